@@ -1,0 +1,40 @@
+"""attntrace: trace every intermediate tensor shape of multi-head attention.
+
+>>> import attntrace
+>>> t = attntrace.trace_attention(attntrace.AttentionConfig(seq=3, hidden=768, heads=12))
+>>> t.shape("q_heads")
+(3, 12, 64)
+"""
+
+from attntrace.attention import STEP_NAMES, estimate_bytes, trace_attention
+from attntrace.backends import BACKENDS, get_backend
+from attntrace.config import DTYPE_BYTES, AttentionConfig
+from attntrace.errors import (
+    AttntraceError,
+    BackendUnavailableError,
+    ConfigError,
+    InputFileError,
+    MemoryBudgetError,
+)
+from attntrace.trace import Param, Step, Trace
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "BACKENDS",
+    "DTYPE_BYTES",
+    "STEP_NAMES",
+    "AttentionConfig",
+    "AttntraceError",
+    "BackendUnavailableError",
+    "ConfigError",
+    "InputFileError",
+    "MemoryBudgetError",
+    "Param",
+    "Step",
+    "Trace",
+    "__version__",
+    "estimate_bytes",
+    "get_backend",
+    "trace_attention",
+]

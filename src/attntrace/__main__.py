@@ -1,0 +1,5 @@
+"""``python -m attntrace``."""
+
+from attntrace.cli import main
+
+main()

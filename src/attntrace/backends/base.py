@@ -1,0 +1,86 @@
+"""The small interface every backend implements; the attention algorithm uses nothing else.
+
+A backend never imports its library at module level of :mod:`attntrace`: the registry in
+:mod:`attntrace.backends` imports a backend module only when that backend is asked for.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, ClassVar, Generic, TypeVar
+
+from attntrace.errors import ConfigError
+
+if TYPE_CHECKING:
+    import numpy as np
+
+T = TypeVar("T")
+Shape = tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class Source:
+    """A tensor to create: its shape and dtype, and how to make its values (called only by
+    backends that compute; the shape backend never calls ``make``)."""
+
+    shape: Shape
+    dtype: str
+    make: Callable[[], np.ndarray]
+
+
+class Backend(ABC, Generic[T]):
+    """Operations on tensors of type ``T``; each returns a new tensor or a view."""
+
+    name: ClassVar[str]
+    dtypes: ClassVar[tuple[str, ...]]  # the dtype names this backend supports
+    computes: ClassVar[bool] = True  # False for the shape backend: no values, no memory
+
+    def check_dtype(self, dtype: str) -> None:
+        """Raise ConfigError naming the supported dtypes when ``dtype`` is not one of them."""
+        if dtype not in self.dtypes:
+            raise ConfigError(
+                f"the {self.name} backend has no dtype {dtype}; use one of {', '.join(self.dtypes)}"
+                + (" or --backend torch" if dtype == "bfloat16" else "")
+            )
+
+    @abstractmethod
+    def tensor(self, source: Source) -> T:
+        """Create a tensor from ``source`` in ``source.dtype``."""
+
+    @abstractmethod
+    def shape(self, x: T) -> Shape:
+        """The shape of ``x`` as a tuple of ints."""
+
+    @abstractmethod
+    def dtype(self, x: T) -> str:
+        """The dtype name of ``x`` (one of ``attntrace.config.DTYPE_BYTES``)."""
+
+    @abstractmethod
+    def to_numpy(self, x: T) -> np.ndarray | None:
+        """The values of ``x`` as a numpy array (bfloat16 widened to float32), or None."""
+
+    @abstractmethod
+    def linear(self, x: T, weight: T, bias: T | None) -> T:
+        """``x @ weight.T + bias`` with weight (out_features, in_features)."""
+
+    @abstractmethod
+    def reshape(self, x: T, shape: Shape) -> T:
+        """``x`` with a new shape of the same number of elements (a view when possible)."""
+
+    @abstractmethod
+    def transpose(self, x: T, dim0: int, dim1: int) -> T:
+        """``x`` with axes ``dim0`` and ``dim1`` swapped (a view)."""
+
+    @abstractmethod
+    def matmul(self, a: T, b: T) -> T:
+        """Batched matrix product ``a @ b`` over the last two axes."""
+
+    @abstractmethod
+    def scale(self, x: T, factor: float) -> T:
+        """``x * factor``, keeping the dtype of ``x``."""
+
+    @abstractmethod
+    def softmax(self, x: T) -> T:
+        """Softmax over the last axis; numerically stable (finite for logits of any size)."""

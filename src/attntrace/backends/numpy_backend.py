@@ -1,0 +1,62 @@
+"""The numpy backend: the default, and the reference the study notes use."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from attntrace.backends.base import Backend, Shape, Source
+
+_NUMPY_DTYPES = {"float16": np.float16, "float32": np.float32, "float64": np.float64}
+
+
+class NumpyBackend(Backend[np.ndarray]):
+    """Attention operations on ``numpy.ndarray``."""
+
+    name = "numpy"
+    dtypes = tuple(_NUMPY_DTYPES)  # numpy has no bfloat16
+
+    def tensor(self, source: Source) -> np.ndarray:
+        return source.make().astype(_NUMPY_DTYPES[source.dtype], copy=False)
+
+    def shape(self, x: np.ndarray) -> Shape:
+        return tuple(int(n) for n in x.shape)
+
+    def dtype(self, x: np.ndarray) -> str:
+        return str(x.dtype)
+
+    def to_numpy(self, x: np.ndarray) -> np.ndarray:
+        return x
+
+    def linear(self, x: np.ndarray, weight: np.ndarray, bias: np.ndarray | None) -> np.ndarray:
+        out: np.ndarray = x @ weight.T  # one BLAS call; the bias is added in place
+        if bias is not None:
+            out += bias
+        return out
+
+    def reshape(self, x: np.ndarray, shape: Shape) -> np.ndarray:
+        out: np.ndarray = x.reshape(shape)
+        return out
+
+    def transpose(self, x: np.ndarray, dim0: int, dim1: int) -> np.ndarray:
+        return np.swapaxes(x, dim0, dim1)
+
+    def matmul(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        out: np.ndarray = np.matmul(a, b)
+        return out
+
+    def scale(self, x: np.ndarray, factor: float) -> np.ndarray:
+        out: np.ndarray = x * x.dtype.type(factor)
+        return out
+
+    def softmax(self, x: np.ndarray) -> np.ndarray:
+        # Subtracting the row max keeps exp() <= 1: the study notes' soft_max overflows to
+        # inf/inf = NaN for logits near 1000, this one does not. One temporary, then in place.
+        e: np.ndarray = x - x.max(axis=-1, keepdims=True)
+        np.exp(e, out=e)
+        e /= e.sum(axis=-1, keepdims=True)
+        return e
+
+
+def backend() -> NumpyBackend:
+    """The registry's constructor."""
+    return NumpyBackend()

@@ -1,0 +1,74 @@
+"""The torch backend (CPU). torch is imported when this module is, and only the registry
+imports it, only when ``backend="torch"`` is asked for."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from attntrace.backends.base import Backend, Shape, Source
+from attntrace.errors import BackendUnavailableError
+
+if TYPE_CHECKING:
+    import numpy as np
+    import torch
+
+INSTALL_HINT = "install it with: pip install 'attntrace[torch]' (or pip install torch==2.13.0)"
+
+
+def _import_torch() -> object:
+    try:
+        import torch
+    except ImportError as exc:
+        raise BackendUnavailableError(f"the torch backend needs PyTorch, which is not installed; {INSTALL_HINT}") from exc
+    return torch
+
+
+class TorchBackend(Backend["torch.Tensor"]):
+    """Attention operations on ``torch.Tensor`` on the CPU."""
+
+    name = "torch"
+    dtypes = ("float16", "bfloat16", "float32", "float64")
+
+    def __init__(self) -> None:
+        _import_torch()
+        import torch
+
+        self._torch = torch
+        self._dtypes = {name: getattr(torch, name) for name in self.dtypes}
+
+    def tensor(self, source: Source) -> torch.Tensor:
+        return self._torch.from_numpy(source.make()).to(self._dtypes[source.dtype])
+
+    def shape(self, x: torch.Tensor) -> Shape:
+        return tuple(int(n) for n in x.shape)
+
+    def dtype(self, x: torch.Tensor) -> str:
+        return str(x.dtype).removeprefix("torch.")
+
+    def to_numpy(self, x: torch.Tensor) -> np.ndarray:
+        x = x.detach().cpu()
+        # numpy has no bfloat16: widen to float32 (exact, every bfloat16 is a float32)
+        return (x.float() if x.dtype == self._torch.bfloat16 else x).numpy()
+
+    def linear(self, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
+        return self._torch.nn.functional.linear(x, weight, bias)
+
+    def reshape(self, x: torch.Tensor, shape: Shape) -> torch.Tensor:
+        return x.reshape(shape)
+
+    def transpose(self, x: torch.Tensor, dim0: int, dim1: int) -> torch.Tensor:
+        return x.transpose(dim0, dim1)
+
+    def matmul(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        return self._torch.matmul(a, b)
+
+    def scale(self, x: torch.Tensor, factor: float) -> torch.Tensor:
+        return x * factor
+
+    def softmax(self, x: torch.Tensor) -> torch.Tensor:
+        return self._torch.softmax(x, dim=-1)  # subtracts the row max internally
+
+
+def backend() -> TorchBackend:
+    """The registry's constructor."""
+    return TorchBackend()

@@ -1,0 +1,71 @@
+"""The Typer application and the one place where errors become exit codes."""
+
+from __future__ import annotations
+
+import functools
+import sys
+from collections.abc import Callable
+from typing import Annotated, ParamSpec, TypeVar
+
+import typer
+
+from attntrace.errors import EXIT_USAGE, AttntraceError
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+EPILOG = "Exit codes: 0 success, 1 a check failed, 2 bad input or usage."
+
+app = typer.Typer(
+    name="attntrace",
+    help="Trace every intermediate tensor shape of multi-head attention.",
+    epilog=EPILOG,
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    rich_markup_mode="rich",
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+
+
+def fail(message: str, code: int = EXIT_USAGE) -> typer.Exit:
+    """Print ``attntrace: error: message`` as one line on stderr; return the Exit to raise."""
+    sys.stderr.write(f"attntrace: error: {' '.join(message.split())}\n")
+    return typer.Exit(code)
+
+
+def cli_errors(command: Callable[P, R]) -> Callable[P, R]:
+    """Turn the project's errors (and running out of memory) into one line and exit code 2."""
+
+    @functools.wraps(command)
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            return command(*args, **kwargs)
+        except AttntraceError as exc:
+            raise fail(str(exc)) from None
+        except MemoryError:
+            raise fail("out of memory; lower the sizes or set a smaller --max-memory") from None
+
+    return wrapper
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        from attntrace import __version__
+
+        typer.echo(f"attntrace {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def root(
+    version: Annotated[bool, typer.Option("--version", callback=_print_version, is_eager=True, help="Print the version and exit.")] = False,
+) -> None:
+    """Trace every intermediate tensor shape of multi-head attention.
+
+    Start with: [bold]attntrace run --heads 12 --hidden 768[/]
+    """
+
+
+def main() -> None:
+    """Console-script entry point."""
+    app()

@@ -1,0 +1,85 @@
+"""Memory budget: how much a compute backend may allocate, checked before it allocates."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from attntrace.errors import ConfigError, MemoryBudgetError
+
+#: Fraction of the available memory a run may use when no --max-memory is given.
+DEFAULT_FRACTION = 0.5
+
+_UNITS = {"": 1, "b": 1, "k": 1000, "kb": 1000, "m": 1000**2, "mb": 1000**2, "g": 1000**3,
+          "gb": 1000**3, "t": 1000**4, "tb": 1000**4, "kib": 1024, "mib": 1024**2,
+          "gib": 1024**3, "tib": 1024**4, "pib": 1024**5}
+
+
+def format_bytes(n: int | float) -> str:
+    """Bytes in binary units.
+
+    >>> format_bytes(4398046511104)
+    '4.00 TiB'
+    >>> format_bytes(432)
+    '432 B'
+    """
+    if n < 1024:
+        return f"{int(n)} B"
+    value = float(n)
+    for unit in ("KiB", "MiB", "GiB", "TiB", "PiB", "EiB"):
+        value /= 1024
+        if value < 1024 or unit == "EiB":
+            break
+    return f"{value:.2f} {unit}"
+
+
+def parse_size(text: str) -> int:
+    """A size like ``512MiB``, ``2G`` or ``1000000`` in bytes.
+
+    >>> parse_size("1.5GiB")
+    1610612736
+    """
+    match = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*([a-zA-Z]*)\s*", text)
+    unit = match.group(2).lower() if match else ""
+    if not match or unit not in _UNITS:
+        raise ConfigError(f"cannot read the size {text!r}; write it like 512MiB, 8GiB or 2000000000")
+    return int(float(match.group(1)) * _UNITS[unit])
+
+
+def available_memory() -> int:
+    """Bytes that can still be allocated: the system's available memory, or less when a
+    cgroup (container) limit leaves less."""
+    import psutil
+
+    available = int(psutil.virtual_memory().available)
+    cgroup_room = _cgroup_room()
+    return min(available, cgroup_room) if cgroup_room is not None else available
+
+
+def _cgroup_room() -> int | None:
+    """Bytes left under a cgroup v2 memory limit, or None where there is no limit."""
+    try:
+        limit = Path("/sys/fs/cgroup/memory.max").read_text().strip()
+        current = Path("/sys/fs/cgroup/memory.current").read_text().strip()
+    except OSError:
+        return None
+    if limit == "max":
+        return None
+    return max(int(limit) - int(current), 0)
+
+
+def default_budget() -> int:
+    """The budget when the user gives none: a safe fraction of the available memory."""
+    return int(available_memory() * DEFAULT_FRACTION)
+
+
+def check_budget(needed: int, budget: int | None, largest: str, advice: str) -> None:
+    """Raise MemoryBudgetError when ``needed`` bytes exceed ``budget`` (default: a safe
+    fraction of the available memory)."""
+    limit = default_budget() if budget is None else budget
+    if needed > limit:
+        origin = "--max-memory" if budget is not None else f"{DEFAULT_FRACTION:.0%} of available memory"
+        raise MemoryBudgetError(
+            f"this trace needs about {format_bytes(needed)} ({largest}) but the budget is "
+            f"{format_bytes(limit)} ({origin}); {advice}"
+        )

@@ -1,0 +1,160 @@
+"""The Rich rendering of a trace: steps table, parameter table, attention heat map, values."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from rich import box
+from rich.console import Console, Group, RenderableType
+from rich.style import Style
+from rich.table import Table
+from rich.text import Text
+
+from attntrace.memory import format_bytes
+from attntrace.trace import Trace
+
+if TYPE_CHECKING:
+    import numpy as np
+
+#: Sequences up to this length get the full heat map; longer ones a summary.
+HEATMAP_MAX_SEQ = 16
+#: Tensors with at most this many elements have their values printed by --values.
+VALUES_MAX_NUMEL = 256
+
+
+def format_shape(shape: tuple[int, ...]) -> str:
+    """A shape as a Python tuple: ``(12, 3, 64)``, ``(768,)``."""
+    return str(tuple(shape))
+
+
+def format_axes(axes: tuple[str, ...]) -> str:
+    """Axis letters as a tuple: ``(h, S, d)``."""
+    return "(" + ", ".join(axes) + ("," if len(axes) == 1 else "") + ")"
+
+
+def render_trace(trace: Trace, console: Console, *, head: int = 0, values: bool = False) -> None:
+    """Print the whole table view of ``trace`` on ``console``."""
+    console.print(title_line(trace))
+    console.print(steps_table(trace, console.width))
+    console.print(params_table(trace))
+    console.print(attention_view(trace, head))
+    if values:
+        console.print(values_view(trace))
+
+
+def title_line(trace: Trace) -> Text:
+    """One line naming the config: sizes, backend, dtype."""
+    cfg = trace.config
+    sizes = "  ".join(f"{axis}={size}" for axis, size in cfg.axis_sizes().items())
+    return Text.assemble(("attntrace", "bold"), f"  multi-head self-attention  {sizes}  ",
+                         (f"{trace.backend} {cfg.dtype}", "cyan"))
+
+
+def steps_table(trace: Trace, width: int = 80) -> Table:
+    """One row per step: index, name, operation, shape, named axes, dtype.
+
+    When every step has the same dtype and the console is narrower than 100 columns, the
+    dtype goes into the title instead of a column, so the table fits 80 columns.
+    """
+    dtypes = {step.dtype for step in trace.steps}
+    dtype_column = len(dtypes) > 1 or width >= 100
+    title = "steps" if dtype_column else f"steps (every tensor {dtypes.pop()})"
+    table = _table(title)
+    table.add_column("#", justify="right", style="dim")
+    table.add_column("step", style="bold")
+    table.add_column("op", overflow="fold")
+    table.add_column("shape", justify="right", style="cyan", no_wrap=True)
+    table.add_column("axes", style="magenta", no_wrap=True)
+    if dtype_column:
+        table.add_column("dtype", style="dim", no_wrap=True)
+    for step in trace.steps:
+        cells = [str(step.index), step.name, step.op, format_shape(step.shape), format_axes(step.axes)]
+        table.add_row(*cells, *([step.dtype] if dtype_column else []))
+    return table
+
+
+def _table(title: str, *, show_footer: bool = False) -> Table:
+    """A compact table: one space between columns, a rule under the header, no outer box."""
+    return Table(title=title, box=box.SIMPLE_HEAD, show_edge=False, padding=(0, 1, 0, 0),
+                 title_justify="left", title_style="bold", show_footer=show_footer)
+
+
+def params_table(trace: Trace) -> Table:
+    """One row per weight and bias, with a total."""
+    table = _table("parameters", show_footer=True)
+    table.add_column("name", "total", style="bold")
+    table.add_column("shape", justify="right", style="cyan")
+    table.add_column("axes", style="magenta")
+    table.add_column("count", f"{trace.param_count:,}", justify="right")
+    table.add_column("bytes", format_bytes(trace.param_bytes), justify="right")
+    for p in trace.parameters:
+        table.add_row(p.name, format_shape(p.shape), format_axes(p.axes), f"{p.numel:,}", format_bytes(p.nbytes))
+    return table
+
+
+def attention_view(trace: Trace, head: int) -> RenderableType:
+    """The attention weights of one head: a heat map when short, a summary when long."""
+    step = trace["weights"]
+    where = f"head {head}" + (" of batch item 0" if trace.config.batched else "")
+    if step.value is None:
+        return Text(f"attention weights, {where}: no values on the {trace.backend} backend", style="dim")
+    matrix = step.value[(0, head) if trace.config.batched else (head,)]  # (S, S)
+    if matrix.shape[0] <= HEATMAP_MAX_SEQ:
+        return heatmap(matrix, f"attention weights, {where} (rows: queries, columns: keys; each row sums to 1)")
+    return weights_summary(matrix, where)
+
+
+def heatmap(matrix: np.ndarray, title: str) -> Group:
+    """A grid of the numbers, each cell shaded by its value (darker = more attention)."""
+    rows, cols = matrix.shape
+    compact = cols > 8  # two decimals without the leading zero keep 16 columns within 80
+    table = Table(box=None, pad_edge=False, padding=(0, 1, 0, 0))
+    table.add_column("", style="dim", justify="right")
+    for j in range(cols):
+        table.add_column(f"k{j}", justify="right", header_style="dim")
+    table.add_column("sum", justify="right", style="dim")
+    for i in range(rows):
+        cells = [_heat_cell(float(v), compact) for v in matrix[i]]
+        table.add_row(f"q{i}", *cells, f"{float(matrix[i].sum()):.2f}")
+    return Group(Text(title, style="italic"), table)
+
+
+def _heat_cell(value: float, compact: bool) -> Text:
+    text = f"{value:.2f}" if compact else f"{value:.3f}"
+    if compact and value < 0.995:
+        text = text[1:]  # ".42"
+    level = int(55 + 200 * min(max(value, 0.0), 1.0))
+    style = Style(bgcolor=f"rgb({level // 3},{level // 2},{level})", color="white" if value < 0.5 else "black")
+    return Text(text, style=style)
+
+
+def weights_summary(matrix: np.ndarray, where: str) -> Text:
+    """What a long attention matrix looks like, in a few numbers."""
+    import numpy as np
+
+    seq = matrix.shape[0]
+    row_sums = matrix.sum(axis=-1)
+    top = np.unravel_index(int(np.argmax(matrix)), matrix.shape)
+    entropy = float(-(matrix * np.log(np.clip(matrix, 1e-30, None))).sum(axis=-1).mean())
+    lines = [
+        f"attention weights, {where}: {matrix.shape}, summarised (heat map up to S={HEATMAP_MAX_SEQ})",
+        f"  rows sum to 1 within {float(np.abs(row_sums - 1).max()):.1e}",
+        f"  largest weight {float(matrix[top]):.4f} (query {top[0]} -> key {top[1]})",
+        f"  mean row entropy {entropy:.3f} nats (uniform attention: ln {seq} = {np.log(seq):.3f})",
+    ]
+    return Text("\n".join(lines))
+
+
+def values_view(trace: Trace) -> RenderableType:
+    """The numbers of every step and parameter small enough to read (as the notes print them)."""
+    import numpy as np
+
+    parts: list[RenderableType] = [Text(f"values (tensors of at most {VALUES_MAX_NUMEL} elements)", style="bold")]
+    for record in (*trace.steps, *trace.parameters):
+        if record.value is None or record.numel > VALUES_MAX_NUMEL:
+            continue
+        body = np.array2string(record.value, precision=4, suppress_small=True, max_line_width=78)
+        parts.append(Text.assemble((f"{record.name} {format_shape(record.shape)}", "bold cyan"), "\n", body))
+    if len(parts) == 1:
+        parts.append(Text(f"every tensor has more than {VALUES_MAX_NUMEL} elements; try smaller sizes, e.g. --hidden 4 --heads 2", style="dim"))
+    return Group(*parts)

@@ -1,0 +1,135 @@
+"""Records of a traced attention: one :class:`Step` per intermediate tensor, one
+:class:`Param` per weight, gathered in a :class:`Trace`. Renderers read these; nothing here
+computes attention.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from attntrace.config import DTYPE_BYTES, AttentionConfig
+from attntrace.errors import AttntraceError
+
+if TYPE_CHECKING:
+    import numpy as np
+
+Shape = tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class Tensor:
+    """What every recorded tensor has: a name, a shape, a dtype, and maybe its values."""
+
+    name: str
+    shape: Shape
+    dtype: str
+    value: np.ndarray | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def numel(self) -> int:
+        """Number of elements."""
+        return math.prod(self.shape)
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes the tensor takes in its dtype."""
+        return self.numel * DTYPE_BYTES[self.dtype]
+
+
+@dataclass(frozen=True)
+class Step(Tensor):
+    """One named intermediate tensor of the algorithm.
+
+    >>> s = Step("scores", (12, 3, 3), "float32", index=7, op="q @ k_t", axes=("h", "S", "S"))
+    >>> s.nbytes
+    432
+    """
+
+    index: int = 0  # position in the trace, from 0
+    op: str = ""  # the operation as a short code expression, e.g. "q @ k_t"
+    axes: tuple[str, ...] = ()  # axis letters, one per dimension, e.g. ("h", "S", "S")
+    view: bool = False  # True when the step is a view of an earlier tensor (no new memory)
+
+
+@dataclass(frozen=True)
+class Param(Tensor):
+    """One weight or bias of the attention layer (torch convention: weight is (out, in))."""
+
+    axes: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Trace:
+    """The ordered steps and the parameters of one traced attention.
+
+    >>> from attntrace import AttentionConfig, trace_attention
+    >>> t = trace_attention(AttentionConfig(seq=3, hidden=768, heads=12))
+    >>> t["scores"].shape
+    (12, 3, 3)
+    >>> [s.name for s in t.steps][:3]
+    ['x', 'q_proj', 'k_proj']
+    """
+
+    config: AttentionConfig
+    backend: str
+    steps: tuple[Step, ...]
+    parameters: tuple[Param, ...]
+
+    def __getitem__(self, name: str) -> Step:
+        for step in self.steps:
+            if step.name == name:
+                return step
+        raise UnknownStepError(name, self.names)
+
+    def __iter__(self) -> Iterator[Step]:
+        return iter(self.steps)
+
+    def __len__(self) -> int:
+        return len(self.steps)
+
+    def __contains__(self, name: object) -> bool:
+        return any(step.name == name for step in self.steps)
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """Step names in order."""
+        return tuple(step.name for step in self.steps)
+
+    def shape(self, name: str) -> Shape:
+        """Shape of the step called ``name``."""
+        return self[name].shape
+
+    @property
+    def params(self) -> Mapping[str, np.ndarray]:
+        """Parameter values by name (empty for backends that keep no values)."""
+        return {p.name: p.value for p in self.parameters if p.value is not None}
+
+    def param(self, name: str) -> Param:
+        """The parameter record called ``name``."""
+        for p in self.parameters:
+            if p.name == name:
+                return p
+        raise AttntraceError(f"no parameter {name!r}; parameters: {', '.join(p.name for p in self.parameters)}")
+
+    @property
+    def param_count(self) -> int:
+        """Total number of parameter elements."""
+        return sum(p.numel for p in self.parameters)
+
+    @property
+    def param_bytes(self) -> int:
+        """Total bytes of all parameters."""
+        return sum(p.nbytes for p in self.parameters)
+
+
+class UnknownStepError(AttntraceError, KeyError):
+    """A step name that the trace does not have."""
+
+    def __init__(self, name: str, valid: tuple[str, ...]) -> None:
+        super().__init__(f"unknown step {name!r}; valid steps: {', '.join(valid)}")
+
+    def __str__(self) -> str:  # KeyError would quote the whole message
+        return str(self.args[0])
