@@ -31,7 +31,7 @@ def any_backend(request: pytest.FixtureRequest) -> str:
 
 
 def test_step_names_are_the_public_contract() -> None:
-    assert STEP_NAMES == tuple(CARD)
+    assert tuple(CARD) == STEP_NAMES
     assert trace_attention(AttentionConfig(), "shape").names == STEP_NAMES
 
 

@@ -35,10 +35,15 @@ def format_axes(axes: tuple[str, ...]) -> str:
 def render_trace(trace: Trace, console: Console, *, head: int = 0, values: bool = False) -> None:
     """Print the whole table view of ``trace`` on ``console``."""
     console.print(title_line(trace))
+    console.print(flow_line(trace))
+    console.print()
     console.print(steps_table(trace, console.width))
+    console.print()
     console.print(params_table(trace))
+    console.print()
     console.print(attention_view(trace, head))
     if values:
+        console.print()
         console.print(values_view(trace))
 
 
@@ -48,6 +53,16 @@ def title_line(trace: Trace) -> Text:
     sizes = "  ".join(f"{axis}={size}" for axis, size in cfg.axis_sizes().items())
     return Text.assemble(("attntrace", "bold"), f"  multi-head self-attention  {sizes}  ",
                          (f"{trace.backend} {cfg.dtype}", "cyan"))
+
+
+#: The steps whose shapes tell the story of the study notes' card, in order.
+FLOW_STEPS = ("x", "q_heads", "q", "scores", "context", "context_heads", "output")
+
+
+def flow_line(trace: Trace) -> Text:
+    """The card's chain of shapes: (3, 768) → (3, 12, 64) → (12, 3, 64) → (12, 3, 3) → …"""
+    shapes = [format_shape(trace[name].shape) for name in FLOW_STEPS if name in trace]
+    return Text(" → ".join(shapes), style="cyan")
 
 
 def steps_table(trace: Trace, width: int = 80) -> Table:
@@ -137,7 +152,7 @@ def weights_summary(matrix: np.ndarray, where: str) -> Text:
     top = np.unravel_index(int(np.argmax(matrix)), matrix.shape)
     entropy = float(-(matrix * np.log(np.clip(matrix, 1e-30, None))).sum(axis=-1).mean())
     lines = [
-        f"attention weights, {where}: {matrix.shape}, summarised (heat map up to S={HEATMAP_MAX_SEQ})",
+        f"attention weights, {where}: {matrix.shape}, summarised (S > {HEATMAP_MAX_SEQ})",
         f"  rows sum to 1 within {float(np.abs(row_sums - 1).max()):.1e}",
         f"  largest weight {float(matrix[top]):.4f} (query {top[0]} -> key {top[1]})",
         f"  mean row entropy {entropy:.3f} nats (uniform attention: ln {seq} = {np.log(seq):.3f})",
