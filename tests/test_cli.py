@@ -151,3 +151,20 @@ def test_huge_sizes_are_refused_at_once_without_allocating() -> None:
     )
     proc = _python("-c", code)
     assert proc.stdout.split() == ["2", "True"], proc.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["run", "--hedas", "12"], "No such option: --hedas (Possible options: --head, --heads, --seed); see 'attntrace run --help'"),
+        (["run", "--seq", "abc"], "Invalid value for '--seq': 'abc' is not a valid int; see 'attntrace run --help'"),
+        (["runn"], "No such command 'runn'"),
+    ],
+)
+def test_usage_errors_of_the_real_process_are_one_line(args: list[str], message: str) -> None:
+    proc = _python("-c", "import sys; sys.argv[0] = 'attntrace'; from attntrace.cli import main; main()", *args)
+    assert proc.returncode == 2
+    assert proc.stdout == ""
+    assert proc.stderr.startswith("attntrace: error: "), proc.stderr
+    assert message in proc.stderr
+    assert proc.stderr.count("\n") == 1

@@ -18,7 +18,8 @@ EPILOG = "Exit codes: 0 success, 1 a check failed, 2 bad input or usage."
 
 app = typer.Typer(
     name="attntrace",
-    help="Trace every intermediate tensor shape of multi-head attention.",
+    help="Trace every intermediate tensor shape of multi-head attention.\n\n"
+    "Start with: [bold]attntrace run --heads 12 --hidden 768[/]",
     epilog=EPILOG,
     no_args_is_help=True,
     pretty_exceptions_enable=False,
@@ -60,12 +61,24 @@ def _print_version(value: bool) -> None:
 def root(
     version: Annotated[bool, typer.Option("--version", callback=_print_version, is_eager=True, help="Print the version and exit.")] = False,
 ) -> None:
-    """Trace every intermediate tensor shape of multi-head attention.
-
-    Start with: [bold]attntrace run --heads 12 --hidden 768[/]
-    """
+    """Options that apply before any command."""
 
 
 def main() -> None:
-    """Console-script entry point."""
-    app()
+    """Console-script entry point: usage errors (a typo in an option, a bad choice) become the
+    same one line on stderr and exit code 2 as every other bad input."""
+    try:
+        code = app(standalone_mode=False)
+    except Exception as exc:
+        # Typer >= 0.27 vendors click; both raise ClickException subclasses with these two members.
+        if not (hasattr(exc, "format_message") and hasattr(exc, "exit_code")):
+            raise
+        message, ctx = exc.format_message().rstrip("."), getattr(exc, "ctx", None)
+        if not message and ctx is not None:  # no command given: the help is the answer
+            typer.echo(ctx.get_help())
+            sys.exit(0)
+        hint = f"; see '{ctx.command_path} --help'" if ctx is not None else ""
+        sys.exit(fail(f"{message}{hint}", exc.exit_code).exit_code)
+    except typer.Abort:
+        sys.exit(130)
+    sys.exit(code if isinstance(code, int) else 0)
