@@ -59,11 +59,15 @@ class Expectation:
 
 @dataclass(frozen=True)
 class Mismatch:
-    """One check that failed: what was checked, what was expected, what the trace has."""
+    """One check that failed: what was checked, what was expected, what the trace has.
+
+    ``subject`` names the check it belongs to (one golden step can differ in shape and dtype).
+    """
 
     what: str
     expected: str
     actual: str
+    subject: str = ""
 
 
 @dataclass(frozen=True)
@@ -78,6 +82,11 @@ class CaseResult:
     @property
     def ok(self) -> bool:
         return not self.mismatches
+
+    @property
+    def failed(self) -> int:
+        """Number of checks that failed."""
+        return len({m.subject or m.what for m in self.mismatches})
 
 
 def parse_shape(text: str) -> tuple[Dim, ...]:
@@ -119,7 +128,7 @@ def check_expectations(trace: Trace, expectations: Iterable[Expectation]) -> tup
         expected = e.resolve(sizes)
         if step.shape != expected:
             written = str(expected) if all(isinstance(d, int) for d in e.dims) else f"{e.text} = {expected}"
-            failed.append(Mismatch(e.step, written, f"{step.shape} ({', '.join(step.axes)})"))
+            failed.append(Mismatch(e.step, written, f"{step.shape} ({', '.join(step.axes)})", f"expect {e.step}={e.text}"))
     return tuple(failed)
 
 
@@ -131,7 +140,8 @@ def check_trace(trace: Trace, expectations: Sequence[Expectation], golden: Mappi
     notes: tuple[str, ...] = ()
     if golden is not None:
         mismatches += compare_golden(trace, golden)
-        checked += len(golden["steps"]) + len(golden["params"])
+        checked += len({r["name"] for r in golden["steps"]} | set(trace.names))
+        checked += len({r["name"] for r in golden["params"]} | {p.name for p in trace.parameters})
         notes = config_notes(trace, golden)
     return CaseResult(name, checked, mismatches, notes)
 
@@ -199,13 +209,13 @@ def _compare(kind: str, golden: list[dict[str, Any]], actual: Mapping[str, tuple
     for name in [*expected, *(n for n in actual if n not in expected)]:
         if name not in actual or name not in expected:
             out.append(Mismatch(f"{kind} {name}", "present" if name in expected else "absent",
-                                "present" if name in actual else "missing"))
+                                "present" if name in actual else "missing", f"{kind} {name}"))
             continue
         (g_shape, g_dtype), (a_shape, a_dtype) = expected[name], actual[name]
         if g_shape != a_shape:
-            out.append(Mismatch(f"{kind} {name} shape", str(tuple(g_shape)), str(tuple(a_shape))))
+            out.append(Mismatch(f"{kind} {name} shape", str(tuple(g_shape)), str(tuple(a_shape)), f"{kind} {name}"))
         if g_dtype != a_dtype:
-            out.append(Mismatch(f"{kind} {name} dtype", g_dtype, a_dtype))
+            out.append(Mismatch(f"{kind} {name} dtype", g_dtype, a_dtype, f"{kind} {name}"))
     return out
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from enum import StrEnum
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -49,3 +50,8 @@ Head = Annotated[int, typer.Option(help="Which head's attention weights to show.
 Values = Annotated[bool, typer.Option("--values", help="Also print the numbers of every tensor small enough to read.", rich_help_panel=OUTPUT)]
 Format = Annotated[OutputFormat, typer.Option("--format", "-f", help="table (Rich, for people), or one document on stdout for scripts: json (schema attntrace.trace/1), csv (one row per step), markdown.", rich_help_panel=OUTPUT)]
 NoColor = Annotated[bool, typer.Option("--no-color", help="No colours (also when NO_COLOR is set); output that is not a terminal never has any.", rich_help_panel=OUTPUT)]
+CheckBackend = Annotated[BackendName, typer.Option(help="shape (default: no compute, any size, same shapes), numpy or torch.")]
+CHECKS = "Checks"
+Expect = Annotated[list[str] | None, typer.Option("--expect", "-e", metavar="STEP=SHAPE", help="Expected shape of a step, repeatable: scores=12,3,3, scores=12x3x3 or with axis letters scores=h,S,S (B S H h d).", rich_help_panel=CHECKS, show_default=False)]
+Golden = Annotated[Path | None, typer.Option(metavar="FILE.json", help="Compare the shapes and dtypes of every step and parameter with a trace saved by: attntrace run --format json > FILE.json", rich_help_panel=CHECKS, show_default=False)]
+Spec = Annotated[Path | None, typer.Option(metavar="FILE.toml", help="Check many configs at once; each \\[config.NAME] table gives sizes and an expect table. Replaces the size options.", rich_help_panel=CHECKS, show_default=False)]

@@ -5,12 +5,12 @@ from __future__ import annotations
 import sys
 
 from attntrace.cli import options as opt
-from attntrace.cli.app import app, cli_errors, console
+from attntrace.cli.app import EPILOG, app, cli_errors, console
 from attntrace.config import AttentionConfig
 from attntrace.errors import ConfigError
 
 
-@app.command()
+@app.command(epilog=EPILOG)
 @cli_errors
 def run(
     batch: opt.Batch = None,
