@@ -104,7 +104,9 @@ def test_expect_failure_exits_1_with_step_expected_actual() -> None:
     code, out, err = check_cli("--batch", "2", "-e", "scores=12,3,4", "-e", "output=B,S,H", "-e", "k_t=h,S,d")
     assert code == EXIT_CHECK_FAILED
     assert err == ""
-    assert "step" in out and "expected" in out and "actual" in out
+    assert "step" in out
+    assert "expected" in out
+    assert "actual" in out
     assert "scores (12, 3, 4) (2, 12, 3, 3) (B, h, S, S)" in flat(out)
     assert "k_t h,S,d = (12, 3, 64) (2, 12, 64, 3) (B, h, d, S)" in flat(out)
     assert "output" not in out.split("actual")[1]  # only the failures are listed
@@ -116,7 +118,8 @@ def test_unknown_step_exits_2_listing_the_valid_names() -> None:
     assert code == EXIT_USAGE
     assert out == ""
     assert err.startswith("attntrace: error: unknown step 'score'; valid steps: x, q_proj,")
-    assert "scores" in err and "Traceback" not in err
+    assert "scores" in err
+    assert "Traceback" not in err
 
 
 @pytest.mark.parametrize(("args", "message"), [
@@ -137,7 +140,9 @@ def test_check_help_states_the_exit_codes() -> None:
     result = runner.invoke(app, ["check", "--help"], env={"COLUMNS": "100"})
     assert result.exit_code == 0
     assert "Exit codes: 0 success, 1 a check failed, 2 bad input or usage." in result.stdout
-    assert "--expect" in result.stdout and "--golden" in result.stdout and "[config.NAME]" in result.stdout
+    assert "--expect" in result.stdout
+    assert "--golden" in result.stdout
+    assert "[config.NAME]" in result.stdout
 
 
 # --- --golden --------------------------------------------------------------------------------
@@ -170,8 +175,11 @@ def test_golden_reports_dtype_and_batch_differences(tmp_path: Path) -> None:
     golden = save_golden(tmp_path / "trace.json", "--hidden", "8", "--heads", "2")
     code, out, _ = check_cli("--golden", str(golden), "--hidden", "8", "--heads", "2", "--dtype", "float64", "--batch", "1")
     assert code == EXIT_CHECK_FAILED
-    assert "param w_q dtype" in out and "float32" in out and "float64" in out
-    assert "step x shape" in out and "(1, 3, 8)" in out
+    assert "param w_q dtype" in out
+    assert "float32" in out
+    assert "float64" in out
+    assert "step x shape" in out
+    assert "(1, 3, 8)" in out
     assert "FAILED: 0 passed, 26 failed" in out
 
 
@@ -206,7 +214,8 @@ def test_malformed_golden_exits_2_naming_the_file(tmp_path: Path, case: str) -> 
     code, out, err = check_cli("--golden", str(path))
     assert code == EXIT_USAGE
     assert out == ""
-    assert str(path) in err and message in err
+    assert str(path) in err
+    assert message in err
     assert "Traceback" not in err
     assert len(err.splitlines()) == 1
 
@@ -217,7 +226,8 @@ def test_unreadable_golden_exits_2(tmp_path: Path, make: object, message: str) -
     path = make(tmp_path)  # type: ignore[operator]
     code, _, err = check_cli("--golden", str(path))
     assert code == EXIT_USAGE
-    assert str(path) in err and message in err
+    assert str(path) in err
+    assert message in err
 
 
 # --- --spec ----------------------------------------------------------------------------------
@@ -322,7 +332,8 @@ def test_malformed_spec_exits_2_naming_the_file(tmp_path: Path, case: str) -> No
 def test_missing_spec_exits_2(tmp_path: Path) -> None:
     code, _, err = check_cli("--spec", str(tmp_path / "none.toml"))
     assert code == EXIT_USAGE
-    assert "spec file" in err and "none.toml does not exist" in err
+    assert "spec file" in err
+    assert "none.toml does not exist" in err
 
 
 def test_spec_cannot_be_mixed_with_expect(tmp_path: Path) -> None:
@@ -348,5 +359,5 @@ def test_load_golden_is_the_python_api_for_saved_traces(tmp_path: Path) -> None:
     path.write_text(json.dumps(trace_attention(AttentionConfig(), "shape").to_dict()))
     assert load_golden(path)["steps"][11]["shape"] == [12, 3, 3]
     path.write_text("{}")
-    with pytest.raises(InputFileError, match="t.json: not an attntrace trace"):
+    with pytest.raises(InputFileError, match=r"t\.json: not an attntrace trace"):
         load_golden(path)
