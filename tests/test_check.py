@@ -361,3 +361,10 @@ def test_load_golden_is_the_python_api_for_saved_traces(tmp_path: Path) -> None:
     path.write_text("{}")
     with pytest.raises(InputFileError, match=r"t\.json: not an attntrace trace"):
         load_golden(path)
+
+
+def test_the_example_spec_passes() -> None:
+    spec = Path(__file__).resolve().parents[1] / "examples" / "shapes.toml"
+    code, out, err = check_cli("--spec", str(spec))
+    assert (code, err) == (EXIT_OK, "")
+    assert "ok: 2 passed, 0 failed" in out

@@ -185,3 +185,14 @@ def test_no_color_and_NO_COLOR_turn_colours_off_on_a_terminal(how: tuple[str, ..
     plain = _run_process("run", "--seq", "4", "--hidden", "8", "--heads", "2", *how, **env)
     assert plain.returncode == 0, plain.stderr
     assert not COLOUR.search(plain.stdout)
+
+
+def test_the_documented_example_document_validates_and_matches_a_real_trace() -> None:
+    text = (SRC.parent / "docs" / "scripting.md").read_text(encoding="utf-8")
+    example = json.loads(text.split("```json\n", 1)[1].split("```", 1)[0])
+    validate(example)
+    real = trace_attention(AttentionConfig(seq=3, hidden=768, heads=12), "numpy").to_dict()
+    assert example["config"] == real["config"]
+    assert example["totals"] == real["totals"]
+    assert example["steps"][0] == real["steps"][11]
+    assert example["params"][0] == real["params"][0]
