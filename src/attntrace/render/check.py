@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from rich import box
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
 from attntrace.check import CaseResult, summary
-from attntrace.render.table import _table
 
 
 def render_results(results: Sequence[CaseResult], console: Console, *, spec: bool = False) -> None:
@@ -27,7 +27,8 @@ def render_results(results: Sequence[CaseResult], console: Console, *, spec: boo
 
 def failures_table(results: Sequence[CaseResult], *, spec: bool = False) -> Table:
     """One row per failed check: (config,) what, expected, actual."""
-    table = _table("failed checks")
+    table = Table(title="failed checks", box=box.SIMPLE_HEAD, show_edge=False, padding=(0, 1, 0, 0),
+                  title_justify="left", title_style="bold")
     if spec:
         table.add_column("config", style="bold")
     table.add_column("step" if not spec else "check", style="bold")
