@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from attntrace.config import DTYPE_BYTES, AttentionConfig
 from attntrace.errors import AttntraceError
@@ -17,6 +17,9 @@ if TYPE_CHECKING:
     import numpy as np
 
 Shape = tuple[int, ...]
+
+#: The ``schema`` value of :meth:`Trace.to_dict`; bumped only when a documented key changes.
+SCHEMA_ID = "attntrace.trace/1"
 
 
 @dataclass(frozen=True)
@@ -99,7 +102,12 @@ class Trace:
         return tuple(step.name for step in self.steps)
 
     def shape(self, name: str) -> Shape:
-        """Shape of the step called ``name``."""
+        """Shape of the step called ``name`` (an unknown name raises, listing the valid ones).
+
+        >>> from attntrace import AttentionConfig, trace_attention
+        >>> trace_attention(AttentionConfig(batch=2, seq=3, hidden=768, heads=12), "shape").shape("scores")
+        (2, 12, 3, 3)
+        """
         return self[name].shape
 
     @property
@@ -123,6 +131,44 @@ class Trace:
     def param_bytes(self) -> int:
         """Total bytes of all parameters."""
         return sum(p.nbytes for p in self.parameters)
+
+    @property
+    def step_bytes(self) -> int:
+        """Bytes of the steps that own their memory (views are not counted)."""
+        return sum(s.nbytes for s in self.steps if not s.view)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The trace as plain JSON-ready data: the document of ``attntrace run --format json``.
+
+        Shapes are lists of ints; the layout is the JSON Schema ``attntrace.trace/1``
+        (``attntrace/schemas/trace-1.schema.json``). Values are never included.
+
+        >>> from attntrace import AttentionConfig, trace_attention
+        >>> doc = trace_attention(AttentionConfig(seq=3, hidden=768, heads=12), "shape").to_dict()
+        >>> doc["schema"], doc["config"]["heads"], doc["config"]["backend"]
+        ('attntrace.trace/1', 12, 'shape')
+        >>> scores = doc["steps"][11]
+        >>> scores["name"], scores["shape"], scores["axes"], scores["bytes"]
+        ('scores', [12, 3, 3], ['h', 'S', 'S'], 432)
+        """
+        return {
+            "schema": SCHEMA_ID,
+            "config": {**self.config.to_dict(), "backend": self.backend, "axis_sizes": self.config.axis_sizes()},
+            "steps": [_step_dict(s) for s in self.steps],
+            "params": [_param_dict(p) for p in self.parameters],
+            "totals": {"steps": len(self.steps), "step_bytes": self.step_bytes,
+                       "param_count": self.param_count, "param_bytes": self.param_bytes},
+        }
+
+
+def _step_dict(step: Step) -> dict[str, Any]:
+    return {"index": step.index, "name": step.name, "op": step.op, "shape": list(step.shape),
+            "axes": list(step.axes), "dtype": step.dtype, "bytes": step.nbytes, "view": step.view}
+
+
+def _param_dict(param: Param) -> dict[str, Any]:
+    return {"name": param.name, "shape": list(param.shape), "axes": list(param.axes),
+            "dtype": param.dtype, "count": param.numel, "bytes": param.nbytes}
 
 
 class UnknownStepError(AttntraceError, KeyError):

@@ -1,6 +1,10 @@
 """The Typer command line: options -> AttentionConfig -> trace -> renderer, nothing more."""
 
+# Commands are listed in --help in the order they are imported here.
 from attntrace.cli import run as _run  # noqa: F401  (registers the command)
+
+# isort: split
+from attntrace.cli import check as _check  # noqa: F401  (registers the command)
 from attntrace.cli.app import app, main
 
 __all__ = ["app", "main"]

@@ -8,6 +8,7 @@ from collections.abc import Callable
 from typing import Annotated, ParamSpec, TypeVar
 
 import typer
+from rich.console import Console
 
 from attntrace.errors import EXIT_USAGE, AttntraceError
 
@@ -32,6 +33,11 @@ def fail(message: str, code: int = EXIT_USAGE) -> typer.Exit:
     """Print ``attntrace: error: message`` as one line on stderr; return the Exit to raise."""
     sys.stderr.write(f"attntrace: error: {' '.join(message.split())}\n")
     return typer.Exit(code)
+
+
+def console(no_color: bool = False) -> Console:
+    """The stdout console: colours off with --no-color or NO_COLOR, no escape codes when piped."""
+    return Console(no_color=True if no_color else None)
 
 
 def cli_errors(command: Callable[P, R]) -> Callable[P, R]:

@@ -1,0 +1,363 @@
+"""Shape checks for scripts and CI: expectations (``scores=h,S,S``), golden traces, TOML specs.
+
+Pure logic: parse, trace, compare, and return :class:`CaseResult` records. Printing them is
+:mod:`attntrace.render.check`'s job, exit codes the CLI's.
+
+>>> from attntrace import AttentionConfig, trace_attention
+>>> trace = trace_attention(AttentionConfig(seq=3, hidden=768, heads=12), "shape")
+>>> check_expectations(trace, [parse_expectation("scores=h,S,S"), parse_expectation("output=3x768")])
+()
+>>> check_expectations(trace, [parse_expectation("scores=(12, 3, 4)")])[0].actual
+'(12, 3, 3) (h, S, S)'
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import tomllib
+import typing
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import Any
+
+from attntrace.config import AttentionConfig
+from attntrace.errors import ConfigError, InputFileError
+from attntrace.trace import SCHEMA_ID, Shape, Trace, UnknownStepError
+
+Dim = int | str  # a size, or an axis letter resolved from the config
+
+
+@dataclass(frozen=True)
+class Expectation:
+    """``STEP=SHAPE``: the step called ``step`` must have the shape ``dims``.
+
+    >>> e = parse_expectation("scores=B,h,S,S")
+    >>> e.step, e.dims, e.resolve({"B": 2, "h": 12, "S": 3})
+    ('scores', ('B', 'h', 'S', 'S'), (2, 12, 3, 3))
+    """
+
+    step: str
+    dims: tuple[Dim, ...]
+
+    @property
+    def text(self) -> str:
+        """The shape as written with commas, e.g. ``h,S,S`` or ``12,3,3``."""
+        return ",".join(str(d) for d in self.dims)
+
+    def resolve(self, sizes: Mapping[str, int]) -> Shape:
+        """The shape in numbers; axis letters take their size from ``sizes``."""
+        for dim in self.dims:
+            if isinstance(dim, str) and dim not in sizes:
+                raise ConfigError(
+                    f"unknown axis {dim!r} in {self.step}={self.text}; axes of this config: "
+                    f"{', '.join(f'{a}={n}' for a, n in sizes.items())}"
+                )
+        return tuple(sizes[d] if isinstance(d, str) else d for d in self.dims)
+
+
+@dataclass(frozen=True)
+class Mismatch:
+    """One check that failed: what was checked, what was expected, what the trace has.
+
+    ``subject`` names the check it belongs to (one golden step can differ in shape and dtype).
+    """
+
+    what: str
+    expected: str
+    actual: str
+    subject: str = ""
+
+
+@dataclass(frozen=True)
+class CaseResult:
+    """The checks of one config: how many were made and the ones that failed."""
+
+    name: str
+    checked: int
+    mismatches: tuple[Mismatch, ...]
+    notes: tuple[str, ...] = ()  # context for the reader, e.g. how the golden's config differs
+
+    @property
+    def ok(self) -> bool:
+        return not self.mismatches
+
+    @property
+    def failed(self) -> int:
+        """Number of checks that failed."""
+        return len({m.subject or m.what for m in self.mismatches})
+
+
+def parse_shape(text: str) -> tuple[Dim, ...]:
+    """A shape written as ``12,3,3``, ``(12, 3, 3)``, ``[12, 3, 3]``, ``12x3x3`` or ``h,S,S``.
+
+    >>> parse_shape("(12, 3, 64)"), parse_shape("12x3x3"), parse_shape("B, h, S, 3")
+    ((12, 3, 64), (12, 3, 3), ('B', 'h', 'S', 3))
+    >>> parse_shape("(768,)"), parse_shape("()")
+    ((768,), ())
+    """
+    body = text.strip().removeprefix("(").removesuffix(")").removeprefix("[").removesuffix("]").strip()
+    parts = body.split(",") if "," in body or not re.fullmatch(r"\d+(x\d+)*", body) else body.split("x")
+    dims = [p.strip() for p in parts]
+    if dims and not dims[-1]:
+        dims.pop()  # "(768,)"
+    if any(not re.fullmatch(r"\d+|[A-Za-z]\w*", d) for d in dims):
+        raise ConfigError(f"cannot read the shape {text!r}; write it like 12,3,3 or 12x3x3 or h,S,S")
+    return tuple(int(d) if d.isdigit() else d for d in dims)
+
+
+def parse_expectation(text: str) -> Expectation:
+    """``STEP=SHAPE`` as given to ``--expect``.
+
+    >>> parse_expectation("q_heads = S,h,d")
+    Expectation(step='q_heads', dims=('S', 'h', 'd'))
+    """
+    step, sep, shape = text.partition("=")
+    if not sep or not step.strip():
+        raise ConfigError(f"cannot read --expect {text!r}; write STEP=SHAPE, e.g. scores=12,3,3 or scores=h,S,S")
+    return Expectation(step.strip(), parse_shape(shape))
+
+
+def check_expectations(trace: Trace, expectations: Iterable[Expectation]) -> tuple[Mismatch, ...]:
+    """The expectations that ``trace`` does not meet; an unknown step name raises."""
+    sizes = trace.config.axis_sizes()
+    failed = []
+    for e in expectations:
+        step = trace[e.step]  # UnknownStepError lists the valid names
+        expected = e.resolve(sizes)
+        if step.shape != expected:
+            written = str(expected) if all(isinstance(d, int) for d in e.dims) else f"{e.text} = {expected}"
+            failed.append(Mismatch(e.step, written, f"{step.shape} ({', '.join(step.axes)})", f"expect {e.step}={e.text}"))
+    return tuple(failed)
+
+
+def check_trace(trace: Trace, expectations: Sequence[Expectation], golden: Mapping[str, Any] | None = None,
+                name: str = "") -> CaseResult:
+    """Every expectation and (if given) the golden document, against ``trace``."""
+    mismatches = check_expectations(trace, expectations)
+    checked = len(expectations)
+    notes: tuple[str, ...] = ()
+    if golden is not None:
+        mismatches += compare_golden(trace, golden)
+        checked += len({r["name"] for r in golden["steps"]} | set(trace.names))
+        checked += len({r["name"] for r in golden["params"]} | {p.name for p in trace.parameters})
+        notes = config_notes(trace, golden)
+    return CaseResult(name, checked, mismatches, notes)
+
+
+# --- golden traces --------------------------------------------------------------------------
+
+
+def load_golden(path: Path) -> dict[str, Any]:
+    """A trace saved by ``attntrace run --format json``, checked for the keys a comparison reads."""
+    text = _read(path, "golden file")
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InputFileError(f"{path}: not valid JSON ({exc}); save a golden with: attntrace run --format json > {path}") from None
+    try:
+        validate_golden(doc)
+    except ConfigError as exc:
+        raise InputFileError(f"{path}: not an attntrace trace: {exc}") from None
+    return typing.cast(dict[str, Any], doc)
+
+
+def validate_golden(doc: object) -> None:
+    """Raise ConfigError naming the first key that a golden comparison cannot read.
+
+    >>> validate_golden({"schema": "attntrace.trace/1", "config": {}, "steps": [{"name": "x", "shape": "3x4", "dtype": "float32"}], "params": []})
+    Traceback (most recent call last):
+    ...
+    attntrace.errors.ConfigError: steps[0].shape must be a list of whole numbers, got '3x4'
+    """
+    if not isinstance(doc, dict):
+        raise ConfigError(f"the document must be a JSON object, got {type(doc).__name__}")
+    if doc.get("schema") != SCHEMA_ID:
+        raise ConfigError(f'"schema" must be {SCHEMA_ID!r}, got {doc.get("schema")!r}')
+    if not isinstance(doc.get("config"), dict):
+        raise ConfigError('"config" must be an object')
+    for key in ("steps", "params"):
+        records = doc.get(key)
+        if not isinstance(records, list):
+            raise ConfigError(f'"{key}" must be a list, got {type(records).__name__}')
+        for i, record in enumerate(records):
+            _validate_record(record, f"{key}[{i}]")
+
+
+def _validate_record(record: object, where: str) -> None:
+    if not isinstance(record, dict):
+        raise ConfigError(f"{where} must be an object")
+    for key in ("name", "dtype"):
+        if not isinstance(record.get(key), str):
+            raise ConfigError(f"{where}.{key} must be a string, got {record.get(key)!r}")
+    shape = record.get("shape")
+    if not isinstance(shape, list) or any(isinstance(n, bool) or not isinstance(n, int) for n in shape):
+        raise ConfigError(f"{where}.shape must be a list of whole numbers, got {shape!r}")
+
+
+def compare_golden(trace: Trace, golden: Mapping[str, Any]) -> tuple[Mismatch, ...]:
+    """Differences in the shapes and dtypes of steps and parameters (values are not compared)."""
+    actual_steps = {s.name: (list(s.shape), s.dtype) for s in trace.steps}
+    actual_params = {p.name: (list(p.shape), p.dtype) for p in trace.parameters}
+    return (*_compare("step", golden["steps"], actual_steps), *_compare("param", golden["params"], actual_params))
+
+
+def _compare(kind: str, golden: list[dict[str, Any]], actual: Mapping[str, tuple[list[int], str]]) -> list[Mismatch]:
+    expected = {r["name"]: (r["shape"], r["dtype"]) for r in golden}
+    out = []
+    for name in [*expected, *(n for n in actual if n not in expected)]:
+        if name not in actual or name not in expected:
+            out.append(Mismatch(f"{kind} {name}", "present" if name in expected else "absent",
+                                "present" if name in actual else "missing", f"{kind} {name}"))
+            continue
+        (g_shape, g_dtype), (a_shape, a_dtype) = expected[name], actual[name]
+        if g_shape != a_shape:
+            out.append(Mismatch(f"{kind} {name} shape", str(tuple(g_shape)), str(tuple(a_shape)), f"{kind} {name}"))
+        if g_dtype != a_dtype:
+            out.append(Mismatch(f"{kind} {name} dtype", g_dtype, a_dtype, f"{kind} {name}"))
+    return out
+
+
+def config_notes(trace: Trace, golden: Mapping[str, Any]) -> tuple[str, ...]:
+    """How the golden's config differs from the traced one (the usual cause of a failure)."""
+    mine = trace.config.to_dict()
+    theirs = golden["config"]
+    diffs = [f"{k}={theirs[k]!r} (now {mine[k]!r})" for k in mine if k in theirs and theirs[k] != mine[k]]
+    return (f"the golden was made with {', '.join(diffs)}",) if diffs else ()
+
+
+# --- TOML specs -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SpecCase:
+    """One config of a spec file, with its expectations and optional golden file."""
+
+    name: str
+    config: AttentionConfig
+    backend: str
+    expectations: tuple[Expectation, ...]
+    golden: Path | None = None
+    origin: str = ""  # where it was written, for error messages: "shapes.toml: [config.bert]"
+
+
+#: Keys of a spec config that are not AttentionConfig fields.
+SPEC_KEYS = ("backend", "expect", "golden")
+
+
+def load_spec(path: Path, backend: str = "shape") -> list[SpecCase]:
+    """The configs of a spec file (format in docs/checks.md); ``backend`` is the default.
+
+    Any problem raises InputFileError naming the file and the config.
+    """
+    try:
+        doc = tomllib.loads(_read(path, "spec file"))
+    except tomllib.TOMLDecodeError as exc:
+        raise InputFileError(f"{path}: not valid TOML ({exc})") from None
+    unknown = set(doc) - {"defaults", "config"}
+    configs, defaults = doc.get("config"), doc.get("defaults", {})
+    if unknown or not isinstance(configs, dict) or not configs or not isinstance(defaults, dict):
+        raise InputFileError(
+            f"{path}: a spec has [config.NAME] tables (at least one) and optionally a [defaults] table"
+            + (f"; unknown top-level keys: {', '.join(sorted(unknown))}" if unknown else "")
+        )
+    return [_spec_case(path, name, {"backend": backend, **defaults, **table}) for name, table in configs.items()]
+
+
+def _spec_case(path: Path, name: str, table: object) -> SpecCase:
+    where = f"{path}: [config.{name}]"
+    if not isinstance(table, dict):
+        raise InputFileError(f"{where} must be a table of sizes and expectations")
+    try:
+        sizes = _config_fields(table)
+        expect = table.get("expect", {})
+        if not isinstance(expect, dict):
+            raise ConfigError('"expect" must be a table of STEP = "SHAPE" entries, e.g. scores = "h,S,S"')
+        expectations = tuple(Expectation(step, _spec_shape(step, value)) for step, value in expect.items())
+        backend, golden = table["backend"], table.get("golden")
+        if not isinstance(backend, str) or not (golden is None or isinstance(golden, str)):
+            raise ConfigError('"backend" and "golden" must be strings')
+        golden_path = path.parent / golden if golden else None
+        return SpecCase(name, AttentionConfig(**sizes), backend, expectations, golden_path, where)
+    except ConfigError as exc:
+        raise InputFileError(f"{where}: {exc}") from None
+
+
+def _config_fields(table: Mapping[str, object]) -> dict[str, Any]:
+    """The AttentionConfig fields of a spec table, type-checked; unknown keys raise."""
+    hints = typing.get_type_hints(AttentionConfig)
+    names = [f.name for f in fields(AttentionConfig)]
+    unknown = [k for k in table if k not in names and k not in SPEC_KEYS]
+    if unknown:
+        raise ConfigError(f"unknown key {unknown[0]!r}; valid keys: {', '.join([*names, *SPEC_KEYS])}")
+    out = {k: v for k, v in table.items() if k in names}
+    for key, value in out.items():
+        if not _is_instance(value, hints[key]):
+            raise ConfigError(f"{key} must be {_type_name(hints[key])}, got {value!r}")
+    return out
+
+
+def _is_instance(value: object, hint: Any) -> bool:
+    if isinstance(value, bool) and hint is not bool and bool not in typing.get_args(hint):
+        return False  # TOML true is not a size
+    try:
+        return isinstance(value, hint)
+    except TypeError:  # a generic hint like tuple[int, ...]: AttentionConfig checks it
+        return True
+
+
+def _type_name(hint: Any) -> str:
+    names = {int: "a whole number", str: "a string", bool: "true or false", float: "a number"}
+    args = [a for a in typing.get_args(hint) if a is not type(None)] or [hint]
+    return " or ".join(names.get(a, getattr(a, "__name__", str(a))) for a in args)
+
+
+def _spec_shape(step: str, value: object) -> tuple[Dim, ...]:
+    if isinstance(value, str):
+        return parse_shape(value)
+    if isinstance(value, list) and all(isinstance(d, int | str) and not isinstance(d, bool) for d in value):
+        return parse_shape(",".join(str(d) for d in value))
+    raise ConfigError(f'expect.{step} must be a shape like "h,S,S" or [12, 3, 3], got {value!r}')
+
+
+def run_spec(cases: Sequence[SpecCase], max_memory: int | None = None) -> list[CaseResult]:
+    """Trace every case and check it; unknown steps or axes raise, naming the case."""
+    from attntrace.attention import trace_attention
+
+    results = []
+    for case in cases:
+        golden = load_golden(case.golden) if case.golden else None
+        try:
+            trace = trace_attention(case.config, case.backend, max_memory=max_memory, keep_values=False)
+            results.append(check_trace(trace, case.expectations, golden, case.name))
+        except (UnknownStepError, ConfigError) as exc:
+            raise InputFileError(f"{case.origin or case.name}: {exc}") from None
+    return results
+
+
+def summary(results: Sequence[CaseResult]) -> str:
+    """``N passed, M failed`` over the configs.
+
+    >>> summary([CaseResult("a", 2, ()), CaseResult("b", 1, (Mismatch("x", "(1,)", "(2,)"),))])
+    '1 passed, 1 failed'
+    """
+    failed = sum(not r.ok for r in results)
+    return f"{len(results) - failed} passed, {failed} failed"
+
+
+def _read(path: Path, what: str) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise InputFileError(f"{what} {path} does not exist") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise InputFileError(f"cannot read {what} {path}: {reason}") from None
+
+
+__all__ = [
+    "CaseResult", "Expectation", "Mismatch", "SpecCase", "check_expectations",
+    "check_trace", "compare_golden", "load_golden", "load_spec", "parse_expectation", "parse_shape",
+    "run_spec", "summary", "validate_golden",
+]

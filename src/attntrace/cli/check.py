@@ -1,0 +1,68 @@
+"""``attntrace check``: trace configs and compare their shapes with expectations, exit 0 or 1."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import typer
+
+from attntrace.cli import options as opt
+from attntrace.cli.app import EPILOG, app, cli_errors, console
+from attntrace.config import AttentionConfig
+from attntrace.errors import EXIT_CHECK_FAILED, ConfigError
+
+if TYPE_CHECKING:
+    from attntrace.check import CaseResult
+
+
+@app.command(epilog=EPILOG)
+@cli_errors
+def check(
+    batch: opt.Batch = None,
+    seq: opt.Seq = 3,
+    hidden: opt.Hidden = 768,
+    heads: opt.Heads = 12,
+    backend: opt.CheckBackend = opt.BackendName.shape,
+    dtype: opt.DType = opt.DTypeName.float32,
+    seed: opt.Seed = 0,
+    max_memory: opt.MaxMemory = None,
+    expect: opt.Expect = None,
+    golden: opt.Golden = None,
+    spec: opt.Spec = None,
+    no_color: opt.NoColor = False,
+) -> None:
+    """Check the shapes of a trace; exit 1 when one is not what you expect.
+
+    [bold]attntrace check --heads 12 --hidden 768 --expect scores=h,S,S --expect output=3,768[/]
+    [bold]attntrace check --golden trace.json[/]   (saved by: attntrace run --format json > trace.json)
+    [bold]attntrace check --spec shapes.toml[/]    (many configs; prints N passed, M failed)
+    """
+    from attntrace.check import load_spec, run_spec
+    from attntrace.memory import parse_size
+    from attntrace.render.check import render_results
+
+    budget = parse_size(max_memory) if max_memory is not None else None
+    if spec is not None:
+        if expect or golden is not None:
+            raise ConfigError("--spec cannot be combined with --expect or --golden; put them into the spec file")
+        results = run_spec(load_spec(spec, backend.value), budget)
+    else:
+        config = AttentionConfig(batch=batch, seq=seq, hidden=hidden, heads=heads, dtype=dtype.value, seed=seed)
+        results = [check_one(config, backend.value, expect or [], golden, budget)]
+    render_results(results, console(no_color), spec=spec is not None)
+    if not all(r.ok for r in results):
+        raise typer.Exit(EXIT_CHECK_FAILED)
+
+
+def check_one(config: AttentionConfig, backend: str, expect: list[str], golden: Path | None, budget: int | None) -> CaseResult:
+    """Trace ``config`` and check it against the --expect values and the --golden file."""
+    from attntrace.attention import trace_attention
+    from attntrace.check import check_trace, load_golden, parse_expectation
+
+    if not expect and golden is None:
+        raise ConfigError("nothing to check; give --expect STEP=SHAPE, --golden FILE or --spec FILE.toml")
+    expectations = [parse_expectation(e) for e in expect]
+    reference = load_golden(golden) if golden is not None else None
+    trace = trace_attention(config, backend, max_memory=budget, keep_values=False)
+    return check_trace(trace, expectations, reference)

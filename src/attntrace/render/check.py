@@ -1,0 +1,55 @@
+"""The Rich rendering of check results: a table of what failed and a summary line."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from rich import box
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from attntrace.check import CaseResult, summary
+
+
+def render_results(results: Sequence[CaseResult], console: Console, *, spec: bool = False) -> None:
+    """Print one line per config (spec mode), the notes, a table of failures and a summary."""
+    for r in results:
+        if spec:
+            console.print(Text.assemble(("PASS" if r.ok else "FAIL", "bold green" if r.ok else "bold red"),
+                                        f"  {r.name}  ({r.checked} check{'s' if r.checked != 1 else ''})"))
+        for note in r.notes:
+            console.print(Text(f"note: {note}", style="yellow"))
+    if any(not r.ok for r in results):
+        console.print(failures_table(results, spec=spec))
+    console.print(summary_line(results, spec=spec))
+
+
+def failures_table(results: Sequence[CaseResult], *, spec: bool = False) -> Table:
+    """One row per failed check: (config,) what, expected, actual."""
+    table = Table(title="failed checks", box=box.SIMPLE_HEAD, show_edge=False, padding=(0, 1, 0, 0),
+                  title_justify="left", title_style="bold")
+    if spec:
+        table.add_column("config", style="bold")
+    table.add_column("step" if not spec else "check", style="bold")
+    table.add_column("expected", style="green")
+    table.add_column("actual", style="red")
+    for r in results:
+        for m in r.mismatches:
+            table.add_row(*([r.name] if spec else []), m.what, m.expected, m.actual)
+    return table
+
+
+def summary_line(results: Sequence[CaseResult], *, spec: bool = False) -> Text:
+    """``N passed, M failed`` over configs (spec) or over the checks of one config.
+
+    >>> summary_line([CaseResult("", 3, ())]).plain
+    'ok: 3 passed, 0 failed'
+    """
+    if spec:
+        text = summary(results)
+    else:
+        failed = sum(r.failed for r in results)
+        text = f"{sum(r.checked for r in results) - failed} passed, {failed} failed"
+    ok = all(r.ok for r in results)
+    return Text(("ok: " if ok else "FAILED: ") + text, style="bold green" if ok else "bold red")

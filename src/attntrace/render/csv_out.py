@@ -1,0 +1,43 @@
+"""``--format csv``: a header and one row per step.
+
+Shapes are written with ``x`` between the sizes (``12x3x3``; a 0-d tensor is empty), axes
+with a space between the letters (``h S S``), ``view`` as ``true``/``false``.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+
+from attntrace.trace import Trace
+
+#: The CSV header, in order (a contract for scripts).
+CSV_COLUMNS = ("index", "name", "op", "shape", "axes", "dtype", "bytes", "view")
+
+
+def format_shape_x(shape: tuple[int, ...]) -> str:
+    """A shape as ``12x3x3``.
+
+    >>> format_shape_x((12, 3, 3)), format_shape_x((768,))
+    ('12x3x3', '768')
+    """
+    return "x".join(str(n) for n in shape)
+
+
+def render_csv(trace: Trace) -> str:
+    """The steps of ``trace`` as CSV text with a header row (``\\n`` line endings).
+
+    >>> from attntrace import AttentionConfig, trace_attention
+    >>> lines = render_csv(trace_attention(AttentionConfig(), "shape")).splitlines()
+    >>> lines[0]
+    'index,name,op,shape,axes,dtype,bytes,view'
+    >>> lines[12]
+    '11,scores,q @ k_t,12x3x3,h S S,float32,432,false'
+    """
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(CSV_COLUMNS)
+    for s in trace.steps:
+        writer.writerow([s.index, s.name, s.op, format_shape_x(s.shape), " ".join(s.axes), s.dtype, s.nbytes,
+                         "true" if s.view else "false"])
+    return out.getvalue()

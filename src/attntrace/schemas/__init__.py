@@ -1,0 +1,23 @@
+"""JSON Schemas shipped with attntrace (package data, read with importlib.resources)."""
+
+from __future__ import annotations
+
+import json
+from functools import cache
+from importlib.resources import files
+from typing import Any
+
+#: The file name of the schema of ``attntrace run --format json`` / ``Trace.to_dict()``.
+TRACE_SCHEMA_FILE = "trace-1.schema.json"
+
+
+@cache
+def trace_schema() -> dict[str, Any]:
+    """The JSON Schema (draft 2020-12) of the trace document ``attntrace.trace/1``.
+
+    >>> trace_schema()["properties"]["schema"]["const"]
+    'attntrace.trace/1'
+    """
+    text = files(__name__).joinpath(TRACE_SCHEMA_FILE).read_text(encoding="utf-8")
+    schema: dict[str, Any] = json.loads(text)
+    return schema
