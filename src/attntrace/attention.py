@@ -194,12 +194,12 @@ def _project(config: AttentionConfig, be: Backend[T], rec: _Recorder[T], lay: _L
 def _rotate(be: Backend[T], rec: _Recorder[T], lay: _Layout, t: Mapping[str, T], q: T, k: T) -> tuple[T, T]:
     """RoPE: the cos/sin tables of the positions, then q and k rotated, dimension i with i + d/2."""
     lab = lay.lab
-    cos = rec.step("rope_cos", t["rope_cos"], "cos(position * base ** (-2i / d))", ("S", "d"))  # (S, d)
-    sin = rec.step("rope_sin", t["rope_sin"], "sin(position * base ** (-2i / d))", ("S", "d"))  # (S, d)
+    cos = rec.step("rope_cos", t["rope_cos"], "cos(pos * base^(-2i/d))", ("S", "d"))  # (S, d)
+    sin = rec.step("rope_sin", t["rope_sin"], "sin(pos * base^(-2i/d))", ("S", "d"))  # (S, d)
     q_rot = rec.step("q_rot", be.add(be.mul(q, cos), be.mul(be.rotate_half(q), sin)),
-                     "q * rope_cos + rotate_half(q) * rope_sin", lay.ax("h", "S", "d"))  # (B, h, S, d)
+                     "q * cos + rotate_half(q) * sin", lay.ax("h", "S", "d"))  # (B, h, S, d)
     k_rot = rec.step("k_rot", be.add(be.mul(k, cos), be.mul(be.rotate_half(k), sin)),
-                     "k * rope_cos + rotate_half(k) * rope_sin", lay.ax(lab.kv_heads, lab.keys, "d"))  # (B, g, S, d)
+                     "k * cos + rotate_half(k) * sin", lay.ax(lab.kv_heads, lab.keys, "d"))  # (B, g, S, d)
     return q_rot, k_rot
 
 
@@ -235,7 +235,7 @@ def _apply_mask(be: Backend[T], rec: _Recorder[T], lay: _Layout, scaled: T, mask
     if plan.additive:
         masked = rec.step("masked", be.add(scaled, mask), "scaled + mask", lay.ax("h", "S", lay.lab.keys))  # (B, h, S, N)
     else:
-        masked = rec.step("masked", be.where(mask, scaled, -math.inf), "scaled.masked_fill(~mask, -inf)",
+        masked = rec.step("masked", be.where(mask, scaled, -math.inf), "where(mask, scaled, -inf)",
                           lay.ax("h", "S", lay.lab.keys))  # (B, h, S, N)
     values = be.to_numpy(mask)
     if values is not None and (dead := dead_rows(values, plan.additive, be.shape(masked))):

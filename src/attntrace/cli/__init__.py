@@ -1,5 +1,6 @@
 """The Typer command line: options -> AttentionConfig -> trace -> renderer, nothing more."""
 
+from attntrace.cli import presets as _presets  # noqa: F401  (registers the command)
 from attntrace.cli import run as _run  # noqa: F401  (registers the command)
 from attntrace.cli.app import app, main
 

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import warnings
+from typing import Any
+
 from rich.console import Console
 
 from attntrace.cli import options as opt
@@ -15,8 +18,20 @@ from attntrace.errors import ConfigError
 def run(
     batch: opt.Batch = None,
     seq: opt.Seq = 3,
-    hidden: opt.Hidden = 768,
-    heads: opt.Heads = 12,
+    hidden: opt.Hidden = None,
+    heads: opt.Heads = None,
+    kv_seq: opt.KvSeq = None,
+    kv_hidden: opt.KvHidden = None,
+    kv_heads: opt.KvHeads = None,
+    head_dim: opt.HeadDim = None,
+    bias: opt.Bias = None,
+    causal: opt.Causal = None,
+    key_lengths: opt.KeyLengths = None,
+    mask: opt.MaskFile = None,
+    rope: opt.Rope = None,
+    rope_base: opt.RopeBase = None,
+    preset: opt.Preset = None,
+    hf_config: opt.HfConfig = None,
     backend: opt.Backend = opt.BackendName.numpy,
     dtype: opt.DType = opt.DTypeName.float32,
     seed: opt.Seed = 0,
@@ -24,26 +39,62 @@ def run(
     head: opt.Head = 0,
     values: opt.Values = False,
 ) -> None:
-    """Run multi-head self-attention and print the shape of every step.
+    """Run multi-head attention and print the shape of every step.
 
     Example: [bold]attntrace run --heads 12 --hidden 768[/]  prints
     (3, 768) -> (3, 12, 64) -> (12, 3, 64) -> (12, 3, 3) -> ... -> (3, 768),
     the weight matrices and the attention weights of one head.
     Add --batch 2 for a leading batch axis, --backend torch to run on PyTorch,
-    --hidden 4 --heads 2 --values to see every number.
+    --hidden 4 --heads 2 --values to see every number,
+    --causal, --kv-heads 4, --rope or --preset llama-3-8b for the attention of real models.
     """
     from attntrace.attention import trace_attention
+    from attntrace.masks import MaskWarning, load_mask
     from attntrace.memory import parse_size
+    from attntrace.presets import resolve_config
     from attntrace.render.table import render_trace
 
-    config = AttentionConfig(batch=batch, seq=seq, hidden=hidden, heads=heads, dtype=dtype.value, seed=seed)
+    config = resolve_config(
+        preset=preset, hf_config=hf_config, batch=batch, seq=seq, hidden=hidden, heads=heads, dtype=dtype.value,
+        seed=seed, **variant_fields(kv_seq=kv_seq, kv_hidden=kv_hidden, kv_heads=kv_heads, head_dim=head_dim, bias=bias,
+                                    causal=causal, key_lengths=key_lengths, rope=rope, rope_base=rope_base),
+    )
     check_head(head, config)
+    check_rope_base(rope_base, config)
+    user_mask = load_mask(mask) if mask is not None else None
     budget = parse_size(max_memory) if max_memory is not None else None
-    trace = trace_attention(config, backend.value, max_memory=budget)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", MaskWarning)  # the renderers show Trace.notes instead
+        trace = trace_attention(config, backend.value, mask=user_mask, max_memory=budget)
     render_trace(trace, Console(), head=head, values=values)
+
+
+def variant_fields(*, head_dim: int | None, key_lengths: str | None, **given: Any) -> dict[str, Any]:
+    """The AttentionConfig fields of the variant options (None: not given)."""
+    return {**given, "head_dim_override": head_dim, "key_lengths": parse_key_lengths(key_lengths)}
+
+
+def parse_key_lengths(text: str | None) -> tuple[int, ...] | None:
+    """``"3,2"`` -> ``(3, 2)``.
+
+    >>> parse_key_lengths("3, 2")
+    (3, 2)
+    """
+    if text is None:
+        return None
+    try:
+        return tuple(int(part) for part in text.split(","))
+    except ValueError:
+        raise ConfigError(f"--key-lengths takes whole numbers separated by commas, e.g. 3,2; got {text!r}") from None
 
 
 def check_head(head: int, config: AttentionConfig) -> None:
     """--head must name one of the config's heads."""
     if not 0 <= head < config.heads:
         raise ConfigError(f"--head {head} does not exist; use 0 to {config.heads - 1}")
+
+
+def check_rope_base(rope_base: float | None, config: AttentionConfig) -> None:
+    """--rope-base means nothing without --rope."""
+    if rope_base is not None and not config.rope:
+        raise ConfigError("--rope-base has no effect without rotary embeddings; add --rope")
