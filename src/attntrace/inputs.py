@@ -58,8 +58,8 @@ def shape_of(axes: tuple[str, ...], config: AttentionConfig) -> Shape:
 
 
 def random_sources(config: AttentionConfig) -> dict[str, Source]:
-    """Seeded sources for x (standard normal) and every parameter (uniform in ±1/√in_features,
-    the initialisation of ``torch.nn.Linear``).
+    """Seeded sources for x and, with cross-attention, x_kv (standard normal) and every
+    parameter (uniform in ±1/√in_features, the initialisation of ``torch.nn.Linear``).
 
     >>> src = random_sources(AttentionConfig(seq=3, hidden=8, heads=2))
     >>> src["x"].shape, src["w_q"].shape
