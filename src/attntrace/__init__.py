@@ -6,7 +6,7 @@
 (3, 12, 64)
 """
 
-from attntrace.attention import STEP_NAMES, estimate_bytes, trace_attention
+from attntrace.attention import STEP_NAMES, VARIANT_STEPS, estimate_bytes, step_names, trace_attention
 from attntrace.backends import BACKENDS, get_backend
 from attntrace.config import DTYPE_BYTES, AttentionConfig
 from attntrace.errors import (
@@ -16,6 +16,8 @@ from attntrace.errors import (
     InputFileError,
     MemoryBudgetError,
 )
+from attntrace.masks import MaskWarning
+from attntrace.presets import PRESETS, resolve_config
 from attntrace.trace import Param, Step, Trace
 
 __version__ = "0.1.0"
@@ -23,12 +25,15 @@ __version__ = "0.1.0"
 __all__ = [
     "BACKENDS",
     "DTYPE_BYTES",
+    "PRESETS",
     "STEP_NAMES",
+    "VARIANT_STEPS",
     "AttentionConfig",
     "AttntraceError",
     "BackendUnavailableError",
     "ConfigError",
     "InputFileError",
+    "MaskWarning",
     "MemoryBudgetError",
     "Param",
     "Step",
@@ -36,5 +41,7 @@ __all__ = [
     "__version__",
     "estimate_bytes",
     "get_backend",
+    "resolve_config",
+    "step_names",
     "trace_attention",
 ]

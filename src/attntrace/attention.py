@@ -1,22 +1,34 @@
-"""Multi-head self-attention, written once against the backend interface, recording every
+"""Multi-head attention, written once against the backend interface, recording every
 intermediate tensor as a named step.
 
 The step order follows the study notes: x -> Q, K, V (three linear layers) -> split heads ->
 heads first -> K transposed -> scores = Q @ K^T -> scaled -> softmax -> context = weights @ V
 -> sequence first -> merge heads -> output linear layer.
+
+Variants add their own steps, only when they are on (:data:`VARIANT_STEPS`): ``x_kv`` after
+``x`` (cross-attention), ``rope_cos, rope_sin, q_rot, k_rot`` after ``v`` (RoPE),
+``k_rep, v_rep`` after those (grouped-query attention), ``mask, masked`` after ``scaled``
+(causal, key padding or a mask file). The steps of :data:`STEP_NAMES` keep their names and order.
 """
 
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Mapping
-from typing import Generic, TypeVar
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Generic, TypeVar
 
 from attntrace.backends import Backend, Source, get_backend
-from attntrace.config import AttentionConfig
-from attntrace.inputs import PARAM_AXES, random_sources
+from attntrace.config import AttentionConfig, AxisLabels
+from attntrace.inputs import param_axes, random_sources
+from attntrace.masks import MASK_STEPS, MaskPlan, MaskWarning, build_mask, dead_rows
 from attntrace.memory import check_budget, format_bytes
+from attntrace.rope import ROPE_STEPS, rope_sources
 from attntrace.trace import Param, Step, Trace
+
+if TYPE_CHECKING:
+    import numpy as np
 
 T = TypeVar("T")
 
@@ -26,75 +38,224 @@ STEP_NAMES: tuple[str, ...] = (
     "scores", "scaled", "weights", "context", "context_heads", "merged", "output",
 )
 
+#: The steps each variant adds (only when it is on), and the step each group follows.
+VARIANT_STEPS: dict[str, tuple[str, tuple[str, ...]]] = {
+    "cross": ("x", ("x_kv",)),
+    "rope": ("v", ROPE_STEPS),
+    "grouped": ("v", ("k_rep", "v_rep")),  # after the RoPE steps when both are on
+    "mask": ("scaled", MASK_STEPS),
+}
+
+
+def step_names(config: AttentionConfig, *, mask: bool = False) -> tuple[str, ...]:
+    """The step names of ``config`` in order (``mask``: a --mask file is given).
+
+    >>> step_names(AttentionConfig(batch=2, kv_heads=4, causal=True))[9:17]
+    ('v', 'k_rep', 'v_rep', 'k_t', 'scores', 'scaled', 'mask', 'masked')
+    """
+    on = {"cross": config.cross, "rope": config.rope, "grouped": config.grouped, "mask": config.masked or mask}
+    names = list(STEP_NAMES)
+    for variant in ("mask", "grouped", "rope", "cross"):  # later inserts first keep the indices
+        after, added = VARIANT_STEPS[variant]
+        if on[variant]:
+            at = names.index(after) + 1
+            names[at:at] = added
+    return tuple(names)
+
 
 def trace_attention(
     config: AttentionConfig,
     backend: str = "numpy",
     *,
+    mask: np.ndarray | None = None,
     max_memory: int | None = None,
     keep_values: bool = True,
 ) -> Trace:
     """Run multi-head attention for ``config`` on ``backend`` and record every step.
 
+    ``mask`` is an optional user mask (booleans, True = attend, or additive floats) that
+    broadcasts to the scores (B, h, S, N); see :mod:`attntrace.masks`.
     ``max_memory`` caps the bytes a compute backend may allocate (default: half the available
     memory); the estimate is made on shapes before anything is allocated.
     ``keep_values=False`` records shapes only, letting intermediates be freed.
+    Query rows left without any key get zero weights, a note in ``Trace.notes`` and a
+    :class:`attntrace.masks.MaskWarning`.
 
     >>> t = trace_attention(AttentionConfig(seq=3, hidden=768, heads=12))
     >>> t["scores"].shape, t["output"].shape
     ((12, 3, 3), (3, 768))
     >>> round(float(t["weights"].value.sum(axis=-1).max()), 6)
     1.0
+    >>> t = trace_attention(AttentionConfig(seq=3, hidden=8, heads=2, causal=True))
+    >>> t["weights"].value[0].round(2).tolist()[0]
+    [1.0, 0.0, 0.0]
     """
     be = get_backend(backend)
     be.check_dtype(config.dtype)
+    plan = build_mask(config, mask)
     if be.computes:
-        _check_memory(config, max_memory, keep_values)
-    return _record(config, be, random_sources(config), keep_values=keep_values and be.computes)
+        _check_memory(config, max_memory, keep_values, mask)
+    sources = {**random_sources(config), **rope_sources(config), **({"mask": plan.source} if plan else {})}
+    trace = _record(config, be, sources, plan, keep_values=keep_values and be.computes)
+    for note in trace.notes:
+        warnings.warn(note, MaskWarning, stacklevel=2)
+    return trace
 
 
-def _record(config: AttentionConfig, be: Backend[T], sources: Mapping[str, Source], *, keep_values: bool) -> Trace:
+def _record(config: AttentionConfig, be: Backend[T], sources: Mapping[str, Source], plan: MaskPlan | None,
+            *, keep_values: bool) -> Trace:
     """Create the tensors of ``sources`` on ``be``, run the algorithm and collect the records."""
     recorder = _Recorder(be, config, keep_values)
-    params = {name: be.tensor(sources[name]) for name in PARAM_AXES}
-    _attend(config, be, recorder, be.tensor(sources["x"]), params)
+    names = param_axes(config)
+    params = {name: be.tensor(sources[name]) for name in names}
+    inputs = {name: be.tensor(source) for name, source in sources.items() if name not in names}
+    _attend(config, be, recorder, inputs, params, plan)
     parameters = tuple(
-        Param(name, be.shape(t), be.dtype(t), be.to_numpy(t) if keep_values else None, axes=PARAM_AXES[name])
+        Param(name, be.shape(t), be.dtype(t), be.to_numpy(t) if keep_values else None, axes=names[name])
         for name, t in params.items()
     )
-    return Trace(config, be.name, tuple(recorder.steps), parameters)
+    return Trace(config, be.name, tuple(recorder.steps), parameters, notes=tuple(recorder.notes))
 
 
-def _attend(config: AttentionConfig, be: Backend[T], rec: _Recorder[T], x: T, p: Mapping[str, T]) -> T:
-    """The algorithm: a straight sequence of backend calls, each recorded as a named step.
-    Shapes are written batched; without --batch the leading B is absent."""
-    lead = ("B",) if config.batched else ()
-    sizes = config.axis_sizes()
-    S, H, h, d = sizes["S"], sizes["H"], sizes["h"], sizes["d"]
-    n = len(lead)  # index of the S axis; heads-first swaps axes n and n + 1
-    dims = ", ".join((*lead, ""))  # "B, " or ""
-    swap = f"{n}, {n + 1}"
-    x = rec.step("x", x, "x", (*lead, "S", "H"))  # (B, S, H)
+@dataclass(frozen=True)
+class _Layout:
+    """The axis bookkeeping every stage shares: leading batch axis and variant labels."""
+
+    lead: tuple[str, ...]  # ("B",) or ()
+    sizes: tuple[int, ...]  # (B,) or ()
+    lab: AxisLabels
+
+    @classmethod
+    def of(cls, config: AttentionConfig) -> _Layout:
+        batched = config.batch is not None
+        return cls(("B",) if batched else (), (config.batch,) if config.batch is not None else (), config.labels())
+
+    @property
+    def n(self) -> int:
+        """Index of the sequence axis; heads-first swaps axes n and n + 1."""
+        return len(self.lead)
+
+    @property
+    def dims(self) -> str:
+        return ", ".join((*self.lead, ""))  # "B, " or ""
+
+    @property
+    def swap(self) -> str:
+        return f"{self.n}, {self.n + 1}"
+
+    def ax(self, *axes: str) -> tuple[str, ...]:
+        """``axes`` behind the batch axis, if any."""
+        return (*self.lead, *axes)
+
+
+def _attend(config: AttentionConfig, be: Backend[T], rec: _Recorder[T], t: Mapping[str, T], p: Mapping[str, T],
+            plan: MaskPlan | None) -> T:
+    """The algorithm: a straight sequence of stages of backend calls, each call recorded as a
+    named step. Shapes are written batched; without --batch the leading B is absent."""
+    lay = _Layout.of(config)
+    q, k, v = _project(config, be, rec, lay, t, p)  # (B, h, S, d), (B, g, N, d), (B, g, N, d)
+    if config.rope:
+        q, k = _rotate(be, rec, lay, t, q, k)  # (B, h, S, d), (B, g, N, d)
+    if config.grouped:
+        k, v = _repeat_kv(config, be, rec, lay, k, v)  # (B, h, N, d) each
+    weights = _weigh(config, be, rec, lay, q, k, t.get("mask"), plan)  # (B, h, S, N)
+    return _combine(config, be, rec, lay, weights, v, p)  # (B, S, H)
+
+
+def _project(config: AttentionConfig, be: Backend[T], rec: _Recorder[T], lay: _Layout, t: Mapping[str, T],
+             p: Mapping[str, T]) -> tuple[T, T, T]:
+    """x (and x_kv) -> q_proj, k_proj, v_proj -> split into heads -> heads first."""
+    lab = lay.lab
+    x = rec.step("x", t["x"], "x", lay.ax("S", "H"))  # (B, S, H)
+    kv_in = rec.step("x_kv", t["x_kv"], "x_kv", lay.ax(lab.keys, lab.kv_in)) if config.cross else x  # (B, N, M)
+    kv_name = "x_kv" if config.cross else "x"
+    # per projection: input, its name, sequence label and size, heads label and count, width label
+    spec = {"q": (x, "x", "S", config.seq, "h", config.heads, lab.q_width),
+            "k": (kv_in, kv_name, lab.keys, config.keys, lab.kv_heads, config.groups, lab.kv_width),
+            "v": (kv_in, kv_name, lab.keys, config.keys, lab.kv_heads, config.groups, lab.kv_width)}
     proj = {
-        c: rec.step(f"{c}_proj", be.linear(x, p[f"w_{c}"], p[f"b_{c}"]), f"x @ w_{c}.T + b_{c}", (*lead, "S", "H"))
-        for c in "qkv"
-    }  # (B, S, H) each
+        c: rec.step(f"{c}_proj", be.linear(src, p[f"w_{c}"], p.get(f"b_{c}")),
+                    f"{name} @ w_{c}.T" + (f" + b_{c}" if config.bias else ""), lay.ax(seq, width))
+        for c, (src, name, seq, _, _, _, width) in spec.items()
+    }  # (B, S, h·d), (B, N, g·d), (B, N, g·d)
+    d = config.head_dim
     split = {
-        c: rec.view(f"{c}_heads", be.reshape(proj[c], (*rec.lead_sizes, S, h, d)), f"{c}_proj.view({dims}S, h, d)", (*lead, "S", "h", "d"))
-        for c in "qkv"
-    }  # (B, S, h, d) each
+        c: rec.view(f"{c}_heads", be.reshape(proj[c], (*lay.sizes, n_seq, n_heads, d)),
+                    f"{c}_proj.view({lay.dims}{seq}, {heads}, d)", lay.ax(seq, heads, "d"))
+        for c, (_, _, seq, n_seq, heads, n_heads, _) in spec.items()
+    }  # (B, S, h, d), (B, N, g, d), (B, N, g, d)
     q, k, v = (
-        rec.view(c, be.transpose(split[c], n, n + 1), f"{c}_heads.transpose({swap})", (*lead, "h", "S", "d"))
-        for c in "qkv"
-    )  # (B, h, S, d) each
-    k_t = rec.view("k_t", be.transpose(k, -2, -1), "k.transpose(-2, -1)", (*lead, "h", "d", "S"))  # (B, h, d, S)
-    scores = rec.step("scores", be.matmul(q, k_t), "q @ k_t", (*lead, "h", "S", "S"))  # (B, h, S, S)
-    scaled = rec.step("scaled", be.scale(scores, 1.0 / math.sqrt(d)), f"scores / sqrt({d})", (*lead, "h", "S", "S"))  # (B, h, S, S)
-    weights = rec.step("weights", be.softmax(scaled), "softmax(scaled, dim=-1)", (*lead, "h", "S", "S"))  # (B, h, S, S)
-    context = rec.step("context", be.matmul(weights, v), "weights @ v", (*lead, "h", "S", "d"))  # (B, h, S, d)
-    heads_last = rec.view("context_heads", be.transpose(context, n, n + 1), f"context.transpose({swap})", (*lead, "S", "h", "d"))  # (B, S, h, d)
-    merged = rec.step("merged", be.reshape(heads_last, (*rec.lead_sizes, S, H)), f"context_heads.reshape({dims}S, H)", (*lead, "S", "H"))  # (B, S, H)
-    return rec.step("output", be.linear(merged, p["w_o"], p["b_o"]), "merged @ w_o.T + b_o", (*lead, "S", "H"))  # (B, S, H)
+        rec.view(c, be.transpose(split[c], lay.n, lay.n + 1), f"{c}_heads.transpose({lay.swap})", lay.ax(heads, seq, "d"))
+        for c, (_, _, seq, _, heads, _, _) in spec.items()
+    )  # (B, h, S, d), (B, g, N, d), (B, g, N, d)
+    return q, k, v
+
+
+def _rotate(be: Backend[T], rec: _Recorder[T], lay: _Layout, t: Mapping[str, T], q: T, k: T) -> tuple[T, T]:
+    """RoPE: the cos/sin tables of the positions, then q and k rotated, dimension i with i + d/2."""
+    lab = lay.lab
+    cos = rec.step("rope_cos", t["rope_cos"], "cos(pos * base^(-2i/d))", ("S", "d"))  # (S, d)
+    sin = rec.step("rope_sin", t["rope_sin"], "sin(pos * base^(-2i/d))", ("S", "d"))  # (S, d)
+    q_rot = rec.step("q_rot", be.add(be.mul(q, cos), be.mul(be.rotate_half(q), sin)),
+                     "q * cos + rotate_half(q) * sin", lay.ax("h", "S", "d"))  # (B, h, S, d)
+    k_rot = rec.step("k_rot", be.add(be.mul(k, cos), be.mul(be.rotate_half(k), sin)),
+                     "k * cos + rotate_half(k) * sin", lay.ax(lab.kv_heads, lab.keys, "d"))  # (B, g, S, d)
+    return q_rot, k_rot
+
+
+def _repeat_kv(config: AttentionConfig, be: Backend[T], rec: _Recorder[T], lay: _Layout, k: T, v: T) -> tuple[T, T]:
+    """GQA/MQA: each of the g key/value heads serves h / g consecutive query heads."""
+    r, src = config.heads // config.groups, "k_rot" if config.rope else "k"
+    k_rep = rec.step("k_rep", be.repeat_interleave(k, r, lay.n), f"{src}.repeat_interleave({r}, dim={lay.n})",
+                     lay.ax("h", lay.lab.keys, "d"))  # (B, h, N, d)
+    v_rep = rec.step("v_rep", be.repeat_interleave(v, r, lay.n), f"v.repeat_interleave({r}, dim={lay.n})",
+                     lay.ax("h", lay.lab.keys, "d"))  # (B, h, N, d)
+    return k_rep, v_rep
+
+
+def _weigh(config: AttentionConfig, be: Backend[T], rec: _Recorder[T], lay: _Layout, q: T, k: T,
+           mask: T | None, plan: MaskPlan | None) -> T:
+    """k_t -> scores -> scaled -> (mask, masked) -> softmax weights."""
+    N, d = lay.lab.keys, config.head_dim
+    q_name = "q_rot" if config.rope else "q"
+    k_name = "k_rep" if config.grouped else "k_rot" if config.rope else "k"
+    k_t = rec.view("k_t", be.transpose(k, -2, -1), f"{k_name}.transpose(-2, -1)", lay.ax("h", "d", N))  # (B, h, d, N)
+    scores = rec.step("scores", be.matmul(q, k_t), f"{q_name} @ k_t", lay.ax("h", "S", N))  # (B, h, S, N)
+    scaled = rec.step("scaled", be.scale(scores, 1.0 / math.sqrt(d)), f"scores / sqrt({d})", lay.ax("h", "S", N))  # (B, h, S, N)
+    last = "scaled"
+    if mask is not None and plan is not None:
+        scaled = _apply_mask(be, rec, lay, scaled, mask, plan)  # (B, h, S, N)
+        last = "masked"
+    return rec.step("weights", be.softmax(scaled), f"softmax({last}, dim=-1)", lay.ax("h", "S", N))  # (B, h, S, N)
+
+
+def _apply_mask(be: Backend[T], rec: _Recorder[T], lay: _Layout, scaled: T, mask: T, plan: MaskPlan) -> T:
+    """The combined mask, then the scores it leaves (-inf where a key is masked)."""
+    mask = rec.step("mask", mask, plan.op, plan.axes)  # (B, 1, S, N), or any shape broadcasting to the scores
+    if plan.additive:
+        masked = rec.step("masked", be.add(scaled, mask), "scaled + mask", lay.ax("h", "S", lay.lab.keys))  # (B, h, S, N)
+    else:
+        masked = rec.step("masked", be.where(mask, scaled, -math.inf), "where(mask, scaled, -inf)",
+                          lay.ax("h", "S", lay.lab.keys))  # (B, h, S, N)
+    values = be.to_numpy(mask)
+    if values is not None and (dead := dead_rows(values, plan.additive, be.shape(masked))):
+        rec.notes.append(f"{dead} query row(s) attend to no key (every key masked): their weights and context "
+                         "are zeros, as in torch's scaled_dot_product_attention, not NaN")
+    return masked
+
+
+def _combine(config: AttentionConfig, be: Backend[T], rec: _Recorder[T], lay: _Layout, weights: T, v: T,
+             p: Mapping[str, T]) -> T:
+    """context = weights @ v -> sequence first -> merged heads -> output linear layer."""
+    v_name = "v_rep" if config.grouped else "v"
+    width = lay.lab.q_width
+    context = rec.step("context", be.matmul(weights, v), f"weights @ {v_name}", lay.ax("h", "S", "d"))  # (B, h, S, d)
+    heads_last = rec.view("context_heads", be.transpose(context, lay.n, lay.n + 1), f"context.transpose({lay.swap})",
+                          lay.ax("S", "h", "d"))  # (B, S, h, d)
+    merged = rec.step("merged", be.reshape(heads_last, (*lay.sizes, config.seq, config.heads * config.head_dim)),
+                      f"context_heads.reshape({lay.dims}S, {width})", lay.ax("S", width))  # (B, S, h·d)
+    bias = " + b_o" if config.bias else ""
+    return rec.step("output", be.linear(merged, p["w_o"], p.get("b_o")), f"merged @ w_o.T{bias}", lay.ax("S", "H"))  # (B, S, H)
 
 
 class _Recorder(Generic[T]):
@@ -102,8 +263,8 @@ class _Recorder(Generic[T]):
 
     def __init__(self, be: Backend[T], config: AttentionConfig, keep_values: bool) -> None:
         self.be, self.keep_values = be, keep_values
-        self.lead_sizes: tuple[int, ...] = (config.batch,) if config.batch is not None else ()
         self.steps: list[Step] = []
+        self.notes: list[str] = []
 
     def step(self, name: str, value: T, op: str, axes: tuple[str, ...], *, view: bool = False) -> T:
         shape = self.be.shape(value)
@@ -116,7 +277,7 @@ class _Recorder(Generic[T]):
         return self.step(name, value, op, axes, view=True)
 
 
-def estimate_bytes(config: AttentionConfig, keep_values: bool = True) -> tuple[int, Step]:
+def estimate_bytes(config: AttentionConfig, keep_values: bool = True, *, mask: np.ndarray | None = None) -> tuple[int, Step]:
     """Bytes a compute backend needs for ``config`` and the largest step, from shapes alone.
 
     With ``keep_values`` every step that is not a view stays alive; otherwise about the two
@@ -126,15 +287,14 @@ def estimate_bytes(config: AttentionConfig, keep_values: bool = True) -> tuple[i
     >>> largest.name, needed
     ('x', 9524496)
     """
-    shapes = trace_attention(config, "shape")
+    shapes = trace_attention(config, "shape", mask=mask)
     owned = sorted((s.nbytes for s in shapes.steps if not s.view), reverse=True)
     live = sum(owned) if keep_values else sum(owned[:2])
     largest = max(shapes.steps, key=lambda s: s.nbytes)
     return shapes.param_bytes + live + largest.nbytes, largest
 
 
-def _check_memory(config: AttentionConfig, max_memory: int | None, keep_values: bool) -> None:
-    needed, largest = estimate_bytes(config, keep_values)
+def _check_memory(config: AttentionConfig, max_memory: int | None, keep_values: bool, mask: np.ndarray | None) -> None:
+    needed, largest = estimate_bytes(config, keep_values, mask=mask)
     where = f"{largest.name} {largest.shape} alone is {format_bytes(largest.nbytes)}"
     check_budget(needed, max_memory, where, "lower --seq/--hidden/--batch, or trace shapes only with --backend shape")
-

@@ -2,54 +2,94 @@
 
 Axis letters used everywhere in attntrace (code comments, step records, tables, docs):
 
-    B batch   S sequence (query length)   H hidden   h heads   d head_dim
+    B batch   S query length   N key length   H hidden   M key/value input width
+    h heads   g kv-heads       d head_dim
+
+N, M and g appear only when their variant is on (cross-attention, --kv-hidden, grouped-query
+attention); otherwise keys run along S, the key/value input is H wide and there are h kv-heads.
+Two compound labels name widths that are products, ``h·d`` and ``g·d`` (used only where they
+differ from H), and ``1`` names a broadcast axis of a mask.
 """
 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from attntrace.errors import ConfigError
 
 #: Bytes per element of every dtype attntrace knows; backends support a subset.
 DTYPE_BYTES: dict[str, int] = {"float16": 2, "bfloat16": 2, "float32": 4, "float64": 8}
+#: The dtype of boolean masks (a mask step), which is no compute dtype.
+MASK_DTYPE = "bool"
+#: Bytes per element of every tensor a trace can record.
+ELEMENT_BYTES: dict[str, int] = {**DTYPE_BYTES, MASK_DTYPE: 1}
+
+
+class AxisLabels(NamedTuple):
+    """The labels a config gives to the axes that variants change."""
+
+    keys: str  # "N" for cross-attention (--kv-seq), else "S"
+    kv_heads: str  # "g" for grouped-query attention, else "h"
+    kv_in: str  # "M" with --kv-hidden, else "H"
+    q_width: str  # width of q_proj and merged: "H" when h·d = H, else "h·d"
+    kv_width: str  # width of k_proj and v_proj: "H" when it equals H, else "h·d" or "g·d"
 
 
 @dataclass(frozen=True)
 class AttentionConfig:
-    """Sizes and options of one multi-head self-attention.
+    """Sizes and options of one multi-head attention.
 
     >>> cfg = AttentionConfig(seq=3, hidden=768, heads=12)
     >>> cfg.head_dim
     64
     >>> cfg.axis_sizes()
     {'S': 3, 'H': 768, 'h': 12, 'd': 64}
+    >>> gqa = AttentionConfig(seq=3, hidden=4096, heads=32, kv_heads=8, kv_seq=5)
+    >>> gqa.axis_sizes()
+    {'S': 3, 'N': 5, 'H': 4096, 'h': 32, 'g': 8, 'd': 128}
+    >>> gqa.kv_cache_bytes_per_token  # 2 (k and v) * g * d * 4 bytes, per layer
+    8192
     """
 
     batch: int | None = None  # B; None means the unbatched layout (S, H) of the study notes
-    seq: int = 3  # S, tokens in the sequence
-    hidden: int = 768  # H, model width; must be heads * head_dim
+    seq: int = 3  # S, tokens in the (query) sequence
+    hidden: int = 768  # H, model width; must be heads * head_dim unless head_dim_override is set
     heads: int = 12  # h, attention heads
     dtype: str = "float32"  # one of DTYPE_BYTES
     seed: int = 0  # the same seed gives the same x and weights on every backend
+    # --- variants (issue 5); the defaults give plain multi-head self-attention ---
+    kv_seq: int | None = None  # N, key/value length of cross-attention; None: self-attention (N = S)
+    kv_hidden: int | None = None  # M, key/value input width (kdim/vdim); None: H
+    kv_heads: int | None = None  # g, key/value heads (GQA; 1 is MQA); None: h
+    head_dim_override: int | None = None  # d when decoupled from H / h (T5, Gemma); None: H / h
+    bias: bool = True  # False: no b_q, b_k, b_v, b_o (Llama, T5)
+    causal: bool = False  # query i attends keys 0..i (top-left aligned, as SDPA's is_causal)
+    key_lengths: tuple[int, ...] | None = None  # valid keys per batch item (key padding mask)
+    rope: bool = False  # rotary position embedding on q and k (Llama convention, rotate_half)
+    rope_base: float = 10000.0  # theta of RoPE (rope_theta in a config.json)
 
     def __post_init__(self) -> None:
+        if self.key_lengths is not None and not isinstance(self.key_lengths, tuple):
+            object.__setattr__(self, "key_lengths", tuple(self.key_lengths))  # keep the config hashable
         self._check_sizes()
         if self.dtype not in DTYPE_BYTES:
             raise ConfigError(
                 f"unknown dtype {self.dtype!r}; use one of {', '.join(DTYPE_BYTES)}"
             )
-        if self.hidden % self.heads:
+        if self.head_dim_override is None and self.hidden % self.heads:
             raise ConfigError(
                 f"--hidden {self.hidden} is not divisible by --heads {self.heads}; "
-                f"valid head counts for hidden {self.hidden}: {_nearby_divisors(self.hidden, self.heads)}"
+                f"valid head counts for hidden {self.hidden}: {_nearby_divisors(self.hidden, self.heads)} "
+                "(or set --head-dim)"
             )
+        self._check_variants()
 
     def _check_sizes(self) -> None:
-        for option, value in (("batch", self.batch), ("seq", self.seq),
-                              ("hidden", self.hidden), ("heads", self.heads)):
-            if value is None and option == "batch":
+        for option, value in (("batch", self.batch), ("seq", self.seq), ("hidden", self.hidden),
+                              ("heads", self.heads), ("kv-seq", self.kv_seq), ("kv-hidden", self.kv_hidden),
+                              ("kv-heads", self.kv_heads), ("head-dim", self.head_dim_override)):
+            if value is None and option not in ("seq", "hidden", "heads"):
                 continue
             if isinstance(value, bool) or not isinstance(value, int):
                 raise ConfigError(f"--{option} must be a whole number, got {value!r}")
@@ -59,10 +99,77 @@ class AttentionConfig:
         if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
             raise ConfigError(f"--seed must be a whole number >= 0, got {self.seed!r}")
 
+    def _check_variants(self) -> None:
+        if self.kv_heads is not None and self.heads % self.kv_heads:
+            raise ConfigError(
+                f"--heads {self.heads} is not divisible by --kv-heads {self.kv_heads}; "
+                f"use one of {', '.join(str(n) for n in _divisors(self.heads))}"
+            )
+        if self.key_lengths is not None:
+            self._check_key_lengths(self.key_lengths)
+        if self.rope:
+            if self.head_dim % 2:
+                raise ConfigError(
+                    f"--rope needs an even head_dim, got d = {self.head_dim}; "
+                    "choose --hidden/--heads (or --head-dim) so that d is even"
+                )
+            if self.kv_seq is not None:
+                raise ConfigError(
+                    "--rope encodes positions within one sequence; drop --rope or --kv-seq "
+                    "(cross-attention uses no rotary embedding)"
+                )
+        if not isinstance(self.rope_base, int | float) or isinstance(self.rope_base, bool) or not self.rope_base > 0:
+            raise ConfigError(f"--rope-base must be a number > 0, got {self.rope_base!r}")
+
+    def _check_key_lengths(self, lengths: tuple[int, ...]) -> None:
+        if self.batch is None:
+            raise ConfigError("--key-lengths needs --batch (one length per batch item)")
+        if len(lengths) != self.batch:
+            raise ConfigError(
+                f"--key-lengths has {len(lengths)} length(s) but --batch is {self.batch}; "
+                "give one length per batch item, e.g. --key-lengths " + ",".join(["3"] * self.batch)
+            )
+        for n in lengths:
+            if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= self.keys:
+                raise ConfigError(
+                    f"--key-lengths {n!r} does not fit the {self.keys} keys; use lengths from 1 to {self.keys}"
+                    + ("" if self.kv_seq is not None else " (or raise --seq)")
+                )
+
     @property
     def head_dim(self) -> int:
-        """d = H / h."""
-        return self.hidden // self.heads
+        """d: ``head_dim_override`` when set, else H / h."""
+        return self.head_dim_override if self.head_dim_override is not None else self.hidden // self.heads
+
+    @property
+    def keys(self) -> int:
+        """N, the number of keys: kv_seq for cross-attention, else S."""
+        return self.kv_seq if self.kv_seq is not None else self.seq
+
+    @property
+    def kv_width(self) -> int:
+        """M, the width of the key/value input: kv_hidden when set, else H."""
+        return self.kv_hidden if self.kv_hidden is not None else self.hidden
+
+    @property
+    def groups(self) -> int:
+        """g, the number of key/value heads (h unless grouped-query attention)."""
+        return self.kv_heads if self.kv_heads is not None else self.heads
+
+    @property
+    def cross(self) -> bool:
+        """True when keys and values come from a second input (--kv-seq or --kv-hidden)."""
+        return self.kv_seq is not None or self.kv_hidden is not None
+
+    @property
+    def grouped(self) -> bool:
+        """True for grouped-query or multi-query attention (g < h): k and v are repeated."""
+        return self.groups != self.heads
+
+    @property
+    def masked(self) -> bool:
+        """True when a built-in mask applies (--causal or --key-lengths)."""
+        return self.causal or self.key_lengths is not None
 
     @property
     def batched(self) -> bool:
@@ -73,14 +180,58 @@ class AttentionConfig:
         """Bytes of one element in ``dtype``."""
         return DTYPE_BYTES[self.dtype]
 
+    @property
+    def kv_cache_bytes_per_token(self) -> int:
+        """Bytes a KV cache stores per token and layer: k and v, g heads of d values each."""
+        return 2 * self.groups * self.head_dim * self.itemsize
+
+    def labels(self) -> AxisLabels:
+        """The axis labels of keys, kv-heads and projection widths in this config.
+
+        >>> AttentionConfig(hidden=3072, heads=16, head_dim_override=256, kv_heads=4).labels()
+        AxisLabels(keys='S', kv_heads='g', kv_in='H', q_width='h·d', kv_width='g·d')
+        """
+        h, g, d, H = self.heads, self.groups, self.head_dim, self.hidden
+        q_width = "H" if h * d == H else "h·d"
+        kv_width = q_width if not self.grouped else "H" if g * d == H else "g·d"
+        return AxisLabels("N" if self.kv_seq is not None else "S", "g" if self.grouped else "h",
+                          "M" if self.kv_hidden is not None else "H", q_width, kv_width)
+
     def axis_sizes(self) -> dict[str, int]:
-        """Size of every axis letter in this config (B only when batched)."""
+        """Size of every axis letter in this config (B, N, M, g only when they apply)."""
         sizes = {"B": self.batch} if self.batch is not None else {}
-        return {**sizes, "S": self.seq, "H": self.hidden, "h": self.heads, "d": self.head_dim}
+        sizes["S"] = self.seq
+        if self.kv_seq is not None:
+            sizes["N"] = self.kv_seq
+        sizes["H"] = self.hidden
+        if self.kv_hidden is not None:
+            sizes["M"] = self.kv_hidden
+        sizes["h"] = self.heads
+        if self.grouped:
+            sizes["g"] = self.groups
+        return {**sizes, "d": self.head_dim}
+
+    def size(self, label: str) -> int:
+        """Size of an axis label: a letter, a product such as ``h·d``, or a digit (``1``).
+
+        >>> AttentionConfig(hidden=64, heads=2, head_dim_override=16).size("h·d")
+        32
+        """
+        if label.isdigit():
+            return int(label)
+        sizes, total = self.axis_sizes(), 1
+        for letter in label.split("·"):
+            if letter not in sizes:
+                raise ConfigError(f"axis {letter!r} does not apply to this config; axes: {', '.join(sizes)}")
+            total *= sizes[letter]
+        return total
 
     def to_dict(self) -> dict[str, Any]:
         """The fields as plain JSON-ready values, plus the derived head_dim."""
-        return {**asdict(self), "head_dim": self.head_dim}
+        fields = asdict(self)
+        if self.key_lengths is not None:
+            fields["key_lengths"] = list(self.key_lengths)
+        return {**fields, "head_dim": self.head_dim}
 
 
 def _nearby_divisors(hidden: int, heads: int, limit: int = 8) -> str:

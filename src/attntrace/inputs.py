@@ -14,7 +14,8 @@ from attntrace.config import AttentionConfig
 if TYPE_CHECKING:
     import numpy as np
 
-#: Parameter names in order, with the axes of each (torch convention: weight (out, in)).
+#: Parameter names in order, with the axes of each (torch convention: weight (out, in)), for
+#: plain multi-head self-attention; :func:`param_axes` gives them for any config.
 PARAM_AXES: dict[str, tuple[str, ...]] = {
     "w_q": ("H", "H"), "b_q": ("H",),
     "w_k": ("H", "H"), "b_k": ("H",),
@@ -23,29 +24,54 @@ PARAM_AXES: dict[str, tuple[str, ...]] = {
 }
 
 
+def param_axes(config: AttentionConfig) -> dict[str, tuple[str, ...]]:
+    """Parameter names in order with their axes: w_q (h·d, H), w_k and w_v (g·d, M),
+    w_o (H, h·d), and the biases unless ``config.bias`` is False.
+
+    >>> param_axes(AttentionConfig(hidden=64, heads=4, kv_heads=2, bias=False))
+    {'w_q': ('H', 'H'), 'w_k': ('g·d', 'H'), 'w_v': ('g·d', 'H'), 'w_o': ('H', 'H')}
+    """
+    lab = config.labels()
+    axes = {
+        "w_q": (lab.q_width, "H"), "b_q": (lab.q_width,),
+        "w_k": (lab.kv_width, lab.kv_in), "b_k": (lab.kv_width,),
+        "w_v": (lab.kv_width, lab.kv_in), "b_v": (lab.kv_width,),
+        "w_o": ("H", lab.q_width), "b_o": ("H",),
+    }
+    return {name: a for name, a in axes.items() if config.bias or name.startswith("w_")}
+
+
 def input_axes(config: AttentionConfig) -> tuple[str, ...]:
     """Axes of x: (B, S, H) or (S, H)."""
     return ("B", "S", "H") if config.batched else ("S", "H")
 
 
+def kv_input_axes(config: AttentionConfig) -> tuple[str, ...]:
+    """Axes of x_kv, the key/value input of cross-attention: (B, N, M) or (N, M)."""
+    lab = config.labels()
+    return (*(("B",) if config.batched else ()), lab.keys, lab.kv_in)
+
+
 def shape_of(axes: tuple[str, ...], config: AttentionConfig) -> Shape:
-    """The sizes of ``axes`` in ``config``."""
-    sizes = config.axis_sizes()
-    return tuple(sizes[a] for a in axes)
+    """The sizes of ``axes`` in ``config`` (letters, products such as ``h·d``, or digits)."""
+    return tuple(config.size(a) for a in axes)
 
 
 def random_sources(config: AttentionConfig) -> dict[str, Source]:
-    """Seeded sources for x (standard normal) and every parameter (uniform in ±1/√in_features,
-    the initialisation of ``torch.nn.Linear``).
+    """Seeded sources for x and, with cross-attention, x_kv (standard normal) and every
+    parameter (uniform in ±1/√in_features, the initialisation of ``torch.nn.Linear``).
 
     >>> src = random_sources(AttentionConfig(seq=3, hidden=8, heads=2))
     >>> src["x"].shape, src["w_q"].shape
     ((3, 8), (8, 8))
     """
     sources = {"x": _normal_source("x", shape_of(input_axes(config), config), config)}
-    for name, axes in PARAM_AXES.items():
-        bound = 1.0 / math.sqrt(config.hidden)
-        sources[name] = _uniform_source(name, shape_of(axes, config), bound, config)
+    if config.cross:
+        sources["x_kv"] = _normal_source("x_kv", shape_of(kv_input_axes(config), config), config)
+    params = param_axes(config)
+    for name, axes in params.items():
+        in_features = config.size(params[f"w_{name[-1]}"][1])  # a bias shares its weight's bound
+        sources[name] = _uniform_source(name, shape_of(axes, config), 1.0 / math.sqrt(in_features), config)
     return sources
 
 

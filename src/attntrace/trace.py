@@ -10,7 +10,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from attntrace.config import DTYPE_BYTES, AttentionConfig
+from attntrace.config import ELEMENT_BYTES, AttentionConfig
 from attntrace.errors import AttntraceError
 
 if TYPE_CHECKING:
@@ -39,7 +39,7 @@ class Tensor:
     @property
     def nbytes(self) -> int:
         """Bytes the tensor takes in its dtype."""
-        return self.numel * DTYPE_BYTES[self.dtype]
+        return self.numel * ELEMENT_BYTES[self.dtype]
 
 
 @dataclass(frozen=True)
@@ -80,6 +80,7 @@ class Trace:
     backend: str
     steps: tuple[Step, ...]
     parameters: tuple[Param, ...]
+    notes: tuple[str, ...] = ()  # warnings about the result, e.g. fully masked query rows
 
     def __getitem__(self, name: str) -> Step:
         for step in self.steps:
@@ -158,6 +159,7 @@ class Trace:
             "params": [_param_dict(p) for p in self.parameters],
             "totals": {"steps": len(self.steps), "step_bytes": self.step_bytes,
                        "param_count": self.param_count, "param_bytes": self.param_bytes},
+            "notes": list(self.notes),
         }
 
 

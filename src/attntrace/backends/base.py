@@ -83,4 +83,31 @@ class Backend(ABC, Generic[T]):
 
     @abstractmethod
     def softmax(self, x: T) -> T:
-        """Softmax over the last axis; numerically stable (finite for logits of any size)."""
+        """Softmax over the last axis; numerically stable (finite for logits of any size).
+
+        A row whose logits are all -inf (every key masked) gives zeros, never NaN, as torch's
+        ``scaled_dot_product_attention`` does."""
+
+    # --- operations of the attention variants (masks, GQA/MQA, RoPE) ---
+
+    @abstractmethod
+    def add(self, a: T, b: T) -> T:
+        """Elementwise ``a + b`` with numpy broadcasting, in the dtype of ``a``."""
+
+    @abstractmethod
+    def mul(self, a: T, b: T) -> T:
+        """Elementwise ``a * b`` with numpy broadcasting, in the dtype of ``a``."""
+
+    @abstractmethod
+    def where(self, keep: T, x: T, fill: float) -> T:
+        """``x`` where the boolean ``keep`` is True, else ``fill`` (``keep`` broadcasts to ``x``).
+
+        The polarity is that of SDPA's boolean mask: True = attend."""
+
+    @abstractmethod
+    def repeat_interleave(self, x: T, repeats: int, axis: int) -> T:
+        """Each slice along ``axis`` repeated ``repeats`` times in a row: [a, b] -> [a, a, b, b]."""
+
+    @abstractmethod
+    def rotate_half(self, x: T) -> T:
+        """``concat(-x2, x1)`` of the two halves x1, x2 of the last axis (RoPE, Llama convention)."""

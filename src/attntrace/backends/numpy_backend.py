@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from attntrace.backends.base import Backend, Shape, Source
+from attntrace.config import MASK_DTYPE
 
 _NUMPY_DTYPES = {"float16": np.float16, "float32": np.float32, "float64": np.float64}
 
@@ -16,7 +17,8 @@ class NumpyBackend(Backend[np.ndarray]):
     dtypes = tuple(_NUMPY_DTYPES)  # numpy has no bfloat16
 
     def tensor(self, source: Source) -> np.ndarray:
-        return source.make().astype(_NUMPY_DTYPES[source.dtype], copy=False)
+        dtype = np.bool_ if source.dtype == MASK_DTYPE else _NUMPY_DTYPES[source.dtype]
+        return source.make().astype(dtype, copy=False)
 
     def shape(self, x: np.ndarray) -> Shape:
         return tuple(int(n) for n in x.shape)
@@ -51,10 +53,35 @@ class NumpyBackend(Backend[np.ndarray]):
     def softmax(self, x: np.ndarray) -> np.ndarray:
         # Subtracting the row max keeps exp() <= 1: the study notes' soft_max overflows to
         # inf/inf = NaN for logits near 1000, this one does not. One temporary, then in place.
-        e: np.ndarray = x - x.max(axis=-1, keepdims=True)
+        # A row of only -inf (every key masked) would give -inf - -inf = NaN: its max is taken
+        # as 0 and its sum as 1, so the row comes out as zeros, as torch's SDPA returns it.
+        top = x.max(axis=-1, keepdims=True)
+        top[np.isneginf(top)] = 0
+        e: np.ndarray = x - top
         np.exp(e, out=e)
-        e /= e.sum(axis=-1, keepdims=True)
+        total = e.sum(axis=-1, keepdims=True)
+        total[total == 0] = 1
+        e /= total
         return e
+
+    def add(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        out: np.ndarray = (a + b).astype(a.dtype, copy=False)
+        return out
+
+    def mul(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        out: np.ndarray = (a * b).astype(a.dtype, copy=False)
+        return out
+
+    def where(self, keep: np.ndarray, x: np.ndarray, fill: float) -> np.ndarray:
+        out: np.ndarray = np.where(keep, x, x.dtype.type(fill))
+        return out
+
+    def repeat_interleave(self, x: np.ndarray, repeats: int, axis: int) -> np.ndarray:
+        return np.repeat(x, repeats, axis=axis)
+
+    def rotate_half(self, x: np.ndarray) -> np.ndarray:
+        half = x.shape[-1] // 2
+        return np.concatenate((-x[..., half:], x[..., :half]), axis=-1)
 
 
 def backend() -> NumpyBackend:

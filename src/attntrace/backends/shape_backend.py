@@ -71,6 +71,25 @@ class ShapeBackend(Backend[ShapeTensor]):
     def softmax(self, x: ShapeTensor) -> ShapeTensor:
         return x
 
+    def add(self, a: ShapeTensor, b: ShapeTensor) -> ShapeTensor:
+        return ShapeTensor(_broadcast(a.shape, b.shape), a.dtype)
+
+    def mul(self, a: ShapeTensor, b: ShapeTensor) -> ShapeTensor:
+        return ShapeTensor(_broadcast(a.shape, b.shape), a.dtype)
+
+    def where(self, keep: ShapeTensor, x: ShapeTensor, fill: float) -> ShapeTensor:
+        return ShapeTensor(_broadcast(keep.shape, x.shape), x.dtype)
+
+    def repeat_interleave(self, x: ShapeTensor, repeats: int, axis: int) -> ShapeTensor:
+        dims = list(x.shape)
+        dims[axis] *= repeats
+        return ShapeTensor(tuple(dims), x.dtype)
+
+    def rotate_half(self, x: ShapeTensor) -> ShapeTensor:
+        if x.shape[-1] % 2:
+            raise ConfigError(f"rotate_half: the last axis of {x.shape} is odd")
+        return x
+
 
 def _broadcast(a: Shape, b: Shape) -> Shape:
     """numpy broadcasting of two batch shapes."""

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from attntrace.backends.base import Backend, Shape, Source
+from attntrace.config import MASK_DTYPE
 from attntrace.errors import BackendUnavailableError
 
 if TYPE_CHECKING:
@@ -37,7 +38,8 @@ class TorchBackend(Backend["torch.Tensor"]):
         self._dtypes = {name: getattr(torch, name) for name in self.dtypes}
 
     def tensor(self, source: Source) -> torch.Tensor:
-        return self._torch.from_numpy(source.make()).to(self._dtypes[source.dtype])
+        dtype = self._torch.bool if source.dtype == MASK_DTYPE else self._dtypes[source.dtype]
+        return self._torch.from_numpy(source.make()).to(dtype)
 
     def shape(self, x: torch.Tensor) -> Shape:
         return tuple(int(n) for n in x.shape)
@@ -66,7 +68,26 @@ class TorchBackend(Backend["torch.Tensor"]):
         return x * factor
 
     def softmax(self, x: torch.Tensor) -> torch.Tensor:
-        return self._torch.softmax(x, dim=-1)  # subtracts the row max internally
+        out = self._torch.softmax(x, dim=-1)  # subtracts the row max internally
+        # torch.softmax gives NaN for a row of only -inf (every key masked); SDPA gives zeros
+        dead = self._torch.isneginf(x).all(dim=-1, keepdim=True)
+        return out.masked_fill(dead, 0.0)
+
+    def add(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        return (a + b).to(a.dtype)
+
+    def mul(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        return (a * b).to(a.dtype)
+
+    def where(self, keep: torch.Tensor, x: torch.Tensor, fill: float) -> torch.Tensor:
+        return x.masked_fill(~keep, fill)  # masked_fill fills where True: the opposite polarity
+
+    def repeat_interleave(self, x: torch.Tensor, repeats: int, axis: int) -> torch.Tensor:
+        return x.repeat_interleave(repeats, dim=axis)
+
+    def rotate_half(self, x: torch.Tensor) -> torch.Tensor:
+        x1, x2 = x.chunk(2, dim=-1)
+        return self._torch.cat((-x2, x1), dim=-1)
 
 
 def backend() -> TorchBackend:

@@ -21,8 +21,8 @@ if TYPE_CHECKING:
 def check(
     batch: opt.Batch = None,
     seq: opt.Seq = 3,
-    hidden: opt.Hidden = 768,
-    heads: opt.Heads = 12,
+    hidden: opt.Hidden = None,
+    heads: opt.Heads = None,
     backend: opt.CheckBackend = opt.BackendName.shape,
     dtype: opt.DType = opt.DTypeName.float32,
     seed: opt.Seed = 0,
@@ -40,6 +40,7 @@ def check(
     """
     from attntrace.check import load_spec, run_spec
     from attntrace.memory import parse_size
+    from attntrace.presets import resolve_config
     from attntrace.render.check import render_results
 
     budget = parse_size(max_memory) if max_memory is not None else None
@@ -48,7 +49,7 @@ def check(
             raise ConfigError("--spec cannot be combined with --expect or --golden; put them into the spec file")
         results = run_spec(load_spec(spec, backend.value), budget)
     else:
-        config = AttentionConfig(batch=batch, seq=seq, hidden=hidden, heads=heads, dtype=dtype.value, seed=seed)
+        config = resolve_config(batch=batch, seq=seq, hidden=hidden, heads=heads, dtype=dtype.value, seed=seed)
         results = [check_one(config, backend.value, expect or [], golden, budget)]
     render_results(results, console(no_color), spec=spec is not None)
     if not all(r.ok for r in results):

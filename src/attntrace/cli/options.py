@@ -9,6 +9,8 @@ from typing import Annotated
 import typer
 
 SIZES = "Sizes"
+VARIANTS = "Attention variants"
+MODELS = "Real models"
 OUTPUT = "Output"
 
 
@@ -40,8 +42,20 @@ class OutputFormat(StrEnum):
 
 Batch = Annotated[int | None, typer.Option(help="B, batch size; omit for the unbatched (S, H) layout.", rich_help_panel=SIZES)]
 Seq = Annotated[int, typer.Option(help="S, sequence length (tokens).", rich_help_panel=SIZES)]
-Hidden = Annotated[int, typer.Option(help="H, model width; must be divisible by --heads.", rich_help_panel=SIZES)]
-Heads = Annotated[int, typer.Option(help="h, number of attention heads; head_dim d = H / h.", rich_help_panel=SIZES)]
+Hidden = Annotated[int | None, typer.Option(help="H, model width; must be divisible by --heads unless --head-dim is set \\[default: 768, or the preset's].", rich_help_panel=SIZES, show_default=False)]
+Heads = Annotated[int | None, typer.Option(help="h, number of attention heads; head_dim d = H / h \\[default: 12, or the preset's].", rich_help_panel=SIZES, show_default=False)]
+KvSeq = Annotated[int | None, typer.Option(help="N: cross-attention, keys and values from a second input of N tokens; scores (h, S, N).", rich_help_panel=VARIANTS)]
+KvHidden = Annotated[int | None, typer.Option(help="M: width of the key/value input (kdim/vdim of nn.MultiheadAttention); implies cross-attention.", rich_help_panel=VARIANTS)]
+KvHeads = Annotated[int | None, typer.Option(help="g: key/value heads, dividing --heads (grouped-query; 1 = multi-query); adds k_rep, v_rep and the KV-cache bytes per token.", rich_help_panel=VARIANTS)]
+HeadDim = Annotated[int | None, typer.Option(help="d decoupled from H / h, as in T5 and Gemma: q_proj (S, h·d), w_o (H, h·d).", rich_help_panel=VARIANTS)]
+Bias = Annotated[bool | None, typer.Option("--bias/--no-bias", help="Biases on the q, k, v and output layers \\[default: bias, or the preset's].", rich_help_panel=VARIANTS, show_default=False)]
+Causal = Annotated[bool | None, typer.Option("--causal/--no-causal", help="Query i attends keys 0..i (top-left aligned, as SDPA's is_causal); adds mask, masked.", rich_help_panel=VARIANTS, show_default=False)]
+KeyLengths = Annotated[str | None, typer.Option(help="Valid keys per batch item, e.g. 3,2 (needs --batch): a key padding mask (B, 1, 1, N).", rich_help_panel=VARIANTS)]
+MaskFile = Annotated[Path | None, typer.Option("--mask", help="A .npy mask broadcasting to the scores (B, h, S, N): booleans, True = attend (as SDPA; nn.MultiheadAttention's key_padding_mask is the opposite), or floats added to the scores.", rich_help_panel=VARIANTS, dir_okay=False)]
+Rope = Annotated[bool | None, typer.Option("--rope/--no-rope", help="Rotary position embedding on q and k (Llama convention); adds rope_cos, rope_sin, q_rot, k_rot.", rich_help_panel=VARIANTS, show_default=False)]
+RopeBase = Annotated[float | None, typer.Option(help="theta of --rope (rope_theta) \\[default: 10000, or the preset's].", rich_help_panel=VARIANTS, show_default=False)]
+Preset = Annotated[str | None, typer.Option(help="Sizes of a real model, e.g. llama-3-8b (list: attntrace presets); explicit flags override it.", rich_help_panel=MODELS)]
+HfConfig = Annotated[Path | None, typer.Option(help="Read the sizes from a Hugging Face config.json; explicit flags override it.", rich_help_panel=MODELS, dir_okay=False)]
 Backend = Annotated[BackendName, typer.Option(help="numpy (default), torch (pip install 'attntrace\\[torch]'), or shape (shapes only, any size).")]
 DType = Annotated[DTypeName, typer.Option(help="Element type; bfloat16 needs --backend torch.")]
 Seed = Annotated[int, typer.Option(help="Seed of x and the weights; the same seed gives the same values on every backend.")]

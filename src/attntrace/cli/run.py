@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import sys
+import warnings
+from typing import Any
 
 from attntrace.cli import options as opt
 from attntrace.cli.app import EPILOG, app, cli_errors, console
@@ -15,8 +17,20 @@ from attntrace.errors import ConfigError
 def run(
     batch: opt.Batch = None,
     seq: opt.Seq = 3,
-    hidden: opt.Hidden = 768,
-    heads: opt.Heads = 12,
+    hidden: opt.Hidden = None,
+    heads: opt.Heads = None,
+    kv_seq: opt.KvSeq = None,
+    kv_hidden: opt.KvHidden = None,
+    kv_heads: opt.KvHeads = None,
+    head_dim: opt.HeadDim = None,
+    bias: opt.Bias = None,
+    causal: opt.Causal = None,
+    key_lengths: opt.KeyLengths = None,
+    mask: opt.MaskFile = None,
+    rope: opt.Rope = None,
+    rope_base: opt.RopeBase = None,
+    preset: opt.Preset = None,
+    hf_config: opt.HfConfig = None,
     backend: opt.Backend = opt.BackendName.numpy,
     dtype: opt.DType = opt.DTypeName.float32,
     seed: opt.Seed = 0,
@@ -26,29 +40,59 @@ def run(
     fmt: opt.Format = opt.OutputFormat.table,
     no_color: opt.NoColor = False,
 ) -> None:
-    """Run multi-head self-attention and print the shape of every step.
+    """Run multi-head attention and print the shape of every step.
 
     Example: [bold]attntrace run --heads 12 --hidden 768[/]  prints
     (3, 768) -> (3, 12, 64) -> (12, 3, 64) -> (12, 3, 3) -> ... -> (3, 768),
     the weight matrices and the attention weights of one head.
     Add --batch 2 for a leading batch axis, --backend torch to run on PyTorch,
-    --hidden 4 --heads 2 --values to see every number.
+    --hidden 4 --heads 2 --values to see every number,
+    --causal, --kv-heads 4, --rope or --preset llama-3-8b for the attention of real models.
     For scripts: --format json | jq '.steps[] | select(.name=="scores") | .shape'
     """
     from attntrace.attention import trace_attention
+    from attntrace.masks import MaskWarning, load_mask
     from attntrace.memory import parse_size
+    from attntrace.presets import resolve_config
     from attntrace.render import text_renderer
     from attntrace.render.table import render_trace
 
-    config = AttentionConfig(batch=batch, seq=seq, hidden=hidden, heads=heads, dtype=dtype.value, seed=seed)
+    config = resolve_config(
+        preset=preset, hf_config=hf_config, batch=batch, seq=seq, hidden=hidden, heads=heads, dtype=dtype.value,
+        seed=seed, **variant_fields(kv_seq=kv_seq, kv_hidden=kv_hidden, kv_heads=kv_heads, head_dim=head_dim, bias=bias,
+                                    causal=causal, key_lengths=key_lengths, rope=rope, rope_base=rope_base),
+    )
     check_head(head, config)
+    check_rope_base(rope_base, config)
     check_values(values, fmt)
+    user_mask = load_mask(mask) if mask is not None else None
     budget = parse_size(max_memory) if max_memory is not None else None
-    trace = trace_attention(config, backend.value, max_memory=budget)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", MaskWarning)  # the renderers show Trace.notes instead
+        trace = trace_attention(config, backend.value, mask=user_mask, max_memory=budget)
     if fmt is opt.OutputFormat.table:
         render_trace(trace, console(no_color), head=head, values=values)
     else:
         sys.stdout.write(text_renderer(fmt.value)(trace))
+
+
+def variant_fields(*, head_dim: int | None, key_lengths: str | None, **given: Any) -> dict[str, Any]:
+    """The AttentionConfig fields of the variant options (None: not given)."""
+    return {**given, "head_dim_override": head_dim, "key_lengths": parse_key_lengths(key_lengths)}
+
+
+def parse_key_lengths(text: str | None) -> tuple[int, ...] | None:
+    """``"3,2"`` -> ``(3, 2)``.
+
+    >>> parse_key_lengths("3, 2")
+    (3, 2)
+    """
+    if text is None:
+        return None
+    try:
+        return tuple(int(part) for part in text.split(","))
+    except ValueError:
+        raise ConfigError(f"--key-lengths takes whole numbers separated by commas, e.g. 3,2; got {text!r}") from None
 
 
 def check_head(head: int, config: AttentionConfig) -> None:
@@ -61,3 +105,9 @@ def check_values(values: bool, fmt: opt.OutputFormat) -> None:
     """--values prints numbers in the table view only."""
     if values and fmt is not opt.OutputFormat.table:
         raise ConfigError(f"--values only works with --format table, not {fmt.value}; drop --values")
+
+
+def check_rope_base(rope_base: float | None, config: AttentionConfig) -> None:
+    """--rope-base means nothing without --rope."""
+    if rope_base is not None and not config.rope:
+        raise ConfigError("--rope-base has no effect without rotary embeddings; add --rope")

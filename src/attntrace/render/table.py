@@ -10,6 +10,7 @@ from rich.style import Style
 from rich.table import Table
 from rich.text import Text
 
+from attntrace.config import AttentionConfig
 from attntrace.memory import format_bytes
 from attntrace.trace import Trace
 
@@ -40,8 +41,12 @@ def render_trace(trace: Trace, console: Console, *, head: int = 0, values: bool 
     console.print(steps_table(trace, console.width))
     console.print()
     console.print(params_table(trace))
+    if (cache := kv_cache_line(trace)) is not None:
+        console.print(cache)
     console.print()
     console.print(attention_view(trace, head))
+    for note in trace.notes:
+        console.print(Text(f"warning: {note}", style="yellow"))
     if values:
         console.print()
         console.print(values_view(trace))
@@ -51,7 +56,7 @@ def title_line(trace: Trace) -> Text:
     """One line naming the config: sizes, backend, dtype."""
     cfg = trace.config
     sizes = "  ".join(f"{axis}={size}" for axis, size in cfg.axis_sizes().items())
-    return Text.assemble(("attntrace", "bold"), f"  multi-head self-attention  {sizes}  ",
+    return Text.assemble(("attntrace", "bold"), f"  {describe(cfg)}  {sizes}  ",
                          (f"{trace.backend} {cfg.dtype}", "cyan"))
 
 
@@ -63,6 +68,32 @@ def flow_line(trace: Trace) -> Text:
     """The card's chain of shapes: (3, 768) → (3, 12, 64) → (12, 3, 64) → (12, 3, 3) → …"""
     shapes = [format_shape(trace[name].shape) for name in FLOW_STEPS if name in trace]
     return Text(" → ".join(shapes), style="cyan")
+
+
+def describe(cfg: AttentionConfig) -> str:
+    """The kind of attention in words, e.g. ``grouped-query causal self-attention with RoPE``.
+
+    >>> describe(AttentionConfig())
+    'multi-head self-attention'
+    >>> describe(AttentionConfig(kv_heads=1, causal=True, rope=True, bias=False))
+    'multi-query causal self-attention with RoPE, no bias'
+    """
+    kind = "multi-head" if not cfg.grouped else "multi-query" if cfg.groups == 1 else "grouped-query"
+    words = [kind, *(["causal"] if cfg.causal else []), "cross-attention" if cfg.cross else "self-attention"]
+    extras = [*(["RoPE"] if cfg.rope else []), *(["key padding"] if cfg.key_lengths is not None else []),
+              *(["no bias"] if not cfg.bias else [])]
+    return " ".join(words) + (" with " + ", ".join(extras) if extras else "")
+
+
+def kv_cache_line(trace: Trace) -> Text | None:
+    """The KV-cache bytes per token and layer, when kv-heads are set (else None)."""
+    cfg = trace.config
+    if cfg.kv_heads is None:
+        return None
+    full = 2 * cfg.heads * cfg.head_dim * cfg.itemsize
+    return Text(f"KV cache: 2 (k, v) x g={cfg.groups} x d={cfg.head_dim} x {cfg.itemsize} B = "
+                f"{format_bytes(cfg.kv_cache_bytes_per_token)} per token and layer "
+                f"({full // cfg.kv_cache_bytes_per_token}x less than {format_bytes(full)} with h={cfg.heads} kv-heads)")
 
 
 def steps_table(trace: Trace, width: int = 80) -> Table:
@@ -113,14 +144,19 @@ def attention_view(trace: Trace, head: int) -> RenderableType:
     where = f"head {head}" + (" of batch item 0" if trace.config.batched else "")
     if step.value is None:
         return Text(f"attention weights, {where}: no values on the {trace.backend} backend", style="dim")
-    matrix = step.value[(0, head) if trace.config.batched else (head,)]  # (S, S)
-    if matrix.shape[0] <= HEATMAP_MAX_SEQ:
-        return heatmap(matrix, f"attention weights, {where} (rows: queries, columns: keys; each row sums to 1)")
+    index = (0, head) if trace.config.batched else (head,)
+    matrix = step.value[index]  # (S, N)
+    masked = trace["masked"].value if "masked" in trace else None  # (B, h, S, N): -inf where masked
+    hidden = None if masked is None else masked[index] == float("-inf")  # (S, N)
+    if max(matrix.shape) <= HEATMAP_MAX_SEQ:
+        rule = "each row sums to 1" if hidden is None else "masked keys: ·; each row sums to 1, or 0 if every key is masked"
+        return heatmap(matrix, f"attention weights, {where} (rows: queries, columns: keys; {rule})", hidden)
     return weights_summary(matrix, where)
 
 
-def heatmap(matrix: np.ndarray, title: str) -> Group:
-    """A grid of the numbers, each cell shaded by its value (darker = more attention)."""
+def heatmap(matrix: np.ndarray, title: str, hidden: np.ndarray | None = None) -> Group:
+    """A grid of the numbers, each cell shaded by its value (darker = more attention);
+    cells where ``hidden`` is True (masked keys) show a dim ``·``."""
     rows, cols = matrix.shape
     compact = cols > 8  # two decimals without the leading zero keep 16 columns within 80
     table = Table(box=None, pad_edge=False, padding=(0, 1, 0, 0))
@@ -129,7 +165,8 @@ def heatmap(matrix: np.ndarray, title: str) -> Group:
         table.add_column(f"k{j}", justify="right", header_style="dim")
     table.add_column("sum", justify="right", style="dim")
     for i in range(rows):
-        cells = [_heat_cell(float(v), compact) for v in matrix[i]]
+        cells = [Text("·", style="dim") if hidden is not None and hidden[i, j] else _heat_cell(float(v), compact)
+                 for j, v in enumerate(matrix[i])]
         table.add_row(f"q{i}", *cells, f"{float(matrix[i].sum()):.2f}")
     return Group(Text(title, style="italic"), table)
 
@@ -147,13 +184,14 @@ def weights_summary(matrix: np.ndarray, where: str) -> Text:
     """What a long attention matrix looks like, in a few numbers."""
     import numpy as np
 
-    seq = matrix.shape[0]
+    seq = matrix.shape[-1]  # N, the keys a row spreads over
     row_sums = matrix.sum(axis=-1)
+    row_sums = row_sums[row_sums > 0]  # rows with every key masked are zeros
     top = np.unravel_index(int(np.argmax(matrix)), matrix.shape)
     entropy = float(-(matrix * np.log(np.clip(matrix, 1e-30, None))).sum(axis=-1).mean())
     lines = [
         f"attention weights, {where}: {matrix.shape}, summarised (S > {HEATMAP_MAX_SEQ})",
-        f"  rows sum to 1 within {float(np.abs(row_sums - 1).max()):.1e}",
+        f"  rows sum to 1 within {float(np.abs(row_sums - 1).max(initial=0.0)):.1e}",
         f"  largest weight {float(matrix[top]):.4f} (query {top[0]} -> key {top[1]})",
         f"  mean row entropy {entropy:.3f} nats (uniform attention: ln {seq} = {np.log(seq):.3f})",
     ]

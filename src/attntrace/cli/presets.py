@@ -1,0 +1,32 @@
+"""``attntrace presets``: the real models --preset knows, with their attention sizes."""
+
+from __future__ import annotations
+
+from rich import box
+from rich.console import Console
+from rich.table import Table
+
+from attntrace.cli.app import app, cli_errors
+
+
+@app.command("presets")
+@cli_errors
+def presets() -> None:
+    """List the models --preset knows: heads, kv-heads, hidden, head_dim, RoPE theta and the
+    KV-cache bytes per token and layer in float16, each from the model's config.json.
+
+    Example: [bold]attntrace run --preset llama-3-8b --seq 4 --backend shape[/]
+    """
+    from attntrace.memory import format_bytes
+    from attntrace.presets import PRESETS
+
+    table = Table(title="presets (numbers from each model's config.json on the Hugging Face Hub)", box=box.SIMPLE_HEAD,
+                  show_edge=False, padding=(0, 1, 0, 0), title_justify="left", title_style="bold")
+    for name, justify in (("preset", "left"), ("h", "right"), ("g", "right"), ("H", "right"), ("d", "right"),
+                          ("rope_theta", "right"), ("causal", "left"), ("KV/token", "right"), ("config.json of", "left")):
+        table.add_column(name, justify=justify, overflow="fold")  # type: ignore[arg-type]
+    for p in PRESETS.values():
+        theta = f"{p.rope_theta:g}" if p.rope_theta is not None else "-"
+        table.add_row(p.name, str(p.heads), str(p.kv_heads), str(p.hidden), str(p.head_dim), theta,
+                      "yes" if p.causal else "no", format_bytes(p.kv_cache_bytes_per_token), p.repo)
+    Console().print(table)
