@@ -14,6 +14,8 @@ from attntrace.errors import ConfigError
 
 #: Bytes per element of every dtype attntrace knows; backends support a subset.
 DTYPE_BYTES: dict[str, int] = {"float16": 2, "bfloat16": 2, "float32": 4, "float64": 8}
+#: The attention algorithms: eager builds the whole (S, N) score matrix, flash works tile by tile.
+ALGORITHMS: tuple[str, ...] = ("eager", "flash")
 
 
 @dataclass(frozen=True)
@@ -33,6 +35,8 @@ class AttentionConfig:
     heads: int = 12  # h, attention heads
     dtype: str = "float32"  # one of DTYPE_BYTES
     seed: int = 0  # the same seed gives the same x and weights on every backend
+    algorithm: str = "eager"  # one of ALGORITHMS: eager (the S×S matrix) or flash (tile by tile)
+    block_size: int = 128  # flash: rows of a query block (Br) and of a key/value block (Bc)
 
     def __post_init__(self) -> None:
         self._check_sizes()
@@ -40,6 +44,7 @@ class AttentionConfig:
             raise ConfigError(
                 f"unknown dtype {self.dtype!r}; use one of {', '.join(DTYPE_BYTES)}"
             )
+        self._check_algorithm()
         if self.hidden % self.heads:
             raise ConfigError(
                 f"--hidden {self.hidden} is not divisible by --heads {self.heads}; "
@@ -58,6 +63,26 @@ class AttentionConfig:
                 raise ConfigError(f"--{option} must be at least 1, got {value}{hint}")
         if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
             raise ConfigError(f"--seed must be a whole number >= 0, got {self.seed!r}")
+
+    def _check_algorithm(self) -> None:
+        if self.algorithm not in ALGORITHMS:
+            raise ConfigError(f"unknown algorithm {self.algorithm!r}; use one of {', '.join(ALGORITHMS)}")
+        size = self.block_size
+        if isinstance(size, bool) or not isinstance(size, int) or size <= 0:
+            raise ConfigError(f"--block-size must be a whole number >= 1, got {size!r}")
+
+    def tile_sizes(self) -> dict[str, int]:
+        """Br and Bc, the rows of one query block and one key/value block (flash only).
+
+        >>> AttentionConfig(seq=300, algorithm="flash", block_size=128).tile_sizes()
+        {'Br': 128, 'Bc': 128}
+        >>> AttentionConfig(seq=3).tile_sizes()
+        {}
+        """
+        if self.algorithm != "flash":
+            return {}
+        sizes = self.axis_sizes()
+        return {"Br": min(self.block_size, sizes["S"]), "Bc": min(self.block_size, sizes.get("N", sizes["S"]))}
 
     @property
     def head_dim(self) -> int:

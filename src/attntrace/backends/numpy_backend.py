@@ -7,6 +7,7 @@ import numpy as np
 from attntrace.backends.base import Backend, Shape, Source
 
 _NUMPY_DTYPES = {"float16": np.float16, "float32": np.float32, "float64": np.float64}
+_BINARY = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.divide, "maximum": np.maximum}
 
 
 class NumpyBackend(Backend[np.ndarray]):
@@ -55,6 +56,40 @@ class NumpyBackend(Backend[np.ndarray]):
         np.exp(e, out=e)
         e /= e.sum(axis=-1, keepdims=True)
         return e
+
+    def softmax_(self, x: np.ndarray) -> np.ndarray:
+        x -= x.max(axis=-1, keepdims=True)  # in place: no second (..., S, N) buffer
+        np.exp(x, out=x)
+        x /= x.sum(axis=-1, keepdims=True)
+        return x
+
+    def narrow(self, x: np.ndarray, axis: int, start: int, stop: int) -> np.ndarray:
+        index = [slice(None)] * x.ndim
+        index[axis] = slice(start, stop)
+        out: np.ndarray = x[tuple(index)]
+        return out
+
+    def full(self, shape: Shape, value: float, dtype: str) -> np.ndarray:
+        return np.full(shape, value, dtype=_NUMPY_DTYPES[dtype])
+
+    def write(self, out: np.ndarray, axis: int, start: int, value: np.ndarray) -> None:
+        self.narrow(out, axis, start, start + value.shape[axis])[...] = value
+
+    def exp(self, x: np.ndarray, *, inplace: bool = False) -> np.ndarray:
+        out: np.ndarray = np.exp(x, out=x if inplace else None)
+        return out
+
+    def binary(self, op: str, a: np.ndarray, b: np.ndarray, *, inplace: bool = False) -> np.ndarray:
+        out: np.ndarray = _BINARY[op](a, b, out=a if inplace else None)
+        return out
+
+    def reduce_max(self, x: np.ndarray) -> np.ndarray:
+        out: np.ndarray = x.max(axis=-1)
+        return out
+
+    def reduce_sum(self, x: np.ndarray) -> np.ndarray:
+        out: np.ndarray = x.sum(axis=-1)
+        return out
 
 
 def backend() -> NumpyBackend:

@@ -68,6 +68,28 @@ class TorchBackend(Backend["torch.Tensor"]):
     def softmax(self, x: torch.Tensor) -> torch.Tensor:
         return self._torch.softmax(x, dim=-1)  # subtracts the row max internally
 
+    def narrow(self, x: torch.Tensor, axis: int, start: int, stop: int) -> torch.Tensor:
+        return x.narrow(axis, start, stop - start)
+
+    def full(self, shape: Shape, value: float, dtype: str) -> torch.Tensor:
+        return self._torch.full(shape, value, dtype=self._dtypes[dtype])
+
+    def write(self, out: torch.Tensor, axis: int, start: int, value: torch.Tensor) -> None:
+        out.narrow(axis, start, value.shape[axis]).copy_(value)
+
+    def exp(self, x: torch.Tensor, *, inplace: bool = False) -> torch.Tensor:
+        return x.exp_() if inplace else x.exp()
+
+    def binary(self, op: str, a: torch.Tensor, b: torch.Tensor, *, inplace: bool = False) -> torch.Tensor:
+        fn = getattr(self._torch, op)  # torch.add, sub, mul, div, maximum
+        return fn(a, b, out=a) if inplace else fn(a, b)
+
+    def reduce_max(self, x: torch.Tensor) -> torch.Tensor:
+        return x.amax(dim=-1)
+
+    def reduce_sum(self, x: torch.Tensor) -> torch.Tensor:
+        return x.sum(dim=-1)
+
 
 def backend() -> TorchBackend:
     """The registry's constructor."""
