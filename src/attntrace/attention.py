@@ -13,7 +13,7 @@ from collections.abc import Collection, Mapping
 from dataclasses import replace
 from typing import Generic, TypeVar, cast
 
-from attntrace.backends import Backend, Source, get_backend
+from attntrace.backends import SMALL_WORK_FLOPS, Backend, Source, get_backend, single_threaded_blas
 from attntrace.config import AttentionConfig
 from attntrace.costs import CostMeter, Registry, peak_live_bytes, resolve
 from attntrace.inputs import PARAM_AXES, random_sources
@@ -52,10 +52,13 @@ def trace_attention(
     >>> t["scores"].formula, t["scores"].flops == 2 * 12 * 3 * 3 * 64
     ('2·h·S·S·d', True)
     """
+    shapes = trace_attention(config, "shape") if backend != "shape" else None  # sizes and costs, no arrays
+    if shapes is not None and shapes.total_flops < SMALL_WORK_FLOPS:
+        single_threaded_blas()
     be = get_backend(backend)
     be.check_dtype(config.dtype)
-    if be.computes:
-        _check_memory(config, max_memory, keep_values is True)
+    if be.computes and shapes is not None:
+        _check_memory(config, max_memory, keep_values is True, shapes)
     return _record(config, be, random_sources(config), keep_values=keep_values if be.computes else False)
 
 
@@ -204,7 +207,7 @@ class _Recorder(Generic[T]):
         )
 
 
-def estimate_bytes(config: AttentionConfig, keep_values: bool = True) -> tuple[int, Step]:
+def estimate_bytes(config: AttentionConfig, keep_values: bool = True, shapes: Trace | None = None) -> tuple[int, Step]:
     """Bytes a compute backend needs for ``config`` and the largest step, from shapes alone.
 
     With ``keep_values`` every step that is not a view stays alive; otherwise the trace's peak
@@ -214,14 +217,14 @@ def estimate_bytes(config: AttentionConfig, keep_values: bool = True) -> tuple[i
     >>> largest.name, needed
     ('x', 9524496)
     """
-    shapes = trace_attention(config, "shape")
+    shapes = shapes or trace_attention(config, "shape")
     live = sum(s.nbytes for s in shapes.steps if not s.view) if keep_values else shapes.peak_bytes
     largest = max(shapes.steps, key=lambda s: s.nbytes)
     return shapes.param_bytes + live + largest.nbytes, largest
 
 
-def _check_memory(config: AttentionConfig, max_memory: int | None, keep_values: bool) -> None:
-    needed, largest = estimate_bytes(config, keep_values)
+def _check_memory(config: AttentionConfig, max_memory: int | None, keep_values: bool, shapes: Trace) -> None:
+    needed, largest = estimate_bytes(config, keep_values, shapes)
     where = f"{largest.name} {largest.shape} alone is {format_bytes(largest.nbytes)}"
     advice = "lower --seq/--hidden/--batch, or trace shapes only with --backend shape"
     if config.algorithm == "eager":

@@ -82,7 +82,8 @@ class TorchBackend(Backend["torch.Tensor"]):
 
     def binary(self, op: str, a: torch.Tensor, b: torch.Tensor, *, inplace: bool = False) -> torch.Tensor:
         fn = getattr(self._torch, op)  # torch.add, sub, mul, div, maximum
-        return fn(a, b, out=a) if inplace else fn(a, b)
+        out: torch.Tensor = fn(a, b, out=a) if inplace else fn(a, b)
+        return out
 
     def reduce_max(self, x: torch.Tensor) -> torch.Tensor:
         return x.amax(dim=-1)

@@ -23,6 +23,9 @@ def run(
     max_memory: opt.MaxMemory = None,
     head: opt.Head = 0,
     values: opt.Values = False,
+    algorithm: opt.Algorithm = opt.AlgorithmName.eager,
+    block_size: opt.BlockSize = 128,
+    count: opt.Count = opt.CountName.flops,
 ) -> None:
     """Run multi-head self-attention and print the shape of every step.
 
@@ -31,16 +34,19 @@ def run(
     the weight matrices and the attention weights of one head.
     Add --batch 2 for a leading batch axis, --backend torch to run on PyTorch,
     --hidden 4 --heads 2 --values to see every number.
+    Any size with --backend shape (no arrays): --heads 64 --hidden 8192 --seq 131072.
     """
     from attntrace.attention import trace_attention
     from attntrace.memory import parse_size
     from attntrace.render.table import render_trace
 
-    config = AttentionConfig(batch=batch, seq=seq, hidden=hidden, heads=heads, dtype=dtype.value, seed=seed)
+    config = AttentionConfig(batch=batch, seq=seq, hidden=hidden, heads=heads, dtype=dtype.value, seed=seed,
+                             algorithm=algorithm.value, block_size=block_size)
     check_head(head, config)
     budget = parse_size(max_memory) if max_memory is not None else None
-    trace = trace_attention(config, backend.value, max_memory=budget)
-    render_trace(trace, Console(), head=head, values=values)
+    keep = True if values else {"weights"}  # only what is rendered: the heat map's weights
+    trace = trace_attention(config, backend.value, max_memory=budget, keep_values=keep)
+    render_trace(trace, Console(), head=head, values=values, count=count.value)
 
 
 def check_head(head: int, config: AttentionConfig) -> None:
