@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+import os
+from concurrent.futures import ThreadPoolExecutor
+from functools import cache
+
 import numpy as np
 
 from attntrace.backends.base import Backend, Shape, Source
 
 _NUMPY_DTYPES = {"float16": np.float16, "float32": np.float32, "float64": np.float64}
+#: Softmaxes of more elements than this run in row chunks on every core (numpy ufuncs release the GIL).
+PARALLEL_MIN_NUMEL = 1 << 20
 _BINARY = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.divide, "maximum": np.maximum}
 
 
@@ -58,9 +64,12 @@ class NumpyBackend(Backend[np.ndarray]):
         return e
 
     def softmax_(self, x: np.ndarray) -> np.ndarray:
-        x -= x.max(axis=-1, keepdims=True)  # in place: no second (..., S, N) buffer
-        np.exp(x, out=x)
-        x /= x.sum(axis=-1, keepdims=True)
+        rows = x.reshape(-1, x.shape[-1])  # (B·h·S, N), a view of the contiguous scores
+        if x.size < PARALLEL_MIN_NUMEL or not np.shares_memory(rows, x) or _workers() == 1:
+            _softmax_inplace(x)
+            return x
+        chunks = np.array_split(rows, max(_workers(), rows.nbytes // (4 << 20)))  # cache-sized blocks of rows
+        list(_pool().map(_softmax_inplace, chunks))
         return x
 
     def narrow(self, x: np.ndarray, axis: int, start: int, stop: int) -> np.ndarray:
@@ -90,6 +99,22 @@ class NumpyBackend(Backend[np.ndarray]):
     def reduce_sum(self, x: np.ndarray) -> np.ndarray:
         out: np.ndarray = x.sum(axis=-1)
         return out
+
+
+def _softmax_inplace(x: np.ndarray) -> None:
+    x -= x.max(axis=-1, keepdims=True)  # in place: no second (..., S, N) buffer
+    np.exp(x, out=x)
+    x /= x.sum(axis=-1, keepdims=True)
+
+
+@cache
+def _workers() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+@cache
+def _pool() -> ThreadPoolExecutor:
+    return ThreadPoolExecutor(_workers(), thread_name_prefix="attntrace-softmax")
 
 
 def backend() -> NumpyBackend:
