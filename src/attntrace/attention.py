@@ -15,12 +15,14 @@ from __future__ import annotations
 
 import math
 import warnings
-from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Generic, TypeVar
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Generic, TypeVar, cast
 
-from attntrace.backends import Backend, Source, get_backend
+from attntrace.backends import SMALL_WORK_FLOPS, Backend, Source, get_backend, single_threaded_blas
 from attntrace.config import AttentionConfig, AxisLabels
+from attntrace.costs import CostMeter, Registry, peak_live_bytes, resolve
+from attntrace.errors import ConfigError
 from attntrace.inputs import param_axes, random_sources
 from attntrace.masks import MASK_STEPS, MaskPlan, MaskWarning, build_mask, dead_rows
 from attntrace.memory import check_budget, format_bytes
@@ -69,7 +71,7 @@ def trace_attention(
     *,
     mask: np.ndarray | None = None,
     max_memory: int | None = None,
-    keep_values: bool = True,
+    keep_values: bool | Collection[str] = True,
 ) -> Trace:
     """Run multi-head attention for ``config`` on ``backend`` and record every step.
 
@@ -77,7 +79,9 @@ def trace_attention(
     broadcasts to the scores (B, h, S, N); see :mod:`attntrace.masks`.
     ``max_memory`` caps the bytes a compute backend may allocate (default: half the available
     memory); the estimate is made on shapes before anything is allocated.
-    ``keep_values=False`` records shapes only, letting intermediates be freed.
+    ``keep_values=False`` records shapes only, letting intermediates be freed (and lets the
+    eager algorithm fold the scale into q and take the softmax in place); a collection of step
+    names keeps the values of those steps only.
     Query rows left without any key get zero weights, a note in ``Trace.notes`` and a
     :class:`attntrace.masks.MaskWarning`.
 
@@ -89,32 +93,45 @@ def trace_attention(
     >>> t = trace_attention(AttentionConfig(seq=3, hidden=8, heads=2, causal=True))
     >>> t["weights"].value[0].round(2).tolist()[0]
     [1.0, 0.0, 0.0]
+    >>> t = trace_attention(AttentionConfig(seq=3, hidden=768, heads=12))
+    >>> t["scores"].formula, t["scores"].flops == 2 * 12 * 3 * 3 * 64
+    ('2·h·S·S·d', True)
     """
+    if mask is not None and config.algorithm == "flash":
+        raise ConfigError("--algorithm flash takes no mask yet; drop --mask or use --algorithm eager")
+    shapes = trace_attention(config, "shape", mask=mask) if backend != "shape" else None  # sizes and costs, no arrays
+    if shapes is not None and shapes.total_flops < SMALL_WORK_FLOPS:
+        single_threaded_blas()  # before numpy is imported: waking BLAS threads costs more than tiny maths
     be = get_backend(backend)
     be.check_dtype(config.dtype)
     plan = build_mask(config, mask)
-    if be.computes:
-        _check_memory(config, max_memory, keep_values, mask)
+    if be.computes and shapes is not None:
+        _check_memory(config, max_memory, keep_values is True, shapes)
     sources = {**random_sources(config), **rope_sources(config), **({"mask": plan.source} if plan else {})}
-    trace = _record(config, be, sources, plan, keep_values=keep_values and be.computes)
+    trace = _record(config, be, sources, plan, keep_values=keep_values if be.computes else False)
     for note in trace.notes:
         warnings.warn(note, MaskWarning, stacklevel=2)
     return trace
 
 
 def _record(config: AttentionConfig, be: Backend[T], sources: Mapping[str, Source], plan: MaskPlan | None,
-            *, keep_values: bool) -> Trace:
-    """Create the tensors of ``sources`` on ``be``, run the algorithm and collect the records."""
+            *, keep_values: bool | Collection[str]) -> Trace:
+    """Create the tensors of ``sources`` on ``be``, run the algorithm through the cost meter and
+    collect the records."""
     recorder = _Recorder(be, config, keep_values)
     names = param_axes(config)
     params = {name: be.tensor(sources[name]) for name in names}
+    for name, t in params.items():
+        recorder.registry.add(t, name, names[name])
     inputs = {name: be.tensor(source) for name, source in sources.items() if name not in names}
-    _attend(config, be, recorder, inputs, params, plan)
+    _attend(config, cast("Backend[T]", recorder.meter), recorder, inputs, params, plan)
+    keep_params = bool(keep_values)  # True, or a non-empty collection of step names
     parameters = tuple(
-        Param(name, be.shape(t), be.dtype(t), be.to_numpy(t) if keep_values else None, axes=names[name])
+        Param(name, be.shape(t), be.dtype(t), be.to_numpy(t) if keep_params else None, axes=names[name])
         for name, t in params.items()
     )
-    return Trace(config, be.name, tuple(recorder.steps), parameters, notes=tuple(recorder.notes))
+    steps = recorder.finish()
+    return Trace(config, be.name, steps, parameters, notes=tuple(recorder.notes), peak_bytes=peak_live_bytes(steps))
 
 
 @dataclass(frozen=True)
@@ -158,8 +175,15 @@ def _attend(config: AttentionConfig, be: Backend[T], rec: _Recorder[T], t: Mappi
         q, k = _rotate(be, rec, lay, t, q, k)  # (B, h, S, d), (B, g, N, d)
     if config.grouped:
         k, v = _repeat_kv(config, be, rec, lay, k, v)  # (B, h, N, d) each
-    weights = _weigh(config, be, rec, lay, q, k, t.get("mask"), plan)  # (B, h, S, N)
-    return _combine(config, be, rec, lay, weights, v, p)  # (B, S, H)
+    if config.algorithm == "flash":
+        from attntrace.flash import flash_context
+
+        context = flash_context(config, be, rec, q, k, v)  # (B, h, S, d), tile by tile
+    else:
+        weights = _weigh(config, be, rec, lay, q, k, t.get("mask"), plan)  # (B, h, S, N)
+        v_name = "v_rep" if config.grouped else "v"
+        context = rec.step("context", be.matmul(weights, v), f"weights @ {v_name}", lay.ax("h", "S", "d"))  # (B, h, S, d)
+    return _merge(config, be, rec, lay, context, p)  # (B, S, H)
 
 
 def _project(config: AttentionConfig, be: Backend[T], rec: _Recorder[T], lay: _Layout, t: Mapping[str, T],
@@ -219,14 +243,24 @@ def _weigh(config: AttentionConfig, be: Backend[T], rec: _Recorder[T], lay: _Lay
     N, d = lay.lab.keys, config.head_dim
     q_name = "q_rot" if config.rope else "q"
     k_name = "k_rep" if config.grouped else "k_rot" if config.rope else "k"
+    hSN = lay.ax("h", "S", N)
     k_t = rec.view("k_t", be.transpose(k, -2, -1), f"{k_name}.transpose(-2, -1)", lay.ax("h", "d", N))  # (B, h, d, N)
-    scores = rec.step("scores", be.matmul(q, k_t), f"{q_name} @ k_t", lay.ax("h", "S", N))  # (B, h, S, N)
-    scaled = rec.step("scaled", be.scale(scores, 1.0 / math.sqrt(d)), f"scores / sqrt({d})", lay.ax("h", "S", N))  # (B, h, S, N)
+    fast = mask is None and not (rec.keeps("scores") or rec.keeps("scaled"))
+    if fast:  # nobody sees the unscaled scores: fold the scale into q (S·d multiplies, not S·N)
+        q_scaled = be.scale(q, 1.0 / math.sqrt(d))  # (B, h, S, d)
+        rec.meter.discard()  # charged below, as the traced algorithm does it
+        scores = rec.step("scores", be.matmul(q_scaled, k_t), f"{q_name} @ k_t", hSN, contract="d")  # (B, h, S, N)
+        rec.meter.charge("scale", scores, out=scores)
+        scaled = rec.step("scaled", scores, f"scores / sqrt({d})", hSN)  # (B, h, S, N), already scaled
+    else:
+        scores = rec.step("scores", be.matmul(q, k_t), f"{q_name} @ k_t", hSN)  # (B, h, S, N)
+        scaled = rec.step("scaled", be.scale(scores, 1.0 / math.sqrt(d)), f"scores / sqrt({d})", hSN)  # (B, h, S, N)
     last = "scaled"
     if mask is not None and plan is not None:
         scaled = _apply_mask(be, rec, lay, scaled, mask, plan)  # (B, h, S, N)
         last = "masked"
-    return rec.step("weights", be.softmax(scaled), f"softmax({last}, dim=-1)", lay.ax("h", "S", N))  # (B, h, S, N)
+    softmax = be.softmax_ if fast and not rec.keeps("scaled") else be.softmax  # in place when nobody sees scaled
+    return rec.step("weights", softmax(scaled), f"softmax({last}, dim=-1)", hSN)  # (B, h, S, N)
 
 
 def _apply_mask(be: Backend[T], rec: _Recorder[T], lay: _Layout, scaled: T, mask: T, plan: MaskPlan) -> T:
@@ -244,12 +278,10 @@ def _apply_mask(be: Backend[T], rec: _Recorder[T], lay: _Layout, scaled: T, mask
     return masked
 
 
-def _combine(config: AttentionConfig, be: Backend[T], rec: _Recorder[T], lay: _Layout, weights: T, v: T,
-             p: Mapping[str, T]) -> T:
-    """context = weights @ v -> sequence first -> merged heads -> output linear layer."""
-    v_name = "v_rep" if config.grouped else "v"
+def _merge(config: AttentionConfig, be: Backend[T], rec: _Recorder[T], lay: _Layout, context: T,
+           p: Mapping[str, T]) -> T:
+    """context -> sequence first -> merged heads -> output linear layer."""
     width = lay.lab.q_width
-    context = rec.step("context", be.matmul(weights, v), f"weights @ {v_name}", lay.ax("h", "S", "d"))  # (B, h, S, d)
     heads_last = rec.view("context_heads", be.transpose(context, lay.n, lay.n + 1), f"context.transpose({lay.swap})",
                           lay.ax("S", "h", "d"))  # (B, S, h, d)
     merged = rec.step("merged", be.reshape(heads_last, (*lay.sizes, config.seq, config.heads * config.head_dim)),
@@ -259,42 +291,93 @@ def _combine(config: AttentionConfig, be: Backend[T], rec: _Recorder[T], lay: _L
 
 
 class _Recorder(Generic[T]):
-    """Turns each backend result into a :class:`Step` and passes the tensor on."""
+    """Turns each backend result into a :class:`Step` with its cost and passes the tensor on.
 
-    def __init__(self, be: Backend[T], config: AttentionConfig, keep_values: bool) -> None:
+    The algorithm calls the backend through ``meter``, which charges every operation; a step's
+    FLOPs are the charges since the previous step. Steps recorded again under the same name
+    (the tiles of flash) add their FLOPs and count as repeats of the first record."""
+
+    def __init__(self, be: Backend[T], config: AttentionConfig, keep_values: bool | Collection[str]) -> None:
         self.be, self.keep_values = be, keep_values
+        self.meter: CostMeter[T] = CostMeter(be)
+        self.registry = Registry()
+        self.lead: tuple[str, ...] = ("B",) if config.batched else ()
+        self.lead_sizes: tuple[int, ...] = (config.batch,) if config.batch is not None else ()
         self.steps: list[Step] = []
-        self.notes: list[str] = []
+        self.notes: list[str] = []  # warnings about the values, e.g. fully masked query rows
+        self._repeats: dict[str, list[int]] = {}  # name -> [extra flops, extra repeats]
+        self._late: dict[str, T] = {}  # steps whose buffer is filled after they are recorded
 
-    def step(self, name: str, value: T, op: str, axes: tuple[str, ...], *, view: bool = False) -> T:
+    def keeps(self, name: str) -> bool:
+        """Whether the values of step ``name`` are kept."""
+        keep = self.keep_values
+        return keep if isinstance(keep, bool) else name in keep
+
+    def step(self, name: str, value: T, op: str, axes: tuple[str, ...], *, view: bool = False,
+             contract: str | None = None, times: int = 1) -> T:
+        """Record ``value`` as step ``name``; ``contract`` names a contracted axis the recorder
+        cannot see (an input that is no step); ``times`` counts identical repeats."""
+        if name in self._repeats:
+            return self._repeat(name, value, axes, times)
         shape = self.be.shape(value)
         assert len(shape) == len(axes), f"{name}: {shape} vs {axes}"  # a bug, not user input
-        stored = self.be.to_numpy(value) if self.keep_values else None
-        self.steps.append(Step(name, shape, self.be.dtype(value), stored, index=len(self.steps), op=op, axes=axes, view=view))
+        charges, inputs = self.meter.take()
+        flops, terms = resolve(charges, shape, axes, self.registry, contract)
+        names = tuple(dict.fromkeys(found[0] for found in map(self.registry.lookup, inputs) if found))
+        stored = self.be.to_numpy(value) if self.keeps(name) else None
+        self.steps.append(Step(name, shape, self.be.dtype(value), stored, index=len(self.steps), op=op, axes=axes,
+                               view=view, flops=flops * times, terms=terms, inputs=names, repeat=times))
+        self._repeats[name] = [0, 0]
+        self.registry.add(value, name, axes)
         return value
 
-    def view(self, name: str, value: T, op: str, axes: tuple[str, ...]) -> T:
-        return self.step(name, value, op, axes, view=True)
+    def _repeat(self, name: str, value: T, axes: tuple[str, ...], times: int) -> T:
+        charges, _ = self.meter.take()
+        tally = self._repeats[name]
+        tally[0] += times * sum(c.coef * math.prod(c.shape) * c.k for c in charges)
+        tally[1] += times
+        self.registry.add(value, name, axes)
+        return value
+
+    def view(self, name: str, value: T, op: str, axes: tuple[str, ...], *, times: int = 1) -> T:
+        return self.step(name, value, op, axes, view=True, times=times)
+
+    def refresh(self, name: str, value: T) -> None:
+        """Take the values of step ``name`` from ``value`` at the end (a buffer filled later)."""
+        if self.keeps(name):
+            self._late[name] = value
+
+    def finish(self) -> tuple[Step, ...]:
+        """The recorded steps, repeats and late values added in."""
+        steps = [replace(s, value=self.be.to_numpy(self._late[s.name])) if s.name in self._late else s for s in self.steps]
+        return tuple(
+            replace(s, flops=s.flops + self._repeats[s.name][0], repeat=s.repeat + self._repeats[s.name][1])
+            if self._repeats[s.name][1] else s
+            for s in steps
+        )
 
 
-def estimate_bytes(config: AttentionConfig, keep_values: bool = True, *, mask: np.ndarray | None = None) -> tuple[int, Step]:
+def estimate_bytes(config: AttentionConfig, keep_values: bool = True, shapes: Trace | None = None, *,
+                   mask: np.ndarray | None = None) -> tuple[int, Step]:
     """Bytes a compute backend needs for ``config`` and the largest step, from shapes alone.
 
-    With ``keep_values`` every step that is not a view stays alive; otherwise about the two
-    largest tensors at once. Either way one temporary of the largest size is added.
+    With ``keep_values`` every step that is not a view stays alive; otherwise the trace's peak
+    of live tensors. Either way one temporary of the largest size is added.
 
     >>> needed, largest = estimate_bytes(AttentionConfig(seq=3, hidden=768, heads=12))
     >>> largest.name, needed
     ('x', 9524496)
     """
-    shapes = trace_attention(config, "shape", mask=mask)
-    owned = sorted((s.nbytes for s in shapes.steps if not s.view), reverse=True)
-    live = sum(owned) if keep_values else sum(owned[:2])
+    shapes = shapes or trace_attention(config, "shape", mask=mask)
+    live = sum(s.nbytes for s in shapes.steps if not s.view) if keep_values else shapes.peak_bytes
     largest = max(shapes.steps, key=lambda s: s.nbytes)
     return shapes.param_bytes + live + largest.nbytes, largest
 
 
-def _check_memory(config: AttentionConfig, max_memory: int | None, keep_values: bool, mask: np.ndarray | None) -> None:
-    needed, largest = estimate_bytes(config, keep_values, mask=mask)
+def _check_memory(config: AttentionConfig, max_memory: int | None, keep_values: bool, shapes: Trace) -> None:
+    needed, largest = estimate_bytes(config, keep_values, shapes)
     where = f"{largest.name} {largest.shape} alone is {format_bytes(largest.nbytes)}"
-    check_budget(needed, max_memory, where, "lower --seq/--hidden/--batch, or trace shapes only with --backend shape")
+    advice = "lower --seq/--hidden/--batch, or trace shapes only with --backend shape"
+    if config.algorithm == "eager":
+        advice += ", or compute tile by tile without the (S, S) matrix with --algorithm flash"
+    check_budget(needed, max_memory, where, advice)

@@ -36,6 +36,10 @@ class AxisLabels(NamedTuple):
     kv_width: str  # width of k_proj and v_proj: "H" when it equals H, else "h·d" or "g·d"
 
 
+#: The attention algorithms: eager builds the whole (S, N) score matrix, flash works tile by tile.
+ALGORITHMS: tuple[str, ...] = ("eager", "flash")
+
+
 @dataclass(frozen=True)
 class AttentionConfig:
     """Sizes and options of one multi-head attention.
@@ -68,6 +72,8 @@ class AttentionConfig:
     key_lengths: tuple[int, ...] | None = None  # valid keys per batch item (key padding mask)
     rope: bool = False  # rotary position embedding on q and k (Llama convention, rotate_half)
     rope_base: float = 10000.0  # theta of RoPE (rope_theta in a config.json)
+    algorithm: str = "eager"  # one of ALGORITHMS: eager (the S×S matrix) or flash (tile by tile)
+    block_size: int = 128  # flash: rows of a query block (Br) and of a key/value block (Bc)
 
     def __post_init__(self) -> None:
         if self.key_lengths is not None and not isinstance(self.key_lengths, tuple):
@@ -77,6 +83,7 @@ class AttentionConfig:
             raise ConfigError(
                 f"unknown dtype {self.dtype!r}; use one of {', '.join(DTYPE_BYTES)}"
             )
+        self._check_algorithm()
         if self.head_dim_override is None and self.hidden % self.heads:
             raise ConfigError(
                 f"--hidden {self.hidden} is not divisible by --heads {self.heads}; "
@@ -135,6 +142,27 @@ class AttentionConfig:
                     f"--key-lengths {n!r} does not fit the {self.keys} keys; use lengths from 1 to {self.keys}"
                     + ("" if self.kv_seq is not None else " (or raise --seq)")
                 )
+    def _check_algorithm(self) -> None:
+        if self.algorithm not in ALGORITHMS:
+            raise ConfigError(f"unknown algorithm {self.algorithm!r}; use one of {', '.join(ALGORITHMS)}")
+        size = self.block_size
+        if isinstance(size, bool) or not isinstance(size, int) or size <= 0:
+            raise ConfigError(f"--block-size must be a whole number >= 1, got {size!r}")
+        if self.algorithm == "flash" and (self.causal or self.key_lengths is not None):
+            raise ConfigError("--algorithm flash takes no mask yet; drop --causal/--key-lengths or use --algorithm eager")
+
+    def tile_sizes(self) -> dict[str, int]:
+        """Br and Bc, the rows of one query block and one key/value block (flash only).
+
+        >>> AttentionConfig(seq=300, algorithm="flash", block_size=128).tile_sizes()
+        {'Br': 128, 'Bc': 128}
+        >>> AttentionConfig(seq=3).tile_sizes()
+        {}
+        """
+        if self.algorithm != "flash":
+            return {}
+        sizes = self.axis_sizes()
+        return {"Br": min(self.block_size, sizes["S"]), "Bc": min(self.block_size, sizes.get("N", sizes["S"]))}
 
     @property
     def head_dim(self) -> int:

@@ -49,11 +49,25 @@ def parse_size(text: str) -> int:
 def available_memory() -> int:
     """Bytes that can still be allocated: the system's available memory, or less when a
     cgroup (container) limit leaves less."""
-    import psutil
+    available = _meminfo_available()
+    if available is None:  # not Linux: ask psutil (a 10 ms import, so only here)
+        import psutil
 
-    available = int(psutil.virtual_memory().available)
+        available = int(psutil.virtual_memory().available)
     cgroup_room = _cgroup_room()
     return min(available, cgroup_room) if cgroup_room is not None else available
+
+
+def _meminfo_available() -> int | None:
+    """MemAvailable of /proc/meminfo in bytes (what psutil reports on Linux), or None."""
+    try:
+        with open("/proc/meminfo", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
 
 
 def _cgroup_room() -> int | None:

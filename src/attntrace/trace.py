@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from attntrace.config import ELEMENT_BYTES, AttentionConfig
+from attntrace.costs import format_terms
 from attntrace.errors import AttntraceError
 
 if TYPE_CHECKING:
@@ -55,6 +56,15 @@ class Step(Tensor):
     op: str = ""  # the operation as a short code expression, e.g. "q @ k_t"
     axes: tuple[str, ...] = ()  # axis letters, one per dimension, e.g. ("h", "S", "S")
     view: bool = False  # True when the step is a view of an earlier tensor (no new memory)
+    flops: int = 0  # floating-point operations of this step, summed over every repeat
+    terms: tuple[tuple[int, str], ...] = ()  # the FLOP formula: (coefficient, "h·S·S·d") terms
+    inputs: tuple[str, ...] = ()  # names of the recorded tensors this step reads
+    repeat: int = 1  # how many times the step runs (tiles of --algorithm flash); shape is one tile's
+
+    @property
+    def formula(self) -> str:
+        """The FLOP formula in axis letters, e.g. ``2·h·S·S·d`` (per tile when ``repeat > 1``)."""
+        return format_terms(self.terms)
 
 
 @dataclass(frozen=True)
@@ -81,6 +91,7 @@ class Trace:
     steps: tuple[Step, ...]
     parameters: tuple[Param, ...]
     notes: tuple[str, ...] = ()  # warnings about the result, e.g. fully masked query rows
+    peak_bytes: int = 0  # the most activation bytes alive at once (every non-view step a new buffer)
 
     def __getitem__(self, name: str) -> Step:
         for step in self.steps:
@@ -134,6 +145,28 @@ class Trace:
         return sum(p.nbytes for p in self.parameters)
 
     @property
+    def total_flops(self) -> int:
+        """FLOPs of the whole trace: the sum of the steps' FLOPs (1 multiply-add = 2 FLOPs)."""
+        return sum(step.flops for step in self.steps)
+
+    @property
+    def total_macs(self) -> float:
+        """Multiply-accumulates: ``total_flops / 2``."""
+        return self.total_flops / 2
+
+    @property
+    def kv_cache_bytes_per_token(self) -> int:
+        """Bytes a KV cache stores per token and batch item: the K and V of every (kv-)head."""
+        k, v = self["k"], self["v"]
+        tokens = k.shape[-2] * (self.config.batch or 1)
+        return (k.nbytes + v.nbytes) // tokens
+
+    @property
+    def score_bytes(self) -> int:
+        """Bytes of the attention scores held at once: (h, S, N) eager, one (h, Br, Bc) tile flash."""
+        return (self["scores"] if "scores" in self else self["s_tile"]).nbytes
+
+    @property
     def step_bytes(self) -> int:
         """Bytes of the steps that own their memory (views are not counted)."""
         return sum(s.nbytes for s in self.steps if not s.view)
@@ -163,16 +196,6 @@ class Trace:
         }
 
 
-def _step_dict(step: Step) -> dict[str, Any]:
-    return {"index": step.index, "name": step.name, "op": step.op, "shape": list(step.shape),
-            "axes": list(step.axes), "dtype": step.dtype, "bytes": step.nbytes, "view": step.view}
-
-
-def _param_dict(param: Param) -> dict[str, Any]:
-    return {"name": param.name, "shape": list(param.shape), "axes": list(param.axes),
-            "dtype": param.dtype, "count": param.numel, "bytes": param.nbytes}
-
-
 class UnknownStepError(AttntraceError, KeyError):
     """A step name that the trace does not have."""
 
@@ -181,3 +204,13 @@ class UnknownStepError(AttntraceError, KeyError):
 
     def __str__(self) -> str:  # KeyError would quote the whole message
         return str(self.args[0])
+
+
+def _step_dict(step: Step) -> dict[str, Any]:
+    return {"index": step.index, "name": step.name, "op": step.op, "shape": list(step.shape),
+            "axes": list(step.axes), "dtype": step.dtype, "bytes": step.nbytes, "view": step.view}
+
+
+def _param_dict(param: Param) -> dict[str, Any]:
+    return {"name": param.name, "shape": list(param.shape), "axes": list(param.axes),
+            "dtype": param.dtype, "count": param.numel, "bytes": param.nbytes}

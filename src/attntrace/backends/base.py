@@ -19,6 +19,9 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 Shape = tuple[int, ...]
 
+#: The elementwise operations of :meth:`Backend.binary` (numpy broadcasting).
+BINARY_OPS: tuple[str, ...] = ("add", "sub", "mul", "div", "maximum")
+
 
 @dataclass(frozen=True)
 class Source:
@@ -90,13 +93,13 @@ class Backend(ABC, Generic[T]):
 
     # --- operations of the attention variants (masks, GQA/MQA, RoPE) ---
 
-    @abstractmethod
     def add(self, a: T, b: T) -> T:
-        """Elementwise ``a + b`` with numpy broadcasting, in the dtype of ``a``."""
+        """Elementwise ``a + b``, broadcasting ``b``."""
+        return self.binary("add", a, b)
 
-    @abstractmethod
     def mul(self, a: T, b: T) -> T:
-        """Elementwise ``a * b`` with numpy broadcasting, in the dtype of ``a``."""
+        """Elementwise ``a * b``, broadcasting ``b``."""
+        return self.binary("mul", a, b)
 
     @abstractmethod
     def where(self, keep: T, x: T, fill: float) -> T:
@@ -111,3 +114,39 @@ class Backend(ABC, Generic[T]):
     @abstractmethod
     def rotate_half(self, x: T) -> T:
         """``concat(-x2, x1)`` of the two halves x1, x2 of the last axis (RoPE, Llama convention)."""
+
+    def softmax_(self, x: T) -> T:
+        """Softmax over the last axis, reusing the memory of ``x`` where the library allows
+        (``x`` must not be used afterwards)."""
+        return self.softmax(x)
+
+    # The operations of the tiled (flash) algorithm.
+
+    @abstractmethod
+    def narrow(self, x: T, axis: int, start: int, stop: int) -> T:
+        """``x[..., start:stop, ...]`` along ``axis`` (a view)."""
+
+    @abstractmethod
+    def full(self, shape: Shape, value: float, dtype: str) -> T:
+        """A new tensor of ``shape`` filled with ``value``."""
+
+    @abstractmethod
+    def write(self, out: T, axis: int, start: int, value: T) -> None:
+        """Copy ``value`` into ``out`` at ``start`` along ``axis``, in place."""
+
+    @abstractmethod
+    def exp(self, x: T, *, inplace: bool = False) -> T:
+        """Elementwise ``e ** x`` (into the memory of ``x`` when ``inplace``)."""
+
+    @abstractmethod
+    def binary(self, op: str, a: T, b: T, *, inplace: bool = False) -> T:
+        """Elementwise ``a op b`` for ``op`` in :data:`BINARY_OPS`, broadcasting ``b``
+        (into the memory of ``a`` when ``inplace``; then the result has the shape of ``a``)."""
+
+    @abstractmethod
+    def reduce_max(self, x: T) -> T:
+        """Maximum over the last axis, which is dropped."""
+
+    @abstractmethod
+    def reduce_sum(self, x: T) -> T:
+        """Sum over the last axis, which is dropped."""

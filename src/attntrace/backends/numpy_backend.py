@@ -2,12 +2,19 @@
 
 from __future__ import annotations
 
+import os
+from concurrent.futures import ThreadPoolExecutor
+from functools import cache
+
 import numpy as np
 
 from attntrace.backends.base import Backend, Shape, Source
 from attntrace.config import MASK_DTYPE
 
 _NUMPY_DTYPES = {"float16": np.float16, "float32": np.float32, "float64": np.float64}
+#: Softmaxes of more elements than this run in row chunks on every core (numpy ufuncs release the GIL).
+PARALLEL_MIN_NUMEL = 1 << 20
+_BINARY = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.divide, "maximum": np.maximum}
 
 
 class NumpyBackend(Backend[np.ndarray]):
@@ -64,13 +71,7 @@ class NumpyBackend(Backend[np.ndarray]):
         e /= total
         return e
 
-    def add(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
-        out: np.ndarray = (a + b).astype(a.dtype, copy=False)
-        return out
 
-    def mul(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
-        out: np.ndarray = (a * b).astype(a.dtype, copy=False)
-        return out
 
     def where(self, keep: np.ndarray, x: np.ndarray, fill: float) -> np.ndarray:
         out: np.ndarray = np.where(keep, x, x.dtype.type(fill))
@@ -82,6 +83,58 @@ class NumpyBackend(Backend[np.ndarray]):
     def rotate_half(self, x: np.ndarray) -> np.ndarray:
         half = x.shape[-1] // 2
         return np.concatenate((-x[..., half:], x[..., :half]), axis=-1)
+    def softmax_(self, x: np.ndarray) -> np.ndarray:
+        rows = x.reshape(-1, x.shape[-1])  # (B·h·S, N), a view of the contiguous scores
+        if x.size < PARALLEL_MIN_NUMEL or not np.shares_memory(rows, x) or _workers() == 1:
+            _softmax_inplace(x)
+            return x
+        chunks = np.array_split(rows, max(_workers(), rows.nbytes // (4 << 20)))  # cache-sized blocks of rows
+        list(_pool().map(_softmax_inplace, chunks))
+        return x
+
+    def narrow(self, x: np.ndarray, axis: int, start: int, stop: int) -> np.ndarray:
+        index = [slice(None)] * x.ndim
+        index[axis] = slice(start, stop)
+        out: np.ndarray = x[tuple(index)]
+        return out
+
+    def full(self, shape: Shape, value: float, dtype: str) -> np.ndarray:
+        return np.full(shape, value, dtype=_NUMPY_DTYPES[dtype])
+
+    def write(self, out: np.ndarray, axis: int, start: int, value: np.ndarray) -> None:
+        self.narrow(out, axis, start, start + value.shape[axis])[...] = value
+
+    def exp(self, x: np.ndarray, *, inplace: bool = False) -> np.ndarray:
+        out: np.ndarray = np.exp(x, out=x if inplace else None)
+        return out
+
+    def binary(self, op: str, a: np.ndarray, b: np.ndarray, *, inplace: bool = False) -> np.ndarray:
+        out: np.ndarray = _BINARY[op](a, b, out=a if inplace else None)
+        return out
+
+    def reduce_max(self, x: np.ndarray) -> np.ndarray:
+        out: np.ndarray = x.max(axis=-1)
+        return out
+
+    def reduce_sum(self, x: np.ndarray) -> np.ndarray:
+        out: np.ndarray = x.sum(axis=-1)
+        return out
+
+
+def _softmax_inplace(x: np.ndarray) -> None:
+    x -= x.max(axis=-1, keepdims=True)  # in place: no second (..., S, N) buffer
+    np.exp(x, out=x)
+    x /= x.sum(axis=-1, keepdims=True)
+
+
+@cache
+def _workers() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+@cache
+def _pool() -> ThreadPoolExecutor:
+    return ThreadPoolExecutor(_workers(), thread_name_prefix="attntrace-softmax")
 
 
 def backend() -> NumpyBackend:

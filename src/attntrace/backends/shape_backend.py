@@ -71,11 +71,7 @@ class ShapeBackend(Backend[ShapeTensor]):
     def softmax(self, x: ShapeTensor) -> ShapeTensor:
         return x
 
-    def add(self, a: ShapeTensor, b: ShapeTensor) -> ShapeTensor:
-        return ShapeTensor(_broadcast(a.shape, b.shape), a.dtype)
 
-    def mul(self, a: ShapeTensor, b: ShapeTensor) -> ShapeTensor:
-        return ShapeTensor(_broadcast(a.shape, b.shape), a.dtype)
 
     def where(self, keep: ShapeTensor, x: ShapeTensor, fill: float) -> ShapeTensor:
         return ShapeTensor(_broadcast(keep.shape, x.shape), x.dtype)
@@ -89,6 +85,34 @@ class ShapeBackend(Backend[ShapeTensor]):
         if x.shape[-1] % 2:
             raise ConfigError(f"rotate_half: the last axis of {x.shape} is odd")
         return x
+
+    def narrow(self, x: ShapeTensor, axis: int, start: int, stop: int) -> ShapeTensor:
+        dims = list(x.shape)
+        if not 0 <= start < stop <= dims[axis]:
+            raise ConfigError(f"narrow: [{start}:{stop}] is outside axis {axis} of {x.shape}")
+        dims[axis] = stop - start
+        return ShapeTensor(tuple(dims), x.dtype)
+
+    def full(self, shape: Shape, value: float, dtype: str) -> ShapeTensor:
+        return ShapeTensor(tuple(shape), dtype)
+
+    def write(self, out: ShapeTensor, axis: int, start: int, value: ShapeTensor) -> None:
+        self.narrow(out, axis, start, start + value.shape[axis])
+
+    def exp(self, x: ShapeTensor, *, inplace: bool = False) -> ShapeTensor:
+        return x
+
+    def binary(self, op: str, a: ShapeTensor, b: ShapeTensor, *, inplace: bool = False) -> ShapeTensor:
+        shape = _broadcast(a.shape, b.shape)
+        if inplace and shape != a.shape:
+            raise ConfigError(f"{op}: cannot write {shape} into {a.shape} in place")
+        return a if inplace else ShapeTensor(shape, a.dtype)
+
+    def reduce_max(self, x: ShapeTensor) -> ShapeTensor:
+        return ShapeTensor(x.shape[:-1], x.dtype)
+
+    def reduce_sum(self, x: ShapeTensor) -> ShapeTensor:
+        return ShapeTensor(x.shape[:-1], x.dtype)
 
 
 def _broadcast(a: Shape, b: Shape) -> Shape:

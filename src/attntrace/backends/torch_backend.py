@@ -73,11 +73,7 @@ class TorchBackend(Backend["torch.Tensor"]):
         dead = self._torch.isneginf(x).all(dim=-1, keepdim=True)
         return out.masked_fill(dead, 0.0)
 
-    def add(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-        return (a + b).to(a.dtype)
 
-    def mul(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-        return (a * b).to(a.dtype)
 
     def where(self, keep: torch.Tensor, x: torch.Tensor, fill: float) -> torch.Tensor:
         return x.masked_fill(~keep, fill)  # masked_fill fills where True: the opposite polarity
@@ -88,6 +84,29 @@ class TorchBackend(Backend["torch.Tensor"]):
     def rotate_half(self, x: torch.Tensor) -> torch.Tensor:
         x1, x2 = x.chunk(2, dim=-1)
         return self._torch.cat((-x2, x1), dim=-1)
+
+    def narrow(self, x: torch.Tensor, axis: int, start: int, stop: int) -> torch.Tensor:
+        return x.narrow(axis, start, stop - start)
+
+    def full(self, shape: Shape, value: float, dtype: str) -> torch.Tensor:
+        return self._torch.full(shape, value, dtype=self._dtypes[dtype])
+
+    def write(self, out: torch.Tensor, axis: int, start: int, value: torch.Tensor) -> None:
+        out.narrow(axis, start, value.shape[axis]).copy_(value)
+
+    def exp(self, x: torch.Tensor, *, inplace: bool = False) -> torch.Tensor:
+        return x.exp_() if inplace else x.exp()
+
+    def binary(self, op: str, a: torch.Tensor, b: torch.Tensor, *, inplace: bool = False) -> torch.Tensor:
+        fn = getattr(self._torch, op)  # torch.add, sub, mul, div, maximum
+        out: torch.Tensor = fn(a, b, out=a) if inplace else fn(a, b)
+        return out
+
+    def reduce_max(self, x: torch.Tensor) -> torch.Tensor:
+        return x.amax(dim=-1)
+
+    def reduce_sum(self, x: torch.Tensor) -> torch.Tensor:
+        return x.sum(dim=-1)
 
 
 def backend() -> TorchBackend:

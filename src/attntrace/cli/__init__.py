@@ -8,6 +8,9 @@ from attntrace.cli import check as _check  # noqa: F401  (registers the command)
 
 # isort: split
 from attntrace.cli import presets as _presets  # noqa: F401  (registers the command)
+
+# isort: split
+from attntrace.cli import sweep as _sweep  # noqa: F401  (registers the command)
 from attntrace.cli.app import app, main
 
 __all__ = ["app", "main"]

@@ -39,6 +39,9 @@ def run(
     values: opt.Values = False,
     fmt: opt.Format = opt.OutputFormat.table,
     no_color: opt.NoColor = False,
+    algorithm: opt.Algorithm = opt.AlgorithmName.eager,
+    block_size: opt.BlockSize = 128,
+    count: opt.Count = opt.CountName.flops,
 ) -> None:
     """Run multi-head attention and print the shape of every step.
 
@@ -48,6 +51,7 @@ def run(
     Add --batch 2 for a leading batch axis, --backend torch to run on PyTorch,
     --hidden 4 --heads 2 --values to see every number,
     --causal, --kv-heads 4, --rope or --preset llama-3-8b for the attention of real models.
+    Any size with --backend shape (no arrays): --preset llama-3-70b --seq 131072.
     For scripts: --format json | jq '.steps[] | select(.name=="scores") | .shape'
     """
     from attntrace.attention import trace_attention
@@ -61,17 +65,19 @@ def run(
         preset=preset, hf_config=hf_config, batch=batch, seq=seq, hidden=hidden, heads=heads, dtype=dtype.value,
         seed=seed, **variant_fields(kv_seq=kv_seq, kv_hidden=kv_hidden, kv_heads=kv_heads, head_dim=head_dim, bias=bias,
                                     causal=causal, key_lengths=key_lengths, rope=rope, rope_base=rope_base),
+        algorithm=algorithm.value, block_size=block_size,
     )
     check_head(head, config)
     check_rope_base(rope_base, config)
     check_values(values, fmt)
     user_mask = load_mask(mask) if mask is not None else None
     budget = parse_size(max_memory) if max_memory is not None else None
+    keep = True if values else {"weights", "masked"} if fmt is opt.OutputFormat.table else False  # only what is shown
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", MaskWarning)  # the renderers show Trace.notes instead
-        trace = trace_attention(config, backend.value, mask=user_mask, max_memory=budget)
+        trace = trace_attention(config, backend.value, mask=user_mask, max_memory=budget, keep_values=keep)
     if fmt is opt.OutputFormat.table:
-        render_trace(trace, console(no_color), head=head, values=values)
+        render_trace(trace, console(no_color), head=head, values=values, count=count.value)
     else:
         sys.stdout.write(text_renderer(fmt.value)(trace))
 

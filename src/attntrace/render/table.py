@@ -11,6 +11,8 @@ from rich.table import Table
 from rich.text import Text
 
 from attntrace.config import AttentionConfig
+from attntrace.costs import count as in_unit
+from attntrace.costs import format_count, format_terms
 from attntrace.memory import format_bytes
 from attntrace.trace import Trace
 
@@ -33,12 +35,14 @@ def format_axes(axes: tuple[str, ...]) -> str:
     return "(" + ", ".join(axes) + ("," if len(axes) == 1 else "") + ")"
 
 
-def render_trace(trace: Trace, console: Console, *, head: int = 0, values: bool = False) -> None:
-    """Print the whole table view of ``trace`` on ``console``."""
+def render_trace(trace: Trace, console: Console, *, head: int = 0, values: bool = False, count: str = "flops") -> None:
+    """Print the whole table view of ``trace`` on ``console``; ``count`` is flops or macs."""
     console.print(title_line(trace))
     console.print(flow_line(trace))
     console.print()
     console.print(steps_table(trace, console.width))
+    console.print()
+    console.print(costs_table(trace, count))
     console.print()
     console.print(params_table(trace))
     if (cache := kv_cache_line(trace)) is not None:
@@ -56,8 +60,34 @@ def title_line(trace: Trace) -> Text:
     """One line naming the config: sizes, backend, dtype."""
     cfg = trace.config
     sizes = "  ".join(f"{axis}={size}" for axis, size in cfg.axis_sizes().items())
+    algorithm = f"  flash Br={cfg.tile_sizes()['Br']} Bc={cfg.tile_sizes()['Bc']}" if cfg.algorithm == "flash" else ""
     return Text.assemble(("attntrace", "bold"), f"  {describe(cfg)}  {sizes}  ",
-                         (f"{trace.backend} {cfg.dtype}", "cyan"))
+                         (f"{trace.backend} {cfg.dtype}{algorithm}", "cyan"))
+
+
+def costs_table(trace: Trace, count: str = "flops") -> Table:
+    """What each step costs: FLOPs (or MACs) with the formula, and the bytes of its tensor.
+
+    Views cost nothing and own no memory; tile steps (flash) show one tile's bytes and the
+    number of tiles, and their FLOPs summed over every tile. The footer holds the totals.
+    """
+    unit = "MACs" if count == "macs" else "FLOPs"
+    table = _table(f"costs ({unit}; 1 MAC = 2 FLOPs)", show_footer=True)
+    table.add_column("#", justify="right", style="dim")
+    table.add_column("step", "total", style="bold")
+    table.add_column(unit, format_count(in_unit(trace.total_flops, count)), justify="right", no_wrap=True)
+    table.add_column("formula", overflow="fold")
+    table.add_column("bytes", f"peak {format_bytes(trace.peak_bytes)}", justify="right", no_wrap=True)
+    table.add_column("tiles", justify="right", style="dim", no_wrap=True)
+    for step in trace.steps:
+        if step.view:
+            continue
+        table.add_row(str(step.index), step.name, format_count(in_unit(step.flops, count)), format_terms(step.terms, count),
+                      format_bytes(step.nbytes), str(step.repeat) if step.repeat > 1 else "")
+    table.caption = (f"peak: activations alive at once; parameters {format_bytes(trace.param_bytes)}; "
+                     f"KV cache {format_bytes(trace.kv_cache_bytes_per_token)} per token")
+    table.caption_justify = "left"
+    return table
 
 
 #: The steps whose shapes tell the story of the study notes' card, in order.
@@ -140,8 +170,10 @@ def params_table(trace: Trace) -> Table:
 
 def attention_view(trace: Trace, head: int) -> RenderableType:
     """The attention weights of one head: a heat map when short, a summary when long."""
-    step = trace["weights"]
     where = f"head {head}" + (" of batch item 0" if trace.config.batched else "")
+    if "weights" not in trace:
+        return Text(f"attention weights, {where}: never formed whole by --algorithm {trace.config.algorithm} (tile by tile)", style="dim")
+    step = trace["weights"]
     if step.value is None:
         return Text(f"attention weights, {where}: no values on the {trace.backend} backend", style="dim")
     index = (0, head) if trace.config.batched else (head,)

@@ -1,0 +1,68 @@
+"""``attntrace sweep``: costs over a grid of sizes, eager beside flash."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Annotated
+
+import typer
+
+from attntrace.cli import options as opt
+from attntrace.cli.app import app, cli_errors
+
+
+class SweepFormat(StrEnum):
+    """Output formats of the sweep."""
+
+    table = "table"
+    json = "json"
+    csv = "csv"
+
+
+SeqList = Annotated[str, typer.Option("--seq", help="S values, comma-separated.", rich_help_panel=opt.SIZES)]
+HeadsList = Annotated[str, typer.Option("--heads", help="h values, comma-separated.", rich_help_panel=opt.SIZES)]
+HiddenList = Annotated[str, typer.Option("--hidden", help="H values, comma-separated.", rich_help_panel=opt.SIZES)]
+Format = Annotated[SweepFormat, typer.Option("--format", help="table (with bar charts), json or csv.", rich_help_panel=opt.OUTPUT)]
+SweepBackend = Annotated[opt.BackendName, typer.Option(help="shape (default: any size, no arrays), numpy or torch.")]
+
+
+@app.command()
+@cli_errors
+def sweep(
+    seq: SeqList = "128,512,2048,8192",
+    heads: HeadsList = "12",
+    hidden: HiddenList = "768",
+    batch: opt.Batch = None,
+    dtype: opt.DType = opt.DTypeName.float32,
+    backend: SweepBackend = opt.BackendName.shape,
+    block_size: opt.BlockSize = 128,
+    count: opt.Count = opt.CountName.flops,
+    max_memory: opt.MaxMemory = None,
+    output: Format = SweepFormat.table,
+) -> None:
+    """FLOPs, score bytes and peak memory over several sizes, eager beside flash.
+
+    Example: [bold]attntrace sweep --seq 128,512,2048,8192[/]  shows the (S, S) scores
+    growing 4x per doubling of S under eager, and flash's tile staying the same size.
+    """
+    import sys
+
+    from rich.console import Console
+    from rich.progress import Progress
+
+    from attntrace.config import AttentionConfig
+    from attntrace.memory import parse_size
+    from attntrace.sweep import parse_list, run_sweep, sweep_configs, to_csv, to_json
+
+    base = AttentionConfig(batch=batch, dtype=dtype.value, block_size=block_size)
+    configs = sweep_configs(base, parse_list(seq, "--seq"), parse_list(heads, "--heads"), parse_list(hidden, "--hidden"))
+    budget = parse_size(max_memory) if max_memory is not None else None
+    with Progress(console=Console(stderr=True), transient=True) as progress:
+        task = progress.add_task("sweep", total=len(configs))
+        points = run_sweep(configs, backend.value, budget, lambda: progress.advance(task))
+    if output is SweepFormat.table:
+        from attntrace.render.sweep import sweep_view
+
+        Console().print(sweep_view(points, count.value))
+    else:
+        sys.stdout.write(to_json(points) + "\n" if output is SweepFormat.json else to_csv(points))

@@ -1,0 +1,97 @@
+"""Sweeps: the same attention at several sizes, eager beside flash, to watch the (S, S) growth.
+
+Each point is one :func:`attntrace.trace_attention` on the shape backend unless asked
+otherwise, reduced to a few numbers: FLOPs, bytes of the scores held at once, peak live bytes.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import asdict, dataclass, fields, replace
+from itertools import product
+
+from attntrace.config import ALGORITHMS, AttentionConfig
+from attntrace.errors import ConfigError
+
+
+@dataclass(frozen=True)
+class SweepPoint:
+    """The costs of one configuration and algorithm."""
+
+    seq: int
+    heads: int
+    hidden: int
+    algorithm: str
+    flops: int
+    score_bytes: int  # (B, h, S, S) eager; one (B, h, Br, Bc) tile flash
+    peak_bytes: int  # activations alive at once
+    param_bytes: int
+    kv_cache_bytes_per_token: int
+
+
+def parse_list(text: str, option: str) -> list[int]:
+    """A comma-separated list of whole numbers.
+
+    >>> parse_list("128, 512,2048", "--seq")
+    [128, 512, 2048]
+    """
+    try:
+        values = [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise ConfigError(f"{option} takes whole numbers separated by commas, e.g. 128,512,2048; got {text!r}") from None
+    if not values:
+        raise ConfigError(f"{option} needs at least one value")
+    return values
+
+
+def sweep_configs(base: AttentionConfig, seqs: Iterable[int], heads: Iterable[int], hiddens: Iterable[int],
+                  algorithms: Sequence[str] = ALGORITHMS) -> list[AttentionConfig]:
+    """Every combination of the sizes, each with every algorithm (eager beside flash).
+
+    >>> [(c.seq, c.algorithm) for c in sweep_configs(AttentionConfig(), [8, 16], [12], [768])]
+    [(8, 'eager'), (8, 'flash'), (16, 'eager'), (16, 'flash')]
+    """
+    return [replace(base, seq=s, heads=h, hidden=hd, algorithm=a)
+            for hd, h, s, a in product(hiddens, heads, seqs, algorithms)]
+
+
+def measure(config: AttentionConfig, backend: str = "shape", max_memory: int | None = None) -> SweepPoint:
+    """One point of the sweep.
+
+    >>> p = measure(AttentionConfig(seq=4096, hidden=768, heads=12))
+    >>> p.score_bytes == 12 * 4096 * 4096 * 4
+    True
+    """
+    from attntrace.attention import trace_attention
+
+    t = trace_attention(config, backend, max_memory=max_memory, keep_values=False)
+    return SweepPoint(config.seq, config.heads, config.hidden, config.algorithm, t.total_flops, t.score_bytes,
+                      t.peak_bytes, t.param_bytes, t.kv_cache_bytes_per_token)
+
+
+def run_sweep(configs: Sequence[AttentionConfig], backend: str = "shape", max_memory: int | None = None,
+              advance: Callable[[], None] | None = None) -> list[SweepPoint]:
+    """:func:`measure` every config; ``advance`` is called after each (a progress bar)."""
+    points = []
+    for config in configs:
+        points.append(measure(config, backend, max_memory))
+        if advance is not None:
+            advance()
+    return points
+
+
+def to_json(points: Sequence[SweepPoint]) -> str:
+    """The points as a JSON list of objects."""
+    return json.dumps([asdict(p) for p in points], indent=2)
+
+
+def to_csv(points: Sequence[SweepPoint]) -> str:
+    """The points as CSV with a header row."""
+    out = io.StringIO()
+    writer = csv.DictWriter(out, [f.name for f in fields(SweepPoint)], lineterminator="\n")
+    writer.writeheader()
+    writer.writerows(asdict(p) for p in points)
+    return out.getvalue()
