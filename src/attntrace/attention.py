@@ -8,15 +8,17 @@ heads first -> K transposed -> scores = Q @ K^T -> scaled -> softmax -> context 
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
-from typing import Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from attntrace.backends import Backend, Source, get_backend
 from attntrace.config import AttentionConfig
-from attntrace.inputs import PARAM_AXES, random_sources
+from attntrace.inputs import PARAM_AXES, random_sources, with_tensors
 from attntrace.memory import check_budget, format_bytes
 from attntrace.trace import Param, Step, Trace
+
+if TYPE_CHECKING:
+    import numpy as np
 
 T = TypeVar("T")
 
@@ -29,16 +31,20 @@ STEP_NAMES: tuple[str, ...] = (
 
 def trace_attention(
     config: AttentionConfig,
-    backend: str = "numpy",
+    backend: str | Backend[Any] = "numpy",
     *,
     max_memory: int | None = None,
     keep_values: bool = True,
+    tensors: Mapping[str, np.ndarray | None] | None = None,
 ) -> Trace:
     """Run multi-head attention for ``config`` on ``backend`` and record every step.
 
     ``max_memory`` caps the bytes a compute backend may allocate (default: half the available
     memory); the estimate is made on shapes before anything is allocated.
     ``keep_values=False`` records shapes only, letting intermediates be freed.
+    ``tensors`` replaces the seeded x or parameters by arrays (e.g. loaded weights) of the
+    shapes ``config`` gives; a bias mapped to None is left out. ``backend`` is a registered
+    name or a :class:`Backend` instance.
 
     >>> t = trace_attention(AttentionConfig(seq=3, hidden=768, heads=12))
     >>> t["scores"].shape, t["output"].shape
@@ -46,18 +52,21 @@ def trace_attention(
     >>> round(float(t["weights"].value.sum(axis=-1).max()), 6)
     1.0
     """
-    be = get_backend(backend)
+    be = get_backend(backend) if isinstance(backend, str) else backend
     be.check_dtype(config.dtype)
     if be.computes:
         _check_memory(config, max_memory, keep_values)
-    return _record(config, be, random_sources(config), keep_values=keep_values and be.computes)
+    sources = with_tensors(config, random_sources(config), tensors or {})
+    return _record(config, be, sources, keep_values=keep_values and be.computes)
 
 
-def _record(config: AttentionConfig, be: Backend[T], sources: Mapping[str, Source], *, keep_values: bool) -> Trace:
+def _record(config: AttentionConfig, be: Backend[T], sources: Mapping[str, Source | None], *, keep_values: bool) -> Trace:
     """Create the tensors of ``sources`` on ``be``, run the algorithm and collect the records."""
     recorder = _Recorder(be, config, keep_values)
-    params = {name: be.tensor(sources[name]) for name in PARAM_AXES}
-    _attend(config, be, recorder, be.tensor(sources["x"]), params)
+    params = {name: be.tensor(source) for name in PARAM_AXES if (source := sources[name]) is not None}
+    x = sources["x"]
+    assert x is not None  # with_tensors refuses to drop x
+    _attend(config, be, recorder, be.tensor(x), params)
     parameters = tuple(
         Param(name, be.shape(t), be.dtype(t), be.to_numpy(t) if keep_values else None, axes=PARAM_AXES[name])
         for name, t in params.items()
@@ -76,7 +85,7 @@ def _attend(config: AttentionConfig, be: Backend[T], rec: _Recorder[T], x: T, p:
     swap = f"{n}, {n + 1}"
     x = rec.step("x", x, "x", (*lead, "S", "H"))  # (B, S, H)
     proj = {
-        c: rec.step(f"{c}_proj", be.linear(x, p[f"w_{c}"], p[f"b_{c}"]), f"x @ w_{c}.T + b_{c}", (*lead, "S", "H"))
+        c: rec.step(f"{c}_proj", be.linear(x, p[f"w_{c}"], p.get(f"b_{c}")), _linear_op("x", c, p), (*lead, "S", "H"))
         for c in "qkv"
     }  # (B, S, H) each
     split = {
@@ -89,12 +98,18 @@ def _attend(config: AttentionConfig, be: Backend[T], rec: _Recorder[T], x: T, p:
     )  # (B, h, S, d) each
     k_t = rec.view("k_t", be.transpose(k, -2, -1), "k.transpose(-2, -1)", (*lead, "h", "d", "S"))  # (B, h, d, S)
     scores = rec.step("scores", be.matmul(q, k_t), "q @ k_t", (*lead, "h", "S", "S"))  # (B, h, S, S)
-    scaled = rec.step("scaled", be.scale(scores, 1.0 / math.sqrt(d)), f"scores / sqrt({d})", (*lead, "h", "S", "S"))  # (B, h, S, S)
+    scale_op = f"scores / sqrt({d})" if config.scale is None else f"scores * {config.scale:g}" + (" (unscaled)" if config.scale == 1 else "")
+    scaled = rec.step("scaled", be.scale(scores, config.score_scale), scale_op, (*lead, "h", "S", "S"))  # (B, h, S, S)
     weights = rec.step("weights", be.softmax(scaled), "softmax(scaled, dim=-1)", (*lead, "h", "S", "S"))  # (B, h, S, S)
     context = rec.step("context", be.matmul(weights, v), "weights @ v", (*lead, "h", "S", "d"))  # (B, h, S, d)
     heads_last = rec.view("context_heads", be.transpose(context, n, n + 1), f"context.transpose({swap})", (*lead, "S", "h", "d"))  # (B, S, h, d)
     merged = rec.step("merged", be.reshape(heads_last, (*rec.lead_sizes, S, H)), f"context_heads.reshape({dims}S, H)", (*lead, "S", "H"))  # (B, S, H)
-    return rec.step("output", be.linear(merged, p["w_o"], p["b_o"]), "merged @ w_o.T + b_o", (*lead, "S", "H"))  # (B, S, H)
+    return rec.step("output", be.linear(merged, p["w_o"], p.get("b_o")), _linear_op("merged", "o", p), (*lead, "S", "H"))  # (B, S, H)
+
+
+def _linear_op(x: str, c: str, p: Mapping[str, object]) -> str:
+    """``x @ w_c.T + b_c``, without ``+ b_c`` when the layer has no bias."""
+    return f"{x} @ w_{c}.T" + (f" + b_{c}" if f"b_{c}" in p else "")
 
 
 class _Recorder(Generic[T]):

@@ -7,6 +7,7 @@ Axis letters used everywhere in attntrace (code comments, step records, tables, 
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -33,9 +34,13 @@ class AttentionConfig:
     heads: int = 12  # h, attention heads
     dtype: str = "float32"  # one of DTYPE_BYTES
     seed: int = 0  # the same seed gives the same x and weights on every backend
+    scale: float | None = None  # factor on the scores; None is 1/sqrt(d) (the paper), 1.0 none (the notes)
 
     def __post_init__(self) -> None:
         self._check_sizes()
+        if self.scale is not None and (isinstance(self.scale, bool) or not isinstance(self.scale, int | float)
+                                       or not math.isfinite(self.scale) or self.scale <= 0):
+            raise ConfigError(f"--scale must be a positive number, 'sqrt' or 'none', got {self.scale!r}")
         if self.dtype not in DTYPE_BYTES:
             raise ConfigError(
                 f"unknown dtype {self.dtype!r}; use one of {', '.join(DTYPE_BYTES)}"
@@ -65,6 +70,15 @@ class AttentionConfig:
         return self.hidden // self.heads
 
     @property
+    def score_scale(self) -> float:
+        """The factor the scores are multiplied by: ``scale``, or 1/√d when it is None.
+
+        >>> AttentionConfig(hidden=8, heads=2).score_scale, AttentionConfig(scale=1.0).score_scale
+        (0.5, 1.0)
+        """
+        return 1.0 / math.sqrt(self.head_dim) if self.scale is None else float(self.scale)
+
+    @property
     def batched(self) -> bool:
         return self.batch is not None
 
@@ -81,6 +95,27 @@ class AttentionConfig:
     def to_dict(self) -> dict[str, Any]:
         """The fields as plain JSON-ready values, plus the derived head_dim."""
         return {**asdict(self), "head_dim": self.head_dim}
+
+
+def parse_scale(text: str) -> float | None:
+    """The value of ``--scale``: ``sqrt`` (1/√d, the default), ``none`` (1, the study notes'
+    worked example) or a positive number.
+
+    >>> parse_scale("sqrt"), parse_scale("none"), parse_scale("0.125")
+    (None, 1.0, 0.125)
+    """
+    word = text.strip().lower()
+    if word == "sqrt":
+        return None
+    if word == "none":
+        return 1.0
+    try:
+        value = float(word)
+    except ValueError:
+        raise ConfigError(f"--scale must be sqrt, none or a positive number (e.g. 0.125), got {text!r}") from None
+    if not math.isfinite(value) or value <= 0:
+        raise ConfigError(f"--scale must be a positive number, 'sqrt' or 'none', got {text!r}")
+    return value
 
 
 def _nearby_divisors(hidden: int, heads: int, limit: int = 8) -> str:
