@@ -8,6 +8,7 @@ pickled object that is not a tensor or a plain container. Each failure is one
 
 from __future__ import annotations
 
+import pickle  # only for its exception type: nothing is ever unpickled here
 import re
 import zipfile
 from pathlib import Path
@@ -46,6 +47,8 @@ def read_arrays(path: Path) -> tuple[dict[str, np.ndarray], dict[str, str]]:
         return _read_npz(path, head)
     if suffix == ".safetensors":
         return _read_safetensors(path)
+    if not head.startswith((_ZIP_MAGIC, b"\x80")):  # torch.save writes a zip; legacy files are pickles
+        raise InputFileError(f"{path}: not a readable PyTorch state dict (empty, truncated or another format)")
     return _read_torch(path), {}
 
 
@@ -159,10 +162,11 @@ def _read_torch(path: Path) -> dict[str, np.ndarray]:
     torch = _torch(path, "PyTorch files")
     try:
         loaded = torch.load(str(path), map_location="cpu", weights_only=True)
-    except Exception as exc:  # torch raises UnpicklingError, RuntimeError, EOFError, ...
+    except pickle.UnpicklingError as exc:  # the weights-only unpickler met something that is not a tensor
         found = re.search(r"GLOBAL (\S+)", str(exc))
-        if found:
-            raise InputFileError(f"{path}: {_PICKLE_REFUSED} (it asked for {found.group(1)})") from None
+        asked = f" (it asked for {found.group(1)})" if found else ""
+        raise InputFileError(f"{path}: {_PICKLE_REFUSED}{asked}") from None
+    except Exception:  # RuntimeError (a damaged zip), EOFError, ...
         raise InputFileError(f"{path}: not a readable PyTorch state dict (empty, truncated or another format)") from None
     if not isinstance(loaded, dict):
         raise InputFileError(f"{path}: holds a {type(loaded).__name__}, not a state dict; save model.state_dict()")
