@@ -300,3 +300,22 @@ def test_broken_input_file_is_exit_2(tmp_path: Path, content: Callable[[Path], N
     assert result.exit_code == 2
     assert message in result.stderr
     assert result.stderr.count("\n") == 1
+
+
+def test_bfloat16_safetensors_is_widened_to_float32(tmp_path: Path) -> None:
+    from safetensors.torch import save_file
+
+    w = torch.randn(4, H, H).to(torch.bfloat16)
+    save_file({f"{c}_proj.weight": w[i].contiguous() for i, c in enumerate("qkvo")}, str(tmp_path / "bf.safetensors"))
+    loaded = load_weights(tmp_path / "bf.safetensors")
+    assert loaded.params["w_k"] is not None
+    assert loaded.params["w_k"].dtype == np.float32
+    np.testing.assert_array_equal(loaded.params["w_k"], w[1].float().numpy())
+
+
+def test_verify_takes_the_same_weights(tmp_path: Path) -> None:
+    torch.save(torch.nn.MultiheadAttention(H, h).state_dict(), tmp_path / "mha.pt")
+    result = invoke("verify", "--weights", tmp_path / "mha.pt", "--heads", h, "--seq", 4)
+    assert result.exit_code == 0, result.output
+    assert "S=4  H=8  h=2" in result.stdout
+    assert "PASS" in result.stdout

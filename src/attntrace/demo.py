@@ -41,7 +41,7 @@ def worked_example(scale: float | None = None) -> tuple[DemoStep, ...]:
     >>> steps["scores"].tolist()
     [[2.0, 4.0, 4.0], [4.0, 16.0, 12.0], [4.0, 12.0, 10.0]]
     >>> steps["output"].round(4).tolist()[1]
-    [1.9999, 7.964, 0.054]
+    [2.0, 7.964, 0.054]
     """
     be = get_backend("numpy")
     q, k, v = (be.tensor(_source(m)) for m in (QUERY, KEY, VALUE))

@@ -11,6 +11,7 @@ from __future__ import annotations
 import pickle  # only for its exception type: nothing is ever unpickled here
 import re
 import zipfile
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -28,9 +29,40 @@ _NPY_MAGIC = b"\x93NUMPY"
 _PICKLE_REFUSED = "carries pickled Python objects; attntrace never unpickles, so it was refused and nothing in it ran"
 
 
-def read_arrays(path: Path) -> tuple[dict[str, np.ndarray], dict[str, str]]:
-    """All arrays in the weights file ``path`` by name, and its text metadata (a ``config``
-    JSON entry of an attntrace ``.npz``, the header metadata of a ``.safetensors``).
+class LazyArrays(Mapping[str, "np.ndarray"]):
+    """Array names known up front, values read on access: a checkpoint can be far larger than
+    the one layer attntrace needs.
+
+    >>> import numpy as np
+    >>> arrays = LazyArrays(["a.w", "b"], lambda name: np.zeros(1))
+    >>> list(arrays), list(arrays.under("a.")), "b" in arrays
+    (['a.w', 'b'], ['w'], True)
+    """
+
+    def __init__(self, names: Iterable[str], load: Callable[[str], np.ndarray]) -> None:
+        self._names = list(names)
+        self._known = set(self._names)
+        self._load = load
+
+    def __getitem__(self, name: str) -> np.ndarray:
+        if name not in self._known:
+            raise KeyError(name)
+        return self._load(name)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._names)
+
+    def __len__(self) -> int:
+        return len(self._names)
+
+    def under(self, prefix: str) -> LazyArrays:
+        """The arrays whose names start with ``prefix``, named without it."""
+        return LazyArrays((n[len(prefix):] for n in self._names if n.startswith(prefix)), lambda n: self._load(prefix + n))
+
+
+def read_arrays(path: Path) -> tuple[LazyArrays, dict[str, str]]:
+    """The arrays in the weights file ``path`` by name (read when accessed), and its text
+    metadata (a ``config`` JSON entry of an attntrace ``.npz``, a ``.safetensors`` header's).
 
     >>> import numpy as np, tempfile, pathlib
     >>> f = pathlib.Path(tempfile.mkdtemp()) / "w.npz"
@@ -44,12 +76,13 @@ def read_arrays(path: Path) -> tuple[dict[str, np.ndarray], dict[str, str]]:
         raise InputFileError(f"{path}: unknown weights format {suffix or '(no suffix)'!r}; use one of {', '.join(WEIGHT_SUFFIXES)}")
     head = _head(path)
     if suffix == ".npz":
-        return _read_npz(path, head)
+        arrays, meta = _read_npz(path, head)
+        return LazyArrays(arrays, arrays.__getitem__), meta
     if suffix == ".safetensors":
         return _read_safetensors(path)
     if not head.startswith((_ZIP_MAGIC, b"\x80")):  # torch.save writes a zip; legacy files are pickles
         raise InputFileError(f"{path}: not a readable PyTorch state dict (empty, truncated or another format)")
-    return _read_torch(path), {}
+    return _read_torch(path, mmap=head.startswith(_ZIP_MAGIC)), {}
 
 
 def read_npy(path: Path) -> np.ndarray:
@@ -124,7 +157,7 @@ def _read_npz(path: Path, head: bytes) -> tuple[dict[str, np.ndarray], dict[str,
     return arrays, meta
 
 
-def _read_safetensors(path: Path) -> tuple[dict[str, np.ndarray], dict[str, str]]:
+def _read_safetensors(path: Path) -> tuple[LazyArrays, dict[str, str]]:
     try:
         from safetensors import safe_open
     except ImportError:
@@ -132,20 +165,23 @@ def _read_safetensors(path: Path) -> tuple[dict[str, np.ndarray], dict[str, str]
     try:
         with safe_open(str(path), framework="np") as f:
             meta = dict(f.metadata() or {})
-            arrays = {name: _safetensor(f, path, name) for name in f.keys()}  # noqa: SIM118  (a safe_open, not a dict)
-    except (InputFileError, BackendUnavailableError):
-        raise
+            names = list(f.keys())
     except Exception as exc:  # SafetensorError derives from Exception only
         raise InputFileError(f"{path}: not a valid .safetensors file ({exc})") from None
-    return arrays, meta
+    return LazyArrays(names, lambda name: _safetensor(path, name)), meta
 
 
-def _safetensor(f: Any, path: Path, name: str) -> np.ndarray:
+def _safetensor(path: Path, name: str) -> np.ndarray:
     """One tensor; bfloat16 (which numpy lacks) is widened to float32 through torch."""
+    from safetensors import safe_open
+
     try:
-        value: np.ndarray = f.get_tensor(name)
+        with safe_open(str(path), framework="np") as f:
+            value: np.ndarray = f.get_tensor(name)
     except TypeError:  # "data type 'bfloat16' not understood"
         return _torch_safetensor(path, name)
+    except Exception as exc:
+        raise InputFileError(f"{path}: not a valid .safetensors file ({exc})") from None
     return value
 
 
@@ -158,10 +194,11 @@ def _torch_safetensor(path: Path, name: str) -> np.ndarray:
     return value
 
 
-def _read_torch(path: Path) -> dict[str, np.ndarray]:
+def _read_torch(path: Path, *, mmap: bool) -> LazyArrays:
+    """A state dict; zip-format files are memory-mapped, so only the tensors used are read."""
     torch = _torch(path, "PyTorch files")
     try:
-        loaded = torch.load(str(path), map_location="cpu", weights_only=True)
+        loaded = torch.load(str(path), map_location="cpu", weights_only=True, mmap=mmap)
     except pickle.UnpicklingError as exc:  # the weights-only unpickler met something that is not a tensor
         found = re.search(r"GLOBAL (\S+)", str(exc))
         asked = f" (it asked for {found.group(1)})" if found else ""
@@ -170,7 +207,8 @@ def _read_torch(path: Path) -> dict[str, np.ndarray]:
         raise InputFileError(f"{path}: not a readable PyTorch state dict (empty, truncated or another format)") from None
     if not isinstance(loaded, dict):
         raise InputFileError(f"{path}: holds a {type(loaded).__name__}, not a state dict; save model.state_dict()")
-    return {name: _to_numpy(torch, t) for name, t in _flatten(loaded).items()}
+    flat = _flatten(loaded)
+    return LazyArrays(flat, lambda name: _to_numpy(torch, flat[name]))
 
 
 def _flatten(tree: dict[Any, Any], prefix: str = "") -> dict[str, Any]:
@@ -211,4 +249,5 @@ def _float_array(path: Path, name: str, value: Any) -> np.ndarray:
     if not isinstance(value, np.ndarray) or value.dtype.kind != "f":
         kind = getattr(getattr(value, "dtype", None), "name", type(value).__name__)
         raise InputFileError(f"{path}: {name} is {kind}, not floating point; save it as float32 or float64")
-    return np.ascontiguousarray(value, dtype=value.dtype.newbyteorder("="))
+    native = np.ascontiguousarray(value, dtype=value.dtype.newbyteorder("="))
+    return native if native.flags.writeable else native.copy()  # torch.from_numpy warns on read-only arrays

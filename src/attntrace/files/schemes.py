@@ -76,7 +76,7 @@ def load_weights(path: Path, layer_prefix: str | None = None) -> LoadedWeights:
     """
     arrays, meta = read_arrays(path)
     prefix, scheme = _pick_layer(path, arrays, layer_prefix)
-    layer = {key[len(prefix):]: value for key, value in arrays.items() if key.startswith(prefix)}
+    layer = arrays.under(prefix)
     params = scheme.names(layer, path)
     _check_shapes(path, prefix, params)
     return LoadedWeights(path, scheme.name, prefix, params, _hints(path, meta))
