@@ -130,3 +130,11 @@ def test_tolerance_widens_with_hidden() -> None:
     assert tolerance(AttentionConfig(hidden=64, heads=1, dtype="float32")) == TOLERANCES["float32"]
     wide = tolerance(AttentionConfig(hidden=4096, heads=32, dtype="float32"))
     assert wide.rtol == pytest.approx(8 * TOLERANCES["float32"].rtol)
+
+
+def test_importing_the_new_modules_imports_no_optional_library() -> None:
+    code = ("import sys, attntrace.files, attntrace.verify, attntrace.demo, attntrace.cli; "
+            "print(sorted(m for m in ('torch', 'safetensors') if m in sys.modules))")
+    env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60, check=True)
+    assert result.stdout.strip() == "[]"
