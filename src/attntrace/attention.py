@@ -17,13 +17,13 @@ import math
 import warnings
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Generic, TypeVar, cast
+from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
 
 from attntrace.backends import SMALL_WORK_FLOPS, Backend, Source, get_backend, single_threaded_blas
 from attntrace.config import AttentionConfig, AxisLabels
 from attntrace.costs import CostMeter, Registry, peak_live_bytes, resolve
 from attntrace.errors import ConfigError
-from attntrace.inputs import param_axes, random_sources
+from attntrace.inputs import param_axes, random_sources, with_tensors
 from attntrace.masks import MASK_STEPS, MaskPlan, MaskWarning, build_mask, dead_rows
 from attntrace.memory import check_budget, format_bytes
 from attntrace.rope import ROPE_STEPS, rope_sources
@@ -67,11 +67,12 @@ def step_names(config: AttentionConfig, *, mask: bool = False) -> tuple[str, ...
 
 def trace_attention(
     config: AttentionConfig,
-    backend: str = "numpy",
+    backend: str | Backend[Any] = "numpy",
     *,
     mask: np.ndarray | None = None,
     max_memory: int | None = None,
     keep_values: bool | Collection[str] = True,
+    tensors: Mapping[str, np.ndarray | None] | None = None,
 ) -> Trace:
     """Run multi-head attention for ``config`` on ``backend`` and record every step.
 
@@ -84,6 +85,9 @@ def trace_attention(
     names keeps the values of those steps only.
     Query rows left without any key get zero weights, a note in ``Trace.notes`` and a
     :class:`attntrace.masks.MaskWarning`.
+    ``tensors`` replaces the seeded x (or x_kv) or parameters by arrays (e.g. loaded weights)
+    of the shapes ``config`` gives; a bias mapped to None is left out. ``backend`` is a
+    registered name or a :class:`Backend` instance.
 
     >>> t = trace_attention(AttentionConfig(seq=3, hidden=768, heads=12))
     >>> t["scores"].shape, t["output"].shape
@@ -99,31 +103,33 @@ def trace_attention(
     """
     if mask is not None and config.algorithm == "flash":
         raise ConfigError("--algorithm flash takes no mask yet; drop --mask or use --algorithm eager")
-    shapes = trace_attention(config, "shape", mask=mask) if backend != "shape" else None  # sizes and costs, no arrays
+    name = backend if isinstance(backend, str) else backend.name
+    shapes = trace_attention(config, "shape", mask=mask) if name != "shape" else None  # sizes and costs, no arrays
     if shapes is not None and shapes.total_flops < SMALL_WORK_FLOPS:
         single_threaded_blas()  # before numpy is imported: waking BLAS threads costs more than tiny maths
-    be = get_backend(backend)
+    be = get_backend(backend) if isinstance(backend, str) else backend
     be.check_dtype(config.dtype)
     plan = build_mask(config, mask)
     if be.computes and shapes is not None:
         _check_memory(config, max_memory, keep_values is True, shapes)
-    sources = {**random_sources(config), **rope_sources(config), **({"mask": plan.source} if plan else {})}
+    seeded = {**random_sources(config), **rope_sources(config), **({"mask": plan.source} if plan else {})}
+    sources = with_tensors(config, seeded, tensors or {})
     trace = _record(config, be, sources, plan, keep_values=keep_values if be.computes else False)
     for note in trace.notes:
         warnings.warn(note, MaskWarning, stacklevel=2)
     return trace
 
 
-def _record(config: AttentionConfig, be: Backend[T], sources: Mapping[str, Source], plan: MaskPlan | None,
+def _record(config: AttentionConfig, be: Backend[T], sources: Mapping[str, Source | None], plan: MaskPlan | None,
             *, keep_values: bool | Collection[str]) -> Trace:
-    """Create the tensors of ``sources`` on ``be``, run the algorithm through the cost meter and
-    collect the records."""
+    """Create the tensors of ``sources`` on ``be`` (a None source is a left-out bias), run the
+    algorithm through the cost meter and collect the records."""
     recorder = _Recorder(be, config, keep_values)
     names = param_axes(config)
-    params = {name: be.tensor(sources[name]) for name in names}
+    params = {name: be.tensor(source) for name in names if (source := sources[name]) is not None}
     for name, t in params.items():
         recorder.registry.add(t, name, names[name])
-    inputs = {name: be.tensor(source) for name, source in sources.items() if name not in names}
+    inputs = {name: be.tensor(source) for name, source in sources.items() if name not in names and source is not None}
     _attend(config, cast("Backend[T]", recorder.meter), recorder, inputs, params, plan)
     keep_params = bool(keep_values)  # True, or a non-empty collection of step names
     parameters = tuple(
@@ -199,7 +205,7 @@ def _project(config: AttentionConfig, be: Backend[T], rec: _Recorder[T], lay: _L
             "v": (kv_in, kv_name, lab.keys, config.keys, lab.kv_heads, config.groups, lab.kv_width)}
     proj = {
         c: rec.step(f"{c}_proj", be.linear(src, p[f"w_{c}"], p.get(f"b_{c}")),
-                    f"{name} @ w_{c}.T" + (f" + b_{c}" if config.bias else ""), lay.ax(seq, width))
+                    _linear_op(name, c, p), lay.ax(seq, width))
         for c, (src, name, seq, _, _, _, width) in spec.items()
     }  # (B, S, h·d), (B, N, g·d), (B, N, g·d)
     d = config.head_dim
@@ -245,16 +251,18 @@ def _weigh(config: AttentionConfig, be: Backend[T], rec: _Recorder[T], lay: _Lay
     k_name = "k_rep" if config.grouped else "k_rot" if config.rope else "k"
     hSN = lay.ax("h", "S", N)
     k_t = rec.view("k_t", be.transpose(k, -2, -1), f"{k_name}.transpose(-2, -1)", lay.ax("h", "d", N))  # (B, h, d, N)
+    factor = config.score_scale
+    scale_op = f"scores / sqrt({d})" if config.scale is None else f"scores * {config.scale:g}" + (" (unscaled)" if config.scale == 1 else "")
     fast = mask is None and not (rec.keeps("scores") or rec.keeps("scaled"))
     if fast:  # nobody sees the unscaled scores: fold the scale into q (S·d multiplies, not S·N)
-        q_scaled = be.scale(q, 1.0 / math.sqrt(d))  # (B, h, S, d)
+        q_scaled = be.scale(q, factor)  # (B, h, S, d)
         rec.meter.discard()  # charged below, as the traced algorithm does it
         scores = rec.step("scores", be.matmul(q_scaled, k_t), f"{q_name} @ k_t", hSN, contract="d")  # (B, h, S, N)
         rec.meter.charge("scale", scores, out=scores)
-        scaled = rec.step("scaled", scores, f"scores / sqrt({d})", hSN)  # (B, h, S, N), already scaled
+        scaled = rec.step("scaled", scores, scale_op, hSN)  # (B, h, S, N), already scaled
     else:
         scores = rec.step("scores", be.matmul(q, k_t), f"{q_name} @ k_t", hSN)  # (B, h, S, N)
-        scaled = rec.step("scaled", be.scale(scores, 1.0 / math.sqrt(d)), f"scores / sqrt({d})", hSN)  # (B, h, S, N)
+        scaled = rec.step("scaled", be.scale(scores, factor), scale_op, hSN)  # (B, h, S, N)
     last = "scaled"
     if mask is not None and plan is not None:
         scaled = _apply_mask(be, rec, lay, scaled, mask, plan)  # (B, h, S, N)
@@ -286,8 +294,12 @@ def _merge(config: AttentionConfig, be: Backend[T], rec: _Recorder[T], lay: _Lay
                           lay.ax("S", "h", "d"))  # (B, S, h, d)
     merged = rec.step("merged", be.reshape(heads_last, (*lay.sizes, config.seq, config.heads * config.head_dim)),
                       f"context_heads.reshape({lay.dims}S, {width})", lay.ax("S", width))  # (B, S, h·d)
-    bias = " + b_o" if config.bias else ""
-    return rec.step("output", be.linear(merged, p["w_o"], p.get("b_o")), f"merged @ w_o.T{bias}", lay.ax("S", "H"))  # (B, S, H)
+    return rec.step("output", be.linear(merged, p["w_o"], p.get("b_o")), _linear_op("merged", "o", p), lay.ax("S", "H"))  # (B, S, H)
+
+
+def _linear_op(x: str, c: str, p: Mapping[str, object]) -> str:
+    """``x @ w_c.T + b_c``, without ``+ b_c`` when the layer has no bias."""
+    return f"{x} @ w_{c}.T" + (f" + b_{c}" if f"b_{c}" in p else "")
 
 
 class _Recorder(Generic[T]):

@@ -13,6 +13,7 @@ differ from H), and ``1`` names a broadcast axis of a mask.
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass
 from typing import Any, NamedTuple
 
@@ -74,11 +75,15 @@ class AttentionConfig:
     rope_base: float = 10000.0  # theta of RoPE (rope_theta in a config.json)
     algorithm: str = "eager"  # one of ALGORITHMS: eager (the S×S matrix) or flash (tile by tile)
     block_size: int = 128  # flash: rows of a query block (Br) and of a key/value block (Bc)
+    scale: float | None = None  # factor on the scores; None is 1/sqrt(d) (the paper), 1.0 none (the notes)
 
     def __post_init__(self) -> None:
         if self.key_lengths is not None and not isinstance(self.key_lengths, tuple):
             object.__setattr__(self, "key_lengths", tuple(self.key_lengths))  # keep the config hashable
         self._check_sizes()
+        if self.scale is not None and (isinstance(self.scale, bool) or not isinstance(self.scale, int | float)
+                                       or not math.isfinite(self.scale) or self.scale <= 0):
+            raise ConfigError(f"--scale must be a positive number, 'sqrt' or 'none', got {self.scale!r}")
         if self.dtype not in DTYPE_BYTES:
             raise ConfigError(
                 f"unknown dtype {self.dtype!r}; use one of {', '.join(DTYPE_BYTES)}"
@@ -200,6 +205,15 @@ class AttentionConfig:
         return self.causal or self.key_lengths is not None
 
     @property
+    def score_scale(self) -> float:
+        """The factor the scores are multiplied by: ``scale``, or 1/√d when it is None.
+
+        >>> AttentionConfig(hidden=8, heads=2).score_scale, AttentionConfig(scale=1.0).score_scale
+        (0.5, 1.0)
+        """
+        return 1.0 / math.sqrt(self.head_dim) if self.scale is None else float(self.scale)
+
+    @property
     def batched(self) -> bool:
         return self.batch is not None
 
@@ -260,6 +274,27 @@ class AttentionConfig:
         if self.key_lengths is not None:
             fields["key_lengths"] = list(self.key_lengths)
         return {**fields, "head_dim": self.head_dim}
+
+
+def parse_scale(text: str) -> float | None:
+    """The value of ``--scale``: ``sqrt`` (1/√d, the default), ``none`` (1, the study notes'
+    worked example) or a positive number.
+
+    >>> parse_scale("sqrt"), parse_scale("none"), parse_scale("0.125")
+    (None, 1.0, 0.125)
+    """
+    word = text.strip().lower()
+    if word == "sqrt":
+        return None
+    if word == "none":
+        return 1.0
+    try:
+        value = float(word)
+    except ValueError:
+        raise ConfigError(f"--scale must be sqrt, none or a positive number (e.g. 0.125), got {text!r}") from None
+    if not math.isfinite(value) or value <= 0:
+        raise ConfigError(f"--scale must be a positive number, 'sqrt' or 'none', got {text!r}")
+    return value
 
 
 def _nearby_divisors(hidden: int, heads: int, limit: int = 8) -> str:

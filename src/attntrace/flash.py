@@ -63,7 +63,8 @@ class _Flash(Generic[T]):
     rec: _Recorder[T]
     k: T
     v: T
-    d: int
+    factor: float  # the score scale, folded into each query block
+    scale_op: str  # how the trace writes it
     block_size: int
     inplace: bool  # reuse tile buffers (only when no tile value is kept)
 
@@ -85,7 +86,9 @@ def flash_context(config: AttentionConfig, be: Backend[T], rec: _Recorder[T], q:
     >>> t["s_tile"].flops == 2 * 4 * 300 * 300 * 16
     True
     """
-    f = _Flash(be, rec, k, v, config.head_dim, config.block_size, not any(rec.keeps(n) for n in FLASH_STEPS))
+    d, scale = config.head_dim, config.scale
+    scale_op = f"q_block / sqrt({d})" if scale is None else f"q_block * {scale:g}"
+    f = _Flash(be, rec, k, v, config.score_scale, scale_op, config.block_size, not any(rec.keeps(n) for n in FLASH_STEPS))
     S = be.shape(q)[-2]
     out = rec.step("context", be.full(be.shape(q), 0.0, be.dtype(q)), "zeros(B, h, S, d), filled by o_block", f.ax("S", "d"))  # (B, h, S, d)
     for i0, i1, times in blocks(S, config.block_size, be.computes):
@@ -98,7 +101,7 @@ def flash_context(config: AttentionConfig, be: Backend[T], rec: _Recorder[T], q:
 def _query_block(f: _Flash[T], q_block: T, times: int) -> T:
     """The output rows of one query block: visit every key/value block with the online softmax."""
     be, rec = f.be, f.rec
-    q_scaled = rec.step("q_scaled", be.scale(q_block, 1.0 / math.sqrt(f.d)), f"q_block / sqrt({f.d})", f.ax("Br", "d"), times=times)  # (B, h, Br, d)
+    q_scaled = rec.step("q_scaled", be.scale(q_block, f.factor), f.scale_op, f.ax("Br", "d"), times=times)  # (B, h, Br, d)
     rows = be.shape(q_block)[:-1]  # (B, h, Br)
     m = be.full(rows, -math.inf, be.dtype(q_block))  # (B, h, Br) running row max
     l = be.full(rows, 0.0, be.dtype(q_block))  # (B, h, Br) running sum of exp(s - m)

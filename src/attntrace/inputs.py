@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import math
 import zlib
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
 from attntrace.backends.base import Shape, Source
 from attntrace.config import AttentionConfig
+from attntrace.errors import ConfigError
 
 if TYPE_CHECKING:
     import numpy as np
@@ -73,6 +75,44 @@ def random_sources(config: AttentionConfig) -> dict[str, Source]:
         in_features = config.size(params[f"w_{name[-1]}"][1])  # a bias shares its weight's bound
         sources[name] = _uniform_source(name, shape_of(axes, config), 1.0 / math.sqrt(in_features), config)
     return sources
+
+
+def with_tensors(
+    config: AttentionConfig, sources: Mapping[str, Source], tensors: Mapping[str, np.ndarray | None]
+) -> dict[str, Source | None]:
+    """``sources`` with the user's arrays in place of the seeded ones; ``None`` removes a
+    tensor (a missing bias means no bias). Each array must have the shape ``config`` gives it.
+
+    >>> import numpy as np
+    >>> cfg = AttentionConfig(seq=2, hidden=4, heads=2)
+    >>> src = with_tensors(cfg, random_sources(cfg), {"x": np.ones((2, 4)), "b_q": None})
+    >>> src["x"].make().sum(), src["b_q"]
+    (np.float64(8.0), None)
+    """
+    merged: dict[str, Source | None] = dict(sources)
+    params = param_axes(config)
+    for name, value in tensors.items():
+        if name not in merged:
+            raise ConfigError(f"unknown tensor {name!r}; attntrace takes {', '.join(merged)}")
+        if value is None:
+            if name in ("x", "x_kv", "w_q", "w_k", "w_v", "w_o"):
+                raise ConfigError(f"{name} cannot be left out; only the biases are optional")
+            merged[name] = None
+            continue
+        axes = input_axes(config) if name == "x" else kv_input_axes(config) if name == "x_kv" else params[name]
+        expected = shape_of(axes, config)
+        if tuple(value.shape) != expected:
+            raise ConfigError(
+                f"{name} has shape {tuple(value.shape)}, but the sizes give ({', '.join(axes)}) = {expected}; "
+                "make the size options match the files"
+            )
+        merged[name] = Source(expected, config.dtype, _given(value))
+    return merged
+
+
+def _given(value: np.ndarray) -> Callable[[], np.ndarray]:
+    """A ``Source.make`` that returns the user's array (the backend casts it to the dtype)."""
+    return lambda: value
 
 
 def _rng(name: str, seed: int) -> np.random.Generator:

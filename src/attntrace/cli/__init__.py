@@ -11,6 +11,12 @@ from attntrace.cli import presets as _presets  # noqa: F401  (registers the comm
 
 # isort: split
 from attntrace.cli import sweep as _sweep  # noqa: F401  (registers the command)
+
+# isort: split
+from attntrace.cli import verify as _verify  # noqa: F401  (registers the command)
+
+# isort: split
+from attntrace.cli import demo as _demo  # noqa: F401  (registers the command)
 from attntrace.cli.app import app, main
 
 __all__ = ["app", "main"]

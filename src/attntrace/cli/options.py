@@ -12,6 +12,7 @@ SIZES = "Sizes"
 VARIANTS = "Attention variants"
 MODELS = "Real models"
 OUTPUT = "Output"
+FILES = "Files"
 
 
 class BackendName(StrEnum):
@@ -88,3 +89,8 @@ Spec = Annotated[Path | None, typer.Option(metavar="FILE.toml", help="Check many
 Algorithm = Annotated[AlgorithmName, typer.Option(help="eager (the whole (S, S) matrix) or flash (tile by tile, online softmax).", rich_help_panel=COST)]
 BlockSize = Annotated[int, typer.Option(help="flash: rows of a query block (Br) and of a key/value block (Bc).", rich_help_panel=COST)]
 Count = Annotated[CountName, typer.Option(help="Count arithmetic in flops or macs (1 MAC = 2 FLOPs).", rich_help_panel=COST)]
+Scale = Annotated[str, typer.Option(help="Factor on the scores: sqrt (1/√d, the paper), none (unscaled, as the study notes' worked example) or a number.")]
+Weights = Annotated[Path | None, typer.Option(help="Projection weights: .npz, .safetensors, .pt/.pth/.bin (attntrace, nn.MultiheadAttention, q_proj/o_proj or BERT names); sets --hidden.", rich_help_panel=FILES)]
+LayerPrefix = Annotated[str | None, typer.Option(help="Which layer of --weights, e.g. model.layers.0.self_attn.", rich_help_panel=FILES)]
+Input = Annotated[Path | None, typer.Option("--input", help="x from a .npy file, (S, H) or (B, S, H); sets --seq and --batch.", rich_help_panel=FILES)]
+Save = Annotated[Path | None, typer.Option(help="Write every step and parameter to FILE.npz (atomically).", rich_help_panel=FILES)]

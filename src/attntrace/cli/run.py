@@ -4,17 +4,21 @@ from __future__ import annotations
 
 import sys
 import warnings
+from pathlib import Path
 from typing import Any
+
+import typer
 
 from attntrace.cli import options as opt
 from attntrace.cli.app import EPILOG, app, cli_errors, console
-from attntrace.config import AttentionConfig
+from attntrace.config import AttentionConfig, parse_scale
 from attntrace.errors import ConfigError
 
 
 @app.command(epilog=EPILOG)
 @cli_errors
 def run(
+    ctx: typer.Context,
     batch: opt.Batch = None,
     seq: opt.Seq = 3,
     hidden: opt.Hidden = None,
@@ -34,6 +38,7 @@ def run(
     backend: opt.Backend = opt.BackendName.numpy,
     dtype: opt.DType = opt.DTypeName.float32,
     seed: opt.Seed = 0,
+    scale: opt.Scale = "sqrt",
     max_memory: opt.MaxMemory = None,
     head: opt.Head = 0,
     values: opt.Values = False,
@@ -42,6 +47,10 @@ def run(
     algorithm: opt.Algorithm = opt.AlgorithmName.eager,
     block_size: opt.BlockSize = 128,
     count: opt.Count = opt.CountName.flops,
+    weights: opt.Weights = None,
+    layer_prefix: opt.LayerPrefix = None,
+    input_file: opt.Input = None,
+    save: opt.Save = None,
 ) -> None:
     """Run multi-head attention and print the shape of every step.
 
@@ -52,30 +61,35 @@ def run(
     --hidden 4 --heads 2 --values to see every number,
     --causal, --kv-heads 4, --rope or --preset llama-3-8b for the attention of real models.
     Any size with --backend shape (no arrays): --preset llama-3-70b --seq 131072.
+    --weights model.safetensors to trace real weights, --save trace.npz to keep every tensor.
     For scripts: --format json | jq '.steps[] | select(.name=="scores") | .shape'
     """
     from attntrace.attention import trace_attention
     from attntrace.masks import MaskWarning, load_mask
     from attntrace.memory import parse_size
-    from attntrace.presets import resolve_config
     from attntrace.render import text_renderer
     from attntrace.render.table import render_trace
 
-    config = resolve_config(
-        preset=preset, hf_config=hf_config, batch=batch, seq=seq, hidden=hidden, heads=heads, dtype=dtype.value,
-        seed=seed, **variant_fields(kv_seq=kv_seq, kv_hidden=kv_hidden, kv_heads=kv_heads, head_dim=head_dim, bias=bias,
-                                    causal=causal, key_lengths=key_lengths, rope=rope, rope_base=rope_base),
+    fields = dict(
+        batch=batch, seq=seq, hidden=hidden, heads=heads, dtype=dtype.value, seed=seed, scale=parse_scale(scale),
+        **variant_fields(kv_seq=kv_seq, kv_hidden=kv_hidden, kv_heads=kv_heads, head_dim=head_dim, bias=bias,
+                         causal=causal, key_lengths=key_lengths, rope=rope, rope_base=rope_base),
         algorithm=algorithm.value, block_size=block_size,
     )
+    config, tensors = config_from_files(ctx, fields, weights, layer_prefix, input_file, preset=preset, hf_config=hf_config)
     check_head(head, config)
     check_rope_base(rope_base, config)
     check_values(values, fmt)
     user_mask = load_mask(mask) if mask is not None else None
     budget = parse_size(max_memory) if max_memory is not None else None
-    keep = True if values else {"weights", "masked"} if fmt is opt.OutputFormat.table else False  # only what is shown
+    keep = True if values or save else {"weights", "masked"} if fmt is opt.OutputFormat.table else False  # only what is shown
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", MaskWarning)  # the renderers show Trace.notes instead
-        trace = trace_attention(config, backend.value, mask=user_mask, max_memory=budget, keep_values=keep)
+        trace = trace_attention(config, backend.value, mask=user_mask, max_memory=budget, keep_values=keep, tensors=tensors)
+    if save is not None:
+        from attntrace.files import save_trace
+
+        save_trace(trace, save)
     if fmt is opt.OutputFormat.table:
         render_trace(trace, console(no_color), head=head, values=values, count=count.value)
     else:
@@ -99,6 +113,38 @@ def parse_key_lengths(text: str | None) -> tuple[int, ...] | None:
         return tuple(int(part) for part in text.split(","))
     except ValueError:
         raise ConfigError(f"--key-lengths takes whole numbers separated by commas, e.g. 3,2; got {text!r}") from None
+
+
+def config_from_files(
+    ctx: typer.Context, fields: dict[str, Any], weights: Path | None, layer_prefix: str | None, input_file: Path | None,
+    *, preset: str | None = None, hf_config: Path | None = None,
+) -> tuple[AttentionConfig, dict[str, Any]]:
+    """The config from the options (over a --preset or --hf-config), with --weights / --input
+    filling in the sizes not typed."""
+    from dataclasses import asdict
+
+    from attntrace.presets import resolve_config
+
+    base = resolve_config(preset=preset, hf_config=hf_config, **fields)
+    if weights is None and input_file is None:
+        if layer_prefix is not None:
+            raise ConfigError("--layer-prefix picks a layer of --weights; add --weights FILE")
+        return base, {}
+    from attntrace.files import load_weights, read_npy, resolve_run
+
+    sizes = asdict(base)
+    explicit = {name for name in ("batch", "seq", "hidden", "heads", "scale") if _typed(ctx, name)}
+    loaded = load_weights(weights, layer_prefix) if weights is not None else None
+    if loaded is None and layer_prefix is not None:
+        raise ConfigError("--layer-prefix picks a layer of --weights; add --weights FILE")
+    x = read_npy(input_file) if input_file is not None else None
+    return resolve_run(sizes, explicit, loaded, x)
+
+
+def _typed(ctx: typer.Context, name: str) -> bool:
+    """Whether option ``name`` was given (on the command line or from the environment)."""
+    source = ctx.get_parameter_source(name)
+    return source is not None and source.name not in ("DEFAULT", "DEFAULT_MAP")
 
 
 def check_head(head: int, config: AttentionConfig) -> None:

@@ -1,0 +1,68 @@
+"""Combine the size options with what the files say: a file fills in what the options leave
+out, and a value given both ways must agree."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from attntrace.config import AttentionConfig, _nearby_divisors
+from attntrace.errors import ConfigError
+from attntrace.files.schemes import LoadedWeights
+
+if TYPE_CHECKING:
+    import numpy as np
+
+
+def resolve_run(
+    options: Mapping[str, Any], explicit: set[str], weights: LoadedWeights | None = None, x: np.ndarray | None = None
+) -> tuple[AttentionConfig, dict[str, np.ndarray | None]]:
+    """The config and the user tensors of a run. ``options`` holds every AttentionConfig field
+    (defaults included); ``explicit`` names the ones the user typed.
+
+    >>> import numpy as np
+    >>> opts = {"batch": None, "seq": 3, "hidden": 768, "heads": 2, "dtype": "float32", "seed": 0, "scale": None}
+    >>> cfg, tensors = resolve_run(opts, {"heads"}, x=np.zeros((2, 5, 8)))
+    >>> cfg.batch, cfg.seq, cfg.hidden, cfg.heads, list(tensors)
+    (2, 5, 8, 2, ['x'])
+    """
+    stated: dict[str, tuple[Any, str]] = {}  # field -> (value, which file says so)
+    if weights is not None:
+        _state(stated, "hidden", weights.hidden, f"the weights ({weights.path.name})")
+        for name, value in weights.hints.items():
+            _state(stated, name, value, f"the weights file ({weights.path.name})")
+    if x is not None:
+        for name, value in _x_sizes(x).items():
+            _state(stated, name, value, f"the input (x {tuple(x.shape)})")
+    values = dict(options)
+    for name, (value, where) in stated.items():
+        if name in explicit and options[name] != value:
+            raise ConfigError(f"--{name} {_show(name, options[name])} conflicts with {where}, which gives {_show(name, value)}; drop --{name}")
+        values[name] = value
+    if weights is not None and "heads" not in stated and "heads" not in explicit:
+        hidden = values["hidden"]
+        raise ConfigError(f"the weights do not say how many heads there are; pass --heads (for H={hidden}: {_nearby_divisors(hidden, 8)})")
+    tensors: dict[str, np.ndarray | None] = dict(weights.params) if weights is not None else {}
+    if x is not None:
+        tensors["x"] = x
+    return AttentionConfig(**values), tensors
+
+
+def _x_sizes(x: np.ndarray) -> dict[str, Any]:
+    if x.ndim == 2:
+        return {"batch": None, "seq": int(x.shape[0]), "hidden": int(x.shape[1])}
+    if x.ndim == 3:
+        return {"batch": int(x.shape[0]), "seq": int(x.shape[1]), "hidden": int(x.shape[2])}
+    raise ConfigError(f"the input x is {tuple(x.shape)}; it must be (S, H) or (B, S, H)")
+
+
+def _state(stated: dict[str, tuple[Any, str]], name: str, value: Any, where: str) -> None:
+    if name in stated and stated[name][0] != value:
+        raise ConfigError(f"{where} gives {name} {_show(name, value)}, but {stated[name][1]} gives {_show(name, stated[name][0])}; make the files agree")
+    stated.setdefault(name, (value, where))
+
+
+def _show(name: str, value: Any) -> str:
+    if value is None:
+        return "sqrt" if name == "scale" else "(none)"
+    return str(value)

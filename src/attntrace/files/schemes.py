@@ -1,0 +1,200 @@
+"""Weight naming schemes: find one attention layer in a file and give its tensors our names
+(w_q, b_q, w_k, b_k, w_v, b_v, w_o, b_o; torch convention, weight (out, in)).
+
+=================  ==========================================================================
+scheme             names (after the layer prefix)
+=================  ==========================================================================
+attntrace          w_q, w_k, w_v, w_o, b_q, b_k, b_v, b_o
+MultiheadAttention in_proj_weight (3H, H) = [w_q; w_k; w_v], in_proj_bias, out_proj.weight/.bias
+q_proj/o_proj      q_proj.weight, k_proj.weight, v_proj.weight, o_proj.weight (or out_proj), .bias
+BERT               attention.self.query/key/value.weight/.bias, attention.output.dense.weight/.bias
+=================  ==========================================================================
+
+A missing bias means the layer has no bias (Llama, Mistral); it is mapped to None.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from attntrace.errors import InputFileError
+from attntrace.files.readers import _float_array, read_arrays
+
+if TYPE_CHECKING:
+    import numpy as np
+
+Arrays = Mapping[str, "np.ndarray"]
+OUR_NAMES: tuple[str, ...] = ("w_q", "b_q", "w_k", "b_k", "w_v", "b_v", "w_o", "b_o")
+#: How many candidate prefixes an error message lists.
+MAX_LISTED = 6
+
+
+@dataclass(frozen=True)
+class Scheme:
+    """A naming scheme: the key that marks a layer, and how to map a layer's keys to ours."""
+
+    name: str
+    marker: str  # the query weight (or packed in-projection) key, found after the prefix
+    names: Callable[[Arrays, Path], dict[str, np.ndarray | None]]
+
+
+@dataclass(frozen=True)
+class LoadedWeights:
+    """One attention layer read from a file: our parameter names -> arrays (None: no bias).
+
+    ``hints`` are sizes the file states (``heads``, and ``dtype`` / ``scale`` of an attntrace
+    ``--save`` file); the CLI uses them when the options leave them out.
+    """
+
+    path: Path
+    scheme: str
+    prefix: str
+    params: dict[str, np.ndarray | None]
+    hints: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def hidden(self) -> int:
+        """H, from w_q (H, H)."""
+        w_q = self.params["w_q"]
+        assert w_q is not None
+        return int(w_q.shape[0])
+
+
+def load_weights(path: Path, layer_prefix: str | None = None) -> LoadedWeights:
+    """The attention layer in ``path`` (under ``layer_prefix`` when given), in our names.
+
+    >>> import numpy as np, tempfile, pathlib
+    >>> f = pathlib.Path(tempfile.mkdtemp()) / "mha.npz"
+    >>> np.savez(f, in_proj_weight=np.zeros((12, 4)), **{"out_proj.weight": np.eye(4)})
+    >>> w = load_weights(f)
+    >>> w.scheme, w.hidden, w.params["w_k"].shape, w.params["b_q"]
+    ('nn.MultiheadAttention', 4, (4, 4), None)
+    """
+    arrays, meta = read_arrays(path)
+    prefix, scheme = _pick_layer(path, arrays, layer_prefix)
+    layer = arrays.under(prefix)
+    params = scheme.names(layer, path)
+    _check_shapes(path, prefix, params)
+    return LoadedWeights(path, scheme.name, prefix, params, _hints(path, meta))
+
+
+def _pick_layer(path: Path, arrays: Arrays, layer_prefix: str | None) -> tuple[str, Scheme]:
+    found = _candidates(arrays)
+    if layer_prefix is not None:
+        wanted = [layer_prefix, *([] if layer_prefix.endswith(".") or not layer_prefix else [layer_prefix + "."])]
+        for prefix, scheme in found:
+            if prefix in wanted:
+                return prefix, scheme
+        raise InputFileError(f"{path}: no attention layer under --layer-prefix {layer_prefix!r}; {_listing(found, arrays)}")
+    if len(found) == 1:
+        return found[0]
+    if not found:
+        raise InputFileError(f"{path}: no attention weights in a known naming scheme; {_listing(found, arrays)}")
+    raise InputFileError(f"{path}: holds {len(found)} attention layers; pick one with --layer-prefix, {_listing(found, arrays)}")
+
+
+def _candidates(arrays: Arrays) -> list[tuple[str, Scheme]]:
+    """Every (prefix, scheme) whose marker key is in ``arrays``, in file order."""
+    found = []
+    for key in arrays:
+        for scheme in SCHEMES:
+            if key == scheme.marker or key.endswith("." + scheme.marker):
+                found.append((key[: len(key) - len(scheme.marker)], scheme))
+    return found
+
+
+def _listing(found: list[tuple[str, Scheme]], arrays: Arrays) -> str:
+    if found:
+        shown = ", ".join(repr(p) for p, _ in found[:MAX_LISTED])
+        more = f" and {len(found) - MAX_LISTED} more" if len(found) > MAX_LISTED else ""
+        return f"prefixes found: {shown}{more}"
+    keys = ", ".join(list(arrays)[:MAX_LISTED]) or "(no arrays)"
+    return f"known schemes: {', '.join(s.name for s in SCHEMES)}; keys in the file: {keys}"
+
+
+def _ours(layer: Arrays, path: Path) -> dict[str, np.ndarray | None]:
+    return _rename(layer, path, {name: name for name in OUR_NAMES})
+
+
+def _mha(layer: Arrays, path: Path) -> dict[str, np.ndarray | None]:
+    """nn.MultiheadAttention: the packed in-projection is [w_q; w_k; w_v] stacked on rows."""
+    import numpy as np
+
+    packed = _rename(layer, path, {"w_in": "in_proj_weight", "b_in": "in_proj_bias",
+                                   "w_o": "out_proj.weight", "b_o": "out_proj.bias"})
+    w_in, b_in = packed.pop("w_in"), packed.pop("b_in")
+    assert w_in is not None
+    if w_in.ndim != 2 or w_in.shape[0] != 3 * w_in.shape[1]:
+        raise InputFileError(f"{path}: in_proj_weight is {w_in.shape}, not (3H, H); kdim/vdim other than H is not supported")
+    ws = np.split(w_in, 3)
+    bs = np.split(b_in, 3) if b_in is not None and b_in.shape == (w_in.shape[0],) else [b_in] * 3
+    return {"w_q": ws[0], "b_q": bs[0], "w_k": ws[1], "b_k": bs[1], "w_v": ws[2], "b_v": bs[2], **packed}
+
+
+def _qkvo(layer: Arrays, path: Path) -> dict[str, np.ndarray | None]:
+    out = "o_proj" if "o_proj.weight" in layer else "out_proj"  # Llama/Mistral/Qwen vs BART/OPT
+    return _rename(layer, path, _module_names({"q": "q_proj", "k": "k_proj", "v": "v_proj", "o": out}))
+
+
+def _bert(layer: Arrays, path: Path) -> dict[str, np.ndarray | None]:
+    return _rename(layer, path, _module_names({"q": "attention.self.query", "k": "attention.self.key",
+                                               "v": "attention.self.value", "o": "attention.output.dense"}))
+
+
+def _module_names(modules: dict[str, str]) -> dict[str, str]:
+    """w_c -> <module>.weight and b_c -> <module>.bias for each projection c."""
+    return {f"{kind}_{c}": f"{m}.{'weight' if kind == 'w' else 'bias'}" for c, m in modules.items() for kind in "wb"}
+
+
+def _rename(layer: Arrays, path: Path, names: dict[str, str]) -> dict[str, np.ndarray | None]:
+    """Our name -> the file's array; weights (names starting with w) are required, biases not."""
+    out: dict[str, np.ndarray | None] = {}
+    for ours, theirs in names.items():
+        if theirs in layer:
+            out[ours] = _float_array(path, theirs, layer[theirs])
+        elif ours.startswith("w"):
+            raise InputFileError(f"{path}: {theirs} is missing; the layer needs all four projection weights")
+        else:
+            out[ours] = None
+    return out
+
+
+def _check_shapes(path: Path, prefix: str, params: dict[str, np.ndarray | None]) -> None:
+    """Every weight (H, H) and every bias (H,), with H from w_q."""
+    w_q = params["w_q"]
+    assert w_q is not None
+    if w_q.ndim != 2 or w_q.shape[0] != w_q.shape[1]:
+        raise InputFileError(f"{path}: {prefix}w_q is {w_q.shape}, not square (H, H)")
+    hidden = w_q.shape[0]
+    for name, value in params.items():
+        expected = (hidden, hidden) if name.startswith("w") else (hidden,)
+        if value is not None and value.shape != expected:
+            gqa = " (fewer key/value heads, grouped-query attention, is not supported)" if name in ("w_k", "w_v") else ""
+            raise InputFileError(f"{path}: {prefix}{name} is {value.shape}, expected {expected} from w_q{gqa}")
+
+
+def _hints(path: Path, meta: Mapping[str, str]) -> dict[str, Any]:
+    """Sizes the file states: our --save config entry, or safetensors metadata."""
+    hints: dict[str, Any] = {}
+    if "config" in meta:
+        try:
+            saved = json.loads(meta["config"])
+        except json.JSONDecodeError:
+            raise InputFileError(f"{path}: its config entry is not JSON; save it again with attntrace run --save") from None
+        hints = {k: saved[k] for k in ("heads", "dtype", "scale") if isinstance(saved, dict) and k in saved}
+    for key in ("num_heads", "num_attention_heads", "n_head"):
+        if key in meta and meta[key].isdigit():
+            hints["heads"] = int(meta[key])
+    return hints
+
+
+SCHEMES: tuple[Scheme, ...] = (
+    Scheme("attntrace", "w_q", _ours),
+    Scheme("nn.MultiheadAttention", "in_proj_weight", _mha),
+    Scheme("q_proj/k_proj/v_proj/o_proj", "q_proj.weight", _qkvo),
+    Scheme("BERT", "attention.self.query.weight", _bert),
+)
