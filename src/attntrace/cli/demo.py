@@ -11,8 +11,10 @@ from attntrace.cli.app import app, cli_errors
 @app.command()
 @cli_errors
 def demo() -> None:
-    """Walk through the notes' worked example: 3×3 Query, Key, Value -> scores -> softmax
-    -> output, first unscaled as the notes compute it, then scaled by 1/√d.
+    """Walk through the study notes' worked 3×3 example, unscaled and scaled.
+
+    Query, Key, Value -> scores -> softmax -> output, first unscaled as the notes compute
+    it, then scaled by 1/√d.
 
     Reproduce any part on real sizes with: [bold]attntrace run --scale none --hidden 4 --heads 2 --values[/]
     """

@@ -12,8 +12,10 @@ from attntrace.cli.app import app, cli_errors
 @app.command("presets")
 @cli_errors
 def presets() -> None:
-    """List the models --preset knows: heads, kv-heads, hidden, head_dim, RoPE theta and the
-    KV-cache bytes per token and layer in float16, each from the model's config.json.
+    """List the real models --preset knows, with their attention sizes.
+
+    Heads, kv-heads, hidden, head_dim, RoPE theta and the KV-cache bytes per token and layer
+    in float16, each from the model's config.json.
 
     Example: [bold]attntrace run --preset llama-3-8b --seq 4 --backend shape[/]
     """

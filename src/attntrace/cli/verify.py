@@ -27,12 +27,14 @@ def verify(
     layer_prefix: opt.LayerPrefix = None,
     input_file: opt.Input = None,
 ) -> None:
-    """Check the trace against PyTorch: numpy vs torch at every step, and the output and
-    attention weights vs nn.MultiheadAttention and F.scaled_dot_product_attention.
+    """Check the trace against PyTorch's own attention; exit 1 beyond tolerance.
+
+    numpy vs torch at every step, and the output and attention weights vs
+    nn.MultiheadAttention and F.scaled_dot_product_attention.
 
     Example: [bold]attntrace verify --heads 12 --hidden 768 --dtype float64[/]
     Exit 0 when every difference is within the dtype's tolerance, 1 when one is not,
-    2 when torch is missing. Needs torch: pip install 'attntrace[torch]'.
+    2 when torch is missing. Needs torch: pip install 'attntrace\\[torch]'.
     """
     from attntrace.cli.run import config_from_files
     from attntrace.memory import parse_size
