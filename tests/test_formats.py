@@ -15,6 +15,8 @@ from typing import Any
 
 import jsonschema
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from attntrace import AttentionConfig, Trace, trace_attention
@@ -34,6 +36,14 @@ CONFIGS = [
     AttentionConfig(seq=7, hidden=12, heads=3, dtype="float64", seed=4),
     AttentionConfig(seq=4, hidden=8, heads=2, dtype="float16"),
 ]
+#: Variants and flash: every optional key and axis letter the schema knows.
+VARIANT_CONFIGS = [
+    AttentionConfig(batch=2, seq=5, hidden=32, heads=8, kv_heads=2, rope=True, causal=True, bias=False),
+    AttentionConfig(batch=2, seq=4, hidden=16, heads=4, kv_seq=6, kv_hidden=12, key_lengths=(6, 3)),
+    AttentionConfig(seq=4, hidden=12, heads=4, head_dim_override=6, kv_heads=1),
+    AttentionConfig(seq=10, hidden=16, heads=4, algorithm="flash", block_size=4),
+    AttentionConfig(batch=2, seq=9, hidden=16, heads=4, kv_heads=2, kv_seq=7, algorithm="flash", block_size=3),
+]
 
 
 def run_cli(*args: str) -> tuple[int, str, str]:
@@ -51,14 +61,27 @@ def test_the_schema_is_a_valid_draft_2020_12_schema_shipped_in_the_package() -> 
     assert trace_schema()["properties"]["schema"]["const"] == "attntrace.trace/1"
 
 
-@pytest.mark.parametrize("config", CONFIGS, ids=lambda c: f"B{c.batch}-S{c.seq}-H{c.hidden}-h{c.heads}-{c.dtype}")
+@pytest.mark.parametrize("config", CONFIGS + VARIANT_CONFIGS,
+                         ids=lambda c: f"B{c.batch}-S{c.seq}-H{c.hidden}-h{c.heads}-{c.dtype}-{c.algorithm}")
 @pytest.mark.parametrize("backend", ["numpy", "shape"])
 def test_to_dict_of_many_configs_validates_against_the_schema(config: AttentionConfig, backend: str) -> None:
     doc = trace_attention(config, backend).to_dict()
     validate(doc)
     assert json.loads(json.dumps(doc)) == doc  # plain JSON types only
     assert doc["config"]["backend"] == backend
-    assert doc["config"]["axis_sizes"] == config.axis_sizes()
+    assert doc["config"]["axis_sizes"] == {**config.axis_sizes(), **config.tile_sizes()}
+    for step in doc["steps"]:  # axes spell the shape, for every label (h·d, g·d, Br, 1 …)
+        assert [config.size(a) if a not in config.tile_sizes() else config.tile_sizes()[a] for a in step["axes"]] == step["shape"]
+
+
+def test_documents_without_the_cost_keys_still_validate() -> None:
+    """The cost keys are optional: traces saved before they existed stay valid (same schema id)."""
+    doc = trace_attention(AttentionConfig(), "shape").to_dict()
+    cost_keys = ("flops", "macs", "formula", "repeat")
+    old = {**doc, "steps": [{k: v for k, v in s.items() if k not in cost_keys} for s in doc["steps"]],
+           "totals": {k: doc["totals"][k] for k in ("steps", "step_bytes", "param_count", "param_bytes")}}
+    validate(old)
+    assert old["schema"] == doc["schema"] == "attntrace.trace/1"
 
 
 def test_json_steps_and_params_mirror_the_trace() -> None:
@@ -68,7 +91,8 @@ def test_json_steps_and_params_mirror_the_trace() -> None:
     assert [s["index"] for s in doc["steps"]] == list(range(len(trace)))
     scores = doc["steps"][trace.names.index("scores")]
     assert scores == {"index": 11, "name": "scores", "op": "q @ k_t", "shape": [2, 2, 3, 3],
-                      "axes": ["B", "h", "S", "S"], "dtype": "float32", "bytes": 2 * 2 * 3 * 3 * 4, "view": False}
+                      "axes": ["B", "h", "S", "S"], "dtype": "float32", "bytes": 2 * 2 * 3 * 3 * 4, "view": False,
+                      "flops": 2 * 2 * 2 * 3 * 3 * 4, "macs": 2 * 2 * 3 * 3 * 4, "formula": "2·B·h·S·S·d", "repeat": 1}
     assert doc["params"][0] == {"name": "w_q", "shape": [8, 8], "axes": ["H", "H"], "dtype": "float32",
                                 "count": 64, "bytes": 256}
     for step in doc["steps"]:  # axes spell the shape
@@ -82,6 +106,73 @@ def test_json_totals_equal_the_sums_of_the_rows() -> None:
     assert totals["step_bytes"] == sum(s["bytes"] for s in doc["steps"] if not s["view"])
     assert totals["param_count"] == sum(p["count"] for p in doc["params"]) == 4 * 16 * 16 + 4 * 16
     assert totals["param_bytes"] == sum(p["bytes"] for p in doc["params"])
+    assert totals["flops"] == sum(s["flops"] for s in doc["steps"])
+    assert totals["macs"] == sum(s["macs"] for s in doc["steps"]) == totals["flops"] / 2
+
+
+def _evaluate(formula: str, sizes: dict[str, int]) -> float:
+    """A formula such as ``2·S·H·H + S·H`` (or ``0.5·h·S·S`` in MACs) with the axis sizes put in."""
+    total = 0.0
+    for term in formula.split(" + "):
+        value = 1.0
+        for factor in term.split("·"):
+            value *= sizes[factor] if factor in sizes else float(factor)
+        total += value
+    return total
+
+
+def _closed_forms(c: AttentionConfig) -> dict[str, int]:
+    """FLOPs of the steps of eager attention written out by hand (1 multiply-add = 2 FLOPs)."""
+    B, S, N, H, M = c.batch or 1, c.seq, c.keys, c.hidden, c.kv_width
+    h, g, d, bias = c.heads, c.groups, c.head_dim, int(c.bias)
+    return {
+        "q_proj": B * S * h * d * (2 * H + bias), "k_proj": B * N * g * d * (2 * M + bias),
+        "v_proj": B * N * g * d * (2 * M + bias), "scores": 2 * B * h * S * N * d,
+        "weights": 5 * B * h * S * N, "context": 2 * B * h * S * N * d, "output": B * S * H * (2 * h * d + bias),
+    }
+
+
+@given(batch=st.none() | st.integers(1, 3), seq=st.integers(1, 9), kv_seq=st.none() | st.integers(1, 9),
+       kv_hidden=st.none() | st.integers(1, 12), heads=st.sampled_from([1, 2, 4, 6]), d=st.integers(1, 6),
+       groups=st.sampled_from([1, 2, None]), bias=st.booleans(), causal=st.booleans(), rope=st.booleans())
+@settings(max_examples=40, deadline=None)
+def test_json_costs_equal_closed_forms_and_their_formulas(
+    batch: int | None, seq: int, kv_seq: int | None, kv_hidden: int | None, heads: int, d: int,
+    groups: int | None, bias: bool, causal: bool, rope: bool,
+) -> None:
+    kv_heads = heads // groups if groups and heads % groups == 0 else None
+    config = AttentionConfig(batch=batch, seq=seq, hidden=heads * d, heads=heads, head_dim_override=None,
+                             kv_seq=kv_seq, kv_hidden=kv_hidden, kv_heads=kv_heads, bias=bias, causal=causal,
+                             rope=rope and d % 2 == 0 and kv_seq is None and kv_hidden is None)
+    doc = trace_attention(config, "shape").to_dict()
+    validate(doc)
+    steps = {s["name"]: s for s in doc["steps"]}
+    for name, flops in _closed_forms(config).items():
+        assert steps[name]["flops"] == flops, name
+    for step in doc["steps"]:  # the formula in letters is the number, and macs is half of it
+        assert _evaluate(step["formula"], doc["config"]["axis_sizes"]) * step["repeat"] == step["flops"], step["name"]
+        assert step["macs"] * 2 == step["flops"]
+    totals = doc["totals"]
+    assert totals["flops"] == sum(s["flops"] for s in doc["steps"])
+    assert totals["score_bytes"] == steps["scores"]["bytes"]
+    assert totals["kv_cache_bytes_per_token"] == config.kv_cache_bytes_per_token
+    assert max(s["bytes"] for s in doc["steps"]) <= totals["peak_bytes"] <= totals["step_bytes"]
+
+
+@pytest.mark.parametrize("seq", [8, 12])
+def test_json_flash_steps_give_tiles_and_the_whole_cost(seq: int) -> None:
+    config = AttentionConfig(batch=2, seq=seq, hidden=16, heads=4, algorithm="flash", block_size=4)
+    trace = trace_attention(config, "shape")
+    doc = trace.to_dict()
+    validate(doc)
+    steps = {s["name"]: s for s in doc["steps"]}
+    tiles = (seq // 4) ** 2
+    assert steps["s_tile"]["repeat"] == tiles
+    assert steps["s_tile"]["formula"] == "2·B·h·Br·Bc·d"  # one tile's
+    assert steps["s_tile"]["flops"] == 2 * 2 * 4 * seq * seq * 4  # every tile's: the eager scores' FLOPs
+    assert _evaluate(steps["s_tile"]["formula"], doc["config"]["axis_sizes"]) * tiles == steps["s_tile"]["flops"]
+    assert doc["totals"]["score_bytes"] == steps["s_tile"]["bytes"] == 2 * 4 * 4 * 4 * 4
+    assert doc["totals"] == {**doc["totals"], "flops": trace.total_flops, "peak_bytes": trace.peak_bytes}
 
 
 def test_run_format_json_prints_only_the_document() -> None:
@@ -118,6 +209,25 @@ def test_csv_parses_with_the_csv_module() -> None:
     assert by_name["k_t"]["view"] == "true"
     assert int(by_name["scores"]["bytes"]) == 2 * 12 * 3 * 3 * 4
     assert [int(r["index"]) for r in rows] == list(range(18))
+    assert int(by_name["scores"]["flops"]) == 2 * 2 * 12 * 3 * 3 * 64
+    assert by_name["scores"]["formula"] == "2·B·h·S·S·d"
+    assert by_name["q_proj"]["formula"] == "2·B·S·H·H + B·S·H"
+    assert by_name["k_t"]["flops"] == "0"
+    doc = json.loads(run_cli("run", "--format", "json", "--batch", "2", "--seq", "3", "--hidden", "768", "--heads", "12")[1])
+    assert sum(int(r["flops"]) for r in rows) == doc["totals"]["flops"]
+
+
+def test_csv_keeps_the_old_column_positions_and_counts_macs_on_request() -> None:
+    assert CSV_COLUMNS[:8] == ("index", "name", "op", "shape", "axes", "dtype", "bytes", "view")
+    code, out, err = run_cli("run", "--format", "csv", "--count", "macs", "--seq", "3", "--hidden", "8", "--heads", "2")
+    assert code == 0, err
+    rows = list(csv.DictReader(io.StringIO(out)))
+    assert tuple(rows[0]) == (*CSV_COLUMNS[:8], "macs", "formula")
+    by_name = {r["name"]: r for r in rows}
+    assert int(by_name["scores"]["macs"]) == 2 * 3 * 3 * 4
+    assert by_name["scores"]["formula"] == "h·S·S·d"
+    assert by_name["q_proj"]["macs"] == str(3 * 8 * 8 + 3 * 8 / 2).removesuffix(".0")  # a bias add is half a MAC
+    assert by_name["q_proj"]["formula"] == "S·H·H + 0.5·S·H"
 
 
 def _cells(line: str) -> list[str]:
@@ -137,9 +247,19 @@ def test_markdown_is_well_formed_pipe_tables() -> None:
         assert all(re.fullmatch(r"\s*-{3,}:?\s*", c) for c in _cells(table[1])), table[1]
         assert all(len(_cells(line)) == width for line in table), "rows with a different number of cells"
     steps, params = tables
-    assert len(steps) == 2 + 18
-    assert "| 11 | scores | `q @ k_t` | (2, 2, 3, 3) | (B, h, S, S) | float32 | 144 B |" in steps
+    assert "| 11 | scores | `q @ k_t` | (2, 2, 3, 3) | (B, h, S, S) | float32 | 144 B | 288 | `2·B·h·S·S·d` |" in steps
+    assert len(steps) == 2 + 18 + 1  # header, rule, one row per step and a total row
+    trace = trace_attention(AttentionConfig(batch=2, seq=3, hidden=8, heads=2), "shape")
+    assert steps[-1] == f"|  | **total** |  |  |  |  | peak {trace.peak_bytes} B | **{trace.total_flops / 1000:.2f} k** |  |"
     assert params[-1].startswith("| **total** |")
+
+
+def test_markdown_counts_macs_on_request_and_shows_tiles() -> None:
+    code, out, err = run_cli("run", "--format", "markdown", "--count", "macs", "--seq", "8", "--hidden", "8", "--heads", "2",
+                             "--algorithm", "flash", "--block-size", "4")
+    assert code == 0, err
+    assert "| # | step | op | shape | axes | dtype | bytes | MACs | formula |" in out
+    assert "| 512 | `h·Br·Bc·d` per tile, 4 tiles |" in out  # s_tile: 2·4·4·4 MACs a tile, 4 tiles
 
 
 def test_markdown_matches_golden(golden: Callable[[str], None]) -> None:
@@ -196,3 +316,5 @@ def test_the_documented_example_document_validates_and_matches_a_real_trace() ->
     assert example["totals"] == real["totals"]
     assert example["steps"][0] == real["steps"][11]
     assert example["params"][0] == real["params"][0]
+    assert set(example["steps"][0]) == set(real["steps"][11])  # every key is shown
+    assert set(example["totals"]) == set(real["totals"])

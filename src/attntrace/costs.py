@@ -86,6 +86,18 @@ def count(flops: int | float, unit: str = "flops") -> float:
     return flops / 2 if unit == "macs" else float(flops)
 
 
+def exact_count(flops: int, unit: str = "flops") -> int | float:
+    """FLOPs in ``unit`` without rounding, for documents: a whole number unless ``macs`` of an odd
+    count (a lone add, e.g. a bias, is half a MAC).
+
+    >>> exact_count(2**61 + 2, "macs"), exact_count(5, "macs"), exact_count(5)
+    (1152921504606846977, 2.5, 5)
+    """
+    if unit != "macs":
+        return flops
+    return flops // 2 if flops % 2 == 0 else flops / 2
+
+
 def format_count(n: float) -> str:
     """A count in SI units, short enough for a table: ``1.2 G``.
 

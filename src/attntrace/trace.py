@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from attntrace.config import ELEMENT_BYTES, AttentionConfig
-from attntrace.costs import format_terms
+from attntrace.costs import exact_count, format_terms
 from attntrace.errors import AttntraceError
 
 if TYPE_CHECKING:
@@ -175,7 +175,9 @@ class Trace:
         """The trace as plain JSON-ready data: the document of ``attntrace run --format json``.
 
         Shapes are lists of ints; the layout is the JSON Schema ``attntrace.trace/1``
-        (``attntrace/schemas/trace-1.schema.json``). Values are never included.
+        (``attntrace/schemas/trace-1.schema.json``). Values are never included. Costs are in
+        FLOPs (1 MAC = 2 FLOPs; ``macs`` is given beside ``flops``); a step's ``flops`` is summed
+        over its ``repeat`` tiles, its ``formula`` is one full tile's.
 
         >>> from attntrace import AttentionConfig, trace_attention
         >>> doc = trace_attention(AttentionConfig(seq=3, hidden=768, heads=12), "shape").to_dict()
@@ -184,16 +186,24 @@ class Trace:
         >>> scores = doc["steps"][11]
         >>> scores["name"], scores["shape"], scores["axes"], scores["bytes"]
         ('scores', [12, 3, 3], ['h', 'S', 'S'], 432)
+        >>> scores["flops"], scores["macs"], scores["formula"], doc["totals"]["score_bytes"]
+        (13824, 6912, '2·h·S·S·d', 432)
         """
+        axis_sizes = {**self.config.axis_sizes(), **self.config.tile_sizes()}
         return {
             "schema": SCHEMA_ID,
-            "config": {**self.config.to_dict(), "backend": self.backend, "axis_sizes": self.config.axis_sizes()},
+            "config": {**self.config.to_dict(), "backend": self.backend, "axis_sizes": axis_sizes},
             "steps": [_step_dict(s) for s in self.steps],
             "params": [_param_dict(p) for p in self.parameters],
-            "totals": {"steps": len(self.steps), "step_bytes": self.step_bytes,
-                       "param_count": self.param_count, "param_bytes": self.param_bytes},
+            "totals": self._totals_dict(),
             "notes": list(self.notes),
         }
+
+    def _totals_dict(self) -> dict[str, Any]:
+        return {"steps": len(self.steps), "step_bytes": self.step_bytes,
+                "param_count": self.param_count, "param_bytes": self.param_bytes,
+                "flops": self.total_flops, "macs": exact_count(self.total_flops, "macs"), "peak_bytes": self.peak_bytes,
+                "kv_cache_bytes_per_token": self.kv_cache_bytes_per_token, "score_bytes": self.score_bytes}
 
 
 class UnknownStepError(AttntraceError, KeyError):
@@ -208,7 +218,9 @@ class UnknownStepError(AttntraceError, KeyError):
 
 def _step_dict(step: Step) -> dict[str, Any]:
     return {"index": step.index, "name": step.name, "op": step.op, "shape": list(step.shape),
-            "axes": list(step.axes), "dtype": step.dtype, "bytes": step.nbytes, "view": step.view}
+            "axes": list(step.axes), "dtype": step.dtype, "bytes": step.nbytes, "view": step.view,
+            "flops": step.flops, "macs": exact_count(step.flops, "macs"), "formula": step.formula, "repeat": step.repeat}
+
 
 
 def _param_dict(param: Param) -> dict[str, Any]:

@@ -93,7 +93,7 @@ def run(
     if fmt is opt.OutputFormat.table:
         render_trace(trace, console(no_color), head=head, values=values, count=count.value)
     else:
-        sys.stdout.write(text_renderer(fmt.value)(trace))
+        sys.stdout.write(text_renderer(fmt.value, count.value)(trace))
 
 
 def variant_fields(*, head_dim: int | None, key_lengths: str | None, **given: Any) -> dict[str, Any]:

@@ -7,16 +7,23 @@ from collections.abc import Callable
 from attntrace.trace import Trace
 
 
-def text_renderer(fmt: str) -> Callable[[Trace], str]:
+def text_renderer(fmt: str, count: str = "flops") -> Callable[[Trace], str]:
     """The renderer of a text format (json, csv, markdown): a function Trace -> str.
+
+    ``count`` (flops or macs) names the unit of the csv and markdown cost columns; the JSON
+    always has both ``flops`` and ``macs``.
 
     >>> from attntrace import AttentionConfig, trace_attention
     >>> text_renderer("csv")(trace_attention(AttentionConfig(), "shape")).splitlines()[1]
-    '0,x,x,3x768,S H,float32,9216,false'
+    '0,x,x,3x768,S H,float32,9216,false,0,0'
     """
+    from functools import partial
+
     from attntrace.render.csv_out import render_csv
     from attntrace.render.json_out import render_json
     from attntrace.render.markdown import render_markdown
 
-    renderers: dict[str, Callable[[Trace], str]] = {"json": render_json, "csv": render_csv, "markdown": render_markdown}
+    renderers: dict[str, Callable[[Trace], str]] = {
+        "json": render_json, "csv": partial(render_csv, count=count), "markdown": partial(render_markdown, count=count),
+    }
     return renderers[fmt]

@@ -1,7 +1,10 @@
 """``--format csv``: a header and one row per step.
 
 Shapes are written with ``x`` between the sizes (``12x3x3``; a 0-d tensor is empty), axes
-with a space between the letters (``h S S``), ``view`` as ``true``/``false``.
+with a space between the letters (``h S S``), ``view`` as ``true``/``false``. The last two
+columns are the cost: ``flops`` (summed over every tile of a flash step) and its ``formula``
+in axis letters (one tile's); with ``count="macs"`` they are ``macs`` and the halved formula
+(1 MAC = 2 FLOPs).
 """
 
 from __future__ import annotations
@@ -9,10 +12,11 @@ from __future__ import annotations
 import csv
 import io
 
+from attntrace.costs import exact_count, format_terms
 from attntrace.trace import Trace
 
-#: The CSV header, in order (a contract for scripts).
-CSV_COLUMNS = ("index", "name", "op", "shape", "axes", "dtype", "bytes", "view")
+#: The CSV header, in order (a contract for scripts; new columns are only ever appended).
+CSV_COLUMNS = ("index", "name", "op", "shape", "axes", "dtype", "bytes", "view", "flops", "formula")
 
 
 def format_shape_x(shape: tuple[int, ...]) -> str:
@@ -24,20 +28,22 @@ def format_shape_x(shape: tuple[int, ...]) -> str:
     return "x".join(str(n) for n in shape)
 
 
-def render_csv(trace: Trace) -> str:
+def render_csv(trace: Trace, count: str = "flops") -> str:
     """The steps of ``trace`` as CSV text with a header row (``\\n`` line endings).
 
     >>> from attntrace import AttentionConfig, trace_attention
     >>> lines = render_csv(trace_attention(AttentionConfig(), "shape")).splitlines()
     >>> lines[0]
-    'index,name,op,shape,axes,dtype,bytes,view'
+    'index,name,op,shape,axes,dtype,bytes,view,flops,formula'
     >>> lines[12]
-    '11,scores,q @ k_t,12x3x3,h S S,float32,432,false'
+    '11,scores,q @ k_t,12x3x3,h S S,float32,432,false,13824,2·h·S·S·d'
+    >>> render_csv(trace_attention(AttentionConfig(), "shape"), "macs").splitlines()[12]
+    '11,scores,q @ k_t,12x3x3,h S S,float32,432,false,6912,h·S·S·d'
     """
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
-    writer.writerow(CSV_COLUMNS)
+    writer.writerow((*CSV_COLUMNS[:-2], count, "formula"))
     for s in trace.steps:
         writer.writerow([s.index, s.name, s.op, format_shape_x(s.shape), " ".join(s.axes), s.dtype, s.nbytes,
-                         "true" if s.view else "false"])
+                         "true" if s.view else "false", exact_count(s.flops, count), format_terms(s.terms, count)])
     return out.getvalue()

@@ -4,37 +4,58 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from attntrace.costs import count as in_unit
+from attntrace.costs import format_count, format_terms
 from attntrace.memory import format_bytes
 from attntrace.render.table import format_axes, format_shape
-from attntrace.trace import Trace
+from attntrace.trace import Step, Trace
 
 
-def render_markdown(trace: Trace) -> str:
-    """A caption line, the steps table and the parameters table (with a total row).
+def render_markdown(trace: Trace, count: str = "flops") -> str:
+    """A caption line, the steps table (with the cost of each step in FLOPs, or MACs with
+    ``count="macs"``, and a total row) and the parameters table (with a total row).
 
     >>> from attntrace import AttentionConfig, trace_attention
     >>> text = render_markdown(trace_attention(AttentionConfig(), "shape"))
     >>> print(text.splitlines()[0])
     **attntrace** multi-head self-attention: S=3, H=768, h=12, d=64 (shape backend, float32)
     >>> print(text.splitlines()[15])
-    | 11 | scores | `q @ k_t` | (12, 3, 3) | (h, S, S) | float32 | 432 B |
+    | 11 | scores | `q @ k_t` | (12, 3, 3) | (h, S, S) | float32 | 432 B | 13.82 k | `2·h·S·S·d` |
     """
     cfg = trace.config
-    sizes = ", ".join(f"{axis}={size}" for axis, size in cfg.axis_sizes().items())
+    sizes = ", ".join(f"{axis}={size}" for axis, size in {**cfg.axis_sizes(), **cfg.tile_sizes()}.items())
     caption = f"**attntrace** multi-head self-attention: {sizes} ({trace.backend} backend, {cfg.dtype})"
-    steps = pipe_table(
-        ("#", "step", "op", "shape", "axes", "dtype", "bytes"),
-        [(str(s.index), s.name, f"`{s.op}`", format_shape(s.shape), format_axes(s.axes), s.dtype,
-          format_bytes(s.nbytes) + (" (view)" if s.view else "")) for s in trace.steps],
-        right=(0, 3, 6),
-    )
-    params = pipe_table(
+    return f"{caption}\n\n{steps_table(trace, count)}\n{params_table(trace)}"
+
+
+def steps_table(trace: Trace, count: str = "flops") -> str:
+    """One row per step and a total row; a flash tile step shows one tile's shape, bytes and
+    formula, and its FLOPs summed over every tile."""
+    unit = "MACs" if count == "macs" else "FLOPs"
+    rows = [(str(s.index), s.name, f"`{s.op}`", format_shape(s.shape), format_axes(s.axes), s.dtype,
+             format_bytes(s.nbytes) + (" (view)" if s.view else ""), format_count(in_unit(s.flops, count)),
+             _formula(s, count)) for s in trace.steps]
+    total = ("", "**total**", "", "", "", "", f"peak {format_bytes(trace.peak_bytes)}",
+             f"**{format_count(in_unit(trace.total_flops, count))}**", "")
+    return pipe_table(("#", "step", "op", "shape", "axes", "dtype", "bytes", unit, "formula"), [*rows, total],
+                      right=(0, 3, 6, 7))
+
+
+def _formula(step: Step, count: str) -> str:
+    if not step.terms:
+        return ""
+    formula = f"`{format_terms(step.terms, count)}`"
+    return f"{formula} per tile, {step.repeat} tiles" if step.repeat > 1 else formula
+
+
+def params_table(trace: Trace) -> str:
+    """One row per weight and bias, and a total row."""
+    return pipe_table(
         ("parameter", "shape", "axes", "count", "bytes"),
         [*((p.name, format_shape(p.shape), format_axes(p.axes), f"{p.numel:,}", format_bytes(p.nbytes)) for p in trace.parameters),
          ("**total**", "", "", f"**{trace.param_count:,}**", f"**{format_bytes(trace.param_bytes)}**")],
         right=(1, 3, 4),
     )
-    return f"{caption}\n\n{steps}\n{params}"
 
 
 def pipe_table(header: Sequence[str], rows: Sequence[Sequence[str]], right: Sequence[int] = ()) -> str:
