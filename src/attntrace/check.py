@@ -14,6 +14,7 @@ Pure logic: parse, trace, compare, and return :class:`CaseResult` records. Print
 from __future__ import annotations
 
 import json
+import math
 import re
 import tomllib
 import typing
@@ -22,7 +23,7 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
-from attntrace.config import AttentionConfig
+from attntrace.config import AttentionConfig, parse_scale
 from attntrace.errors import ConfigError, InputFileError
 from attntrace.trace import SCHEMA_ID, Shape, Trace, UnknownStepError
 
@@ -47,14 +48,32 @@ class Expectation:
         return ",".join(str(d) for d in self.dims)
 
     def resolve(self, sizes: Mapping[str, int]) -> Shape:
-        """The shape in numbers; axis letters take their size from ``sizes``."""
-        for dim in self.dims:
-            if isinstance(dim, str) and dim not in sizes:
-                raise ConfigError(
-                    f"unknown axis {dim!r} in {self.step}={self.text}; axes of this config: "
-                    f"{', '.join(f'{a}={n}' for a, n in sizes.items())}"
-                )
-        return tuple(sizes[d] if isinstance(d, str) else d for d in self.dims)
+        """The shape in numbers; axis letters, and products of them such as ``g·d``, take their
+        size from ``sizes``.
+
+        >>> parse_expectation("k_proj=S,g*d").resolve({"S": 3, "g": 8, "d": 128})
+        (3, 1024)
+        """
+        return tuple(d if isinstance(d, int) else math.prod(self._size(f, sizes) for f in d.split("·"))
+                     for d in self.dims)
+
+    def _size(self, factor: str, sizes: Mapping[str, int]) -> int:
+        if factor.isdigit():
+            return int(factor)
+        if factor not in sizes:
+            hint = _VARIANT_AXES.get(factor, "")
+            raise ConfigError(
+                f"unknown axis {factor!r} in {self.step}={self.text}; axes of this config: "
+                f"{', '.join(f'{a}={n}' for a, n in sizes.items())}" + (f" ({factor} {hint})" if hint else "")
+            )
+        return sizes[factor]
+
+
+#: Axis letters that exist only with their variant, and when.
+_VARIANT_AXES = {
+    "B": "only with --batch", "N": "only with --kv-seq", "M": "only with --kv-hidden",
+    "g": "only with --kv-heads below --heads", "Br": "only with --algorithm flash", "Bc": "only with --algorithm flash",
+}
 
 
 @dataclass(frozen=True)
@@ -89,22 +108,27 @@ class CaseResult:
         return len({m.subject or m.what for m in self.mismatches})
 
 
+#: One size of a shape: a number, an axis letter, or a product of them (``g·d``, ``g*d``, ``2·d``).
+_DIM = re.compile(r"\d+|(?:\d+|[A-Za-z]\w*)(?:\s*[·*]\s*(?:\d+|[A-Za-z]\w*))+|[A-Za-z]\w*")
+
+
 def parse_shape(text: str) -> tuple[Dim, ...]:
-    """A shape written as ``12,3,3``, ``(12, 3, 3)``, ``[12, 3, 3]``, ``12x3x3`` or ``h,S,S``.
+    """A shape written as ``12,3,3``, ``(12, 3, 3)``, ``[12, 3, 3]``, ``12x3x3`` or ``h,S,S``;
+    a product of axes is written ``g·d`` or ``g*d``.
 
     >>> parse_shape("(12, 3, 64)"), parse_shape("12x3x3"), parse_shape("B, h, S, 3")
     ((12, 3, 64), (12, 3, 3), ('B', 'h', 'S', 3))
-    >>> parse_shape("(768,)"), parse_shape("()")
-    ((768,), ())
+    >>> parse_shape("(768,)"), parse_shape("()"), parse_shape("S, g*d"), parse_shape("S,h·d")
+    ((768,), (), ('S', 'g·d'), ('S', 'h·d'))
     """
     body = text.strip().removeprefix("(").removesuffix(")").removeprefix("[").removesuffix("]").strip()
     parts = body.split(",") if "," in body or not re.fullmatch(r"\d+(x\d+)*", body) else body.split("x")
     dims = [p.strip() for p in parts]
     if dims and not dims[-1]:
         dims.pop()  # "(768,)"
-    if any(not re.fullmatch(r"\d+|[A-Za-z]\w*", d) for d in dims):
-        raise ConfigError(f"cannot read the shape {text!r}; write it like 12,3,3 or 12x3x3 or h,S,S")
-    return tuple(int(d) if d.isdigit() else d for d in dims)
+    if any(not _DIM.fullmatch(d) for d in dims):
+        raise ConfigError(f"cannot read the shape {text!r}; write it like 12,3,3 or 12x3x3 or h,S,S or S,g*d")
+    return tuple(int(d) if d.isdigit() else re.sub(r"\s*[·*]\s*", "·", d) for d in dims)
 
 
 def parse_expectation(text: str) -> Expectation:
@@ -121,7 +145,7 @@ def parse_expectation(text: str) -> Expectation:
 
 def check_expectations(trace: Trace, expectations: Iterable[Expectation]) -> tuple[Mismatch, ...]:
     """The expectations that ``trace`` does not meet; an unknown step name raises."""
-    sizes = trace.config.axis_sizes()
+    sizes = {**trace.config.axis_sizes(), **trace.config.tile_sizes()}
     failed = []
     for e in expectations:
         step = trace[e.step]  # UnknownStepError lists the valid names
@@ -243,13 +267,17 @@ class SpecCase:
 
 
 #: Keys of a spec config that are not AttentionConfig fields.
-SPEC_KEYS = ("backend", "expect", "golden")
+SPEC_KEYS = ("backend", "expect", "golden", "preset", "hf_config", "head_dim")
+#: Keys that name where the sizes come from (as --preset and --hf-config).
+_BASE_KEYS = ("preset", "hf_config")
 
 
 def load_spec(path: Path, backend: str = "shape") -> list[SpecCase]:
-    """The configs of a spec file (format in docs/checks.md); ``backend`` is the default.
+    """The configs of a spec file (format in docs/scripting.md); ``backend`` is the default.
 
-    Any problem raises InputFileError naming the file and the config.
+    A config table's keys override its ``preset`` (or ``hf_config``), which overrides the
+    ``[defaults]`` table, which overrides the defaults' own preset. Any problem raises
+    InputFileError naming the file and the config.
     """
     try:
         doc = tomllib.loads(_read(path, "spec file"))
@@ -262,38 +290,68 @@ def load_spec(path: Path, backend: str = "shape") -> list[SpecCase]:
             f"{path}: a spec has [config.NAME] tables (at least one) and optionally a [defaults] table"
             + (f"; unknown top-level keys: {', '.join(sorted(unknown))}" if unknown else "")
         )
-    return [_spec_case(path, name, {"backend": backend, **defaults, **table}) for name, table in configs.items()]
+    return [_spec_case(path, name, {"backend": backend, **defaults}, table) for name, table in configs.items()]
 
 
-def _spec_case(path: Path, name: str, table: object) -> SpecCase:
+def _spec_case(path: Path, name: str, defaults: Mapping[str, object], table: object) -> SpecCase:
     where = f"{path}: [config.{name}]"
     if not isinstance(table, dict):
         raise InputFileError(f"{where} must be a table of sizes and expectations")
     try:
-        sizes = _config_fields(table)
-        expect = table.get("expect", {})
+        merged = {**defaults, **table}
+        expect = merged.get("expect", {})
         if not isinstance(expect, dict):
             raise ConfigError('"expect" must be a table of STEP = "SHAPE" entries, e.g. scores = "h,S,S"')
         expectations = tuple(Expectation(step, _spec_shape(step, value)) for step, value in expect.items())
-        backend, golden = table["backend"], table.get("golden")
+        backend, golden = merged["backend"], merged.get("golden")
         if not isinstance(backend, str) or not (golden is None or isinstance(golden, str)):
             raise ConfigError('"backend" and "golden" must be strings')
         golden_path = path.parent / golden if golden else None
-        return SpecCase(name, AttentionConfig(**sizes), backend, expectations, golden_path, where)
+        config = AttentionConfig(**_layered_fields(path, defaults, table))
+        return SpecCase(name, config, backend, expectations, golden_path, where)
     except ConfigError as exc:
         raise InputFileError(f"{where}: {exc}") from None
 
 
+def _layered_fields(path: Path, *layers: Mapping[str, object]) -> dict[str, Any]:
+    """AttentionConfig fields of the layers, lowest first, each one's preset below its own keys."""
+    from attntrace.presets import get_preset, read_hf_config
+
+    out: dict[str, Any] = {}
+    for layer in layers:
+        preset, hf_config = (layer.get(k) for k in _BASE_KEYS)
+        if preset is not None and hf_config is not None:
+            raise ConfigError("use either preset or hf_config, not both")
+        if not all(v is None or isinstance(v, str) for v in (preset, hf_config)):
+            raise ConfigError('"preset" and "hf_config" must be strings')
+        if isinstance(preset, str):
+            out.update(get_preset(preset).config_fields())
+        if isinstance(hf_config, str):
+            out.update(read_hf_config(path.parent / hf_config))
+        out.update(_config_fields(layer))
+    return out
+
+
 def _config_fields(table: Mapping[str, object]) -> dict[str, Any]:
-    """The AttentionConfig fields of a spec table, type-checked; unknown keys raise."""
+    """The AttentionConfig fields of a spec table, type-checked; unknown keys raise.
+
+    ``head_dim`` is ``head_dim_override`` (as ``--head-dim``), and ``scale`` may be ``"sqrt"``
+    or ``"none"`` as well as a number (as ``--scale``).
+    """
     hints = typing.get_type_hints(AttentionConfig)
     names = [f.name for f in fields(AttentionConfig)]
     unknown = [k for k in table if k not in names and k not in SPEC_KEYS]
     if unknown:
         raise ConfigError(f"unknown key {unknown[0]!r}; valid keys: {', '.join([*names, *SPEC_KEYS])}")
-    out = {k: v for k, v in table.items() if k in names}
+    if "head_dim" in table and "head_dim_override" in table:
+        raise ConfigError("use either head_dim or head_dim_override, not both")
+    aliased = {("head_dim_override" if k == "head_dim" else k): v for k, v in table.items()}
+    out = {k: v for k, v in aliased.items() if k in names}
+    scale = out.get("scale")
+    if isinstance(scale, str):
+        out["scale"] = parse_scale(scale)
     for key, value in out.items():
-        if not _is_instance(value, hints[key]):
+        if value is not None and not _is_instance(value, hints[key]):
             raise ConfigError(f"{key} must be {_type_name(hints[key])}, got {value!r}")
     return out
 
@@ -301,6 +359,8 @@ def _config_fields(table: Mapping[str, object]) -> dict[str, Any]:
 def _is_instance(value: object, hint: Any) -> bool:
     if isinstance(value, bool) and hint is not bool and bool not in typing.get_args(hint):
         return False  # TOML true is not a size
+    if isinstance(value, int) and not isinstance(value, bool) and float in (hint, *typing.get_args(hint)):
+        return True  # rope_base = 500000 is a number too
     try:
         return isinstance(value, hint)
     except TypeError:  # a generic hint like tuple[int, ...]: AttentionConfig checks it

@@ -12,9 +12,13 @@ import json
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, fields, replace
 from itertools import product
+from typing import TYPE_CHECKING
 
 from attntrace.config import ALGORITHMS, AttentionConfig
 from attntrace.errors import ConfigError
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 
 @dataclass(frozen=True)
@@ -45,6 +49,37 @@ def parse_list(text: str, option: str) -> list[int]:
     if not values:
         raise ConfigError(f"{option} needs at least one value")
     return values
+
+
+def parse_algorithms(text: str) -> list[str]:
+    """A comma-separated list of algorithms.
+
+    >>> parse_algorithms("eager, flash"), parse_algorithms("flash")
+    (['eager', 'flash'], ['flash'])
+    """
+    names = [part.strip() for part in text.split(",") if part.strip()]
+    unknown = [n for n in names if n not in ALGORITHMS]
+    if unknown or not names:
+        raise ConfigError(f"--algorithms takes {' and/or '.join(ALGORITHMS)} separated by commas; got {text!r}")
+    return names
+
+
+def default_algorithms(base: AttentionConfig, console: Console | None = None) -> list[str]:
+    """Every algorithm that can run ``base`` (eager always can); a skipped one is noted on ``console``.
+
+    >>> default_algorithms(AttentionConfig())
+    ['eager', 'flash']
+    """
+    names = []
+    for name in ALGORITHMS:
+        try:
+            replace(base, algorithm=name)
+        except ConfigError as exc:
+            if console is not None:
+                console.print(f"note: no {name} points: {exc}", style="yellow", highlight=False)
+            continue
+        names.append(name)
+    return names
 
 
 def sweep_configs(base: AttentionConfig, seqs: Iterable[int], heads: Iterable[int], hiddens: Iterable[int],

@@ -23,10 +23,24 @@ def check(
     seq: opt.Seq = 3,
     hidden: opt.Hidden = None,
     heads: opt.Heads = None,
+    kv_seq: opt.KvSeq = None,
+    kv_hidden: opt.KvHidden = None,
+    kv_heads: opt.KvHeads = None,
+    head_dim: opt.HeadDim = None,
+    bias: opt.Bias = None,
+    causal: opt.Causal = None,
+    key_lengths: opt.KeyLengths = None,
+    rope: opt.Rope = None,
+    rope_base: opt.RopeBase = None,
+    preset: opt.Preset = None,
+    hf_config: opt.HfConfig = None,
     backend: opt.CheckBackend = opt.BackendName.shape,
     dtype: opt.DType = opt.DTypeName.float32,
     seed: opt.Seed = 0,
+    scale: opt.Scale = "sqrt",
     max_memory: opt.MaxMemory = None,
+    algorithm: opt.Algorithm = opt.AlgorithmName.eager,
+    block_size: opt.BlockSize = 128,
     expect: opt.Expect = None,
     golden: opt.Golden = None,
     spec: opt.Spec = None,
@@ -34,13 +48,15 @@ def check(
 ) -> None:
     """Check the shapes of a trace; exit 1 when one is not what you expect.
 
+    Takes the size, variant and preset options of run.
     [bold]attntrace check --heads 12 --hidden 768 --expect scores=h,S,S --expect output=3,768[/]
+    [bold]attntrace check --preset llama-3-8b --seq 16 --expect k_rep=h,S,d --expect k_proj=S,g*d[/]
     [bold]attntrace check --golden trace.json[/]   (saved by: attntrace run --format json > trace.json)
     [bold]attntrace check --spec shapes.toml[/]    (many configs; prints N passed, M failed)
     """
     from attntrace.check import load_spec, run_spec
+    from attntrace.cli.configure import resolve_options
     from attntrace.memory import parse_size
-    from attntrace.presets import resolve_config
     from attntrace.render.check import render_results
 
     budget = parse_size(max_memory) if max_memory is not None else None
@@ -49,7 +65,12 @@ def check(
             raise ConfigError("--spec cannot be combined with --expect or --golden; put them into the spec file")
         results = run_spec(load_spec(spec, backend.value), budget)
     else:
-        config = resolve_config(batch=batch, seq=seq, hidden=hidden, heads=heads, dtype=dtype.value, seed=seed)
+        config = resolve_options(
+            preset=preset, hf_config=hf_config, batch=batch, seq=seq, hidden=hidden, heads=heads, dtype=dtype,
+            seed=seed, scale=scale, kv_seq=kv_seq, kv_hidden=kv_hidden, kv_heads=kv_heads, head_dim=head_dim,
+            bias=bias, causal=causal, key_lengths=key_lengths, rope=rope, rope_base=rope_base, algorithm=algorithm,
+            block_size=block_size,
+        )
         results = [check_one(config, backend.value, expect or [], golden, budget)]
     render_results(results, console(no_color), spec=spec is not None)
     if not all(r.ok for r in results):

@@ -83,7 +83,7 @@ Format = Annotated[OutputFormat, typer.Option("--format", "-f", help="table (Ric
 NoColor = Annotated[bool, typer.Option("--no-color", help="No colours (also when NO_COLOR is set); output that is not a terminal never has any.", rich_help_panel=OUTPUT)]
 CheckBackend = Annotated[BackendName, typer.Option(help="shape (default: no compute, any size, same shapes), numpy or torch.")]
 CHECKS = "Checks"
-Expect = Annotated[list[str] | None, typer.Option("--expect", "-e", metavar="STEP=SHAPE", help="Expected shape of a step, repeatable: scores=12,3,3, scores=12x3x3 or with axis letters scores=h,S,S (B S H h d).", rich_help_panel=CHECKS, show_default=False)]
+Expect = Annotated[list[str] | None, typer.Option("--expect", "-e", metavar="STEP=SHAPE", help="Expected shape of a step, repeatable: scores=12,3,3, scores=12x3x3 or with axis letters scores=h,S,S (B S N M H h g d, Br Bc with flash) and products k_proj=S,g*d.", rich_help_panel=CHECKS, show_default=False)]
 Golden = Annotated[Path | None, typer.Option(metavar="FILE.json", help="Compare the shapes and dtypes of every step and parameter with a trace saved by: attntrace run --format json > FILE.json", rich_help_panel=CHECKS, show_default=False)]
 Spec = Annotated[Path | None, typer.Option(metavar="FILE.toml", help="Check many configs at once; each \\[config.NAME] table gives sizes and an expect table. Replaces the size options.", rich_help_panel=CHECKS, show_default=False)]
 Algorithm = Annotated[AlgorithmName, typer.Option(help="eager (the whole (S, S) matrix) or flash (tile by tile, online softmax).", rich_help_panel=COST)]

@@ -4,15 +4,16 @@ from __future__ import annotations
 
 import sys
 import warnings
-from pathlib import Path
-from typing import Any
 
 import typer
 
 from attntrace.cli import options as opt
 from attntrace.cli.app import EPILOG, app, cli_errors, console
-from attntrace.config import AttentionConfig, parse_scale
+from attntrace.cli.configure import check_rope_base, config_from_files, option_fields
+from attntrace.config import AttentionConfig
 from attntrace.errors import ConfigError
+
+__all__ = ["config_from_files", "run"]  # config_from_files: imported from here by cli/verify.py
 
 
 @app.command(epilog=EPILOG)
@@ -70,11 +71,10 @@ def run(
     from attntrace.render import text_renderer
     from attntrace.render.table import render_trace
 
-    fields = dict(
-        batch=batch, seq=seq, hidden=hidden, heads=heads, dtype=dtype.value, seed=seed, scale=parse_scale(scale),
-        **variant_fields(kv_seq=kv_seq, kv_hidden=kv_hidden, kv_heads=kv_heads, head_dim=head_dim, bias=bias,
-                         causal=causal, key_lengths=key_lengths, rope=rope, rope_base=rope_base),
-        algorithm=algorithm.value, block_size=block_size,
+    fields = option_fields(
+        batch=batch, seq=seq, hidden=hidden, heads=heads, dtype=dtype, seed=seed, scale=scale, kv_seq=kv_seq,
+        kv_hidden=kv_hidden, kv_heads=kv_heads, head_dim=head_dim, bias=bias, causal=causal, key_lengths=key_lengths,
+        rope=rope, rope_base=rope_base, algorithm=algorithm, block_size=block_size,
     )
     config, tensors = config_from_files(ctx, fields, weights, layer_prefix, input_file, preset=preset, hf_config=hf_config)
     check_head(head, config)
@@ -96,57 +96,6 @@ def run(
         sys.stdout.write(text_renderer(fmt.value, count.value)(trace))
 
 
-def variant_fields(*, head_dim: int | None, key_lengths: str | None, **given: Any) -> dict[str, Any]:
-    """The AttentionConfig fields of the variant options (None: not given)."""
-    return {**given, "head_dim_override": head_dim, "key_lengths": parse_key_lengths(key_lengths)}
-
-
-def parse_key_lengths(text: str | None) -> tuple[int, ...] | None:
-    """``"3,2"`` -> ``(3, 2)``.
-
-    >>> parse_key_lengths("3, 2")
-    (3, 2)
-    """
-    if text is None:
-        return None
-    try:
-        return tuple(int(part) for part in text.split(","))
-    except ValueError:
-        raise ConfigError(f"--key-lengths takes whole numbers separated by commas, e.g. 3,2; got {text!r}") from None
-
-
-def config_from_files(
-    ctx: typer.Context, fields: dict[str, Any], weights: Path | None, layer_prefix: str | None, input_file: Path | None,
-    *, preset: str | None = None, hf_config: Path | None = None,
-) -> tuple[AttentionConfig, dict[str, Any]]:
-    """The config from the options (over a --preset or --hf-config), with --weights / --input
-    filling in the sizes not typed."""
-    from dataclasses import asdict
-
-    from attntrace.presets import resolve_config
-
-    base = resolve_config(preset=preset, hf_config=hf_config, **fields)
-    if weights is None and input_file is None:
-        if layer_prefix is not None:
-            raise ConfigError("--layer-prefix picks a layer of --weights; add --weights FILE")
-        return base, {}
-    from attntrace.files import load_weights, read_npy, resolve_run
-
-    sizes = asdict(base)
-    explicit = {name for name in ("batch", "seq", "hidden", "heads", "scale") if _typed(ctx, name)}
-    loaded = load_weights(weights, layer_prefix) if weights is not None else None
-    if loaded is None and layer_prefix is not None:
-        raise ConfigError("--layer-prefix picks a layer of --weights; add --weights FILE")
-    x = read_npy(input_file) if input_file is not None else None
-    return resolve_run(sizes, explicit, loaded, x)
-
-
-def _typed(ctx: typer.Context, name: str) -> bool:
-    """Whether option ``name`` was given (on the command line or from the environment)."""
-    source = ctx.get_parameter_source(name)
-    return source is not None and source.name not in ("DEFAULT", "DEFAULT_MAP")
-
-
 def check_head(head: int, config: AttentionConfig) -> None:
     """--head must name one of the config's heads."""
     if not 0 <= head < config.heads:
@@ -157,9 +106,3 @@ def check_values(values: bool, fmt: opt.OutputFormat) -> None:
     """--values prints numbers in the table view only."""
     if values and fmt is not opt.OutputFormat.table:
         raise ConfigError(f"--values only works with --format table, not {fmt.value}; drop --values")
-
-
-def check_rope_base(rope_base: float | None, config: AttentionConfig) -> None:
-    """--rope-base means nothing without --rope."""
-    if rope_base is not None and not config.rope:
-        raise ConfigError("--rope-base has no effect without rotary embeddings; add --rope")

@@ -20,8 +20,9 @@ class SweepFormat(StrEnum):
 
 
 SeqList = Annotated[str, typer.Option("--seq", help="S values, comma-separated.", rich_help_panel=opt.SIZES)]
-HeadsList = Annotated[str, typer.Option("--heads", help="h values, comma-separated.", rich_help_panel=opt.SIZES)]
-HiddenList = Annotated[str, typer.Option("--hidden", help="H values, comma-separated.", rich_help_panel=opt.SIZES)]
+HeadsList = Annotated[str | None, typer.Option("--heads", help="h values, comma-separated \\[default: 12, or the preset's].", rich_help_panel=opt.SIZES, show_default=False)]
+HiddenList = Annotated[str | None, typer.Option("--hidden", help="H values, comma-separated \\[default: 768, or the preset's].", rich_help_panel=opt.SIZES, show_default=False)]
+Algorithms = Annotated[str | None, typer.Option("--algorithms", help="Which algorithms to run at every size, comma-separated \\[default: eager,flash; eager alone for a config flash cannot run].", rich_help_panel=opt.COST, show_default=False)]
 Format = Annotated[SweepFormat, typer.Option("--format", help="table (with bar charts), json or csv.", rich_help_panel=opt.OUTPUT)]
 SweepBackend = Annotated[opt.BackendName, typer.Option(help="shape (default: any size, no arrays), numpy or torch.")]
 
@@ -30,11 +31,23 @@ SweepBackend = Annotated[opt.BackendName, typer.Option(help="shape (default: any
 @cli_errors
 def sweep(
     seq: SeqList = "128,512,2048,8192",
-    heads: HeadsList = "12",
-    hidden: HiddenList = "768",
+    heads: HeadsList = None,
+    hidden: HiddenList = None,
     batch: opt.Batch = None,
+    kv_seq: opt.KvSeq = None,
+    kv_hidden: opt.KvHidden = None,
+    kv_heads: opt.KvHeads = None,
+    head_dim: opt.HeadDim = None,
+    bias: opt.Bias = None,
+    causal: opt.Causal = None,
+    key_lengths: opt.KeyLengths = None,
+    rope: opt.Rope = None,
+    rope_base: opt.RopeBase = None,
+    preset: opt.Preset = None,
+    hf_config: opt.HfConfig = None,
     dtype: opt.DType = opt.DTypeName.float32,
     backend: SweepBackend = opt.BackendName.shape,
+    algorithms: Algorithms = None,
     block_size: opt.BlockSize = 128,
     count: opt.Count = opt.CountName.flops,
     max_memory: opt.MaxMemory = None,
@@ -44,20 +57,29 @@ def sweep(
 
     Example: [bold]attntrace sweep --seq 128,512,2048,8192[/]  shows the (S, S) scores
     growing 4x per doubling of S under eager, and flash's tile staying the same size.
+    Takes the variant and preset options of run: --preset llama-3-70b --seq 4096,131072.
     """
     import sys
 
     from rich.console import Console
     from rich.progress import Progress
 
-    from attntrace.config import AttentionConfig
+    from attntrace.cli.configure import resolve_options
     from attntrace.memory import parse_size
-    from attntrace.sweep import parse_list, run_sweep, sweep_configs, to_csv, to_json
+    from attntrace.sweep import default_algorithms, parse_algorithms, parse_list, run_sweep, sweep_configs, to_csv, to_json
 
-    base = AttentionConfig(batch=batch, dtype=dtype.value, block_size=block_size)
-    configs = sweep_configs(base, parse_list(seq, "--seq"), parse_list(heads, "--heads"), parse_list(hidden, "--hidden"))
+    err = Console(stderr=True)
+    base = resolve_options(
+        preset=preset, hf_config=hf_config, batch=batch, dtype=dtype, kv_seq=kv_seq, kv_hidden=kv_hidden,
+        kv_heads=kv_heads, head_dim=head_dim, bias=bias, causal=causal, key_lengths=key_lengths, rope=rope,
+        rope_base=rope_base, block_size=block_size,
+    )
+    configs = sweep_configs(base, parse_list(seq, "--seq"),
+                            parse_list(heads, "--heads") if heads is not None else [base.heads],
+                            parse_list(hidden, "--hidden") if hidden is not None else [base.hidden],
+                            parse_algorithms(algorithms) if algorithms is not None else default_algorithms(base, err))
     budget = parse_size(max_memory) if max_memory is not None else None
-    with Progress(console=Console(stderr=True), transient=True) as progress:
+    with Progress(console=err, transient=True) as progress:
         task = progress.add_task("sweep", total=len(configs))
         points = run_sweep(configs, backend.value, budget, lambda: progress.advance(task))
     if output is SweepFormat.table:

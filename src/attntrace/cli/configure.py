@@ -1,0 +1,91 @@
+"""Options -> AttentionConfig, shared by ``run``, ``check`` and ``sweep``: the one place where
+the size and variant options, --preset / --hf-config and the files that set sizes meet."""
+
+from __future__ import annotations
+
+from enum import Enum
+from pathlib import Path
+from typing import Any
+
+import typer
+
+from attntrace.config import AttentionConfig, parse_scale
+from attntrace.errors import ConfigError
+
+
+def option_fields(*, scale: str | None = None, head_dim: int | None = None, key_lengths: str | None = None,
+                  **given: Any) -> dict[str, Any]:
+    """The AttentionConfig fields of the command-line options as typed (None: not given, so a
+    preset's value or the default applies); enum choices become their values.
+
+    >>> option_fields(seq=4, scale="none", head_dim=16, key_lengths="3,2", kv_heads=None)
+    {'seq': 4, 'kv_heads': None, 'scale': 1.0, 'head_dim_override': 16, 'key_lengths': (3, 2)}
+    """
+    plain = {k: v.value if isinstance(v, Enum) else v for k, v in given.items()}
+    return {**plain, "scale": parse_scale(scale) if scale is not None else None,
+            "head_dim_override": head_dim, "key_lengths": parse_key_lengths(key_lengths)}
+
+
+def resolve_options(*, preset: str | None = None, hf_config: Path | None = None, **options: Any) -> AttentionConfig:
+    """The config of the options (see :func:`option_fields`) over a --preset or --hf-config.
+
+    >>> resolve_options(preset="llama-3-8b", seq=16, kv_heads=None).kv_heads
+    8
+    """
+    from attntrace.presets import resolve_config
+
+    config = resolve_config(preset=preset, hf_config=hf_config, **option_fields(**options))
+    check_rope_base(options.get("rope_base"), config)
+    return config
+
+
+def parse_key_lengths(text: str | None) -> tuple[int, ...] | None:
+    """``"3,2"`` -> ``(3, 2)``.
+
+    >>> parse_key_lengths("3, 2")
+    (3, 2)
+    """
+    if text is None:
+        return None
+    try:
+        return tuple(int(part) for part in text.split(","))
+    except ValueError:
+        raise ConfigError(f"--key-lengths takes whole numbers separated by commas, e.g. 3,2; got {text!r}") from None
+
+
+def config_from_files(
+    ctx: typer.Context, fields: dict[str, Any], weights: Path | None, layer_prefix: str | None, input_file: Path | None,
+    *, preset: str | None = None, hf_config: Path | None = None,
+) -> tuple[AttentionConfig, dict[str, Any]]:
+    """The config from the options (over a --preset or --hf-config), with --weights / --input
+    filling in the sizes not typed."""
+    from dataclasses import asdict
+
+    from attntrace.presets import resolve_config
+
+    base = resolve_config(preset=preset, hf_config=hf_config, **fields)
+    if weights is None and input_file is None:
+        if layer_prefix is not None:
+            raise ConfigError("--layer-prefix picks a layer of --weights; add --weights FILE")
+        return base, {}
+    from attntrace.files import load_weights, read_npy, resolve_run
+
+    sizes = asdict(base)
+    explicit = {name for name in ("batch", "seq", "hidden", "heads", "scale") if _typed(ctx, name)}
+    loaded = load_weights(weights, layer_prefix) if weights is not None else None
+    if loaded is None and layer_prefix is not None:
+        raise ConfigError("--layer-prefix picks a layer of --weights; add --weights FILE")
+    x = read_npy(input_file) if input_file is not None else None
+    return resolve_run(sizes, explicit, loaded, x)
+
+
+def _typed(ctx: typer.Context, name: str) -> bool:
+    """Whether option ``name`` was given (on the command line or from the environment)."""
+    source = ctx.get_parameter_source(name)
+    return source is not None and source.name not in ("DEFAULT", "DEFAULT_MAP")
+
+
+def check_rope_base(rope_base: float | None, config: AttentionConfig) -> None:
+    """--rope-base means nothing without --rope."""
+    if rope_base is not None and not config.rope:
+        raise ConfigError("--rope-base has no effect without rotary embeddings; add --rope")
