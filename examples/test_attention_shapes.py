@@ -11,6 +11,7 @@ import pytest
 
 from attntrace import AttentionConfig, trace_attention
 from attntrace.check import check_expectations, parse_expectation
+from attntrace.presets import resolve_config
 
 # Your model's sizes: (name, batch, seq, hidden, heads)
 MODELS = [
@@ -34,6 +35,14 @@ def test_expectations_with_axis_letters() -> None:
     assert check_expectations(trace, expectations) == ()
 
 
+def test_grouped_query_attention_of_a_preset() -> None:
+    """As ``attntrace check --preset llama-3-8b --seq 16 -e k_proj=S,g*d -e k_rep=h,S,d``."""
+    trace = trace_attention(resolve_config(preset="llama-3-8b", seq=16), "shape")
+    expectations = [parse_expectation(e) for e in ("k_proj=S,g*d", "k=g,S,d", "k_rep=h,S,d", "scores=h,S,S")]
+    assert check_expectations(trace, expectations) == ()
+    assert trace.shape("k_proj") == (16, 8 * 128)  # 8 kv-heads of 128: a quarter of q_proj
+
+
 def test_the_json_document_is_what_ci_reads() -> None:
     """``trace.to_dict()`` is the document of ``attntrace run --format json``."""
     doc = trace_attention(AttentionConfig(seq=3, hidden=768, heads=12), "shape").to_dict()
@@ -41,6 +50,9 @@ def test_the_json_document_is_what_ci_reads() -> None:
     assert scores["shape"] == [12, 3, 3]
     assert scores["axes"] == ["h", "S", "S"]
     assert doc["totals"]["param_count"] == 4 * 768 * 768 + 4 * 768
+    assert scores["flops"] == 2 * 12 * 3 * 3 * 64  # 2·h·S·S·d (1 multiply-add = 2 FLOPs)
+    assert scores["formula"] == "2·h·S·S·d"
+    assert doc["totals"]["flops"] == sum(s["flops"] for s in doc["steps"])
 
 
 def test_parameter_memory_budget() -> None:

@@ -367,4 +367,5 @@ def test_the_example_spec_passes() -> None:
     spec = Path(__file__).resolve().parents[1] / "examples" / "shapes.toml"
     code, out, err = check_cli("--spec", str(spec))
     assert (code, err) == (EXIT_OK, "")
-    assert "ok: 2 passed, 0 failed" in out
+    assert "ok: 3 passed, 0 failed" in out
+    assert "PASS  llama-3-8b  (7 checks)" in out
