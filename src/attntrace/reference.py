@@ -135,7 +135,8 @@ def _sdpa(config: AttentionConfig, t: Mapping[str, Any], attn_mask: Any, is_caus
     kv = (t["x_kv"] if config.batched else t["x_kv"][None]) if config.cross else x  # (B, N, M)
 
     def heads(src: Any, c: str, n: int) -> Any:  # (B, S, n·d) -> (B, n, S, d)
-        return F.linear(src, t[f"w_{c}"], t.get(f"b_{c}")).unflatten(-1, (n, config.head_dim)).transpose(1, 2)
+        y = F.linear(src, t[f"w_{c}"], t.get(f"b_{c}"))
+        return y.reshape(*y.shape[:-1], n, config.head_dim).transpose(1, 2)
 
     q, k, v = heads(x, "q", config.heads), heads(kv, "k", config.groups), heads(kv, "v", config.groups)
     if config.rope:
