@@ -232,16 +232,16 @@ def _sweep_csv(*args: str) -> tuple[list[dict[str, str]], str]:
     return list(csv.DictReader(io.StringIO(out))), err
 
 
-def test_sweep_takes_a_preset_and_skips_flash_where_it_cannot_run() -> None:
-    rows, err = _sweep_csv("--preset", "llama-3-8b", "--seq", "128,256")
+def test_sweep_takes_a_preset_causal_mask_included() -> None:
+    rows, _ = _sweep_csv("--preset", "llama-3-8b", "--seq", "128,256", "--algorithms", "eager")
     p = PRESETS["llama-3-8b"]
     assert {(r["heads"], r["hidden"], r["algorithm"]) for r in rows} == {(str(p.heads), str(p.hidden), "eager")}
     assert [int(r["kv_cache_bytes_per_token"]) for r in rows] == [2 * p.kv_heads * p.head_dim * 4] * 2
     scores = trace_attention(AttentionConfig(seq=256, hidden=p.hidden, heads=p.heads, kv_heads=p.kv_heads,
                                              causal=True, rope=True, bias=False), "shape").score_bytes
     assert int(rows[1]["score_bytes"]) == scores
-    if "flash" not in {r["algorithm"] for r in rows}:  # until flash takes masks, a note says why
-        assert "note: no flash points" in err
+    both, _ = _sweep_csv("--preset", "llama-3-8b", "--seq", "128")  # causal flash runs too
+    assert [r["algorithm"] for r in both] == ["eager", "flash"]
 
 
 def test_sweep_takes_the_variant_options_and_algorithms() -> None:

@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import math
+import warnings
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from attntrace import AttentionConfig, ConfigError, trace_attention
-from attntrace.flash import FLASH_STEPS, blocks
+from attntrace.flash import FLASH_MASK_STEPS, FLASH_STEPS, blocks, skipped_tiles, tiles
+from attntrace.masks import MaskWarning
 
 
 @pytest.mark.parametrize("block_size", [1, 5, 16, 37, 64, 128])
@@ -91,3 +95,132 @@ def test_run_command_traces_flash_and_refuses_eager_beyond_the_budget() -> None:
     assert eager.exit_code == 2
     assert "--algorithm flash" in eager.stderr
     assert "--backend shape" in eager.stderr
+
+
+# --- masks inside the tiles -------------------------------------------------------------------
+
+MASKED: dict[str, dict[str, object]] = {  # name: config fields
+    "causal": {"batch": 2, "seq": 7, "causal": True},
+    "padding": {"batch": 3, "seq": 7, "key_lengths": (7, 3, 1)},
+    "causal+padding": {"batch": 2, "seq": 7, "causal": True, "key_lengths": (2, 7)},
+    "cross causal": {"seq": 5, "kv_seq": 9, "kv_hidden": 6, "causal": True},
+    "cross short causal": {"seq": 9, "kv_seq": 4, "causal": True},
+    "gqa causal": {"batch": 2, "seq": 7, "heads": 4, "kv_heads": 2, "causal": True, "rope": True},
+    "mqa padding": {"batch": 2, "seq": 7, "heads": 4, "kv_heads": 1, "key_lengths": (4, 6)},
+}
+
+
+def _user_masks(rng: np.random.Generator) -> dict[str, np.ndarray]:
+    keep = rng.random((2, 1, 7, 7)) < 0.6
+    keep[1, 0, 3] = False  # a query row without any key
+    keep[0, 0, :, :2] = False  # two keys nobody sees: the first tiles of some rows are all masked
+    additive = np.where(rng.random((7, 7)) < 0.7, rng.standard_normal((7, 7)), -np.inf)
+    additive[5] = -np.inf
+    return {"bool (B, 1, S, N)": keep, "additive (S, N)": additive, "bool (N,)": rng.random(7) < 0.5}
+
+
+def _flash_vs_eager(fields: dict[str, object], mask: np.ndarray | None, backend: str, block_size: int,
+                    dtype: str = "float64") -> None:
+    sizes: dict[str, object] = {"hidden": 16, "heads": 2, "dtype": dtype, **fields}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", MaskWarning)
+        want = trace_attention(AttentionConfig(**sizes), backend, mask=mask)  # type: ignore[arg-type]
+        got = trace_attention(AttentionConfig(**sizes, algorithm="flash", block_size=block_size), backend, mask=mask)  # type: ignore[arg-type]
+    assert got.notes == want.notes
+    tol = {"float64": 1e-10, "float32": 1e-5}[dtype]
+    for name in ("context", "output"):
+        assert not np.isnan(got[name].value).any()
+        np.testing.assert_allclose(got[name].value, want[name].value, rtol=tol, atol=tol, err_msg=name)
+
+
+@pytest.mark.parametrize("block_size", [1, 2, 3, 7, 64])
+@pytest.mark.parametrize("case", sorted(MASKED))
+def test_flash_with_a_builtin_mask_equals_eager(compute_backend: str, case: str, block_size: int) -> None:
+    _flash_vs_eager(MASKED[case], None, compute_backend, block_size)
+
+
+@pytest.mark.parametrize("block_size", [1, 3, 4, 7])
+@pytest.mark.parametrize("kind", ["bool (B, 1, S, N)", "additive (S, N)", "bool (N,)"])
+def test_flash_with_a_mask_file_equals_eager(compute_backend: str, kind: str, block_size: int) -> None:
+    mask = _user_masks(np.random.default_rng(0))[kind]
+    _flash_vs_eager({"batch": 2, "seq": 7, "causal": kind.startswith("bool (B")}, mask, compute_backend, block_size)
+
+
+def test_flash_rows_without_any_key_are_zeros_with_the_note(compute_backend: str) -> None:
+    keep = np.ones((2, 1, 5, 5), dtype=bool)
+    keep[1, 0, 2] = False
+    cfg = AttentionConfig(batch=2, seq=5, hidden=8, heads=2, algorithm="flash", block_size=2)
+    with pytest.warns(MaskWarning, match="2 query row"):
+        t = trace_attention(cfg, compute_backend, mask=keep)
+    assert np.all(t["context"].value[1, :, 2] == 0.0)
+    assert np.isfinite(t["output"].value).all()
+
+
+def test_flash_float32_with_masks_stays_close(compute_backend: str) -> None:
+    _flash_vs_eager({"batch": 2, "seq": 7, "causal": True, "key_lengths": (3, 7)}, None, compute_backend, 3, "float32")
+
+
+def test_the_trace_shows_the_tile_mask_and_skipped_causal_tiles() -> None:
+    cfg = AttentionConfig(batch=2, seq=300, hidden=64, heads=4, causal=True, key_lengths=(300, 10),
+                          algorithm="flash", block_size=128)
+    trace = trace_attention(cfg, "shape")
+    names = trace.names
+    assert names[names.index("mask") + 1] == "context"
+    assert names[names.index("s_tile"):names.index("m")] == ("s_tile", *FLASH_MASK_STEPS)
+    assert trace["mask"].shape == (2, 1, 300, 300)
+    assert trace["mask_tile"].shape == (2, 1, 128, 128)
+    assert trace["mask_tile"].axes == ("B", "1", "Br", "Bc")
+    assert trace["mask_tile"].view
+    assert trace["mask_tile"].flops == 0
+    assert trace["s_masked"].op == "where(mask_tile, s_tile, -inf)"
+    assert trace["s_tile"].repeat == trace["s_masked"].repeat == 6  # 3 of the 9 tiles lie above the diagonal
+    assert skipped_tiles(cfg) == 3
+    assert "3 tiles above the diagonal skipped" in trace["s_tile"].op
+    assert trace["s_masked"].flops == 2 * 4 * sum((i1 - i0) * (j1 - j0) for (i0, i1, _), kv in tiles(300, 300, 128, causal=True)
+                                                  for j0, j1, _ in kv)
+
+
+@pytest.mark.parametrize("block_size", [1, 2, 3, 5])
+def test_shape_backend_gives_the_flash_mask_costs_of_numpy(block_size: int) -> None:
+    cfg = AttentionConfig(batch=2, seq=7, kv_seq=5, hidden=8, heads=2, causal=True, key_lengths=(5, 2),
+                          algorithm="flash", block_size=block_size)
+    computed, traced = trace_attention(cfg, "numpy"), trace_attention(cfg, "shape")
+    assert [(s.name, s.shape, s.repeat, s.flops) for s in computed] == [(s.name, s.shape, s.repeat, s.flops) for s in traced]
+
+
+def test_flash_with_masks_at_huge_sizes_allocates_nothing() -> None:
+    cfg = AttentionConfig(batch=2, seq=131072, hidden=8192, heads=64, kv_heads=8, causal=True, key_lengths=(131072, 5000),
+                          algorithm="flash", block_size=128)
+    trace = trace_attention(cfg, "shape")
+    assert trace["mask"].shape == (2, 1, 131072, 131072)
+    assert trace["s_tile"].repeat == 1024 * 1025 // 2  # the tiles on and below the diagonal
+    assert trace["s_masked"].flops == 2 * 64 * 128 * 128 * trace["s_masked"].repeat
+
+
+@settings(max_examples=40, deadline=None)
+@given(seq=st.integers(1, 9), kv_seq=st.none() | st.integers(1, 9), block=st.integers(1, 10), causal=st.booleans(),
+       batch=st.integers(1, 3), data=st.data())
+def test_flash_equals_eager_with_random_masks(seq: int, kv_seq: int | None, block: int, causal: bool, batch: int,
+                                              data: st.DataObject) -> None:
+    keys = kv_seq or seq
+    lengths = tuple(data.draw(st.lists(st.integers(1, keys), min_size=batch, max_size=batch)))
+    seed = data.draw(st.integers(0, 2**16))
+    user = np.random.default_rng(seed).random((batch, 1, seq, keys)) < 0.7 if data.draw(st.booleans()) else None
+    fields = {"batch": batch, "seq": seq, "kv_seq": kv_seq, "causal": causal, "key_lengths": lengths, "seed": seed}
+    _flash_vs_eager(fields, user, "numpy", block)
+
+
+def test_run_command_traces_flash_with_a_mask_file(tmp_path: object) -> None:
+    from pathlib import Path
+
+    from typer.testing import CliRunner
+
+    from attntrace.cli import app
+
+    path = Path(str(tmp_path)) / "mask.npy"
+    np.save(path, np.tri(6, dtype=bool))
+    result = CliRunner().invoke(app, ["run", "--seq", "6", "--hidden", "8", "--heads", "2", "--algorithm", "flash",
+                                      "--block-size", "4", "--causal", "--mask", str(path), "--format", "json"])
+    assert result.exit_code == 0, result.output
+    assert '"mask_tile"' in result.stdout
+    assert '"s_masked"' in result.stdout

@@ -133,8 +133,144 @@ def test_tolerance_widens_with_hidden() -> None:
 
 
 def test_importing_the_new_modules_imports_no_optional_library() -> None:
-    code = ("import sys, attntrace.files, attntrace.verify, attntrace.demo, attntrace.cli; "
+    code = ("import sys, attntrace.files, attntrace.verify, attntrace.reference, attntrace.demo, attntrace.cli; "
             "print(sorted(m for m in ('torch', 'safetensors') if m in sys.modules))")
     env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60, check=True)
     assert result.stdout.strip() == "[]"
+
+
+# --- every variant ----------------------------------------------------------------------------
+
+VARIANTS: dict[str, dict[str, Any]] = {
+    "causal": {"batch": 2, "seq": 5, "hidden": 12, "heads": 3, "causal": True},
+    "padding": {"batch": 3, "seq": 4, "hidden": 8, "heads": 2, "key_lengths": (4, 2, 1)},
+    "causal+padding": {"batch": 2, "seq": 5, "hidden": 8, "heads": 2, "causal": True, "key_lengths": (5, 2)},
+    "cross": {"batch": 2, "seq": 3, "kv_seq": 6, "hidden": 8, "heads": 2},
+    "cross kv-hidden causal": {"seq": 3, "kv_seq": 5, "kv_hidden": 6, "hidden": 8, "heads": 2, "causal": True},
+    "gqa": {"batch": 2, "seq": 4, "hidden": 16, "heads": 4, "kv_heads": 2},
+    "mqa causal": {"seq": 5, "hidden": 16, "heads": 4, "kv_heads": 1, "causal": True},
+    "head-dim no-bias": {"seq": 3, "hidden": 6, "heads": 2, "head_dim_override": 5, "bias": False},
+    "no-bias": {"batch": 2, "seq": 3, "hidden": 8, "heads": 2, "bias": False, "scale": 0.5},
+    "rope": {"batch": 2, "seq": 6, "hidden": 16, "heads": 2, "rope": True, "rope_base": 500.0},
+    "everything": {"batch": 2, "seq": 5, "hidden": 12, "heads": 4, "kv_heads": 2, "head_dim_override": 4,
+                   "kv_hidden": 7, "bias": False, "causal": True, "key_lengths": (5, 3), "rope": True},
+}
+MHA_APPLIES = {"causal", "padding", "causal+padding", "cross", "cross kv-hidden causal", "no-bias"}
+
+
+@pytest.mark.parametrize("algorithm", ["eager", "flash"])
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("variant", sorted(VARIANTS))
+def test_verify_passes_for_every_variant(variant: str, dtype: str, algorithm: str) -> None:
+    config = AttentionConfig(**VARIANTS[variant], dtype=dtype, algorithm=algorithm, block_size=2)
+    report = verify_attention(config)
+    assert report.ok, report.failures
+    assert [c.name for c in report.steps] == list(trace_attention(config, "shape").names)
+    names = ("output", "weights") if algorithm == "eager" else ("output",)
+    assert [(c.name, c.left, c.right) for c in report.references] == [
+        (name, be, ref) for be in ("numpy", "torch") for name in names for ref in (MHA, SDPA)]
+    mha = [c for c in report.references if c.right == MHA]
+    assert all(c.skipped is None for c in mha) == (variant in MHA_APPLIES)
+    assert all(c.skipped is None and np.isfinite(c.max_abs) for c in report.references if c.right == SDPA)
+
+
+def _masks() -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(3)
+    keep = rng.random((2, 1, 4, 4)) < 0.7
+    keep[1, 0, 2] = False  # a query row without any key
+    additive = np.where(rng.random((4, 4)) < 0.8, rng.standard_normal((4, 4)), -np.inf)
+    return {"bool": keep, "additive": additive, "bool heads": rng.random((2, 4, 4)) < 0.8}
+
+
+@pytest.mark.parametrize("algorithm", ["eager", "flash"])
+@pytest.mark.parametrize("kind", ["bool", "additive", "bool heads"])
+def test_verify_with_a_mask_file(kind: str, algorithm: str) -> None:
+    mask = _masks()[kind]
+    config = AttentionConfig(batch=2, seq=4, hidden=8, heads=2, dtype="float64", algorithm=algorithm, block_size=3)
+    report = verify_attention(config, mask=mask)
+    assert report.ok, report.failures
+    if kind == "bool":  # a row without any key: SDPA gives zeros, nn.MultiheadAttention NaN
+        assert report.notes
+        assert all("NaN" in (c.skipped or "") for c in report.references if c.right == MHA)
+    else:
+        assert not any(c.skipped for c in report.references)
+
+
+def test_rope_reference_is_the_complex_formulation_of_the_tests() -> None:
+    from attntrace.reference import rope_reference
+
+    x = torch.from_numpy(np.random.default_rng(0).standard_normal((2, 3, 7, 8)))
+    d, angles = 8, torch.outer(torch.arange(7, dtype=torch.float64), 500.0 ** (-torch.arange(0, 8, 2, dtype=torch.float64) / 8))
+    z = torch.complex(x[..., : d // 2], x[..., d // 2:]) * torch.polar(torch.ones_like(angles), angles)
+    np.testing.assert_allclose(rope_reference(x, 500.0).numpy(), torch.cat((z.real, z.imag), -1).numpy(), rtol=1e-12, atol=1e-12)
+
+
+def test_a_wrong_backend_fails_verify_on_a_variant() -> None:
+    from attntrace.backends import get_backend
+
+    config = AttentionConfig(batch=2, seq=4, hidden=16, heads=4, kv_heads=2, causal=True, rope=True)
+    report = verify_attention(config, backends=(WrongSoftmax(), get_backend("torch")))
+    failed = {(c.name, c.left, c.right) for c in report.failures}
+    assert ("output", "wrong", SDPA) in failed
+    assert ("weights", "wrong", "torch") in failed
+    assert ("masked", "wrong", "torch") not in failed
+
+
+class WrongTile(NumpyBackend):
+    """A deliberately wrong flash backend: every exp of the online softmax 1% too large."""
+
+    name = "wrong"
+
+    def exp(self, x: np.ndarray, *, inplace: bool = False) -> np.ndarray:
+        return super().exp(x, inplace=inplace) * 1.01
+
+
+def test_a_wrong_flash_backend_fails_verify() -> None:
+    from attntrace.backends import get_backend
+
+    config = AttentionConfig(batch=2, seq=5, hidden=8, heads=2, causal=True, algorithm="flash", block_size=2)
+    report = verify_attention(config, backends=(WrongTile(), get_backend("torch")))
+    assert ("output", "wrong", SDPA) in {(c.name, c.left, c.right) for c in report.failures}
+
+
+VARIANT_ARGS = [
+    ["--batch", "2", "--seq", "5", "--causal", "--key-lengths", "5,3", "--kv-heads", "1", "--rope"],
+    ["--seq", "3", "--kv-seq", "6", "--kv-hidden", "5", "--no-bias"],
+    ["--seq", "6", "--causal", "--algorithm", "flash", "--block-size", "4", "--head-dim", "3"],
+]
+
+
+@pytest.mark.parametrize("args", VARIANT_ARGS, ids=["gqa-rope-masks", "cross", "flash"])
+def test_cli_verify_takes_the_variant_options(args: list[str]) -> None:
+    result = CliRunner().invoke(app, ["verify", "--hidden", "8", "--heads", "2", "--dtype", "float64", *args],
+                                env={"COLUMNS": "120"})
+    assert result.exit_code == 0, result.output
+    assert "PASS: all" in result.stdout
+
+
+def test_cli_verify_with_a_preset_and_a_mask_file(tmp_path: Path) -> None:
+    path = tmp_path / "mask.npy"
+    np.save(path, _masks()["bool"])
+    result = CliRunner().invoke(app, ["verify", "--preset", "llama-3-8b", "--hidden", "64", "--heads", "4", "--kv-heads", "2",
+                                      "--batch", "2", "--seq", "4", "--mask", str(path)], env={"COLUMNS": "120"})
+    assert result.exit_code == 0, result.output
+    assert "n/a: nn.MultiheadAttention has no grouped-query attention (--kv-heads)" in result.stdout
+    assert "note: 4 query row(s) attend to no key" in result.stdout
+    assert "(4 n/a)" in result.stdout
+
+
+def test_cli_verify_exits_1_for_a_wrong_backend_on_a_variant(monkeypatch: pytest.MonkeyPatch) -> None:
+    import attntrace.verify as verify_module
+
+    real = verify_module.get_backend
+    monkeypatch.setattr(verify_module, "get_backend", lambda name: WrongSoftmax() if name == "numpy" else real(name))
+    result = CliRunner().invoke(app, ["verify", "--hidden", "8", "--heads", "2", "--kv-heads", "1", "--causal", "--rope"])
+    assert result.exit_code == 1
+    assert "output (wrong vs SDPA)" in result.stdout or "weights (wrong vs torch)" in result.stdout
+
+
+def test_cli_verify_refuses_rope_base_without_rope() -> None:
+    result = CliRunner().invoke(app, ["verify", "--hidden", "8", "--heads", "2", "--rope-base", "500"])
+    assert result.exit_code == 2
+    assert "--rope" in result.stderr

@@ -22,7 +22,6 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
 from attntrace.backends import SMALL_WORK_FLOPS, Backend, Source, get_backend, single_threaded_blas
 from attntrace.config import AttentionConfig, AxisLabels
 from attntrace.costs import CostMeter, Registry, peak_live_bytes, resolve
-from attntrace.errors import ConfigError
 from attntrace.inputs import param_axes, random_sources, with_tensors
 from attntrace.masks import MASK_STEPS, MaskPlan, MaskWarning, build_mask, dead_rows
 from attntrace.memory import check_budget, format_bytes
@@ -101,8 +100,6 @@ def trace_attention(
     >>> t["scores"].formula, t["scores"].flops == 2 * 12 * 3 * 3 * 64
     ('2·h·S·S·d', True)
     """
-    if mask is not None and config.algorithm == "flash":
-        raise ConfigError("--algorithm flash takes no mask yet; drop --mask or use --algorithm eager")
     name = backend if isinstance(backend, str) else backend.name
     shapes = trace_attention(config, "shape", mask=mask) if name != "shape" else None  # sizes and costs, no arrays
     if shapes is not None and shapes.total_flops < SMALL_WORK_FLOPS:
@@ -184,7 +181,8 @@ def _attend(config: AttentionConfig, be: Backend[T], rec: _Recorder[T], t: Mappi
     if config.algorithm == "flash":
         from attntrace.flash import flash_context
 
-        context = flash_context(config, be, rec, q, k, v)  # (B, h, S, d), tile by tile
+        mask = _record_mask(config, be, rec, lay, t["mask"], plan) if plan is not None else None  # (B, 1, S, N)
+        context = flash_context(config, be, rec, q, k, v, mask, plan)  # (B, h, S, d), tile by tile
     else:
         weights = _weigh(config, be, rec, lay, q, k, t.get("mask"), plan)  # (B, h, S, N)
         v_name = "v_rep" if config.grouped else "v"
@@ -265,25 +263,34 @@ def _weigh(config: AttentionConfig, be: Backend[T], rec: _Recorder[T], lay: _Lay
         scaled = rec.step("scaled", be.scale(scores, factor), scale_op, hSN)  # (B, h, S, N)
     last = "scaled"
     if mask is not None and plan is not None:
-        scaled = _apply_mask(be, rec, lay, scaled, mask, plan)  # (B, h, S, N)
+        scaled = _apply_mask(config, be, rec, lay, scaled, mask, plan)  # (B, h, S, N)
         last = "masked"
     softmax = be.softmax_ if fast and not rec.keeps("scaled") else be.softmax  # in place when nobody sees scaled
     return rec.step("weights", softmax(scaled), f"softmax({last}, dim=-1)", hSN)  # (B, h, S, N)
 
 
-def _apply_mask(be: Backend[T], rec: _Recorder[T], lay: _Layout, scaled: T, mask: T, plan: MaskPlan) -> T:
+def _apply_mask(config: AttentionConfig, be: Backend[T], rec: _Recorder[T], lay: _Layout, scaled: T, mask: T,
+                plan: MaskPlan) -> T:
     """The combined mask, then the scores it leaves (-inf where a key is masked)."""
-    mask = rec.step("mask", mask, plan.op, plan.axes)  # (B, 1, S, N), or any shape broadcasting to the scores
+    mask = _record_mask(config, be, rec, lay, mask, plan)  # (B, 1, S, N), or any shape broadcasting to the scores
     if plan.additive:
         masked = rec.step("masked", be.add(scaled, mask), "scaled + mask", lay.ax("h", "S", lay.lab.keys))  # (B, h, S, N)
     else:
         masked = rec.step("masked", be.where(mask, scaled, -math.inf), "where(mask, scaled, -inf)",
                           lay.ax("h", "S", lay.lab.keys))  # (B, h, S, N)
+    return masked
+
+
+def _record_mask(config: AttentionConfig, be: Backend[T], rec: _Recorder[T], lay: _Layout, mask: T,
+                 plan: MaskPlan) -> T:
+    """The ``mask`` step, with a note when it leaves query rows without any key."""
+    mask = rec.step("mask", mask, plan.op, plan.axes)  # (B, 1, S, N), or any shape broadcasting to the scores
     values = be.to_numpy(mask)
-    if values is not None and (dead := dead_rows(values, plan.additive, be.shape(masked))):
+    scores = (*lay.sizes, config.heads, config.seq, config.keys)  # (B, h, S, N)
+    if values is not None and (dead := dead_rows(values, plan.additive, scores)):
         rec.notes.append(f"{dead} query row(s) attend to no key (every key masked): their weights and context "
                          "are zeros, as in torch's scaled_dot_product_attention, not NaN")
-    return masked
+    return mask
 
 
 def _merge(config: AttentionConfig, be: Backend[T], rec: _Recorder[T], lay: _Layout, context: T,

@@ -153,8 +153,7 @@ class AttentionConfig:
         size = self.block_size
         if isinstance(size, bool) or not isinstance(size, int) or size <= 0:
             raise ConfigError(f"--block-size must be a whole number >= 1, got {size!r}")
-        if self.algorithm == "flash" and (self.causal or self.key_lengths is not None):
-            raise ConfigError("--algorithm flash takes no mask yet; drop --causal/--key-lengths or use --algorithm eager")
+
 
     def tile_sizes(self) -> dict[str, int]:
         """Br and Bc, the rows of one query block and one key/value block (flash only).

@@ -18,7 +18,7 @@ from attntrace.config import ALGORITHMS, AttentionConfig
 from attntrace.errors import ConfigError
 
 if TYPE_CHECKING:
-    from rich.console import Console
+    pass
 
 
 @dataclass(frozen=True)
@@ -61,24 +61,6 @@ def parse_algorithms(text: str) -> list[str]:
     unknown = [n for n in names if n not in ALGORITHMS]
     if unknown or not names:
         raise ConfigError(f"--algorithms takes {' and/or '.join(ALGORITHMS)} separated by commas; got {text!r}")
-    return names
-
-
-def default_algorithms(base: AttentionConfig, console: Console | None = None) -> list[str]:
-    """Every algorithm that can run ``base`` (eager always can); a skipped one is noted on ``console``.
-
-    >>> default_algorithms(AttentionConfig())
-    ['eager', 'flash']
-    """
-    names = []
-    for name in ALGORITHMS:
-        try:
-            replace(base, algorithm=name)
-        except ConfigError as exc:
-            if console is not None:
-                console.print(f"note: no {name} points: {exc}", style="yellow", highlight=False)
-            continue
-        names.append(name)
     return names
 
 

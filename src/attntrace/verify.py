@@ -6,6 +6,16 @@ independent PyTorch references: ``torch.nn.MultiheadAttention`` (weights loaded 
 ``torch.nn.functional.scaled_dot_product_attention`` (projections by ``F.linear``; its attention
 weights are SDPA applied to an identity value matrix, softmax(q kᵀ·scale) @ I).
 
+Every variant is verified. The SDPA reference rebuilds the layer from x (and x_kv) and the
+parameters with torch alone: masks as SDPA's ``attn_mask`` (bool, True = attend, or additive
+floats; built here from the options, not by :mod:`attntrace.masks`) or ``is_causal``,
+``enable_gqa=True`` for grouped-query attention, and RoPE in Meta's complex-number formulation
+(:func:`rope_reference`). ``nn.MultiheadAttention`` is a reference only where it applies: no
+grouped-query attention, no RoPE, d = H / h, and no query row left without a key (it gives NaN
+there, SDPA zeros); elsewhere its rows read "n/a" with the reason. Its bool ``attn_mask`` (and
+``key_padding_mask``) mean True = *ignore*, the opposite of SDPA's, so the mask is inverted.
+With ``--algorithm flash`` the trace has no attention weights; the output is compared.
+
 Two arrays agree when every element passes ``|a - b| <= atol * m + rtol * |b|`` with
 ``m = max(1, max |b|)``: numpy.isclose, but with atol relative to the tensor's largest value, so
 that a score that is small only because large terms cancel is judged on the scale of the
@@ -30,6 +40,7 @@ Reported per comparison: the max absolute difference and the max relative differ
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -39,10 +50,14 @@ from attntrace.backends import Backend, get_backend
 from attntrace.config import AttentionConfig
 from attntrace.errors import ConfigError
 from attntrace.inputs import random_sources, with_tensors
+from attntrace.masks import MaskWarning
+from attntrace.reference import MHA, SDPA, torch_references
 from attntrace.trace import Shape, Trace
 
 if TYPE_CHECKING:
     import numpy as np
+
+__all__ = ["MHA", "SDPA", "TOLERANCES", "Comparison", "Tolerance", "VerifyReport", "compare", "tolerance", "verify_attention"]
 
 
 @dataclass(frozen=True)
@@ -72,12 +87,11 @@ def tolerance(config: AttentionConfig) -> Tolerance:
         raise ConfigError(f"verify compares with numpy, which has no {config.dtype}; use --dtype {', '.join(TOLERANCES)}")
     base, factor = TOLERANCES[config.dtype], math.sqrt(max(config.hidden, 64) / 64)
     return Tolerance(rtol=base.rtol * factor, atol=base.atol * factor)
-MHA, SDPA = "nn.MultiheadAttention", "SDPA"  # SDPA: torch.nn.functional.scaled_dot_product_attention
 
 
 @dataclass(frozen=True)
 class Comparison:
-    """One tensor compared between two computations."""
+    """One tensor compared between two computations (``skipped``: why it could not be)."""
 
     name: str  # the step, e.g. "scores"
     left: str  # e.g. "numpy"
@@ -86,6 +100,7 @@ class Comparison:
     max_abs: float
     max_rel: float
     ok: bool
+    skipped: str | None = None  # the reason when the reference does not apply ("n/a")
 
 
 @dataclass(frozen=True)
@@ -96,6 +111,7 @@ class VerifyReport:
     tolerance: Tolerance
     steps: tuple[Comparison, ...]  # each step, backend against backend
     references: tuple[Comparison, ...]  # output and weights of each backend against each reference
+    notes: tuple[str, ...] = ()  # the trace's notes, e.g. query rows without any key
 
     @property
     def ok(self) -> bool:
@@ -105,35 +121,54 @@ class VerifyReport:
     def failures(self) -> tuple[Comparison, ...]:
         return tuple(c for c in (*self.steps, *self.references) if not c.ok)
 
+    @property
+    def compared(self) -> int:
+        """How many comparisons were made (the "n/a" rows are not)."""
+        return sum(c.skipped is None for c in (*self.steps, *self.references))
+
 
 def verify_attention(
     config: AttentionConfig,
     *,
     backends: tuple[Backend[Any], Backend[Any]] | None = None,
     tensors: Mapping[str, np.ndarray | None] | None = None,
+    mask: np.ndarray | None = None,
     max_memory: int | None = None,
 ) -> VerifyReport:
     """Compare the traces of two backends (numpy and torch unless given) step by step, and
-    their output and attention weights with PyTorch's own attention.
+    their output and attention weights with PyTorch's own attention. ``mask`` is a user mask
+    as in :func:`attntrace.trace_attention`.
 
     >>> report = verify_attention(AttentionConfig(seq=3, hidden=8, heads=2))
     >>> report.ok, [c.right for c in report.references][:2]
     (True, ['nn.MultiheadAttention', 'SDPA'])
+    >>> gqa = verify_attention(AttentionConfig(seq=4, hidden=8, heads=2, kv_heads=1, causal=True, rope=True))
+    >>> gqa.ok, gqa.references[0].skipped
+    (True, 'nn.MultiheadAttention has no grouped-query attention (--kv-heads)')
     """
     tol = tolerance(config)
     first, second = backends or (get_backend("numpy"), get_backend("torch"))
     get_backend("torch")  # the references need torch: fail early with the install hint
-    a, b = (trace_attention(config, be, max_memory=max_memory, tensors=tensors) for be in (first, second))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", MaskWarning)  # kept in the report's notes instead
+        a, b = (trace_attention(config, be, mask=mask, max_memory=max_memory, tensors=tensors) for be in (first, second))
     steps = tuple(compare(s.name, a.backend, b.backend, s.value, b[s.name].value, tol) for s in a.steps)
-    refs = torch_references(config, _inputs(config, tensors))
-    return VerifyReport(config, tol, steps, _against(a, refs, tol) + _against(b, refs, tol))
+    refs = torch_references(config, _inputs(config, tensors), mask)
+    return VerifyReport(config, tol, steps, _against(a, refs, tol) + _against(b, refs, tol), a.notes)
 
 
-def _against(trace: Trace, refs: Mapping[str, tuple[np.ndarray, np.ndarray]], tol: Tolerance) -> tuple[Comparison, ...]:
-    return tuple(
-        compare(name, trace.backend, ref, trace[name].value, values[i], tol)
-        for name, i in (("output", 0), ("weights", 1)) for ref, values in refs.items()
-    )
+def _against(trace: Trace, refs: Mapping[str, Mapping[str, np.ndarray] | str], tol: Tolerance) -> tuple[Comparison, ...]:
+    """The output and weights of ``trace`` against each reference (flash has no weights)."""
+    rows = []
+    for name in ("output", "weights"):
+        if name not in trace:
+            continue
+        for ref, values in refs.items():
+            if isinstance(values, str):
+                rows.append(Comparison(name, trace.backend, ref, trace[name].shape, math.nan, math.nan, True, values))
+            else:
+                rows.append(compare(name, trace.backend, ref, trace[name].value, values[name], tol))
+    return tuple(rows)
 
 
 def _inputs(config: AttentionConfig, tensors: Mapping[str, np.ndarray | None] | None) -> dict[str, np.ndarray | None]:
@@ -149,6 +184,8 @@ def compare(name: str, left: str, right: str, a: np.ndarray | None, b: np.ndarra
     >>> c = compare("x", "a", "b", np.array([1.0, 2.0]), np.array([1.0, 2.001]), Tolerance(1e-4, 1e-5))
     >>> round(c.max_abs, 6), c.ok
     (0.001, False)
+    >>> compare("masked", "a", "b", np.array([-np.inf, 1.0]), np.array([-np.inf, 1.0]), Tolerance(1e-4, 1e-5)).ok
+    True
     """
     import numpy as np
 
@@ -156,58 +193,14 @@ def compare(name: str, left: str, right: str, a: np.ndarray | None, b: np.ndarra
         shape = tuple(a.shape) if a is not None else ()
         return Comparison(name, left, right, shape, math.inf, math.inf, False)
     a64, b64 = a.astype(np.float64), b.astype(np.float64)
-    diff, size = np.abs(a64 - b64), np.abs(b64)
-    m = max(1.0, float(size.max(initial=0.0)))  # NaN in b makes m NaN and the check fail
+    same = a64 == b64  # equal infinities (the -inf of masked scores) are equal, not inf - inf = NaN
+    with np.errstate(invalid="ignore"):
+        diff = np.where(same, 0.0, np.abs(a64 - b64))  # NaN or inf where they differ so
+    size = np.abs(np.where(np.isfinite(b64), b64, 0.0))
+    m = max(1.0, float(size.max(initial=0.0)))
     max_abs = float(diff.max(initial=0.0))
     max_rel = float((diff / np.maximum(size, m * tol.atol / tol.rtol)).max(initial=0.0))
-    ok = bool(np.all(diff <= tol.atol * m + tol.rtol * size))
+    ok = bool(np.all(diff <= tol.atol * m + tol.rtol * size))  # False for any NaN or inf in diff
     return Comparison(name, left, right, tuple(a.shape), max_abs, max_rel, ok)
 
 
-def torch_references(config: AttentionConfig, inputs: Mapping[str, np.ndarray | None]) -> dict[str, tuple[np.ndarray, np.ndarray]]:
-    """(output, attention weights) from nn.MultiheadAttention and from SDPA, as numpy."""
-    import torch
-
-    dt = getattr(torch, config.dtype)
-    t = {name: torch.from_numpy(v).to(dt) for name, v in inputs.items() if v is not None}
-    zeros = torch.zeros(config.hidden, dtype=dt)
-    for c in "qkvo":
-        t.setdefault(f"b_{c}", zeros)  # no bias is a zero bias
-    with torch.no_grad():
-        return {MHA: _numpy(*_mha(config, t)), SDPA: _numpy(*_sdpa(config, t))}
-
-
-def _mha(config: AttentionConfig, t: dict[str, Any]) -> tuple[Any, Any]:
-    import torch
-
-    mha = torch.nn.MultiheadAttention(config.hidden, config.heads, batch_first=True, dtype=t["x"].dtype).eval()
-    # MHA always multiplies q by 1/√d; another --scale is folded into w_q and b_q (the same maths)
-    fold = 1.0 if config.scale is None else config.score_scale * math.sqrt(config.head_dim)
-    mha.in_proj_weight.copy_(torch.cat([t["w_q"] * fold, t["w_k"], t["w_v"]]))
-    mha.in_proj_bias.copy_(torch.cat([t["b_q"] * fold, t["b_k"], t["b_v"]]))
-    mha.out_proj.weight.copy_(t["w_o"])
-    mha.out_proj.bias.copy_(t["b_o"])
-    x = t["x"]  # (B, S, H) or (S, H): MHA takes both
-    return mha(x, x, x, need_weights=True, average_attn_weights=False)  # type: ignore[no-any-return]
-
-
-def _sdpa(config: AttentionConfig, t: dict[str, Any]) -> tuple[Any, Any]:
-    import torch
-
-    F = torch.nn.functional
-
-    def heads(c: str) -> Any:  # (B, S, H) -> (B, S, h, d) -> (B, h, S, d)
-        y = F.linear(t["x"], t[f"w_{c}"], t[f"b_{c}"])
-        return y.reshape(*y.shape[:-1], config.heads, config.head_dim).transpose(-3, -2)
-
-    q, k, v = heads("q"), heads("k"), heads("v")
-    context = F.scaled_dot_product_attention(q, k, v, scale=config.scale)  # None: SDPA's own 1/√d
-    eye = torch.eye(config.seq, dtype=q.dtype).expand(*q.shape[:-1], config.seq)  # softmax(...) @ I = the weights
-    weights = F.scaled_dot_product_attention(q, k, eye, scale=config.scale)
-    merged = context.transpose(-3, -2).flatten(-2)  # (B, h, S, d) -> (B, S, h, d) -> (B, S, H)
-    output = F.linear(merged, t["w_o"], t["b_o"])
-    return output, weights
-
-
-def _numpy(output: Any, weights: Any) -> tuple[np.ndarray, np.ndarray]:
-    return output.numpy(), weights.numpy()

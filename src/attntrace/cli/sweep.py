@@ -22,7 +22,7 @@ class SweepFormat(StrEnum):
 SeqList = Annotated[str, typer.Option("--seq", help="S values, comma-separated.", rich_help_panel=opt.SIZES)]
 HeadsList = Annotated[str | None, typer.Option("--heads", help="h values, comma-separated \\[default: 12, or the preset's].", rich_help_panel=opt.SIZES, show_default=False)]
 HiddenList = Annotated[str | None, typer.Option("--hidden", help="H values, comma-separated \\[default: 768, or the preset's].", rich_help_panel=opt.SIZES, show_default=False)]
-Algorithms = Annotated[str | None, typer.Option("--algorithms", help="Which algorithms to run at every size, comma-separated \\[default: eager,flash; eager alone for a config flash cannot run].", rich_help_panel=opt.COST, show_default=False)]
+Algorithms = Annotated[str | None, typer.Option("--algorithms", help="Which algorithms to run at every size, comma-separated \\[default: eager,flash].", rich_help_panel=opt.COST, show_default=False)]
 Format = Annotated[SweepFormat, typer.Option("--format", help="table (with bar charts), json or csv.", rich_help_panel=opt.OUTPUT)]
 SweepBackend = Annotated[opt.BackendName, typer.Option(help="shape (default: any size, no arrays), numpy or torch.")]
 
@@ -65,8 +65,9 @@ def sweep(
     from rich.progress import Progress
 
     from attntrace.cli.configure import resolve_options
+    from attntrace.config import ALGORITHMS
     from attntrace.memory import parse_size
-    from attntrace.sweep import default_algorithms, parse_algorithms, parse_list, run_sweep, sweep_configs, to_csv, to_json
+    from attntrace.sweep import parse_algorithms, parse_list, run_sweep, sweep_configs, to_csv, to_json
 
     err = Console(stderr=True)
     base = resolve_options(
@@ -77,7 +78,7 @@ def sweep(
     configs = sweep_configs(base, parse_list(seq, "--seq"),
                             parse_list(heads, "--heads") if heads is not None else [base.heads],
                             parse_list(hidden, "--hidden") if hidden is not None else [base.hidden],
-                            parse_algorithms(algorithms) if algorithms is not None else default_algorithms(base, err))
+                            parse_algorithms(algorithms) if algorithms is not None else list(ALGORITHMS))
     budget = parse_size(max_memory) if max_memory is not None else None
     with Progress(console=err, transient=True) as progress:
         task = progress.add_task("sweep", total=len(configs))
