@@ -87,6 +87,38 @@ def test_llama_safetensors_layer_gives_torch_forward(tmp_path: Path) -> None:
     assert "b_q" not in result.stdout  # no bias in the file: no bias in the trace
 
 
+@pytest.mark.parametrize(("heads", "kv_heads", "head_dim", "hidden"), [(8, 2, 4, 32), (4, 1, 8, 32), (4, 2, 16, 32)],
+                         ids=["gqa", "mqa", "gemma-like-head-dim"])
+def test_grouped_query_safetensors_gives_torch_sdpa(tmp_path: Path, heads: int, kv_heads: int, head_dim: int,
+                                                    hidden: int) -> None:
+    """A Llama/Mistral/Qwen-style layer with fewer k/v heads (and a decoupled head_dim): the
+    sizes come from the weight shapes, and the output equals torch's own SDPA with enable_gqa."""
+    from safetensors.numpy import save_file
+
+    rng = np.random.default_rng(3)
+    shapes = {"q_proj": (heads * head_dim, hidden), "k_proj": (kv_heads * head_dim, hidden),
+              "v_proj": (kv_heads * head_dim, hidden), "o_proj": (hidden, heads * head_dim)}
+    w = {name: (rng.standard_normal(shape) / np.sqrt(shape[1])).astype(np.float32) for name, shape in shapes.items()}
+    save_file({f"model.layers.0.self_attn.{n}.weight": a for n, a in w.items()}, str(tmp_path / "gqa.safetensors"))
+    x_file, x = write_x(tmp_path, (2, 5, hidden))
+    result = invoke("run", "--weights", tmp_path / "gqa.safetensors", "--heads", heads, "--causal",
+                    "--input", x_file, "--save", tmp_path / "o.npz")
+    assert result.exit_code == 0, result.output
+    F = torch.nn.functional
+    t = {n: torch.from_numpy(a) for n, a in w.items()}
+    xt = torch.from_numpy(x)
+    q, k, v = (F.linear(xt, t[f"{c}_proj"]).view(2, 5, -1, head_dim).transpose(1, 2) for c in "qkv")
+    context = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
+    expected = F.linear(context.transpose(1, 2).reshape(2, 5, heads * head_dim), t["o_proj"])
+    np.testing.assert_allclose(saved_output(tmp_path / "o.npz"), expected.numpy(), rtol=1e-5, atol=1e-5)
+    with np.load(tmp_path / "o.npz", allow_pickle=False) as npz:
+        assert npz["k"].shape == (2, kv_heads, 5, head_dim)
+        assert "b_q" not in npz.files  # no biases in the file: none in the trace
+    conflict = invoke("run", "--weights", tmp_path / "gqa.safetensors", "--heads", heads, "--kv-heads", heads)
+    assert conflict.exit_code == 2
+    assert f"--kv-heads {heads} conflicts with the weights (gqa.safetensors), which give" in conflict.stderr
+
+
 def test_layer_prefix_without_the_trailing_dot(tmp_path: Path) -> None:
     path, _ = llama_file(tmp_path)
     assert load_weights(path, "model.layers.0.self_attn").prefix == "model.layers.0.self_attn."
@@ -246,7 +278,7 @@ BROKEN = {
     "garbage.pt": "not a readable PyTorch state dict",
     "truncated.safetensors": "not a valid .safetensors file",
     "garbage.safetensors": "not a valid .safetensors file",
-    "wrong_shape.npz": "w_k is (4, 8), expected (8, 8) from w_q (fewer key/value heads",
+    "wrong_shape.npz": "w_v is (8, 8), expected (4, 8) from w_q (8, 8) and w_k (4, 8)",
     "missing_weight.npz": "w_o is missing",
     "integer.npz": "w_q is int64, not floating point",
     "no_attention.npz": "no attention weights in a known naming scheme",

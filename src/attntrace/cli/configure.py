@@ -71,7 +71,8 @@ def config_from_files(
     from attntrace.files import load_weights, read_npy, resolve_run
 
     sizes = asdict(base)
-    explicit = {name for name in ("batch", "seq", "hidden", "heads", "scale") if _typed(ctx, name)}
+    explicit = {name for name in ("batch", "seq", "hidden", "heads", "scale", "head_dim", "kv_heads", "kv_hidden")
+                if _typed(ctx, name)}
     loaded = load_weights(weights, layer_prefix) if weights is not None else None
     if loaded is None and layer_prefix is not None:
         raise ConfigError("--layer-prefix picks a layer of --weights; add --weights FILE")

@@ -42,10 +42,39 @@ def resolve_run(
     if weights is not None and "heads" not in stated and "heads" not in explicit:
         hidden = values["hidden"]
         raise ConfigError(f"the weights do not say how many heads there are; pass --heads (for H={hidden}: {_nearby_divisors(hidden, 8)})")
+    if weights is not None:
+        values.update(_head_layout(weights, values["heads"], options, explicit))
     tensors: dict[str, np.ndarray | None] = dict(weights.params) if weights is not None else {}
+    if weights is not None and all(tensors[f"b_{c}"] is None for c in "qkvo"):  # Llama & co: no biases at all
+        values["bias"] = False
+        tensors = {name: t for name, t in tensors.items() if not name.startswith("b_")}
     if x is not None:
         tensors["x"] = x
     return AttentionConfig(**values), tensors
+
+
+def _head_layout(weights: LoadedWeights, heads: int, options: Mapping[str, Any], explicit: set[str]) -> dict[str, Any]:
+    """head_dim, kv_heads and kv_hidden as the weight shapes give them for ``heads`` heads:
+    d = (h·d) / h, g = (g·d) / d, M = in_features of w_k. None where they are the plain values.
+
+    A typed option that disagrees is an error; a preset's value gives way to the file.
+    """
+    name = weights.path.name
+    if weights.q_width % heads:
+        raise ConfigError(f"the weights ({name}) have q width {weights.q_width}, which {heads} heads cannot split; "
+                          f"pass --heads dividing {weights.q_width}")
+    d = weights.q_width // heads
+    if weights.kv_width % d:
+        raise ConfigError(f"the weights ({name}) have k/v width {weights.kv_width}, not a multiple of head_dim {d}; check --heads")
+    layout = {"head_dim_override": d if weights.q_width != weights.hidden else None,
+              "kv_heads": weights.kv_width // d if weights.kv_width != weights.q_width else None,
+              "kv_hidden": weights.kv_in if weights.kv_in != weights.hidden else None}
+    for field, value in layout.items():
+        option = "head_dim" if field == "head_dim_override" else field
+        if option in explicit and options[field] != value:
+            raise ConfigError(f"--{option.replace('_', '-')} {options[field]} conflicts with the weights ({name}), "
+                              f"which give {value if value is not None else 'none'}; drop --{option.replace('_', '-')}")
+    return layout
 
 
 def _x_sizes(x: np.ndarray) -> dict[str, Any]:

@@ -56,12 +56,30 @@ class LoadedWeights:
     params: dict[str, np.ndarray | None]
     hints: dict[str, Any] = field(default_factory=dict)
 
+    def _shape(self, name: str) -> tuple[int, int]:
+        weight = self.params[name]
+        assert weight is not None  # the four weights are never None
+        return int(weight.shape[0]), int(weight.shape[1])
+
     @property
     def hidden(self) -> int:
-        """H, from w_q (H, H)."""
-        w_q = self.params["w_q"]
-        assert w_q is not None
-        return int(w_q.shape[0])
+        """H, the input width of w_q (h·d, H)."""
+        return self._shape("w_q")[1]
+
+    @property
+    def q_width(self) -> int:
+        """h·d, the output width of w_q (H unless head_dim is decoupled, as in Gemma)."""
+        return self._shape("w_q")[0]
+
+    @property
+    def kv_width(self) -> int:
+        """g·d, the output width of w_k and w_v (smaller than h·d for grouped-query attention)."""
+        return self._shape("w_k")[0]
+
+    @property
+    def kv_in(self) -> int:
+        """M, the input width of w_k and w_v (H unless the keys come from another width)."""
+        return self._shape("w_k")[1]
 
 
 def load_weights(path: Path, layer_prefix: str | None = None) -> LoadedWeights:
@@ -164,17 +182,22 @@ def _rename(layer: Arrays, path: Path, names: dict[str, str]) -> dict[str, np.nd
 
 
 def _check_shapes(path: Path, prefix: str, params: dict[str, np.ndarray | None]) -> None:
-    """Every weight (H, H) and every bias (H,), with H from w_q."""
-    w_q = params["w_q"]
+    """w_q (h·d, H), w_k and w_v (g·d, M), w_o (H, h·d), each bias the out width of its weight."""
+    w_q, w_k = params["w_q"], params["w_k"]
     assert w_q is not None
-    if w_q.ndim != 2 or w_q.shape[0] != w_q.shape[1]:
-        raise InputFileError(f"{path}: {prefix}w_q is {w_q.shape}, not square (H, H)")
-    hidden = w_q.shape[0]
-    for name, value in params.items():
-        expected = (hidden, hidden) if name.startswith("w") else (hidden,)
-        if value is not None and value.shape != expected:
-            gqa = " (fewer key/value heads, grouped-query attention, is not supported)" if name in ("w_k", "w_v") else ""
-            raise InputFileError(f"{path}: {prefix}{name} is {value.shape}, expected {expected} from w_q{gqa}")
+    assert w_k is not None
+    for name in ("w_q", "w_k", "w_v", "w_o"):
+        weight = params[name]
+        if weight is not None and weight.ndim != 2:
+            raise InputFileError(f"{path}: {prefix}{name} is {weight.shape}, not a matrix (out_features, in_features)")
+    (q_width, hidden), kv_shape = w_q.shape, tuple(w_k.shape)
+    expected = {"w_k": kv_shape, "w_v": kv_shape, "w_o": (hidden, q_width),
+                "b_q": (q_width,), "b_k": (kv_shape[0],), "b_v": (kv_shape[0],), "b_o": (hidden,)}
+    for name, shape in expected.items():
+        value = params[name]
+        if value is not None and tuple(value.shape) != shape:
+            raise InputFileError(f"{path}: {prefix}{name} is {tuple(value.shape)}, expected {shape} "
+                                 f"from w_q {tuple(w_q.shape)} and w_k {kv_shape}")
 
 
 def _hints(path: Path, meta: Mapping[str, str]) -> dict[str, Any]:
