@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import typer
 
 from attntrace.cli import options as opt
 from attntrace.cli.app import EPILOG, app, cli_errors, console
+from attntrace.cli.configure import with_model_options
 from attntrace.config import AttentionConfig
 from attntrace.errors import EXIT_CHECK_FAILED, ConfigError
 
@@ -18,22 +19,12 @@ if TYPE_CHECKING:
 
 @app.command(epilog=EPILOG)
 @cli_errors
+@with_model_options
 def check(
     batch: opt.Batch = None,
     seq: opt.Seq = 3,
     hidden: opt.Hidden = None,
     heads: opt.Heads = None,
-    kv_seq: opt.KvSeq = None,
-    kv_hidden: opt.KvHidden = None,
-    kv_heads: opt.KvHeads = None,
-    head_dim: opt.HeadDim = None,
-    bias: opt.Bias = None,
-    causal: opt.Causal = None,
-    key_lengths: opt.KeyLengths = None,
-    rope: opt.Rope = None,
-    rope_base: opt.RopeBase = None,
-    preset: opt.Preset = None,
-    hf_config: opt.HfConfig = None,
     backend: opt.CheckBackend = opt.BackendName.shape,
     dtype: opt.DType = opt.DTypeName.float32,
     seed: opt.Seed = 0,
@@ -45,6 +36,8 @@ def check(
     golden: opt.Golden = None,
     spec: opt.Spec = None,
     no_color: opt.NoColor = False,
+    *,
+    model: dict[str, Any],
 ) -> None:
     """Check the shapes of a trace; exit 1 when one is not what you expect.
 
@@ -65,12 +58,8 @@ def check(
             raise ConfigError("--spec cannot be combined with --expect or --golden; put them into the spec file")
         results = run_spec(load_spec(spec, backend.value), budget)
     else:
-        config = resolve_options(
-            preset=preset, hf_config=hf_config, batch=batch, seq=seq, hidden=hidden, heads=heads, dtype=dtype,
-            seed=seed, scale=scale, kv_seq=kv_seq, kv_hidden=kv_hidden, kv_heads=kv_heads, head_dim=head_dim,
-            bias=bias, causal=causal, key_lengths=key_lengths, rope=rope, rope_base=rope_base, algorithm=algorithm,
-            block_size=block_size,
-        )
+        config = resolve_options(**model, batch=batch, seq=seq, hidden=hidden, heads=heads, dtype=dtype, seed=seed,
+                                 scale=scale, algorithm=algorithm, block_size=block_size)
         results = [check_one(config, backend.value, expect or [], golden, budget)]
     render_results(results, console(no_color), spec=spec is not None)
     if not all(r.ok for r in results):

@@ -3,14 +3,47 @@ the size and variant options, --preset / --hf-config and the files that set size
 
 from __future__ import annotations
 
+import functools
+import inspect
+from collections.abc import Callable
 from enum import Enum
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import typer
 
+from attntrace.cli import options as opt
 from attntrace.config import AttentionConfig, parse_scale
 from attntrace.errors import ConfigError
+
+R = TypeVar("R")
+
+#: The options every tracing command takes alike: the attention variants and the real-model
+#: presets. Commands get them through :func:`with_model_options`, as one ``model`` dict.
+MODEL_OPTIONS: dict[str, Any] = {
+    "kv_seq": opt.KvSeq, "kv_hidden": opt.KvHidden, "kv_heads": opt.KvHeads, "head_dim": opt.HeadDim,
+    "bias": opt.Bias, "causal": opt.Causal, "key_lengths": opt.KeyLengths, "rope": opt.Rope,
+    "rope_base": opt.RopeBase, "preset": opt.Preset, "hf_config": opt.HfConfig,
+}
+
+
+def with_model_options(command: Callable[..., R]) -> Callable[..., R]:
+    """Give ``command`` the options of :data:`MODEL_OPTIONS` (all defaulting to None: "not
+    given"); it receives their values as the keyword argument ``model``, ready for
+    :func:`resolve_options` or :func:`config_from_files`. One declaration serves run, check,
+    verify and sweep, so their options cannot drift apart."""
+    signature = inspect.signature(command, eval_str=True)
+    own = [p for p in signature.parameters.values() if p.name != "model"]
+    added = [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=None, annotation=annotation)
+             for name, annotation in MODEL_OPTIONS.items()]
+
+    @functools.wraps(command)
+    def wrapper(*args: Any, **kwargs: Any) -> R:
+        model = {name: kwargs.pop(name) for name in MODEL_OPTIONS}
+        return command(*args, model=model, **kwargs)
+
+    wrapper.__signature__ = signature.replace(parameters=[*own, *added])  # type: ignore[attr-defined]
+    return wrapper
 
 
 def option_fields(*, scale: str | None = None, head_dim: int | None = None, key_lengths: str | None = None,
@@ -54,16 +87,14 @@ def parse_key_lengths(text: str | None) -> tuple[int, ...] | None:
 
 
 def config_from_files(
-    ctx: typer.Context, fields: dict[str, Any], weights: Path | None, layer_prefix: str | None, input_file: Path | None,
-    *, preset: str | None = None, hf_config: Path | None = None,
+    ctx: typer.Context, weights: Path | None, layer_prefix: str | None, input_file: Path | None,
+    **options: Any,
 ) -> tuple[AttentionConfig, dict[str, Any]]:
-    """The config from the options (over a --preset or --hf-config), with --weights / --input
-    filling in the sizes not typed."""
+    """The config of the options (as :func:`resolve_options` takes them), with --weights /
+    --input filling in the sizes not typed; also the tensors the files give."""
     from dataclasses import asdict
 
-    from attntrace.presets import resolve_config
-
-    base = resolve_config(preset=preset, hf_config=hf_config, **fields)
+    base = resolve_options(**options)
     if weights is None and input_file is None:
         if layer_prefix is not None:
             raise ConfigError("--layer-prefix picks a layer of --weights; add --weights FILE")

@@ -4,38 +4,27 @@ from __future__ import annotations
 
 import sys
 import warnings
+from typing import Any
 
 import typer
 
 from attntrace.cli import options as opt
 from attntrace.cli.app import EPILOG, app, cli_errors, console
-from attntrace.cli.configure import check_rope_base, config_from_files, option_fields
+from attntrace.cli.configure import config_from_files, with_model_options
 from attntrace.config import AttentionConfig
 from attntrace.errors import ConfigError
-
-__all__ = ["config_from_files", "run"]  # config_from_files: imported from here by cli/verify.py
 
 
 @app.command(epilog=EPILOG)
 @cli_errors
+@with_model_options
 def run(
     ctx: typer.Context,
     batch: opt.Batch = None,
     seq: opt.Seq = 3,
     hidden: opt.Hidden = None,
     heads: opt.Heads = None,
-    kv_seq: opt.KvSeq = None,
-    kv_hidden: opt.KvHidden = None,
-    kv_heads: opt.KvHeads = None,
-    head_dim: opt.HeadDim = None,
-    bias: opt.Bias = None,
-    causal: opt.Causal = None,
-    key_lengths: opt.KeyLengths = None,
     mask: opt.MaskFile = None,
-    rope: opt.Rope = None,
-    rope_base: opt.RopeBase = None,
-    preset: opt.Preset = None,
-    hf_config: opt.HfConfig = None,
     backend: opt.Backend = opt.BackendName.numpy,
     dtype: opt.DType = opt.DTypeName.float32,
     seed: opt.Seed = 0,
@@ -52,6 +41,8 @@ def run(
     layer_prefix: opt.LayerPrefix = None,
     input_file: opt.Input = None,
     save: opt.Save = None,
+    *,
+    model: dict[str, Any],
 ) -> None:
     """Run multi-head attention and print the shape of every step.
 
@@ -71,14 +62,11 @@ def run(
     from attntrace.render import text_renderer
     from attntrace.render.table import render_trace
 
-    fields = option_fields(
-        batch=batch, seq=seq, hidden=hidden, heads=heads, dtype=dtype, seed=seed, scale=scale, kv_seq=kv_seq,
-        kv_hidden=kv_hidden, kv_heads=kv_heads, head_dim=head_dim, bias=bias, causal=causal, key_lengths=key_lengths,
-        rope=rope, rope_base=rope_base, algorithm=algorithm, block_size=block_size,
+    config, tensors = config_from_files(
+        ctx, weights, layer_prefix, input_file, **model, batch=batch, seq=seq, hidden=hidden, heads=heads,
+        dtype=dtype, seed=seed, scale=scale, algorithm=algorithm, block_size=block_size,
     )
-    config, tensors = config_from_files(ctx, fields, weights, layer_prefix, input_file, preset=preset, hf_config=hf_config)
     check_head(head, config)
-    check_rope_base(rope_base, config)
     check_values(values, fmt)
     user_mask = load_mask(mask) if mask is not None else None
     budget = parse_size(max_memory) if max_memory is not None else None

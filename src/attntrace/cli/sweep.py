@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
 from attntrace.cli import options as opt
 from attntrace.cli.app import app, cli_errors
+from attntrace.cli.configure import with_model_options
 
 
 class SweepFormat(StrEnum):
@@ -29,22 +30,12 @@ SweepBackend = Annotated[opt.BackendName, typer.Option(help="shape (default: any
 
 @app.command()
 @cli_errors
+@with_model_options
 def sweep(
     seq: SeqList = "128,512,2048,8192",
     heads: HeadsList = None,
     hidden: HiddenList = None,
     batch: opt.Batch = None,
-    kv_seq: opt.KvSeq = None,
-    kv_hidden: opt.KvHidden = None,
-    kv_heads: opt.KvHeads = None,
-    head_dim: opt.HeadDim = None,
-    bias: opt.Bias = None,
-    causal: opt.Causal = None,
-    key_lengths: opt.KeyLengths = None,
-    rope: opt.Rope = None,
-    rope_base: opt.RopeBase = None,
-    preset: opt.Preset = None,
-    hf_config: opt.HfConfig = None,
     dtype: opt.DType = opt.DTypeName.float32,
     backend: SweepBackend = opt.BackendName.shape,
     algorithms: Algorithms = None,
@@ -52,6 +43,8 @@ def sweep(
     count: opt.Count = opt.CountName.flops,
     max_memory: opt.MaxMemory = None,
     output: Format = SweepFormat.table,
+    *,
+    model: dict[str, Any],
 ) -> None:
     """FLOPs, score bytes and peak memory over several sizes, eager beside flash.
 
@@ -70,11 +63,7 @@ def sweep(
     from attntrace.sweep import parse_algorithms, parse_list, run_sweep, sweep_configs, to_csv, to_json
 
     err = Console(stderr=True)
-    base = resolve_options(
-        preset=preset, hf_config=hf_config, batch=batch, dtype=dtype, kv_seq=kv_seq, kv_hidden=kv_hidden,
-        kv_heads=kv_heads, head_dim=head_dim, bias=bias, causal=causal, key_lengths=key_lengths, rope=rope,
-        rope_base=rope_base, block_size=block_size,
-    )
+    base = resolve_options(**model, batch=batch, dtype=dtype, block_size=block_size)
     configs = sweep_configs(base, parse_list(seq, "--seq"),
                             parse_list(heads, "--heads") if heads is not None else [base.heads],
                             parse_list(hidden, "--hidden") if hidden is not None else [base.hidden],
