@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 from attntrace import STEP_NAMES, AttentionConfig, trace_attention
 from attntrace.cli import app
 from attntrace.files import save_trace
-from attntrace.inputs import PARAM_AXES
+from attntrace.inputs import param_axes
 
 
 def invoke(*args: object) -> Any:
@@ -26,7 +26,7 @@ def test_save_holds_every_step_parameter_and_the_config(tmp_path: Path) -> None:
     trace = trace_attention(config)
     save_trace(trace, tmp_path / "t.npz")
     with np.load(tmp_path / "t.npz", allow_pickle=False) as npz:
-        assert set(npz.files) == {*STEP_NAMES, *PARAM_AXES, "config"}
+        assert set(npz.files) == {*STEP_NAMES, *param_axes(AttentionConfig()), "config"}
         for step in trace.steps:
             np.testing.assert_array_equal(npz[step.name], step.value)
             assert npz[step.name].dtype == np.float32

@@ -320,8 +320,7 @@ class _Recorder(Generic[T]):
         self.be, self.keep_values = be, keep_values
         self.meter: CostMeter[T] = CostMeter(be)
         self.registry = Registry()
-        self.lead: tuple[str, ...] = ("B",) if config.batched else ()
-        self.lead_sizes: tuple[int, ...] = (config.batch,) if config.batch is not None else ()
+        self.lead: tuple[str, ...] = ("B",) if config.batched else ()  # the batch axis, for flash's tile axes
         self.steps: list[Step] = []
         self.notes: list[str] = []  # warnings about the values, e.g. fully masked query rows
         self._repeats: dict[str, list[int]] = {}  # name -> [extra flops, extra repeats]

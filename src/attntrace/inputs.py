@@ -16,16 +16,6 @@ from attntrace.errors import ConfigError
 if TYPE_CHECKING:
     import numpy as np
 
-#: Parameter names in order, with the axes of each (torch convention: weight (out, in)), for
-#: plain multi-head self-attention; :func:`param_axes` gives them for any config.
-PARAM_AXES: dict[str, tuple[str, ...]] = {
-    "w_q": ("H", "H"), "b_q": ("H",),
-    "w_k": ("H", "H"), "b_k": ("H",),
-    "w_v": ("H", "H"), "b_v": ("H",),
-    "w_o": ("H", "H"), "b_o": ("H",),
-}
-
-
 def param_axes(config: AttentionConfig) -> dict[str, tuple[str, ...]]:
     """Parameter names in order with their axes: w_q (h·d, H), w_k and w_v (g·d, M),
     w_o (H, h·d), and the biases unless ``config.bias`` is False.
