@@ -82,11 +82,13 @@ def test_module_forward_gives_one_row_per_user_op_and_modules_are_one_row() -> N
     names = [s.name for s in t.steps]
     assert names[:4] == ["x", "q", "k", "v"]  # x: forward's argument; nn.Linear calls are one row
     assert [s.op for s in t.steps[1:4]] == ["linear"] * 3
-    assert t["x"].axes == ("B", "S", "H") and t["x"].role == "x"
+    assert t["x"].axes == ("B", "S", "H")
+    assert t["x"].role == "x"
     assert t["scores"].shape == (2, 4, 5, 5)
     assert t["scores"].location.startswith("test_capture.py:")
     assert t["scores"].source == "q @ k.transpose(-2, -1)"
-    assert t["weights"].name == "weights" and t["weights"].axes == ("B", "h", "S", "S")
+    assert t["weights"].name == "weights"
+    assert t["weights"].axes == ("B", "h", "S", "S")
     assert [s.role for s in t.steps if s.role][:5] == ["x", "q_proj", "k_proj", "v_proj", "q_heads"]
 
 
@@ -133,8 +135,10 @@ def test_to_dict_has_location_source_role() -> None:
     doc = t.to_dict()
     assert doc["schema"] == "attntrace.capture/1"
     step = next(s for s in doc["steps"] if s["role"] == "scores")
-    assert step["shape"] == [1, 2, 3, 3] and step["axes"] == ["B", "h", "S", "S"]
-    assert step["source"] == "q @ k.transpose(-2, -1)" and step["location"].startswith("test_capture.py:")
+    assert step["shape"] == [1, 2, 3, 3]
+    assert step["axes"] == ["B", "h", "S", "S"]
+    assert step["source"] == "q @ k.transpose(-2, -1)"
+    assert step["location"].startswith("test_capture.py:")
 
 
 def test_numpy_function_with_tracked_input() -> None:
@@ -148,8 +152,10 @@ def test_numpy_function_with_tracked_input() -> None:
     x = np.random.default_rng(0).standard_normal((3, 768))
     with attntrace.capture() as t:
         out = attend(t.track(x), 12)
-    assert type(out).__name__ == "TracedArray" and out.shape == (3, 768)
-    assert t["scores"].shape == (12, 3, 3) and t["scores"].axes == ("h", "S", "S")
+    assert type(out).__name__ == "TracedArray"
+    assert out.shape == (3, 768)
+    assert t["scores"].shape == (12, 3, 3)
+    assert t["scores"].axes == ("h", "S", "S")
     assert t["weights"].name == "weights"
     assert t.steps[-1].axes == ("S", "H")
     np.testing.assert_allclose(t.steps[-1].value, np.asarray(out))

@@ -32,7 +32,8 @@ def test_shape_error_is_explained_at_the_right_line(path: Path) -> None:
     line, words = _expected(path)
     outcome = run_script(path, [])
     failure = outcome.capture.failure
-    assert outcome.exit_code == 1 and failure is not None
+    assert outcome.exit_code == 1
+    assert failure is not None
     assert failure.error is outcome.error
     assert failure.site.location == f"{path.name}:{line}"
     assert is_shape_error(failure)
