@@ -70,7 +70,7 @@ def run(
     check_values(values, fmt)
     user_mask = load_mask(mask) if mask is not None else None
     budget = parse_size(max_memory) if max_memory is not None else None
-    keep = True if values or save else {"weights", "masked"} if fmt is opt.OutputFormat.table else False  # only what is shown
+    keep = True if values or save else {"weights", "masked"} if fmt.view else False  # only what is shown
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", MaskWarning)  # the renderers show Trace.notes instead
         trace = trace_attention(config, backend.value, mask=user_mask, max_memory=budget, keep_values=keep, tensors=tensors)
@@ -80,6 +80,10 @@ def run(
         save_trace(trace, save)
     if fmt is opt.OutputFormat.table:
         render_trace(trace, console(no_color), head=head, values=values, count=count.value)
+    elif fmt.picture:
+        from attntrace.render.export import export_trace
+
+        sys.stdout.write(export_trace(trace, fmt.value, head=head, values=values, count=count.value))
     else:
         sys.stdout.write(text_renderer(fmt.value, count.value)(trace))
 
@@ -91,6 +95,6 @@ def check_head(head: int, config: AttentionConfig) -> None:
 
 
 def check_values(values: bool, fmt: opt.OutputFormat) -> None:
-    """--values prints numbers in the table view only."""
-    if values and fmt is not opt.OutputFormat.table:
-        raise ConfigError(f"--values only works with --format table, not {fmt.value}; drop --values")
+    """--values prints numbers in the table view only (and its svg and html pictures)."""
+    if values and not fmt.view:
+        raise ConfigError(f"--values only works with --format table, svg or html, not {fmt.value}; drop --values")
