@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import re
 from collections.abc import Callable
+from typing import Any
 
 from rich.console import Console
 
@@ -43,8 +44,9 @@ def export(draw: Callable[[Console], None], fmt: str, title: str = "attntrace", 
     raise ValueError(f"unknown export format {fmt!r}; use one of {', '.join(EXPORT_FORMATS)}")
 
 
-def export_trace(trace: Trace, fmt: str, *, head: int = 0, values: bool = False, count: str = "flops") -> str:
-    """The table view of ``trace`` (as ``attntrace run`` prints it) as an SVG or HTML document.
+def export_trace(trace: Trace, fmt: str, **view: Any) -> str:
+    """The table view of ``trace`` (as ``attntrace run`` prints it) as an SVG or HTML document;
+    ``view`` takes the keyword options of :func:`attntrace.render.table.render_trace`.
 
     >>> from attntrace import AttentionConfig, trace_attention
     >>> svg = export_trace(trace_attention(AttentionConfig(), "shape"), "svg")
@@ -54,6 +56,6 @@ def export_trace(trace: Trace, fmt: str, *, head: int = 0, values: bool = False,
     from attntrace.render.table import render_trace, title_line
 
     def draw(console: Console) -> None:
-        render_trace(trace, console, head=head, values=values, count=count)
+        render_trace(trace, console, **view)
 
     return export(draw, fmt, title=title_line(trace).plain)
