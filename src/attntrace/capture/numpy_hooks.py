@@ -94,7 +94,7 @@ def numpy_adapter() -> Adapter:
     return Adapter(
         lambda a: tuple(a.shape),
         lambda a: str(a.dtype),
-        copy,
+        copy_shared,
         lambda a, b: bool(_shares(_plain(a), _plain(b))),
         copy,
         lambda a: -1,

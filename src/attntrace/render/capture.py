@@ -141,3 +141,35 @@ def render_error(
 def _first_line(error: BaseException) -> str:
     text = str(error).strip()
     return text.splitlines()[0] if text else ""
+
+
+def render_document(capture: Capture, fmt: str) -> str:
+    """``--format json`` (schema attntrace.capture/1), ``csv`` (the csv of ``run``, same
+    columns) or ``markdown`` (the table of the terminal as a pipe table)."""
+    if fmt == "json":
+        import json
+
+        return json.dumps(capture.to_dict(), indent=2) + "\n"
+    if fmt == "csv":
+        from attntrace.render.csv_out import render_csv
+
+        return render_csv(capture)
+    from attntrace.render.markdown import pipe_table
+    from attntrace.text import plain
+
+    rows = [
+        (
+            str(s.index),
+            plain(s.name),
+            s.role,
+            plain(s.location),
+            f"`{plain(s.source)}`",
+            " ".join(format_shape(i) for i in s.input_shapes),
+            format_shape(s.shape),
+            format_axes(s.axes),
+            s.dtype,
+        )
+        for s in capture.steps
+    ]
+    header = ("#", "step", "role", "line", "code", "operands", "shape", "axes", "dtype")
+    return pipe_table(header, rows, right=(0, 5, 6))
