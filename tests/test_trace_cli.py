@@ -135,6 +135,7 @@ def test_numpy_trace_never_imports_torch() -> None:
 def test_check_trace_by_role_and_golden(tmp_path: Path) -> None:
     notes = str(EXAMPLES / "seed_001_numpy.py")
     code, out = _run(notes, "--format", "json")
+    assert code == 0
     golden = tmp_path / "golden.json"
     golden.write_text(out)
     result = runner.invoke(app, ["check", "--trace", notes, "--golden", str(golden),
