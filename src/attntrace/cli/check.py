@@ -10,6 +10,7 @@ import typer
 from attntrace.cli import options as opt
 from attntrace.cli.app import EPILOG, app, cli_errors, console
 from attntrace.cli.configure import with_model_options
+from attntrace.cli.trace import Init, TraceTarget
 from attntrace.config import AttentionConfig
 from attntrace.errors import EXIT_CHECK_FAILED, ConfigError
 
@@ -35,6 +36,8 @@ def check(
     expect: opt.Expect = None,
     golden: opt.Golden = None,
     spec: opt.Spec = None,
+    trace_target: TraceTarget = None,
+    init: Init = None,
     no_color: opt.NoColor = False,
     *,
     model: dict[str, Any],
@@ -46,6 +49,7 @@ def check(
     [bold]attntrace check --preset llama-3-8b --seq 16 --expect k_rep=h,S,d --expect k_proj=S,g*d[/]
     [bold]attntrace check --golden trace.json[/]   (saved by: attntrace run --format json > trace.json)
     [bold]attntrace check --spec shapes.toml[/]    (many configs; prints N passed, M failed)
+    [bold]attntrace check --trace attn.py:Attention --init embed_dim=768 --expect weights=B,h,S,S --batch 2[/]
     """
     from attntrace.check import load_spec, run_spec
     from attntrace.cli.configure import resolve_options
@@ -53,7 +57,14 @@ def check(
     from attntrace.render.check import render_results
 
     budget = parse_size(max_memory) if max_memory is not None else None
-    if spec is not None:
+    if trace_target is not None:
+        from attntrace.cli.trace import check_captured
+
+        if spec is not None:
+            raise ConfigError("--trace cannot be combined with --spec; give --expect or --golden")
+        inputs = (batch, seq, hidden, dtype.value, seed)
+        results = [check_captured(trace_target, init or [], inputs, expect or [], golden, no_color)]
+    elif spec is not None:
         if expect or golden is not None:
             raise ConfigError("--spec cannot be combined with --expect or --golden; put them into the spec file")
         results = run_spec(load_spec(spec, backend.value), budget)
