@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from rich import box
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
 from attntrace.check import CaseResult, summary
+from attntrace.render.terminal import RULE_BOX
 
 
 def render_results(results: Sequence[CaseResult], console: Console, *, spec: bool = False) -> None:
@@ -27,7 +27,7 @@ def render_results(results: Sequence[CaseResult], console: Console, *, spec: boo
 
 def failures_table(results: Sequence[CaseResult], *, spec: bool = False) -> Table:
     """One row per failed check: (config,) what, expected, actual."""
-    table = Table(title="failed checks", box=box.SIMPLE_HEAD, show_edge=False, padding=(0, 1, 0, 0),
+    table = Table(title="failed checks", box=RULE_BOX, show_edge=False, padding=(0, 1, 0, 0),
                   title_justify="left", title_style="bold")
     if spec:
         table.add_column("config", style="bold")
