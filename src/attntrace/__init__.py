@@ -8,6 +8,7 @@
 
 from attntrace.attention import STEP_NAMES, VARIANT_STEPS, estimate_bytes, step_names, trace_attention
 from attntrace.backends import BACKENDS, get_backend
+from attntrace.capture import Capture, CapturedStep, capture
 from attntrace.config import DTYPE_BYTES, AttentionConfig
 from attntrace.errors import (
     AttntraceError,
@@ -30,6 +31,8 @@ __all__ = [
     "VARIANT_STEPS",
     "AttentionConfig",
     "AttntraceError",
+    "Capture",
+    "CapturedStep",
     "BackendUnavailableError",
     "ConfigError",
     "InputFileError",
@@ -39,6 +42,7 @@ __all__ = [
     "Step",
     "Trace",
     "__version__",
+    "capture",
     "estimate_bytes",
     "get_backend",
     "resolve_config",
