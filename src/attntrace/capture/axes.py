@@ -44,7 +44,9 @@ class Sizes:
     def size(self, letter: str) -> int | None:
         """The size of a letter or of a product such as ``g·d`` (None when unknown)."""
         parts = [self.known.get(p) for p in letter.split("·")]
-        return None if any(p is None for p in parts) else math.prod(p for p in parts if p is not None)
+        return (
+            None if any(p is None for p in parts) else math.prod(p for p in parts if p is not None)
+        )
 
     def bind(self, axes: Axes, shape: Shape) -> None:
         for a, n in zip(axes, shape, strict=True):
@@ -64,7 +66,9 @@ def parse_axes(text: str) -> dict[str, int]:
     for part in filter(None, (p.strip() for p in text.split(","))):
         name, _, size = part.partition("=")
         if not re.fullmatch(r"[A-Za-z]\w*", name.strip()) or not size.strip().isdigit():
-            raise ConfigError(f"cannot read --axes {text!r}; write LETTER=SIZE pairs, e.g. h=12,d=64")
+            raise ConfigError(
+                f"cannot read --axes {text!r}; write LETTER=SIZE pairs, e.g. h=12,d=64"
+            )
         out[name.strip()] = int(size)
     return out
 
@@ -169,13 +173,17 @@ def _regroup(axes: Axes, before: Shape, after: Shape, sizes: Sizes) -> list[str]
 
 def _split_one(letter: str, parts: Shape, sizes: Sizes) -> list[str]:
     pieces = letter.split("·")
-    if len(pieces) == len(parts) and all(sizes.known.get(p, n) == n for p, n in zip(pieces, parts, strict=True)):
+    if len(pieces) == len(parts) and all(
+        sizes.known.get(p, n) == n for p, n in zip(pieces, parts, strict=True)
+    ):
         sizes.bind(tuple(pieces), parts)
         return pieces
     if letter in ("H", "M") and len(parts) == 2:
         h, d = sizes.known.get("h"), sizes.known.get("d")
         first = "h" if letter == "H" else "g"
-        if (h is None and d is None) or (parts[0] == (h or parts[0]) and parts[1] == (d or parts[1])):
+        if (h is None and d is None) or (
+            parts[0] == (h or parts[0]) and parts[1] == (d or parts[1])
+        ):
             sizes.bind((first, "d"), parts) if first == "h" else sizes.bind(("d",), parts[1:])
             return [first, "d"]
         if parts[0] == d and parts[1] == h:
@@ -183,7 +191,9 @@ def _split_one(letter: str, parts: Shape, sizes: Sizes) -> list[str]:
     return [sizes.letter(n) for n in parts]
 
 
-def reduce(axes: Axes, before: Shape, after: Shape, dims: Sequence[int] | None, sizes: Sizes) -> Axes:
+def reduce(
+    axes: Axes, before: Shape, after: Shape, dims: Sequence[int] | None, sizes: Sizes
+) -> Axes:
     """A sum, max or mean: reduced axes vanish, or become ``1`` with keepdim."""
     if len(after) == len(before):
         return tuple(a if n == m else "1" for a, n, m in zip(axes, before, after, strict=True))
@@ -194,7 +204,9 @@ def reduce(axes: Axes, before: Shape, after: Shape, dims: Sequence[int] | None, 
     return kept if len(kept) == len(after) else tuple(sizes.letter(n) for n in after)
 
 
-def einsum(equation: str, shape: Shape, operands: Sequence[tuple[Axes, Shape]], sizes: Sizes) -> Axes:
+def einsum(
+    equation: str, shape: Shape, operands: Sequence[tuple[Axes, Shape]], sizes: Sizes
+) -> Axes:
     """Each output subscript takes the letter its subscript has in the first operand with it."""
     spec = equation.replace(" ", "")
     if "..." in spec or "->" not in spec:

@@ -9,8 +9,21 @@ from dataclasses import dataclass
 
 from attntrace.capture.events import Failure, Operand
 
-_SHAPE_WORDS = ("shape", "size", "dimension", "broadcast", "mat1 and mat2", "mismatch", "subscript",
-                "operand", "axis", "out of range", "reshape", "match", "invalid for input")
+_SHAPE_WORDS = (
+    "shape",
+    "size",
+    "dimension",
+    "broadcast",
+    "mat1 and mat2",
+    "mismatch",
+    "subscript",
+    "operand",
+    "axis",
+    "out of range",
+    "reshape",
+    "match",
+    "invalid for input",
+)
 
 
 @dataclass(frozen=True)
@@ -25,10 +38,12 @@ def is_shape_error(failure: Failure) -> bool:
     """True when the failing op raised because of its operands' shapes."""
     error = failure.error
     text = str(error).lower()
-    return isinstance(error, RuntimeError | ValueError | IndexError) and any(w in text for w in _SHAPE_WORDS)
+    return isinstance(error, RuntimeError | ValueError | IndexError) and any(
+        w in text for w in _SHAPE_WORDS
+    )
 
 
-def explain(failure: Failure) -> Explanation:
+def explain(failure: Failure) -> Explanation:  # noqa: PLR0911  (one rule per kind)
     """The :class:`Explanation` of a shape error (a general one when no rule fits)."""
     ops = failure.operands
     if failure.kind == "linear" and len(ops) >= 2:
@@ -67,41 +82,61 @@ def _matmul(a: Operand, b: Operand) -> Explanation:
         return Explanation("matmul needs operands with at least one axis")
     kb = -2 if len(b.shape) >= 2 else -1
     if a.shape[-1] != b.shape[kb]:
-        rule = (f"matmul contracts the last axis of {na} ({_ax(a, -1)}) with the second-to-last of "
-                f"{nb} ({_ax(b, kb)}); {a.shape[-1]} ≠ {b.shape[kb]}")
+        rule = (
+            f"matmul contracts the last axis of {na} ({_ax(a, -1)}) with the second-to-last of "
+            f"{nb} ({_ax(b, kb)}); {a.shape[-1]} ≠ {b.shape[kb]}"
+        )
         return Explanation(rule, _matmul_fix(a, b, na, nb))
-    rule = (f"matmul broadcasts the leading (batch) axes: {na} has {a.shape[:-2]}, {nb} has "
-            f"{b.shape[:-2]}, and they do not match from the right")
+    rule = (
+        f"matmul broadcasts the leading (batch) axes: {na} has {a.shape[:-2]}, {nb} has "
+        f"{b.shape[:-2]}, and they do not match from the right"
+    )
     return Explanation(rule, _heads_first_fix(a, b, na, nb))
 
 
 def _matmul_fix(a: Operand, b: Operand, na: str, nb: str) -> str:
-    if len(b.shape) >= 2 and a.shape[-1] == b.shape[-1] and a.shape[-2] == b.shape[-2] or \
-            len(b.shape) >= 2 and a.shape[-1] == b.shape[-1]:
-        return (f"K is not transposed: multiply by {nb}.transpose(-2, -1) (numpy: np.swapaxes({nb}, -1, -2)); "
-                f"scores are {na} (…, S, d) @ K^T (…, d, S)")
+    if (len(b.shape) >= 2 and a.shape[-1] == b.shape[-1] and a.shape[-2] == b.shape[-2]) or (
+        len(b.shape) >= 2 and a.shape[-1] == b.shape[-1]
+    ):
+        return (
+            f"K is not transposed: multiply by {nb}.transpose(-2, -1) "
+            f"(numpy: np.swapaxes({nb}, -1, -2)); "
+            f"scores are {na} (…, S, d) @ K^T (…, d, S)"
+        )
     if len(a.shape) >= 3 and len(b.shape) >= 3 and a.shape[-1] == b.shape[-3]:
-        return f"bring the heads first: {nb}.transpose(…) so its last two axes are ({a.shape[-1]}, …)"
+        return (
+            f"bring the heads first: {nb}.transpose(…) so its last two axes are "
+            f"({a.shape[-1]}, …)"
+        )
     return ""
 
 
 def _heads_first_fix(a: Operand, b: Operand, na: str, nb: str) -> str:
     if len(a.shape) == len(b.shape) >= 3 and sorted(a.shape[-3:-1]) == sorted(b.shape[-3:-1]):
         odd = na if a.axes[-3:-2] != ("h",) and "h" in a.axes else nb
-        return f"heads first: transpose {odd} from (…, S, h, d) to (…, h, S, d) before the matmul"
+        return f"heads first: transpose {odd} from (…, S, h, d) to (…, h, S, d) before matmul"
     return ""
 
 
 def _linear(x: Operand, w: Operand) -> Explanation:
     nx = _name(x, "the input")
     need = w.shape[-1]
-    rule = (f"linear maps the last axis of {nx} ({_ax(x, -1)}) with a weight of shape {w.shape} "
-            f"(out, in): in_features is {need}, the input has {x.shape[-1]}")
+    rule = (
+        f"linear maps the last axis of {nx} ({_ax(x, -1)}) with a weight of shape {w.shape} "
+        f"(out, in): in_features is {need}, the input has {x.shape[-1]}"
+    )
     fix = ""
-    if len(x.shape) >= 3 and x.shape[-3] * x.shape[-1] == need and x.axes[-3:-2] in (("h",), ("g",)):
-        fix = "heads not merged back: transpose (…, h, S, d) to (…, S, h, d), then reshape to (…, S, h·d)"
+    if (
+        len(x.shape) >= 3
+        and x.shape[-3] * x.shape[-1] == need
+        and x.axes[-3:-2] in (("h",), ("g",))
+    ):
+        fix = (
+            "heads not merged back: transpose (…, h, S, d) to (…, S, h, d), "
+            "then reshape to (…, S, h·d)"
+        )
     elif len(x.shape) >= 2 and x.shape[-2] * x.shape[-1] == need:
-        fix = f"heads not merged back: reshape {nx} to (…, {need}) (h·d = H) before the projection"
+        fix = f"heads not merged back: reshape {nx} to (…, {need}) (h·d = H) first"
     return Explanation(rule, fix)
 
 
@@ -109,14 +144,18 @@ def _reshape(x: Operand, message: str) -> Explanation:
     nx = _name(x, "the input")
     size = math.prod(x.shape)
     if "stride" in message or "contiguous" in message or "view size is not compatible" in message:
-        return Explanation(f"view needs {nx} {x.shape} contiguous in memory; after a transpose it is not",
-                           "call .contiguous() before .view(…), or use .reshape(…)")
+        return Explanation(
+            f"view needs {nx} {x.shape} contiguous in memory; after a transpose it is not",
+            "call .contiguous() before .view(…), or use .reshape(…)",
+        )
     target = _target(message)
     if target is None:
         return Explanation(f"reshape keeps the number of elements: {nx} {x.shape} has {size}")
     known = [n for n in target if n > 0]
-    rule = (f"reshape keeps the number of elements: {nx} {x.shape} has {size}, the new shape "
-            f"{tuple(target)} has {math.prod(known)}{'×?' if len(known) < len(target) else ''}")
+    rule = (
+        f"reshape keeps the number of elements: {nx} {x.shape} has {size}, the new shape "
+        f"{tuple(target)} has {math.prod(known)}{'×?' if len(known) < len(target) else ''}"
+    )
     return Explanation(rule, _reshape_fix(x, target))
 
 
@@ -124,15 +163,20 @@ def _reshape_fix(x: Operand, target: list[int]) -> str:
     hidden = x.shape[-1]
     for n in target:
         if n == hidden and len(target) > len(x.shape):
-            return (f"H used where d was meant: the head axis of the split is H // h "
-                    f"(a size {hidden} axis is the whole hidden size)")
+            return (
+                f"H used where d was meant: the head axis of the split is H // h "
+                f"(a size {hidden} axis is the whole hidden size)"
+            )
     if len(target) >= 2 and math.prod(target[-2:]) != hidden and hidden % target[-2] == 0:
-        return f"the last two sizes must multiply to H={hidden}: use (…, h, H // h) = (…, {target[-2]}, {hidden // target[-2]})"
+        parts = f"(…, {target[-2]}, {hidden // target[-2]})"
+        return f"the last two sizes must multiply to H={hidden}: use (…, h, H // h) = {parts}"
     return ""
 
 
 def _target(message: str) -> list[int] | None:
-    m = re.search(r"shape '?\[([-\d, ]+)\]'?", message) or re.search(r"into shape \(([-\d, ]+)\)", message)
+    m = re.search(r"shape '?\[([-\d, ]+)\]'?", message) or re.search(
+        r"into shape \(([-\d, ]+)\)", message
+    )
     if m is None:
         return None
     return [int(n) for n in m.group(1).replace(" ", "").split(",") if n]
@@ -143,13 +187,15 @@ def _broadcast(func: str, ops: tuple[Operand, ...]) -> Explanation:
     na, nb = _name(a, "the left operand"), _name(b, "the right operand")
     for k in range(1, min(len(a.shape), len(b.shape)) + 1):
         if a.shape[-k] != b.shape[-k] and 1 not in (a.shape[-k], b.shape[-k]):
-            rule = (f"{func} broadcasts from the right: axis -{k} of {na} ({_ax(a, -k)}) meets "
-                    f"{_ax(b, -k)} of {nb}; sizes must be equal or 1")
+            rule = (
+                f"{func} broadcasts from the right: axis -{k} of {na} ({_ax(a, -k)}) meets "
+                f"{_ax(b, -k)} of {nb}; sizes must be equal or 1"
+            )
             fix = ""
             if sorted(a.shape) == sorted(b.shape):
                 fix = f"the axes are in a different order: transpose {nb} to {a.shape} first"
             elif len(b.shape) < len(a.shape) or b.shape[-1] != a.shape[-1]:
-                fix = f"{nb} must line up with the last axes of {na} {a.shape}; add axes of size 1 where needed"
+                fix = f"{nb} must line up with the last axes of {na} {a.shape}; add size-1 axes"
             return Explanation(rule, fix)
     return Explanation(f"{func} cannot broadcast {_list(ops)}")
 
@@ -157,8 +203,10 @@ def _broadcast(func: str, ops: tuple[Operand, ...]) -> Explanation:
 def _axis(failure: Failure) -> Explanation:
     ops = failure.operands
     rank = len(ops[0].shape) if ops else 0
-    return Explanation(f"{failure.func} names an axis that {_name(ops[0], 'the tensor') if ops else 'it'} "
-                       f"of rank {rank} does not have (valid: -{rank} … {rank - 1})")
+    return Explanation(
+        f"{failure.func} names an axis that {_name(ops[0], 'the tensor') if ops else 'it'} "
+        f"of rank {rank} does not have (valid: -{rank} … {rank - 1})"
+    )
 
 
 def _einsum(failure: Failure) -> Explanation:
@@ -171,12 +219,16 @@ def _einsum(failure: Failure) -> Explanation:
     for o, sub in zip(ops, subs, strict=False):
         for k, letter in enumerate(sub):
             if k >= len(o.shape):
-                return Explanation(f"einsum gives {_name(o, 'an operand')} {len(sub)} subscripts '{sub}' "
-                                   f"but it has {len(o.shape)} axes {o.shape}")
+                return Explanation(
+                    f"einsum gives {_name(o, 'an operand')} {len(sub)} subscripts '{sub}' "
+                    f"but it has {len(o.shape)} axes {o.shape}"
+                )
             if letter in seen and seen[letter][0] != o.shape[k]:
                 first = seen[letter]
-                rule = (f"einsum subscript '{letter}' is {first[1]} in one operand but "
-                        f"{_ax(o, k)} in {_name(o, 'another')}; a shared subscript needs one size")
+                rule = (
+                    f"einsum subscript '{letter}' is {first[1]} in one operand but "
+                    f"{_ax(o, k)} in {_name(o, 'another')}; a shared subscript needs one size"
+                )
                 return Explanation(rule, "check the subscripts' order against each operand's axes")
             seen.setdefault(letter, (o.shape[k], _ax(o, k)))
     return Explanation(f"einsum '{eq}' cannot combine {_list(ops)}")

@@ -19,8 +19,28 @@ _THROUGH = (os.path.dirname(os.path.abspath(__file__)) + os.sep,)
 _array, _asarray, _shares = np.array, np.asarray, np.may_share_memory  # before any wrapping
 
 #: Creation functions wrapped while a capture runs: what they return to the user is traced.
-CREATORS = ("array", "asarray", "zeros", "ones", "empty", "full", "arange", "eye", "linspace", "tri")
-RANDOM = ("rand", "randn", "random", "normal", "uniform", "standard_normal", "randint", "random_sample")
+CREATORS = (
+    "array",
+    "asarray",
+    "zeros",
+    "ones",
+    "empty",
+    "full",
+    "arange",
+    "eye",
+    "linspace",
+    "tri",
+)
+RANDOM = (
+    "rand",
+    "randn",
+    "random",
+    "normal",
+    "uniform",
+    "standard_normal",
+    "randint",
+    "random_sample",
+)
 
 _active: NumpyHooks | None = None
 
@@ -43,11 +63,18 @@ def _wrap(value: Any) -> Any:
 
 def numpy_adapter() -> Adapter:
     """Reading numpy arrays: shape, dtype name, a copy, shared memory (no version counter)."""
+
     def copy(a: Any) -> np.ndarray:
         return _array(_plain(a), copy=True)
 
-    return Adapter(lambda a: tuple(a.shape), lambda a: str(a.dtype), copy,
-                   lambda a, b: bool(_shares(_plain(a), _plain(b))), copy, lambda a: -1)
+    return Adapter(
+        lambda a: tuple(a.shape),
+        lambda a: str(a.dtype),
+        copy,
+        lambda a, b: bool(_shares(_plain(a), _plain(b))),
+        copy,
+        lambda a: -1,
+    )
 
 
 class NumpyHooks:
@@ -60,7 +87,7 @@ class NumpyHooks:
         self.depth = 0  # > 0 while numpy runs an op for the user: calls it makes are internal
 
     def install(self) -> None:
-        global _active
+        global _active  # noqa: PLW0603  (the capture the array methods report to)
         _active = self
         for owner, names in ((np, CREATORS), (np.random, RANDOM)):
             for name in names:
@@ -69,7 +96,7 @@ class NumpyHooks:
                 setattr(owner, name, self._creator(original, name))
 
     def uninstall(self) -> None:
-        global _active
+        global _active  # noqa: PLW0603
         for owner, name, original in reversed(self._saved):
             setattr(owner, name, original)
         self._saved = []
@@ -102,16 +129,32 @@ class NumpyHooks:
         frame = user_frame(through=_THROUGH)
         if frame is not None:
             site = site_of(frame)
-            self.recorder.record(traced, 0, "input", "create", site, [], self.adapter,
-                                 {"axes": axes} if axes else None)
+            self.recorder.record(
+                traced,
+                0,
+                "input",
+                "create",
+                site,
+                [],
+                self.adapter,
+                {"axes": axes} if axes else None,
+            )
         return traced
 
-    def run(self, func: Any, name: str, args: tuple[Any, ...], kwargs: dict[str, Any],
-            params: Callable[[int], tuple[str, dict[str, Any]]]) -> Any:
+    def run(
+        self,
+        func: Any,
+        name: str,
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        params: Callable[[int], tuple[str, dict[str, Any]]],
+    ) -> Any:
         """Call ``func`` on plain arrays, record the call if the user made it, trace the result."""
         operands = ops.tensors(args, kwargs, lambda v: isinstance(v, np.ndarray))
         out = kwargs.get("out")
-        targets = [t for t in (out if isinstance(out, tuple) else (out,)) if isinstance(t, np.ndarray)]
+        targets = [
+            t for t in (out if isinstance(out, tuple) else (out,)) if isinstance(t, np.ndarray)
+        ]
         for target in targets:
             self.recorder.snapshot(target, self.adapter)
         frame = None if self.depth else user_frame(through=_THROUGH)
@@ -131,14 +174,20 @@ class NumpyHooks:
         result = _wrap(result)
         if frame is not None:
             kind, p = params(len(operands))
-            outputs = [r for r in (result if isinstance(result, tuple) else (result,)) if isinstance(r, np.ndarray)]
+            outputs = [
+                r
+                for r in (result if isinstance(result, tuple) else (result,))
+                if isinstance(r, np.ndarray)
+            ]
             site = site_of(frame)
             for k, r in enumerate(outputs):
                 self.recorder.record(r, k, name, kind, site, operands, self.adapter, p)
         return result
 
 
-def _function_params(name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Callable[[int], tuple[str, dict[str, Any]]]:
+def _function_params(
+    name: str, args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> Callable[[int], tuple[str, dict[str, Any]]]:
     def params(operands: int) -> tuple[str, dict[str, Any]]:
         kind = ops.kind_of(name, operands)
         rank = len(getattr(args[0], "shape", ())) if args else 0
@@ -156,7 +205,9 @@ def _function_params(name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -
 def _ufunc_name(ufunc: Any, method: str) -> str:
     name = str(ufunc.__name__)
     if method == "reduce":
-        return {"add": "sum", "maximum": "max", "minimum": "min", "multiply": "prod"}.get(name, name)
+        return {"add": "sum", "maximum": "max", "minimum": "min", "multiply": "prod"}.get(
+            name, name
+        )
     return {"true_divide": "divide"}.get(name, name)
 
 
@@ -191,34 +242,36 @@ class TracedArray(np.ndarray):
             return bound(plain, *args, **kwargs)
         if name == "transpose" and len(args) > 1:
             args = (args,)
-        return hooks.run(bound, name, (self, *args), kwargs, _function_params(name, (self, *args), kwargs))
+        return hooks.run(
+            bound, name, (self, *args), kwargs, _function_params(name, (self, *args), kwargs)
+        )
 
-    def reshape(self, *shape: Any, **kwargs: Any) -> Any:  # type: ignore[override]
+    def reshape(self, *shape: Any, **kwargs: Any) -> Any:
         return self._method("reshape", *shape, **kwargs)
 
-    def transpose(self, *axes: Any) -> Any:  # type: ignore[override]
+    def transpose(self, *axes: Any) -> Any:
         return self._method("transpose", *axes)
 
-    def swapaxes(self, axis1: Any, axis2: Any) -> Any:  # type: ignore[override]
+    def swapaxes(self, axis1: Any, axis2: Any) -> Any:
         return self._method("swapaxes", axis1, axis2)
 
-    def sum(self, *args: Any, **kwargs: Any) -> Any:  # type: ignore[override]
+    def sum(self, *args: Any, **kwargs: Any) -> Any:
         return self._method("sum", *args, **kwargs)
 
-    def max(self, *args: Any, **kwargs: Any) -> Any:  # type: ignore[override]
+    def max(self, *args: Any, **kwargs: Any) -> Any:
         return self._method("max", *args, **kwargs)
 
-    def mean(self, *args: Any, **kwargs: Any) -> Any:  # type: ignore[override]
+    def mean(self, *args: Any, **kwargs: Any) -> Any:
         return self._method("mean", *args, **kwargs)
 
-    def min(self, *args: Any, **kwargs: Any) -> Any:  # type: ignore[override]
+    def min(self, *args: Any, **kwargs: Any) -> Any:
         return self._method("min", *args, **kwargs)
 
-    def astype(self, *args: Any, **kwargs: Any) -> Any:  # type: ignore[override]
+    def astype(self, *args: Any, **kwargs: Any) -> Any:
         return self._method("astype", *args, **kwargs)
 
     @property
-    def T(self) -> Any:  # type: ignore[override]
+    def T(self) -> Any:  # noqa: N802  (ndarray's name)
         plain = self.view(np.ndarray)
         hooks = _active
         if hooks is None:
@@ -229,7 +282,9 @@ class TracedArray(np.ndarray):
         hooks = _active
         if hooks is None:
             return np.ndarray.__getitem__(self.view(np.ndarray), _plain(key))
-        return hooks.run(lambda a, k: a[k], "getitem", (self, key), {}, lambda n: ("elementwise", {}))
+        return hooks.run(
+            lambda a, k: a[k], "getitem", (self, key), {}, lambda n: ("elementwise", {})
+        )
 
     def __setitem__(self, key: Any, value: Any) -> None:
         if _active is not None:

@@ -7,15 +7,56 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 _MATMUL = frozenset({"matmul", "mm", "bmm", "dot", "rmatmul"})
-_RESHAPE = frozenset({"view", "reshape", "flatten", "unflatten", "unsqueeze", "squeeze", "view_as", "reshape_as",
-                      "expand_dims", "ravel"})
+_RESHAPE = frozenset(
+    {
+        "view",
+        "reshape",
+        "flatten",
+        "unflatten",
+        "unsqueeze",
+        "squeeze",
+        "view_as",
+        "reshape_as",
+        "expand_dims",
+        "ravel",
+    }
+)
 _PERMUTE = frozenset({"transpose", "swapaxes", "swapdims", "permute", "t", "T", "mT", "mH", "H"})
-_REDUCE = frozenset({"sum", "mean", "max", "min", "amax", "amin", "prod", "std", "var", "logsumexp",
-                     "argmax", "argmin", "nansum", "norm"})
+_REDUCE = frozenset(
+    {
+        "sum",
+        "mean",
+        "max",
+        "min",
+        "amax",
+        "amin",
+        "prod",
+        "std",
+        "var",
+        "logsumexp",
+        "argmax",
+        "argmin",
+        "nansum",
+        "norm",
+    }
+)
 #: Operator dunders and their readable names.
-_DUNDER = {"truediv": "div", "rtruediv": "div", "floordiv": "floordiv", "radd": "add", "rsub": "sub",
-           "rmul": "mul", "rpow": "pow", "iadd": "add_", "isub": "sub_", "imul": "mul_", "itruediv": "div_",
-           "getitem": "getitem", "setitem": "setitem", "neg": "neg"}
+_DUNDER = {
+    "truediv": "div",
+    "rtruediv": "div",
+    "floordiv": "floordiv",
+    "radd": "add",
+    "rsub": "sub",
+    "rmul": "mul",
+    "rpow": "pow",
+    "iadd": "add_",
+    "isub": "sub_",
+    "imul": "mul_",
+    "itruediv": "div_",
+    "getitem": "getitem",
+    "setitem": "setitem",
+    "neg": "neg",
+}
 
 
 def torch_name(func: Any) -> str:
@@ -42,11 +83,17 @@ def display(name: str) -> str:
 def in_place(name: str, kwargs: Mapping[str, Any]) -> bool:
     """True for ops that change a tensor in place (``masked_fill_``, ``__iadd__``, ``out=``)."""
     bare = name.strip("_")
-    return (name.endswith("_") and not name.endswith("__")) or name in ("__setitem__",) or \
-        bare in ("iadd", "isub", "imul", "itruediv") or kwargs.get("out") is not None
+    return (
+        (name.endswith("_") and not name.endswith("__"))
+        or name in ("__setitem__",)
+        or bare in ("iadd", "isub", "imul", "itruediv")
+        or kwargs.get("out") is not None
+    )
 
 
-def tensors(args: Sequence[Any], kwargs: Mapping[str, Any], test: Callable[[Any], bool]) -> list[Any]:
+def tensors(
+    args: Sequence[Any], kwargs: Mapping[str, Any], test: Callable[[Any], bool]
+) -> list[Any]:
     """The tensor operands in order, one level into lists and tuples (``torch.cat([a, b])``)."""
     out: list[Any] = []
     for value in [*args, *kwargs.values()]:
@@ -57,7 +104,7 @@ def tensors(args: Sequence[Any], kwargs: Mapping[str, Any], test: Callable[[Any]
     return out
 
 
-def kind_of(name: str, operands: int) -> str:
+def kind_of(name: str, operands: int) -> str:  # noqa: PLR0911  (a table)
     """The axis rule of an op name (``display`` names)."""
     if operands == 0:
         return "create"
@@ -76,7 +123,9 @@ def kind_of(name: str, operands: int) -> str:
     return "elementwise"
 
 
-def torch_kind(name: str, args: Sequence[Any], kwargs: Mapping[str, Any], operands: int) -> tuple[str, dict[str, Any]]:
+def torch_kind(
+    name: str, args: Sequence[Any], kwargs: Mapping[str, Any], operands: int
+) -> tuple[str, dict[str, Any]]:
     """The kind and parameters of one torch call."""
     shown = display(name)
     kind = kind_of(shown, operands)
@@ -98,20 +147,28 @@ def _rank(args: Sequence[Any]) -> int | None:
     return len(shape) if shape is not None else None
 
 
-def _torch_order(name: str, rest: Sequence[Any], kwargs: Mapping[str, Any], rank: int) -> tuple[int, ...] | None:
+def _torch_order(
+    name: str, rest: Sequence[Any], kwargs: Mapping[str, Any], rank: int
+) -> tuple[int, ...] | None:
     if name in ("t", "T"):
         return tuple(reversed(range(rank)))
     if name in ("mT", "mH", "H"):
         return swap(rank, -2, -1)
     if name == "permute":
-        dims = rest[0] if len(rest) == 1 and isinstance(rest[0], list | tuple) else rest or kwargs.get("dims")
+        dims = (
+            rest[0]
+            if len(rest) == 1 and isinstance(rest[0], list | tuple)
+            else rest or kwargs.get("dims")
+        )
         return _ints(dims, rank)
     a = rest[0] if len(rest) > 0 else kwargs.get("dim0", kwargs.get("axis0"))
     b = rest[1] if len(rest) > 1 else kwargs.get("dim1", kwargs.get("axis1"))
     return swap(rank, a, b) if isinstance(a, int) and isinstance(b, int) else None
 
 
-def numpy_order(name: str, rest: Sequence[Any], kwargs: Mapping[str, Any], rank: int) -> tuple[int, ...] | None:
+def numpy_order(
+    name: str, rest: Sequence[Any], kwargs: Mapping[str, Any], rank: int
+) -> tuple[int, ...] | None:
     """The new order of a numpy transpose, swapaxes or ``.T``."""
     if name == "T":
         return tuple(reversed(range(rank)))

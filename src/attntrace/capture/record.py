@@ -26,7 +26,7 @@ class CapturedStep(Step):
     axes, inputs) plus ``location`` (``file:line``), ``source`` (the expression) and ``role``
     (the reference step it plays, e.g. ``scores``, or "").
 
-    >>> s = CapturedStep("scores", (8, 3, 3), "float64", location="a.py:7", source="q @ k_t", role="scores")
+    >>> s = CapturedStep("scores", (8, 3, 3), "float64", location="a.py:7", role="scores")
     >>> s.nbytes, s.role
     (576, 'scores')
     """
@@ -42,8 +42,20 @@ class CapturedStep(Step):
         return self.numel * _ITEMSIZE.get(self.dtype, 0)
 
 
-_ITEMSIZE = {"bool": 1, "int8": 1, "uint8": 1, "int16": 2, "int32": 4, "int64": 8, "float16": 2,
-             "bfloat16": 2, "float32": 4, "float64": 8, "complex64": 8, "complex128": 16}
+_ITEMSIZE = {
+    "bool": 1,
+    "int8": 1,
+    "uint8": 1,
+    "int16": 2,
+    "int32": 4,
+    "int64": 8,
+    "float16": 2,
+    "bfloat16": 2,
+    "float32": 4,
+    "float64": 8,
+    "complex64": 8,
+    "complex128": 16,
+}
 
 
 @dataclass(frozen=True)
@@ -78,14 +90,35 @@ class Recorder:
         ref, index = entry
         return index if ref is None or ref() is obj else None
 
-    def record(self, out: object, k: int, func: str, kind: str, site: Site, operands: Sequence[object],
-               adapter: Adapter, params: Mapping[str, Any] | None = None, key: object = None) -> Event:
+    def record(
+        self,
+        out: object,
+        k: int,
+        func: str,
+        kind: str,
+        site: Site,
+        operands: Sequence[object],
+        adapter: Adapter,
+        params: Mapping[str, Any] | None = None,
+        key: object = None,
+    ) -> Event:
         """Add the event for output ``out`` (the ``k``-th tensor the op returned); later ops
         find it by ``key`` (the user's tensor, when ``out`` is a detached alias of it)."""
         index = len(self.events)
-        event = Event(index, self._name(site, func, k), kind, func, adapter.shape(out), adapter.dtype(out),
-                      tuple(self.lookup(o) for o in operands), tuple(adapter.shape(o) for o in operands),
-                      site, dict(params or {}), out if self.keep_values else None, adapter.version(out))
+        event = Event(
+            index,
+            self._name(site, func, k),
+            kind,
+            func,
+            adapter.shape(out),
+            adapter.dtype(out),
+            tuple(self.lookup(o) for o in operands),
+            tuple(adapter.shape(o) for o in operands),
+            site,
+            dict(params or {}),
+            out if self.keep_values else None,
+            adapter.version(out),
+        )
         self.events.append(event)
         key = out if key is None else key
         try:
@@ -113,8 +146,15 @@ class Recorder:
                 event.value = adapter.copy(event.value)
                 event.version = adapter.version(event.value)
 
-    def fail(self, func: str, kind: str, site: Site, operands: Sequence[tuple[str, Shape]],
-             error: BaseException, params: Mapping[str, Any] | None = None) -> None:
+    def fail(
+        self,
+        func: str,
+        kind: str,
+        site: Site,
+        operands: Sequence[tuple[str, Shape]],
+        error: BaseException,
+        params: Mapping[str, Any] | None = None,
+    ) -> None:
         """Remember the first operation that raised (axes are named when the trace is read)."""
         if self.failure is None:
             ops = tuple(Operand(n, s, ()) for n, s in operands)
@@ -136,8 +176,12 @@ class Capture:
     parameters: tuple[Param, ...] = ()
     notes: tuple[str, ...] = ()
 
-    def __init__(self, recorder: Recorder, axes: Mapping[str, int] | None = None,
-                 adapters: Mapping[int, Adapter] | None = None) -> None:
+    def __init__(
+        self,
+        recorder: Recorder,
+        axes: Mapping[str, int] | None = None,
+        adapters: Mapping[int, Adapter] | None = None,
+    ) -> None:
         self._recorder = recorder
         self._given = dict(axes or {})
         self._adapters: dict[int, Adapter] = dict(adapters or {})
@@ -185,9 +229,20 @@ class Capture:
 
     def _step(self, e: Event, axes: tuple[str, ...], role: str) -> CapturedStep:
         inputs = tuple(self._recorder.events[i].name for i in e.inputs if i is not None)
-        return CapturedStep(e.name, e.shape, e.dtype, self._value(e), index=e.index, op=e.func, axes=axes,
-                            inputs=inputs, location=e.site.location, source=e.site.source, role=role,
-                            input_shapes=e.input_shapes)
+        return CapturedStep(
+            e.name,
+            e.shape,
+            e.dtype,
+            self._value(e),
+            index=e.index,
+            op=e.func,
+            axes=axes,
+            inputs=inputs,
+            location=e.site.location,
+            source=e.site.source,
+            role=role,
+            input_shapes=e.input_shapes,
+        )
 
     def _value(self, e: Event) -> np.ndarray | None:
         if e.value is None:
@@ -253,8 +308,17 @@ class Capture:
 
 
 def _step_dict(s: CapturedStep) -> dict[str, Any]:
-    return {"index": s.index, "name": s.name, "op": s.op, "shape": list(s.shape), "axes": list(s.axes),
-            "dtype": s.dtype, "bytes": s.nbytes, "role": s.role,
-            "location": s.location, "source": s.source, "inputs": list(s.inputs),
-            "input_shapes": [list(x) for x in s.input_shapes]}
-
+    return {
+        "index": s.index,
+        "name": s.name,
+        "op": s.op,
+        "shape": list(s.shape),
+        "axes": list(s.axes),
+        "dtype": s.dtype,
+        "bytes": s.nbytes,
+        "role": s.role,
+        "location": s.location,
+        "source": s.source,
+        "inputs": list(s.inputs),
+        "input_shapes": [list(x) for x in s.input_shapes],
+    }

@@ -40,7 +40,7 @@ class _Finder:
         if e.kind == "create":
             return self._root(axes)
         first = ins[0] if ins else ""
-        weight = e.kind == "linear" or e.kind == "matmul" and len(ins) == 2 and not ins[1]
+        weight = e.kind == "linear" or (e.kind == "matmul" and len(ins) == 2 and not ins[1])
         if weight and first in ("x", "x_kv"):
             return self._projection(first)
         if e.kind == "linear" and first == "merged":
@@ -73,13 +73,17 @@ class _Finder:
             return "context", "context"
         return "", ""
 
-    def _shaped(self, e: Event, axes: Axes, ins: list[str], first: str) -> tuple[str, str]:
+    def _shaped(  # noqa: PLR0911
+        self, e: Event, axes: Axes, ins: list[str], first: str
+    ) -> tuple[str, str]:
         base = first.removesuffix("_proj").removesuffix("_heads")
         if e.kind == "reshape" and first in ("x", "x_kv") and any(a in _HEADS for a in axes):
             return "xh", ""
         if e.kind == "reshape" and first.endswith("_proj") and any(a in _HEADS for a in axes):
             return f"{base}_heads", f"{base}_heads"
-        if e.kind == "reshape" and first == "context_heads" or e.kind == "reshape" and first == "context":
+        if (e.kind == "reshape" and first == "context_heads") or (
+            e.kind == "reshape" and first == "context"
+        ):
             return ("merged", "merged") if "H" in axes else ("context", "")
         if e.kind == "permute":
             return self._moved(axes, first, base)
@@ -87,8 +91,12 @@ class _Finder:
             return self._on_scores(e, ins)
         if first == "exp_scores" and e.func in ("divide", "true_divide", "div", "truediv"):
             return "weights", "weights"
-        if first in ("k", "v") and e.kind == "elementwise" and any(a == "h" for a in axes) and e.func.startswith(
-                ("repeat", "expand", "tile")):
+        if (
+            first in ("k", "v")
+            and e.kind == "elementwise"
+            and any(a == "h" for a in axes)
+            and e.func.startswith(("repeat", "expand", "tile"))
+        ):
             return first, f"{first}_rep"
         return first, ""
 
@@ -111,7 +119,14 @@ class _Finder:
             return "weights", "weights"
         if e.func == "exp":
             return "exp_scores", ""
-        if len(ins) == 1 and e.func in ("div", "truediv", "true_divide", "divide", "mul", "multiply"):
+        if len(ins) == 1 and e.func in (
+            "div",
+            "truediv",
+            "true_divide",
+            "divide",
+            "mul",
+            "multiply",
+        ):
             return "scores", "scaled"
         if len(ins) >= 2 or e.func.startswith(("masked_fill", "where", "add")):
             return "scores", "masked"

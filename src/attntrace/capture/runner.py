@@ -36,12 +36,14 @@ class Target:
 def parse_target(text: str, argv: Sequence[str] = ()) -> Target:
     """``script.py``, ``FILE.py:NAME`` or ``package.module:NAME``.
 
-    >>> parse_target("attn.py:Attention").name, parse_target("pkg.mod:fn").module
+    >>> parse_target("pkg.attn:Attention").name, parse_target("pkg.mod:fn").module
     ('Attention', 'pkg.mod')
     """
     where, sep, name = text.rpartition(":") if ":" in text else (text, "", "")
     if sep and not name.isidentifier():
-        raise TargetError(f"cannot read the target {text!r}; write FILE.py, FILE.py:NAME or package.module:NAME")
+        raise TargetError(
+            f"cannot read the target {text!r}; write FILE.py, FILE.py:NAME or package.module:NAME"
+        )
     if where.endswith(".py") or not sep:
         path = Path(where)
         if not path.is_file():
@@ -50,7 +52,9 @@ def parse_target(text: str, argv: Sequence[str] = ()) -> Target:
             return Target(path, None, None, tuple(argv))
         return Target(path, None, name, tuple(argv))
     if not all(p.isidentifier() for p in where.split(".")):
-        raise TargetError(f"cannot read the target {text!r}; write FILE.py, FILE.py:NAME or package.module:NAME")
+        raise TargetError(
+            f"cannot read the target {text!r}; write FILE.py, FILE.py:NAME or package.module:NAME"
+        )
     return Target(None, where, name, tuple(argv))
 
 
@@ -64,12 +68,16 @@ def parse_init(pairs: Sequence[str]) -> dict[str, Any]:
     for pair in pairs:
         key, sep, value = pair.partition("=")
         if not sep or not key.strip().isidentifier():
-            raise TargetError(f"cannot read --init {pair!r}; write KEY=VALUE, e.g. --init num_heads=12")
+            raise TargetError(
+                f"cannot read --init {pair!r}; write KEY=VALUE, e.g. --init num_heads=12"
+            )
         try:
             out[key.strip()] = ast.literal_eval(value.strip())
         except (ValueError, SyntaxError):
             if not value.strip().isidentifier():
-                raise TargetError(f"cannot read --init {pair!r}: {value!r} is not a Python literal") from None
+                raise TargetError(
+                    f"cannot read --init {pair!r}: {value!r} is not a Python literal"
+                ) from None
             out[key.strip()] = value.strip()
     return out
 
@@ -85,8 +93,13 @@ def imports_torch(path: Path, seen: set[Path] | None = None) -> bool:
     except SyntaxError:
         return False
     for node in ast.walk(tree):
-        names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
-            [node.module or ""] if isinstance(node, ast.ImportFrom) and node.level == 0 else []
+        names = (
+            [a.name for a in node.names]
+            if isinstance(node, ast.Import)
+            else [node.module or ""]
+            if isinstance(node, ast.ImportFrom) and node.level == 0
+            else []
+        )
         for name in names:
             top = name.split(".")[0]
             if top == "torch" or imports_torch(path.parent / f"{top}.py", seen):
@@ -115,8 +128,13 @@ class Outcome:
     frames: list[tuple[str, int, str, str]] = field(default_factory=list)  # the user's frames
 
 
-def run_script(path: Path, argv: Sequence[str], *, axes: Mapping[str, int] | None = None,
-               keep_values: bool = True) -> Outcome:
+def run_script(
+    path: Path,
+    argv: Sequence[str],
+    *,
+    axes: Mapping[str, int] | None = None,
+    keep_values: bool = True,
+) -> Outcome:
     """Run the script as ``python script.py ARGS`` would, capturing its ops."""
     if imports_torch(path):
         import torch  # noqa: F401  (the capture hooks torch only when it is loaded)
@@ -125,7 +143,9 @@ def run_script(path: Path, argv: Sequence[str], *, axes: Mapping[str, int] | Non
         try:
             runpy.run_path(str(path), run_name="__main__")
         except SystemExit as exc:
-            outcome.exit_code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+            outcome.exit_code = (
+                exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+            )
         except Exception as exc:
             _failed(outcome, exc)
     return outcome
@@ -138,8 +158,11 @@ def _failed(outcome: Outcome, exc: BaseException) -> None:
 
     outcome.error = exc
     outcome.exit_code = 1
-    outcome.frames = [(f.filename, f.lineno or 0, f.name, f.line or "")
-                      for f in traceback.extract_tb(exc.__traceback__) if is_user_file(f.filename)]
+    outcome.frames = [
+        (f.filename, f.lineno or 0, f.name, f.line or "")
+        for f in traceback.extract_tb(exc.__traceback__)
+        if is_user_file(f.filename)
+    ]
 
 
 def load_target(target: Target) -> tuple[Any, Any]:
@@ -155,7 +178,9 @@ def load_target(target: Target) -> tuple[Any, Any]:
     name = target.name or ""
     if not hasattr(module, name):
         where = target.path or target.module
-        found = sorted(n for n, v in vars(module).items() if callable(v) and not n.startswith("_"))[:8]
+        found = sorted(n for n, v in vars(module).items() if callable(v) and not n.startswith("_"))[
+            :8
+        ]
         raise TargetError(f"{where} has no {name!r}; callables there: {', '.join(found) or 'none'}")
     return getattr(module, name), module
 
@@ -171,3 +196,163 @@ def _load_file(path: Path) -> Any:
     sys.modules[spec.name] = module
     spec.loader.exec_module(module)
     return module
+
+
+@dataclass(frozen=True)
+class Inputs:
+    """How to build the input of a NAME target: sizes, dtype, seed, array kind, or a file."""
+
+    batch: int | None = None
+    seq: int = 3
+    hidden: int | None = None
+    dtype: str = "float32"
+    seed: int = 0
+    array: str | None = None  # numpy or torch; None: torch for modules and torch functions
+    input_file: Path | None = None
+
+
+_WIDTH_ATTRS = ("embed_dim", "hidden_size", "d_model", "hidden", "n_embd", "dim", "hidden_dim")
+
+
+def run_target(
+    target: Target,
+    init: Mapping[str, Any],
+    inputs: Inputs,
+    *,
+    axes: Mapping[str, int] | None = None,
+    keep_values: bool = True,
+) -> Outcome:
+    """Build NAME (a module class with ``init``, a module, or a function) and call it on a
+    seeded x (B, S, H) / (S, H), capturing the ops."""
+    obj, module = _import_user(target)
+    call = _callable(obj, init, target.name or "")
+    torch_side = _wants_torch(obj, call, module, inputs.array)
+    x = _input(inputs, _width(call) if inputs.hidden is None else inputs.hidden, torch_side)
+    letters = ("B", "S", "H") if x.ndim == 3 else ("S", "H") if x.ndim == 2 else None
+    with capture(axes=axes, keep_values=keep_values, torch=torch_side) as t:
+        outcome = Outcome(t)
+        x = _root(t, x, letters)
+        try:
+            call(x)
+        except Exception as exc:
+            _failed(outcome, exc)
+    return outcome
+
+
+def _import_user(target: Target) -> tuple[Any, Any]:
+    try:
+        return load_target(target)
+    except AttntraceError:
+        raise
+    except Exception as exc:
+        raise TargetError(
+            f"importing {target.path or target.module} failed: {type(exc).__name__}: {exc}"
+        ) from None
+
+
+def _callable(obj: Any, init: Mapping[str, Any], name: str) -> Any:
+    torch = sys.modules.get("torch")
+    is_module_class = (
+        torch is not None and isinstance(obj, type) and issubclass(obj, torch.nn.Module)
+    )
+    if is_module_class:
+        try:
+            return obj(**init)
+        except TypeError as exc:
+            raise TargetError(
+                f"cannot build {name}({_show(init)}): {exc}; "
+                "pass its arguments with --init KEY=VALUE"
+            ) from None
+    if init:
+        raise TargetError(f"--init builds an nn.Module class; {name} is not one")
+    if isinstance(obj, type):
+        raise TargetError(
+            f"{name} is a class but not an nn.Module; give a module class, a module or a function"
+        )
+    if not callable(obj):
+        raise TargetError(
+            f"{name} is a {type(obj).__name__}, not callable; "
+            "give a module class, a module or a function"
+        )
+    return obj
+
+
+def _show(init: Mapping[str, Any]) -> str:
+    return ", ".join(f"{k}={v!r}" for k, v in init.items())
+
+
+def _wants_torch(obj: Any, call: Any, module: Any, array: str | None) -> bool:
+    if array is not None:
+        return array == "torch"
+    torch = sys.modules.get("torch")
+    if torch is not None and isinstance(call, torch.nn.Module):
+        return True
+    return any(getattr(v, "__name__", "") == "torch" for v in vars(module).values())
+
+
+def _width(call: Any) -> int:
+    for attr in _WIDTH_ATTRS:
+        value = getattr(call, attr, None)
+        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+            return value
+    modules = getattr(call, "modules", None)
+    if callable(modules):
+        for m in modules():
+            if type(m).__name__ == "Linear":
+                return int(m.in_features)
+    return 768
+
+
+def _input(inputs: Inputs, hidden: int, torch_side: bool) -> Any:
+    import numpy as np
+
+    if inputs.input_file is not None:
+        from attntrace.files.guard import regular_file
+
+        try:
+            x = np.load(regular_file(inputs.input_file, "--input"), allow_pickle=False)
+        except (ValueError, OSError) as exc:
+            raise TargetError(f"cannot read --input {inputs.input_file}: {exc}") from None
+    else:
+        shape = (inputs.seq, hidden) if inputs.batch is None else (inputs.batch, inputs.seq, hidden)
+        x = np.random.default_rng(inputs.seed).standard_normal(shape)
+    if not torch_side:
+        return x.astype(inputs.dtype if inputs.dtype != "bfloat16" else "float32")
+    import torch
+
+    return torch.from_numpy(np.ascontiguousarray(x)).to(getattr(torch, inputs.dtype))
+
+
+def _root(t: Session, x: Any, letters: tuple[str, ...] | None) -> Any:
+    """x recorded as the first step, with the letters of the layout."""
+    from attntrace.capture.source import Site
+
+    site = Site("input", "x", "x")
+    if t._torch is not None and not hasattr(x, "__array_function__"):
+        t._recorder.record(
+            x.detach(),
+            0,
+            "input",
+            "create",
+            site,
+            [],
+            t._torch.adapter,
+            {"axes": letters} if letters else None,
+            key=x,
+        )
+        return x
+    from attntrace.capture.numpy_hooks import TracedArray
+
+    traced = x.view(TracedArray)
+    assert t._numpy is not None
+    t._recorder.record(
+        traced,
+        0,
+        "input",
+        "create",
+        site,
+        [],
+        t._numpy.adapter,
+        {"axes": letters} if letters else None,
+    )
+    return traced

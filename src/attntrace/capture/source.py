@@ -89,13 +89,18 @@ def _positions(code: CodeType) -> list[Span]:
 
 def _text(filename: str, span: Span) -> str:
     first, last, col, end_col = span
-    assert first is not None and last is not None and col is not None and end_col is not None
+    if first is None or last is None or col is None or end_col is None:
+        return ""
     lines = [linecache.getline(filename, n) for n in range(first, last + 1)]
     if not lines or not lines[0]:
         return ""
     if len(lines) == 1:
         return _cut(lines[0].encode()[col:end_col])
-    pieces = [lines[0].encode()[col:], *(s.encode() for s in lines[1:-1]), lines[-1].encode()[:end_col]]
+    pieces = [
+        lines[0].encode()[col:],
+        *(s.encode() for s in lines[1:-1]),
+        lines[-1].encode()[:end_col],
+    ]
     return " ".join(_cut(p) for p in pieces)
 
 

@@ -13,13 +13,47 @@ from attntrace.capture.record import Adapter, Recorder
 from attntrace.capture.source import Site, is_user_file, site_of, user_frame
 
 #: Reading a tensor's metadata, printing it: never a step.
-_QUIET = frozenset({
-    "size", "dim", "numel", "stride", "is_contiguous", "item", "tolist", "__format__", "__repr__",
-    "__len__", "__bool__", "__index__", "__int__", "__float__", "storage_offset", "data_ptr",
-    "element_size", "__hash__", "__iter__", "is_floating_point", "is_complex", "get_device",
-    "shape", "dtype", "device", "requires_grad", "grad_fn", "is_leaf", "ndim", "layout", "names",
-    "grad", "is_cuda", "__dlpack__", "__array__", "numpy", "_version",
-})
+_QUIET = frozenset(
+    {
+        "size",
+        "dim",
+        "numel",
+        "stride",
+        "is_contiguous",
+        "item",
+        "tolist",
+        "__format__",
+        "__repr__",
+        "__len__",
+        "__bool__",
+        "__index__",
+        "__int__",
+        "__float__",
+        "storage_offset",
+        "data_ptr",
+        "element_size",
+        "__hash__",
+        "__iter__",
+        "is_floating_point",
+        "is_complex",
+        "get_device",
+        "shape",
+        "dtype",
+        "device",
+        "requires_grad",
+        "grad_fn",
+        "is_leaf",
+        "ndim",
+        "layout",
+        "names",
+        "grad",
+        "is_cuda",
+        "__dlpack__",
+        "__array__",
+        "numpy",
+        "_version",
+    }
+)
 
 
 @dataclass
@@ -81,8 +115,15 @@ class TorchHooks:
             self._record(result, ops.display(name), kind, site_of(frame), operands, params)
         return result
 
-    def _record(self, result: Any, func: str, kind: str, site: Site, operands: list[Any],
-                params: dict[str, Any]) -> None:
+    def _record(
+        self,
+        result: Any,
+        func: str,
+        kind: str,
+        site: Site,
+        operands: list[Any],
+        params: dict[str, Any],
+    ) -> None:
         outputs = ops.tensors((result,), {}, self._is_tensor)
         for k, out in enumerate(outputs):
             self.recorder.busy = True
@@ -92,8 +133,15 @@ class TorchHooks:
                 self.recorder.busy = False
             self.recorder.record(kept, k, func, kind, site, operands, self.adapter, params, key=out)
 
-    def _failed(self, frame: Any, name: str, args: tuple[Any, ...], kwargs: dict[str, Any],
-                operands: list[Any], exc: BaseException) -> None:
+    def _failed(
+        self,
+        frame: Any,
+        name: str,
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        operands: list[Any],
+        exc: BaseException,
+    ) -> None:
         rec = self.recorder
         if self.stack:
             call = self.stack[0]
@@ -102,7 +150,10 @@ class TorchHooks:
             weight = getattr(call.module, "weight", None)
             shown = [*call.inputs, *([weight] if self._is_tensor(weight) else [])]
             kind = "linear" if type(call.module).__name__ == "Linear" else "module"
-            named = [(rec.operand_name(o) or ("weight" if o is weight else ""), tuple(o.shape)) for o in shown]
+            named = [
+                (rec.operand_name(o) or ("weight" if o is weight else ""), tuple(o.shape))
+                for o in shown
+            ]
             rec.fail(type(call.module).__name__.lower(), kind, call.site, named, exc)
             return
         if frame is not None:
@@ -143,8 +194,15 @@ def _user_forward(module: Any) -> bool:
 
 #: torch's files that only pass a call on (dispatch, operator wrappers): walked past to the
 #: caller. Any other torch file calling an op (nn.init inside nn.Linear()) is not the user.
-_DISPATCH = ("overrides.py", "_tensor.py", "functional.py", "nn/functional.py", "_jit_internal.py",
-             "utils/_device.py")
+_DISPATCH = (
+    "overrides.py",
+    "_tensor.py",
+    "functional.py",
+    "nn/functional.py",
+    "_jit_internal.py",
+    "utils/_device.py",
+    "nn/modules/module.py",
+)
 
 _CAPTURE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
 
@@ -152,13 +210,18 @@ _CAPTURE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
 def _mode_class() -> type:
     from torch.overrides import TorchFunctionMode
 
-    class CaptureMode(TorchFunctionMode):  # type: ignore[misc]
+    class CaptureMode(TorchFunctionMode):
         def __init__(self, hooks: TorchHooks, through: tuple[str, ...]) -> None:
             super().__init__()
             self.hooks = hooks
 
-        def __torch_function__(self, func: Any, types: Any, args: tuple[Any, ...] = (),
-                               kwargs: dict[str, Any] | None = None) -> Any:
+        def __torch_function__(
+            self,
+            func: Any,
+            types: Any,
+            args: tuple[Any, ...] = (),
+            kwargs: dict[str, Any] | None = None,
+        ) -> Any:
             return self.hooks.call(func, args, kwargs or {})
 
     return CaptureMode
@@ -187,5 +250,11 @@ def torch_adapter() -> Adapter:
     def version(t: Any) -> int:
         return int(t._version)
 
-    return Adapter(lambda t: tuple(t.shape), lambda t: str(t.dtype).removeprefix("torch."),
-                   to_numpy, shares, copy, version)
+    return Adapter(
+        lambda t: tuple(t.shape),
+        lambda t: str(t.dtype).removeprefix("torch."),
+        to_numpy,
+        shares,
+        copy,
+        version,
+    )

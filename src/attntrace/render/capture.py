@@ -21,16 +21,26 @@ if TYPE_CHECKING:
 def render_capture(capture: Capture, console: Console, *, title: str = "") -> None:
     """The chain of shapes and the steps table."""
     steps = capture.steps
-    console.print(Text.assemble(("attntrace trace", "bold"), f"  {inert(title)}  ",
-                                (_sizes(capture), "cyan")))
+    console.print(
+        Text.assemble(("attntrace trace", "bold"), f"  {inert(title)}  ", (_sizes(capture), "cyan"))
+    )
     if steps:
         console.print(Text(" → ".join(format_shape(s) for s in chain(steps)), style="cyan"))
     console.print()
-    console.print(captured_table(steps, console.width) if steps else Text("no tensor operations recorded", style="dim"))
+    console.print(
+        captured_table(steps, console.width)
+        if steps
+        else Text("no tensor operations recorded", style="dim")
+    )
 
 
 def _sizes(capture: Capture) -> str:
-    return "  ".join(f"{k}={v}" for k, v in capture.axis_sizes().items())
+    sizes = capture.axis_sizes()
+    order = [*(k for k in _ORDER if k in sizes), *(k for k in sizes if k not in _ORDER)]
+    return "  ".join(f"{k}={sizes[k]}" for k in order)
+
+
+_ORDER = ("B", "S", "N", "H", "M", "h", "g", "d")
 
 
 def chain(steps: Sequence[CapturedStep]) -> list[tuple[int, ...]]:
@@ -47,21 +57,45 @@ def chain(steps: Sequence[CapturedStep]) -> list[tuple[int, ...]]:
 
 
 def captured_table(steps: Sequence[CapturedStep], width: int = 120) -> Table:
-    """One row per op: index, step, role, file:line, source, operand shapes → shape, axes, dtype."""
-    table = _table("steps (your code)")
+    """One row per op: index, step, role, file:line, source, operand shapes → shape, axes, dtype.
+
+    When every op is in one file the line column shows the line number only (the file is in the
+    title), and the dtype moves into the title when there is one and the console is narrow.
+    """
+    files = {s.location.rpartition(":")[0] for s in steps}
+    dtypes = {s.dtype for s in steps}
+    dtype_column = len(dtypes) > 1 or width >= 120
+    title = "steps of " + (inert(files.pop()) if len(files) == 1 else "your code")
+    title += "" if dtype_column else f" (every tensor {dtypes.pop()})"
+    one_file = title.startswith("steps of ") and not title.startswith("steps of your code")
+    table = _table(title)
     table.add_column("#", justify="right", style="dim")
-    table.add_column("step", style="bold")
-    table.add_column("role", style="green")
-    table.add_column("line", style="dim", no_wrap=True)
-    table.add_column("code", overflow="fold", max_width=max(24, width // 3))
-    table.add_column("shapes", justify="right", style="cyan", overflow="fold")
+    table.add_column("step", style="bold", no_wrap=True)
+    table.add_column("role", style="green", no_wrap=True)
+    table.add_column("line", style="dim", no_wrap=True, justify="right" if one_file else "left")
+    table.add_column(
+        "code", overflow="ellipsis", no_wrap=True, min_width=8, max_width=max(16, width // 3)
+    )
+    inputs = width >= 110  # operand shapes too when there is room
+    table.add_column(
+        "operands → shape" if inputs else "shape", justify="right", style="cyan", no_wrap=True
+    )
     table.add_column("axes", style="magenta", no_wrap=True)
-    table.add_column("dtype", style="dim", no_wrap=True)
+    if dtype_column:
+        table.add_column("dtype", style="dim", no_wrap=True)
     for s in steps:
         shapes = " ".join(format_shape(i) for i in s.input_shapes)
-        table.add_row(str(s.index), inert(s.name), s.role, inert(s.location), inert(s.source),
-                      f"{shapes} → {format_shape(s.shape)}" if shapes else format_shape(s.shape),
-                      format_axes(s.axes), s.dtype)
+        where = s.location.rpartition(":")[2] if one_file else s.location
+        cells = [
+            str(s.index),
+            inert(s.name),
+            s.role,
+            inert(where),
+            inert(s.source),
+            f"{shapes} → {format_shape(s.shape)}" if shapes and inputs else format_shape(s.shape),
+            format_axes(s.axes),
+        ]
+        table.add_row(*cells, *([s.dtype] if dtype_column else []))
     return table
 
 
@@ -69,11 +103,20 @@ def render_failure(failure: Failure, explanation: Explanation | None, console: C
     """The failing line, every operand with its shape and axes, the rule and the fix."""
     console.print()
     head = "shape error" if explanation is not None else "error"
-    console.print(Text.assemble((f"{head} at {inert(failure.site.location)}", "bold red"), "  ",
-                                (inert(failure.site.source), "bold")))
+    console.print(
+        Text.assemble(
+            (f"{head} at {inert(failure.site.location)}", "bold red"),
+            "  ",
+            (inert(failure.site.source), "bold"),
+        )
+    )
     for k, o in enumerate(failure.operands):
-        console.print(Text(f"  {inert(o.name or f'operand {k}'):<16} {format_shape(o.shape):<18} "
-                           f"{format_axes(o.axes) if o.axes else ''}"))
+        console.print(
+            Text(
+                f"  {inert(o.name or f'operand {k}'):<16} {format_shape(o.shape):<18} "
+                f"{format_axes(o.axes) if o.axes else ''}"
+            )
+        )
     if explanation is not None:
         console.print(Text.assemble(("  rule: ", "bold"), inert(explanation.rule)))
         if explanation.fix:
@@ -82,7 +125,9 @@ def render_failure(failure: Failure, explanation: Explanation | None, console: C
     console.print(Text(f"  {type(error).__name__}: {inert(_first_line(error))}", style="red"))
 
 
-def render_error(error: BaseException, frames: Sequence[tuple[str, int, str, str]], console: Console) -> None:
+def render_error(
+    error: BaseException, frames: Sequence[tuple[str, int, str, str]], console: Console
+) -> None:
     """Another exception of the user's code: its type and message, the user's frames only."""
     console.print()
     console.print(Text("Traceback (your code only):", style="bold red"))
