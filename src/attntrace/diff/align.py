@@ -52,11 +52,10 @@ class UserSteps:
         ref, shape = fingerprint(value), tuple(value.shape)
         order = sorted(range(len(self.steps)),
                        key=lambda i: (self.steps[i].role != role or not role, self.steps[i].shape != shape, i))
-        for i in order:
-            if self.steps[i].index in skip:
-                continue
-            if self.prints[i].may_match(ref, self.tol):
-                found = agree(self.steps[i].value, value, axes, self.tol)
+        fits = [i for i in order if self.steps[i].index not in skip and self.prints[i].may_match(ref, self.tol)]
+        for exact in (True, False):  # the same layout anywhere before another layout
+            for i in fits:
+                found = agree(self.steps[i].value, value, axes, self.tol, exact=exact)
                 if found is not None and found.ok:
                     return self.steps[i], found
         return None
@@ -94,8 +93,10 @@ def _unmatched(step: Step, user: UserSteps, used: set[int], last: int) -> Row:
             and next(layouts(u.value, step.shape, step.axes), None) is not None]
     pick = next((u for u in fits if u.role == step.name), None)
     pick = pick or next((u for u in fits if u.index > last and u.shape == step.shape), None)
+    if step.name in OPTIONAL or (pick is None and step.view):
+        return Row(step, NOT_SEEN)  # built another way, or a layout the code skips
     if pick is None:
-        return Row(step, NOT_SEEN if step.view or step.name in OPTIONAL else DIFFERS)
+        return Row(step, DIFFERS)
     return Row(step, DIFFERS, pick, agree(pick.value, step.value, step.axes, user.tol))
 
 

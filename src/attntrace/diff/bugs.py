@@ -33,6 +33,8 @@ class Bug:
     tensors: dict[str, Any] = field(default_factory=dict)  # weights or RoPE tables to use instead
     scale: float | None = None  # another factor on the scores
     needs_match: str = ""  # a step the user must have right for this bug to apply (scaled twice)
+    blame_first: bool = False  # blame the first user tensor with the mistaken numbers, even one that
+    # matches another reference step (swapped projections); else the first that matches none
 
 
 @dataclass(frozen=True)
@@ -94,22 +96,23 @@ def _swapped(s: Setting) -> Iterator[Bug]:
         if s.config.bias:
             swap |= {f"b_{a}": s.tensors.get(f"b_{b}"), f"b_{b}": s.tensors.get(f"b_{a}")}
         yield Bug(f"swapped-{a}{b}", f"the {a} and {b} projections swapped",
-                  f"compute {a} with the {a} projection (w_{a}) and {b} with w_{b}", f"{a}_proj", tensors=swap)
+                  f"compute {a} with the {a} projection (w_{a}) and {b} with w_{b}", f"{a}_proj", tensors=swap,
+                  blame_first=True)
 
 
 def _split(s: Setting) -> Iterator[Bug]:
     """Heads split by a bare view to (B, h, S, d), without the transpose."""
     cfg = s.config
-    for c in "qkv":
+
+    def wrong(c: str) -> StepReplacement:
         heads, seq = (cfg.heads, cfg.seq) if c == "q" else (cfg.groups, cfg.keys)
         shape = (*s.lead, heads, seq, cfg.head_dim)
+        return lambda done, value: done[f"{c}_proj"].reshape(shape)
 
-        def wrong(done: Done, value: np.ndarray, c: str = c, shape: tuple[int, ...] = shape) -> np.ndarray:
-            return done[f"{c}_proj"].reshape(shape)
-
-        yield Bug(f"split-no-transpose-{c}", f"heads of {c} split without the transpose",
-                  f"split with {c}.view(B, S, h, d).transpose(1, 2); a bare view(B, h, S, d) mixes tokens "
-                  "into heads", c, {c: wrong})
+    for which in ("qkv", "q", "k", "v"):
+        yield Bug(f"split-no-transpose-{which}", f"heads of {', '.join(which)} split without the transpose",
+                  "split with .view(B, S, h, d).transpose(1, 2); a bare view(B, h, S, d) mixes tokens into heads",
+                  which[0], {c: wrong(c) for c in which})
 
 
 def _merge(s: Setting) -> Iterator[Bug]:

@@ -6,7 +6,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any
 
 from attntrace.config import AttentionConfig
 from attntrace.diff import DiffReport, resolve_layer, run_diff
@@ -18,13 +17,17 @@ def diff_target(text: str, init: Sequence[str], config: AttentionConfig, typed: 
                 input_file: Path | None) -> DiffReport:
     """Load ``text`` (FILE.py:NAME or package.module:NAME), build it with ``init``, and diff it
     under ``config`` (``typed``: the options the user gave, which the module must agree with)."""
-    from attntrace.capture.runner import load_target, parse_init, parse_target
+    from attntrace.capture.runner import _callable, _import_user, parse_init, parse_target
 
     spec = parse_target(text)
-    if spec.name is None or not spec.name:
-        raise ConfigError(f"diff needs a NAME in the target: {text}:Attention, an nn.Module or a function")
-    obj, _ = load_target(spec)
-    target = build(obj, parse_init(init), config.seed)
+    if not spec.name:
+        raise ConfigError(f"diff needs a NAME in the target, e.g. {text}:Attention (an nn.Module or a function)")
+    obj, _ = _import_user(spec)
+    if isinstance(obj, type):
+        import torch
+
+        torch.manual_seed(config.seed)  # a class's weights: the same on every run of the same --seed
+    target = _callable(obj, parse_init(init), spec.name)
     x = None
     if input_file is not None:
         from attntrace.files import read_npy
@@ -35,17 +38,3 @@ def diff_target(text: str, init: Sequence[str], config: AttentionConfig, typed: 
     cfg, tensors = resolve_layer(layer, options, {"head_dim" if t == "head_dim_override" else t for t in typed}, x)
     return run_diff(layer, cfg, tensors)
 
-
-def build(obj: Any, init: dict[str, Any], seed: int) -> Any:
-    """An nn.Module class built with ``init`` (its weights seeded by ``seed``), else ``obj``."""
-    if isinstance(obj, type):
-        import torch
-
-        torch.manual_seed(seed)
-        try:
-            return obj(**init)
-        except TypeError as exc:
-            raise ConfigError(f"cannot build {obj.__name__}(**{init}): {exc}; pass its arguments with --init KEY=VALUE") from None
-    if init:
-        raise ConfigError("--init builds a class; the target is already an object, drop --init")
-    return obj

@@ -47,41 +47,62 @@ def diagnose(setting: Setting, rows: Sequence[Row], user: UserSteps,
     used = {r.user.index for r in rows if r.status == MATCH and r.user is not None}
     status = {r.step.name: r.status for r in rows}
     closest: tuple[float, Bug] | None = None
+    partial: list[Diagnosis] = []  # bugs that reproduce the divergence but not the output
     for bug in catalogue(setting):
         if order.get(bug.at, math.inf) > order[first.step.name]:
             continue  # happens after the divergence: cannot explain it
         if bug.needs_match and status.get(bug.needs_match) != MATCH:
             continue
-        found = _test(bug, setting, tensors, user, used, (order, order[first.step.name]))
-        if isinstance(found, Diagnosis):
-            return found
-        if found < (closest[0] if closest else math.inf):
-            closest = (found, bug)
-    return _unexplained(first, closest)
+        mistaken = _run(bug, setting, tensors)
+        found = _test(bug, setting, mistaken, user, used, (order, order[first.step.name]))
+        if found is None:
+            gap = _gap(first, mistaken, user)
+            if gap < (closest[0] if closest else math.inf):
+                closest = (gap, bug)
+        elif _reproduces_output(mistaken, user):
+            return found  # the whole run explained: the one bug there is
+        else:
+            partial.append(found)
+    return partial[0] if partial else _unexplained(first, closest)
 
 
-def _test(bug: Bug, s: Setting, tensors: Mapping[str, Any], user: UserSteps, used: set[int],
-          where: tuple[Mapping[str, int], int]) -> Diagnosis | float:
-    """Apply ``bug`` to the reference; a Diagnosis when a user tensor that matches no reference
-    step holds its numbers at or after the divergence, else how close it came (max abs). The
-    line blamed is that of the first user tensor holding any of its numbers."""
+def _reproduces_output(mistaken: Trace, user: UserSteps) -> bool:
+    """Whether the mistaken reference's output is what the user's code returned."""
+    from attntrace.diff.match import agree
+
+    out, returned = mistaken["output"], user.steps[-1]
+    found = agree(returned.value, out.value, out.axes, user.tol) if out.value is not None else None
+    return found is not None and found.ok
+
+
+def _gap(row: Row, mistaken: Trace, user: UserSteps) -> float:
+    """How far the user's tensor at the divergence is from the mistaken reference's there."""
+    from attntrace.diff.match import agree
+
+    step = mistaken[row.step.name] if row.step.name in mistaken else None
+    if row.user is None or step is None or step.value is None:
+        return math.inf
+    found = agree(row.user.value, step.value, step.axes, user.tol)
+    return found.max_abs if found is not None else math.inf
+
+
+def _test(bug: Bug, s: Setting, mistaken: Trace, user: UserSteps, used: set[int],
+          where: tuple[Mapping[str, int], int]) -> Diagnosis | None:
+    """A Diagnosis when a user tensor that matches no reference step holds the numbers of the
+    ``mistaken`` reference at or after the divergence. The line blamed is that of the first
+    user tensor holding any of its changed numbers."""
     order, divergence = where
-    mistaken = _run(bug, s, tensors)
     changed = [m for m in mistaken.steps if m.value is not None and not _same(m.value, s.ref[m.name].value, user)]
-    blame: tuple[str, UserStep] | None = None
-    for m in changed:
-        hit = user.find(m.value, m.axes)  # type: ignore[arg-type]
-        if hit is None:
-            continue
-        blame = blame or (m.name, hit[0])
-        if order.get(m.name, -1) < divergence:
-            continue
-        fresh = hit if hit[0].index not in used else user.find(m.value, m.axes, skip=used)  # type: ignore[arg-type]
-        if fresh is not None:
-            step, who = blame
-            return Diagnosis(step, bug.key, bug.name, bug.fix, who.location, who.source,
-                             *_numbers(who, s.ref[step], user), explained_abs=fresh[1].max_abs)
-    return _distance(changed, user)
+    hits = {m.name: (user.find(m.value, m.axes), user.find(m.value, m.axes, skip=used))  # type: ignore[arg-type]
+            for m in changed}
+    proof = next((hits[m.name][1] for m in changed if order.get(m.name, -1) >= divergence and hits[m.name][1]), None)
+    if proof is None:
+        return None
+    firsts = [(m.name, hit[0]) for m in changed if (hit := hits[m.name][0]) is not None]
+    fresh = [(m.name, hit[0]) for m in changed if (hit := hits[m.name][1]) is not None]
+    step, who = (firsts if bug.blame_first else fresh)[0]
+    return Diagnosis(step, bug.key, bug.name, bug.fix, who.location, who.source, *_numbers(who, s.ref[step], user),
+                     explained_abs=proof[1].max_abs)
 
 
 def _run(bug: Bug, s: Setting, tensors: Mapping[str, Any]) -> Trace:
@@ -92,12 +113,10 @@ def _run(bug: Bug, s: Setting, tensors: Mapping[str, Any]) -> Trace:
 
 
 def _same(a: np.ndarray, b: np.ndarray | None, user: UserSteps) -> bool:
-    from attntrace.diff.match import agree
+    """Whether the mistaken step ``a`` equals the reference's ``b`` (same layout, same values)."""
+    from attntrace.diff.match import same
 
-    if b is None or a.shape != b.shape:
-        return False
-    found = agree(a, b, (), user.tol)
-    return found is not None and found.ok
+    return b is not None and a.shape == b.shape and same(a, b, user.tol)
 
 
 def _numbers(who: UserStep, ref: Any, user: UserSteps) -> tuple[float, float]:
@@ -105,17 +124,6 @@ def _numbers(who: UserStep, ref: Any, user: UserSteps) -> tuple[float, float]:
 
     found = agree(who.value, ref.value, ref.axes, user.tol)
     return (found.max_abs, found.max_rel) if found is not None else (math.inf, math.inf)
-
-
-def _distance(changed: Sequence[Any], user: UserSteps) -> float:
-    """How close the user's tensors come to the first changed step (for "closest" in a report)."""
-    from attntrace.diff.match import agree
-
-    if not changed:
-        return math.inf
-    m = changed[0]
-    gaps = [a.max_abs for u in user.steps if (a := agree(u.value, m.value, m.axes, user.tol)) is not None]
-    return min(gaps, default=math.inf)
 
 
 def _unexplained(row: Row, closest: tuple[float, Bug] | None) -> Diagnosis:

@@ -189,4 +189,4 @@ def _to_numpy(t: Any) -> np.ndarray:
     import numpy as np
 
     t = t.detach().cpu()
-    return np.array(t.float() if str(t.dtype) == "torch.bfloat16" else t)
+    return np.array((t.float() if str(t.dtype) == "torch.bfloat16" else t).numpy())

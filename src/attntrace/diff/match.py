@@ -52,8 +52,8 @@ def fingerprint(a: np.ndarray) -> Fingerprint:
     """
     import numpy as np
 
-    if a.dtype == np.bool_:
-        a = a.astype(np.float64)
+    if a.dtype == np.bool_:  # a mask may be stored either way round (True = keep or = masked)
+        return Fingerprint(int(a.size), 0, 0.0, 0.0, 0.0)
     with np.errstate(invalid="ignore"):
         plain = np.isfinite(a) & (a > MASKED_BELOW)
     kept = a[plain].astype(np.float64, copy=False)
@@ -72,9 +72,11 @@ class Agreement:
     ok: bool
 
 
-def agree(user: np.ndarray, ref: np.ndarray, axes: tuple[str, ...], tol: Tolerance) -> Agreement | None:
+def agree(user: np.ndarray, ref: np.ndarray, axes: tuple[str, ...], tol: Tolerance, *,
+          exact: bool = False) -> Agreement | None:
     """``user`` against ``ref`` (axis letters ``axes``) in the first layout that matches, else
-    the numbers of the closest layout; None when no layout has ``ref``'s shape.
+    the numbers of the closest layout; None when no layout has ``ref``'s shape. ``exact``: the
+    same layout only.
 
     >>> import numpy as np
     >>> ref = np.arange(6.0).reshape(2, 3)
@@ -85,6 +87,8 @@ def agree(user: np.ndarray, ref: np.ndarray, axes: tuple[str, ...], tol: Toleran
     """
     best: Agreement | None = None
     for layout, view in layouts(user, ref.shape, axes):
+        if exact and layout.lstrip("~"):
+            continue
         found = _compare(view, ref, tol, layout)
         if found.ok:
             return found
@@ -95,7 +99,14 @@ def agree(user: np.ndarray, ref: np.ndarray, axes: tuple[str, ...], tol: Toleran
 
 def layouts(user: np.ndarray, shape: tuple[int, ...], axes: tuple[str, ...]) -> Iterator[tuple[str, np.ndarray]]:
     """The views of ``user`` that have ``shape``: itself, permutations that keep the order of
-    axes sharing a letter, or a reshape when the number of axes differs."""
+    axes sharing a letter, or a reshape when the number of axes differs (and, for a boolean
+    mask, the same of its negation, written ``~``)."""
+    if user.dtype.kind == "b":  # a boolean mask may mean True = masked: judge what it does
+        yield from ((f"~{layout}", view) for layout, view in _layouts(~user, shape, axes))
+    yield from _layouts(user, shape, axes)
+
+
+def _layouts(user: np.ndarray, shape: tuple[int, ...], axes: tuple[str, ...]) -> Iterator[tuple[str, np.ndarray]]:
     if tuple(user.shape) == tuple(shape):
         yield "", user
     if user.ndim != len(shape):
@@ -113,6 +124,11 @@ def _keeps_letters(order: tuple[int, ...], axes: tuple[str, ...]) -> bool:
     """Axes i < j of the same letter come from user axes in the same order."""
     return all(order[i] < order[j] for i, j in itertools.combinations(range(len(order)), 2)
                if i < len(axes) and j < len(axes) and axes[i] == axes[j])
+
+
+def same(a: np.ndarray, b: np.ndarray, tol: Tolerance) -> bool:
+    """``a`` equals ``b`` within ``tol``, element by element in the same layout."""
+    return _compare(a, b, tol, "").ok
 
 
 def _compare(user: np.ndarray, ref: np.ndarray, tol: Tolerance, layout: str) -> Agreement:

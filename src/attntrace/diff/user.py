@@ -69,5 +69,6 @@ def _numpy(value: object) -> np.ndarray:
         value = value.detach().cpu()  # type: ignore[attr-defined]
         if str(getattr(value, "dtype", "")) == "torch.bfloat16":
             value = value.float()  # type: ignore[attr-defined]
+        value = value.numpy()  # type: ignore[attr-defined]
     return np.array(value)
 
