@@ -209,3 +209,79 @@ def test_corpus_covers_every_bug_family() -> None:
     assert len(VARIANTS) >= 25
     assert {"split", "merge", "softmax", "unscaled", "scaled", "k", "untransposed", "swapped", "mask", "causal",
             "gqa", "rope"} <= keys
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("seq", [3, 6])
+def test_correct_numpy_base_matches(seq: int, dtype: str) -> None:
+    target = _load(CORPUS / "notes_numpy.py", "attention")
+    batch = None  # the notes' numpy attention is unbatched (S, H)
+    report = diff(target, AttentionConfig(batch=batch, seq=seq, hidden=32, heads=4, dtype=dtype))
+    assert report.ok, report.diagnosis
+    assert report.diagnosis is None
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize(("base", "config"), [
+    ("notes_torch", AttentionConfig(batch=2, seq=5, hidden=64, heads=4)),
+    ("notes_torch", AttentionConfig(batch=1, seq=7, hidden=24, heads=3)),
+    ("llama_torch", LLAMA),
+    ("llama_torch", AttentionConfig(batch=1, seq=9, hidden=64, heads=8, kv_heads=2, rope=True, causal=True, bias=False)),
+])
+def test_correct_torch_bases_match(base: str, config: AttentionConfig, dtype: str) -> None:
+    from dataclasses import replace
+
+    name = BASES[base][0]
+    report = diff(_target(CORPUS / f"{base}.py", name, _init_for(base, config)), replace(config, dtype=dtype))
+    assert report.ok, report.diagnosis
+    statuses = {r.step.name: r.status for r in report.rows}
+    assert statuses["output"] == statuses["weights"] == "match"
+    assert report.config.dtype == dtype
+
+
+def test_module_sizes_must_agree_with_the_options() -> None:
+    from attntrace.errors import ConfigError
+
+    module = _target(CORPUS / "llama_torch.py", "LlamaAttention", {})
+    with pytest.raises(ConfigError, match="heads"):
+        diff(module, AttentionConfig(batch=2, seq=6, hidden=32, heads=8, rope=True, causal=True, bias=False))
+
+
+def test_unexplained_divergence_says_so_with_numbers(tmp_path: Path) -> None:
+    text = (CORPUS / "notes_numpy.py").read_text().replace(
+        "scores = scores / np.sqrt(attention_head_size)", "scores = scores / np.sqrt(attention_head_size) + 0.5 * scores ** 2")
+    path = tmp_path / "odd.py"
+    path.write_text(text)
+    report = diff(_load(path, "attention"), NUMPY)
+    d = report.diagnosis
+    assert d is not None and d.bug is None
+    assert d.step == "weights" and d.location == "odd.py:29"  # scaled is right, what follows on its line not
+    assert "no known bug reproduces it" in d.name and d.max_abs > 0.01
+
+
+def _cli(*args: str) -> Any:
+    from typer.testing import CliRunner
+
+    from attntrace.cli import app
+
+    return CliRunner().invoke(app, ["diff", *args])
+
+
+def test_cli_exit_codes_and_json(tmp_path: Path) -> None:
+    good = _cli(f"{CORPUS / 'llama_torch.py'}:LlamaAttention", "--batch", "2", "--seq", "6")
+    assert good.exit_code == 0, good.output
+    assert "MATCH" in good.output and "q_rot" in good.output
+    bad_file = tmp_path / "wrong_axis.py"
+    bad_file.write_text((CORPUS / "notes_torch.py").read_text().replace("dim=-1)", "dim=-2)"))
+    bad = _cli(f"{bad_file}:NotesAttention", "--init", "feature_dim=32", "--batch", "2", "--seq", "4", "--heads", "4",
+               "--format", "json")
+    assert bad.exit_code == 1, bad.output
+    doc = json.loads(bad.output)
+    assert doc["schema"] == "attntrace.diff/1" and doc["ok"] is False
+    assert doc["diagnosis"]["bug"] == "softmax-axis-2"
+    assert doc["diagnosis"]["location"] == "wrong_axis.py:38"
+    assert [r["status"] for r in doc["rows"] if r["step"] == "weights"] == ["differs"]
+    usage = _cli(f"{CORPUS / 'llama_torch.py'}:NoSuchThing")
+    assert usage.exit_code == 2
+    conflict = _cli(f"{CORPUS / 'llama_torch.py'}:LlamaAttention", "--heads", "8")
+    assert conflict.exit_code == 2

@@ -32,3 +32,4 @@ def attention(x, params):
     out = np.transpose(out, [1, 0, 2])
     out = np.reshape(out, [values_length, hidden])
     return out @ params["w_o"].T + params["b_o"]
+
