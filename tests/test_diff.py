@@ -140,7 +140,8 @@ VARIANTS: list[Variant] = [
 
 def _load(path: Path, name: str) -> Any:
     spec = importlib.util.spec_from_file_location(f"_diff_corpus_{path.stem}", path)
-    assert spec is not None and spec.loader is not None
+    assert spec is not None
+    assert spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module
     spec.loader.exec_module(module)
@@ -254,9 +255,12 @@ def test_unexplained_divergence_says_so_with_numbers(tmp_path: Path) -> None:
     path.write_text(text)
     report = diff(_load(path, "attention"), NUMPY)
     d = report.diagnosis
-    assert d is not None and d.bug is None
-    assert d.step == "weights" and d.location == "odd.py:29"  # scaled is right, what follows on its line not
-    assert "no known bug reproduces it" in d.name and d.max_abs > 0.01
+    assert d is not None
+    assert d.bug is None
+    assert d.step == "weights"
+    assert d.location == "odd.py:29"
+    assert "no known bug reproduces it" in d.name
+    assert d.max_abs > 0.01
 
 
 def _cli(*args: str) -> Any:
@@ -270,14 +274,16 @@ def _cli(*args: str) -> Any:
 def test_cli_exit_codes_and_json(tmp_path: Path) -> None:
     good = _cli(f"{CORPUS / 'llama_torch.py'}:LlamaAttention", "--batch", "2", "--seq", "6")
     assert good.exit_code == 0, good.output
-    assert "MATCH" in good.output and "q_rot" in good.output
+    assert "MATCH" in good.output
+    assert "q_rot" in good.output
     bad_file = tmp_path / "wrong_axis.py"
     bad_file.write_text((CORPUS / "notes_torch.py").read_text().replace("dim=-1)", "dim=-2)"))
     bad = _cli(f"{bad_file}:NotesAttention", "--init", "feature_dim=32", "--batch", "2", "--seq", "4", "--heads", "4",
                "--format", "json")
     assert bad.exit_code == 1, bad.output
     doc = json.loads(bad.output)
-    assert doc["schema"] == "attntrace.diff/1" and doc["ok"] is False
+    assert doc["schema"] == "attntrace.diff/1"
+    assert doc["ok"] is False
     assert doc["diagnosis"]["bug"] == "softmax-axis-2"
     assert doc["diagnosis"]["location"] == "wrong_axis.py:38"
     assert [r["status"] for r in doc["rows"] if r["step"] == "weights"] == ["differs"]

@@ -3,7 +3,7 @@ and the bug that explains it."""
 
 from __future__ import annotations
 
-from enum import Enum
+from enum import StrEnum
 from typing import Annotated, Any
 
 import typer
@@ -14,18 +14,38 @@ from attntrace.cli.configure import with_model_options
 from attntrace.errors import EXIT_CHECK_FAILED
 
 
-class DiffFormat(str, Enum):
+class DiffFormat(StrEnum):
     table = "table"
     json = "json"
 
 
-Target = Annotated[str, typer.Argument(metavar="TARGET", help="FILE.py:NAME or package.module:NAME: an nn.Module class "
-                                       "(built with --init), an nn.Module instance, or a function fn(x, params).",
-                                       show_default=False)]
-Init = Annotated[list[str] | None, typer.Option("--init", metavar="KEY=VALUE", help="Argument of the module class, "
-                                                "repeatable; values are Python literals.", show_default=False)]
-Fmt = Annotated[DiffFormat, typer.Option("--format", "-f", help="table, or json (schema attntrace.diff/1) for CI.",
-                                         rich_help_panel=opt.OUTPUT)]
+Target = Annotated[
+    str,
+    typer.Argument(
+        metavar="TARGET",
+        help="FILE.py:NAME or package.module:NAME: an nn.Module class "
+        "(built with --init), an nn.Module instance, or a function fn(x, params).",
+        show_default=False,
+    ),
+]
+Init = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--init",
+        metavar="KEY=VALUE",
+        help="Argument of the module class, repeatable; values are Python literals.",
+        show_default=False,
+    ),
+]
+Fmt = Annotated[
+    DiffFormat,
+    typer.Option(
+        "--format",
+        "-f",
+        help="table, or json (schema attntrace.diff/1) for CI.",
+        rich_help_panel=opt.OUTPUT,
+    ),
+]
 
 
 @app.command(epilog=EPILOG)
@@ -63,10 +83,20 @@ def diff(
     from attntrace.diff.cli import diff_target
     from attntrace.render.diff import render_diff, render_diff_json
 
-    typed = {name for name in ("batch", "seq", "hidden", "heads", "dtype", "scale") if _typed(ctx, name)}
+    typed = {
+        name for name in ("batch", "seq", "hidden", "heads", "dtype", "scale") if _typed(ctx, name)
+    }
     typed |= {name for name, value in model.items() if value is not None}
-    config = resolve_options(**model, batch=batch, seq=seq, hidden=hidden, heads=heads, dtype=dtype, seed=seed,
-                             scale=scale)
+    config = resolve_options(
+        **model,
+        batch=batch,
+        seq=seq,
+        hidden=hidden,
+        heads=heads,
+        dtype=dtype,
+        seed=seed,
+        scale=scale,
+    )
     try:
         report = diff_target(target, init or [], config, typed, input_file)
     except UserCodeError as exc:

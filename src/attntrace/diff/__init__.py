@@ -35,7 +35,15 @@ from attntrace.verify import Tolerance, tolerance
 if TYPE_CHECKING:
     import numpy as np
 
-__all__ = ["DIFF_SCHEMA_ID", "DiffReport", "Diagnosis", "Row", "UserCodeError", "diff", "resolve_layer"]
+__all__ = [
+    "DIFF_SCHEMA_ID",
+    "Diagnosis",
+    "DiffReport",
+    "Row",
+    "UserCodeError",
+    "diff",
+    "resolve_layer",
+]
 
 #: The ``schema`` value of :meth:`DiffReport.to_dict`.
 DIFF_SCHEMA_ID = "attntrace.diff/1"
@@ -65,11 +73,16 @@ class DiffReport:
     def to_dict(self) -> dict[str, Any]:
         """The report as JSON-ready data (``attntrace diff --format json``)."""
         d = self.diagnosis
-        return {"schema": DIFF_SCHEMA_ID, "target": self.target, "weights": self.weights,
-                "config": self.config.to_dict(), "ok": self.ok,
-                "tolerance": {"rtol": self.tolerance.rtol, "atol": self.tolerance.atol},
-                "rows": [_row_dict(r) for r in self.rows],
-                "diagnosis": None if d is None else {k: _finite(v) for k, v in asdict(d).items()}}
+        return {
+            "schema": DIFF_SCHEMA_ID,
+            "target": self.target,
+            "weights": self.weights,
+            "config": self.config.to_dict(),
+            "ok": self.ok,
+            "tolerance": {"rtol": self.tolerance.rtol, "atol": self.tolerance.atol},
+            "rows": [_row_dict(r) for r in self.rows],
+            "diagnosis": None if d is None else {k: _finite(v) for k, v in asdict(d).items()},
+        }
 
 
 def _finite(value: Any) -> Any:
@@ -78,20 +91,30 @@ def _finite(value: Any) -> Any:
 
 def _row_dict(row: Row) -> dict[str, Any]:
     u, a = row.user, row.agreement
-    return {"step": row.step.name, "shape": list(row.step.shape), "axes": list(row.step.axes),
-            "status": row.status, "user_step": u.name if u else None, "location": u.location if u else None,
-            "source": u.source if u else None, "user_shape": list(u.shape) if u else None,
-            "layout": a.layout if a else None, "max_abs": _finite(a.max_abs) if a else None,
-            "max_rel": _finite(a.max_rel) if a else None}
+    return {
+        "step": row.step.name,
+        "shape": list(row.step.shape),
+        "axes": list(row.step.axes),
+        "status": row.status,
+        "user_step": u.name if u else None,
+        "location": u.location if u else None,
+        "source": u.source if u else None,
+        "user_shape": list(u.shape) if u else None,
+        "layout": a.layout if a else None,
+        "max_abs": _finite(a.max_abs) if a else None,
+        "max_rel": _finite(a.max_rel) if a else None,
+    }
 
 
-def diff(target: Any, config: AttentionConfig | None = None, *, x: np.ndarray | None = None) -> DiffReport:
+def diff(
+    target: Any, config: AttentionConfig | None = None, *, x: np.ndarray | None = None
+) -> DiffReport:
     """Run ``target`` (an ``nn.Module`` or a function ``fn(x, params)``, see
     :mod:`attntrace.diff.layer`) beside the reference attention of ``config`` with the same
     weights and input ``x`` (seeded when None), and diagnose the first step that differs.
     A module's own sizes (its weights, ``num_heads`` …) fill in and must agree with ``config``."""
     options = asdict(config if config is not None else AttentionConfig())
-    given = {} if config is None else _non_default(config)
+    given = set() if config is None else _non_default(config)
     layer = as_layer(target, seq=options["seq"], batch=options["batch"])
     cfg, tensors = resolve_layer(layer, options, given, x)
     return run_diff(layer, cfg, tensors)
@@ -104,8 +127,9 @@ def _non_default(config: AttentionConfig) -> set[str]:
     return {"head_dim" if n == "head_dim_override" else n for n in names} | {"batch", "seq"}
 
 
-def resolve_layer(layer: Layer, options: dict[str, Any], explicit: set[str],
-                  x: np.ndarray | None) -> tuple[AttentionConfig, dict[str, Any]]:
+def resolve_layer(
+    layer: Layer, options: dict[str, Any], explicit: set[str], x: np.ndarray | None
+) -> tuple[AttentionConfig, dict[str, Any]]:
     """The config and tensors of a diff: the options over what the layer states (its weights
     and attributes, which must agree with typed options), seeded x and weights for the rest."""
     from attntrace.files import resolve_run
@@ -116,10 +140,15 @@ def resolve_layer(layer: Layer, options: dict[str, Any], explicit: set[str],
         hints = {k: v for k, v in layer.hints.items() if k != "kv_heads"}
         weights = replace(weights, hints={**weights.hints, **hints})
         if "dtype" not in explicit:
-            options = {**options, "dtype": str(next(p for p in weights.params.values() if p is not None).dtype)}
+            options = {
+                **options,
+                "dtype": str(next(p for p in weights.params.values() if p is not None).dtype),
+            }
     config, tensors = resolve_run(options, explicit, weights, x)
     if "kv_heads" in layer.hints and layer.hints["kv_heads"] != config.groups:
-        raise ConfigError(f"{layer.name} says {layer.hints['kv_heads']} kv heads, its weights give {config.groups}")
+        raise ConfigError(
+            f"{layer.name} says {layer.hints['kv_heads']} kv heads, its weights give {config.groups}"
+        )
     seeded = {name: s.make() for name, s in random_sources(config).items() if name not in tensors}
     return config, {**seeded, **tensors}
 
@@ -136,24 +165,44 @@ def run_diff(layer: Layer, config: AttentionConfig, tensors: dict[str, Any]) -> 
     params = {k: v for k, v in tensors.items() if k not in ("x", "x_kv") and v is not None}
     steps, out = run_user(lambda track: _call(layer, config, track, tensors["x"], params))
     tol = tolerance(config)
-    user = UserSteps((UserStep(-1, "x", tensors["x"], "(input)"), *steps,
-                      UserStep(len(steps), "returned", out, "(return value)")), tol)
+    user = UserSteps(
+        (
+            UserStep(-1, "x", tensors["x"], "(input)"),
+            *steps,
+            UserStep(len(steps), "returned", out, "(return value)"),
+        ),
+        tol,
+    )
     rows = align(ref, user)
     diagnosis = diagnose(Setting(config, ref, tensors), rows, user, tensors)
     source = "its state dict" if layer.weights is None else layer.weights.scheme
-    return DiffReport(config, layer.name, f"{source}" if layer.weights else "the reference's, as fn(x, params)",
-                      tol, rows, diagnosis)
+    return DiffReport(
+        config,
+        layer.name,
+        f"{source}" if layer.weights else "the reference's, as fn(x, params)",
+        tol,
+        rows,
+        diagnosis,
+    )
 
 
-def _call(layer: Layer, config: AttentionConfig, track: Any, x: np.ndarray, params: dict[str, np.ndarray]) -> Any:
+def _call(
+    layer: Layer, config: AttentionConfig, track: Any, x: np.ndarray, params: dict[str, np.ndarray]
+) -> Any:
     """The user's layer on x (numpy, or torch in the config's dtype)."""
     if layer.flavour == "numpy":
         return layer.call(track(x.copy()), params)
     import torch
 
     call = layer.call
-    if layer.module is not None and any(p.dtype != getattr(torch, config.dtype) for p in layer.module.parameters()):
-        module = copy.deepcopy(layer.module).to(getattr(torch, config.dtype))  # the user's stays as it is
+    if layer.module is not None and any(
+        p.dtype != getattr(torch, config.dtype) for p in layer.module.parameters()
+    ):
+        module = copy.deepcopy(layer.module).to(
+            getattr(torch, config.dtype)
+        )  # the user's stays as it is
         call = lambda x, p: module(x)  # noqa: E731
     with torch.no_grad():
-        return call(torch.from_numpy(x.copy()), {k: torch.from_numpy(v.copy()) for k, v in params.items()})
+        return call(
+            torch.from_numpy(x.copy()), {k: torch.from_numpy(v.copy()) for k, v in params.items()}
+        )

@@ -31,7 +31,9 @@ class Row:
     step: Step  # the reference step (name, shape, axes, value)
     status: str  # MATCH, FUSED, NOT_SEEN or DIFFERS
     user: UserStep | None = None  # the matching user tensor, or the one compared when it differs
-    agreement: Agreement | None = None  # numbers of user against reference, in the user's best layout
+    agreement: Agreement | None = (
+        None  # numbers of user against reference, in the user's best layout
+    )
 
     @property
     def ok(self) -> bool:
@@ -45,14 +47,21 @@ class UserSteps:
         self.steps, self.tol = tuple(steps), tol
         self.prints: list[Fingerprint] = [fingerprint(s.value) for s in self.steps]
 
-    def find(self, value: np.ndarray, axes: tuple[str, ...], role: str = "",
-             skip: Collection[int] = ()) -> tuple[UserStep, Agreement] | None:
+    def find(
+        self, value: np.ndarray, axes: tuple[str, ...], role: str = "", skip: Collection[int] = ()
+    ) -> tuple[UserStep, Agreement] | None:
         """The user's tensor holding ``value`` (role ``role`` first, then in program order),
         leaving out the indices ``skip``."""
         ref, shape = fingerprint(value), tuple(value.shape)
-        order = sorted(range(len(self.steps)),
-                       key=lambda i: (self.steps[i].role != role or not role, self.steps[i].shape != shape, i))
-        fits = [i for i in order if self.steps[i].index not in skip and self.prints[i].may_match(ref, self.tol)]
+        order = sorted(
+            range(len(self.steps)),
+            key=lambda i: (self.steps[i].role != role or not role, self.steps[i].shape != shape, i),
+        )
+        fits = [
+            i
+            for i in order
+            if self.steps[i].index not in skip and self.prints[i].may_match(ref, self.tol)
+        ]
         for exact in (True, False):  # the same layout anywhere before another layout
             for i in fits:
                 found = agree(self.steps[i].value, value, axes, self.tol, exact=exact)
@@ -89,8 +98,13 @@ def _unmatched(step: Step, user: UserSteps, used: set[int], last: int) -> Row:
     """The user's tensor in the role of ``step``: capture's role, else the next unmatched tensor
     of a fitting shape after the last match; a layout-only step without one is not seen."""
     assert step.value is not None
-    fits = [u for u in user.steps if u.index not in used and u.value.size == step.value.size
-            and next(layouts(u.value, step.shape, step.axes), None) is not None]
+    fits = [
+        u
+        for u in user.steps
+        if u.index not in used
+        and u.value.size == step.value.size
+        and next(layouts(u.value, step.shape, step.axes), None) is not None
+    ]
     pick = next((u for u in fits if u.role == step.name), None)
     pick = pick or next((u for u in fits if u.index > last and u.shape == step.shape), None)
     if step.name in OPTIONAL or (pick is None and step.view):

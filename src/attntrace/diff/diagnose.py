@@ -34,11 +34,14 @@ class Diagnosis:
     source: str  # the expression on it
     max_abs: float  # the user's tensor against the reference at the step
     max_rel: float
-    explained_abs: float = math.nan  # the user's tensor against the mistaken reference (≈ 0 when explained)
+    explained_abs: float = (
+        math.nan
+    )  # the user's tensor against the mistaken reference (≈ 0 when explained)
 
 
-def diagnose(setting: Setting, rows: Sequence[Row], user: UserSteps,
-             tensors: Mapping[str, Any]) -> Diagnosis | None:
+def diagnose(
+    setting: Setting, rows: Sequence[Row], user: UserSteps, tensors: Mapping[str, Any]
+) -> Diagnosis | None:
     """The diagnosis of the first row that differs, or None when every row is fine."""
     first = next((r for r in rows if r.status == DIFFERS), None)
     if first is None:
@@ -79,37 +82,66 @@ def _gap(row: Row, mistaken: Trace, user: UserSteps) -> float:
     """How far the user's tensor at the divergence is from the mistaken reference's there."""
     from attntrace.diff.match import agree
 
-    step = mistaken[row.step.name] if row.step.name in mistaken else None
+    step = mistaken[row.step.name] if row.step.name in mistaken else None  # noqa: SIM401 (a Trace)
     if row.user is None or step is None or step.value is None:
         return math.inf
     found = agree(row.user.value, step.value, step.axes, user.tol)
     return found.max_abs if found is not None else math.inf
 
 
-def _test(bug: Bug, s: Setting, mistaken: Trace, user: UserSteps, used: set[int],
-          where: tuple[Mapping[str, int], int]) -> Diagnosis | None:
+def _test(
+    bug: Bug,
+    s: Setting,
+    mistaken: Trace,
+    user: UserSteps,
+    used: set[int],
+    where: tuple[Mapping[str, int], int],
+) -> Diagnosis | None:
     """A Diagnosis when a user tensor that matches no reference step holds the numbers of the
     ``mistaken`` reference at or after the divergence. The line blamed is that of the first
     user tensor holding any of its changed numbers."""
     order, divergence = where
-    changed = [m for m in mistaken.steps if m.value is not None and not _same(m.value, s.ref[m.name].value, user)]
-    hits = {m.name: (user.find(m.value, m.axes), user.find(m.value, m.axes, skip=used))  # type: ignore[arg-type]
-            for m in changed}
-    proof = next((hits[m.name][1] for m in changed if order.get(m.name, -1) >= divergence and hits[m.name][1]), None)
+    changed = [
+        m
+        for m in mistaken.steps
+        if m.value is not None and not _same(m.value, s.ref[m.name].value, user)
+    ]
+    hits = {
+        m.name: (user.find(m.value, m.axes), user.find(m.value, m.axes, skip=used))  # type: ignore[arg-type]
+        for m in changed
+    }
+    proof = next(
+        (
+            hits[m.name][1]
+            for m in changed
+            if order.get(m.name, -1) >= divergence and hits[m.name][1]
+        ),
+        None,
+    )
     if proof is None:
         return None
     firsts = [(m.name, hit[0]) for m in changed if (hit := hits[m.name][0]) is not None]
     fresh = [(m.name, hit[0]) for m in changed if (hit := hits[m.name][1]) is not None]
     step, who = (firsts if bug.blame_first else fresh)[0]
-    return Diagnosis(step, bug.key, bug.name, bug.fix, who.location, who.source, *_numbers(who, s.ref[step], user),
-                     explained_abs=proof[1].max_abs)
+    return Diagnosis(
+        step,
+        bug.key,
+        bug.name,
+        bug.fix,
+        who.location,
+        who.source,
+        *_numbers(who, s.ref[step], user),
+        explained_abs=proof[1].max_abs,
+    )
 
 
 def _run(bug: Bug, s: Setting, tensors: Mapping[str, Any]) -> Trace:
     config = s.config if bug.scale is None else replace(s.config, scale=bug.scale)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", MaskWarning)
-        return trace_attention(config, "numpy", tensors={**tensors, **bug.tensors}, replace=bug.replace)
+        return trace_attention(
+            config, "numpy", tensors={**tensors, **bug.tensors}, replace=bug.replace
+        )
 
 
 def _same(a: np.ndarray, b: np.ndarray | None, user: UserSteps) -> bool:
@@ -128,9 +160,22 @@ def _numbers(who: UserStep, ref: Any, user: UserSteps) -> tuple[float, float]:
 
 def _unexplained(row: Row, closest: tuple[float, Bug] | None) -> Diagnosis:
     who = row.user
-    abs_, rel = (row.agreement.max_abs, row.agreement.max_rel) if row.agreement else (math.nan, math.nan)
-    near = f"; the closest known bug, {closest[1].name}, is off by {closest[0]:.3g}" if closest else ""
-    missing = "" if who is not None else f"; the user's code has no tensor in the role of {row.step.name}"
-    return Diagnosis(row.step.name, None, f"no known bug reproduces it{near}{missing}",
-                     f"compare {row.step.name} with the reference: {row.step.op}", who.location if who else "",
-                     who.source if who else "", abs_, rel)
+    abs_, rel = (
+        (row.agreement.max_abs, row.agreement.max_rel) if row.agreement else (math.nan, math.nan)
+    )
+    near = (
+        f"; the closest known bug, {closest[1].name}, is off by {closest[0]:.3g}" if closest else ""
+    )
+    missing = (
+        "" if who is not None else f"; the user's code has no tensor in the role of {row.step.name}"
+    )
+    return Diagnosis(
+        row.step.name,
+        None,
+        f"no known bug reproduces it{near}{missing}",
+        f"compare {row.step.name} with the reference: {row.step.op}",
+        who.location if who else "",
+        who.source if who else "",
+        abs_,
+        rel,
+    )

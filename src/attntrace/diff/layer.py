@@ -63,7 +63,9 @@ def as_layer(target: Any, *, seq: int = 3, batch: int | None = None) -> Layer:
         return _module_layer(target, seq, batch)
     if callable(target):
         return _function_layer(target)
-    raise ConfigError(f"cannot diff a {type(target).__name__}; give an nn.Module or a function fn(x, params)")
+    raise ConfigError(
+        f"cannot diff a {type(target).__name__}; give an nn.Module or a function fn(x, params)"
+    )
 
 
 def _is_module(target: Any) -> bool:
@@ -76,16 +78,21 @@ def _is_module(target: Any) -> bool:
 def _function_layer(fn: Callable[..., Any]) -> Layer:
     name = f"{getattr(fn, '__name__', type(fn).__name__)}()"
     try:
-        params = [p for p in inspect.signature(fn).parameters.values()
-                  if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) and p.default is p.empty]
+        params = [
+            p
+            for p in inspect.signature(fn).parameters.values()
+            if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) and p.default is p.empty
+        ]
     except (TypeError, ValueError):
         params = []
     if len(params) != 2:
-        raise ConfigError(f"{name} takes {len(params)} argument(s); diff calls a function as fn(x, params) "
-                          "with params the weights by our names (w_q, b_q, ...), so both sides share them")
+        raise ConfigError(
+            f"{name} takes {len(params)} argument(s); diff calls a function as fn(x, params) "
+            "with params the weights by our names (w_q, b_q, ...), so both sides share them"
+        )
     module = inspect.getmodule(fn)
     flavour = "torch" if module is not None and "torch" in vars(module) else "numpy"
-    return Layer(name, flavour, None, {}, lambda x, p: fn(x, p))
+    return Layer(name, flavour, None, {}, fn)
 
 
 def _module_layer(module: Any, seq: int, batch: int | None) -> Layer:
@@ -148,25 +155,38 @@ def _called_linears(module: Any, seq: int, batch: int | None) -> LoadedWeights:
     from attntrace.files.schemes import LoadedWeights
 
     order: list[Any] = []
-    hooks = [m.register_forward_hook(lambda m, i, o: order.append(m))
-             for m in module.modules() if isinstance(m, torch.nn.Linear)]
+    hooks = [
+        m.register_forward_hook(lambda m, i, o: order.append(m))
+        for m in module.modules()
+        if isinstance(m, torch.nn.Linear)
+    ]
     if not hooks:
-        raise ConfigError(f"{type(module).__name__} has no nn.Linear layers and no known weight names; "
-                          "name its projections q_proj, k_proj, v_proj, o_proj")
+        raise ConfigError(
+            f"{type(module).__name__} has no nn.Linear layers and no known weight names; "
+            "name its projections q_proj, k_proj, v_proj, o_proj"
+        )
     first = next(m for m in module.modules() if isinstance(m, torch.nn.Linear))
-    probe = torch.zeros(*((batch,) if batch else ()), seq, first.in_features, dtype=first.weight.dtype)
+    probe = torch.zeros(
+        *((batch,) if batch else ()), seq, first.in_features, dtype=first.weight.dtype
+    )
     try:
         with torch.no_grad():
             module(probe)
     except Exception as exc:
-        raise ConfigError(f"calling {type(module).__name__} on a {tuple(probe.shape)} probe raised "
-                          f"{type(exc).__name__}: {exc}; check --seq/--batch") from None
+        raise ConfigError(
+            f"calling {type(module).__name__} on a {tuple(probe.shape)} probe raised "
+            f"{type(exc).__name__}: {exc}; check --seq/--batch"
+        ) from None
     finally:
         for hook in hooks:
             hook.remove()
     called = list(dict.fromkeys(order))
-    return LoadedWeights(Path(f"{type(module).__name__} (nn.Linear in call order)"), "nn.Linear call order", "",
-                         _linear_params(type(module).__name__, called))
+    return LoadedWeights(
+        Path(f"{type(module).__name__} (nn.Linear in call order)"),
+        "nn.Linear call order",
+        "",
+        _linear_params(type(module).__name__, called),
+    )
 
 
 def _linear_params(name: str, called: list[Any]) -> dict[str, np.ndarray | None]:
@@ -177,12 +197,24 @@ def _linear_params(name: str, called: list[Any]) -> dict[str, np.ndarray | None]
 
         ws = np.split(w[0], 3)
         bs = np.split(b[0], 3) if b[0] is not None else [None] * 3
-        return {"w_q": ws[0], "b_q": bs[0], "w_k": ws[1], "b_k": bs[1], "w_v": ws[2], "b_v": bs[2],
-                "w_o": w[1], "b_o": b[1]}
+        return {
+            "w_q": ws[0],
+            "b_q": bs[0],
+            "w_k": ws[1],
+            "b_k": bs[1],
+            "w_v": ws[2],
+            "b_v": bs[2],
+            "w_o": w[1],
+            "b_o": b[1],
+        }
     if len(called) != 4:
-        raise ConfigError(f"{name}'s forward calls {len(called)} nn.Linear layer(s); diff needs q, k, v, o "
-                          "(4, or a packed qkv and an output): name them q_proj, k_proj, v_proj, o_proj")
-    return {f"{kind}_{c}": (w if kind == "w" else b)[i] for i, c in enumerate("qkvo") for kind in "wb"}
+        raise ConfigError(
+            f"{name}'s forward calls {len(called)} nn.Linear layer(s); diff needs q, k, v, o "
+            "(4, or a packed qkv and an output): name them q_proj, k_proj, v_proj, o_proj"
+        )
+    return {
+        f"{kind}_{c}": (w if kind == "w" else b)[i] for i, c in enumerate("qkvo") for kind in "wb"
+    }
 
 
 def _to_numpy(t: Any) -> np.ndarray:

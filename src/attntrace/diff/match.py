@@ -58,8 +58,13 @@ def fingerprint(a: np.ndarray) -> Fingerprint:
         plain = np.isfinite(a) & (a > MASKED_BELOW)
     kept = a[plain].astype(np.float64, copy=False)
     size = float(np.abs(kept).sum())
-    return Fingerprint(int(a.size), int(a.size - kept.size), float(kept.sum()), size,
-                       float(np.abs(kept).max(initial=0.0)))
+    return Fingerprint(
+        int(a.size),
+        int(a.size - kept.size),
+        float(kept.sum()),
+        size,
+        float(np.abs(kept).max(initial=0.0)),
+    )
 
 
 @dataclass(frozen=True)
@@ -72,8 +77,9 @@ class Agreement:
     ok: bool
 
 
-def agree(user: np.ndarray, ref: np.ndarray, axes: tuple[str, ...], tol: Tolerance, *,
-          exact: bool = False) -> Agreement | None:
+def agree(
+    user: np.ndarray, ref: np.ndarray, axes: tuple[str, ...], tol: Tolerance, *, exact: bool = False
+) -> Agreement | None:
     """``user`` against ``ref`` (axis letters ``axes``) in the first layout that matches, else
     the numbers of the closest layout; None when no layout has ``ref``'s shape. ``exact``: the
     same layout only.
@@ -97,7 +103,9 @@ def agree(user: np.ndarray, ref: np.ndarray, axes: tuple[str, ...], tol: Toleran
     return best
 
 
-def layouts(user: np.ndarray, shape: tuple[int, ...], axes: tuple[str, ...]) -> Iterator[tuple[str, np.ndarray]]:
+def layouts(
+    user: np.ndarray, shape: tuple[int, ...], axes: tuple[str, ...]
+) -> Iterator[tuple[str, np.ndarray]]:
     """The views of ``user`` that have ``shape``: itself, permutations that keep the order of
     axes sharing a letter, or a reshape when the number of axes differs (and, for a boolean
     mask, the same of its negation, written ``~``)."""
@@ -106,7 +114,9 @@ def layouts(user: np.ndarray, shape: tuple[int, ...], axes: tuple[str, ...]) -> 
     yield from _layouts(user, shape, axes)
 
 
-def _layouts(user: np.ndarray, shape: tuple[int, ...], axes: tuple[str, ...]) -> Iterator[tuple[str, np.ndarray]]:
+def _layouts(
+    user: np.ndarray, shape: tuple[int, ...], axes: tuple[str, ...]
+) -> Iterator[tuple[str, np.ndarray]]:
     if tuple(user.shape) == tuple(shape):
         yield "", user
     if user.ndim != len(shape):
@@ -122,8 +132,11 @@ def _layouts(user: np.ndarray, shape: tuple[int, ...], axes: tuple[str, ...]) ->
 
 def _keeps_letters(order: tuple[int, ...], axes: tuple[str, ...]) -> bool:
     """Axes i < j of the same letter come from user axes in the same order."""
-    return all(order[i] < order[j] for i, j in itertools.combinations(range(len(order)), 2)
-               if i < len(axes) and j < len(axes) and axes[i] == axes[j])
+    return all(
+        order[i] < order[j]
+        for i, j in itertools.combinations(range(len(order)), 2)
+        if i < len(axes) and j < len(axes) and axes[i] == axes[j]
+    )
 
 
 def same(a: np.ndarray, b: np.ndarray, tol: Tolerance) -> bool:

@@ -33,7 +33,9 @@ class UserStep:
         return tuple(int(n) for n in self.value.shape)
 
 
-def run_user(call: Callable[[Callable[[Any], Any]], Any]) -> tuple[tuple[UserStep, ...], np.ndarray]:
+def run_user(
+    call: Callable[[Callable[[Any], Any]], Any],
+) -> tuple[tuple[UserStep, ...], np.ndarray]:
     """Run ``call(track)`` (the user's attention on ``track(x)``; ``track`` marks a numpy
     input for capture) under capture: the captured steps with values, and what it returned,
     as numpy. The user's exceptions become :class:`UserCodeError`."""
@@ -45,11 +47,20 @@ def run_user(call: Callable[[Callable[[Any], Any]], Any]) -> tuple[tuple[UserSte
     except AttntraceError:
         raise
     except Exception as exc:
-        raise UserCodeError(f"the code under test raised {type(exc).__name__}: {exc}; "
-                            "run attntrace trace on it to see the shapes up to the failure") from exc
+        raise UserCodeError(
+            f"the code under test raised {type(exc).__name__}: {exc}; "
+            "run attntrace trace on it to see the shapes up to the failure"
+        ) from exc
     kept = [(s, _numpy(s.value)) for s in t.steps if s.value is not None]
     steps = tuple(
-        UserStep(i, s.name, value, getattr(s, "location", ""), getattr(s, "source", ""), getattr(s, "role", ""))
+        UserStep(
+            i,
+            s.name,
+            value,
+            getattr(s, "location", ""),
+            getattr(s, "source", ""),
+            getattr(s, "role", ""),
+        )
         for i, (s, value) in enumerate((s, v) for s, v in kept if v.dtype.kind in "fb")
     )
     return steps, _numpy(_first_tensor(out))
@@ -66,9 +77,8 @@ def _numpy(value: object) -> np.ndarray:
     import numpy as np
 
     if hasattr(value, "detach"):
-        value = value.detach().cpu()  # type: ignore[attr-defined]
+        value = value.detach().cpu()
         if str(getattr(value, "dtype", "")) == "torch.bfloat16":
             value = value.float()  # type: ignore[attr-defined]
         value = value.numpy()  # type: ignore[attr-defined]
     return np.array(value)
-
