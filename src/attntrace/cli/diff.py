@@ -79,8 +79,8 @@ def diff(
     Exit 0 when every step matches within the verify tolerance, 1 at a divergence, 2 bad input.
     """
     from attntrace.cli.configure import _typed, resolve_options
-    from attntrace.diff import UserCodeError
     from attntrace.diff.cli import diff_target
+    from attntrace.diff.user import UserCodeError
     from attntrace.render.diff import render_diff, render_diff_json
 
     typed = {

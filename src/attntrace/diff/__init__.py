@@ -24,26 +24,17 @@ from dataclasses import asdict, dataclass, fields, replace
 from typing import TYPE_CHECKING, Any
 
 from attntrace.config import AttentionConfig
-from attntrace.diff.align import DIFFERS, Row, UserSteps, align
-from attntrace.diff.bugs import Setting
-from attntrace.diff.diagnose import Diagnosis, diagnose
-from attntrace.diff.layer import Layer, as_layer
-from attntrace.diff.user import UserCodeError, UserStep, run_user
 from attntrace.errors import ConfigError
-from attntrace.verify import Tolerance, tolerance
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # the machinery is imported when a diff runs: import attntrace stays light
     import numpy as np
 
-__all__ = [
-    "DIFF_SCHEMA_ID",
-    "Diagnosis",
-    "DiffReport",
-    "Row",
-    "UserCodeError",
-    "diff",
-    "resolve_layer",
-]
+    from attntrace.diff.align import Row
+    from attntrace.diff.diagnose import Diagnosis
+    from attntrace.diff.layer import Layer
+    from attntrace.verify import Tolerance
+
+__all__ = ["DIFF_SCHEMA_ID", "DiffReport", "diff", "resolve_layer", "run_diff"]
 
 #: The ``schema`` value of :meth:`DiffReport.to_dict`.
 DIFF_SCHEMA_ID = "attntrace.diff/1"
@@ -68,7 +59,7 @@ class DiffReport:
     @property
     def first(self) -> Row | None:
         """The first row that differs (the highlighted one)."""
-        return next((r for r in self.rows if r.status == DIFFERS), None)
+        return next((r for r in self.rows if not r.ok), None)
 
     def to_dict(self) -> dict[str, Any]:
         """The report as JSON-ready data (``attntrace diff --format json``)."""
@@ -115,6 +106,8 @@ def diff(
     A module's own sizes (its weights, ``num_heads`` …) fill in and must agree with ``config``."""
     options = asdict(config if config is not None else AttentionConfig())
     given = set() if config is None else _non_default(config)
+    from attntrace.diff.layer import as_layer
+
     layer = as_layer(target, seq=options["seq"], batch=options["batch"])
     cfg, tensors = resolve_layer(layer, options, given, x)
     return run_diff(layer, cfg, tensors)
@@ -158,6 +151,11 @@ def run_diff(layer: Layer, config: AttentionConfig, tensors: dict[str, Any]) -> 
     import numpy as np
 
     from attntrace.attention import trace_attention
+    from attntrace.diff.align import UserSteps, align
+    from attntrace.diff.bugs import Setting
+    from attntrace.diff.diagnose import diagnose
+    from attntrace.diff.user import UserStep, run_user
+    from attntrace.verify import tolerance
 
     dtype = np.dtype(config.dtype)
     tensors = {k: None if v is None else np.asarray(v).astype(dtype) for k, v in tensors.items()}
