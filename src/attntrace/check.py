@@ -21,11 +21,11 @@ import typing
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from attntrace.config import AttentionConfig, parse_scale
 from attntrace.errors import ConfigError, InputFileError
-from attntrace.trace import SCHEMA_ID, Shape, Trace, UnknownStepError
+from attntrace.trace import SCHEMA_ID, Shape, Step, Trace, UnknownStepError
 
 Dim = int | str  # a size, or an axis letter resolved from the config
 
@@ -143,9 +143,18 @@ def parse_expectation(text: str) -> Expectation:
     return Expectation(step.strip(), parse_shape(shape))
 
 
-def check_expectations(trace: Trace, expectations: Iterable[Expectation]) -> tuple[Mismatch, ...]:
+class Steps(Protocol):
+    """What expectations read: a step by name, the size of each axis letter (a :class:`Trace`,
+    or a capture of the user's code, :class:`attntrace.capture.Capture`)."""
+
+    def __getitem__(self, name: str) -> Step: ...
+
+    def axis_sizes(self) -> dict[str, int]: ...
+
+
+def check_expectations(trace: Steps, expectations: Iterable[Expectation]) -> tuple[Mismatch, ...]:
     """The expectations that ``trace`` does not meet; an unknown step name raises."""
-    sizes = {**trace.config.axis_sizes(), **trace.config.tile_sizes()}
+    sizes = trace.axis_sizes()
     failed = []
     for e in expectations:
         step = trace[e.step]  # UnknownStepError lists the valid names

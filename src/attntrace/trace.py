@@ -113,6 +113,10 @@ class Trace:
         """Step names in order."""
         return tuple(step.name for step in self.steps)
 
+    def axis_sizes(self) -> dict[str, int]:
+        """The size of every axis letter: the config's, and the tiles' with flash."""
+        return {**self.config.axis_sizes(), **self.config.tile_sizes()}
+
     def shape(self, name: str) -> Shape:
         """Shape of the step called ``name`` (an unknown name raises, listing the valid ones).
 

@@ -59,6 +59,8 @@ def axes_of(e: Event, ops: list[tuple[Axes, Shape]], sizes: ax.Sizes) -> Axes:  
         return ax.reduce(first[0], first[1], shape, p.get("dims"), sizes)
     if kind == "einsum":
         return ax.einsum(str(p.get("equation", "")), shape, ops, sizes)
+    if kind == "repeat":
+        return ax.repeat(first[0], first[1], shape, sizes)
     if kind == "sdpa" and len(ops) >= 3 and len(shape) == len(first[1]):
         return (*first[0][:-1], ops[2][0][-1])
     return ax.broadcast(shape, ops, sizes)

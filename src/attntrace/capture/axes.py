@@ -29,6 +29,7 @@ class Sizes:
 
     known: dict[str, int] = field(default_factory=dict)
     roots: int = 0  # inputs seen (x, then x_kv for cross-attention)
+    last_root: tuple[Shape, Axes] | None = None
 
     def letter(self, size: int) -> str:
         """The one letter of this size, ``1`` for size 1, else ``?``.
@@ -80,7 +81,7 @@ def broadcast(shape: Shape, operands: Sequence[tuple[Axes, Shape]], sizes: Sizes
     for j in range(1, len(shape) + 1):
         n = shape[-j]
         letters = [a[-j] for a, s in operands if len(s) >= j and s[-j] == n and a[-j] != UNKNOWN]
-        out.append(letters[0] if letters and n != 1 else sizes.letter(n))
+        out.append(letters[0] if letters else sizes.letter(n))
     return tuple(reversed(out))
 
 
@@ -110,6 +111,22 @@ def linear(shape: Shape, x: tuple[Axes, Shape], sizes: Sizes) -> Axes:
         last = sizes.letter(out)
     lead = broadcast(shape[:-1], [(ax[:-1], sx[:-1])], sizes)
     return (*lead, last)
+
+
+def repeat(axes: Axes, before: Shape, after: Shape, sizes: Sizes) -> Axes:
+    """repeat_interleave, expand, tile: an axis that grows from the kv-heads g to h is ``h``.
+
+    >>> repeat(("g", "S", "d"), (2, 5, 8), (4, 5, 8), Sizes({"h": 4, "g": 2, "S": 5, "d": 8}))
+    ('h', 'S', 'd')
+    """
+    out = []
+    for j in range(1, len(after) + 1):
+        n = after[-j]
+        a = axes[-j] if j <= len(axes) else sizes.letter(n)
+        same = j <= len(before) and before[-j] == n
+        grown = a == "g" and sizes.known.get("h") == n
+        out.append(a if same else "h" if grown else sizes.letter(n))
+    return tuple(reversed(out))
 
 
 def permute(axes: Axes, order: Sequence[int]) -> Axes:
@@ -228,9 +245,13 @@ def root(event: Event, sizes: Sizes) -> Axes:
     if given:
         sizes.bind(given, shape)
         sizes.roots += 1
+        sizes.last_root = (shape, tuple(given))
         return tuple(given)
+    if sizes.last_root is not None and sizes.last_root[0] == shape:
+        return sizes.last_root[1]  # Key and Value made like Query
     guessed = tuple(sizes.letter(n) for n in shape)
-    if len(shape) not in (2, 3) or UNKNOWN not in guessed:
+    taken = set(sizes.known.values())
+    if len(shape) not in (2, 3) or (sizes.roots and shape[-1] in taken):
         return guessed
     cross = sizes.roots > 0 and sizes.known.get("S") not in (None, shape[-2])
     letters = (("B",) if len(shape) == 3 else ()) + (("N", "M") if cross else ("S", "H"))
@@ -239,4 +260,5 @@ def root(event: Event, sizes: Sizes) -> Axes:
             sizes.known.pop(k, None)  # a new model size: earlier heads say nothing about it
     sizes.bind(letters, shape)
     sizes.roots += 1
+    sizes.last_root = (shape, letters)
     return letters

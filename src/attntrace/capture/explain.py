@@ -95,26 +95,27 @@ def _matmul(a: Operand, b: Operand) -> Explanation:
 
 
 def _matmul_fix(a: Operand, b: Operand, na: str, nb: str) -> str:
-    if (len(b.shape) >= 2 and a.shape[-1] == b.shape[-1] and a.shape[-2] == b.shape[-2]) or (
-        len(b.shape) >= 2 and a.shape[-1] == b.shape[-1]
-    ):
+    if len(b.shape) == 2 and a.shape[-1] == b.shape[-1] and "S" not in b.axes:
+        return (
+            f"{nb} is stored (out, in) as torch does: use {na} @ {nb}.T "
+            f"(a weight for x @ W is (in, out))"
+        )
+    if len(b.shape) >= 2 and a.shape[-1] == b.shape[-1]:
         return (
             f"K is not transposed: multiply by {nb}.transpose(-2, -1) "
             f"(numpy: np.swapaxes({nb}, -1, -2)); "
             f"scores are {na} (…, S, d) @ K^T (…, d, S)"
         )
-    if len(a.shape) >= 3 and len(b.shape) >= 3 and a.shape[-1] == b.shape[-3]:
-        return (
-            f"bring the heads first: {nb}.transpose(…) so its last two axes are "
-            f"({a.shape[-1]}, …)"
-        )
     return ""
 
 
 def _heads_first_fix(a: Operand, b: Operand, na: str, nb: str) -> str:
-    if len(a.shape) == len(b.shape) >= 3 and sorted(a.shape[-3:-1]) == sorted(b.shape[-3:-1]):
-        odd = na if a.axes[-3:-2] != ("h",) and "h" in a.axes else nb
-        return f"heads first: transpose {odd} from (…, S, h, d) to (…, h, S, d) before matmul"
+    for o, name in ((a, na), (b, nb)):
+        if "h" in o.axes and len(o.axes) >= 3 and o.axes.index("h") == len(o.axes) - 2:
+            return (
+                f"heads first: {name} is (…, S, h, d); transpose(-3, -2) it to (…, h, S, d) "
+                "before the matmul"
+            )
     return ""
 
 
@@ -161,6 +162,10 @@ def _reshape(x: Operand, message: str) -> Explanation:
 
 def _reshape_fix(x: Operand, target: list[int]) -> str:
     hidden = x.shape[-1]
+    if 1 < len(target) < len(x.shape):
+        keep = len(target) - 1
+        merged = (*x.shape[:keep], math.prod(x.shape[keep:]))
+        return f"merging the heads back keeps every element: reshape to {merged}"
     for n in target:
         if n == hidden and len(target) > len(x.shape):
             return (

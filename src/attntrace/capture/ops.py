@@ -118,6 +118,8 @@ def kind_of(name: str, operands: int) -> str:  # noqa: PLR0911  (a table)
         return "reduce"
     if name in ("linear", "einsum"):
         return name
+    if name in ("repeat_interleave", "repeat", "expand", "expand_as", "tile", "broadcast_to"):
+        return "repeat"
     if name == "scaled_dot_product_attention":
         return "sdpa"
     return "elementwise"

@@ -91,12 +91,7 @@ class _Finder:
             return self._on_scores(e, ins)
         if first == "exp_scores" and e.func in ("divide", "true_divide", "div", "truediv"):
             return "weights", "weights"
-        if (
-            first in ("k", "v")
-            and e.kind == "elementwise"
-            and any(a == "h" for a in axes)
-            and e.func.startswith(("repeat", "expand", "tile"))
-        ):
+        if first in ("k", "v") and e.kind == "repeat" and "h" in axes:
             return first, f"{first}_rep"
         return first, ""
 
@@ -106,7 +101,7 @@ class _Finder:
             return base, base
         if first == "xh" and heads_first:
             return "xq", ""
-        if first == "k" and axes[-2:] == ("d", "S"):
+        if first == "k" and axes[-2:] in (("d", "S"), ("d", "N")):
             return "k_t", "k_t"
         if first in ("x", "xq") and axes[-1:] == ("S",) and axes[-2:-1] in (("d",), ("H",)):
             return "xt", ""

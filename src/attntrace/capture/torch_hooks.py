@@ -105,6 +105,8 @@ class TorchHooks:
         if ops.in_place(name, kwargs) and operands:
             rec.snapshot(kwargs.get("out", operands[0]), self.adapter)
         frame = None if self.stack else user_frame(through=self.through)
+        if frame is not None:
+            self._adopt(operands, site_of(frame))
         try:
             result = func(*args, **kwargs)
         except Exception as exc:
@@ -167,14 +169,28 @@ class TorchHooks:
 
         return isinstance(obj, torch.Tensor)
 
+    def _adopt(self, operands: list[Any], site: Site, names: tuple[str, ...] = ()) -> None:
+        """Tensors from before the capture (the ``x`` given to the model) become its inputs."""
+        import torch
+
+        for k, t in enumerate(operands):
+            fresh = self.recorder.lookup(t) is None and not isinstance(t, torch.nn.Parameter)
+            if fresh and t.dim() in (2, 3) and t.is_floating_point():
+                name = names[k] if k < len(names) else ""
+                self._record(
+                    t, "input", "create", Site(site.location, name or "input", name), [], {}
+                )
+
     def _pre(self, module: Any, inputs: tuple[Any, ...]) -> None:
         if self.stack:
             self.stack.append(_Call(None, module, ()))
             return
-        if _user_forward(module):
-            return
         frame = user_frame(through=self.through)
         tensors = tuple(ops.tensors(inputs, {}, self._is_tensor))
+        if frame is not None:
+            self._adopt(list(tensors), site_of(frame), _arg_names(module))
+        if _user_forward(module):
+            return
         self.stack.append(_Call(None if frame is None else site_of(frame), module, tensors))
 
     def _post(self, module: Any, inputs: tuple[Any, ...], output: Any) -> None:
@@ -185,6 +201,11 @@ class TorchHooks:
             return
         kind = "linear" if type(module).__name__ == "Linear" else "module"
         self._record(output, type(module).__name__.lower(), kind, call.site, list(call.inputs), {})
+
+
+def _arg_names(module: Any) -> tuple[str, ...]:
+    code = getattr(type(module).forward, "__code__", None)
+    return () if code is None else tuple(code.co_varnames[1 : code.co_argcount])
 
 
 def _user_forward(module: Any) -> bool:
