@@ -39,6 +39,18 @@ class OutputFormat(StrEnum):
     json = "json"
     csv = "csv"
     markdown = "markdown"
+    svg = "svg"
+    html = "html"
+
+    @property
+    def picture(self) -> bool:
+        """svg and html: the table view itself, recorded and exported."""
+        return self in (OutputFormat.svg, OutputFormat.html)
+
+    @property
+    def view(self) -> bool:
+        """The formats that show the table view: table, svg, html."""
+        return self is OutputFormat.table or self.picture
 
 
 class AlgorithmName(StrEnum):
@@ -78,8 +90,10 @@ DType = Annotated[DTypeName, typer.Option(help="Element type; bfloat16 needs --b
 Seed = Annotated[int, typer.Option(help="Seed of x and the weights; the same seed gives the same values on every backend.")]
 MaxMemory = Annotated[str | None, typer.Option(help="Refuse runs needing more than this, e.g. 8GiB \\[default: half the available memory].")]
 Head = Annotated[int, typer.Option(help="Which head's attention weights to show.", rich_help_panel=OUTPUT)]
+BatchItem = Annotated[int, typer.Option(help="Which batch item's attention weights to show (with --batch).", rich_help_panel=OUTPUT)]
+ValuesLimit = Annotated[int, typer.Option(help="--values prints tensors of at most this many elements and names the others.", rich_help_panel=OUTPUT, min=1)]
 Values = Annotated[bool, typer.Option("--values", help="Also print the numbers of every tensor small enough to read.", rich_help_panel=OUTPUT)]
-Format = Annotated[OutputFormat, typer.Option("--format", "-f", help="table (Rich, for people), or one document on stdout for scripts: json (schema attntrace.trace/1), csv (one row per step), markdown.", rich_help_panel=OUTPUT)]
+Format = Annotated[OutputFormat, typer.Option("--format", "-f", help="table (Rich, for people), or one document on stdout for scripts: json (schema attntrace.trace/1), csv (one row per step), markdown; svg or html: the table view as a picture (100 columns).", rich_help_panel=OUTPUT)]
 NoColor = Annotated[bool, typer.Option("--no-color", help="No colours (also when NO_COLOR is set); output that is not a terminal never has any.", rich_help_panel=OUTPUT)]
 CheckBackend = Annotated[BackendName, typer.Option(help="shape (default: no compute, any size, same shapes), numpy or torch.")]
 CHECKS = "Checks"

@@ -14,12 +14,13 @@ from attntrace.config import AttentionConfig
 from attntrace.costs import count as in_unit
 from attntrace.costs import format_count, format_terms
 from attntrace.memory import format_bytes
+from attntrace.render.pooling import POOLING, Pooled, pool
 from attntrace.trace import Trace
 
 if TYPE_CHECKING:
     import numpy as np
 
-#: Sequences up to this length get the full heat map; longer ones a summary.
+#: Sequences up to this length get the full heat map; longer ones are pooled into this many blocks.
 HEATMAP_MAX_SEQ = 16
 #: Tensors with at most this many elements have their values printed by --values.
 VALUES_MAX_NUMEL = 256
@@ -35,8 +36,13 @@ def format_axes(axes: tuple[str, ...]) -> str:
     return "(" + ", ".join(axes) + ("," if len(axes) == 1 else "") + ")"
 
 
-def render_trace(trace: Trace, console: Console, *, head: int = 0, values: bool = False, count: str = "flops") -> None:
-    """Print the whole table view of ``trace`` on ``console``; ``count`` is flops or macs."""
+def render_trace(trace: Trace, console: Console, *, head: int = 0, values: bool = False, count: str = "flops",
+                 batch_item: int = 0, values_limit: int = VALUES_MAX_NUMEL) -> None:
+    """Print the whole table view of ``trace`` on ``console``; ``count`` is flops or macs.
+
+    ``head`` and ``batch_item`` pick the attention weights shown; ``values`` prints the numbers
+    of every tensor of at most ``values_limit`` elements.
+    """
     console.print(title_line(trace))
     console.print(flow_line(trace))
     console.print()
@@ -48,12 +54,12 @@ def render_trace(trace: Trace, console: Console, *, head: int = 0, values: bool 
     if (cache := kv_cache_line(trace)) is not None:
         console.print(cache)
     console.print()
-    console.print(attention_view(trace, head))
+    console.print(attention_view(trace, head, batch_item=batch_item, width=console.width))
     for note in trace.notes:
         console.print(Text(f"warning: {note}", style="yellow"))
     if values:
         console.print()
-        console.print(values_view(trace))
+        console.print(values_view(trace, values_limit))
 
 
 def title_line(trace: Trace) -> Text:
@@ -168,51 +174,80 @@ def params_table(trace: Trace) -> Table:
     return table
 
 
-def attention_view(trace: Trace, head: int) -> RenderableType:
-    """The attention weights of one head: a heat map when short, a summary when long."""
-    where = f"head {head}" + (" of batch item 0" if trace.config.batched else "")
+def attention_view(trace: Trace, head: int, *, batch_item: int = 0, width: int = 80) -> RenderableType:
+    """The attention weights of one head and batch item as a heat map; beyond S = 16 (or N = 16)
+    pooled into blocks that fit ``width`` columns, followed by a few summary numbers."""
+    where = f"head {head}" + (f" of batch item {batch_item}" if trace.config.batched else "")
     if "weights" not in trace:
         return Text(f"attention weights, {where}: never formed whole by --algorithm {trace.config.algorithm} (tile by tile)", style="dim")
     step = trace["weights"]
     if step.value is None:
         return Text(f"attention weights, {where}: no values on the {trace.backend} backend", style="dim")
-    index = (0, head) if trace.config.batched else (head,)
+    index = (batch_item, head) if trace.config.batched else (head,)
     matrix = step.value[index]  # (S, N)
     masked = trace["masked"].value if "masked" in trace else None  # (B, h, S, N): -inf where masked
     hidden = None if masked is None else masked[index] == float("-inf")  # (S, N)
+    rule = "each row sums to 1" if hidden is None else "masked keys: ·; each row sums to 1, or 0 if every key is masked"
     if max(matrix.shape) <= HEATMAP_MAX_SEQ:
-        rule = "each row sums to 1" if hidden is None else "masked keys: ·; each row sums to 1, or 0 if every key is masked"
-        return heatmap(matrix, f"attention weights, {where} (rows: queries, columns: keys; {rule})", hidden)
-    return weights_summary(matrix, where)
+        full = pool(matrix, matrix.shape[0], matrix.shape[1], hidden)
+        return heatmap(full, f"attention weights, {where} (rows: queries, columns: keys; {rule})")
+    pooled = fit_pool(matrix, hidden, width)
+    sizes = f"{pooled.values.shape[0]}x{pooled.values.shape[1]} blocks"
+    masks = "; every key masked: ·" if hidden is not None else ""
+    title = f"attention weights, {where}: {matrix.shape} pooled into {sizes} ({POOLING}{masks})"
+    return Group(heatmap(pooled, title), weights_summary(matrix))
 
 
-def heatmap(matrix: np.ndarray, title: str, hidden: np.ndarray | None = None) -> Group:
+def fit_pool(matrix: np.ndarray, hidden: np.ndarray | None, width: int) -> Pooled:
+    """The most blocks (at most 16 x 16) whose heat map fits ``width`` columns."""
+    for blocks in range(min(HEATMAP_MAX_SEQ, matrix.shape[1]), 1, -1):
+        pooled = pool(matrix, HEATMAP_MAX_SEQ, blocks, hidden)
+        if heatmap_width(pooled) <= width:
+            return pooled
+    return pool(matrix, HEATMAP_MAX_SEQ, 1, hidden)
+
+
+def heatmap_width(pooled: Pooled) -> int:
+    """Columns the heat map of ``pooled`` takes: labels, cells, the sum column, one space each."""
+    rows, cols = pooled.values.shape
+    compact = cols > 8
+    label = max(len(pooled.row_label(r)) for r in range(rows))
+    cells = [max(len(pooled.col_label(c)), *(len(_cell_text(float(v), compact)) for v in pooled.values[:, c]))
+             for c in range(cols)]
+    return int(label + sum(cells) + len("1.00") + cols + 1)
+
+
+def heatmap(pooled: Pooled, title: str) -> Group:
     """A grid of the numbers, each cell shaded by its value (darker = more attention);
-    cells where ``hidden`` is True (masked keys) show a dim ``·``."""
-    rows, cols = matrix.shape
+    cells (or blocks) whose every key is masked show a dim ``·``."""
+    values, hidden = pooled.values, pooled.hidden
+    rows, cols = values.shape
     compact = cols > 8  # two decimals without the leading zero keep 16 columns within 80
     table = Table(box=None, pad_edge=False, padding=(0, 1, 0, 0))
     table.add_column("", style="dim", justify="right")
     for j in range(cols):
-        table.add_column(f"k{j}", justify="right", header_style="dim")
-    table.add_column("sum", justify="right", style="dim")
+        table.add_column(pooled.col_label(j), justify="right", header_style="dim")
+    table.add_column("sum", justify="right", style="dim", min_width=3)
     for i in range(rows):
         cells = [Text("·", style="dim") if hidden is not None and hidden[i, j] else _heat_cell(float(v), compact)
-                 for j, v in enumerate(matrix[i])]
-        table.add_row(f"q{i}", *cells, f"{float(matrix[i].sum()):.2f}")
+                 for j, v in enumerate(values[i])]
+        table.add_row(pooled.row_label(i), *cells, f"{float(values[i].sum()):.2f}")
     return Group(Text(title, style="italic"), table)
 
 
-def _heat_cell(value: float, compact: bool) -> Text:
+def _cell_text(value: float, compact: bool) -> str:
     text = f"{value:.2f}" if compact else f"{value:.3f}"
-    if compact and value < 0.995:
-        text = text[1:]  # ".42"
+    return text[1:] if compact and value < 0.995 else text  # ".42"
+
+
+def _heat_cell(value: float, compact: bool) -> Text:
+    text = _cell_text(value, compact)
     level = int(55 + 200 * min(max(value, 0.0), 1.0))
     style = Style(bgcolor=f"rgb({level // 3},{level // 2},{level})", color="white" if value < 0.5 else "black")
     return Text(text, style=style)
 
 
-def weights_summary(matrix: np.ndarray, where: str) -> Text:
+def weights_summary(matrix: np.ndarray) -> Text:
     """What a long attention matrix looks like, in a few numbers."""
     import numpy as np
 
@@ -222,7 +257,6 @@ def weights_summary(matrix: np.ndarray, where: str) -> Text:
     top = np.unravel_index(int(np.argmax(matrix)), matrix.shape)
     entropy = float(-(matrix * np.log(np.clip(matrix, 1e-30, None))).sum(axis=-1).mean())
     lines = [
-        f"attention weights, {where}: {matrix.shape}, summarised (S > {HEATMAP_MAX_SEQ})",
         f"  rows sum to 1 within {float(np.abs(row_sums - 1).max(initial=0.0)):.1e}",
         f"  largest weight {float(matrix[top]):.4f} (query {top[0]} -> key {top[1]})",
         f"  mean row entropy {entropy:.3f} nats (uniform attention: ln {seq} = {np.log(seq):.3f})",
@@ -230,16 +264,24 @@ def weights_summary(matrix: np.ndarray, where: str) -> Text:
     return Text("\n".join(lines))
 
 
-def values_view(trace: Trace) -> RenderableType:
-    """The numbers of every step and parameter small enough to read (as the notes print them)."""
+def values_view(trace: Trace, limit: int = VALUES_MAX_NUMEL) -> RenderableType:
+    """The numbers of every step and parameter of at most ``limit`` elements (as the notes print
+    them), then the names of the tensors skipped for being larger."""
     import numpy as np
 
-    parts: list[RenderableType] = [Text(f"values (tensors of at most {VALUES_MAX_NUMEL} elements)", style="bold")]
+    parts: list[RenderableType] = [Text(f"values (tensors of at most {limit:,} elements; --values-limit)", style="bold")]
+    skipped = []
     for record in (*trace.steps, *trace.parameters):
-        if record.value is None or record.numel > VALUES_MAX_NUMEL:
+        if record.value is None:
+            continue
+        if record.numel > limit:
+            skipped.append(f"{record.name} {format_shape(record.shape)}")
             continue
         body = np.array2string(record.value, precision=4, suppress_small=True, max_line_width=78)
         parts.append(Text.assemble((f"{record.name} {format_shape(record.shape)}", "bold cyan"), "\n", body))
-    if len(parts) == 1:
-        parts.append(Text(f"every tensor has more than {VALUES_MAX_NUMEL} elements; try smaller sizes, e.g. --hidden 4 --heads 2", style="dim"))
+    if skipped:
+        parts.append(Text(f"skipped (more than {limit:,} elements): " + ", ".join(skipped), style="dim"))
+    if len(parts) == 1 + bool(skipped):
+        parts.append(Text(f"every tensor has more than {limit:,} elements; raise --values-limit or try "
+                          "smaller sizes, e.g. --hidden 4 --heads 2", style="dim"))
     return Group(*parts)
