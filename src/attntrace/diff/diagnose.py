@@ -137,7 +137,9 @@ def _test(
 
 def _run(bug: Bug, s: Setting, tensors: Mapping[str, Any]) -> Trace:
     config = s.config if bug.scale is None else replace(s.config, scale=bug.scale)
-    with warnings.catch_warnings():
+    import numpy as np
+
+    with warnings.catch_warnings(), np.errstate(all="ignore"):  # a mistake may well make NaN
         warnings.simplefilter("ignore", MaskWarning)
         return trace_attention(
             config, "numpy", tensors={**tensors, **bug.tensors}, replace=bug.replace
