@@ -153,7 +153,7 @@ def run_diff(layer: Layer, config: AttentionConfig, tensors: dict[str, Any]) -> 
     from attntrace.attention import trace_attention
     from attntrace.diff.align import UserSteps, align
     from attntrace.diff.bugs import Setting
-    from attntrace.diff.diagnose import diagnose
+    from attntrace.diff.diagnose import counterparts, diagnose
     from attntrace.diff.user import UserStep, run_user
     from attntrace.verify import tolerance
 
@@ -172,7 +172,9 @@ def run_diff(layer: Layer, config: AttentionConfig, tensors: dict[str, Any]) -> 
         tol,
     )
     rows = align(ref, user)
-    diagnosis = diagnose(Setting(config, ref, tensors), rows, user, tensors)
+    diagnosis, mistaken = diagnose(Setting(config, ref, tensors), rows, user, tensors)
+    if mistaken is not None:
+        rows = counterparts(rows, mistaken, user)
     source = "its state dict" if layer.weights is None else layer.weights.scheme
     return DiffReport(
         config,

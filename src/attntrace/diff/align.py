@@ -72,7 +72,11 @@ class UserSteps:
 
 def align(ref: Trace, user: UserSteps) -> tuple[Row, ...]:
     """One :class:`Row` per reference step, in the reference's order."""
-    found = {s.name: user.find(s.value, s.axes, s.name) for s in ref.steps if s.value is not None}
+    found = {  # x is the input diff passed in (listed first), whatever the capture called it
+        s.name: user.find(s.value, s.axes, "" if s.name == "x" else s.name)
+        for s in ref.steps
+        if s.value is not None
+    }
     matched = {name for name, hit in found.items() if hit is not None}
     used = {hit[0].index for hit in found.values() if hit is not None}
     later = _descendants(ref)
@@ -106,6 +110,7 @@ def _unmatched(step: Step, user: UserSteps, used: set[int], last: int) -> Row:
         and next(layouts(u.value, step.shape, step.axes), None) is not None
     ]
     pick = next((u for u in fits if u.role == step.name), None)
+    pick = pick or next((u for u in fits if u.name == step.name and u.shape == step.shape), None)
     pick = pick or next((u for u in fits if u.index > last and u.shape == step.shape), None)
     if step.name in OPTIONAL or (pick is None and step.view):
         return Row(step, NOT_SEEN)  # built another way, or a layout the code skips

@@ -41,16 +41,17 @@ class Diagnosis:
 
 def diagnose(
     setting: Setting, rows: Sequence[Row], user: UserSteps, tensors: Mapping[str, Any]
-) -> Diagnosis | None:
-    """The diagnosis of the first row that differs, or None when every row is fine."""
+) -> tuple[Diagnosis | None, Trace | None]:
+    """The diagnosis of the first row that differs (None when every row is fine), and the
+    reference with the bug applied (None when no bug explains it)."""
     first = next((r for r in rows if r.status == DIFFERS), None)
     if first is None:
-        return None
+        return None, None
     order = {r.step.name: i for i, r in enumerate(rows)}
     used = {r.user.index for r in rows if r.status == MATCH and r.user is not None}
     status = {r.step.name: r.status for r in rows}
     closest: tuple[float, Bug] | None = None
-    partial: list[Diagnosis] = []  # bugs that reproduce the divergence but not the output
+    partial: list[tuple[Diagnosis, Trace]] = []  # reproduce the divergence, not the output
     for bug in catalogue(setting):
         if order.get(bug.at, math.inf) > order[first.step.name]:
             continue  # happens after the divergence: cannot explain it
@@ -63,10 +64,27 @@ def diagnose(
             if gap < (closest[0] if closest else math.inf):
                 closest = (gap, bug)
         elif _reproduces_output(mistaken, user):
-            return found  # the whole run explained: the one bug there is
+            return found, mistaken  # the whole run explained: the one bug there is
         else:
-            partial.append(found)
-    return partial[0] if partial else _unexplained(first, closest)
+            partial.append((found, mistaken))
+    return partial[0] if partial else (_unexplained(first, closest), None)
+
+
+def counterparts(rows: Sequence[Row], mistaken: Trace, user: UserSteps) -> tuple[Row, ...]:
+    """``rows`` with each row that differs showing the user's tensor that holds the mistaken
+    reference's numbers for that step (the tensor that plays the step, bug and all)."""
+    from attntrace.diff.match import agree
+
+    out = []
+    for row in rows:
+        m = mistaken[row.step.name] if row.status == DIFFERS and row.step.name in mistaken else None
+        hit = user.find(m.value, m.axes) if m is not None and m.value is not None else None
+        if hit is None or row.step.value is None:
+            out.append(row)
+            continue
+        numbers = agree(hit[0].value, row.step.value, row.step.axes, user.tol)
+        out.append(Row(row.step, DIFFERS, hit[0], numbers))
+    return tuple(out)
 
 
 def _reproduces_output(mistaken: Trace, user: UserSteps) -> bool:
