@@ -24,6 +24,7 @@ MODEL_OPTIONS: dict[str, Any] = {
     "kv_seq": opt.KvSeq, "kv_hidden": opt.KvHidden, "kv_heads": opt.KvHeads, "head_dim": opt.HeadDim,
     "bias": opt.Bias, "causal": opt.Causal, "key_lengths": opt.KeyLengths, "rope": opt.Rope,
     "rope_base": opt.RopeBase, "preset": opt.Preset, "hf_config": opt.HfConfig,
+    "window": opt.Window,
 }
 
 
@@ -91,24 +92,46 @@ def config_from_files(
     **options: Any,
 ) -> tuple[AttentionConfig, dict[str, Any]]:
     """The config of the options (as :func:`resolve_options` takes them), with --weights /
-    --input filling in the sizes not typed; also the tensors the files give."""
-    from dataclasses import asdict
+    --input filling in the sizes not typed; also the tensors the files give.
 
-    base = resolve_options(**options)
+    Nothing is validated before the files have spoken: the default --hidden 768 never meets
+    a file's 28 heads, and --key-lengths finds the batch of an --input (B, S, H)."""
     if weights is None and input_file is None:
         if layer_prefix is not None:
             raise ConfigError("--layer-prefix picks a layer of --weights; add --weights FILE")
-        return base, {}
+        return resolve_options(**options), {}
     from attntrace.files import load_weights, read_npy, resolve_run
+    from attntrace.presets import resolve_fields
 
-    sizes = asdict(base)
-    explicit = {name for name in ("batch", "seq", "hidden", "heads", "scale", "head_dim", "kv_heads", "kv_hidden")
-                if _typed(ctx, name)}
+    preset, hf_config = options.pop("preset", None), options.pop("hf_config", None)
+    sizes, known = resolve_fields(preset=preset, hf_config=hf_config, **option_fields(**options))
+    explicit = {name for name in _SIZE_OPTIONS if _typed(ctx, name)}
     loaded = load_weights(weights, layer_prefix) if weights is not None else None
     if loaded is None and layer_prefix is not None:
         raise ConfigError("--layer-prefix picks a layer of --weights; add --weights FILE")
+    if loaded is not None and not known:
+        check_positions_said(loaded, options)
     x = read_npy(input_file) if input_file is not None else None
-    return resolve_run(sizes, explicit, loaded, x)
+    config, tensors = resolve_run(sizes, explicit, loaded, x, known=known)
+    check_rope_base(options.get("rope_base"), config)
+    return config, tensors
+
+
+#: The options a file may also state; typed ones must agree with it.
+_SIZE_OPTIONS = ("batch", "seq", "hidden", "heads", "scale", "head_dim", "kv_heads", "kv_hidden")
+
+
+def check_positions_said(loaded: Any, options: dict[str, Any]) -> None:
+    """A Llama-family layer (q_proj ... o_proj) rotates q and k and masks the future, which its
+    weights cannot say: refuse to guess either way unless --rope and --causal are said."""
+    said = options.get("rope") is not None and options.get("causal") is not None
+    if loaded.family != "llama" or said:
+        return
+    raise ConfigError(
+        f"the weights ({loaded.path.name}) hold a Llama-family layer (q_proj ... o_proj), which "
+        "uses rotary embeddings and a causal mask that the weights cannot state; add --hf-config "
+        "config.json, --preset or --model DIR, or say it: --rope/--no-rope and --causal/--no-causal"
+    )
 
 
 def _typed(ctx: typer.Context, name: str) -> bool:

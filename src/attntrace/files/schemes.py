@@ -55,6 +55,7 @@ class LoadedWeights:
     prefix: str
     params: dict[str, np.ndarray | None]
     hints: dict[str, Any] = field(default_factory=dict)
+    family: str = ""  # "llama" for q_proj ... o_proj (rotary, causal), else ""
 
     def _shape(self, name: str) -> tuple[int, int]:
         weight = self.params[name]
@@ -97,7 +98,8 @@ def load_weights(path: Path, layer_prefix: str | None = None) -> LoadedWeights:
     layer = arrays.under(prefix)
     params = scheme.names(layer, path)
     _check_shapes(path, prefix, params)
-    return LoadedWeights(path, scheme.name, prefix, params, _hints(path, meta))
+    family = "llama" if scheme.marker == "q_proj.weight" and "o_proj.weight" in layer else ""
+    return LoadedWeights(path, scheme.name, prefix, params, _hints(path, meta), family)
 
 
 def _pick_layer(path: Path, arrays: Arrays, layer_prefix: str | None) -> tuple[str, Scheme]:
