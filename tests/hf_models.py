@@ -24,7 +24,14 @@ class Captured:
     weights: np.ndarray
 
 
-def build(kind: str, folder: Path, dtype: str = "float32", seed: int = 0, **sizes: Any) -> Any:
+def build(
+    kind: str,
+    folder: Path,
+    dtype: str = "float32",
+    seed: int = 0,
+    shard: str | None = None,
+    **sizes: Any,
+) -> Any:
     """A random-init model of ``kind`` (a transformers config class name without ``Config``),
     saved to ``folder`` (safetensors, config.json), eager attention, in eval mode."""
     import torch
@@ -34,7 +41,7 @@ def build(kind: str, folder: Path, dtype: str = "float32", seed: int = 0, **size
     config = getattr(transformers, f"{kind}Config")(**sizes)
     config._attn_implementation = "eager"
     model = getattr(transformers, _MODEL_CLASS.get(kind, f"{kind}ForCausalLM"))(config).eval()
-    model.save_pretrained(folder)
+    model.save_pretrained(folder, **({"max_shard_size": shard} if shard else {}))
     return model.to(getattr(torch, dtype))
 
 

@@ -126,6 +126,7 @@ def resolve_config(*, preset: str | None = None, hf_config: Path | str | None = 
 
 
 def resolve_fields(*, preset: str | None = None, hf_config: Path | str | None = None,
+                   model_dir: Path | None = None, layer: int | None = None,
                    **explicit: Any) -> tuple[dict[str, Any], dict[str, str]]:
     """Every AttentionConfig field (not validated yet: files may still change the sizes): the
     defaults, then a preset's or config.json's, then the explicit ones that are not None. Also
@@ -135,14 +136,25 @@ def resolve_fields(*, preset: str | None = None, hf_config: Path | str | None = 
     >>> fields["seq"], fields["hidden"], known["heads"]
     (5, 768, '--preset gpt2')
     """
-    if preset is not None and hf_config is not None:
-        raise ConfigError("use either --preset or --hf-config, not both")
+    given = [name for name, v in (("--preset", preset), ("--hf-config", hf_config), ("--model", model_dir))
+             if v is not None]
+    if len(given) > 1:
+        raise ConfigError(f"use either {given[0]} or {given[1]}, not both")
+    if layer is not None and preset is None and hf_config is None and model_dir is None:
+        raise ConfigError("--layer picks a layer of --model DIR (or of --hf-config); add one")
     base: dict[str, Any] = {}
     source = ""
     if preset is not None:
+        if layer is not None:
+            raise ConfigError("--layer picks a layer of --model DIR or --hf-config, not --preset")
         base, source = get_preset(preset).config_fields(), f"--preset {preset}"
     elif hf_config is not None:
-        base, source = read_hf_config(hf_config), f"--hf-config {Path(hf_config).name}"
+        base, source = read_hf_config(hf_config, layer), f"--hf-config {Path(hf_config).name}"
+    elif model_dir is not None:
+        from attntrace.models.load import model_fields
+
+        base = model_fields(model_dir, layer)
+        source = f"--model {model_dir.name} (layer {layer or 0})"
     defaults = {f.name: f.default for f in dataclass_fields(AttentionConfig)}
     given = {k: v for k, v in explicit.items() if v is not None}
     return {**defaults, **base, **given}, dict.fromkeys(base, source)

@@ -24,7 +24,7 @@ MODEL_OPTIONS: dict[str, Any] = {
     "kv_seq": opt.KvSeq, "kv_hidden": opt.KvHidden, "kv_heads": opt.KvHeads, "head_dim": opt.HeadDim,
     "bias": opt.Bias, "causal": opt.Causal, "key_lengths": opt.KeyLengths, "rope": opt.Rope,
     "rope_base": opt.RopeBase, "preset": opt.Preset, "hf_config": opt.HfConfig,
-    "window": opt.Window,
+    "window": opt.Window, "model_dir": opt.ModelDir, "layer": opt.Layer,
 }
 
 
@@ -66,9 +66,12 @@ def resolve_options(*, preset: str | None = None, hf_config: Path | None = None,
     >>> resolve_options(preset="llama-3-8b", seq=16, kv_heads=None).kv_heads
     8
     """
-    from attntrace.presets import resolve_config
+    from attntrace.presets import resolve_fields
 
-    config = resolve_config(preset=preset, hf_config=hf_config, **option_fields(**options))
+    model_dir, layer = options.pop("model_dir", None), options.pop("layer", None)
+    fields, _ = resolve_fields(preset=preset, hf_config=hf_config, model_dir=model_dir, layer=layer,
+                               **option_fields(**options))
+    config = AttentionConfig(**fields)
     check_rope_base(options.get("rope_base"), config)
     return config
 
@@ -96,17 +99,18 @@ def config_from_files(
 
     Nothing is validated before the files have spoken: the default --hidden 768 never meets
     a file's 28 heads, and --key-lengths finds the batch of an --input (B, S, H)."""
-    if weights is None and input_file is None:
+    model_dir = options.get("model_dir")
+    if weights is None and input_file is None and model_dir is None:
         if layer_prefix is not None:
             raise ConfigError("--layer-prefix picks a layer of --weights; add --weights FILE")
         return resolve_options(**options), {}
-    from attntrace.files import load_weights, read_npy, resolve_run
+    from attntrace.files import read_npy, resolve_run
     from attntrace.presets import resolve_fields
 
-    preset, hf_config = options.pop("preset", None), options.pop("hf_config", None)
-    sizes, known = resolve_fields(preset=preset, hf_config=hf_config, **option_fields(**options))
+    sources = {k: options.pop(k, None) for k in ("preset", "hf_config", "model_dir", "layer")}
+    sizes, known = resolve_fields(**sources, **option_fields(**options))
     explicit = {name for name in _SIZE_OPTIONS if _typed(ctx, name)}
-    loaded = load_weights(weights, layer_prefix) if weights is not None else None
+    loaded = _load(weights, model_dir, sources["layer"], layer_prefix, sizes, known)
     if loaded is None and layer_prefix is not None:
         raise ConfigError("--layer-prefix picks a layer of --weights; add --weights FILE")
     if loaded is not None and not known:
@@ -115,6 +119,25 @@ def config_from_files(
     config, tensors = resolve_run(sizes, explicit, loaded, x, known=known)
     check_rope_base(options.get("rope_base"), config)
     return config, tensors
+
+
+def _load(weights: Path | None, model_dir: Path | None, layer: int | None, layer_prefix: str | None,
+          sizes: dict[str, Any], known: dict[str, str]) -> Any:
+    """The layer of --weights FILE or of --model DIR (None: neither)."""
+    if weights is not None and model_dir is not None:
+        raise ConfigError("--model DIR brings its own weights; drop --weights (or --model)")
+    if model_dir is not None:
+        from attntrace.models.load import load_model_layer
+
+        return load_model_layer(model_dir, layer, layer_prefix)
+    if weights is None:
+        return None
+    from attntrace.files.schemes import LayoutInfo, load_weights
+    from attntrace.models.layouts import ALL_SCHEMES
+
+    heads = sizes["heads"] if "heads" in known or sizes.get("heads") is not None else None
+    info = LayoutInfo(heads, sizes.get("kv_heads"))
+    return load_weights(weights, layer_prefix, schemes=ALL_SCHEMES, info=info)
 
 
 #: The options a file may also state; typed ones must agree with it.

@@ -74,6 +74,14 @@ RopeBase = Annotated[float | None, typer.Option(help="theta of --rope (rope_thet
 Window = Annotated[int | None, typer.Option(
     help="W, sliding window: query i sees keys j > i - W (Mistral, Gemma 2; with --causal "
     "also j <= i); adds window(W) to the mask.", rich_help_panel=VARIANTS)]
+ModelDir = Annotated[Path | None, typer.Option(
+    "--model", help="A saved Hugging Face model folder (config.json + model.safetensors, a sharded "
+    "index or pytorch_model.bin): sizes and variants of --layer from its config, weights from "
+    "the shard that holds them; typed options override it.", rich_help_panel=MODELS,
+    file_okay=False)]
+Layer = Annotated[int | None, typer.Option(
+    help="Which layer of --model (or of an --hf-config whose layers differ) \\[default: 0].",
+    rich_help_panel=MODELS, show_default=False)]
 Preset = Annotated[str | None, typer.Option(help="Sizes of a real model, e.g. llama-3-8b (list: attntrace presets); explicit flags override it.", rich_help_panel=MODELS)]
 HfConfig = Annotated[Path | None, typer.Option(help="Read the sizes from a Hugging Face config.json; explicit flags override it.", rich_help_panel=MODELS, dir_okay=False)]
 Backend = Annotated[BackendName, typer.Option(help="numpy (default), torch (pip install 'attntrace\\[torch]'), or shape (shapes only, any size).")]

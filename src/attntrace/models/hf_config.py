@@ -219,7 +219,11 @@ def attention_fields(
     heads, hidden = int_field(cfg, HEADS, path), int_field(cfg, HIDDEN, path)
     assert heads is not None  # a required field
     assert hidden is not None
-    kv_heads = int_field(cfg, KV_HEADS, path, required=False)
+    kv_heads = (
+        _falcon_kv_heads(cfg)
+        if cfg.get("model_type") == "falcon"
+        else int_field(cfg, KV_HEADS, path, False)
+    )
     head_dim = int_field(cfg, HEAD_DIM, path, required=False)
     model_type = str(cfg.get("model_type", ""))
     kind = layer_type(cfg, path, layer)
@@ -239,6 +243,16 @@ def attention_fields(
         "window": window(cfg, path, kind),
         "scale": _scale(cfg, path, d),
     }
+
+
+def _falcon_kv_heads(cfg: Mapping[str, Any]) -> int | None:
+    """FalconAttention: num_kv_heads with new_decoder_architecture, else 1 (multi_query) or h."""
+    if cfg.get("new_decoder_architecture"):
+        value = cfg.get("num_kv_heads")
+        return (
+            value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
+        )
+    return 1 if cfg.get("multi_query", True) else None
 
 
 def _rope(
@@ -285,6 +299,8 @@ def _causal(cfg: Mapping[str, Any], model_type: str) -> bool:
 def _bias(cfg: Mapping[str, Any], model_type: str) -> bool:
     if "attention_bias" in cfg:
         return bool(cfg["attention_bias"])
+    if model_type == "falcon":  # FalconConfig.bias, default False
+        return bool(cfg.get("bias", False))
     return model_type not in NO_BIAS_TYPES
 
 
