@@ -300,3 +300,17 @@ def test_sharded_model_reads_only_the_layers_bytes(
     np.testing.assert_array_equal(
         loaded.params["w_k"], model.model.layers[3].self_attn.k_proj.weight.detach().numpy()
     )
+
+
+def test_header_names_the_model_and_the_typed_overrides(tmp_path: Path) -> None:
+    build("Llama", tmp_path, **{**BASE, "num_key_value_heads": 2})
+    result = invoke("run", "--model", tmp_path, "--layer", 1, "--kv-heads", 1, "--backend", "shape", "--no-color")
+    assert result.exit_code == 2  # the weights hold 2 kv-heads: an override cannot change them
+    assert "conflicts with the weights" in result.stderr
+    result = invoke("check", "--model", tmp_path, "--layer", 1, "-e", "k=2,3,4", "-e", "q_rot=h,S,d")
+    assert result.exit_code == 0, result.output  # check takes the model's config: g = 2, RoPE
+    result = invoke("run", "--model", tmp_path, "--layer", 1, "--no-causal", "--format", "json")
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    assert doc["origin"] == f"from --model {tmp_path.name} (layer 1); typed over it: --causal false (was true)"
+    assert doc["config"]["causal"] is False

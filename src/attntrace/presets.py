@@ -136,10 +136,10 @@ def resolve_fields(*, preset: str | None = None, hf_config: Path | str | None = 
     >>> fields["seq"], fields["hidden"], known["heads"]
     (5, 768, '--preset gpt2')
     """
-    given = [name for name, v in (("--preset", preset), ("--hf-config", hf_config), ("--model", model_dir))
-             if v is not None]
-    if len(given) > 1:
-        raise ConfigError(f"use either {given[0]} or {given[1]}, not both")
+    choices = (("--preset", preset), ("--hf-config", hf_config), ("--model", model_dir))
+    named = [name for name, v in choices if v is not None]
+    if len(named) > 1:
+        raise ConfigError(f"use either {named[0]} or {named[1]}, not both")
     if layer is not None and preset is None and hf_config is None and model_dir is None:
         raise ConfigError("--layer picks a layer of --model DIR (or of --hf-config); add one")
     base: dict[str, Any] = {}

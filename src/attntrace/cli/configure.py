@@ -121,6 +121,37 @@ def config_from_files(
     return config, tensors
 
 
+def origin_line(ctx: typer.Context | None, model: dict[str, Any], config: AttentionConfig) -> str:
+    """Where the settings of ``config`` come from, for the header: the --model, --hf-config or
+    --preset, and each typed option that overrides it (``--kv-heads 1 over 2``); "" if none.
+
+    >>> origin_line(None, {"preset": "gpt2", "kv_heads": 4}, AttentionConfig(kv_heads=4))
+    'from --preset gpt2; typed over it: --kv-heads 4 (was none)'
+    """
+    from attntrace.presets import resolve_fields
+
+    sources = {k: model.get(k) for k in ("preset", "hf_config", "model_dir", "layer")}
+    if all(sources[k] is None for k in ("preset", "hf_config", "model_dir")):
+        return ""
+    base, known = resolve_fields(**sources)
+    now = config.to_dict()
+    over = []
+    for name in known:
+        option = name.removesuffix("_override")
+        given = model.get(option) is not None or (ctx is not None and _typed(ctx, option))
+        if given and name in now and now[name] != base[name]:
+            flag = "--" + option.replace("_", "-")
+            over.append(f"{flag} {_word(now[name])} (was {_word(base[name])})")
+    source = next(iter(known.values()), "")
+    return f"from {source}" + (f"; typed over it: {', '.join(over)}" if over else "")
+
+
+def _word(value: Any) -> str:
+    if value is None:
+        return "none"
+    return str(value).lower() if isinstance(value, bool) else str(value)
+
+
 def _load(weights: Path | None, model_dir: Path | None, layer: int | None, layer_prefix: str | None,
           sizes: dict[str, Any], known: dict[str, str]) -> Any:
     """The layer of --weights FILE or of --model DIR (None: neither)."""

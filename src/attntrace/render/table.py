@@ -38,6 +38,8 @@ def format_axes(axes: tuple[str, ...]) -> str:
 def render_trace(trace: Trace, console: Console, *, head: int = 0, values: bool = False, count: str = "flops") -> None:
     """Print the whole table view of ``trace`` on ``console``; ``count`` is flops or macs."""
     console.print(title_line(trace))
+    if trace.origin:
+        console.print(Text(trace.origin, style="dim"))
     console.print(flow_line(trace))
     console.print()
     console.print(steps_table(trace, console.width))
