@@ -14,8 +14,9 @@ Variants add their own steps, only when they are on (:data:`VARIANT_STEPS`): ``x
 from __future__ import annotations
 
 import math
+import threading
 import warnings
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
 
@@ -25,8 +26,9 @@ from attntrace.costs import CostMeter, Registry, peak_live_bytes, resolve
 from attntrace.inputs import param_axes, random_sources, with_tensors
 from attntrace.masks import MASK_STEPS, MaskPlan, MaskWarning, build_mask, dead_rows
 from attntrace.memory import check_budget, format_bytes
+from attntrace.parallel import check_threads
 from attntrace.rope import ROPE_STEPS, rope_sources
-from attntrace.trace import Param, Step, Trace
+from attntrace.trace import Lazy, Param, Step, Trace
 
 if TYPE_CHECKING:
     import numpy as np
@@ -72,6 +74,7 @@ def trace_attention(
     max_memory: int | None = None,
     keep_values: bool | Collection[str] = True,
     tensors: Mapping[str, np.ndarray | None] | None = None,
+    threads: int | None = None,
 ) -> Trace:
     """Run multi-head attention for ``config`` on ``backend`` and record every step.
 
@@ -86,7 +89,8 @@ def trace_attention(
     :class:`attntrace.masks.MaskWarning`.
     ``tensors`` replaces the seeded x (or x_kv) or parameters by arrays (e.g. loaded weights)
     of the shapes ``config`` gives; a bias mapped to None is left out. ``backend`` is a
-    registered name or a :class:`Backend` instance.
+    registered name or a :class:`Backend` instance. ``threads``: how many threads run flash's
+    query blocks (each with a one-threaded BLAS; default: every usable core).
 
     >>> t = trace_attention(AttentionConfig(seq=3, hidden=768, heads=12))
     >>> t["scores"].shape, t["output"].shape
@@ -101,6 +105,7 @@ def trace_attention(
     ('2·h·S·S·d', True)
     """
     name = backend if isinstance(backend, str) else backend.name
+    workers = check_threads(threads)
     shapes = trace_attention(config, "shape", mask=mask) if name != "shape" else None  # sizes and costs, no arrays
     if shapes is not None and shapes.total_flops < SMALL_WORK_FLOPS:
         single_threaded_blas()  # before numpy is imported: waking BLAS threads costs more than tiny maths
@@ -111,17 +116,17 @@ def trace_attention(
         _check_memory(config, max_memory, keep_values is True, shapes)
     seeded = {**random_sources(config), **rope_sources(config), **({"mask": plan.source} if plan else {})}
     sources = with_tensors(config, seeded, tensors or {})
-    trace = _record(config, be, sources, plan, keep_values=keep_values if be.computes else False)
+    trace = _record(config, be, sources, plan, keep_values=keep_values if be.computes else False, threads=workers)
     for note in trace.notes:
         warnings.warn(note, MaskWarning, stacklevel=2)
     return trace
 
 
 def _record(config: AttentionConfig, be: Backend[T], sources: Mapping[str, Source | None], plan: MaskPlan | None,
-            *, keep_values: bool | Collection[str]) -> Trace:
+            *, keep_values: bool | Collection[str], threads: int = 1) -> Trace:
     """Create the tensors of ``sources`` on ``be`` (a None source is a left-out bias), run the
     algorithm through the cost meter and collect the records."""
-    recorder = _Recorder(be, config, keep_values)
+    recorder = _Recorder(be, config, keep_values, threads)
     names = param_axes(config)
     params = {name: be.tensor(source) for name in names if (source := sources[name]) is not None}
     for name, t in params.items():
@@ -252,6 +257,13 @@ def _weigh(config: AttentionConfig, be: Backend[T], rec: _Recorder[T], lay: _Lay
     factor = config.score_scale
     scale_op = f"scores / sqrt({d})" if config.scale is None else f"scores * {config.scale:g}" + (" (unscaled)" if config.scale == 1 else "")
     fast = mask is None and not (rec.keeps("scores") or rec.keeps("scaled"))
+    if mask is None and not fast:  # kept as recipes: the one (S, N) buffer is scaled and softmaxed in place
+        raw = rec.be
+        scores = rec.step("scores", be.matmul(q, k_t), f"{q_name} @ k_t", hSN,
+                          again=lambda: raw.matmul(q, k_t))  # (B, h, S, N)
+        scaled = rec.step("scaled", be.scale_(scores, factor), scale_op, hSN,
+                          again=lambda: raw.scale(raw.matmul(q, k_t), factor))  # (B, h, S, N)
+        return rec.step("weights", be.softmax_(scaled), "softmax(scaled, dim=-1)", hSN)  # (B, h, S, N)
     if fast:  # nobody sees the unscaled scores: fold the scale into q (S·d multiplies, not S·N)
         q_scaled = be.scale(q, factor)  # (B, h, S, d)
         rec.meter.discard()  # charged below, as the traced algorithm does it
@@ -316,8 +328,11 @@ class _Recorder(Generic[T]):
     FLOPs are the charges since the previous step. Steps recorded again under the same name
     (the tiles of flash) add their FLOPs and count as repeats of the first record."""
 
-    def __init__(self, be: Backend[T], config: AttentionConfig, keep_values: bool | Collection[str]) -> None:
+    def __init__(self, be: Backend[T], config: AttentionConfig, keep_values: bool | Collection[str],
+                 threads: int = 1) -> None:
         self.be, self.keep_values = be, keep_values
+        self.threads = threads  # for independent blocks of work (flash's query blocks)
+        self._lock = threading.Lock()
         self.meter: CostMeter[T] = CostMeter(be)
         self.registry = Registry()
         self.lead: tuple[str, ...] = ("B",) if config.batched else ()  # the batch axis, for flash's tile axes
@@ -332,9 +347,11 @@ class _Recorder(Generic[T]):
         return keep if isinstance(keep, bool) else name in keep
 
     def step(self, name: str, value: T, op: str, axes: tuple[str, ...], *, view: bool = False,
-             contract: str | None = None, times: int = 1) -> T:
+             contract: str | None = None, times: int = 1, again: Callable[[], T] | None = None) -> T:
         """Record ``value`` as step ``name``; ``contract`` names a contracted axis the recorder
-        cannot see (an input that is no step); ``times`` counts identical repeats."""
+        cannot see (an input that is no step); ``times`` counts identical repeats; ``again``
+        makes the same values anew (on the plain backend), kept instead of ``value`` when the
+        algorithm goes on to overwrite ``value`` in place."""
         if name in self._repeats:
             return self._repeat(name, value, axes, times)
         shape = self.be.shape(value)
@@ -342,7 +359,8 @@ class _Recorder(Generic[T]):
         charges, inputs = self.meter.take()
         flops, terms = resolve(charges, shape, axes, self.registry, contract)
         names = tuple(dict.fromkeys(found[0] for found in map(self.registry.lookup, inputs) if found))
-        stored = self.be.to_numpy(value) if self.keeps(name) else None
+        stored = None if not self.keeps(name) else self.be.to_numpy(value) if again is None else \
+            cast("np.ndarray", Lazy(lambda: self.be.to_numpy(again())))  # made on first read
         self.steps.append(Step(name, shape, self.be.dtype(value), stored, index=len(self.steps), op=op, axes=axes,
                                view=view, flops=flops * times, terms=terms, inputs=names, repeat=times))
         self._repeats[name] = [0, 0]
@@ -351,9 +369,11 @@ class _Recorder(Generic[T]):
 
     def _repeat(self, name: str, value: T, axes: tuple[str, ...], times: int) -> T:
         charges, _ = self.meter.take()
-        tally = self._repeats[name]
-        tally[0] += times * sum(c.coef * math.prod(c.shape) * c.k for c in charges)
-        tally[1] += times
+        flops = times * sum(c.coef * math.prod(c.shape) * c.k for c in charges)
+        with self._lock:  # flash's query blocks repeat steps from several threads
+            tally = self._repeats[name]
+            tally[0] += flops
+            tally[1] += times
         self.registry.add(value, name, axes)
         return value
 

@@ -28,9 +28,9 @@ trace at S = 131072 takes a handful of steps.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from attntrace.config import AttentionConfig
 
@@ -160,11 +160,29 @@ def flash_context(config: AttentionConfig, be: Backend[T], rec: _Recorder[T], q:
     s_op = "q_scaled @ k_block_t" + (f" ({skipped} tiles above the diagonal skipped)" if skipped else "")
     out = rec.step("context", be.full(be.shape(q), 0.0, be.dtype(q)), "zeros(B, h, S, d), filled by o_block", f.ax("S", "d"))  # (B, h, S, d)
     S, N = be.shape(q)[-2], be.shape(k)[-2]
-    for (i0, i1, times), visited in tiles(S, N, config.block_size, causal=config.causal, every=be.computes):
+    work = list(tiles(S, N, config.block_size, causal=config.causal, every=be.computes))
+
+    def run(block: tuple[Block, list[Block]]) -> None:
+        (i0, i1, times), visited = block
         q_block = rec.view("q_block", be.narrow(q, -2, i0, i1), "q[..., i:i+Br, :]", f.ax("Br", "d"), times=times)  # (B, h, Br, d)
         be.write(out, -2, i0, _query_block(f, q_block, (i0, i1), visited, times, s_op))  # out[..., i0:i1, :] = (B, h, Br, d)
+
+    with be.one_thread_each():  # many small matmuls: the threads split blocks, not each matmul
+        run(work[0])  # records every tile step, in order; the other blocks only repeat them
+        _run_blocks(rec.threads if be.computes else 1, run, work[:0:-1])  # the longest (last, with --causal) first
     rec.refresh("context", out)
     return out
+
+
+def _run_blocks(threads: int, run: Callable[[Any], None], work: list[Any]) -> None:
+    """``run`` each item of ``work``, on ``threads`` threads."""
+    if threads == 1 or len(work) < 2:
+        for item in work:
+            run(item)
+        return
+    from attntrace.parallel import pool
+
+    list(pool(threads).map(run, work))  # re-raises the first error of a block
 
 
 def _query_block(f: _Flash[T], q_block: T, rows: tuple[int, int], kv: list[Block], times: int, s_op: str) -> T:

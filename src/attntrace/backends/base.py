@@ -7,7 +7,8 @@ A backend never imports its library at module level of :mod:`attntrace`: the reg
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar, Generic, TypeVar
 
@@ -115,12 +116,24 @@ class Backend(ABC, Generic[T]):
     def rotate_half(self, x: T) -> T:
         """``concat(-x2, x1)`` of the two halves x1, x2 of the last axis (RoPE, Llama convention)."""
 
+    def scale_(self, x: T, factor: float) -> T:
+        """``x * factor`` into the memory of ``x`` where the library allows (``x`` must not be
+        used afterwards); the same values as :meth:`scale`, bit for bit."""
+        return self.scale(x, factor)
+
     def softmax_(self, x: T) -> T:
         """Softmax over the last axis, reusing the memory of ``x`` where the library allows
         (``x`` must not be used afterwards)."""
         return self.softmax(x)
 
     # The operations of the tiled (flash) algorithm.
+
+    @contextmanager
+    def one_thread_each(self) -> Iterator[None]:
+        """A context in which each operation runs on one thread, so that independent blocks of
+        work can run on several threads at once without the library's own threads fighting
+        them for the cores (default: nothing to limit)."""
+        yield
 
     @abstractmethod
     def narrow(self, x: T, axis: int, start: int, stop: int) -> T:
