@@ -36,6 +36,7 @@ def run(
     no_color: opt.NoColor = False,
     algorithm: opt.Algorithm = opt.AlgorithmName.eager,
     block_size: opt.BlockSize = 128,
+    threads: opt.Threads = None,
     count: opt.Count = opt.CountName.flops,
     weights: opt.Weights = None,
     layer_prefix: opt.LayerPrefix = None,
@@ -73,7 +74,8 @@ def run(
     keep = True if values or save else {"weights", "masked"} if fmt is opt.OutputFormat.table else False  # only what is shown
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", MaskWarning)  # the renderers show Trace.notes instead
-        trace = trace_attention(config, backend.value, mask=user_mask, max_memory=budget, keep_values=keep, tensors=tensors)
+        trace = trace_attention(config, backend.value, mask=user_mask, max_memory=budget, keep_values=keep, tensors=tensors,
+                                threads=threads)
     if save is not None:
         from attntrace.files import save_trace
 
