@@ -42,3 +42,29 @@ def test_threads_option_runs_flash_and_refuses_zero() -> None:
     bad = runner.invoke(app, ["run", "--algorithm", "flash", "--threads", "0"])
     assert bad.exit_code == 2
     assert "--threads 0" in bad.stderr
+
+
+def test_flash_makes_each_mask_tile_from_the_rules_never_the_whole_mask() -> None:
+    import tracemalloc
+
+    S = 2048
+    cfg = AttentionConfig(batch=2, seq=S, hidden=16, heads=2, causal=True, key_lengths=(S, 5), algorithm="flash")
+    trace_attention(cfg, keep_values=False)  # warm-up: imports, pools
+    tracemalloc.start()
+    t = trace_attention(cfg, keep_values=False)
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    assert peak < S * S  # the whole (B, 1, S, S) bool mask alone is 2·S·S bytes
+    assert t["mask"].view
+
+
+def test_flash_mask_value_is_the_whole_mask_when_read() -> None:
+    user = np.ones((9, 9), dtype=bool)
+    user[7] = False  # query 7 attends no key
+    cfg = AttentionConfig(batch=2, seq=9, hidden=8, heads=2, causal=True, key_lengths=(9, 4), block_size=4)
+    with pytest.warns(UserWarning, match="4 query row"):  # row 7 of both heads of both batch items
+        eager = trace_attention(cfg, mask=user)
+    with pytest.warns(UserWarning, match="4 query row"):
+        flash = trace_attention(AttentionConfig(**{**cfg.__dict__, "algorithm": "flash"}), mask=user)
+    np.testing.assert_array_equal(flash["mask"].value, eager["mask"].value)
+    np.testing.assert_allclose(flash["output"].value, eager["output"].value, rtol=1e-5, atol=1e-6)

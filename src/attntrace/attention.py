@@ -24,7 +24,7 @@ from attntrace.backends import SMALL_WORK_FLOPS, Backend, Source, get_backend, s
 from attntrace.config import AttentionConfig, AxisLabels
 from attntrace.costs import CostMeter, Registry, peak_live_bytes, resolve
 from attntrace.inputs import param_axes, random_sources, with_tensors
-from attntrace.masks import MASK_STEPS, MaskPlan, MaskWarning, build_mask, dead_rows
+from attntrace.masks import MASK_STEPS, MaskPlan, MaskWarning, build_mask, dead_rows, dead_rows_by_block
 from attntrace.memory import check_budget, format_bytes
 from attntrace.parallel import check_threads
 from attntrace.rope import ROPE_STEPS, rope_sources
@@ -114,7 +114,7 @@ def trace_attention(
     plan = build_mask(config, mask)
     if be.computes and shapes is not None:
         _check_memory(config, max_memory, keep_values is True, shapes)
-    seeded = {**random_sources(config), **rope_sources(config), **({"mask": plan.source} if plan else {})}
+    seeded = {**random_sources(config), **rope_sources(config), **({"mask": plan.source} if plan and config.algorithm == "eager" else {})}
     sources = with_tensors(config, seeded, tensors or {})
     trace = _record(config, be, sources, plan, keep_values=keep_values if be.computes else False, threads=workers)
     for note in trace.notes:
@@ -186,8 +186,9 @@ def _attend(config: AttentionConfig, be: Backend[T], rec: _Recorder[T], t: Mappi
     if config.algorithm == "flash":
         from attntrace.flash import flash_context
 
-        mask = _record_mask(config, be, rec, lay, t["mask"], plan) if plan is not None else None  # (B, 1, S, N)
-        context = flash_context(config, be, rec, q, k, v, mask, plan)  # (B, h, S, d), tile by tile
+        if plan is not None:
+            _declare_mask(config, rec, lay, plan)  # (B, 1, S, N), made tile by tile
+        context = flash_context(config, be, rec, q, k, v, plan)  # (B, h, S, d), tile by tile
     else:
         weights = _weigh(config, be, rec, lay, q, k, t.get("mask"), plan)  # (B, h, S, N)
         v_name = "v_rep" if config.grouped else "v"
@@ -300,9 +301,24 @@ def _record_mask(config: AttentionConfig, be: Backend[T], rec: _Recorder[T], lay
     values = be.to_numpy(mask)
     scores = (*lay.sizes, config.heads, config.seq, config.keys)  # (B, h, S, N)
     if values is not None and (dead := dead_rows(values, plan.additive, scores)):
-        rec.notes.append(f"{dead} query row(s) attend to no key (every key masked): their weights and context "
-                         "are zeros, as in torch's scaled_dot_product_attention, not NaN")
+        rec.notes.append(_dead_note(dead))
     return mask
+
+
+def _declare_mask(config: AttentionConfig, rec: _Recorder[T], lay: _Layout, plan: MaskPlan) -> None:
+    """Flash's ``mask`` step: the rules, made into the whole mask only if its value is read;
+    counts the query rows it leaves without any key, block by block."""
+    rec.declare("mask", plan.source.shape, plan.source.dtype, f"{plan.op} (made tile by tile)", plan.axes,
+                plan.source.make)
+    if rec.be.computes:
+        scores = (*lay.sizes, config.heads, config.seq, config.keys)  # (B, h, S, N)
+        if dead := dead_rows_by_block(plan, scores, config.block_size):
+            rec.notes.append(_dead_note(dead))
+
+
+def _dead_note(dead: int) -> str:
+    return (f"{dead} query row(s) attend to no key (every key masked): their weights and context "
+            "are zeros, as in torch's scaled_dot_product_attention, not NaN")
 
 
 def _merge(config: AttentionConfig, be: Backend[T], rec: _Recorder[T], lay: _Layout, context: T,
@@ -377,6 +393,14 @@ class _Recorder(Generic[T]):
         self.registry.add(value, name, axes)
         return value
 
+    def declare(self, name: str, shape: tuple[int, ...], dtype: str, op: str, axes: tuple[str, ...],
+                make: Callable[[], np.ndarray]) -> None:
+        """Record step ``name`` that no buffer holds (a view of nothing: no memory); its values,
+        when kept, are ``make()`` on first read."""
+        value = cast("np.ndarray", Lazy(make)) if self.keeps(name) else None
+        self.steps.append(Step(name, shape, dtype, value, index=len(self.steps), op=op, axes=axes, view=True))
+        self._repeats[name] = [0, 0]
+
     def view(self, name: str, value: T, op: str, axes: tuple[str, ...], *, times: int = 1) -> T:
         return self.step(name, value, op, axes, view=True, times=times)
 
@@ -408,7 +432,7 @@ def estimate_bytes(config: AttentionConfig, keep_values: bool = True, shapes: Tr
     """
     shapes = shapes or trace_attention(config, "shape", mask=mask)
     live = sum(s.nbytes for s in shapes.steps if not s.view) if keep_values else shapes.peak_bytes
-    largest = max(shapes.steps, key=lambda s: s.nbytes)
+    largest = max((s for s in shapes.steps if not s.view), key=lambda s: s.nbytes)
     return shapes.param_bytes + live + largest.nbytes, largest
 
 

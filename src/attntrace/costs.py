@@ -285,7 +285,8 @@ def peak_live_bytes(steps: Sequence[Step]) -> int:
         last.setdefault(owner[step.name], i)
     last[owner[steps[-1].name]] = len(steps)
     born = {step.name: i for i, step in enumerate(steps) if owner[step.name] == step.name}
-    size = {step.name: step.nbytes for step in steps if step.name in born}
+    # a view of nothing (flash's mask, made tile by tile) holds no memory
+    size = {step.name: 0 if step.view else step.nbytes for step in steps if step.name in born}
     return max(
         sum(size[n] for n, b in born.items() if b <= i <= last[n]) for i in range(len(steps))
     ) if steps else 0
