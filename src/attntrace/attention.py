@@ -262,9 +262,10 @@ def _weigh(config: AttentionConfig, be: Backend[T], rec: _Recorder[T], lay: _Lay
         raw = rec.be
         scores = rec.step("scores", be.matmul(q, k_t), f"{q_name} @ k_t", hSN,
                           again=lambda: raw.matmul(q, k_t))  # (B, h, S, N)
-        scaled = rec.step("scaled", be.scale_(scores, factor), scale_op, hSN,
-                          again=lambda: raw.scale(raw.matmul(q, k_t), factor))  # (B, h, S, N)
-        return rec.step("weights", be.softmax_(scaled), "softmax(scaled, dim=-1)", hSN)  # (B, h, S, N)
+        rec.meter.charge("scale", scores, out=scores)
+        scaled = rec.step("scaled", scores, scale_op, hSN,
+                          again=lambda: raw.scale(raw.matmul(q, k_t), factor))  # (B, h, S, N), scaled in the softmax
+        return rec.step("weights", be.softmax_(scaled, factor), "softmax(scaled, dim=-1)", hSN)  # (B, h, S, N)
     if fast:  # nobody sees the unscaled scores: fold the scale into q (S·d multiplies, not S·N)
         q_scaled = be.scale(q, factor)  # (B, h, S, d)
         rec.meter.discard()  # charged below, as the traced algorithm does it

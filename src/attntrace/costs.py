@@ -46,7 +46,7 @@ _NOT_OPS = frozenset({"tensor", "shape", "dtype", "to_numpy", "check_dtype", "na
 _FREE_OPS = frozenset({"reshape", "transpose", "narrow", "full", "write", "contiguous",
                        "repeat_interleave", "rotate_half"})  # copies, and a sign flip counted as a copy
 #: Elementwise operations and their FLOPs per output element.
-_PER_ELEMENT = {"scale": 1, "scale_": 1, "exp": 1, "binary": 1, "softmax": SOFTMAX_FLOPS_PER_ELEMENT,
+_PER_ELEMENT = {"scale": 1, "exp": 1, "binary": 1, "softmax": SOFTMAX_FLOPS_PER_ELEMENT,
                 "softmax_": SOFTMAX_FLOPS_PER_ELEMENT}
 
 

@@ -116,15 +116,11 @@ class Backend(ABC, Generic[T]):
     def rotate_half(self, x: T) -> T:
         """``concat(-x2, x1)`` of the two halves x1, x2 of the last axis (RoPE, Llama convention)."""
 
-    def scale_(self, x: T, factor: float) -> T:
-        """``x * factor`` into the memory of ``x`` where the library allows (``x`` must not be
-        used afterwards); the same values as :meth:`scale`, bit for bit."""
-        return self.scale(x, factor)
-
-    def softmax_(self, x: T) -> T:
-        """Softmax over the last axis, reusing the memory of ``x`` where the library allows
-        (``x`` must not be used afterwards)."""
-        return self.softmax(x)
+    def softmax_(self, x: T, scale: float = 1.0) -> T:
+        """Softmax of ``x * scale`` (the same bits as :meth:`scale` then :meth:`softmax`) over
+        the last axis, reusing the memory of ``x`` where the library allows (``x`` must not be
+        used afterwards); the scale is not charged (the caller records it as its own step)."""
+        return self.softmax(x if scale == 1.0 else self.scale(x, scale))
 
     # The operations of the tiled (flash) algorithm.
 

@@ -57,10 +57,6 @@ class NumpyBackend(Backend[np.ndarray]):
         out: np.ndarray = x * x.dtype.type(factor)
         return out
 
-    def scale_(self, x: np.ndarray, factor: float) -> np.ndarray:
-        out: np.ndarray = np.multiply(x, x.dtype.type(factor), out=x)
-        return out
-
     def softmax(self, x: np.ndarray) -> np.ndarray:
         # Subtracting the row max keeps exp() <= 1: the study notes' soft_max overflows to
         # inf/inf = NaN for logits near 1000, this one does not. One temporary, then in place.
@@ -87,13 +83,14 @@ class NumpyBackend(Backend[np.ndarray]):
     def rotate_half(self, x: np.ndarray) -> np.ndarray:
         half = x.shape[-1] // 2
         return np.concatenate((-x[..., half:], x[..., :half]), axis=-1)
-    def softmax_(self, x: np.ndarray) -> np.ndarray:
+    def softmax_(self, x: np.ndarray, scale: float = 1.0) -> np.ndarray:
         rows = x.reshape(-1, x.shape[-1])  # (B·h·S, N), a view of the contiguous scores
+        factor = None if scale == 1.0 else x.dtype.type(scale)
         if x.size < PARALLEL_MIN_NUMEL or not np.shares_memory(rows, x) or cores() == 1:
-            _softmax_inplace(x)
+            _softmax_inplace(x, factor)
             return x
         chunks = np.array_split(rows, max(cores(), rows.nbytes // (4 << 20)))  # cache-sized blocks of rows
-        list(pool(cores()).map(_softmax_inplace, chunks))
+        list(pool(cores()).map(lambda chunk: _softmax_inplace(chunk, factor), chunks))
         return x
 
     @contextmanager
@@ -132,7 +129,9 @@ class NumpyBackend(Backend[np.ndarray]):
         return out
 
 
-def _softmax_inplace(x: np.ndarray) -> None:
+def _softmax_inplace(x: np.ndarray, factor: np.floating | None = None) -> None:
+    if factor is not None:  # the scale, while the rows are in cache: no pass of its own
+        x *= factor
     x -= x.max(axis=-1, keepdims=True)  # in place: no second (..., S, N) buffer
     np.exp(x, out=x)
     x /= x.sum(axis=-1, keepdims=True)
