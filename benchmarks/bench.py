@@ -109,9 +109,12 @@ def command(*args: str) -> Callable[[], object]:
 def startup(rep: Report, repeat: int) -> None:
     py = sys.executable
     rep.say("\nstart-up (wall time of a fresh process)")
+    floor = "python -c 'import typer, typer.rich_utils'"  # what Typer's Rich help needs before any app code
     times = interleaved({"python -c 'import typer'": command(py, "-c", "import typer"),
+                         floor: command(py, "-c", "import typer, typer.rich_utils"),
                          "attntrace --help": command(py, "-m", "attntrace", "--help")}, repeat)
     ratios(rep, "start-up", times, "python -c 'import typer'", {"attntrace --help": 1.1})
+    ratios(rep, "start-up", {n: times[n] for n in (floor, "attntrace --help")}, floor, {"attntrace --help": 1.1})
     if MINIMAL.exists():
         args = ("--heads", "12", "--hidden", "768")
         times = interleaved({"minimal_run.py --heads 12 --hidden 768": command(py, str(MINIMAL), *args),

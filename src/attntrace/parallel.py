@@ -10,10 +10,13 @@ the cores), which made flash 20x slower on a busy machine. See
 from __future__ import annotations
 
 import os
-from concurrent.futures import ThreadPoolExecutor
 from functools import cache
+from typing import TYPE_CHECKING
 
 from attntrace.errors import ConfigError
+
+if TYPE_CHECKING:
+    from concurrent.futures import ThreadPoolExecutor
 
 
 @cache
@@ -42,4 +45,6 @@ def check_threads(threads: int | None) -> int:
 @cache
 def pool(threads: int) -> ThreadPoolExecutor:
     """A shared pool of ``threads`` worker threads (created once per size)."""
+    from concurrent.futures import ThreadPoolExecutor
+
     return ThreadPoolExecutor(threads, thread_name_prefix="attntrace")
