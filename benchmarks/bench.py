@@ -231,11 +231,12 @@ print(status("VmHWM:") - before)
 PROBE_ENV = {**ENV, "MALLOC_MMAP_THRESHOLD_": "131072", "MALLOC_TRIM_THRESHOLD_": "131072"}
 
 
-def memory(rep: Report, sizes: tuple[int, int, int, int], masks: tuple[str, ...] = MASKS) -> None:
+def memory(rep: Report, sizes: tuple[int, int, int, int], quick: bool = False) -> None:
     """Peak RSS growth of one call (after a warm-up call) in a fresh process, per mask."""
     rep.say(f"\npeak extra memory of one call, (B, S, H, h) = {sizes}, fresh process each")
-    names = ("torch F.linear + SDPA", "numpy eager, keep_values=False", "numpy flash, keep_values=False",
-             "trace_attention(cfg) numpy flash")
+    names: tuple[str, ...] = ("torch F.linear + SDPA", "numpy eager, keep_values=False", "numpy flash, keep_values=False",
+                              "trace_attention(cfg) numpy flash")
+    names, masks = ((names[0], names[2]), ("causal",)) if quick else (names, MASKS)
     for mask in masks:
         mib = {}
         for name in names:
@@ -277,7 +278,7 @@ def main() -> None:
     machine(rep)
     parts = {"startup": lambda: startup(rep, repeat), "compute": lambda: compute(rep, sizes, repeat),
              "contended": lambda: contended(rep, sizes, repeat),
-             "memory": lambda: memory(rep, sizes, ("causal",) if args.quick else MASKS)}
+             "memory": lambda: memory(rep, sizes, args.quick)}
     for part in args.only.split(","):
         parts[part]()
     end = f"Load average at the end: {', '.join(f'{x:.2f}' for x in os.getloadavg())}."
