@@ -138,7 +138,7 @@ class AttentionConfig:
                 )
         base = self.rope_base
         if not isinstance(base, int | float) or isinstance(base, bool) or not 0 < base < math.inf:
-            raise ConfigError(f"--rope-base must be a finite number > 0, got {_short(base)}")
+            raise ConfigError(f"--rope-base must be a number > 0 and finite, got {_short(base)}")
 
     def _check_key_lengths(self, lengths: tuple[int, ...]) -> None:
         if self.batch is None:
