@@ -13,8 +13,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from attntrace.config import AttentionConfig
+from attntrace.config import MAX_SIZE, AttentionConfig
 from attntrace.errors import ConfigError, InputFileError
+from attntrace.files.guard import json_bool, json_float, json_str, load_json
+from attntrace.text import plain
 
 
 @dataclass(frozen=True)
@@ -147,28 +149,24 @@ def read_hf_config(path: Path | str) -> dict[str, Any]:
     kv_heads = _optional_int(cfg, ("num_key_value_heads",), path)
     head_dim = _optional_int(cfg, _HEAD_DIM, path)
     _refuse_unmodelled(cfg, path)
-    model_type = str(cfg.get("model_type", ""))
+    source = f"--hf-config {plain(path)}"
+    model_type = json_str(cfg, "model_type", source, default="") or ""
     rope = "rope_theta" in cfg or model_type in _ROPE_TYPES
     archs = cfg.get("architectures") or []
     causal = model_type in _ROPE_TYPES or model_type == "gpt2" or any(
         str(a).endswith(("ForCausalLM", "LMHeadModel")) for a in archs)
-    bias = bool(cfg["attention_bias"]) if "attention_bias" in cfg else model_type not in _NO_BIAS_TYPES
+    bias = json_bool(cfg, "attention_bias", source, default=model_type not in _NO_BIAS_TYPES)
     decoupled = head_dim is not None and (hidden % heads or hidden // heads != head_dim)
     return {
         "hidden": hidden, "heads": heads,
         "kv_heads": kv_heads if kv_heads not in (None, heads) else None,
         "head_dim_override": head_dim if decoupled else None,
-        "rope": rope, "rope_base": float(cfg.get("rope_theta") or 10000.0), "causal": causal, "bias": bias,
+        "rope": rope, "rope_base": json_float(cfg, "rope_theta", source, lo=1e-300, default=10000.0), "causal": causal, "bias": bias,
     }
 
 
 def _load_json(path: Path) -> dict[str, Any]:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise InputFileError(f"cannot read --hf-config {path}: {exc.strerror or exc}") from None
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise InputFileError(f"--hf-config {path} is not valid JSON: {' '.join(str(exc).split())}") from None
+    data = load_json(path, what="--hf-config")  # a regular file, size-capped, strict JSON
     if not isinstance(data, dict):
         raise InputFileError(f"--hf-config {path} holds a JSON {type(data).__name__}, not an object; give a model's config.json")
     return data
@@ -187,8 +185,9 @@ def _optional_int(cfg: dict[str, Any], names: tuple[str, ...], path: Path | str)
         value = cfg.get(name)
         if value is None:
             continue
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ConfigError(f"--hf-config {path}: {name} must be a whole number >= 1, got {value!r}")
+        if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_SIZE:
+            shown = plain(json.dumps(value))[:40]
+            raise ConfigError(f"--hf-config {plain(path)}: {name} must be a whole number from 1 to {MAX_SIZE}, got {shown}")
         return value
     return None
 
