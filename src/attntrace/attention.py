@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
 from attntrace.backends import SMALL_WORK_FLOPS, Backend, Source, get_backend, single_threaded_blas
 from attntrace.config import AttentionConfig, AxisLabels
 from attntrace.costs import CostMeter, Registry, peak_live_bytes, resolve
+from attntrace.errors import ConfigError
 from attntrace.inputs import param_axes, random_sources, with_tensors
 from attntrace.masks import MASK_STEPS, MaskPlan, MaskWarning, build_mask, dead_rows, dead_rows_by_block
 from attntrace.memory import check_budget, format_bytes
@@ -119,6 +120,7 @@ def trace_attention(
     plan = build_mask(config, mask)
     if be.computes and shapes is not None:
         _check_memory(config, max_memory, keep_values is True, shapes)
+        _check_tiles(config, shapes)
     seeded = {**random_sources(config), **rope_sources(config), **({"mask": plan.source} if plan and config.algorithm == "eager" else {})}
     sources = with_tensors(config, seeded, tensors or {})
     keep = keep_values if be.computes else False
@@ -446,6 +448,19 @@ def estimate_bytes(config: AttentionConfig, keep_values: bool = True, shapes: Tr
     live = sum(s.nbytes for s in shapes.steps if not s.view) if keep_values else shapes.peak_bytes
     largest = max((s for s in shapes.steps if not s.view), key=lambda s: s.nbytes)
     return shapes.param_bytes + live + largest.nbytes, largest
+
+
+#: The most flash tiles a compute backend visits (each is a few Python steps): a few seconds.
+MAX_TILES = 20_000
+
+
+def _check_tiles(config: AttentionConfig, shapes: Trace) -> None:
+    """Refuse a flash run whose tile loop would take minutes (a tiny --block-size)."""
+    tiles = shapes["s_tile"].repeat if "s_tile" in shapes else 0
+    if tiles > MAX_TILES:
+        raise ConfigError(
+            f"--algorithm flash with --block-size {config.block_size} visits {tiles:,} tiles, more than "
+            f"{MAX_TILES:,} computed one by one; raise --block-size or trace shapes only with --backend shape")
 
 
 def _check_memory(config: AttentionConfig, max_memory: int | None, keep_values: bool, shapes: Trace) -> None:

@@ -66,6 +66,12 @@ def load_mask(path: Path | str) -> np.ndarray:
     (added to the scores; -inf masks), of a shape that broadcasts to the scores."""
     import numpy as np
 
+    from attntrace.files.declared import check_npy
+
+    try:
+        check_npy(Path(path))  # a regular file whose declared size fits the budget
+    except InputFileError as exc:
+        raise InputFileError(f"cannot read --mask {exc}") from None
     try:
         loaded = np.load(path, allow_pickle=False)
     except (OSError, ValueError, EOFError) as exc:
