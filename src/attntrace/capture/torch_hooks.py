@@ -264,10 +264,14 @@ def torch_adapter() -> Adapter:
             if key not in memo:
                 flat = torch.empty(0, dtype=t.dtype).set_(storage)  # every element of the storage
                 memo[key] = (storage, np.array(flat.numpy(), copy=True))
+                memo[key][1].flags.writeable = False  # shared by every view of the storage
             copied = memo[key][1]
             size = t.element_size()
             strides = tuple(s * size for s in t.stride())
-            return np.ndarray(tuple(t.shape), copied.dtype, copied.data, t.storage_offset() * size, strides)
+            offset = t.storage_offset() * size
+            view = np.ndarray(tuple(t.shape), copied.dtype, copied.data, offset, strides)
+            view.flags.writeable = False
+            return view
 
     def shares(a: Any, b: Any) -> bool:
         with torch._C.DisableTorchFunction():
