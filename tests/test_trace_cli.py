@@ -187,7 +187,8 @@ def test_module_instance_and_torch_function_targets(tmp_path: Path) -> None:
     steps = json.loads(out)["steps"]
     assert steps[0]["shape"] == [3, 32]  # H from the module's embed_dim, (S, H) without --batch
     assert [s["role"] for s in steps if s["op"] == "scaled_dot_product_attention"] == ["context"]
-    assert steps[-1]["axes"] == ["S", "H"] and steps[-1]["role"] == "merged"
+    assert steps[-1]["axes"] == ["S", "H"]
+    assert steps[-1]["role"] == "merged"
     code, out = _run(f"{tmp_path / 'mods.py'}:fn", "--hidden", "8", "--format", "json")
     assert code == 0
     assert [s["dtype"] for s in json.loads(out)["steps"]][-1] == "float32"  # a torch tensor
