@@ -258,7 +258,9 @@ def torch_adapter() -> Adapter:
         with torch._C.DisableTorchFunction():
             t = t.detach()
             if t.dtype == torch.bfloat16 or t.device.type != "cpu" or t.is_conj() or t.is_neg():
-                return np.array(t.cpu().float().numpy() if t.dtype == torch.bfloat16 else t.cpu().numpy())
+                return np.array(
+                    t.cpu().float().numpy() if t.dtype == torch.bfloat16 else t.cpu().numpy()
+                )
             storage = t.untyped_storage()
             key = storage.data_ptr()
             if key not in memo:
