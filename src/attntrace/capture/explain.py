@@ -129,7 +129,7 @@ def _sdpa(q: Operand, k: Operand, v: Operand) -> Explanation:
             f"with the last axis of {nk} ({_ax(k, -1)}); {q.shape[-1]} ≠ {k.shape[-1]}"
         )
         return Explanation(
-            rule, "q and k must both be (…, h, S, d) with the same d: split the heads the same way"
+            rule, "q and k must both be (…, h, S, d) with one d: split their heads the same way"
         )
     if len(k.shape) >= 2 and len(v.shape) >= 2 and k.shape[-2] != v.shape[-2]:
         rule = (

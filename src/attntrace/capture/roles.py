@@ -49,7 +49,8 @@ class _Finder:
             return self._product(ins[0], ins[1])
         if e.kind == "sdpa":
             return "context", "context"
-        main = "scores" if "scores" in ins else next((i for i in ins if i), "")  # where(mask, s, …)
+        # where(mask, scores, -inf): the scores' lineage, whatever the operand order
+        main = "scores" if "scores" in ins else next((i for i in ins if i), "")
         return self._shaped(e, axes, ins, main)
 
     def _root(self, axes: Axes) -> tuple[str, str]:
