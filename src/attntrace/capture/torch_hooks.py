@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from functools import lru_cache
 from dataclasses import dataclass, field
+from types import CodeType
 from typing import Any
 
 from attntrace.capture import ops
@@ -207,24 +207,19 @@ class TorchHooks:
         self._record(output, type(module).__name__.lower(), kind, call.site, list(call.inputs), {})
 
 
-def _arg_names(module: Any) -> tuple[str, ...]:
-    return _forward_args(type(module))
+def _forward_code(module: object) -> CodeType | None:
+    code = getattr(getattr(type(module), "forward", None), "__code__", None)
+    return code if isinstance(code, CodeType) else None
 
 
-def _user_forward(module: Any) -> bool:
-    return _forward_is_users(type(module))
+def _arg_names(module: object) -> tuple[str, ...]:
+    code = _forward_code(module)
+    return () if code is None else code.co_varnames[1 : code.co_argcount]
 
 
-@lru_cache(maxsize=1024)
-def _forward_args(cls: type) -> tuple[str, ...]:
-    code = getattr(getattr(cls, "forward", None), "__code__", None)
-    return () if code is None else tuple(code.co_varnames[1 : code.co_argcount])
-
-
-@lru_cache(maxsize=1024)
-def _forward_is_users(cls: type) -> bool:
-    code = getattr(getattr(cls, "forward", None), "__code__", None)
-    return code is not None and is_user_file(code.co_filename)
+def _user_forward(module: object) -> bool:
+    code = _forward_code(module)
+    return code is not None and is_user_file(code.co_filename)  # cached per file
 
 
 #: torch's files that only pass a call on (dispatch, operator wrappers): walked past to the
