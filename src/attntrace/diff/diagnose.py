@@ -14,11 +14,12 @@ from attntrace.attention import trace_attention
 from attntrace.diff.align import DIFFERS, MATCH, Row, UserSteps
 from attntrace.diff.bugs import Bug, Setting, catalogue
 from attntrace.masks import MaskWarning
-from attntrace.trace import Trace
+from attntrace.trace import Step, Trace
 
 if TYPE_CHECKING:
     import numpy as np
 
+    from attntrace.diff.match import Agreement
     from attntrace.diff.user import UserStep
 
 
@@ -52,9 +53,10 @@ def diagnose(
     status = {r.step.name: r.status for r in rows}
     closest: tuple[float, Bug] | None = None
     partial: list[tuple[Diagnosis, Trace]] = []  # reproduce the divergence, not the output
-    for bug in catalogue(setting):
-        if order.get(bug.at, math.inf) > order[first.step.name]:
-            continue  # happens after the divergence: cannot explain it
+    at = order[first.step.name]
+    possible = [b for b in catalogue(setting) if order.get(b.at, math.inf) <= at]  # not after it
+    possible.sort(key=lambda b: at - order[b.at])  # the bugs that start at the divergence first
+    for bug in possible:
         if bug.needs_match and status.get(bug.needs_match) != MATCH:
             continue
         mistaken = _run(bug, setting, tensors)
@@ -124,20 +126,11 @@ def _test(
         for m in mistaken.steps
         if m.value is not None and not _same(m.value, s.ref[m.name].value, user)
     ]
-    hits = {
-        m.name: (user.find(m.value, m.axes), user.find(m.value, m.axes, skip=used))  # type: ignore[arg-type]
-        for m in changed
-    }
-    proof = next(
-        (
-            hits[m.name][1]
-            for m in changed
-            if order.get(m.name, -1) >= divergence and hits[m.name][1]
-        ),
-        None,
-    )
-    if proof is None:
+    late = (m for m in changed if order.get(m.name, -1) >= divergence)
+    proof = next((hit for m in late if (hit := _find(user, m, used)) is not None), None)
+    if proof is None:  # the usual case, tried first: no blame is looked for
         return None
+    hits = {m.name: (_find(user, m, set()), _find(user, m, used)) for m in changed}
     firsts = [(m.name, hit[0]) for m in changed if (hit := hits[m.name][0]) is not None]
     fresh = [(m.name, hit[0]) for m in changed if (hit := hits[m.name][1]) is not None]
     step, who = (firsts if bug.blame_first else fresh)[0]
@@ -151,6 +144,12 @@ def _test(
         *_numbers(who, s.ref[step], user),
         explained_abs=proof[1].max_abs,
     )
+
+
+def _find(user: UserSteps, m: Step, skip: set[int]) -> tuple[UserStep, Agreement] | None:
+    """The user's tensor holding step ``m``'s values (leaving out ``skip``)."""
+    assert m.value is not None
+    return user.find(m.value, m.axes, skip=skip)
 
 
 def _run(bug: Bug, s: Setting, tensors: Mapping[str, Any]) -> Trace:
