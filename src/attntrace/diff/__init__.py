@@ -140,7 +140,8 @@ def resolve_layer(
     config, tensors = resolve_run(options, explicit, weights, x)
     if "kv_heads" in layer.hints and layer.hints["kv_heads"] != config.groups:
         raise ConfigError(
-            f"{layer.name} says {layer.hints['kv_heads']} kv heads, its weights give {config.groups}"
+            f"{layer.name} says {layer.hints['kv_heads']} kv heads, "
+            f"its weights give {config.groups}"
         )
     seeded = {name: s.make() for name, s in random_sources(config).items() if name not in tensors}
     return config, {**seeded, **tensors}

@@ -97,7 +97,8 @@ def _projection_layout(s: Setting) -> Iterator[Bug]:
         yield Bug(
             f"untransposed-w_{c}",
             f"x @ W instead of x @ W.T in the {c} projection",
-            f"a weight is (out_features, in_features): write x @ w_{c}.T (or use nn.Linear / F.linear)",
+            f"a weight is (out_features, in_features): write x @ w_{c}.T "
+            "(or use nn.Linear / F.linear)",
             step,
             {step: wrong},
         )
@@ -135,7 +136,8 @@ def _split(s: Setting) -> Iterator[Bug]:
         yield Bug(
             f"split-no-transpose-{which}",
             f"heads of {', '.join(which)} split without the transpose",
-            "split with .view(B, S, h, d).transpose(1, 2); a bare view(B, h, S, d) mixes tokens into heads",
+            "split with .view(B, S, h, d).transpose(1, 2); "
+            "a bare view(B, h, S, d) mixes tokens into heads",
             which[0],
             {c: wrong(c) for c in which},
         )
@@ -191,7 +193,8 @@ def _scaling(s: Setting) -> Iterator[Bug]:
         (right * right, "scaling applied twice", "scaled-twice"),
         (1.0, "scores not scaled", "unscaled"),
         (1 / d, "scores scaled by 1/d instead of 1/√d", "scaled-1/d"),
-        (1 / math.sqrt(cfg.hidden), "scores scaled by 1/√H instead of 1/√d", "scaled-1/sqrt(H)"),
+        (1 / math.sqrt(cfg.hidden), "scores scaled by 1/√H instead of 1/√d",
+         "scaled-1/sqrt(H)"),
         (math.sqrt(d), "scores multiplied by √d instead of divided", "scaled-sqrt(d)"),
     ]
     for factor, name, key in factors:
@@ -274,7 +277,8 @@ def _mask(s: Setting) -> Iterator[Bug]:
             yield Bug(
                 f"causal-offset{offset:+d}",
                 name,
-                "a query attends keys up to and including itself: torch.tril(ones(S, S)), masked where 0 "
+                "a query attends keys up to and including itself: "
+                "torch.tril(ones(S, S)), masked where 0 "
                 "(or torch.triu(ones, diagonal=1) as the positions to mask)",
                 "mask",
                 {"mask": shifted},
@@ -294,7 +298,8 @@ def _mask(s: Setting) -> Iterator[Bug]:
         yield Bug(
             f"mask-after-softmax-{how}",
             f"mask applied after the softmax (masked weights set to {how})",
-            "mask the scaled scores with -inf *before* the softmax, so each row sums to 1 over the kept keys",
+            "mask the scaled scores with -inf *before* the softmax, "
+            "so each row sums to 1 over the kept keys",
             "masked",
             {"masked": lambda done, value: done["scaled"], "weights": after},
         )
@@ -352,7 +357,8 @@ def _rope(s: Setting) -> Iterator[Bug]:
     yield Bug(
         "rope-interleaved",
         "RoPE pairs neighbours (2i, 2i+1) where the weights expect halves (i, i + d/2)",
-        "rotate dimension i with i + d/2 (rotate_half), as Hugging Face Llama does; or convert the weights",
+        "rotate dimension i with i + d/2 (rotate_half), as Hugging Face Llama does; "
+        "or convert the weights",
         "q_rot",
         {"q_rot": interleaved("q"), "k_rot": interleaved("k")},
     )

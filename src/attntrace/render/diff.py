@@ -4,6 +4,7 @@ differs highlighted, then the diagnosis (or the verdict)."""
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from rich.console import Console
 from rich.table import Table
@@ -63,7 +64,8 @@ def diff_table(report: DiffReport) -> Table:
         ("max rel", "right"),
         ("ok", "center"),
     ):
-        table.add_column(name, justify=justify, no_wrap=True, min_width=len(name))  # type: ignore[arg-type]
+        just: Any = justify
+        table.add_column(name, justify=just, no_wrap=True, min_width=len(name))
     first = report.first
     for i, row in enumerate(report.rows):
         style = (
