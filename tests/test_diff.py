@@ -240,6 +240,25 @@ def test_correct_torch_bases_match(base: str, config: AttentionConfig, dtype: st
     assert report.config.dtype == dtype
 
 
+def test_sdpa_and_multihead_attention_modules() -> None:
+    """Steps the code never makes (SDPA's scores and weights, everything inside
+    nn.MultiheadAttention) read fused; a causal mask the options leave out is named."""
+    config = AttentionConfig(batch=2, seq=5, hidden=32, heads=4)
+    sdpa = _target(CORPUS / "sdpa_torch.py", "SDPA", {})
+    causal = diff(sdpa, AttentionConfig(batch=2, seq=5, hidden=32, heads=4, causal=True))
+    assert causal.ok
+    statuses = {r.step.name: r.status for r in causal.rows}
+    assert statuses["weights"] == "fused"
+    assert statuses["context"] == "match"
+    missing = diff(sdpa, config)
+    assert missing.diagnosis is not None
+    assert missing.diagnosis.bug == "causal-unexpected"
+    assert missing.diagnosis.location == "sdpa_torch.py:23"
+    wrapped = diff(_target(CORPUS / "sdpa_torch.py", "Wrapped", {}), config)
+    assert wrapped.ok
+    assert wrapped.weights == "nn.MultiheadAttention"
+
+
 def test_module_sizes_must_agree_with_the_options() -> None:
     from attntrace.errors import ConfigError
 

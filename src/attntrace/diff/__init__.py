@@ -58,8 +58,11 @@ class DiffReport:
 
     @property
     def first(self) -> Row | None:
-        """The first row that differs (the highlighted one)."""
-        return next((r for r in self.rows if not r.ok), None)
+        """The row of the diagnosis (the highlighted one), else the first that differs."""
+        step = self.diagnosis.step if self.diagnosis is not None else None
+        return next((r for r in self.rows if r.step.name == step and not r.ok), None) or next(
+            (r for r in self.rows if not r.ok), None
+        )
 
     def to_dict(self) -> dict[str, Any]:
         """The report as JSON-ready data (``attntrace diff --format json``)."""

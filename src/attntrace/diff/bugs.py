@@ -31,7 +31,7 @@ class Bug:
     at: str  # the first reference step the mistake changes
     replace: dict[str, StepReplacement] = field(default_factory=dict)
     tensors: dict[str, Any] = field(default_factory=dict)  # weights or RoPE tables to use instead
-    scale: float | None = None  # another factor on the scores
+    config: dict[str, Any] = field(default_factory=dict)  # config fields changed, e.g. the scale
     needs_match: str = ""  # a step the user must have right for this bug to apply (scaled twice)
     blame_first: bool = (
         False  # blame the first user tensor with the mistaken numbers, even one that
@@ -205,7 +205,7 @@ def _scaling(s: Setting) -> Iterator[Bug]:
             name,
             f"scale the scores once, by {right:.6g} (1/√d with d = {d}): scores / math.sqrt(d)",
             "scaled",
-            scale=factor,
+            config={"scale": factor},
             needs_match="scaled" if key == "scaled-twice" else "",
         )
 
@@ -249,9 +249,14 @@ def _k_transpose(s: Setting) -> Iterator[Bug]:
 def _mask(s: Setting) -> Iterator[Bug]:
     import numpy as np
 
+    cfg = s.config
+    if "mask" not in s.ref and cfg.seq == cfg.keys:
+        yield Bug("causal-unexpected", "a causal mask the reference was not asked for",
+                  "pass --causal when the model is causal (a decoder); "
+                  "else drop the mask / is_causal",
+                  "scaled", config={"causal": True})
     if "mask" not in s.ref or s.ref["mask"].dtype != "bool":
         return
-    cfg = s.config
 
     def inverted(done: Done, value: np.ndarray) -> np.ndarray:
         return np.where(done["mask"], -np.inf, done["scaled"]).astype(value.dtype)

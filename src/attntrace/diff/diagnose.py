@@ -45,9 +45,10 @@ def diagnose(
 ) -> tuple[Diagnosis | None, Trace | None]:
     """The diagnosis of the first row that differs (None when every row is fine), and the
     reference with the bug applied (None when no bug explains it)."""
-    first = next((r for r in rows if r.status == DIFFERS), None)
-    if first is None:
+    differ = [r for r in rows if r.status == DIFFERS]
+    if not differ:
         return None, None
+    first = next((r for r in differ if r.user is not None), differ[0])  # the first the code shows
     order = {r.step.name: i for i, r in enumerate(rows)}
     used = {r.user.index for r in rows if r.status == MATCH and r.user is not None}
     status = {r.step.name: r.status for r in rows}
@@ -124,7 +125,8 @@ def _test(
     changed = [
         m
         for m in mistaken.steps
-        if m.value is not None and not _same(m.value, s.ref[m.name].value, user)
+        if m.value is not None
+        and not (m.name in s.ref and _same(m.value, s.ref[m.name].value, user))
     ]
     late = (m for m in changed if order.get(m.name, -1) >= divergence)
     proof = next((hit for m in late if (hit := _find(user, m, used)) is not None), None)
@@ -153,7 +155,7 @@ def _find(user: UserSteps, m: Step, skip: set[int]) -> tuple[UserStep, Agreement
 
 
 def _run(bug: Bug, s: Setting, tensors: Mapping[str, Any]) -> Trace:
-    config = s.config if bug.scale is None else replace(s.config, scale=bug.scale)
+    config = replace(s.config, **bug.config)
     import numpy as np
 
     with warnings.catch_warnings(), np.errstate(all="ignore"):  # a mistake may well make NaN
