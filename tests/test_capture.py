@@ -102,7 +102,7 @@ def test_values_are_numpy_copies_equal_to_the_module_output() -> None:
     assert isinstance(out.value, np.ndarray)
     np.testing.assert_allclose(out.value, expected, rtol=1e-6)
     role = {s.role: s for s in t.steps if s.role}
-    q, k, v = (torch.from_numpy(role[r].value) for r in ("q", "k", "v"))
+    q, k, v = (torch.tensor(role[r].value) for r in ("q", "k", "v"))  # values are read-only
     sdpa = F.scaled_dot_product_attention(q, k, v)
     np.testing.assert_allclose(t["context"].value, sdpa.numpy(), rtol=1e-5, atol=1e-6)
 

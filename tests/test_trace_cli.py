@@ -19,7 +19,7 @@ runner = CliRunner()
 
 def _run(*args: str) -> tuple[int, str]:
     result = runner.invoke(app, ["trace", *args], env={"COLUMNS": "160"})
-    return result.exit_code, result.output
+    return result.exit_code, result.stdout
 
 
 def test_numpy_notes_print_the_chain_of_the_notes() -> None:
@@ -34,7 +34,7 @@ def test_torch_notes_print_their_chain_and_roles() -> None:
     pytest.importorskip("torch")
     code, out = _run(str(EXAMPLES / "seed_000_torch.py"), "--format", "json")
     assert code == 0
-    doc = json.loads(out[out.index("{"):])
+    doc = json.loads(out)
     roles = {s["role"]: s for s in doc["steps"] if s["role"]}
     assert roles["q_proj"]["name"] == "Q"
     assert roles["q_proj"]["source"] == "linear_q(x)"
@@ -130,3 +130,67 @@ def test_numpy_trace_never_imports_torch() -> None:
              "try:\n    main()\nexcept SystemExit:\n    pass\nprint('TORCH', 'torch' in sys.modules)\n")
     result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=False)
     assert "TORCH False" in result.stdout
+
+
+def test_check_trace_by_role_and_golden(tmp_path: Path) -> None:
+    notes = str(EXAMPLES / "seed_001_numpy.py")
+    code, out = _run(notes, "--format", "json")
+    assert code == 0
+    golden = tmp_path / "golden.json"
+    golden.write_text(out)
+    result = runner.invoke(app, ["check", "--trace", notes, "--golden", str(golden),
+                                 "--expect", "scores_2=h,S,S", "--expect", "weights=S,S"])
+    assert result.exit_code == 0, result.output
+    assert "ok: 32 passed, 0 failed" in result.output
+    result = runner.invoke(app, ["check", "--trace", notes, "--expect", "out_4=S,h,d"])
+    assert result.exit_code == 1
+    assert "(3, 768) (S, H)" in result.output
+
+
+def test_markdown_and_csv_documents() -> None:
+    code, out = _run(str(EXAMPLES / "seed_001_numpy.py"), "--format", "markdown")
+    assert code == 0
+    assert "| 14 | Query_3 |  | seed_001_numpy.py:45 | `np.reshape(Query, [values_length, num_attention_heads, " \
+           "attention_head_size])` | (3, 768) | (3, 8, 96) | (S, h, d) | float64 |" in out
+
+
+MODS = '''import torch
+import torch.nn.functional as F
+
+
+class Attn(torch.nn.Module):
+    def __init__(self, embed_dim=64, num_heads=4):
+        super().__init__()
+        self.embed_dim, self.h = embed_dim, num_heads
+        self.q_proj = torch.nn.Linear(embed_dim, embed_dim)
+
+    def forward(self, x):
+        *lead, S, H = x.shape
+        q = self.q_proj(x).view(*lead, S, self.h, H // self.h).transpose(-3, -2)
+        out = F.scaled_dot_product_attention(q, q, q)
+        return out.transpose(-3, -2).reshape(*lead, S, H)
+
+
+model = Attn(32, 4)
+
+
+def fn(x):
+    return torch.softmax(x @ x.transpose(-2, -1), dim=-1)
+'''
+
+
+def test_module_instance_and_torch_function_targets(tmp_path: Path) -> None:
+    pytest.importorskip("torch")
+    (tmp_path / "mods.py").write_text(MODS)
+    code, out = _run(f"{tmp_path / 'mods.py'}:model", "--format", "json")
+    assert code == 0
+    steps = json.loads(out)["steps"]
+    assert steps[0]["shape"] == [3, 32]  # H from the module's embed_dim, (S, H) without --batch
+    assert [s["role"] for s in steps if s["op"] == "scaled_dot_product_attention"] == ["context"]
+    assert steps[-1]["axes"] == ["S", "H"]
+    assert steps[-1]["role"] == "merged"
+    code, out = _run(f"{tmp_path / 'mods.py'}:fn", "--hidden", "8", "--format", "json")
+    assert code == 0
+    assert [s["dtype"] for s in json.loads(out)["steps"]][-1] == "float32"  # a torch tensor
+    result = runner.invoke(app, ["trace", f"{tmp_path / 'mods.py'}:Attn", "--init", "heads=3"])
+    assert result.exit_code == 2

@@ -6,9 +6,9 @@ computes attention.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from attntrace.config import ELEMENT_BYTES, AttentionConfig
 from attntrace.costs import exact_count, format_terms
@@ -65,6 +65,25 @@ class Step(Tensor):
     def formula(self) -> str:
         """The FLOP formula in axis letters, e.g. ``2·h·S·S·d`` (per tile when ``repeat > 1``)."""
         return format_terms(self.terms)
+
+
+class Records(Protocol):
+    """What checks and the step renderers read: the steps, a step by name, the size of each
+    axis letter, the parameters. A :class:`Trace` is one; so is a capture of the user's code
+    (``attntrace.capture()``)."""
+
+    @property
+    def steps(self) -> Sequence[Step]: ...
+
+    @property
+    def parameters(self) -> Sequence[Param]: ...
+
+    @property
+    def names(self) -> tuple[str, ...]: ...
+
+    def __getitem__(self, name: str) -> Step: ...
+
+    def axis_sizes(self) -> dict[str, int]: ...
 
 
 @dataclass(frozen=True)

@@ -79,10 +79,14 @@ def copy_shared(value: Any, memo: dict[int, Any]) -> np.ndarray:
     if owner is plain or not (owner.flags.c_contiguous or owner.flags.f_contiguous):
         return _array(plain, copy=True)
     if id(owner) not in memo:
-        memo[id(owner)] = (owner, _array(owner, copy=True, order="K"))
+        copied = _array(owner, copy=True, order="K")
+        copied.flags.writeable = False  # shared by the views below: read-only
+        memo[id(owner)] = (owner, copied)
     copied = memo[id(owner)][1]
     offset = plain.__array_interface__["data"][0] - owner.__array_interface__["data"][0]
-    return np.ndarray(plain.shape, plain.dtype, copied.data, offset, plain.strides)
+    view = np.ndarray(plain.shape, plain.dtype, copied.data, offset, plain.strides)
+    view.flags.writeable = False
+    return view
 
 
 def numpy_adapter() -> Adapter:
@@ -94,7 +98,7 @@ def numpy_adapter() -> Adapter:
     return Adapter(
         lambda a: tuple(a.shape),
         lambda a: str(a.dtype),
-        copy,
+        copy_shared,
         lambda a, b: bool(_shares(_plain(a), _plain(b))),
         copy,
         lambda a: -1,

@@ -64,7 +64,7 @@ class Adapter:
 
     shape: Callable[[Any], Shape]
     dtype: Callable[[Any], str]
-    to_numpy: Callable[[Any], np.ndarray]
+    to_numpy: Callable[[Any, dict[int, Any]], np.ndarray]  # memo: one copy per buffer
     shares: Callable[[Any, Any], bool]
     copy: Callable[[Any], Any]
     version: Callable[[Any], int]
@@ -259,7 +259,7 @@ class Capture:
             return copy_shared(e.value, memo)
         if e.version >= 0 and adapter.version(e.value) != e.version:
             return None  # changed in place where attntrace could not see it
-        return adapter.to_numpy(e.value)
+        return adapter.to_numpy(e.value, memo)
 
     def finish(self) -> None:
         """Copy every kept value now, so later changes to the user's tensors do not reach them."""

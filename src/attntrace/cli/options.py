@@ -53,6 +53,14 @@ class OutputFormat(StrEnum):
         return self is OutputFormat.table or self.picture
 
 
+class CheckFormatName(StrEnum):
+    """What ``check`` prints: the Rich report, or one document for CI."""
+
+    table = "table"
+    json = "json"
+    junit = "junit"
+
+
 class AlgorithmName(StrEnum):
     """How the attention is computed."""
 
@@ -98,6 +106,8 @@ NoColor = Annotated[bool, typer.Option("--no-color", help="No colours (also when
 CheckBackend = Annotated[BackendName, typer.Option(help="shape (default: no compute, any size, same shapes), numpy or torch.")]
 CHECKS = "Checks"
 Expect = Annotated[list[str] | None, typer.Option("--expect", "-e", metavar="STEP=SHAPE", help="Expected shape of a step, repeatable: scores=12,3,3, scores=12x3x3 or with axis letters scores=h,S,S (B S N M H h g d, Br Bc with flash) and products k_proj=S,g*d.", rich_help_panel=CHECKS, show_default=False)]
+CheckFormat = Annotated[CheckFormatName, typer.Option("--format", "-f", help="table (for people), json (schema attntrace.check/1) or junit (JUnit XML for CI: one testcase per check).", rich_help_panel=CHECKS)]
+Verbose = Annotated[bool, typer.Option("--verbose", "-v", help="Also list every check that passed.", rich_help_panel=CHECKS)]
 Golden = Annotated[Path | None, typer.Option(metavar="FILE.json", help="Compare the shapes and dtypes of every step and parameter with a trace saved by: attntrace run --format json > FILE.json", rich_help_panel=CHECKS, show_default=False)]
 Spec = Annotated[Path | None, typer.Option(metavar="FILE.toml", help="Check many configs at once; each \\[config.NAME] table gives sizes, variants or a preset, and an expect table. Replaces the size options.", rich_help_panel=CHECKS, show_default=False)]
 Algorithm = Annotated[AlgorithmName, typer.Option(help="eager (the whole (S, S) matrix) or flash (tile by tile, online softmax).", rich_help_panel=COST)]

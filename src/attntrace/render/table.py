@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING
 
-from rich import box
 from rich.console import Console, Group, RenderableType
 from rich.style import Style
 from rich.table import Table
@@ -15,6 +15,7 @@ from attntrace.costs import count as in_unit
 from attntrace.costs import format_count, format_terms
 from attntrace.memory import format_bytes
 from attntrace.render.pooling import POOLING, Pooled, pool
+from attntrace.render.terminal import RULE_BOX
 from attntrace.trace import Trace
 
 if TYPE_CHECKING:
@@ -44,13 +45,13 @@ def render_trace(trace: Trace, console: Console, *, head: int = 0, values: bool 
     of every tensor of at most ``values_limit`` elements.
     """
     console.print(title_line(trace))
-    console.print(flow_line(trace))
+    console.print(flow_line(trace, console.width, "->" if console.options.ascii_only else "→"))
     console.print()
     console.print(steps_table(trace, console.width))
     console.print()
-    console.print(costs_table(trace, count))
+    console.print(costs_table(trace, count, tight=console.width < TIGHT_WIDTH))
     console.print()
-    console.print(params_table(trace))
+    console.print(params_table(trace, tight=console.width < TIGHT_WIDTH))
     if (cache := kv_cache_line(trace)) is not None:
         console.print(cache)
     console.print()
@@ -71,14 +72,14 @@ def title_line(trace: Trace) -> Text:
                          (f"{trace.backend} {cfg.dtype}{algorithm}", "cyan"))
 
 
-def costs_table(trace: Trace, count: str = "flops") -> Table:
+def costs_table(trace: Trace, count: str = "flops", *, tight: bool = False) -> Table:
     """What each step costs: FLOPs (or MACs) with the formula, and the bytes of its tensor.
 
     Views cost nothing and own no memory; tile steps (flash) show one tile's bytes and the
     number of tiles, and their FLOPs summed over every tile. The footer holds the totals.
     """
     unit = "MACs" if count == "macs" else "FLOPs"
-    table = _table(f"costs ({unit}; 1 MAC = 2 FLOPs)", show_footer=True)
+    table = _table(f"costs ({unit}; 1 MAC = 2 FLOPs)", show_footer=True, tight=tight)
     table.add_column("#", justify="right", style="dim")
     table.add_column("step", "total", style="bold")
     table.add_column(unit, format_count(in_unit(trace.total_flops, count)), justify="right", no_wrap=True)
@@ -100,10 +101,27 @@ def costs_table(trace: Trace, count: str = "flops") -> Table:
 FLOW_STEPS = ("x", "q_heads", "q", "scores", "context", "context_heads", "output")
 
 
-def flow_line(trace: Trace) -> Text:
-    """The card's chain of shapes: (3, 768) → (3, 12, 64) → (12, 3, 64) → (12, 3, 3) → …"""
+def flow_line(trace: Trace, width: int = 10_000, arrow: str = "→") -> Text:
+    """The card's chain of shapes: (3, 768) → (3, 12, 64) → (12, 3, 64) → (12, 3, 3) → …,
+    wrapped after an arrow so that no line is wider than ``width`` and no shape is cut.
+
+    >>> from attntrace import AttentionConfig, trace_attention
+    >>> print(flow_line(trace_attention(AttentionConfig(), "shape"), 40, "->"))
+    (3, 768) -> (3, 12, 64) -> (12, 3, 64)
+    -> (12, 3, 3) -> (12, 3, 64) ->
+    (3, 12, 64) -> (3, 768)
+    """
     shapes = [format_shape(trace[name].shape) for name in FLOW_STEPS if name in trace]
-    return Text(" → ".join(shapes), style="cyan")
+    lines = [shapes[0]]
+    for shape in shapes[1:]:
+        if len(lines[-1]) + len(arrow) + len(shape) + 2 <= width:
+            lines[-1] += f" {arrow} {shape}"
+        elif len(lines[-1]) + len(arrow) + 1 <= width:  # the arrow ends the line
+            lines[-1] += f" {arrow}"
+            lines.append(shape)
+        else:  # the arrow starts the next one
+            lines.append(f"{arrow} {shape}")
+    return Text("\n".join(lines), style="cyan", no_wrap=True)
 
 
 def describe(cfg: AttentionConfig) -> str:
@@ -133,37 +151,77 @@ def kv_cache_line(trace: Trace) -> Text | None:
 
 
 def steps_table(trace: Trace, width: int = 80) -> Table:
-    """One row per step: index, name, operation, shape, named axes, dtype.
+    """One row per step: index, name, operation, shape, named axes (and dtype when they differ).
 
-    When every step has the same dtype and the console is narrower than 100 columns, the
-    dtype goes into the title instead of a column, so the table fits 80 columns.
+    The same columns at every width: the most common dtype goes into the title, a dtype column
+    (when some step differs, as the bool mask) shows only the others.
+    An op too long for its column wraps between its terms (``wrap_op``), never inside a name.
     """
-    dtypes = {step.dtype for step in trace.steps}
-    dtype_column = len(dtypes) > 1 or width >= 100
-    title = "steps" if dtype_column else f"steps (every tensor {dtypes.pop()})"
-    table = _table(title)
-    table.add_column("#", justify="right", style="dim")
-    table.add_column("step", style="bold")
+    dtypes = [step.dtype for step in trace.steps]
+    common = max(set(dtypes), key=dtypes.count)  # the title names it; the column only the others
+    dtype_column = len(set(dtypes)) > 1
+    title = f"steps ({common} unless the dtype column says otherwise)" if dtype_column else f"steps (every tensor {common})"
+    rows = [[str(s.index), s.name, s.op, format_shape(s.shape), format_axes(s.axes),
+             *([s.dtype if s.dtype != common else ""] if dtype_column else [])] for s in trace.steps]
+    headers = ["#", "step", "op", "shape", "axes", "dtype"]
+    tight = width < TIGHT_WIDTH
+    gap = 1 if tight else 2  # the box's space between columns, and the padding unless tight
+    fixed = sum(max(len(headers[i]), *(len(r[i]) for r in rows)) + gap for i in range(len(rows[0])) if i != 2)
+    op_width = max(width - fixed - gap + 1, 1)
+    table = _table(title, tight=tight)
+    table.add_column("#", justify="right", style="dim", no_wrap=True)
+    table.add_column("step", style="bold", no_wrap=True)
     table.add_column("op", overflow="fold")
     table.add_column("shape", justify="right", style="cyan", no_wrap=True)
     table.add_column("axes", style="magenta", no_wrap=True)
     if dtype_column:
         table.add_column("dtype", style="dim", no_wrap=True)
-    for step in trace.steps:
-        cells = [str(step.index), step.name, step.op, format_shape(step.shape), format_axes(step.axes)]
-        table.add_row(*cells, *([step.dtype] if dtype_column else []))
+    for row in rows:
+        table.add_row(*row[:2], wrap_op(row[2], op_width), *row[3:])
     return table
 
 
-def _table(title: str, *, show_footer: bool = False) -> Table:
-    """A compact table: one space between columns, a rule under the header, no outer box."""
-    return Table(title=title, box=box.SIMPLE_HEAD, show_edge=False, padding=(0, 1, 0, 0),
+def wrap_op(op: str, width: int) -> str:
+    """``op`` in lines of at most ``width`` characters, broken only after a space, after ``(``
+    or before a ``.`` that starts an attribute: a name or a number is never cut.
+
+    >>> print(wrap_op("q * cos + rotate_half(q) * sin", 16))
+    q * cos +
+    rotate_half(q) *
+    sin
+    >>> print(wrap_op("k_rot.repeat_interleave(2, dim=0)", 22))
+    k_rot
+    .repeat_interleave(2,
+    dim=0)
+    """
+    if len(op) <= width:
+        return op
+    lines = [""]
+    for piece in _OP_BREAKS.split(op):
+        if lines[-1] and len((lines[-1] + piece).rstrip()) > width:
+            lines.append("")
+        lines[-1] += piece
+    return "\n".join(line.rstrip() for line in lines)
+
+
+#: Where an op may wrap: after a space or "(", before a "." that does not follow a digit.
+_OP_BREAKS = re.compile(r"(?<= )|(?<=\()|(?<!\d)(?=\.)")
+
+
+#: Terminals narrower than this get one space between columns instead of two.
+TIGHT_WIDTH = 80
+
+
+def _table(title: str, *, show_footer: bool = False, tight: bool = False) -> Table:
+    """A compact table: two spaces between columns (one when ``tight``), a rule under the
+    header, no outer box."""
+    return Table(title=title, box=RULE_BOX, show_edge=False, padding=(0, 0 if tight else 1, 0, 0),
                  title_justify="left", title_style="bold", show_footer=show_footer)
 
 
-def params_table(trace: Trace) -> Table:
+def params_table(trace: Trace, *, tight: bool = False) -> Table:
     """One row per weight and bias, with a total."""
-    table = _table("parameters", show_footer=True)
+    table = _table("parameters", show_footer=True, tight=tight)
     table.add_column("name", "total", style="bold")
     table.add_column("shape", justify="right", style="cyan")
     table.add_column("axes", style="magenta")
