@@ -47,4 +47,5 @@ def attention_batched(x, params):
     weights = soft_max(scores)
     out = np.swapaxes(weights @ Value, 1, 2)
     out = np.reshape(out, [batch, values_length, hidden])
-    return out @ params["w_o"].T + params["b_o"]
+    output = out @ params["w_o"].T + params["b_o"]
+    return output
