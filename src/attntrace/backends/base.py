@@ -115,6 +115,17 @@ class Backend(ABC, Generic[T]):
     def rotate_half(self, x: T) -> T:
         """``concat(-x2, x1)`` of the two halves x1, x2 of the last axis (RoPE, Llama convention)."""
 
+    # --- operations of current models' variants (issue 12) ---
+
+    @abstractmethod
+    def rotate_part(self, x: T, dims: int) -> T:
+        """:meth:`rotate_half` of the first ``dims`` entries of the last axis, zeros after them
+        (partial RoPE: the other entries keep their values through cos = 1, sin = 0)."""
+
+    @abstractmethod
+    def tanh(self, x: T) -> T:
+        """Elementwise hyperbolic tangent (logit soft-capping)."""
+
     def softmax_(self, x: T) -> T:
         """Softmax over the last axis, reusing the memory of ``x`` where the library allows
         (``x`` must not be used afterwards)."""
