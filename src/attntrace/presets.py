@@ -150,7 +150,8 @@ _PRESETS = (
     Preset("gemma-2-9b", "google/gemma-2-9b", 3584, 16, 8, 256, 10000.0, 8192, True, False,
            "even layers slide over 4096 keys: add --window 4096 for them", softcap=50.0, layers=42),
     # google/gemma-3-4b-pt, text_config: hidden_size 2560, num_attention_heads 8,
-    # num_key_value_heads 4, head_dim 256, query_pre_attn_scalar 256, sliding_window 1024 (5 of every 6 layers),
+    # num_key_value_heads 4, head_dim 256, query_pre_attn_scalar 256, sliding_window 1024
+    # (5 of every 6 layers),
     # rope_theta 1000000.0 with rope_scaling {rope_type linear, factor 8.0} on the global layers,
     # rope_local_base_freq 10000.0 on the sliding ones, max_position_embeddings 131072,
     # num_hidden_layers 34; the preset is a global layer (5, 11, ...)
