@@ -34,6 +34,8 @@ if TYPE_CHECKING:
     import numpy as np
 
 T = TypeVar("T")
+#: ``fn(values of the steps so far, the step's value) -> the value to go on with``.
+StepReplacement = Callable[[Mapping[str, "np.ndarray"], Any], Any]
 
 #: The public step names, in order (a contract: JSON, npz files and checks use them).
 STEP_NAMES: tuple[str, ...] = (
@@ -75,6 +77,7 @@ def trace_attention(
     keep_values: bool | Collection[str] = True,
     tensors: Mapping[str, np.ndarray | None] | None = None,
     threads: int | None = None,
+    replace: Mapping[str, StepReplacement] | None = None,
 ) -> Trace:
     """Run multi-head attention for ``config`` on ``backend`` and record every step.
 
@@ -89,8 +92,10 @@ def trace_attention(
     :class:`attntrace.masks.MaskWarning`.
     ``tensors`` replaces the seeded x (or x_kv) or parameters by arrays (e.g. loaded weights)
     of the shapes ``config`` gives; a bias mapped to None is left out. ``backend`` is a
-    registered name or a :class:`Backend` instance. ``threads``: how many threads run flash's
-    query blocks (each with a one-threaded BLAS; default: every usable core).
+    registered name or a :class:`Backend` instance. ``replace`` (numpy backend, values kept)
+    maps a step name to ``fn(values so far, value) -> value``: the algorithm goes on with the
+    replacement (``attntrace diff`` tests a suspected mistake this way). ``threads``: how many
+    threads run flash's query blocks (each with a one-threaded BLAS; default: every usable core).
 
     >>> t = trace_attention(AttentionConfig(seq=3, hidden=768, heads=12))
     >>> t["scores"].shape, t["output"].shape
@@ -116,17 +121,19 @@ def trace_attention(
         _check_memory(config, max_memory, keep_values is True, shapes)
     seeded = {**random_sources(config), **rope_sources(config), **({"mask": plan.source} if plan and config.algorithm == "eager" else {})}
     sources = with_tensors(config, seeded, tensors or {})
-    trace = _record(config, be, sources, plan, keep_values=keep_values if be.computes else False, threads=workers)
+    keep = keep_values if be.computes else False
+    trace = _record(config, be, sources, plan, keep_values=keep, replace=replace, threads=workers)
     for note in trace.notes:
         warnings.warn(note, MaskWarning, stacklevel=2)
     return trace
 
 
-def _record(config: AttentionConfig, be: Backend[T], sources: Mapping[str, Source | None], plan: MaskPlan | None,
-            *, keep_values: bool | Collection[str], threads: int = 1) -> Trace:
+def _record(config: AttentionConfig, be: Backend[T], sources: Mapping[str, Source | None],
+            plan: MaskPlan | None, *, keep_values: bool | Collection[str],
+            replace: Mapping[str, StepReplacement] | None = None, threads: int = 1) -> Trace:
     """Create the tensors of ``sources`` on ``be`` (a None source is a left-out bias), run the
     algorithm through the cost meter and collect the records."""
-    recorder = _Recorder(be, config, keep_values, threads)
+    recorder = _Recorder(be, config, keep_values, replace or {}, threads)
     names = param_axes(config)
     params = {name: be.tensor(source) for name in names if (source := sources[name]) is not None}
     for name, t in params.items():
@@ -258,7 +265,7 @@ def _weigh(config: AttentionConfig, be: Backend[T], rec: _Recorder[T], lay: _Lay
     factor = config.score_scale
     scale_op = f"scores / sqrt({d})" if config.scale is None else f"scores * {config.scale:g}" + (" (unscaled)" if config.scale == 1 else "")
     fast = mask is None and not (rec.keeps("scores") or rec.keeps("scaled"))
-    if mask is None and not fast:  # kept as recipes: the one (S, N) buffer is scaled and softmaxed in place
+    if mask is None and not fast and not rec.replace:  # kept as recipes: one (S, N) buffer, scaled and softmaxed in place
         raw = rec.be
         scores = rec.step("scores", be.matmul(q, k_t), f"{q_name} @ k_t", hSN,
                           again=lambda: raw.matmul(q, k_t))  # (B, h, S, N)
@@ -346,8 +353,8 @@ class _Recorder(Generic[T]):
     (the tiles of flash) add their FLOPs and count as repeats of the first record."""
 
     def __init__(self, be: Backend[T], config: AttentionConfig, keep_values: bool | Collection[str],
-                 threads: int = 1) -> None:
-        self.be, self.keep_values = be, keep_values
+                 replace: Mapping[str, StepReplacement] | None = None, threads: int = 1) -> None:
+        self.be, self.keep_values, self.replace = be, keep_values, replace or {}
         self.threads = threads  # for independent blocks of work (flash's query blocks)
         self._lock = threading.Lock()
         self.meter: CostMeter[T] = CostMeter(be)
@@ -371,6 +378,9 @@ class _Recorder(Generic[T]):
         algorithm goes on to overwrite ``value`` in place."""
         if name in self._repeats:
             return self._repeat(name, value, axes, times)
+        if name in self.replace:  # a suspected mistake, tested by attntrace diff
+            done = {s.name: s.value for s in self.steps if s.value is not None}
+            value = self.replace[name](done, value)
         shape = self.be.shape(value)
         assert len(shape) == len(axes), f"{name}: {shape} vs {axes}"  # a bug, not user input
         charges, inputs = self.meter.take()

@@ -6,9 +6,9 @@ computes attention.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from attntrace.config import ELEMENT_BYTES, AttentionConfig
 from attntrace.costs import exact_count, format_terms
@@ -99,6 +99,25 @@ class Step(Tensor):
         return format_terms(self.terms)
 
 
+class Records(Protocol):
+    """What checks and the step renderers read: the steps, a step by name, the size of each
+    axis letter, the parameters. A :class:`Trace` is one; so is a capture of the user's code
+    (``attntrace.capture()``)."""
+
+    @property
+    def steps(self) -> Sequence[Step]: ...
+
+    @property
+    def parameters(self) -> Sequence[Param]: ...
+
+    @property
+    def names(self) -> tuple[str, ...]: ...
+
+    def __getitem__(self, name: str) -> Step: ...
+
+    def axis_sizes(self) -> dict[str, int]: ...
+
+
 @dataclass(frozen=True)
 class Param(Tensor):
     """One weight or bias of the attention layer (torch convention: weight is (out, in))."""
@@ -144,6 +163,10 @@ class Trace:
     def names(self) -> tuple[str, ...]:
         """Step names in order."""
         return tuple(step.name for step in self.steps)
+
+    def axis_sizes(self) -> dict[str, int]:
+        """The size of every axis letter: the config's, and the tiles' with flash."""
+        return {**self.config.axis_sizes(), **self.config.tile_sizes()}
 
     def shape(self, name: str) -> Shape:
         """Shape of the step called ``name`` (an unknown name raises, listing the valid ones).

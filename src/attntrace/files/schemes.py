@@ -17,12 +17,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from attntrace.errors import InputFileError
-from attntrace.files.readers import _float_array, read_arrays
+from attntrace.files.readers import LazyArrays, _float_array, read_arrays
 
 if TYPE_CHECKING:
     import numpy as np
@@ -93,11 +93,17 @@ def load_weights(path: Path, layer_prefix: str | None = None) -> LoadedWeights:
     ('nn.MultiheadAttention', 4, (4, 4), None)
     """
     arrays, meta = read_arrays(path)
+    return replace(layer_weights(arrays, path, layer_prefix), hints=_hints(path, meta))
+
+
+def layer_weights(arrays: LazyArrays, path: Path, layer_prefix: str | None = None) -> LoadedWeights:
+    """The attention layer among ``arrays`` (a file's, or a module's state dict; ``path``
+    names where they come from in messages), in our names."""
     prefix, scheme = _pick_layer(path, arrays, layer_prefix)
     layer = arrays.under(prefix)
     params = scheme.names(layer, path)
     _check_shapes(path, prefix, params)
-    return LoadedWeights(path, scheme.name, prefix, params, _hints(path, meta))
+    return LoadedWeights(path, scheme.name, prefix, params)
 
 
 def _pick_layer(path: Path, arrays: Arrays, layer_prefix: str | None) -> tuple[str, Scheme]:
