@@ -24,7 +24,14 @@ from attntrace.backends import SMALL_WORK_FLOPS, Backend, Source, get_backend, s
 from attntrace.config import AttentionConfig, AxisLabels
 from attntrace.costs import CostMeter, Registry, peak_live_bytes, resolve
 from attntrace.inputs import param_axes, random_sources, with_tensors
-from attntrace.masks import MASK_STEPS, MaskPlan, MaskWarning, build_mask, dead_rows, dead_rows_by_block
+from attntrace.masks import (
+    MASK_STEPS,
+    MaskPlan,
+    MaskWarning,
+    build_mask,
+    dead_rows,
+    dead_rows_by_block,
+)
 from attntrace.memory import check_budget, format_bytes
 from attntrace.parallel import check_threads
 from attntrace.rope import ROPE_STEPS, rope_sources
@@ -119,7 +126,8 @@ def trace_attention(
     plan = build_mask(config, mask)
     if be.computes and shapes is not None:
         _check_memory(config, max_memory, keep_values is True, shapes)
-    seeded = {**random_sources(config), **rope_sources(config), **({"mask": plan.source} if plan and config.algorithm == "eager" else {})}
+    whole_mask = {"mask": plan.source} if plan and config.algorithm == "eager" else {}  # flash: none
+    seeded = {**random_sources(config), **rope_sources(config), **whole_mask}
     sources = with_tensors(config, seeded, tensors or {})
     keep = keep_values if be.computes else False
     trace = _record(config, be, sources, plan, keep_values=keep, replace=replace, threads=workers)
@@ -265,14 +273,17 @@ def _weigh(config: AttentionConfig, be: Backend[T], rec: _Recorder[T], lay: _Lay
     factor = config.score_scale
     scale_op = f"scores / sqrt({d})" if config.scale is None else f"scores * {config.scale:g}" + (" (unscaled)" if config.scale == 1 else "")
     fast = mask is None and not (rec.keeps("scores") or rec.keeps("scaled"))
-    if mask is None and not fast and not rec.replace:  # kept as recipes: one (S, N) buffer, scaled and softmaxed in place
+    if mask is None and not fast and not rec.replace:
+        # kept as recipes: one (S, N) buffer, scaled and softmaxed in place
         raw = rec.be
         scores = rec.step("scores", be.matmul(q, k_t), f"{q_name} @ k_t", hSN,
                           again=lambda: raw.matmul(q, k_t))  # (B, h, S, N)
         rec.meter.charge("scale", scores, out=scores)
+        # (B, h, S, N), scaled inside the softmax below
         scaled = rec.step("scaled", scores, scale_op, hSN,
-                          again=lambda: raw.scale(raw.matmul(q, k_t), factor))  # (B, h, S, N), scaled in the softmax
-        return rec.step("weights", be.softmax_(scaled, factor), "softmax(scaled, dim=-1)", hSN)  # (B, h, S, N)
+                          again=lambda: raw.scale(raw.matmul(q, k_t), factor))
+        weights = be.softmax_(scaled, factor)  # (B, h, S, N)
+        return rec.step("weights", weights, "softmax(scaled, dim=-1)", hSN)
     if fast:  # nobody sees the unscaled scores: fold the scale into q (S·d multiplies, not S·N)
         q_scaled = be.scale(q, factor)  # (B, h, S, d)
         rec.meter.discard()  # charged below, as the traced algorithm does it
@@ -316,8 +327,9 @@ def _record_mask(config: AttentionConfig, be: Backend[T], rec: _Recorder[T], lay
 def _declare_mask(config: AttentionConfig, rec: _Recorder[T], lay: _Layout, plan: MaskPlan) -> None:
     """Flash's ``mask`` step: the rules, made into the whole mask only if its value is read;
     counts the query rows it leaves without any key, block by block."""
-    rec.declare("mask", plan.source.shape, plan.source.dtype, f"{plan.op} (made tile by tile)", plan.axes,
-                plan.source.make)
+    whole = plan.source
+    rec.declare("mask", whole.shape, whole.dtype, f"{plan.op} (made tile by tile)", plan.axes,
+                whole.make)
     if rec.be.computes:
         scores = (*lay.sizes, config.heads, config.seq, config.keys)  # (B, h, S, N)
         if dead := dead_rows_by_block(plan, scores, config.block_size):
@@ -371,7 +383,8 @@ class _Recorder(Generic[T]):
         return keep if isinstance(keep, bool) else name in keep
 
     def step(self, name: str, value: T, op: str, axes: tuple[str, ...], *, view: bool = False,
-             contract: str | None = None, times: int = 1, again: Callable[[], T] | None = None) -> T:
+             contract: str | None = None, times: int = 1,
+             again: Callable[[], T] | None = None) -> T:
         """Record ``value`` as step ``name``; ``contract`` names a contracted axis the recorder
         cannot see (an input that is no step); ``times`` counts identical repeats; ``again``
         makes the same values anew (on the plain backend), kept instead of ``value`` when the
@@ -409,7 +422,8 @@ class _Recorder(Generic[T]):
         """Record step ``name`` that no buffer holds (a view of nothing: no memory); its values,
         when kept, are ``make()`` on first read."""
         value = cast("np.ndarray", Lazy(make)) if self.keeps(name) else None
-        self.steps.append(Step(name, shape, dtype, value, index=len(self.steps), op=op, axes=axes, view=True))
+        self.steps.append(Step(name, shape, dtype, value, index=len(self.steps), op=op, axes=axes,
+                               view=True))
         self._repeats[name] = [0, 0]
 
     def view(self, name: str, value: T, op: str, axes: tuple[str, ...], *, times: int = 1) -> T:
