@@ -99,7 +99,8 @@ class NumpyBackend(Backend[np.ndarray]):
         if x.size < PARALLEL_MIN_NUMEL or not np.shares_memory(rows, x) or cores() == 1:
             _softmax_inplace(x, factor)
             return x
-        chunks = np.array_split(rows, max(cores(), rows.nbytes // (4 << 20)))  # cache-sized blocks of rows
+        # cache-sized blocks of rows
+        chunks = np.array_split(rows, max(cores(), rows.nbytes // (4 << 20)))
         list(pool(cores()).map(lambda chunk: _softmax_inplace(chunk, factor), chunks))
         return x
 
