@@ -102,6 +102,8 @@ BatchItem = Annotated[int, typer.Option(help="Which batch item's attention weigh
 ValuesLimit = Annotated[int, typer.Option(help="--values prints tensors of at most this many elements and names the others.", rich_help_panel=OUTPUT, min=1)]
 Values = Annotated[bool, typer.Option("--values", help="Also print the numbers of every tensor small enough to read.", rich_help_panel=OUTPUT)]
 Format = Annotated[OutputFormat, typer.Option("--format", "-f", help="table (Rich, for people), or one document on stdout for scripts: json (schema attntrace.trace/1), csv (one row per step), markdown; svg or html: the table view as a picture (100 columns).", rich_help_panel=OUTPUT)]
+Plot = Annotated[Path | None, typer.Option("--plot", metavar="FILE.png|.svg|.pdf", help="Also draw the attention weights of every head as a grid of heat maps (matplotlib: pip install 'attntrace\\[plot]').", rich_help_panel=OUTPUT, dir_okay=False, show_default=False)]
+PlotFlow = Annotated[Path | None, typer.Option("--plot-flow", metavar="FILE.svg", help="Also draw the data flow of the trace (x into the q, k, v paths, each step with its shape) as SVG.", rich_help_panel=OUTPUT, dir_okay=False, show_default=False)]
 NoColor = Annotated[bool, typer.Option("--no-color", help="No colours (also when NO_COLOR is set); output that is not a terminal never has any.", rich_help_panel=OUTPUT)]
 CheckBackend = Annotated[BackendName, typer.Option(help="shape (default: no compute, any size, same shapes), numpy or torch.")]
 CHECKS = "Checks"

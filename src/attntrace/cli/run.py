@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 import warnings
+from pathlib import Path
 from typing import Any
 
 import typer
@@ -13,6 +14,7 @@ from attntrace.cli.app import EPILOG, app, cli_errors, console
 from attntrace.cli.configure import config_from_files, with_model_options
 from attntrace.config import AttentionConfig
 from attntrace.errors import ConfigError
+from attntrace.trace import Trace
 
 
 @app.command(epilog=EPILOG)
@@ -43,6 +45,8 @@ def run(
     layer_prefix: opt.LayerPrefix = None,
     input_file: opt.Input = None,
     save: opt.Save = None,
+    plot: opt.Plot = None,
+    plot_flow: opt.PlotFlow = None,
     *,
     model: dict[str, Any],
 ) -> None:
@@ -73,7 +77,8 @@ def run(
     check_values(values, fmt)
     user_mask = load_mask(mask) if mask is not None else None
     budget = parse_size(max_memory) if max_memory is not None else None
-    keep = True if values or save else {"weights", "masked"} if fmt.view else False  # only what is shown
+    check_pictures(plot, plot_flow, backend)
+    keep = True if values or save else {"weights", "masked"} if fmt.view or plot else False  # only what is shown
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", MaskWarning)  # the renderers show Trace.notes instead
         trace = trace_attention(config, backend.value, mask=user_mask, max_memory=budget, keep_values=keep, tensors=tensors)
@@ -81,6 +86,7 @@ def run(
         from attntrace.files import save_trace
 
         save_trace(trace, save)
+    draw_pictures(trace, plot, plot_flow, batch_item)
     view: dict[str, Any] = {"head": head, "batch_item": batch_item, "values": values, "values_limit": values_limit, "count": count.value}
     if fmt is opt.OutputFormat.table:
         render_trace(trace, console(no_color), **view)
@@ -96,6 +102,32 @@ def check_head(head: int, config: AttentionConfig) -> None:
     """--head must name one of the config's heads."""
     if not 0 <= head < config.heads:
         raise ConfigError(f"--head {head} does not exist; use 0 to {config.heads - 1}")
+
+
+def check_pictures(plot: Path | None, plot_flow: Path | None, backend: opt.BackendName) -> None:
+    """Refuse a --plot or --plot-flow that cannot be written, before tracing."""
+    if plot is not None:
+        from attntrace.render.plot import check_plot_path
+
+        check_plot_path(plot)
+        if backend is opt.BackendName.shape:
+            raise ConfigError("--plot draws the attention weights, which --backend shape does not compute; use numpy or torch")
+    if plot_flow is not None and plot_flow.suffix.lower() != ".svg":
+        raise ConfigError(f"--plot-flow {plot_flow}: the file name must end in .svg")
+
+
+def draw_pictures(trace: Trace, plot: Path | None, plot_flow: Path | None, batch_item: int) -> None:
+    """Write the heat-map grid (--plot) and the flow diagram (--plot-flow)."""
+    from attntrace.files.output import write_output
+
+    if plot is not None:
+        from attntrace.render.plot import plot_heads
+
+        plot_heads(trace, plot, batch_item=batch_item)
+    if plot_flow is not None:
+        from attntrace.render.flow import render_flow_svg
+
+        write_output(plot_flow, render_flow_svg(trace).encode("utf-8"))
 
 
 def check_batch_item(item: int, config: AttentionConfig) -> None:
