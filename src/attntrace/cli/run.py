@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 import warnings
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -62,26 +63,21 @@ def run(
     --weights model.safetensors to trace real weights, --save trace.npz to keep every tensor.
     For scripts: --format json | jq '.steps[] | select(.name=="scores") | .shape'
     """
-    from attntrace.attention import trace_attention
-    from attntrace.masks import MaskWarning, load_mask
-    from attntrace.memory import parse_size
     from attntrace.render import text_renderer
     from attntrace.render.table import render_trace
 
-    config, tensors = config_from_files(
-        ctx, weights, layer_prefix, input_file, **model, batch=batch, seq=seq, hidden=hidden, heads=heads,
-        dtype=dtype, seed=seed, scale=scale, algorithm=algorithm, block_size=block_size,
-    )
-    check_head(head, config)
-    check_batch_item(batch_item, config)
-    check_values(values, fmt)
-    user_mask = load_mask(mask) if mask is not None else None
-    budget = parse_size(max_memory) if max_memory is not None else None
-    check_pictures(plot, plot_flow, backend)
+    def validate(config: AttentionConfig) -> None:
+        check_head(head, config)
+        check_batch_item(batch_item, config)
+        check_values(values, fmt)
+        check_pictures(plot, plot_flow, backend)
+
     keep = True if values or save else {"weights", "masked"} if fmt.view or plot else False  # only what is shown
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", MaskWarning)  # the renderers show Trace.notes instead
-        trace = trace_attention(config, backend.value, mask=user_mask, max_memory=budget, keep_values=keep, tensors=tensors)
+    trace = trace_from_options(
+        ctx, model, validate, keep, batch=batch, seq=seq, hidden=hidden, heads=heads, mask=mask, backend=backend,
+        dtype=dtype, seed=seed, scale=scale, max_memory=max_memory, algorithm=algorithm, block_size=block_size,
+        weights=weights, layer_prefix=layer_prefix, input_file=input_file,
+    )
     if save is not None:
         from attntrace.files import save_trace
 
@@ -96,6 +92,26 @@ def run(
         sys.stdout.write(export_trace(trace, fmt.value, **view))
     else:
         sys.stdout.write(text_renderer(fmt.value, count.value)(trace))
+
+
+def trace_from_options(
+    ctx: typer.Context, model: dict[str, Any], validate: Callable[[AttentionConfig], None], keep: bool | set[str], *,
+    mask: Path | None, backend: opt.BackendName, max_memory: str | None, weights: Path | None,
+    layer_prefix: str | None, input_file: Path | None, **options: Any,
+) -> Trace:
+    """The trace that run's options describe (also ``report``'s): config from the options and
+    files, checked by ``validate``, traced keeping the values of ``keep``."""
+    from attntrace.attention import trace_attention
+    from attntrace.masks import MaskWarning, load_mask
+    from attntrace.memory import parse_size
+
+    config, tensors = config_from_files(ctx, weights, layer_prefix, input_file, **model, **options)
+    validate(config)
+    user_mask = load_mask(mask) if mask is not None else None
+    budget = parse_size(max_memory) if max_memory is not None else None
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", MaskWarning)  # the renderers show Trace.notes instead
+        return trace_attention(config, backend.value, mask=user_mask, max_memory=budget, keep_values=keep, tensors=tensors)
 
 
 def check_head(head: int, config: AttentionConfig) -> None:
