@@ -19,7 +19,7 @@ runner = CliRunner()
 
 def _run(*args: str) -> tuple[int, str]:
     result = runner.invoke(app, ["trace", *args], env={"COLUMNS": "160"})
-    return result.exit_code, result.output
+    return result.exit_code, result.stdout
 
 
 def test_numpy_notes_print_the_chain_of_the_notes() -> None:
@@ -34,7 +34,7 @@ def test_torch_notes_print_their_chain_and_roles() -> None:
     pytest.importorskip("torch")
     code, out = _run(str(EXAMPLES / "seed_000_torch.py"), "--format", "json")
     assert code == 0
-    doc = json.loads(out[out.index("{"):])
+    doc = json.loads(out)
     roles = {s["role"]: s for s in doc["steps"] if s["role"]}
     assert roles["q_proj"]["name"] == "Q"
     assert roles["q_proj"]["source"] == "linear_q(x)"
@@ -130,3 +130,25 @@ def test_numpy_trace_never_imports_torch() -> None:
              "try:\n    main()\nexcept SystemExit:\n    pass\nprint('TORCH', 'torch' in sys.modules)\n")
     result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=False)
     assert "TORCH False" in result.stdout
+
+
+def test_check_trace_by_role_and_golden(tmp_path: Path) -> None:
+    notes = str(EXAMPLES / "seed_001_numpy.py")
+    code, out = _run(notes, "--format", "json")
+    assert code == 0
+    golden = tmp_path / "golden.json"
+    golden.write_text(out)
+    result = runner.invoke(app, ["check", "--trace", notes, "--golden", str(golden),
+                                 "--expect", "scores_2=h,S,S", "--expect", "weights=S,S"])
+    assert result.exit_code == 0, result.output
+    assert "ok: 32 passed, 0 failed" in result.output
+    result = runner.invoke(app, ["check", "--trace", notes, "--expect", "out_4=S,h,d"])
+    assert result.exit_code == 1
+    assert "(3, 768) (S, H)" in result.output
+
+
+def test_markdown_and_csv_documents() -> None:
+    code, out = _run(str(EXAMPLES / "seed_001_numpy.py"), "--format", "markdown")
+    assert code == 0
+    assert "| 14 | Query_3 |  | seed_001_numpy.py:45 | `np.reshape(Query, [values_length, num_attention_heads, " \
+           "attention_head_size])` | (3, 768) | (3, 8, 96) | (S, h, d) | float64 |" in out

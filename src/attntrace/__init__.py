@@ -10,6 +10,7 @@ from attntrace.attention import STEP_NAMES, VARIANT_STEPS, estimate_bytes, step_
 from attntrace.backends import BACKENDS, get_backend
 from attntrace.capture import Capture, CapturedStep, capture
 from attntrace.config import DTYPE_BYTES, AttentionConfig
+from attntrace.diff import DiffReport, diff
 from attntrace.errors import (
     AttntraceError,
     BackendUnavailableError,
@@ -35,6 +36,7 @@ __all__ = [
     "Capture",
     "CapturedStep",
     "ConfigError",
+    "DiffReport",
     "InputFileError",
     "MaskWarning",
     "MemoryBudgetError",
@@ -43,6 +45,7 @@ __all__ = [
     "Trace",
     "__version__",
     "capture",
+    "diff",
     "estimate_bytes",
     "get_backend",
     "resolve_config",

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 import warnings
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
 
@@ -32,6 +32,8 @@ if TYPE_CHECKING:
     import numpy as np
 
 T = TypeVar("T")
+#: ``fn(values of the steps so far, the step's value) -> the value to go on with``.
+StepReplacement = Callable[[Mapping[str, "np.ndarray"], Any], Any]
 
 #: The public step names, in order (a contract: JSON, npz files and checks use them).
 STEP_NAMES: tuple[str, ...] = (
@@ -72,6 +74,7 @@ def trace_attention(
     max_memory: int | None = None,
     keep_values: bool | Collection[str] = True,
     tensors: Mapping[str, np.ndarray | None] | None = None,
+    replace: Mapping[str, StepReplacement] | None = None,
 ) -> Trace:
     """Run multi-head attention for ``config`` on ``backend`` and record every step.
 
@@ -86,7 +89,9 @@ def trace_attention(
     :class:`attntrace.masks.MaskWarning`.
     ``tensors`` replaces the seeded x (or x_kv) or parameters by arrays (e.g. loaded weights)
     of the shapes ``config`` gives; a bias mapped to None is left out. ``backend`` is a
-    registered name or a :class:`Backend` instance.
+    registered name or a :class:`Backend` instance. ``replace`` (numpy backend, values kept)
+    maps a step name to ``fn(values so far, value) -> value``: the algorithm goes on with the
+    replacement (``attntrace diff`` tests a suspected mistake this way).
 
     >>> t = trace_attention(AttentionConfig(seq=3, hidden=768, heads=12))
     >>> t["scores"].shape, t["output"].shape
@@ -111,17 +116,19 @@ def trace_attention(
         _check_memory(config, max_memory, keep_values is True, shapes)
     seeded = {**random_sources(config), **rope_sources(config), **({"mask": plan.source} if plan else {})}
     sources = with_tensors(config, seeded, tensors or {})
-    trace = _record(config, be, sources, plan, keep_values=keep_values if be.computes else False)
+    keep = keep_values if be.computes else False
+    trace = _record(config, be, sources, plan, keep_values=keep, replace=replace)
     for note in trace.notes:
         warnings.warn(note, MaskWarning, stacklevel=2)
     return trace
 
 
-def _record(config: AttentionConfig, be: Backend[T], sources: Mapping[str, Source | None], plan: MaskPlan | None,
-            *, keep_values: bool | Collection[str]) -> Trace:
+def _record(config: AttentionConfig, be: Backend[T], sources: Mapping[str, Source | None],
+            plan: MaskPlan | None, *, keep_values: bool | Collection[str],
+            replace: Mapping[str, StepReplacement] | None = None) -> Trace:
     """Create the tensors of ``sources`` on ``be`` (a None source is a left-out bias), run the
     algorithm through the cost meter and collect the records."""
-    recorder = _Recorder(be, config, keep_values)
+    recorder = _Recorder(be, config, keep_values, replace or {})
     names = param_axes(config)
     params = {name: be.tensor(source) for name in names if (source := sources[name]) is not None}
     for name, t in params.items():
@@ -316,8 +323,9 @@ class _Recorder(Generic[T]):
     FLOPs are the charges since the previous step. Steps recorded again under the same name
     (the tiles of flash) add their FLOPs and count as repeats of the first record."""
 
-    def __init__(self, be: Backend[T], config: AttentionConfig, keep_values: bool | Collection[str]) -> None:
-        self.be, self.keep_values = be, keep_values
+    def __init__(self, be: Backend[T], config: AttentionConfig, keep_values: bool | Collection[str],
+                 replace: Mapping[str, StepReplacement] | None = None) -> None:
+        self.be, self.keep_values, self.replace = be, keep_values, replace or {}
         self.meter: CostMeter[T] = CostMeter(be)
         self.registry = Registry()
         self.lead: tuple[str, ...] = ("B",) if config.batched else ()  # the batch axis, for flash's tile axes
@@ -337,6 +345,9 @@ class _Recorder(Generic[T]):
         cannot see (an input that is no step); ``times`` counts identical repeats."""
         if name in self._repeats:
             return self._repeat(name, value, axes, times)
+        if name in self.replace:  # a suspected mistake, tested by attntrace diff
+            done = {s.name: s.value for s in self.steps if s.value is not None}
+            value = self.replace[name](done, value)
         shape = self.be.shape(value)
         assert len(shape) == len(axes), f"{name}: {shape} vs {axes}"  # a bug, not user input
         charges, inputs = self.meter.take()

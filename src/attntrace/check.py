@@ -21,13 +21,15 @@ import typing
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 from attntrace.config import AttentionConfig, parse_scale
 from attntrace.errors import ConfigError, InputFileError
-from attntrace.trace import SCHEMA_ID, Shape, Step, Trace, UnknownStepError
+from attntrace.trace import SCHEMA_ID, Records, Shape, Trace, UnknownStepError
 
 Dim = int | str  # a size, or an axis letter resolved from the config
+#: The schema of ``attntrace trace --format json``: a golden for ``check --trace``.
+CAPTURE_SCHEMA_ID = "attntrace.capture/1"
 
 
 @dataclass(frozen=True)
@@ -157,16 +159,7 @@ def parse_expectation(text: str) -> Expectation:
     return Expectation(step.strip(), parse_shape(shape))
 
 
-class Steps(Protocol):
-    """What expectations read: a step by name, the size of each axis letter (a :class:`Trace`,
-    or a capture of the user's code, :class:`attntrace.capture.Capture`)."""
-
-    def __getitem__(self, name: str) -> Step: ...
-
-    def axis_sizes(self) -> dict[str, int]: ...
-
-
-def check_expectations(trace: Steps, expectations: Iterable[Expectation]) -> tuple[Mismatch, ...]:
+def check_expectations(trace: Records, expectations: Iterable[Expectation]) -> tuple[Mismatch, ...]:
     """The expectations that ``trace`` does not meet; an unknown step name raises."""
     sizes = trace.axis_sizes()
     failed = []
@@ -179,7 +172,7 @@ def check_expectations(trace: Steps, expectations: Iterable[Expectation]) -> tup
     return tuple(failed)
 
 
-def check_trace(trace: Trace, expectations: Sequence[Expectation], golden: Mapping[str, Any] | None = None,
+def check_trace(trace: Records, expectations: Sequence[Expectation], golden: Mapping[str, Any] | None = None,
                 name: str = "") -> CaseResult:
     """Every expectation and (if given) the golden document, against ``trace``."""
     mismatches = check_expectations(trace, expectations)
@@ -190,7 +183,7 @@ def check_trace(trace: Trace, expectations: Sequence[Expectation], golden: Mappi
         steps = {r["name"]: None for r in golden["steps"]} | dict.fromkeys(trace.names)
         params = {r["name"]: None for r in golden["params"]} | {p.name: None for p in trace.parameters}
         checks += [f"step {n}" for n in steps] + [f"param {n}" for n in params]
-        notes = config_notes(trace, golden)
+        notes = config_notes(trace, golden) if isinstance(trace, Trace) else ()
     return CaseResult(name, len(checks), mismatches, notes, tuple(checks))
 
 
@@ -221,7 +214,7 @@ def validate_golden(doc: object) -> None:
     """
     if not isinstance(doc, dict):
         raise ConfigError(f"the document must be a JSON object, got {type(doc).__name__}")
-    if doc.get("schema") != SCHEMA_ID:
+    if doc.get("schema") not in (SCHEMA_ID, CAPTURE_SCHEMA_ID):
         raise ConfigError(f'"schema" must be {SCHEMA_ID!r}, got {doc.get("schema")!r}')
     if not isinstance(doc.get("config"), dict):
         raise ConfigError('"config" must be an object')
@@ -244,7 +237,7 @@ def _validate_record(record: object, where: str) -> None:
         raise ConfigError(f"{where}.shape must be a list of whole numbers, got {shape!r}")
 
 
-def compare_golden(trace: Trace, golden: Mapping[str, Any]) -> tuple[Mismatch, ...]:
+def compare_golden(trace: Records, golden: Mapping[str, Any]) -> tuple[Mismatch, ...]:
     """Differences in the shapes and dtypes of steps and parameters (values are not compared)."""
     actual_steps = {s.name: (list(s.shape), s.dtype) for s in trace.steps}
     actual_params = {p.name: (list(p.shape), p.dtype) for p in trace.parameters}

@@ -37,6 +37,9 @@ class AxisLabels(NamedTuple):
     kv_width: str  # width of k_proj and v_proj: "H" when it equals H, else "h·d" or "g·d"
 
 
+#: Fields that :meth:`AttentionConfig.to_dict` leaves out while they are None (off).
+OPTIONAL_FIELDS: tuple[str, ...] = ("window",)
+
 #: The attention algorithms: eager builds the whole (S, N) score matrix, flash works tile by tile.
 ALGORITHMS: tuple[str, ...] = ("eager", "flash")
 
@@ -76,6 +79,8 @@ class AttentionConfig:
     algorithm: str = "eager"  # one of ALGORITHMS: eager (the S×S matrix) or flash (tile by tile)
     block_size: int = 128  # flash: rows of a query block (Br) and of a key/value block (Bc)
     scale: float | None = None  # factor on the scores; None is 1/sqrt(d) (the paper), 1.0 none (the notes)
+    # --- variants of current models (issue 12); to_dict leaves them out while they are off ---
+    window: int | None = None  # W, sliding window: query i sees keys j > i - W (Mistral, Gemma 2)
 
     def __post_init__(self) -> None:
         if self.key_lengths is not None and not isinstance(self.key_lengths, tuple):
@@ -96,6 +101,13 @@ class AttentionConfig:
                 "(or set --head-dim)"
             )
         self._check_variants()
+        self._check_model_variants()
+
+    def _check_model_variants(self) -> None:
+        """The variants of current models (issue 12): --window."""
+        w = self.window
+        if w is not None and (isinstance(w, bool) or not isinstance(w, int) or w < 1):
+            raise ConfigError(f"--window must be a whole number >= 1 (keys per query), got {w!r}")
 
     def _check_sizes(self) -> None:
         for option, value in (("batch", self.batch), ("seq", self.seq), ("hidden", self.hidden),
@@ -200,8 +212,8 @@ class AttentionConfig:
 
     @property
     def masked(self) -> bool:
-        """True when a built-in mask applies (--causal or --key-lengths)."""
-        return self.causal or self.key_lengths is not None
+        """True when a built-in mask applies (--causal, --key-lengths or --window)."""
+        return self.causal or self.key_lengths is not None or self.window is not None
 
     @property
     def score_scale(self) -> float:
@@ -270,6 +282,9 @@ class AttentionConfig:
     def to_dict(self) -> dict[str, Any]:
         """The fields as plain JSON-ready values, plus the derived head_dim."""
         fields = asdict(self)
+        for name in OPTIONAL_FIELDS:  # issue 12's variants: present only when on
+            if fields[name] is None:
+                del fields[name]
         if self.key_lengths is not None:
             fields["key_lengths"] = list(self.key_lengths)
         return {**fields, "head_dim": self.head_dim}

@@ -82,6 +82,8 @@ def build_mask(config: AttentionConfig, user: np.ndarray | None = None) -> MaskP
         parts.append(("causal", (config.seq, config.keys)))  # (S, N)
     if config.key_lengths is not None:
         parts.append(("key_lengths", (*lead, 1, 1, config.keys)))  # (B, 1, 1, N)
+    if config.window is not None:
+        parts.append((f"window({config.window})", (config.seq, config.keys)))  # (S, N)
     if user is not None:
         parts.append(("mask file", check_mask(tuple(user.shape), config)))
     if not parts:
@@ -114,6 +116,18 @@ def dead_rows(mask: np.ndarray, additive: bool, scores_shape: Shape) -> int:
     return int(np.broadcast_to(dead, scores_shape[:-1]).sum())
 
 
+def window_band(seq: int, keys: int, window: int) -> np.ndarray:
+    """(S, N) booleans: query i sees key j when j > i - W (the sliding window of Mistral and
+    Gemma 2 in transformers: ``kv_idx > q_idx - sliding_window``; with --causal also j <= i).
+
+    >>> window_band(4, 4, 2).astype(int).tolist()
+    [[1, 1, 1, 1], [1, 1, 1, 1], [0, 1, 1, 1], [0, 0, 1, 1]]
+    """
+    import numpy as np
+
+    return np.arange(keys)[None, :] > np.arange(seq)[:, None] - window  # (S, N)
+
+
 def _make(config: AttentionConfig, user: np.ndarray | None, shape: Shape) -> np.ndarray:
     import numpy as np
 
@@ -123,6 +137,8 @@ def _make(config: AttentionConfig, user: np.ndarray | None, shape: Shape) -> np.
     if config.key_lengths is not None:
         lengths = np.asarray(config.key_lengths).reshape(-1, 1, 1, 1)  # (B, 1, 1, 1)
         keep = keep & (np.arange(config.keys) < lengths)  # (B, 1, 1, N)
+    if config.window is not None:
+        keep = keep & window_band(config.seq, config.keys, config.window)  # (S, N)
     if user is not None and user.dtype.kind == "f":
         added = np.where(keep, 0.0, -np.inf) + user.astype(np.float64)
         return np.broadcast_to(added, shape).copy()

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from dataclasses import fields as dataclass_fields
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +38,8 @@ class Preset:
     causal: bool  # decoder-only language model: query i attends keys 0..i
     bias: bool  # the q/k/v/o linear layers have biases
     note: str = ""  # what attntrace does not model about this attention
+    window: int | None = None  # W: sliding_window of the layers that have one
+    scale: float | None = None  # query_pre_attn_scalar ** -0.5 where it is not 1/sqrt(d)
 
     def config_fields(self) -> dict[str, Any]:
         """The AttentionConfig fields this preset sets.
@@ -50,7 +53,7 @@ class Preset:
             "kv_heads": self.kv_heads if self.kv_heads != self.heads else None,
             "head_dim_override": self.head_dim if decoupled else None,
             "rope": self.rope_theta is not None, "rope_base": self.rope_theta or 10000.0,
-            "causal": self.causal, "bias": self.bias,
+            "causal": self.causal, "bias": self.bias, "window": self.window, "scale": self.scale,
         }
 
     @property
@@ -88,7 +91,7 @@ _PRESETS = (
     # mistralai/Mistral-7B-v0.1: hidden_size 4096, num_attention_heads 32, num_key_value_heads 8,
     # max_position_embeddings 32768, rope_theta 10000.0, sliding_window 4096
     Preset("mistral-7b", "mistralai/Mistral-7B-v0.1", 4096, 32, 8, 128, 10000.0, 32768, True, False,
-           "the sliding window of 4096 keys is not modelled (no difference for S <= 4096)"),
+           window=4096),
     # Qwen/Qwen2-7B: hidden_size 3584, num_attention_heads 28, num_key_value_heads 4,
     # max_position_embeddings 131072, rope_theta 1000000.0; q/k/v have biases, o_proj has none
     Preset("qwen2-7b", "Qwen/Qwen2-7B", 3584, 28, 4, 128, 1000000.0, 131072, True, True,
@@ -118,48 +121,60 @@ def resolve_config(*, preset: str | None = None, hf_config: Path | str | None = 
     >>> cfg.hidden, cfg.heads, cfg.kv_heads, cfg.rope_base, cfg.causal
     (4096, 32, 1, 500000.0, True)
     """
-    if preset is not None and hf_config is not None:
-        raise ConfigError("use either --preset or --hf-config, not both")
-    base = get_preset(preset).config_fields() if preset is not None else read_hf_config(hf_config) if hf_config is not None else {}
-    return AttentionConfig(**{**base, **{k: v for k, v in explicit.items() if v is not None}})
+    fields, _ = resolve_fields(preset=preset, hf_config=hf_config, **explicit)
+    return AttentionConfig(**fields)
 
 
-#: Where each size lives in the config.json of the common model families.
-_HEADS = ("num_attention_heads", "n_head", "num_heads", "encoder_attention_heads")
-_HIDDEN = ("hidden_size", "n_embd", "d_model")
-_HEAD_DIM = ("head_dim", "d_kv")
-#: Families with rotary embeddings even when the file has no rope_theta (Llama 2: default 10000).
-_ROPE_TYPES = frozenset({"llama", "mistral", "mixtral", "qwen2", "qwen3", "gemma", "gemma2", "phi3", "gpt_neox"})
-#: Families whose attention projections have no bias when the file has no attention_bias.
-_NO_BIAS_TYPES = frozenset({"llama", "mistral", "mixtral", "gemma", "gemma2", "t5", "mt5", "qwen3", "phi3"})
+def resolve_fields(*, preset: str | None = None, hf_config: Path | str | None = None,
+                   model_dir: Path | None = None, layer: int | None = None,
+                   **explicit: Any) -> tuple[dict[str, Any], dict[str, str]]:
+    """Every AttentionConfig field (not validated yet: files may still change the sizes): the
+    defaults, then a preset's or config.json's, then the explicit ones that are not None. Also
+    the fields the preset or config.json set, each with its source (``--preset NAME``).
 
-
-def read_hf_config(path: Path | str) -> dict[str, Any]:
-    """The AttentionConfig fields of a Hugging Face ``config.json``.
-
-    Reads num_attention_heads (or n_head, num_heads), hidden_size (or n_embd, d_model),
-    num_key_value_heads, head_dim (or d_kv), rope_theta, model_type, architectures and
-    attention_bias; a missing size or an attention feature attntrace cannot model
-    (rope_scaling, ALiBi) is a clear error.
+    >>> fields, known = resolve_fields(preset="gpt2", seq=5)
+    >>> fields["seq"], fields["hidden"], known["heads"]
+    (5, 768, '--preset gpt2')
     """
-    cfg = _load_json(Path(path))
-    heads, hidden = _int_field(cfg, _HEADS, path), _int_field(cfg, _HIDDEN, path)
-    kv_heads = _optional_int(cfg, ("num_key_value_heads",), path)
-    head_dim = _optional_int(cfg, _HEAD_DIM, path)
-    _refuse_unmodelled(cfg, path)
-    model_type = str(cfg.get("model_type", ""))
-    rope = "rope_theta" in cfg or model_type in _ROPE_TYPES
-    archs = cfg.get("architectures") or []
-    causal = model_type in _ROPE_TYPES or model_type == "gpt2" or any(
-        str(a).endswith(("ForCausalLM", "LMHeadModel")) for a in archs)
-    bias = bool(cfg["attention_bias"]) if "attention_bias" in cfg else model_type not in _NO_BIAS_TYPES
-    decoupled = head_dim is not None and (hidden % heads or hidden // heads != head_dim)
-    return {
-        "hidden": hidden, "heads": heads,
-        "kv_heads": kv_heads if kv_heads not in (None, heads) else None,
-        "head_dim_override": head_dim if decoupled else None,
-        "rope": rope, "rope_base": float(cfg.get("rope_theta") or 10000.0), "causal": causal, "bias": bias,
-    }
+    choices = (("--preset", preset), ("--hf-config", hf_config), ("--model", model_dir))
+    named = [name for name, v in choices if v is not None]
+    if len(named) > 1:
+        raise ConfigError(f"use either {named[0]} or {named[1]}, not both")
+    if layer is not None and preset is None and hf_config is None and model_dir is None:
+        raise ConfigError("--layer picks a layer of --model DIR (or of --hf-config); add one")
+    base: dict[str, Any] = {}
+    source = ""
+    if preset is not None:
+        if layer is not None:
+            raise ConfigError("--layer picks a layer of --model DIR or --hf-config, not --preset")
+        base, source = get_preset(preset).config_fields(), f"--preset {preset}"
+    elif hf_config is not None:
+        base, source = read_hf_config(hf_config, layer), f"--hf-config {Path(hf_config).name}"
+    elif model_dir is not None:
+        from attntrace.models.load import model_fields
+
+        base = model_fields(model_dir, layer)
+        source = f"--model {model_dir.name} (layer {layer or 0})"
+    defaults = {f.name: f.default for f in dataclass_fields(AttentionConfig)}
+    given = {k: v for k, v in explicit.items() if v is not None}
+    return {**defaults, **base, **given}, dict.fromkeys(base, source)
+
+
+def read_hf_config(path: Path | str, layer: int | None = None) -> dict[str, Any]:
+    """The AttentionConfig fields of a Hugging Face ``config.json`` (of layer ``layer`` where
+    layers differ): see :func:`attntrace.models.hf_config.attention_fields`.
+
+    Reads the head counts, widths, θ (``rope_theta`` or transformers 5's ``rope_parameters``),
+    sliding windows, ``query_pre_attn_scalar``, model_type, architectures and attention_bias;
+    a missing size or an attention feature attntrace cannot model (rope scaling, soft-capping,
+    q/k norms, ALiBi, T5's relative bias) is a clear error.
+    """
+    from attntrace.models.hf_config import attention_fields
+
+    try:
+        return attention_fields(_load_json(Path(path)), path, layer)
+    except ConfigError as exc:
+        raise ConfigError(f"--hf-config {exc}") from None
 
 
 def _load_json(path: Path) -> dict[str, Any]:
@@ -172,31 +187,3 @@ def _load_json(path: Path) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise InputFileError(f"--hf-config {path} holds a JSON {type(data).__name__}, not an object; give a model's config.json")
     return data
-
-
-def _int_field(cfg: dict[str, Any], names: tuple[str, ...], path: Path | str) -> int:
-    value = _optional_int(cfg, names, path)
-    if value is None:
-        hint = " (a multimodal config? give its text_config as a file)" if "text_config" in cfg else ""
-        raise ConfigError(f"--hf-config {path} has none of the fields {', '.join(names)}{hint}")
-    return value
-
-
-def _optional_int(cfg: dict[str, Any], names: tuple[str, ...], path: Path | str) -> int | None:
-    for name in names:
-        value = cfg.get(name)
-        if value is None:
-            continue
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ConfigError(f"--hf-config {path}: {name} must be a whole number >= 1, got {value!r}")
-        return value
-    return None
-
-
-def _refuse_unmodelled(cfg: dict[str, Any], path: Path | str) -> None:
-    """Attention features that would change the result and that attntrace does not model."""
-    if cfg.get("rope_scaling"):
-        raise ConfigError(f"--hf-config {path}: rope_scaling {cfg['rope_scaling']!r} is not modelled; "
-                          "remove it from the file to trace plain RoPE")
-    if cfg.get("alibi"):
-        raise ConfigError(f"--hf-config {path}: ALiBi position biases are not modelled; remove alibi to trace without them")

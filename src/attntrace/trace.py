@@ -6,9 +6,9 @@ computes attention.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from attntrace.config import ELEMENT_BYTES, AttentionConfig
 from attntrace.costs import exact_count, format_terms
@@ -67,6 +67,25 @@ class Step(Tensor):
         return format_terms(self.terms)
 
 
+class Records(Protocol):
+    """What checks and the step renderers read: the steps, a step by name, the size of each
+    axis letter, the parameters. A :class:`Trace` is one; so is a capture of the user's code
+    (``attntrace.capture()``)."""
+
+    @property
+    def steps(self) -> Sequence[Step]: ...
+
+    @property
+    def parameters(self) -> Sequence[Param]: ...
+
+    @property
+    def names(self) -> tuple[str, ...]: ...
+
+    def __getitem__(self, name: str) -> Step: ...
+
+    def axis_sizes(self) -> dict[str, int]: ...
+
+
 @dataclass(frozen=True)
 class Param(Tensor):
     """One weight or bias of the attention layer (torch convention: weight is (out, in))."""
@@ -92,6 +111,7 @@ class Trace:
     parameters: tuple[Param, ...]
     notes: tuple[str, ...] = ()  # warnings about the result, e.g. fully masked query rows
     peak_bytes: int = 0  # the most activation bytes alive at once (every non-view step a new buffer)
+    origin: str = ""  # where the settings come from: --model DIR (layer N), typed overrides
 
     def __getitem__(self, name: str) -> Step:
         for step in self.steps:
@@ -201,6 +221,7 @@ class Trace:
             "params": [_param_dict(p) for p in self.parameters],
             "totals": self._totals_dict(),
             "notes": list(self.notes),
+            **({"origin": self.origin} if self.origin else {}),
         }
 
     def _totals_dict(self) -> dict[str, Any]:

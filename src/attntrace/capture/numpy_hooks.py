@@ -61,6 +61,30 @@ def _wrap(value: Any) -> Any:
     return value
 
 
+def copy_shared(value: Any, memo: dict[int, Any]) -> np.ndarray:
+    """A copy of ``value``; arrays that are views of one buffer (a reshape, a transpose) get
+    views of one copy of that buffer (``memo`` holds the copies by buffer), so each buffer is
+    copied once.
+
+    >>> a = np.arange(6.0).reshape(2, 3)
+    >>> memo = {}
+    >>> b, c = copy_shared(a, memo), copy_shared(a.T, memo)
+    >>> np.shares_memory(b, c), np.shares_memory(a, b), c.tolist()
+    (True, False, [[0.0, 3.0], [1.0, 4.0], [2.0, 5.0]])
+    """
+    plain = _plain(value)
+    owner = plain
+    while isinstance(owner.base, np.ndarray):
+        owner = owner.base
+    if owner is plain or not (owner.flags.c_contiguous or owner.flags.f_contiguous):
+        return _array(plain, copy=True)
+    if id(owner) not in memo:
+        memo[id(owner)] = (owner, _array(owner, copy=True, order="K"))
+    copied = memo[id(owner)][1]
+    offset = plain.__array_interface__["data"][0] - owner.__array_interface__["data"][0]
+    return np.ndarray(plain.shape, plain.dtype, copied.data, offset, plain.strides)
+
+
 def numpy_adapter() -> Adapter:
     """Reading numpy arrays: shape, dtype name, a copy, shared memory (no version counter)."""
 
@@ -70,7 +94,7 @@ def numpy_adapter() -> Adapter:
     return Adapter(
         lambda a: tuple(a.shape),
         lambda a: str(a.dtype),
-        copy,
+        copy_shared,
         lambda a, b: bool(_shares(_plain(a), _plain(b))),
         copy,
         lambda a: -1,

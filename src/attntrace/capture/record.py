@@ -64,7 +64,7 @@ class Adapter:
 
     shape: Callable[[Any], Shape]
     dtype: Callable[[Any], str]
-    to_numpy: Callable[[Any], np.ndarray]
+    to_numpy: Callable[[Any, dict[int, Any]], np.ndarray]  # memo: one copy per buffer
     shares: Callable[[Any, Any], bool]
     copy: Callable[[Any], Any]
     version: Callable[[Any], int]
@@ -188,6 +188,7 @@ class Capture:
         self._steps: list[CapturedStep] = []
         self._sizes: dict[str, int] = {}
         self._seen = -1
+        self._values: list[np.ndarray | None] = []  # the copies, made once per event
 
     @property
     def steps(self) -> list[CapturedStep]:
@@ -224,6 +225,9 @@ class Capture:
         found, sizes = propagate(events, self._given)
         named = roles(events, found)
         self._sizes = {k: v for k, v in sizes.known.items() if "·" not in k}
+        memo: dict[int, Any] = {}
+        for e in events[len(self._values) :]:
+            self._values.append(self._value(e, memo))
         self._steps = [self._step(e, a, r) for e, a, r in zip(events, found, named, strict=True)]
         self._seen = len(events)
 
@@ -233,7 +237,7 @@ class Capture:
             e.name,
             e.shape,
             e.dtype,
-            self._value(e),
+            self._values[e.index],
             index=e.index,
             op=e.func,
             axes=axes,
@@ -244,17 +248,18 @@ class Capture:
             input_shapes=e.input_shapes,
         )
 
-    def _value(self, e: Event) -> np.ndarray | None:
+    def _value(self, e: Event, memo: dict[int, Any]) -> np.ndarray | None:
+        """A numpy copy of the kept value; views of one buffer share one copy of it."""
         if e.value is None:
             return None
         adapter = self._adapters.get(id(type(e.value)))
-        if adapter is None:
-            import numpy as np
+        if adapter is None or adapter.version(e.value) < 0:
+            from attntrace.capture.numpy_hooks import copy_shared
 
-            return np.array(e.value, copy=True)
+            return copy_shared(e.value, memo)
         if e.version >= 0 and adapter.version(e.value) != e.version:
             return None  # changed in place where attntrace could not see it
-        return adapter.to_numpy(e.value)
+        return adapter.to_numpy(e.value, memo)
 
     def finish(self) -> None:
         """Copy every kept value now, so later changes to the user's tensors do not reach them."""

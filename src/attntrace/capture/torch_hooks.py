@@ -253,12 +253,21 @@ def torch_adapter() -> Adapter:
     import numpy as np
     import torch
 
-    def to_numpy(t: Any) -> np.ndarray:
+    def to_numpy(t: Any, memo: dict[int, Any]) -> np.ndarray:
+        """A copy; tensors viewing one storage (view, transpose) share one copy of it."""
         with torch._C.DisableTorchFunction():
-            t = t.detach().cpu()
-            if t.dtype == torch.bfloat16:
-                t = t.float()
-            return np.array(t.numpy(), copy=True)
+            t = t.detach()
+            if t.dtype == torch.bfloat16 or t.device.type != "cpu" or t.is_conj() or t.is_neg():
+                return np.array(t.cpu().float().numpy() if t.dtype == torch.bfloat16 else t.cpu().numpy())
+            storage = t.untyped_storage()
+            key = storage.data_ptr()
+            if key not in memo:
+                flat = torch.empty(0, dtype=t.dtype).set_(storage)  # every element of the storage
+                memo[key] = (storage, np.array(flat.numpy(), copy=True))
+            copied = memo[key][1]
+            size = t.element_size()
+            strides = tuple(s * size for s in t.stride())
+            return np.ndarray(tuple(t.shape), copied.dtype, copied.data, t.storage_offset() * size, strides)
 
     def shares(a: Any, b: Any) -> bool:
         with torch._C.DisableTorchFunction():

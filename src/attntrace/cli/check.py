@@ -12,6 +12,7 @@ import typer
 from attntrace.cli import options as opt
 from attntrace.cli.app import EPILOG, app, cli_errors, console, fail
 from attntrace.cli.configure import with_model_options
+from attntrace.cli.trace import Init, TraceTarget
 from attntrace.config import AttentionConfig
 from attntrace.errors import EXIT_CHECK_FAILED, ConfigError
 
@@ -37,6 +38,8 @@ def check(
     expect: opt.Expect = None,
     golden: opt.Golden = None,
     spec: opt.Spec = None,
+    trace_target: TraceTarget = None,
+    init: Init = None,
     fmt: opt.CheckFormat = opt.CheckFormatName.table,
     verbose: opt.Verbose = False,
     no_color: opt.NoColor = False,
@@ -51,6 +54,7 @@ def check(
     [bold]attntrace check --preset llama-3-8b --seq 16 --expect k_rep=h,S,d --expect k_proj=S,g*d[/]
     [bold]attntrace check --golden trace.json[/]   (saved by: attntrace run --format json > trace.json)
     [bold]attntrace check --spec shapes.toml[/]    (many configs; prints N passed, M failed)
+    [bold]attntrace check --trace attn.py:Attention --init embed_dim=768 --expect weights=B,h,S,S --batch 2[/]
     [bold]attntrace check --spec shapes.toml --format junit > report.xml[/]   (for CI; with
     GITHUB_ACTIONS=true failures are also annotations on the spec's lines)
     """
@@ -58,7 +62,14 @@ def check(
     from attntrace.cli.configure import resolve_options
     from attntrace.memory import parse_size
     budget = parse_size(max_memory) if max_memory is not None else None
-    if spec is not None:
+    if trace_target is not None:
+        from attntrace.cli.trace import check_captured
+
+        if spec is not None:
+            raise ConfigError("--trace cannot be combined with --spec; give --expect or --golden")
+        inputs = (batch, seq, hidden, dtype.value, seed)
+        results = [check_captured(trace_target, init or [], inputs, expect or [], golden, no_color)]
+    elif spec is not None:
         if expect or golden is not None:
             raise ConfigError("--spec cannot be combined with --expect or --golden; put them into the spec file")
         results = run_spec(load_spec(spec, backend.value, keep_going=True), budget, keep_going=True)

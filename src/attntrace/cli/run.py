@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 import warnings
 from collections.abc import Callable
@@ -12,7 +13,7 @@ import typer
 
 from attntrace.cli import options as opt
 from attntrace.cli.app import EPILOG, app, cli_errors, console
-from attntrace.cli.configure import config_from_files, with_model_options
+from attntrace.cli.configure import config_from_files, origin_line, with_model_options
 from attntrace.config import AttentionConfig
 from attntrace.errors import ConfigError
 from attntrace.trace import Trace
@@ -111,7 +112,10 @@ def trace_from_options(
     budget = parse_size(max_memory) if max_memory is not None else None
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", MaskWarning)  # the renderers show Trace.notes instead
-        return trace_attention(config, backend.value, mask=user_mask, max_memory=budget, keep_values=keep, tensors=tensors)
+        trace = trace_attention(config, backend.value, mask=user_mask, max_memory=budget, keep_values=keep, tensors=tensors)
+    if origin := origin_line(ctx, model, config):
+        trace = dataclasses.replace(trace, origin=origin)
+    return trace
 
 
 def check_head(head: int, config: AttentionConfig) -> None:

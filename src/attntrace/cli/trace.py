@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from contextlib import AbstractContextManager
 from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -16,6 +17,7 @@ if TYPE_CHECKING:
     from rich.console import Console
 
     from attntrace.capture.runner import Outcome
+    from attntrace.check import CaseResult
 
 CODE = "Your code"
 
@@ -75,6 +77,17 @@ TraceHidden = Annotated[
         show_default=False,
     ),
 ]
+TraceTarget = Annotated[
+    str | None,
+    typer.Option(
+        "--trace",
+        metavar="TARGET",
+        help="Check the shapes of your own code instead: script.py, FILE.py:NAME or "
+        "package.module:NAME, as attntrace trace runs it; steps by name or by role.",
+        rich_help_panel="Checks",
+        show_default=False,
+    ),
+]
 TraceInput = Annotated[
     Path | None,
     typer.Option(
@@ -110,16 +123,25 @@ def trace(
 
     letters = _axes(axes)
     spec = parse_target(target, args or [])
-    if spec.name is None:
-        if init:
-            raise _usage("--init needs FILE.py:NAME or package.module:NAME, not a script")
-        outcome = run_script(spec.path or Path(target), spec.argv, axes=letters)
-    else:
-        inputs = Inputs(
-            batch, seq, hidden, dtype.value, seed, array.value if array else None, input_file
-        )
-        outcome = run_target(spec, parse_init(init or []), inputs, axes=letters)
+    # a document on stdout (json, csv, markdown) gets the code's own prints moved to stderr
+    with _prints_to_stderr(fmt.value != "table"):
+        if spec.name is None:
+            if init:
+                raise _usage("--init needs FILE.py:NAME or package.module:NAME, not a script")
+            outcome = run_script(spec.path or Path(target), spec.argv, axes=letters)
+        else:
+            inputs = Inputs(
+                batch, seq, hidden, dtype.value, seed, array.value if array else None, input_file
+            )
+            outcome = run_target(spec, parse_init(init or []), inputs, axes=letters)
     show(outcome, fmt.value, no_color, target)
+
+
+def _prints_to_stderr(on: bool) -> AbstractContextManager[object]:
+    import sys
+    from contextlib import nullcontext, redirect_stdout
+
+    return redirect_stdout(sys.stderr) if on else nullcontext()
 
 
 def _axes(text: str | None) -> dict[str, int]:
@@ -143,10 +165,10 @@ def show(outcome: Outcome, fmt: str, no_color: bool, title: str) -> None:
     out = console(no_color)
     if fmt == "table":
         render_capture(t, out, title=title)
-    else:
-        from attntrace.render import text_renderer
+    elif fmt != "none":
+        from attntrace.render.capture import render_document
 
-        typer.echo(text_renderer(fmt)(t), nl=False)  # type: ignore[arg-type]
+        typer.echo(render_document(t, fmt), nl=False)
     if outcome.error is None:
         if outcome.exit_code:
             raise typer.Exit(outcome.exit_code)
@@ -164,3 +186,33 @@ def _stderr(no_color: bool) -> Console:
     from rich.console import Console
 
     return Console(stderr=True, no_color=True if no_color else None)
+
+
+def check_captured(
+    target: str,
+    init: list[str],
+    sizes: tuple[int | None, int, int | None, str, int],
+    expect: list[str],
+    golden: Path | None,
+    no_color: bool,
+) -> CaseResult:
+    """``check --trace``: run the target and check its captured steps (by name or role)."""
+    from attntrace.capture.runner import Inputs, parse_init, parse_target, run_script, run_target
+    from attntrace.check import check_trace, load_golden, parse_expectation
+    from attntrace.errors import ConfigError
+
+    if not expect and golden is None:
+        raise ConfigError("nothing to check; give --expect STEP=SHAPE or --golden FILE.json")
+    expectations = [parse_expectation(e) for e in expect]
+    reference = load_golden(golden) if golden is not None else None
+    spec = parse_target(target)
+    with _prints_to_stderr(True):
+        if spec.name is None:
+            outcome = run_script(spec.path or Path(target), (), keep_values=False)
+        else:
+            batch, seq, hidden, dtype, seed = sizes
+            inputs = Inputs(batch, seq, hidden, dtype, seed)
+            outcome = run_target(spec, parse_init(init), inputs, keep_values=False)
+    if outcome.error is not None:
+        show(outcome, "none", no_color, target)
+    return check_trace(outcome.capture, expectations, reference, target)

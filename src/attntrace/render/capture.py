@@ -64,23 +64,29 @@ def captured_table(steps: Sequence[CapturedStep], width: int = 120) -> Table:
     """
     files = {s.location.rpartition(":")[0] for s in steps}
     dtypes = {s.dtype for s in steps}
-    dtype_column = len(dtypes) > 1 or width >= 120
+    dtype_column = width >= 120
     title = "steps of " + (inert(files.pop()) if len(files) == 1 else "your code")
-    title += "" if dtype_column else f" (every tensor {dtypes.pop()})"
+    title += "" if dtype_column else f" ({', '.join(sorted(dtypes))}; wider terminal for more)"
     one_file = title.startswith("steps of ") and not title.startswith("steps of your code")
     table = _table(title)
-    table.add_column("#", justify="right", style="dim")
-    table.add_column("step", style="bold", no_wrap=True)
-    table.add_column("role", style="green", no_wrap=True)
+    widest = max((len(format_shape(x.shape)) for x in steps), default=5)
+    table.add_column("#", justify="right", style="dim", min_width=len(str(len(steps))))
+    table.add_column("step", style="bold", no_wrap=True, max_width=12)
+    table.add_column("role", style="green", no_wrap=True, max_width=12)
     table.add_column("line", style="dim", no_wrap=True, justify="right" if one_file else "left")
     table.add_column(
-        "code", overflow="ellipsis", no_wrap=True, min_width=8, max_width=max(16, width // 3)
+        "code", overflow="ellipsis", no_wrap=True, min_width=8, max_width=max(16, width // 4)
     )
     inputs = width >= 110  # operand shapes too when there is room
     table.add_column(
-        "operands → shape" if inputs else "shape", justify="right", style="cyan", no_wrap=True
+        "operands → shape" if inputs else "shape",
+        justify="right",
+        style="cyan",
+        no_wrap=True,
+        min_width=widest,
     )
-    table.add_column("axes", style="magenta", no_wrap=True)
+    axes_width = max((len(format_axes(x.axes)) for x in steps), default=4)
+    table.add_column("axes", style="magenta", no_wrap=True, min_width=axes_width)
     if dtype_column:
         table.add_column("dtype", style="dim", no_wrap=True)
     for s in steps:
@@ -141,3 +147,35 @@ def render_error(
 def _first_line(error: BaseException) -> str:
     text = str(error).strip()
     return text.splitlines()[0] if text else ""
+
+
+def render_document(capture: Capture, fmt: str) -> str:
+    """``--format json`` (schema attntrace.capture/1), ``csv`` (the csv of ``run``, same
+    columns) or ``markdown`` (the table of the terminal as a pipe table)."""
+    if fmt == "json":
+        import json
+
+        return json.dumps(capture.to_dict(), indent=2) + "\n"
+    if fmt == "csv":
+        from attntrace.render.csv_out import render_csv
+
+        return render_csv(capture)
+    from attntrace.render.markdown import pipe_table
+    from attntrace.text import plain
+
+    rows = [
+        (
+            str(s.index),
+            plain(s.name),
+            s.role,
+            plain(s.location),
+            f"`{plain(s.source)}`",
+            " ".join(format_shape(i) for i in s.input_shapes),
+            format_shape(s.shape),
+            format_axes(s.axes),
+            s.dtype,
+        )
+        for s in capture.steps
+    ]
+    header = ("#", "step", "role", "line", "code", "operands", "shape", "axes", "dtype")
+    return pipe_table(header, rows, right=(0, 5, 6))
