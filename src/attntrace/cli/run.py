@@ -91,6 +91,10 @@ def run(
         from attntrace.render.export import export_trace
 
         sys.stdout.write(export_trace(trace, fmt.value, **view))
+    elif fmt is opt.OutputFormat.json:
+        from attntrace.render.json_out import render_json
+
+        sys.stdout.write(render_json(trace, preset=model.get("preset")))
     else:
         sys.stdout.write(text_renderer(fmt.value, count.value)(trace))
 
