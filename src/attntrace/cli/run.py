@@ -56,11 +56,12 @@ def run(
     --weights model.safetensors to trace real weights, --save trace.npz to keep every tensor.
     For scripts: --format json | jq '.steps[] | select(.name=="scores") | .shape'
     """
-    from attntrace.attention import trace_attention
-    from attntrace.masks import MaskWarning, load_mask
+    from attntrace.attention import NONFINITE_NOTE, trace_attention
+    from attntrace.masks import load_mask
     from attntrace.memory import parse_size
     from attntrace.render import text_renderer
     from attntrace.render.table import render_trace
+    from attntrace.text import plain
 
     config, tensors = config_from_files(
         ctx, weights, layer_prefix, input_file, **model, batch=batch, seq=seq, hidden=hidden, heads=heads,
@@ -72,12 +73,15 @@ def run(
     budget = parse_size(max_memory) if max_memory is not None else None
     keep = True if values or save else {"weights", "masked"} if fmt is opt.OutputFormat.table else False  # only what is shown
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore", MaskWarning)  # the renderers show Trace.notes instead
+        warnings.simplefilter("ignore", UserWarning)  # MaskWarning, NonFiniteWarning: the renderers show Trace.notes
         trace = trace_attention(config, backend.value, mask=user_mask, max_memory=budget, keep_values=keep, tensors=tensors)
     if save is not None:
         from attntrace.files import save_trace
 
         save_trace(trace, save)
+    for note in trace.notes:
+        if note.startswith(NONFINITE_NOTE):  # exit 0, and one line on stderr whatever the format
+            sys.stderr.write(f"attntrace: warning: {plain(note)}\n")
     if fmt is opt.OutputFormat.table:
         render_trace(trace, console(no_color), head=head, values=values, count=count.value)
     else:

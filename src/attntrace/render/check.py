@@ -10,6 +10,7 @@ from rich.table import Table
 from rich.text import Text
 
 from attntrace.check import CaseResult, summary
+from attntrace.text import inert, plain
 
 
 def render_results(results: Sequence[CaseResult], console: Console, *, spec: bool = False) -> None:
@@ -17,9 +18,9 @@ def render_results(results: Sequence[CaseResult], console: Console, *, spec: boo
     for r in results:
         if spec:
             console.print(Text.assemble(("PASS" if r.ok else "FAIL", "bold green" if r.ok else "bold red"),
-                                        f"  {r.name}  ({r.checked} check{'s' if r.checked != 1 else ''})"))
+                                        f"  {plain(r.name)}  ({r.checked} check{'s' if r.checked != 1 else ''})"))
         for note in r.notes:
-            console.print(Text(f"note: {note}", style="yellow"))
+            console.print(Text(f"note: {plain(note)}", style="yellow"))
     if any(not r.ok for r in results):
         console.print(failures_table(results, spec=spec))
     console.print(summary_line(results, spec=spec))
@@ -36,7 +37,8 @@ def failures_table(results: Sequence[CaseResult], *, spec: bool = False) -> Tabl
     table.add_column("actual", style="red")
     for r in results:
         for m in r.mismatches:
-            table.add_row(*([r.name] if spec else []), m.what, m.expected, m.actual)
+            cells = [*([r.name] if spec else []), m.what, m.expected, m.actual]
+            table.add_row(*map(inert, cells))  # names from golden and spec files
     return table
 
 

@@ -15,4 +15,4 @@ def render_json(trace: Trace) -> str:
     >>> json.loads(text)["steps"][0]["shape"]
     [3, 768]
     """
-    return json.dumps(trace.to_dict(), indent=2) + "\n"
+    return json.dumps(trace.to_dict(), indent=2, allow_nan=False) + "\n"  # strict JSON, always

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING
 
 from rich import box
@@ -204,6 +205,8 @@ def heatmap(matrix: np.ndarray, title: str, hidden: np.ndarray | None = None) ->
 
 
 def _heat_cell(value: float, compact: bool) -> Text:
+    if not math.isfinite(value):  # NaN or ±inf: shown, never shaded
+        return Text(f"{value}", style="bold red")
     text = f"{value:.2f}" if compact else f"{value:.3f}"
     if compact and value < 0.995:
         text = text[1:]  # ".42"
