@@ -36,6 +36,11 @@ class SweepPoint:
     kv_cache_bytes_per_token: int
 
 
+#: The most values one list option takes, and the most configurations a sweep runs.
+MAX_VALUES = 64
+MAX_POINTS = 512
+
+
 def parse_list(text: str, option: str) -> list[int]:
     """A comma-separated list of whole numbers.
 
@@ -48,6 +53,8 @@ def parse_list(text: str, option: str) -> list[int]:
         raise ConfigError(f"{option} takes whole numbers separated by commas, e.g. 128,512,2048; got {text!r}") from None
     if not values:
         raise ConfigError(f"{option} needs at least one value")
+    if len(values) > MAX_VALUES:
+        raise ConfigError(f"{option} lists {len(values)} values; the most is {MAX_VALUES}")
     return values
 
 
@@ -71,8 +78,12 @@ def sweep_configs(base: AttentionConfig, seqs: Iterable[int], heads: Iterable[in
     >>> [(c.seq, c.algorithm) for c in sweep_configs(AttentionConfig(), [8, 16], [12], [768])]
     [(8, 'eager'), (8, 'flash'), (16, 'eager'), (16, 'flash')]
     """
-    return [replace(base, seq=s, heads=h, hidden=hd, algorithm=a)
-            for hd, h, s, a in product(hiddens, heads, seqs, algorithms)]
+    hd_list, h_list, s_list = list(hiddens), list(heads), list(seqs)
+    count = len(hd_list) * len(h_list) * len(s_list) * len(algorithms)
+    if count > MAX_POINTS:
+        raise ConfigError(f"the sweep has {count:,} configurations (--hidden x --heads x --seq x --algorithms); "
+                          f"the most is {MAX_POINTS}; give fewer values")
+    return [replace(base, seq=s, heads=h, hidden=hd, algorithm=a) for hd, h, s, a in product(hd_list, h_list, s_list, algorithms)]
 
 
 def measure(config: AttentionConfig, backend: str = "shape", max_memory: int | None = None) -> SweepPoint:
@@ -102,7 +113,7 @@ def run_sweep(configs: Sequence[AttentionConfig], backend: str = "shape", max_me
 
 def to_json(points: Sequence[SweepPoint]) -> str:
     """The points as a JSON list of objects."""
-    return json.dumps([asdict(p) for p in points], indent=2)
+    return json.dumps([asdict(p) for p in points], indent=2, allow_nan=False)
 
 
 def to_csv(points: Sequence[SweepPoint]) -> str:
