@@ -103,6 +103,18 @@ class _Payload:
         return (os.system, ("touch /tmp/attntrace-pwned",))
 
 
+#: The files :func:`hostile_files` makes under its root (the fuzz test draws paths from these).
+HOSTILE_NAMES: tuple[str, ...] = (
+    'bad-config.npz', 'bad-meta.safetensors', 'big-ints.json', 'bomb.npz', 'declares-huge.npy',
+    'declares-huge.npz', 'declares-tib.npy', 'declares-tib.safetensors', 'deep.json', 'deep.pt',
+    'deep.toml', 'dict-bomb.pt', 'empty.npz', 'esc-keys.npz', 'esc-keys.safetensors', 'esc.json',
+    'esc.toml', 'fifo.json', 'fifo.npy', 'huge-numbers.json', 'latin1.json', 'missing.npy',
+    'nan-config.npz', 'nan-input.npy', 'nan.json', 'objects.npy', 'payload.npy', 'payload.pt',
+    'sparse.json', 'sparse.npy', 'sparse.safetensors', 'truncated.npz', 'wrong-types.json',
+    'zero-size.npy',
+)
+
+
 def hostile_files(root: Path) -> dict[str, Path]:
     """Every kind of hostile file, by a short name (created once under ``root``)."""
     root.mkdir(parents=True, exist_ok=True)

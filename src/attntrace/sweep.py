@@ -39,6 +39,8 @@ class SweepPoint:
 #: The most values one list option takes, and the most configurations a sweep runs.
 MAX_VALUES = 64
 MAX_POINTS = 512
+#: The most arithmetic a sweep runs on a compute backend (seconds of numpy, not minutes).
+MAX_COMPUTE_FLOPS = 2 * 10**11
 
 
 def parse_list(text: str, option: str) -> list[int]:
@@ -102,7 +104,14 @@ def measure(config: AttentionConfig, backend: str = "shape", max_memory: int | N
 
 def run_sweep(configs: Sequence[AttentionConfig], backend: str = "shape", max_memory: int | None = None,
               advance: Callable[[], None] | None = None) -> list[SweepPoint]:
-    """:func:`measure` every config; ``advance`` is called after each (a progress bar)."""
+    """:func:`measure` every config; ``advance`` is called after each (a progress bar).
+    A compute backend gives the same numbers as the shape backend, only slower: a sweep whose
+    arithmetic would take minutes there is refused up front."""
+    if backend != "shape":
+        work = sum(measure(c).flops for c in configs)
+        if work > MAX_COMPUTE_FLOPS:
+            raise ConfigError(f"this sweep computes {work:.2e} FLOPs on {backend}, more than {MAX_COMPUTE_FLOPS:.0e}; "
+                              "--backend shape gives the same FLOPs and bytes at once")
     points = []
     for config in configs:
         points.append(measure(config, backend, max_memory))
