@@ -8,7 +8,9 @@
 
 from attntrace.attention import STEP_NAMES, VARIANT_STEPS, estimate_bytes, step_names, trace_attention
 from attntrace.backends import BACKENDS, get_backend
+from attntrace.capture import Capture, CapturedStep, capture
 from attntrace.config import DTYPE_BYTES, AttentionConfig
+from attntrace.diff import DiffReport, diff
 from attntrace.errors import (
     AttntraceError,
     BackendUnavailableError,
@@ -31,7 +33,10 @@ __all__ = [
     "AttentionConfig",
     "AttntraceError",
     "BackendUnavailableError",
+    "Capture",
+    "CapturedStep",
     "ConfigError",
+    "DiffReport",
     "InputFileError",
     "MaskWarning",
     "MemoryBudgetError",
@@ -39,6 +44,8 @@ __all__ = [
     "Step",
     "Trace",
     "__version__",
+    "capture",
+    "diff",
     "estimate_bytes",
     "get_backend",
     "resolve_config",

@@ -65,8 +65,11 @@ class _Console(Console):
 
 
 def console(no_color: bool = False) -> Console:
-    """The stdout console: colours off with --no-color or NO_COLOR, no escape codes when piped."""
-    return _Console(no_color=True if no_color else None)
+    """The stdout console: colours off with --no-color or NO_COLOR, no escape codes when piped,
+    no trailing spaces, ASCII where stdout cannot take Unicode (attntrace.render.terminal)."""
+    from attntrace.render.terminal import plain
+
+    return _Console(file=plain(sys.stdout), no_color=True if no_color else None)
 
 
 def cli_errors(command: Callable[P, R]) -> Callable[P, R]:
@@ -109,6 +112,9 @@ def root(
 def main() -> None:
     """Console-script entry point: usage errors (a typo in an option, a bad choice) become the
     same one line on stderr and exit code 2 as every other bad input."""
+    from attntrace.render.terminal import plain
+
+    sys.stdout = plain(sys.stdout)  # help too: ASCII when needed, quiet when piped into head
     try:
         code = app(standalone_mode=False)
     except BrokenPipeError:
@@ -118,6 +124,8 @@ def main() -> None:
         if not (hasattr(exc, "format_message") and hasattr(exc, "exit_code")):
             sys.exit(internal_error(exc).exit_code)
         message, ctx = exc.format_message().rstrip("."), getattr(exc, "ctx", None)
+        if type(exc).__name__ == "NoArgsIsHelpError":  # bare `attntrace`: Typer printed the help
+            sys.exit(0)
         if not message and ctx is not None:  # no command given: the help is the answer
             typer.echo(ctx.get_help())
             sys.exit(0)
@@ -125,6 +133,8 @@ def main() -> None:
         sys.exit(fail(f"{message}{hint}", exc.exit_code).exit_code)
     except typer.Abort:
         sys.exit(130)
+    finally:
+        sys.stdout.flush()
     sys.exit(code if isinstance(code, int) else 0)
 
 

@@ -56,6 +56,9 @@ class LazyArrays(Mapping[str, "np.ndarray"]):
     def __iter__(self) -> Iterator[str]:
         return iter(self._names)
 
+    def __contains__(self, name: object) -> bool:  # Mapping's default would read the tensor
+        return name in self._known
+
     def __len__(self) -> int:
         return len(self._names)
 

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from attntrace.errors import InputFileError
-from attntrace.files.readers import _float_array, read_arrays
+from attntrace.files.readers import LazyArrays, _float_array, read_arrays
 
 if TYPE_CHECKING:
     import numpy as np
@@ -39,6 +39,18 @@ class Scheme:
     name: str
     marker: str  # the query weight (or packed in-projection) key, found after the prefix
     names: Callable[[Arrays, Path], dict[str, np.ndarray | None]]
+    #: the layouts of attntrace.models that need the head counts to split: (layer, path, info)
+    split: Callable[[Arrays, Path, LayoutInfo], dict[str, np.ndarray | None]] | None = None
+
+
+@dataclass(frozen=True)
+class LayoutInfo:
+    """What a fused layout needs to be split as transformers splits it: the head counts and
+    the config.json section of the model (empty when only the weights are given)."""
+
+    heads: int | None = None  # h
+    kv_heads: int | None = None  # g (None: h)
+    config: Mapping[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -54,6 +66,7 @@ class LoadedWeights:
     prefix: str
     params: dict[str, np.ndarray | None]
     hints: dict[str, Any] = field(default_factory=dict)
+    family: str = ""  # "llama" for q_proj ... o_proj (rotary, causal), else ""
 
     def _shape(self, name: str) -> tuple[int, int]:
         weight = self.params[name]
@@ -81,7 +94,9 @@ class LoadedWeights:
         return self._shape("w_k")[1]
 
 
-def load_weights(path: Path, layer_prefix: str | None = None) -> LoadedWeights:
+def load_weights(path: Path, layer_prefix: str | None = None, *,
+                 schemes: tuple[Scheme, ...] | None = None,
+                 info: LayoutInfo | None = None) -> LoadedWeights:
     """The attention layer in ``path`` (under ``layer_prefix`` when given), in our names.
 
     >>> import numpy as np, tempfile, pathlib
@@ -92,15 +107,33 @@ def load_weights(path: Path, layer_prefix: str | None = None) -> LoadedWeights:
     ('nn.MultiheadAttention', 4, (4, 4), None)
     """
     arrays, meta = read_arrays(path)
-    prefix, scheme = _pick_layer(path, arrays, layer_prefix)
+    return load_layer(path, arrays, meta, layer_prefix, schemes=schemes, info=info)
+
+
+def layer_weights(arrays: LazyArrays, path: Path, layer_prefix: str | None = None) -> LoadedWeights:
+    """The attention layer among ``arrays`` (a module's state dict; ``path`` names where they
+    come from in messages), in our names."""
+    return load_layer(path, arrays, {}, layer_prefix)
+
+
+def load_layer(path: Path, arrays: LazyArrays, meta: Mapping[str, str], layer_prefix: str | None,
+               *, schemes: tuple[Scheme, ...] | None = None,
+               info: LayoutInfo | None = None) -> LoadedWeights:
+    """The attention layer among ``arrays`` (read from ``path``; a folder's shards for --model),
+    found with ``schemes`` (default :data:`SCHEMES`); ``info`` splits the fused layouts."""
+    prefix, scheme = _pick_layer(path, arrays, layer_prefix, schemes or SCHEMES)
     layer = arrays.under(prefix)
-    params = scheme.names(layer, path)
+    split = scheme.split
+    info = info or LayoutInfo()
+    params = split(layer, path, info) if split is not None else scheme.names(layer, path)
     _check_shapes(path, prefix, params)
-    return LoadedWeights(path, scheme.name, prefix, params, _hints(path, meta))
+    family = "llama" if scheme.marker == "q_proj.weight" and "o_proj.weight" in layer else ""
+    return LoadedWeights(path, scheme.name, prefix, params, _hints(path, meta), family)
 
 
-def _pick_layer(path: Path, arrays: Arrays, layer_prefix: str | None) -> tuple[str, Scheme]:
-    found = _candidates(arrays)
+def _pick_layer(path: Path, arrays: Arrays, layer_prefix: str | None,
+                schemes: tuple[Scheme, ...]) -> tuple[str, Scheme]:
+    found = layer_candidates(arrays, schemes)
     if layer_prefix is not None:
         wanted = [layer_prefix, *([] if layer_prefix.endswith(".") or not layer_prefix else [layer_prefix + "."])]
         for prefix, scheme in found:
@@ -114,11 +147,19 @@ def _pick_layer(path: Path, arrays: Arrays, layer_prefix: str | None) -> tuple[s
     raise InputFileError(f"{path}: holds {len(found)} attention layers; pick one with --layer-prefix, {_listing(found, arrays)}")
 
 
-def _candidates(arrays: Arrays) -> list[tuple[str, Scheme]]:
+def layer_candidates(arrays: Arrays,
+                     schemes: tuple[Scheme, ...] | None = None) -> list[tuple[str, Scheme]]:
+    """Every (prefix, scheme) of an attention layer in ``arrays``, in file order; a layout inside
+    another layer (a BERT layer's ``attention.self.query``) counts as part of that layer."""
+    found = _candidates(arrays, schemes or SCHEMES)
+    return [(p, s) for p, s in found if not any(p != o and p.startswith(o) for o, _ in found)]
+
+
+def _candidates(arrays: Arrays, schemes: tuple[Scheme, ...]) -> list[tuple[str, Scheme]]:
     """Every (prefix, scheme) whose marker key is in ``arrays``, in file order."""
     found = []
     for key in arrays:
-        for scheme in SCHEMES:
+        for scheme in schemes:
             if key == scheme.marker or key.endswith("." + scheme.marker):
                 found.append((key[: len(key) - len(scheme.marker)], scheme))
     return found
