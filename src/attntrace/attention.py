@@ -139,7 +139,8 @@ def trace_attention(
         warnings.simplefilter("ignore", RuntimeWarning)  # overflow, invalid: counted per step instead
         trace = _record(config, be, sources, plan, keep_values=keep, replace=replace, threads=workers)
     for note in trace.notes:
-        warnings.warn(note, NonFiniteWarning if note.startswith(NONFINITE_NOTE) else MaskWarning, stacklevel=2)
+        if not note.startswith(NONFINITE_NOTE):  # non-finite values are reported by the note alone
+            warnings.warn(note, MaskWarning, stacklevel=2)
     return trace
 
 
@@ -163,10 +164,6 @@ def _record(config: AttentionConfig, be: Backend[T], sources: Mapping[str, Sourc
     steps = recorder.finish()
     notes = (*recorder.notes, *nonfinite_notes(steps))
     return Trace(config, be.name, steps, parameters, notes=notes, peak_bytes=peak_live_bytes(steps))
-
-
-class NonFiniteWarning(UserWarning):
-    """Some step produced NaN or ±inf; the trace names the first one."""
 
 
 #: How the note about non-finite values begins (a contract: scripts may look for it).

@@ -78,7 +78,7 @@ def run(
     budget = parse_size(max_memory) if max_memory is not None else None
     keep = True if values or save else {"weights", "masked"} if fmt.view else False  # only what is shown
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore", UserWarning)  # MaskWarning, NonFiniteWarning: renderers show notes
+        warnings.simplefilter("ignore", UserWarning)  # MaskWarning: the renderers show Trace.notes
         trace = trace_attention(config, backend.value, mask=user_mask, max_memory=budget,
                                 keep_values=keep, tensors=tensors, threads=threads)
     if origin := origin_line(ctx, model, config):
