@@ -9,7 +9,6 @@ original folders: ``params.json`` plus one ``consolidated.00.pth``.
 
 from __future__ import annotations
 
-import json
 import os
 import re
 from collections.abc import Mapping
@@ -127,8 +126,10 @@ def _index(path: Path, name: str) -> dict[str, Path]:
 
 def read_json(path: Path, limit: int = JSON_LIMIT) -> dict[str, Any]:
     """A JSON object from ``path``, size-capped; NaN and Infinity refused."""
+    from attntrace.files.guard import open_regular, parse_json
+
     try:
-        with path.open("rb") as f:
+        with open_regular(path) as f:  # a FIFO or a device is refused, never read
             size = os.fstat(f.fileno()).st_size  # read(limit + 1) would allocate the whole limit
             raw = f.read(min(size, limit) + 1)
     except OSError as exc:
@@ -136,16 +137,15 @@ def read_json(path: Path, limit: int = JSON_LIMIT) -> dict[str, Any]:
     if len(raw) > limit:
         raise InputFileError(f"{path}: larger than {limit} bytes; not a config or index file")
     try:
-        data = json.loads(raw.decode("utf-8"), parse_constant=_refuse_constant)
-    except (ValueError, UnicodeDecodeError) as exc:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
         raise InputFileError(f"{path}: not valid JSON ({' '.join(str(exc).split())})") from None
+    data = parse_json(text, str(path))  # strict: NaN, Infinity, duplicate keys and deep nesting refused
     if not isinstance(data, dict):
         raise InputFileError(f"{path}: holds a JSON {type(data).__name__}, not an object")
     return data
 
 
-def _refuse_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not JSON")
 
 
 def _refuse_meta_features(path: Path, config: Mapping[str, Any]) -> None:
