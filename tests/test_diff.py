@@ -314,6 +314,9 @@ def test_cli_exit_codes_and_json(tmp_path: Path) -> None:
     assert usage.exit_code == 2
     conflict = _cli(f"{CORPUS / 'llama_torch.py'}:LlamaAttention", "--heads", "8")
     assert conflict.exit_code == 2
+    cross = _cli(f"{CORPUS / 'notes_numpy.py'}:attention", "--hidden", "64", "--heads", "4", "--kv-seq", "4")
+    assert cross.exit_code == 2
+    assert "self-attention" in cross.output
 
 
 def test_cli_input_file_and_code_that_raises(tmp_path: Path) -> None:
