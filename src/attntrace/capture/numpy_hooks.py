@@ -48,7 +48,7 @@ _active: NumpyHooks | None = None
 def _plain(value: Any) -> Any:
     if isinstance(value, TracedArray):
         return value.view(np.ndarray)
-    if isinstance(value, list | tuple) and any(isinstance(v, TracedArray) for v in value):
+    if isinstance(value, list | tuple) and value:
         return type(value)(_plain(v) for v in value)
     return value
 
@@ -144,8 +144,11 @@ class NumpyHooks:
             frame = user_frame(through=_THROUGH)
             if frame is None or _active is not hooks or not isinstance(result, np.ndarray):
                 return result
+            site = site_of(frame)
+            if name not in site.source:  # numpy's compiled code (default_rng …), not the line
+                return result
             traced = result.view(TracedArray)
-            hooks.recorder.record(traced, 0, name, "create", site_of(frame), [], hooks.adapter)
+            hooks.recorder.record(traced, 0, name, "create", site, [], hooks.adapter)
             return traced
 
         create.__wrapped__ = original  # type: ignore[attr-defined]
@@ -260,7 +263,8 @@ class TracedArray(np.ndarray):
         if hooks is None:
             return func(*_plain(args), **{k: _plain(v) for k, v in kwargs.items()})
         name = str(func.__name__)
-        return hooks.run(func, name, args, dict(kwargs), _function_params(name, args, kwargs))
+        call = getattr(func, "_implementation", func)  # numpy's own code, without dispatch
+        return hooks.run(call, name, args, dict(kwargs), _function_params(name, args, kwargs))
 
     def _method(self, name: str, *args: Any, **kwargs: Any) -> Any:
         plain = self.view(np.ndarray)
