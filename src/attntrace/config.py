@@ -38,7 +38,7 @@ class AxisLabels(NamedTuple):
 
 
 #: Fields that :meth:`AttentionConfig.to_dict` leaves out while they are None (off).
-OPTIONAL_FIELDS: tuple[str, ...] = ("window",)
+OPTIONAL_FIELDS: tuple[str, ...] = ("window", "rope_scaling", "rotary_dims", "softcap")
 
 #: The largest size any axis may have (2**31 - 1): far beyond every model, and small enough that
 #: every count derived from the sizes stays exact and every suggestion is computed at once.
@@ -85,6 +85,9 @@ class AttentionConfig:
     scale: float | None = None  # factor on the scores; None is 1/sqrt(d) (the paper), 1.0 none (the notes)
     # --- variants of current models (issue 12); to_dict leaves them out while they are off ---
     window: int | None = None  # W, sliding window: query i sees keys j > i - W (Mistral, Gemma 2)
+    rope_scaling: str | None = None  # "llama3", "linear:factor=8", "yarn:factor=4,..." (rope.py)
+    rotary_dims: int | None = None  # R < d: only the first R dims of a head rotate (NeoX, Phi)
+    softcap: float | None = None  # C: scores -> C * tanh(scores / C) before the mask (Gemma 2)
 
     def __post_init__(self) -> None:
         if self.key_lengths is not None and not isinstance(self.key_lengths, tuple):
@@ -108,10 +111,25 @@ class AttentionConfig:
         self._check_model_variants()
 
     def _check_model_variants(self) -> None:
-        """The variants of current models (issue 12): --window."""
-        w = self.window
+        """The variants of current models (issue 12): --window, RoPE's scaling and rotary
+        dims, --softcap."""
+        w, r, c = self.window, self.rotary_dims, self.softcap
         if w is not None and (isinstance(w, bool) or not isinstance(w, int) or w < 1):
             raise ConfigError(f"--window must be a whole number >= 1 (keys per query), got {w!r}")
+        if (self.rope_scaling is not None or r is not None) and not self.rope:
+            raise ConfigError("--rope-scaling and --rotary-dims change RoPE; add --rope")
+        if self.rope_scaling is not None:
+            from attntrace.rope import parse_rope_scaling
+
+            parse_rope_scaling(self.rope_scaling)
+        if r is not None and (isinstance(r, bool) or not isinstance(r, int) or r < 2 or r % 2
+                              or r > self.head_dim):
+            raise ConfigError(f"--rotary-dims must be even, 2 to d = {self.head_dim}; got {r!r}")
+        if c is not None and (isinstance(c, bool) or not isinstance(c, int | float)
+                              or not math.isfinite(c) or c <= 0):
+            raise ConfigError(f"--softcap must be a number > 0, got {c!r}")
+        if c is not None and self.algorithm == "flash":
+            raise ConfigError("--softcap is not in the flash algorithm yet; use --algorithm eager")
 
     def _check_sizes(self) -> None:
         for option, value in (("batch", self.batch), ("seq", self.seq), ("hidden", self.hidden),

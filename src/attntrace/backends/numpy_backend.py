@@ -83,13 +83,24 @@ class NumpyBackend(Backend[np.ndarray]):
     def rotate_half(self, x: np.ndarray) -> np.ndarray:
         half = x.shape[-1] // 2
         return np.concatenate((-x[..., half:], x[..., :half]), axis=-1)
+
+    def rotate_part(self, x: np.ndarray, dims: int) -> np.ndarray:
+        out, half = np.zeros_like(x), dims // 2
+        out[..., :half], out[..., half:dims] = -x[..., half:dims], x[..., :half]
+        return out
+
+    def tanh(self, x: np.ndarray) -> np.ndarray:
+        out: np.ndarray = np.tanh(x)
+        return out
+
     def softmax_(self, x: np.ndarray, scale: float = 1.0) -> np.ndarray:
         rows = x.reshape(-1, x.shape[-1])  # (B·h·S, N), a view of the contiguous scores
         factor = None if scale == 1.0 else x.dtype.type(scale)
         if x.size < PARALLEL_MIN_NUMEL or not np.shares_memory(rows, x) or cores() == 1:
             _softmax_inplace(x, factor)
             return x
-        chunks = np.array_split(rows, max(cores(), rows.nbytes // (4 << 20)))  # cache-sized blocks of rows
+        # cache-sized blocks of rows
+        chunks = np.array_split(rows, max(cores(), rows.nbytes // (4 << 20)))
         list(pool(cores()).map(lambda chunk: _softmax_inplace(chunk, factor), chunks))
         return x
 

@@ -78,8 +78,8 @@ def run(
     keep = True if values or save else {"weights", "masked"} if fmt.view else False  # only what is shown
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", MaskWarning)  # the renderers show Trace.notes instead
-        trace = trace_attention(config, backend.value, mask=user_mask, max_memory=budget, keep_values=keep,
-                                tensors=tensors, threads=threads)
+        trace = trace_attention(config, backend.value, mask=user_mask, max_memory=budget,
+                                keep_values=keep, tensors=tensors, threads=threads)
     if origin := origin_line(ctx, model, config):
         trace = dataclasses.replace(trace, origin=origin)
     if save is not None:
