@@ -44,6 +44,8 @@ class Preset:
     rotary_dims: int | None = None  # R of partial RoPE
     softcap: float | None = None  # attn_logit_softcapping
     layers: int | None = None  # num_hidden_layers (whole-model figures)
+    qk_norm: str | None = None  # "head" (q_norm/k_norm over d) or "full" (over the width)
+    qk_norm_eps: float | None = None  # rms_norm_eps of the q/k norms
 
     def config_fields(self) -> dict[str, Any]:
         """The AttentionConfig fields this preset sets.
@@ -59,7 +61,7 @@ class Preset:
             "rope": self.rope_theta is not None, "rope_base": self.rope_theta or 10000.0,
             "causal": self.causal, "bias": self.bias, "window": self.window, "scale": self.scale,
             "rope_scaling": self.rope_scaling, "rotary_dims": self.rotary_dims,
-            "softcap": self.softcap,
+            "softcap": self.softcap, "qk_norm": self.qk_norm, "qk_norm_eps": self.qk_norm_eps,
         }
 
     @property
@@ -140,9 +142,10 @@ _PRESETS = (
     Preset("qwen2.5-7b", "Qwen/Qwen2.5-7B", 3584, 28, 4, 128, 1000000.0, 131072, True, True,
            "o_proj has no bias (attntrace's biases are all or none)", layers=28),
     # Qwen/Qwen3-8B: hidden_size 4096, num_attention_heads 32, num_key_value_heads 8, head_dim 128,
-    # max_position_embeddings 40960, rope_theta 1000000, num_hidden_layers 36, attention_bias false
+    # max_position_embeddings 40960, rope_theta 1000000, num_hidden_layers 36, attention_bias false,
+    # rms_norm_eps 1e-06 (q_norm, k_norm over head_dim)
     Preset("qwen3-8b", "Qwen/Qwen3-8B", 4096, 32, 8, 128, 1000000.0, 40960, True, False,
-           "q_norm/k_norm (RMSNorm of q and k per head) are not modelled", layers=36),
+           layers=36, qk_norm="head", qk_norm_eps=1e-6),
     # google/gemma-2-9b: hidden_size 3584, num_attention_heads 16, num_key_value_heads 8,
     # head_dim 256, query_pre_attn_scalar 256, attn_logit_softcapping 50.0, sliding_window 4096
     # (every other layer, from layer 0), max_position_embeddings 8192, rope_theta 10000.0,
@@ -154,11 +157,10 @@ _PRESETS = (
     # (5 of every 6 layers),
     # rope_theta 1000000.0 with rope_scaling {rope_type linear, factor 8.0} on the global layers,
     # rope_local_base_freq 10000.0 on the sliding ones, max_position_embeddings 131072,
-    # num_hidden_layers 34; the preset is a global layer (5, 11, ...)
+    # num_hidden_layers 34, rms_norm_eps 1e-06 (q_norm, k_norm); the preset is a global layer
     Preset("gemma-3-4b", "google/gemma-3-4b-pt", 2560, 8, 4, 256, 1000000.0, 131072, True, False,
-           "q_norm/k_norm are not modelled; sliding layers: --window 1024 --rope-base 10000, "
-           "no scaling",
-           rope_scaling="linear:factor=8.0", layers=34),
+           "sliding layers (5 of 6): --window 1024 --rope-base 10000, no scaling",
+           rope_scaling="linear:factor=8.0", layers=34, qk_norm="head", qk_norm_eps=1e-6),
     # mistralai/Mistral-7B-v0.3: hidden_size 4096, num_attention_heads 32, num_key_value_heads 8,
     # max_position_embeddings 32768, rope_theta 1000000.0, sliding_window null, num_hidden_layers 32
     Preset("mistral-7b-v0.3", "mistralai/Mistral-7B-v0.3",
@@ -171,9 +173,10 @@ _PRESETS = (
            3072, 32, 32, 96, 10000.0, 4096, True, False,
            window=2047, layers=32),
     # allenai/OLMo-2-1124-7B: hidden_size 4096, num_attention_heads 32, num_key_value_heads 32,
-    # max_position_embeddings 4096, rope_theta 500000, attention_bias false, num_hidden_layers 32
+    # max_position_embeddings 4096, rope_theta 500000, attention_bias false, num_hidden_layers 32,
+    # rms_norm_eps 1e-06 (q_norm, k_norm over all heads)
     Preset("olmo-2-7b", "allenai/OLMo-2-1124-7B", 4096, 32, 32, 128, 500000.0, 4096, True, False,
-           "q_norm/k_norm (RMSNorm over all heads of q and k) are not modelled", layers=32),
+           layers=32, qk_norm="full", qk_norm_eps=1e-6),
 )
 
 #: Presets by name, in the order ``attntrace presets`` lists them.

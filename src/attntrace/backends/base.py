@@ -126,6 +126,11 @@ class Backend(ABC, Generic[T]):
     def tanh(self, x: T) -> T:
         """Elementwise hyperbolic tangent (logit soft-capping)."""
 
+    @abstractmethod
+    def rms_norm(self, x: T, weight: T, eps: float) -> T:
+        """``x / sqrt(mean(x**2, -1) + eps) * weight`` over the last axis (q/k norms), computed
+        in at least float32 as transformers' RMSNorm does, returned in the dtype of ``x``."""
+
     def softmax_(self, x: T) -> T:
         """Softmax over the last axis, reusing the memory of ``x`` where the library allows
         (``x`` must not be used afterwards)."""

@@ -90,6 +90,13 @@ class TorchBackend(Backend["torch.Tensor"]):
         zeros = self._torch.zeros_like(rest)
         return self._torch.cat((-x[..., half:dims], x[..., :half], zeros), dim=-1)
 
+    def rms_norm(self, x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
+        tc = self._torch
+        wide = x.to(tc.promote_types(x.dtype, tc.float32))
+        scaled = wide * tc.rsqrt(wide.pow(2).mean(-1, keepdim=True) + eps)
+        out: torch.Tensor = weight * scaled.to(x.dtype)
+        return out
+
     def tanh(self, x: torch.Tensor) -> torch.Tensor:
         return x.tanh()
 
