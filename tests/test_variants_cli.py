@@ -153,7 +153,7 @@ def test_missing_mask_file(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(("content", "message"), [
-    (None, "cannot read --hf-config"),
+    (None, "no such file"),
     ("{not json", "is not valid JSON"),
     ("[1, 2]", "holds a JSON list, not an object"),
     ('{"hidden_size": 768}', "has none of the fields num_attention_heads, n_head, num_heads"),

@@ -13,21 +13,24 @@ Pure logic: parse, trace, compare, and return :class:`CaseResult` records. Print
 
 from __future__ import annotations
 
-import json
 import math
 import re
 import tomllib
 import typing
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
 from attntrace.config import AttentionConfig, parse_scale
 from attntrace.errors import ConfigError, InputFileError
-from attntrace.trace import SCHEMA_ID, Shape, Trace, UnknownStepError
+from attntrace.files.guard import MAX_DEPTH, nesting_depth, parse_json, read_text
+from attntrace.text import plain
+from attntrace.trace import SCHEMA_ID, Records, Shape, Trace, UnknownStepError
 
 Dim = int | str  # a size, or an axis letter resolved from the config
+#: The schema of ``attntrace trace --format json``: a golden for ``check --trace``.
+CAPTURE_SCHEMA_ID = "attntrace.capture/1"
 
 
 @dataclass(frozen=True)
@@ -91,21 +94,35 @@ class Mismatch:
 
 @dataclass(frozen=True)
 class CaseResult:
-    """The checks of one config: how many were made and the ones that failed."""
+    """The checks of one config: how many were made and the ones that failed.
+
+    ``checks`` names every check made (``expect scores=h,S,S``, ``step x``, ``param w_q``); a
+    config that could not be checked at all has an ``error`` instead. ``lines`` maps a check's
+    name (and ``""``, the config itself) to its line in the spec file.
+    """
 
     name: str
     checked: int
     mismatches: tuple[Mismatch, ...]
     notes: tuple[str, ...] = ()  # context for the reader, e.g. how the golden's config differs
+    checks: tuple[str, ...] = ()
+    error: str = ""
+    lines: Mapping[str, int] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
-        return not self.mismatches
+        return not self.mismatches and not self.error
 
     @property
     def failed(self) -> int:
         """Number of checks that failed."""
         return len({m.subject or m.what for m in self.mismatches})
+
+    @property
+    def passed(self) -> tuple[str, ...]:
+        """The names of the checks that held."""
+        failed = {m.subject or m.what for m in self.mismatches}
+        return tuple(c for c in self.checks if c not in failed)
 
 
 #: One size of a shape: a number, an axis letter, or a product of them (``g·d``, ``g*d``, ``2·d``).
@@ -143,9 +160,9 @@ def parse_expectation(text: str) -> Expectation:
     return Expectation(step.strip(), parse_shape(shape))
 
 
-def check_expectations(trace: Trace, expectations: Iterable[Expectation]) -> tuple[Mismatch, ...]:
+def check_expectations(trace: Records, expectations: Iterable[Expectation]) -> tuple[Mismatch, ...]:
     """The expectations that ``trace`` does not meet; an unknown step name raises."""
-    sizes = {**trace.config.axis_sizes(), **trace.config.tile_sizes()}
+    sizes = trace.axis_sizes()
     failed = []
     for e in expectations:
         step = trace[e.step]  # UnknownStepError lists the valid names
@@ -156,18 +173,19 @@ def check_expectations(trace: Trace, expectations: Iterable[Expectation]) -> tup
     return tuple(failed)
 
 
-def check_trace(trace: Trace, expectations: Sequence[Expectation], golden: Mapping[str, Any] | None = None,
+def check_trace(trace: Records, expectations: Sequence[Expectation], golden: Mapping[str, Any] | None = None,
                 name: str = "") -> CaseResult:
     """Every expectation and (if given) the golden document, against ``trace``."""
     mismatches = check_expectations(trace, expectations)
-    checked = len(expectations)
+    checks = [f"expect {e.step}={e.text}" for e in expectations]
     notes: tuple[str, ...] = ()
     if golden is not None:
         mismatches += compare_golden(trace, golden)
-        checked += len({r["name"] for r in golden["steps"]} | set(trace.names))
-        checked += len({r["name"] for r in golden["params"]} | {p.name for p in trace.parameters})
-        notes = config_notes(trace, golden)
-    return CaseResult(name, checked, mismatches, notes)
+        steps = {r["name"]: None for r in golden["steps"]} | dict.fromkeys(trace.names)
+        params = {r["name"]: None for r in golden["params"]} | {p.name: None for p in trace.parameters}
+        checks += [f"step {n}" for n in steps] + [f"param {n}" for n in params]
+        notes = config_notes(trace, golden) if isinstance(trace, Trace) else ()
+    return CaseResult(name, len(checks), mismatches, notes, tuple(checks))
 
 
 # --- golden traces --------------------------------------------------------------------------
@@ -175,11 +193,11 @@ def check_trace(trace: Trace, expectations: Sequence[Expectation], golden: Mappi
 
 def load_golden(path: Path) -> dict[str, Any]:
     """A trace saved by ``attntrace run --format json``, checked for the keys a comparison reads."""
-    text = _read(path, "golden file")
+    text = read_text(path, what="golden file")
     try:
-        doc = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise InputFileError(f"{path}: not valid JSON ({exc}); save a golden with: attntrace run --format json > {path}") from None
+        doc = parse_json(text, f"golden file {plain(path)}")
+    except InputFileError as exc:
+        raise InputFileError(f"{exc}; save a golden with: attntrace run --format json > {plain(path)}") from None
     try:
         validate_golden(doc)
     except ConfigError as exc:
@@ -197,7 +215,7 @@ def validate_golden(doc: object) -> None:
     """
     if not isinstance(doc, dict):
         raise ConfigError(f"the document must be a JSON object, got {type(doc).__name__}")
-    if doc.get("schema") != SCHEMA_ID:
+    if doc.get("schema") not in (SCHEMA_ID, CAPTURE_SCHEMA_ID):
         raise ConfigError(f'"schema" must be {SCHEMA_ID!r}, got {doc.get("schema")!r}')
     if not isinstance(doc.get("config"), dict):
         raise ConfigError('"config" must be an object')
@@ -220,7 +238,7 @@ def _validate_record(record: object, where: str) -> None:
         raise ConfigError(f"{where}.shape must be a list of whole numbers, got {shape!r}")
 
 
-def compare_golden(trace: Trace, golden: Mapping[str, Any]) -> tuple[Mismatch, ...]:
+def compare_golden(trace: Records, golden: Mapping[str, Any]) -> tuple[Mismatch, ...]:
     """Differences in the shapes and dtypes of steps and parameters (values are not compared)."""
     actual_steps = {s.name: (list(s.shape), s.dtype) for s in trace.steps}
     actual_params = {p.name: (list(p.shape), p.dtype) for p in trace.parameters}
@@ -264,6 +282,8 @@ class SpecCase:
     expectations: tuple[Expectation, ...]
     golden: Path | None = None
     origin: str = ""  # where it was written, for error messages: "shapes.toml: [config.bert]"
+    error: str = ""  # why it cannot be checked (load_spec(keep_going=True)); config is then a default
+    lines: Mapping[str, int] = field(default_factory=dict)  # see CaseResult.lines
 
 
 #: Keys of a spec config that are not AttentionConfig fields.
@@ -272,17 +292,24 @@ SPEC_KEYS = ("backend", "expect", "golden", "preset", "hf_config", "head_dim")
 _BASE_KEYS = ("preset", "hf_config")
 
 
-def load_spec(path: Path, backend: str = "shape") -> list[SpecCase]:
+def load_spec(path: Path, backend: str = "shape", *, keep_going: bool = False) -> list[SpecCase]:
     """The configs of a spec file (format in docs/scripting.md); ``backend`` is the default.
 
     A config table's keys override its ``preset`` (or ``hf_config``), which overrides the
     ``[defaults]`` table, which overrides the defaults' own preset. Any problem raises
-    InputFileError naming the file and the config.
+    InputFileError naming the file and the config; with ``keep_going`` a bad config comes back
+    as a SpecCase whose ``error`` says why (the file itself must still be a spec).
     """
+    too_deep = InputFileError(f"{plain(path)}: nests tables or arrays deeper than {MAX_DEPTH} levels; fix the file")
+    text = read_text(path, what="spec file")
     try:
-        doc = tomllib.loads(_read(path, "spec file"))
+        doc = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
-        raise InputFileError(f"{path}: not valid TOML ({exc})") from None
+        raise InputFileError(f"{plain(path)}: not valid TOML ({plain(exc)})") from None
+    except RecursionError:
+        raise too_deep from None
+    if nesting_depth(doc) > MAX_DEPTH:
+        raise too_deep
     unknown = set(doc) - {"defaults", "config"}
     configs, defaults = doc.get("config"), doc.get("defaults", {})
     if unknown or not isinstance(configs, dict) or not configs or not isinstance(defaults, dict):
@@ -290,7 +317,46 @@ def load_spec(path: Path, backend: str = "shape") -> list[SpecCase]:
             f"{path}: a spec has [config.NAME] tables (at least one) and optionally a [defaults] table"
             + (f"; unknown top-level keys: {', '.join(sorted(unknown))}" if unknown else "")
         )
-    return [_spec_case(path, name, {"backend": backend, **defaults}, table) for name, table in configs.items()]
+    lines = spec_lines(text)
+    cases = []
+    for name, table in configs.items():
+        try:
+            case = _spec_case(path, name, {"backend": backend, **defaults}, table)
+        except InputFileError as exc:
+            if not keep_going:
+                raise
+            case = SpecCase(name, AttentionConfig(), backend, (), origin=f"{path}: [config.{name}]", error=str(exc))
+        cases.append(replace(case, lines=_case_lines(lines, name, case.expectations)))
+    return cases
+
+
+def spec_lines(text: str) -> dict[str, int]:
+    """1-based line of every table and key of a TOML spec: ``config.a``, ``config.a.expect.scores``
+    (keys of inline tables too), for pointing CI annotations at them.
+
+    >>> spec_lines('[config.a]\\nseq = 3\\nexpect = { scores = "h,S,S" }\\n')["config.a.expect.scores"]
+    3
+    """
+    out: dict[str, int] = {}
+    table = ""
+    for number, line in enumerate(text.splitlines(), start=1):
+        if header := re.match(r"\s*\[+\s*([^\]]+?)\s*\]+", line):
+            table = header.group(1).replace('"', "").replace(" ", "")
+            out.setdefault(table, number)
+        elif key := re.match(r'\s*"?([\w.-]+)"?\s*=\s*(\{.*)?', line):
+            out.setdefault(f"{table}.{key.group(1)}", number)
+            for inner in re.finditer(r'[{,]\s*"?([\w.-]+)"?\s*=', key.group(2) or ""):
+                out.setdefault(f"{table}.{key.group(1)}.{inner.group(1)}", number)
+    return out
+
+
+def _case_lines(lines: Mapping[str, int], name: str, expectations: Sequence[Expectation]) -> dict[str, int]:
+    """The spec lines of a config and of each of its expectations (0: not found)."""
+    where = lines.get(f"config.{name}", 0)
+    out = {"": where}
+    for e in expectations:
+        out[f"expect {e.step}={e.text}"] = lines.get(f"config.{name}.expect.{e.step}", where)
+    return out
 
 
 def _spec_case(path: Path, name: str, defaults: Mapping[str, object], table: object) -> SpecCase:
@@ -381,19 +447,31 @@ def _spec_shape(step: str, value: object) -> tuple[Dim, ...]:
     raise ConfigError(f'expect.{step} must be a shape like "h,S,S" or [12, 3, 3], got {value!r}')
 
 
-def run_spec(cases: Sequence[SpecCase], max_memory: int | None = None) -> list[CaseResult]:
-    """Trace every case and check it; unknown steps or axes raise, naming the case."""
-    from attntrace.attention import trace_attention
-
+def run_spec(cases: Sequence[SpecCase], max_memory: int | None = None, *, keep_going: bool = False) -> list[CaseResult]:
+    """Trace every case and check it; unknown steps or axes raise, naming the case (with
+    ``keep_going`` they make that case's result an error and the others are still checked)."""
     results = []
     for case in cases:
-        golden = load_golden(case.golden) if case.golden else None
         try:
-            trace = trace_attention(case.config, case.backend, max_memory=max_memory, keep_values=False)
-            results.append(check_trace(trace, case.expectations, golden, case.name))
-        except (UnknownStepError, ConfigError) as exc:
-            raise InputFileError(f"{case.origin or case.name}: {exc}") from None
+            if case.error:
+                raise InputFileError(case.error)
+            results.append(replace(_run_case(case, max_memory), lines=case.lines))
+        except InputFileError as exc:
+            if not keep_going:
+                raise
+            results.append(CaseResult(case.name, 0, (), error=str(exc), lines=case.lines))
     return results
+
+
+def _run_case(case: SpecCase, max_memory: int | None) -> CaseResult:
+    from attntrace.attention import trace_attention
+
+    golden = load_golden(case.golden) if case.golden else None
+    try:
+        trace = trace_attention(case.config, case.backend, max_memory=max_memory, keep_values=False)
+        return check_trace(trace, case.expectations, golden, case.name)
+    except (UnknownStepError, ConfigError) as exc:
+        raise InputFileError(f"{case.origin or case.name}: {exc}") from None
 
 
 def summary(results: Sequence[CaseResult]) -> str:
@@ -402,22 +480,13 @@ def summary(results: Sequence[CaseResult]) -> str:
     >>> summary([CaseResult("a", 2, ()), CaseResult("b", 1, (Mismatch("x", "(1,)", "(2,)"),))])
     '1 passed, 1 failed'
     """
-    failed = sum(not r.ok for r in results)
-    return f"{len(results) - failed} passed, {failed} failed"
-
-
-def _read(path: Path, what: str) -> str:
-    try:
-        return path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise InputFileError(f"{what} {path} does not exist") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-        raise InputFileError(f"cannot read {what} {path}: {reason}") from None
+    failed = sum(not r.ok and not r.error for r in results)
+    errors = sum(bool(r.error) for r in results)
+    return f"{len(results) - failed - errors} passed, {failed} failed" + (f", {errors} error{'s' * (errors > 1)}" if errors else "")
 
 
 __all__ = [
     "CaseResult", "Expectation", "Mismatch", "SpecCase", "check_expectations",
     "check_trace", "compare_golden", "load_golden", "load_spec", "parse_expectation", "parse_shape",
-    "run_spec", "summary", "validate_golden",
+    "run_spec", "spec_lines", "summary", "validate_golden",
 ]

@@ -41,6 +41,10 @@ class AxisLabels(NamedTuple):
 OPTIONAL_FIELDS: tuple[str, ...] = ("window", "rope_scaling", "rotary_dims", "softcap", "qk_norm",
                                      "qk_norm_eps")
 
+#: The largest size any axis may have (2**31 - 1): far beyond every model, and small enough that
+#: every count derived from the sizes stays exact and every suggestion is computed at once.
+MAX_SIZE = 2**31 - 1
+
 #: The attention algorithms: eager builds the whole (S, N) score matrix, flash works tile by tile.
 ALGORITHMS: tuple[str, ...] = ("eager", "flash")
 
@@ -143,8 +147,10 @@ class AttentionConfig:
             if value <= 0:
                 hint = " (omit --batch for the unbatched layout)" if option == "batch" else ""
                 raise ConfigError(f"--{option} must be at least 1, got {value}{hint}")
-        if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
-            raise ConfigError(f"--seed must be a whole number >= 0, got {self.seed!r}")
+            if value > MAX_SIZE:
+                raise ConfigError(f"--{option} {_short(value)} is too large; the most is {MAX_SIZE}")
+        if isinstance(self.seed, bool) or not isinstance(self.seed, int) or not 0 <= self.seed < 2**64:
+            raise ConfigError(f"--seed must be a whole number from 0 to 2**64 - 1, got {_short(self.seed)}")
 
     def _check_variants(self) -> None:
         if self.kv_heads is not None and self.heads % self.kv_heads:
@@ -165,8 +171,9 @@ class AttentionConfig:
                     "--rope encodes positions within one sequence; drop --rope or --kv-seq "
                     "(cross-attention uses no rotary embedding)"
                 )
-        if not isinstance(self.rope_base, int | float) or isinstance(self.rope_base, bool) or not self.rope_base > 0:
-            raise ConfigError(f"--rope-base must be a number > 0, got {self.rope_base!r}")
+        base = self.rope_base
+        if not isinstance(base, int | float) or isinstance(base, bool) or not 0 < base < math.inf:
+            raise ConfigError(f"--rope-base must be a number > 0 and finite, got {_short(base)}")
 
     def _check_key_lengths(self, lengths: tuple[int, ...]) -> None:
         if self.batch is None:
@@ -174,20 +181,21 @@ class AttentionConfig:
         if len(lengths) != self.batch:
             raise ConfigError(
                 f"--key-lengths has {len(lengths)} length(s) but --batch is {self.batch}; "
-                "give one length per batch item, e.g. --key-lengths " + ",".join(["3"] * self.batch)
+                "give one length per batch item, e.g. --key-lengths "
+                + ",".join(["3"] * min(self.batch, 4)) + (",..." if self.batch > 4 else "")
             )
         for n in lengths:
             if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= self.keys:
                 raise ConfigError(
-                    f"--key-lengths {n!r} does not fit the {self.keys} keys; use lengths from 1 to {self.keys}"
+                    f"--key-lengths {_short(n)} does not fit the {self.keys} keys; use lengths from 1 to {self.keys}"
                     + ("" if self.kv_seq is not None else " (or raise --seq)")
                 )
     def _check_algorithm(self) -> None:
         if self.algorithm not in ALGORITHMS:
             raise ConfigError(f"unknown algorithm {self.algorithm!r}; use one of {', '.join(ALGORITHMS)}")
         size = self.block_size
-        if isinstance(size, bool) or not isinstance(size, int) or size <= 0:
-            raise ConfigError(f"--block-size must be a whole number >= 1, got {size!r}")
+        if isinstance(size, bool) or not isinstance(size, int) or not 1 <= size <= MAX_SIZE:
+            raise ConfigError(f"--block-size must be a whole number from 1 to {MAX_SIZE}, got {_short(size)}")
 
 
     def tile_sizes(self) -> dict[str, int]:
@@ -332,6 +340,21 @@ def parse_scale(text: str) -> float | None:
     if not math.isfinite(value) or value <= 0:
         raise ConfigError(f"--scale must be a positive number, 'sqrt' or 'none', got {text!r}")
     return value
+
+
+def _short(value: object) -> str:
+    """A value as an error message quotes it: a huge number cut short.
+
+    >>> _short(10**40), _short(3)
+    ('1000000000...0000000000 (41 digits)', '3')
+    """
+    try:
+        text = repr(value)
+    except ValueError:  # an int beyond sys.get_int_max_str_digits()
+        return "a number of thousands of digits"
+    if len(text) <= 24:
+        return text
+    return f"{text[:10]}...{text[-10:]}" + (f" ({len(text)} digits)" if text.isdigit() else "")
 
 
 def _nearby_divisors(hidden: int, heads: int, limit: int = 8) -> str:

@@ -8,7 +8,6 @@ vocabulary, MLP and norms do not matter here. Explicit flags override a preset f
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from dataclasses import fields as dataclass_fields
 from pathlib import Path
@@ -16,6 +15,7 @@ from typing import Any
 
 from attntrace.config import AttentionConfig
 from attntrace.errors import ConfigError, InputFileError
+from attntrace.files.guard import load_json
 
 
 @dataclass(frozen=True)
@@ -255,12 +255,7 @@ def read_hf_config(path: Path | str, layer: int | None = None) -> dict[str, Any]
 
 
 def _load_json(path: Path) -> dict[str, Any]:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise InputFileError(f"cannot read --hf-config {path}: {exc.strerror or exc}") from None
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise InputFileError(f"--hf-config {path} is not valid JSON: {' '.join(str(exc).split())}") from None
+    data = load_json(path, what="--hf-config")  # a regular file, size-capped, strict JSON
     if not isinstance(data, dict):
         raise InputFileError(f"--hf-config {path} holds a JSON {type(data).__name__}, not an object; give a model's config.json")
     return data

@@ -6,9 +6,9 @@ computes attention.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from attntrace.config import ELEMENT_BYTES, AttentionConfig
 from attntrace.costs import exact_count, format_terms
@@ -24,8 +24,37 @@ SCHEMA_ID = "attntrace.trace/1"
 
 
 @dataclass(frozen=True)
+class Lazy:
+    """Values made when first read: a step whose buffer the algorithm reused in place (eager's
+    scores and scaled scores) is kept as the recipe that makes it again, bit for bit.
+
+    >>> Lazy(lambda: 42).make()
+    42
+    """
+
+    make: Callable[[], Any]
+
+
+class _Value:
+    """The ``value`` field of :class:`Tensor`: an array, None, or a :class:`Lazy` made into its
+    array on first read (and then kept)."""
+
+    def __get__(self, obj: object, objtype: type | None = None) -> np.ndarray | None:
+        if obj is None:
+            return None  # the dataclass default
+        value = obj.__dict__.get("value")
+        if isinstance(value, Lazy):
+            value = obj.__dict__["value"] = value.make()
+        return cast("np.ndarray | None", value)
+
+    def __set__(self, obj: object, value: object) -> None:
+        obj.__dict__["value"] = value
+
+
+@dataclass(frozen=True)
 class Tensor:
-    """What every recorded tensor has: a name, a shape, a dtype, and maybe its values."""
+    """What every recorded tensor has: a name, a shape, a dtype, and maybe its values
+    (made on first read when recorded as a :class:`Lazy`)."""
 
     name: str
     shape: Shape
@@ -41,6 +70,9 @@ class Tensor:
     def nbytes(self) -> int:
         """Bytes the tensor takes in its dtype."""
         return self.numel * ELEMENT_BYTES[self.dtype]
+
+
+Tensor.value = _Value()  # type: ignore[assignment]  # the dataclass default stays None
 
 
 @dataclass(frozen=True)
@@ -65,6 +97,25 @@ class Step(Tensor):
     def formula(self) -> str:
         """The FLOP formula in axis letters, e.g. ``2·h·S·S·d`` (per tile when ``repeat > 1``)."""
         return format_terms(self.terms)
+
+
+class Records(Protocol):
+    """What checks and the step renderers read: the steps, a step by name, the size of each
+    axis letter, the parameters. A :class:`Trace` is one; so is a capture of the user's code
+    (``attntrace.capture()``)."""
+
+    @property
+    def steps(self) -> Sequence[Step]: ...
+
+    @property
+    def parameters(self) -> Sequence[Param]: ...
+
+    @property
+    def names(self) -> tuple[str, ...]: ...
+
+    def __getitem__(self, name: str) -> Step: ...
+
+    def axis_sizes(self) -> dict[str, int]: ...
 
 
 @dataclass(frozen=True)
@@ -113,6 +164,10 @@ class Trace:
     def names(self) -> tuple[str, ...]:
         """Step names in order."""
         return tuple(step.name for step in self.steps)
+
+    def axis_sizes(self) -> dict[str, int]:
+        """The size of every axis letter: the config's, and the tiles' with flash."""
+        return {**self.config.axis_sizes(), **self.config.tile_sizes()}
 
     def shape(self, name: str) -> Shape:
         """Shape of the step called ``name`` (an unknown name raises, listing the valid ones).

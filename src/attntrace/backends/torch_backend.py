@@ -3,6 +3,8 @@ imports it, only when ``backend="torch"`` is asked for."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
 from attntrace.backends.base import Backend, Shape, Source
@@ -67,11 +69,14 @@ class TorchBackend(Backend["torch.Tensor"]):
     def scale(self, x: torch.Tensor, factor: float) -> torch.Tensor:
         return x * factor
 
+    def softmax_(self, x: torch.Tensor, scale: float = 1.0) -> torch.Tensor:
+        return self.softmax(x if scale == 1.0 else x.mul_(scale))  # torch's softmax has no in-place form
+
     def softmax(self, x: torch.Tensor) -> torch.Tensor:
         out = self._torch.softmax(x, dim=-1)  # subtracts the row max internally
         # torch.softmax gives NaN for a row of only -inf (every key masked); SDPA gives zeros
-        dead = self._torch.isneginf(x).all(dim=-1, keepdim=True)
-        return out.masked_fill(dead, 0.0)
+        dead = self._torch.isneginf(x.amax(dim=-1, keepdim=True))  # (..., S, 1): one read, no (S, N) temporary
+        return out.masked_fill_(dead, 0.0) if bool(dead.any()) else out
 
 
 
@@ -99,6 +104,15 @@ class TorchBackend(Backend["torch.Tensor"]):
 
     def tanh(self, x: torch.Tensor) -> torch.Tensor:
         return x.tanh()
+
+    @contextmanager
+    def one_thread_each(self) -> Iterator[None]:
+        before = self._torch.get_num_threads()
+        self._torch.set_num_threads(1)  # process-wide while the blocks run
+        try:
+            yield
+        finally:
+            self._torch.set_num_threads(before)
 
     def narrow(self, x: torch.Tensor, axis: int, start: int, stop: int) -> torch.Tensor:
         return x.narrow(axis, start, stop - start)

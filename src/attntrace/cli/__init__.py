@@ -16,6 +16,12 @@ from attntrace.cli import sweep as _sweep  # noqa: F401  (registers the command)
 from attntrace.cli import verify as _verify  # noqa: F401  (registers the command)
 
 # isort: split
+from attntrace.cli import trace as _trace  # noqa: F401  (registers the command)
+
+# isort: split
+from attntrace.cli import diff as _diff  # noqa: F401  (registers the command)
+
+# isort: split
 from attntrace.cli import demo as _demo  # noqa: F401  (registers the command)
 from attntrace.cli.app import app, main
 

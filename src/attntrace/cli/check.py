@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import os
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import typer
 
 from attntrace.cli import options as opt
-from attntrace.cli.app import EPILOG, app, cli_errors, console
+from attntrace.cli.app import EPILOG, app, cli_errors, console, fail
 from attntrace.cli.configure import with_model_options
+from attntrace.cli.trace import Init, TraceTarget
 from attntrace.config import AttentionConfig
 from attntrace.errors import EXIT_CHECK_FAILED, ConfigError
 
@@ -35,35 +38,68 @@ def check(
     expect: opt.Expect = None,
     golden: opt.Golden = None,
     spec: opt.Spec = None,
+    trace_target: TraceTarget = None,
+    init: Init = None,
+    fmt: opt.CheckFormat = opt.CheckFormatName.table,
+    verbose: opt.Verbose = False,
     no_color: opt.NoColor = False,
     *,
     model: dict[str, Any],
 ) -> None:
-    """Check the shapes of a trace; exit 1 when one is not what you expect.
+    """Check the shapes of a trace; exit 1 when one is not what you expect, 2 when a config of
+    a --spec cannot be checked (the others still are).
 
     Takes the size, variant and preset options of run.
     [bold]attntrace check --heads 12 --hidden 768 --expect scores=h,S,S --expect output=3,768[/]
     [bold]attntrace check --preset llama-3-8b --seq 16 --expect k_rep=h,S,d --expect k_proj=S,g*d[/]
     [bold]attntrace check --golden trace.json[/]   (saved by: attntrace run --format json > trace.json)
     [bold]attntrace check --spec shapes.toml[/]    (many configs; prints N passed, M failed)
+    [bold]attntrace check --trace attn.py:Attention --init embed_dim=768 --expect weights=B,h,S,S --batch 2[/]
+    [bold]attntrace check --spec shapes.toml --format junit > report.xml[/]   (for CI; with
+    GITHUB_ACTIONS=true failures are also annotations on the spec's lines)
     """
     from attntrace.check import load_spec, run_spec
     from attntrace.cli.configure import resolve_options
     from attntrace.memory import parse_size
-    from attntrace.render.check import render_results
-
     budget = parse_size(max_memory) if max_memory is not None else None
-    if spec is not None:
+    if trace_target is not None:
+        from attntrace.cli.trace import check_captured
+
+        if spec is not None:
+            raise ConfigError("--trace cannot be combined with --spec; give --expect or --golden")
+        inputs = (batch, seq, hidden, dtype.value, seed)
+        results = [check_captured(trace_target, init or [], inputs, expect or [], golden, no_color)]
+    elif spec is not None:
         if expect or golden is not None:
             raise ConfigError("--spec cannot be combined with --expect or --golden; put them into the spec file")
-        results = run_spec(load_spec(spec, backend.value), budget)
+        results = run_spec(load_spec(spec, backend.value, keep_going=True), budget, keep_going=True)
     else:
         config = resolve_options(**model, batch=batch, seq=seq, hidden=hidden, heads=heads, dtype=dtype, seed=seed,
                                  scale=scale, algorithm=algorithm, block_size=block_size)
         results = [check_one(config, backend.value, expect or [], golden, budget)]
-    render_results(results, console(no_color), spec=spec is not None)
+    report(results, fmt, spec, verbose=verbose, no_color=no_color)
+    for r in results:
+        if r.error:
+            error = fail(r.error)  # one line each on stderr; exit 2
+    if any(r.error for r in results):
+        raise error
     if not all(r.ok for r in results):
         raise typer.Exit(EXIT_CHECK_FAILED)
+
+
+def report(results: list[CaseResult], fmt: opt.CheckFormatName, spec: Path | None, *, verbose: bool, no_color: bool) -> None:
+    """Print the results as ``fmt`` on stdout, and GitHub annotations when GITHUB_ACTIONS=true
+    (on stdout after a table; on stderr when stdout holds a JSON or XML document)."""
+    from attntrace.render.check import render_results
+    from attntrace.render.check_report import github_annotations, render_json_report, render_junit
+
+    if fmt is opt.CheckFormatName.table:
+        render_results(results, console(no_color), spec=spec is not None, verbose=verbose)
+    else:
+        sys.stdout.write((render_json_report if fmt is opt.CheckFormatName.json else render_junit)(results, spec))
+    if os.environ.get("GITHUB_ACTIONS") == "true":
+        stream = sys.stdout if fmt is opt.CheckFormatName.table else sys.stderr
+        stream.write("".join(f"{line}\n" for line in github_annotations(results, spec)))
 
 
 def check_one(config: AttentionConfig, backend: str, expect: list[str], golden: Path | None, budget: int | None) -> CaseResult:

@@ -39,6 +39,26 @@ class OutputFormat(StrEnum):
     json = "json"
     csv = "csv"
     markdown = "markdown"
+    svg = "svg"
+    html = "html"
+
+    @property
+    def picture(self) -> bool:
+        """svg and html: the table view itself, recorded and exported."""
+        return self in (OutputFormat.svg, OutputFormat.html)
+
+    @property
+    def view(self) -> bool:
+        """The formats that show the table view: table, svg, html."""
+        return self is OutputFormat.table or self.picture
+
+
+class CheckFormatName(StrEnum):
+    """What ``check`` prints: the Rich report, or one document for CI."""
+
+    table = "table"
+    json = "json"
+    junit = "junit"
 
 
 class AlgorithmName(StrEnum):
@@ -103,15 +123,22 @@ DType = Annotated[DTypeName, typer.Option(help="Element type; bfloat16 needs --b
 Seed = Annotated[int, typer.Option(help="Seed of x and the weights; the same seed gives the same values on every backend.")]
 MaxMemory = Annotated[str | None, typer.Option(help="Refuse runs needing more than this, e.g. 8GiB \\[default: half the available memory].")]
 Head = Annotated[int, typer.Option(help="Which head's attention weights to show.", rich_help_panel=OUTPUT)]
+BatchItem = Annotated[int, typer.Option(help="Which batch item's attention weights to show (with --batch).", rich_help_panel=OUTPUT)]
+ValuesLimit = Annotated[int, typer.Option(help="--values prints tensors of at most this many elements and names the others.", rich_help_panel=OUTPUT, min=1)]
 Values = Annotated[bool, typer.Option("--values", help="Also print the numbers of every tensor small enough to read.", rich_help_panel=OUTPUT)]
-Format = Annotated[OutputFormat, typer.Option("--format", "-f", help="table (Rich, for people), or one document on stdout for scripts: json (schema attntrace.trace/1), csv (one row per step), markdown.", rich_help_panel=OUTPUT)]
+Format = Annotated[OutputFormat, typer.Option("--format", "-f", help="table (Rich, for people), or one document on stdout for scripts: json (schema attntrace.trace/1), csv (one row per step), markdown; svg or html: the table view as a picture (100 columns).", rich_help_panel=OUTPUT)]
 NoColor = Annotated[bool, typer.Option("--no-color", help="No colours (also when NO_COLOR is set); output that is not a terminal never has any.", rich_help_panel=OUTPUT)]
 CheckBackend = Annotated[BackendName, typer.Option(help="shape (default: no compute, any size, same shapes), numpy or torch.")]
 CHECKS = "Checks"
 Expect = Annotated[list[str] | None, typer.Option("--expect", "-e", metavar="STEP=SHAPE", help="Expected shape of a step, repeatable: scores=12,3,3, scores=12x3x3 or with axis letters scores=h,S,S (B S N M H h g d, Br Bc with flash) and products k_proj=S,g*d.", rich_help_panel=CHECKS, show_default=False)]
+CheckFormat = Annotated[CheckFormatName, typer.Option("--format", "-f", help="table (for people), json (schema attntrace.check/1) or junit (JUnit XML for CI: one testcase per check).", rich_help_panel=CHECKS)]
+Verbose = Annotated[bool, typer.Option("--verbose", "-v", help="Also list every check that passed.", rich_help_panel=CHECKS)]
 Golden = Annotated[Path | None, typer.Option(metavar="FILE.json", help="Compare the shapes and dtypes of every step and parameter with a trace saved by: attntrace run --format json > FILE.json", rich_help_panel=CHECKS, show_default=False)]
 Spec = Annotated[Path | None, typer.Option(metavar="FILE.toml", help="Check many configs at once; each \\[config.NAME] table gives sizes, variants or a preset, and an expect table. Replaces the size options.", rich_help_panel=CHECKS, show_default=False)]
 Algorithm = Annotated[AlgorithmName, typer.Option(help="eager (the whole (S, S) matrix) or flash (tile by tile, online softmax).", rich_help_panel=COST)]
+Threads = Annotated[int | None, typer.Option(
+    help="flash: threads splitting the query blocks, each block's maths on one thread \\[default: the cores].",
+    rich_help_panel=COST)]
 BlockSize = Annotated[int, typer.Option(help="flash: rows of a query block (Br) and of a key/value block (Bc).", rich_help_panel=COST)]
 Count = Annotated[CountName, typer.Option(help="Count arithmetic in flops or macs (1 MAC = 2 FLOPs).", rich_help_panel=COST)]
 Scale = Annotated[str, typer.Option(help="Factor on the scores: sqrt (1/√d, the paper), none (unscaled, as the study notes' worked example) or a number.")]

@@ -32,11 +32,14 @@ def run(
     scale: opt.Scale = "sqrt",
     max_memory: opt.MaxMemory = None,
     head: opt.Head = 0,
+    batch_item: opt.BatchItem = 0,
     values: opt.Values = False,
+    values_limit: opt.ValuesLimit = 256,
     fmt: opt.Format = opt.OutputFormat.table,
     no_color: opt.NoColor = False,
     algorithm: opt.Algorithm = opt.AlgorithmName.eager,
     block_size: opt.BlockSize = 128,
+    threads: opt.Threads = None,
     count: opt.Count = opt.CountName.flops,
     weights: opt.Weights = None,
     layer_prefix: opt.LayerPrefix = None,
@@ -68,21 +71,28 @@ def run(
         dtype=dtype, seed=seed, scale=scale, algorithm=algorithm, block_size=block_size,
     )
     check_head(head, config)
+    check_batch_item(batch_item, config)
     check_values(values, fmt)
     user_mask = load_mask(mask) if mask is not None else None
     budget = parse_size(max_memory) if max_memory is not None else None
-    keep = True if values or save else {"weights", "masked"} if fmt is opt.OutputFormat.table else False  # only what is shown
+    keep = True if values or save else {"weights", "masked"} if fmt.view else False  # only what is shown
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", MaskWarning)  # the renderers show Trace.notes instead
-        trace = trace_attention(config, backend.value, mask=user_mask, max_memory=budget, keep_values=keep, tensors=tensors)
+        trace = trace_attention(config, backend.value, mask=user_mask, max_memory=budget, keep_values=keep,
+                                tensors=tensors, threads=threads)
     if origin := origin_line(ctx, model, config):
         trace = dataclasses.replace(trace, origin=origin)
     if save is not None:
         from attntrace.files import save_trace
 
         save_trace(trace, save)
+    view: dict[str, Any] = {"head": head, "batch_item": batch_item, "values": values, "values_limit": values_limit, "count": count.value}
     if fmt is opt.OutputFormat.table:
-        render_trace(trace, console(no_color), head=head, values=values, count=count.value)
+        render_trace(trace, console(no_color), **view)
+    elif fmt.picture:
+        from attntrace.render.export import export_trace
+
+        sys.stdout.write(export_trace(trace, fmt.value, **view))
     else:
         sys.stdout.write(text_renderer(fmt.value, count.value)(trace))
 
@@ -93,7 +103,15 @@ def check_head(head: int, config: AttentionConfig) -> None:
         raise ConfigError(f"--head {head} does not exist; use 0 to {config.heads - 1}")
 
 
+def check_batch_item(item: int, config: AttentionConfig) -> None:
+    """--batch-item must name one of the batch's items (only 0 without --batch)."""
+    size = config.batch if config.batch is not None else 1
+    if not 0 <= item < size:
+        fix = f"use 0 to {size - 1}" if config.batch is not None else "add --batch or drop --batch-item"
+        raise ConfigError(f"--batch-item {item} does not exist; {fix}")
+
+
 def check_values(values: bool, fmt: opt.OutputFormat) -> None:
-    """--values prints numbers in the table view only."""
-    if values and fmt is not opt.OutputFormat.table:
-        raise ConfigError(f"--values only works with --format table, not {fmt.value}; drop --values")
+    """--values prints numbers in the table view only (and its svg and html pictures)."""
+    if values and not fmt.view:
+        raise ConfigError(f"--values only works with --format table, svg or html, not {fmt.value}; drop --values")

@@ -4,30 +4,43 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from rich import box
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
 from attntrace.check import CaseResult, summary
+from attntrace.render.terminal import RULE_BOX
+from attntrace.text import plain
 
 
-def render_results(results: Sequence[CaseResult], console: Console, *, spec: bool = False) -> None:
-    """Print one line per config (spec mode), the notes, a table of failures and a summary."""
+def render_results(results: Sequence[CaseResult], console: Console, *, spec: bool = False,
+                   verbose: bool = False) -> None:
+    """Print one line per config (spec mode), its error, the notes, the checks that passed
+    (``verbose``), a table of failures and a summary."""
     for r in results:
         if spec:
-            console.print(Text.assemble(("PASS" if r.ok else "FAIL", "bold green" if r.ok else "bold red"),
-                                        f"  {r.name}  ({r.checked} check{'s' if r.checked != 1 else ''})"))
+            console.print(status_line(r))
         for note in r.notes:
-            console.print(Text(f"note: {note}", style="yellow"))
-    if any(not r.ok for r in results):
+            console.print(Text(f"note: {plain(note)}", style="yellow"))
+        if verbose:
+            for name in r.passed:
+                console.print(Text.assemble(("  passed  ", "green"), plain(name)))
+    if any(r.mismatches for r in results):
         console.print(failures_table(results, spec=spec))
     console.print(summary_line(results, spec=spec))
 
 
+def status_line(r: CaseResult) -> Text:
+    """``PASS  name  (3 checks)``, ``FAIL …`` or ``ERROR  name: why it could not be checked``."""
+    if r.error:
+        return Text.assemble(("ERROR", "bold red"), f"  {plain(r.name)}: {plain(r.error)}")
+    word, style = ("PASS", "bold green") if r.ok else ("FAIL", "bold red")
+    return Text.assemble((word, style), f"  {plain(r.name)}  ({r.checked} check{'s' if r.checked != 1 else ''})")
+
+
 def failures_table(results: Sequence[CaseResult], *, spec: bool = False) -> Table:
     """One row per failed check: (config,) what, expected, actual."""
-    table = Table(title="failed checks", box=box.SIMPLE_HEAD, show_edge=False, padding=(0, 1, 0, 0),
+    table = Table(title="failed checks", box=RULE_BOX, show_edge=False, padding=(0, 1, 0, 0),
                   title_justify="left", title_style="bold")
     if spec:
         table.add_column("config", style="bold")
@@ -36,7 +49,7 @@ def failures_table(results: Sequence[CaseResult], *, spec: bool = False) -> Tabl
     table.add_column("actual", style="red")
     for r in results:
         for m in r.mismatches:
-            table.add_row(*([r.name] if spec else []), m.what, m.expected, m.actual)
+            table.add_row(*([plain(r.name)] if spec else []), plain(m.what), plain(m.expected), plain(m.actual))
     return table
 
 

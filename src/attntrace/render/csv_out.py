@@ -13,7 +13,7 @@ import csv
 import io
 
 from attntrace.costs import exact_count, format_terms
-from attntrace.trace import Trace
+from attntrace.trace import Records
 
 #: The CSV header, in order (a contract for scripts; new columns are only ever appended).
 CSV_COLUMNS = ("index", "name", "op", "shape", "axes", "dtype", "bytes", "view", "flops", "formula")
@@ -28,7 +28,7 @@ def format_shape_x(shape: tuple[int, ...]) -> str:
     return "x".join(str(n) for n in shape)
 
 
-def render_csv(trace: Trace, count: str = "flops") -> str:
+def render_csv(trace: Records, count: str = "flops") -> str:
     """The steps of ``trace`` as CSV text with a header row (``\\n`` line endings).
 
     >>> from attntrace import AttentionConfig, trace_attention

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING
 
-from rich import box
 from rich.console import Console, Group, RenderableType
 from rich.style import Style
 from rich.table import Table
@@ -14,12 +14,14 @@ from attntrace.config import AttentionConfig
 from attntrace.costs import count as in_unit
 from attntrace.costs import format_count, format_terms
 from attntrace.memory import format_bytes
+from attntrace.render.pooling import POOLING, Pooled, pool
+from attntrace.render.terminal import RULE_BOX
 from attntrace.trace import Trace
 
 if TYPE_CHECKING:
     import numpy as np
 
-#: Sequences up to this length get the full heat map; longer ones a summary.
+#: Sequences up to this length get the full heat map; longer ones are pooled into this many blocks.
 HEATMAP_MAX_SEQ = 16
 #: Tensors with at most this many elements have their values printed by --values.
 VALUES_MAX_NUMEL = 256
@@ -35,27 +37,32 @@ def format_axes(axes: tuple[str, ...]) -> str:
     return "(" + ", ".join(axes) + ("," if len(axes) == 1 else "") + ")"
 
 
-def render_trace(trace: Trace, console: Console, *, head: int = 0, values: bool = False, count: str = "flops") -> None:
-    """Print the whole table view of ``trace`` on ``console``; ``count`` is flops or macs."""
+def render_trace(trace: Trace, console: Console, *, head: int = 0, values: bool = False, count: str = "flops",
+                 batch_item: int = 0, values_limit: int = VALUES_MAX_NUMEL) -> None:
+    """Print the whole table view of ``trace`` on ``console``; ``count`` is flops or macs.
+
+    ``head`` and ``batch_item`` pick the attention weights shown; ``values`` prints the numbers
+    of every tensor of at most ``values_limit`` elements.
+    """
     console.print(title_line(trace))
     if trace.origin:
         console.print(Text(trace.origin, style="dim"))
-    console.print(flow_line(trace))
+    console.print(flow_line(trace, console.width, "->" if console.options.ascii_only else "→"))
     console.print()
     console.print(steps_table(trace, console.width))
     console.print()
-    console.print(costs_table(trace, count))
+    console.print(costs_table(trace, count, tight=console.width < TIGHT_WIDTH))
     console.print()
-    console.print(params_table(trace))
+    console.print(params_table(trace, tight=console.width < TIGHT_WIDTH))
     if (cache := kv_cache_line(trace)) is not None:
         console.print(cache)
     console.print()
-    console.print(attention_view(trace, head))
+    console.print(attention_view(trace, head, batch_item=batch_item, width=console.width))
     for note in trace.notes:
         console.print(Text(f"warning: {note}", style="yellow"))
     if values:
         console.print()
-        console.print(values_view(trace))
+        console.print(values_view(trace, values_limit))
 
 
 def title_line(trace: Trace) -> Text:
@@ -67,14 +74,14 @@ def title_line(trace: Trace) -> Text:
                          (f"{trace.backend} {cfg.dtype}{algorithm}", "cyan"))
 
 
-def costs_table(trace: Trace, count: str = "flops") -> Table:
+def costs_table(trace: Trace, count: str = "flops", *, tight: bool = False) -> Table:
     """What each step costs: FLOPs (or MACs) with the formula, and the bytes of its tensor.
 
     Views cost nothing and own no memory; tile steps (flash) show one tile's bytes and the
     number of tiles, and their FLOPs summed over every tile. The footer holds the totals.
     """
     unit = "MACs" if count == "macs" else "FLOPs"
-    table = _table(f"costs ({unit}; 1 MAC = 2 FLOPs)", show_footer=True)
+    table = _table(f"costs ({unit}; 1 MAC = 2 FLOPs)", show_footer=True, tight=tight)
     table.add_column("#", justify="right", style="dim")
     table.add_column("step", "total", style="bold")
     table.add_column(unit, format_count(in_unit(trace.total_flops, count)), justify="right", no_wrap=True)
@@ -96,10 +103,27 @@ def costs_table(trace: Trace, count: str = "flops") -> Table:
 FLOW_STEPS = ("x", "q_heads", "q", "scores", "context", "context_heads", "output")
 
 
-def flow_line(trace: Trace) -> Text:
-    """The card's chain of shapes: (3, 768) → (3, 12, 64) → (12, 3, 64) → (12, 3, 3) → …"""
+def flow_line(trace: Trace, width: int = 10_000, arrow: str = "→") -> Text:
+    """The card's chain of shapes: (3, 768) → (3, 12, 64) → (12, 3, 64) → (12, 3, 3) → …,
+    wrapped after an arrow so that no line is wider than ``width`` and no shape is cut.
+
+    >>> from attntrace import AttentionConfig, trace_attention
+    >>> print(flow_line(trace_attention(AttentionConfig(), "shape"), 40, "->"))
+    (3, 768) -> (3, 12, 64) -> (12, 3, 64)
+    -> (12, 3, 3) -> (12, 3, 64) ->
+    (3, 12, 64) -> (3, 768)
+    """
     shapes = [format_shape(trace[name].shape) for name in FLOW_STEPS if name in trace]
-    return Text(" → ".join(shapes), style="cyan")
+    lines = [shapes[0]]
+    for shape in shapes[1:]:
+        if len(lines[-1]) + len(arrow) + len(shape) + 2 <= width:
+            lines[-1] += f" {arrow} {shape}"
+        elif len(lines[-1]) + len(arrow) + 1 <= width:  # the arrow ends the line
+            lines[-1] += f" {arrow}"
+            lines.append(shape)
+        else:  # the arrow starts the next one
+            lines.append(f"{arrow} {shape}")
+    return Text("\n".join(lines), style="cyan", no_wrap=True)
 
 
 def describe(cfg: AttentionConfig) -> str:
@@ -129,37 +153,77 @@ def kv_cache_line(trace: Trace) -> Text | None:
 
 
 def steps_table(trace: Trace, width: int = 80) -> Table:
-    """One row per step: index, name, operation, shape, named axes, dtype.
+    """One row per step: index, name, operation, shape, named axes (and dtype when they differ).
 
-    When every step has the same dtype and the console is narrower than 100 columns, the
-    dtype goes into the title instead of a column, so the table fits 80 columns.
+    The same columns at every width: the most common dtype goes into the title, a dtype column
+    (when some step differs, as the bool mask) shows only the others.
+    An op too long for its column wraps between its terms (``wrap_op``), never inside a name.
     """
-    dtypes = {step.dtype for step in trace.steps}
-    dtype_column = len(dtypes) > 1 or width >= 100
-    title = "steps" if dtype_column else f"steps (every tensor {dtypes.pop()})"
-    table = _table(title)
-    table.add_column("#", justify="right", style="dim")
-    table.add_column("step", style="bold")
+    dtypes = [step.dtype for step in trace.steps]
+    common = max(set(dtypes), key=dtypes.count)  # the title names it; the column only the others
+    dtype_column = len(set(dtypes)) > 1
+    title = f"steps ({common} unless the dtype column says otherwise)" if dtype_column else f"steps (every tensor {common})"
+    rows = [[str(s.index), s.name, s.op, format_shape(s.shape), format_axes(s.axes),
+             *([s.dtype if s.dtype != common else ""] if dtype_column else [])] for s in trace.steps]
+    headers = ["#", "step", "op", "shape", "axes", "dtype"]
+    tight = width < TIGHT_WIDTH
+    gap = 1 if tight else 2  # the box's space between columns, and the padding unless tight
+    fixed = sum(max(len(headers[i]), *(len(r[i]) for r in rows)) + gap for i in range(len(rows[0])) if i != 2)
+    op_width = max(width - fixed - gap + 1, 1)
+    table = _table(title, tight=tight)
+    table.add_column("#", justify="right", style="dim", no_wrap=True)
+    table.add_column("step", style="bold", no_wrap=True)
     table.add_column("op", overflow="fold")
     table.add_column("shape", justify="right", style="cyan", no_wrap=True)
     table.add_column("axes", style="magenta", no_wrap=True)
     if dtype_column:
         table.add_column("dtype", style="dim", no_wrap=True)
-    for step in trace.steps:
-        cells = [str(step.index), step.name, step.op, format_shape(step.shape), format_axes(step.axes)]
-        table.add_row(*cells, *([step.dtype] if dtype_column else []))
+    for row in rows:
+        table.add_row(*row[:2], wrap_op(row[2], op_width), *row[3:])
     return table
 
 
-def _table(title: str, *, show_footer: bool = False) -> Table:
-    """A compact table: one space between columns, a rule under the header, no outer box."""
-    return Table(title=title, box=box.SIMPLE_HEAD, show_edge=False, padding=(0, 1, 0, 0),
+def wrap_op(op: str, width: int) -> str:
+    """``op`` in lines of at most ``width`` characters, broken only after a space, after ``(``
+    or before a ``.`` that starts an attribute: a name or a number is never cut.
+
+    >>> print(wrap_op("q * cos + rotate_half(q) * sin", 16))
+    q * cos +
+    rotate_half(q) *
+    sin
+    >>> print(wrap_op("k_rot.repeat_interleave(2, dim=0)", 22))
+    k_rot
+    .repeat_interleave(2,
+    dim=0)
+    """
+    if len(op) <= width:
+        return op
+    lines = [""]
+    for piece in _OP_BREAKS.split(op):
+        if lines[-1] and len((lines[-1] + piece).rstrip()) > width:
+            lines.append("")
+        lines[-1] += piece
+    return "\n".join(line.rstrip() for line in lines)
+
+
+#: Where an op may wrap: after a space or "(", before a "." that does not follow a digit.
+_OP_BREAKS = re.compile(r"(?<= )|(?<=\()|(?<!\d)(?=\.)")
+
+
+#: Terminals narrower than this get one space between columns instead of two.
+TIGHT_WIDTH = 80
+
+
+def _table(title: str, *, show_footer: bool = False, tight: bool = False) -> Table:
+    """A compact table: two spaces between columns (one when ``tight``), a rule under the
+    header, no outer box."""
+    return Table(title=title, box=RULE_BOX, show_edge=False, padding=(0, 0 if tight else 1, 0, 0),
                  title_justify="left", title_style="bold", show_footer=show_footer)
 
 
-def params_table(trace: Trace) -> Table:
+def params_table(trace: Trace, *, tight: bool = False) -> Table:
     """One row per weight and bias, with a total."""
-    table = _table("parameters", show_footer=True)
+    table = _table("parameters", show_footer=True, tight=tight)
     table.add_column("name", "total", style="bold")
     table.add_column("shape", justify="right", style="cyan")
     table.add_column("axes", style="magenta")
@@ -170,51 +234,80 @@ def params_table(trace: Trace) -> Table:
     return table
 
 
-def attention_view(trace: Trace, head: int) -> RenderableType:
-    """The attention weights of one head: a heat map when short, a summary when long."""
-    where = f"head {head}" + (" of batch item 0" if trace.config.batched else "")
+def attention_view(trace: Trace, head: int, *, batch_item: int = 0, width: int = 80) -> RenderableType:
+    """The attention weights of one head and batch item as a heat map; beyond S = 16 (or N = 16)
+    pooled into blocks that fit ``width`` columns, followed by a few summary numbers."""
+    where = f"head {head}" + (f" of batch item {batch_item}" if trace.config.batched else "")
     if "weights" not in trace:
         return Text(f"attention weights, {where}: never formed whole by --algorithm {trace.config.algorithm} (tile by tile)", style="dim")
     step = trace["weights"]
     if step.value is None:
         return Text(f"attention weights, {where}: no values on the {trace.backend} backend", style="dim")
-    index = (0, head) if trace.config.batched else (head,)
+    index = (batch_item, head) if trace.config.batched else (head,)
     matrix = step.value[index]  # (S, N)
     masked = trace["masked"].value if "masked" in trace else None  # (B, h, S, N): -inf where masked
     hidden = None if masked is None else masked[index] == float("-inf")  # (S, N)
+    rule = "each row sums to 1" if hidden is None else "masked keys: ·; each row sums to 1, or 0 if every key is masked"
     if max(matrix.shape) <= HEATMAP_MAX_SEQ:
-        rule = "each row sums to 1" if hidden is None else "masked keys: ·; each row sums to 1, or 0 if every key is masked"
-        return heatmap(matrix, f"attention weights, {where} (rows: queries, columns: keys; {rule})", hidden)
-    return weights_summary(matrix, where)
+        full = pool(matrix, matrix.shape[0], matrix.shape[1], hidden)
+        return heatmap(full, f"attention weights, {where} (rows: queries, columns: keys; {rule})")
+    pooled = fit_pool(matrix, hidden, width)
+    sizes = f"{pooled.values.shape[0]}x{pooled.values.shape[1]} blocks"
+    masks = "; every key masked: ·" if hidden is not None else ""
+    title = f"attention weights, {where}: {matrix.shape} pooled into {sizes} ({POOLING}{masks})"
+    return Group(heatmap(pooled, title), weights_summary(matrix))
 
 
-def heatmap(matrix: np.ndarray, title: str, hidden: np.ndarray | None = None) -> Group:
+def fit_pool(matrix: np.ndarray, hidden: np.ndarray | None, width: int) -> Pooled:
+    """The most blocks (at most 16 x 16) whose heat map fits ``width`` columns."""
+    for blocks in range(min(HEATMAP_MAX_SEQ, matrix.shape[1]), 1, -1):
+        pooled = pool(matrix, HEATMAP_MAX_SEQ, blocks, hidden)
+        if heatmap_width(pooled) <= width:
+            return pooled
+    return pool(matrix, HEATMAP_MAX_SEQ, 1, hidden)
+
+
+def heatmap_width(pooled: Pooled) -> int:
+    """Columns the heat map of ``pooled`` takes: labels, cells, the sum column, one space each."""
+    rows, cols = pooled.values.shape
+    compact = cols > 8
+    label = max(len(pooled.row_label(r)) for r in range(rows))
+    cells = [max(len(pooled.col_label(c)), *(len(_cell_text(float(v), compact)) for v in pooled.values[:, c]))
+             for c in range(cols)]
+    return int(label + sum(cells) + len("1.00") + cols + 1)
+
+
+def heatmap(pooled: Pooled, title: str) -> Group:
     """A grid of the numbers, each cell shaded by its value (darker = more attention);
-    cells where ``hidden`` is True (masked keys) show a dim ``·``."""
-    rows, cols = matrix.shape
+    cells (or blocks) whose every key is masked show a dim ``·``."""
+    values, hidden = pooled.values, pooled.hidden
+    rows, cols = values.shape
     compact = cols > 8  # two decimals without the leading zero keep 16 columns within 80
     table = Table(box=None, pad_edge=False, padding=(0, 1, 0, 0))
     table.add_column("", style="dim", justify="right")
     for j in range(cols):
-        table.add_column(f"k{j}", justify="right", header_style="dim")
-    table.add_column("sum", justify="right", style="dim")
+        table.add_column(pooled.col_label(j), justify="right", header_style="dim")
+    table.add_column("sum", justify="right", style="dim", min_width=3)
     for i in range(rows):
         cells = [Text("·", style="dim") if hidden is not None and hidden[i, j] else _heat_cell(float(v), compact)
-                 for j, v in enumerate(matrix[i])]
-        table.add_row(f"q{i}", *cells, f"{float(matrix[i].sum()):.2f}")
+                 for j, v in enumerate(values[i])]
+        table.add_row(pooled.row_label(i), *cells, f"{float(values[i].sum()):.2f}")
     return Group(Text(title, style="italic"), table)
 
 
-def _heat_cell(value: float, compact: bool) -> Text:
+def _cell_text(value: float, compact: bool) -> str:
     text = f"{value:.2f}" if compact else f"{value:.3f}"
-    if compact and value < 0.995:
-        text = text[1:]  # ".42"
+    return text[1:] if compact and value < 0.995 else text  # ".42"
+
+
+def _heat_cell(value: float, compact: bool) -> Text:
+    text = _cell_text(value, compact)
     level = int(55 + 200 * min(max(value, 0.0), 1.0))
     style = Style(bgcolor=f"rgb({level // 3},{level // 2},{level})", color="white" if value < 0.5 else "black")
     return Text(text, style=style)
 
 
-def weights_summary(matrix: np.ndarray, where: str) -> Text:
+def weights_summary(matrix: np.ndarray) -> Text:
     """What a long attention matrix looks like, in a few numbers."""
     import numpy as np
 
@@ -224,7 +317,6 @@ def weights_summary(matrix: np.ndarray, where: str) -> Text:
     top = np.unravel_index(int(np.argmax(matrix)), matrix.shape)
     entropy = float(-(matrix * np.log(np.clip(matrix, 1e-30, None))).sum(axis=-1).mean())
     lines = [
-        f"attention weights, {where}: {matrix.shape}, summarised (S > {HEATMAP_MAX_SEQ})",
         f"  rows sum to 1 within {float(np.abs(row_sums - 1).max(initial=0.0)):.1e}",
         f"  largest weight {float(matrix[top]):.4f} (query {top[0]} -> key {top[1]})",
         f"  mean row entropy {entropy:.3f} nats (uniform attention: ln {seq} = {np.log(seq):.3f})",
@@ -232,16 +324,24 @@ def weights_summary(matrix: np.ndarray, where: str) -> Text:
     return Text("\n".join(lines))
 
 
-def values_view(trace: Trace) -> RenderableType:
-    """The numbers of every step and parameter small enough to read (as the notes print them)."""
+def values_view(trace: Trace, limit: int = VALUES_MAX_NUMEL) -> RenderableType:
+    """The numbers of every step and parameter of at most ``limit`` elements (as the notes print
+    them), then the names of the tensors skipped for being larger."""
     import numpy as np
 
-    parts: list[RenderableType] = [Text(f"values (tensors of at most {VALUES_MAX_NUMEL} elements)", style="bold")]
+    parts: list[RenderableType] = [Text(f"values (tensors of at most {limit:,} elements; --values-limit)", style="bold")]
+    skipped = []
     for record in (*trace.steps, *trace.parameters):
-        if record.value is None or record.numel > VALUES_MAX_NUMEL:
+        if record.value is None:
+            continue
+        if record.numel > limit:
+            skipped.append(f"{record.name} {format_shape(record.shape)}")
             continue
         body = np.array2string(record.value, precision=4, suppress_small=True, max_line_width=78)
         parts.append(Text.assemble((f"{record.name} {format_shape(record.shape)}", "bold cyan"), "\n", body))
-    if len(parts) == 1:
-        parts.append(Text(f"every tensor has more than {VALUES_MAX_NUMEL} elements; try smaller sizes, e.g. --hidden 4 --heads 2", style="dim"))
+    if skipped:
+        parts.append(Text(f"skipped (more than {limit:,} elements): " + ", ".join(skipped), style="dim"))
+    if len(parts) == 1 + bool(skipped):
+        parts.append(Text(f"every tensor has more than {limit:,} elements; raise --values-limit or try "
+                          "smaller sizes, e.g. --hidden 4 --heads 2", style="dim"))
     return Group(*parts)

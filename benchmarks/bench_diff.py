@@ -1,0 +1,85 @@
+"""``attntrace diff`` of a correct module beside ``attntrace verify`` at the same sizes.
+
+    python benchmarks/bench_diff.py [--repeat 3] [--batch 1 --seq 512 --hidden 1024 --heads 16]
+
+Both run in this process, interleaved (verify, diff, verify, ...), each --repeat times; the
+ratio uses the medians. The goal of issue 11: diff ≤ 3× verify at (1, 512, 1024, 16). verify
+runs numpy and torch step by step plus nn.MultiheadAttention and SDPA; diff runs the user's
+module under capture, the numpy reference, and the alignment of every step by value (a correct
+module has no divergence, so no bug is tried). Exit 1 when the ratio misses the goal.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))  # this checkout
+GOAL = 3.0
+
+
+def module(hidden: int, heads: int) -> object:
+    """A correct attention module, written as users write it."""
+    import torch
+
+    class Attention(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.num_heads = heads
+            self.q_proj, self.k_proj, self.v_proj, self.o_proj = (torch.nn.Linear(hidden, hidden) for _ in range(4))
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            B, S, H = x.shape
+            h, d = self.num_heads, H // self.num_heads
+            q = self.q_proj(x).view(B, S, h, d).transpose(1, 2)
+            k = self.k_proj(x).view(B, S, h, d).transpose(1, 2)
+            v = self.v_proj(x).view(B, S, h, d).transpose(1, 2)
+            scores = q @ k.transpose(-2, -1)
+            scaled = scores / math.sqrt(d)
+            weights = scaled.softmax(dim=-1)
+            context = weights @ v
+            merged = context.transpose(1, 2).reshape(B, S, H)
+            return self.o_proj(merged)
+
+    torch.manual_seed(0)
+    return Attention()
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--batch", type=int, default=1)
+    parser.add_argument("--seq", type=int, default=512)
+    parser.add_argument("--hidden", type=int, default=1024)
+    parser.add_argument("--heads", type=int, default=16)
+    args = parser.parse_args()
+    from attntrace import AttentionConfig, diff
+    from attntrace.diff.layer import as_layer
+    from attntrace.verify import verify_attention
+
+    config = AttentionConfig(batch=args.batch, seq=args.seq, hidden=args.hidden, heads=args.heads)
+    attention = module(args.hidden, args.heads)
+    weights = as_layer(attention).weights
+    assert weights is not None
+    tensors = dict(weights.params)  # verify gets the module's own weights
+    times: dict[str, list[float]] = {"verify": [], "diff": []}
+    for _ in range(args.repeat):
+        start = time.perf_counter()
+        assert verify_attention(config, tensors=tensors).ok
+        times["verify"].append(time.perf_counter() - start)
+        start = time.perf_counter()
+        assert diff(attention, config).ok
+        times["diff"].append(time.perf_counter() - start)
+    v, d = (statistics.median(times[k]) for k in ("verify", "diff"))
+    sizes = f"(B, S, H, h) = ({args.batch}, {args.seq}, {args.hidden}, {args.heads})"
+    print(f"{sizes}: verify {v:.3f} s, diff {d:.3f} s (medians of {args.repeat}); "
+          f"diff / verify = {d / v:.2f} (goal <= {GOAL:g})")
+    return 0 if d / v <= GOAL else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

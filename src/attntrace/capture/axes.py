@@ -1,0 +1,264 @@
+"""Named axes by propagation: the input is (B, S, H) or (S, H); every captured op carries the
+letters of its operands to its output by the rule of its kind (a reshape that splits H gives
+(h, d), a transpose swaps letters, a matmul keeps the outer axes …). Where no rule decides, a
+size known to belong to exactly one letter names the axis, else it prints ``?``.
+
+>>> sizes = Sizes({"S": 3, "H": 768})
+>>> split(("S", "H"), (3, 768), (3, 12, 64), sizes), sizes.known["h"], sizes.known["d"]
+(('S', 'h', 'd'), 12, 64)
+>>> split(("S", "h", "d"), (3, 12, 64), (3, 768), sizes)
+('S', 'H')
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from attntrace.capture.events import Event, Shape
+
+Axes = tuple[str, ...]
+UNKNOWN = "?"
+
+
+@dataclass
+class Sizes:
+    """The size of each axis letter found so far (``--axes h=12,d=64`` starts it)."""
+
+    known: dict[str, int] = field(default_factory=dict)
+    roots: int = 0  # inputs seen (x, then x_kv for cross-attention)
+    last_root: tuple[Shape, Axes] | None = None
+
+    def letter(self, size: int) -> str:
+        """The one letter of this size, ``1`` for size 1, else ``?``.
+
+        >>> Sizes({"S": 3, "d": 64}).letter(64), Sizes({"S": 3, "H": 3}).letter(3)
+        ('d', '?')
+        """
+        if size == 1:
+            return "1"
+        names = [k for k, n in self.known.items() if n == size and "·" not in k]
+        return names[0] if len(names) == 1 else UNKNOWN
+
+    def size(self, letter: str) -> int | None:
+        """The size of a letter or of a product such as ``g·d`` (None when unknown)."""
+        parts = [self.known.get(p) for p in letter.split("·")]
+        return (
+            None if any(p is None for p in parts) else math.prod(p for p in parts if p is not None)
+        )
+
+    def bind(self, axes: Axes, shape: Shape) -> None:
+        for a, n in zip(axes, shape, strict=True):
+            if a not in (UNKNOWN, "1") and "·" not in a:
+                self.known[a] = n
+
+
+def parse_axes(text: str) -> dict[str, int]:
+    """``h=12,d=64`` as given to ``--axes``.
+
+    >>> parse_axes("h=12, d=64")
+    {'h': 12, 'd': 64}
+    """
+    from attntrace.errors import ConfigError
+
+    out: dict[str, int] = {}
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        name, _, size = part.partition("=")
+        if not re.fullmatch(r"[A-Za-z]\w*", name.strip()) or not size.strip().isdigit():
+            raise ConfigError(
+                f"cannot read --axes {text!r}; write LETTER=SIZE pairs, e.g. h=12,d=64"
+            )
+        out[name.strip()] = int(size)
+    return out
+
+
+def broadcast(shape: Shape, operands: Sequence[tuple[Axes, Shape]], sizes: Sizes) -> Axes:
+    """Elementwise ops align axes from the right; each output axis takes the letter of an
+    operand axis of the same size."""
+    out = []
+    for j in range(1, len(shape) + 1):
+        n = shape[-j]
+        letters = [a[-j] for a, s in operands if len(s) >= j and s[-j] == n and a[-j] != UNKNOWN]
+        out.append(letters[0] if letters else sizes.letter(n))
+    return tuple(reversed(out))
+
+
+def matmul(shape: Shape, a: tuple[Axes, Shape], b: tuple[Axes, Shape], sizes: Sizes) -> Axes:
+    """(…, m, k) @ (…, k, n) -> (…, m, n); 1-D operands lose their axis."""
+    (ax, sa), (bx, sb) = a, b
+    rows = ax[-2:-1] if len(sa) >= 2 else ()
+    cols = bx[-1:] if len(sb) >= 2 else ()
+    batch = shape[: len(shape) - len(rows) - len(cols)]
+    lead = broadcast(batch, [(ax[:-2], sa[:-2]), (bx[:-2], sb[:-2])], sizes)
+    return (*lead, *rows, *cols)
+
+
+def linear(shape: Shape, x: tuple[Axes, Shape], sizes: Sizes) -> Axes:
+    """x (…, in) -> (…, out): ``H`` stays ``H``; ``g·d`` when the size says kv-heads."""
+    ax, sx = x
+    out = shape[-1]
+    if sx and out == sx[-1] and ax[-1] != UNKNOWN:
+        last = ax[-1]
+    elif sizes.known.get("H") == out:
+        last = "H"
+    elif "d" in sizes.known and out % sizes.known["d"] == 0 and sizes.letter(out) == UNKNOWN:
+        groups = out // sizes.known["d"]
+        sizes.known.setdefault("g", groups)
+        last = "g·d" if sizes.known["g"] == groups else UNKNOWN
+    else:
+        last = sizes.letter(out)
+    lead = broadcast(shape[:-1], [(ax[:-1], sx[:-1])], sizes)
+    return (*lead, last)
+
+
+def repeat(axes: Axes, before: Shape, after: Shape, sizes: Sizes) -> Axes:
+    """repeat_interleave, expand, tile: an axis that grows from the kv-heads g to h is ``h``.
+
+    >>> repeat(("g", "S", "d"), (2, 5, 8), (4, 5, 8), Sizes({"h": 4, "g": 2, "S": 5, "d": 8}))
+    ('h', 'S', 'd')
+    """
+    out = []
+    for j in range(1, len(after) + 1):
+        n = after[-j]
+        a = axes[-j] if j <= len(axes) else sizes.letter(n)
+        same = j <= len(before) and before[-j] == n
+        grown = a == "g" and sizes.known.get("h") == n
+        out.append(a if same else "h" if grown else sizes.letter(n))
+    return tuple(reversed(out))
+
+
+def permute(axes: Axes, order: Sequence[int]) -> Axes:
+    """The letters in the new order (``order[j]`` is the input axis of output axis j).
+
+    >>> permute(("S", "h", "d"), (1, 0, 2))
+    ('h', 'S', 'd')
+    """
+    return tuple(axes[i] for i in order)
+
+
+def split(axes: Axes, before: Shape, after: Shape, sizes: Sizes) -> Axes:
+    """A reshape: axes are grouped by equal products; one axis split in two gives its parts
+    (H -> h, d), two merged give their product (h, d -> H), size-1 axes come and go."""
+    out: list[str] = [UNKNOWN] * len(after)
+    i = j = 0
+    while i < len(before) and j < len(after):
+        if before[i] == 1 or after[j] == 1:
+            if before[i] == 1 and after[j] == 1:
+                out[j] = axes[i]
+                i, j = i + 1, j + 1
+            elif after[j] == 1:
+                out[j], j = "1", j + 1
+            else:
+                i += 1
+            continue
+        gi, gj = _group(before, after, i, j)
+        if gi is None or gj is None:
+            break
+        out[j:gj] = _regroup(axes[i:gi], before[i:gi], after[j:gj], sizes)
+        i, j = gi, gj
+    for k in range(j, len(after)):
+        out[k] = "1" if after[k] == 1 else UNKNOWN
+    return tuple(out)
+
+
+def _group(a: Shape, b: Shape, i: int, j: int) -> tuple[int | None, int | None]:
+    pa, pb, i, j = a[i], b[j], i + 1, j + 1
+    while pa != pb:
+        if pa < pb and i < len(a):
+            pa, i = pa * a[i], i + 1
+        elif pb < pa and j < len(b):
+            pb, j = pb * b[j], j + 1
+        else:
+            return None, None
+    return i, j
+
+
+def _regroup(axes: Axes, before: Shape, after: Shape, sizes: Sizes) -> list[str]:
+    if len(before) == 1 and len(after) == 1:
+        return [axes[0]]
+    if len(before) == 1:
+        return _split_one(axes[0], after, sizes)
+    if len(after) == 1:
+        joined = "·".join(axes)
+        if UNKNOWN in axes:
+            return [sizes.letter(after[0])]
+        return ["H" if joined == "h·d" and sizes.known.get("H") == after[0] else joined]
+    return [sizes.letter(n) for n in after]
+
+
+def _split_one(letter: str, parts: Shape, sizes: Sizes) -> list[str]:
+    pieces = letter.split("·")
+    if len(pieces) == len(parts) and all(
+        sizes.known.get(p, n) == n for p, n in zip(pieces, parts, strict=True)
+    ):
+        sizes.bind(tuple(pieces), parts)
+        return pieces
+    if letter in ("H", "M") and len(parts) == 2:
+        h, d = sizes.known.get("h"), sizes.known.get("d")
+        first = "h" if letter == "H" else "g"
+        if (h is None and d is None) or (
+            parts[0] == (h or parts[0]) and parts[1] == (d or parts[1])
+        ):
+            sizes.bind((first, "d"), parts) if first == "h" else sizes.bind(("d",), parts[1:])
+            return [first, "d"]
+        if parts[0] == d and parts[1] == h:
+            return ["d", first]
+    return [sizes.letter(n) for n in parts]
+
+
+def reduce(
+    axes: Axes, before: Shape, after: Shape, dims: Sequence[int] | None, sizes: Sizes
+) -> Axes:
+    """A sum, max or mean: reduced axes vanish, or become ``1`` with keepdim."""
+    if len(after) == len(before):
+        return tuple(a if n == m else "1" for a, n, m in zip(axes, before, after, strict=True))
+    if dims is None:
+        return tuple(sizes.letter(n) for n in after)
+    gone = {d % len(before) for d in dims} if before else set()
+    kept = tuple(a for k, a in enumerate(axes) if k not in gone)
+    return kept if len(kept) == len(after) else tuple(sizes.letter(n) for n in after)
+
+
+def einsum(
+    equation: str, shape: Shape, operands: Sequence[tuple[Axes, Shape]], sizes: Sizes
+) -> Axes:
+    """Each output subscript takes the letter its subscript has in the first operand with it."""
+    spec = equation.replace(" ", "")
+    if "..." in spec or "->" not in spec:
+        return tuple(sizes.letter(n) for n in shape)
+    ins, out = spec.split("->")
+    found: dict[str, str] = {}
+    for subs, (axes, _) in zip(ins.split(","), operands, strict=False):
+        for s, a in zip(subs, axes, strict=False):
+            if a != UNKNOWN:
+                found.setdefault(s, a)
+    return tuple(found.get(s, sizes.letter(n)) for s, n in zip(out, shape, strict=False))
+
+
+def root(event: Event, sizes: Sizes) -> Axes:
+    """A tensor the user's code creates: the input x (B, S, H) / (S, H) when its sizes are new,
+    a second input (B, N, M) for cross-attention, else letters by size (a mask (S, S) …)."""
+    given = event.params.get("axes")
+    shape = event.shape
+    if given:
+        sizes.bind(given, shape)
+        sizes.roots += 1
+        sizes.last_root = (shape, tuple(given))
+        return tuple(given)
+    if sizes.last_root is not None and sizes.last_root[0] == shape:
+        return sizes.last_root[1]  # Key and Value made like Query
+    guessed = tuple(sizes.letter(n) for n in shape)
+    taken = set(sizes.known.values())
+    if len(shape) not in (2, 3) or (sizes.roots and shape[-1] in taken):
+        return guessed
+    cross = sizes.roots > 0 and sizes.known.get("S") not in (None, shape[-2])
+    letters = (("B",) if len(shape) == 3 else ()) + (("N", "M") if cross else ("S", "H"))
+    if not cross and sizes.known.get("H") not in (None, shape[-1]):
+        for k in ("h", "d", "g"):
+            sizes.known.pop(k, None)  # a new model size: earlier heads say nothing about it
+    sizes.bind(letters, shape)
+    sizes.roots += 1
+    sizes.last_root = (shape, letters)
+    return letters

@@ -1,0 +1,218 @@
+"""What a captured call is: its display name, the axis rule it follows (its kind) and the
+arguments that rule needs (the new order of a transpose, the reduced dims …)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+_MATMUL = frozenset({"matmul", "mm", "bmm", "dot", "rmatmul"})
+_RESHAPE = frozenset(
+    {
+        "view",
+        "reshape",
+        "flatten",
+        "unflatten",
+        "unsqueeze",
+        "squeeze",
+        "view_as",
+        "reshape_as",
+        "expand_dims",
+        "ravel",
+    }
+)
+_PERMUTE = frozenset({"transpose", "swapaxes", "swapdims", "permute", "t", "T", "mT", "mH", "H"})
+_REDUCE = frozenset(
+    {
+        "sum",
+        "mean",
+        "max",
+        "min",
+        "amax",
+        "amin",
+        "prod",
+        "std",
+        "var",
+        "logsumexp",
+        "argmax",
+        "argmin",
+        "nansum",
+        "norm",
+    }
+)
+#: Operator dunders and their readable names.
+_DUNDER = {
+    "truediv": "div",
+    "rtruediv": "div",
+    "floordiv": "floordiv",
+    "radd": "add",
+    "rsub": "sub",
+    "rmul": "mul",
+    "rpow": "pow",
+    "iadd": "add_",
+    "isub": "sub_",
+    "imul": "mul_",
+    "itruediv": "div_",
+    "getitem": "getitem",
+    "setitem": "setitem",
+    "neg": "neg",
+}
+
+
+def torch_name(func: Any) -> str:
+    """The name of a torch callable as the mode sees it: ``matmul``, ``__matmul__``, ``T`` …"""
+    name = getattr(func, "__name__", "") or ""
+    if name == "__get__":
+        owner = getattr(func, "__self__", None)
+        name = getattr(owner, "__name__", "") or "get"
+    return str(name)
+
+
+def display(name: str) -> str:
+    """The op name shown in a row: ``__matmul__`` -> ``matmul``, ``__truediv__`` -> ``div``.
+
+    >>> display("__matmul__"), display("__rtruediv__"), display("softmax")
+    ('matmul', 'div', 'softmax')
+    """
+    if name.startswith("__") and name.endswith("__"):
+        bare = name[2:-2]
+        return _DUNDER.get(bare, bare)
+    return name
+
+
+def in_place(name: str, kwargs: Mapping[str, Any]) -> bool:
+    """True for ops that change a tensor in place (``masked_fill_``, ``__iadd__``, ``out=``)."""
+    bare = name.strip("_")
+    return (
+        (name.endswith("_") and not name.endswith("__"))
+        or name in ("__setitem__",)
+        or bare in ("iadd", "isub", "imul", "itruediv")
+        or kwargs.get("out") is not None
+    )
+
+
+def tensors(
+    args: Sequence[Any], kwargs: Mapping[str, Any], test: Callable[[Any], bool]
+) -> list[Any]:
+    """The tensor operands in order, one level into lists and tuples (``torch.cat([a, b])``)."""
+    out: list[Any] = []
+    for value in [*args, *kwargs.values()]:
+        if test(value):
+            out.append(value)
+        elif isinstance(value, list | tuple):
+            out.extend(v for v in value if test(v))
+    return out
+
+
+def kind_of(name: str, operands: int) -> str:  # noqa: PLR0911  (a table)
+    """The axis rule of an op name (``display`` names)."""
+    if operands == 0:
+        return "create"
+    if name in _MATMUL:
+        return "matmul"
+    if name in _RESHAPE:
+        return "reshape"
+    if name in _PERMUTE:
+        return "permute"
+    if name in _REDUCE and operands == 1:
+        return "reduce"
+    if name in ("linear", "einsum"):
+        return name
+    if name in ("repeat_interleave", "repeat", "expand", "expand_as", "tile", "broadcast_to"):
+        return "repeat"
+    if name == "scaled_dot_product_attention":
+        return "sdpa"
+    return "elementwise"
+
+
+def torch_kind(
+    name: str, args: Sequence[Any], kwargs: Mapping[str, Any], operands: int
+) -> tuple[str, dict[str, Any]]:
+    """The kind and parameters of one torch call."""
+    shown = display(name)
+    kind = kind_of(shown, operands)
+    rank = _rank(args)
+    params: dict[str, Any] = {}
+    if kind == "permute" and rank is not None:
+        params["order"] = _torch_order(shown, args[1:], kwargs, rank)
+    elif kind == "reduce":
+        params["dims"] = _dims(args[1:2] or [kwargs.get("dim", kwargs.get("axis"))])
+    elif kind == "einsum" and args and isinstance(args[0], str):
+        params["equation"] = args[0]
+    if shown == "rmatmul":
+        params["swapped"] = True
+    return kind, params
+
+
+def _rank(args: Sequence[Any]) -> int | None:
+    shape = getattr(args[0], "shape", None) if args else None
+    return len(shape) if shape is not None else None
+
+
+def _torch_order(
+    name: str, rest: Sequence[Any], kwargs: Mapping[str, Any], rank: int
+) -> tuple[int, ...] | None:
+    if name in ("t", "T"):
+        return tuple(reversed(range(rank)))
+    if name in ("mT", "mH", "H"):
+        return swap(rank, -2, -1)
+    if name == "permute":
+        dims = (
+            rest[0]
+            if len(rest) == 1 and isinstance(rest[0], list | tuple)
+            else rest or kwargs.get("dims")
+        )
+        return _ints(dims, rank)
+    a = rest[0] if len(rest) > 0 else kwargs.get("dim0", kwargs.get("axis0"))
+    b = rest[1] if len(rest) > 1 else kwargs.get("dim1", kwargs.get("axis1"))
+    return swap(rank, a, b) if isinstance(a, int) and isinstance(b, int) else None
+
+
+def numpy_order(
+    name: str, rest: Sequence[Any], kwargs: Mapping[str, Any], rank: int
+) -> tuple[int, ...] | None:
+    """The new order of a numpy transpose, swapaxes or ``.T``."""
+    if name == "T":
+        return tuple(reversed(range(rank)))
+    if name == "swapaxes":
+        a = rest[0] if rest else kwargs.get("axis1")
+        b = rest[1] if len(rest) > 1 else kwargs.get("axis2")
+        return swap(rank, a, b) if isinstance(a, int) and isinstance(b, int) else None
+    axes = rest[0] if len(rest) == 1 else (rest or kwargs.get("axes"))
+    if axes is None or axes == ():
+        return tuple(reversed(range(rank)))
+    return _ints(axes, rank)
+
+
+def swap(rank: int, a: int, b: int) -> tuple[int, ...]:
+    """The order that swaps axes ``a`` and ``b``.
+
+    >>> swap(4, 1, 2), swap(3, -2, -1)
+    ((0, 2, 1, 3), (0, 2, 1))
+    """
+    order = list(range(rank))
+    a, b = a % rank, b % rank
+    order[a], order[b] = order[b], order[a]
+    return tuple(order)
+
+
+def _ints(dims: Any, rank: int) -> tuple[int, ...] | None:
+    try:
+        out = tuple(int(d) % rank for d in dims)
+    except (TypeError, ValueError, ZeroDivisionError):
+        return None
+    return out if sorted(out) == list(range(rank)) else None
+
+
+def _dims(values: Sequence[Any]) -> tuple[int, ...] | None:
+    value = values[0] if values else None
+    if isinstance(value, int):
+        return (value,)
+    if isinstance(value, list | tuple) and all(isinstance(v, int) for v in value):
+        return tuple(value)
+    return None
+
+
+def reduce_dims(args: Sequence[Any], kwargs: Mapping[str, Any]) -> tuple[int, ...] | None:
+    """The ``axis`` of a numpy reduction (positional or keyword)."""
+    return _dims(args[1:2] or [kwargs.get("axis", kwargs.get("dim"))])

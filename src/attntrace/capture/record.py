@@ -1,0 +1,329 @@
+"""The recorder the hooks write to, and :class:`Capture`, what ``attntrace.capture()`` gives:
+the user's steps as :class:`CapturedStep` records (a :class:`attntrace.Step` plus where it
+happened), readable by the renderers and by ``check``."""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from attntrace.capture.events import Event, Failure, Operand, Shape
+from attntrace.capture.source import Site
+from attntrace.trace import Param, Step, UnknownStepError
+
+if TYPE_CHECKING:
+    import numpy as np
+
+#: The ``schema`` value of :meth:`Capture.to_dict`.
+CAPTURE_SCHEMA_ID = "attntrace.capture/1"
+
+
+@dataclass(frozen=True)
+class CapturedStep(Step):
+    """One operation of the user's code: a :class:`Step` (name, shape, dtype, value, index, op,
+    axes, inputs) plus ``location`` (``file:line``), ``source`` (the expression) and ``role``
+    (the reference step it plays, e.g. ``scores``, or "").
+
+    >>> s = CapturedStep("scores", (8, 3, 3), "float64", location="a.py:7", role="scores")
+    >>> s.nbytes, s.role
+    (576, 'scores')
+    """
+
+    location: str = ""
+    source: str = ""
+    role: str = ""
+    input_shapes: tuple[Shape, ...] = ()  # the shape of each tensor operand, in call order
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes the tensor takes (0 for a dtype attntrace does not size, e.g. object)."""
+        return self.numel * _ITEMSIZE.get(self.dtype, 0)
+
+
+_ITEMSIZE = {
+    "bool": 1,
+    "int8": 1,
+    "uint8": 1,
+    "int16": 2,
+    "int32": 4,
+    "int64": 8,
+    "float16": 2,
+    "bfloat16": 2,
+    "float32": 4,
+    "float64": 8,
+    "complex64": 8,
+    "complex128": 16,
+}
+
+
+@dataclass(frozen=True)
+class Adapter:
+    """How one array library's values are read: shape, dtype, numpy copy, shared memory."""
+
+    shape: Callable[[Any], Shape]
+    dtype: Callable[[Any], str]
+    to_numpy: Callable[[Any, dict[int, Any]], np.ndarray]  # memo: one copy per buffer
+    shares: Callable[[Any, Any], bool]
+    copy: Callable[[Any], Any]
+    version: Callable[[Any], int]
+
+
+class Recorder:
+    """Collects :class:`Event` records from the hooks (one Recorder per capture)."""
+
+    def __init__(self, keep_values: bool = True) -> None:
+        self.keep_values = keep_values
+        self.events: list[Event] = []
+        self.failure: Failure | None = None
+        self.busy = False  # set while attntrace itself runs library ops (no recording then)
+        self._ids: dict[int, tuple[weakref.ref[Any] | None, int]] = {}
+        self._names: set[str] = set()
+        self._counts: dict[str, int] = {}
+
+    def lookup(self, obj: object) -> int | None:
+        """The event that produced ``obj`` (None for tensors from outside the capture)."""
+        entry = self._ids.get(id(obj))
+        if entry is None:
+            return None
+        ref, index = entry
+        return index if ref is None or ref() is obj else None
+
+    def record(
+        self,
+        out: object,
+        k: int,
+        func: str,
+        kind: str,
+        site: Site,
+        operands: Sequence[object],
+        adapter: Adapter,
+        params: Mapping[str, Any] | None = None,
+        key: object = None,
+    ) -> Event:
+        """Add the event for output ``out`` (the ``k``-th tensor the op returned); later ops
+        find it by ``key`` (the user's tensor, when ``out`` is a detached alias of it)."""
+        index = len(self.events)
+        event = Event(
+            index,
+            self._name(site, func, k),
+            kind,
+            func,
+            adapter.shape(out),
+            adapter.dtype(out),
+            tuple(self.lookup(o) for o in operands),
+            tuple(adapter.shape(o) for o in operands),
+            site,
+            dict(params or {}),
+            out if self.keep_values else None,
+            adapter.version(out),
+        )
+        self.events.append(event)
+        key = out if key is None else key
+        try:
+            self._ids[id(key)] = (weakref.ref(key), index)
+        except TypeError:
+            self._ids[id(key)] = (None, index)
+        return event
+
+    def _name(self, site: Site, func: str, k: int) -> str:
+        name = site.targets[k] if k < len(site.targets) else site.target if k == 0 else ""
+        if not name or name == "_":
+            self._counts[func] = self._counts.get(func, 0) + 1
+            name = f"{func}_{self._counts[func]}"
+        unique, n = name, 1
+        while unique in self._names:
+            n += 1
+            unique = f"{name}_{n}"
+        self._names.add(unique)
+        return unique
+
+    def snapshot(self, target: object, adapter: Adapter) -> None:
+        """Copy the kept values that share memory with ``target`` before it is changed in place."""
+        for event in self.events:
+            if event.value is not None and adapter.shares(event.value, target):
+                event.value = adapter.copy(event.value)
+                event.version = adapter.version(event.value)
+
+    def fail(
+        self,
+        func: str,
+        kind: str,
+        site: Site,
+        operands: Sequence[tuple[str, Shape]],
+        error: BaseException,
+        params: Mapping[str, Any] | None = None,
+    ) -> None:
+        """Remember the first operation that raised (axes are named when the trace is read)."""
+        if self.failure is None:
+            ops = tuple(Operand(n, s, ()) for n, s in operands)
+            self.failure = Failure(func, kind, site, ops, error, dict(params or {}))
+
+    def operand_name(self, obj: object) -> str:
+        index = self.lookup(obj)
+        return self.events[index].name if index is not None else ""
+
+
+class Capture:
+    """The user's steps recorded by :func:`attntrace.capture` (readable during and after).
+
+    Steps are looked up by name or by role: ``t["weights"]`` is the step playing the reference's
+    ``weights`` whatever the user called it. Renderers (json, csv, the trace table) and the
+    checks of ``attntrace check`` read it as they read a :class:`attntrace.Trace`.
+    """
+
+    parameters: tuple[Param, ...] = ()
+    notes: tuple[str, ...] = ()
+
+    def __init__(
+        self,
+        recorder: Recorder,
+        axes: Mapping[str, int] | None = None,
+        adapters: Mapping[int, Adapter] | None = None,
+    ) -> None:
+        self._recorder = recorder
+        self._given = dict(axes or {})
+        self._adapters: dict[int, Adapter] = dict(adapters or {})
+        self._steps: list[CapturedStep] = []
+        self._sizes: dict[str, int] = {}
+        self._seen = -1
+        self._values: list[np.ndarray | None] = []  # the copies, made once per event
+
+    @property
+    def steps(self) -> list[CapturedStep]:
+        """The recorded steps, in order."""
+        self._refresh()
+        return self._steps
+
+    @property
+    def failure(self) -> Failure | None:
+        """The operation that raised, with its operands' named axes (None when none did)."""
+        fail = self._recorder.failure
+        if fail is None:
+            return None
+        self._refresh()
+        named = [(o.name, o.shape, self._axes_by_name(o.name, o.shape)) for o in fail.operands]
+        operands = tuple(Operand(n, s, a) for n, s, a in named)
+        return Failure(fail.func, fail.kind, fail.site, operands, fail.error, fail.params)
+
+    def _axes_by_name(self, name: str, shape: Shape) -> tuple[str, ...]:
+        from attntrace.capture.axes import Sizes
+
+        for s in self._steps:
+            if s.name == name and s.shape == shape:
+                return s.axes
+        return tuple(Sizes(dict(self._sizes)).letter(n) for n in shape)
+
+    def _refresh(self) -> None:
+        events = self._recorder.events
+        if self._seen == len(events):
+            return
+        from attntrace.capture.analyse import propagate
+        from attntrace.capture.roles import roles
+
+        found, sizes = propagate(events, self._given)
+        named = roles(events, found)
+        self._sizes = {k: v for k, v in sizes.known.items() if "·" not in k}
+        memo: dict[int, Any] = {}
+        for e in events[len(self._values) :]:
+            self._values.append(self._value(e, memo))
+        self._steps = [self._step(e, a, r) for e, a, r in zip(events, found, named, strict=True)]
+        self._seen = len(events)
+
+    def _step(self, e: Event, axes: tuple[str, ...], role: str) -> CapturedStep:
+        inputs = tuple(self._recorder.events[i].name for i in e.inputs if i is not None)
+        return CapturedStep(
+            e.name,
+            e.shape,
+            e.dtype,
+            self._values[e.index],
+            index=e.index,
+            op=e.func,
+            axes=axes,
+            inputs=inputs,
+            location=e.site.location,
+            source=e.site.source,
+            role=role,
+            input_shapes=e.input_shapes,
+        )
+
+    def _value(self, e: Event, memo: dict[int, Any]) -> np.ndarray | None:
+        """A numpy copy of the kept value; views of one buffer share one copy of it."""
+        if e.value is None:
+            return None
+        adapter = self._adapters.get(id(type(e.value)))
+        if adapter is None or adapter.version(e.value) < 0:
+            from attntrace.capture.numpy_hooks import copy_shared
+
+            return copy_shared(e.value, memo)
+        if e.version >= 0 and adapter.version(e.value) != e.version:
+            return None  # changed in place where attntrace could not see it
+        return adapter.to_numpy(e.value, memo)
+
+    def finish(self) -> None:
+        """Copy every kept value now, so later changes to the user's tensors do not reach them."""
+        self._refresh()
+
+    # --- the Trace-like reading interface -------------------------------------------------
+
+    def __getitem__(self, name: str) -> CapturedStep:
+        steps = self.steps
+        for step in steps:
+            if step.name == name:
+                return step
+        for step in steps:
+            if step.role == name:
+                return step
+        raise UnknownStepError(name, self.names)
+
+    def __iter__(self) -> Iterator[CapturedStep]:
+        return iter(self.steps)
+
+    def __len__(self) -> int:
+        return len(self.steps)
+
+    def __contains__(self, name: object) -> bool:
+        return any(name in (s.name, s.role) for s in self.steps)
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """Step names in order."""
+        return tuple(s.name for s in self.steps)
+
+    def shape(self, name: str) -> Shape:
+        """The shape of the step called (or playing the role) ``name``."""
+        return self[name].shape
+
+    def axis_sizes(self) -> dict[str, int]:
+        """The size of every axis letter the propagation found, e.g. ``{"S": 3, "H": 768, …}``."""
+        self._refresh()
+        return dict(self._sizes)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The capture as plain JSON-ready data (schema ``attntrace.capture/1``); no values."""
+        steps = self.steps
+        return {
+            "schema": CAPTURE_SCHEMA_ID,
+            "config": {"axis_sizes": self.axis_sizes()},
+            "steps": [_step_dict(s) for s in steps],
+            "params": [],
+            "notes": list(self.notes),
+        }
+
+
+def _step_dict(s: CapturedStep) -> dict[str, Any]:
+    return {
+        "index": s.index,
+        "name": s.name,
+        "op": s.op,
+        "shape": list(s.shape),
+        "axes": list(s.axes),
+        "dtype": s.dtype,
+        "bytes": s.nbytes,
+        "role": s.role,
+        "location": s.location,
+        "source": s.source,
+        "inputs": list(s.inputs),
+        "input_shapes": [list(x) for x in s.input_shapes],
+    }

@@ -1,0 +1,132 @@
+"""Which reference step each captured op plays (``q_proj``, ``scores``, ``weights`` …),
+recognised from what the ops do to the axes, not from the user's variable names."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from attntrace.capture.events import Event
+
+Axes = tuple[str, ...]
+
+_HEADS = ("h", "g")
+
+
+def roles(events: Sequence[Event], axes: Sequence[Axes]) -> list[str]:
+    """The role of every event ("" when it plays none); each role is given once."""
+    found = _Finder(events, axes)
+    return [found.role(e) for e in events]
+
+
+class _Finder:
+    def __init__(self, events: Sequence[Event], axes: Sequence[Axes]) -> None:
+        self.events, self.axes = events, axes
+        self.line: dict[int, str] = {}  # event -> lineage: x, x_kv, q, k, v, k_t, scores, …
+        self.given: set[str] = set()
+        self.projections = 0
+
+    def role(self, e: Event) -> str:
+        ins = [self.line.get(i, "") if i is not None else "" for i in e.inputs]
+        lineage, role = self._classify(e, ins)
+        if lineage:
+            self.line[e.index] = lineage
+        if role and role not in self.given:
+            self.given.add(role)
+            return role
+        return ""
+
+    def _classify(self, e: Event, ins: list[str]) -> tuple[str, str]:
+        axes = self.axes[e.index]
+        if e.kind == "create":
+            return self._root(axes)
+        first = ins[0] if ins else ""
+        weight = e.kind == "linear" or (e.kind == "matmul" and len(ins) == 2 and not ins[1])
+        if weight and first in ("x", "x_kv"):
+            return self._projection(first)
+        if weight and first == "merged":
+            return "output", "output"
+        if e.kind in ("matmul", "einsum") and len(ins) >= 2:
+            return self._product(ins[0], ins[1])
+        if e.kind == "sdpa":
+            return "context", "context"
+        # where(mask, scores, -inf): the scores' lineage, whatever the operand order
+        main = "scores" if "scores" in ins else next((i for i in ins if i), "")
+        return self._shaped(e, axes, ins, main)
+
+    def _root(self, axes: Axes) -> tuple[str, str]:
+        if axes[-2:] == ("S", "H"):
+            return "x", "x"
+        if axes[-2:] == ("N", "M"):
+            return "x_kv", "x_kv"
+        return "", ""
+
+    def _projection(self, source: str) -> tuple[str, str]:
+        order = ("k", "v") if source == "x_kv" else ("q", "k", "v")
+        done = [p for p in order if f"{p}_proj" in self.given]
+        if len(done) == len(order):
+            return "", ""
+        name = order[len(done)]
+        return f"{name}_proj", f"{name}_proj"
+
+    def _product(self, a: str, b: str) -> tuple[str, str]:
+        if a in ("q", "x", "xq") and b in ("k_t", "xt"):
+            return "scores", "scores"
+        if a == "weights" and b in ("v", "x", "xq"):
+            return "context", "context"
+        return "", ""
+
+    def _shaped(  # noqa: PLR0911
+        self, e: Event, axes: Axes, ins: list[str], first: str
+    ) -> tuple[str, str]:
+        base = first.removesuffix("_proj").removesuffix("_heads")
+        if e.kind == "reshape" and first in ("x", "x_kv") and any(a in _HEADS for a in axes):
+            return "xh", ""
+        if e.kind == "reshape" and first.endswith("_proj") and any(a in _HEADS for a in axes):
+            return f"{base}_heads", f"{base}_heads"
+        if (e.kind == "reshape" and first == "context_heads") or (
+            e.kind == "reshape" and first == "context"
+        ):
+            return ("merged", "merged") if "H" in axes else ("context", "")
+        if e.kind == "permute":
+            return self._moved(axes, first, base)
+        if first == "scores" and e.kind == "elementwise":
+            return self._on_scores(e, ins)
+        if first == "exp_scores" and e.func in ("divide", "true_divide", "div", "truediv"):
+            return "weights", "weights"
+        if first in ("k", "v") and e.kind == "repeat" and "h" in axes:
+            return first, f"{first}_rep"
+        return first, ""
+
+    def _moved(self, axes: Axes, first: str, base: str) -> tuple[str, str]:
+        heads_first = len(axes) >= 3 and axes[-3] in _HEADS
+        if first.endswith("_heads") and heads_first:
+            return base, base
+        if first == "xh" and heads_first:
+            return "xq", ""
+        if first == "k" and axes[-2:] in (("d", "S"), ("d", "N")):
+            return "k_t", "k_t"
+        if first in ("x", "xq") and axes[-1:] == ("S",) and axes[-2:-1] in (("d",), ("H",)):
+            return "xt", ""
+        if first == "context" and not heads_first:
+            return "context_heads", "context_heads"
+        return first, ""
+
+    def _on_scores(self, e: Event, ins: list[str]) -> tuple[str, str]:
+        if e.func in ("softmax", "_softmax"):
+            return "weights", "weights"
+        if e.func == "exp":
+            return "exp_scores", ""
+        if len(ins) == 1 and e.func in (
+            "div",
+            "truediv",
+            "true_divide",
+            "divide",
+            "mul",
+            "multiply",
+        ):
+            return "scores", "scaled"
+        if len(ins) >= 2 and all(i == "scores" for i in ins):
+            return "scores", ""  # minus its own max: the softmax kept finite
+        if len(ins) >= 2 or e.func.startswith(("masked_fill", "where", "add")):
+            return "scores", "masked"
+        return "scores", ""

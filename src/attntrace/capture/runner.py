@@ -1,0 +1,358 @@
+"""Running the user's code under a capture: a script as ``__main__`` (its folder on
+``sys.path``, its arguments in ``sys.argv``), or ``FILE.py:NAME`` / ``package.module:NAME``
+(a module class built with ``--init``, a module instance, or a function of one array)."""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import importlib.util
+import runpy
+import sys
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from attntrace.capture import Session, capture
+from attntrace.errors import AttntraceError
+
+
+class TargetError(AttntraceError):
+    """A target that cannot be run: no such file, no such name, not callable, a bad --init."""
+
+
+@dataclass(frozen=True)
+class Target:
+    """What to run: a script, or NAME in a file or module."""
+
+    path: Path | None  # the script or the file holding NAME
+    module: str | None  # package.module holding NAME
+    name: str | None
+    argv: tuple[str, ...] = ()
+
+
+def parse_target(text: str, argv: Sequence[str] = ()) -> Target:
+    """``script.py``, ``FILE.py:NAME`` or ``package.module:NAME``.
+
+    >>> parse_target("pkg.attn:Attention").name, parse_target("pkg.mod:fn").module
+    ('Attention', 'pkg.mod')
+    """
+    where, sep, name = text.rpartition(":") if ":" in text else (text, "", "")
+    if sep and not name.isidentifier():
+        raise TargetError(
+            f"cannot read the target {text!r}; write FILE.py, FILE.py:NAME or package.module:NAME"
+        )
+    if where.endswith(".py") or not sep:
+        path = Path(where)
+        if not path.is_file():
+            raise TargetError(f"no such file: {where}; give a Python script or FILE.py:NAME")
+        if not sep and argv is not None:
+            return Target(path, None, None, tuple(argv))
+        return Target(path, None, name, tuple(argv))
+    if not all(p.isidentifier() for p in where.split(".")):
+        raise TargetError(
+            f"cannot read the target {text!r}; write FILE.py, FILE.py:NAME or package.module:NAME"
+        )
+    return Target(None, where, name, tuple(argv))
+
+
+def parse_init(pairs: Sequence[str]) -> dict[str, Any]:
+    """``--init key=value`` pairs, values read as Python literals (a bare word is a string).
+
+    >>> parse_init(["embed_dim=768", "num_heads=12", "causal=True", "name=gpt"])
+    {'embed_dim': 768, 'num_heads': 12, 'causal': True, 'name': 'gpt'}
+    """
+    out: dict[str, Any] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip().isidentifier():
+            raise TargetError(
+                f"cannot read --init {pair!r}; write KEY=VALUE, e.g. --init num_heads=12"
+            )
+        try:
+            out[key.strip()] = ast.literal_eval(value.strip())
+        except (ValueError, SyntaxError):
+            if not value.strip().isidentifier():
+                raise TargetError(
+                    f"cannot read --init {pair!r}: {value!r} is not a Python literal"
+                ) from None
+            out[key.strip()] = value.strip()
+    return out
+
+
+def imports_torch(path: Path, seen: set[Path] | None = None) -> bool:
+    """True when the script (or a module beside it that it imports) imports torch."""
+    seen = seen if seen is not None else set()
+    if path in seen or not path.is_file():
+        return False
+    seen.add(path)
+    try:
+        tree = ast.parse(path.read_text(encoding="utf-8", errors="replace"))
+    except SyntaxError:
+        return False
+    for node in ast.walk(tree):
+        names = (
+            [a.name for a in node.names]
+            if isinstance(node, ast.Import)
+            else [node.module or ""]
+            if isinstance(node, ast.ImportFrom) and node.level == 0
+            else []
+        )
+        for name in names:
+            top = name.split(".")[0]
+            if top == "torch" or imports_torch(path.parent / f"{top}.py", seen):
+                return True
+    return False
+
+
+@contextmanager
+def _script_context(path: Path, argv: Sequence[str]) -> Iterator[None]:
+    saved_argv, saved_path = sys.argv[:], sys.path[:]
+    sys.argv = [str(path), *argv]
+    sys.path.insert(0, str(path.resolve().parent))
+    try:
+        yield
+    finally:
+        sys.argv, sys.path[:] = saved_argv, saved_path
+
+
+@dataclass
+class Outcome:
+    """What running the target gave: the capture, and the user's exception if one was raised."""
+
+    capture: Session
+    error: BaseException | None = None
+    exit_code: int = 0
+    frames: list[tuple[str, int, str, str]] = field(default_factory=list)  # the user's frames
+
+
+def run_script(
+    path: Path,
+    argv: Sequence[str],
+    *,
+    axes: Mapping[str, int] | None = None,
+    keep_values: bool = True,
+) -> Outcome:
+    """Run the script as ``python script.py ARGS`` would, capturing its ops."""
+    if imports_torch(path):
+        import torch  # noqa: F401  (the capture hooks torch only when it is loaded)
+    with _script_context(path, argv), capture(axes=axes, keep_values=keep_values) as t:
+        outcome = Outcome(t)
+        try:
+            runpy.run_path(str(path), run_name="__main__")
+        except SystemExit as exc:
+            outcome.exit_code = (
+                exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+            )
+        except Exception as exc:
+            _failed(outcome, exc)
+    return outcome
+
+
+def _failed(outcome: Outcome, exc: BaseException) -> None:
+    import traceback
+
+    from attntrace.capture.source import is_user_file
+
+    outcome.error = exc
+    outcome.exit_code = 1
+    outcome.frames = [
+        (f.filename, f.lineno or 0, f.name, f.line or "")
+        for f in traceback.extract_tb(exc.__traceback__)
+        if is_user_file(f.filename)
+    ]
+
+
+def load_target(target: Target) -> tuple[Any, Any]:
+    """The object NAME names, and the module holding it."""
+    if target.path is not None:
+        module = _load_file(target.path)
+    else:
+        assert target.module is not None
+        try:
+            module = importlib.import_module(target.module)
+        except ImportError as exc:
+            raise TargetError(f"cannot import {target.module}: {exc}") from None
+    name = target.name or ""
+    if not hasattr(module, name):
+        where = target.path or target.module
+        found = sorted(n for n, v in vars(module).items() if callable(v) and not n.startswith("_"))[
+            :8
+        ]
+        raise TargetError(f"{where} has no {name!r}; callables there: {', '.join(found) or 'none'}")
+    return getattr(module, name), module
+
+
+def _load_file(path: Path) -> Any:
+    folder = str(path.resolve().parent)
+    if folder not in sys.path:
+        sys.path.insert(0, folder)
+    spec = importlib.util.spec_from_file_location(f"_attntrace_target_{path.stem}", path)
+    if spec is None or spec.loader is None:
+        raise TargetError(f"cannot load {path} as Python")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+@dataclass(frozen=True)
+class Inputs:
+    """How to build the input of a NAME target: sizes, dtype, seed, array kind, or a file."""
+
+    batch: int | None = None
+    seq: int = 3
+    hidden: int | None = None
+    dtype: str = "float32"
+    seed: int = 0
+    array: str | None = None  # numpy or torch; None: torch for modules and torch functions
+    input_file: Path | None = None
+
+
+_WIDTH_ATTRS = ("embed_dim", "hidden_size", "d_model", "hidden", "n_embd", "dim", "hidden_dim")
+
+
+def run_target(
+    target: Target,
+    init: Mapping[str, Any],
+    inputs: Inputs,
+    *,
+    axes: Mapping[str, int] | None = None,
+    keep_values: bool = True,
+) -> Outcome:
+    """Build NAME (a module class with ``init``, a module, or a function) and call it on a
+    seeded x (B, S, H) / (S, H), capturing the ops."""
+    obj, module = _import_user(target)
+    call = _callable(obj, init, target.name or "")
+    torch_side = _wants_torch(obj, call, module, inputs.array)
+    x = _input(inputs, _width(call) if inputs.hidden is None else inputs.hidden, torch_side)
+    letters = ("B", "S", "H") if x.ndim == 3 else ("S", "H") if x.ndim == 2 else None
+    with capture(axes=axes, keep_values=keep_values, torch=torch_side) as t:
+        outcome = Outcome(t)
+        x = _root(t, x, letters)
+        try:
+            call(x)
+        except Exception as exc:
+            _failed(outcome, exc)
+    return outcome
+
+
+def _import_user(target: Target) -> tuple[Any, Any]:
+    try:
+        return load_target(target)
+    except AttntraceError:
+        raise
+    except Exception as exc:
+        raise TargetError(
+            f"importing {target.path or target.module} failed: {type(exc).__name__}: {exc}"
+        ) from None
+
+
+def _callable(obj: Any, init: Mapping[str, Any], name: str) -> Any:
+    torch = sys.modules.get("torch")
+    is_module_class = (
+        torch is not None and isinstance(obj, type) and issubclass(obj, torch.nn.Module)
+    )
+    if is_module_class:
+        try:
+            return obj(**init)
+        except TypeError as exc:
+            raise TargetError(
+                f"cannot build {name}({_show(init)}): {exc}; "
+                "pass its arguments with --init KEY=VALUE"
+            ) from None
+    if init:
+        raise TargetError(f"--init builds an nn.Module class; {name} is not one")
+    if isinstance(obj, type):
+        raise TargetError(
+            f"{name} is a class but not an nn.Module; give a module class, a module or a function"
+        )
+    if not callable(obj):
+        raise TargetError(
+            f"{name} is a {type(obj).__name__}, not callable; "
+            "give a module class, a module or a function"
+        )
+    return obj
+
+
+def _show(init: Mapping[str, Any]) -> str:
+    return ", ".join(f"{k}={v!r}" for k, v in init.items())
+
+
+def _wants_torch(obj: Any, call: Any, module: Any, array: str | None) -> bool:
+    if array is not None:
+        return array == "torch"
+    torch = sys.modules.get("torch")
+    if torch is not None and isinstance(call, torch.nn.Module):
+        return True
+    return any(getattr(v, "__name__", "") == "torch" for v in vars(module).values())
+
+
+def _width(call: Any) -> int:
+    for attr in _WIDTH_ATTRS:
+        value = getattr(call, attr, None)
+        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+            return value
+    modules = getattr(call, "modules", None)
+    if callable(modules):
+        for m in modules():
+            if type(m).__name__ == "Linear":
+                return int(m.in_features)
+    return 768
+
+
+def _input(inputs: Inputs, hidden: int, torch_side: bool) -> Any:
+    import numpy as np
+
+    if inputs.input_file is not None:
+        from attntrace.files.guard import regular_file
+
+        try:
+            x = np.load(regular_file(inputs.input_file, "--input"), allow_pickle=False)
+        except (ValueError, OSError) as exc:
+            raise TargetError(f"cannot read --input {inputs.input_file}: {exc}") from None
+    else:
+        shape = (inputs.seq, hidden) if inputs.batch is None else (inputs.batch, inputs.seq, hidden)
+        x = np.random.default_rng(inputs.seed).standard_normal(shape)
+    if not torch_side:
+        return x.astype(inputs.dtype if inputs.dtype != "bfloat16" else "float32")
+    import torch
+
+    return torch.from_numpy(np.ascontiguousarray(x)).to(getattr(torch, inputs.dtype))
+
+
+def _root(t: Session, x: Any, letters: tuple[str, ...] | None) -> Any:
+    """x recorded as the first step, with the letters of the layout."""
+    from attntrace.capture.source import Site
+
+    site = Site("input", "x", "x")
+    if t._torch is not None and not hasattr(x, "__array_function__"):
+        t._recorder.record(
+            x.detach(),
+            0,
+            "input",
+            "create",
+            site,
+            [],
+            t._torch.adapter,
+            {"axes": letters} if letters else None,
+            key=x,
+        )
+        return x
+    from attntrace.capture.numpy_hooks import TracedArray
+
+    traced = x.view(TracedArray)
+    assert t._numpy is not None
+    t._recorder.record(
+        traced,
+        0,
+        "input",
+        "create",
+        site,
+        [],
+        t._numpy.adapter,
+        {"axes": letters} if letters else None,
+    )
+    return traced

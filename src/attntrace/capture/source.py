@@ -1,0 +1,150 @@
+"""Where an operation happens in the user's code: which files are the user's, the frame that
+called a library, the source text of the expression and the name the line assigns it to."""
+
+from __future__ import annotations
+
+import ast
+import linecache
+import os
+import sys
+import sysconfig
+from dataclasses import dataclass
+from functools import lru_cache
+from types import CodeType, FrameType
+
+#: Folders whose files are never the user's: the standard library, installed packages, and
+#: attntrace itself (its reference code is traced by ``run``, not by ``trace``).
+_LIBRARY_DIRS: tuple[str, ...] = tuple(
+    os.path.realpath(p) + os.sep
+    for p in {sysconfig.get_paths()[k] for k in ("stdlib", "platstdlib", "purelib", "platlib")}
+    | {os.path.dirname(os.path.dirname(__file__))}
+)
+
+
+@lru_cache(maxsize=4096)
+def is_user_file(filename: str) -> bool:
+    """True for a file of the user's code: not the standard library, not an installed package,
+    not attntrace; ``<stdin>``, ``<string>`` and notebook cells count as the user's.
+
+    >>> is_user_file(ast.__file__), is_user_file("/home/me/attn.py"), is_user_file("<frozen os>")
+    (False, True, False)
+    """
+    if filename.startswith("<"):
+        return not filename.startswith("<frozen")
+    return not _real(filename).startswith(_LIBRARY_DIRS)
+
+
+def user_frame(skip: int = 1, *, through: tuple[str, ...] = ()) -> FrameType | None:
+    """The frame of the user's code that made the current call, or None when a library did.
+
+    Frames of files under the ``through`` folders (torch's dispatch layers, say) are walked
+    past; the first other frame decides: the user's file, or a library (None).
+    """
+    frame: FrameType | None = sys._getframe(skip + 1)
+    while frame is not None:
+        name = frame.f_code.co_filename
+        if not (through and _real(name).startswith(through)):
+            return frame if is_user_file(name) else None
+        frame = frame.f_back
+    return None
+
+
+@lru_cache(maxsize=4096)
+def _real(filename: str) -> str:
+    return os.path.realpath(filename)
+
+
+@dataclass(frozen=True)
+class Site:
+    """The place of one operation: ``file:line``, the expression's text, the assigned name."""
+
+    location: str
+    source: str
+    target: str = ""  # the variable the statement assigns, when this op is its whole value
+    targets: tuple[str, ...] = ()  # the names of a tuple assignment ``q, k, v = …``
+
+
+def site_of(frame: FrameType) -> Site:
+    """The :class:`Site` of the instruction ``frame`` is executing."""
+    return _site(frame.f_code, frame.f_lasti, frame.f_lineno)
+
+
+@lru_cache(maxsize=8192)
+def _site(code: CodeType, lasti: int, lineno: int) -> Site:
+    span = _positions(code)[lasti // 2] if lasti >= 0 else None
+    line = lineno if span is None or span[0] is None else span[0]
+    where = f"{os.path.basename(code.co_filename)}:{line}"
+    if span is None or None in span:
+        return Site(where, linecache.getline(code.co_filename, line).strip())
+    source = _text(code.co_filename, span)
+    assign = _assignment(code.co_filename, span)
+    if assign is None:
+        return Site(where, source)
+    return Site(where, source, assign[0], assign[1])
+
+
+Span = tuple[int | None, int | None, int | None, int | None]
+
+
+@lru_cache(maxsize=512)
+def _positions(code: CodeType) -> list[Span]:
+    return list(code.co_positions())
+
+
+def _text(filename: str, span: Span) -> str:
+    first, last, col, end_col = span
+    if first is None or last is None or col is None or end_col is None:
+        return ""
+    lines = [linecache.getline(filename, n) for n in range(first, last + 1)]
+    if not lines or not lines[0]:
+        return ""
+    if len(lines) == 1:
+        return _cut(lines[0].encode()[col:end_col])
+    pieces = [
+        lines[0].encode()[col:],
+        *(s.encode() for s in lines[1:-1]),
+        lines[-1].encode()[:end_col],
+    ]
+    return " ".join(_cut(p) for p in pieces)
+
+
+def _cut(raw: bytes) -> str:
+    return " ".join(raw.decode(errors="replace").split())
+
+
+@lru_cache(maxsize=4096)
+def _assignment(filename: str, span: Span) -> tuple[str, tuple[str, ...]] | None:
+    """The target names when the expression at ``span`` is the whole value of an assignment."""
+    tree = _tree(filename)
+    if tree is None:
+        return None
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assign | ast.AnnAssign | ast.AugAssign) and node.value is not None:
+            value = node.value
+            where = (value.lineno, value.end_lineno, value.col_offset, value.end_col_offset)
+            if where == span:
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                return _names(targets[-1])
+    return None
+
+
+def _names(target: ast.expr) -> tuple[str, tuple[str, ...]]:
+    if isinstance(target, ast.Tuple | ast.List):
+        parts = tuple(_names(e)[0] for e in target.elts)
+        return "", parts
+    if isinstance(target, ast.Name):
+        return target.id, ()
+    if isinstance(target, ast.Attribute):
+        return target.attr, ()  # self.cache = ... -> cache
+    if isinstance(target, ast.Subscript):
+        return _names(target.value)[0], ()
+    return "", ()
+
+
+@lru_cache(maxsize=256)
+def _tree(filename: str) -> ast.Module | None:
+    text = "".join(linecache.getlines(filename))
+    try:
+        return ast.parse(text)
+    except (SyntaxError, ValueError):
+        return None

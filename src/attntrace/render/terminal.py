@@ -1,0 +1,129 @@
+"""Text for any terminal: no trailing spaces, ASCII when stdout cannot take Unicode, quiet pipes.
+
+:class:`PlainStream` wraps stdout. Every complete line loses its trailing spaces (Rich pads table
+cells); when the stream cannot encode the characters we print (``PYTHONIOENCODING=ascii``) or
+the terminal is ``TERM=dumb``, ``→ ─ ·`` become ``-> - .`` (others ``?``); and once the reader
+has gone (``attntrace run | head -1``) the rest of the output is dropped without a traceback.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import re
+from typing import TextIO
+
+from rich.box import Box
+
+#: Replacements when the output must be ASCII (Rich draws its own boxes in ASCII then).
+ASCII_FALLBACK = str.maketrans({
+    "→": "->", "←": "<-", "─": "-", "━": "-", "│": "|", "·": ".", "…": "...", "×": "x", "√": "sqrt",
+    "ᵀ": "^T", "≤": "<=", "≥": ">=", "≈": "~", "–": "-", "—": "-", "\u00a0": " ",
+})
+#: Rich's SIMPLE_HEAD (one rule under the header) declared ASCII-safe, so that on an ASCII
+#: stream Rich keeps this layout instead of a full ASCII grid; PlainStream writes ─ as -.
+RULE_BOX = Box("    \n    \n ── \n    \n    \n    \n    \n    \n", ascii=True)
+_TRAILING = re.compile(r"[ \t]+((?:\x1b\[[0-9;]*m)*)$")
+#: Characters attntrace prints that a stream must encode to be given them unchanged.
+_PROBE = "→─·"
+
+
+def needs_ascii(stream: TextIO) -> bool:
+    """Whether ``stream`` should get ASCII only: ``TERM=dumb`` or an encoding without ``→─·``."""
+    if os.environ.get("TERM") == "dumb":
+        return True
+    try:
+        _PROBE.encode(getattr(stream, "encoding", None) or "utf-8")
+    except (UnicodeEncodeError, LookupError):
+        return True
+    return False
+
+
+def to_ascii(text: str) -> str:
+    """``text`` with the fallbacks of :data:`ASCII_FALLBACK`, anything else non-ASCII as ``?``.
+
+    >>> to_ascii("(3, 768) → (3, 12, 64)  2·S·H  ─────")
+    '(3, 768) -> (3, 12, 64)  2.S.H  -----'
+    """
+    return text.translate(ASCII_FALLBACK).encode("ascii", "replace").decode("ascii")
+
+
+def strip_line(line: str) -> str:
+    """One line without its trailing spaces (escape codes at its end are kept).
+
+    >>> strip_line("axes   \\x1b[0m"), strip_line("(S, H)  ")
+    ('axes\\x1b[0m', '(S, H)')
+    """
+    return _TRAILING.sub(r"\1", line)
+
+
+class PlainStream(io.TextIOBase):
+    """A text stream over ``stream`` that strips trailing spaces, falls back to ASCII when
+    needed, and goes quiet when the reader closes the pipe.
+
+    >>> out = io.StringIO()
+    >>> s = PlainStream(out, ascii_only=True)
+    >>> s.write("x → y   \\nrest"), s.flush(), out.getvalue()
+    (13, None, 'x -> y\\nrest')
+    """
+
+    def __init__(self, stream: TextIO, ascii_only: bool | None = None) -> None:
+        super().__init__()
+        self.stream = stream
+        self.ascii_only = needs_ascii(stream) if ascii_only is None else ascii_only
+        self.broken = False
+        self._pending = ""
+
+    @property
+    def encoding(self) -> str:  # type: ignore[override]
+        """``ascii`` when falling back, so Rich draws its boxes in ASCII too."""
+        return "ascii" if self.ascii_only else (getattr(self.stream, "encoding", None) or "utf-8")
+
+    def isatty(self) -> bool:
+        return self.stream.isatty()
+
+    def fileno(self) -> int:
+        return self.stream.fileno()
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, text: str) -> int:
+        *lines, self._pending = (self._pending + text).split("\n")
+        if lines:
+            self._emit("".join(strip_line(line) + "\n" for line in lines))
+        return len(text)
+
+    def flush(self) -> None:
+        if self._pending:
+            self._emit(self._pending)
+            self._pending = ""
+        if not self.broken:
+            try:
+                self.stream.flush()
+            except BrokenPipeError:
+                self._close_quietly()
+
+    def _emit(self, text: str) -> None:
+        if self.broken:
+            return
+        try:
+            self.stream.write(to_ascii(text) if self.ascii_only else text)
+        except BrokenPipeError:
+            self._close_quietly()
+
+    def _close_quietly(self) -> None:
+        """The reader has gone: drop the rest, and point the descriptor at /dev/null so that
+        Python's own flush at exit does not print a traceback either."""
+        self.broken = True
+        try:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, self.stream.fileno())
+            os.close(devnull)
+        except (OSError, ValueError, io.UnsupportedOperation):
+            pass
+
+
+def plain(stream: TextIO) -> TextIO:
+    """``stream`` wrapped in a :class:`PlainStream` (once: an already wrapped one is returned)."""
+    return stream if isinstance(stream, PlainStream) else PlainStream(stream)  # type: ignore[return-value]

@@ -1,0 +1,249 @@
+"""attntrace.capture() on the user's own attention code: steps, names, roles, values, and
+axis propagation that agrees with the reference trace on every variant."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import attntrace
+from attntrace import AttentionConfig, trace_attention
+from attntrace.check import check_expectations, parse_expectation
+
+torch = pytest.importorskip("torch")
+nn = torch.nn
+F = torch.nn.functional
+
+
+class UserAttention(nn.Module):
+    """Attention as a user writes it: GQA, RoPE (rotate_half), causal mask and cross optional."""
+
+    def __init__(self, hidden: int, heads: int, kv_heads: int | None = None, rope: bool = False,
+                 causal: bool = False, kv_hidden: int | None = None) -> None:
+        super().__init__()
+        self.h, self.g = heads, kv_heads or heads
+        self.d = hidden // heads
+        self.rope, self.causal = rope, causal
+        self.q_proj = nn.Linear(hidden, hidden)
+        self.k_proj = nn.Linear(kv_hidden or hidden, self.g * self.d)
+        self.v_proj = nn.Linear(kv_hidden or hidden, self.g * self.d)
+        self.o_proj = nn.Linear(hidden, hidden)
+
+    def rotate(self, t: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+        half = t.shape[-1] // 2
+        rotated = torch.cat((-t[..., half:], t[..., :half]), dim=-1)
+        return t * cos + rotated * sin
+
+    def forward(self, x: torch.Tensor, context: torch.Tensor | None = None) -> torch.Tensor:
+        kv = x if context is None else context
+        B, S, _ = x.shape
+        N = kv.shape[1]
+        q = self.q_proj(x)
+        k = self.k_proj(kv)
+        v = self.v_proj(kv)
+        q = q.view(B, S, self.h, self.d).transpose(1, 2)
+        k = k.view(B, N, self.g, self.d).transpose(1, 2)
+        v = v.view(B, N, self.g, self.d).transpose(1, 2)
+        if self.rope:
+            inv = 1.0 / 10000 ** (torch.arange(0, self.d, 2).float() / self.d)
+            angles = torch.outer(torch.arange(S).float(), inv)
+            emb = torch.cat((angles, angles), dim=-1)
+            q = self.rotate(q, emb.cos(), emb.sin())
+            k = self.rotate(k, emb.cos(), emb.sin())
+        if self.g != self.h:
+            k = k.repeat_interleave(self.h // self.g, dim=1)
+            v = v.repeat_interleave(self.h // self.g, dim=1)
+        scores = q @ k.transpose(-2, -1)
+        scores = scores / math.sqrt(self.d)
+        if self.causal:
+            mask = torch.ones(S, N, dtype=torch.bool).tril()
+            scores = scores.masked_fill(~mask, float("-inf"))
+        weights = F.softmax(scores, dim=-1)
+        context_ = weights @ v
+        merged = context_.transpose(1, 2).reshape(B, S, self.h * self.d)
+        return self.o_proj(merged)
+
+
+def _capture(model: nn.Module, *inputs: torch.Tensor, axes: dict[str, int] | None = None) -> attntrace.Capture:
+    with attntrace.capture(axes=axes) as t:
+        model(*inputs)
+    return t
+
+
+def test_module_forward_gives_one_row_per_user_op_and_modules_are_one_row() -> None:
+    torch.manual_seed(0)
+    model = UserAttention(32, 4)
+    x = torch.randn(2, 5, 32)
+    t = _capture(model, x)
+    names = [s.name for s in t.steps]
+    assert names[:4] == ["x", "q", "k", "v"]  # x: forward's argument; nn.Linear calls are one row
+    assert [s.op for s in t.steps[1:4]] == ["linear"] * 3
+    assert t["x"].axes == ("B", "S", "H")
+    assert t["x"].role == "x"
+    assert t["scores"].shape == (2, 4, 5, 5)
+    assert t["scores"].location.startswith("test_capture.py:")
+    assert t["scores"].source == "q @ k.transpose(-2, -1)"
+    assert t["weights"].name == "weights"
+    assert t["weights"].axes == ("B", "h", "S", "S")
+    assert [s.role for s in t.steps if s.role][:5] == ["x", "q_proj", "k_proj", "v_proj", "q_heads"]
+
+
+def test_values_are_numpy_copies_equal_to_the_module_output() -> None:
+    torch.manual_seed(0)
+    model = UserAttention(32, 4)
+    x = torch.randn(2, 5, 32)
+    t = _capture(model, x)
+    expected = model(x).detach().numpy()
+    out = t.steps[-1]
+    assert isinstance(out.value, np.ndarray)
+    np.testing.assert_allclose(out.value, expected, rtol=1e-6)
+    role = {s.role: s for s in t.steps if s.role}
+    q, k, v = (torch.tensor(role[r].value) for r in ("q", "k", "v"))  # values are read-only
+    sdpa = F.scaled_dot_product_attention(q, k, v)
+    np.testing.assert_allclose(t["context"].value, sdpa.numpy(), rtol=1e-5, atol=1e-6)
+
+
+def test_keep_values_false_keeps_shapes_only() -> None:
+    with attntrace.capture(keep_values=False) as t:
+        UserAttention(16, 2)(torch.randn(1, 3, 16))
+    assert all(s.value is None for s in t.steps)
+    assert t["scores"].shape == (1, 2, 3, 3)
+
+
+def test_in_place_changes_after_recording_do_not_reach_kept_values() -> None:
+    with attntrace.capture() as t:
+        a = torch.zeros(2, 3)
+        b = a + 1
+        b.mul_(10)
+    assert t["b"].value.tolist() == [[1.0] * 3] * 2
+    assert t["mul__1"].value.tolist() == [[10.0] * 3] * 2
+
+
+def test_check_expectations_read_a_capture_by_role() -> None:
+    t = _capture(UserAttention(32, 4), torch.randn(2, 5, 32))
+    assert check_expectations(t, [parse_expectation("weights=B,h,S,S"), parse_expectation("q_proj=B,S,H")]) == ()
+    failed = check_expectations(t, [parse_expectation("scores=B,h,S,d")])
+    assert failed[0].actual == "(2, 4, 5, 5) (B, h, S, S)"
+
+
+def test_to_dict_has_location_source_role() -> None:
+    t = _capture(UserAttention(16, 2), torch.randn(1, 3, 16))
+    doc = t.to_dict()
+    assert doc["schema"] == "attntrace.capture/1"
+    step = next(s for s in doc["steps"] if s["role"] == "scores")
+    assert step["shape"] == [1, 2, 3, 3]
+    assert step["axes"] == ["B", "h", "S", "S"]
+    assert step["source"] == "q @ k.transpose(-2, -1)"
+    assert step["location"].startswith("test_capture.py:")
+
+
+def test_numpy_function_with_tracked_input() -> None:
+    def attend(x: np.ndarray, heads: int) -> np.ndarray:
+        S, H = x.shape
+        q = x.reshape(S, heads, H // heads).transpose(1, 0, 2)
+        scores = q @ q.swapaxes(-1, -2) / np.sqrt(H // heads)
+        weights = np.exp(scores) / np.exp(scores).sum(axis=-1, keepdims=True)
+        return (weights @ q).transpose(1, 0, 2).reshape(S, H)
+
+    x = np.random.default_rng(0).standard_normal((3, 768))
+    with attntrace.capture() as t:
+        out = attend(t.track(x), 12)
+    assert type(out).__name__ == "TracedArray"
+    assert out.shape == (3, 768)
+    assert t["scores"].shape == (12, 3, 3)
+    assert t["scores"].axes == ("h", "S", "S")
+    assert t["weights"].name == "weights"
+    assert t.steps[-1].axes == ("S", "H")
+    np.testing.assert_allclose(t.steps[-1].value, np.asarray(out))
+    assert "torch" not in {s.op for s in t.steps}
+
+
+VARIANTS = st.sampled_from(["plain", "gqa", "rope", "causal", "cross"])
+
+
+@settings(max_examples=20, deadline=None)
+@given(VARIANTS, st.sampled_from([None, 2]), st.sampled_from([(4, 8), (6, 4), (8, 4)]), st.integers(3, 6))
+def test_axes_agree_with_the_reference_trace(variant: str, batch: int | None, hd: tuple[int, int], seq: int) -> None:
+    heads, head_dim = hd
+    hidden = heads * head_dim
+    kv_heads = heads // 2 if variant == "gqa" else None
+    cross = variant == "cross"
+    config = AttentionConfig(batch=batch or 1, seq=seq, hidden=hidden, heads=heads, kv_heads=kv_heads,
+                             rope=variant == "rope", causal=variant == "causal",
+                             kv_seq=seq + 2 if cross else None, kv_hidden=hidden + 8 if cross else None)
+    reference = trace_attention(config, "shape")
+    model = UserAttention(hidden, heads, kv_heads, rope=variant == "rope", causal=variant == "causal",
+                          kv_hidden=hidden + 8 if cross else None)
+    x = torch.randn(batch or 1, seq, hidden)
+    inputs = (x, torch.randn(batch or 1, seq + 2, hidden + 8)) if cross else (x,)
+    t = _capture(model, *inputs)
+    roles = {s.role: s for s in t.steps if s.role}
+    assert {"q_proj", "k_proj", "v_proj", "q_heads", "q", "k", "scores", "weights", "context", "merged",
+            "output"} <= set(roles)
+    for name, step in roles.items():
+        if name in reference and name not in ("x", "x_kv"):
+            assert step.axes == reference[name].axes, (name, step.axes, reference[name].axes)
+
+
+def numpy_attention(x: np.ndarray, heads: int, kv_heads: int, causal: bool,
+                    context: np.ndarray | None = None) -> np.ndarray:
+    """The same variants written in numpy, weights (in, out) as x @ W."""
+    rng = np.random.default_rng(0)
+    kv = x if context is None else context
+    S, H = x.shape[-2:]
+    N, M = kv.shape[-2:]
+    d = H // heads
+    w_q, w_o = rng.standard_normal((H, H)), rng.standard_normal((H, H))
+    w_k, w_v = rng.standard_normal((M, kv_heads * d)), rng.standard_normal((M, kv_heads * d))
+    q_proj = x @ w_q
+    k_proj = kv @ w_k
+    v_proj = kv @ w_v
+    q_heads = q_proj.reshape(*x.shape[:-1], heads, d)
+    q = np.swapaxes(q_heads, -3, -2)
+    k = np.swapaxes(k_proj.reshape(*kv.shape[:-1], kv_heads, d), -3, -2)
+    v = np.swapaxes(v_proj.reshape(*kv.shape[:-1], kv_heads, d), -3, -2)
+    if kv_heads != heads:
+        k = np.repeat(k, heads // kv_heads, axis=-3)
+        v = np.repeat(v, heads // kv_heads, axis=-3)
+    k_t = np.swapaxes(k, -1, -2)
+    scores = q @ k_t
+    scaled = scores / np.sqrt(d)
+    if causal:
+        allowed = np.tril(np.ones((S, N), dtype=bool))
+        scaled = np.where(allowed, scaled, -np.inf)
+    e = np.exp(scaled - scaled.max(axis=-1, keepdims=True))
+    weights = e / e.sum(axis=-1, keepdims=True)
+    context_ = weights @ v
+    merged = np.swapaxes(context_, -3, -2).reshape(*x.shape[:-1], H)
+    return merged @ w_o
+
+
+@settings(max_examples=15, deadline=None)
+@given(VARIANTS.filter(lambda v: v != "rope"), st.sampled_from([None, 2]),
+       st.sampled_from([(4, 8), (6, 4), (8, 4)]), st.integers(3, 6))
+def test_numpy_axes_agree_with_the_reference_trace(variant: str, batch: int | None, hd: tuple[int, int],
+                                                   seq: int) -> None:
+    heads, head_dim = hd
+    hidden = heads * head_dim
+    kv_heads = heads // 2 if variant == "gqa" else heads
+    cross = variant == "cross"
+    config = AttentionConfig(batch=batch, seq=seq, hidden=hidden, heads=heads,
+                             kv_heads=kv_heads if variant == "gqa" else None, causal=variant == "causal",
+                             kv_seq=seq + 2 if cross else None, kv_hidden=hidden + 8 if cross else None)
+    reference = trace_attention(config, "shape")
+    rng = np.random.default_rng(1)
+    lead = (batch,) if batch else ()
+    x = rng.standard_normal((*lead, seq, hidden))
+    ctx = rng.standard_normal((*lead, seq + 2, hidden + 8)) if cross else None
+    with attntrace.capture() as t:
+        numpy_attention(t.track(x), heads, kv_heads, variant == "causal", t.track(ctx) if cross else None)
+    roles = {s.role: s for s in t.steps if s.role}
+    assert {"x", "q_proj", "k_proj", "q_heads", "q", "k_t", "scores", "weights", "context", "merged",
+            "output"} <= set(roles)
+    for name, step in roles.items():
+        if name in reference:
+            assert step.axes == reference[name].axes, (name, step.axes, reference[name].axes)
