@@ -171,3 +171,19 @@ def test_explicit_fields_override_a_preset() -> None:
     assert cfg.rope_base == 1234.0
     assert resolve_config(preset="gpt2", bias=False).bias is False
     assert resolve_config().hidden == 768  # no preset: the AttentionConfig defaults
+
+
+def test_whole_model_figures_add_up_every_layer() -> None:
+    """Llama 3.1 70B: 80 layers of q, o (8192 x 8192) and k, v (1024 x 8192); its KV cache at
+    131072 tokens in float16 is 80 * 131072 * 2 * 8 * 128 * 2 B = 40 GiB."""
+    f = PRESETS["llama-3.1-70b"].model_figures()
+    assert f is not None
+    assert f.params == 80 * (2 * 8192 * 8192 + 2 * 1024 * 8192)
+    assert f.kv_cache_bytes == 40 * 2**30
+    layer = 2 * 131072 * 8192 * (2 * 8192 + 2 * 1024) + 4 * 64 * 131072**2 * 128
+    assert f.flops == 80 * layer
+    assert PRESETS["gpt2"].model_figures() is None  # no layer count on record
+    small = PRESETS["qwen2.5-7b"].model_figures(seq=10, batch=2)
+    assert small is not None
+    assert small.kv_cache_bytes == 28 * 2 * 10 * 2 * 4 * 128 * 2
+    assert small.params == 28 * (2 * 3584 * 3584 + 2 * 512 * 3584 + 3584 + 2 * 512 + 3584)

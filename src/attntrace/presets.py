@@ -19,6 +19,19 @@ from attntrace.files.guard import load_json
 
 
 @dataclass(frozen=True)
+class ModelFigures:
+    """The attention of a whole model: every layer's parameters, KV cache and FLOPs."""
+
+    layers: int  # L
+    seq: int  # tokens the cache holds and the forward attends over
+    batch: int
+    itemsize: int  # bytes per element of the cache (2: float16)
+    params: int  # weights and biases of the q, k, v, o projections of all layers
+    kv_cache_bytes: int  # L * B * S * 2 (k, v) * g * d * itemsize
+    flops: int  # one forward over S tokens: projections + scores + context, all layers
+
+
+@dataclass(frozen=True)
 class Preset:
     """The attention of one real model.
 
@@ -63,6 +76,29 @@ class Preset:
             "rope_scaling": self.rope_scaling, "rotary_dims": self.rotary_dims,
             "softcap": self.softcap, "qk_norm": self.qk_norm, "qk_norm_eps": self.qk_norm_eps,
         }
+
+    def model_figures(self, seq: int | None = None, batch: int = 1,
+                      itemsize: int = 2) -> ModelFigures | None:
+        """Whole-model attention figures over all ``layers`` at ``seq`` tokens (default: the
+        context length) and ``batch``, in a dtype of ``itemsize`` bytes (2: float16/bfloat16);
+        None when the layer count is not known.
+
+        >>> f = PRESETS["llama-3.1-8b"].model_figures()
+        >>> f.layers, f.params, f.kv_cache_bytes // 2**30  # 16 GiB of KV cache at 131072 tokens
+        (32, 1342177280, 16)
+        """
+        if self.layers is None:
+            return None
+        n = seq if seq is not None else self.max_positions or 1
+        H, h, g, d = self.hidden, self.heads, self.kv_heads, self.head_dim
+        per_layer = H * h * d * 2 + H * g * d * 2  # w_q, w_o (h·d, H) and w_k, w_v (g·d, H)
+        if self.bias:
+            per_layer += h * d + 2 * g * d + H
+        proj = 2 * batch * n * H * (2 * h * d + 2 * g * d)  # q, o (h·d) and k, v (g·d)
+        attend = 2 * 2 * batch * h * n * n * d  # scores and context over the full (S, S) matrix
+        cache = self.layers * batch * n * 2 * g * d * itemsize  # k and v of every layer
+        return ModelFigures(self.layers, n, batch, itemsize, self.layers * per_layer, cache,
+                            self.layers * (proj + attend))
 
     @property
     def kv_cache_bytes_per_token(self) -> int:
