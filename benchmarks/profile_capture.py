@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import bench_capture  # noqa: E402
+import bench_capture
 
 plain, kept, shapes = bench_capture.torch_module()
 for fn in (plain, shapes, kept):

@@ -89,6 +89,12 @@ class NumpyBackend(Backend[np.ndarray]):
         out[..., :half], out[..., half:dims] = -x[..., half:dims], x[..., :half]
         return out
 
+    def rms_norm(self, x: np.ndarray, weight: np.ndarray, eps: float) -> np.ndarray:
+        wide = x.astype(np.promote_types(x.dtype, np.float32))
+        scaled = wide / np.sqrt((wide * wide).mean(axis=-1, keepdims=True) + eps)
+        out: np.ndarray = (weight * scaled.astype(x.dtype)).astype(x.dtype)
+        return out
+
     def tanh(self, x: np.ndarray) -> np.ndarray:
         out: np.ndarray = np.tanh(x)
         return out
