@@ -54,14 +54,16 @@ class NumpyBackend(Backend[np.ndarray]):
     def matmul(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
         lead = a.shape[:-2]  # (B, h): one matrix product per head
         size = math.prod(lead) * a.shape[-2] * b.shape[-1]  # elements of the result
-        if size < PARALLEL_MIN_NUMEL or lead != b.shape[:-2] or len(lead) == 0 or cores() == 1 or _in_pool():
+        small = size < PARALLEL_MIN_NUMEL or cores() == 1 or _in_pool()
+        if small or len(lead) == 0 or lead != b.shape[:-2]:
             out: np.ndarray = np.matmul(a, b)
             return out
         # the heads split over the cores, one BLAS thread each: numpy's stacked matmul calls one
         # multi-threaded sgemm per head, whose threads barely help at K = d and spin when busy
         out = np.empty((*lead, a.shape[-2], b.shape[-1]), dtype=np.result_type(a, b))
-        pairs = list(zip(a.reshape(-1, *a.shape[-2:]), b.reshape(-1, *b.shape[-2:]), out.reshape(-1, *out.shape[-2:]),
-                         strict=True))  # (B·h) views, (S, d) @ (d, N) -> (S, N) each
+        # (B·h) views, (S, d) @ (d, N) -> (S, N) each
+        stacks = (x.reshape(-1, *x.shape[-2:]) for x in (a, b, out))
+        pairs = list(zip(*stacks, strict=True))
         with self.one_thread_each():
             list(pool(cores()).map(lambda p: np.matmul(p[0], p[1], out=p[2]), pairs))
         return out
