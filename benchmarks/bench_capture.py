@@ -21,7 +21,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))  # this checkout
 
-import attntrace  # noqa: E402
+import attntrace
 
 B, S, H, HEADS = 1, 512, 1024, 16
 TARGET = 1.5

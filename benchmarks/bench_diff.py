@@ -65,7 +65,7 @@ def main() -> int:
     attention = module(args.hidden, args.heads)
     weights = as_layer(attention).weights
     assert weights is not None
-    tensors = {k: v for k, v in weights.params.items()}  # verify gets the module's own weights
+    tensors = dict(weights.params)  # verify gets the module's own weights
     times: dict[str, list[float]] = {"verify": [], "diff": []}
     for _ in range(args.repeat):
         start = time.perf_counter()

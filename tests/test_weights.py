@@ -58,6 +58,10 @@ def test_multihead_attention_state_dict_gives_torch_forward(tmp_path: Path) -> N
         assert npz["x"].shape == (2, S, H)
 
 
+#: A Llama-family layer's weights cannot say how positions and masks work: these tests say "none".
+PLAIN = ("--no-rope", "--no-causal")
+
+
 def llama_file(tmp_path: Path, layers: int = 2, metadata: dict[str, str] | None = None) -> tuple[Path, list[Any]]:
     """A Llama-style safetensors checkpoint: q/k/v/o_proj without biases, several layers."""
     from safetensors.numpy import save_file
@@ -80,7 +84,7 @@ def test_llama_safetensors_layer_gives_torch_forward(tmp_path: Path) -> None:
     path, mhas = llama_file(tmp_path)
     x_file, x = write_x(tmp_path)
     result = invoke("run", "--weights", path, "--layer-prefix", "model.layers.1.self_attn.", "--heads", h,
-                    "--input", x_file, "--save", tmp_path / "o.npz")
+                    "--input", x_file, "--save", tmp_path / "o.npz", *PLAIN)
     assert result.exit_code == 0, result.output
     np.testing.assert_allclose(saved_output(tmp_path / "o.npz"), mha_forward(mhas[1], x)[0], rtol=1e-5, atol=1e-6)
     assert "x @ w_q.T " in result.stdout
@@ -101,7 +105,7 @@ def test_grouped_query_safetensors_gives_torch_sdpa(tmp_path: Path, heads: int, 
     w = {name: (rng.standard_normal(shape) / np.sqrt(shape[1])).astype(np.float32) for name, shape in shapes.items()}
     save_file({f"model.layers.0.self_attn.{n}.weight": a for n, a in w.items()}, str(tmp_path / "gqa.safetensors"))
     x_file, x = write_x(tmp_path, (2, 5, hidden))
-    result = invoke("run", "--weights", tmp_path / "gqa.safetensors", "--heads", heads, "--causal",
+    result = invoke("run", "--weights", tmp_path / "gqa.safetensors", "--heads", heads, "--causal", "--no-rope",
                     "--input", x_file, "--save", tmp_path / "o.npz")
     assert result.exit_code == 0, result.output
     F = torch.nn.functional
@@ -114,7 +118,7 @@ def test_grouped_query_safetensors_gives_torch_sdpa(tmp_path: Path, heads: int, 
     with np.load(tmp_path / "o.npz", allow_pickle=False) as npz:
         assert npz["k"].shape == (2, kv_heads, 5, head_dim)
         assert "b_q" not in npz.files  # no biases in the file: none in the trace
-    conflict = invoke("run", "--weights", tmp_path / "gqa.safetensors", "--heads", heads, "--kv-heads", heads)
+    conflict = invoke("run", "--weights", tmp_path / "gqa.safetensors", "--heads", heads, "--kv-heads", heads, *PLAIN)
     assert conflict.exit_code == 2
     assert f"--kv-heads {heads} conflicts with the weights (gqa.safetensors), which give" in conflict.stderr
 
@@ -126,25 +130,25 @@ def test_layer_prefix_without_the_trailing_dot(tmp_path: Path) -> None:
 
 def test_several_layers_without_a_prefix_list_the_candidates(tmp_path: Path) -> None:
     path, _ = llama_file(tmp_path)
-    result = invoke("run", "--weights", path, "--heads", h)
+    result = invoke("run", "--weights", path, "--heads", h, *PLAIN)
     assert result.exit_code == 2
     assert "holds 2 attention layers; pick one with --layer-prefix" in result.stderr
     assert "'model.layers.0.self_attn.', 'model.layers.1.self_attn.'" in result.stderr
-    result = invoke("run", "--weights", path, "--heads", h, "--layer-prefix", "model.layers.7.")
+    result = invoke("run", "--weights", path, "--heads", h, "--layer-prefix", "model.layers.7.", *PLAIN)
     assert result.exit_code == 2
     assert "no attention layer under --layer-prefix 'model.layers.7.'" in result.stderr
 
 
 def test_heads_come_from_the_file_or_must_be_given(tmp_path: Path) -> None:
     path, _ = llama_file(tmp_path, layers=1)
-    result = invoke("run", "--weights", path)
+    result = invoke("run", "--weights", path, *PLAIN)
     assert result.exit_code == 2
     assert "pass --heads" in result.stderr
     path, _ = llama_file(tmp_path, layers=1, metadata={"num_attention_heads": "4"})
-    result = invoke("run", "--weights", path)
+    result = invoke("run", "--weights", path, *PLAIN)
     assert result.exit_code == 0, result.output
     assert "H=8  h=4  d=2" in result.stdout
-    result = invoke("run", "--weights", path, "--heads", 2)
+    result = invoke("run", "--weights", path, "--heads", 2, *PLAIN)
     assert result.exit_code == 2
     assert "--heads 2 conflicts with the weights file" in result.stderr
 
@@ -303,14 +307,14 @@ def test_unreadable_file_is_exit_2(tmp_path: Path, monkeypatch: pytest.MonkeyPat
     np.savez(path, w_q=np.eye(H))
     path.chmod(0)
     if os.geteuid() == 0:  # root reads any file: make the open fail as it would for a user
-        real_open = Path.open
+        real_open = os.open
 
-        def locked_open(self: Path, *args: Any, **kwargs: Any) -> Any:
-            if self == path:
+        def locked_open(name: Any, *args: Any, **kwargs: Any) -> Any:
+            if os.fspath(name) == str(path):
                 raise PermissionError(13, "Permission denied")
-            return real_open(self, *args, **kwargs)
+            return real_open(name, *args, **kwargs)
 
-        monkeypatch.setattr(Path, "open", locked_open)
+        monkeypatch.setattr(os, "open", locked_open)
     result = invoke("run", "--weights", path, "--heads", h)
     assert result.exit_code == 2
     assert "permission denied" in result.stderr

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
 from attntrace.backends import SMALL_WORK_FLOPS, Backend, Source, get_backend, single_threaded_blas
 from attntrace.config import AttentionConfig, AxisLabels
 from attntrace.costs import CostMeter, Registry, peak_live_bytes, resolve
+from attntrace.errors import ConfigError
 from attntrace.inputs import param_axes, random_sources, with_tensors
 from attntrace.masks import (
     MASK_STEPS,
@@ -56,6 +57,7 @@ VARIANT_STEPS: dict[str, tuple[str, tuple[str, ...]]] = {
     "rope": ("v", ROPE_STEPS),
     "grouped": ("v", ("k_rep", "v_rep")),  # after the RoPE steps when both are on
     "mask": ("scaled", MASK_STEPS),
+    "softcap": ("scaled", ("capped",)),  # before the mask steps
 }
 
 
@@ -65,9 +67,11 @@ def step_names(config: AttentionConfig, *, mask: bool = False) -> tuple[str, ...
     >>> step_names(AttentionConfig(batch=2, kv_heads=4, causal=True))[9:17]
     ('v', 'k_rep', 'v_rep', 'k_t', 'scores', 'scaled', 'mask', 'masked')
     """
-    on = {"cross": config.cross, "rope": config.rope, "grouped": config.grouped, "mask": config.masked or mask}
+    on = {"cross": config.cross, "rope": config.rope, "grouped": config.grouped,
+          "mask": config.masked or mask, "softcap": config.softcap is not None}
     names = list(STEP_NAMES)
-    for variant in ("mask", "grouped", "rope", "cross"):  # later inserts first keep the indices
+    # later inserts first keep the indices
+    for variant in ("mask", "softcap", "grouped", "rope", "cross"):
         after, added = VARIANT_STEPS[variant]
         if on[variant]:
             at = names.index(after) + 1
@@ -126,6 +130,7 @@ def trace_attention(
     plan = build_mask(config, mask)
     if be.computes and shapes is not None:
         _check_memory(config, max_memory, keep_values is True, shapes)
+        _check_tiles(config, shapes)
     whole_mask = {"mask": plan.source} if plan and config.algorithm == "eager" else {}  # flash: none
     seeded = {**random_sources(config), **rope_sources(config), **whole_mask}
     sources = with_tensors(config, seeded, tensors or {})
@@ -164,11 +169,13 @@ class _Layout:
     lead: tuple[str, ...]  # ("B",) or ()
     sizes: tuple[int, ...]  # (B,) or ()
     lab: AxisLabels
+    rotary: int | None = None  # R of partial RoPE (--rotary-dims), else None
 
     @classmethod
     def of(cls, config: AttentionConfig) -> _Layout:
         batched = config.batch is not None
-        return cls(("B",) if batched else (), (config.batch,) if config.batch is not None else (), config.labels())
+        sizes = (config.batch,) if config.batch is not None else ()
+        return cls(("B",) if batched else (), sizes, config.labels(), config.rotary_dims)
 
     @property
     def n(self) -> int:
@@ -245,10 +252,26 @@ def _rotate(be: Backend[T], rec: _Recorder[T], lay: _Layout, t: Mapping[str, T],
     lab = lay.lab
     cos = rec.step("rope_cos", t["rope_cos"], "cos(pos * base^(-2i/d))", ("S", "d"))  # (S, d)
     sin = rec.step("rope_sin", t["rope_sin"], "sin(pos * base^(-2i/d))", ("S", "d"))  # (S, d)
+    if lay.rotary is not None:  # partial RoPE: the first R dims rotate, the rest pass through
+        return _rotate_part(be, rec, lay, q, k, cos, sin)
     q_rot = rec.step("q_rot", be.add(be.mul(q, cos), be.mul(be.rotate_half(q), sin)),
                      "q * cos + rotate_half(q) * sin", lay.ax("h", "S", "d"))  # (B, h, S, d)
     k_rot = rec.step("k_rot", be.add(be.mul(k, cos), be.mul(be.rotate_half(k), sin)),
                      "k * cos + rotate_half(k) * sin", lay.ax(lab.kv_heads, lab.keys, "d"))  # (B, g, S, d)
+    return q_rot, k_rot
+
+
+def _rotate_part(be: Backend[T], rec: _Recorder[T], lay: _Layout, q: T, k: T, cos: T,
+                 sin: T) -> tuple[T, T]:
+    """Partial RoPE (--rotary-dims R): cos is 1 and sin 0 beyond R, so those dims pass."""
+    r = lay.rotary
+    assert r is not None
+    q_rot = be.add(be.mul(q, cos), be.mul(be.rotate_part(q, r), sin))  # (B, h, S, d)
+    q_rot = rec.step("q_rot", q_rot, f"q * cos + rotate_half(q[..., :{r}]) * sin",
+                     lay.ax("h", "S", "d"))
+    k_rot = be.add(be.mul(k, cos), be.mul(be.rotate_part(k, r), sin))  # (B, g, S, d)
+    k_rot = rec.step("k_rot", k_rot, f"k * cos + rotate_half(k[..., :{r}]) * sin",
+                     lay.ax(lay.lab.kv_heads, lay.lab.keys, "d"))
     return q_rot, k_rot
 
 
@@ -273,8 +296,8 @@ def _weigh(config: AttentionConfig, be: Backend[T], rec: _Recorder[T], lay: _Lay
     factor = config.score_scale
     scale_op = f"scores / sqrt({d})" if config.scale is None else f"scores * {config.scale:g}" + (" (unscaled)" if config.scale == 1 else "")
     fast = mask is None and not (rec.keeps("scores") or rec.keeps("scaled"))
-    if mask is None and not fast and not rec.replace:
-        # kept as recipes: one (S, N) buffer, scaled and softmaxed in place
+    recipes = mask is None and not fast and not rec.replace and config.softcap is None
+    if recipes:  # kept as recipes: one (S, N) buffer, scaled and softmaxed in place
         raw = rec.be
         scores = rec.step("scores", be.matmul(q, k_t), f"{q_name} @ k_t", hSN,
                           again=lambda: raw.matmul(q, k_t))  # (B, h, S, N)
@@ -294,11 +317,21 @@ def _weigh(config: AttentionConfig, be: Backend[T], rec: _Recorder[T], lay: _Lay
         scores = rec.step("scores", be.matmul(q, k_t), f"{q_name} @ k_t", hSN)  # (B, h, S, N)
         scaled = rec.step("scaled", be.scale(scores, factor), scale_op, hSN)  # (B, h, S, N)
     last = "scaled"
+    if config.softcap is not None:
+        scaled, last = _softcap(config.softcap, be, rec, lay, scaled), "capped"  # (B, h, S, N)
     if mask is not None and plan is not None:
         scaled = _apply_mask(config, be, rec, lay, scaled, mask, plan)  # (B, h, S, N)
         last = "masked"
-    softmax = be.softmax_ if fast and not rec.keeps("scaled") else be.softmax  # in place when nobody sees scaled
+    seen = rec.keeps("scaled") or rec.keeps("capped")
+    softmax = be.softmax_ if fast and not seen else be.softmax  # in place: nobody sees its input
     return rec.step("weights", softmax(scaled), f"softmax({last}, dim=-1)", hSN)  # (B, h, S, N)
+
+
+def _softcap(cap: float, be: Backend[T], rec: _Recorder[T], lay: _Layout, scaled: T) -> T:
+    """Logit soft-capping (Gemma 2): C * tanh(scaled / C), before the mask."""
+    capped = be.scale(be.tanh(be.scale(scaled, 1.0 / cap)), cap)  # (B, h, S, N)
+    op = f"{cap:g} * tanh(scaled / {cap:g})"
+    return rec.step("capped", capped, op, lay.ax("h", "S", lay.lab.keys))
 
 
 def _apply_mask(config: AttentionConfig, be: Backend[T], rec: _Recorder[T], lay: _Layout, scaled: T, mask: T,
@@ -394,6 +427,7 @@ class _Recorder(Generic[T]):
         if name in self.replace:  # a suspected mistake, tested by attntrace diff
             done = {s.name: s.value for s in self.steps if s.value is not None}
             value = self.replace[name](done, value)
+            again = None  # the replacement is what is kept
         shape = self.be.shape(value)
         assert len(shape) == len(axes), f"{name}: {shape} vs {axes}"  # a bug, not user input
         charges, inputs = self.meter.take()
@@ -459,6 +493,19 @@ def estimate_bytes(config: AttentionConfig, keep_values: bool = True, shapes: Tr
     live = sum(s.nbytes for s in shapes.steps if not s.view) if keep_values else shapes.peak_bytes
     largest = max((s for s in shapes.steps if not s.view), key=lambda s: s.nbytes)
     return shapes.param_bytes + live + largest.nbytes, largest
+
+
+#: The most flash tiles a compute backend visits (each is a few Python steps): a few seconds.
+MAX_TILES = 20_000
+
+
+def _check_tiles(config: AttentionConfig, shapes: Trace) -> None:
+    """Refuse a flash run whose tile loop would take minutes (a tiny --block-size)."""
+    tiles = shapes["s_tile"].repeat if "s_tile" in shapes else 0
+    if tiles > MAX_TILES:
+        raise ConfigError(
+            f"--algorithm flash with --block-size {config.block_size} visits {tiles:,} tiles, more than "
+            f"{MAX_TILES:,} computed one by one; raise --block-size or trace shapes only with --backend shape")
 
 
 def _check_memory(config: AttentionConfig, max_memory: int | None, keep_values: bool, shapes: Trace) -> None:

@@ -44,7 +44,8 @@ _NOT_OPS = frozenset({"tensor", "shape", "dtype", "to_numpy", "check_dtype", "na
                       "computes", "one_thread_each"})
 #: Operations that move or allocate memory without arithmetic.
 _FREE_OPS = frozenset({"reshape", "transpose", "narrow", "full", "write", "contiguous",
-                       "repeat_interleave", "rotate_half"})  # copies, and a sign flip counted as a copy
+                       "repeat_interleave", "rotate_half",
+                       "rotate_part"})  # copies, and a sign flip counted as a copy
 #: Elementwise operations and their FLOPs per output element.
 _PER_ELEMENT = {"scale": 1, "exp": 1, "binary": 1, "softmax": SOFTMAX_FLOPS_PER_ELEMENT,
                 "softmax_": SOFTMAX_FLOPS_PER_ELEMENT}

@@ -92,15 +92,24 @@ def tiles(seq: int, keys: int, size: int, *, causal: bool = False,
     """
     kv_blocks = list(blocks(keys, size, every))
     for i0, i1, times in blocks(seq, size, every):
-        ends = [i1 + b * size for b in range(times)] if causal else []  # last query + 1 of each block it stands for
-        counts = [(j0, j1, sum(_visible(end, j0, n, size) for end in ends) if causal else times * n)
+        # the b-th query block it stands for ends at i1 + b * size and sees c0 + b key blocks
+        counts = [(j0, j1, _clamped_sum(-(-(i1 - j0) // size), times, n) if causal else times * n)
                   for j0, j1, n in kv_blocks]
         yield (i0, i1, times), [(j0, j1, n) for j0, j1, n in counts if n]
 
 
-def _visible(end: int, start: int, n: int, size: int) -> int:
-    """How many of ``n`` key blocks (``size`` apart from ``start``) begin before query ``end``."""
-    return min(n, max(0, -(-(end - start) // size)))
+def _clamped_sum(first: int, count: int, top: int) -> int:
+    """``sum(min(top, max(0, t)) for t in range(first, first + count))`` in closed form, so a
+    shape trace costs the same at any S / block size.
+
+    >>> _clamped_sum(-2, 7, 3), sum(min(3, max(0, t)) for t in range(-2, 5))
+    (9, 9)
+    """
+    last = first + count - 1
+    lo, hi = max(first, 0), min(last, top)
+    ramp = (lo + hi) * (hi - lo + 1) // 2 if lo <= hi else 0  # the t in [0, top]
+    flat = max(0, last - max(first, top + 1) + 1) * top  # the t above top
+    return ramp + flat
 
 
 def skipped_tiles(config: AttentionConfig) -> int:

@@ -68,6 +68,12 @@ def load_mask(path: Path | str) -> np.ndarray:
     (added to the scores; -inf masks), of a shape that broadcasts to the scores."""
     import numpy as np
 
+    from attntrace.files.declared import check_npy
+
+    try:
+        check_npy(Path(path))  # a regular file whose declared size fits the budget
+    except InputFileError as exc:
+        raise InputFileError(f"cannot read --mask {exc}") from None
     try:
         loaded = np.load(path, allow_pickle=False)
     except (OSError, ValueError, EOFError) as exc:
@@ -99,6 +105,8 @@ def build_mask(config: AttentionConfig, user: np.ndarray | None = None) -> MaskP
         parts.append(("causal", (config.seq, config.keys)))  # (S, N)
     if config.key_lengths is not None:
         parts.append(("key_lengths", (*lead, 1, 1, config.keys)))  # (B, 1, 1, N)
+    if config.window is not None:
+        parts.append((f"window({config.window})", (config.seq, config.keys)))  # (S, N)
     if user is not None:
         parts.append(("mask file", check_mask(tuple(user.shape), config)))
     if not parts:
@@ -137,6 +145,18 @@ def dead_rows(mask: np.ndarray, additive: bool, scores_shape: Shape) -> int:
     return int(np.broadcast_to(dead, scores_shape[:-1]).sum())
 
 
+def window_band(seq: int, keys: int, window: int) -> np.ndarray:
+    """(S, N) booleans: query i sees key j when j > i - W (the sliding window of Mistral and
+    Gemma 2 in transformers: ``kv_idx > q_idx - sliding_window``; with --causal also j <= i).
+
+    >>> window_band(4, 4, 2).astype(int).tolist()
+    [[1, 1, 1, 1], [1, 1, 1, 1], [0, 1, 1, 1], [0, 0, 1, 1]]
+    """
+    import numpy as np
+
+    return np.arange(keys)[None, :] > np.arange(seq)[:, None] - window  # (S, N)
+
+
 def dead_rows_by_block(plan: MaskPlan, scores_shape: Shape, block: int) -> int:
     """:func:`dead_rows` of the mask of ``plan``, made ``block`` query rows at a time."""
     rows, keys = scores_shape[-2:]
@@ -165,6 +185,8 @@ def _box(config: AttentionConfig, user: np.ndarray | None, shape: Shape, rows: t
     if config.key_lengths is not None:
         lengths = np.asarray(config.key_lengths).reshape(-1, 1, 1, 1)  # (B, 1, 1, 1)
         keep = keep & (key < lengths)  # (B, 1, 1, Bc)
+    if config.window is not None:
+        keep = keep & (key > query - config.window)  # (Br, Bc): the band of window_band
     out_shape = _tile_shape(shape, rows, cols)
     if user is not None:
         part = user[_spans(user.shape, rows, cols)]  # the user's slice, axes of size 1 kept

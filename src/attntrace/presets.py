@@ -8,13 +8,14 @@ vocabulary, MLP and norms do not matter here. Explicit flags override a preset f
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
+from dataclasses import fields as dataclass_fields
 from pathlib import Path
 from typing import Any
 
 from attntrace.config import AttentionConfig
 from attntrace.errors import ConfigError, InputFileError
+from attntrace.files.guard import load_json
 
 
 @dataclass(frozen=True)
@@ -37,6 +38,12 @@ class Preset:
     causal: bool  # decoder-only language model: query i attends keys 0..i
     bias: bool  # the q/k/v/o linear layers have biases
     note: str = ""  # what attntrace does not model about this attention
+    window: int | None = None  # W: sliding_window of the layers that have one
+    scale: float | None = None  # query_pre_attn_scalar ** -0.5 where it is not 1/sqrt(d)
+    rope_scaling: str | None = None  # as --rope-scaling takes it, from rope_scaling
+    rotary_dims: int | None = None  # R of partial RoPE
+    softcap: float | None = None  # attn_logit_softcapping
+    layers: int | None = None  # num_hidden_layers (whole-model figures)
 
     def config_fields(self) -> dict[str, Any]:
         """The AttentionConfig fields this preset sets.
@@ -50,7 +57,9 @@ class Preset:
             "kv_heads": self.kv_heads if self.kv_heads != self.heads else None,
             "head_dim_override": self.head_dim if decoupled else None,
             "rope": self.rope_theta is not None, "rope_base": self.rope_theta or 10000.0,
-            "causal": self.causal, "bias": self.bias,
+            "causal": self.causal, "bias": self.bias, "window": self.window, "scale": self.scale,
+            "rope_scaling": self.rope_scaling, "rotary_dims": self.rotary_dims,
+            "softcap": self.softcap,
         }
 
     @property
@@ -59,12 +68,17 @@ class Preset:
         return 2 * self.kv_heads * self.head_dim * 2
 
 
+#: Llama 3.1's rope_scaling (8B and 70B), as --rope-scaling takes it.
+_LLAMA31 = ("llama3:factor=8.0,low_freq_factor=1.0,high_freq_factor=4.0,"
+            "original_max_position_embeddings=8192.0")
+
 _PRESETS = (
     # google-bert/bert-base-uncased: hidden_size 768, num_attention_heads 12,
     # max_position_embeddings 512, position_embedding_type "absolute" (no head_dim, no kv heads)
     Preset("bert-base", "google-bert/bert-base-uncased", 768, 12, 12, 64, None, 512, False, True),
     # google-bert/bert-large-uncased: hidden_size 1024, num_attention_heads 16, max_position_embeddings 512
-    Preset("bert-large", "google-bert/bert-large-uncased", 1024, 16, 16, 64, None, 512, False, True),
+    Preset("bert-large", "google-bert/bert-large-uncased",
+           1024, 16, 16, 64, None, 512, False, True),
     # openai-community/gpt2: n_embd 768, n_head 12, n_positions 1024 (c_attn has a bias)
     Preset("gpt2", "openai-community/gpt2", 768, 12, 12, 64, None, 1024, True, True),
     # openai-community/gpt2-xl: n_embd 1600, n_head 25, n_positions 1024
@@ -81,14 +95,16 @@ _PRESETS = (
     Preset("llama-2-7b", "meta-llama/Llama-2-7b-hf", 4096, 32, 32, 128, 10000.0, 4096, True, False),
     # meta-llama/Meta-Llama-3-8B: hidden_size 4096, num_attention_heads 32, num_key_value_heads 8,
     # max_position_embeddings 8192, rope_theta 500000.0, attention_bias false
-    Preset("llama-3-8b", "meta-llama/Meta-Llama-3-8B", 4096, 32, 8, 128, 500000.0, 8192, True, False),
+    Preset("llama-3-8b", "meta-llama/Meta-Llama-3-8B",
+           4096, 32, 8, 128, 500000.0, 8192, True, False),
     # meta-llama/Meta-Llama-3-70B: hidden_size 8192, num_attention_heads 64, num_key_value_heads 8,
     # max_position_embeddings 8192, rope_theta 500000.0, attention_bias false
-    Preset("llama-3-70b", "meta-llama/Meta-Llama-3-70B", 8192, 64, 8, 128, 500000.0, 8192, True, False),
+    Preset("llama-3-70b", "meta-llama/Meta-Llama-3-70B",
+           8192, 64, 8, 128, 500000.0, 8192, True, False),
     # mistralai/Mistral-7B-v0.1: hidden_size 4096, num_attention_heads 32, num_key_value_heads 8,
     # max_position_embeddings 32768, rope_theta 10000.0, sliding_window 4096
     Preset("mistral-7b", "mistralai/Mistral-7B-v0.1", 4096, 32, 8, 128, 10000.0, 32768, True, False,
-           "the sliding window of 4096 keys is not modelled (no difference for S <= 4096)"),
+           window=4096),
     # Qwen/Qwen2-7B: hidden_size 3584, num_attention_heads 28, num_key_value_heads 4,
     # max_position_embeddings 131072, rope_theta 1000000.0; q/k/v have biases, o_proj has none
     Preset("qwen2-7b", "Qwen/Qwen2-7B", 3584, 28, 4, 128, 1000000.0, 131072, True, True,
@@ -97,6 +113,67 @@ _PRESETS = (
     # head_dim 256 -> h·d = 4096 != hidden_size, max_position_embeddings 8192, rope_theta 10000.0,
     # attention_bias false
     Preset("gemma-7b", "google/gemma-7b", 3072, 16, 16, 256, 10000.0, 8192, True, False),
+    # --- models in use now (issue 12); each from the repository's config.json ---
+    # meta-llama/Llama-3.1-8B: hidden_size 4096, num_attention_heads 32, num_key_value_heads 8,
+    # head_dim 128, max_position_embeddings 131072, rope_theta 500000.0, num_hidden_layers 32,
+    # rope_scaling {rope_type llama3, factor 8.0, low_freq_factor 1.0, high_freq_factor 4.0,
+    # original_max_position_embeddings 8192}, attention_bias false
+    Preset("llama-3.1-8b", "meta-llama/Llama-3.1-8B",
+           4096, 32, 8, 128, 500000.0, 131072, True, False,
+           rope_scaling=_LLAMA31, layers=32),
+    # meta-llama/Llama-3.1-70B: hidden_size 8192, num_attention_heads 64, num_key_value_heads 8,
+    # max_position_embeddings 131072, rope_theta 500000.0, num_hidden_layers 80, rope_scaling as 8B
+    Preset("llama-3.1-70b", "meta-llama/Llama-3.1-70B",
+           8192, 64, 8, 128, 500000.0, 131072, True, False,
+           rope_scaling=_LLAMA31, layers=80),
+    # meta-llama/Llama-3.2-1B: hidden_size 2048, num_attention_heads 32, num_key_value_heads 8,
+    # head_dim 64, max_position_embeddings 131072, rope_theta 500000.0, num_hidden_layers 16,
+    # rope_scaling {rope_type llama3, factor 32.0, low_freq_factor 1.0, high_freq_factor 4.0,
+    # original_max_position_embeddings 8192}
+    Preset("llama-3.2-1b", "meta-llama/Llama-3.2-1B",
+           2048, 32, 8, 64, 500000.0, 131072, True, False,
+           rope_scaling="llama3:factor=32.0,low_freq_factor=1.0,high_freq_factor=4.0,"
+                        "original_max_position_embeddings=8192.0", layers=16),
+    # Qwen/Qwen2.5-7B: hidden_size 3584, num_attention_heads 28, num_key_value_heads 4,
+    # max_position_embeddings 131072, rope_theta 1000000.0, num_hidden_layers 28,
+    # use_sliding_window false; q/k/v have biases, o_proj has none
+    Preset("qwen2.5-7b", "Qwen/Qwen2.5-7B", 3584, 28, 4, 128, 1000000.0, 131072, True, True,
+           "o_proj has no bias (attntrace's biases are all or none)", layers=28),
+    # Qwen/Qwen3-8B: hidden_size 4096, num_attention_heads 32, num_key_value_heads 8, head_dim 128,
+    # max_position_embeddings 40960, rope_theta 1000000, num_hidden_layers 36, attention_bias false
+    Preset("qwen3-8b", "Qwen/Qwen3-8B", 4096, 32, 8, 128, 1000000.0, 40960, True, False,
+           "q_norm/k_norm (RMSNorm of q and k per head) are not modelled", layers=36),
+    # google/gemma-2-9b: hidden_size 3584, num_attention_heads 16, num_key_value_heads 8,
+    # head_dim 256, query_pre_attn_scalar 256, attn_logit_softcapping 50.0, sliding_window 4096
+    # (every other layer, from layer 0), max_position_embeddings 8192, rope_theta 10000.0,
+    # num_hidden_layers 42; the preset is a global (odd) layer
+    Preset("gemma-2-9b", "google/gemma-2-9b", 3584, 16, 8, 256, 10000.0, 8192, True, False,
+           "even layers slide over 4096 keys: add --window 4096 for them", softcap=50.0, layers=42),
+    # google/gemma-3-4b-pt, text_config: hidden_size 2560, num_attention_heads 8,
+    # num_key_value_heads 4, head_dim 256, query_pre_attn_scalar 256, sliding_window 1024
+    # (5 of every 6 layers),
+    # rope_theta 1000000.0 with rope_scaling {rope_type linear, factor 8.0} on the global layers,
+    # rope_local_base_freq 10000.0 on the sliding ones, max_position_embeddings 131072,
+    # num_hidden_layers 34; the preset is a global layer (5, 11, ...)
+    Preset("gemma-3-4b", "google/gemma-3-4b-pt", 2560, 8, 4, 256, 1000000.0, 131072, True, False,
+           "q_norm/k_norm are not modelled; sliding layers: --window 1024 --rope-base 10000, "
+           "no scaling",
+           rope_scaling="linear:factor=8.0", layers=34),
+    # mistralai/Mistral-7B-v0.3: hidden_size 4096, num_attention_heads 32, num_key_value_heads 8,
+    # max_position_embeddings 32768, rope_theta 1000000.0, sliding_window null, num_hidden_layers 32
+    Preset("mistral-7b-v0.3", "mistralai/Mistral-7B-v0.3",
+           4096, 32, 8, 128, 1000000.0, 32768, True, False,
+           layers=32),
+    # microsoft/Phi-3-mini-4k-instruct: hidden_size 3072, num_attention_heads 32,
+    # num_key_value_heads 32, max_position_embeddings 4096, rope_theta 10000.0,
+    # sliding_window 2047, num_hidden_layers 32; q, k, v fused in qkv_proj, no biases
+    Preset("phi-3-mini", "microsoft/Phi-3-mini-4k-instruct",
+           3072, 32, 32, 96, 10000.0, 4096, True, False,
+           window=2047, layers=32),
+    # allenai/OLMo-2-1124-7B: hidden_size 4096, num_attention_heads 32, num_key_value_heads 32,
+    # max_position_embeddings 4096, rope_theta 500000, attention_bias false, num_hidden_layers 32
+    Preset("olmo-2-7b", "allenai/OLMo-2-1124-7B", 4096, 32, 32, 128, 500000.0, 4096, True, False,
+           "q_norm/k_norm (RMSNorm over all heads of q and k) are not modelled", layers=32),
 )
 
 #: Presets by name, in the order ``attntrace presets`` lists them.
@@ -118,85 +195,64 @@ def resolve_config(*, preset: str | None = None, hf_config: Path | str | None = 
     >>> cfg.hidden, cfg.heads, cfg.kv_heads, cfg.rope_base, cfg.causal
     (4096, 32, 1, 500000.0, True)
     """
-    if preset is not None and hf_config is not None:
-        raise ConfigError("use either --preset or --hf-config, not both")
-    base = get_preset(preset).config_fields() if preset is not None else read_hf_config(hf_config) if hf_config is not None else {}
-    return AttentionConfig(**{**base, **{k: v for k, v in explicit.items() if v is not None}})
+    fields, _ = resolve_fields(preset=preset, hf_config=hf_config, **explicit)
+    return AttentionConfig(**fields)
 
 
-#: Where each size lives in the config.json of the common model families.
-_HEADS = ("num_attention_heads", "n_head", "num_heads", "encoder_attention_heads")
-_HIDDEN = ("hidden_size", "n_embd", "d_model")
-_HEAD_DIM = ("head_dim", "d_kv")
-#: Families with rotary embeddings even when the file has no rope_theta (Llama 2: default 10000).
-_ROPE_TYPES = frozenset({"llama", "mistral", "mixtral", "qwen2", "qwen3", "gemma", "gemma2", "phi3", "gpt_neox"})
-#: Families whose attention projections have no bias when the file has no attention_bias.
-_NO_BIAS_TYPES = frozenset({"llama", "mistral", "mixtral", "gemma", "gemma2", "t5", "mt5", "qwen3", "phi3"})
+def resolve_fields(*, preset: str | None = None, hf_config: Path | str | None = None,
+                   model_dir: Path | None = None, layer: int | None = None,
+                   **explicit: Any) -> tuple[dict[str, Any], dict[str, str]]:
+    """Every AttentionConfig field (not validated yet: files may still change the sizes): the
+    defaults, then a preset's or config.json's, then the explicit ones that are not None. Also
+    the fields the preset or config.json set, each with its source (``--preset NAME``).
 
-
-def read_hf_config(path: Path | str) -> dict[str, Any]:
-    """The AttentionConfig fields of a Hugging Face ``config.json``.
-
-    Reads num_attention_heads (or n_head, num_heads), hidden_size (or n_embd, d_model),
-    num_key_value_heads, head_dim (or d_kv), rope_theta, model_type, architectures and
-    attention_bias; a missing size or an attention feature attntrace cannot model
-    (rope_scaling, ALiBi) is a clear error.
+    >>> fields, known = resolve_fields(preset="gpt2", seq=5)
+    >>> fields["seq"], fields["hidden"], known["heads"]
+    (5, 768, '--preset gpt2')
     """
-    cfg = _load_json(Path(path))
-    heads, hidden = _int_field(cfg, _HEADS, path), _int_field(cfg, _HIDDEN, path)
-    kv_heads = _optional_int(cfg, ("num_key_value_heads",), path)
-    head_dim = _optional_int(cfg, _HEAD_DIM, path)
-    _refuse_unmodelled(cfg, path)
-    model_type = str(cfg.get("model_type", ""))
-    rope = "rope_theta" in cfg or model_type in _ROPE_TYPES
-    archs = cfg.get("architectures") or []
-    causal = model_type in _ROPE_TYPES or model_type == "gpt2" or any(
-        str(a).endswith(("ForCausalLM", "LMHeadModel")) for a in archs)
-    bias = bool(cfg["attention_bias"]) if "attention_bias" in cfg else model_type not in _NO_BIAS_TYPES
-    decoupled = head_dim is not None and (hidden % heads or hidden // heads != head_dim)
-    return {
-        "hidden": hidden, "heads": heads,
-        "kv_heads": kv_heads if kv_heads not in (None, heads) else None,
-        "head_dim_override": head_dim if decoupled else None,
-        "rope": rope, "rope_base": float(cfg.get("rope_theta") or 10000.0), "causal": causal, "bias": bias,
-    }
+    choices = (("--preset", preset), ("--hf-config", hf_config), ("--model", model_dir))
+    named = [name for name, v in choices if v is not None]
+    if len(named) > 1:
+        raise ConfigError(f"use either {named[0]} or {named[1]}, not both")
+    if layer is not None and preset is None and hf_config is None and model_dir is None:
+        raise ConfigError("--layer picks a layer of --model DIR (or of --hf-config); add one")
+    base: dict[str, Any] = {}
+    source = ""
+    if preset is not None:
+        if layer is not None:
+            raise ConfigError("--layer picks a layer of --model DIR or --hf-config, not --preset")
+        base, source = get_preset(preset).config_fields(), f"--preset {preset}"
+    elif hf_config is not None:
+        base, source = read_hf_config(hf_config, layer), f"--hf-config {Path(hf_config).name}"
+    elif model_dir is not None:
+        from attntrace.models.load import model_fields
+
+        base = model_fields(model_dir, layer)
+        source = f"--model {model_dir.name} (layer {layer or 0})"
+    defaults = {f.name: f.default for f in dataclass_fields(AttentionConfig)}
+    given = {k: v for k, v in explicit.items() if v is not None}
+    return {**defaults, **base, **given}, dict.fromkeys(base, source)
+
+
+def read_hf_config(path: Path | str, layer: int | None = None) -> dict[str, Any]:
+    """The AttentionConfig fields of a Hugging Face ``config.json`` (of layer ``layer`` where
+    layers differ): see :func:`attntrace.models.hf_config.attention_fields`.
+
+    Reads the head counts, widths, θ (``rope_theta`` or transformers 5's ``rope_parameters``),
+    sliding windows, ``query_pre_attn_scalar``, model_type, architectures and attention_bias;
+    a missing size or an attention feature attntrace cannot model (rope scaling, soft-capping,
+    q/k norms, ALiBi, T5's relative bias) is a clear error.
+    """
+    from attntrace.models.hf_config import attention_fields
+
+    try:
+        return attention_fields(_load_json(Path(path)), path, layer)
+    except ConfigError as exc:
+        raise ConfigError(f"--hf-config {exc}") from None
 
 
 def _load_json(path: Path) -> dict[str, Any]:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise InputFileError(f"cannot read --hf-config {path}: {exc.strerror or exc}") from None
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise InputFileError(f"--hf-config {path} is not valid JSON: {' '.join(str(exc).split())}") from None
+    data = load_json(path, what="--hf-config")  # a regular file, size-capped, strict JSON
     if not isinstance(data, dict):
         raise InputFileError(f"--hf-config {path} holds a JSON {type(data).__name__}, not an object; give a model's config.json")
     return data
-
-
-def _int_field(cfg: dict[str, Any], names: tuple[str, ...], path: Path | str) -> int:
-    value = _optional_int(cfg, names, path)
-    if value is None:
-        hint = " (a multimodal config? give its text_config as a file)" if "text_config" in cfg else ""
-        raise ConfigError(f"--hf-config {path} has none of the fields {', '.join(names)}{hint}")
-    return value
-
-
-def _optional_int(cfg: dict[str, Any], names: tuple[str, ...], path: Path | str) -> int | None:
-    for name in names:
-        value = cfg.get(name)
-        if value is None:
-            continue
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ConfigError(f"--hf-config {path}: {name} must be a whole number >= 1, got {value!r}")
-        return value
-    return None
-
-
-def _refuse_unmodelled(cfg: dict[str, Any], path: Path | str) -> None:
-    """Attention features that would change the result and that attntrace does not model."""
-    if cfg.get("rope_scaling"):
-        raise ConfigError(f"--hf-config {path}: rope_scaling {cfg['rope_scaling']!r} is not modelled; "
-                          "remove it from the file to trace plain RoPE")
-    if cfg.get("alibi"):
-        raise ConfigError(f"--hf-config {path}: ALiBi position biases are not modelled; remove alibi to trace without them")

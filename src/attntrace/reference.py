@@ -68,6 +68,10 @@ def reference_mask(config: AttentionConfig, user: np.ndarray | None) -> tuple[An
         keep = valid[:, None, None, :]  # (B, 1, 1, N)
     if user is not None and user.dtype.kind == "b":
         keep = _and(keep, torch.from_numpy(user))
+    if config.window is not None:
+        pos = torch.arange(max(config.seq, config.keys))
+        band = pos[: config.keys][None, :] > pos[: config.seq][:, None] - config.window  # (S, N)
+        keep = _and(keep, band)
     if config.causal and keep is None and user is None:
         return None, True  # SDPA's own causal mask (top-left aligned)
     if config.causal:

@@ -143,6 +143,7 @@ class Trace:
     parameters: tuple[Param, ...]
     notes: tuple[str, ...] = ()  # warnings about the result, e.g. fully masked query rows
     peak_bytes: int = 0  # the most activation bytes alive at once (every non-view step a new buffer)
+    origin: str = ""  # where the settings come from: --model DIR (layer N), typed overrides
 
     def __getitem__(self, name: str) -> Step:
         for step in self.steps:
@@ -252,6 +253,7 @@ class Trace:
             "params": [_param_dict(p) for p in self.parameters],
             "totals": self._totals_dict(),
             "notes": list(self.notes),
+            **({"origin": self.origin} if self.origin else {}),
         }
 
     def _totals_dict(self) -> dict[str, Any]:

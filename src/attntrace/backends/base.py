@@ -122,6 +122,17 @@ class Backend(ABC, Generic[T]):
         used afterwards); the scale is not charged (the caller records it as its own step)."""
         return self.softmax(x if scale == 1.0 else self.scale(x, scale))
 
+    # --- operations of current models' variants (issue 12) ---
+
+    @abstractmethod
+    def rotate_part(self, x: T, dims: int) -> T:
+        """:meth:`rotate_half` of the first ``dims`` entries of the last axis, zeros after them
+        (partial RoPE: the other entries keep their values through cos = 1, sin = 0)."""
+
+    @abstractmethod
+    def tanh(self, x: T) -> T:
+        """Elementwise hyperbolic tangent (logit soft-capping)."""
+
     # The operations of the tiled (flash) algorithm.
 
     @contextmanager

@@ -98,6 +98,16 @@ class NumpyBackend(Backend[np.ndarray]):
     def rotate_half(self, x: np.ndarray) -> np.ndarray:
         half = x.shape[-1] // 2
         return np.concatenate((-x[..., half:], x[..., :half]), axis=-1)
+
+    def rotate_part(self, x: np.ndarray, dims: int) -> np.ndarray:
+        out, half = np.zeros_like(x), dims // 2
+        out[..., :half], out[..., half:dims] = -x[..., half:dims], x[..., :half]
+        return out
+
+    def tanh(self, x: np.ndarray) -> np.ndarray:
+        out: np.ndarray = np.tanh(x)
+        return out
+
     def softmax_(self, x: np.ndarray, scale: float = 1.0) -> np.ndarray:
         rows = x.reshape(-1, x.shape[-1])  # (B·h·S, N), a view of the contiguous scores
         factor = None if scale == 1.0 else x.dtype.type(scale)

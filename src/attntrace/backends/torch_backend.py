@@ -101,6 +101,14 @@ class TorchBackend(Backend["torch.Tensor"]):
         finally:
             self._torch.set_num_threads(before)
 
+    def rotate_part(self, x: torch.Tensor, dims: int) -> torch.Tensor:
+        half, rest = dims // 2, x[..., dims:]
+        zeros = self._torch.zeros_like(rest)
+        return self._torch.cat((-x[..., half:dims], x[..., :half], zeros), dim=-1)
+
+    def tanh(self, x: torch.Tensor) -> torch.Tensor:
+        return x.tanh()
+
     def narrow(self, x: torch.Tensor, axis: int, start: int, stop: int) -> torch.Tensor:
         return x.narrow(axis, start, stop - start)
 

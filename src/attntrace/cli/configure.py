@@ -24,6 +24,8 @@ MODEL_OPTIONS: dict[str, Any] = {
     "kv_seq": opt.KvSeq, "kv_hidden": opt.KvHidden, "kv_heads": opt.KvHeads, "head_dim": opt.HeadDim,
     "bias": opt.Bias, "causal": opt.Causal, "key_lengths": opt.KeyLengths, "rope": opt.Rope,
     "rope_base": opt.RopeBase, "preset": opt.Preset, "hf_config": opt.HfConfig,
+    "window": opt.Window, "model_dir": opt.ModelDir, "layer": opt.Layer,
+    "rope_scaling": opt.RopeScaling, "rotary_dims": opt.RotaryDims, "softcap": opt.Softcap,
 }
 
 
@@ -65,9 +67,12 @@ def resolve_options(*, preset: str | None = None, hf_config: Path | None = None,
     >>> resolve_options(preset="llama-3-8b", seq=16, kv_heads=None).kv_heads
     8
     """
-    from attntrace.presets import resolve_config
+    from attntrace.presets import resolve_fields
 
-    config = resolve_config(preset=preset, hf_config=hf_config, **option_fields(**options))
+    model_dir, layer = options.pop("model_dir", None), options.pop("layer", None)
+    fields, _ = resolve_fields(preset=preset, hf_config=hf_config, model_dir=model_dir, layer=layer,
+                               **option_fields(**options))
+    config = AttentionConfig(**fields)
     check_rope_base(options.get("rope_base"), config)
     return config
 
@@ -91,24 +96,97 @@ def config_from_files(
     **options: Any,
 ) -> tuple[AttentionConfig, dict[str, Any]]:
     """The config of the options (as :func:`resolve_options` takes them), with --weights /
-    --input filling in the sizes not typed; also the tensors the files give."""
-    from dataclasses import asdict
+    --input filling in the sizes not typed; also the tensors the files give.
 
-    base = resolve_options(**options)
-    if weights is None and input_file is None:
+    Nothing is validated before the files have spoken: the default --hidden 768 never meets
+    a file's 28 heads, and --key-lengths finds the batch of an --input (B, S, H)."""
+    model_dir = options.get("model_dir")
+    if weights is None and input_file is None and model_dir is None:
         if layer_prefix is not None:
             raise ConfigError("--layer-prefix picks a layer of --weights; add --weights FILE")
-        return base, {}
-    from attntrace.files import load_weights, read_npy, resolve_run
+        return resolve_options(**options), {}
+    from attntrace.files import read_npy, resolve_run
+    from attntrace.presets import resolve_fields
 
-    sizes = asdict(base)
-    explicit = {name for name in ("batch", "seq", "hidden", "heads", "scale", "head_dim", "kv_heads", "kv_hidden")
-                if _typed(ctx, name)}
-    loaded = load_weights(weights, layer_prefix) if weights is not None else None
+    sources = {k: options.pop(k, None) for k in ("preset", "hf_config", "model_dir", "layer")}
+    sizes, known = resolve_fields(**sources, **option_fields(**options))
+    explicit = {name for name in _SIZE_OPTIONS if _typed(ctx, name)}
+    loaded = _load(weights, model_dir, sources["layer"], layer_prefix, sizes, known)
     if loaded is None and layer_prefix is not None:
         raise ConfigError("--layer-prefix picks a layer of --weights; add --weights FILE")
+    if loaded is not None and not known:
+        check_positions_said(loaded, options)
     x = read_npy(input_file) if input_file is not None else None
-    return resolve_run(sizes, explicit, loaded, x)
+    config, tensors = resolve_run(sizes, explicit, loaded, x, known=known)
+    check_rope_base(options.get("rope_base"), config)
+    return config, tensors
+
+
+def origin_line(ctx: typer.Context | None, model: dict[str, Any], config: AttentionConfig) -> str:
+    """Where the settings of ``config`` come from, for the header: the --model, --hf-config or
+    --preset, and each typed option that overrides it (``--kv-heads 1 over 2``); "" if none.
+
+    >>> origin_line(None, {"preset": "gpt2", "kv_heads": 4}, AttentionConfig(kv_heads=4))
+    'from --preset gpt2; typed over it: --kv-heads 4 (was none)'
+    """
+    from attntrace.presets import resolve_fields
+
+    sources = {k: model.get(k) for k in ("preset", "hf_config", "model_dir", "layer")}
+    if all(sources[k] is None for k in ("preset", "hf_config", "model_dir")):
+        return ""
+    base, known = resolve_fields(**sources)
+    now = config.to_dict()
+    over = []
+    for name in known:
+        option = name.removesuffix("_override")
+        given = model.get(option) is not None or (ctx is not None and _typed(ctx, option))
+        if given and name in now and now[name] != base[name]:
+            flag = "--" + option.replace("_", "-")
+            over.append(f"{flag} {_word(now[name])} (was {_word(base[name])})")
+    source = next(iter(known.values()), "")
+    return f"from {source}" + (f"; typed over it: {', '.join(over)}" if over else "")
+
+
+def _word(value: Any) -> str:
+    if value is None:
+        return "none"
+    return str(value).lower() if isinstance(value, bool) else str(value)
+
+
+def _load(weights: Path | None, model_dir: Path | None, layer: int | None, layer_prefix: str | None,
+          sizes: dict[str, Any], known: dict[str, str]) -> Any:
+    """The layer of --weights FILE or of --model DIR (None: neither)."""
+    if weights is not None and model_dir is not None:
+        raise ConfigError("--model DIR brings its own weights; drop --weights (or --model)")
+    if model_dir is not None:
+        from attntrace.models.load import load_model_layer
+
+        return load_model_layer(model_dir, layer, layer_prefix)
+    if weights is None:
+        return None
+    from attntrace.files.schemes import LayoutInfo, load_weights
+    from attntrace.models.layouts import ALL_SCHEMES
+
+    heads = sizes["heads"] if "heads" in known or sizes.get("heads") is not None else None
+    info = LayoutInfo(heads, sizes.get("kv_heads"))
+    return load_weights(weights, layer_prefix, schemes=ALL_SCHEMES, info=info)
+
+
+#: The options a file may also state; typed ones must agree with it.
+_SIZE_OPTIONS = ("batch", "seq", "hidden", "heads", "scale", "head_dim", "kv_heads", "kv_hidden")
+
+
+def check_positions_said(loaded: Any, options: dict[str, Any]) -> None:
+    """A Llama-family layer (q_proj ... o_proj) rotates q and k and masks the future, which its
+    weights cannot say: refuse to guess either way unless --rope and --causal are said."""
+    said = options.get("rope") is not None and options.get("causal") is not None
+    if loaded.family != "llama" or said:
+        return
+    raise ConfigError(
+        f"the weights ({loaded.path.name}) hold a Llama-family layer (q_proj ... o_proj), which "
+        "uses rotary embeddings and a causal mask that the weights cannot state; add --hf-config "
+        "config.json, --preset or --model DIR, or say it: --rope/--no-rope and --causal/--no-causal"
+    )
 
 
 def _typed(ctx: typer.Context, name: str) -> bool:

@@ -91,6 +91,28 @@ KeyLengths = Annotated[str | None, typer.Option(help="Valid keys per batch item,
 MaskFile = Annotated[Path | None, typer.Option("--mask", help="A .npy mask broadcasting to the scores (B, h, S, N): booleans, True = attend (as SDPA; nn.MultiheadAttention's key_padding_mask is the opposite), or floats added to the scores.", rich_help_panel=VARIANTS, dir_okay=False)]
 Rope = Annotated[bool | None, typer.Option("--rope/--no-rope", help="Rotary position embedding on q and k (Llama convention); adds rope_cos, rope_sin, q_rot, k_rot.", rich_help_panel=VARIANTS, show_default=False)]
 RopeBase = Annotated[float | None, typer.Option(help="theta of --rope (rope_theta) \\[default: 10000, or the preset's].", rich_help_panel=VARIANTS, show_default=False)]
+Window = Annotated[int | None, typer.Option(
+    help="W, sliding window: query i sees keys j > i - W (Mistral, Gemma 2; with --causal "
+    "also j <= i); adds window(W) to the mask.", rich_help_panel=VARIANTS)]
+RopeScaling = Annotated[str | None, typer.Option(
+    help="RoPE scaling: llama3 (Llama 3.1 defaults), linear:factor=F, dynamic:factor=F,"
+    "max_position_embeddings=P, yarn:factor=F,original_max_position_embeddings=P (key=value as in "
+    "a config's rope_scaling).", rich_help_panel=VARIANTS)]
+RotaryDims = Annotated[int | None, typer.Option(
+    help="R: partial RoPE, only the first R dims of each head rotate (GPT-NeoX rotary_pct, Phi "
+    "partial_rotary_factor).", rich_help_panel=VARIANTS)]
+Softcap = Annotated[float | None, typer.Option(
+    help="C: logit soft-capping, scores -> C*tanh(scores/C) before the mask (Gemma 2); "
+    "adds capped.",
+    rich_help_panel=VARIANTS)]
+ModelDir = Annotated[Path | None, typer.Option(
+    "--model", help="A saved Hugging Face model folder (config.json + model.safetensors, a sharded "
+    "index or pytorch_model.bin): sizes and variants of --layer from its config, weights from "
+    "the shard that holds them; typed options override it.", rich_help_panel=MODELS,
+    file_okay=False)]
+Layer = Annotated[int | None, typer.Option(
+    help="Which layer of --model (or of an --hf-config whose layers differ) \\[default: 0].",
+    rich_help_panel=MODELS, show_default=False)]
 Preset = Annotated[str | None, typer.Option(help="Sizes of a real model, e.g. llama-3-8b (list: attntrace presets); explicit flags override it.", rich_help_panel=MODELS)]
 HfConfig = Annotated[Path | None, typer.Option(help="Read the sizes from a Hugging Face config.json; explicit flags override it.", rich_help_panel=MODELS, dir_okay=False)]
 Backend = Annotated[BackendName, typer.Option(help="numpy (default), torch (pip install 'attntrace\\[torch]'), or shape (shapes only, any size).")]

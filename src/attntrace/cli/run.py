@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 import warnings
 from typing import Any
@@ -10,7 +11,7 @@ import typer
 
 from attntrace.cli import options as opt
 from attntrace.cli.app import EPILOG, app, cli_errors, console
-from attntrace.cli.configure import config_from_files, with_model_options
+from attntrace.cli.configure import config_from_files, origin_line, with_model_options
 from attntrace.config import AttentionConfig
 from attntrace.errors import ConfigError
 
@@ -79,6 +80,8 @@ def run(
         warnings.simplefilter("ignore", MaskWarning)  # the renderers show Trace.notes instead
         trace = trace_attention(config, backend.value, mask=user_mask, max_memory=budget,
                                 keep_values=keep, tensors=tensors, threads=threads)
+    if origin := origin_line(ctx, model, config):
+        trace = dataclasses.replace(trace, origin=origin)
     if save is not None:
         from attntrace.files import save_trace
 

@@ -15,10 +15,13 @@ if TYPE_CHECKING:
 
 
 def resolve_run(
-    options: Mapping[str, Any], explicit: set[str], weights: LoadedWeights | None = None, x: np.ndarray | None = None
+    options: Mapping[str, Any], explicit: set[str], weights: LoadedWeights | None = None,
+    x: np.ndarray | None = None, *, known: Mapping[str, str] | None = None,
 ) -> tuple[AttentionConfig, dict[str, np.ndarray | None]]:
     """The config and the user tensors of a run. ``options`` holds every AttentionConfig field
-    (defaults included); ``explicit`` names the ones the user typed.
+    (defaults included); ``explicit`` names the ones the user typed; ``known`` the ones a
+    preset or config.json set, each with its source: they count as given, and a file that
+    disagrees with them is an error naming both.
 
     >>> import numpy as np
     >>> opts = {"batch": None, "seq": 3, "hidden": 768, "heads": 2, "dtype": "float32", "seed": 0, "scale": None}
@@ -34,16 +37,20 @@ def resolve_run(
     if x is not None:
         for name, value in _x_sizes(x).items():
             _state(stated, name, value, f"the input (x {tuple(x.shape)})")
-    values = dict(options)
+    values, known = dict(options), known or {}
     for name, (value, where) in stated.items():
         if name in explicit and options[name] != value:
             raise ConfigError(f"--{name} {_show(name, options[name])} conflicts with {where}, which gives {_show(name, value)}; drop --{name}")
+        if name in known and name not in explicit and options[name] != value:
+            shown = _show(name, options[name])
+            raise ConfigError(f"{known[name]} gives {name} {shown}, but {where} "
+                              f"gives {_show(name, value)}; use the config of these weights")
         values[name] = value
-    if weights is not None and "heads" not in stated and "heads" not in explicit:
+    if weights is not None and "heads" not in {*stated, *explicit, *known}:
         hidden = values["hidden"]
         raise ConfigError(f"the weights do not say how many heads there are; pass --heads (for H={hidden}: {_nearby_divisors(hidden, 8)})")
     if weights is not None:
-        values.update(_head_layout(weights, values["heads"], options, explicit))
+        values.update(_head_layout(weights, values["heads"], options, explicit, known))
     tensors: dict[str, np.ndarray | None] = dict(weights.params) if weights is not None else {}
     if weights is not None and all(tensors[f"b_{c}"] is None for c in "qkvo"):  # Llama & co: no biases at all
         values["bias"] = False
@@ -53,11 +60,12 @@ def resolve_run(
     return AttentionConfig(**values), tensors
 
 
-def _head_layout(weights: LoadedWeights, heads: int, options: Mapping[str, Any], explicit: set[str]) -> dict[str, Any]:
+def _head_layout(weights: LoadedWeights, heads: int, options: Mapping[str, Any], explicit: set[str],
+                 known: Mapping[str, str]) -> dict[str, Any]:
     """head_dim, kv_heads and kv_hidden as the weight shapes give them for ``heads`` heads:
     d = (h·d) / h, g = (g·d) / d, M = in_features of w_k. None where they are the plain values.
 
-    A typed option that disagrees is an error; a preset's value gives way to the file.
+    A typed option, or a preset's or config.json's value, that disagrees is an error.
     """
     name = weights.path.name
     if weights.q_width % heads:
@@ -74,6 +82,11 @@ def _head_layout(weights: LoadedWeights, heads: int, options: Mapping[str, Any],
         if option in explicit and options[field] != value:
             raise ConfigError(f"--{option.replace('_', '-')} {options[field]} conflicts with the weights ({name}), "
                               f"which give {value if value is not None else 'none'}; drop --{option.replace('_', '-')}")
+        if field in known and option not in explicit and options[field] != value:
+            shown = _show(field, options[field])
+            raise ConfigError(f"{known[field]} gives {field} {shown}, but the "
+                              f"weights ({name}) give {_show(field, value)} for {heads} heads; "
+                              "use the config of these weights")
     return layout
 
 

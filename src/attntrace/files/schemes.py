@@ -15,9 +15,8 @@ A missing bias means the layer has no bias (Llama, Mistral); it is mapped to Non
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -40,6 +39,18 @@ class Scheme:
     name: str
     marker: str  # the query weight (or packed in-projection) key, found after the prefix
     names: Callable[[Arrays, Path], dict[str, np.ndarray | None]]
+    #: the layouts of attntrace.models that need the head counts to split: (layer, path, info)
+    split: Callable[[Arrays, Path, LayoutInfo], dict[str, np.ndarray | None]] | None = None
+
+
+@dataclass(frozen=True)
+class LayoutInfo:
+    """What a fused layout needs to be split as transformers splits it: the head counts and
+    the config.json section of the model (empty when only the weights are given)."""
+
+    heads: int | None = None  # h
+    kv_heads: int | None = None  # g (None: h)
+    config: Mapping[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -55,6 +66,7 @@ class LoadedWeights:
     prefix: str
     params: dict[str, np.ndarray | None]
     hints: dict[str, Any] = field(default_factory=dict)
+    family: str = ""  # "llama" for q_proj ... o_proj (rotary, causal), else ""
 
     def _shape(self, name: str) -> tuple[int, int]:
         weight = self.params[name]
@@ -82,7 +94,9 @@ class LoadedWeights:
         return self._shape("w_k")[1]
 
 
-def load_weights(path: Path, layer_prefix: str | None = None) -> LoadedWeights:
+def load_weights(path: Path, layer_prefix: str | None = None, *,
+                 schemes: tuple[Scheme, ...] | None = None,
+                 info: LayoutInfo | None = None) -> LoadedWeights:
     """The attention layer in ``path`` (under ``layer_prefix`` when given), in our names.
 
     >>> import numpy as np, tempfile, pathlib
@@ -93,21 +107,33 @@ def load_weights(path: Path, layer_prefix: str | None = None) -> LoadedWeights:
     ('nn.MultiheadAttention', 4, (4, 4), None)
     """
     arrays, meta = read_arrays(path)
-    return replace(layer_weights(arrays, path, layer_prefix), hints=_hints(path, meta))
+    return load_layer(path, arrays, meta, layer_prefix, schemes=schemes, info=info)
 
 
 def layer_weights(arrays: LazyArrays, path: Path, layer_prefix: str | None = None) -> LoadedWeights:
-    """The attention layer among ``arrays`` (a file's, or a module's state dict; ``path``
-    names where they come from in messages), in our names."""
-    prefix, scheme = _pick_layer(path, arrays, layer_prefix)
+    """The attention layer among ``arrays`` (a module's state dict; ``path`` names where they
+    come from in messages), in our names."""
+    return load_layer(path, arrays, {}, layer_prefix)
+
+
+def load_layer(path: Path, arrays: LazyArrays, meta: Mapping[str, str], layer_prefix: str | None,
+               *, schemes: tuple[Scheme, ...] | None = None,
+               info: LayoutInfo | None = None) -> LoadedWeights:
+    """The attention layer among ``arrays`` (read from ``path``; a folder's shards for --model),
+    found with ``schemes`` (default :data:`SCHEMES`); ``info`` splits the fused layouts."""
+    prefix, scheme = _pick_layer(path, arrays, layer_prefix, schemes or SCHEMES)
     layer = arrays.under(prefix)
-    params = scheme.names(layer, path)
+    split = scheme.split
+    info = info or LayoutInfo()
+    params = split(layer, path, info) if split is not None else scheme.names(layer, path)
     _check_shapes(path, prefix, params)
-    return LoadedWeights(path, scheme.name, prefix, params)
+    family = "llama" if scheme.marker == "q_proj.weight" and "o_proj.weight" in layer else ""
+    return LoadedWeights(path, scheme.name, prefix, params, _hints(path, meta), family)
 
 
-def _pick_layer(path: Path, arrays: Arrays, layer_prefix: str | None) -> tuple[str, Scheme]:
-    found = _candidates(arrays)
+def _pick_layer(path: Path, arrays: Arrays, layer_prefix: str | None,
+                schemes: tuple[Scheme, ...]) -> tuple[str, Scheme]:
+    found = layer_candidates(arrays, schemes)
     if layer_prefix is not None:
         wanted = [layer_prefix, *([] if layer_prefix.endswith(".") or not layer_prefix else [layer_prefix + "."])]
         for prefix, scheme in found:
@@ -121,11 +147,19 @@ def _pick_layer(path: Path, arrays: Arrays, layer_prefix: str | None) -> tuple[s
     raise InputFileError(f"{path}: holds {len(found)} attention layers; pick one with --layer-prefix, {_listing(found, arrays)}")
 
 
-def _candidates(arrays: Arrays) -> list[tuple[str, Scheme]]:
+def layer_candidates(arrays: Arrays,
+                     schemes: tuple[Scheme, ...] | None = None) -> list[tuple[str, Scheme]]:
+    """Every (prefix, scheme) of an attention layer in ``arrays``, in file order; a layout inside
+    another layer (a BERT layer's ``attention.self.query``) counts as part of that layer."""
+    found = _candidates(arrays, schemes or SCHEMES)
+    return [(p, s) for p, s in found if not any(p != o and p.startswith(o) for o, _ in found)]
+
+
+def _candidates(arrays: Arrays, schemes: tuple[Scheme, ...]) -> list[tuple[str, Scheme]]:
     """Every (prefix, scheme) whose marker key is in ``arrays``, in file order."""
     found = []
     for key in arrays:
-        for scheme in SCHEMES:
+        for scheme in schemes:
             if key == scheme.marker or key.endswith("." + scheme.marker):
                 found.append((key[: len(key) - len(scheme.marker)], scheme))
     return found
@@ -207,17 +241,30 @@ def _check_shapes(path: Path, prefix: str, params: dict[str, np.ndarray | None])
 
 
 def _hints(path: Path, meta: Mapping[str, str]) -> dict[str, Any]:
-    """Sizes the file states: our --save config entry, or safetensors metadata."""
+    """Sizes the file states: our --save config entry, or safetensors metadata; each checked
+    for its type and range, so a bad entry is one line naming the field."""
+    from attntrace.config import DTYPE_BYTES, MAX_SIZE
+    from attntrace.files.guard import json_float, json_int, json_str, parse_json
+    from attntrace.text import plain
+
     hints: dict[str, Any] = {}
+    source = f"{plain(path)}: its config entry"
     if "config" in meta:
-        try:
-            saved = json.loads(meta["config"])
-        except json.JSONDecodeError:
-            raise InputFileError(f"{path}: its config entry is not JSON; save it again with attntrace run --save") from None
-        hints = {k: saved[k] for k in ("heads", "dtype", "scale") if isinstance(saved, dict) and k in saved}
+        saved = parse_json(meta["config"], source)
+        if not isinstance(saved, dict):
+            raise InputFileError(f"{source} is not a JSON object; save it again with attntrace run --save")
+        if "heads" in saved:
+            hints["heads"] = json_int(saved, "heads", source, lo=1, hi=MAX_SIZE)
+        if "dtype" in saved:
+            hints["dtype"] = json_str(saved, "dtype", source, max_len=20)
+            if hints["dtype"] not in DTYPE_BYTES:
+                raise InputFileError(f"{source}: field 'dtype' must be one of {', '.join(DTYPE_BYTES)}")
+        if "scale" in saved:
+            hints["scale"] = json_float(saved, "scale", source, lo=1e-300)
     for key in ("num_heads", "num_attention_heads", "n_head"):
-        if key in meta and meta[key].isdigit():
-            hints["heads"] = int(meta[key])
+        value = meta.get(key, "")
+        if value.isdigit() and value.isascii():
+            hints["heads"] = json_int({key: int(value[:12])}, key, f"{plain(path)}: its metadata", lo=1, hi=MAX_SIZE)
     return hints
 
 

@@ -45,6 +45,8 @@ def render_trace(trace: Trace, console: Console, *, head: int = 0, values: bool 
     of every tensor of at most ``values_limit`` elements.
     """
     console.print(title_line(trace))
+    if trace.origin:
+        console.print(Text(trace.origin, style="dim"))
     console.print(flow_line(trace, console.width, "->" if console.options.ascii_only else "→"))
     console.print()
     console.print(steps_table(trace, console.width))

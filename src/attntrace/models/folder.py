@@ -1,0 +1,156 @@
+"""A saved model folder: its config and where each tensor lives, so that one layer is read
+from the one shard that holds it and nothing else is touched.
+
+Hugging Face folders: ``config.json`` plus ``model.safetensors``, a sharded
+``model.safetensors.index.json`` (``weight_map``: tensor -> shard), ``pytorch_model.bin`` or
+``pytorch_model.bin.index.json`` (read by torch's weights-only loader, never unpickled). Meta's
+original folders: ``params.json`` plus one ``consolidated.00.pth``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from attntrace.errors import ConfigError, InputFileError
+from attntrace.files.readers import LazyArrays, read_arrays
+
+if TYPE_CHECKING:
+    import numpy as np
+
+#: The largest config.json or index file read (bytes).
+JSON_LIMIT = 16 * 1024 * 1024
+#: Weight files of a folder, in the order they are looked for: (index, single file).
+WEIGHT_FILES: tuple[tuple[str, str], ...] = (
+    ("model.safetensors.index.json", "model.safetensors"),
+    ("pytorch_model.bin.index.json", "pytorch_model.bin"),
+)
+
+
+@dataclass(frozen=True)
+class ModelFolder:
+    """A model folder: its config (config.json, or Meta's params.json as such) and the file
+    that holds each tensor."""
+
+    path: Path
+    config: dict[str, Any]
+    weight_map: dict[str, Path]  # tensor name -> the file (shard) that holds it
+
+    def arrays(self) -> LazyArrays:
+        """Every tensor by name; reading one opens only its shard (header and that tensor)."""
+        opened: dict[Path, LazyArrays] = {}
+
+        def load(name: str) -> np.ndarray:
+            shard = self.weight_map[name]
+            if shard not in opened:
+                opened[shard] = read_arrays(shard)[0]
+            return opened[shard][name]
+
+        return LazyArrays(self.weight_map, load)
+
+    @property
+    def shards(self) -> tuple[Path, ...]:
+        return tuple(dict.fromkeys(self.weight_map.values()))
+
+
+def open_folder(path: Path) -> ModelFolder:
+    """The folder at ``path``: its config and tensor map (only headers and index files read)."""
+    return ModelFolder(path, folder_config(path), _weight_map(path))
+
+
+def folder_config(path: Path) -> dict[str, Any]:
+    """config.json of the folder (or Meta's params.json, as a Llama config); no weights read."""
+    if not path.is_dir():
+        raise InputFileError(
+            f"--model {path}: not a folder; give a saved model's folder "
+            "(config.json and model.safetensors), or use --weights FILE"
+        )
+    if (path / "config.json").is_file():
+        return read_json(path / "config.json")
+    if (path / "params.json").is_file():
+        config = {"model_type": "llama", **read_json(path / "params.json")}  # Meta's own format
+        _refuse_meta_features(path, config)
+        return config
+    raise InputFileError(f"--model {path}: has no config.json (or Meta's params.json)")
+
+
+def _weight_map(path: Path) -> dict[str, Path]:
+    for index, single in WEIGHT_FILES:
+        if (path / index).is_file():
+            return _index(path, index)
+        if (path / single).is_file():
+            return dict.fromkeys(read_arrays(path / single)[0], path / single)
+    meta = sorted(path.glob("consolidated.*.pth"))
+    if len(meta) > 1:
+        raise InputFileError(
+            f"--model {path}: {len(meta)} consolidated.*.pth files split each layer "
+            "across model-parallel ranks; convert the checkpoint to Hugging Face format"
+        )
+    if meta:
+        return dict.fromkeys(read_arrays(meta[0])[0], meta[0])
+    names = " or ".join(single for _, single in WEIGHT_FILES)
+    raise InputFileError(
+        f"--model {path}: no weights found ({names}, their .index.json, or consolidated.00.pth)"
+    )
+
+
+def _index(path: Path, name: str) -> dict[str, Path]:
+    """The weight_map of a sharded checkpoint; every shard must be a file in the folder."""
+    doc = read_json(path / name)
+    weight_map = doc.get("weight_map")
+    if not isinstance(weight_map, Mapping) or not weight_map:
+        raise InputFileError(
+            f"{path / name}: has no weight_map; save the model again with save_pretrained"
+        )
+    out: dict[str, Path] = {}
+    for tensor, shard in weight_map.items():
+        if (
+            not isinstance(shard, str)
+            or not re.fullmatch(r"[\w.-]+", shard)
+            or shard.startswith(".")
+        ):
+            raise InputFileError(
+                f"{path / name}: shard {shard!r} of {tensor!r} is not a file name in the folder"
+            )
+        if not (path / shard).is_file():
+            raise InputFileError(
+                f"{path / name}: shard {shard} (of {tensor}) is missing from the folder"
+            )
+        out[str(tensor)] = path / shard
+    return out
+
+
+def read_json(path: Path, limit: int = JSON_LIMIT) -> dict[str, Any]:
+    """A JSON object from ``path``, size-capped; NaN and Infinity refused."""
+    try:
+        with path.open("rb") as f:
+            size = os.fstat(f.fileno()).st_size  # read(limit + 1) would allocate the whole limit
+            raw = f.read(min(size, limit) + 1)
+    except OSError as exc:
+        raise InputFileError(f"cannot read {path}: {exc.strerror or exc}") from None
+    if len(raw) > limit:
+        raise InputFileError(f"{path}: larger than {limit} bytes; not a config or index file")
+    try:
+        data = json.loads(raw.decode("utf-8"), parse_constant=_refuse_constant)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise InputFileError(f"{path}: not valid JSON ({' '.join(str(exc).split())})") from None
+    if not isinstance(data, dict):
+        raise InputFileError(f"{path}: holds a JSON {type(data).__name__}, not an object")
+    return data
+
+
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def _refuse_meta_features(path: Path, config: Mapping[str, Any]) -> None:
+    if config.get("use_scaled_rope"):
+        raise ConfigError(
+            f"--model {path}: params.json sets use_scaled_rope (Llama 3.1 rope scaling), "
+            "which is not modelled yet"
+        )

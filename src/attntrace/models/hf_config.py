@@ -1,0 +1,379 @@
+"""Read the attention of one layer from a Hugging Face ``config.json``, as transformers reads it.
+
+transformers 4 writes θ as ``rope_theta`` and scaling as ``rope_scaling``; transformers 5 keeps
+both in ``rope_parameters`` (``{"rope_type": ..., "rope_theta": ...}``), or one such dict per
+layer type (``{"full_attention": {...}, "sliding_attention": {...}}``, Gemma 3). Sliding windows
+apply per layer: ``layer_types`` when the file has it, else the family's own rule (Qwen2:
+``use_sliding_window`` and ``max_window_layers``; Gemma 2: every other layer; Gemma 3: five of
+six). Every feature that changes the numbers and that attntrace does not model is an error naming
+it, never a silent approximation.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from attntrace.errors import ConfigError
+
+#: Where each size lives in the config.json of the common model families.
+HEADS = ("num_attention_heads", "n_head", "num_heads", "encoder_attention_heads", "n_heads")
+HIDDEN = ("hidden_size", "n_embd", "d_model", "dim")
+HEAD_DIM = ("head_dim", "d_kv")
+KV_HEADS = ("num_key_value_heads", "n_kv_heads", "num_kv_heads")
+LAYERS = ("num_hidden_layers", "n_layer", "num_layers", "n_layers")
+#: Families with rotary embeddings even when the file has no rope_theta (Llama 2: default 10000).
+ROPE_TYPES = frozenset(
+    {
+        "llama",
+        "mistral",
+        "mixtral",
+        "qwen2",
+        "qwen3",
+        "gemma",
+        "gemma2",
+        "gemma3_text",
+        "phi3",
+        "gpt_neox",
+        "olmo2",
+        "falcon",
+    }
+)
+#: Families whose attention projections have no bias when the file has no attention_bias.
+NO_BIAS_TYPES = frozenset(
+    {
+        "llama",
+        "mistral",
+        "mixtral",
+        "gemma",
+        "gemma2",
+        "gemma3_text",
+        "t5",
+        "mt5",
+        "qwen3",
+        "phi3",
+        "olmo2",
+    }
+)
+#: Families whose q and k are RMS-normalised before RoPE (not modelled yet).
+QK_NORM_TYPES = frozenset({"qwen3", "qwen3_moe", "gemma3", "gemma3_text", "olmo2", "olmo3"})
+#: The default θ of families whose config may leave it out.
+DEFAULT_THETA = 10000.0
+
+
+def config_section(cfg: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The part of ``cfg`` that describes the language model: ``text_config`` of a multimodal
+    config (Gemma 3 4B, Llava) when the top level has no head count, else ``cfg`` itself.
+
+    >>> config_section({"text_config": {"num_attention_heads": 8}})["num_attention_heads"]
+    8
+    """
+    text = cfg.get("text_config")
+    nested = isinstance(text, Mapping) and any(k in text for k in HEADS)
+    if nested and isinstance(text, Mapping) and not any(k in cfg for k in HEADS):
+        return text
+    return cfg
+
+
+def int_field(
+    cfg: Mapping[str, Any], names: tuple[str, ...], path: Path | str, required: bool = True
+) -> int | None:
+    """The first of ``names`` in ``cfg``, a whole number >= 1 (None: absent, not required)."""
+    for name in names:
+        value = cfg.get(name)
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ConfigError(f"{path}: {name} must be a whole number >= 1, got {value!r}")
+        return value
+    if required:
+        hint = (
+            " (a multimodal config? give its text_config as a file)" if "text_config" in cfg else ""
+        )
+        raise ConfigError(f"{path} has none of the fields {', '.join(names)}{hint}")
+    return None
+
+
+def layer_type(cfg: Mapping[str, Any], path: Path | str, layer: int | None) -> str:
+    """``full_attention`` or ``sliding_attention`` for ``layer`` (None: every layer must agree).
+
+    >>> layer_type({"model_type": "gemma2", "num_hidden_layers": 4, "sliding_window": 8}, "c", 1)
+    'full_attention'
+    """
+    types = _layer_types(cfg, path)
+    if not types:
+        return "full_attention"
+    if layer is None or len(types) == 1:
+        if len(set(types)) > 1:
+            raise ConfigError(
+                f"{path}: its layers differ ({', '.join(sorted(set(types)))}); "
+                f"pick one with --layer N (0 to {len(types) - 1})"
+            )
+        return types[0]
+    if not 0 <= layer < len(types):
+        raise ConfigError(
+            f"{path}: --layer {layer} does not exist; the model has layers 0 to {len(types) - 1}"
+        )
+    return types[layer]
+
+
+def _layer_types(cfg: Mapping[str, Any], path: Path | str) -> list[str]:
+    """The type of every layer, as transformers' config classes derive it ([]: all full)."""
+    given = cfg.get("layer_types")
+    if isinstance(given, list) and all(isinstance(t, str) for t in given):
+        return list(given)
+    if cfg.get("sliding_window") is None:
+        return []
+    model_type = str(cfg.get("model_type", ""))
+    rule = _SLIDING_RULES.get(model_type)
+    n = int_field(cfg, LAYERS, path, required=rule is not None)
+    if rule is None:  # Mistral, Mixtral, Phi-3, Qwen2 ...: every layer
+        return ["sliding_attention"] * (n or 1) if n or _uses_window(cfg) else []
+    assert n is not None
+    return (
+        ["sliding_attention" if rule(cfg, i) else "full_attention" for i in range(n)]
+        if _uses_window(cfg)
+        else []
+    )
+
+
+def _uses_window(cfg: Mapping[str, Any]) -> bool:
+    """Qwen2/3 keep sliding_window in the file with use_sliding_window false (their default)."""
+    return bool(
+        cfg.get("use_sliding_window", not str(cfg.get("model_type", "")).startswith("qwen"))
+    )
+
+
+#: Which layers slide, by family, where the config has no layer_types: Gemma2Config (every
+#: other layer), Gemma3TextConfig (sliding_window_pattern, 6), Qwen2Config (from max_window_layers).
+_SLIDING_RULES: dict[str, Any] = {
+    "gemma2": lambda cfg, i: bool((i + 1) % 2),
+    "gemma3": lambda cfg, i: bool((i + 1) % cfg.get("sliding_window_pattern", 6)),
+    "gemma3_text": lambda cfg, i: bool((i + 1) % cfg.get("sliding_window_pattern", 6)),
+    "qwen2": lambda cfg, i: i >= cfg.get("max_window_layers", 0),
+    "qwen3": lambda cfg, i: i >= cfg.get("max_window_layers", 0),
+}
+
+
+def window(cfg: Mapping[str, Any], path: Path | str, kind: str) -> int | None:
+    """The sliding window W of a layer of type ``kind`` (None: full attention)."""
+    size = cfg.get("sliding_window")
+    if kind != "sliding_attention" or size is None:
+        return None
+    if isinstance(size, bool) or not isinstance(size, int) or size < 1:
+        raise ConfigError(
+            f"{path}: sliding_window must be a whole number >= 1 or null, got {size!r}"
+        )
+    return size
+
+
+def rope_parameters(cfg: Mapping[str, Any], kind: str) -> dict[str, Any]:
+    """θ and scaling of a layer of type ``kind`` from ``rope_parameters`` (transformers 5, per
+    layer type or shared) or ``rope_theta`` / ``rope_scaling`` (transformers 4).
+
+    >>> v5 = {"rope_parameters": {"rope_type": "default", "rope_theta": 5e5}}
+    >>> rope_parameters(v5, "full_attention")
+    {'rope_type': 'default', 'rope_theta': 500000.0}
+    >>> v4 = {"rope_theta": 1e6, "rope_local_base_freq": 1e4}
+    >>> rope_parameters(v4, "sliding_attention")["rope_theta"]
+    10000.0
+    """
+    params: dict[str, Any] = {}
+    given = cfg.get("rope_parameters")
+    if isinstance(given, Mapping):
+        per_type = given.get(kind) if kind in given else None
+        params.update(per_type if isinstance(per_type, Mapping) else given)
+    scaling = cfg.get("rope_scaling")
+    if isinstance(scaling, Mapping) and not (
+        kind == "sliding_attention" and "rope_local_base_freq" in cfg
+    ):
+        params = {**scaling, **params}  # Gemma 3 scales its full-attention layers only
+    if "rope_theta" not in params:
+        theta = cfg.get("rope_local_base_freq") if kind == "sliding_attention" else None
+        theta = theta if theta is not None else cfg.get("rope_theta")
+        if theta is not None:
+            params["rope_theta"] = theta
+    params.setdefault("rope_type", params.pop("type", "default"))
+    if isinstance(params.get("rope_theta"), int | float) and not isinstance(
+        params["rope_theta"], bool
+    ):
+        params["rope_theta"] = float(params["rope_theta"])
+    return params
+
+
+def attention_fields(
+    cfg: Mapping[str, Any], path: Path | str, layer: int | None = None
+) -> dict[str, Any]:
+    """The AttentionConfig fields of layer ``layer`` (None: a layer every layer is like) of the
+    config ``cfg`` (a parsed config.json; ``path`` names it in errors).
+
+    >>> f = attention_fields({"model_type": "mistral", "hidden_size": 64, "num_attention_heads": 4,
+    ...                       "num_key_value_heads": 2, "sliding_window": 16,
+    ...                       "rope_parameters": {"rope_theta": 1e6}}, "config.json")
+    >>> f["kv_heads"], f["window"], f["rope_base"], f["causal"], f["bias"]
+    (2, 16, 1000000.0, True, False)
+    """
+    cfg = config_section(cfg)
+    heads, hidden = int_field(cfg, HEADS, path), int_field(cfg, HIDDEN, path)
+    assert heads is not None  # a required field
+    assert hidden is not None
+    kv_heads = (
+        _falcon_kv_heads(cfg)
+        if cfg.get("model_type") == "falcon"
+        else int_field(cfg, KV_HEADS, path, False)
+    )
+    head_dim = int_field(cfg, HEAD_DIM, path, required=False)
+    model_type = str(cfg.get("model_type", ""))
+    kind = layer_type(cfg, path, layer)
+    rope, theta = _rope(cfg, path, kind, model_type)
+    refuse_unmodelled(cfg, path, model_type)
+    decoupled = head_dim is not None and (hidden % heads or hidden // heads != head_dim)
+    d = head_dim if head_dim is not None else hidden // heads
+    return {
+        "hidden": hidden,
+        "heads": heads,
+        "kv_heads": kv_heads if kv_heads not in (None, heads) else None,
+        "head_dim_override": head_dim if decoupled else None,
+        "rope": rope,
+        "rope_base": theta,
+        "causal": _causal(cfg, model_type),
+        "bias": _bias(cfg, model_type),
+        "window": window(cfg, path, kind),
+        "scale": _scale(cfg, path, d),
+        "rope_scaling": None,
+        "rotary_dims": None,
+        **(rope_variants(cfg, path, kind, d) if rope else {}),
+        "softcap": _float_or_none(
+            cfg.get("attn_logit_softcapping"), "attn_logit_softcapping", path
+        ),
+    }
+
+
+def _falcon_kv_heads(cfg: Mapping[str, Any]) -> int | None:
+    """FalconAttention: num_kv_heads with new_decoder_architecture, else 1 (multi_query) or h."""
+    if cfg.get("new_decoder_architecture"):
+        value = cfg.get("num_kv_heads")
+        return (
+            value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
+        )
+    return 1 if cfg.get("multi_query", True) else None
+
+
+def _rope(
+    cfg: Mapping[str, Any], path: Path | str, kind: str, model_type: str
+) -> tuple[bool, float]:
+    """Whether the layer rotates q and k, and θ."""
+    params = rope_parameters(cfg, kind)
+    scaled = params["rope_type"] not in ("default", None)
+    if not ("rope_theta" in params or model_type in ROPE_TYPES or scaled):
+        return False, DEFAULT_THETA
+    theta = params.get("rope_theta", cfg.get("rotary_emb_base", DEFAULT_THETA))
+    if isinstance(theta, bool) or not isinstance(theta, int | float) or not theta > 0:
+        raise ConfigError(f"{path}: rope_theta must be a number > 0, got {theta!r}")
+    return True, float(theta)
+
+
+#: The keys each RoPE scaling type reads from a config (transformers' rope init functions).
+_SCALING_KEYS = {
+    "linear": ("factor",),
+    "dynamic": ("factor",),
+    "llama3": ("factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings"),
+    "yarn": (
+        "factor",
+        "original_max_position_embeddings",
+        "attention_factor",
+        "beta_fast",
+        "beta_slow",
+        "mscale",
+        "mscale_all_dim",
+        "truncate",
+    ),
+}
+
+
+def rope_variants(cfg: Mapping[str, Any], path: Path | str, kind: str, d: int) -> dict[str, Any]:
+    """``rope_scaling`` (as --rope-scaling takes it) and ``rotary_dims`` of a layer."""
+    params = rope_parameters(cfg, kind)
+    out: dict[str, Any] = {"rope_scaling": None, "rotary_dims": None}
+    scaling = params["rope_type"]
+    if scaling not in ("default", None):
+        if scaling not in _SCALING_KEYS:
+            raise ConfigError(
+                f"{path}: rope scaling {scaling!r} is not modelled; attntrace models "
+                f"{', '.join(_SCALING_KEYS)}"
+            )
+        values = {k: params[k] for k in _SCALING_KEYS[scaling] if params.get(k) is not None}
+        if scaling == "dynamic":
+            values["max_position_embeddings"] = cfg.get("max_position_embeddings", 2048)
+        if scaling == "yarn" and "factor" not in values:  # DeepSeek-V3: from the context lengths
+            values["factor"] = (
+                cfg["max_position_embeddings"] / values["original_max_position_embeddings"]
+            )
+        if "truncate" in values:
+            values["truncate"] = float(bool(values["truncate"]))
+        out["rope_scaling"] = f"{scaling}:" + ",".join(
+            f"{k}={float(v)!r}" for k, v in values.items()
+        )
+    fraction = params.get(
+        "partial_rotary_factor", cfg.get("partial_rotary_factor", cfg.get("rotary_pct"))
+    )
+    if fraction is not None and fraction != 1.0:
+        out["rotary_dims"] = int(d * fraction)
+    return out
+
+
+def _float_or_none(value: Any, name: str, path: Path | str) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
+        raise ConfigError(f"{path}: {name} must be a number > 0 or null, got {value!r}")
+    return float(value)
+
+
+def _causal(cfg: Mapping[str, Any], model_type: str) -> bool:
+    if cfg.get("use_bidirectional_attention") or (
+        cfg.get("is_decoder") is False and model_type in ("bert", "roberta")
+    ):
+        return False
+    archs = cfg.get("architectures") or []
+    return (
+        model_type in ROPE_TYPES
+        or model_type == "gpt2"
+        or any(str(a).endswith(("ForCausalLM", "LMHeadModel")) for a in archs)
+    )
+
+
+def _bias(cfg: Mapping[str, Any], model_type: str) -> bool:
+    if "attention_bias" in cfg:
+        return bool(cfg["attention_bias"])
+    if model_type == "falcon":  # FalconConfig.bias, default False
+        return bool(cfg.get("bias", False))
+    return model_type not in NO_BIAS_TYPES
+
+
+def _scale(cfg: Mapping[str, Any], path: Path | str, head_dim: int) -> float | None:
+    """Gemma 2/3 scale the scores by query_pre_attn_scalar^-0.5 (None: 1/√d, or absent)."""
+    scalar = cfg.get("query_pre_attn_scalar")
+    if scalar is None or scalar == head_dim:
+        return None
+    if isinstance(scalar, bool) or not isinstance(scalar, int | float) or not scalar > 0:
+        raise ConfigError(f"{path}: query_pre_attn_scalar must be a number > 0, got {scalar!r}")
+    return 1.0 / math.sqrt(float(scalar))
+
+
+def refuse_unmodelled(cfg: Mapping[str, Any], path: Path | str, model_type: str) -> None:
+    """Attention features that would change the result and that attntrace does not model yet."""
+    if cfg.get("alibi"):
+        raise ConfigError(
+            f"{path}: ALiBi position biases are not modelled; remove alibi to trace without them"
+        )
+    if model_type in QK_NORM_TYPES:
+        raise ConfigError(
+            f"{path}: {model_type} normalises q and k (q_norm, k_norm), which is not modelled yet"
+        )
+    if model_type in ("t5", "mt5", "umt5", "longt5"):
+        raise ConfigError(
+            f"{path}: T5's relative position bias (and unscaled scores) is not modelled yet"
+        )
