@@ -1,32 +1,58 @@
-"""attntrace performance figures, each beside its named baseline, measured in one run.
+"""attntrace performance figures, each a ratio against a baseline measured in the same run.
 
-    python benchmarks/bench.py [--repeat 7] [--only startup,compute,memory,recording]
+    python benchmarks/bench.py                   # every section, (B, S, H, h) = (1, 2048, 1024, 16)
+    python benchmarks/bench.py --quick           # small sizes, one repeat: a smoke test (< 1 min)
+    python benchmarks/bench.py --markdown > docs/benchmarks.md   # regenerate the docs page
 
-Timings are interleaved (baseline, candidate, baseline, ...) and reported as the median and the
-best of --repeat runs; ratios use the medians. Memory is the growth of the peak RSS of a fresh
-process during one call (inputs and weights already allocated and warmed up).
+Sections: machine facts; start-up (fresh processes); compute through the API's defaults
+(``trace_attention(cfg)`` keeps every value) against torch ``F.linear`` + SDPA on the same
+arrays; the same under contention (a busy process this script starts and stops); peak memory
+of one call in a fresh process (VmHWM reset through /proc/self/clear_refs, so torch's and
+numpy's allocations both count), for every mask. Timings are interleaved (baseline, candidate,
+baseline, ...); ratios use medians, the best run is shown too.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
+import contextlib
 import os
+import platform
 import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 ENV = {**os.environ, "PYTHONPATH": str(REPO / "src")}
 sys.path.insert(0, str(REPO / "src"))  # this checkout, not an installed attntrace
-B, S, H, HEADS = 1, 2048, 1024, 16
+MINIMAL = REPO / "benchmarks" / "minimal_run.py"  # the start-up floor: a hand-written run, same output kind
+FULL, QUICK = (1, 2048, 1024, 16), (1, 256, 256, 4)
+MASKS = ("none", "causal", "key padding")
+
+
+@dataclass
+class Report:
+    """Every figure of the run, printed as text and collected as markdown rows."""
+
+    markdown: bool
+    rows: list[str] = field(default_factory=list)
+
+    def say(self, line: str = "") -> None:
+        if not self.markdown:
+            print(line, flush=True)
+        else:
+            print(line, file=sys.stderr, flush=True)  # progress; stdout is the page
+
+    def row(self, *cells: str) -> None:
+        self.rows.append("| " + " | ".join(cells) + " |")
 
 
 def interleaved(fns: dict[str, Callable[[], object]], repeat: int) -> dict[str, list[float]]:
-    """Run each function ``repeat`` times, round-robin, and return the wall times."""
+    """Run each function ``repeat`` times, round-robin; wall times per name."""
     times: dict[str, list[float]] = {name: [] for name in fns}
     for _ in range(repeat):
         for name, fn in fns.items():
@@ -36,144 +62,228 @@ def interleaved(fns: dict[str, Callable[[], object]], repeat: int) -> dict[str, 
     return times
 
 
-def report(title: str, times: dict[str, list[float]], baseline: str, target: float | None = None) -> dict[str, object]:
+def ratios(rep: Report, section: str, times: dict[str, list[float]], baseline: str,
+           targets: dict[str, float]) -> dict[str, float]:
     base = statistics.median(times[baseline])
-    print(f"\n{title}")
-    rows = {}
+    out = {}
     for name, ts in times.items():
-        med = statistics.median(ts)
-        ratio = med / base
-        mark = "" if name == baseline or target is None else ("  ok" if ratio <= target else f"  MISSED (target <= {target}x)")
-        print(f"  {name:<44} median {med * 1000:8.1f} ms  best {min(ts) * 1000:8.1f} ms  {ratio:5.2f}x{mark}")
-        rows[name] = {"median_s": med, "best_s": min(ts), "ratio": ratio}
-    return rows
+        med, ratio = statistics.median(ts), statistics.median(ts) / base
+        out[name] = ratio
+        target = targets.get(name)
+        verdict = "" if target is None else "ok" if ratio <= target else "MISSED"
+        rep.say(f"  {name:<52} median {med * 1e3:8.1f} ms  best {min(ts) * 1e3:8.1f} ms  {ratio:5.2f}x  {verdict}")
+        if name != baseline:
+            rep.row(section, name, f"{baseline}: {base * 1e3:.0f} ms", f"{med * 1e3:.0f} ms: **{ratio:.2f}×**",
+                    f"≤ {target}× {verdict}" if target else "—")
+    return out
+
+
+def machine(rep: Report) -> None:
+    import numpy as np
+    from threadpoolctl import threadpool_info
+
+    model = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
+                  if line.startswith("model name")), platform.processor()) if Path("/proc/cpuinfo").exists() else "?"
+    usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    blas = ", ".join(f"{i.get('internal_api')} {i.get('version')} ({i.get('num_threads')} threads)"
+                     for i in threadpool_info() if i.get("user_api") == "blas")
+    try:
+        import torch
+
+        tv = f"torch {torch.__version__} ({torch.get_num_threads()} threads)"
+    except ImportError:
+        tv = "no torch"
+    load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
+    rep.say(f"machine: {model}; {os.cpu_count()} CPUs, {usable} usable; load average {load}")
+    rep.say(f"python {sys.version.split()[0]}, numpy {np.__version__}, BLAS {blas}; {tv}")
+    rep.rows.append(f"**Machine.** {model}, {os.cpu_count()} CPUs ({usable} usable), load average "
+                    f"{load} (1, 5, 15 min) at the start; Python {sys.version.split()[0]}, numpy "
+                    f"{np.__version__}, BLAS {blas}; {tv}.\n")
 
 
 def command(*args: str) -> Callable[[], object]:
     return lambda: subprocess.run(args, env=ENV, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
-def startup(repeat: int) -> dict[str, object]:
-    probe = "import sys, runpy; sys.argv=['attntrace','--help'];\ntry: runpy.run_module('attntrace', run_name='__main__')\nexcept SystemExit: pass\nprint(sorted(m for m in ('numpy','torch') if m in sys.modules), file=sys.stderr)"
-    heavy = subprocess.run([sys.executable, "-c", probe], env=ENV, capture_output=True, text=True, check=True).stderr.strip().splitlines()[-1]
-    print(f"\nattntrace --help imports of numpy/torch: {heavy}  (target: [])")
+def startup(rep: Report, repeat: int) -> None:
     py = sys.executable
-    times = interleaved({
-        "python -c 'import numpy, rich.table, typer'": command(py, "-c", "import numpy, rich.table, typer"),
-        "attntrace run --heads 12 --hidden 768": command(py, "-m", "attntrace", "run", "--heads", "12", "--hidden", "768"),
-        "attntrace run --heads 64 --hidden 8192 --seq 131072 --backend shape": command(
-            py, "-m", "attntrace", "run", "--heads", "64", "--hidden", "8192", "--seq", "131072", "--backend", "shape"),
-    }, repeat)
-    rows = report("startup (wall time of a fresh process)", times, "python -c 'import numpy, rich.table, typer'", 1.3)
-    rss = subprocess.run(["/usr/bin/time", "-f", "%M", py, "-m", "attntrace", "run", "--heads", "64", "--hidden", "8192",
-                          "--seq", "131072", "--backend", "shape"], env=ENV, capture_output=True, text=True, check=True)
-    kib = int(rss.stderr.strip().splitlines()[-1])
-    print(f"  shape run at S=131072 (scores 4 TiB): max RSS {kib / 1024:.1f} MiB (target < 80 MiB)")
-    return {"help_imports": heavy, "times": rows, "shape_rss_mib": kib / 1024}
+    rep.say("\nstart-up (wall time of a fresh process)")
+    floor = "python -c 'import typer, typer.rich_utils'"  # what Typer's Rich help needs before any app code
+    times = interleaved({"python -c 'import typer'": command(py, "-c", "import typer"),
+                         floor: command(py, "-c", "import typer, typer.rich_utils"),
+                         "attntrace --help": command(py, "-m", "attntrace", "--help")}, repeat)
+    ratios(rep, "start-up", times, "python -c 'import typer'", {"attntrace --help": 1.1})
+    ratios(rep, "start-up", {n: times[n] for n in (floor, "attntrace --help")}, floor, {"attntrace --help": 1.1})
+    if MINIMAL.exists():
+        args = ("--heads", "12", "--hidden", "768")
+        times = interleaved({"minimal_run.py --heads 12 --hidden 768": command(py, str(MINIMAL), *args),
+                             "attntrace run --heads 12 --hidden 768": command(py, "-m", "attntrace", "run", *args)},
+                            repeat)
+        ratios(rep, "start-up", times, "minimal_run.py --heads 12 --hidden 768",
+               {"attntrace run --heads 12 --hidden 768": 1.1})
 
 
-def compute_fns() -> dict[str, Callable[[], object]]:
-    """torch F.linear + SDPA (the baseline), attntrace numpy eager and flash, on the same values."""
+def compute_fns(sizes: tuple[int, int, int, int], mask: str = "none",
+                names: tuple[str, ...] | None = None) -> dict[str, Callable[[], object]]:
+    """torch F.linear + SDPA (the baseline) and attntrace through its defaults, on the same arrays."""
     import torch
     import torch.nn.functional as F  # noqa: N812  (the name in the torch docs)
 
     from attntrace import AttentionConfig, trace_attention
 
-    eager = AttentionConfig(batch=B, seq=S, hidden=H, heads=HEADS)
-    flash = AttentionConfig(batch=B, seq=S, hidden=H, heads=HEADS, algorithm="flash", block_size=FLASH_BLOCK)
-    ref = trace_attention(AttentionConfig(batch=B, seq=S, hidden=H, heads=HEADS), "shape")
-    x = torch.randn(B, S, H)
-    w = {n: torch.randn(p.shape) * H**-0.5 for n, p in ((p.name, p) for p in ref.parameters)}
-    d = H // HEADS
+    B, S, H, h = sizes
+    lengths = (max(1, S // 2),) * B if mask == "key padding" else None
+    cfg = AttentionConfig(batch=B, seq=S, hidden=H, heads=h, causal=mask == "causal", key_lengths=lengths)
+    flash = AttentionConfig(**{**cfg.__dict__, "algorithm": "flash"})
+    params = trace_attention(AttentionConfig(batch=1, seq=1, hidden=H, heads=h), "shape").parameters
+    gen = torch.Generator().manual_seed(0)
+    x = torch.randn(B, S, H, generator=gen)
+    w = {p.name: torch.randn(p.shape, generator=gen) * (H**-0.5 if p.name.startswith("w") else 0.1) for p in params}
+    keep = None if lengths is None else (torch.arange(S) < torch.tensor(lengths)[:, None])[:, None, None, :]  # (B, 1, 1, N)
+    d = H // h
 
     def sdpa() -> object:
-        q, k, v = (F.linear(x, w[f"w_{c}"], w[f"b_{c}"]).view(B, S, HEADS, d).transpose(1, 2) for c in "qkv")
-        ctx = F.scaled_dot_product_attention(q, k, v)
+        q, k, v = (F.linear(x, w[f"w_{c}"], w[f"b_{c}"]).view(B, S, h, d).transpose(1, 2) for c in "qkv")
+        ctx = F.scaled_dot_product_attention(q, k, v, attn_mask=keep, is_causal=mask == "causal")
         return F.linear(ctx.transpose(1, 2).reshape(B, S, H), w["w_o"], w["b_o"])
 
-    # both sides start from the same x and weights, already in memory (no random draws timed)
     arrays = {"x": x.numpy(), **{name: t.numpy() for name, t in w.items()}}
-    return {
-        "torch F.linear + scaled_dot_product_attention": sdpa,
-        "attntrace numpy eager": lambda: trace_attention(eager, "numpy", keep_values=False, tensors=arrays),
-        f"attntrace numpy flash (block {FLASH_BLOCK})": lambda: trace_attention(flash, "numpy", keep_values=False, tensors=arrays),
+    fns: dict[str, Callable[[], object]] = {
+        "torch F.linear + SDPA": sdpa,
+        "trace_attention(cfg) numpy eager": lambda: trace_attention(cfg, tensors=arrays),
+        "trace_attention(cfg) numpy flash": lambda: trace_attention(flash, tensors=arrays),
+        "numpy eager, keep_values=False": lambda: trace_attention(cfg, keep_values=False, tensors=arrays),
+        "numpy flash, keep_values=False": lambda: trace_attention(flash, keep_values=False, tensors=arrays),
+        "trace_attention(cfg, 'torch') eager": lambda: trace_attention(cfg, "torch", tensors=arrays),
     }
+    return {n: f for n, f in fns.items() if names is None or n in names}
 
 
-FLASH_BLOCK = 256
+COMPUTE_TARGETS = {"trace_attention(cfg) numpy eager": 1.2, "trace_attention(cfg) numpy flash": 1.3,
+                   "trace_attention(cfg, 'torch') eager": 1.1}
 
 
-def compute(repeat: int) -> dict[str, object]:
-    fns = compute_fns()
-    for fn in fns.values():  # warm up: thread pools, allocator
+def compute(rep: Report, sizes: tuple[int, int, int, int], repeat: int) -> None:
+    fns = compute_fns(sizes)
+    for fn in fns.values():  # warm up: thread pools, allocator, lazy imports
         fn()
-    times = interleaved(fns, repeat)
-    return report(f"compute (B={B}, S={S}, H={H}, h={HEADS}, float32, projections included)", times,
-                  "torch F.linear + scaled_dot_product_attention", 1.3)
+    rep.say(f"\ncompute (B, S, H, h) = {sizes}, float32, projections included, same arrays")
+    ratios(rep, "compute", interleaved(fns, repeat), "torch F.linear + SDPA", COMPUTE_TARGETS)
 
 
-def memory() -> dict[str, object]:
-    """Peak RSS growth of one call in a fresh process, per candidate."""
-    print(f"\npeak extra memory of one call (B={B}, S={S}, H={H}, h={HEADS}), fresh process each")
-    rows: dict[str, object] = {}
-    for name in compute_fns():
-        code = (f"import sys; sys.path.insert(0, {str(REPO / 'benchmarks')!r}); import bench, resource; "
-                f"fn = bench.compute_fns()[{name!r}]; import gc; gc.collect(); "
-                "before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss; fn(); "
-                "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before)")
-        out = subprocess.run([sys.executable, "-c", code], env=ENV, capture_output=True, text=True, check=True)
-        rows[name] = int(out.stdout.strip().splitlines()[-1]) / 1024
-    base = rows["torch F.linear + scaled_dot_product_attention"]
-    for name, mib in rows.items():
-        print(f"  {name:<44} {mib:8.1f} MiB  {mib / base if base else float('nan'):5.2f}x")
-    return rows
+@contextlib.contextmanager
+def busy(seconds: float) -> Iterator[None]:
+    """One CPU-bound process beside us, ending by itself after ``seconds`` at most."""
+    spin = f"import time\nend = time.monotonic() + {seconds}\nwhile time.monotonic() < end: pass"
+    proc = subprocess.Popen([sys.executable, "-c", spin])
+    try:
+        time.sleep(0.2)  # let it start spinning
+        yield
+    finally:
+        proc.terminate()
+        proc.wait()
 
 
-def recording(repeat: int) -> dict[str, object]:
-    """trace_attention (numpy, values not kept) against the same numpy maths written plainly
-    (inputs drawn in both; the traced side also makes its shape pre-pass and memory check)."""
-    import numpy as np
+def contended(rep: Report, sizes: tuple[int, int, int, int], repeat: int) -> None:
+    names = ("numpy eager, keep_values=False", "numpy flash, keep_values=False")
+    fns = compute_fns(sizes, names=names)
+    for fn in fns.values():
+        fn()
+    quiet = interleaved(fns, repeat)
+    with busy(120):
+        loaded = interleaved(fns, repeat)
+    slow = {n: statistics.median(loaded[n]) / statistics.median(quiet[n]) for n in names}
+    rep.say("\ncontended: the same calls with one CPU-bound process beside them")
+    for n in names:
+        rep.say(f"  {n:<52} alone {statistics.median(quiet[n]) * 1e3:8.1f} ms  busy "
+                f"{statistics.median(loaded[n]) * 1e3:8.1f} ms  slowdown {slow[n]:5.2f}x")
+    ratio = slow[names[1]] / slow[names[0]]
+    verdict = "ok" if ratio <= 1.3 else "MISSED"
+    rep.say(f"  flash slowdown / eager slowdown: {ratio:.2f}  (target <= 1.3) {verdict}")
+    rep.row("contended", "flash slowdown / eager slowdown, one busy process beside",
+            f"eager {slow[names[0]]:.2f}× slower", f"flash {slow[names[1]]:.2f}× slower: **{ratio:.2f}**",
+            f"≤ 1.3 {verdict}")
 
-    from attntrace import AttentionConfig, trace_attention
-    from attntrace.inputs import random_sources
 
-    cfg = AttentionConfig(batch=B, seq=S, hidden=H, heads=HEADS)
-    src = random_sources(cfg)
-    d = H // HEADS
+PROBE = """
+import gc, sys
+sys.path.insert(0, {bench!r})
+import bench
+fn = bench.compute_fns({sizes!r}, {mask!r}, ({name!r},))[{name!r}]
+fn()
+gc.collect()
+def status(key):
+    for line in open("/proc/self/status"):
+        if line.startswith(key):
+            return int(line.split()[1])
+before = status("VmRSS:")
+with open("/proc/self/clear_refs", "w") as f:
+    f.write("5")  # reset the peak (VmHWM) to the current RSS
+fn()
+print(status("VmHWM:") - before)
+"""
 
-    def plain() -> object:  # draws the same seeded inputs, as trace_attention does
-        x = src["x"].make()
-        p = {n: src[n].make() for n in src if n != "x"}
-        q, k, v = ((x @ p[f"w_{c}"].T + p[f"b_{c}"]).reshape(B, S, HEADS, d).swapaxes(1, 2) for c in "qkv")
-        s = np.matmul(q * np.float32(d**-0.5), k.swapaxes(-2, -1))
-        s -= s.max(axis=-1, keepdims=True)
-        np.exp(s, out=s)
-        s /= s.sum(axis=-1, keepdims=True)
-        ctx = np.matmul(s, v).swapaxes(1, 2).reshape(B, S, H)
-        return ctx @ p["w_o"].T + p["b_o"]
 
-    def traced() -> object:
-        return trace_attention(cfg, "numpy", keep_values=False)
+# glibc keeps freed blocks of up to 32 MiB in the heap once a block that size was freed: with a
+# fixed mmap threshold every large array goes back to the system when freed, so the warm-up call
+# leaves nothing behind that the measured call could reuse unseen.
+PROBE_ENV = {**ENV, "MALLOC_MMAP_THRESHOLD_": "131072", "MALLOC_TRIM_THRESHOLD_": "131072"}
 
-    plain()
-    traced()
-    times = interleaved({"plain numpy, same maths": plain, "trace_attention(numpy, keep_values=False)": traced}, repeat)
-    return report("recording overhead (target <= 1.05x)", times, "plain numpy, same maths", 1.05)
+
+def memory(rep: Report, sizes: tuple[int, int, int, int], quick: bool = False) -> None:
+    """Peak RSS growth of one call (after a warm-up call) in a fresh process, per mask."""
+    rep.say(f"\npeak extra memory of one call, (B, S, H, h) = {sizes}, fresh process each")
+    names: tuple[str, ...] = ("torch F.linear + SDPA", "numpy eager, keep_values=False", "numpy flash, keep_values=False",
+                              "trace_attention(cfg) numpy flash")
+    names, masks = ((names[0], names[2]), ("causal",)) if quick else (names, MASKS)
+    for mask in masks:
+        mib = {}
+        for name in names:
+            code = PROBE.format(bench=str(REPO / "benchmarks"), sizes=sizes, mask=mask, name=name)
+            out = subprocess.run([sys.executable, "-c", code], env=PROBE_ENV, capture_output=True, text=True, check=True)
+            mib[name] = int(out.stdout.split()[-1]) / 1024
+        base = mib[names[0]]
+        for name in names[1:]:
+            ratio = mib[name] / base if base > 0 else float("inf")
+            target = 1.5 if "flash" in name else None
+            verdict = "" if target is None else "ok" if ratio <= target else "MISSED"
+            rep.say(f"  mask {mask:<12} {name:<40} {mib[name]:8.1f} MiB  SDPA {base:6.1f} MiB  {ratio:6.2f}x  {verdict}")
+            rep.row(f"memory, mask {mask}", name, f"SDPA: {base:.1f} MiB", f"{mib[name]:.1f} MiB: **{ratio:.2f}×**",
+                    f"≤ {target}× {verdict}" if target else "—")
+
+
+def markdown_page(rep: Report, argv: list[str]) -> str:
+    head, table = [r for r in rep.rows if not r.startswith("|")], [r for r in rep.rows if r.startswith("|")]
+    doc = Path(__file__).with_name("benchmarks_notes.md")
+    return "\n".join([
+        "# Benchmarks", "",
+        "Generated by `python benchmarks/bench.py --markdown > docs/benchmarks.md`"
+        + (f" (`{' '.join(argv)}`)" if argv else "") + "; every figure is a ratio against a baseline",
+        "measured in the same run (interleaved runs, medians).", "", *head,
+        "| section | candidate | baseline | result | target |", "|---|---|---|---|---|", *table, "",
+        doc.read_text() if doc.exists() else "",
+    ])
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--repeat", type=int, default=7)
-    parser.add_argument("--only", default="startup,memory,compute,recording")
-    parser.add_argument("--json", type=Path, help="also write the figures to this file")
+    parser.add_argument("--quick", action="store_true", help="small sizes, one repeat: a smoke test")
+    parser.add_argument("--only", default="startup,compute,contended,memory")
+    parser.add_argument("--markdown", action="store_true", help="print docs/benchmarks.md (progress on stderr)")
     args = parser.parse_args()
-    print(f"machine: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f}; python {sys.version.split()[0]}")
-    results = {}
+    sizes, repeat = (QUICK, 1) if args.quick else (FULL, args.repeat)
+    rep = Report(args.markdown)
+    machine(rep)
+    parts = {"startup": lambda: startup(rep, repeat), "compute": lambda: compute(rep, sizes, repeat),
+             "contended": lambda: contended(rep, sizes, repeat),
+             "memory": lambda: memory(rep, sizes, args.quick)}
     for part in args.only.split(","):
-        results[part] = startup(args.repeat) if part == "startup" else memory() if part == "memory" else \
-            compute(args.repeat) if part == "compute" else recording(args.repeat)
-    if args.json:
-        args.json.write_text(json.dumps(results, indent=2))
+        parts[part]()
+    end = f"Load average at the end: {', '.join(f'{x:.2f}' for x in os.getloadavg())}."
+    rep.say(end)
+    if args.markdown:
+        print(markdown_page(rep, sys.argv[1:]).replace("\n\n| section", f"\n{end}\n\n| section", 1))
 
 
 if __name__ == "__main__":

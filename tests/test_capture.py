@@ -102,7 +102,7 @@ def test_values_are_numpy_copies_equal_to_the_module_output() -> None:
     assert isinstance(out.value, np.ndarray)
     np.testing.assert_allclose(out.value, expected, rtol=1e-6)
     role = {s.role: s for s in t.steps if s.role}
-    q, k, v = (torch.from_numpy(role[r].value) for r in ("q", "k", "v"))
+    q, k, v = (torch.tensor(role[r].value) for r in ("q", "k", "v"))  # values are read-only
     sdpa = F.scaled_dot_product_attention(q, k, v)
     np.testing.assert_allclose(t["context"].value, sdpa.numpy(), rtol=1e-5, atol=1e-6)
 
@@ -186,4 +186,64 @@ def test_axes_agree_with_the_reference_trace(variant: str, batch: int | None, hd
             "output"} <= set(roles)
     for name, step in roles.items():
         if name in reference and name not in ("x", "x_kv"):
+            assert step.axes == reference[name].axes, (name, step.axes, reference[name].axes)
+
+
+def numpy_attention(x: np.ndarray, heads: int, kv_heads: int, causal: bool,
+                    context: np.ndarray | None = None) -> np.ndarray:
+    """The same variants written in numpy, weights (in, out) as x @ W."""
+    rng = np.random.default_rng(0)
+    kv = x if context is None else context
+    S, H = x.shape[-2:]
+    N, M = kv.shape[-2:]
+    d = H // heads
+    w_q, w_o = rng.standard_normal((H, H)), rng.standard_normal((H, H))
+    w_k, w_v = rng.standard_normal((M, kv_heads * d)), rng.standard_normal((M, kv_heads * d))
+    q_proj = x @ w_q
+    k_proj = kv @ w_k
+    v_proj = kv @ w_v
+    q_heads = q_proj.reshape(*x.shape[:-1], heads, d)
+    q = np.swapaxes(q_heads, -3, -2)
+    k = np.swapaxes(k_proj.reshape(*kv.shape[:-1], kv_heads, d), -3, -2)
+    v = np.swapaxes(v_proj.reshape(*kv.shape[:-1], kv_heads, d), -3, -2)
+    if kv_heads != heads:
+        k = np.repeat(k, heads // kv_heads, axis=-3)
+        v = np.repeat(v, heads // kv_heads, axis=-3)
+    k_t = np.swapaxes(k, -1, -2)
+    scores = q @ k_t
+    scaled = scores / np.sqrt(d)
+    if causal:
+        allowed = np.tril(np.ones((S, N), dtype=bool))
+        scaled = np.where(allowed, scaled, -np.inf)
+    e = np.exp(scaled - scaled.max(axis=-1, keepdims=True))
+    weights = e / e.sum(axis=-1, keepdims=True)
+    context_ = weights @ v
+    merged = np.swapaxes(context_, -3, -2).reshape(*x.shape[:-1], H)
+    return merged @ w_o
+
+
+@settings(max_examples=15, deadline=None)
+@given(VARIANTS.filter(lambda v: v != "rope"), st.sampled_from([None, 2]),
+       st.sampled_from([(4, 8), (6, 4), (8, 4)]), st.integers(3, 6))
+def test_numpy_axes_agree_with_the_reference_trace(variant: str, batch: int | None, hd: tuple[int, int],
+                                                   seq: int) -> None:
+    heads, head_dim = hd
+    hidden = heads * head_dim
+    kv_heads = heads // 2 if variant == "gqa" else heads
+    cross = variant == "cross"
+    config = AttentionConfig(batch=batch, seq=seq, hidden=hidden, heads=heads,
+                             kv_heads=kv_heads if variant == "gqa" else None, causal=variant == "causal",
+                             kv_seq=seq + 2 if cross else None, kv_hidden=hidden + 8 if cross else None)
+    reference = trace_attention(config, "shape")
+    rng = np.random.default_rng(1)
+    lead = (batch,) if batch else ()
+    x = rng.standard_normal((*lead, seq, hidden))
+    ctx = rng.standard_normal((*lead, seq + 2, hidden + 8)) if cross else None
+    with attntrace.capture() as t:
+        numpy_attention(t.track(x), heads, kv_heads, variant == "causal", t.track(ctx) if cross else None)
+    roles = {s.role: s for s in t.steps if s.role}
+    assert {"x", "q_proj", "k_proj", "q_heads", "q", "k_t", "scores", "weights", "context", "merged",
+            "output"} <= set(roles)
+    for name, step in roles.items():
+        if name in reference:
             assert step.axes == reference[name].axes, (name, step.axes, reference[name].axes)

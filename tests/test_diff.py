@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import jsonschema
 import numpy as np
 import pytest
 
@@ -16,6 +17,7 @@ torch = pytest.importorskip("torch")
 
 from attntrace import AttentionConfig  # noqa: E402
 from attntrace.diff import diff  # noqa: E402
+from attntrace.schemas import diff_schema  # noqa: E402
 
 CORPUS = Path(__file__).parent / "diff_corpus"
 
@@ -213,10 +215,9 @@ def test_corpus_covers_every_bug_family() -> None:
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
-@pytest.mark.parametrize("seq", [3, 6])
-def test_correct_numpy_base_matches(seq: int, dtype: str) -> None:
-    target = _load(CORPUS / "notes_numpy.py", "attention")
-    batch = None  # the notes' numpy attention is unbatched (S, H)
+@pytest.mark.parametrize(("batch", "seq"), [(None, 3), (None, 6), (2, 5)])
+def test_correct_numpy_base_matches(batch: int | None, seq: int, dtype: str) -> None:
+    target = _load(CORPUS / "notes_numpy.py", "attention" if batch is None else "attention_batched")
     report = diff(target, AttentionConfig(batch=batch, seq=seq, hidden=32, heads=4, dtype=dtype))
     assert report.ok, report.diagnosis
     assert report.diagnosis is None
@@ -238,6 +239,25 @@ def test_correct_torch_bases_match(base: str, config: AttentionConfig, dtype: st
     statuses = {r.step.name: r.status for r in report.rows}
     assert statuses["output"] == statuses["weights"] == "match"
     assert report.config.dtype == dtype
+
+
+def test_sdpa_and_multihead_attention_modules() -> None:
+    """Steps the code never makes (SDPA's scores and weights, everything inside
+    nn.MultiheadAttention) read fused; a causal mask the options leave out is named."""
+    config = AttentionConfig(batch=2, seq=5, hidden=32, heads=4)
+    sdpa = _target(CORPUS / "sdpa_torch.py", "SDPA", {})
+    causal = diff(sdpa, AttentionConfig(batch=2, seq=5, hidden=32, heads=4, causal=True))
+    assert causal.ok
+    statuses = {r.step.name: r.status for r in causal.rows}
+    assert statuses["weights"] == "fused"
+    assert statuses["context"] == "match"
+    missing = diff(sdpa, config)
+    assert missing.diagnosis is not None
+    assert missing.diagnosis.bug == "causal-unexpected"
+    assert missing.diagnosis.location == "sdpa_torch.py:23"
+    wrapped = diff(_target(CORPUS / "sdpa_torch.py", "Wrapped", {}), config)
+    assert wrapped.ok
+    assert wrapped.weights == "nn.MultiheadAttention"
 
 
 def test_module_sizes_must_agree_with_the_options() -> None:
@@ -274,6 +294,7 @@ def _cli(*args: str) -> Any:
 def test_cli_exit_codes_and_json(tmp_path: Path) -> None:
     good = _cli(f"{CORPUS / 'llama_torch.py'}:LlamaAttention", "--batch", "2", "--seq", "6")
     assert good.exit_code == 0, good.output
+    good_json = _cli(f"{CORPUS / 'llama_torch.py'}:LlamaAttention", "--batch", "2", "--seq", "6", "-f", "json")
     assert "MATCH" in good.output
     assert "q_rot" in good.output
     bad_file = tmp_path / "wrong_axis.py"
@@ -282,6 +303,8 @@ def test_cli_exit_codes_and_json(tmp_path: Path) -> None:
                "--format", "json")
     assert bad.exit_code == 1, bad.output
     doc = json.loads(bad.output)
+    jsonschema.Draft202012Validator(diff_schema()).validate(doc)
+    jsonschema.Draft202012Validator(diff_schema()).validate(json.loads(good_json.output))
     assert doc["schema"] == "attntrace.diff/1"
     assert doc["ok"] is False
     assert doc["diagnosis"]["bug"] == "softmax-axis-2"

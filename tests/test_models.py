@@ -145,6 +145,21 @@ FAMILIES: dict[str, tuple[str, dict[str, Any], Callable[[Any, int], Any]]] = {
         },
         lambda m, i: m.transformer.h[i].self_attention,
     ),
+    "neox-partial-rotary": ("GPTNeoX", {**BASE, "hidden_size": 32},  # d = 8, rotary_pct 0.25: R = 2
+                            lambda m, i: m.gpt_neox.layers[i].attention),
+    "gemma2-softcap-window": ("Gemma2", {**BASE, "num_key_value_heads": 2, "head_dim": 8, "sliding_window": 3,
+                                         "attn_logit_softcapping": 0.5, "query_pre_attn_scalar": 6},
+                              lambda m, i: m.model.layers[i].self_attn),
+    **{f"llama-rope-{kind}": ("Llama", {**BASE, "num_key_value_heads": 2, "max_position_embeddings": 4,
+                                        "rope_parameters": {"rope_type": kind, "rope_theta": 100.0, **params}},
+                              lambda m, i: m.model.layers[i].self_attn)
+       for kind, params in {
+           "linear": {"factor": 3.0},
+           "dynamic": {"factor": 2.0},  # S = 6 > max_position_embeddings 4: a larger base
+           "llama3": {"factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                      "original_max_position_embeddings": 4},
+           "yarn": {"factor": 4.0, "original_max_position_embeddings": 2, "beta_fast": 8.0},
+       }.items()},
 }
 
 

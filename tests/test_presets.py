@@ -14,6 +14,8 @@ from attntrace.presets import PRESETS, get_preset, read_hf_config, resolve_confi
 
 # The attention fields of each model's config.json on the Hugging Face Hub, as published
 # (the files also hold layer counts, vocabulary sizes and so on, which attntrace ignores).
+LLAMA31 = {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+           "original_max_position_embeddings": 8192}
 CONFIG_JSON: dict[str, tuple[str, dict[str, Any]]] = {
     "bert-base": ("google-bert/bert-base-uncased", {
         "architectures": ["BertForMaskedLM"], "model_type": "bert", "hidden_size": 768,
@@ -51,7 +53,53 @@ CONFIG_JSON: dict[str, tuple[str, dict[str, Any]]] = {
         "architectures": ["GemmaForCausalLM"], "model_type": "gemma", "hidden_size": 3072, "num_attention_heads": 16,
         "num_key_value_heads": 16, "head_dim": 256, "max_position_embeddings": 8192, "rope_theta": 10000.0,
         "attention_bias": False}),
+    # issue 12: the fields of each repository's config.json that the attention reads
+    "llama-3.1-8b": ("meta-llama/Llama-3.1-8B", {
+        "architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 4096, "num_attention_heads": 32,
+        "num_key_value_heads": 8, "head_dim": 128, "max_position_embeddings": 131072, "rope_theta": 500000.0,
+        "num_hidden_layers": 32, "attention_bias": False, "rope_scaling": LLAMA31}),
+    "llama-3.1-70b": ("meta-llama/Llama-3.1-70B", {
+        "architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 8192, "num_attention_heads": 64,
+        "num_key_value_heads": 8, "max_position_embeddings": 131072, "rope_theta": 500000.0,
+        "num_hidden_layers": 80, "attention_bias": False, "rope_scaling": LLAMA31}),
+    "llama-3.2-1b": ("meta-llama/Llama-3.2-1B", {
+        "architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 2048, "num_attention_heads": 32,
+        "num_key_value_heads": 8, "head_dim": 64, "max_position_embeddings": 131072, "rope_theta": 500000.0,
+        "num_hidden_layers": 16, "attention_bias": False, "rope_scaling": {**LLAMA31, "factor": 32.0}}),
+    "qwen2.5-7b": ("Qwen/Qwen2.5-7B", {
+        "architectures": ["Qwen2ForCausalLM"], "model_type": "qwen2", "hidden_size": 3584, "num_attention_heads": 28,
+        "num_key_value_heads": 4, "max_position_embeddings": 131072, "rope_theta": 1000000.0,
+        "num_hidden_layers": 28, "sliding_window": 131072, "use_sliding_window": False, "max_window_layers": 28}),
+    "qwen3-8b": ("Qwen/Qwen3-8B", {
+        "architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3", "hidden_size": 4096, "num_attention_heads": 32,
+        "num_key_value_heads": 8, "head_dim": 128, "max_position_embeddings": 40960, "rope_theta": 1000000,
+        "num_hidden_layers": 36, "attention_bias": False}),
+    "gemma-2-9b": ("google/gemma-2-9b", {
+        "architectures": ["Gemma2ForCausalLM"], "model_type": "gemma2", "hidden_size": 3584,
+        "num_attention_heads": 16, "num_key_value_heads": 8, "head_dim": 256, "query_pre_attn_scalar": 256,
+        "attn_logit_softcapping": 50.0, "sliding_window": 4096, "max_position_embeddings": 8192,
+        "rope_theta": 10000.0, "num_hidden_layers": 42, "attention_bias": False}),
+    "gemma-3-4b": ("google/gemma-3-4b-pt", {
+        "architectures": ["Gemma3ForConditionalGeneration"], "model_type": "gemma3", "text_config": {
+            "model_type": "gemma3_text", "hidden_size": 2560, "num_attention_heads": 8, "num_key_value_heads": 4,
+            "head_dim": 256, "query_pre_attn_scalar": 256, "sliding_window": 1024, "rope_theta": 1000000.0,
+            "rope_local_base_freq": 10000.0, "rope_scaling": {"rope_type": "linear", "factor": 8.0},
+            "max_position_embeddings": 131072, "num_hidden_layers": 34}}),
+    "mistral-7b-v0.3": ("mistralai/Mistral-7B-v0.3", {
+        "architectures": ["MistralForCausalLM"], "model_type": "mistral", "hidden_size": 4096,
+        "num_attention_heads": 32, "num_key_value_heads": 8, "max_position_embeddings": 32768,
+        "rope_theta": 1000000.0, "sliding_window": None, "num_hidden_layers": 32}),
+    "phi-3-mini": ("microsoft/Phi-3-mini-4k-instruct", {
+        "architectures": ["Phi3ForCausalLM"], "model_type": "phi3", "hidden_size": 3072, "num_attention_heads": 32,
+        "num_key_value_heads": 32, "max_position_embeddings": 4096, "rope_theta": 10000.0, "sliding_window": 2047,
+        "num_hidden_layers": 32}),
+    "olmo-2-7b": ("allenai/OLMo-2-1124-7B", {
+        "architectures": ["Olmo2ForCausalLM"], "model_type": "olmo2", "hidden_size": 4096, "num_attention_heads": 32,
+        "num_key_value_heads": 32, "max_position_embeddings": 4096, "rope_theta": 500000, "attention_bias": False,
+        "num_hidden_layers": 32}),
 }
+#: The layer a preset stands for where a model's layers differ (a global layer).
+PRESET_LAYER = {"gemma-2-9b": 1, "gemma-3-4b": 5}
 
 
 def test_the_issue_presets_exist() -> None:
@@ -66,13 +114,15 @@ def test_preset_matches_its_config_json(name: str) -> None:
     repo, cfg = CONFIG_JSON[name]
     p = get_preset(name)
     assert p.repo == repo
+    cfg = cfg.get("text_config", cfg)
     assert p.hidden == cfg.get("hidden_size", cfg.get("n_embd", cfg.get("d_model")))
     assert p.heads == cfg.get("num_attention_heads", cfg.get("n_head", cfg.get("num_heads")))
     assert p.kv_heads == cfg.get("num_key_value_heads", p.heads)
     assert p.head_dim == cfg.get("head_dim", cfg.get("d_kv", p.hidden // p.heads))
     assert p.max_positions == cfg.get("max_position_embeddings", cfg.get("n_positions"))
-    if cfg["model_type"] in ("llama", "mistral", "qwen2", "gemma"):
+    if cfg["model_type"] in ("llama", "mistral", "qwen2", "gemma", "qwen3", "gemma2", "gemma3_text", "phi3", "olmo2"):
         assert p.rope_theta == cfg.get("rope_theta", 10000.0)
+        assert p.layers == cfg.get("num_hidden_layers", p.layers)
     else:
         assert p.rope_theta is None
 
@@ -85,7 +135,11 @@ def test_hf_config_of_the_cited_file_gives_the_preset(tmp_path: Path, name: str)
         with pytest.raises(ConfigError, match="T5's relative position bias"):
             read_hf_config(path)
         return
-    fields = read_hf_config(path)
+    if CONFIG_JSON[name][1]["model_type"] in ("qwen3", "gemma3", "olmo2"):
+        with pytest.raises(ConfigError, match="normalises q and k"):
+            read_hf_config(path, PRESET_LAYER.get(name))
+        return
+    fields = read_hf_config(path, PRESET_LAYER.get(name))
     preset = get_preset(name).config_fields()
     if name == "qwen2-7b":  # the file cannot say that o_proj has no bias; both keep biases
         assert fields["bias"] is preset["bias"] is True

@@ -152,3 +152,45 @@ def test_markdown_and_csv_documents() -> None:
     assert code == 0
     assert "| 14 | Query_3 |  | seed_001_numpy.py:45 | `np.reshape(Query, [values_length, num_attention_heads, " \
            "attention_head_size])` | (3, 768) | (3, 8, 96) | (S, h, d) | float64 |" in out
+
+
+MODS = '''import torch
+import torch.nn.functional as F
+
+
+class Attn(torch.nn.Module):
+    def __init__(self, embed_dim=64, num_heads=4):
+        super().__init__()
+        self.embed_dim, self.h = embed_dim, num_heads
+        self.q_proj = torch.nn.Linear(embed_dim, embed_dim)
+
+    def forward(self, x):
+        *lead, S, H = x.shape
+        q = self.q_proj(x).view(*lead, S, self.h, H // self.h).transpose(-3, -2)
+        out = F.scaled_dot_product_attention(q, q, q)
+        return out.transpose(-3, -2).reshape(*lead, S, H)
+
+
+model = Attn(32, 4)
+
+
+def fn(x):
+    return torch.softmax(x @ x.transpose(-2, -1), dim=-1)
+'''
+
+
+def test_module_instance_and_torch_function_targets(tmp_path: Path) -> None:
+    pytest.importorskip("torch")
+    (tmp_path / "mods.py").write_text(MODS)
+    code, out = _run(f"{tmp_path / 'mods.py'}:model", "--format", "json")
+    assert code == 0
+    steps = json.loads(out)["steps"]
+    assert steps[0]["shape"] == [3, 32]  # H from the module's embed_dim, (S, H) without --batch
+    assert [s["role"] for s in steps if s["op"] == "scaled_dot_product_attention"] == ["context"]
+    assert steps[-1]["axes"] == ["S", "H"]
+    assert steps[-1]["role"] == "merged"
+    code, out = _run(f"{tmp_path / 'mods.py'}:fn", "--hidden", "8", "--format", "json")
+    assert code == 0
+    assert [s["dtype"] for s in json.loads(out)["steps"]][-1] == "float32"  # a torch tensor
+    result = runner.invoke(app, ["trace", f"{tmp_path / 'mods.py'}:Attn", "--init", "heads=3"])
+    assert result.exit_code == 2

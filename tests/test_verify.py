@@ -65,6 +65,9 @@ class WrongSoftmax(NumpyBackend):
         out: np.ndarray = e / e.sum(axis=-2, keepdims=True)
         return out
 
+    def softmax_(self, x: np.ndarray, scale: float = 1.0) -> np.ndarray:  # the in-place variant, as wrong
+        return self.softmax(x * x.dtype.type(scale))
+
 
 def test_a_wrong_backend_fails_verify() -> None:
     from attntrace.backends import get_backend

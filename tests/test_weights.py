@@ -307,14 +307,14 @@ def test_unreadable_file_is_exit_2(tmp_path: Path, monkeypatch: pytest.MonkeyPat
     np.savez(path, w_q=np.eye(H))
     path.chmod(0)
     if os.geteuid() == 0:  # root reads any file: make the open fail as it would for a user
-        real_open = Path.open
+        real_open = os.open
 
-        def locked_open(self: Path, *args: Any, **kwargs: Any) -> Any:
-            if self == path:
+        def locked_open(name: Any, *args: Any, **kwargs: Any) -> Any:
+            if os.fspath(name) == str(path):
                 raise PermissionError(13, "Permission denied")
-            return real_open(self, *args, **kwargs)
+            return real_open(name, *args, **kwargs)
 
-        monkeypatch.setattr(Path, "open", locked_open)
+        monkeypatch.setattr(os, "open", locked_open)
     result = invoke("run", "--weights", path, "--heads", h)
     assert result.exit_code == 2
     assert "permission denied" in result.stderr

@@ -14,6 +14,7 @@ Variants add their own steps, only when they are on (:data:`VARIANT_STEPS`): ``x
 from __future__ import annotations
 
 import math
+import threading
 import warnings
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, replace
@@ -22,11 +23,20 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
 from attntrace.backends import SMALL_WORK_FLOPS, Backend, Source, get_backend, single_threaded_blas
 from attntrace.config import AttentionConfig, AxisLabels
 from attntrace.costs import CostMeter, Registry, peak_live_bytes, resolve
+from attntrace.errors import ConfigError
 from attntrace.inputs import param_axes, random_sources, with_tensors
-from attntrace.masks import MASK_STEPS, MaskPlan, MaskWarning, build_mask, dead_rows
+from attntrace.masks import (
+    MASK_STEPS,
+    MaskPlan,
+    MaskWarning,
+    build_mask,
+    dead_rows,
+    dead_rows_by_block,
+)
 from attntrace.memory import check_budget, format_bytes
+from attntrace.parallel import check_threads
 from attntrace.rope import ROPE_STEPS, rope_sources
-from attntrace.trace import Param, Step, Trace
+from attntrace.trace import Lazy, Param, Step, Trace
 
 if TYPE_CHECKING:
     import numpy as np
@@ -47,6 +57,7 @@ VARIANT_STEPS: dict[str, tuple[str, tuple[str, ...]]] = {
     "rope": ("v", ROPE_STEPS),
     "grouped": ("v", ("k_rep", "v_rep")),  # after the RoPE steps when both are on
     "mask": ("scaled", MASK_STEPS),
+    "softcap": ("scaled", ("capped",)),  # before the mask steps
 }
 
 
@@ -56,9 +67,11 @@ def step_names(config: AttentionConfig, *, mask: bool = False) -> tuple[str, ...
     >>> step_names(AttentionConfig(batch=2, kv_heads=4, causal=True))[9:17]
     ('v', 'k_rep', 'v_rep', 'k_t', 'scores', 'scaled', 'mask', 'masked')
     """
-    on = {"cross": config.cross, "rope": config.rope, "grouped": config.grouped, "mask": config.masked or mask}
+    on = {"cross": config.cross, "rope": config.rope, "grouped": config.grouped,
+          "mask": config.masked or mask, "softcap": config.softcap is not None}
     names = list(STEP_NAMES)
-    for variant in ("mask", "grouped", "rope", "cross"):  # later inserts first keep the indices
+    # later inserts first keep the indices
+    for variant in ("mask", "softcap", "grouped", "rope", "cross"):
         after, added = VARIANT_STEPS[variant]
         if on[variant]:
             at = names.index(after) + 1
@@ -74,6 +87,7 @@ def trace_attention(
     max_memory: int | None = None,
     keep_values: bool | Collection[str] = True,
     tensors: Mapping[str, np.ndarray | None] | None = None,
+    threads: int | None = None,
     replace: Mapping[str, StepReplacement] | None = None,
 ) -> Trace:
     """Run multi-head attention for ``config`` on ``backend`` and record every step.
@@ -91,7 +105,8 @@ def trace_attention(
     of the shapes ``config`` gives; a bias mapped to None is left out. ``backend`` is a
     registered name or a :class:`Backend` instance. ``replace`` (numpy backend, values kept)
     maps a step name to ``fn(values so far, value) -> value``: the algorithm goes on with the
-    replacement (``attntrace diff`` tests a suspected mistake this way).
+    replacement (``attntrace diff`` tests a suspected mistake this way). ``threads``: how many
+    threads run flash's query blocks (each with a one-threaded BLAS; default: every usable core).
 
     >>> t = trace_attention(AttentionConfig(seq=3, hidden=768, heads=12))
     >>> t["scores"].shape, t["output"].shape
@@ -106,6 +121,7 @@ def trace_attention(
     ('2·h·S·S·d', True)
     """
     name = backend if isinstance(backend, str) else backend.name
+    workers = check_threads(threads)
     shapes = trace_attention(config, "shape", mask=mask) if name != "shape" else None  # sizes and costs, no arrays
     if shapes is not None and shapes.total_flops < SMALL_WORK_FLOPS:
         single_threaded_blas()  # before numpy is imported: waking BLAS threads costs more than tiny maths
@@ -114,10 +130,12 @@ def trace_attention(
     plan = build_mask(config, mask)
     if be.computes and shapes is not None:
         _check_memory(config, max_memory, keep_values is True, shapes)
-    seeded = {**random_sources(config), **rope_sources(config), **({"mask": plan.source} if plan else {})}
+        _check_tiles(config, shapes)
+    whole_mask = {"mask": plan.source} if plan and config.algorithm == "eager" else {}  # flash: none
+    seeded = {**random_sources(config), **rope_sources(config), **whole_mask}
     sources = with_tensors(config, seeded, tensors or {})
     keep = keep_values if be.computes else False
-    trace = _record(config, be, sources, plan, keep_values=keep, replace=replace)
+    trace = _record(config, be, sources, plan, keep_values=keep, replace=replace, threads=workers)
     for note in trace.notes:
         warnings.warn(note, MaskWarning, stacklevel=2)
     return trace
@@ -125,10 +143,10 @@ def trace_attention(
 
 def _record(config: AttentionConfig, be: Backend[T], sources: Mapping[str, Source | None],
             plan: MaskPlan | None, *, keep_values: bool | Collection[str],
-            replace: Mapping[str, StepReplacement] | None = None) -> Trace:
+            replace: Mapping[str, StepReplacement] | None = None, threads: int = 1) -> Trace:
     """Create the tensors of ``sources`` on ``be`` (a None source is a left-out bias), run the
     algorithm through the cost meter and collect the records."""
-    recorder = _Recorder(be, config, keep_values, replace or {})
+    recorder = _Recorder(be, config, keep_values, replace or {}, threads)
     names = param_axes(config)
     params = {name: be.tensor(source) for name in names if (source := sources[name]) is not None}
     for name, t in params.items():
@@ -151,11 +169,13 @@ class _Layout:
     lead: tuple[str, ...]  # ("B",) or ()
     sizes: tuple[int, ...]  # (B,) or ()
     lab: AxisLabels
+    rotary: int | None = None  # R of partial RoPE (--rotary-dims), else None
 
     @classmethod
     def of(cls, config: AttentionConfig) -> _Layout:
         batched = config.batch is not None
-        return cls(("B",) if batched else (), (config.batch,) if config.batch is not None else (), config.labels())
+        sizes = (config.batch,) if config.batch is not None else ()
+        return cls(("B",) if batched else (), sizes, config.labels(), config.rotary_dims)
 
     @property
     def n(self) -> int:
@@ -188,8 +208,9 @@ def _attend(config: AttentionConfig, be: Backend[T], rec: _Recorder[T], t: Mappi
     if config.algorithm == "flash":
         from attntrace.flash import flash_context
 
-        mask = _record_mask(config, be, rec, lay, t["mask"], plan) if plan is not None else None  # (B, 1, S, N)
-        context = flash_context(config, be, rec, q, k, v, mask, plan)  # (B, h, S, d), tile by tile
+        if plan is not None:
+            _declare_mask(config, rec, lay, plan)  # (B, 1, S, N), made tile by tile
+        context = flash_context(config, be, rec, q, k, v, plan)  # (B, h, S, d), tile by tile
     else:
         weights = _weigh(config, be, rec, lay, q, k, t.get("mask"), plan)  # (B, h, S, N)
         v_name = "v_rep" if config.grouped else "v"
@@ -231,10 +252,26 @@ def _rotate(be: Backend[T], rec: _Recorder[T], lay: _Layout, t: Mapping[str, T],
     lab = lay.lab
     cos = rec.step("rope_cos", t["rope_cos"], "cos(pos * base^(-2i/d))", ("S", "d"))  # (S, d)
     sin = rec.step("rope_sin", t["rope_sin"], "sin(pos * base^(-2i/d))", ("S", "d"))  # (S, d)
+    if lay.rotary is not None:  # partial RoPE: the first R dims rotate, the rest pass through
+        return _rotate_part(be, rec, lay, q, k, cos, sin)
     q_rot = rec.step("q_rot", be.add(be.mul(q, cos), be.mul(be.rotate_half(q), sin)),
                      "q * cos + rotate_half(q) * sin", lay.ax("h", "S", "d"))  # (B, h, S, d)
     k_rot = rec.step("k_rot", be.add(be.mul(k, cos), be.mul(be.rotate_half(k), sin)),
                      "k * cos + rotate_half(k) * sin", lay.ax(lab.kv_heads, lab.keys, "d"))  # (B, g, S, d)
+    return q_rot, k_rot
+
+
+def _rotate_part(be: Backend[T], rec: _Recorder[T], lay: _Layout, q: T, k: T, cos: T,
+                 sin: T) -> tuple[T, T]:
+    """Partial RoPE (--rotary-dims R): cos is 1 and sin 0 beyond R, so those dims pass."""
+    r = lay.rotary
+    assert r is not None
+    q_rot = be.add(be.mul(q, cos), be.mul(be.rotate_part(q, r), sin))  # (B, h, S, d)
+    q_rot = rec.step("q_rot", q_rot, f"q * cos + rotate_half(q[..., :{r}]) * sin",
+                     lay.ax("h", "S", "d"))
+    k_rot = be.add(be.mul(k, cos), be.mul(be.rotate_part(k, r), sin))  # (B, g, S, d)
+    k_rot = rec.step("k_rot", k_rot, f"k * cos + rotate_half(k[..., :{r}]) * sin",
+                     lay.ax(lay.lab.kv_heads, lay.lab.keys, "d"))
     return q_rot, k_rot
 
 
@@ -259,6 +296,17 @@ def _weigh(config: AttentionConfig, be: Backend[T], rec: _Recorder[T], lay: _Lay
     factor = config.score_scale
     scale_op = f"scores / sqrt({d})" if config.scale is None else f"scores * {config.scale:g}" + (" (unscaled)" if config.scale == 1 else "")
     fast = mask is None and not (rec.keeps("scores") or rec.keeps("scaled"))
+    recipes = mask is None and not fast and not rec.replace and config.softcap is None
+    if recipes:  # kept as recipes: one (S, N) buffer, scaled and softmaxed in place
+        raw = rec.be
+        scores = rec.step("scores", be.matmul(q, k_t), f"{q_name} @ k_t", hSN,
+                          again=lambda: raw.matmul(q, k_t))  # (B, h, S, N)
+        rec.meter.charge("scale", scores, out=scores)
+        # (B, h, S, N), scaled inside the softmax below
+        scaled = rec.step("scaled", scores, scale_op, hSN,
+                          again=lambda: raw.scale(raw.matmul(q, k_t), factor))
+        weights = be.softmax_(scaled, factor)  # (B, h, S, N)
+        return rec.step("weights", weights, "softmax(scaled, dim=-1)", hSN)
     if fast:  # nobody sees the unscaled scores: fold the scale into q (S·d multiplies, not S·N)
         q_scaled = be.scale(q, factor)  # (B, h, S, d)
         rec.meter.discard()  # charged below, as the traced algorithm does it
@@ -269,11 +317,21 @@ def _weigh(config: AttentionConfig, be: Backend[T], rec: _Recorder[T], lay: _Lay
         scores = rec.step("scores", be.matmul(q, k_t), f"{q_name} @ k_t", hSN)  # (B, h, S, N)
         scaled = rec.step("scaled", be.scale(scores, factor), scale_op, hSN)  # (B, h, S, N)
     last = "scaled"
+    if config.softcap is not None:
+        scaled, last = _softcap(config.softcap, be, rec, lay, scaled), "capped"  # (B, h, S, N)
     if mask is not None and plan is not None:
         scaled = _apply_mask(config, be, rec, lay, scaled, mask, plan)  # (B, h, S, N)
         last = "masked"
-    softmax = be.softmax_ if fast and not rec.keeps("scaled") else be.softmax  # in place when nobody sees scaled
+    seen = rec.keeps("scaled") or rec.keeps("capped")
+    softmax = be.softmax_ if fast and not seen else be.softmax  # in place: nobody sees its input
     return rec.step("weights", softmax(scaled), f"softmax({last}, dim=-1)", hSN)  # (B, h, S, N)
+
+
+def _softcap(cap: float, be: Backend[T], rec: _Recorder[T], lay: _Layout, scaled: T) -> T:
+    """Logit soft-capping (Gemma 2): C * tanh(scaled / C), before the mask."""
+    capped = be.scale(be.tanh(be.scale(scaled, 1.0 / cap)), cap)  # (B, h, S, N)
+    op = f"{cap:g} * tanh(scaled / {cap:g})"
+    return rec.step("capped", capped, op, lay.ax("h", "S", lay.lab.keys))
 
 
 def _apply_mask(config: AttentionConfig, be: Backend[T], rec: _Recorder[T], lay: _Layout, scaled: T, mask: T,
@@ -295,9 +353,25 @@ def _record_mask(config: AttentionConfig, be: Backend[T], rec: _Recorder[T], lay
     values = be.to_numpy(mask)
     scores = (*lay.sizes, config.heads, config.seq, config.keys)  # (B, h, S, N)
     if values is not None and (dead := dead_rows(values, plan.additive, scores)):
-        rec.notes.append(f"{dead} query row(s) attend to no key (every key masked): their weights and context "
-                         "are zeros, as in torch's scaled_dot_product_attention, not NaN")
+        rec.notes.append(_dead_note(dead))
     return mask
+
+
+def _declare_mask(config: AttentionConfig, rec: _Recorder[T], lay: _Layout, plan: MaskPlan) -> None:
+    """Flash's ``mask`` step: the rules, made into the whole mask only if its value is read;
+    counts the query rows it leaves without any key, block by block."""
+    whole = plan.source
+    rec.declare("mask", whole.shape, whole.dtype, f"{plan.op} (made tile by tile)", plan.axes,
+                whole.make)
+    if rec.be.computes:
+        scores = (*lay.sizes, config.heads, config.seq, config.keys)  # (B, h, S, N)
+        if dead := dead_rows_by_block(plan, scores, config.block_size):
+            rec.notes.append(_dead_note(dead))
+
+
+def _dead_note(dead: int) -> str:
+    return (f"{dead} query row(s) attend to no key (every key masked): their weights and context "
+            "are zeros, as in torch's scaled_dot_product_attention, not NaN")
 
 
 def _merge(config: AttentionConfig, be: Backend[T], rec: _Recorder[T], lay: _Layout, context: T,
@@ -324,8 +398,10 @@ class _Recorder(Generic[T]):
     (the tiles of flash) add their FLOPs and count as repeats of the first record."""
 
     def __init__(self, be: Backend[T], config: AttentionConfig, keep_values: bool | Collection[str],
-                 replace: Mapping[str, StepReplacement] | None = None) -> None:
+                 replace: Mapping[str, StepReplacement] | None = None, threads: int = 1) -> None:
         self.be, self.keep_values, self.replace = be, keep_values, replace or {}
+        self.threads = threads  # for independent blocks of work (flash's query blocks)
+        self._lock = threading.Lock()
         self.meter: CostMeter[T] = CostMeter(be)
         self.registry = Registry()
         self.lead: tuple[str, ...] = ("B",) if config.batched else ()  # the batch axis, for flash's tile axes
@@ -340,20 +416,25 @@ class _Recorder(Generic[T]):
         return keep if isinstance(keep, bool) else name in keep
 
     def step(self, name: str, value: T, op: str, axes: tuple[str, ...], *, view: bool = False,
-             contract: str | None = None, times: int = 1) -> T:
+             contract: str | None = None, times: int = 1,
+             again: Callable[[], T] | None = None) -> T:
         """Record ``value`` as step ``name``; ``contract`` names a contracted axis the recorder
-        cannot see (an input that is no step); ``times`` counts identical repeats."""
+        cannot see (an input that is no step); ``times`` counts identical repeats; ``again``
+        makes the same values anew (on the plain backend), kept instead of ``value`` when the
+        algorithm goes on to overwrite ``value`` in place."""
         if name in self._repeats:
             return self._repeat(name, value, axes, times)
         if name in self.replace:  # a suspected mistake, tested by attntrace diff
             done = {s.name: s.value for s in self.steps if s.value is not None}
             value = self.replace[name](done, value)
+            again = None  # the replacement is what is kept
         shape = self.be.shape(value)
         assert len(shape) == len(axes), f"{name}: {shape} vs {axes}"  # a bug, not user input
         charges, inputs = self.meter.take()
         flops, terms = resolve(charges, shape, axes, self.registry, contract)
         names = tuple(dict.fromkeys(found[0] for found in map(self.registry.lookup, inputs) if found))
-        stored = self.be.to_numpy(value) if self.keeps(name) else None
+        stored = None if not self.keeps(name) else self.be.to_numpy(value) if again is None else \
+            cast("np.ndarray", Lazy(lambda: self.be.to_numpy(again())))  # made on first read
         self.steps.append(Step(name, shape, self.be.dtype(value), stored, index=len(self.steps), op=op, axes=axes,
                                view=view, flops=flops * times, terms=terms, inputs=names, repeat=times))
         self._repeats[name] = [0, 0]
@@ -362,11 +443,22 @@ class _Recorder(Generic[T]):
 
     def _repeat(self, name: str, value: T, axes: tuple[str, ...], times: int) -> T:
         charges, _ = self.meter.take()
-        tally = self._repeats[name]
-        tally[0] += times * sum(c.coef * math.prod(c.shape) * c.k for c in charges)
-        tally[1] += times
+        flops = times * sum(c.coef * math.prod(c.shape) * c.k for c in charges)
+        with self._lock:  # flash's query blocks repeat steps from several threads
+            tally = self._repeats[name]
+            tally[0] += flops
+            tally[1] += times
         self.registry.add(value, name, axes)
         return value
+
+    def declare(self, name: str, shape: tuple[int, ...], dtype: str, op: str, axes: tuple[str, ...],
+                make: Callable[[], np.ndarray]) -> None:
+        """Record step ``name`` that no buffer holds (a view of nothing: no memory); its values,
+        when kept, are ``make()`` on first read."""
+        value = cast("np.ndarray", Lazy(make)) if self.keeps(name) else None
+        self.steps.append(Step(name, shape, dtype, value, index=len(self.steps), op=op, axes=axes,
+                               view=True))
+        self._repeats[name] = [0, 0]
 
     def view(self, name: str, value: T, op: str, axes: tuple[str, ...], *, times: int = 1) -> T:
         return self.step(name, value, op, axes, view=True, times=times)
@@ -399,8 +491,21 @@ def estimate_bytes(config: AttentionConfig, keep_values: bool = True, shapes: Tr
     """
     shapes = shapes or trace_attention(config, "shape", mask=mask)
     live = sum(s.nbytes for s in shapes.steps if not s.view) if keep_values else shapes.peak_bytes
-    largest = max(shapes.steps, key=lambda s: s.nbytes)
+    largest = max((s for s in shapes.steps if not s.view), key=lambda s: s.nbytes)
     return shapes.param_bytes + live + largest.nbytes, largest
+
+
+#: The most flash tiles a compute backend visits (each is a few Python steps): a few seconds.
+MAX_TILES = 20_000
+
+
+def _check_tiles(config: AttentionConfig, shapes: Trace) -> None:
+    """Refuse a flash run whose tile loop would take minutes (a tiny --block-size)."""
+    tiles = shapes["s_tile"].repeat if "s_tile" in shapes else 0
+    if tiles > MAX_TILES:
+        raise ConfigError(
+            f"--algorithm flash with --block-size {config.block_size} visits {tiles:,} tiles, more than "
+            f"{MAX_TILES:,} computed one by one; raise --block-size or trace shapes only with --backend shape")
 
 
 def _check_memory(config: AttentionConfig, max_memory: int | None, keep_values: bool, shapes: Trace) -> None:

@@ -13,7 +13,6 @@ Pure logic: parse, trace, compare, and return :class:`CaseResult` records. Print
 
 from __future__ import annotations
 
-import json
 import math
 import re
 import tomllib
@@ -25,6 +24,8 @@ from typing import Any
 
 from attntrace.config import AttentionConfig, parse_scale
 from attntrace.errors import ConfigError, InputFileError
+from attntrace.files.guard import MAX_DEPTH, nesting_depth, parse_json, read_text
+from attntrace.text import plain
 from attntrace.trace import SCHEMA_ID, Records, Shape, Trace, UnknownStepError
 
 Dim = int | str  # a size, or an axis letter resolved from the config
@@ -192,11 +193,11 @@ def check_trace(trace: Records, expectations: Sequence[Expectation], golden: Map
 
 def load_golden(path: Path) -> dict[str, Any]:
     """A trace saved by ``attntrace run --format json``, checked for the keys a comparison reads."""
-    text = _read(path, "golden file")
+    text = read_text(path, what="golden file")
     try:
-        doc = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise InputFileError(f"{path}: not valid JSON ({exc}); save a golden with: attntrace run --format json > {path}") from None
+        doc = parse_json(text, f"golden file {plain(path)}")
+    except InputFileError as exc:
+        raise InputFileError(f"{exc}; save a golden with: attntrace run --format json > {plain(path)}") from None
     try:
         validate_golden(doc)
     except ConfigError as exc:
@@ -299,11 +300,16 @@ def load_spec(path: Path, backend: str = "shape", *, keep_going: bool = False) -
     InputFileError naming the file and the config; with ``keep_going`` a bad config comes back
     as a SpecCase whose ``error`` says why (the file itself must still be a spec).
     """
-    text = _read(path, "spec file")
+    too_deep = InputFileError(f"{plain(path)}: nests tables or arrays deeper than {MAX_DEPTH} levels; fix the file")
+    text = read_text(path, what="spec file")
     try:
         doc = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
-        raise InputFileError(f"{path}: not valid TOML ({exc})") from None
+        raise InputFileError(f"{plain(path)}: not valid TOML ({plain(exc)})") from None
+    except RecursionError:
+        raise too_deep from None
+    if nesting_depth(doc) > MAX_DEPTH:
+        raise too_deep
     unknown = set(doc) - {"defaults", "config"}
     configs, defaults = doc.get("config"), doc.get("defaults", {})
     if unknown or not isinstance(configs, dict) or not configs or not isinstance(defaults, dict):
@@ -477,16 +483,6 @@ def summary(results: Sequence[CaseResult]) -> str:
     failed = sum(not r.ok and not r.error for r in results)
     errors = sum(bool(r.error) for r in results)
     return f"{len(results) - failed - errors} passed, {failed} failed" + (f", {errors} error{'s' * (errors > 1)}" if errors else "")
-
-
-def _read(path: Path, what: str) -> str:
-    try:
-        return path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise InputFileError(f"{what} {path} does not exist") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-        raise InputFileError(f"cannot read {what} {path}: {reason}") from None
 
 
 __all__ = [

@@ -38,7 +38,11 @@ class AxisLabels(NamedTuple):
 
 
 #: Fields that :meth:`AttentionConfig.to_dict` leaves out while they are None (off).
-OPTIONAL_FIELDS: tuple[str, ...] = ("window",)
+OPTIONAL_FIELDS: tuple[str, ...] = ("window", "rope_scaling", "rotary_dims", "softcap")
+
+#: The largest size any axis may have (2**31 - 1): far beyond every model, and small enough that
+#: every count derived from the sizes stays exact and every suggestion is computed at once.
+MAX_SIZE = 2**31 - 1
 
 #: The attention algorithms: eager builds the whole (S, N) score matrix, flash works tile by tile.
 ALGORITHMS: tuple[str, ...] = ("eager", "flash")
@@ -81,6 +85,9 @@ class AttentionConfig:
     scale: float | None = None  # factor on the scores; None is 1/sqrt(d) (the paper), 1.0 none (the notes)
     # --- variants of current models (issue 12); to_dict leaves them out while they are off ---
     window: int | None = None  # W, sliding window: query i sees keys j > i - W (Mistral, Gemma 2)
+    rope_scaling: str | None = None  # "llama3", "linear:factor=8", "yarn:factor=4,..." (rope.py)
+    rotary_dims: int | None = None  # R < d: only the first R dims of a head rotate (NeoX, Phi)
+    softcap: float | None = None  # C: scores -> C * tanh(scores / C) before the mask (Gemma 2)
 
     def __post_init__(self) -> None:
         if self.key_lengths is not None and not isinstance(self.key_lengths, tuple):
@@ -104,10 +111,25 @@ class AttentionConfig:
         self._check_model_variants()
 
     def _check_model_variants(self) -> None:
-        """The variants of current models (issue 12): --window."""
-        w = self.window
+        """The variants of current models (issue 12): --window, RoPE's scaling and rotary
+        dims, --softcap."""
+        w, r, c = self.window, self.rotary_dims, self.softcap
         if w is not None and (isinstance(w, bool) or not isinstance(w, int) or w < 1):
             raise ConfigError(f"--window must be a whole number >= 1 (keys per query), got {w!r}")
+        if (self.rope_scaling is not None or r is not None) and not self.rope:
+            raise ConfigError("--rope-scaling and --rotary-dims change RoPE; add --rope")
+        if self.rope_scaling is not None:
+            from attntrace.rope import parse_rope_scaling
+
+            parse_rope_scaling(self.rope_scaling)
+        if r is not None and (isinstance(r, bool) or not isinstance(r, int) or r < 2 or r % 2
+                              or r > self.head_dim):
+            raise ConfigError(f"--rotary-dims must be even, 2 to d = {self.head_dim}; got {r!r}")
+        if c is not None and (isinstance(c, bool) or not isinstance(c, int | float)
+                              or not math.isfinite(c) or c <= 0):
+            raise ConfigError(f"--softcap must be a number > 0, got {c!r}")
+        if c is not None and self.algorithm == "flash":
+            raise ConfigError("--softcap is not in the flash algorithm yet; use --algorithm eager")
 
     def _check_sizes(self) -> None:
         for option, value in (("batch", self.batch), ("seq", self.seq), ("hidden", self.hidden),
@@ -120,8 +142,10 @@ class AttentionConfig:
             if value <= 0:
                 hint = " (omit --batch for the unbatched layout)" if option == "batch" else ""
                 raise ConfigError(f"--{option} must be at least 1, got {value}{hint}")
-        if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
-            raise ConfigError(f"--seed must be a whole number >= 0, got {self.seed!r}")
+            if value > MAX_SIZE:
+                raise ConfigError(f"--{option} {_short(value)} is too large; the most is {MAX_SIZE}")
+        if isinstance(self.seed, bool) or not isinstance(self.seed, int) or not 0 <= self.seed < 2**64:
+            raise ConfigError(f"--seed must be a whole number from 0 to 2**64 - 1, got {_short(self.seed)}")
 
     def _check_variants(self) -> None:
         if self.kv_heads is not None and self.heads % self.kv_heads:
@@ -142,8 +166,9 @@ class AttentionConfig:
                     "--rope encodes positions within one sequence; drop --rope or --kv-seq "
                     "(cross-attention uses no rotary embedding)"
                 )
-        if not isinstance(self.rope_base, int | float) or isinstance(self.rope_base, bool) or not self.rope_base > 0:
-            raise ConfigError(f"--rope-base must be a number > 0, got {self.rope_base!r}")
+        base = self.rope_base
+        if not isinstance(base, int | float) or isinstance(base, bool) or not 0 < base < math.inf:
+            raise ConfigError(f"--rope-base must be a number > 0 and finite, got {_short(base)}")
 
     def _check_key_lengths(self, lengths: tuple[int, ...]) -> None:
         if self.batch is None:
@@ -151,20 +176,21 @@ class AttentionConfig:
         if len(lengths) != self.batch:
             raise ConfigError(
                 f"--key-lengths has {len(lengths)} length(s) but --batch is {self.batch}; "
-                "give one length per batch item, e.g. --key-lengths " + ",".join(["3"] * self.batch)
+                "give one length per batch item, e.g. --key-lengths "
+                + ",".join(["3"] * min(self.batch, 4)) + (",..." if self.batch > 4 else "")
             )
         for n in lengths:
             if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= self.keys:
                 raise ConfigError(
-                    f"--key-lengths {n!r} does not fit the {self.keys} keys; use lengths from 1 to {self.keys}"
+                    f"--key-lengths {_short(n)} does not fit the {self.keys} keys; use lengths from 1 to {self.keys}"
                     + ("" if self.kv_seq is not None else " (or raise --seq)")
                 )
     def _check_algorithm(self) -> None:
         if self.algorithm not in ALGORITHMS:
             raise ConfigError(f"unknown algorithm {self.algorithm!r}; use one of {', '.join(ALGORITHMS)}")
         size = self.block_size
-        if isinstance(size, bool) or not isinstance(size, int) or size <= 0:
-            raise ConfigError(f"--block-size must be a whole number >= 1, got {size!r}")
+        if isinstance(size, bool) or not isinstance(size, int) or not 1 <= size <= MAX_SIZE:
+            raise ConfigError(f"--block-size must be a whole number from 1 to {MAX_SIZE}, got {_short(size)}")
 
 
     def tile_sizes(self) -> dict[str, int]:
@@ -309,6 +335,21 @@ def parse_scale(text: str) -> float | None:
     if not math.isfinite(value) or value <= 0:
         raise ConfigError(f"--scale must be a positive number, 'sqrt' or 'none', got {text!r}")
     return value
+
+
+def _short(value: object) -> str:
+    """A value as an error message quotes it: a huge number cut short.
+
+    >>> _short(10**40), _short(3)
+    ('1000000000...0000000000 (41 digits)', '3')
+    """
+    try:
+        text = repr(value)
+    except ValueError:  # an int beyond sys.get_int_max_str_digits()
+        return "a number of thousands of digits"
+    if len(text) <= 24:
+        return text
+    return f"{text[:10]}...{text[-10:]}" + (f" ({len(text)} digits)" if text.isdigit() else "")
 
 
 def _nearby_divisors(hidden: int, heads: int, limit: int = 8) -> str:

@@ -22,6 +22,7 @@ The formula is kept as terms ``(coefficient, "h·S·S·d")`` in the step's axis 
 from __future__ import annotations
 
 import math
+import threading
 import weakref
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -39,10 +40,12 @@ Terms = tuple[tuple[int, str], ...]
 SOFTMAX_FLOPS_PER_ELEMENT = 5
 
 #: Backend attributes that are not operations (never charged).
-_NOT_OPS = frozenset({"tensor", "shape", "dtype", "to_numpy", "check_dtype", "name", "dtypes", "computes"})
+_NOT_OPS = frozenset({"tensor", "shape", "dtype", "to_numpy", "check_dtype", "name", "dtypes",
+                      "computes", "one_thread_each"})
 #: Operations that move or allocate memory without arithmetic.
 _FREE_OPS = frozenset({"reshape", "transpose", "narrow", "full", "write", "contiguous",
-                       "repeat_interleave", "rotate_half"})  # copies, and a sign flip counted as a copy
+                       "repeat_interleave", "rotate_half",
+                       "rotate_part"})  # copies, and a sign flip counted as a copy
 #: Elementwise operations and their FLOPs per output element.
 _PER_ELEMENT = {"scale": 1, "exp": 1, "binary": 1, "softmax": SOFTMAX_FLOPS_PER_ELEMENT,
                 "softmax_": SOFTMAX_FLOPS_PER_ELEMENT}
@@ -115,13 +118,29 @@ def format_count(n: float) -> str:
 
 class CostMeter(Generic[T]):
     """A backend proxy: operations run on ``backend`` and their charges wait in ``pending``
-    until the recorder turns them into the next step's FLOPs."""
+    until the recorder turns them into the next step's FLOPs. Each thread has its own pending
+    charges (flash runs query blocks on several threads)."""
 
     def __init__(self, backend: Backend[T]) -> None:
         self.backend = backend
-        self.pending: list[Charge] = []
-        self.inputs: list[object] = []  # the tensors the pending operations read
+        self._local = threading.local()
         self._ops: dict[str, Callable[..., Any]] = {}
+
+    @property
+    def pending(self) -> list[Charge]:
+        """This thread's charges since the last :meth:`take`."""
+        local = self._local
+        if not hasattr(local, "pending"):
+            local.pending, local.inputs = [], []
+        out: list[Charge] = local.pending
+        return out
+
+    @property
+    def inputs(self) -> list[object]:
+        """The tensors this thread's pending operations read."""
+        self.pending  # noqa: B018  (creates this thread's lists)
+        out: list[object] = self._local.inputs
+        return out
 
     def __getattr__(self, name: str) -> Any:
         attr = getattr(self.backend, name)
@@ -170,12 +189,12 @@ class CostMeter(Generic[T]):
 
     def discard(self) -> None:
         """Forget the pending charges (not the inputs): their maths is charged elsewhere."""
-        self.pending = []
+        self.pending.clear()
 
     def take(self) -> tuple[list[Charge], list[object]]:
         """The charges and inputs since the last call, clearing them."""
         charges, inputs = self.pending, self.inputs
-        self.pending, self.inputs = [], []
+        self._local.pending, self._local.inputs = [], []
         return charges, inputs
 
 
@@ -267,7 +286,8 @@ def peak_live_bytes(steps: Sequence[Step]) -> int:
         last.setdefault(owner[step.name], i)
     last[owner[steps[-1].name]] = len(steps)
     born = {step.name: i for i, step in enumerate(steps) if owner[step.name] == step.name}
-    size = {step.name: step.nbytes for step in steps if step.name in born}
+    # a view of nothing (flash's mask, made tile by tile) holds no memory
+    size = {step.name: 0 if step.view else step.nbytes for step in steps if step.name in born}
     return max(
         sum(size[n] for n, b in born.items() if b <= i <= last[n]) for i in range(len(steps))
     ) if steps else 0

@@ -31,3 +31,4 @@ class InputFileError(AttntraceError, OSError):
 EXIT_OK = 0
 EXIT_CHECK_FAILED = 1
 EXIT_USAGE = 2
+EXIT_INTERNAL = 3  # an unexpected error inside attntrace: a bug, reported in one line

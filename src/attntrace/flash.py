@@ -8,9 +8,10 @@ softmax keeps, per query row, the running maximum ``m`` and the running sum ``l`
     p     = exp(s - m_new)             l     = alpha * l + rowsum(p)
     o     = alpha * o + p @ v_block    ...   context_block = o / l
 
-Masks (causal, key padding, a --mask file) are applied inside each tile: the tile's slice of
-the combined ``mask`` step (``mask_tile``, a view) turns masked scores into -inf (or is added,
-for a float mask) before the row max (``s_masked``). ``m`` starts at the dtype's lowest finite
+Masks (causal, key padding, a --mask file) are applied inside each tile: the tile's mask
+(``mask_tile``, made from the rules and a slice of the --mask file; the whole ``mask`` step is
+never formed) turns masked scores into -inf (or is added, for a float mask) before the row max
+(``s_masked``). ``m`` starts at the dtype's lowest finite
 value instead of -inf and ``l`` at 1, as if each row had a phantom key of that score and a zero
 value: a row whose keys so far are all masked computes ``exp(-inf - lowest) = 0``, never
 ``exp(-inf - -inf) = NaN``; the first real key makes the phantom's weight
@@ -28,9 +29,9 @@ trace at S = 131072 takes a handful of steps.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from attntrace.config import AttentionConfig
 
@@ -91,15 +92,24 @@ def tiles(seq: int, keys: int, size: int, *, causal: bool = False,
     """
     kv_blocks = list(blocks(keys, size, every))
     for i0, i1, times in blocks(seq, size, every):
-        ends = [i1 + b * size for b in range(times)] if causal else []  # last query + 1 of each block it stands for
-        counts = [(j0, j1, sum(_visible(end, j0, n, size) for end in ends) if causal else times * n)
+        # the b-th query block it stands for ends at i1 + b * size and sees c0 + b key blocks
+        counts = [(j0, j1, _clamped_sum(-(-(i1 - j0) // size), times, n) if causal else times * n)
                   for j0, j1, n in kv_blocks]
         yield (i0, i1, times), [(j0, j1, n) for j0, j1, n in counts if n]
 
 
-def _visible(end: int, start: int, n: int, size: int) -> int:
-    """How many of ``n`` key blocks (``size`` apart from ``start``) begin before query ``end``."""
-    return min(n, max(0, -(-(end - start) // size)))
+def _clamped_sum(first: int, count: int, top: int) -> int:
+    """``sum(min(top, max(0, t)) for t in range(first, first + count))`` in closed form, so a
+    shape trace costs the same at any S / block size.
+
+    >>> _clamped_sum(-2, 7, 3), sum(min(3, max(0, t)) for t in range(-2, 5))
+    (9, 9)
+    """
+    last = first + count - 1
+    lo, hi = max(first, 0), min(last, top)
+    ramp = (lo + hi) * (hi - lo + 1) // 2 if lo <= hi else 0  # the t in [0, top]
+    flat = max(0, last - max(first, top + 1) + 1) * top  # the t above top
+    return ramp + flat
 
 
 def skipped_tiles(config: AttentionConfig) -> int:
@@ -126,8 +136,7 @@ class _Flash(Generic[T]):
     factor: float  # the score scale, folded into each query block
     scale_op: str  # how the trace writes it
     inplace: bool  # reuse tile buffers (only when no tile value is kept)
-    mask: T | None = None  # the combined mask, broadcasting to (B, h, S, N)
-    plan: MaskPlan | None = None
+    plan: MaskPlan | None = None  # the mask's rules: each tile's mask is made from them
 
     def ax(self, *letters: str) -> tuple[str, ...]:
         return (*self.rec.lead, "h", *letters)
@@ -138,9 +147,9 @@ class _Flash(Generic[T]):
 
 
 def flash_context(config: AttentionConfig, be: Backend[T], rec: _Recorder[T], q: T, k: T, v: T,
-                  mask: T | None = None, plan: MaskPlan | None = None) -> T:
+                  plan: MaskPlan | None = None) -> T:
     """context (B, h, S, d) from q (B, h, S, d), k, v (B, h, N, d), query block by query block;
-    ``mask`` (the recorded ``mask`` step, made by ``plan``) is applied tile by tile.
+    the mask of ``plan`` is made and applied tile by tile (never whole).
 
     >>> from attntrace import AttentionConfig, trace_attention
     >>> t = trace_attention(AttentionConfig(seq=300, hidden=64, heads=4, algorithm="flash", block_size=128))
@@ -155,16 +164,35 @@ def flash_context(config: AttentionConfig, be: Backend[T], rec: _Recorder[T], q:
     d, scale = config.head_dim, config.scale
     scale_op = f"q_block / sqrt({d})" if scale is None else f"q_block * {scale:g}"
     keeps = any(rec.keeps(n) for n in (*FLASH_STEPS, *FLASH_MASK_STEPS))
-    f = _Flash(be, rec, k, v, config.score_scale, scale_op, not keeps, mask if plan else None, plan)
+    f = _Flash(be, rec, k, v, config.score_scale, scale_op, not keeps, plan)
     skipped = skipped_tiles(config)
     s_op = "q_scaled @ k_block_t" + (f" ({skipped} tiles above the diagonal skipped)" if skipped else "")
     out = rec.step("context", be.full(be.shape(q), 0.0, be.dtype(q)), "zeros(B, h, S, d), filled by o_block", f.ax("S", "d"))  # (B, h, S, d)
     S, N = be.shape(q)[-2], be.shape(k)[-2]
-    for (i0, i1, times), visited in tiles(S, N, config.block_size, causal=config.causal, every=be.computes):
+    work = list(tiles(S, N, config.block_size, causal=config.causal, every=be.computes))
+
+    def run(block: tuple[Block, list[Block]]) -> None:
+        (i0, i1, times), visited = block
         q_block = rec.view("q_block", be.narrow(q, -2, i0, i1), "q[..., i:i+Br, :]", f.ax("Br", "d"), times=times)  # (B, h, Br, d)
         be.write(out, -2, i0, _query_block(f, q_block, (i0, i1), visited, times, s_op))  # out[..., i0:i1, :] = (B, h, Br, d)
+
+    with be.one_thread_each():  # many small matmuls: the threads split blocks, not each matmul
+        run(work[0])  # records every tile step, in order; the other blocks only repeat them
+        # the longest blocks (the last ones, with --causal) first
+        _run_blocks(rec.threads if be.computes else 1, run, work[:0:-1])
     rec.refresh("context", out)
     return out
+
+
+def _run_blocks(threads: int, run: Callable[[Any], None], work: list[Any]) -> None:
+    """``run`` each item of ``work``, on ``threads`` threads."""
+    if threads == 1 or len(work) < 2:
+        for item in work:
+            run(item)
+        return
+    from attntrace.parallel import pool
+
+    list(pool(threads).map(run, work))  # re-raises the first error of a block
 
 
 def _query_block(f: _Flash[T], q_block: T, rows: tuple[int, int], kv: list[Block], times: int, s_op: str) -> T:
@@ -192,7 +220,7 @@ def _tile(f: _Flash[T], q_scaled: T, state: tuple[T, T, T], box: tuple[int, int,
     k_block_t = rec.view("k_block_t", be.transpose(k_block, -2, -1), "k_block.transpose(-2, -1)", f.ax("d", "Bc"), times=times)  # (B, h, d, Bc)
     s = rec.step("s_tile", be.matmul(q_scaled, k_block_t), s_op, f.ax("Br", "Bc"), times=times)  # (B, h, Br, Bc)
     s_name = "s_tile"
-    if f.mask is not None:
+    if f.plan is not None:
         s, s_name = _mask_tile(f, s, box, times), "s_masked"  # (B, h, Br, Bc), -inf where masked
     m = rec.step("m", be.binary("maximum", m_old, be.reduce_max(s)), f"maximum(m, {s_name}.max(-1))", f.ax("Br"), times=times)  # (B, h, Br)
     p = rec.step("p_tile", be.exp(be.binary("sub", s, f.col(m), inplace=ip), inplace=True), f"exp({s_name} - m[..., None])", f.ax("Br", "Bc"), times=times)  # (B, h, Br, Bc)
@@ -207,14 +235,14 @@ def _mask_tile(f: _Flash[T], s: T, box: tuple[int, int, int, int], times: int) -
     """The tile's slice of the mask (rows i0:i1, keys j0:j1 where the mask is not broadcast),
     applied to the tile scores: -inf where a bool mask is False, or the float mask added."""
     be, rec, plan = f.be, f.rec, f.plan
-    assert f.mask is not None  # a bug, not user input
-    assert plan is not None
-    i0, i1, j0, j1 = box
-    tile, axes = f.mask, list(plan.axes)  # (B, 1, S, N) or any shape broadcasting to the scores
-    for axis, (start, stop), letter in ((-2, (i0, i1), "Br"), (-1, (j0, j1), "Bc")):
+    assert plan is not None  # a bug, not user input
+    axes = list(plan.axes)  # (B, 1, S, N) or any shape broadcasting to the scores
+    for axis, letter in ((-2, "Br"), (-1, "Bc")):
         if len(axes) >= -axis and axes[axis] != "1":
-            tile, axes[axis] = be.narrow(tile, axis, start, stop), letter
-    tile = rec.view("mask_tile", tile, "mask[..., i:i+Br, j:j+Bc]", tuple(axes), times=times)  # (B, 1, Br, Bc)
+            axes[axis] = letter
+    tile = be.tensor(plan.tile(*box))  # (B, 1, Br, Bc), from the rules
+    tile = rec.step("mask_tile", tile, "mask[..., i:i+Br, j:j+Bc], from the rules", tuple(axes),
+                    times=times)
     if plan.additive:
         return rec.step("s_masked", be.binary("add", s, tile, inplace=f.inplace), "s_tile + mask_tile",
                         f.ax("Br", "Bc"), times=times)  # (B, h, Br, Bc)

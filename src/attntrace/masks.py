@@ -12,7 +12,8 @@ never NaN, and the trace carries a note about it (and :class:`MaskWarning` is ra
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -39,6 +40,22 @@ class MaskPlan:
     axes: tuple[str, ...]  # right-aligned with the scores; "1" marks a broadcast axis
     op: str  # what it is made of, e.g. "causal & key_lengths"
     additive: bool  # True: scaled + mask; False: scaled where mask else -inf
+    # (i0, i1, j0, j1) -> the mask of query rows i0:i1 and keys j0:j1
+    box: Callable[[int, int, int, int], np.ndarray] | None = field(
+        default=None, repr=False, compare=False)
+
+    def tile(self, i0: int, i1: int, j0: int, j1: int) -> Source:
+        """The mask of query rows i0:i1 and keys j0:j1 (axes of size 1 stay 1), made from the
+        rules (and a slice of the --mask file) without the whole mask.
+
+        >>> plan = build_mask(AttentionConfig(seq=4, hidden=8, heads=2, causal=True))
+        >>> plan.tile(2, 4, 1, 4).make().astype(int).tolist()
+        [[1, 1, 0], [1, 1, 1]]
+        """
+        assert self.box is not None  # build_mask always sets it
+        make = self.box
+        shape = _tile_shape(self.source.shape, (i0, i1), (j0, j1))
+        return Source(shape, self.source.dtype, lambda: make(i0, i1, j0, j1))
 
 
 def scores_axes(config: AttentionConfig) -> tuple[str, ...]:
@@ -51,6 +68,12 @@ def load_mask(path: Path | str) -> np.ndarray:
     (added to the scores; -inf masks), of a shape that broadcasts to the scores."""
     import numpy as np
 
+    from attntrace.files.declared import check_npy
+
+    try:
+        check_npy(Path(path))  # a regular file whose declared size fits the budget
+    except InputFileError as exc:
+        raise InputFileError(f"cannot read --mask {exc}") from None
     try:
         loaded = np.load(path, allow_pickle=False)
     except (OSError, ValueError, EOFError) as exc:
@@ -90,8 +113,14 @@ def build_mask(config: AttentionConfig, user: np.ndarray | None = None) -> MaskP
         return None
     shape = _broadcast_all([s for _, s in parts])
     additive = user is not None and user.dtype.kind == "f"
-    source = Source(shape, config.dtype if additive else MASK_DTYPE, lambda: _make(config, user, shape))
-    return MaskPlan(source, _axes(shape, config), " & ".join(name for name, _ in parts), additive)
+
+    def box(i0: int, i1: int, j0: int, j1: int) -> np.ndarray:
+        return _box(config, user, shape, (i0, i1), (j0, j1))
+
+    dtype = config.dtype if additive else MASK_DTYPE
+    whole = Source(shape, dtype, lambda: box(0, config.seq, 0, config.keys))
+    op = " & ".join(name for name, _ in parts)
+    return MaskPlan(whole, _axes(shape, config), op, additive, box)
 
 
 def check_mask(shape: Shape, config: AttentionConfig) -> Shape:
@@ -128,23 +157,59 @@ def window_band(seq: int, keys: int, window: int) -> np.ndarray:
     return np.arange(keys)[None, :] > np.arange(seq)[:, None] - window  # (S, N)
 
 
-def _make(config: AttentionConfig, user: np.ndarray | None, shape: Shape) -> np.ndarray:
+def dead_rows_by_block(plan: MaskPlan, scores_shape: Shape, block: int) -> int:
+    """:func:`dead_rows` of the mask of ``plan``, made ``block`` query rows at a time."""
+    rows, keys = scores_shape[-2:]
+    whole_rows = len(plan.source.shape) < 2 or plan.source.shape[-2] == 1
+    step = rows if whole_rows else max(block, 1)
+    dead = 0
+    for i0 in range(0, rows, step):
+        i1 = min(i0 + step, rows)
+        part = plan.tile(i0, i1, 0, keys).make()
+        part_rows = rows if whole_rows else i1 - i0
+        dead += dead_rows(part, plan.additive, (*scores_shape[:-2], part_rows, keys))
+    return dead
+
+
+def _box(config: AttentionConfig, user: np.ndarray | None, shape: Shape, rows: tuple[int, int],
+         cols: tuple[int, int]) -> np.ndarray:
+    """The combined mask of ``shape`` (the whole mask's) for query ``rows`` and key ``cols``
+    (half-open ranges; an axis of size 1 stays 1): the one place the rules are written."""
     import numpy as np
 
+    query = np.arange(*rows)[:, None]  # (Br, 1)
+    key = np.arange(*cols)  # (Bc,)
     keep = np.ones((1,) * len(shape), dtype=bool)
     if config.causal:
-        keep = keep & np.tri(config.seq, config.keys, dtype=bool)  # (S, N): key j <= query i
+        keep = keep & (key <= query)  # (Br, Bc): key j <= query i
     if config.key_lengths is not None:
         lengths = np.asarray(config.key_lengths).reshape(-1, 1, 1, 1)  # (B, 1, 1, 1)
-        keep = keep & (np.arange(config.keys) < lengths)  # (B, 1, 1, N)
+        keep = keep & (key < lengths)  # (B, 1, 1, Bc)
     if config.window is not None:
-        keep = keep & window_band(config.seq, config.keys, config.window)  # (S, N)
-    if user is not None and user.dtype.kind == "f":
-        added = np.where(keep, 0.0, -np.inf) + user.astype(np.float64)
-        return np.broadcast_to(added, shape).copy()
+        keep = keep & (key > query - config.window)  # (Br, Bc): the band of window_band
+    out_shape = _tile_shape(shape, rows, cols)
     if user is not None:
-        keep = keep & user
-    return np.broadcast_to(keep, shape).copy()
+        part = user[_spans(user.shape, rows, cols)]  # the user's slice, axes of size 1 kept
+        if user.dtype.kind == "f":
+            added = np.where(keep, 0.0, -np.inf) + part.astype(np.float64)
+            return np.broadcast_to(added, out_shape).copy()
+        keep = keep & part
+    return np.broadcast_to(keep, out_shape).copy()
+
+
+def _spans(shape: Shape, rows: tuple[int, int], cols: tuple[int, int]) -> tuple[slice, ...]:
+    """The index of query ``rows`` and key ``cols`` into an array of ``shape`` that broadcasts
+    to the scores (its last two axes, right-aligned; an axis of size 1 is taken whole)."""
+    last = ((rows, cols)[-len(shape):] if len(shape) < 2 else (rows, cols))
+    lead = (slice(None),) * (len(shape) - len(last))
+    tail = zip(shape[-len(last):], last, strict=True)
+    return (*lead, *(slice(None) if n == 1 else slice(*span) for n, span in tail))
+
+
+def _tile_shape(shape: Shape, rows: tuple[int, int], cols: tuple[int, int]) -> Shape:
+    """The shape of ``rows`` and ``cols`` of an array of ``shape`` (see :func:`_spans`)."""
+    spans = _spans(shape, rows, cols)
+    return tuple(len(range(n)[span]) for n, span in zip(shape, spans, strict=True))
 
 
 def _axes(shape: Shape, config: AttentionConfig) -> tuple[str, ...]:

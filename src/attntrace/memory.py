@@ -7,6 +7,8 @@ from pathlib import Path
 
 from attntrace.errors import ConfigError, MemoryBudgetError
 
+#: The largest size --max-memory takes (1 EiB): every byte count stays an exact integer.
+MAX_BYTES = 2**60
 #: Fraction of the available memory a run may use when no --max-memory is given.
 DEFAULT_FRACTION = 0.5
 
@@ -42,8 +44,11 @@ def parse_size(text: str) -> int:
     match = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*([a-zA-Z]*)\s*", text)
     unit = match.group(2).lower() if match else ""
     if not match or unit not in _UNITS:
-        raise ConfigError(f"cannot read the size {text!r}; write it like 512MiB, 8GiB or 2000000000")
-    return int(float(match.group(1)) * _UNITS[unit])
+        raise ConfigError(f"cannot read the size {text[:40]!r}; write it like 512MiB, 8GiB or 2000000000")
+    size = float(match.group(1)) * _UNITS[unit]
+    if not size < MAX_BYTES:
+        raise ConfigError(f"the size {text[:40]!r} is too large; the most is {format_bytes(MAX_BYTES)}")
+    return int(size)
 
 
 def available_memory() -> int:

@@ -8,7 +8,6 @@ vocabulary, MLP and norms do not matter here. Explicit flags override a preset f
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from dataclasses import fields as dataclass_fields
 from pathlib import Path
@@ -16,6 +15,7 @@ from typing import Any
 
 from attntrace.config import AttentionConfig
 from attntrace.errors import ConfigError, InputFileError
+from attntrace.files.guard import load_json
 
 
 @dataclass(frozen=True)
@@ -40,6 +40,10 @@ class Preset:
     note: str = ""  # what attntrace does not model about this attention
     window: int | None = None  # W: sliding_window of the layers that have one
     scale: float | None = None  # query_pre_attn_scalar ** -0.5 where it is not 1/sqrt(d)
+    rope_scaling: str | None = None  # as --rope-scaling takes it, from rope_scaling
+    rotary_dims: int | None = None  # R of partial RoPE
+    softcap: float | None = None  # attn_logit_softcapping
+    layers: int | None = None  # num_hidden_layers (whole-model figures)
 
     def config_fields(self) -> dict[str, Any]:
         """The AttentionConfig fields this preset sets.
@@ -54,6 +58,8 @@ class Preset:
             "head_dim_override": self.head_dim if decoupled else None,
             "rope": self.rope_theta is not None, "rope_base": self.rope_theta or 10000.0,
             "causal": self.causal, "bias": self.bias, "window": self.window, "scale": self.scale,
+            "rope_scaling": self.rope_scaling, "rotary_dims": self.rotary_dims,
+            "softcap": self.softcap,
         }
 
     @property
@@ -62,12 +68,17 @@ class Preset:
         return 2 * self.kv_heads * self.head_dim * 2
 
 
+#: Llama 3.1's rope_scaling (8B and 70B), as --rope-scaling takes it.
+_LLAMA31 = ("llama3:factor=8.0,low_freq_factor=1.0,high_freq_factor=4.0,"
+            "original_max_position_embeddings=8192.0")
+
 _PRESETS = (
     # google-bert/bert-base-uncased: hidden_size 768, num_attention_heads 12,
     # max_position_embeddings 512, position_embedding_type "absolute" (no head_dim, no kv heads)
     Preset("bert-base", "google-bert/bert-base-uncased", 768, 12, 12, 64, None, 512, False, True),
     # google-bert/bert-large-uncased: hidden_size 1024, num_attention_heads 16, max_position_embeddings 512
-    Preset("bert-large", "google-bert/bert-large-uncased", 1024, 16, 16, 64, None, 512, False, True),
+    Preset("bert-large", "google-bert/bert-large-uncased",
+           1024, 16, 16, 64, None, 512, False, True),
     # openai-community/gpt2: n_embd 768, n_head 12, n_positions 1024 (c_attn has a bias)
     Preset("gpt2", "openai-community/gpt2", 768, 12, 12, 64, None, 1024, True, True),
     # openai-community/gpt2-xl: n_embd 1600, n_head 25, n_positions 1024
@@ -84,10 +95,12 @@ _PRESETS = (
     Preset("llama-2-7b", "meta-llama/Llama-2-7b-hf", 4096, 32, 32, 128, 10000.0, 4096, True, False),
     # meta-llama/Meta-Llama-3-8B: hidden_size 4096, num_attention_heads 32, num_key_value_heads 8,
     # max_position_embeddings 8192, rope_theta 500000.0, attention_bias false
-    Preset("llama-3-8b", "meta-llama/Meta-Llama-3-8B", 4096, 32, 8, 128, 500000.0, 8192, True, False),
+    Preset("llama-3-8b", "meta-llama/Meta-Llama-3-8B",
+           4096, 32, 8, 128, 500000.0, 8192, True, False),
     # meta-llama/Meta-Llama-3-70B: hidden_size 8192, num_attention_heads 64, num_key_value_heads 8,
     # max_position_embeddings 8192, rope_theta 500000.0, attention_bias false
-    Preset("llama-3-70b", "meta-llama/Meta-Llama-3-70B", 8192, 64, 8, 128, 500000.0, 8192, True, False),
+    Preset("llama-3-70b", "meta-llama/Meta-Llama-3-70B",
+           8192, 64, 8, 128, 500000.0, 8192, True, False),
     # mistralai/Mistral-7B-v0.1: hidden_size 4096, num_attention_heads 32, num_key_value_heads 8,
     # max_position_embeddings 32768, rope_theta 10000.0, sliding_window 4096
     Preset("mistral-7b", "mistralai/Mistral-7B-v0.1", 4096, 32, 8, 128, 10000.0, 32768, True, False,
@@ -100,6 +113,67 @@ _PRESETS = (
     # head_dim 256 -> h·d = 4096 != hidden_size, max_position_embeddings 8192, rope_theta 10000.0,
     # attention_bias false
     Preset("gemma-7b", "google/gemma-7b", 3072, 16, 16, 256, 10000.0, 8192, True, False),
+    # --- models in use now (issue 12); each from the repository's config.json ---
+    # meta-llama/Llama-3.1-8B: hidden_size 4096, num_attention_heads 32, num_key_value_heads 8,
+    # head_dim 128, max_position_embeddings 131072, rope_theta 500000.0, num_hidden_layers 32,
+    # rope_scaling {rope_type llama3, factor 8.0, low_freq_factor 1.0, high_freq_factor 4.0,
+    # original_max_position_embeddings 8192}, attention_bias false
+    Preset("llama-3.1-8b", "meta-llama/Llama-3.1-8B",
+           4096, 32, 8, 128, 500000.0, 131072, True, False,
+           rope_scaling=_LLAMA31, layers=32),
+    # meta-llama/Llama-3.1-70B: hidden_size 8192, num_attention_heads 64, num_key_value_heads 8,
+    # max_position_embeddings 131072, rope_theta 500000.0, num_hidden_layers 80, rope_scaling as 8B
+    Preset("llama-3.1-70b", "meta-llama/Llama-3.1-70B",
+           8192, 64, 8, 128, 500000.0, 131072, True, False,
+           rope_scaling=_LLAMA31, layers=80),
+    # meta-llama/Llama-3.2-1B: hidden_size 2048, num_attention_heads 32, num_key_value_heads 8,
+    # head_dim 64, max_position_embeddings 131072, rope_theta 500000.0, num_hidden_layers 16,
+    # rope_scaling {rope_type llama3, factor 32.0, low_freq_factor 1.0, high_freq_factor 4.0,
+    # original_max_position_embeddings 8192}
+    Preset("llama-3.2-1b", "meta-llama/Llama-3.2-1B",
+           2048, 32, 8, 64, 500000.0, 131072, True, False,
+           rope_scaling="llama3:factor=32.0,low_freq_factor=1.0,high_freq_factor=4.0,"
+                        "original_max_position_embeddings=8192.0", layers=16),
+    # Qwen/Qwen2.5-7B: hidden_size 3584, num_attention_heads 28, num_key_value_heads 4,
+    # max_position_embeddings 131072, rope_theta 1000000.0, num_hidden_layers 28,
+    # use_sliding_window false; q/k/v have biases, o_proj has none
+    Preset("qwen2.5-7b", "Qwen/Qwen2.5-7B", 3584, 28, 4, 128, 1000000.0, 131072, True, True,
+           "o_proj has no bias (attntrace's biases are all or none)", layers=28),
+    # Qwen/Qwen3-8B: hidden_size 4096, num_attention_heads 32, num_key_value_heads 8, head_dim 128,
+    # max_position_embeddings 40960, rope_theta 1000000, num_hidden_layers 36, attention_bias false
+    Preset("qwen3-8b", "Qwen/Qwen3-8B", 4096, 32, 8, 128, 1000000.0, 40960, True, False,
+           "q_norm/k_norm (RMSNorm of q and k per head) are not modelled", layers=36),
+    # google/gemma-2-9b: hidden_size 3584, num_attention_heads 16, num_key_value_heads 8,
+    # head_dim 256, query_pre_attn_scalar 256, attn_logit_softcapping 50.0, sliding_window 4096
+    # (every other layer, from layer 0), max_position_embeddings 8192, rope_theta 10000.0,
+    # num_hidden_layers 42; the preset is a global (odd) layer
+    Preset("gemma-2-9b", "google/gemma-2-9b", 3584, 16, 8, 256, 10000.0, 8192, True, False,
+           "even layers slide over 4096 keys: add --window 4096 for them", softcap=50.0, layers=42),
+    # google/gemma-3-4b-pt, text_config: hidden_size 2560, num_attention_heads 8,
+    # num_key_value_heads 4, head_dim 256, query_pre_attn_scalar 256, sliding_window 1024
+    # (5 of every 6 layers),
+    # rope_theta 1000000.0 with rope_scaling {rope_type linear, factor 8.0} on the global layers,
+    # rope_local_base_freq 10000.0 on the sliding ones, max_position_embeddings 131072,
+    # num_hidden_layers 34; the preset is a global layer (5, 11, ...)
+    Preset("gemma-3-4b", "google/gemma-3-4b-pt", 2560, 8, 4, 256, 1000000.0, 131072, True, False,
+           "q_norm/k_norm are not modelled; sliding layers: --window 1024 --rope-base 10000, "
+           "no scaling",
+           rope_scaling="linear:factor=8.0", layers=34),
+    # mistralai/Mistral-7B-v0.3: hidden_size 4096, num_attention_heads 32, num_key_value_heads 8,
+    # max_position_embeddings 32768, rope_theta 1000000.0, sliding_window null, num_hidden_layers 32
+    Preset("mistral-7b-v0.3", "mistralai/Mistral-7B-v0.3",
+           4096, 32, 8, 128, 1000000.0, 32768, True, False,
+           layers=32),
+    # microsoft/Phi-3-mini-4k-instruct: hidden_size 3072, num_attention_heads 32,
+    # num_key_value_heads 32, max_position_embeddings 4096, rope_theta 10000.0,
+    # sliding_window 2047, num_hidden_layers 32; q, k, v fused in qkv_proj, no biases
+    Preset("phi-3-mini", "microsoft/Phi-3-mini-4k-instruct",
+           3072, 32, 32, 96, 10000.0, 4096, True, False,
+           window=2047, layers=32),
+    # allenai/OLMo-2-1124-7B: hidden_size 4096, num_attention_heads 32, num_key_value_heads 32,
+    # max_position_embeddings 4096, rope_theta 500000, attention_bias false, num_hidden_layers 32
+    Preset("olmo-2-7b", "allenai/OLMo-2-1124-7B", 4096, 32, 32, 128, 500000.0, 4096, True, False,
+           "q_norm/k_norm (RMSNorm over all heads of q and k) are not modelled", layers=32),
 )
 
 #: Presets by name, in the order ``attntrace presets`` lists them.
@@ -178,12 +252,7 @@ def read_hf_config(path: Path | str, layer: int | None = None) -> dict[str, Any]
 
 
 def _load_json(path: Path) -> dict[str, Any]:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise InputFileError(f"cannot read --hf-config {path}: {exc.strerror or exc}") from None
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise InputFileError(f"--hf-config {path} is not valid JSON: {' '.join(str(exc).split())}") from None
+    data = load_json(path, what="--hf-config")  # a regular file, size-capped, strict JSON
     if not isinstance(data, dict):
         raise InputFileError(f"--hf-config {path} holds a JSON {type(data).__name__}, not an object; give a model's config.json")
     return data

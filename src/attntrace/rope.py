@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 from attntrace.backends.base import Source
 from attntrace.config import AttentionConfig
+from attntrace.errors import ConfigError
 
 if TYPE_CHECKING:
     import numpy as np
@@ -47,8 +48,142 @@ def rope_sources(config: AttentionConfig) -> dict[str, Source]:
     import numpy as np
 
     shape = (config.seq, config.head_dim)
+    if config.rope_scaling is not None or config.rotary_dims is not None:  # issue 12's variants
+        return {"rope_cos": Source(shape, config.dtype, lambda: rope_tables(config)[0]),
+                "rope_sin": Source(shape, config.dtype, lambda: rope_tables(config)[1])}
 
     def table(fn: str) -> Source:
         return Source(shape, config.dtype, lambda: getattr(np, fn)(rope_angles(*shape, config.rope_base)))
 
     return {"rope_cos": table("cos"), "rope_sin": table("sin")}
+
+
+#: RoPE scaling types (transformers' ROPE_INIT_FUNCTIONS) and their parameters; None: required.
+ROPE_SCALINGS: dict[str, dict[str, float | None]] = {
+    "linear": {"factor": None},
+    "dynamic": {"factor": None, "max_position_embeddings": None},
+    "yarn": {"factor": None, "original_max_position_embeddings": None, "attention_factor": 0.0,
+             "beta_fast": 32.0, "beta_slow": 1.0, "mscale": 0.0, "mscale_all_dim": 0.0,
+             "truncate": 1.0},
+    "llama3": {"factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+               "original_max_position_embeddings": 8192.0},
+}
+
+
+def parse_rope_scaling(text: str) -> tuple[str, dict[str, float]]:
+    """``TYPE`` or ``TYPE:key=value,...`` -> the type and every parameter (defaults filled in).
+
+    >>> parse_rope_scaling("linear:factor=4")
+    ('linear', {'factor': 4.0})
+    >>> parse_rope_scaling("llama3")[1]["original_max_position_embeddings"]
+    8192.0
+    """
+    kind, _, rest = text.partition(":")
+    if kind not in ROPE_SCALINGS:
+        raise ConfigError(f"--rope-scaling {text!r}: unknown type {kind!r}; "
+                          f"use one of {', '.join(ROPE_SCALINGS)}")
+    known = ROPE_SCALINGS[kind]
+    given: dict[str, float] = {}
+    for item in filter(None, rest.split(",")):
+        key, _, value = item.partition("=")
+        try:
+            given[key.strip()] = float(value)
+        except ValueError:
+            raise ConfigError(f"--rope-scaling {text!r}: {item!r} is not key=number") from None
+    unknown = set(given) - set(known)
+    missing = [k for k, v in known.items() if v is None and k not in given]
+    if unknown or missing:
+        names = sorted(unknown) or missing
+        what = ("unknown " if unknown else "missing ") + ", ".join(names)
+        raise ConfigError(f"--rope-scaling {text!r}: {what}; {kind} takes {', '.join(known)}")
+    return kind, {k: given[k] if k in given else float(v or 0.0) for k, v in known.items()}
+
+
+def inv_frequencies(dim: int, base: float, scaling: str | None = None,
+                    seq: int = 1) -> tuple[np.ndarray, float]:
+    """The inverse frequencies (dim/2,) of ``dim`` rotated dimensions and the factor on cos and
+    sin, as transformers' rope init functions compute them (in float64 here).
+
+    >>> inv, factor = inv_frequencies(4, 10000.0, "linear:factor=2")
+    >>> inv.tolist(), factor
+    ([0.5, 0.005], 1.0)
+    """
+    import numpy as np
+
+    exponents = np.arange(0, dim, 2, dtype=np.float64) / dim  # (dim/2,)
+    if scaling is None:
+        return float(base) ** -exponents, 1.0
+    kind, p = parse_rope_scaling(scaling)
+    if kind == "linear":
+        return float(base) ** -exponents / p["factor"], 1.0
+    if kind == "dynamic":  # NTK: a larger base once the sequence outgrows max_position_embeddings
+        top, factor = p["max_position_embeddings"], p["factor"]
+        grown = float(base) * ((factor * max(seq, top) / top) - (factor - 1)) ** (dim / (dim - 2))
+        return grown ** -exponents, 1.0
+    if kind == "llama3":
+        return _llama3(float(base) ** -exponents, p), 1.0
+    return _yarn(dim, float(base), exponents, p)
+
+
+def _llama3(inv: np.ndarray, p: dict[str, float]) -> np.ndarray:
+    """Llama 3.1: long wavelengths divided by factor, short ones kept, a smooth ramp between."""
+    import numpy as np
+
+    factor, low, high, old = (p[k] for k in ("factor", "low_freq_factor", "high_freq_factor",
+                                                 "original_max_position_embeddings"))
+    wavelen = 2 * np.pi / inv  # (dim/2,)
+    scaled = np.where(wavelen > old / low, inv / factor, inv)
+    smooth = (old / wavelen - low) / (high - low)
+    medium = ~(wavelen < old / high) & ~(wavelen > old / low)
+    return np.where(medium, (1 - smooth) * scaled / factor + smooth * scaled, scaled)
+
+
+def _yarn(dim: int, base: float, exponents: np.ndarray,
+          p: dict[str, float]) -> tuple[np.ndarray, float]:
+    """YaRN: interpolation blended with extrapolation along a ramp; cos and sin scaled."""
+    import math
+
+    import numpy as np
+
+    factor, old = p["factor"], p["original_max_position_embeddings"]
+
+    def mscale(scale: float, m: float = 1.0) -> float:
+        return 1.0 if scale <= 1 else 0.1 * m * math.log(scale) + 1.0
+
+    attention = p.get("attention_factor") or (
+        mscale(factor, p["mscale"]) / mscale(factor, p["mscale_all_dim"])
+        if p.get("mscale") and p.get("mscale_all_dim") else mscale(factor))
+
+    def correction(rotations: float) -> float:
+        return (dim * math.log(old / (rotations * 2 * math.pi))) / (2 * math.log(base))
+
+    low, high = correction(p["beta_fast"]), correction(p["beta_slow"])
+    if p.get("truncate", 1.0):
+        low, high = math.floor(low), math.ceil(high)
+    low, high = max(low, 0), min(high, dim - 1)
+    ramp = np.clip((np.arange(dim // 2, dtype=np.float64) - low) / ((high - low) or 0.001), 0, 1)
+    pos_freqs = base ** exponents
+    extrapolation = 1 - ramp
+    inv = (1 / (factor * pos_freqs)) * (1 - extrapolation) + (1 / pos_freqs) * extrapolation
+    return inv, float(attention)
+
+
+def rope_tables(config: AttentionConfig) -> tuple[np.ndarray, np.ndarray]:
+    """cos and sin (S, d) in float64 for ``config``: with --rotary-dims R only the first R
+    dimensions rotate (cos 1, sin 0 beyond); --rope-scaling changes the frequencies and may
+    scale cos and sin (YaRN).
+
+    >>> cos, sin = rope_tables(AttentionConfig(seq=2, hidden=8, heads=1, rope=True, rotary_dims=4))
+    >>> cos[1].round(3).tolist(), sin[1, 4:].tolist()
+    ([0.54, 1.0, 0.54, 1.0, 1.0, 1.0, 1.0, 1.0], [0.0, 0.0, 0.0, 0.0])
+    """
+    import numpy as np
+
+    d = config.head_dim
+    r = config.rotary_dims or d
+    inv, factor = inv_frequencies(r, config.rope_base, config.rope_scaling, config.seq)
+    angles = np.outer(np.arange(config.seq, dtype=np.float64), inv)  # (S, R/2)
+    angles = np.concatenate((angles, angles), axis=-1)  # (S, R)
+    cos, sin = np.ones((config.seq, d)), np.zeros((config.seq, d))  # (S, d)
+    cos[:, :r], sin[:, :r] = np.cos(angles) * factor, np.sin(angles) * factor
+    return cos, sin

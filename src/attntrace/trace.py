@@ -6,9 +6,9 @@ computes attention.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from attntrace.config import ELEMENT_BYTES, AttentionConfig
 from attntrace.costs import exact_count, format_terms
@@ -24,8 +24,37 @@ SCHEMA_ID = "attntrace.trace/1"
 
 
 @dataclass(frozen=True)
+class Lazy:
+    """Values made when first read: a step whose buffer the algorithm reused in place (eager's
+    scores and scaled scores) is kept as the recipe that makes it again, bit for bit.
+
+    >>> Lazy(lambda: 42).make()
+    42
+    """
+
+    make: Callable[[], Any]
+
+
+class _Value:
+    """The ``value`` field of :class:`Tensor`: an array, None, or a :class:`Lazy` made into its
+    array on first read (and then kept)."""
+
+    def __get__(self, obj: object, objtype: type | None = None) -> np.ndarray | None:
+        if obj is None:
+            return None  # the dataclass default
+        value = obj.__dict__.get("value")
+        if isinstance(value, Lazy):
+            value = obj.__dict__["value"] = value.make()
+        return cast("np.ndarray | None", value)
+
+    def __set__(self, obj: object, value: object) -> None:
+        obj.__dict__["value"] = value
+
+
+@dataclass(frozen=True)
 class Tensor:
-    """What every recorded tensor has: a name, a shape, a dtype, and maybe its values."""
+    """What every recorded tensor has: a name, a shape, a dtype, and maybe its values
+    (made on first read when recorded as a :class:`Lazy`)."""
 
     name: str
     shape: Shape
@@ -41,6 +70,9 @@ class Tensor:
     def nbytes(self) -> int:
         """Bytes the tensor takes in its dtype."""
         return self.numel * ELEMENT_BYTES[self.dtype]
+
+
+Tensor.value = _Value()  # type: ignore[assignment]  # the dataclass default stays None
 
 
 @dataclass(frozen=True)

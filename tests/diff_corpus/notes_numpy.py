@@ -33,3 +33,19 @@ def attention(x, params):
     out = np.reshape(out, [values_length, hidden])
     return out @ params["w_o"].T + params["b_o"]
 
+
+
+def attention_batched(x, params):
+    batch, values_length, hidden = x.shape
+    num_attention_heads = 4
+    attention_head_size = hidden // num_attention_heads
+    shape = [batch, values_length, num_attention_heads, attention_head_size]
+    Query = np.reshape(x @ params["w_q"].T + params["b_q"], shape).transpose(0, 2, 1, 3)
+    Key = np.reshape(x @ params["w_k"].T + params["b_k"], shape).transpose(0, 2, 1, 3)
+    Value = np.reshape(x @ params["w_v"].T + params["b_v"], shape).transpose(0, 2, 1, 3)
+    scores = Query @ np.swapaxes(Key, -1, -2) / np.sqrt(attention_head_size)
+    weights = soft_max(scores)
+    out = np.swapaxes(weights @ Value, 1, 2)
+    out = np.reshape(out, [batch, values_length, hidden])
+    output = out @ params["w_o"].T + params["b_o"]
+    return output

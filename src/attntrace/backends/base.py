@@ -7,7 +7,8 @@ A backend never imports its library at module level of :mod:`attntrace`: the reg
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar, Generic, TypeVar
 
@@ -115,12 +116,31 @@ class Backend(ABC, Generic[T]):
     def rotate_half(self, x: T) -> T:
         """``concat(-x2, x1)`` of the two halves x1, x2 of the last axis (RoPE, Llama convention)."""
 
-    def softmax_(self, x: T) -> T:
-        """Softmax over the last axis, reusing the memory of ``x`` where the library allows
-        (``x`` must not be used afterwards)."""
-        return self.softmax(x)
+    def softmax_(self, x: T, scale: float = 1.0) -> T:
+        """Softmax of ``x * scale`` (the same bits as :meth:`scale` then :meth:`softmax`) over
+        the last axis, reusing the memory of ``x`` where the library allows (``x`` must not be
+        used afterwards); the scale is not charged (the caller records it as its own step)."""
+        return self.softmax(x if scale == 1.0 else self.scale(x, scale))
+
+    # --- operations of current models' variants (issue 12) ---
+
+    @abstractmethod
+    def rotate_part(self, x: T, dims: int) -> T:
+        """:meth:`rotate_half` of the first ``dims`` entries of the last axis, zeros after them
+        (partial RoPE: the other entries keep their values through cos = 1, sin = 0)."""
+
+    @abstractmethod
+    def tanh(self, x: T) -> T:
+        """Elementwise hyperbolic tangent (logit soft-capping)."""
 
     # The operations of the tiled (flash) algorithm.
+
+    @contextmanager
+    def one_thread_each(self) -> Iterator[None]:
+        """A context in which each operation runs on one thread, so that independent blocks of
+        work can run on several threads at once without the library's own threads fighting
+        them for the cores (default: nothing to limit)."""
+        yield
 
     @abstractmethod
     def narrow(self, x: T, axis: int, start: int, stop: int) -> T:

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-import os
-from concurrent.futures import ThreadPoolExecutor
-from functools import cache
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import numpy as np
 
 from attntrace.backends.base import Backend, Shape, Source
 from attntrace.config import MASK_DTYPE
+from attntrace.parallel import cores, pool
 
 _NUMPY_DTYPES = {"float16": np.float16, "float32": np.float32, "float64": np.float64}
 #: Softmaxes of more elements than this run in row chunks on every core (numpy ufuncs release the GIL).
@@ -83,14 +83,33 @@ class NumpyBackend(Backend[np.ndarray]):
     def rotate_half(self, x: np.ndarray) -> np.ndarray:
         half = x.shape[-1] // 2
         return np.concatenate((-x[..., half:], x[..., :half]), axis=-1)
-    def softmax_(self, x: np.ndarray) -> np.ndarray:
+
+    def rotate_part(self, x: np.ndarray, dims: int) -> np.ndarray:
+        out, half = np.zeros_like(x), dims // 2
+        out[..., :half], out[..., half:dims] = -x[..., half:dims], x[..., :half]
+        return out
+
+    def tanh(self, x: np.ndarray) -> np.ndarray:
+        out: np.ndarray = np.tanh(x)
+        return out
+
+    def softmax_(self, x: np.ndarray, scale: float = 1.0) -> np.ndarray:
         rows = x.reshape(-1, x.shape[-1])  # (B·h·S, N), a view of the contiguous scores
-        if x.size < PARALLEL_MIN_NUMEL or not np.shares_memory(rows, x) or _workers() == 1:
-            _softmax_inplace(x)
+        factor = None if scale == 1.0 else x.dtype.type(scale)
+        if x.size < PARALLEL_MIN_NUMEL or not np.shares_memory(rows, x) or cores() == 1:
+            _softmax_inplace(x, factor)
             return x
-        chunks = np.array_split(rows, max(_workers(), rows.nbytes // (4 << 20)))  # cache-sized blocks of rows
-        list(_pool().map(_softmax_inplace, chunks))
+        # cache-sized blocks of rows
+        chunks = np.array_split(rows, max(cores(), rows.nbytes // (4 << 20)))
+        list(pool(cores()).map(lambda chunk: _softmax_inplace(chunk, factor), chunks))
         return x
+
+    @contextmanager
+    def one_thread_each(self) -> Iterator[None]:
+        from threadpoolctl import threadpool_limits
+
+        with threadpool_limits(1, user_api="blas"):  # process-wide while the blocks run
+            yield
 
     def narrow(self, x: np.ndarray, axis: int, start: int, stop: int) -> np.ndarray:
         index = [slice(None)] * x.ndim
@@ -121,20 +140,12 @@ class NumpyBackend(Backend[np.ndarray]):
         return out
 
 
-def _softmax_inplace(x: np.ndarray) -> None:
+def _softmax_inplace(x: np.ndarray, factor: np.floating | None = None) -> None:
+    if factor is not None:  # the scale, while the rows are in cache: no pass of its own
+        x *= factor
     x -= x.max(axis=-1, keepdims=True)  # in place: no second (..., S, N) buffer
     np.exp(x, out=x)
     x /= x.sum(axis=-1, keepdims=True)
-
-
-@cache
-def _workers() -> int:
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-
-
-@cache
-def _pool() -> ThreadPoolExecutor:
-    return ThreadPoolExecutor(_workers(), thread_name_prefix="attntrace-softmax")
 
 
 def backend() -> NumpyBackend:

@@ -86,6 +86,14 @@ class ShapeBackend(Backend[ShapeTensor]):
             raise ConfigError(f"rotate_half: the last axis of {x.shape} is odd")
         return x
 
+    def rotate_part(self, x: ShapeTensor, dims: int) -> ShapeTensor:
+        if dims % 2 or dims > x.shape[-1]:
+            raise ConfigError(f"rotate_part: {dims} dims do not fit the last axis of {x.shape}")
+        return x
+
+    def tanh(self, x: ShapeTensor) -> ShapeTensor:
+        return x
+
     def narrow(self, x: ShapeTensor, axis: int, start: int, stop: int) -> ShapeTensor:
         dims = list(x.shape)
         if not 0 <= start < stop <= dims[axis]:

@@ -3,6 +3,8 @@ imports it, only when ``backend="torch"`` is asked for."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
 from attntrace.backends.base import Backend, Shape, Source
@@ -67,11 +69,16 @@ class TorchBackend(Backend["torch.Tensor"]):
     def scale(self, x: torch.Tensor, factor: float) -> torch.Tensor:
         return x * factor
 
+    def softmax_(self, x: torch.Tensor, scale: float = 1.0) -> torch.Tensor:
+        # torch's softmax has no in-place form
+        return self.softmax(x if scale == 1.0 else x.mul_(scale))
+
     def softmax(self, x: torch.Tensor) -> torch.Tensor:
         out = self._torch.softmax(x, dim=-1)  # subtracts the row max internally
         # torch.softmax gives NaN for a row of only -inf (every key masked); SDPA gives zeros
-        dead = self._torch.isneginf(x).all(dim=-1, keepdim=True)
-        return out.masked_fill(dead, 0.0)
+        # (..., S, 1): one read, no (S, N) temporary
+        dead = self._torch.isneginf(x.amax(dim=-1, keepdim=True))
+        return out.masked_fill_(dead, 0.0) if bool(dead.any()) else out
 
 
 
@@ -84,6 +91,23 @@ class TorchBackend(Backend["torch.Tensor"]):
     def rotate_half(self, x: torch.Tensor) -> torch.Tensor:
         x1, x2 = x.chunk(2, dim=-1)
         return self._torch.cat((-x2, x1), dim=-1)
+
+    @contextmanager
+    def one_thread_each(self) -> Iterator[None]:
+        before = self._torch.get_num_threads()
+        self._torch.set_num_threads(1)  # process-wide while the blocks run
+        try:
+            yield
+        finally:
+            self._torch.set_num_threads(before)
+
+    def rotate_part(self, x: torch.Tensor, dims: int) -> torch.Tensor:
+        half, rest = dims // 2, x[..., dims:]
+        zeros = self._torch.zeros_like(rest)
+        return self._torch.cat((-x[..., half:dims], x[..., :half], zeros), dim=-1)
+
+    def tanh(self, x: torch.Tensor) -> torch.Tensor:
+        return x.tanh()
 
     def narrow(self, x: torch.Tensor, axis: int, start: int, stop: int) -> torch.Tensor:
         return x.narrow(axis, start, stop - start)

@@ -47,7 +47,8 @@ def axes_of(e: Event, ops: list[tuple[Axes, Shape]], sizes: ax.Sizes) -> Axes:  
     if kind == "create" or not ops:
         return ax.root(e, sizes) if kind == "create" else tuple(sizes.letter(n) for n in shape)
     first = ops[0]
-    if kind == "linear":
+    weight = kind == "matmul" and len(ops) == 2 and e.inputs[1] is None and len(ops[1][1]) == 2
+    if kind == "linear" or weight:  # x @ W with W from outside: a projection
         return ax.linear(shape, first, sizes)
     if kind == "matmul" and len(ops) >= 2:
         return ax.matmul(shape, first, ops[1], sizes)

@@ -54,6 +54,8 @@ def explain(failure: Failure) -> Explanation:  # noqa: PLR0911  (one rule per ki
         return _reshape(ops[0], str(failure.error))
     if failure.kind == "einsum":
         return _einsum(failure)
+    if failure.kind == "sdpa" and len(ops) >= 3:
+        return _sdpa(ops[0], ops[1], ops[2])
     if failure.kind in ("permute", "reduce") or isinstance(failure.error, IndexError):
         return _axis(failure)
     if len(ops) >= 2:
@@ -117,6 +119,29 @@ def _heads_first_fix(a: Operand, b: Operand, na: str, nb: str) -> str:
                 "before the matmul"
             )
     return ""
+
+
+def _sdpa(q: Operand, k: Operand, v: Operand) -> Explanation:
+    nq, nk, nv = _name(q, "q"), _name(k, "k"), _name(v, "v")
+    if q.shape[-1] != k.shape[-1]:
+        rule = (
+            f"scaled_dot_product_attention contracts the last axis of {nq} ({_ax(q, -1)}) "
+            f"with the last axis of {nk} ({_ax(k, -1)}); {q.shape[-1]} ≠ {k.shape[-1]}"
+        )
+        return Explanation(
+            rule, "q and k must both be (…, h, S, d) with one d: split their heads the same way"
+        )
+    if len(k.shape) >= 2 and len(v.shape) >= 2 and k.shape[-2] != v.shape[-2]:
+        rule = (
+            f"scaled_dot_product_attention needs as many keys as values: {nk} has "
+            f"{_ax(k, -2)}, {nv} has {_ax(v, -2)}"
+        )
+        return Explanation(rule)
+    rule = (
+        f"scaled_dot_product_attention broadcasts the leading axes: {nq} {q.shape[:-2]}, "
+        f"{nk} {k.shape[:-2]}, {nv} {v.shape[:-2]}"
+    )
+    return Explanation(rule, _heads_first_fix(q, k, nq, nk))
 
 
 def _linear(x: Operand, w: Operand) -> Explanation:

@@ -48,7 +48,7 @@ _active: NumpyHooks | None = None
 def _plain(value: Any) -> Any:
     if isinstance(value, TracedArray):
         return value.view(np.ndarray)
-    if isinstance(value, list | tuple) and any(isinstance(v, TracedArray) for v in value):
+    if isinstance(value, list | tuple) and value:
         return type(value)(_plain(v) for v in value)
     return value
 
@@ -79,10 +79,14 @@ def copy_shared(value: Any, memo: dict[int, Any]) -> np.ndarray:
     if owner is plain or not (owner.flags.c_contiguous or owner.flags.f_contiguous):
         return _array(plain, copy=True)
     if id(owner) not in memo:
-        memo[id(owner)] = (owner, _array(owner, copy=True, order="K"))
+        copied = _array(owner, copy=True, order="K")
+        copied.flags.writeable = False  # shared by the views below: read-only
+        memo[id(owner)] = (owner, copied)
     copied = memo[id(owner)][1]
     offset = plain.__array_interface__["data"][0] - owner.__array_interface__["data"][0]
-    return np.ndarray(plain.shape, plain.dtype, copied.data, offset, plain.strides)
+    view = np.ndarray(plain.shape, plain.dtype, copied.data, offset, plain.strides)
+    view.flags.writeable = False
+    return view
 
 
 def numpy_adapter() -> Adapter:
@@ -140,8 +144,11 @@ class NumpyHooks:
             frame = user_frame(through=_THROUGH)
             if frame is None or _active is not hooks or not isinstance(result, np.ndarray):
                 return result
+            site = site_of(frame)
+            if name not in site.source:  # numpy's compiled code (default_rng …), not the line
+                return result
             traced = result.view(TracedArray)
-            hooks.recorder.record(traced, 0, name, "create", site_of(frame), [], hooks.adapter)
+            hooks.recorder.record(traced, 0, name, "create", site, [], hooks.adapter)
             return traced
 
         create.__wrapped__ = original  # type: ignore[attr-defined]
@@ -256,7 +263,8 @@ class TracedArray(np.ndarray):
         if hooks is None:
             return func(*_plain(args), **{k: _plain(v) for k, v in kwargs.items()})
         name = str(func.__name__)
-        return hooks.run(func, name, args, dict(kwargs), _function_params(name, args, kwargs))
+        call = getattr(func, "_implementation", func)  # numpy's own code, without dispatch
+        return hooks.run(call, name, args, dict(kwargs), _function_params(name, args, kwargs))
 
     def _method(self, name: str, *args: Any, **kwargs: Any) -> Any:
         plain = self.view(np.ndarray)

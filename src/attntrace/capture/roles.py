@@ -43,13 +43,15 @@ class _Finder:
         weight = e.kind == "linear" or (e.kind == "matmul" and len(ins) == 2 and not ins[1])
         if weight and first in ("x", "x_kv"):
             return self._projection(first)
-        if e.kind == "linear" and first == "merged":
+        if weight and first == "merged":
             return "output", "output"
         if e.kind in ("matmul", "einsum") and len(ins) >= 2:
             return self._product(ins[0], ins[1])
         if e.kind == "sdpa":
             return "context", "context"
-        return self._shaped(e, axes, ins, first)
+        # where(mask, scores, -inf): the scores' lineage, whatever the operand order
+        main = "scores" if "scores" in ins else next((i for i in ins if i), "")
+        return self._shaped(e, axes, ins, main)
 
     def _root(self, axes: Axes) -> tuple[str, str]:
         if axes[-2:] == ("S", "H"):
@@ -123,6 +125,8 @@ class _Finder:
             "multiply",
         ):
             return "scores", "scaled"
+        if len(ins) >= 2 and all(i == "scores" for i in ins):
+            return "scores", ""  # minus its own max: the softmax kept finite
         if len(ins) >= 2 or e.func.startswith(("masked_fill", "where", "add")):
             return "scores", "masked"
         return "scores", ""

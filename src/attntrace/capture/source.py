@@ -66,9 +66,13 @@ class Site:
 
 def site_of(frame: FrameType) -> Site:
     """The :class:`Site` of the instruction ``frame`` is executing."""
-    code = frame.f_code
-    span = _positions(code)[frame.f_lasti // 2] if frame.f_lasti >= 0 else None
-    line = frame.f_lineno if span is None or span[0] is None else span[0]
+    return _site(frame.f_code, frame.f_lasti, frame.f_lineno)
+
+
+@lru_cache(maxsize=8192)
+def _site(code: CodeType, lasti: int, lineno: int) -> Site:
+    span = _positions(code)[lasti // 2] if lasti >= 0 else None
+    line = lineno if span is None or span[0] is None else span[0]
     where = f"{os.path.basename(code.co_filename)}:{line}"
     if span is None or None in span:
         return Site(where, linecache.getline(code.co_filename, line).strip())

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from types import CodeType
 from typing import Any
 
 from attntrace.capture import ops
@@ -105,16 +106,17 @@ class TorchHooks:
         if ops.in_place(name, kwargs) and operands:
             rec.snapshot(kwargs.get("out", operands[0]), self.adapter)
         frame = None if self.stack else user_frame(through=self.through)
-        if frame is not None:
-            self._adopt(operands, site_of(frame))
+        site = None if frame is None else site_of(frame)
+        if site is not None:
+            self._adopt(operands, site)
         try:
             result = func(*args, **kwargs)
         except Exception as exc:
             self._failed(frame, name, args, kwargs, operands, exc)
             raise
-        if frame is not None:
+        if site is not None:
             kind, params = ops.torch_kind(name, args, kwargs, len(operands))
-            self._record(result, ops.display(name), kind, site_of(frame), operands, params)
+            self._record(result, ops.display(name), kind, site, operands, params)
         return result
 
     def _record(
@@ -126,14 +128,14 @@ class TorchHooks:
         operands: list[Any],
         params: dict[str, Any],
     ) -> None:
+        import torch
+
         outputs = ops.tensors((result,), {}, self._is_tensor)
-        for k, out in enumerate(outputs):
-            self.recorder.busy = True
-            try:
+        with torch._C.DisableTorchFunction():  # attntrace's own reads are not the user's ops
+            for k, out in enumerate(outputs):
                 kept = out.detach() if self.recorder.keep_values else out
-            finally:
-                self.recorder.busy = False
-            self.recorder.record(kept, k, func, kind, site, operands, self.adapter, params, key=out)
+                rec = self.recorder
+                rec.record(kept, k, func, kind, site, operands, self.adapter, params, key=out)
 
     def _failed(
         self,
@@ -174,12 +176,14 @@ class TorchHooks:
         import torch
 
         for k, t in enumerate(operands):
-            fresh = self.recorder.lookup(t) is None and not isinstance(t, torch.nn.Parameter)
-            if fresh and t.dim() in (2, 3) and t.is_floating_point():
+            if self.recorder.lookup(t) is not None or isinstance(t, torch.nn.Parameter):
+                continue
+            with torch._C.DisableTorchFunction():
+                adopt = t.dim() in (2, 3) and t.is_floating_point()
+            if adopt:
                 name = names[k] if k < len(names) else ""
-                self._record(
-                    t, "input", "create", Site(site.location, name or "input", name), [], {}
-                )
+                where = Site(site.location, name or "input", name)
+                self._record(t, "input", "create", where, [], {})
 
     def _pre(self, module: Any, inputs: tuple[Any, ...]) -> None:
         if self.stack:
@@ -203,14 +207,19 @@ class TorchHooks:
         self._record(output, type(module).__name__.lower(), kind, call.site, list(call.inputs), {})
 
 
-def _arg_names(module: Any) -> tuple[str, ...]:
-    code = getattr(type(module).forward, "__code__", None)
-    return () if code is None else tuple(code.co_varnames[1 : code.co_argcount])
+def _forward_code(module: object) -> CodeType | None:
+    code = getattr(getattr(type(module), "forward", None), "__code__", None)
+    return code if isinstance(code, CodeType) else None
 
 
-def _user_forward(module: Any) -> bool:
-    code = getattr(type(module).forward, "__code__", None)
-    return code is not None and is_user_file(code.co_filename)
+def _arg_names(module: object) -> tuple[str, ...]:
+    code = _forward_code(module)
+    return () if code is None else code.co_varnames[1 : code.co_argcount]
+
+
+def _user_forward(module: object) -> bool:
+    code = _forward_code(module)
+    return code is not None and is_user_file(code.co_filename)  # cached per file
 
 
 #: torch's files that only pass a call on (dispatch, operator wrappers): walked past to the
@@ -258,16 +267,22 @@ def torch_adapter() -> Adapter:
         with torch._C.DisableTorchFunction():
             t = t.detach()
             if t.dtype == torch.bfloat16 or t.device.type != "cpu" or t.is_conj() or t.is_neg():
-                return np.array(t.cpu().float().numpy() if t.dtype == torch.bfloat16 else t.cpu().numpy())
+                return np.array(
+                    t.cpu().float().numpy() if t.dtype == torch.bfloat16 else t.cpu().numpy()
+                )
             storage = t.untyped_storage()
             key = storage.data_ptr()
             if key not in memo:
                 flat = torch.empty(0, dtype=t.dtype).set_(storage)  # every element of the storage
-                memo[key] = (storage, np.array(flat.numpy(), copy=True))
+                memo[key] = (storage, flat.clone().numpy())  # torch copies on every core
+                memo[key][1].flags.writeable = False  # shared by every view of the storage
             copied = memo[key][1]
             size = t.element_size()
             strides = tuple(s * size for s in t.stride())
-            return np.ndarray(tuple(t.shape), copied.dtype, copied.data, t.storage_offset() * size, strides)
+            offset = t.storage_offset() * size
+            view = np.ndarray(tuple(t.shape), copied.dtype, copied.data, offset, strides)
+            view.flags.writeable = False
+            return view
 
     def shares(a: Any, b: Any) -> bool:
         with torch._C.DisableTorchFunction():

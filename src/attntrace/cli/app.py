@@ -10,12 +10,16 @@ from typing import Annotated, ParamSpec, TypeVar
 import typer
 from rich.console import Console
 
-from attntrace.errors import EXIT_USAGE, AttntraceError
+from attntrace.errors import EXIT_INTERNAL, EXIT_USAGE, AttntraceError
 
 P = ParamSpec("P")
 R = TypeVar("R")
 
-EPILOG = "Exit codes: 0 success, 1 a check failed, 2 bad input or usage."
+EPILOG = ("Exit codes: 0 success, 1 a check failed, 2 bad input or usage, "
+          "3 an internal error (a bug: please report it).")
+#: The line printed for an unexpected exception: a bug, never the user's fault.
+BUG_REPORT = ("internal error ({kind}: {detail}); this is a bug in attntrace {version}, "
+              "please report it with the command you ran")
 
 app = typer.Typer(
     name="attntrace",
@@ -30,9 +34,34 @@ app = typer.Typer(
 
 
 def fail(message: str, code: int = EXIT_USAGE) -> typer.Exit:
-    """Print ``attntrace: error: message`` as one line on stderr; return the Exit to raise."""
-    sys.stderr.write(f"attntrace: error: {' '.join(message.split())}\n")
+    """Print ``attntrace: error: message`` as one line on stderr; return the Exit to raise.
+    Whatever the message quotes from a file or the command line is made inert here."""
+    from attntrace.text import plain
+
+    sys.stderr.write(f"attntrace: error: {plain(' '.join(message.split()))}\n")
     return typer.Exit(code)
+
+
+def internal_error(exc: BaseException) -> typer.Exit:
+    """The one line (and exit code 3) for an exception attntrace did not expect."""
+    from attntrace import __version__
+
+    detail = " ".join(str(exc).split())
+    detail = detail if len(detail) <= 200 else detail[:197] + "..."
+    return fail(BUG_REPORT.format(kind=type(exc).__name__, detail=detail or "no message",
+                                  version=__version__), EXIT_INTERNAL)
+
+
+def _is_click_signal(exc: BaseException) -> bool:
+    """Typer's Exit/Abort and click's usage errors: control flow, not bugs."""
+    return isinstance(exc, typer.Exit | typer.Abort) or hasattr(exc, "exit_code")
+
+
+class _Console(Console):
+    """Rich's console, ending like every other writer when the reader of stdout goes away."""
+
+    def on_broken_pipe(self) -> None:
+        _quiet_broken_pipe()
 
 
 def console(no_color: bool = False) -> Console:
@@ -40,11 +69,12 @@ def console(no_color: bool = False) -> Console:
     no trailing spaces, ASCII where stdout cannot take Unicode (attntrace.render.terminal)."""
     from attntrace.render.terminal import plain
 
-    return Console(file=plain(sys.stdout), no_color=True if no_color else None)
+    return _Console(file=plain(sys.stdout), no_color=True if no_color else None)
 
 
 def cli_errors(command: Callable[P, R]) -> Callable[P, R]:
-    """Turn the project's errors (and running out of memory) into one line and exit code 2."""
+    """Turn the project's errors (and running out of memory) into one line and exit code 2,
+    and any other exception into the one bug-report line and exit code 3."""
 
     @functools.wraps(command)
     def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
@@ -54,6 +84,12 @@ def cli_errors(command: Callable[P, R]) -> Callable[P, R]:
             raise fail(str(exc)) from None
         except MemoryError:
             raise fail("out of memory; lower the sizes or set a smaller --max-memory") from None
+        except BrokenPipeError:
+            raise  # the reader of stdout went away: main() ends quietly
+        except Exception as exc:
+            if _is_click_signal(exc):
+                raise
+            raise internal_error(exc) from None
 
     return wrapper
 
@@ -81,10 +117,12 @@ def main() -> None:
     sys.stdout = plain(sys.stdout)  # help too: ASCII when needed, quiet when piped into head
     try:
         code = app(standalone_mode=False)
+    except BrokenPipeError:
+        _quiet_broken_pipe()
     except Exception as exc:
         # Typer >= 0.27 vendors click; both raise ClickException subclasses with these two members.
         if not (hasattr(exc, "format_message") and hasattr(exc, "exit_code")):
-            raise
+            sys.exit(internal_error(exc).exit_code)
         message, ctx = exc.format_message().rstrip("."), getattr(exc, "ctx", None)
         if type(exc).__name__ == "NoArgsIsHelpError":  # bare `attntrace`: Typer printed the help
             sys.exit(0)
@@ -98,3 +136,13 @@ def main() -> None:
     finally:
         sys.stdout.flush()
     sys.exit(code if isinstance(code, int) else 0)
+
+
+def _quiet_broken_pipe() -> None:
+    """``attntrace run -f json | head -1``: the reader left; end like a killed writer would,
+    without a traceback (and without Python's own complaint when it flushes stdout at exit)."""
+    import os
+
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    sys.exit(141)  # 128 + SIGPIPE, what a shell reports for a writer killed by SIGPIPE

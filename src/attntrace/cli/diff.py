@@ -70,7 +70,7 @@ def diff(
 ) -> None:
     """Run your attention beside the reference with the same weights and input; name the bug.
 
-    Example: [bold]attntrace diff my_attn.py:Attention --init hidden=64 --init num_heads=4 --batch 2 --seq 8[/]
+    Example: [bold]attntrace diff my_attn.py:Attention --init num_heads=4 --batch 2 --seq 8[/]
     Every reference step (x, q_proj, ..., scores, scaled, weights, context, merged, output) is
     matched by its numbers to the tensor of your code that holds them; at the first that differs
     the known bugs (heads split without transpose, softmax over the wrong axis, 1/d scaling,

@@ -120,6 +120,17 @@ RopeBase = Annotated[float | None, typer.Option(help="theta of --rope (rope_thet
 Window = Annotated[int | None, typer.Option(
     help="W, sliding window: query i sees keys j > i - W (Mistral, Gemma 2; with --causal "
     "also j <= i); adds window(W) to the mask.", rich_help_panel=VARIANTS)]
+RopeScaling = Annotated[str | None, typer.Option(
+    help="RoPE scaling: llama3 (Llama 3.1 defaults), linear:factor=F, dynamic:factor=F,"
+    "max_position_embeddings=P, yarn:factor=F,original_max_position_embeddings=P (key=value as in "
+    "a config's rope_scaling).", rich_help_panel=VARIANTS)]
+RotaryDims = Annotated[int | None, typer.Option(
+    help="R: partial RoPE, only the first R dims of each head rotate (GPT-NeoX rotary_pct, Phi "
+    "partial_rotary_factor).", rich_help_panel=VARIANTS)]
+Softcap = Annotated[float | None, typer.Option(
+    help="C: logit soft-capping, scores -> C*tanh(scores/C) before the mask (Gemma 2); "
+    "adds capped.",
+    rich_help_panel=VARIANTS)]
 ModelDir = Annotated[Path | None, typer.Option(
     "--model", help="A saved Hugging Face model folder (config.json + model.safetensors, a sharded "
     "index or pytorch_model.bin): sizes and variants of --layer from its config, weights from "
@@ -150,6 +161,10 @@ Verbose = Annotated[bool, typer.Option("--verbose", "-v", help="Also list every 
 Golden = Annotated[Path | None, typer.Option(metavar="FILE.json", help="Compare the shapes and dtypes of every step and parameter with a trace saved by: attntrace run --format json > FILE.json", rich_help_panel=CHECKS, show_default=False)]
 Spec = Annotated[Path | None, typer.Option(metavar="FILE.toml", help="Check many configs at once; each \\[config.NAME] table gives sizes, variants or a preset, and an expect table. Replaces the size options.", rich_help_panel=CHECKS, show_default=False)]
 Algorithm = Annotated[AlgorithmName, typer.Option(help="eager (the whole (S, S) matrix) or flash (tile by tile, online softmax).", rich_help_panel=COST)]
+Threads = Annotated[int | None, typer.Option(
+    help="flash: threads splitting the query blocks, each block's maths on one thread "
+    "\\[default: the cores].",
+    rich_help_panel=COST)]
 BlockSize = Annotated[int, typer.Option(help="flash: rows of a query block (Br) and of a key/value block (Bc).", rich_help_panel=COST)]
 Count = Annotated[CountName, typer.Option(help="Count arithmetic in flops or macs (1 MAC = 2 FLOPs).", rich_help_panel=COST)]
 Scale = Annotated[str, typer.Option(help="Factor on the scores: sqrt (1/√d, the paper), none (unscaled, as the study notes' worked example) or a number.")]

@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 from rich import box
-from rich.console import Console
 from rich.table import Table
 
-from attntrace.cli.app import app, cli_errors
+from attntrace.cli.app import app, cli_errors, console
 
 
 @app.command("presets")
@@ -31,4 +30,4 @@ def presets() -> None:
         theta = f"{p.rope_theta:g}" if p.rope_theta is not None else "-"
         table.add_row(p.name, str(p.heads), str(p.kv_heads), str(p.hidden), str(p.head_dim), theta,
                       "yes" if p.causal else "no", format_bytes(p.kv_cache_bytes_per_token), p.repo)
-    Console().print(table)
+    console().print(table)

@@ -42,6 +42,7 @@ def run(
     no_color: opt.NoColor = False,
     algorithm: opt.Algorithm = opt.AlgorithmName.eager,
     block_size: opt.BlockSize = 128,
+    threads: opt.Threads = None,
     count: opt.Count = opt.CountName.flops,
     weights: opt.Weights = None,
     layer_prefix: opt.LayerPrefix = None,
@@ -77,7 +78,7 @@ def run(
     trace = trace_from_options(
         ctx, model, validate, keep, batch=batch, seq=seq, hidden=hidden, heads=heads, mask=mask, backend=backend,
         dtype=dtype, seed=seed, scale=scale, max_memory=max_memory, algorithm=algorithm, block_size=block_size,
-        weights=weights, layer_prefix=layer_prefix, input_file=input_file,
+        weights=weights, layer_prefix=layer_prefix, input_file=input_file, threads=threads,
     )
     if save is not None:
         from attntrace.files import save_trace
@@ -102,7 +103,7 @@ def run(
 def trace_from_options(
     ctx: typer.Context, model: dict[str, Any], validate: Callable[[AttentionConfig], None], keep: bool | set[str], *,
     mask: Path | None, backend: opt.BackendName, max_memory: str | None, weights: Path | None,
-    layer_prefix: str | None, input_file: Path | None, **options: Any,
+    layer_prefix: str | None, input_file: Path | None, threads: int | None = None, **options: Any,
 ) -> Trace:
     """The trace that run's options describe (also ``report``'s): config from the options and
     files, checked by ``validate``, traced keeping the values of ``keep``."""
@@ -116,7 +117,8 @@ def trace_from_options(
     budget = parse_size(max_memory) if max_memory is not None else None
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", MaskWarning)  # the renderers show Trace.notes instead
-        trace = trace_attention(config, backend.value, mask=user_mask, max_memory=budget, keep_values=keep, tensors=tensors)
+        trace = trace_attention(config, backend.value, mask=user_mask, max_memory=budget,
+                                keep_values=keep, tensors=tensors, threads=threads)
     if origin := origin_line(ctx, model, config):
         trace = dataclasses.replace(trace, origin=origin)
     return trace

@@ -8,7 +8,7 @@ from typing import Annotated, Any
 import typer
 
 from attntrace.cli import options as opt
-from attntrace.cli.app import app, cli_errors
+from attntrace.cli.app import app, cli_errors, console
 from attntrace.cli.configure import with_model_options
 
 
@@ -75,6 +75,6 @@ def sweep(
     if output is SweepFormat.table:
         from attntrace.render.sweep import sweep_view
 
-        Console().print(sweep_view(points, count.value))
+        console().print(sweep_view(points, count.value))
     else:
         sys.stdout.write(to_json(points) + "\n" if output is SweepFormat.json else to_csv(points))

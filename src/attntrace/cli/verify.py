@@ -5,10 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 import typer
-from rich.console import Console
 
 from attntrace.cli import options as opt
-from attntrace.cli.app import app, cli_errors
+from attntrace.cli.app import app, cli_errors, console
 from attntrace.cli.configure import with_model_options
 from attntrace.errors import EXIT_CHECK_FAILED
 
@@ -58,6 +57,6 @@ def verify(
     user_mask = load_mask(mask) if mask is not None else None
     budget = parse_size(max_memory) if max_memory is not None else None
     report = verify_attention(config, tensors=tensors, mask=user_mask, max_memory=budget)
-    render_verify(report, Console())
+    render_verify(report, console())
     if not report.ok:
         raise typer.Exit(EXIT_CHECK_FAILED)

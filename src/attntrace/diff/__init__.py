@@ -58,8 +58,11 @@ class DiffReport:
 
     @property
     def first(self) -> Row | None:
-        """The first row that differs (the highlighted one)."""
-        return next((r for r in self.rows if not r.ok), None)
+        """The row of the diagnosis (the highlighted one), else the first that differs."""
+        step = self.diagnosis.step if self.diagnosis is not None else None
+        return next((r for r in self.rows if r.step.name == step and not r.ok), None) or next(
+            (r for r in self.rows if not r.ok), None
+        )
 
     def to_dict(self) -> dict[str, Any]:
         """The report as JSON-ready data (``attntrace diff --format json``)."""
@@ -140,7 +143,8 @@ def resolve_layer(
     config, tensors = resolve_run(options, explicit, weights, x)
     if "kv_heads" in layer.hints and layer.hints["kv_heads"] != config.groups:
         raise ConfigError(
-            f"{layer.name} says {layer.hints['kv_heads']} kv heads, its weights give {config.groups}"
+            f"{layer.name} says {layer.hints['kv_heads']} kv heads, "
+            f"its weights give {config.groups}"
         )
     seeded = {name: s.make() for name, s in random_sources(config).items() if name not in tensors}
     return config, {**seeded, **tensors}

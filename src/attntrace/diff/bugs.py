@@ -31,7 +31,7 @@ class Bug:
     at: str  # the first reference step the mistake changes
     replace: dict[str, StepReplacement] = field(default_factory=dict)
     tensors: dict[str, Any] = field(default_factory=dict)  # weights or RoPE tables to use instead
-    scale: float | None = None  # another factor on the scores
+    config: dict[str, Any] = field(default_factory=dict)  # config fields changed, e.g. the scale
     needs_match: str = ""  # a step the user must have right for this bug to apply (scaled twice)
     blame_first: bool = (
         False  # blame the first user tensor with the mistaken numbers, even one that
@@ -97,7 +97,8 @@ def _projection_layout(s: Setting) -> Iterator[Bug]:
         yield Bug(
             f"untransposed-w_{c}",
             f"x @ W instead of x @ W.T in the {c} projection",
-            f"a weight is (out_features, in_features): write x @ w_{c}.T (or use nn.Linear / F.linear)",
+            f"a weight is (out_features, in_features): write x @ w_{c}.T "
+            "(or use nn.Linear / F.linear)",
             step,
             {step: wrong},
         )
@@ -135,7 +136,8 @@ def _split(s: Setting) -> Iterator[Bug]:
         yield Bug(
             f"split-no-transpose-{which}",
             f"heads of {', '.join(which)} split without the transpose",
-            "split with .view(B, S, h, d).transpose(1, 2); a bare view(B, h, S, d) mixes tokens into heads",
+            "split with .view(B, S, h, d).transpose(1, 2); "
+            "a bare view(B, h, S, d) mixes tokens into heads",
             which[0],
             {c: wrong(c) for c in which},
         )
@@ -191,7 +193,8 @@ def _scaling(s: Setting) -> Iterator[Bug]:
         (right * right, "scaling applied twice", "scaled-twice"),
         (1.0, "scores not scaled", "unscaled"),
         (1 / d, "scores scaled by 1/d instead of 1/√d", "scaled-1/d"),
-        (1 / math.sqrt(cfg.hidden), "scores scaled by 1/√H instead of 1/√d", "scaled-1/sqrt(H)"),
+        (1 / math.sqrt(cfg.hidden), "scores scaled by 1/√H instead of 1/√d",
+         "scaled-1/sqrt(H)"),
         (math.sqrt(d), "scores multiplied by √d instead of divided", "scaled-sqrt(d)"),
     ]
     for factor, name, key in factors:
@@ -202,7 +205,7 @@ def _scaling(s: Setting) -> Iterator[Bug]:
             name,
             f"scale the scores once, by {right:.6g} (1/√d with d = {d}): scores / math.sqrt(d)",
             "scaled",
-            scale=factor,
+            config={"scale": factor},
             needs_match="scaled" if key == "scaled-twice" else "",
         )
 
@@ -246,9 +249,14 @@ def _k_transpose(s: Setting) -> Iterator[Bug]:
 def _mask(s: Setting) -> Iterator[Bug]:
     import numpy as np
 
+    cfg = s.config
+    if "mask" not in s.ref and cfg.seq == cfg.keys:
+        yield Bug("causal-unexpected", "a causal mask the reference was not asked for",
+                  "pass --causal when the model is causal (a decoder); "
+                  "else drop the mask / is_causal",
+                  "scaled", config={"causal": True})
     if "mask" not in s.ref or s.ref["mask"].dtype != "bool":
         return
-    cfg = s.config
 
     def inverted(done: Done, value: np.ndarray) -> np.ndarray:
         return np.where(done["mask"], -np.inf, done["scaled"]).astype(value.dtype)
@@ -274,7 +282,8 @@ def _mask(s: Setting) -> Iterator[Bug]:
             yield Bug(
                 f"causal-offset{offset:+d}",
                 name,
-                "a query attends keys up to and including itself: torch.tril(ones(S, S)), masked where 0 "
+                "a query attends keys up to and including itself: "
+                "torch.tril(ones(S, S)), masked where 0 "
                 "(or torch.triu(ones, diagonal=1) as the positions to mask)",
                 "mask",
                 {"mask": shifted},
@@ -294,7 +303,8 @@ def _mask(s: Setting) -> Iterator[Bug]:
         yield Bug(
             f"mask-after-softmax-{how}",
             f"mask applied after the softmax (masked weights set to {how})",
-            "mask the scaled scores with -inf *before* the softmax, so each row sums to 1 over the kept keys",
+            "mask the scaled scores with -inf *before* the softmax, "
+            "so each row sums to 1 over the kept keys",
             "masked",
             {"masked": lambda done, value: done["scaled"], "weights": after},
         )
@@ -352,7 +362,8 @@ def _rope(s: Setting) -> Iterator[Bug]:
     yield Bug(
         "rope-interleaved",
         "RoPE pairs neighbours (2i, 2i+1) where the weights expect halves (i, i + d/2)",
-        "rotate dimension i with i + d/2 (rotate_half), as Hugging Face Llama does; or convert the weights",
+        "rotate dimension i with i + d/2 (rotate_half), as Hugging Face Llama does; "
+        "or convert the weights",
         "q_rot",
         {"q_rot": interleaved("q"), "k_rot": interleaved("k")},
     )

@@ -14,11 +14,12 @@ from attntrace.attention import trace_attention
 from attntrace.diff.align import DIFFERS, MATCH, Row, UserSteps
 from attntrace.diff.bugs import Bug, Setting, catalogue
 from attntrace.masks import MaskWarning
-from attntrace.trace import Trace
+from attntrace.trace import Step, Trace
 
 if TYPE_CHECKING:
     import numpy as np
 
+    from attntrace.diff.match import Agreement
     from attntrace.diff.user import UserStep
 
 
@@ -44,17 +45,19 @@ def diagnose(
 ) -> tuple[Diagnosis | None, Trace | None]:
     """The diagnosis of the first row that differs (None when every row is fine), and the
     reference with the bug applied (None when no bug explains it)."""
-    first = next((r for r in rows if r.status == DIFFERS), None)
-    if first is None:
+    differ = [r for r in rows if r.status == DIFFERS]
+    if not differ:
         return None, None
+    first = next((r for r in differ if r.user is not None), differ[0])  # the first the code shows
     order = {r.step.name: i for i, r in enumerate(rows)}
     used = {r.user.index for r in rows if r.status == MATCH and r.user is not None}
     status = {r.step.name: r.status for r in rows}
     closest: tuple[float, Bug] | None = None
     partial: list[tuple[Diagnosis, Trace]] = []  # reproduce the divergence, not the output
-    for bug in catalogue(setting):
-        if order.get(bug.at, math.inf) > order[first.step.name]:
-            continue  # happens after the divergence: cannot explain it
+    at = order[first.step.name]
+    possible = [b for b in catalogue(setting) if order.get(b.at, math.inf) <= at]  # not after it
+    possible.sort(key=lambda b: at - order[b.at])  # the bugs that start at the divergence first
+    for bug in possible:
         if bug.needs_match and status.get(bug.needs_match) != MATCH:
             continue
         mistaken = _run(bug, setting, tensors)
@@ -122,22 +125,14 @@ def _test(
     changed = [
         m
         for m in mistaken.steps
-        if m.value is not None and not _same(m.value, s.ref[m.name].value, user)
+        if m.value is not None
+        and not (m.name in s.ref and _same(m.value, s.ref[m.name].value, user))
     ]
-    hits = {
-        m.name: (user.find(m.value, m.axes), user.find(m.value, m.axes, skip=used))  # type: ignore[arg-type]
-        for m in changed
-    }
-    proof = next(
-        (
-            hits[m.name][1]
-            for m in changed
-            if order.get(m.name, -1) >= divergence and hits[m.name][1]
-        ),
-        None,
-    )
-    if proof is None:
+    late = (m for m in changed if order.get(m.name, -1) >= divergence)
+    proof = next((hit for m in late if (hit := _find(user, m, used)) is not None), None)
+    if proof is None:  # the usual case, tried first: no blame is looked for
         return None
+    hits = {m.name: (_find(user, m, set()), _find(user, m, used)) for m in changed}
     firsts = [(m.name, hit[0]) for m in changed if (hit := hits[m.name][0]) is not None]
     fresh = [(m.name, hit[0]) for m in changed if (hit := hits[m.name][1]) is not None]
     step, who = (firsts if bug.blame_first else fresh)[0]
@@ -153,8 +148,14 @@ def _test(
     )
 
 
+def _find(user: UserSteps, m: Step, skip: set[int]) -> tuple[UserStep, Agreement] | None:
+    """The user's tensor holding step ``m``'s values (leaving out ``skip``)."""
+    assert m.value is not None
+    return user.find(m.value, m.axes, skip=skip)
+
+
 def _run(bug: Bug, s: Setting, tensors: Mapping[str, Any]) -> Trace:
-    config = s.config if bug.scale is None else replace(s.config, scale=bug.scale)
+    config = replace(s.config, **bug.config)
     import numpy as np
 
     with warnings.catch_warnings(), np.errstate(all="ignore"):  # a mistake may well make NaN

@@ -187,7 +187,7 @@ def parse_json(text: str, source: str, max_depth: int = MAX_DEPTH) -> Any:
                              "fix the file") from None
     except ValueError as exc:  # an integer of more than sys.get_int_max_str_digits() digits
         raise InputFileError(f"{source}: is not valid JSON ({plain(exc)}); fix the file") from None
-    if _depth(doc) > max_depth:
+    if nesting_depth(doc) > max_depth:
         raise InputFileError(f"{source}: nests lists or objects deeper than {max_depth} levels; "
                              "fix the file")
     return doc
@@ -217,7 +217,7 @@ def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return doc
 
 
-def _depth(doc: Any) -> int:
+def nesting_depth(doc: Any) -> int:
     """The nesting depth of a parsed JSON document, walked without recursion."""
     deepest, stack = 0, [(doc, 0)]
     while stack:

@@ -16,6 +16,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from attntrace.errors import BackendUnavailableError, InputFileError
+from attntrace.files import declared as dec
+from attntrace.files.guard import open_regular
+from attntrace.text import plain
 
 if TYPE_CHECKING:
     import numpy as np
@@ -102,6 +105,7 @@ def read_npy(path: Path) -> np.ndarray:
         raise InputFileError(f"{path}: --input takes a .npy file (numpy.save) or a .npz with an 'x' entry")
     if not head.startswith(_NPY_MAGIC):
         raise _not_format(path, head, ".npy")
+    dec.check_npy(path)
     try:
         value = np.load(path, allow_pickle=False)
     except ValueError as exc:
@@ -112,18 +116,13 @@ def read_npy(path: Path) -> np.ndarray:
 
 
 def _head(path: Path) -> bytes:
-    """The first bytes of ``path``; missing and unreadable files fail here with one line."""
-    try:
-        with path.open("rb") as f:
+    """The first bytes of ``path``; missing, unreadable and irregular files (FIFOs, devices,
+    directories) fail here with one line, without blocking."""
+    with open_regular(path) as f:
+        try:
             return f.read(16)
-    except FileNotFoundError:
-        raise InputFileError(f"{path}: no such file; check the path") from None
-    except IsADirectoryError:
-        raise InputFileError(f"{path}: is a directory; pass a file") from None
-    except PermissionError:
-        raise InputFileError(f"{path}: permission denied; make the file readable (chmod u+r)") from None
-    except OSError as exc:
-        raise InputFileError(f"{path}: cannot be read ({exc.strerror or exc})") from None
+        except OSError as exc:
+            raise InputFileError(f"{plain(path)}: cannot be read ({plain(exc.strerror or exc)})") from None
 
 
 def _not_format(path: Path, head: bytes, kind: str) -> InputFileError:
@@ -143,6 +142,7 @@ def _read_npz(path: Path, head: bytes) -> tuple[dict[str, np.ndarray], dict[str,
 
     if not head.startswith(_ZIP_MAGIC):
         raise _not_format(path, head, ".npz")
+    dec.check_npz(path)
     arrays: dict[str, np.ndarray] = {}
     meta: dict[str, str] = {}
     try:
@@ -165,13 +165,18 @@ def _read_safetensors(path: Path) -> tuple[LazyArrays, dict[str, str]]:
         from safetensors import safe_open
     except ImportError:
         raise BackendUnavailableError(f"{path}: reading .safetensors needs the safetensors package; {SAFETENSORS_HINT}") from None
+    table, meta = dec.safetensors_header(path)  # validated, sizes known before any data is read
     try:
         with safe_open(str(path), framework="np") as f:
-            meta = dict(f.metadata() or {})
             names = list(f.keys())
     except Exception as exc:  # SafetensorError derives from Exception only
-        raise InputFileError(f"{path}: not a valid .safetensors file ({exc})") from None
-    return LazyArrays(names, lambda name: _safetensor(path, name)), meta
+        raise InputFileError(f"{plain(path)}: not a valid .safetensors file ({plain(exc)})") from None
+
+    def load(name: str) -> np.ndarray:
+        dec.check_bytes(path, name, table[name].nbytes * (2 if table[name].dtype == "BF16" else 1))
+        return _safetensor(path, name)
+
+    return LazyArrays(names, load), meta
 
 
 def _safetensor(path: Path, name: str) -> np.ndarray:
@@ -184,7 +189,7 @@ def _safetensor(path: Path, name: str) -> np.ndarray:
     except TypeError:  # "data type 'bfloat16' not understood"
         return _torch_safetensor(path, name)
     except Exception as exc:
-        raise InputFileError(f"{path}: not a valid .safetensors file ({exc})") from None
+        raise InputFileError(f"{plain(path)}: not a valid .safetensors file ({plain(exc)})") from None
     return value
 
 
@@ -197,41 +202,93 @@ def _torch_safetensor(path: Path, name: str) -> np.ndarray:
     return value
 
 
+#: The most bytes of pickled structure a PyTorch file may have (the data.pkl of a zip file):
+#: real state dicts need kilobytes, and the weights-only unpickler works through every byte.
+PICKLE_LIMIT = 8 * 1024**2
+#: How deep dicts may nest in a state dict, and how many entries it may have in all.
+STATE_DEPTH = 32
+STATE_ENTRIES = 1_000_000
+
+
 def _read_torch(path: Path, *, mmap: bool) -> LazyArrays:
-    """A state dict; zip-format files are memory-mapped, so only the tensors used are read."""
+    """A state dict; zip-format files are memory-mapped, so only the tensors used are read.
+    Bounded: the pickle is size-capped, the walk of the dicts is bounded in depth and entries
+    (shared or cyclic dicts are refused), each tensor is checked against the budget before
+    it is copied."""
     torch = _torch(path, "PyTorch files")
+    _check_torch_size(path, zipped=mmap)
     try:
         loaded = torch.load(str(path), map_location="cpu", weights_only=True, mmap=mmap)
     except pickle.UnpicklingError as exc:  # the weights-only unpickler met something that is not a tensor
         found = re.search(r"GLOBAL (\S+)", str(exc))
-        asked = f" (it asked for {found.group(1)})" if found else ""
-        raise InputFileError(f"{path}: {_PICKLE_REFUSED}{asked}") from None
-    except Exception:  # RuntimeError (a damaged zip), EOFError, ...
-        raise InputFileError(f"{path}: not a readable PyTorch state dict (empty, truncated or another format)") from None
+        asked = f" (it asked for {plain(found.group(1))[:80]})" if found else ""
+        raise InputFileError(f"{plain(path)}: {_PICKLE_REFUSED}{asked}") from None
+    except Exception:  # RuntimeError (a damaged zip), EOFError, RecursionError ...
+        raise InputFileError(f"{plain(path)}: not a readable PyTorch state dict (empty, truncated or another format)") from None
     if not isinstance(loaded, dict):
-        raise InputFileError(f"{path}: holds a {type(loaded).__name__}, not a state dict; save model.state_dict()")
-    flat = _flatten(loaded)
-    return LazyArrays(flat, lambda name: _to_numpy(torch, flat[name]))
+        raise InputFileError(f"{plain(path)}: holds a {type(loaded).__name__}, not a state dict; save model.state_dict()")
+    flat = _flatten(loaded, path)
+    return LazyArrays(flat, lambda name: _to_numpy(torch, flat[name], path, name))
 
 
-def _flatten(tree: dict[Any, Any], prefix: str = "") -> dict[str, Any]:
-    """Nested dicts ({"model": {...}}) as one dict with dotted keys; non-tensors are dropped."""
+def _check_torch_size(path: Path, *, zipped: bool) -> None:
+    """The pickle of a zip-format file is capped; a legacy file is read whole, so its size
+    counts against the memory budget."""
+    if not zipped:
+        dec.check_bytes(path, "the legacy (non-zip) PyTorch file", path.stat().st_size)
+        return
+    try:
+        with open_regular(path) as raw, zipfile.ZipFile(raw) as z:
+            pickles = [i for i in z.infolist() if i.filename.endswith(".pkl")]
+    except (zipfile.BadZipFile, OSError, EOFError, NotImplementedError):
+        raise InputFileError(f"{plain(path)}: not a readable PyTorch state dict (a damaged zip)") from None
+    if any(i.file_size > PICKLE_LIMIT for i in pickles):
+        raise InputFileError(f"{plain(path)}: its pickled structure is larger than {PICKLE_LIMIT >> 20} MiB, "
+                             "far more than a state dict needs; save model.state_dict() alone")
+
+
+def _flatten(tree: dict[Any, Any], path: Path) -> dict[str, Any]:
+    """Nested dicts ({"model": {...}}) as one dict with dotted keys, in file order; non-tensors
+    are dropped. Walked without recursion; each dict is entered once."""
     import torch
 
     flat: dict[str, Any] = {}
-    for key, value in tree.items():
+    seen, entries = {id(tree)}, 0
+    stack: list[tuple[Iterator[tuple[Any, Any]], str]] = [(iter(tree.items()), "")]
+    while stack:
+        items, prefix = stack[-1]
+        item = next(items, None)
+        if item is None:
+            stack.pop()
+            continue
+        entries += 1
+        key, value = item
         if isinstance(value, dict):
-            flat.update(_flatten(value, f"{prefix}{key}."))
+            if id(value) in seen or len(stack) >= STATE_DEPTH or entries > STATE_ENTRIES:
+                raise InputFileError(f"{plain(path)}: its dicts are shared, cyclic, nested deeper than "
+                                     f"{STATE_DEPTH} or hold more than {STATE_ENTRIES:,} entries; save model.state_dict()")
+            seen.add(id(value))
+            stack.append((iter(value.items()), f"{prefix}{key}."))
         elif isinstance(value, torch.Tensor):
             flat[f"{prefix}{key}"] = value
     return flat
 
 
-def _to_numpy(torch: Any, t: Any) -> np.ndarray:
+def _to_numpy(torch: Any, t: Any, path: Path | None = None, name: str = "") -> np.ndarray:
+    where = f"{plain(path)}: {plain(name)}" if path is not None else "a tensor"
+    if t.layout != torch.strided or t.is_quantized or t.device.type == "meta" or t.is_complex():
+        raise InputFileError(f"{where} is a {t.layout}, {t.dtype} tensor on {t.device.type}; "
+                             "save dense floating-point weights")
+    if path is not None:
+        widened = 2 if t.dtype == torch.bfloat16 else 1
+        dec.check_bytes(path, name, t.numel() * t.element_size() * widened)
     t = t.detach().cpu()
     if t.dtype == torch.bfloat16:  # numpy has no bfloat16; float32 holds every value exactly
         t = t.to(torch.float32)
-    value: np.ndarray = t.numpy()
+    try:
+        value: np.ndarray = t.numpy()
+    except (TypeError, RuntimeError) as exc:
+        raise InputFileError(f"{where} cannot be read as numpy ({plain(exc)}); save float weights") from None
     return value
 
 

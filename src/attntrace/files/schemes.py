@@ -15,7 +15,6 @@ A missing bias means the layer has no bias (Llama, Mistral); it is mapped to Non
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -242,17 +241,30 @@ def _check_shapes(path: Path, prefix: str, params: dict[str, np.ndarray | None])
 
 
 def _hints(path: Path, meta: Mapping[str, str]) -> dict[str, Any]:
-    """Sizes the file states: our --save config entry, or safetensors metadata."""
+    """Sizes the file states: our --save config entry, or safetensors metadata; each checked
+    for its type and range, so a bad entry is one line naming the field."""
+    from attntrace.config import DTYPE_BYTES, MAX_SIZE
+    from attntrace.files.guard import json_float, json_int, json_str, parse_json
+    from attntrace.text import plain
+
     hints: dict[str, Any] = {}
+    source = f"{plain(path)}: its config entry"
     if "config" in meta:
-        try:
-            saved = json.loads(meta["config"])
-        except json.JSONDecodeError:
-            raise InputFileError(f"{path}: its config entry is not JSON; save it again with attntrace run --save") from None
-        hints = {k: saved[k] for k in ("heads", "dtype", "scale") if isinstance(saved, dict) and k in saved}
+        saved = parse_json(meta["config"], source)
+        if not isinstance(saved, dict):
+            raise InputFileError(f"{source} is not a JSON object; save it again with attntrace run --save")
+        if "heads" in saved:
+            hints["heads"] = json_int(saved, "heads", source, lo=1, hi=MAX_SIZE)
+        if "dtype" in saved:
+            hints["dtype"] = json_str(saved, "dtype", source, max_len=20)
+            if hints["dtype"] not in DTYPE_BYTES:
+                raise InputFileError(f"{source}: field 'dtype' must be one of {', '.join(DTYPE_BYTES)}")
+        if "scale" in saved:
+            hints["scale"] = json_float(saved, "scale", source, lo=1e-300)
     for key in ("num_heads", "num_attention_heads", "n_head"):
-        if key in meta and meta[key].isdigit():
-            hints["heads"] = int(meta[key])
+        value = meta.get(key, "")
+        if value.isdigit() and value.isascii():
+            hints["heads"] = json_int({key: int(value[:12])}, key, f"{plain(path)}: its metadata", lo=1, hi=MAX_SIZE)
     return hints
 
 

@@ -242,6 +242,12 @@ def attention_fields(
         "bias": _bias(cfg, model_type),
         "window": window(cfg, path, kind),
         "scale": _scale(cfg, path, d),
+        "rope_scaling": None,
+        "rotary_dims": None,
+        **(rope_variants(cfg, path, kind, d) if rope else {}),
+        "softcap": _float_or_none(
+            cfg.get("attn_logit_softcapping"), "attn_logit_softcapping", path
+        ),
     }
 
 
@@ -258,29 +264,72 @@ def _falcon_kv_heads(cfg: Mapping[str, Any]) -> int | None:
 def _rope(
     cfg: Mapping[str, Any], path: Path | str, kind: str, model_type: str
 ) -> tuple[bool, float]:
-    """Whether the layer rotates q and k, and θ; scaling and partial rotation are refused."""
+    """Whether the layer rotates q and k, and θ."""
     params = rope_parameters(cfg, kind)
     scaled = params["rope_type"] not in ("default", None)
     if not ("rope_theta" in params or model_type in ROPE_TYPES or scaled):
         return False, DEFAULT_THETA
-    if scaled:
-        raise ConfigError(
-            f"{path}: rope_scaling / rope_parameters type {params['rope_type']!r} is not modelled "
-            "yet; "
-            "it changes the rotation angles, so attntrace refuses rather than trace plain RoPE"
-        )
-    fraction = params.get(
-        "partial_rotary_factor", cfg.get("partial_rotary_factor", cfg.get("rotary_pct", 1.0))
-    )
-    if fraction != 1.0 and fraction is not None:
-        raise ConfigError(
-            f"{path}: partial rotary embedding (partial_rotary_factor / rotary_pct {fraction}) "
-            "is not modelled yet"
-        )
     theta = params.get("rope_theta", cfg.get("rotary_emb_base", DEFAULT_THETA))
     if isinstance(theta, bool) or not isinstance(theta, int | float) or not theta > 0:
         raise ConfigError(f"{path}: rope_theta must be a number > 0, got {theta!r}")
     return True, float(theta)
+
+
+#: The keys each RoPE scaling type reads from a config (transformers' rope init functions).
+_SCALING_KEYS = {
+    "linear": ("factor",),
+    "dynamic": ("factor",),
+    "llama3": ("factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings"),
+    "yarn": (
+        "factor",
+        "original_max_position_embeddings",
+        "attention_factor",
+        "beta_fast",
+        "beta_slow",
+        "mscale",
+        "mscale_all_dim",
+        "truncate",
+    ),
+}
+
+
+def rope_variants(cfg: Mapping[str, Any], path: Path | str, kind: str, d: int) -> dict[str, Any]:
+    """``rope_scaling`` (as --rope-scaling takes it) and ``rotary_dims`` of a layer."""
+    params = rope_parameters(cfg, kind)
+    out: dict[str, Any] = {"rope_scaling": None, "rotary_dims": None}
+    scaling = params["rope_type"]
+    if scaling not in ("default", None):
+        if scaling not in _SCALING_KEYS:
+            raise ConfigError(
+                f"{path}: rope scaling {scaling!r} is not modelled; attntrace models "
+                f"{', '.join(_SCALING_KEYS)}"
+            )
+        values = {k: params[k] for k in _SCALING_KEYS[scaling] if params.get(k) is not None}
+        if scaling == "dynamic":
+            values["max_position_embeddings"] = cfg.get("max_position_embeddings", 2048)
+        if scaling == "yarn" and "factor" not in values:  # DeepSeek-V3: from the context lengths
+            values["factor"] = (
+                cfg["max_position_embeddings"] / values["original_max_position_embeddings"]
+            )
+        if "truncate" in values:
+            values["truncate"] = float(bool(values["truncate"]))
+        out["rope_scaling"] = f"{scaling}:" + ",".join(
+            f"{k}={float(v)!r}" for k, v in values.items()
+        )
+    fraction = params.get(
+        "partial_rotary_factor", cfg.get("partial_rotary_factor", cfg.get("rotary_pct"))
+    )
+    if fraction is not None and fraction != 1.0:
+        out["rotary_dims"] = int(d * fraction)
+    return out
+
+
+def _float_or_none(value: Any, name: str, path: Path | str) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
+        raise ConfigError(f"{path}: {name} must be a number > 0 or null, got {value!r}")
+    return float(value)
 
 
 def _causal(cfg: Mapping[str, Any], model_type: str) -> bool:
@@ -319,11 +368,6 @@ def refuse_unmodelled(cfg: Mapping[str, Any], path: Path | str, model_type: str)
     if cfg.get("alibi"):
         raise ConfigError(
             f"{path}: ALiBi position biases are not modelled; remove alibi to trace without them"
-        )
-    if cfg.get("attn_logit_softcapping") is not None:
-        raise ConfigError(
-            f"{path}: attn_logit_softcapping {cfg['attn_logit_softcapping']} (Gemma 2) "
-            "is not modelled yet"
         )
     if model_type in QK_NORM_TYPES:
         raise ConfigError(

@@ -62,7 +62,7 @@ def captured_table(steps: Sequence[CapturedStep], width: int = 120) -> Table:
     When every op is in one file the line column shows the line number only (the file is in the
     title), and the dtype moves into the title when there is one and the console is narrow.
     """
-    files = {s.location.rpartition(":")[0] for s in steps}
+    files = {s.location.rpartition(":")[0] for s in steps if ":" in s.location}
     dtypes = {s.dtype for s in steps}
     dtype_column = width >= 120
     title = "steps of " + (inert(files.pop()) if len(files) == 1 else "your code")
@@ -91,7 +91,7 @@ def captured_table(steps: Sequence[CapturedStep], width: int = 120) -> Table:
         table.add_column("dtype", style="dim", no_wrap=True)
     for s in steps:
         shapes = " ".join(format_shape(i) for i in s.input_shapes)
-        where = s.location.rpartition(":")[2] if one_file else s.location
+        where = s.location.rpartition(":")[2] if one_file and ":" in s.location else s.location
         cells = [
             str(s.index),
             inert(s.name),

@@ -4,6 +4,7 @@ differs highlighted, then the diagnosis (or the verdict)."""
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from rich.console import Console
 from rich.table import Table
@@ -32,14 +33,19 @@ def render_diff(report: DiffReport, console: Console) -> None:
             ("attntrace diff", "bold"),
             "  ",
             plain(report.target),
-            " vs the reference  ",
+            "  ",
             sizes,
             "  ",
             (cfg.dtype, "cyan"),
-            f"  rtol {tol.rtol:.1e} atol {tol.atol:.1e}",
         )
     )
-    console.print(Text(f"same input and weights (from {plain(report.weights)})", style="dim"))
+    console.print(
+        Text(
+            f"same input and weights (from {plain(report.weights)}) on both sides; "
+            f"rtol {tol.rtol:.1e} atol {tol.atol:.1e}",
+            style="dim",
+        )
+    )
     console.print(diff_table(report))
     console.print(diagnosis_text(report))
 
@@ -58,7 +64,8 @@ def diff_table(report: DiffReport) -> Table:
         ("max rel", "right"),
         ("ok", "center"),
     ):
-        table.add_column(name, justify=justify, no_wrap=name in ("shape", "user shape", "where"))  # type: ignore[arg-type]
+        just: Any = justify
+        table.add_column(name, justify=just, no_wrap=True, min_width=len(name))
     first = report.first
     for i, row in enumerate(report.rows):
         style = (
@@ -89,8 +96,8 @@ def _user_cells(row: Row) -> tuple[Text | str, ...]:
             "",
             "",
         )
-    name = plain(u.name) + (f" ({a.layout})" if a is not None and a.layout else "")
-    numbers = (f"{a.max_abs:.2e}", f"{a.max_rel:.2e}") if a is not None else ("", "")
+    name = plain(u.name)  # the layout it was compared in is in the JSON
+    numbers = (f"{a.max_abs:.1e}", f"{a.max_rel:.1e}") if a is not None else ("", "")
     return (Text(name), Text(plain(u.location)), format_shape(u.shape), *numbers)
 
 

@@ -21,3 +21,19 @@ def trace_schema() -> dict[str, Any]:
     text = files(__name__).joinpath(TRACE_SCHEMA_FILE).read_text(encoding="utf-8")
     schema: dict[str, Any] = json.loads(text)
     return schema
+
+
+#: The file name of the schema of ``attntrace diff --format json`` / ``DiffReport.to_dict()``.
+DIFF_SCHEMA_FILE = "diff-1.schema.json"
+
+
+@cache
+def diff_schema() -> dict[str, Any]:
+    """The JSON Schema (draft 2020-12) of the diff document ``attntrace.diff/1``.
+
+    >>> diff_schema()["properties"]["schema"]["const"]
+    'attntrace.diff/1'
+    """
+    text = files(__name__).joinpath(DIFF_SCHEMA_FILE).read_text(encoding="utf-8")
+    schema: dict[str, Any] = json.loads(text)
+    return schema

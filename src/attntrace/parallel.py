@@ -1,0 +1,51 @@
+"""Threads for independent blocks of work (flash's query blocks, eager's softmax rows).
+
+numpy and torch release the GIL inside their kernels, so a pool of Python threads runs the
+blocks on every core. Inside the pool each kernel must stay on one thread: a multi-threaded BLAS
+under many small matmuls spins its own threads against ours (and against any other process on
+the cores), which made flash 20x slower on a busy machine. See
+:meth:`attntrace.backends.base.Backend.one_thread_each`.
+"""
+
+from __future__ import annotations
+
+import os
+from functools import cache
+from typing import TYPE_CHECKING
+
+from attntrace.errors import ConfigError
+
+if TYPE_CHECKING:
+    from concurrent.futures import ThreadPoolExecutor
+
+
+@cache
+def cores() -> int:
+    """The cores this process may run on.
+
+    >>> cores() >= 1
+    True
+    """
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+def check_threads(threads: int | None) -> int:
+    """``threads``, or the default (every usable core); ConfigError when it is not positive.
+
+    >>> check_threads(3), check_threads(None) == cores()
+    (3, True)
+    """
+    if threads is None:
+        return cores()
+    if not 1 <= threads <= 1024:
+        raise ConfigError(
+            f"--threads {threads} is out of range; use 1 to 1024 (default: {cores()}, the cores)")
+    return threads
+
+
+@cache
+def pool(threads: int) -> ThreadPoolExecutor:
+    """A shared pool of ``threads`` worker threads (created once per size)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    return ThreadPoolExecutor(threads, thread_name_prefix="attntrace")

@@ -1,0 +1,26 @@
+"""benchmarks/bench.py --quick runs every section end to end (a smoke test: no timing is asserted)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("torch")  # the baseline of the compute and memory sections
+BENCH = Path(__file__).resolve().parents[1] / "benchmarks" / "bench.py"
+
+
+def test_bench_quick_prints_every_section_as_a_markdown_page() -> None:
+    done = subprocess.run([sys.executable, str(BENCH), "--quick", "--markdown"], capture_output=True, text=True,
+                          timeout=300, check=False)
+    assert done.returncode == 0, done.stderr
+    page = done.stdout
+    assert page.startswith("# Benchmarks")
+    assert "**Machine.**" in page
+    assert "load average" in page
+    for section in ("| start-up | attntrace --help", "| compute | trace_attention(cfg) numpy flash",
+                    "| contended | flash slowdown / eager slowdown", "| memory, mask causal | numpy flash"):
+        assert section in page, section
+    assert "nan" not in page.lower()

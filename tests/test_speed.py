@@ -1,0 +1,70 @@
+"""The speed-ups keep every value: flash on any number of threads, eager's recipes for the
+scores it overwrites in place. (Timings live in benchmarks/bench.py, never here.)"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from attntrace import AttentionConfig, trace_attention
+from attntrace.backends.numpy_backend import NumpyBackend
+from attntrace.cli import app
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_flash_gives_the_same_bits_and_costs_on_any_number_of_threads(causal: bool) -> None:
+    cfg = AttentionConfig(batch=2, seq=70, hidden=32, heads=4, causal=causal, algorithm="flash", block_size=16)
+    one = trace_attention(cfg, keep_values={"context", "output"}, threads=1)
+    for threads in (2, 3):
+        many = trace_attention(cfg, keep_values={"context", "output"}, threads=threads)
+        np.testing.assert_array_equal(many["output"].value, one["output"].value)
+        assert [(s.name, s.flops, s.repeat) for s in many] == [(s.name, s.flops, s.repeat) for s in one]
+
+
+def test_eager_keeps_scores_and_scaled_exactly_without_their_buffers() -> None:
+    cfg = AttentionConfig(batch=2, seq=40, hidden=64, heads=4)
+    t = trace_attention(cfg)
+    scores = np.matmul(t["q"].value, np.swapaxes(t["k"].value, -2, -1))  # (B, h, S, S)
+    np.testing.assert_array_equal(t["scores"].value, scores)
+    scaled = scores * np.float32(cfg.score_scale)
+    np.testing.assert_array_equal(t["scaled"].value, scaled)
+    np.testing.assert_array_equal(t["weights"].value, NumpyBackend().softmax(scaled))
+    shapes_only = trace_attention(cfg, keep_values=False)
+    assert [(s.flops, s.inputs) for s in t] == [(s.flops, s.inputs) for s in shapes_only]
+
+
+def test_threads_option_runs_flash_and_refuses_zero() -> None:
+    runner = CliRunner()
+    ok = runner.invoke(app, ["run", "--seq", "40", "--hidden", "16", "--heads", "2", "--algorithm", "flash",
+                             "--block-size", "8", "--threads", "2", "--format", "json"])
+    assert ok.exit_code == 0, ok.output
+    bad = runner.invoke(app, ["run", "--algorithm", "flash", "--threads", "0"])
+    assert bad.exit_code == 2
+    assert "--threads 0" in bad.stderr
+
+
+def test_flash_makes_each_mask_tile_from_the_rules_never_the_whole_mask() -> None:
+    import tracemalloc
+
+    S = 2048
+    cfg = AttentionConfig(batch=2, seq=S, hidden=16, heads=2, causal=True, key_lengths=(S, 5), algorithm="flash")
+    trace_attention(cfg, keep_values=False)  # warm-up: imports, pools
+    tracemalloc.start()
+    t = trace_attention(cfg, keep_values=False)
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    assert peak < S * S  # the whole (B, 1, S, S) bool mask alone is 2·S·S bytes
+    assert t["mask"].view
+
+
+def test_flash_mask_value_is_the_whole_mask_when_read() -> None:
+    user = np.ones((9, 9), dtype=bool)
+    user[7] = False  # query 7 attends no key
+    cfg = AttentionConfig(batch=2, seq=9, hidden=8, heads=2, causal=True, key_lengths=(9, 4), block_size=4)
+    with pytest.warns(UserWarning, match="4 query row"):  # row 7 of both heads of both batch items
+        eager = trace_attention(cfg, mask=user)
+    with pytest.warns(UserWarning, match="4 query row"):
+        flash = trace_attention(AttentionConfig(**{**cfg.__dict__, "algorithm": "flash"}), mask=user)
+    np.testing.assert_array_equal(flash["mask"].value, eager["mask"].value)
+    np.testing.assert_allclose(flash["output"].value, eager["output"].value, rtol=1e-5, atol=1e-6)
