@@ -159,3 +159,12 @@ def test_plot_flow_option_writes_the_file(tmp_path: Path) -> None:
     root = ET.parse(out).getroot()
     assert len(root.findall(f"{SVG}g[@class='step']")) == len(trace_attention(AttentionConfig(kv_heads=4), "shape").steps)
     assert "http" not in out.read_text().replace("http://www.w3.org/2000/svg", "")
+
+
+def test_the_readme_flow_picture_is_what_the_documented_command_draws() -> None:
+    """docs/flow.svg (shown at the top of the README) cannot go stale."""
+    config = AttentionConfig(seq=8, hidden=64, heads=8, kv_heads=4, rope=True, causal=True)
+    committed = (Path(__file__).resolve().parents[1] / "docs" / "flow.svg").read_text(encoding="utf-8")
+    assert committed == render_flow_svg(trace_attention(config, "shape"))
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    assert "--kv-heads 4 --rope --causal --seq 8 --hidden 64 --heads 8 --plot-flow docs/flow.svg" in readme
