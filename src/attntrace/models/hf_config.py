@@ -11,12 +11,15 @@ it, never a silent approximation.
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from attntrace.config import MAX_SIZE
 from attntrace.errors import ConfigError
+from attntrace.text import plain
 
 #: Where each size lives in the config.json of the common model families.
 HEADS = ("num_attention_heads", "n_head", "num_heads", "encoder_attention_heads", "n_heads")
@@ -85,8 +88,9 @@ def int_field(
         value = cfg.get(name)
         if value is None:
             continue
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ConfigError(f"{path}: {name} must be a whole number >= 1, got {value!r}")
+        if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_SIZE:
+            shown = plain(json.dumps(value))[:40]
+            raise ConfigError(f"{path}: {name} must be a whole number from 1 to {MAX_SIZE}, got {shown}")
         return value
     if required:
         hint = (
@@ -270,7 +274,7 @@ def _rope(
     if not ("rope_theta" in params or model_type in ROPE_TYPES or scaled):
         return False, DEFAULT_THETA
     theta = params.get("rope_theta", cfg.get("rotary_emb_base", DEFAULT_THETA))
-    if isinstance(theta, bool) or not isinstance(theta, int | float) or not theta > 0:
+    if isinstance(theta, bool) or not isinstance(theta, int | float) or not 0 < theta < 1e308:
         raise ConfigError(f"{path}: rope_theta must be a number > 0, got {theta!r}")
     return True, float(theta)
 
@@ -327,8 +331,8 @@ def rope_variants(cfg: Mapping[str, Any], path: Path | str, kind: str, d: int) -
 def _float_or_none(value: Any, name: str, path: Path | str) -> float | None:
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
-        raise ConfigError(f"{path}: {name} must be a number > 0 or null, got {value!r}")
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value < 1e308:
+        raise ConfigError(f"{path}: {name} must be a number > 0 or null, got {plain(repr(value))[:40]}")
     return float(value)
 
 
@@ -347,7 +351,9 @@ def _causal(cfg: Mapping[str, Any], model_type: str) -> bool:
 
 def _bias(cfg: Mapping[str, Any], model_type: str) -> bool:
     if "attention_bias" in cfg:
-        return bool(cfg["attention_bias"])
+        if not isinstance(cfg["attention_bias"], bool):  # "false" is not false
+            raise ConfigError(f"attention_bias must be true or false, got {plain(repr(cfg['attention_bias']))[:40]}")
+        return cfg["attention_bias"]
     if model_type == "falcon":  # FalconConfig.bias, default False
         return bool(cfg.get("bias", False))
     return model_type not in NO_BIAS_TYPES
