@@ -19,7 +19,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
-from attntrace import AttentionConfig, Trace, trace_attention
+from attntrace import AttentionConfig, Trace, __version__, trace_attention
 from attntrace.cli import app
 from attntrace.render.csv_out import CSV_COLUMNS
 from attntrace.render.markdown import render_markdown
@@ -182,6 +182,7 @@ def test_run_format_json_prints_only_the_document() -> None:
     assert err == ""
     doc = json.loads(out)  # fails on any banner or colour
     validate(doc)
+    assert doc.pop("attntrace_version") == __version__
     assert doc == trace_attention(AttentionConfig(seq=3, hidden=768, heads=12)).to_dict()
     # the README's: jq '.steps[] | select(.name=="scores") | .shape'
     assert [s["shape"] for s in doc["steps"] if s["name"] == "scores"] == [[12, 3, 3]]

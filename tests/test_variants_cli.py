@@ -28,7 +28,7 @@ def test_causal_gqa_rope_run_shows_the_variant_steps() -> None:
     assert "grouped-query causal self-attention with RoPE, key padding, no bias" in out
     for name in ("rope_cos", "q_rot", "k_rep", "v_rep", "mask", "masked"):
         assert f" {name} " in out
-    assert "KV cache: 2 (k, v) x g=2 x d=4 x 4 B = 64 B per token and layer" in out
+    assert "KV cache: 2 (k, v) x g=2 x d=4 x 4 B (float32) = 64 B per token and layer" in out
     assert "b_q" not in out
     assert "q0 1.000     ·     ·     ·" in out  # masked cells are dots
 

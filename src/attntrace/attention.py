@@ -58,6 +58,7 @@ VARIANT_STEPS: dict[str, tuple[str, tuple[str, ...]]] = {
     "grouped": ("v", ("k_rep", "v_rep")),  # after the RoPE steps when both are on
     "mask": ("scaled", MASK_STEPS),
     "softcap": ("scaled", ("capped",)),  # before the mask steps
+    "qk_norm": ("v", ("q_norm", "k_norm")),  # before RoPE; after v_proj with --qk-norm full
 }
 
 
@@ -68,11 +69,13 @@ def step_names(config: AttentionConfig, *, mask: bool = False) -> tuple[str, ...
     ('v', 'k_rep', 'v_rep', 'k_t', 'scores', 'scaled', 'mask', 'masked')
     """
     on = {"cross": config.cross, "rope": config.rope, "grouped": config.grouped,
-          "mask": config.masked or mask, "softcap": config.softcap is not None}
+          "mask": config.masked or mask, "softcap": config.softcap is not None,
+          "qk_norm": config.qk_norm is not None}
     names = list(STEP_NAMES)
     # later inserts first keep the indices
-    for variant in ("mask", "softcap", "grouped", "rope", "cross"):
+    for variant in ("mask", "softcap", "grouped", "rope", "qk_norm", "cross"):
         after, added = VARIANT_STEPS[variant]
+        after = "v_proj" if variant == "qk_norm" and config.qk_norm == "full" else after
         if on[variant]:
             at = names.index(after) + 1
             names[at:at] = added
@@ -223,6 +226,8 @@ def _attend(config: AttentionConfig, be: Backend[T], rec: _Recorder[T], t: Mappi
     named step. Shapes are written batched; without --batch the leading B is absent."""
     lay = _Layout.of(config)
     q, k, v = _project(config, be, rec, lay, t, p)  # (B, h, S, d), (B, g, N, d), (B, g, N, d)
+    if config.qk_norm == "head":
+        q, k = _qk_norm(config, be, rec, lay, q, k, p)  # (B, h, S, d), (B, g, N, d)
     if config.rope:
         q, k = _rotate(be, rec, lay, t, q, k)  # (B, h, S, d), (B, g, N, d)
     if config.grouped:
@@ -256,6 +261,8 @@ def _project(config: AttentionConfig, be: Backend[T], rec: _Recorder[T], lay: _L
                     _linear_op(name, c, p), lay.ax(seq, width))
         for c, (src, name, seq, _, _, _, width) in spec.items()
     }  # (B, S, h·d), (B, N, g·d), (B, N, g·d)
+    if config.qk_norm == "full":  # OLMo 2: RMSNorm over the whole projection, before the heads
+        proj["q"], proj["k"] = _qk_norm(config, be, rec, lay, proj["q"], proj["k"], p)
     d = config.head_dim
     split = {
         c: rec.view(f"{c}_heads", be.reshape(proj[c], (*lay.sizes, n_seq, n_heads, d)),
@@ -347,6 +354,23 @@ def _weigh(config: AttentionConfig, be: Backend[T], rec: _Recorder[T], lay: _Lay
     seen = rec.keeps("scaled") or rec.keeps("capped")
     softmax = be.softmax_ if fast and not seen else be.softmax  # in place: nobody sees its input
     return rec.step("weights", softmax(scaled), f"softmax({last}, dim=-1)", hSN)  # (B, h, S, N)
+
+
+def _qk_norm(config: AttentionConfig, be: Backend[T], rec: _Recorder[T], lay: _Layout, q: T, k: T,
+             p: Mapping[str, T]) -> tuple[T, T]:
+    """RMSNorm of q and k with their weights n_q, n_k: per head over d, or over the width."""
+    eps = config.qk_norm_eps if config.qk_norm_eps is not None else 1e-6
+    lab = lay.lab
+    if config.qk_norm == "full":
+        q_axes, k_axes = lay.ax("S", lab.q_width), lay.ax(lab.keys, lab.kv_width)
+    else:
+        q_axes, k_axes = lay.ax("h", "S", "d"), lay.ax(lab.kv_heads, lab.keys, "d")
+    src = "_proj" if config.qk_norm == "full" else ""
+    q_n = be.rms_norm(q, p["n_q"], eps)  # (B, h, S, d), or (B, S, h·d) with --qk-norm full
+    q_n = rec.step("q_norm", q_n, f"rms_norm(q{src}) * n_q", q_axes)
+    k_n = be.rms_norm(k, p["n_k"], eps)  # (B, g, N, d), or (B, N, g·d)
+    k_n = rec.step("k_norm", k_n, f"rms_norm(k{src}) * n_k", k_axes)
+    return q_n, k_n
 
 
 def _softcap(cap: float, be: Backend[T], rec: _Recorder[T], lay: _Layout, scaled: T) -> T:

@@ -113,12 +113,11 @@ def read_bytes(path: str | os.PathLike[str], limit: int = TEXT_LIMIT, what: str 
         f"{name}: is larger than {format_bytes(limit)}, the most attntrace reads from such a file; "
         "check that this is the right file")
     with open_regular(path, what) as f:
-        size = os.fstat(f.fileno()).st_size
-        if size > limit:
+        if (size := os.fstat(f.fileno()).st_size) > limit:
             raise too_big
-        try:
-            data = f.read(size + 1)  # read(n) allocates n bytes up front: not the whole limit
-            if len(data) > size:  # the file grew, or reports no size (/proc): read on to the limit
+        try:  # read(limit + 1) would allocate the whole limit for a small file
+            data = f.read(size + 1)
+            if len(data) > size:  # it grew (or lied about its size): read on up to the limit
                 data += f.read(limit + 1 - len(data))
         except OSError as exc:
             raise InputFileError(f"{name}: cannot be read ({plain(exc.strerror or exc)})") from None
