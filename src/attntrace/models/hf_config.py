@@ -91,7 +91,8 @@ def int_field(
             continue
         if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_SIZE:
             shown = plain(json.dumps(value))[:40]
-            raise ConfigError(f"{path}: {name} must be a whole number from 1 to {MAX_SIZE}, got {shown}")
+            raise ConfigError(
+                f"{path}: {name} must be a whole number from 1 to {MAX_SIZE}, got {shown}")
         return value
     if required:
         hint = (
@@ -337,7 +338,8 @@ def _float_or_none(value: Any, name: str, path: Path | str) -> float | None:
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value < 1e308:
-        raise ConfigError(f"{path}: {name} must be a number > 0 or null, got {plain(repr(value))[:40]}")
+        shown = plain(repr(value))[:40]
+        raise ConfigError(f"{path}: {name} must be a number > 0 or null, got {shown}")
     return float(value)
 
 
@@ -357,7 +359,8 @@ def _causal(cfg: Mapping[str, Any], model_type: str) -> bool:
 def _bias(cfg: Mapping[str, Any], model_type: str) -> bool:
     if "attention_bias" in cfg:
         if not isinstance(cfg["attention_bias"], bool):  # "false" is not false
-            raise ConfigError(f"attention_bias must be true or false, got {plain(repr(cfg['attention_bias']))[:40]}")
+            shown = plain(repr(cfg["attention_bias"]))[:40]
+            raise ConfigError(f"attention_bias must be true or false, got {shown}")
         return cfg["attention_bias"]
     if model_type == "falcon":  # FalconConfig.bias, default False
         return bool(cfg.get("bias", False))
