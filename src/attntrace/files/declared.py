@@ -47,8 +47,8 @@ def check_bytes(path: Path, name: str, nbytes: int) -> None:
     budget = default_budget()
     if nbytes > budget:
         raise MemoryBudgetError(
-            f"{plain(path)}: {plain(name)} declares {format_bytes(nbytes)}, more than the memory budget "
-            f"of {format_bytes(budget)} ({DEFAULT_FRACTION:.0%} of available memory); "
+            f"{plain(path)}: {plain(name)} declares {format_bytes(nbytes)}, more than the memory "
+            f"budget of {format_bytes(budget)} ({DEFAULT_FRACTION:.0%} of available memory); "
             "check that this is the right file")
 
 
@@ -64,14 +64,16 @@ def npy_header(f: IO[bytes], path: Path, name: str = "x") -> Declared:
 
     try:
         version = np.lib.format.read_magic(f)
-        reader = np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
+        fmt = np.lib.format
+        reader = fmt.read_array_header_1_0 if version == (1, 0) else fmt.read_array_header_2_0
         shape, _, dtype = reader(f, max_header_size=NPY_HEADER_LIMIT)
     except (ValueError, OSError, EOFError, SyntaxError, TypeError) as exc:
-        raise InputFileError(f"{plain(path)}: damaged numpy data ({plain(name)}: a bad .npy header, "
-                             f"{plain(' '.join(str(exc).split())[:200])}); write it again with numpy.save") from None
+        reason = plain(" ".join(str(exc).split())[:200])
+        raise InputFileError(f"{plain(path)}: damaged numpy data ({plain(name)}: a bad .npy "
+                             f"header, {reason}); write it again with numpy.save") from None
     if dtype.hasobject:
-        raise InputFileError(f"{plain(path)}: {plain(name)} carries pickled Python objects; attntrace never "
-                             "unpickles, so it was refused and nothing in it ran")
+        raise InputFileError(f"{plain(path)}: {plain(name)} carries pickled Python objects; "
+                             "attntrace never unpickles, so it was refused and nothing in it ran")
     return Declared(tuple(int(n) for n in shape), str(dtype), math.prod(shape) * dtype.itemsize)
 
 
@@ -82,8 +84,9 @@ def check_npy(path: Path, what: str = "") -> Declared:
         declared = npy_header(f, path, "the array")
         data_bytes = os.fstat(f.fileno()).st_size - f.tell()
     if declared.nbytes > data_bytes:
-        raise InputFileError(f"{plain(path)}: declares {declared.shape} {declared.dtype} but holds only "
-                             f"{data_bytes} bytes of data (truncated?); write it again with numpy.save")
+        raise InputFileError(f"{plain(path)}: declares {declared.shape} {declared.dtype} but holds "
+                             f"only {data_bytes} bytes of data (truncated?); write it again with "
+                             "numpy.save")
     check_bytes(path, "the array", declared.nbytes)
     return declared
 
@@ -98,7 +101,8 @@ def check_npz(path: Path) -> dict[str, Declared]:
             with zipfile.ZipFile(raw) as z:
                 infos = z.infolist()
                 if len(infos) > MAX_ENTRIES:
-                    raise InputFileError(f"{plain(path)}: lists {len(infos)} entries; the most is {MAX_ENTRIES}")
+                    raise InputFileError(
+                        f"{plain(path)}: lists {len(infos)} entries; the most is {MAX_ENTRIES}")
                 for info in infos:
                     name = info.filename.removesuffix(".npy")
                     check_bytes(path, name, info.file_size)
@@ -107,7 +111,8 @@ def check_npz(path: Path) -> dict[str, Declared]:
                     check_bytes(path, name, max(declared.nbytes, info.file_size))
                     total += max(declared.nbytes, info.file_size)
                     found[name] = declared
-        except (zipfile.BadZipFile, zipfile.LargeZipFile, NotImplementedError, EOFError, OSError) as exc:
+        except (zipfile.BadZipFile, zipfile.LargeZipFile, NotImplementedError, EOFError,
+                OSError) as exc:
             raise InputFileError(f"{plain(path)}: truncated or damaged .npz file ({plain(exc)}); "
                                  "write it again with numpy.savez") from None
     check_bytes(path, "all its arrays together", total)
@@ -122,38 +127,44 @@ def safetensors_header(path: Path) -> tuple[dict[str, Declared], dict[str, str]]
         first = f.read(8)
         length = int.from_bytes(first, "little") if len(first) == 8 else -1
         if not 2 <= length <= min(SAFETENSORS_HEADER_LIMIT, size - 8):
-            raise InputFileError(f"{plain(path)}: not a valid .safetensors file (its header length "
-                                 f"{length} does not fit the file); write it again with safetensors")
+            raise InputFileError(f"{plain(path)}: not a valid .safetensors file (its header "
+                                 f"length {length} does not fit the file); write it again with "
+                                 "safetensors")
         text = f.read(length).decode("utf-8", "replace")
     doc = parse_json(text, f"{plain(path)} (safetensors header)")
     if not isinstance(doc, dict) or len(doc) > MAX_ENTRIES:
-        raise InputFileError(f"{plain(path)}: not a valid .safetensors file (its header is not a table of tensors)")
+        raise InputFileError(f"{plain(path)}: not a valid .safetensors file (its header is not a "
+                             "table of tensors)")
     meta = doc.pop("__metadata__", None) or {}
     if not isinstance(meta, dict) or not all(isinstance(v, str) for v in meta.values()):
-        raise InputFileError(f"{plain(path)}: not a valid .safetensors file (its __metadata__ must map names "
-                             "to strings); write it again with safetensors")
+        raise InputFileError(f"{plain(path)}: not a valid .safetensors file (its __metadata__ "
+                             "must map names to strings); write it again with safetensors")
     data = size - 8 - length
     return {name: _tensor_entry(path, name, entry, data) for name, entry in doc.items()}, meta
 
 
 def _tensor_entry(path: Path, name: str, entry: Any, data: int) -> Declared:
     def bad(why: str) -> InputFileError:
-        return InputFileError(f"{plain(path)}: not a valid .safetensors file (tensor {plain(repr(name))} {why}); "
-                              "write it again with safetensors")
+        return InputFileError(f"{plain(path)}: not a valid .safetensors file (tensor "
+                              f"{plain(repr(name))} {why}); write it again with safetensors")
 
     if not isinstance(entry, dict):
         raise bad("is not described by a table")
     dtype, shape, offsets = entry.get("dtype"), entry.get("shape"), entry.get("data_offsets")
     if dtype not in SAFETENSORS_DTYPES:
         raise bad(f"has the unknown dtype {plain(repr(dtype))[:40]}")
-    if not isinstance(shape, list) or not all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in shape):
+    if not isinstance(shape, list) or not all(_whole(n) and n >= 0 for n in shape):
         raise bad("has no valid shape")
-    ok = isinstance(offsets, list) and len(offsets) == 2 and all(isinstance(n, int) and not isinstance(n, bool) for n in offsets)
+    ok = isinstance(offsets, list) and len(offsets) == 2 and all(map(_whole, offsets))
     nbytes = math.prod(shape) * SAFETENSORS_DTYPES[dtype]
     start, stop = offsets if ok else (0, -1)  # type: ignore[misc]
     if not 0 <= start <= stop <= data or stop - start != nbytes:
         raise bad(f"declares {shape} {dtype} at offsets that do not fit the file")
     return Declared(tuple(shape), dtype, nbytes)
+
+
+def _whole(n: object) -> bool:
+    return isinstance(n, int) and not isinstance(n, bool)
 
 
 def array_nbytes(value: np.ndarray) -> int:

@@ -11,6 +11,7 @@ it, never a silent approximation.
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Mapping
 from pathlib import Path
@@ -280,7 +281,7 @@ def _rope(
     if not ("rope_theta" in params or model_type in ROPE_TYPES or scaled):
         return False, DEFAULT_THETA
     theta = params.get("rope_theta", cfg.get("rotary_emb_base", DEFAULT_THETA))
-    if isinstance(theta, bool) or not isinstance(theta, int | float) or not theta > 0:
+    if isinstance(theta, bool) or not isinstance(theta, int | float) or not 0 < theta < 1e308:
         raise ConfigError(f"{path}: rope_theta must be a number > 0, got {theta!r}")
     return True, float(theta)
 
@@ -337,8 +338,9 @@ def rope_variants(cfg: Mapping[str, Any], path: Path | str, kind: str, d: int) -
 def _float_or_none(value: Any, name: str, path: Path | str) -> float | None:
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
-        raise ConfigError(f"{path}: {name} must be a number > 0 or null, got {value!r}")
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value < 1e308:
+        shown = plain(repr(value))[:40]
+        raise ConfigError(f"{path}: {name} must be a number > 0 or null, got {shown}")
     return float(value)
 
 
@@ -357,7 +359,10 @@ def _causal(cfg: Mapping[str, Any], model_type: str) -> bool:
 
 def _bias(cfg: Mapping[str, Any], model_type: str) -> bool:
     if "attention_bias" in cfg:
-        return bool(cfg["attention_bias"])
+        if not isinstance(cfg["attention_bias"], bool):  # "false" is not false
+            shown = plain(repr(cfg["attention_bias"]))[:40]
+            raise ConfigError(f"attention_bias must be true or false, got {shown}")
+        return cfg["attention_bias"]
     if model_type == "falcon":  # FalconConfig.bias, default False
         return bool(cfg.get("bias", False))
     return model_type not in NO_BIAS_TYPES
@@ -387,7 +392,6 @@ def refuse_unmodelled(cfg: Mapping[str, Any], path: Path | str, model_type: str)
 
 def shown(value: Any) -> str:
     """A JSON value as a short, terminal-safe text for an error message."""
-    import json
 
     text = json.dumps(value) if not isinstance(value, int) or abs(value) < 10**30 else "a huge number"
     return plain(text if len(text) <= 40 else text[:37] + "...")
