@@ -29,8 +29,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 ENV = {**os.environ, "PYTHONPATH": str(REPO / "src")}
 sys.path.insert(0, str(REPO / "src"))  # this checkout, not an installed attntrace
-MINIMAL = REPO.parent.parent / "shared" / "bench" / "minimal_run.py"  # the start-up floor, if present
-MINIMAL = MINIMAL if MINIMAL.exists() else Path("/work/shared/bench/minimal_run.py")
+MINIMAL = REPO / "benchmarks" / "minimal_run.py"  # the start-up floor: a hand-written run, same output kind
 FULL, QUICK = (1, 2048, 1024, 16), (1, 256, 256, 4)
 MASKS = ("none", "causal", "key padding")
 

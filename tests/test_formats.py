@@ -19,7 +19,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
-from attntrace import AttentionConfig, Trace, trace_attention
+from attntrace import AttentionConfig, Trace, __version__, trace_attention
 from attntrace.cli import app
 from attntrace.render.csv_out import CSV_COLUMNS
 from attntrace.render.markdown import render_markdown
@@ -92,7 +92,8 @@ def test_json_steps_and_params_mirror_the_trace() -> None:
     scores = doc["steps"][trace.names.index("scores")]
     assert scores == {"index": 11, "name": "scores", "op": "q @ k_t", "shape": [2, 2, 3, 3],
                       "axes": ["B", "h", "S", "S"], "dtype": "float32", "bytes": 2 * 2 * 3 * 3 * 4, "view": False,
-                      "flops": 2 * 2 * 2 * 3 * 3 * 4, "macs": 2 * 2 * 3 * 3 * 4, "formula": "2·B·h·S·S·d", "repeat": 1}
+                      "flops": 2 * 2 * 2 * 3 * 3 * 4, "macs": 2 * 2 * 3 * 3 * 4, "formula": "2·B·h·S·S·d", "repeat": 1,
+                      "nonfinite": 0}
     assert doc["params"][0] == {"name": "w_q", "shape": [8, 8], "axes": ["H", "H"], "dtype": "float32",
                                 "count": 64, "bytes": 256}
     for step in doc["steps"]:  # axes spell the shape
@@ -181,6 +182,7 @@ def test_run_format_json_prints_only_the_document() -> None:
     assert err == ""
     doc = json.loads(out)  # fails on any banner or colour
     validate(doc)
+    assert doc.pop("attntrace_version") == __version__
     assert doc == trace_attention(AttentionConfig(seq=3, hidden=768, heads=12)).to_dict()
     # the README's: jq '.steps[] | select(.name=="scores") | .shape'
     assert [s["shape"] for s in doc["steps"] if s["name"] == "scores"] == [[12, 3, 3]]

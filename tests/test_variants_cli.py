@@ -28,7 +28,7 @@ def test_causal_gqa_rope_run_shows_the_variant_steps() -> None:
     assert "grouped-query causal self-attention with RoPE, key padding, no bias" in out
     for name in ("rope_cos", "q_rot", "k_rep", "v_rep", "mask", "masked"):
         assert f" {name} " in out
-    assert "KV cache: 2 (k, v) x g=2 x d=4 x 4 B = 64 B per token and layer" in out
+    assert "KV cache: 2 (k, v) x g=2 x d=4 x 4 B (float32) = 64 B per token and layer" in out
     assert "b_q" not in out
     assert "q0 1.000     ·     ·     ·" in out  # masked cells are dots
 
@@ -158,7 +158,7 @@ def test_missing_mask_file(tmp_path: Path) -> None:
     ("[1, 2]", "holds a JSON list, not an object"),
     ('{"hidden_size": 768}', "has none of the fields num_attention_heads, n_head, num_heads"),
     ('{"num_attention_heads": 12}', "has none of the fields hidden_size, n_embd, d_model"),
-    ('{"num_attention_heads": "12", "hidden_size": 768}', "num_attention_heads must be a whole number >= 1, got '12'"),
+    ('{"num_attention_heads": "12", "hidden_size": 768}', "num_attention_heads must be a whole number from 1 to 2147483647, got \"12\""),
     ('{"num_attention_heads": 32, "hidden_size": 4096, "rope_scaling": {"rope_type": "longrope"}}',
      "rope scaling 'longrope' is not modelled"),
     ('{"num_attention_heads": 32, "hidden_size": 4096, "alibi": true}', "ALiBi"),

@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 import threading
 import warnings
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
 
@@ -25,7 +25,14 @@ from attntrace.config import AttentionConfig, AxisLabels
 from attntrace.costs import CostMeter, Registry, peak_live_bytes, resolve
 from attntrace.errors import ConfigError
 from attntrace.inputs import param_axes, random_sources, with_tensors
-from attntrace.masks import MASK_STEPS, MaskPlan, MaskWarning, build_mask, dead_rows, dead_rows_by_block
+from attntrace.masks import (
+    MASK_STEPS,
+    MaskPlan,
+    MaskWarning,
+    build_mask,
+    dead_rows,
+    dead_rows_by_block,
+)
 from attntrace.memory import check_budget, format_bytes
 from attntrace.parallel import check_threads
 from attntrace.relative import RELATIVE_STEPS, relative_sources
@@ -85,8 +92,8 @@ def trace_attention(
     max_memory: int | None = None,
     keep_values: bool | Collection[str] = True,
     tensors: Mapping[str, np.ndarray | None] | None = None,
-    replace: Mapping[str, StepReplacement] | None = None,
     threads: int | None = None,
+    replace: Mapping[str, StepReplacement] | None = None,
 ) -> Trace:
     """Run multi-head attention for ``config`` on ``backend`` and record every step.
 
@@ -103,8 +110,8 @@ def trace_attention(
     of the shapes ``config`` gives; a bias mapped to None is left out. ``backend`` is a
     registered name or a :class:`Backend` instance. ``replace`` (numpy backend, values kept)
     maps a step name to ``fn(values so far, value) -> value``: the algorithm goes on with the
-    replacement (``attntrace diff`` tests a suspected mistake this way). ``threads``: how many threads run
-    flash's query blocks (each with a one-threaded BLAS; default: every usable core).
+    replacement (``attntrace diff`` tests a suspected mistake this way). ``threads``: how many
+    threads run flash's query blocks (each with a one-threaded BLAS; default: every usable core).
 
     >>> t = trace_attention(AttentionConfig(seq=3, hidden=768, heads=12))
     >>> t["scores"].shape, t["output"].shape
@@ -129,13 +136,17 @@ def trace_attention(
     if be.computes and shapes is not None:
         _check_memory(config, max_memory, keep_values is True, shapes)
         _check_tiles(config, shapes)
+    whole_mask = {"mask": plan.source} if plan and config.algorithm == "eager" else {}  # flash: none
     seeded = {**random_sources(config), **rope_sources(config), **relative_sources(config),
-              **({"mask": plan.source} if plan and config.algorithm == "eager" else {})}
+              **whole_mask}
     sources = with_tensors(config, seeded, tensors or {})
     keep = keep_values if be.computes else False
-    trace = _record(config, be, sources, plan, keep_values=keep, replace=replace, threads=workers)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # overflow, invalid: counted per step instead
+        trace = _record(config, be, sources, plan, keep_values=keep, replace=replace, threads=workers)
     for note in trace.notes:
-        warnings.warn(note, MaskWarning, stacklevel=2)
+        if not note.startswith(NONFINITE_NOTE):  # non-finite values are reported by the note alone
+            warnings.warn(note, MaskWarning, stacklevel=2)
     return trace
 
 
@@ -157,7 +168,26 @@ def _record(config: AttentionConfig, be: Backend[T], sources: Mapping[str, Sourc
         for name, t in params.items()
     )
     steps = recorder.finish()
-    return Trace(config, be.name, steps, parameters, notes=tuple(recorder.notes), peak_bytes=peak_live_bytes(steps))
+    notes = (*recorder.notes, *nonfinite_notes(steps))
+    return Trace(config, be.name, steps, parameters, notes=notes, peak_bytes=peak_live_bytes(steps))
+
+
+#: How the note about non-finite values begins (a contract: scripts may look for it).
+NONFINITE_NOTE = "non-finite values"
+
+
+def nonfinite_notes(steps: Sequence[Step]) -> tuple[str, ...]:
+    """One note naming the first step with NaN or ±inf, how many and in how many steps.
+
+    >>> nonfinite_notes([Step("x", (2,), "float32"), Step("scores", (2, 2), "float32", nonfinite=3)])
+    ("non-finite values (NaN or inf) first appear at step 'scores': 3 of 4 values; 1 step(s) hold some",)
+    """
+    bad = [s for s in steps if s.nonfinite]
+    if not bad:
+        return ()
+    first = bad[0]
+    return (f"{NONFINITE_NOTE} (NaN or inf) first appear at step {first.name!r}: {first.nonfinite:,} of "
+            f"{first.numel * first.repeat:,} values; {len(bad)} step(s) hold some",)
 
 
 @dataclass(frozen=True)
@@ -300,15 +330,17 @@ def _weigh(config: AttentionConfig, be: Backend[T], rec: _Recorder[T], lay: _Lay
     scale_op = f"scores / sqrt({d})" if config.scale is None else f"scores * {config.scale:g}" + (" (unscaled)" if config.scale == 1 else "")
     fast = mask is None and not (rec.keeps("scores") or rec.keeps("scaled"))
     plain = config.softcap is None and config.relative_bias is None
-    # kept as recipes: the one (S, N) buffer is scaled and softmaxed in place
-    if mask is None and not fast and not rec.replace and plain:
+    recipes = mask is None and not fast and not rec.replace and plain
+    if recipes:  # kept as recipes: one (S, N) buffer, scaled and softmaxed in place
         raw = rec.be
         scores = rec.step("scores", be.matmul(q, k_t), f"{q_name} @ k_t", hSN,
                           again=lambda: raw.matmul(q, k_t))  # (B, h, S, N)
         rec.meter.charge("scale", scores, out=scores)
+        # (B, h, S, N), scaled inside the softmax below
         scaled = rec.step("scaled", scores, scale_op, hSN,
-                          again=lambda: raw.scale(raw.matmul(q, k_t), factor))  # (B, h, S, N), scaled in the softmax
-        return rec.step("weights", be.softmax_(scaled, factor), "softmax(scaled, dim=-1)", hSN)  # (B, h, S, N)
+                          again=lambda: raw.scale(raw.matmul(q, k_t), factor))
+        weights = be.softmax_(scaled, factor)  # (B, h, S, N)
+        return rec.step("weights", weights, "softmax(scaled, dim=-1)", hSN)
     if fast:  # nobody sees the unscaled scores: fold the scale into q (S·d multiplies, not S·N)
         q_scaled = be.scale(q, factor)  # (B, h, S, d)
         rec.meter.discard()  # charged below, as the traced algorithm does it
@@ -392,8 +424,9 @@ def _record_mask(config: AttentionConfig, be: Backend[T], rec: _Recorder[T], lay
 def _declare_mask(config: AttentionConfig, rec: _Recorder[T], lay: _Layout, plan: MaskPlan) -> None:
     """Flash's ``mask`` step: the rules, made into the whole mask only if its value is read;
     counts the query rows it leaves without any key, block by block."""
-    rec.declare("mask", plan.source.shape, plan.source.dtype, f"{plan.op} (made tile by tile)", plan.axes,
-                plan.source.make)
+    whole = plan.source
+    rec.declare("mask", whole.shape, whole.dtype, f"{plan.op} (made tile by tile)", plan.axes,
+                whole.make)
     if rec.be.computes:
         scores = (*lay.sizes, config.heads, config.seq, config.keys)  # (B, h, S, N)
         if dead := dead_rows_by_block(plan, scores, config.block_size):
@@ -447,7 +480,8 @@ class _Recorder(Generic[T]):
         return keep if isinstance(keep, bool) else name in keep
 
     def step(self, name: str, value: T, op: str, axes: tuple[str, ...], *, view: bool = False,
-             contract: str | None = None, times: int = 1, again: Callable[[], T] | None = None) -> T:
+             contract: str | None = None, times: int = 1,
+             again: Callable[[], T] | None = None) -> T:
         """Record ``value`` as step ``name``; ``contract`` names a contracted axis the recorder
         cannot see (an input that is no step); ``times`` counts identical repeats; ``again``
         makes the same values anew (on the plain backend), kept instead of ``value`` when the
@@ -465,29 +499,47 @@ class _Recorder(Generic[T]):
         names = tuple(dict.fromkeys(found[0] for found in map(self.registry.lookup, inputs) if found))
         stored = None if not self.keeps(name) else self.be.to_numpy(value) if again is None else \
             cast("np.ndarray", Lazy(lambda: self.be.to_numpy(again())))  # made on first read
+        bad = self._nonfinite(name, value, view) * times
         self.steps.append(Step(name, shape, self.be.dtype(value), stored, index=len(self.steps), op=op, axes=axes,
-                               view=view, flops=flops * times, terms=terms, inputs=names, repeat=times))
-        self._repeats[name] = [0, 0]
+                               view=view, flops=flops * times, terms=terms, inputs=names, repeat=times, nonfinite=bad))
+        self._repeats[name] = [0, 0, 0]
         self.registry.add(value, name, axes)
         return value
 
     def _repeat(self, name: str, value: T, axes: tuple[str, ...], times: int) -> T:
         charges, _ = self.meter.take()
         flops = times * sum(c.coef * math.prod(c.shape) * c.k for c in charges)
+        bad = times * self._nonfinite(name, value, False)
         with self._lock:  # flash's query blocks repeat steps from several threads
             tally = self._repeats[name]
             tally[0] += flops
             tally[1] += times
+            tally[2] += bad
         self.registry.add(value, name, axes)
         return value
+
+    def _nonfinite(self, name: str, value: T, view: bool) -> int:
+        """NaN and ±inf in ``value`` (0 on backends without values, and for views, which hold the
+        values of an earlier step); -inf is what masking writes, so mask steps count NaN and +inf."""
+        if view or not self.be.computes:
+            return 0
+        array = self.be.to_numpy(value)
+        if array is None:
+            return 0
+        import numpy as np
+
+        if name in MASKING_STEPS:
+            return int(np.count_nonzero(np.isnan(array) | np.isposinf(array)))
+        return int(array.size - np.count_nonzero(np.isfinite(array)))
 
     def declare(self, name: str, shape: tuple[int, ...], dtype: str, op: str, axes: tuple[str, ...],
                 make: Callable[[], np.ndarray]) -> None:
         """Record step ``name`` that no buffer holds (a view of nothing: no memory); its values,
         when kept, are ``make()`` on first read."""
         value = cast("np.ndarray", Lazy(make)) if self.keeps(name) else None
-        self.steps.append(Step(name, shape, dtype, value, index=len(self.steps), op=op, axes=axes, view=True))
-        self._repeats[name] = [0, 0]
+        self.steps.append(Step(name, shape, dtype, value, index=len(self.steps), op=op, axes=axes,
+                               view=True))
+        self._repeats[name] = [0, 0, 0]
 
     def view(self, name: str, value: T, op: str, axes: tuple[str, ...], *, times: int = 1) -> T:
         return self.step(name, value, op, axes, view=True, times=times)
@@ -501,7 +553,8 @@ class _Recorder(Generic[T]):
         """The recorded steps, repeats and late values added in."""
         steps = [replace(s, value=self.be.to_numpy(self._late[s.name])) if s.name in self._late else s for s in self.steps]
         return tuple(
-            replace(s, flops=s.flops + self._repeats[s.name][0], repeat=s.repeat + self._repeats[s.name][1])
+            replace(s, flops=s.flops + self._repeats[s.name][0], repeat=s.repeat + self._repeats[s.name][1],
+                    nonfinite=s.nonfinite + self._repeats[s.name][2])
             if self._repeats[s.name][1] else s
             for s in steps
         )
@@ -523,6 +576,9 @@ def estimate_bytes(config: AttentionConfig, keep_values: bool = True, shapes: Tr
     largest = max((s for s in shapes.steps if not s.view), key=lambda s: s.nbytes)
     return shapes.param_bytes + live + largest.nbytes, largest
 
+
+#: Steps that hold the -inf of masking by design: only NaN and +inf count as non-finite there.
+MASKING_STEPS = frozenset({"mask", "masked", "mask_tile", "s_masked"})
 
 #: The most flash tiles a compute backend visits (each is a few Python steps): a few seconds.
 MAX_TILES = 20_000

@@ -40,8 +40,8 @@ Terms = tuple[tuple[int, str], ...]
 SOFTMAX_FLOPS_PER_ELEMENT = 5
 
 #: Backend attributes that are not operations (never charged).
-_NOT_OPS = frozenset({"tensor", "shape", "dtype", "to_numpy", "check_dtype", "name", "dtypes", "computes",
-                      "one_thread_each"})
+_NOT_OPS = frozenset({"tensor", "shape", "dtype", "to_numpy", "check_dtype", "name", "dtypes",
+                      "computes", "one_thread_each"})
 #: Operations that move or allocate memory without arithmetic.
 _FREE_OPS = frozenset({"reshape", "transpose", "narrow", "full", "write", "contiguous",
                        "repeat_interleave", "rotate_half",

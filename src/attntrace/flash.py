@@ -178,7 +178,8 @@ def flash_context(config: AttentionConfig, be: Backend[T], rec: _Recorder[T], q:
 
     with be.one_thread_each():  # many small matmuls: the threads split blocks, not each matmul
         run(work[0])  # records every tile step, in order; the other blocks only repeat them
-        _run_blocks(rec.threads if be.computes else 1, run, work[:0:-1])  # the longest (last, with --causal) first
+        # the longest blocks (the last ones, with --causal) first
+        _run_blocks(rec.threads if be.computes else 1, run, work[:0:-1])
     rec.refresh("context", out)
     return out
 
@@ -239,8 +240,9 @@ def _mask_tile(f: _Flash[T], s: T, box: tuple[int, int, int, int], times: int) -
     for axis, letter in ((-2, "Br"), (-1, "Bc")):
         if len(axes) >= -axis and axes[axis] != "1":
             axes[axis] = letter
-    tile = rec.step("mask_tile", be.tensor(plan.tile(*box)), "mask[..., i:i+Br, j:j+Bc], from the rules",
-                    tuple(axes), times=times)  # (B, 1, Br, Bc)
+    tile = be.tensor(plan.tile(*box))  # (B, 1, Br, Bc), from the rules
+    tile = rec.step("mask_tile", tile, "mask[..., i:i+Br, j:j+Bc], from the rules", tuple(axes),
+                    times=times)
     if plan.additive:
         return rec.step("s_masked", be.binary("add", s, tile, inplace=f.inplace), "s_tile + mask_tile",
                         f.ax("Br", "Bc"), times=times)  # (B, h, Br, Bc)

@@ -40,7 +40,9 @@ class MaskPlan:
     axes: tuple[str, ...]  # right-aligned with the scores; "1" marks a broadcast axis
     op: str  # what it is made of, e.g. "causal & key_lengths"
     additive: bool  # True: scaled + mask; False: scaled where mask else -inf
-    box: Callable[[int, int, int, int], np.ndarray] | None = field(default=None, repr=False, compare=False)
+    # (i0, i1, j0, j1) -> the mask of query rows i0:i1 and keys j0:j1
+    box: Callable[[int, int, int, int], np.ndarray] | None = field(
+        default=None, repr=False, compare=False)
 
     def tile(self, i0: int, i1: int, j0: int, j1: int) -> Source:
         """The mask of query rows i0:i1 and keys j0:j1 (axes of size 1 stay 1), made from the
@@ -115,8 +117,10 @@ def build_mask(config: AttentionConfig, user: np.ndarray | None = None) -> MaskP
     def box(i0: int, i1: int, j0: int, j1: int) -> np.ndarray:
         return _box(config, user, shape, (i0, i1), (j0, j1))
 
-    whole = Source(shape, config.dtype if additive else MASK_DTYPE, lambda: box(0, config.seq, 0, config.keys))
-    return MaskPlan(whole, _axes(shape, config), " & ".join(name for name, _ in parts), additive, box)
+    dtype = config.dtype if additive else MASK_DTYPE
+    whole = Source(shape, dtype, lambda: box(0, config.seq, 0, config.keys))
+    op = " & ".join(name for name, _ in parts)
+    return MaskPlan(whole, _axes(shape, config), op, additive, box)
 
 
 def check_mask(shape: Shape, config: AttentionConfig) -> Shape:
@@ -162,7 +166,8 @@ def dead_rows_by_block(plan: MaskPlan, scores_shape: Shape, block: int) -> int:
     for i0 in range(0, rows, step):
         i1 = min(i0 + step, rows)
         part = plan.tile(i0, i1, 0, keys).make()
-        dead += dead_rows(part, plan.additive, (*scores_shape[:-2], i1 - i0 if not whole_rows else rows, keys))
+        part_rows = rows if whole_rows else i1 - i0
+        dead += dead_rows(part, plan.additive, (*scores_shape[:-2], part_rows, keys))
     return dead
 
 
@@ -197,12 +202,14 @@ def _spans(shape: Shape, rows: tuple[int, int], cols: tuple[int, int]) -> tuple[
     to the scores (its last two axes, right-aligned; an axis of size 1 is taken whole)."""
     last = ((rows, cols)[-len(shape):] if len(shape) < 2 else (rows, cols))
     lead = (slice(None),) * (len(shape) - len(last))
-    return (*lead, *(slice(None) if n == 1 else slice(*span) for n, span in zip(shape[-len(last):], last, strict=True)))
+    tail = zip(shape[-len(last):], last, strict=True)
+    return (*lead, *(slice(None) if n == 1 else slice(*span) for n, span in tail))
 
 
 def _tile_shape(shape: Shape, rows: tuple[int, int], cols: tuple[int, int]) -> Shape:
     """The shape of ``rows`` and ``cols`` of an array of ``shape`` (see :func:`_spans`)."""
-    return tuple(len(range(n)[span]) for n, span in zip(shape, _spans(shape, rows, cols), strict=True))
+    spans = _spans(shape, rows, cols)
+    return tuple(len(range(n)[span]) for n, span in zip(shape, spans, strict=True))
 
 
 def _axes(shape: Shape, config: AttentionConfig) -> tuple[str, ...]:

@@ -38,7 +38,8 @@ def check_threads(threads: int | None) -> int:
     if threads is None:
         return cores()
     if not 1 <= threads <= 1024:
-        raise ConfigError(f"--threads {threads} is out of range; use 1 to 1024 (default: {cores()}, the cores)")
+        raise ConfigError(
+            f"--threads {threads} is out of range; use 1 to 1024 (default: {cores()}, the cores)")
     return threads
 
 

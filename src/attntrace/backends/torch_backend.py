@@ -70,12 +70,14 @@ class TorchBackend(Backend["torch.Tensor"]):
         return x * factor
 
     def softmax_(self, x: torch.Tensor, scale: float = 1.0) -> torch.Tensor:
-        return self.softmax(x if scale == 1.0 else x.mul_(scale))  # torch's softmax has no in-place form
+        # torch's softmax has no in-place form
+        return self.softmax(x if scale == 1.0 else x.mul_(scale))
 
     def softmax(self, x: torch.Tensor) -> torch.Tensor:
         out = self._torch.softmax(x, dim=-1)  # subtracts the row max internally
         # torch.softmax gives NaN for a row of only -inf (every key masked); SDPA gives zeros
-        dead = self._torch.isneginf(x.amax(dim=-1, keepdim=True))  # (..., S, 1): one read, no (S, N) temporary
+        # (..., S, 1): one read, no (S, N) temporary
+        dead = self._torch.isneginf(x.amax(dim=-1, keepdim=True))
         return out.masked_fill_(dead, 0.0) if bool(dead.any()) else out
 
 

@@ -7,6 +7,9 @@ from attntrace.cli import run as _run  # noqa: F401  (registers the command)
 from attntrace.cli import check as _check  # noqa: F401  (registers the command)
 
 # isort: split
+from attntrace.cli import report as _report  # noqa: F401  (registers the command)
+
+# isort: split
 from attntrace.cli import presets as _presets  # noqa: F401  (registers the command)
 
 # isort: split

@@ -5,6 +5,8 @@ from __future__ import annotations
 import dataclasses
 import sys
 import warnings
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import typer
@@ -14,6 +16,7 @@ from attntrace.cli.app import EPILOG, app, cli_errors, console
 from attntrace.cli.configure import config_from_files, origin_line, with_model_options
 from attntrace.config import AttentionConfig
 from attntrace.errors import ConfigError
+from attntrace.trace import Trace
 
 
 @app.command(epilog=EPILOG)
@@ -45,6 +48,8 @@ def run(
     layer_prefix: opt.LayerPrefix = None,
     input_file: opt.Input = None,
     save: opt.Save = None,
+    plot: opt.Plot = None,
+    plot_flow: opt.PlotFlow = None,
     *,
     model: dict[str, Any],
 ) -> None:
@@ -60,32 +65,31 @@ def run(
     --weights model.safetensors to trace real weights, --save trace.npz to keep every tensor.
     For scripts: --format json | jq '.steps[] | select(.name=="scores") | .shape'
     """
-    from attntrace.attention import trace_attention
-    from attntrace.masks import MaskWarning, load_mask
-    from attntrace.memory import parse_size
+    from attntrace.attention import NONFINITE_NOTE
     from attntrace.render import text_renderer
     from attntrace.render.table import render_trace
+    from attntrace.text import plain
 
-    config, tensors = config_from_files(
-        ctx, weights, layer_prefix, input_file, **model, batch=batch, seq=seq, hidden=hidden, heads=heads,
-        dtype=dtype, seed=seed, scale=scale, algorithm=algorithm, block_size=block_size,
+    def validate(config: AttentionConfig) -> None:
+        check_head(head, config)
+        check_batch_item(batch_item, config)
+        check_values(values, fmt)
+        check_pictures(plot, plot_flow, backend)
+
+    keep = True if values or save else {"weights", "masked"} if fmt.view or plot else False  # only what is shown
+    trace = trace_from_options(
+        ctx, model, validate, keep, batch=batch, seq=seq, hidden=hidden, heads=heads, mask=mask, backend=backend,
+        dtype=dtype, seed=seed, scale=scale, max_memory=max_memory, algorithm=algorithm, block_size=block_size,
+        weights=weights, layer_prefix=layer_prefix, input_file=input_file, threads=threads,
     )
-    check_head(head, config)
-    check_batch_item(batch_item, config)
-    check_values(values, fmt)
-    user_mask = load_mask(mask) if mask is not None else None
-    budget = parse_size(max_memory) if max_memory is not None else None
-    keep = True if values or save else {"weights", "masked"} if fmt.view else False  # only what is shown
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", MaskWarning)  # the renderers show Trace.notes instead
-        trace = trace_attention(config, backend.value, mask=user_mask, max_memory=budget, keep_values=keep,
-                                tensors=tensors, threads=threads)
-    if origin := origin_line(ctx, model, config):
-        trace = dataclasses.replace(trace, origin=origin)
     if save is not None:
         from attntrace.files import save_trace
 
         save_trace(trace, save)
+    draw_pictures(trace, plot, plot_flow, batch_item)
+    for note in trace.notes:
+        if note.startswith(NONFINITE_NOTE):  # exit 0, and one line on stderr whatever the format
+            sys.stderr.write(f"attntrace: warning: {plain(note)}\n")
     view: dict[str, Any] = {"head": head, "batch_item": batch_item, "values": values, "values_limit": values_limit, "count": count.value}
     if fmt is opt.OutputFormat.table:
         render_trace(trace, console(no_color), **view)
@@ -93,14 +97,68 @@ def run(
         from attntrace.render.export import export_trace
 
         sys.stdout.write(export_trace(trace, fmt.value, **view))
+    elif fmt is opt.OutputFormat.json:
+        from attntrace.render.json_out import render_json
+
+        sys.stdout.write(render_json(trace, preset=model.get("preset")))
     else:
         sys.stdout.write(text_renderer(fmt.value, count.value)(trace))
+
+
+def trace_from_options(
+    ctx: typer.Context, model: dict[str, Any], validate: Callable[[AttentionConfig], None], keep: bool | set[str], *,
+    mask: Path | None, backend: opt.BackendName, max_memory: str | None, weights: Path | None,
+    layer_prefix: str | None, input_file: Path | None, threads: int | None = None, **options: Any,
+) -> Trace:
+    """The trace that run's options describe (also ``report``'s): config from the options and
+    files, checked by ``validate``, traced keeping the values of ``keep``."""
+    from attntrace.attention import trace_attention
+    from attntrace.masks import MaskWarning, load_mask
+    from attntrace.memory import parse_size
+
+    config, tensors = config_from_files(ctx, weights, layer_prefix, input_file, **model, **options)
+    validate(config)
+    user_mask = load_mask(mask) if mask is not None else None
+    budget = parse_size(max_memory) if max_memory is not None else None
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", MaskWarning)  # the renderers show Trace.notes instead
+        trace = trace_attention(config, backend.value, mask=user_mask, max_memory=budget,
+                                keep_values=keep, tensors=tensors, threads=threads)
+    if origin := origin_line(ctx, model, config):
+        trace = dataclasses.replace(trace, origin=origin)
+    return trace
 
 
 def check_head(head: int, config: AttentionConfig) -> None:
     """--head must name one of the config's heads."""
     if not 0 <= head < config.heads:
         raise ConfigError(f"--head {head} does not exist; use 0 to {config.heads - 1}")
+
+
+def check_pictures(plot: Path | None, plot_flow: Path | None, backend: opt.BackendName) -> None:
+    """Refuse a --plot or --plot-flow that cannot be written, before tracing."""
+    if plot is not None:
+        from attntrace.render.plot import check_plot_path
+
+        check_plot_path(plot)
+        if backend is opt.BackendName.shape:
+            raise ConfigError("--plot draws the attention weights, which --backend shape does not compute; use numpy or torch")
+    if plot_flow is not None and plot_flow.suffix.lower() != ".svg":
+        raise ConfigError(f"--plot-flow {plot_flow}: the file name must end in .svg")
+
+
+def draw_pictures(trace: Trace, plot: Path | None, plot_flow: Path | None, batch_item: int) -> None:
+    """Write the heat-map grid (--plot) and the flow diagram (--plot-flow)."""
+    from attntrace.files.output import write_output
+
+    if plot is not None:
+        from attntrace.render.plot import plot_heads
+
+        plot_heads(trace, plot, batch_item=batch_item)
+    if plot_flow is not None:
+        from attntrace.render.flow import render_flow_svg
+
+        write_output(plot_flow, render_flow_svg(trace).encode("utf-8"))
 
 
 def check_batch_item(item: int, config: AttentionConfig) -> None:

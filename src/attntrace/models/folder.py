@@ -133,6 +133,8 @@ def read_json(path: Path, limit: int = JSON_LIMIT) -> dict[str, Any]:
     return data
 
 
+
+
 def _refuse_meta_features(path: Path, config: Mapping[str, Any]) -> None:
     if config.get("use_scaled_rope"):
         raise ConfigError(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 from typing import TYPE_CHECKING
 
@@ -94,7 +95,7 @@ def costs_table(trace: Trace, count: str = "flops", *, tight: bool = False) -> T
         table.add_row(str(step.index), step.name, format_count(in_unit(step.flops, count)), format_terms(step.terms, count),
                       format_bytes(step.nbytes), str(step.repeat) if step.repeat > 1 else "")
     table.caption = (f"peak: activations alive at once; parameters {format_bytes(trace.param_bytes)}; "
-                     f"KV cache {format_bytes(trace.kv_cache_bytes_per_token)} per token")
+                     f"KV cache {format_bytes(trace.kv_cache_bytes_per_token)} per token ({trace.config.dtype})")
     table.caption_justify = "left"
     return table
 
@@ -147,7 +148,7 @@ def kv_cache_line(trace: Trace) -> Text | None:
     if cfg.kv_heads is None:
         return None
     full = 2 * cfg.heads * cfg.head_dim * cfg.itemsize
-    return Text(f"KV cache: 2 (k, v) x g={cfg.groups} x d={cfg.head_dim} x {cfg.itemsize} B = "
+    return Text(f"KV cache: 2 (k, v) x g={cfg.groups} x d={cfg.head_dim} x {cfg.itemsize} B ({cfg.dtype}) = "
                 f"{format_bytes(cfg.kv_cache_bytes_per_token)} per token and layer "
                 f"({full // cfg.kv_cache_bytes_per_token}x less than {format_bytes(full)} with h={cfg.heads} kv-heads)")
 
@@ -301,6 +302,8 @@ def _cell_text(value: float, compact: bool) -> str:
 
 
 def _heat_cell(value: float, compact: bool) -> Text:
+    if not math.isfinite(value):  # NaN or ±inf: shown, never shaded
+        return Text(f"{value}", style="bold red")
     text = _cell_text(value, compact)
     level = int(55 + 200 * min(max(value, 0.0), 1.0))
     style = Style(bgcolor=f"rgb({level // 3},{level // 2},{level})", color="white" if value < 0.5 else "black")

@@ -1,0 +1,68 @@
+"""``attntrace report --out report.html``: one self-contained HTML page of a trace."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from attntrace.cli import options as opt
+from attntrace.cli.app import EPILOG, app, cli_errors
+from attntrace.cli.configure import with_model_options
+from attntrace.cli.run import check_batch_item, trace_from_options
+from attntrace.config import AttentionConfig
+from attntrace.errors import ConfigError
+from attntrace.text import plain
+
+Out = Annotated[Path, typer.Option("--out", "-o", metavar="FILE.html", help="Where to write the page.", dir_okay=False, show_default=False)]
+
+
+@app.command(epilog=EPILOG)
+@cli_errors
+@with_model_options
+def report(
+    ctx: typer.Context,
+    out: Out,
+    batch: opt.Batch = None,
+    seq: opt.Seq = 3,
+    hidden: opt.Hidden = None,
+    heads: opt.Heads = None,
+    mask: opt.MaskFile = None,
+    backend: opt.Backend = opt.BackendName.numpy,
+    dtype: opt.DType = opt.DTypeName.float32,
+    seed: opt.Seed = 0,
+    scale: opt.Scale = "sqrt",
+    max_memory: opt.MaxMemory = None,
+    batch_item: opt.BatchItem = 0,
+    algorithm: opt.Algorithm = opt.AlgorithmName.eager,
+    block_size: opt.BlockSize = 128,
+    count: opt.Count = opt.CountName.flops,
+    weights: opt.Weights = None,
+    layer_prefix: opt.LayerPrefix = None,
+    input_file: opt.Input = None,
+    *,
+    model: dict[str, Any],
+) -> None:
+    """Write one self-contained HTML page: steps, flow diagram, heat maps, costs, config.
+
+    Takes run's size, variant, preset and file options; the page fetches nothing (no scripts,
+    fonts or links), so it opens offline and can be kept as a CI artifact.
+    Example: [bold]attntrace report --out report.html --preset llama-3-8b --seq 16[/]
+    """
+    from attntrace.files.output import write_output
+    from attntrace.render.report import render_report
+
+    if out.suffix.lower() not in (".html", ".htm"):
+        raise ConfigError(f"--out {out}: the file name must end in .html")
+
+    def validate(config: AttentionConfig) -> None:
+        check_batch_item(batch_item, config)
+
+    trace = trace_from_options(
+        ctx, model, validate, {"weights", "masked"}, batch=batch, seq=seq, hidden=hidden, heads=heads, mask=mask,
+        backend=backend, dtype=dtype, seed=seed, scale=scale, max_memory=max_memory, algorithm=algorithm,
+        block_size=block_size, weights=weights, layer_prefix=layer_prefix, input_file=input_file,
+    )
+    write_output(out, render_report(trace, batch_item=batch_item, count=count.value).encode("utf-8"))
+    typer.echo(f"wrote {plain(out)}")

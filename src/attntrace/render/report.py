@@ -1,0 +1,134 @@
+"""``attntrace report --out report.html``: one self-contained HTML page of a trace.
+
+The steps table, the flow diagram (:mod:`attntrace.render.flow`), a heat map per head (each cell
+says its value on hover), the costs and the config, with the style inline: no script, no font,
+no image and no link is fetched, so the file opens anywhere, offline, and can be attached to a
+CI run as it is.
+"""
+
+from __future__ import annotations
+
+from html import escape
+from typing import TYPE_CHECKING
+
+from attntrace.costs import count as in_unit
+from attntrace.costs import format_count, format_terms
+from attntrace.memory import format_bytes
+from attntrace.render.flow import render_flow_svg
+from attntrace.render.pooling import pool
+from attntrace.render.table import describe, format_axes, format_shape
+from attntrace.trace import Trace
+
+if TYPE_CHECKING:
+    import numpy as np
+
+#: Heat maps larger than this many cells a side are pooled into blocks (as in the terminal).
+REPORT_MAX_CELLS = 48
+CELL = 14  # pixels of one heat-map cell
+
+STYLE = """
+body { font-family: system-ui, -apple-system, "Segoe UI", sans-serif; margin: 24px; color: #1b2a3a; }
+h1 { font-size: 20px; } h2 { font-size: 16px; margin-top: 28px; border-bottom: 1px solid #ccd; }
+table { border-collapse: collapse; font-family: ui-monospace, "DejaVu Sans Mono", Menlo, monospace; font-size: 13px; }
+th, td { padding: 2px 10px; text-align: left; } th { border-bottom: 1px solid #99a; }
+td.num { text-align: right; } tr:nth-child(even) td { background: #f4f6fa; }
+.heads { display: flex; flex-wrap: wrap; gap: 18px; } figure { margin: 0; }
+figcaption { font-size: 12px; text-align: center; } .note { color: #666; font-size: 13px; }
+"""
+
+
+def render_report(trace: Trace, *, batch_item: int = 0, count: str = "flops") -> str:
+    """The whole page as one HTML document.
+
+    >>> from attntrace import AttentionConfig, trace_attention
+    >>> page = render_report(trace_attention(AttentionConfig(seq=4, hidden=8, heads=2)))
+    >>> page.startswith("<!DOCTYPE html>") and "<script" not in page and page.count("<figure") == 2
+    True
+    """
+    from attntrace import __version__
+
+    title = f"attntrace: {describe(trace.config)}"
+    body = [
+        f"<h1>{escape(title)}</h1>",
+        f'<p class="note">{escape(_sizes(trace))}; {escape(trace.backend)} {escape(trace.config.dtype)}; '
+        f"attntrace {escape(__version__)}</p>",
+        "<h2>Data flow</h2>", render_flow_svg(trace),
+        "<h2>Steps</h2>", _steps(trace),
+        "<h2>Attention weights</h2>", _heads(trace, batch_item),
+        "<h2>Costs</h2>", _costs(trace, count),
+        "<h2>Config</h2>", _config(trace),
+    ]
+    return ("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
+            f"<title>{escape(title)}</title>\n<style>{STYLE}</style>\n</head>\n<body>\n"
+            + "\n".join(body) + "\n</body>\n</html>\n")
+
+
+def _sizes(trace: Trace) -> str:
+    return "  ".join(f"{axis}={size}" for axis, size in trace.config.axis_sizes().items())
+
+
+def _table(headers: list[str], rows: list[list[str]], numeric: set[int] | None = None) -> str:
+    numeric = numeric or set()
+    head = "".join(f"<th>{escape(h)}</th>" for h in headers)
+    body = "".join("<tr>" + "".join(f'<td{" class=num" if i in numeric else ""}>{escape(c)}</td>'
+                                    for i, c in enumerate(row)) + "</tr>" for row in rows)
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def _steps(trace: Trace) -> str:
+    rows = [[str(s.index), s.name, s.op, format_shape(s.shape), format_axes(s.axes), s.dtype] for s in trace.steps]
+    return _table(["#", "step", "op", "shape", "axes", "dtype"], rows, {0, 3})
+
+
+def _costs(trace: Trace, count: str) -> str:
+    unit = "MACs" if count == "macs" else "FLOPs"
+    rows = [[str(s.index), s.name, format_count(in_unit(s.flops, count)), format_terms(s.terms, count),
+             format_bytes(s.nbytes), str(s.repeat) if s.repeat > 1 else ""] for s in trace.steps if not s.view]
+    rows.append(["", "total", format_count(in_unit(trace.total_flops, count)), "", f"peak {format_bytes(trace.peak_bytes)}", ""])
+    note = (f'<p class="note">parameters {format_bytes(trace.param_bytes)}; KV cache '
+            f"{format_bytes(trace.kv_cache_bytes_per_token)} per token ({escape(trace.config.dtype)})</p>")
+    return _table(["#", "step", unit, "formula", "bytes", "tiles"], rows, {0, 2, 4, 5}) + note
+
+
+def _config(trace: Trace) -> str:
+    rows = [[key, str(value)] for key, value in trace.config.to_dict().items()]
+    return _table(["key", "value"], [*rows, ["backend", trace.backend]])
+
+
+def _heads(trace: Trace, batch_item: int) -> str:
+    """One SVG heat map per head; every cell has a <title> with its value (shown on hover)."""
+    if "weights" not in trace or trace["weights"].value is None:
+        why = ("--algorithm flash never forms them whole" if "weights" not in trace
+               else f"the {trace.backend} backend computes no values")
+        return f'<p class="note">No attention weights: {escape(why)}.</p>'
+    from attntrace.render.plot import head_weights
+
+    weights, hidden = head_weights(trace, batch_item)  # (h, S, N), (h, S, N) or None
+    figures = [_head_svg(weights[h], None if hidden is None else hidden[h], h) for h in range(weights.shape[0])]
+    where = f" of batch item {batch_item}" if trace.config.batched else ""
+    return (f'<p class="note">Rows: queries, columns: keys{escape(where)}; darker = more attention, grey = masked; '
+            f"hover a cell for its value.</p>\n<div class=\"heads\">{''.join(figures)}</div>")
+
+
+def _head_svg(matrix: np.ndarray, hidden: np.ndarray | None, head: int) -> str:
+    pooled = pool(matrix, REPORT_MAX_CELLS, REPORT_MAX_CELLS, hidden)
+    rows, cols = pooled.values.shape
+    cells = []
+    for i in range(rows):
+        for j in range(cols):
+            masked = pooled.hidden is not None and bool(pooled.hidden[i, j])
+            value = float(pooled.values[i, j])
+            fill = "#b8b8b8" if masked else _shade(value)
+            label = f"{pooled.row_label(i)} -> {pooled.col_label(j)}: " + ("masked" if masked else f"{value:.4f}")
+            cells.append(f'<rect x="{j * CELL}" y="{i * CELL}" width="{CELL}" height="{CELL}" fill="{fill}">'
+                         f"<title>{escape(label)}</title></rect>")
+    blocks = "" if pooled.values.shape == matrix.shape else f", {rows}x{cols} blocks"
+    return (f'<figure><svg xmlns="http://www.w3.org/2000/svg" width="{cols * CELL}" height="{rows * CELL}">'
+            + "".join(cells) + f"</svg><figcaption>head {head}{blocks}</figcaption></figure>")
+
+
+def _shade(value: float) -> str:
+    """White (0) to dark blue (1)."""
+    v = min(max(value, 0.0), 1.0)
+    r, g, b = (int(255 + (t - 255) * v) for t in (16, 52, 120))
+    return f"#{r:02x}{g:02x}{b:02x}"
