@@ -351,3 +351,26 @@ def test_qk_norm_weights_are_read(tmp_path: Path, kind: str, sizes: dict[str, An
     got = capture(model, model.model.layers[layer].self_attn, IDS, PAD)
     out = trace_folder(tmp_path, got.x, "--layer", layer, "--key-lengths", "6,4")
     assert_same(out, got, real=(6, 4))
+
+
+@pytest.mark.parametrize("layer", [0, 1])
+def test_t5_layers_with_the_relative_bias_of_block_0(tmp_path: Path, layer: int) -> None:
+    """T5: unscaled scores plus a bias per bucket of j - i; block 0 holds the table and every
+    layer uses it. Layer 1's file has no table: it is read from block 0."""
+    model = build("T5", tmp_path, vocab_size=32, d_model=16, d_kv=4, num_heads=4, num_layers=2, d_ff=32,
+                  relative_attention_num_buckets=8, relative_attention_max_distance=16)
+    module = model.encoder.block[layer].layer[0].SelfAttention
+    seen: dict[str, Any] = {}
+
+    def hook(_mod: Any, args: tuple[Any, ...], kwargs: dict[str, Any], out: Any) -> None:
+        seen["x"], seen["out"], seen["weights"] = kwargs.get("hidden_states", args[0] if args else None), out[0], out[-1]
+
+    handle = module.register_forward_hook(hook, with_kwargs=True)
+    with torch.no_grad():
+        model(input_ids=torch.from_numpy(IDS), attention_mask=torch.from_numpy(PAD), output_attentions=True)
+    handle.remove()
+    got = Captured(*(seen[k].double().numpy() for k in ("x", "out", "weights")))
+    out = trace_folder(tmp_path, got.x, "--layer", layer, "--key-lengths", "6,4")
+    assert "position_bias" in out
+    assert out["position_bias"].shape == (4, 6, 6)
+    assert_same(out, got)  # every row: T5's padding mask leaves each query some key

@@ -35,6 +35,7 @@ from attntrace.masks import (
 )
 from attntrace.memory import check_budget, format_bytes
 from attntrace.parallel import check_threads
+from attntrace.relative import RELATIVE_STEPS, relative_sources
 from attntrace.rope import ROPE_STEPS, rope_sources
 from attntrace.trace import Lazy, Param, Step, Trace
 
@@ -58,6 +59,7 @@ VARIANT_STEPS: dict[str, tuple[str, tuple[str, ...]]] = {
     "grouped": ("v", ("k_rep", "v_rep")),  # after the RoPE steps when both are on
     "mask": ("scaled", MASK_STEPS),
     "softcap": ("scaled", ("capped",)),  # before the mask steps
+    "relative": ("scaled", RELATIVE_STEPS),  # after the soft-cap, before the mask
     "qk_norm": ("v", ("q_norm", "k_norm")),  # before RoPE; after v_proj with --qk-norm full
 }
 
@@ -70,10 +72,10 @@ def step_names(config: AttentionConfig, *, mask: bool = False) -> tuple[str, ...
     """
     on = {"cross": config.cross, "rope": config.rope, "grouped": config.grouped,
           "mask": config.masked or mask, "softcap": config.softcap is not None,
-          "qk_norm": config.qk_norm is not None}
+          "qk_norm": config.qk_norm is not None, "relative": config.relative_bias is not None}
     names = list(STEP_NAMES)
     # later inserts first keep the indices
-    for variant in ("mask", "softcap", "grouped", "rope", "qk_norm", "cross"):
+    for variant in ("mask", "relative", "softcap", "grouped", "rope", "qk_norm", "cross"):
         after, added = VARIANT_STEPS[variant]
         after = "v_proj" if variant == "qk_norm" and config.qk_norm == "full" else after
         if on[variant]:
@@ -135,7 +137,8 @@ def trace_attention(
         _check_memory(config, max_memory, keep_values is True, shapes)
         _check_tiles(config, shapes)
     whole_mask = {"mask": plan.source} if plan and config.algorithm == "eager" else {}  # flash: none
-    seeded = {**random_sources(config), **rope_sources(config), **whole_mask}
+    seeded = {**random_sources(config), **rope_sources(config), **relative_sources(config),
+              **whole_mask}
     sources = with_tensors(config, seeded, tensors or {})
     keep = keep_values if be.computes else False
     with warnings.catch_warnings():
@@ -239,7 +242,8 @@ def _attend(config: AttentionConfig, be: Backend[T], rec: _Recorder[T], t: Mappi
             _declare_mask(config, rec, lay, plan)  # (B, 1, S, N), made tile by tile
         context = flash_context(config, be, rec, q, k, v, plan)  # (B, h, S, d), tile by tile
     else:
-        weights = _weigh(config, be, rec, lay, q, k, t.get("mask"), plan)  # (B, h, S, N)
+        relative = (t["rel_onehot"], p["rel_bias"]) if config.relative_bias is not None else None
+        weights = _weigh(config, be, rec, lay, q, k, t.get("mask"), plan, relative)  # (B, h, S, N)
         v_name = "v_rep" if config.grouped else "v"
         context = rec.step("context", be.matmul(weights, v), f"weights @ {v_name}", lay.ax("h", "S", "d"))  # (B, h, S, d)
     return _merge(config, be, rec, lay, context, p)  # (B, S, H)
@@ -315,7 +319,7 @@ def _repeat_kv(config: AttentionConfig, be: Backend[T], rec: _Recorder[T], lay: 
 
 
 def _weigh(config: AttentionConfig, be: Backend[T], rec: _Recorder[T], lay: _Layout, q: T, k: T,
-           mask: T | None, plan: MaskPlan | None) -> T:
+           mask: T | None, plan: MaskPlan | None, relative: tuple[T, T] | None = None) -> T:
     """k_t -> scores -> scaled -> (mask, masked) -> softmax weights."""
     N, d = lay.lab.keys, config.head_dim
     q_name = "q_rot" if config.rope else "q"
@@ -325,7 +329,8 @@ def _weigh(config: AttentionConfig, be: Backend[T], rec: _Recorder[T], lay: _Lay
     factor = config.score_scale
     scale_op = f"scores / sqrt({d})" if config.scale is None else f"scores * {config.scale:g}" + (" (unscaled)" if config.scale == 1 else "")
     fast = mask is None and not (rec.keeps("scores") or rec.keeps("scaled"))
-    recipes = mask is None and not fast and not rec.replace and config.softcap is None
+    plain = config.softcap is None and config.relative_bias is None
+    recipes = mask is None and not fast and not rec.replace and plain
     if recipes:  # kept as recipes: one (S, N) buffer, scaled and softmaxed in place
         raw = rec.be
         scores = rec.step("scores", be.matmul(q, k_t), f"{q_name} @ k_t", hSN,
@@ -348,6 +353,8 @@ def _weigh(config: AttentionConfig, be: Backend[T], rec: _Recorder[T], lay: _Lay
     last = "scaled"
     if config.softcap is not None:
         scaled, last = _softcap(config.softcap, be, rec, lay, scaled), "capped"  # (B, h, S, N)
+    if relative is not None:
+        scaled, last = _relative(be, rec, lay, scaled, last, *relative), "biased"  # (B, h, S, N)
     if mask is not None and plan is not None:
         scaled = _apply_mask(config, be, rec, lay, scaled, mask, plan)  # (B, h, S, N)
         last = "masked"
@@ -371,6 +378,17 @@ def _qk_norm(config: AttentionConfig, be: Backend[T], rec: _Recorder[T], lay: _L
     k_n = be.rms_norm(k, p["n_k"], eps)  # (B, g, N, d), or (B, N, g·d)
     k_n = rec.step("k_norm", k_n, f"rms_norm(k{src}) * n_k", k_axes)
     return q_n, k_n
+
+
+def _relative(be: Backend[T], rec: _Recorder[T], lay: _Layout, scaled: T, last: str, onehot: T,
+              table: T) -> T:
+    """T5: the bias of each (query, key) bucket and head, added to the scores."""
+    N = lay.lab.keys
+    picked = be.matmul(onehot, table)  # (S, N, buckets) @ (buckets, h) -> (S, N, h)
+    bias = be.transpose(be.transpose(picked, 0, 2), 1, 2)  # (h, S, N)
+    op = "rel_bias[bucket(j - i)].permute(2, 0, 1)"
+    bias = rec.step("position_bias", bias, op, ("h", "S", N))
+    return rec.step("biased", be.add(scaled, bias), f"{last} + position_bias", lay.ax("h", "S", N))
 
 
 def _softcap(cap: float, be: Backend[T], rec: _Recorder[T], lay: _Layout, scaled: T) -> T:

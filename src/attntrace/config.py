@@ -39,7 +39,7 @@ class AxisLabels(NamedTuple):
 
 #: Fields that :meth:`AttentionConfig.to_dict` leaves out while they are None (off).
 OPTIONAL_FIELDS: tuple[str, ...] = ("window", "rope_scaling", "rotary_dims", "softcap", "qk_norm",
-                                     "qk_norm_eps")
+                                     "qk_norm_eps", "relative_bias")
 
 #: The largest size any axis may have (2**31 - 1): far beyond every model, and small enough that
 #: every count derived from the sizes stays exact and every suggestion is computed at once.
@@ -91,6 +91,7 @@ class AttentionConfig:
     softcap: float | None = None  # C: scores -> C * tanh(scores / C) before the mask (Gemma 2)
     qk_norm: str | None = None  # RMSNorm of q, k: "head" (over d: Qwen3, Gemma 3), "full" (OLMo 2)
     qk_norm_eps: float | None = None  # epsilon of --qk-norm (rms_norm_eps); None: 1e-6
+    relative_bias: str | None = None  # T5: "BUCKETS,MAX_DISTANCE[,causal]", a bias per bucket
 
     def __post_init__(self) -> None:
         if self.key_lengths is not None and not isinstance(self.key_lengths, tuple):
@@ -133,6 +134,13 @@ class AttentionConfig:
             raise ConfigError(f"--softcap must be a number > 0, got {c!r}")
         if self.qk_norm not in (None, "head", "full"):
             raise ConfigError(f"--qk-norm must be head or full, got {self.qk_norm!r}")
+        if self.relative_bias is not None:
+            from attntrace.relative import parse_relative_bias
+
+            parse_relative_bias(self.relative_bias)
+            if self.algorithm == "flash":
+                raise ConfigError("--relative-bias is not in the flash algorithm yet; "
+                                  "use --algorithm eager")
         if c is not None and self.algorithm == "flash":
             raise ConfigError("--softcap is not in the flash algorithm yet; use --algorithm eager")
 

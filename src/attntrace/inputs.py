@@ -31,6 +31,8 @@ def param_axes(config: AttentionConfig) -> dict[str, tuple[str, ...]]:
         "w_o": ("H", lab.q_width), "b_o": ("H",),
     }
     axes = {name: a for name, a in axes.items() if config.bias or name.startswith("w_")}
+    if config.relative_bias is not None:  # T5's table: one bias per bucket and head
+        axes["rel_bias"] = (config.relative_bias.split(",")[0].strip(), "h")
     if config.qk_norm is not None:  # the RMSNorm weights of q and k: (d,) per head, or the width
         full = config.qk_norm == "full"
         axes |= {"n_q": (lab.q_width,) if full else ("d",),
@@ -67,6 +69,9 @@ def random_sources(config: AttentionConfig) -> dict[str, Source]:
         sources["x_kv"] = _normal_source("x_kv", shape_of(kv_input_axes(config), config), config)
     params = param_axes(config)
     for name, axes in params.items():
+        if name == "rel_bias":  # an embedding table: standard normal, as nn.Embedding
+            sources[name] = _normal_source(name, shape_of(axes, config), config)
+            continue
         if name.startswith("n_"):  # RMSNorm weights start at one, as torch initialises them
             shape = shape_of(axes, config)
             sources[name] = Source(shape, config.dtype, _ones(shape))

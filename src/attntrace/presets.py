@@ -59,6 +59,7 @@ class Preset:
     layers: int | None = None  # num_hidden_layers (whole-model figures)
     qk_norm: str | None = None  # "head" (q_norm/k_norm over d) or "full" (over the width)
     qk_norm_eps: float | None = None  # rms_norm_eps of the q/k norms
+    relative_bias: str | None = None  # T5: relative_attention_num_buckets,_max_distance
 
     def config_fields(self) -> dict[str, Any]:
         """The AttentionConfig fields this preset sets.
@@ -75,6 +76,7 @@ class Preset:
             "causal": self.causal, "bias": self.bias, "window": self.window, "scale": self.scale,
             "rope_scaling": self.rope_scaling, "rotary_dims": self.rotary_dims,
             "softcap": self.softcap, "qk_norm": self.qk_norm, "qk_norm_eps": self.qk_norm_eps,
+            "relative_bias": self.relative_bias,
         }
 
     def model_figures(self, seq: int | None = None, batch: int = 1,
@@ -122,12 +124,13 @@ _PRESETS = (
     # openai-community/gpt2-xl: n_embd 1600, n_head 25, n_positions 1024
     Preset("gpt2-xl", "openai-community/gpt2-xl", 1600, 25, 25, 64, None, 1024, True, True),
     # google-t5/t5-base: d_model 768, num_heads 12, d_kv 64, n_positions 512 (relative position
-    # buckets); T5's linear layers have no bias
+    # buckets: relative_attention_num_buckets 32, relative_attention_max_distance 128 by default);
+    # T5's linear layers have no bias and its scores are not scaled
     Preset("t5-base", "google-t5/t5-base", 768, 12, 12, 64, None, 512, False, False,
-           "T5 does not scale the scores by 1/sqrt(d) and adds a relative position bias"),
+           scale=1.0, relative_bias="32,128"),
     # google-t5/t5-3b: d_model 1024, num_heads 32, d_kv 128 -> h·d = 4096 != d_model
     Preset("t5-3b", "google-t5/t5-3b", 1024, 32, 32, 128, None, 512, False, False,
-           "T5 does not scale the scores by 1/sqrt(d) and adds a relative position bias"),
+           scale=1.0, relative_bias="32,128"),
     # meta-llama/Llama-2-7b-hf: hidden_size 4096, num_attention_heads 32, num_key_value_heads 32,
     # max_position_embeddings 4096, no rope_theta (LlamaConfig default 10000.0), no attention bias
     Preset("llama-2-7b", "meta-llama/Llama-2-7b-hf", 4096, 32, 32, 128, 10000.0, 4096, True, False),

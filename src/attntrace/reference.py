@@ -93,8 +93,8 @@ def mha_skip_reason(config: AttentionConfig, attn_mask: Any) -> str | None:
         return f"{MHA} has no grouped-query attention (--kv-heads)"
     if config.rope:
         return f"{MHA} has no rotary embedding (--rope)"
-    if config.qk_norm is not None or config.softcap is not None:
-        return f"{MHA} has no q/k norm (--qk-norm) and no soft-capping (--softcap)"
+    if config.qk_norm is not None or config.softcap is not None or config.relative_bias is not None:
+        return f"{MHA} has no q/k norm, soft-capping or relative position bias"
     if config.heads * config.head_dim != config.hidden:
         return f"{MHA} ties head_dim to hidden / heads (--head-dim)"
     if attn_mask is not None and bool(_dead(attn_mask).any()):
@@ -154,12 +154,34 @@ def _sdpa(config: AttentionConfig, t: Mapping[str, Any], attn_mask: Any, is_caus
         q, k = rope_reference(q, config.rope_base), rope_reference(k, config.rope_base)
     if config.softcap is not None:
         return _eager_softcap(config, t, q, k, v, attn_mask, is_causal)
+    if config.relative_bias is not None:  # T5: the bias joins the mask as floats
+        attn_mask = _with_relative_bias(config, t["rel_bias"], attn_mask, is_causal)
+        is_causal = False
     sdpa = {"attn_mask": attn_mask, "is_causal": is_causal, "scale": config.scale, "enable_gqa": config.grouped}
     context = F.scaled_dot_product_attention(q, k, v, **sdpa)  # (B, h, S, d); scale None: SDPA's own 1/√d
     eye = torch.eye(config.keys, dtype=q.dtype).expand(*v.shape[:-1], config.keys)  # (B, g, N, N)
     weights = F.scaled_dot_product_attention(q, k, eye, **sdpa)  # softmax(...) @ I = the weights (B, h, S, N)
     output = F.linear(context.transpose(1, 2).flatten(-2), t["w_o"], t.get("b_o"))  # (B, S, H)
     return (output, weights) if config.batched else (output[0], weights[0])
+
+
+def _with_relative_bias(config: AttentionConfig, table: Any, attn_mask: Any,
+                        is_causal: bool) -> Any:
+    """T5's position bias (h, S, N) from the table, as a float mask with the other masks."""
+    import torch
+
+    from attntrace.relative import buckets, parse_relative_bias
+
+    spec = parse_relative_bias(config.relative_bias or "")
+    index = torch.from_numpy(buckets(config.seq, config.keys, spec))  # (S, N)
+    bias = table[index].permute(2, 0, 1)  # (S, N, h) -> (h, S, N)
+    if is_causal:
+        attn_mask = torch.ones(config.seq, config.keys, dtype=torch.bool).tril()  # (S, N)
+    if attn_mask is None:
+        return bias
+    if attn_mask.dtype == torch.bool:
+        return bias.masked_fill(~attn_mask, -math.inf)
+    return bias + attn_mask
 
 
 def _rms(y: Any, weight: Any, config: AttentionConfig) -> Any:

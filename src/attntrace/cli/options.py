@@ -134,6 +134,10 @@ Softcap = Annotated[float | None, typer.Option(
 QkNorm = Annotated[str | None, typer.Option(
     help="RMSNorm of q and k with weights n_q, n_k: head (over d, Qwen3 and Gemma 3) or full "
     "(over the projection width, OLMo 2); adds q_norm, k_norm.", rich_help_panel=VARIANTS)]
+RelativeBias = Annotated[str | None, typer.Option(
+    help="T5's relative position bias: BUCKETS,MAX_DISTANCE[,causal] (from the config's "
+    "relative_attention_num_buckets and _max_distance); a table rel_bias (buckets, h); adds "
+    "position_bias, biased.", rich_help_panel=VARIANTS)]
 ModelDir = Annotated[Path | None, typer.Option(
     "--model", help="A saved Hugging Face model folder (config.json + model.safetensors, a sharded "
     "index or pytorch_model.bin): sizes and variants of --layer from its config, weights from "

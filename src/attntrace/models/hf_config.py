@@ -255,6 +255,8 @@ def attention_fields(
         "softcap": _float_or_none(
             cfg.get("attn_logit_softcapping"), "attn_logit_softcapping", path
         ),
+        "relative_bias": None,
+        **_t5(cfg, model_type),
         "qk_norm": QK_NORM_TYPES.get(model_type),
         "qk_norm_eps": _float_or_none(cfg.get("rms_norm_eps"), "rms_norm_eps", path)
         if model_type in QK_NORM_TYPES
@@ -335,6 +337,15 @@ def rope_variants(cfg: Mapping[str, Any], path: Path | str, kind: str, d: int) -
     return out
 
 
+def _t5(cfg: Mapping[str, Any], model_type: str) -> dict[str, Any]:
+    """T5 scores are not scaled and get a relative position bias (encoder: both directions)."""
+    if model_type not in ("t5", "mt5", "umt5"):
+        return {}
+    buckets = cfg.get("relative_attention_num_buckets", 32)
+    spec = f"{buckets},{cfg.get('relative_attention_max_distance', 128)}"
+    return {"scale": 1.0, "relative_bias": spec + (",causal" if cfg.get("is_decoder") else "")}
+
+
 def _float_or_none(value: Any, name: str, path: Path | str) -> float | None:
     if value is None:
         return None
@@ -384,14 +395,9 @@ def refuse_unmodelled(cfg: Mapping[str, Any], path: Path | str, model_type: str)
         raise ConfigError(
             f"{path}: ALiBi position biases are not modelled; remove alibi to trace without them"
         )
-    if model_type in ("t5", "mt5", "umt5", "longt5"):
-        raise ConfigError(
-            f"{path}: T5's relative position bias (and unscaled scores) is not modelled yet"
-        )
 
 
 def shown(value: Any) -> str:
     """A JSON value as a short, terminal-safe text for an error message."""
-
     text = json.dumps(value) if not isinstance(value, int) or abs(value) < 10**30 else "a huge number"
     return plain(text if len(text) <= 40 else text[:37] + "...")

@@ -175,12 +175,15 @@ def phi3(layer: Arrays, path: Path, info: LayoutInfo) -> Params:
 
 
 def t5(layer: Arrays, path: Path, info: LayoutInfo) -> Params:
-    """T5's SelfAttention.q/k/v/o (no biases)."""
-    return {
+    """T5's SelfAttention.q/k/v/o (no biases), and the relative bias table of the layer that
+    holds one (block 0; :mod:`attntrace.models.load` finds it for the other layers)."""
+    params = {
         f"{kind}_{c}": _get(layer, path, f"SelfAttention.{c}.{name}", kind == "w")
         for c in "qkvo"
         for kind, name in (("w", "weight"), ("b", "bias"))
     }
+    table = _get(layer, path, "SelfAttention.relative_attention_bias.weight", False)
+    return {**params, **({"rel_bias": table} if table is not None else {})}
 
 
 def meta(layer: Arrays, path: Path, info: LayoutInfo) -> Params:

@@ -45,11 +45,23 @@ def load_model_layer(
     fields = attention_fields(folder.config, path / "config.json", n)
     info = LayoutInfo(fields["heads"], fields["kv_heads"], section)
     loaded = load_layer(path, arrays, {}, prefix, schemes=ALL_SCHEMES, info=info)
+    if fields.get("relative_bias") and "rel_bias" not in loaded.params:  # T5: block 0 holds it
+        first = re.sub(r"\.block\.\d+\.", ".block.0.", prefix, count=1)
+        name = f"{first}SelfAttention.relative_attention_bias.weight"
+        if name not in arrays:
+            raise InputFileError(f"--model {path}: {name} (the relative bias table) is missing")
+        loaded.params["rel_bias"] = arrays[name]
     if str(section.get("model_type", "")).startswith("gemma3"):  # Gemma3RMSNorm: 1 + weight
         for name in ("n_q", "n_k"):
             if (weight := loaded.params.get(name)) is not None:
                 loaded.params[name] = 1.0 + weight
     return loaded
+
+
+def _number(prefix: str) -> int | None:
+    """The first numbered component of a prefix (``encoder.block.3.layer.0.`` -> 3)."""
+    found = re.search(r"(?:^|\.)(\d+)\.", prefix)
+    return int(found.group(1)) if found else None
 
 
 def _prefix(path: Path, arrays: Any, layer: int) -> str:
@@ -59,7 +71,7 @@ def _prefix(path: Path, arrays: Any, layer: int) -> str:
         raise InputFileError(
             f"--model {path}: no attention layer in a known layout (see the README's layout table)"
         )
-    numbered = [p for p in found if re.search(rf"(^|\.){layer}\.", p)]
+    numbered = [p for p in found if _number(p) == layer]  # the first number: the block index
     if len(numbered) == 1:
         return numbered[0]
     if not numbered:
