@@ -56,7 +56,9 @@ def complete(words: str) -> list[str]:
 
 
 def test_completion_offers_preset_names() -> None:
-    assert complete("attntrace run --preset llama-3") == ["llama-3-8b", "llama-3-70b"]
+    offered = complete("attntrace run --preset llama-3")
+    assert {"llama-3-8b", "llama-3-70b"} <= set(offered)
+    assert all(name.startswith("llama-3") for name in offered)
     assert "mistral-7b" in complete("attntrace check --preset ")
 
 
@@ -65,3 +67,8 @@ def test_completion_offers_step_names_for_expect() -> None:
     offered = complete("attntrace check -e ")
     for name in ("x=", "q_rot=", "k_rep=", "masked=", "s_tile=", "o_block="):
         assert name in offered
+
+
+def test_the_sweep_table_states_the_dtype_of_its_bytes() -> None:
+    out = run_cli("sweep", "--seq", "128", "--dtype", "float16", "--backend", "shape")
+    assert out.startswith("sweep (bytes of float16)")
