@@ -16,10 +16,26 @@ from typing import TextIO
 from rich.box import Box
 
 #: Replacements when the output must be ASCII (Rich draws its own boxes in ASCII then).
-ASCII_FALLBACK = str.maketrans({
-    "→": "->", "←": "<-", "─": "-", "━": "-", "│": "|", "·": ".", "…": "...", "×": "x", "√": "sqrt",
-    "ᵀ": "^T", "≤": "<=", "≥": ">=", "≈": "~", "–": "-", "—": "-", "\u00a0": " ",
-})
+ASCII_FALLBACK = str.maketrans(
+    {
+        "→": "->",
+        "←": "<-",
+        "─": "-",
+        "━": "-",
+        "│": "|",
+        "·": ".",
+        "…": "...",
+        "×": "x",
+        "√": "sqrt",
+        "ᵀ": "^T",
+        "≤": "<=",
+        "≥": ">=",
+        "≈": "~",
+        "–": "-",
+        "—": "-",
+        "\u00a0": " ",
+    }
+)
 #: Rich's SIMPLE_HEAD (one rule under the header) declared ASCII-safe, so that on an ASCII
 #: stream Rich keeps this layout instead of a full ASCII grid; PlainStream writes ─ as -.
 RULE_BOX = Box("    \n    \n ── \n    \n    \n    \n    \n    \n", ascii=True)
