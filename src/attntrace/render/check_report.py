@@ -160,13 +160,15 @@ def _xml(text: str) -> str:
 
 
 def github_annotations(results: Sequence[CaseResult], spec: Path | None = None) -> list[str]:
-    """``::error file=…,line=…,title=…::message`` workflow commands for every failed or errored
-    check, pointing at the spec line (GitHub shows them on the file and in the run summary).
+    """``::error file=…,line=…,title=…::message`` workflow commands for every failed or
+    errored check, pointing at the spec line (GitHub shows them on the file and in the run summary).
 
     >>> r = CaseResult("a", 1, (Mismatch("scores", "(1,)", "(2,)", "expect scores=1"),),
     ...                checks=("expect scores=1",), lines={"": 1, "expect scores=1": 3})
     >>> github_annotations([r], Path("shapes.toml"))
-    ['::error file=shapes.toml,line=3,title=attntrace check a::expect scores=1: scores: expected (1,), got (2,)']
+    ... # doctest: +NORMALIZE_WHITESPACE
+    ['::error file=shapes.toml,line=3,title=attntrace check a::expect scores=1:
+      scores: expected (1,), got (2,)']
     """
     out = []
     for o in outcomes(results):
@@ -178,7 +180,8 @@ def github_annotations(results: Sequence[CaseResult], spec: Path | None = None) 
             else ""
         )
         out.append(
-            f"::error {where}title={_property(f'attntrace check {o.config}')}::{_data(f'{o.check}: {o.message}')}"
+            f"::error {where}title={_property(f'attntrace check {o.config}')}"
+            f"::{_data(f'{o.check}: {o.message}')}"
         )
     return out
 

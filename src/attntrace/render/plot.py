@@ -41,13 +41,15 @@ def head_weights(trace: Trace, batch_item: int = 0) -> tuple[np.ndarray, np.ndar
     """The weights of every head of one batch item, (h, S, N), and where they are masked."""
     if "weights" not in trace:
         raise ConfigError(
-            f"--plot needs the attention weights, which --algorithm {trace.config.algorithm} never forms "
+            "--plot needs the attention weights, which --algorithm "
+            f"{trace.config.algorithm} never forms "
             "whole; drop --algorithm flash"
         )
     weights = trace["weights"].value
     if weights is None:
         raise ConfigError(
-            f"--plot needs values; the {trace.backend} backend has none; use --backend numpy or torch"
+            f"--plot needs values; the {trace.backend} backend has none; "
+            "use --backend numpy or torch"
         )
     index = (batch_item,) if trace.config.batched else ()
     masked = trace["masked"].value if "masked" in trace else None  # (B, h, S, N): -inf where masked

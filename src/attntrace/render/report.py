@@ -27,9 +27,11 @@ REPORT_MAX_CELLS = 48
 CELL = 14  # pixels of one heat-map cell
 
 STYLE = """
-body { font-family: system-ui, -apple-system, "Segoe UI", sans-serif; margin: 24px; color: #1b2a3a; }
+body { font-family: system-ui, -apple-system, "Segoe UI", sans-serif; margin: 24px;
+       color: #1b2a3a; }
 h1 { font-size: 20px; } h2 { font-size: 16px; margin-top: 28px; border-bottom: 1px solid #ccd; }
-table { border-collapse: collapse; font-family: ui-monospace, "DejaVu Sans Mono", Menlo, monospace; font-size: 13px; }
+table { border-collapse: collapse; font-size: 13px;
+        font-family: ui-monospace, "DejaVu Sans Mono", Menlo, monospace; }
 th, td { padding: 2px 10px; text-align: left; } th { border-bottom: 1px solid #99a; }
 td.num { text-align: right; } tr:nth-child(even) td { background: #f4f6fa; }
 .heads { display: flex; flex-wrap: wrap; gap: 18px; } figure { margin: 0; }
@@ -50,7 +52,8 @@ def render_report(trace: Trace, *, batch_item: int = 0, count: str = "flops") ->
     title = f"attntrace: {describe(trace.config)}"
     body = [
         f"<h1>{escape(title)}</h1>",
-        f'<p class="note">{escape(_sizes(trace))}; {escape(trace.backend)} {escape(trace.config.dtype)}; '
+        f'<p class="note">{escape(_sizes(trace))}; '
+        f"{escape(trace.backend)} {escape(trace.config.dtype)}; "
         f"attntrace {escape(__version__)}</p>",
         "<h2>Data flow</h2>",
         render_flow_svg(trace),
@@ -123,7 +126,8 @@ def _costs(trace: Trace, count: str) -> str:
     )
     note = (
         f'<p class="note">parameters {format_bytes(trace.param_bytes)}; KV cache '
-        f"{format_bytes(trace.kv_cache_bytes_per_token)} per token ({escape(trace.config.dtype)})</p>"
+        f"{format_bytes(trace.kv_cache_bytes_per_token)} per token "
+        f"({escape(trace.config.dtype)})</p>"
     )
     return _table(["#", "step", unit, "formula", "bytes", "tiles"], rows, {0, 2, 4, 5}) + note
 
@@ -151,7 +155,8 @@ def _heads(trace: Trace, batch_item: int) -> str:
     ]
     where = f" of batch item {batch_item}" if trace.config.batched else ""
     return (
-        f'<p class="note">Rows: queries, columns: keys{escape(where)}; darker = more attention, grey = masked; '
+        f'<p class="note">Rows: queries, columns: keys{escape(where)}; '
+        "darker = more attention, grey = masked; "
         f'hover a cell for its value.</p>\n<div class="heads">{"".join(figures)}</div>'
     )
 
@@ -174,7 +179,8 @@ def _head_svg(matrix: np.ndarray, hidden: np.ndarray | None, head: int) -> str:
             )
     blocks = "" if pooled.values.shape == matrix.shape else f", {rows}x{cols} blocks"
     return (
-        f'<figure><svg xmlns="http://www.w3.org/2000/svg" width="{cols * CELL}" height="{rows * CELL}">'
+        '<figure><svg xmlns="http://www.w3.org/2000/svg" '
+        f'width="{cols * CELL}" height="{rows * CELL}">'
         + "".join(cells)
         + f"</svg><figcaption>head {head}{blocks}</figcaption></figure>"
     )

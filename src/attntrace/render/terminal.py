@@ -45,7 +45,8 @@ _PROBE = "→─·"
 
 
 def needs_ascii(stream: TextIO) -> bool:
-    """Whether ``stream`` should get ASCII only: ``TERM=dumb`` or an encoding without ``→─·``."""
+    """Whether ``stream`` should get ASCII only: ``TERM=dumb``, or an encoding that cannot
+    write ``→─·``."""
     if os.environ.get("TERM") == "dumb":
         return True
     try:
@@ -142,4 +143,6 @@ class PlainStream(io.TextIOBase):
 
 def plain(stream: TextIO) -> TextIO:
     """``stream`` wrapped in a :class:`PlainStream` (once: an already wrapped one is returned)."""
-    return stream if isinstance(stream, PlainStream) else PlainStream(stream)  # type: ignore[return-value]
+    if isinstance(stream, PlainStream):
+        return stream
+    return PlainStream(stream)  # type: ignore[return-value]
