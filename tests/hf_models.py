@@ -45,7 +45,21 @@ def build(
     return model.to(getattr(torch, dtype))
 
 
-_MODEL_CLASS = {"GPT2": "GPT2LMHeadModel", "Bert": "BertModel", "T5": "T5EncoderModel"}
+_MODEL_CLASS = {"GPT2": "GPT2LMHeadModel", "Bert": "BertModel", "T5": "T5EncoderModel",
+                "Gemma3Text": "Gemma3ForCausalLM"}
+
+
+def randomize_norms(model: Any, folder: Path, seed: int = 1) -> None:
+    """Give every q_norm / k_norm weight random values (they start at one or zero) and save
+    the model again, so that a test sees whether the weights are read."""
+    import torch
+
+    torch.manual_seed(seed)
+    with torch.no_grad():
+        for name, param in model.named_parameters():
+            if "q_norm" in name or "k_norm" in name:
+                param.copy_(torch.rand_like(param) + 0.5)
+    model.save_pretrained(folder)
 
 
 def capture(model: Any, module: Any, ids: np.ndarray, mask: np.ndarray | None = None) -> Captured:

@@ -70,6 +70,15 @@ def _npz_bomb(path: Path, declared: int) -> None:
             f.write(chunk)
 
 
+def _npz_declaring(path: Path, shape: tuple[int, ...]) -> None:
+    """A small zip whose .npy entry's header declares ``shape`` (float32) over 1 MiB of data."""
+    header = np.lib.format.header_data_from_array_1_0(np.zeros(1, dtype=np.float32))
+    header["shape"] = shape
+    with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_DEFLATED) as z, z.open("x.npy", "w") as f:
+        np.lib.format.write_array_header_1_0(f, header)
+        f.write(bytes(1 << 20))
+
+
 def _sparse(path: Path, head: bytes, size: int) -> None:
     with path.open("wb") as f:
         f.write(head)
@@ -94,6 +103,18 @@ class _Payload:
         return (os.system, ("touch /tmp/attntrace-pwned",))
 
 
+#: The files :func:`hostile_files` makes under its root (the fuzz test draws paths from these).
+HOSTILE_NAMES: tuple[str, ...] = (
+    'bad-config.npz', 'bad-meta.safetensors', 'big-ints.json', 'bomb.npz', 'declares-huge.npy',
+    'declares-huge.npz', 'declares-tib.npy', 'declares-tib.safetensors', 'deep.json', 'deep.pt',
+    'deep.toml', 'dict-bomb.pt', 'empty.npz', 'esc-keys.npz', 'esc-keys.safetensors', 'esc.json',
+    'esc.toml', 'fifo.json', 'fifo.npy', 'huge-numbers.json', 'latin1.json', 'missing.npy',
+    'nan-config.npz', 'nan-input.npy', 'nan.json', 'objects.npy', 'payload.npy', 'payload.pt',
+    'sparse.json', 'sparse.npy', 'sparse.safetensors', 'truncated.npz', 'wrong-types.json',
+    'zero-size.npy',
+)
+
+
 def hostile_files(root: Path) -> dict[str, Path]:
     """Every kind of hostile file, by a short name (created once under ``root``)."""
     root.mkdir(parents=True, exist_ok=True)
@@ -109,8 +130,10 @@ def hostile_files(root: Path) -> dict[str, Path]:
     files["dev-null"] = Path("/dev/null")
     files["directory"] = root
     files["missing"] = root / "missing.npy"
-    _npz_bomb(add("bomb.npz"), 256 << 20)
-    _sparse(add("sparse.npy"), b"", 1 << 40)
+    _npz_bomb(add("bomb.npz"), 256 << 20)  # honest: 256 MiB inflated from 256 KiB
+    _npz_declaring(add("declares-huge.npz"), (1 << 40,))  # 4 TiB declared inside a small zip
+    _npy_declaring(add("sparse.npy"), (1 << 28, 16))  # 16 GiB declared, and the file is that long
+    os.truncate(files["sparse.npy"], (1 << 34) + 128)
     _npy_declaring(add("declares-tib.npy"), (1 << 20, 1 << 18))
     _npy_declaring(add("declares-huge.npy"), (2**62, 2**62))
     _sparse(add("sparse.json"), b"{", 1 << 34)
@@ -120,8 +143,9 @@ def hostile_files(root: Path) -> dict[str, Path]:
     _safetensors(add("bad-meta.safetensors"), {"__metadata__": {"config": 7}, "w": {"dtype": "F32", "shape": [0], "data_offsets": [0, 0]}})
     _safetensors(add("esc-keys.safetensors"), {f"{ESC}w_q": {"dtype": "F32", "shape": [2, 2], "data_offsets": [0, 16]}}, bytes(16))
     np.savez(add("esc-keys.npz"), **{f"{ESC}w": np.eye(2, dtype=np.float32)})
-    np.savez(add("bad-config.npz"), w_q=np.eye(4, dtype=np.float32), config=np.array('{"heads": "\\u001b[2J"}'))
-    np.savez(add("nan-config.npz"), w_q=np.eye(4, dtype=np.float32), config=np.array('{"heads": NaN, "x": 1e999}'))
+    four = {f"w_{c}": np.eye(4, dtype=np.float32) for c in "qkvo"}
+    np.savez(add("bad-config.npz"), **four, config=np.array('{"heads": "\\u001b[2J"}'))
+    np.savez(add("nan-config.npz"), **four, config=np.array('{"heads": NaN, "x": 1e999}'))
     np.save(add("nan-input.npy"), np.array([[np.nan, 1.0, np.inf, -np.inf]] * 3, dtype=np.float32))
     np.save(add("zero-size.npy"), np.zeros((0, 4), dtype=np.float32))
     np.save(add("objects.npy"), np.array([{"a": 1}], dtype=object), allow_pickle=True)
@@ -133,25 +157,26 @@ def hostile_files(root: Path) -> dict[str, Path]:
     add("huge-numbers.json").write_text('{"hidden_size": 1' + "0" * 5000 + ', "num_attention_heads": 1e999}')
     add("big-ints.json").write_text(json.dumps({"hidden_size": 2**70, "num_attention_heads": 2**64 + 1}))
     add("esc.json").write_text(json.dumps({"schema": "attntrace.trace/1", "steps": [{"name": ESC, "shape": [1]}]}))
-    add("esc.toml").write_text(f'[config."{ESC.encode("unicode_escape").decode()}"]\nseq = 3\n'
-                               '[config."[bold]x[/bold]".expect]\n"\\u001b[31m" = "1,2"\n')
+    add("esc.toml").write_text(f"[config.{json.dumps(ESC)}]\nseq = 3\nexpect = {{ {json.dumps(ESC)} = \"1,2\" }}\n")
     add("latin1.json").write_bytes(b'{"caf\xe9": 1}')
     add("payload.pt").write_bytes(pickle.dumps({"w": _Payload()}))
-    add("payload.npy").write_bytes(b"\x93NUMPY\x01\x00v\x00{'descr': '|O', 'fortran_order': False, 'shape': (1,), }"
-                                    + b" " * 49 + b"\n" + pickle.dumps(_Payload()))
-    add("dict-bomb.pt").write_bytes(_dict_bomb())
-    add("deep.pt").write_bytes(b"\x80\x02" + b"]" * 200_000 + b"." )
+    np.save(add("payload.npy"), np.array([_Payload()], dtype=object), allow_pickle=True)
+    _torch_files(add("dict-bomb.pt"), add("deep.pt"))
     add("empty.npz").write_bytes(b"")
     add("truncated.npz").write_bytes(b"PK\x03\x04" + bytes(40))
     return files
 
 
-def _dict_bomb(levels: int = 60) -> bytes:
-    """A small pickle of dicts that share their children: 2**levels paths when walked naively."""
-    ops = [b"\x80\x02", b"}q\x00"]  # EMPTY_DICT, BINPUT 0
-    for i in range(1, levels + 1):
-        ops.append(b"}" + b"q" + bytes([i % 256]) if i < 256 else b"}")  # a new dict, memoised
-        ops.append(b"X\x01\x00\x00\x00a" + b"h" + bytes([(i - 1) % 256]) + b"s")  # d["a"] = previous
-        ops.append(b"X\x01\x00\x00\x00b" + b"h" + bytes([(i - 1) % 256]) + b"s")  # d["b"] = previous
-    ops.append(b".")
-    return b"".join(ops)
+def _torch_files(bomb: Path, deep: Path) -> None:
+    """Small PyTorch files: dicts that share their children (2**60 paths when walked naively)
+    and dicts nested 50 deep."""
+    import torch
+
+    shared: dict[str, object] = {"w": torch.zeros(1)}
+    for _ in range(60):
+        shared = {"a": shared, "b": shared}
+    torch.save(shared, bomb)
+    nested: dict[str, object] = {"w": torch.zeros(1)}
+    for _ in range(50):
+        nested = {"x": nested}
+    torch.save(nested, deep)

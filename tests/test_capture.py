@@ -4,6 +4,7 @@ axis propagation that agrees with the reference trace on every variant."""
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -247,3 +248,17 @@ def test_numpy_axes_agree_with_the_reference_trace(variant: str, batch: int | No
     for name, step in roles.items():
         if name in reference:
             assert step.axes == reference[name].axes, (name, step.axes, reference[name].axes)
+
+
+def test_two_files_with_the_same_code_keep_their_own_locations(tmp_path: Path) -> None:
+    import runpy
+
+    code = "import numpy as np\nx = np.ones((3, 4))\ny = x.T\n"
+    for name in ("first.py", "second.py"):
+        (tmp_path / name).write_text(code)
+    seen = []
+    for name in ("first.py", "second.py"):
+        with attntrace.capture() as t:
+            runpy.run_path(str(tmp_path / name))
+        seen.append(t["y"].location)
+    assert seen == ["first.py:3", "second.py:3"]

@@ -314,3 +314,22 @@ def test_cli_exit_codes_and_json(tmp_path: Path) -> None:
     assert usage.exit_code == 2
     conflict = _cli(f"{CORPUS / 'llama_torch.py'}:LlamaAttention", "--heads", "8")
     assert conflict.exit_code == 2
+    cross = _cli(f"{CORPUS / 'notes_numpy.py'}:attention", "--hidden", "64", "--heads", "4", "--kv-seq", "4")
+    assert cross.exit_code == 2
+    assert "self-attention" in cross.output
+
+
+def test_cli_input_file_and_code_that_raises(tmp_path: Path) -> None:
+    x = np.random.default_rng(1).standard_normal((2, 6, 32)).astype(np.float32)
+    np.save(tmp_path / "x.npy", x)
+    target = f"{CORPUS / 'llama_torch.py'}:LlamaAttention"
+    given = _cli(target, "--input", str(tmp_path / "x.npy"), "-f", "json")
+    assert given.exit_code == 0, given.output
+    assert json.loads(given.output)["config"]["seq"] == 6
+    broken = tmp_path / "broken.py"
+    broken.write_text((CORPUS / "notes_torch.py").read_text().replace(
+        "raw_weights = torch.matmul(Q, K.transpose(-2, -1))", "raw_weights = torch.matmul(Q, K)"))
+    raised = _cli(f"{broken}:NotesAttention", "--init", "feature_dim=32", "--batch", "2", "--seq", "5")
+    assert raised.exit_code == 1
+    assert "raised RuntimeError" in raised.output
+    assert "attntrace trace" in raised.output

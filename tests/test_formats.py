@@ -92,7 +92,8 @@ def test_json_steps_and_params_mirror_the_trace() -> None:
     scores = doc["steps"][trace.names.index("scores")]
     assert scores == {"index": 11, "name": "scores", "op": "q @ k_t", "shape": [2, 2, 3, 3],
                       "axes": ["B", "h", "S", "S"], "dtype": "float32", "bytes": 2 * 2 * 3 * 3 * 4, "view": False,
-                      "flops": 2 * 2 * 2 * 3 * 3 * 4, "macs": 2 * 2 * 3 * 3 * 4, "formula": "2·B·h·S·S·d", "repeat": 1}
+                      "flops": 2 * 2 * 2 * 3 * 3 * 4, "macs": 2 * 2 * 3 * 3 * 4, "formula": "2·B·h·S·S·d", "repeat": 1,
+                      "nonfinite": 0}
     assert doc["params"][0] == {"name": "w_q", "shape": [8, 8], "axes": ["H", "H"], "dtype": "float32",
                                 "count": 64, "bytes": 256}
     for step in doc["steps"]:  # axes spell the shape

@@ -15,7 +15,7 @@ import pytest
 from typer.testing import CliRunner
 
 from attntrace.cli import app
-from hf_models import Captured, build, capture
+from hf_models import Captured, build, capture, randomize_norms
 
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
@@ -150,6 +150,9 @@ FAMILIES: dict[str, tuple[str, dict[str, Any], Callable[[Any, int], Any]]] = {
     "gemma2-softcap-window": ("Gemma2", {**BASE, "num_key_value_heads": 2, "head_dim": 8, "sliding_window": 3,
                                          "attn_logit_softcapping": 0.5, "query_pre_attn_scalar": 6},
                               lambda m, i: m.model.layers[i].self_attn),
+    "qwen3-qk-norm": ("Qwen3", {**BASE, "num_key_value_heads": 2, "head_dim": 8},
+                      lambda m, i: m.model.layers[i].self_attn),
+    "olmo2-qk-norm-full": ("Olmo2", {**BASE, "num_key_value_heads": 2}, lambda m, i: m.model.layers[i].self_attn),
     **{f"llama-rope-{kind}": ("Llama", {**BASE, "num_key_value_heads": 2, "max_position_embeddings": 4,
                                         "rope_parameters": {"rope_type": kind, "rope_theta": 100.0, **params}},
                               lambda m, i: m.model.layers[i].self_attn)
@@ -329,3 +332,22 @@ def test_header_names_the_model_and_the_typed_overrides(tmp_path: Path) -> None:
     doc = json.loads(result.stdout)
     assert doc["origin"] == f"from --model {tmp_path.name} (layer 1); typed over it: --causal false (was true)"
     assert doc["config"]["causal"] is False
+
+
+@pytest.mark.parametrize(("kind", "sizes"), [
+    ("Qwen3", {**BASE, "num_key_value_heads": 2, "head_dim": 8}),
+    ("Olmo2", {**BASE, "num_key_value_heads": 2}),
+    ("Gemma3Text", {**BASE, "num_key_value_heads": 2, "head_dim": 8, "sliding_window": 3,
+                    "layer_types": ["sliding_attention", "full_attention"], "query_pre_attn_scalar": 6,
+                    "rope_parameters": {"full_attention": {"rope_type": "linear", "factor": 8.0, "rope_theta": 1e6},
+                                        "sliding_attention": {"rope_type": "default", "rope_theta": 1e4}}}),
+])
+@pytest.mark.parametrize("layer", [0, 1])
+def test_qk_norm_weights_are_read(tmp_path: Path, kind: str, sizes: dict[str, Any], layer: int) -> None:
+    """Qwen3 and Gemma 3 normalise q and k per head (Gemma 3 by 1 + weight), OLMo 2 over the
+    whole projection; Gemma 3's layer 0 slides with θ 10000, layer 1 is global with linear x8."""
+    model = build(kind, tmp_path, **sizes)
+    randomize_norms(model, tmp_path)
+    got = capture(model, model.model.layers[layer].self_attn, IDS, PAD)
+    out = trace_folder(tmp_path, got.x, "--layer", layer, "--key-lengths", "6,4")
+    assert_same(out, got, real=(6, 4))

@@ -73,7 +73,7 @@ CONFIG_JSON: dict[str, tuple[str, dict[str, Any]]] = {
     "qwen3-8b": ("Qwen/Qwen3-8B", {
         "architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3", "hidden_size": 4096, "num_attention_heads": 32,
         "num_key_value_heads": 8, "head_dim": 128, "max_position_embeddings": 40960, "rope_theta": 1000000,
-        "num_hidden_layers": 36, "attention_bias": False}),
+        "num_hidden_layers": 36, "attention_bias": False, "rms_norm_eps": 1e-06}),
     "gemma-2-9b": ("google/gemma-2-9b", {
         "architectures": ["Gemma2ForCausalLM"], "model_type": "gemma2", "hidden_size": 3584,
         "num_attention_heads": 16, "num_key_value_heads": 8, "head_dim": 256, "query_pre_attn_scalar": 256,
@@ -84,7 +84,7 @@ CONFIG_JSON: dict[str, tuple[str, dict[str, Any]]] = {
             "model_type": "gemma3_text", "hidden_size": 2560, "num_attention_heads": 8, "num_key_value_heads": 4,
             "head_dim": 256, "query_pre_attn_scalar": 256, "sliding_window": 1024, "rope_theta": 1000000.0,
             "rope_local_base_freq": 10000.0, "rope_scaling": {"rope_type": "linear", "factor": 8.0},
-            "max_position_embeddings": 131072, "num_hidden_layers": 34}}),
+            "max_position_embeddings": 131072, "num_hidden_layers": 34, "rms_norm_eps": 1e-06}}),
     "mistral-7b-v0.3": ("mistralai/Mistral-7B-v0.3", {
         "architectures": ["MistralForCausalLM"], "model_type": "mistral", "hidden_size": 4096,
         "num_attention_heads": 32, "num_key_value_heads": 8, "max_position_embeddings": 32768,
@@ -96,7 +96,7 @@ CONFIG_JSON: dict[str, tuple[str, dict[str, Any]]] = {
     "olmo-2-7b": ("allenai/OLMo-2-1124-7B", {
         "architectures": ["Olmo2ForCausalLM"], "model_type": "olmo2", "hidden_size": 4096, "num_attention_heads": 32,
         "num_key_value_heads": 32, "max_position_embeddings": 4096, "rope_theta": 500000, "attention_bias": False,
-        "num_hidden_layers": 32}),
+        "num_hidden_layers": 32, "rms_norm_eps": 1e-06}),
 }
 #: The layer a preset stands for where a model's layers differ (a global layer).
 PRESET_LAYER = {"gemma-2-9b": 1, "gemma-3-4b": 5}
@@ -135,10 +135,6 @@ def test_hf_config_of_the_cited_file_gives_the_preset(tmp_path: Path, name: str)
         with pytest.raises(ConfigError, match="T5's relative position bias"):
             read_hf_config(path)
         return
-    if CONFIG_JSON[name][1]["model_type"] in ("qwen3", "gemma3", "olmo2"):
-        with pytest.raises(ConfigError, match="normalises q and k"):
-            read_hf_config(path, PRESET_LAYER.get(name))
-        return
     fields = read_hf_config(path, PRESET_LAYER.get(name))
     preset = get_preset(name).config_fields()
     if name == "qwen2-7b":  # the file cannot say that o_proj has no bias; both keep biases
@@ -175,3 +171,19 @@ def test_explicit_fields_override_a_preset() -> None:
     assert cfg.rope_base == 1234.0
     assert resolve_config(preset="gpt2", bias=False).bias is False
     assert resolve_config().hidden == 768  # no preset: the AttentionConfig defaults
+
+
+def test_whole_model_figures_add_up_every_layer() -> None:
+    """Llama 3.1 70B: 80 layers of q, o (8192 x 8192) and k, v (1024 x 8192); its KV cache at
+    131072 tokens in float16 is 80 * 131072 * 2 * 8 * 128 * 2 B = 40 GiB."""
+    f = PRESETS["llama-3.1-70b"].model_figures()
+    assert f is not None
+    assert f.params == 80 * (2 * 8192 * 8192 + 2 * 1024 * 8192)
+    assert f.kv_cache_bytes == 40 * 2**30
+    layer = 2 * 131072 * 8192 * (2 * 8192 + 2 * 1024) + 4 * 64 * 131072**2 * 128
+    assert f.flops == 80 * layer
+    assert PRESETS["gpt2"].model_figures() is None  # no layer count on record
+    small = PRESETS["qwen2.5-7b"].model_figures(seq=10, batch=2)
+    assert small is not None
+    assert small.kv_cache_bytes == 28 * 2 * 10 * 2 * 4 * 128 * 2
+    assert small.params == 28 * (2 * 3584 * 3584 + 2 * 512 * 3584 + 3584 + 2 * 512 + 3584)

@@ -68,3 +68,14 @@ def test_flash_mask_value_is_the_whole_mask_when_read() -> None:
         flash = trace_attention(AttentionConfig(**{**cfg.__dict__, "algorithm": "flash"}), mask=user)
     np.testing.assert_array_equal(flash["mask"].value, eager["mask"].value)
     np.testing.assert_allclose(flash["output"].value, eager["output"].value, rtol=1e-5, atol=1e-6)
+
+
+def test_numpy_matmul_of_a_large_stack_splits_heads_with_the_same_bits_as_one_thread() -> None:
+    from threadpoolctl import threadpool_limits
+
+    rng = np.random.default_rng(0)
+    q = rng.standard_normal((2, 4, 512, 16), dtype=np.float32)  # (B, h, S, d)
+    k_t = np.swapaxes(rng.standard_normal((2, 4, 512, 16), dtype=np.float32), -2, -1)  # (B, h, d, S)
+    got = NumpyBackend().matmul(q, k_t)  # (B, h, S, S): 2M elements, over the pool
+    with threadpool_limits(1, user_api="blas"):
+        np.testing.assert_array_equal(got, np.matmul(q, k_t))

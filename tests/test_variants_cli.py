@@ -158,7 +158,7 @@ def test_missing_mask_file(tmp_path: Path) -> None:
     ("[1, 2]", "holds a JSON list, not an object"),
     ('{"hidden_size": 768}', "has none of the fields num_attention_heads, n_head, num_heads"),
     ('{"num_attention_heads": 12}', "has none of the fields hidden_size, n_embd, d_model"),
-    ('{"num_attention_heads": "12", "hidden_size": 768}', "num_attention_heads must be a whole number >= 1, got '12'"),
+    ('{"num_attention_heads": "12", "hidden_size": 768}', "num_attention_heads must be a whole number from 1 to 2147483647, got \"12\""),
     ('{"num_attention_heads": 32, "hidden_size": 4096, "rope_scaling": {"rope_type": "longrope"}}',
      "rope scaling 'longrope' is not modelled"),
     ('{"num_attention_heads": 32, "hidden_size": 4096, "alibi": true}', "ALiBi"),

@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 import threading
 import warnings
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
 
@@ -58,6 +58,7 @@ VARIANT_STEPS: dict[str, tuple[str, tuple[str, ...]]] = {
     "grouped": ("v", ("k_rep", "v_rep")),  # after the RoPE steps when both are on
     "mask": ("scaled", MASK_STEPS),
     "softcap": ("scaled", ("capped",)),  # before the mask steps
+    "qk_norm": ("v", ("q_norm", "k_norm")),  # before RoPE; after v_proj with --qk-norm full
 }
 
 
@@ -68,11 +69,13 @@ def step_names(config: AttentionConfig, *, mask: bool = False) -> tuple[str, ...
     ('v', 'k_rep', 'v_rep', 'k_t', 'scores', 'scaled', 'mask', 'masked')
     """
     on = {"cross": config.cross, "rope": config.rope, "grouped": config.grouped,
-          "mask": config.masked or mask, "softcap": config.softcap is not None}
+          "mask": config.masked or mask, "softcap": config.softcap is not None,
+          "qk_norm": config.qk_norm is not None}
     names = list(STEP_NAMES)
     # later inserts first keep the indices
-    for variant in ("mask", "softcap", "grouped", "rope", "cross"):
+    for variant in ("mask", "softcap", "grouped", "rope", "qk_norm", "cross"):
         after, added = VARIANT_STEPS[variant]
+        after = "v_proj" if variant == "qk_norm" and config.qk_norm == "full" else after
         if on[variant]:
             at = names.index(after) + 1
             names[at:at] = added
@@ -135,9 +138,12 @@ def trace_attention(
     seeded = {**random_sources(config), **rope_sources(config), **whole_mask}
     sources = with_tensors(config, seeded, tensors or {})
     keep = keep_values if be.computes else False
-    trace = _record(config, be, sources, plan, keep_values=keep, replace=replace, threads=workers)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # overflow, invalid: counted per step instead
+        trace = _record(config, be, sources, plan, keep_values=keep, replace=replace, threads=workers)
     for note in trace.notes:
-        warnings.warn(note, MaskWarning, stacklevel=2)
+        if not note.startswith(NONFINITE_NOTE):  # non-finite values are reported by the note alone
+            warnings.warn(note, MaskWarning, stacklevel=2)
     return trace
 
 
@@ -159,7 +165,26 @@ def _record(config: AttentionConfig, be: Backend[T], sources: Mapping[str, Sourc
         for name, t in params.items()
     )
     steps = recorder.finish()
-    return Trace(config, be.name, steps, parameters, notes=tuple(recorder.notes), peak_bytes=peak_live_bytes(steps))
+    notes = (*recorder.notes, *nonfinite_notes(steps))
+    return Trace(config, be.name, steps, parameters, notes=notes, peak_bytes=peak_live_bytes(steps))
+
+
+#: How the note about non-finite values begins (a contract: scripts may look for it).
+NONFINITE_NOTE = "non-finite values"
+
+
+def nonfinite_notes(steps: Sequence[Step]) -> tuple[str, ...]:
+    """One note naming the first step with NaN or ±inf, how many and in how many steps.
+
+    >>> nonfinite_notes([Step("x", (2,), "float32"), Step("scores", (2, 2), "float32", nonfinite=3)])
+    ("non-finite values (NaN or inf) first appear at step 'scores': 3 of 4 values; 1 step(s) hold some",)
+    """
+    bad = [s for s in steps if s.nonfinite]
+    if not bad:
+        return ()
+    first = bad[0]
+    return (f"{NONFINITE_NOTE} (NaN or inf) first appear at step {first.name!r}: {first.nonfinite:,} of "
+            f"{first.numel * first.repeat:,} values; {len(bad)} step(s) hold some",)
 
 
 @dataclass(frozen=True)
@@ -201,6 +226,8 @@ def _attend(config: AttentionConfig, be: Backend[T], rec: _Recorder[T], t: Mappi
     named step. Shapes are written batched; without --batch the leading B is absent."""
     lay = _Layout.of(config)
     q, k, v = _project(config, be, rec, lay, t, p)  # (B, h, S, d), (B, g, N, d), (B, g, N, d)
+    if config.qk_norm == "head":
+        q, k = _qk_norm(config, be, rec, lay, q, k, p)  # (B, h, S, d), (B, g, N, d)
     if config.rope:
         q, k = _rotate(be, rec, lay, t, q, k)  # (B, h, S, d), (B, g, N, d)
     if config.grouped:
@@ -234,6 +261,8 @@ def _project(config: AttentionConfig, be: Backend[T], rec: _Recorder[T], lay: _L
                     _linear_op(name, c, p), lay.ax(seq, width))
         for c, (src, name, seq, _, _, _, width) in spec.items()
     }  # (B, S, h·d), (B, N, g·d), (B, N, g·d)
+    if config.qk_norm == "full":  # OLMo 2: RMSNorm over the whole projection, before the heads
+        proj["q"], proj["k"] = _qk_norm(config, be, rec, lay, proj["q"], proj["k"], p)
     d = config.head_dim
     split = {
         c: rec.view(f"{c}_heads", be.reshape(proj[c], (*lay.sizes, n_seq, n_heads, d)),
@@ -325,6 +354,23 @@ def _weigh(config: AttentionConfig, be: Backend[T], rec: _Recorder[T], lay: _Lay
     seen = rec.keeps("scaled") or rec.keeps("capped")
     softmax = be.softmax_ if fast and not seen else be.softmax  # in place: nobody sees its input
     return rec.step("weights", softmax(scaled), f"softmax({last}, dim=-1)", hSN)  # (B, h, S, N)
+
+
+def _qk_norm(config: AttentionConfig, be: Backend[T], rec: _Recorder[T], lay: _Layout, q: T, k: T,
+             p: Mapping[str, T]) -> tuple[T, T]:
+    """RMSNorm of q and k with their weights n_q, n_k: per head over d, or over the width."""
+    eps = config.qk_norm_eps if config.qk_norm_eps is not None else 1e-6
+    lab = lay.lab
+    if config.qk_norm == "full":
+        q_axes, k_axes = lay.ax("S", lab.q_width), lay.ax(lab.keys, lab.kv_width)
+    else:
+        q_axes, k_axes = lay.ax("h", "S", "d"), lay.ax(lab.kv_heads, lab.keys, "d")
+    src = "_proj" if config.qk_norm == "full" else ""
+    q_n = be.rms_norm(q, p["n_q"], eps)  # (B, h, S, d), or (B, S, h·d) with --qk-norm full
+    q_n = rec.step("q_norm", q_n, f"rms_norm(q{src}) * n_q", q_axes)
+    k_n = be.rms_norm(k, p["n_k"], eps)  # (B, g, N, d), or (B, N, g·d)
+    k_n = rec.step("k_norm", k_n, f"rms_norm(k{src}) * n_k", k_axes)
+    return q_n, k_n
 
 
 def _softcap(cap: float, be: Backend[T], rec: _Recorder[T], lay: _Layout, scaled: T) -> T:
@@ -435,21 +481,38 @@ class _Recorder(Generic[T]):
         names = tuple(dict.fromkeys(found[0] for found in map(self.registry.lookup, inputs) if found))
         stored = None if not self.keeps(name) else self.be.to_numpy(value) if again is None else \
             cast("np.ndarray", Lazy(lambda: self.be.to_numpy(again())))  # made on first read
+        bad = self._nonfinite(name, value, view) * times
         self.steps.append(Step(name, shape, self.be.dtype(value), stored, index=len(self.steps), op=op, axes=axes,
-                               view=view, flops=flops * times, terms=terms, inputs=names, repeat=times))
-        self._repeats[name] = [0, 0]
+                               view=view, flops=flops * times, terms=terms, inputs=names, repeat=times, nonfinite=bad))
+        self._repeats[name] = [0, 0, 0]
         self.registry.add(value, name, axes)
         return value
 
     def _repeat(self, name: str, value: T, axes: tuple[str, ...], times: int) -> T:
         charges, _ = self.meter.take()
         flops = times * sum(c.coef * math.prod(c.shape) * c.k for c in charges)
+        bad = times * self._nonfinite(name, value, False)
         with self._lock:  # flash's query blocks repeat steps from several threads
             tally = self._repeats[name]
             tally[0] += flops
             tally[1] += times
+            tally[2] += bad
         self.registry.add(value, name, axes)
         return value
+
+    def _nonfinite(self, name: str, value: T, view: bool) -> int:
+        """NaN and ±inf in ``value`` (0 on backends without values, and for views, which hold the
+        values of an earlier step); -inf is what masking writes, so mask steps count NaN and +inf."""
+        if view or not self.be.computes:
+            return 0
+        array = self.be.to_numpy(value)
+        if array is None:
+            return 0
+        import numpy as np
+
+        if name in MASKING_STEPS:
+            return int(np.count_nonzero(np.isnan(array) | np.isposinf(array)))
+        return int(array.size - np.count_nonzero(np.isfinite(array)))
 
     def declare(self, name: str, shape: tuple[int, ...], dtype: str, op: str, axes: tuple[str, ...],
                 make: Callable[[], np.ndarray]) -> None:
@@ -458,7 +521,7 @@ class _Recorder(Generic[T]):
         value = cast("np.ndarray", Lazy(make)) if self.keeps(name) else None
         self.steps.append(Step(name, shape, dtype, value, index=len(self.steps), op=op, axes=axes,
                                view=True))
-        self._repeats[name] = [0, 0]
+        self._repeats[name] = [0, 0, 0]
 
     def view(self, name: str, value: T, op: str, axes: tuple[str, ...], *, times: int = 1) -> T:
         return self.step(name, value, op, axes, view=True, times=times)
@@ -472,7 +535,8 @@ class _Recorder(Generic[T]):
         """The recorded steps, repeats and late values added in."""
         steps = [replace(s, value=self.be.to_numpy(self._late[s.name])) if s.name in self._late else s for s in self.steps]
         return tuple(
-            replace(s, flops=s.flops + self._repeats[s.name][0], repeat=s.repeat + self._repeats[s.name][1])
+            replace(s, flops=s.flops + self._repeats[s.name][0], repeat=s.repeat + self._repeats[s.name][1],
+                    nonfinite=s.nonfinite + self._repeats[s.name][2])
             if self._repeats[s.name][1] else s
             for s in steps
         )
@@ -494,6 +558,9 @@ def estimate_bytes(config: AttentionConfig, keep_values: bool = True, shapes: Tr
     largest = max((s for s in shapes.steps if not s.view), key=lambda s: s.nbytes)
     return shapes.param_bytes + live + largest.nbytes, largest
 
+
+#: Steps that hold the -inf of masking by design: only NaN and +inf count as non-finite there.
+MASKING_STEPS = frozenset({"mask", "masked", "mask_tile", "s_masked"})
 
 #: The most flash tiles a compute backend visits (each is a few Python steps): a few seconds.
 MAX_TILES = 20_000

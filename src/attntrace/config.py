@@ -38,7 +38,8 @@ class AxisLabels(NamedTuple):
 
 
 #: Fields that :meth:`AttentionConfig.to_dict` leaves out while they are None (off).
-OPTIONAL_FIELDS: tuple[str, ...] = ("window", "rope_scaling", "rotary_dims", "softcap")
+OPTIONAL_FIELDS: tuple[str, ...] = ("window", "rope_scaling", "rotary_dims", "softcap", "qk_norm",
+                                     "qk_norm_eps")
 
 #: The largest size any axis may have (2**31 - 1): far beyond every model, and small enough that
 #: every count derived from the sizes stays exact and every suggestion is computed at once.
@@ -88,6 +89,8 @@ class AttentionConfig:
     rope_scaling: str | None = None  # "llama3", "linear:factor=8", "yarn:factor=4,..." (rope.py)
     rotary_dims: int | None = None  # R < d: only the first R dims of a head rotate (NeoX, Phi)
     softcap: float | None = None  # C: scores -> C * tanh(scores / C) before the mask (Gemma 2)
+    qk_norm: str | None = None  # RMSNorm of q, k: "head" (over d: Qwen3, Gemma 3), "full" (OLMo 2)
+    qk_norm_eps: float | None = None  # epsilon of --qk-norm (rms_norm_eps); None: 1e-6
 
     def __post_init__(self) -> None:
         if self.key_lengths is not None and not isinstance(self.key_lengths, tuple):
@@ -128,6 +131,8 @@ class AttentionConfig:
         if c is not None and (isinstance(c, bool) or not isinstance(c, int | float)
                               or not math.isfinite(c) or c <= 0):
             raise ConfigError(f"--softcap must be a number > 0, got {c!r}")
+        if self.qk_norm not in (None, "head", "full"):
+            raise ConfigError(f"--qk-norm must be head or full, got {self.qk_norm!r}")
         if c is not None and self.algorithm == "flash":
             raise ConfigError("--softcap is not in the flash algorithm yet; use --algorithm eager")
 

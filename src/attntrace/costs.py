@@ -47,7 +47,8 @@ _FREE_OPS = frozenset({"reshape", "transpose", "narrow", "full", "write", "conti
                        "repeat_interleave", "rotate_half",
                        "rotate_part"})  # copies, and a sign flip counted as a copy
 #: Elementwise operations and their FLOPs per output element.
-_PER_ELEMENT = {"scale": 1, "exp": 1, "binary": 1, "softmax": SOFTMAX_FLOPS_PER_ELEMENT,
+_PER_ELEMENT = {"scale": 1, "exp": 1, "binary": 1, "rms_norm": 4,
+                "softmax": SOFTMAX_FLOPS_PER_ELEMENT,
                 "softmax_": SOFTMAX_FLOPS_PER_ELEMENT}
 
 

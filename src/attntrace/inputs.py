@@ -30,7 +30,12 @@ def param_axes(config: AttentionConfig) -> dict[str, tuple[str, ...]]:
         "w_v": (lab.kv_width, lab.kv_in), "b_v": (lab.kv_width,),
         "w_o": ("H", lab.q_width), "b_o": ("H",),
     }
-    return {name: a for name, a in axes.items() if config.bias or name.startswith("w_")}
+    axes = {name: a for name, a in axes.items() if config.bias or name.startswith("w_")}
+    if config.qk_norm is not None:  # the RMSNorm weights of q and k: (d,) per head, or the width
+        full = config.qk_norm == "full"
+        axes |= {"n_q": (lab.q_width,) if full else ("d",),
+                 "n_k": (lab.kv_width,) if full else ("d",)}
+    return axes
 
 
 def input_axes(config: AttentionConfig) -> tuple[str, ...]:
@@ -62,6 +67,10 @@ def random_sources(config: AttentionConfig) -> dict[str, Source]:
         sources["x_kv"] = _normal_source("x_kv", shape_of(kv_input_axes(config), config), config)
     params = param_axes(config)
     for name, axes in params.items():
+        if name.startswith("n_"):  # RMSNorm weights start at one, as torch initialises them
+            shape = shape_of(axes, config)
+            sources[name] = Source(shape, config.dtype, _ones(shape))
+            continue
         in_features = config.size(params[f"w_{name[-1]}"][1])  # a bias shares its weight's bound
         sources[name] = _uniform_source(name, shape_of(axes, config), 1.0 / math.sqrt(in_features), config)
     return sources
@@ -98,6 +107,15 @@ def with_tensors(
             )
         merged[name] = Source(expected, config.dtype, _given(value))
     return merged
+
+
+def _ones(shape: Shape) -> Callable[[], np.ndarray]:
+    def make() -> np.ndarray:
+        import numpy as np
+
+        return np.ones(shape)
+
+    return make
 
 
 def _given(value: np.ndarray) -> Callable[[], np.ndarray]:

@@ -53,14 +53,14 @@ def parse_size(text: str) -> int:
 
 def available_memory() -> int:
     """Bytes that can still be allocated: the system's available memory, or less when a
-    cgroup (container) limit leaves less."""
+    cgroup (container) limit or an address-space limit (ulimit -v) leaves less."""
     available = _meminfo_available()
     if available is None:  # not Linux: ask psutil (a 10 ms import, so only here)
         import psutil
 
         available = int(psutil.virtual_memory().available)
-    cgroup_room = _cgroup_room()
-    return min(available, cgroup_room) if cgroup_room is not None else available
+    rooms = [room for room in (_cgroup_room(), _address_space_room()) if room is not None]
+    return min([available, *rooms])
 
 
 def _meminfo_available() -> int | None:
@@ -85,6 +85,21 @@ def _cgroup_room() -> int | None:
     if limit == "max":
         return None
     return max(int(limit) - int(current), 0)
+
+
+def _address_space_room() -> int | None:
+    """Bytes of address space left under ``ulimit -v`` (RLIMIT_AS), or None without a limit."""
+    try:
+        import resource
+
+        limit = resource.getrlimit(resource.RLIMIT_AS)[0]
+        if limit == resource.RLIM_INFINITY:
+            return None
+        with open("/proc/self/statm", encoding="ascii") as f:
+            used = int(f.read().split()[0]) * resource.getpagesize()
+    except (ImportError, OSError, ValueError, IndexError):
+        return None
+    return max(limit - used, 0)
 
 
 def default_budget() -> int:

@@ -19,6 +19,19 @@ from attntrace.files.guard import load_json
 
 
 @dataclass(frozen=True)
+class ModelFigures:
+    """The attention of a whole model: every layer's parameters, KV cache and FLOPs."""
+
+    layers: int  # L
+    seq: int  # tokens the cache holds and the forward attends over
+    batch: int
+    itemsize: int  # bytes per element of the cache (2: float16)
+    params: int  # weights and biases of the q, k, v, o projections of all layers
+    kv_cache_bytes: int  # L * B * S * 2 (k, v) * g * d * itemsize
+    flops: int  # one forward over S tokens: projections + scores + context, all layers
+
+
+@dataclass(frozen=True)
 class Preset:
     """The attention of one real model.
 
@@ -44,6 +57,8 @@ class Preset:
     rotary_dims: int | None = None  # R of partial RoPE
     softcap: float | None = None  # attn_logit_softcapping
     layers: int | None = None  # num_hidden_layers (whole-model figures)
+    qk_norm: str | None = None  # "head" (q_norm/k_norm over d) or "full" (over the width)
+    qk_norm_eps: float | None = None  # rms_norm_eps of the q/k norms
 
     def config_fields(self) -> dict[str, Any]:
         """The AttentionConfig fields this preset sets.
@@ -59,8 +74,31 @@ class Preset:
             "rope": self.rope_theta is not None, "rope_base": self.rope_theta or 10000.0,
             "causal": self.causal, "bias": self.bias, "window": self.window, "scale": self.scale,
             "rope_scaling": self.rope_scaling, "rotary_dims": self.rotary_dims,
-            "softcap": self.softcap,
+            "softcap": self.softcap, "qk_norm": self.qk_norm, "qk_norm_eps": self.qk_norm_eps,
         }
+
+    def model_figures(self, seq: int | None = None, batch: int = 1,
+                      itemsize: int = 2) -> ModelFigures | None:
+        """Whole-model attention figures over all ``layers`` at ``seq`` tokens (default: the
+        context length) and ``batch``, in a dtype of ``itemsize`` bytes (2: float16/bfloat16);
+        None when the layer count is not known.
+
+        >>> f = PRESETS["llama-3.1-8b"].model_figures()
+        >>> f.layers, f.params, f.kv_cache_bytes // 2**30  # 16 GiB of KV cache at 131072 tokens
+        (32, 1342177280, 16)
+        """
+        if self.layers is None:
+            return None
+        n = seq if seq is not None else self.max_positions or 1
+        H, h, g, d = self.hidden, self.heads, self.kv_heads, self.head_dim
+        per_layer = H * h * d * 2 + H * g * d * 2  # w_q, w_o (h·d, H) and w_k, w_v (g·d, H)
+        if self.bias:
+            per_layer += h * d + 2 * g * d + H
+        proj = 2 * batch * n * H * (2 * h * d + 2 * g * d)  # q, o (h·d) and k, v (g·d)
+        attend = 2 * 2 * batch * h * n * n * d  # scores and context over the full (S, S) matrix
+        cache = self.layers * batch * n * 2 * g * d * itemsize  # k and v of every layer
+        return ModelFigures(self.layers, n, batch, itemsize, self.layers * per_layer, cache,
+                            self.layers * (proj + attend))
 
     @property
     def kv_cache_bytes_per_token(self) -> int:
@@ -140,9 +178,10 @@ _PRESETS = (
     Preset("qwen2.5-7b", "Qwen/Qwen2.5-7B", 3584, 28, 4, 128, 1000000.0, 131072, True, True,
            "o_proj has no bias (attntrace's biases are all or none)", layers=28),
     # Qwen/Qwen3-8B: hidden_size 4096, num_attention_heads 32, num_key_value_heads 8, head_dim 128,
-    # max_position_embeddings 40960, rope_theta 1000000, num_hidden_layers 36, attention_bias false
+    # max_position_embeddings 40960, rope_theta 1000000, num_hidden_layers 36, attention_bias false,
+    # rms_norm_eps 1e-06 (q_norm, k_norm over head_dim)
     Preset("qwen3-8b", "Qwen/Qwen3-8B", 4096, 32, 8, 128, 1000000.0, 40960, True, False,
-           "q_norm/k_norm (RMSNorm of q and k per head) are not modelled", layers=36),
+           layers=36, qk_norm="head", qk_norm_eps=1e-6),
     # google/gemma-2-9b: hidden_size 3584, num_attention_heads 16, num_key_value_heads 8,
     # head_dim 256, query_pre_attn_scalar 256, attn_logit_softcapping 50.0, sliding_window 4096
     # (every other layer, from layer 0), max_position_embeddings 8192, rope_theta 10000.0,
@@ -154,11 +193,10 @@ _PRESETS = (
     # (5 of every 6 layers),
     # rope_theta 1000000.0 with rope_scaling {rope_type linear, factor 8.0} on the global layers,
     # rope_local_base_freq 10000.0 on the sliding ones, max_position_embeddings 131072,
-    # num_hidden_layers 34; the preset is a global layer (5, 11, ...)
+    # num_hidden_layers 34, rms_norm_eps 1e-06 (q_norm, k_norm); the preset is a global layer
     Preset("gemma-3-4b", "google/gemma-3-4b-pt", 2560, 8, 4, 256, 1000000.0, 131072, True, False,
-           "q_norm/k_norm are not modelled; sliding layers: --window 1024 --rope-base 10000, "
-           "no scaling",
-           rope_scaling="linear:factor=8.0", layers=34),
+           "sliding layers (5 of 6): --window 1024 --rope-base 10000, no scaling",
+           rope_scaling="linear:factor=8.0", layers=34, qk_norm="head", qk_norm_eps=1e-6),
     # mistralai/Mistral-7B-v0.3: hidden_size 4096, num_attention_heads 32, num_key_value_heads 8,
     # max_position_embeddings 32768, rope_theta 1000000.0, sliding_window null, num_hidden_layers 32
     Preset("mistral-7b-v0.3", "mistralai/Mistral-7B-v0.3",
@@ -171,9 +209,10 @@ _PRESETS = (
            3072, 32, 32, 96, 10000.0, 4096, True, False,
            window=2047, layers=32),
     # allenai/OLMo-2-1124-7B: hidden_size 4096, num_attention_heads 32, num_key_value_heads 32,
-    # max_position_embeddings 4096, rope_theta 500000, attention_bias false, num_hidden_layers 32
+    # max_position_embeddings 4096, rope_theta 500000, attention_bias false, num_hidden_layers 32,
+    # rms_norm_eps 1e-06 (q_norm, k_norm over all heads)
     Preset("olmo-2-7b", "allenai/OLMo-2-1124-7B", 4096, 32, 32, 128, 500000.0, 4096, True, False,
-           "q_norm/k_norm (RMSNorm over all heads of q and k) are not modelled", layers=32),
+           layers=32, qk_norm="full", qk_norm_eps=1e-6),
 )
 
 #: Presets by name, in the order ``attntrace presets`` lists them.

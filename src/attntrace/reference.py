@@ -93,6 +93,8 @@ def mha_skip_reason(config: AttentionConfig, attn_mask: Any) -> str | None:
         return f"{MHA} has no grouped-query attention (--kv-heads)"
     if config.rope:
         return f"{MHA} has no rotary embedding (--rope)"
+    if config.qk_norm is not None or config.softcap is not None:
+        return f"{MHA} has no q/k norm (--qk-norm) and no soft-capping (--softcap)"
     if config.heads * config.head_dim != config.hidden:
         return f"{MHA} ties head_dim to hidden / heads (--head-dim)"
     if attn_mask is not None and bool(_dead(attn_mask).any()):
@@ -140,16 +142,70 @@ def _sdpa(config: AttentionConfig, t: Mapping[str, Any], attn_mask: Any, is_caus
 
     def heads(src: Any, c: str, n: int) -> Any:  # (B, S, n·d) -> (B, n, S, d)
         y = F.linear(src, t[f"w_{c}"], t.get(f"b_{c}"))
-        return y.reshape(*y.shape[:-1], n, config.head_dim).transpose(1, 2)
+        if config.qk_norm == "full" and c in "qk":
+            y = _rms(y, t[f"n_{c}"], config)
+        y = y.reshape(*y.shape[:-1], n, config.head_dim).transpose(1, 2)
+        return _rms(y, t[f"n_{c}"], config) if config.qk_norm == "head" and c in "qk" else y
 
     q, k, v = heads(x, "q", config.heads), heads(kv, "k", config.groups), heads(kv, "v", config.groups)
-    if config.rope:
+    if config.rope and (config.rope_scaling is not None or config.rotary_dims is not None):
+        q, k = _rope_variant(q, config), _rope_variant(k, config)
+    elif config.rope:
         q, k = rope_reference(q, config.rope_base), rope_reference(k, config.rope_base)
+    if config.softcap is not None:
+        return _eager_softcap(config, t, q, k, v, attn_mask, is_causal)
     sdpa = {"attn_mask": attn_mask, "is_causal": is_causal, "scale": config.scale, "enable_gqa": config.grouped}
     context = F.scaled_dot_product_attention(q, k, v, **sdpa)  # (B, h, S, d); scale None: SDPA's own 1/√d
     eye = torch.eye(config.keys, dtype=q.dtype).expand(*v.shape[:-1], config.keys)  # (B, g, N, N)
     weights = F.scaled_dot_product_attention(q, k, eye, **sdpa)  # softmax(...) @ I = the weights (B, h, S, N)
     output = F.linear(context.transpose(1, 2).flatten(-2), t["w_o"], t.get("b_o"))  # (B, S, H)
+    return (output, weights) if config.batched else (output[0], weights[0])
+
+
+def _rms(y: Any, weight: Any, config: AttentionConfig) -> Any:
+    """RMSNorm over the last axis, in float32 or wider, as transformers' Qwen3RMSNorm."""
+    import torch
+
+    eps = config.qk_norm_eps if config.qk_norm_eps is not None else 1e-6
+    wide = y.to(torch.promote_types(y.dtype, torch.float32))
+    return weight * (wide / torch.sqrt(wide.square().mean(-1, keepdim=True) + eps)).to(y.dtype)
+
+
+def _rope_variant(x: Any, config: AttentionConfig) -> Any:
+    """RoPE with scaled frequencies (--rope-scaling) on the first R dims (--rotary-dims), in
+    float64, pairing i with i + R/2 as transformers' rotate_half does; x (..., S, d)."""
+    import torch
+
+    from attntrace.rope import inv_frequencies
+
+    r = config.rotary_dims or config.head_dim
+    inv, factor = inv_frequencies(r, config.rope_base, config.rope_scaling, config.seq)
+    positions = torch.arange(config.seq, dtype=torch.float64)  # (S,)
+    angles = torch.outer(positions, torch.from_numpy(inv))  # (S, R/2)
+    cos, sin = angles.cos() * factor, angles.sin() * factor  # (S, R/2)
+    x1, x2 = x[..., : r // 2].double(), x[..., r // 2 : r].double()  # (..., S, R/2) each
+    rotated = torch.cat((x1 * cos - x2 * sin, x2 * cos + x1 * sin), dim=-1)  # (..., S, R)
+    return torch.cat((rotated.to(x.dtype), x[..., r:]), dim=-1)  # (..., S, d)
+
+
+def _eager_softcap(config: AttentionConfig, t: Mapping[str, Any], q: Any, k: Any, v: Any,
+                   attn_mask: Any, is_causal: bool) -> tuple[Any, Any]:
+    """SDPA has no soft-capping: the scores written out, C * tanh(s / C), then the mask."""
+    import torch
+
+    F = torch.nn.functional
+    r = config.heads // config.groups
+    k, v = k.repeat_interleave(r, dim=1), v.repeat_interleave(r, dim=1)  # (B, h, N, d)
+    cap = float(config.softcap or 1.0)
+    scores = cap * torch.tanh(q @ k.transpose(-2, -1) * config.score_scale / cap)  # (B, h, S, N)
+    if is_causal:
+        attn_mask = torch.ones(config.seq, config.keys, dtype=torch.bool).tril()
+    if attn_mask is not None:
+        boolean = attn_mask.dtype == torch.bool
+        scores = scores.masked_fill(~attn_mask, -math.inf) if boolean else scores + attn_mask
+    weights = torch.nan_to_num(scores.softmax(-1), nan=0.0)  # (B, h, S, N); keyless rows: zeros
+    merged = (weights @ v).transpose(1, 2).flatten(-2)  # (B, S, h·d)
+    output = F.linear(merged, t["w_o"], t.get("b_o"))  # (B, S, H)
     return (output, weights) if config.batched else (output[0], weights[0])
 
 

@@ -36,6 +36,13 @@ class SweepPoint:
     kv_cache_bytes_per_token: int
 
 
+#: The most values one list option takes, and the most configurations a sweep runs.
+MAX_VALUES = 64
+MAX_POINTS = 512
+#: The most arithmetic a sweep runs on a compute backend (seconds of numpy, not minutes).
+MAX_COMPUTE_FLOPS = 2 * 10**11
+
+
 def parse_list(text: str, option: str) -> list[int]:
     """A comma-separated list of whole numbers.
 
@@ -48,6 +55,8 @@ def parse_list(text: str, option: str) -> list[int]:
         raise ConfigError(f"{option} takes whole numbers separated by commas, e.g. 128,512,2048; got {text!r}") from None
     if not values:
         raise ConfigError(f"{option} needs at least one value")
+    if len(values) > MAX_VALUES:
+        raise ConfigError(f"{option} lists {len(values)} values; the most is {MAX_VALUES}")
     return values
 
 
@@ -71,8 +80,12 @@ def sweep_configs(base: AttentionConfig, seqs: Iterable[int], heads: Iterable[in
     >>> [(c.seq, c.algorithm) for c in sweep_configs(AttentionConfig(), [8, 16], [12], [768])]
     [(8, 'eager'), (8, 'flash'), (16, 'eager'), (16, 'flash')]
     """
-    return [replace(base, seq=s, heads=h, hidden=hd, algorithm=a)
-            for hd, h, s, a in product(hiddens, heads, seqs, algorithms)]
+    hd_list, h_list, s_list = list(hiddens), list(heads), list(seqs)
+    count = len(hd_list) * len(h_list) * len(s_list) * len(algorithms)
+    if count > MAX_POINTS:
+        raise ConfigError(f"the sweep has {count:,} configurations (--hidden x --heads x --seq x --algorithms); "
+                          f"the most is {MAX_POINTS}; give fewer values")
+    return [replace(base, seq=s, heads=h, hidden=hd, algorithm=a) for hd, h, s, a in product(hd_list, h_list, s_list, algorithms)]
 
 
 def measure(config: AttentionConfig, backend: str = "shape", max_memory: int | None = None) -> SweepPoint:
@@ -91,7 +104,14 @@ def measure(config: AttentionConfig, backend: str = "shape", max_memory: int | N
 
 def run_sweep(configs: Sequence[AttentionConfig], backend: str = "shape", max_memory: int | None = None,
               advance: Callable[[], None] | None = None) -> list[SweepPoint]:
-    """:func:`measure` every config; ``advance`` is called after each (a progress bar)."""
+    """:func:`measure` every config; ``advance`` is called after each (a progress bar).
+    A compute backend gives the same numbers as the shape backend, only slower: a sweep whose
+    arithmetic would take minutes there is refused up front."""
+    if backend != "shape":
+        work = sum(measure(c).flops for c in configs)
+        if work > MAX_COMPUTE_FLOPS:
+            raise ConfigError(f"this sweep computes {work:.2e} FLOPs on {backend}, more than {MAX_COMPUTE_FLOPS:.0e}; "
+                              "--backend shape gives the same FLOPs and bytes at once")
     points = []
     for config in configs:
         points.append(measure(config, backend, max_memory))
@@ -102,7 +122,7 @@ def run_sweep(configs: Sequence[AttentionConfig], backend: str = "shape", max_me
 
 def to_json(points: Sequence[SweepPoint]) -> str:
     """The points as a JSON list of objects."""
-    return json.dumps([asdict(p) for p in points], indent=2)
+    return json.dumps([asdict(p) for p in points], indent=2, allow_nan=False)
 
 
 def to_csv(points: Sequence[SweepPoint]) -> str:

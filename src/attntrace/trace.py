@@ -92,6 +92,7 @@ class Step(Tensor):
     terms: tuple[tuple[int, str], ...] = ()  # the FLOP formula: (coefficient, "h·S·S·d") terms
     inputs: tuple[str, ...] = ()  # names of the recorded tensors this step reads
     repeat: int = 1  # how many times the step runs (tiles of --algorithm flash); shape is one tile's
+    nonfinite: int = 0  # NaN and ±inf values it produced, over every repeat (-inf of masking not counted)
 
     @property
     def formula(self) -> str:
@@ -223,6 +224,12 @@ class Trace:
         return (self["scores"] if "scores" in self else self["s_tile"]).nbytes
 
     @property
+    def first_nonfinite(self) -> Step | None:
+        """The first step whose values hold NaN or ±inf (as torch's anomaly mode names the op),
+        or None; the -inf that masking puts into the scores does not count."""
+        return next((s for s in self.steps if s.nonfinite), None)
+
+    @property
     def step_bytes(self) -> int:
         """Bytes of the steps that own their memory (views are not counted)."""
         return sum(s.nbytes for s in self.steps if not s.view)
@@ -276,7 +283,8 @@ class UnknownStepError(AttntraceError, KeyError):
 def _step_dict(step: Step) -> dict[str, Any]:
     return {"index": step.index, "name": step.name, "op": step.op, "shape": list(step.shape),
             "axes": list(step.axes), "dtype": step.dtype, "bytes": step.nbytes, "view": step.view,
-            "flops": step.flops, "macs": exact_count(step.flops, "macs"), "formula": step.formula, "repeat": step.repeat}
+            "flops": step.flops, "macs": exact_count(step.flops, "macs"), "formula": step.formula, "repeat": step.repeat,
+            "nonfinite": step.nonfinite}
 
 
 

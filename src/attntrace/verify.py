@@ -149,12 +149,34 @@ def verify_attention(
     tol = tolerance(config)
     first, second = backends or (get_backend("numpy"), get_backend("torch"))
     get_backend("torch")  # the references need torch: fail early with the install hint
+    check_verify_memory(config, mask, max_memory)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", MaskWarning)  # kept in the report's notes instead
         a, b = (trace_attention(config, be, mask=mask, max_memory=max_memory, tensors=tensors) for be in (first, second))
     steps = tuple(compare(s.name, a.backend, b.backend, s.value, b[s.name].value, tol) for s in a.steps)
     refs = torch_references(config, _inputs(config, tensors), mask)
     return VerifyReport(config, tol, steps, _against(a, refs, tol) + _against(b, refs, tol), a.notes)
+
+
+def check_verify_memory(config: AttentionConfig, mask: np.ndarray | None, max_memory: int | None) -> None:
+    """Everything verify holds at once: two full traces (every value kept) and the torch
+    references, each of which forms the (B, h, S, N) weights and the output again.
+
+    >>> check_verify_memory(AttentionConfig(seq=4096, hidden=768, heads=12), None, 2**30)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    attntrace.errors.MemoryBudgetError: this trace needs about 12.22 GiB (two traces and the torch ...
+    """
+    from attntrace.attention import estimate_bytes
+    from attntrace.memory import check_budget, format_bytes
+
+    shapes = trace_attention(config, "shape", mask=mask)
+    trace_bytes, largest = estimate_bytes(config, True, shapes)
+    scores = 4 * config.heads * config.seq * config.keys * (config.batch or 1) * config.itemsize
+    reference_bytes = 2 * (scores + shapes.param_bytes + shapes["output"].nbytes)  # weights, masks, output
+    where = f"two traces and the torch references; {largest.name} {largest.shape} alone is {format_bytes(largest.nbytes)}"
+    check_budget(2 * trace_bytes + reference_bytes, max_memory, where,
+                 "lower --seq/--hidden/--batch (verify compares values, so it needs them all)")
 
 
 def _against(trace: Trace, refs: Mapping[str, Mapping[str, np.ndarray] | str], tol: Tolerance) -> tuple[Comparison, ...]:

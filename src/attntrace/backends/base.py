@@ -116,12 +116,6 @@ class Backend(ABC, Generic[T]):
     def rotate_half(self, x: T) -> T:
         """``concat(-x2, x1)`` of the two halves x1, x2 of the last axis (RoPE, Llama convention)."""
 
-    def softmax_(self, x: T, scale: float = 1.0) -> T:
-        """Softmax of ``x * scale`` (the same bits as :meth:`scale` then :meth:`softmax`) over
-        the last axis, reusing the memory of ``x`` where the library allows (``x`` must not be
-        used afterwards); the scale is not charged (the caller records it as its own step)."""
-        return self.softmax(x if scale == 1.0 else self.scale(x, scale))
-
     # --- operations of current models' variants (issue 12) ---
 
     @abstractmethod
@@ -132,6 +126,17 @@ class Backend(ABC, Generic[T]):
     @abstractmethod
     def tanh(self, x: T) -> T:
         """Elementwise hyperbolic tangent (logit soft-capping)."""
+
+    @abstractmethod
+    def rms_norm(self, x: T, weight: T, eps: float) -> T:
+        """``x / sqrt(mean(x**2, -1) + eps) * weight`` over the last axis (q/k norms), computed
+        in at least float32 as transformers' RMSNorm does, returned in the dtype of ``x``."""
+
+    def softmax_(self, x: T, scale: float = 1.0) -> T:
+        """Softmax of ``x * scale`` (the same bits as :meth:`scale` then :meth:`softmax`) over
+        the last axis, reusing the memory of ``x`` where the library allows (``x`` must not be
+        used afterwards); the scale is not charged (the caller records it as its own step)."""
+        return self.softmax(x if scale == 1.0 else self.scale(x, scale))
 
     # The operations of the tiled (flash) algorithm.
 

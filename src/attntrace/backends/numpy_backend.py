@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -50,7 +52,20 @@ class NumpyBackend(Backend[np.ndarray]):
         return np.swapaxes(x, dim0, dim1)
 
     def matmul(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
-        out: np.ndarray = np.matmul(a, b)
+        lead = a.shape[:-2]  # (B, h): one matrix product per head
+        size = math.prod(lead) * a.shape[-2] * b.shape[-1]  # elements of the result
+        small = size < PARALLEL_MIN_NUMEL or cores() == 1 or _in_pool()
+        if small or len(lead) == 0 or lead != b.shape[:-2]:
+            out: np.ndarray = np.matmul(a, b)
+            return out
+        # the heads split over the cores, one BLAS thread each: numpy's stacked matmul calls one
+        # multi-threaded sgemm per head, whose threads barely help at K = d and spin when busy
+        out = np.empty((*lead, a.shape[-2], b.shape[-1]), dtype=np.result_type(a, b))
+        # (B·h) views, (S, d) @ (d, N) -> (S, N) each
+        stacks = (x.reshape(-1, *x.shape[-2:]) for x in (a, b, out))
+        pairs = list(zip(*stacks, strict=True))
+        with self.one_thread_each():
+            list(pool(cores()).map(lambda p: np.matmul(p[0], p[1], out=p[2]), pairs))
         return out
 
     def scale(self, x: np.ndarray, factor: float) -> np.ndarray:
@@ -87,6 +102,12 @@ class NumpyBackend(Backend[np.ndarray]):
     def rotate_part(self, x: np.ndarray, dims: int) -> np.ndarray:
         out, half = np.zeros_like(x), dims // 2
         out[..., :half], out[..., half:dims] = -x[..., half:dims], x[..., :half]
+        return out
+
+    def rms_norm(self, x: np.ndarray, weight: np.ndarray, eps: float) -> np.ndarray:
+        wide = x.astype(np.promote_types(x.dtype, np.float32))
+        scaled = wide / np.sqrt((wide * wide).mean(axis=-1, keepdims=True) + eps)
+        out: np.ndarray = (weight * scaled.astype(x.dtype)).astype(x.dtype)
         return out
 
     def tanh(self, x: np.ndarray) -> np.ndarray:
@@ -138,6 +159,11 @@ class NumpyBackend(Backend[np.ndarray]):
     def reduce_sum(self, x: np.ndarray) -> np.ndarray:
         out: np.ndarray = x.sum(axis=-1)
         return out
+
+
+def _in_pool() -> bool:
+    """Whether this is one of attntrace's worker threads (which must not wait on their own pool)."""
+    return threading.current_thread().name.startswith("attntrace")
 
 
 def _softmax_inplace(x: np.ndarray, factor: np.floating | None = None) -> None:

@@ -91,6 +91,12 @@ class ShapeBackend(Backend[ShapeTensor]):
             raise ConfigError(f"rotate_part: {dims} dims do not fit the last axis of {x.shape}")
         return x
 
+    def rms_norm(self, x: ShapeTensor, weight: ShapeTensor, eps: float) -> ShapeTensor:
+        if weight.shape != x.shape[-1:]:
+            raise ConfigError(f"rms_norm: weight {weight.shape} does not fit the last axis of "
+                              f"{x.shape}")
+        return x
+
     def tanh(self, x: ShapeTensor) -> ShapeTensor:
         return x
 

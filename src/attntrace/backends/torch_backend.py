@@ -92,6 +92,21 @@ class TorchBackend(Backend["torch.Tensor"]):
         x1, x2 = x.chunk(2, dim=-1)
         return self._torch.cat((-x2, x1), dim=-1)
 
+    def rotate_part(self, x: torch.Tensor, dims: int) -> torch.Tensor:
+        half, rest = dims // 2, x[..., dims:]
+        zeros = self._torch.zeros_like(rest)
+        return self._torch.cat((-x[..., half:dims], x[..., :half], zeros), dim=-1)
+
+    def rms_norm(self, x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
+        tc = self._torch
+        wide = x.to(tc.promote_types(x.dtype, tc.float32))
+        scaled = wide * tc.rsqrt(wide.pow(2).mean(-1, keepdim=True) + eps)
+        out: torch.Tensor = weight * scaled.to(x.dtype)
+        return out
+
+    def tanh(self, x: torch.Tensor) -> torch.Tensor:
+        return x.tanh()
+
     @contextmanager
     def one_thread_each(self) -> Iterator[None]:
         before = self._torch.get_num_threads()
@@ -100,14 +115,6 @@ class TorchBackend(Backend["torch.Tensor"]):
             yield
         finally:
             self._torch.set_num_threads(before)
-
-    def rotate_part(self, x: torch.Tensor, dims: int) -> torch.Tensor:
-        half, rest = dims // 2, x[..., dims:]
-        zeros = self._torch.zeros_like(rest)
-        return self._torch.cat((-x[..., half:dims], x[..., :half], zeros), dim=-1)
-
-    def tanh(self, x: torch.Tensor) -> torch.Tensor:
-        return x.tanh()
 
     def narrow(self, x: torch.Tensor, axis: int, start: int, stop: int) -> torch.Tensor:
         return x.narrow(axis, start, stop - start)

@@ -58,6 +58,9 @@ def capture(
     ``keep_values=False`` records shapes only. ``axes`` gives sizes of axis letters
     (``{"h": 12, "d": 64}``) to name the axes that sizes alone cannot.
     """
+    from attntrace.capture.source import forget
+
+    forget()
     recorder = Recorder(keep_values)
     session = Session(recorder, axes)
     hooks: list[Any] = []

@@ -81,6 +81,7 @@ class Recorder:
         self._ids: dict[int, tuple[weakref.ref[Any] | None, int]] = {}
         self._names: set[str] = set()
         self._counts: dict[str, int] = {}
+        self._repeats: dict[str, int] = {}  # the last suffix given to each name
 
     def lookup(self, obj: object) -> int | None:
         """The event that produced ``obj`` (None for tensors from outside the capture)."""
@@ -132,10 +133,11 @@ class Recorder:
         if not name or name == "_":
             self._counts[func] = self._counts.get(func, 0) + 1
             name = f"{func}_{self._counts[func]}"
-        unique, n = name, 1
-        while unique in self._names:
+        unique, n = name, self._repeats.get(name, 1)
+        while unique in self._names:  # q, q_2, q_3 … (a name from the code, or op_N)
             n += 1
             unique = f"{name}_{n}"
+        self._repeats[name] = n
         self._names.add(unique)
         return unique
 

@@ -66,11 +66,19 @@ class Site:
 
 def site_of(frame: FrameType) -> Site:
     """The :class:`Site` of the instruction ``frame`` is executing."""
-    return _site(frame.f_code, frame.f_lasti, frame.f_lineno)
+    code = frame.f_code  # equal code objects of two files compare equal: the name is in the key
+    return _site(code.co_filename, code, frame.f_lasti, frame.f_lineno)
+
+
+def forget() -> None:
+    """Drop what was read of the user's files (a new capture reads them as they are now)."""
+    for cached in (_site, _assignment, _tree):
+        cached.cache_clear()
+    linecache.checkcache()
 
 
 @lru_cache(maxsize=8192)
-def _site(code: CodeType, lasti: int, lineno: int) -> Site:
+def _site(filename: str, code: CodeType, lasti: int, lineno: int) -> Site:
     span = _positions(code)[lasti // 2] if lasti >= 0 else None
     line = lineno if span is None or span[0] is None else span[0]
     where = f"{os.path.basename(code.co_filename)}:{line}"

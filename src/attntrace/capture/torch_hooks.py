@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import lru_cache
 from types import CodeType
 from typing import Any
 
@@ -237,6 +238,7 @@ _DISPATCH = (
 _CAPTURE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
 
 
+@lru_cache(maxsize=1)
 def _mode_class() -> type:
     from torch.overrides import TorchFunctionMode
 

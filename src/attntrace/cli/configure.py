@@ -26,6 +26,7 @@ MODEL_OPTIONS: dict[str, Any] = {
     "rope_base": opt.RopeBase, "preset": opt.Preset, "hf_config": opt.HfConfig,
     "window": opt.Window, "model_dir": opt.ModelDir, "layer": opt.Layer,
     "rope_scaling": opt.RopeScaling, "rotary_dims": opt.RotaryDims, "softcap": opt.Softcap,
+    "qk_norm": opt.QkNorm,
 }
 
 

@@ -131,6 +131,9 @@ Softcap = Annotated[float | None, typer.Option(
     help="C: logit soft-capping, scores -> C*tanh(scores/C) before the mask (Gemma 2); "
     "adds capped.",
     rich_help_panel=VARIANTS)]
+QkNorm = Annotated[str | None, typer.Option(
+    help="RMSNorm of q and k with weights n_q, n_k: head (over d, Qwen3 and Gemma 3) or full "
+    "(over the projection width, OLMo 2); adds q_norm, k_norm.", rich_help_panel=VARIANTS)]
 ModelDir = Annotated[Path | None, typer.Option(
     "--model", help="A saved Hugging Face model folder (config.json + model.safetensors, a sharded "
     "index or pytorch_model.bin): sizes and variants of --layer from its config, weights from "

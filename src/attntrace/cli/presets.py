@@ -14,7 +14,8 @@ def presets() -> None:
     """List the real models --preset knows, with their attention sizes.
 
     Heads, kv-heads, hidden, head_dim, RoPE theta and the KV-cache bytes per token and layer
-    in float16, each from the model's config.json.
+    in float16, each from the model's config.json; for models with a known layer count L, the
+    KV cache of all layers at the context length (batch 1, float16).
 
     Example: [bold]attntrace run --preset llama-3-8b --seq 4 --backend shape[/]
     """
@@ -24,10 +25,32 @@ def presets() -> None:
     table = Table(title="presets (numbers from each model's config.json on the Hugging Face Hub)", box=box.SIMPLE_HEAD,
                   show_edge=False, padding=(0, 1, 0, 0), title_justify="left", title_style="bold")
     for name, justify in (("preset", "left"), ("h", "right"), ("g", "right"), ("H", "right"), ("d", "right"),
-                          ("rope_theta", "right"), ("causal", "left"), ("KV/token", "right"), ("config.json of", "left")):
+                          ("rope_theta", "right"), ("causal", "left"), ("KV/token", "right"),
+                          ("config.json of", "left")):
         table.add_column(name, justify=justify, overflow="fold")  # type: ignore[arg-type]
     for p in PRESETS.values():
         theta = f"{p.rope_theta:g}" if p.rope_theta is not None else "-"
         table.add_row(p.name, str(p.heads), str(p.kv_heads), str(p.hidden), str(p.head_dim), theta,
                       "yes" if p.causal else "no", format_bytes(p.kv_cache_bytes_per_token), p.repo)
     console().print(table)
+    console().print()
+    console().print(_whole_models())
+
+
+def _whole_models() -> Table:
+    """All layers of the presets whose layer count is known, at their context length."""
+    from attntrace.costs import format_count
+    from attntrace.memory import format_bytes
+    from attntrace.presets import PRESETS
+
+    table = Table(title="whole model: attention of all L layers at the context length (batch 1, "
+                  "KV cache in float16; FLOPs of one forward over the full S x S)",
+                  box=box.SIMPLE_HEAD, show_edge=False, padding=(0, 1, 0, 0), title_justify="left",
+                  title_style="bold")
+    for name in ("preset", "L", "context", "attn params", "KV cache", "attn FLOPs"):
+        table.add_column(name, justify="left" if name == "preset" else "right")
+    for p in PRESETS.values():
+        if (f := p.model_figures()) is not None:
+            table.add_row(p.name, str(f.layers), str(f.seq), format_count(f.params),
+                          format_bytes(f.kv_cache_bytes), format_count(f.flops))
+    return table

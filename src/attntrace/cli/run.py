@@ -65,8 +65,10 @@ def run(
     --weights model.safetensors to trace real weights, --save trace.npz to keep every tensor.
     For scripts: --format json | jq '.steps[] | select(.name=="scores") | .shape'
     """
+    from attntrace.attention import NONFINITE_NOTE
     from attntrace.render import text_renderer
     from attntrace.render.table import render_trace
+    from attntrace.text import plain
 
     def validate(config: AttentionConfig) -> None:
         check_head(head, config)
@@ -85,6 +87,9 @@ def run(
 
         save_trace(trace, save)
     draw_pictures(trace, plot, plot_flow, batch_item)
+    for note in trace.notes:
+        if note.startswith(NONFINITE_NOTE):  # exit 0, and one line on stderr whatever the format
+            sys.stderr.write(f"attntrace: warning: {plain(note)}\n")
     view: dict[str, Any] = {"head": head, "batch_item": batch_item, "values": values, "values_limit": values_limit, "count": count.value}
     if fmt is opt.OutputFormat.table:
         render_trace(trace, console(no_color), **view)

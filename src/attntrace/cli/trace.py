@@ -128,12 +128,17 @@ def trace(
         if spec.name is None:
             if init:
                 raise _usage("--init needs FILE.py:NAME or package.module:NAME, not a script")
-            outcome = run_script(spec.path or Path(target), spec.argv, axes=letters)
+            # the table and the documents show shapes: no values are kept (and copied)
+            outcome = run_script(
+                spec.path or Path(target), spec.argv, axes=letters, keep_values=False
+            )
         else:
             inputs = Inputs(
                 batch, seq, hidden, dtype.value, seed, array.value if array else None, input_file
             )
-            outcome = run_target(spec, parse_init(init or []), inputs, axes=letters)
+            outcome = run_target(
+                spec, parse_init(init or []), inputs, axes=letters, keep_values=False
+            )
     show(outcome, fmt.value, no_color, target)
 
 

@@ -146,8 +146,20 @@ def resolve_layer(
             f"{layer.name} says {layer.hints['kv_heads']} kv heads, "
             f"its weights give {config.groups}"
         )
+    _check_supported(config)
+    config = replace(config, algorithm="eager")  # the steps to compare are the eager ones
     seeded = {name: s.make() for name, s in random_sources(config).items() if name not in tensors}
     return config, {**seeded, **tensors}
+
+
+def _check_supported(config: AttentionConfig) -> None:
+    """diff calls the code on x alone: no second input, no per-item key lengths."""
+    if config.cross:
+        raise ConfigError("diff runs self-attention code on x alone; drop --kv-seq/--kv-hidden "
+                          "(cross-attention code needs a second input diff does not pass)")
+    if config.key_lengths is not None:
+        raise ConfigError("diff calls the code on x alone, so it cannot pass --key-lengths; "
+                          "drop it (a padding mask inside the code is compared as it is)")
 
 
 def run_diff(layer: Layer, config: AttentionConfig, tensors: dict[str, Any]) -> DiffReport:

@@ -92,6 +92,7 @@ def _projection_layout(s: Setting) -> Iterator[Bug]:
         def wrong(
             done: Done, value: np.ndarray, w: np.ndarray = w, src: str = src, b: Any = bias
         ) -> np.ndarray:
+            # (B, S, out): x @ W, W (out, in) square
             return _cast(done[src] @ w + (0 if b is None else b), value)
 
         yield Bug(
@@ -130,6 +131,7 @@ def _split(s: Setting) -> Iterator[Bug]:
     def wrong(c: str) -> StepReplacement:
         heads, seq = (cfg.heads, cfg.seq) if c == "q" else (cfg.groups, cfg.keys)
         shape = (*s.lead, heads, seq, cfg.head_dim)
+        # (B, h, S, d) straight from (B, S, H)
         return lambda done, value: done[f"{c}_proj"].reshape(shape)
 
     for which in ("qkv", "q", "k", "v"):
@@ -148,7 +150,7 @@ def _merge(s: Setting) -> Iterator[Bug]:
     shape = (*s.lead, s.config.seq, s.config.heads * s.config.head_dim)
 
     def wrong(done: Done, value: np.ndarray) -> np.ndarray:
-        return done["context"].reshape(shape)
+        return done["context"].reshape(shape)  # (B, S, H) straight from (B, h, S, d)
 
     yield Bug(
         "merge-no-transpose",
@@ -164,8 +166,8 @@ def _softmax(x: np.ndarray, axis: int) -> np.ndarray:
     import numpy as np
 
     with np.errstate(invalid="ignore", over="ignore"):
-        e = np.exp(x - x.max(axis=axis, keepdims=True))
-        out: np.ndarray = e / e.sum(axis=axis, keepdims=True)
+        e = np.exp(x - x.max(axis=axis, keepdims=True))  # (B, h, S, N)
+        out: np.ndarray = e / e.sum(axis=axis, keepdims=True)  # (B, h, S, N)
     return out
 
 
@@ -175,7 +177,7 @@ def _softmax_axis(s: Setting) -> Iterator[Bug]:
     for axis in range(len(axes) - 1):
 
         def wrong(done: Done, value: np.ndarray, axis: int = axis) -> np.ndarray:
-            return _cast(_softmax(done[last], axis), value)
+            return _cast(_softmax(done[last], axis), value)  # (B, h, S, N)
 
         yield Bug(
             f"softmax-axis-{axis}",
@@ -224,7 +226,7 @@ def _k_transpose(s: Setting) -> Iterator[Bug]:
     for order in orders:
 
         def wrong(done: Done, value: np.ndarray, order: tuple[int, ...] = order) -> np.ndarray:
-            return done[s.k_name].transpose(order)
+            return done[s.k_name].transpose(order)  # (B, h, d, N) by another order
 
         yield Bug(
             f"k-permute{order}",
@@ -235,7 +237,7 @@ def _k_transpose(s: Setting) -> Iterator[Bug]:
         )
 
     def reshaped(done: Done, value: np.ndarray) -> np.ndarray:
-        return done[s.k_name].reshape(shape)
+        return done[s.k_name].reshape(shape)  # (B, h, d, N) by a reshape
 
     yield Bug(
         "k-reshape",
@@ -259,7 +261,7 @@ def _mask(s: Setting) -> Iterator[Bug]:
         return
 
     def inverted(done: Done, value: np.ndarray) -> np.ndarray:
-        return np.where(done["mask"], -np.inf, done["scaled"]).astype(value.dtype)
+        return np.where(done["mask"], -np.inf, done["scaled"]).astype(value.dtype)  # (B, h, S, N)
 
     yield Bug(
         "mask-inverted",
@@ -298,6 +300,7 @@ def _mask(s: Setting) -> Iterator[Bug]:
     for fill, how in ((0.0, "zeros"), (-np.inf, "-inf")):
 
         def after(done: Done, value: np.ndarray, fill: float = fill) -> np.ndarray:
+            # (B, h, S, N)
             return np.where(done["mask"], _softmax(done["scaled"], -1), fill).astype(value.dtype)
 
         yield Bug(
@@ -324,7 +327,7 @@ def _repeat(s: Setting) -> Iterator[Bug]:
         def wrong(done: Done, value: np.ndarray) -> np.ndarray:
             reps = [1] * value.ndim
             reps[axis] = r
-            return np.tile(done[src[name]], reps)
+            return np.tile(done[src[name]], reps)  # (B, h, N, d): heads 0, 1, 0, 1
 
         return wrong
 
@@ -350,11 +353,11 @@ def _rope(s: Setting) -> Iterator[Bug]:
         def wrong(done: Done, value: np.ndarray) -> np.ndarray:
             x = done[name]
             angles = rope_angles(cfg.seq, d, cfg.rope_base)[:, : d // 2]  # (S, d/2)
-            cos, sin = np.cos(angles), np.sin(angles)
-            even, odd = x[..., 0::2], x[..., 1::2]
+            cos, sin = np.cos(angles), np.sin(angles)  # (S, d/2) each
+            even, odd = x[..., 0::2], x[..., 1::2]  # (B, h, S, d/2) each
             out = np.empty_like(x)
-            out[..., 0::2] = even * cos - odd * sin
-            out[..., 1::2] = odd * cos + even * sin
+            out[..., 0::2] = even * cos - odd * sin  # (B, h, S, d/2)
+            out[..., 1::2] = odd * cos + even * sin  # (B, h, S, d/2)
             return out
 
         return wrong

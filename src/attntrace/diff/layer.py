@@ -173,9 +173,12 @@ def _called_linears(module: Any, seq: int, batch: int | None) -> LoadedWeights:
         with torch.no_grad():
             module(probe)
     except Exception as exc:
-        raise ConfigError(
-            f"calling {type(module).__name__} on a {tuple(probe.shape)} probe raised "
-            f"{type(exc).__name__}: {exc}; check --seq/--batch"
+        from attntrace.diff.user import UserCodeError
+
+        raise UserCodeError(
+            f"the code under test raised {type(exc).__name__} on x of shape {tuple(probe.shape)}: "
+            f"{exc}; check --seq/--batch, or run attntrace trace on it to see the shapes up to "
+            "the failure"
         ) from None
     finally:
         for hook in hooks:

@@ -113,10 +113,12 @@ def read_bytes(path: str | os.PathLike[str], limit: int = TEXT_LIMIT, what: str 
         f"{name}: is larger than {format_bytes(limit)}, the most attntrace reads from such a file; "
         "check that this is the right file")
     with open_regular(path, what) as f:
-        if os.fstat(f.fileno()).st_size > limit:
+        if (size := os.fstat(f.fileno()).st_size) > limit:
             raise too_big
-        try:
-            data = f.read(limit + 1)
+        try:  # read(limit + 1) would allocate the whole limit for a small file
+            data = f.read(size + 1)
+            if len(data) > size:  # it grew (or lied about its size): read on up to the limit
+                data += f.read(limit + 1 - len(data))
         except OSError as exc:
             raise InputFileError(f"{name}: cannot be read ({plain(exc.strerror or exc)})") from None
     if len(data) > limit:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import pickle  # only for its exception type: nothing is ever unpickled here
 import re
+import warnings
 import zipfile
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
@@ -218,7 +219,9 @@ def _read_torch(path: Path, *, mmap: bool) -> LazyArrays:
     torch = _torch(path, "PyTorch files")
     _check_torch_size(path, zipped=mmap)
     try:
-        loaded = torch.load(str(path), map_location="cpu", weights_only=True, mmap=mmap)
+        with warnings.catch_warnings():  # e.g. "Detected pickle protocol 4": the error line says enough
+            warnings.simplefilter("ignore")
+            loaded = torch.load(str(path), map_location="cpu", weights_only=True, mmap=mmap)
     except pickle.UnpicklingError as exc:  # the weights-only unpickler met something that is not a tensor
         found = re.search(r"GLOBAL (\S+)", str(exc))
         asked = f" (it asked for {plain(found.group(1))[:80]})" if found else ""

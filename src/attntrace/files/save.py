@@ -5,7 +5,10 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import signal
 import tempfile
+import threading
+from collections.abc import Iterator
 from pathlib import Path
 
 from attntrace.errors import ConfigError, InputFileError
@@ -53,14 +56,42 @@ def save_trace(trace: Trace, path: Path) -> None:
     except OSError as exc:
         raise InputFileError(f"{path}: cannot write in {path.parent} ({exc.strerror or exc})") from None
     try:
-        with os.fdopen(fd, "wb") as f:
+        with _signals_raise(), os.fdopen(fd, "wb") as f:
+            os.fchmod(f.fileno(), 0o666 & ~_umask())  # as open() would create it, not mkstemp's 0600
             np.savez(f, **arrays)  # type: ignore[arg-type]
             f.flush()
             os.fsync(f.fileno())
-        os.replace(tmp, path)
+            os.replace(tmp, path)
     except BaseException as exc:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         if isinstance(exc, OSError):
             raise InputFileError(f"{path}: could not be written ({exc.strerror or exc}); nothing was saved") from None
         raise
+
+
+def _umask() -> int:
+    """The process umask (read by setting it and restoring it at once)."""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+@contextlib.contextmanager
+def _signals_raise() -> Iterator[None]:
+    """While the file is written, SIGTERM (and SIGHUP) raise SystemExit like Ctrl-C raises
+    KeyboardInterrupt, so the temporary file is removed on the way out."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def stop(signum: int, _frame: object) -> None:
+        raise SystemExit(128 + signum)
+
+    names = [n for n in ("SIGTERM", "SIGHUP") if hasattr(signal, n)]
+    previous = {n: signal.signal(getattr(signal, n), stop) for n in names}
+    try:
+        yield
+    finally:
+        for n, handler in previous.items():
+            signal.signal(getattr(signal, n), handler)

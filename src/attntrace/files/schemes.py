@@ -195,7 +195,12 @@ def _mha(layer: Arrays, path: Path) -> dict[str, np.ndarray | None]:
 
 def _qkvo(layer: Arrays, path: Path) -> dict[str, np.ndarray | None]:
     out = "o_proj" if "o_proj.weight" in layer else "out_proj"  # Llama/Mistral/Qwen vs BART/OPT
-    return _rename(layer, path, _module_names({"q": "q_proj", "k": "k_proj", "v": "v_proj", "o": out}))
+    modules = {"q": "q_proj", "k": "k_proj", "v": "v_proj", "o": out}
+    params = _rename(layer, path, _module_names(modules))
+    for c in "qk":  # Qwen3, Gemma 3, OLMo 2: RMSNorm weights of q and k
+        if f"{c}_norm.weight" in layer:
+            params[f"n_{c}"] = _float_array(path, f"{c}_norm.weight", layer[f"{c}_norm.weight"])
+    return params
 
 
 def _bert(layer: Arrays, path: Path) -> dict[str, np.ndarray | None]:

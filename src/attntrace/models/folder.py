@@ -9,8 +9,6 @@ original folders: ``params.json`` plus one ``consolidated.00.pth``.
 
 from __future__ import annotations
 
-import json
-import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -126,26 +124,15 @@ def _index(path: Path, name: str) -> dict[str, Path]:
 
 
 def read_json(path: Path, limit: int = JSON_LIMIT) -> dict[str, Any]:
-    """A JSON object from ``path``, size-capped; NaN and Infinity refused."""
-    try:
-        with path.open("rb") as f:
-            size = os.fstat(f.fileno()).st_size  # read(limit + 1) would allocate the whole limit
-            raw = f.read(min(size, limit) + 1)
-    except OSError as exc:
-        raise InputFileError(f"cannot read {path}: {exc.strerror or exc}") from None
-    if len(raw) > limit:
-        raise InputFileError(f"{path}: larger than {limit} bytes; not a config or index file")
-    try:
-        data = json.loads(raw.decode("utf-8"), parse_constant=_refuse_constant)
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise InputFileError(f"{path}: not valid JSON ({' '.join(str(exc).split())})") from None
+    """A JSON object from ``path``: a regular file, size-capped, strict JSON (files.guard)."""
+    from attntrace.files.guard import load_json
+
+    data = load_json(path, limit, what=f"--model {path.parent.name}")
     if not isinstance(data, dict):
         raise InputFileError(f"{path}: holds a JSON {type(data).__name__}, not an object")
     return data
 
 
-def _refuse_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not JSON")
 
 
 def _refuse_meta_features(path: Path, config: Mapping[str, Any]) -> None:

@@ -57,8 +57,9 @@ NO_BIAS_TYPES = frozenset(
         "olmo2",
     }
 )
-#: Families whose q and k are RMS-normalised before RoPE (not modelled yet).
-QK_NORM_TYPES = frozenset({"qwen3", "qwen3_moe", "gemma3", "gemma3_text", "olmo2", "olmo3"})
+#: Families whose q and k are RMS-normalised before RoPE: per head or over the whole width.
+QK_NORM_TYPES = {"qwen3": "head", "qwen3_moe": "head", "gemma3": "head", "gemma3_text": "head",
+                 "olmo2": "full", "olmo3": "full"}
 #: The default θ of families whose config may leave it out.
 DEFAULT_THETA = 10000.0
 
@@ -248,6 +249,10 @@ def attention_fields(
         "softcap": _float_or_none(
             cfg.get("attn_logit_softcapping"), "attn_logit_softcapping", path
         ),
+        "qk_norm": QK_NORM_TYPES.get(model_type),
+        "qk_norm_eps": _float_or_none(cfg.get("rms_norm_eps"), "rms_norm_eps", path)
+        if model_type in QK_NORM_TYPES
+        else None,
     }
 
 
@@ -368,10 +373,6 @@ def refuse_unmodelled(cfg: Mapping[str, Any], path: Path | str, model_type: str)
     if cfg.get("alibi"):
         raise ConfigError(
             f"{path}: ALiBi position biases are not modelled; remove alibi to trace without them"
-        )
-    if model_type in QK_NORM_TYPES:
-        raise ConfigError(
-            f"{path}: {model_type} normalises q and k (q_norm, k_norm), which is not modelled yet"
         )
     if model_type in ("t5", "mt5", "umt5", "longt5"):
         raise ConfigError(

@@ -44,7 +44,12 @@ def load_model_layer(
     section = config_section(folder.config)
     fields = attention_fields(folder.config, path / "config.json", n)
     info = LayoutInfo(fields["heads"], fields["kv_heads"], section)
-    return load_layer(path, arrays, {}, prefix, schemes=ALL_SCHEMES, info=info)
+    loaded = load_layer(path, arrays, {}, prefix, schemes=ALL_SCHEMES, info=info)
+    if str(section.get("model_type", "")).startswith("gemma3"):  # Gemma3RMSNorm: 1 + weight
+        for name in ("n_q", "n_k"):
+            if (weight := loaded.params.get(name)) is not None:
+                loaded.params[name] = 1.0 + weight
+    return loaded
 
 
 def _prefix(path: Path, arrays: Any, layer: int) -> str:

@@ -10,7 +10,7 @@ from rich.text import Text
 
 from attntrace.check import CaseResult, summary
 from attntrace.render.terminal import RULE_BOX
-from attntrace.text import plain
+from attntrace.text import inert, plain
 
 
 def render_results(results: Sequence[CaseResult], console: Console, *, spec: bool = False,
@@ -49,7 +49,8 @@ def failures_table(results: Sequence[CaseResult], *, spec: bool = False) -> Tabl
     table.add_column("actual", style="red")
     for r in results:
         for m in r.mismatches:
-            table.add_row(*([plain(r.name)] if spec else []), plain(m.what), plain(m.expected), plain(m.actual))
+            cells = [*([r.name] if spec else []), m.what, m.expected, m.actual]
+            table.add_row(*map(inert, cells))  # names from golden and spec files: no markup, no escapes
     return table
 
 

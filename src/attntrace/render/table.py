@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 from typing import TYPE_CHECKING
 
@@ -301,6 +302,8 @@ def _cell_text(value: float, compact: bool) -> str:
 
 
 def _heat_cell(value: float, compact: bool) -> Text:
+    if not math.isfinite(value):  # NaN or ±inf: shown, never shaded
+        return Text(f"{value}", style="bold red")
     text = _cell_text(value, compact)
     level = int(55 + 200 * min(max(value, 0.0), 1.0))
     style = Style(bgcolor=f"rgb({level // 3},{level // 2},{level})", color="white" if value < 0.5 else "black")
