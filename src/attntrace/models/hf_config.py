@@ -16,7 +16,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from attntrace.config import MAX_SIZE
 from attntrace.errors import ConfigError
+from attntrace.text import plain
 
 #: Where each size lives in the config.json of the common model families.
 HEADS = ("num_attention_heads", "n_head", "num_heads", "encoder_attention_heads", "n_heads")
@@ -86,8 +88,10 @@ def int_field(
         value = cfg.get(name)
         if value is None:
             continue
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ConfigError(f"{path}: {name} must be a whole number >= 1, got {value!r}")
+        if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_SIZE:
+            raise ConfigError(
+                f"{plain(path)}: {name} must be a whole number from 1 to {MAX_SIZE}, got {shown(value)}"
+            )
         return value
     if required:
         hint = (
@@ -163,9 +167,10 @@ def window(cfg: Mapping[str, Any], path: Path | str, kind: str) -> int | None:
     size = cfg.get("sliding_window")
     if kind != "sliding_attention" or size is None:
         return None
-    if isinstance(size, bool) or not isinstance(size, int) or size < 1:
+    if isinstance(size, bool) or not isinstance(size, int) or not 1 <= size <= MAX_SIZE:
         raise ConfigError(
-            f"{path}: sliding_window must be a whole number >= 1 or null, got {size!r}"
+            f"{plain(path)}: sliding_window must be a whole number from 1 to {MAX_SIZE} or null, "
+            f"got {shown(size)}"
         )
     return size
 
@@ -378,3 +383,11 @@ def refuse_unmodelled(cfg: Mapping[str, Any], path: Path | str, model_type: str)
         raise ConfigError(
             f"{path}: T5's relative position bias (and unscaled scores) is not modelled yet"
         )
+
+
+def shown(value: Any) -> str:
+    """A JSON value as a short, terminal-safe text for an error message."""
+    import json
+
+    text = json.dumps(value) if not isinstance(value, int) or abs(value) < 10**30 else "a huge number"
+    return plain(text if len(text) <= 40 else text[:37] + "...")
