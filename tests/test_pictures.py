@@ -90,9 +90,9 @@ def test_plot_writes_svg_and_pdf(tmp_path: Path, suffix: str) -> None:
     (["--plot-flow", "x.png"], "--plot-flow x.png: the file name must end in .svg"),
     (["--plot", "no/such/folder/x.png"], "the folder no/such/folder does not exist"),
 ])
-def test_bad_pictures_are_one_line_exit_2(tmp_path: Path, args: list[str], message: str) -> None:
+def test_bad_pictures_are_one_line_exit_2(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, args: list[str], message: str) -> None:
     pytest.importorskip("matplotlib")
-    os.chdir(tmp_path)
+    monkeypatch.chdir(tmp_path)
     code, _, err = run_cli("run", "--seq", "4", "--hidden", "8", "--heads", "2", *args)
     assert code == 2
     assert message in err

@@ -67,3 +67,8 @@ def test_completion_offers_step_names_for_expect() -> None:
     offered = complete("attntrace check -e ")
     for name in ("x=", "q_rot=", "k_rep=", "masked=", "s_tile=", "o_block="):
         assert name in offered
+
+
+def test_the_sweep_table_states_the_dtype_of_its_bytes() -> None:
+    out = run_cli("sweep", "--seq", "128", "--dtype", "float16", "--backend", "shape")
+    assert out.startswith("sweep (bytes of float16)")

@@ -15,7 +15,17 @@ from attntrace.config import AttentionConfig
 from attntrace.errors import ConfigError
 from attntrace.text import plain
 
-Out = Annotated[Path, typer.Option("--out", "-o", metavar="FILE.html", help="Where to write the page.", dir_okay=False, show_default=False)]
+Out = Annotated[
+    Path,
+    typer.Option(
+        "--out",
+        "-o",
+        metavar="FILE.html",
+        help="Where to write the page.",
+        dir_okay=False,
+        show_default=False,
+    ),
+]
 
 
 @app.command(epilog=EPILOG)
@@ -60,9 +70,27 @@ def report(
         check_batch_item(batch_item, config)
 
     trace = trace_from_options(
-        ctx, model, validate, {"weights", "masked"}, batch=batch, seq=seq, hidden=hidden, heads=heads, mask=mask,
-        backend=backend, dtype=dtype, seed=seed, scale=scale, max_memory=max_memory, algorithm=algorithm,
-        block_size=block_size, weights=weights, layer_prefix=layer_prefix, input_file=input_file,
+        ctx,
+        model,
+        validate,
+        {"weights", "masked"},
+        batch=batch,
+        seq=seq,
+        hidden=hidden,
+        heads=heads,
+        mask=mask,
+        backend=backend,
+        dtype=dtype,
+        seed=seed,
+        scale=scale,
+        max_memory=max_memory,
+        algorithm=algorithm,
+        block_size=block_size,
+        weights=weights,
+        layer_prefix=layer_prefix,
+        input_file=input_file,
     )
-    write_output(out, render_report(trace, batch_item=batch_item, count=count.value).encode("utf-8"))
+    write_output(
+        out, render_report(trace, batch_item=batch_item, count=count.value).encode("utf-8")
+    )
     typer.echo(f"wrote {plain(out)}")

@@ -75,6 +75,6 @@ def sweep(
     if output is SweepFormat.table:
         from attntrace.render.sweep import sweep_view
 
-        console().print(sweep_view(points, count.value))
+        console().print(sweep_view(points, count.value, base.dtype))
     else:
         sys.stdout.write(to_json(points) + "\n" if output is SweepFormat.json else to_csv(points))

@@ -23,11 +23,15 @@ def write_output(path: Path, content: bytes | Callable[[BinaryIO], None]) -> Non
     b'<svg/>'
     """
     if not path.parent.is_dir():
-        raise InputFileError(f"{path}: the folder {path.parent} does not exist; create it or write elsewhere")
+        raise InputFileError(
+            f"{path}: the folder {path.parent} does not exist; create it or write elsewhere"
+        )
     try:
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     except OSError as exc:
-        raise InputFileError(f"{path}: cannot write in {path.parent} ({exc.strerror or exc})") from None
+        raise InputFileError(
+            f"{path}: cannot write in {path.parent} ({exc.strerror or exc})"
+        ) from None
     try:
         with os.fdopen(fd, "wb") as f:
             if isinstance(content, bytes):

@@ -45,8 +45,12 @@ def outcomes(results: Sequence[CaseResult]) -> list[Outcome]:
             failed.setdefault(m.subject or m.what, []).append(m)
         for check in [*r.checks, *(f for f in failed if f not in r.checks)]:
             line = r.lines.get(check, r.lines.get("", 0))
-            text = "; ".join(f"{m.what}: expected {m.expected}, got {m.actual}" for m in failed.get(check, []))
-            out.append(Outcome(r.name, check, "failed" if check in failed else "passed", text, line))
+            text = "; ".join(
+                f"{m.what}: expected {m.expected}, got {m.actual}" for m in failed.get(check, [])
+            )
+            out.append(
+                Outcome(r.name, check, "failed" if check in failed else "passed", text, line)
+            )
     return out
 
 
@@ -61,13 +65,34 @@ def render_json_report(results: Sequence[CaseResult], spec: Path | None = None) 
     doc = {
         "schema": REPORT_SCHEMA,
         "spec": str(spec) if spec is not None else None,
-        "summary": {"configs": len(results), "passed": sum(r.ok for r in results),
-                    "failed": sum(not r.ok and not r.error for r in results), "errors": sum(bool(r.error) for r in results),
-                    "checks": len(items)},
-        "configs": [{"name": r.name, "status": _status(r), "checks": r.checked, "error": r.error or None,
-                     "notes": list(r.notes), "line": r.lines.get("") or None} for r in results],
-        "checks": [{"config": o.config, "check": o.check, "status": o.status, "message": o.message or None,
-                    "line": o.line or None} for o in items],
+        "summary": {
+            "configs": len(results),
+            "passed": sum(r.ok for r in results),
+            "failed": sum(not r.ok and not r.error for r in results),
+            "errors": sum(bool(r.error) for r in results),
+            "checks": len(items),
+        },
+        "configs": [
+            {
+                "name": r.name,
+                "status": _status(r),
+                "checks": r.checked,
+                "error": r.error or None,
+                "notes": list(r.notes),
+                "line": r.lines.get("") or None,
+            }
+            for r in results
+        ],
+        "checks": [
+            {
+                "config": o.config,
+                "check": o.check,
+                "status": o.status,
+                "message": o.message or None,
+                "line": o.line or None,
+            }
+            for o in items
+        ],
     }
     return json.dumps(doc, indent=2) + "\n"
 
@@ -85,14 +110,26 @@ def render_junit(results: Sequence[CaseResult], spec: Path | None = None) -> str
     'expect x=3,768'
     """
     items = outcomes(results)
-    root = ET.Element("testsuites", name="attntrace check", tests=str(len(items)),
-                      failures=str(sum(o.status == "failed" for o in items)),
-                      errors=str(sum(o.status == "error" for o in items)), time="0")
+    root = ET.Element(
+        "testsuites",
+        name="attntrace check",
+        tests=str(len(items)),
+        failures=str(sum(o.status == "failed" for o in items)),
+        errors=str(sum(o.status == "error" for o in items)),
+        time="0",
+    )
     for r in results:
         mine = [o for o in items if o.config == r.name]
-        suite = ET.SubElement(root, "testsuite", name=_xml(r.name), tests=str(len(mine)),
-                              failures=str(sum(o.status == "failed" for o in mine)),
-                              errors=str(sum(o.status == "error" for o in mine)), skipped="0", time="0")
+        suite = ET.SubElement(
+            root,
+            "testsuite",
+            name=_xml(r.name),
+            tests=str(len(mine)),
+            failures=str(sum(o.status == "failed" for o in mine)),
+            errors=str(sum(o.status == "error" for o in mine)),
+            skipped="0",
+            time="0",
+        )
         if spec is not None:
             suite.set("file", _xml(str(spec)))
         for o in mine:
@@ -104,7 +141,13 @@ def render_junit(results: Sequence[CaseResult], spec: Path | None = None) -> str
 def _testcase(suite: ET.Element, o: Outcome, spec: Path | None) -> None:
     """One check; a failure or error says where in the spec (``shapes.toml:7``): the readers of
     JUnit XML take no file or line on a testcase."""
-    case = ET.SubElement(suite, "testcase", name=_xml(o.check), classname=_xml(f"attntrace.check.{o.config}"), time="0")
+    case = ET.SubElement(
+        suite,
+        "testcase",
+        name=_xml(o.check),
+        classname=_xml(f"attntrace.check.{o.config}"),
+        time="0",
+    )
     if o.status != "passed":
         tag, kind = ("failure", "ShapeMismatch") if o.status == "failed" else ("error", "SpecError")
         where = f"{spec}:{o.line}: " if spec is not None and o.line else ""
@@ -117,20 +160,29 @@ def _xml(text: str) -> str:
 
 
 def github_annotations(results: Sequence[CaseResult], spec: Path | None = None) -> list[str]:
-    """``::error file=…,line=…,title=…::message`` workflow commands for every failed or errored
-    check, pointing at the spec line (GitHub shows them on the file and in the run summary).
+    """``::error file=…,line=…,title=…::message`` workflow commands for every failed or
+    errored check, pointing at the spec line (GitHub shows them on the file and in the run summary).
 
     >>> r = CaseResult("a", 1, (Mismatch("scores", "(1,)", "(2,)", "expect scores=1"),),
     ...                checks=("expect scores=1",), lines={"": 1, "expect scores=1": 3})
     >>> github_annotations([r], Path("shapes.toml"))
-    ['::error file=shapes.toml,line=3,title=attntrace check a::expect scores=1: scores: expected (1,), got (2,)']
+    ... # doctest: +NORMALIZE_WHITESPACE
+    ['::error file=shapes.toml,line=3,title=attntrace check a::expect scores=1:
+      scores: expected (1,), got (2,)']
     """
     out = []
     for o in outcomes(results):
         if o.status == "passed":
             continue
-        where = f"file={_property(str(spec))}" + (f",line={o.line}" if o.line else "") + "," if spec is not None else ""
-        out.append(f"::error {where}title={_property(f'attntrace check {o.config}')}::{_data(f'{o.check}: {o.message}')}")
+        where = (
+            f"file={_property(str(spec))}" + (f",line={o.line}" if o.line else "") + ","
+            if spec is not None
+            else ""
+        )
+        out.append(
+            f"::error {where}title={_property(f'attntrace check {o.config}')}"
+            f"::{_data(f'{o.check}: {o.message}')}"
+        )
     return out
 
 

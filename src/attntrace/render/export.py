@@ -24,13 +24,22 @@ def record(draw: Callable[[Console], None], width: int = EXPORT_WIDTH) -> Consol
     >>> record(lambda c: c.print("hi"), width=20).export_text()
     'hi\\n'
     """
-    console = Console(record=True, file=io.StringIO(), width=width, color_system="truecolor",
-                      force_terminal=True, legacy_windows=False, emoji=False)
+    console = Console(
+        record=True,
+        file=io.StringIO(),
+        width=width,
+        color_system="truecolor",
+        force_terminal=True,
+        legacy_windows=False,
+        emoji=False,
+    )
     draw(console)
     return console
 
 
-def export(draw: Callable[[Console], None], fmt: str, title: str = "attntrace", width: int = EXPORT_WIDTH) -> str:
+def export(
+    draw: Callable[[Console], None], fmt: str, title: str = "attntrace", width: int = EXPORT_WIDTH
+) -> str:
     """What ``draw`` prints, as one SVG or self-contained HTML document (``fmt``: svg or html).
 
     >>> export(lambda c: c.print("(3, 768)"), "html").startswith("<!DOCTYPE html>")

@@ -53,7 +53,9 @@ def layout(trace: Trace) -> list[Box]:
 
     def depth_of(name: str) -> int:
         if name not in depth:
-            depth[name] = 1 + max((depth_of(i) for i in inputs(trace, trace[name]) if i in trace), default=-1)
+            depth[name] = 1 + max(
+                (depth_of(i) for i in inputs(trace, trace[name]) if i in trace), default=-1
+            )
         return depth[name]
 
     for step in trace.steps:
@@ -84,7 +86,17 @@ def inputs(trace: Trace, step: Step) -> tuple[str, ...]:
 
 
 def _lane(name: str) -> int:
-    if name in ("x", "scores", "scaled", "masked", "weights", "context", "context_heads", "merged", "output"):
+    if name in (
+        "x",
+        "scores",
+        "scaled",
+        "masked",
+        "weights",
+        "context",
+        "context_heads",
+        "merged",
+        "output",
+    ):
         return _CENTRE
     if name.startswith(("mask", "rope_")):
         return 3
@@ -106,8 +118,8 @@ def render_flow_svg(trace: Trace) -> str:
     parts = [
         f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" viewBox="0 0 {width} {height}" '
         'font-family="DejaVu Sans Mono, Menlo, Consolas, monospace">',
-        "<defs><marker id=\"arrow\" viewBox=\"0 0 10 10\" refX=\"10\" refY=\"5\" markerWidth=\"7\" markerHeight=\"7\" "
-        "orient=\"auto-start-reverse\"><path d=\"M 0 0 L 10 5 L 0 10 z\" fill=\"#555\"/></marker></defs>",
+        '<defs><marker id="arrow" viewBox="0 0 10 10" refX="10" refY="5" markerWidth="7" markerHeight="7" '
+        'orient="auto-start-reverse"><path d="M 0 0 L 10 5 L 0 10 z" fill="#555"/></marker></defs>',
         f'<rect width="{width}" height="{height}" fill="#ffffff"/>',
         f'<text x="{MARGIN}" y="{MARGIN + 4}" font-size="15" font-weight="bold" fill="#222">'
         f"{escape(_title(trace))}</text>",
@@ -131,8 +143,10 @@ def _edge(src: Box, dst: Box) -> str:
     x2, y2 = dst.x + BOX_W // 2, dst.y
     mid = (y1 + y2) // 2 if dst.row == src.row + 1 else y2 - GAP_Y // 2
     path = f"M {x1} {y1} V {mid} H {x2} V {y2}" if x1 != x2 else f"M {x1} {y1} V {y2}"
-    return (f'<path class="edge" data-from="{escape(src.step.name)}" data-to="{escape(dst.step.name)}" d="{path}" '
-            'fill="none" stroke="#555" stroke-width="1.3" marker-end="url(#arrow)"/>')
+    return (
+        f'<path class="edge" data-from="{escape(src.step.name)}" data-to="{escape(dst.step.name)}" d="{path}" '
+        'fill="none" stroke="#555" stroke-width="1.3" marker-end="url(#arrow)"/>'
+    )
 
 
 def _box(b: Box) -> str:

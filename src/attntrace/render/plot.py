@@ -28,7 +28,9 @@ def _pyplot() -> Any:
     try:
         import matplotlib
     except ImportError:
-        raise BackendUnavailableError(f"--plot needs matplotlib, which is not installed; {INSTALL}") from None
+        raise BackendUnavailableError(
+            f"--plot needs matplotlib, which is not installed; {INSTALL}"
+        ) from None
     matplotlib.use("Agg", force=True)
     import matplotlib.pyplot as plt
 
@@ -38,11 +40,17 @@ def _pyplot() -> Any:
 def head_weights(trace: Trace, batch_item: int = 0) -> tuple[np.ndarray, np.ndarray | None]:
     """The weights of every head of one batch item, (h, S, N), and where they are masked."""
     if "weights" not in trace:
-        raise ConfigError(f"--plot needs the attention weights, which --algorithm {trace.config.algorithm} never forms "
-                          "whole; drop --algorithm flash")
+        raise ConfigError(
+            "--plot needs the attention weights, which --algorithm "
+            f"{trace.config.algorithm} never forms "
+            "whole; drop --algorithm flash"
+        )
     weights = trace["weights"].value
     if weights is None:
-        raise ConfigError(f"--plot needs values; the {trace.backend} backend has none; use --backend numpy or torch")
+        raise ConfigError(
+            f"--plot needs values; the {trace.backend} backend has none; "
+            "use --backend numpy or torch"
+        )
     index = (batch_item,) if trace.config.batched else ()
     masked = trace["masked"].value if "masked" in trace else None  # (B, h, S, N): -inf where masked
     hidden = None if masked is None else masked[index] == float("-inf")  # (h, S, N)
@@ -66,27 +74,46 @@ def plot_heads(trace: Trace, path: Path, *, batch_item: int = 0) -> int:
     heads, rows, cols = (int(n) for n in weights.shape)  # (h, S, N)
     ncols = math.ceil(math.sqrt(heads))
     nrows = math.ceil(heads / ncols)
-    fig, axes = plt.subplots(nrows, ncols, figsize=(2.6 * ncols + 1.2, 2.6 * nrows + 0.8), squeeze=False,
-                             layout="constrained")
+    fig, axes = plt.subplots(
+        nrows,
+        ncols,
+        figsize=(2.6 * ncols + 1.2, 2.6 * nrows + 0.8),
+        squeeze=False,
+        layout="constrained",
+    )
     cmap = plt.get_cmap("viridis").with_extremes(bad=MASKED_COLOUR)
     image = None
     for head, ax in enumerate(axes.flat):
         if head >= heads:
             ax.set_axis_off()
             continue
-        shown = np.ma.masked_array(weights[head], mask=hidden[head] if hidden is not None else False)  # (S, N)
-        image = ax.imshow(shown, cmap=cmap, vmin=0.0, vmax=1.0, interpolation="nearest", aspect="auto")
+        shown = np.ma.masked_array(
+            weights[head], mask=hidden[head] if hidden is not None else False
+        )  # (S, N)
+        image = ax.imshow(
+            shown, cmap=cmap, vmin=0.0, vmax=1.0, interpolation="nearest", aspect="auto"
+        )
         ax.set_title(f"head {head}", fontsize=9)
         ax.set_xlabel("keys", fontsize=8)
         ax.set_ylabel("queries", fontsize=8)
         ax.tick_params(labelsize=7)
-    fig.colorbar(image, ax=axes, shrink=0.8, label="attention weight" + ("  (grey: masked)" if hidden is not None else ""))
+    fig.colorbar(
+        image,
+        ax=axes,
+        shrink=0.8,
+        label="attention weight" + ("  (grey: masked)" if hidden is not None else ""),
+    )
     where = f", batch item {batch_item}" if trace.config.batched else ""
     fig.suptitle(f"attention weights per head{where}: S={rows}, N={cols}", fontsize=10)
     from attntrace.files.output import write_output
 
     try:
-        write_output(path, lambda f: fig.savefig(f, format=path.suffix.lower()[1:], dpi=100, metadata=_metadata(path)))
+        write_output(
+            path,
+            lambda f: fig.savefig(
+                f, format=path.suffix.lower()[1:], dpi=100, metadata=_metadata(path)
+            ),
+        )
     finally:
         plt.close(fig)
     return heads

@@ -56,7 +56,9 @@ def block_starts(size: int, blocks: int) -> tuple[int, ...]:
     return tuple(range(0, size, step))
 
 
-def pool(matrix: np.ndarray, row_blocks: int, col_blocks: int, hidden: np.ndarray | None = None) -> Pooled:
+def pool(
+    matrix: np.ndarray, row_blocks: int, col_blocks: int, hidden: np.ndarray | None = None
+) -> Pooled:
     """``matrix`` (S, N) pooled into at most ``row_blocks`` x ``col_blocks`` blocks.
 
     >>> import numpy as np
@@ -72,7 +74,9 @@ def pool(matrix: np.ndarray, row_blocks: int, col_blocks: int, hidden: np.ndarra
     values = np.add.reduceat(keys, r0, axis=0) / np.diff([*r0, rows])[:, None]  # (R, C)
     blocked = None
     if hidden is not None:
-        counts = np.add.reduceat(np.add.reduceat(hidden.astype(np.int64), c0, axis=1), r0, axis=0)  # (R, C)
+        counts = np.add.reduceat(
+            np.add.reduceat(hidden.astype(np.int64), c0, axis=1), r0, axis=0
+        )  # (R, C)
         sizes = np.outer(np.diff([*r0, rows]), np.diff([*c0, cols]))  # (R, C)
         blocked = counts == sizes
     return Pooled(values, r0, c0, rows, cols, blocked)

@@ -27,9 +27,11 @@ REPORT_MAX_CELLS = 48
 CELL = 14  # pixels of one heat-map cell
 
 STYLE = """
-body { font-family: system-ui, -apple-system, "Segoe UI", sans-serif; margin: 24px; color: #1b2a3a; }
+body { font-family: system-ui, -apple-system, "Segoe UI", sans-serif; margin: 24px;
+       color: #1b2a3a; }
 h1 { font-size: 20px; } h2 { font-size: 16px; margin-top: 28px; border-bottom: 1px solid #ccd; }
-table { border-collapse: collapse; font-family: ui-monospace, "DejaVu Sans Mono", Menlo, monospace; font-size: 13px; }
+table { border-collapse: collapse; font-size: 13px;
+        font-family: ui-monospace, "DejaVu Sans Mono", Menlo, monospace; }
 th, td { padding: 2px 10px; text-align: left; } th { border-bottom: 1px solid #99a; }
 td.num { text-align: right; } tr:nth-child(even) td { background: #f4f6fa; }
 .heads { display: flex; flex-wrap: wrap; gap: 18px; } figure { margin: 0; }
@@ -50,17 +52,26 @@ def render_report(trace: Trace, *, batch_item: int = 0, count: str = "flops") ->
     title = f"attntrace: {describe(trace.config)}"
     body = [
         f"<h1>{escape(title)}</h1>",
-        f'<p class="note">{escape(_sizes(trace))}; {escape(trace.backend)} {escape(trace.config.dtype)}; '
+        f'<p class="note">{escape(_sizes(trace))}; '
+        f"{escape(trace.backend)} {escape(trace.config.dtype)}; "
         f"attntrace {escape(__version__)}</p>",
-        "<h2>Data flow</h2>", render_flow_svg(trace),
-        "<h2>Steps</h2>", _steps(trace),
-        "<h2>Attention weights</h2>", _heads(trace, batch_item),
-        "<h2>Costs</h2>", _costs(trace, count),
-        "<h2>Config</h2>", _config(trace),
+        "<h2>Data flow</h2>",
+        render_flow_svg(trace),
+        "<h2>Steps</h2>",
+        _steps(trace),
+        "<h2>Attention weights</h2>",
+        _heads(trace, batch_item),
+        "<h2>Costs</h2>",
+        _costs(trace, count),
+        "<h2>Config</h2>",
+        _config(trace),
     ]
-    return ("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
-            f"<title>{escape(title)}</title>\n<style>{STYLE}</style>\n</head>\n<body>\n"
-            + "\n".join(body) + "\n</body>\n</html>\n")
+    return (
+        '<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
+        f"<title>{escape(title)}</title>\n<style>{STYLE}</style>\n</head>\n<body>\n"
+        + "\n".join(body)
+        + "\n</body>\n</html>\n"
+    )
 
 
 def _sizes(trace: Trace) -> str:
@@ -70,23 +81,54 @@ def _sizes(trace: Trace) -> str:
 def _table(headers: list[str], rows: list[list[str]], numeric: set[int] | None = None) -> str:
     numeric = numeric or set()
     head = "".join(f"<th>{escape(h)}</th>" for h in headers)
-    body = "".join("<tr>" + "".join(f'<td{" class=num" if i in numeric else ""}>{escape(c)}</td>'
-                                    for i, c in enumerate(row)) + "</tr>" for row in rows)
+    body = "".join(
+        "<tr>"
+        + "".join(
+            f"<td{' class=num' if i in numeric else ''}>{escape(c)}</td>" for i, c in enumerate(row)
+        )
+        + "</tr>"
+        for row in rows
+    )
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
 def _steps(trace: Trace) -> str:
-    rows = [[str(s.index), s.name, s.op, format_shape(s.shape), format_axes(s.axes), s.dtype] for s in trace.steps]
+    rows = [
+        [str(s.index), s.name, s.op, format_shape(s.shape), format_axes(s.axes), s.dtype]
+        for s in trace.steps
+    ]
     return _table(["#", "step", "op", "shape", "axes", "dtype"], rows, {0, 3})
 
 
 def _costs(trace: Trace, count: str) -> str:
     unit = "MACs" if count == "macs" else "FLOPs"
-    rows = [[str(s.index), s.name, format_count(in_unit(s.flops, count)), format_terms(s.terms, count),
-             format_bytes(s.nbytes), str(s.repeat) if s.repeat > 1 else ""] for s in trace.steps if not s.view]
-    rows.append(["", "total", format_count(in_unit(trace.total_flops, count)), "", f"peak {format_bytes(trace.peak_bytes)}", ""])
-    note = (f'<p class="note">parameters {format_bytes(trace.param_bytes)}; KV cache '
-            f"{format_bytes(trace.kv_cache_bytes_per_token)} per token ({escape(trace.config.dtype)})</p>")
+    rows = [
+        [
+            str(s.index),
+            s.name,
+            format_count(in_unit(s.flops, count)),
+            format_terms(s.terms, count),
+            format_bytes(s.nbytes),
+            str(s.repeat) if s.repeat > 1 else "",
+        ]
+        for s in trace.steps
+        if not s.view
+    ]
+    rows.append(
+        [
+            "",
+            "total",
+            format_count(in_unit(trace.total_flops, count)),
+            "",
+            f"peak {format_bytes(trace.peak_bytes)}",
+            "",
+        ]
+    )
+    note = (
+        f'<p class="note">parameters {format_bytes(trace.param_bytes)}; KV cache '
+        f"{format_bytes(trace.kv_cache_bytes_per_token)} per token "
+        f"({escape(trace.config.dtype)})</p>"
+    )
     return _table(["#", "step", unit, "formula", "bytes", "tiles"], rows, {0, 2, 4, 5}) + note
 
 
@@ -98,16 +140,25 @@ def _config(trace: Trace) -> str:
 def _heads(trace: Trace, batch_item: int) -> str:
     """One SVG heat map per head; every cell has a <title> with its value (shown on hover)."""
     if "weights" not in trace or trace["weights"].value is None:
-        why = ("--algorithm flash never forms them whole" if "weights" not in trace
-               else f"the {trace.backend} backend computes no values")
+        why = (
+            "--algorithm flash never forms them whole"
+            if "weights" not in trace
+            else f"the {trace.backend} backend computes no values"
+        )
         return f'<p class="note">No attention weights: {escape(why)}.</p>'
     from attntrace.render.plot import head_weights
 
     weights, hidden = head_weights(trace, batch_item)  # (h, S, N), (h, S, N) or None
-    figures = [_head_svg(weights[h], None if hidden is None else hidden[h], h) for h in range(weights.shape[0])]
+    figures = [
+        _head_svg(weights[h], None if hidden is None else hidden[h], h)
+        for h in range(weights.shape[0])
+    ]
     where = f" of batch item {batch_item}" if trace.config.batched else ""
-    return (f'<p class="note">Rows: queries, columns: keys{escape(where)}; darker = more attention, grey = masked; '
-            f"hover a cell for its value.</p>\n<div class=\"heads\">{''.join(figures)}</div>")
+    return (
+        f'<p class="note">Rows: queries, columns: keys{escape(where)}; '
+        "darker = more attention, grey = masked; "
+        f'hover a cell for its value.</p>\n<div class="heads">{"".join(figures)}</div>'
+    )
 
 
 def _head_svg(matrix: np.ndarray, hidden: np.ndarray | None, head: int) -> str:
@@ -119,12 +170,20 @@ def _head_svg(matrix: np.ndarray, hidden: np.ndarray | None, head: int) -> str:
             masked = pooled.hidden is not None and bool(pooled.hidden[i, j])
             value = float(pooled.values[i, j])
             fill = "#b8b8b8" if masked else _shade(value)
-            label = f"{pooled.row_label(i)} -> {pooled.col_label(j)}: " + ("masked" if masked else f"{value:.4f}")
-            cells.append(f'<rect x="{j * CELL}" y="{i * CELL}" width="{CELL}" height="{CELL}" fill="{fill}">'
-                         f"<title>{escape(label)}</title></rect>")
+            label = f"{pooled.row_label(i)} -> {pooled.col_label(j)}: " + (
+                "masked" if masked else f"{value:.4f}"
+            )
+            cells.append(
+                f'<rect x="{j * CELL}" y="{i * CELL}" width="{CELL}" height="{CELL}" fill="{fill}">'
+                f"<title>{escape(label)}</title></rect>"
+            )
     blocks = "" if pooled.values.shape == matrix.shape else f", {rows}x{cols} blocks"
-    return (f'<figure><svg xmlns="http://www.w3.org/2000/svg" width="{cols * CELL}" height="{rows * CELL}">'
-            + "".join(cells) + f"</svg><figcaption>head {head}{blocks}</figcaption></figure>")
+    return (
+        '<figure><svg xmlns="http://www.w3.org/2000/svg" '
+        f'width="{cols * CELL}" height="{rows * CELL}">'
+        + "".join(cells)
+        + f"</svg><figcaption>head {head}{blocks}</figcaption></figure>"
+    )
 
 
 def _shade(value: float) -> str:

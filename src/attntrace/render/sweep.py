@@ -21,9 +21,10 @@ def _label(p: SweepPoint) -> str:
     return f"S={p.seq} h={p.heads} H={p.hidden}"
 
 
-def sweep_table(points: Sequence[SweepPoint], count: str = "flops") -> Table:
-    """One row per point."""
-    table = Table(title="sweep", title_justify="left", title_style="bold", box=None, padding=(0, 1, 0, 0))
+def sweep_table(points: Sequence[SweepPoint], count: str = "flops", dtype: str = "") -> Table:
+    """One row per point; ``dtype`` (of every byte figure, the KV cache's too) in the title."""
+    title = f"sweep (bytes of {dtype})" if dtype else "sweep"
+    table = Table(title=title, title_justify="left", title_style="bold", box=None, padding=(0, 1, 0, 0))
     for name in ("S", "h", "H", "algorithm"):
         table.add_column(name, justify="right" if len(name) == 1 else "left")
     for name in ("MACs" if count == "macs" else "FLOPs", "scores", "peak", "KV/token"):
@@ -49,11 +50,11 @@ def bar_chart(points: Sequence[SweepPoint], title: str, value: Callable[[SweepPo
     return Group(*lines)
 
 
-def sweep_view(points: Sequence[SweepPoint], count: str = "flops") -> RenderableType:
+def sweep_view(points: Sequence[SweepPoint], count: str = "flops", dtype: str = "") -> RenderableType:
     """The table and the three bar charts."""
     unit = "MACs" if count == "macs" else "FLOPs"
     return Group(
-        sweep_table(points, count), Text(""),
+        sweep_table(points, count, dtype), Text(""),
         bar_chart(points, unit, lambda p: in_unit(p.flops, count), format_count), Text(""),
         bar_chart(points, "score bytes held at once", lambda p: p.score_bytes, format_bytes), Text(""),
         bar_chart(points, "peak live activations", lambda p: p.peak_bytes, format_bytes),

@@ -16,10 +16,26 @@ from typing import TextIO
 from rich.box import Box
 
 #: Replacements when the output must be ASCII (Rich draws its own boxes in ASCII then).
-ASCII_FALLBACK = str.maketrans({
-    "→": "->", "←": "<-", "─": "-", "━": "-", "│": "|", "·": ".", "…": "...", "×": "x", "√": "sqrt",
-    "ᵀ": "^T", "≤": "<=", "≥": ">=", "≈": "~", "–": "-", "—": "-", "\u00a0": " ",
-})
+ASCII_FALLBACK = str.maketrans(
+    {
+        "→": "->",
+        "←": "<-",
+        "─": "-",
+        "━": "-",
+        "│": "|",
+        "·": ".",
+        "…": "...",
+        "×": "x",
+        "√": "sqrt",
+        "ᵀ": "^T",
+        "≤": "<=",
+        "≥": ">=",
+        "≈": "~",
+        "–": "-",
+        "—": "-",
+        "\u00a0": " ",
+    }
+)
 #: Rich's SIMPLE_HEAD (one rule under the header) declared ASCII-safe, so that on an ASCII
 #: stream Rich keeps this layout instead of a full ASCII grid; PlainStream writes ─ as -.
 RULE_BOX = Box("    \n    \n ── \n    \n    \n    \n    \n    \n", ascii=True)
@@ -29,7 +45,8 @@ _PROBE = "→─·"
 
 
 def needs_ascii(stream: TextIO) -> bool:
-    """Whether ``stream`` should get ASCII only: ``TERM=dumb`` or an encoding without ``→─·``."""
+    """Whether ``stream`` should get ASCII only: ``TERM=dumb``, or an encoding that cannot
+    write ``→─·``."""
     if os.environ.get("TERM") == "dumb":
         return True
     try:
@@ -126,4 +143,6 @@ class PlainStream(io.TextIOBase):
 
 def plain(stream: TextIO) -> TextIO:
     """``stream`` wrapped in a :class:`PlainStream` (once: an already wrapped one is returned)."""
-    return stream if isinstance(stream, PlainStream) else PlainStream(stream)  # type: ignore[return-value]
+    if isinstance(stream, PlainStream):
+        return stream
+    return PlainStream(stream)  # type: ignore[return-value]
