@@ -136,14 +136,17 @@ def trace_attention(
     if be.computes and shapes is not None:
         _check_memory(config, max_memory, keep_values is True, shapes)
         _check_tiles(config, shapes)
-    whole_mask = {"mask": plan.source} if plan and config.algorithm == "eager" else {}  # flash: none
+    # flash: none
+    whole_mask = {"mask": plan.source} if plan and config.algorithm == "eager" else {}
     seeded = {**random_sources(config), **rope_sources(config), **relative_sources(config),
               **whole_mask}
     sources = with_tensors(config, seeded, tensors or {})
     keep = keep_values if be.computes else False
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)  # overflow, invalid: counted per step instead
-        trace = _record(config, be, sources, plan, keep_values=keep, replace=replace, threads=workers)
+        # overflow, invalid: counted per step instead
+        warnings.simplefilter("ignore", RuntimeWarning)
+        trace = _record(config, be, sources, plan, keep_values=keep, replace=replace,
+                        threads=workers)
     for note in trace.notes:
         if not note.startswith(NONFINITE_NOTE):  # non-finite values are reported by the note alone
             warnings.warn(note, MaskWarning, stacklevel=2)
@@ -179,15 +182,17 @@ NONFINITE_NOTE = "non-finite values"
 def nonfinite_notes(steps: Sequence[Step]) -> tuple[str, ...]:
     """One note naming the first step with NaN or ±inf, how many and in how many steps.
 
-    >>> nonfinite_notes([Step("x", (2,), "float32"), Step("scores", (2, 2), "float32", nonfinite=3)])
-    ("non-finite values (NaN or inf) first appear at step 'scores': 3 of 4 values; 1 step(s) hold some",)
+    >>> print(*nonfinite_notes([Step("x", (2,), "float32"),
+    ...                         Step("scores", (2, 2), "float32", nonfinite=3)]))
+    non-finite values (NaN or inf) first appear at step 'scores': 3 of 4 values; 1 step(s) hold some
     """
     bad = [s for s in steps if s.nonfinite]
     if not bad:
         return ()
     first = bad[0]
-    return (f"{NONFINITE_NOTE} (NaN or inf) first appear at step {first.name!r}: {first.nonfinite:,} of "
-            f"{first.numel * first.repeat:,} values; {len(bad)} step(s) hold some",)
+    return (f"{NONFINITE_NOTE} (NaN or inf) first appear at step {first.name!r}: "
+            f"{first.nonfinite:,} of {first.numel * first.repeat:,} values; "
+            f"{len(bad)} step(s) hold some",)
 
 
 @dataclass(frozen=True)
@@ -500,8 +505,9 @@ class _Recorder(Generic[T]):
         stored = None if not self.keeps(name) else self.be.to_numpy(value) if again is None else \
             cast("np.ndarray", Lazy(lambda: self.be.to_numpy(again())))  # made on first read
         bad = self._nonfinite(name, value, view) * times
-        self.steps.append(Step(name, shape, self.be.dtype(value), stored, index=len(self.steps), op=op, axes=axes,
-                               view=view, flops=flops * times, terms=terms, inputs=names, repeat=times, nonfinite=bad))
+        self.steps.append(Step(name, shape, self.be.dtype(value), stored, index=len(self.steps),
+                               op=op, axes=axes, view=view, flops=flops * times, terms=terms,
+                               inputs=names, repeat=times, nonfinite=bad))
         self._repeats[name] = [0, 0, 0]
         self.registry.add(value, name, axes)
         return value
@@ -520,7 +526,8 @@ class _Recorder(Generic[T]):
 
     def _nonfinite(self, name: str, value: T, view: bool) -> int:
         """NaN and ±inf in ``value`` (0 on backends without values, and for views, which hold the
-        values of an earlier step); -inf is what masking writes, so mask steps count NaN and +inf."""
+        values of an earlier step); -inf is what masking writes, so mask steps count NaN and
+        +inf."""
         if view or not self.be.computes:
             return 0
         array = self.be.to_numpy(value)
@@ -553,7 +560,8 @@ class _Recorder(Generic[T]):
         """The recorded steps, repeats and late values added in."""
         steps = [replace(s, value=self.be.to_numpy(self._late[s.name])) if s.name in self._late else s for s in self.steps]
         return tuple(
-            replace(s, flops=s.flops + self._repeats[s.name][0], repeat=s.repeat + self._repeats[s.name][1],
+            replace(s, flops=s.flops + self._repeats[s.name][0],
+                    repeat=s.repeat + self._repeats[s.name][1],
                     nonfinite=s.nonfinite + self._repeats[s.name][2])
             if self._repeats[s.name][1] else s
             for s in steps
@@ -589,8 +597,9 @@ def _check_tiles(config: AttentionConfig, shapes: Trace) -> None:
     tiles = shapes["s_tile"].repeat if "s_tile" in shapes else 0
     if tiles > MAX_TILES:
         raise ConfigError(
-            f"--algorithm flash with --block-size {config.block_size} visits {tiles:,} tiles, more than "
-            f"{MAX_TILES:,} computed one by one; raise --block-size or trace shapes only with --backend shape")
+            f"--algorithm flash with --block-size {config.block_size} visits {tiles:,} tiles, "
+            f"more than {MAX_TILES:,} computed one by one; raise --block-size or trace shapes only "
+            "with --backend shape")
 
 
 def _check_memory(config: AttentionConfig, max_memory: int | None, keep_values: bool, shapes: Trace) -> None:

@@ -173,8 +173,8 @@ def check_expectations(trace: Records, expectations: Iterable[Expectation]) -> t
     return tuple(failed)
 
 
-def check_trace(trace: Records, expectations: Sequence[Expectation], golden: Mapping[str, Any] | None = None,
-                name: str = "") -> CaseResult:
+def check_trace(trace: Records, expectations: Sequence[Expectation],
+                golden: Mapping[str, Any] | None = None, name: str = "") -> CaseResult:
     """Every expectation and (if given) the golden document, against ``trace``."""
     mismatches = check_expectations(trace, expectations)
     checks = [f"expect {e.step}={e.text}" for e in expectations]
@@ -182,7 +182,8 @@ def check_trace(trace: Records, expectations: Sequence[Expectation], golden: Map
     if golden is not None:
         mismatches += compare_golden(trace, golden)
         steps = {r["name"]: None for r in golden["steps"]} | dict.fromkeys(trace.names)
-        params = {r["name"]: None for r in golden["params"]} | {p.name: None for p in trace.parameters}
+        params = ({r["name"]: None for r in golden["params"]}
+                  | {p.name: None for p in trace.parameters})
         checks += [f"step {n}" for n in steps] + [f"param {n}" for n in params]
         notes = config_notes(trace, golden) if isinstance(trace, Trace) else ()
     return CaseResult(name, len(checks), mismatches, notes, tuple(checks))
@@ -197,7 +198,8 @@ def load_golden(path: Path) -> dict[str, Any]:
     try:
         doc = parse_json(text, f"golden file {plain(path)}")
     except InputFileError as exc:
-        raise InputFileError(f"{exc}; save a golden with: attntrace run --format json > {plain(path)}") from None
+        raise InputFileError(f"{exc}; save a golden with: "
+                             f"attntrace run --format json > {plain(path)}") from None
     try:
         validate_golden(doc)
     except ConfigError as exc:
@@ -282,7 +284,8 @@ class SpecCase:
     expectations: tuple[Expectation, ...]
     golden: Path | None = None
     origin: str = ""  # where it was written, for error messages: "shapes.toml: [config.bert]"
-    error: str = ""  # why it cannot be checked (load_spec(keep_going=True)); config is then a default
+    # why it cannot be checked (load_spec(keep_going=True)); config is then a default
+    error: str = ""
     lines: Mapping[str, int] = field(default_factory=dict)  # see CaseResult.lines
 
 
@@ -300,7 +303,8 @@ def load_spec(path: Path, backend: str = "shape", *, keep_going: bool = False) -
     InputFileError naming the file and the config; with ``keep_going`` a bad config comes back
     as a SpecCase whose ``error`` says why (the file itself must still be a spec).
     """
-    too_deep = InputFileError(f"{plain(path)}: nests tables or arrays deeper than {MAX_DEPTH} levels; fix the file")
+    too_deep = InputFileError(f"{plain(path)}: nests tables or arrays deeper than "
+                              f"{MAX_DEPTH} levels; fix the file")
     text = read_text(path, what="spec file")
     try:
         doc = tomllib.loads(text)
@@ -325,7 +329,8 @@ def load_spec(path: Path, backend: str = "shape", *, keep_going: bool = False) -
         except InputFileError as exc:
             if not keep_going:
                 raise
-            case = SpecCase(name, AttentionConfig(), backend, (), origin=f"{path}: [config.{name}]", error=str(exc))
+            case = SpecCase(name, AttentionConfig(), backend, (), origin=f"{path}: [config.{name}]",
+                            error=str(exc))
         cases.append(replace(case, lines=_case_lines(lines, name, case.expectations)))
     return cases
 
@@ -334,7 +339,8 @@ def spec_lines(text: str) -> dict[str, int]:
     """1-based line of every table and key of a TOML spec: ``config.a``, ``config.a.expect.scores``
     (keys of inline tables too), for pointing CI annotations at them.
 
-    >>> spec_lines('[config.a]\\nseq = 3\\nexpect = { scores = "h,S,S" }\\n')["config.a.expect.scores"]
+    >>> spec_lines('[config.a]\\nseq = 3\\nexpect = { scores = "h,S,S" }\\n')[
+    ...     "config.a.expect.scores"]
     3
     """
     out: dict[str, int] = {}
@@ -350,7 +356,8 @@ def spec_lines(text: str) -> dict[str, int]:
     return out
 
 
-def _case_lines(lines: Mapping[str, int], name: str, expectations: Sequence[Expectation]) -> dict[str, int]:
+def _case_lines(lines: Mapping[str, int], name: str,
+                expectations: Sequence[Expectation]) -> dict[str, int]:
     """The spec lines of a config and of each of its expectations (0: not found)."""
     where = lines.get(f"config.{name}", 0)
     out = {"": where}
@@ -447,7 +454,8 @@ def _spec_shape(step: str, value: object) -> tuple[Dim, ...]:
     raise ConfigError(f'expect.{step} must be a shape like "h,S,S" or [12, 3, 3], got {value!r}')
 
 
-def run_spec(cases: Sequence[SpecCase], max_memory: int | None = None, *, keep_going: bool = False) -> list[CaseResult]:
+def run_spec(cases: Sequence[SpecCase], max_memory: int | None = None, *,
+             keep_going: bool = False) -> list[CaseResult]:
     """Trace every case and check it; unknown steps or axes raise, naming the case (with
     ``keep_going`` they make that case's result an error and the others are still checked)."""
     results = []
@@ -482,7 +490,8 @@ def summary(results: Sequence[CaseResult]) -> str:
     """
     failed = sum(not r.ok and not r.error for r in results)
     errors = sum(bool(r.error) for r in results)
-    return f"{len(results) - failed - errors} passed, {failed} failed" + (f", {errors} error{'s' * (errors > 1)}" if errors else "")
+    return (f"{len(results) - failed - errors} passed, {failed} failed"
+            + (f", {errors} error{'s' * (errors > 1)}" if errors else ""))
 
 
 __all__ = [

@@ -156,9 +156,12 @@ class AttentionConfig:
                 hint = " (omit --batch for the unbatched layout)" if option == "batch" else ""
                 raise ConfigError(f"--{option} must be at least 1, got {value}{hint}")
             if value > MAX_SIZE:
-                raise ConfigError(f"--{option} {_short(value)} is too large; the most is {MAX_SIZE}")
-        if isinstance(self.seed, bool) or not isinstance(self.seed, int) or not 0 <= self.seed < 2**64:
-            raise ConfigError(f"--seed must be a whole number from 0 to 2**64 - 1, got {_short(self.seed)}")
+                raise ConfigError(f"--{option} {_short(value)} is too large; "
+                                  f"the most is {MAX_SIZE}")
+        if (isinstance(self.seed, bool) or not isinstance(self.seed, int)
+                or not 0 <= self.seed < 2**64):
+            raise ConfigError(f"--seed must be a whole number from 0 to 2**64 - 1, "
+                              f"got {_short(self.seed)}")
 
     def _check_variants(self) -> None:
         if self.kv_heads is not None and self.heads % self.kv_heads:
@@ -195,7 +198,8 @@ class AttentionConfig:
         for n in lengths:
             if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= self.keys:
                 raise ConfigError(
-                    f"--key-lengths {_short(n)} does not fit the {self.keys} keys; use lengths from 1 to {self.keys}"
+                    f"--key-lengths {_short(n)} does not fit the {self.keys} keys; "
+                    f"use lengths from 1 to {self.keys}"
                     + ("" if self.kv_seq is not None else " (or raise --seq)")
                 )
     def _check_algorithm(self) -> None:
@@ -203,7 +207,8 @@ class AttentionConfig:
             raise ConfigError(f"unknown algorithm {self.algorithm!r}; use one of {', '.join(ALGORITHMS)}")
         size = self.block_size
         if isinstance(size, bool) or not isinstance(size, int) or not 1 <= size <= MAX_SIZE:
-            raise ConfigError(f"--block-size must be a whole number from 1 to {MAX_SIZE}, got {_short(size)}")
+            raise ConfigError(f"--block-size must be a whole number from 1 to {MAX_SIZE}, "
+                              f"got {_short(size)}")
 
 
     def tile_sizes(self) -> dict[str, int]:

@@ -44,10 +44,12 @@ def parse_size(text: str) -> int:
     match = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*([a-zA-Z]*)\s*", text)
     unit = match.group(2).lower() if match else ""
     if not match or unit not in _UNITS:
-        raise ConfigError(f"cannot read the size {text[:40]!r}; write it like 512MiB, 8GiB or 2000000000")
+        raise ConfigError(f"cannot read the size {text[:40]!r}; "
+                          "write it like 512MiB, 8GiB or 2000000000")
     size = float(match.group(1)) * _UNITS[unit]
     if not size < MAX_BYTES:
-        raise ConfigError(f"the size {text[:40]!r} is too large; the most is {format_bytes(MAX_BYTES)}")
+        raise ConfigError(f"the size {text[:40]!r} is too large; "
+                          f"the most is {format_bytes(MAX_BYTES)}")
     return int(size)
 
 

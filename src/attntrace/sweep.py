@@ -83,9 +83,11 @@ def sweep_configs(base: AttentionConfig, seqs: Iterable[int], heads: Iterable[in
     hd_list, h_list, s_list = list(hiddens), list(heads), list(seqs)
     count = len(hd_list) * len(h_list) * len(s_list) * len(algorithms)
     if count > MAX_POINTS:
-        raise ConfigError(f"the sweep has {count:,} configurations (--hidden x --heads x --seq x --algorithms); "
+        raise ConfigError(f"the sweep has {count:,} configurations "
+                          "(--hidden x --heads x --seq x --algorithms); "
                           f"the most is {MAX_POINTS}; give fewer values")
-    return [replace(base, seq=s, heads=h, hidden=hd, algorithm=a) for hd, h, s, a in product(hd_list, h_list, s_list, algorithms)]
+    return [replace(base, seq=s, heads=h, hidden=hd, algorithm=a)
+            for hd, h, s, a in product(hd_list, h_list, s_list, algorithms)]
 
 
 def measure(config: AttentionConfig, backend: str = "shape", max_memory: int | None = None) -> SweepPoint:
@@ -110,7 +112,8 @@ def run_sweep(configs: Sequence[AttentionConfig], backend: str = "shape", max_me
     if backend != "shape":
         work = sum(measure(c).flops for c in configs)
         if work > MAX_COMPUTE_FLOPS:
-            raise ConfigError(f"this sweep computes {work:.2e} FLOPs on {backend}, more than {MAX_COMPUTE_FLOPS:.0e}; "
+            raise ConfigError(f"this sweep computes {work:.2e} FLOPs on {backend}, "
+                              f"more than {MAX_COMPUTE_FLOPS:.0e}; "
                               "--backend shape gives the same FLOPs and bytes at once")
     points = []
     for config in configs:

@@ -92,7 +92,8 @@ class Step(Tensor):
     terms: tuple[tuple[int, str], ...] = ()  # the FLOP formula: (coefficient, "h·S·S·d") terms
     inputs: tuple[str, ...] = ()  # names of the recorded tensors this step reads
     repeat: int = 1  # how many times the step runs (tiles of --algorithm flash); shape is one tile's
-    nonfinite: int = 0  # NaN and ±inf values it produced, over every repeat (-inf of masking not counted)
+    # NaN and ±inf values it produced, over every repeat (-inf of masking not counted)
+    nonfinite: int = 0
 
     @property
     def formula(self) -> str:
@@ -283,8 +284,8 @@ class UnknownStepError(AttntraceError, KeyError):
 def _step_dict(step: Step) -> dict[str, Any]:
     return {"index": step.index, "name": step.name, "op": step.op, "shape": list(step.shape),
             "axes": list(step.axes), "dtype": step.dtype, "bytes": step.nbytes, "view": step.view,
-            "flops": step.flops, "macs": exact_count(step.flops, "macs"), "formula": step.formula, "repeat": step.repeat,
-            "nonfinite": step.nonfinite}
+            "flops": step.flops, "macs": exact_count(step.flops, "macs"), "formula": step.formula,
+            "repeat": step.repeat, "nonfinite": step.nonfinite}
 
 
 

@@ -158,14 +158,16 @@ def verify_attention(
     return VerifyReport(config, tol, steps, _against(a, refs, tol) + _against(b, refs, tol), a.notes)
 
 
-def check_verify_memory(config: AttentionConfig, mask: np.ndarray | None, max_memory: int | None) -> None:
+def check_verify_memory(config: AttentionConfig, mask: np.ndarray | None,
+                        max_memory: int | None) -> None:
     """Everything verify holds at once: two full traces (every value kept) and the torch
     references, each of which forms the (B, h, S, N) weights and the output again.
 
-    >>> check_verify_memory(AttentionConfig(seq=4096, hidden=768, heads=12), None, 2**30)  # doctest: +ELLIPSIS
+    >>> check_verify_memory(AttentionConfig(seq=4096, hidden=768, heads=12), None,
+    ...                     2**30)  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
-    attntrace.errors.MemoryBudgetError: this trace needs about 12.22 GiB (two traces and the torch ...
+    attntrace.errors.MemoryBudgetError: this trace needs about 12.22 GiB (two traces and ...
     """
     from attntrace.attention import estimate_bytes
     from attntrace.memory import check_budget, format_bytes
@@ -173,8 +175,10 @@ def check_verify_memory(config: AttentionConfig, mask: np.ndarray | None, max_me
     shapes = trace_attention(config, "shape", mask=mask)
     trace_bytes, largest = estimate_bytes(config, True, shapes)
     scores = 4 * config.heads * config.seq * config.keys * (config.batch or 1) * config.itemsize
-    reference_bytes = 2 * (scores + shapes.param_bytes + shapes["output"].nbytes)  # weights, masks, output
-    where = f"two traces and the torch references; {largest.name} {largest.shape} alone is {format_bytes(largest.nbytes)}"
+    # weights, masks, output
+    reference_bytes = 2 * (scores + shapes.param_bytes + shapes["output"].nbytes)
+    where = (f"two traces and the torch references; {largest.name} {largest.shape} alone is "
+             f"{format_bytes(largest.nbytes)}")
     check_budget(2 * trace_bytes + reference_bytes, max_memory, where,
                  "lower --seq/--hidden/--batch (verify compares values, so it needs them all)")
 

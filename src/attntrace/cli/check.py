@@ -87,7 +87,8 @@ def check(
         raise typer.Exit(EXIT_CHECK_FAILED)
 
 
-def report(results: list[CaseResult], fmt: opt.CheckFormatName, spec: Path | None, *, verbose: bool, no_color: bool) -> None:
+def report(results: list[CaseResult], fmt: opt.CheckFormatName, spec: Path | None, *, verbose: bool,
+           no_color: bool) -> None:
     """Print the results as ``fmt`` on stdout, and GitHub annotations when GITHUB_ACTIONS=true
     (on stdout after a table; on stderr when stdout holds a JSON or XML document)."""
     from attntrace.render.check import render_results
@@ -96,7 +97,8 @@ def report(results: list[CaseResult], fmt: opt.CheckFormatName, spec: Path | Non
     if fmt is opt.CheckFormatName.table:
         render_results(results, console(no_color), spec=spec is not None, verbose=verbose)
     else:
-        sys.stdout.write((render_json_report if fmt is opt.CheckFormatName.json else render_junit)(results, spec))
+        sys.stdout.write((render_json_report if fmt is opt.CheckFormatName.json
+                          else render_junit)(results, spec))
     if os.environ.get("GITHUB_ACTIONS") == "true":
         stream = sys.stdout if fmt is opt.CheckFormatName.table else sys.stderr
         stream.write("".join(f"{line}\n" for line in github_annotations(results, spec)))

@@ -146,25 +146,46 @@ ModelDir = Annotated[Path | None, typer.Option(
 Layer = Annotated[int | None, typer.Option(
     help="Which layer of --model (or of an --hf-config whose layers differ) \\[default: 0].",
     rich_help_panel=MODELS, show_default=False)]
-Preset = Annotated[str | None, typer.Option(autocompletion=complete_preset, help="Sizes of a real model, e.g. llama-3-8b (list: attntrace presets); explicit flags override it.", rich_help_panel=MODELS)]
+Preset = Annotated[str | None, typer.Option(
+    autocompletion=complete_preset, help="Sizes of a real model, e.g. llama-3-8b (list: attntrace "
+    "presets); explicit flags override it.", rich_help_panel=MODELS)]
 HfConfig = Annotated[Path | None, typer.Option(help="Read the sizes from a Hugging Face config.json; explicit flags override it.", rich_help_panel=MODELS, dir_okay=False)]
 Backend = Annotated[BackendName, typer.Option(help="numpy (default), torch (pip install 'attntrace\\[torch]'), or shape (shapes only, any size).")]
 DType = Annotated[DTypeName, typer.Option(help="Element type; bfloat16 needs --backend torch.")]
 Seed = Annotated[int, typer.Option(help="Seed of x and the weights; the same seed gives the same values on every backend.")]
 MaxMemory = Annotated[str | None, typer.Option(help="Refuse runs needing more than this, e.g. 8GiB \\[default: half the available memory].")]
 Head = Annotated[int, typer.Option(help="Which head's attention weights to show.", rich_help_panel=OUTPUT)]
-BatchItem = Annotated[int, typer.Option(help="Which batch item's attention weights to show (with --batch).", rich_help_panel=OUTPUT)]
-ValuesLimit = Annotated[int, typer.Option(help="--values prints tensors of at most this many elements and names the others.", rich_help_panel=OUTPUT, min=1)]
+BatchItem = Annotated[int, typer.Option(
+    help="Which batch item's attention weights to show (with --batch).", rich_help_panel=OUTPUT)]
+ValuesLimit = Annotated[int, typer.Option(
+    help="--values prints tensors of at most this many elements and names the others.",
+    rich_help_panel=OUTPUT, min=1)]
 Values = Annotated[bool, typer.Option("--values", help="Also print the numbers of every tensor small enough to read.", rich_help_panel=OUTPUT)]
-Format = Annotated[OutputFormat, typer.Option("--format", "-f", help="table (Rich, for people), or one document on stdout for scripts: json (schema attntrace.trace/1), csv (one row per step), markdown; svg or html: the table view as a picture (100 columns).", rich_help_panel=OUTPUT)]
-Plot = Annotated[Path | None, typer.Option("--plot", metavar="FILE.png|.svg|.pdf", help="Also draw the attention weights of every head as a grid of heat maps (matplotlib: pip install 'attntrace\\[plot]').", rich_help_panel=OUTPUT, dir_okay=False, show_default=False)]
-PlotFlow = Annotated[Path | None, typer.Option("--plot-flow", metavar="FILE.svg", help="Also draw the data flow of the trace (x into the q, k, v paths, each step with its shape) as SVG.", rich_help_panel=OUTPUT, dir_okay=False, show_default=False)]
+Format = Annotated[OutputFormat, typer.Option(
+    "--format", "-f", help="table (Rich, for people), or one document on stdout for scripts: json "
+    "(schema attntrace.trace/1), csv (one row per step), markdown; svg or html: the table view as "
+    "a picture (100 columns).", rich_help_panel=OUTPUT)]
+Plot = Annotated[Path | None, typer.Option(
+    "--plot", metavar="FILE.png|.svg|.pdf", help="Also draw the attention weights of every head as "
+    "a grid of heat maps (matplotlib: pip install 'attntrace\\[plot]').", rich_help_panel=OUTPUT,
+    dir_okay=False, show_default=False)]
+PlotFlow = Annotated[Path | None, typer.Option(
+    "--plot-flow", metavar="FILE.svg", help="Also draw the data flow of the trace (x into the q, "
+    "k, v paths, each step with its shape) as SVG.", rich_help_panel=OUTPUT, dir_okay=False,
+    show_default=False)]
 NoColor = Annotated[bool, typer.Option("--no-color", help="No colours (also when NO_COLOR is set); output that is not a terminal never has any.", rich_help_panel=OUTPUT)]
 CheckBackend = Annotated[BackendName, typer.Option(help="shape (default: no compute, any size, same shapes), numpy or torch.")]
 CHECKS = "Checks"
-Expect = Annotated[list[str] | None, typer.Option("--expect", "-e", metavar="STEP=SHAPE", autocompletion=complete_step, help="Expected shape of a step, repeatable: scores=12,3,3, scores=12x3x3 or with axis letters scores=h,S,S (B S N M H h g d, Br Bc with flash) and products k_proj=S,g*d.", rich_help_panel=CHECKS, show_default=False)]
-CheckFormat = Annotated[CheckFormatName, typer.Option("--format", "-f", help="table (for people), json (schema attntrace.check/1) or junit (JUnit XML for CI: one testcase per check).", rich_help_panel=CHECKS)]
-Verbose = Annotated[bool, typer.Option("--verbose", "-v", help="Also list every check that passed.", rich_help_panel=CHECKS)]
+Expect = Annotated[list[str] | None, typer.Option(
+    "--expect", "-e", metavar="STEP=SHAPE", autocompletion=complete_step, help="Expected shape of "
+    "a step, repeatable: scores=12,3,3, scores=12x3x3 or with axis letters scores=h,S,S (B S N M "
+    "H h g d, Br Bc with flash) and products k_proj=S,g*d.", rich_help_panel=CHECKS,
+    show_default=False)]
+CheckFormat = Annotated[CheckFormatName, typer.Option(
+    "--format", "-f", help="table (for people), json (schema attntrace.check/1) or junit (JUnit "
+    "XML for CI: one testcase per check).", rich_help_panel=CHECKS)]
+Verbose = Annotated[bool, typer.Option(
+    "--verbose", "-v", help="Also list every check that passed.", rich_help_panel=CHECKS)]
 Golden = Annotated[Path | None, typer.Option(metavar="FILE.json", help="Compare the shapes and dtypes of every step and parameter with a trace saved by: attntrace run --format json > FILE.json", rich_help_panel=CHECKS, show_default=False)]
 Spec = Annotated[Path | None, typer.Option(metavar="FILE.toml", help="Check many configs at once; each \\[config.NAME] table gives sizes, variants or a preset, and an expect table. Replaces the size options.", rich_help_panel=CHECKS, show_default=False)]
 Algorithm = Annotated[AlgorithmName, typer.Option(help="eager (the whole (S, S) matrix) or flash (tile by tile, online softmax).", rich_help_panel=COST)]

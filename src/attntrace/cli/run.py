@@ -76,11 +76,13 @@ def run(
         check_values(values, fmt)
         check_pictures(plot, plot_flow, backend)
 
-    keep = True if values or save else {"weights", "masked"} if fmt.view or plot else False  # only what is shown
+    # only what is shown
+    keep = True if values or save else {"weights", "masked"} if fmt.view or plot else False
     trace = trace_from_options(
-        ctx, model, validate, keep, batch=batch, seq=seq, hidden=hidden, heads=heads, mask=mask, backend=backend,
-        dtype=dtype, seed=seed, scale=scale, max_memory=max_memory, algorithm=algorithm, block_size=block_size,
-        weights=weights, layer_prefix=layer_prefix, input_file=input_file, threads=threads,
+        ctx, model, validate, keep, batch=batch, seq=seq, hidden=hidden, heads=heads, mask=mask,
+        backend=backend, dtype=dtype, seed=seed, scale=scale, max_memory=max_memory,
+        algorithm=algorithm, block_size=block_size, weights=weights, layer_prefix=layer_prefix,
+        input_file=input_file, threads=threads,
     )
     if save is not None:
         from attntrace.files import save_trace
@@ -90,7 +92,8 @@ def run(
     for note in trace.notes:
         if note.startswith(NONFINITE_NOTE):  # exit 0, and one line on stderr whatever the format
             sys.stderr.write(f"attntrace: warning: {plain(note)}\n")
-    view: dict[str, Any] = {"head": head, "batch_item": batch_item, "values": values, "values_limit": values_limit, "count": count.value}
+    view: dict[str, Any] = {"head": head, "batch_item": batch_item, "values": values,
+                            "values_limit": values_limit, "count": count.value}
     if fmt is opt.OutputFormat.table:
         render_trace(trace, console(no_color), **view)
     elif fmt.picture:
@@ -106,7 +109,8 @@ def run(
 
 
 def trace_from_options(
-    ctx: typer.Context, model: dict[str, Any], validate: Callable[[AttentionConfig], None], keep: bool | set[str], *,
+    ctx: typer.Context, model: dict[str, Any], validate: Callable[[AttentionConfig], None],
+    keep: bool | set[str], *,
     mask: Path | None, backend: opt.BackendName, max_memory: str | None, weights: Path | None,
     layer_prefix: str | None, input_file: Path | None, threads: int | None = None, **options: Any,
 ) -> Trace:
@@ -142,7 +146,8 @@ def check_pictures(plot: Path | None, plot_flow: Path | None, backend: opt.Backe
 
         check_plot_path(plot)
         if backend is opt.BackendName.shape:
-            raise ConfigError("--plot draws the attention weights, which --backend shape does not compute; use numpy or torch")
+            raise ConfigError("--plot draws the attention weights, which --backend shape "
+                              "does not compute; use numpy or torch")
     if plot_flow is not None and plot_flow.suffix.lower() != ".svg":
         raise ConfigError(f"--plot-flow {plot_flow}: the file name must end in .svg")
 
@@ -165,11 +170,13 @@ def check_batch_item(item: int, config: AttentionConfig) -> None:
     """--batch-item must name one of the batch's items (only 0 without --batch)."""
     size = config.batch if config.batch is not None else 1
     if not 0 <= item < size:
-        fix = f"use 0 to {size - 1}" if config.batch is not None else "add --batch or drop --batch-item"
+        fix = (f"use 0 to {size - 1}" if config.batch is not None
+               else "add --batch or drop --batch-item")
         raise ConfigError(f"--batch-item {item} does not exist; {fix}")
 
 
 def check_values(values: bool, fmt: opt.OutputFormat) -> None:
     """--values prints numbers in the table view only (and its svg and html pictures)."""
     if values and not fmt.view:
-        raise ConfigError(f"--values only works with --format table, svg or html, not {fmt.value}; drop --values")
+        raise ConfigError(f"--values only works with --format table, svg or html, not {fmt.value}; "
+                          "drop --values")

@@ -123,7 +123,8 @@ def _head(path: Path) -> bytes:
         try:
             return f.read(16)
         except OSError as exc:
-            raise InputFileError(f"{plain(path)}: cannot be read ({plain(exc.strerror or exc)})") from None
+            raise InputFileError(f"{plain(path)}: cannot be read "
+                                 f"({plain(exc.strerror or exc)})") from None
 
 
 def _not_format(path: Path, head: bytes, kind: str) -> InputFileError:
@@ -171,7 +172,8 @@ def _read_safetensors(path: Path) -> tuple[LazyArrays, dict[str, str]]:
         with safe_open(str(path), framework="np") as f:
             names = list(f.keys())
     except Exception as exc:  # SafetensorError derives from Exception only
-        raise InputFileError(f"{plain(path)}: not a valid .safetensors file ({plain(exc)})") from None
+        raise InputFileError(f"{plain(path)}: not a valid .safetensors file "
+                             f"({plain(exc)})") from None
 
     def load(name: str) -> np.ndarray:
         dec.check_bytes(path, name, table[name].nbytes * (2 if table[name].dtype == "BF16" else 1))
@@ -190,7 +192,8 @@ def _safetensor(path: Path, name: str) -> np.ndarray:
     except TypeError:  # "data type 'bfloat16' not understood"
         return _torch_safetensor(path, name)
     except Exception as exc:
-        raise InputFileError(f"{plain(path)}: not a valid .safetensors file ({plain(exc)})") from None
+        raise InputFileError(f"{plain(path)}: not a valid .safetensors file "
+                             f"({plain(exc)})") from None
     return value
 
 
@@ -219,7 +222,8 @@ def _read_torch(path: Path, *, mmap: bool) -> LazyArrays:
     torch = _torch(path, "PyTorch files")
     _check_torch_size(path, zipped=mmap)
     try:
-        with warnings.catch_warnings():  # e.g. "Detected pickle protocol 4": the error line says enough
+        # e.g. "Detected pickle protocol 4": the error line says enough
+        with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             loaded = torch.load(str(path), map_location="cpu", weights_only=True, mmap=mmap)
     except pickle.UnpicklingError as exc:  # the weights-only unpickler met something that is not a tensor
@@ -227,9 +231,11 @@ def _read_torch(path: Path, *, mmap: bool) -> LazyArrays:
         asked = f" (it asked for {plain(found.group(1))[:80]})" if found else ""
         raise InputFileError(f"{plain(path)}: {_PICKLE_REFUSED}{asked}") from None
     except Exception:  # RuntimeError (a damaged zip), EOFError, RecursionError ...
-        raise InputFileError(f"{plain(path)}: not a readable PyTorch state dict (empty, truncated or another format)") from None
+        raise InputFileError(f"{plain(path)}: not a readable PyTorch state dict "
+                             "(empty, truncated or another format)") from None
     if not isinstance(loaded, dict):
-        raise InputFileError(f"{plain(path)}: holds a {type(loaded).__name__}, not a state dict; save model.state_dict()")
+        raise InputFileError(f"{plain(path)}: holds a {type(loaded).__name__}, not a state dict; "
+                             "save model.state_dict()")
     flat = _flatten(loaded, path)
     return LazyArrays(flat, lambda name: _to_numpy(torch, flat[name], path, name))
 
@@ -244,9 +250,11 @@ def _check_torch_size(path: Path, *, zipped: bool) -> None:
         with open_regular(path) as raw, zipfile.ZipFile(raw) as z:
             pickles = [i for i in z.infolist() if i.filename.endswith(".pkl")]
     except (zipfile.BadZipFile, OSError, EOFError, NotImplementedError):
-        raise InputFileError(f"{plain(path)}: not a readable PyTorch state dict (a damaged zip)") from None
+        raise InputFileError(f"{plain(path)}: not a readable PyTorch state dict "
+                             "(a damaged zip)") from None
     if any(i.file_size > PICKLE_LIMIT for i in pickles):
-        raise InputFileError(f"{plain(path)}: its pickled structure is larger than {PICKLE_LIMIT >> 20} MiB, "
+        raise InputFileError(f"{plain(path)}: its pickled structure is larger than "
+                             f"{PICKLE_LIMIT >> 20} MiB, "
                              "far more than a state dict needs; save model.state_dict() alone")
 
 
@@ -268,8 +276,9 @@ def _flatten(tree: dict[Any, Any], path: Path) -> dict[str, Any]:
         key, value = item
         if isinstance(value, dict):
             if id(value) in seen or len(stack) >= STATE_DEPTH or entries > STATE_ENTRIES:
-                raise InputFileError(f"{plain(path)}: its dicts are shared, cyclic, nested deeper than "
-                                     f"{STATE_DEPTH} or hold more than {STATE_ENTRIES:,} entries; save model.state_dict()")
+                raise InputFileError(f"{plain(path)}: its dicts are shared, cyclic, "
+                                     f"nested deeper than {STATE_DEPTH} or hold more than "
+                                     f"{STATE_ENTRIES:,} entries; save model.state_dict()")
             seen.add(id(value))
             stack.append((iter(value.items()), f"{prefix}{key}."))
         elif isinstance(value, torch.Tensor):
@@ -291,7 +300,8 @@ def _to_numpy(torch: Any, t: Any, path: Path | None = None, name: str = "") -> n
     try:
         value: np.ndarray = t.numpy()
     except (TypeError, RuntimeError) as exc:
-        raise InputFileError(f"{where} cannot be read as numpy ({plain(exc)}); save float weights") from None
+        raise InputFileError(f"{where} cannot be read as numpy ({plain(exc)}); "
+                             "save float weights") from None
     return value
 
 

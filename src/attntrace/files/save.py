@@ -57,7 +57,8 @@ def save_trace(trace: Trace, path: Path) -> None:
         raise InputFileError(f"{path}: cannot write in {path.parent} ({exc.strerror or exc})") from None
     try:
         with _signals_raise(), os.fdopen(fd, "wb") as f:
-            os.fchmod(f.fileno(), 0o666 & ~_umask())  # as open() would create it, not mkstemp's 0600
+            # as open() would create it, not mkstemp's 0600
+            os.fchmod(f.fileno(), 0o666 & ~_umask())
             np.savez(f, **arrays)  # type: ignore[arg-type]
             f.flush()
             os.fsync(f.fileno())

@@ -257,19 +257,22 @@ def _hints(path: Path, meta: Mapping[str, str]) -> dict[str, Any]:
     if "config" in meta:
         saved = parse_json(meta["config"], source)
         if not isinstance(saved, dict):
-            raise InputFileError(f"{source} is not a JSON object; save it again with attntrace run --save")
+            raise InputFileError(f"{source} is not a JSON object; "
+                                 "save it again with attntrace run --save")
         if "heads" in saved:
             hints["heads"] = json_int(saved, "heads", source, lo=1, hi=MAX_SIZE)
         if "dtype" in saved:
             hints["dtype"] = json_str(saved, "dtype", source, max_len=20)
             if hints["dtype"] not in DTYPE_BYTES:
-                raise InputFileError(f"{source}: field 'dtype' must be one of {', '.join(DTYPE_BYTES)}")
+                raise InputFileError(f"{source}: field 'dtype' must be one of "
+                                     f"{', '.join(DTYPE_BYTES)}")
         if "scale" in saved:
             hints["scale"] = json_float(saved, "scale", source, lo=1e-300)
     for key in ("num_heads", "num_attention_heads", "n_head"):
         value = meta.get(key, "")
         if value.isdigit() and value.isascii():
-            hints["heads"] = json_int({key: int(value[:12])}, key, f"{plain(path)}: its metadata", lo=1, hi=MAX_SIZE)
+            hints["heads"] = json_int({key: int(value[:12])}, key, f"{plain(path)}: its metadata",
+                                      lo=1, hi=MAX_SIZE)
     return hints
 
 

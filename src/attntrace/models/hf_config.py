@@ -91,7 +91,8 @@ def int_field(
             continue
         if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_SIZE:
             raise ConfigError(
-                f"{plain(path)}: {name} must be a whole number from 1 to {MAX_SIZE}, got {shown(value)}"
+                f"{plain(path)}: {name} must be a whole number from 1 to {MAX_SIZE}, "
+                f"got {shown(value)}"
             )
         return value
     if required:
@@ -399,5 +400,6 @@ def refuse_unmodelled(cfg: Mapping[str, Any], path: Path | str, model_type: str)
 
 def shown(value: Any) -> str:
     """A JSON value as a short, terminal-safe text for an error message."""
-    text = json.dumps(value) if not isinstance(value, int) or abs(value) < 10**30 else "a huge number"
+    text = (json.dumps(value) if not isinstance(value, int) or abs(value) < 10**30
+            else "a huge number")
     return plain(text if len(text) <= 40 else text[:37] + "...")

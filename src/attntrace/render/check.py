@@ -35,7 +35,8 @@ def status_line(r: CaseResult) -> Text:
     if r.error:
         return Text.assemble(("ERROR", "bold red"), f"  {plain(r.name)}: {plain(r.error)}")
     word, style = ("PASS", "bold green") if r.ok else ("FAIL", "bold red")
-    return Text.assemble((word, style), f"  {plain(r.name)}  ({r.checked} check{'s' if r.checked != 1 else ''})")
+    return Text.assemble((word, style),
+                         f"  {plain(r.name)}  ({r.checked} check{'s' if r.checked != 1 else ''})")
 
 
 def failures_table(results: Sequence[CaseResult], *, spec: bool = False) -> Table:
@@ -50,7 +51,8 @@ def failures_table(results: Sequence[CaseResult], *, spec: bool = False) -> Tabl
     for r in results:
         for m in r.mismatches:
             cells = [*([r.name] if spec else []), m.what, m.expected, m.actual]
-            table.add_row(*map(inert, cells))  # names from golden and spec files: no markup, no escapes
+            # names from golden and spec files: no markup, no escapes
+            table.add_row(*map(inert, cells))
     return table
 
 

@@ -45,7 +45,8 @@ def layout(trace: Trace) -> list[Box]:
     the box one lane to the right.
 
     >>> from attntrace import AttentionConfig, trace_attention
-    >>> boxes = {b.step.name: (b.row, b.lane) for b in layout(trace_attention(AttentionConfig(), "shape"))}
+    >>> boxes = {b.step.name: (b.row, b.lane)
+    ...          for b in layout(trace_attention(AttentionConfig(), "shape"))}
     >>> boxes["x"], boxes["q_proj"], boxes["k_proj"], boxes["v_proj"], boxes["scores"]
     ((0, 1), (1, 0), (1, 1), (1, 2), (5, 1))
     """
@@ -116,9 +117,11 @@ def render_flow_svg(trace: Trace) -> str:
     width = MARGIN * 2 + (max(b.lane for b in boxes) + 1) * (BOX_W + GAP_X) - GAP_X
     height = MARGIN * 2 + 30 + (max(b.row for b in boxes) + 1) * (BOX_H + GAP_Y) - GAP_Y
     parts = [
-        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" viewBox="0 0 {width} {height}" '
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+        f'viewBox="0 0 {width} {height}" '
         'font-family="DejaVu Sans Mono, Menlo, Consolas, monospace">',
-        '<defs><marker id="arrow" viewBox="0 0 10 10" refX="10" refY="5" markerWidth="7" markerHeight="7" '
+        '<defs><marker id="arrow" viewBox="0 0 10 10" refX="10" refY="5" markerWidth="7" '
+        'markerHeight="7" '
         'orient="auto-start-reverse"><path d="M 0 0 L 10 5 L 0 10 z" fill="#555"/></marker></defs>',
         f'<rect width="{width}" height="{height}" fill="#ffffff"/>',
         f'<text x="{MARGIN}" y="{MARGIN + 4}" font-size="15" font-weight="bold" fill="#222">'
@@ -144,7 +147,8 @@ def _edge(src: Box, dst: Box) -> str:
     mid = (y1 + y2) // 2 if dst.row == src.row + 1 else y2 - GAP_Y // 2
     path = f"M {x1} {y1} V {mid} H {x2} V {y2}" if x1 != x2 else f"M {x1} {y1} V {y2}"
     return (
-        f'<path class="edge" data-from="{escape(src.step.name)}" data-to="{escape(dst.step.name)}" d="{path}" '
+        f'<path class="edge" data-from="{escape(src.step.name)}" '
+        f'data-to="{escape(dst.step.name)}" d="{path}" '
         'fill="none" stroke="#555" stroke-width="1.3" marker-end="url(#arrow)"/>'
     )
 
@@ -156,12 +160,16 @@ def _box(b: Box) -> str:
     cx = b.x + BOX_W // 2
     return (
         f'<g class="step" data-name="{escape(s.name)}">'
-        f'<rect x="{b.x}" y="{b.y}" width="{BOX_W}" height="{BOX_H}" rx="6" fill="{fill}" stroke="#3b6ea8"'
+        f'<rect x="{b.x}" y="{b.y}" width="{BOX_W}" height="{BOX_H}" rx="6" fill="{fill}"'
+        ' stroke="#3b6ea8"'
         f' stroke-width="1.4"{dash}/>'
-        f'<text x="{cx}" y="{b.y + 18}" text-anchor="middle" font-size="13" font-weight="bold" fill="#1b2a3a">'
+        f'<text x="{cx}" y="{b.y + 18}" text-anchor="middle" font-size="13" font-weight="bold"'
+        ' fill="#1b2a3a">'
         f"{escape(s.name)}</text>"
-        f'<text x="{cx}" y="{b.y + 35}" text-anchor="middle" font-size="12" fill="#006d77">{escape(format_shape(s.shape))}</text>'
-        f'<text x="{cx}" y="{b.y + 50}" text-anchor="middle" font-size="11" fill="#8a3b8f">{escape(format_axes(s.axes))}</text>'
+        f'<text x="{cx}" y="{b.y + 35}" text-anchor="middle" font-size="12" fill="#006d77">'
+        f"{escape(format_shape(s.shape))}</text>"
+        f'<text x="{cx}" y="{b.y + 50}" text-anchor="middle" font-size="11" fill="#8a3b8f">'
+        f"{escape(format_axes(s.axes))}</text>"
         "</g>"
     )
 
@@ -175,7 +183,8 @@ def _loop_frame(boxes: list[Box]) -> list[str]:
     x1, y1 = max(b.x for b in tiles) + BOX_W + 12, max(b.y for b in tiles) + BOX_H + 10
     times = max(b.step.repeat for b in tiles)
     return [
-        f'<rect class="loop" x="{x0}" y="{y0}" width="{x1 - x0}" height="{y1 - y0}" rx="10" fill="#fff8e6" '
+        f'<rect class="loop" x="{x0}" y="{y0}" width="{x1 - x0}" height="{y1 - y0}" rx="10" '
+        'fill="#fff8e6" '
         'stroke="#c88a00" stroke-width="1.5" stroke-dasharray="8 4"/>',
         f'<text x="{x1 - 10}" y="{y0 + 15}" text-anchor="end" font-size="12" fill="#8a5a00">'
         f"tile loop: up to {times} tiles</text>",

@@ -24,7 +24,8 @@ def _label(p: SweepPoint) -> str:
 def sweep_table(points: Sequence[SweepPoint], count: str = "flops", dtype: str = "") -> Table:
     """One row per point; ``dtype`` (of every byte figure, the KV cache's too) in the title."""
     title = f"sweep (bytes of {dtype})" if dtype else "sweep"
-    table = Table(title=title, title_justify="left", title_style="bold", box=None, padding=(0, 1, 0, 0))
+    table = Table(title=title, title_justify="left", title_style="bold", box=None,
+                  padding=(0, 1, 0, 0))
     for name in ("S", "h", "H", "algorithm"):
         table.add_column(name, justify="right" if len(name) == 1 else "left")
     for name in ("MACs" if count == "macs" else "FLOPs", "scores", "peak", "KV/token"):
@@ -50,7 +51,8 @@ def bar_chart(points: Sequence[SweepPoint], title: str, value: Callable[[SweepPo
     return Group(*lines)
 
 
-def sweep_view(points: Sequence[SweepPoint], count: str = "flops", dtype: str = "") -> RenderableType:
+def sweep_view(points: Sequence[SweepPoint], count: str = "flops",
+               dtype: str = "") -> RenderableType:
     """The table and the three bar charts."""
     unit = "MACs" if count == "macs" else "FLOPs"
     return Group(

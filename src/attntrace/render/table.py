@@ -38,8 +38,9 @@ def format_axes(axes: tuple[str, ...]) -> str:
     return "(" + ", ".join(axes) + ("," if len(axes) == 1 else "") + ")"
 
 
-def render_trace(trace: Trace, console: Console, *, head: int = 0, values: bool = False, count: str = "flops",
-                 batch_item: int = 0, values_limit: int = VALUES_MAX_NUMEL) -> None:
+def render_trace(trace: Trace, console: Console, *, head: int = 0, values: bool = False,
+                 count: str = "flops", batch_item: int = 0,
+                 values_limit: int = VALUES_MAX_NUMEL) -> None:
     """Print the whole table view of ``trace`` on ``console``; ``count`` is flops or macs.
 
     ``head`` and ``batch_item`` pick the attention weights shown; ``values`` prints the numbers
@@ -95,7 +96,8 @@ def costs_table(trace: Trace, count: str = "flops", *, tight: bool = False) -> T
         table.add_row(str(step.index), step.name, format_count(in_unit(step.flops, count)), format_terms(step.terms, count),
                       format_bytes(step.nbytes), str(step.repeat) if step.repeat > 1 else "")
     table.caption = (f"peak: activations alive at once; parameters {format_bytes(trace.param_bytes)}; "
-                     f"KV cache {format_bytes(trace.kv_cache_bytes_per_token)} per token ({trace.config.dtype})")
+                     f"KV cache {format_bytes(trace.kv_cache_bytes_per_token)} per token "
+                     f"({trace.config.dtype})")
     table.caption_justify = "left"
     return table
 
@@ -148,9 +150,11 @@ def kv_cache_line(trace: Trace) -> Text | None:
     if cfg.kv_heads is None:
         return None
     full = 2 * cfg.heads * cfg.head_dim * cfg.itemsize
-    return Text(f"KV cache: 2 (k, v) x g={cfg.groups} x d={cfg.head_dim} x {cfg.itemsize} B ({cfg.dtype}) = "
+    return Text(f"KV cache: 2 (k, v) x g={cfg.groups} x d={cfg.head_dim} x {cfg.itemsize} B "
+                f"({cfg.dtype}) = "
                 f"{format_bytes(cfg.kv_cache_bytes_per_token)} per token and layer "
-                f"({full // cfg.kv_cache_bytes_per_token}x less than {format_bytes(full)} with h={cfg.heads} kv-heads)")
+                f"({full // cfg.kv_cache_bytes_per_token}x less than {format_bytes(full)} "
+                f"with h={cfg.heads} kv-heads)")
 
 
 def steps_table(trace: Trace, width: int = 80) -> Table:
@@ -163,13 +167,16 @@ def steps_table(trace: Trace, width: int = 80) -> Table:
     dtypes = [step.dtype for step in trace.steps]
     common = max(set(dtypes), key=dtypes.count)  # the title names it; the column only the others
     dtype_column = len(set(dtypes)) > 1
-    title = f"steps ({common} unless the dtype column says otherwise)" if dtype_column else f"steps (every tensor {common})"
+    title = (f"steps ({common} unless the dtype column says otherwise)" if dtype_column
+             else f"steps (every tensor {common})")
     rows = [[str(s.index), s.name, s.op, format_shape(s.shape), format_axes(s.axes),
-             *([s.dtype if s.dtype != common else ""] if dtype_column else [])] for s in trace.steps]
+             *([s.dtype if s.dtype != common else ""] if dtype_column else [])]
+            for s in trace.steps]
     headers = ["#", "step", "op", "shape", "axes", "dtype"]
     tight = width < TIGHT_WIDTH
     gap = 1 if tight else 2  # the box's space between columns, and the padding unless tight
-    fixed = sum(max(len(headers[i]), *(len(r[i]) for r in rows)) + gap for i in range(len(rows[0])) if i != 2)
+    fixed = sum(max(len(headers[i]), *(len(r[i]) for r in rows)) + gap
+                for i in range(len(rows[0])) if i != 2)
     op_width = max(width - fixed - gap + 1, 1)
     table = _table(title, tight=tight)
     table.add_column("#", justify="right", style="dim", no_wrap=True)
@@ -235,7 +242,8 @@ def params_table(trace: Trace, *, tight: bool = False) -> Table:
     return table
 
 
-def attention_view(trace: Trace, head: int, *, batch_item: int = 0, width: int = 80) -> RenderableType:
+def attention_view(trace: Trace, head: int, *, batch_item: int = 0,
+                   width: int = 80) -> RenderableType:
     """The attention weights of one head and batch item as a heat map; beyond S = 16 (or N = 16)
     pooled into blocks that fit ``width`` columns, followed by a few summary numbers."""
     where = f"head {head}" + (f" of batch item {batch_item}" if trace.config.batched else "")
@@ -248,7 +256,8 @@ def attention_view(trace: Trace, head: int, *, batch_item: int = 0, width: int =
     matrix = step.value[index]  # (S, N)
     masked = trace["masked"].value if "masked" in trace else None  # (B, h, S, N): -inf where masked
     hidden = None if masked is None else masked[index] == float("-inf")  # (S, N)
-    rule = "each row sums to 1" if hidden is None else "masked keys: ·; each row sums to 1, or 0 if every key is masked"
+    rule = ("each row sums to 1" if hidden is None
+            else "masked keys: ·; each row sums to 1, or 0 if every key is masked")
     if max(matrix.shape) <= HEATMAP_MAX_SEQ:
         full = pool(matrix, matrix.shape[0], matrix.shape[1], hidden)
         return heatmap(full, f"attention weights, {where} (rows: queries, columns: keys; {rule})")
@@ -273,7 +282,8 @@ def heatmap_width(pooled: Pooled) -> int:
     rows, cols = pooled.values.shape
     compact = cols > 8
     label = max(len(pooled.row_label(r)) for r in range(rows))
-    cells = [max(len(pooled.col_label(c)), *(len(_cell_text(float(v), compact)) for v in pooled.values[:, c]))
+    cells = [max(len(pooled.col_label(c)),
+                 *(len(_cell_text(float(v), compact)) for v in pooled.values[:, c]))
              for c in range(cols)]
     return int(label + sum(cells) + len("1.00") + cols + 1)
 
@@ -332,7 +342,8 @@ def values_view(trace: Trace, limit: int = VALUES_MAX_NUMEL) -> RenderableType:
     them), then the names of the tensors skipped for being larger."""
     import numpy as np
 
-    parts: list[RenderableType] = [Text(f"values (tensors of at most {limit:,} elements; --values-limit)", style="bold")]
+    parts: list[RenderableType] = [
+        Text(f"values (tensors of at most {limit:,} elements; --values-limit)", style="bold")]
     skipped = []
     for record in (*trace.steps, *trace.parameters):
         if record.value is None:
@@ -343,8 +354,10 @@ def values_view(trace: Trace, limit: int = VALUES_MAX_NUMEL) -> RenderableType:
         body = np.array2string(record.value, precision=4, suppress_small=True, max_line_width=78)
         parts.append(Text.assemble((f"{record.name} {format_shape(record.shape)}", "bold cyan"), "\n", body))
     if skipped:
-        parts.append(Text(f"skipped (more than {limit:,} elements): " + ", ".join(skipped), style="dim"))
+        parts.append(Text(f"skipped (more than {limit:,} elements): " + ", ".join(skipped),
+                          style="dim"))
     if len(parts) == 1 + bool(skipped):
-        parts.append(Text(f"every tensor has more than {limit:,} elements; raise --values-limit or try "
+        parts.append(Text(f"every tensor has more than {limit:,} elements; "
+                          "raise --values-limit or try "
                           "smaller sizes, e.g. --hidden 4 --heads 2", style="dim"))
     return Group(*parts)
