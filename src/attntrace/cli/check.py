@@ -54,7 +54,7 @@ def check(
     [bold]attntrace check --preset llama-3-8b --seq 16 --expect k_rep=h,S,d --expect k_proj=S,g*d[/]
     [bold]attntrace check --golden trace.json[/]   (saved by: attntrace run --format json > trace.json)
     [bold]attntrace check --spec shapes.toml[/]    (many configs; prints N passed, M failed)
-    [bold]attntrace check --trace attn.py:Attention --init embed_dim=768 --expect weights=B,h,S,S --batch 2[/]
+    [bold]attntrace check --trace attn.py:Attn --init embed_dim=768 --expect weights=h,S,S[/]
     [bold]attntrace check --spec shapes.toml --format junit > report.xml[/]   (for CI; with
     GITHUB_ACTIONS=true failures are also annotations on the spec's lines)
     """
