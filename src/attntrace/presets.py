@@ -159,11 +159,16 @@ _PRESETS = (
     # head_dim 128, max_position_embeddings 131072, rope_theta 500000.0, num_hidden_layers 32,
     # rope_scaling {rope_type llama3, factor 8.0, low_freq_factor 1.0, high_freq_factor 4.0,
     # original_max_position_embeddings 8192}, attention_bias false
+    # checked against the config.json quoted in citsjtu2020/LLM-Prof sglang/Model_Config.md
+    # (every field above but head_dim, absent there: 4096 / 32 = 128)
     Preset("llama-3.1-8b", "meta-llama/Llama-3.1-8B",
            4096, 32, 8, 128, 500000.0, 131072, True, False,
            rope_scaling=_LLAMA31, layers=32),
     # meta-llama/Llama-3.1-70B: hidden_size 8192, num_attention_heads 64, num_key_value_heads 8,
     # max_position_embeddings 131072, rope_theta 500000.0, num_hidden_layers 80, rope_scaling as 8B
+    # checked against Lightning-AI/litgpt's config for
+    # huggingface.co/meta-llama/Meta-Llama-3.1-70B/blob/main/config.json (80 layers, 64/8 heads,
+    # 8192 wide, block 131072, base 500000, llama3 factor 8, 1, 4, 8192)
     Preset("llama-3.1-70b", "meta-llama/Llama-3.1-70B",
            8192, 64, 8, 128, 500000.0, 131072, True, False,
            rope_scaling=_LLAMA31, layers=80),
@@ -171,6 +176,8 @@ _PRESETS = (
     # head_dim 64, max_position_embeddings 131072, rope_theta 500000.0, num_hidden_layers 16,
     # rope_scaling {rope_type llama3, factor 32.0, low_freq_factor 1.0, high_freq_factor 4.0,
     # original_max_position_embeddings 8192}
+    # checked against the config.json quoted in kevinstephano/thunder_model_blocks
+    # hf_llama/llama_config.py (Llama-3.2-1B-Instruct, same architecture)
     Preset("llama-3.2-1b", "meta-llama/Llama-3.2-1B",
            2048, 32, 8, 64, 500000.0, 131072, True, False,
            rope_scaling="llama3:factor=32.0,low_freq_factor=1.0,high_freq_factor=4.0,"
@@ -178,17 +185,25 @@ _PRESETS = (
     # Qwen/Qwen2.5-7B: hidden_size 3584, num_attention_heads 28, num_key_value_heads 4,
     # max_position_embeddings 131072, rope_theta 1000000.0, num_hidden_layers 28,
     # use_sliding_window false; q/k/v have biases, o_proj has none
+    # checked against a public transformers.Qwen2Config copied "From
+    # https://huggingface.co/Qwen/Qwen2.5-7B/blob/main/config.json" and litgpt's Qwen2.5-7B
     Preset("qwen2.5-7b", "Qwen/Qwen2.5-7B", 3584, 28, 4, 128, 1000000.0, 131072, True, True,
            "o_proj has no bias (attntrace's biases are all or none)", layers=28),
     # Qwen/Qwen3-8B: hidden_size 4096, num_attention_heads 32, num_key_value_heads 8, head_dim 128,
     # max_position_embeddings 40960, rope_theta 1000000, num_hidden_layers 36, attention_bias false,
     # rms_norm_eps 1e-06 (q_norm, k_norm over head_dim)
+    # checked against a public test's Qwen3Config copied from
+    # https://huggingface.co/Qwen/Qwen3-8B/blob/main/config.json (all fields above)
     Preset("qwen3-8b", "Qwen/Qwen3-8B", 4096, 32, 8, 128, 1000000.0, 40960, True, False,
            layers=36, qk_norm="head", qk_norm_eps=1e-6),
     # google/gemma-2-9b: hidden_size 3584, num_attention_heads 16, num_key_value_heads 8,
     # head_dim 256, query_pre_attn_scalar 256, attn_logit_softcapping 50.0, sliding_window 4096
     # (every other layer, from layer 0), max_position_embeddings 8192, rope_theta 10000.0,
     # num_hidden_layers 42; the preset is a global (odd) layer
+    # checked against litgpt's config for huggingface.co/google/gemma-2-9b/blob/main/config.json
+    # (attention_scores_scalar 256, softcap 50.0, window 4096 on layers 0, 2, 4, ...) and
+    # transformers' PaliGemma 2 converter (9b: query_pre_attn_scalar 256); maxtext's 224 is not
+    # the Hub file's value
     Preset("gemma-2-9b", "google/gemma-2-9b", 3584, 16, 8, 256, 10000.0, 8192, True, False,
            "even layers slide over 4096 keys: add --window 4096 for them", softcap=50.0, layers=42),
     # google/gemma-3-4b-pt, text_config: hidden_size 2560, num_attention_heads 8,
@@ -197,23 +212,33 @@ _PRESETS = (
     # rope_theta 1000000.0 with rope_scaling {rope_type linear, factor 8.0} on the global layers,
     # rope_local_base_freq 10000.0 on the sliding ones, max_position_embeddings 131072,
     # num_hidden_layers 34, rms_norm_eps 1e-06 (q_norm, k_norm); the preset is a global layer
+    # checked against a public Gemma 3 text_config that "match[es] google/gemma-3-4b-pt" and a
+    # gemma3_text 4B test config with rope_scaling {factor 8.0, rope_type linear}
     Preset("gemma-3-4b", "google/gemma-3-4b-pt", 2560, 8, 4, 256, 1000000.0, 131072, True, False,
            "sliding layers (5 of 6): --window 1024 --rope-base 10000, no scaling",
            rope_scaling="linear:factor=8.0", layers=34, qk_norm="head", qk_norm_eps=1e-6),
     # mistralai/Mistral-7B-v0.3: hidden_size 4096, num_attention_heads 32, num_key_value_heads 8,
     # max_position_embeddings 32768, rope_theta 1000000.0, sliding_window null, num_hidden_layers 32
+    # checked: sizes and 32768 against a public MistralForCausalLM config of
+    # mistralai/Mistral-7B-v0.3 and litgpt; sliding_window null against a public note read off
+    # its config.json; rope_theta 1e6 only via the v0.2 model card ("Rope-theta = 1e6"), which
+    # v0.3 extends (vocabulary only) - no quote of the v0.3 file found
     Preset("mistral-7b-v0.3", "mistralai/Mistral-7B-v0.3",
            4096, 32, 8, 128, 1000000.0, 32768, True, False,
            layers=32),
     # microsoft/Phi-3-mini-4k-instruct: hidden_size 3072, num_attention_heads 32,
     # num_key_value_heads 32, max_position_embeddings 4096, rope_theta 10000.0,
     # sliding_window 2047, num_hidden_layers 32; q, k, v fused in qkv_proj, no biases
+    # checked against several public copies of this repository's config.json (all fields above,
+    # attention_bias false)
     Preset("phi-3-mini", "microsoft/Phi-3-mini-4k-instruct",
            3072, 32, 32, 96, 10000.0, 4096, True, False,
            window=2047, layers=32),
     # allenai/OLMo-2-1124-7B: hidden_size 4096, num_attention_heads 32, num_key_value_heads 32,
     # max_position_embeddings 4096, rope_theta 500000, attention_bias false, num_hidden_layers 32,
     # rms_norm_eps 1e-06 (q_norm, k_norm over all heads)
+    # checked against a public test fixture, "Mirror of allenai/OLMo-2-1124-7B/config.json"
+    # (rope_theta 500000.0 there)
     Preset("olmo-2-7b", "allenai/OLMo-2-1124-7B", 4096, 32, 32, 128, 500000.0, 4096, True, False,
            layers=32, qk_norm="full", qk_norm_eps=1e-6),
 )
