@@ -333,3 +333,23 @@ def test_cli_input_file_and_code_that_raises(tmp_path: Path) -> None:
     assert raised.exit_code == 1
     assert "raised RuntimeError" in raised.output
     assert "attntrace trace" in raised.output
+
+
+@pytest.mark.parametrize("width", [80, 120])
+def test_table_keeps_every_column_whole_at_80_and_wider(width: int) -> None:
+    from rich.console import Console
+
+    from attntrace.render.diff import render_diff
+
+    report = diff(_load(CORPUS / "notes_torch.py", "NotesAttention")(feature_dim=32, num_heads=4),
+                  AttentionConfig(batch=2, seq=4, hidden=32, heads=4))
+    console = Console(width=width, record=True, no_color=True)
+    render_diff(report, console)
+    lines = console.export_text().splitlines()
+    header = next(line for line in lines if line.lstrip().startswith("# "))
+    assert header.split()[-1] == "ok"
+    assert max(map(len, lines)) <= width
+    rows = [line for line in lines if line[:3].strip().isdigit()]
+    assert len(rows) == len(report.rows)
+    assert all(row.rstrip()[-1] in "✓✗–" for row in rows), rows
+    assert ("line" in header.split()) == (width < 100)

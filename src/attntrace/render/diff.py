@@ -46,26 +46,34 @@ def render_diff(report: DiffReport, console: Console) -> None:
             style="dim",
         )
     )
-    console.print(diff_table(report))
+    console.print(diff_table(report, console.width))
     console.print(diagnosis_text(report))
 
 
-def diff_table(report: DiffReport) -> Table:
-    """One row per reference step: its shape, the user's step, line and shape, the numbers."""
-    table = _table("reference step by step beside the code under test")
+def diff_table(report: DiffReport, width: int = 200) -> Table:
+    """One row per reference step: its shape, the user's step, line and shape, the numbers.
+
+    Below 100 columns the table is tight and, when every step is in one file, ``where`` shrinks
+    to the line number (the file is named in the verdict under the table)."""
+    tight = width < 100
+    places = [r.user.location for r in report.rows if r.user is not None and ":" in r.user.location]
+    one_file = tight and len({p.rsplit(":", 1)[0] for p in places}) == 1
+    table = _table("reference step by step beside the code under test", tight=tight)
     for name, justify in (
         ("#", "right"),
         ("reference", "left"),
         ("shape", "right"),
         ("user step", "left"),
-        ("where", "left"),
+        ("line" if one_file else "where", "right" if one_file else "left"),
         ("user shape", "right"),
         ("max abs", "right"),
         ("max rel", "right"),
         ("ok", "center"),
     ):
         just: Any = justify
-        table.add_column(name, justify=just, no_wrap=True, min_width=len(name))
+        names = name in ("user step", "where")  # the cells that give way when space runs out
+        table.add_column(name, justify=just, no_wrap=not names, overflow="ellipsis",
+                         min_width=len(name))
     first = report.first
     for i, row in enumerate(report.rows):
         style = (
@@ -79,14 +87,14 @@ def diff_table(report: DiffReport) -> Table:
             str(i),
             row.step.name,
             format_shape(row.step.shape),
-            *_user_cells(row),
+            *_user_cells(row, one_file),
             MARKS[row.status],
             style=style,
         )
     return table
 
 
-def _user_cells(row: Row) -> tuple[Text | str, ...]:
+def _user_cells(row: Row, line_only: bool = False) -> tuple[Text | str, ...]:
     u, a = row.user, row.agreement
     if u is None:
         return (
@@ -98,7 +106,10 @@ def _user_cells(row: Row) -> tuple[Text | str, ...]:
         )
     name = plain(u.name)  # the layout it was compared in is in the JSON
     numbers = (f"{a.max_abs:.1e}", f"{a.max_rel:.1e}") if a is not None else ("", "")
-    return (Text(name), Text(plain(u.location)), format_shape(u.shape), *numbers)
+    where = u.location
+    if line_only:  # "file.py:18" -> "18"; the given input has no line
+        where = where.rsplit(":", 1)[1] if ":" in where else "-"
+    return (Text(name), Text(plain(where)), format_shape(u.shape), *numbers)
 
 
 def diagnosis_text(report: DiffReport) -> Text:
