@@ -97,16 +97,15 @@ def fused_per_head(layer: Arrays, path: Path, info: LayoutInfo) -> Params:
     d = w.shape[0] // (3 * h)
     q, k, v = (_take(w, h, 3, d, i) for i in range(3))  # rows (h, 3, d): per head q, k, v
     bq, bk, bv = (_take(b, h, 3, d, i) for i in range(3))
-    return {
-        "w_q": q,
-        "b_q": bq,
-        "w_k": k,
-        "b_k": bk,
-        "w_v": v,
-        "b_v": bv,
-        "w_o": _get(layer, path, "dense.weight"),
-        "b_o": _get(layer, path, "dense.bias", False),
-    }
+    return _fused(layer, path, (q, k, v), (bq, bk, bv), "dense")
+
+
+def _fused(layer: Arrays, path: Path, weights: tuple[np.ndarray | None, ...],
+           biases: tuple[np.ndarray | None, ...], out: str) -> Params:
+    """Our names for q, k, v split from a fused projection, and the output projection ``out``."""
+    (q, k, v), (bq, bk, bv) = weights, biases
+    w_o, b_o = _get(layer, path, f"{out}.weight"), _get(layer, path, f"{out}.bias", False)
+    return {"w_q": q, "b_q": bq, "w_k": k, "b_k": bk, "w_v": v, "b_v": bv, "w_o": w_o, "b_o": b_o}
 
 
 def _take(
@@ -141,16 +140,7 @@ def falcon(layer: Arrays, path: Path, info: LayoutInfo) -> Params:
         d = w.shape[0] // (3 * h)
         parts = [_take(x, h, 3, d, i) for x in (w, b) for i in range(3)]
     q, k, v, bq, bk, bv = parts
-    return {
-        "w_q": q,
-        "b_q": bq,
-        "w_k": k,
-        "b_k": bk,
-        "w_v": v,
-        "b_v": bv,
-        "w_o": _get(layer, path, "dense.weight"),
-        "b_o": _get(layer, path, "dense.bias", False),
-    }
+    return _fused(layer, path, (q, k, v), (bq, bk, bv), "dense")
 
 
 def phi3(layer: Arrays, path: Path, info: LayoutInfo) -> Params:
@@ -162,16 +152,7 @@ def phi3(layer: Arrays, path: Path, info: LayoutInfo) -> Params:
     d = w.shape[0] // (h + 2 * g)
     q, k, v = _rows(w, [h * d, g * d, g * d])
     bq, bk, bv = _rows(_get(layer, path, "qkv_proj.bias", False), [h * d, g * d, g * d])
-    return {
-        "w_q": q,
-        "b_q": bq,
-        "w_k": k,
-        "b_k": bk,
-        "w_v": v,
-        "b_v": bv,
-        "w_o": _get(layer, path, "o_proj.weight"),
-        "b_o": _get(layer, path, "o_proj.bias", False),
-    }
+    return _fused(layer, path, (q, k, v), (bq, bk, bv), "o_proj")
 
 
 def t5(layer: Arrays, path: Path, info: LayoutInfo) -> Params:
