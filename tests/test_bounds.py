@@ -139,7 +139,7 @@ def test_max_memory_also_bounds_what_input_files_declare(tmp_path: Path) -> None
 def test_every_written_file_follows_the_umask_and_sigterm_leaves_none(
     tmp_path: Path, umask: int,
 ) -> None:
-    """Pictures, reports and JUnit files go through the same writer as --save."""
+    """Pictures and reports go through the same writer as --save."""
     from attntrace.files.output import write_output
 
     previous = os.umask(umask)
