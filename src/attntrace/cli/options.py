@@ -164,7 +164,19 @@ HfConfig = Annotated[Path | None, typer.Option(help="Read the sizes from a Huggi
 Backend = Annotated[BackendName, typer.Option(help="numpy (default), torch (pip install 'attntrace\\[torch]'), or shape (shapes only, any size).")]
 DType = Annotated[DTypeName, typer.Option(help="Element type; bfloat16 needs --backend torch.")]
 Seed = Annotated[int, typer.Option(help="Seed of x and the weights; the same seed gives the same values on every backend.")]
-MaxMemory = Annotated[str | None, typer.Option(help="Refuse runs needing more than this, e.g. 8GiB \\[default: half the available memory].")]
+def _given_budget(ctx: typer.Context, value: str | None) -> str | None:
+    """--max-memory also bounds the sizes input files declare, for the rest of the command."""
+    if value is not None:  # read when first needed, so that a typo is the usual one-line error
+        from attntrace.memory import given_budget
+
+        ctx.with_resource(given_budget(value))
+    return value
+
+
+MaxMemory = Annotated[str | None, typer.Option(
+    help="Refuse runs (and input files) needing more than this, e.g. 8GiB "
+         "\\[default: half the available memory].",
+    callback=_given_budget)]
 Head = Annotated[int, typer.Option(help="Which head's attention weights to show.", rich_help_panel=OUTPUT)]
 BatchItem = Annotated[int, typer.Option(
     help="Which batch item's attention weights to show (with --batch).", rich_help_panel=OUTPUT)]
