@@ -133,3 +133,25 @@ def test_max_memory_also_bounds_what_input_files_declare(tmp_path: Path) -> None
     from attntrace.memory import file_budget
 
     assert file_budget()[1] == "50% of available memory"
+
+
+@pytest.mark.parametrize("umask", [0o022, 0o077])
+def test_every_written_file_follows_the_umask_and_sigterm_leaves_none(
+    tmp_path: Path, umask: int,
+) -> None:
+    """Pictures and reports go through the same writer as --save."""
+    from attntrace.files.output import write_output
+
+    previous = os.umask(umask)
+    try:
+        write_output(tmp_path / "page.html", b"<html/>")
+    finally:
+        os.umask(previous)
+    assert (tmp_path / "page.html").stat().st_mode & 0o777 == 0o666 & ~umask
+
+    def killed(f: object) -> None:
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    with pytest.raises(SystemExit):
+        write_output(tmp_path / "flow.svg", killed)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["page.html"]

@@ -143,12 +143,19 @@ def run_script(
         try:
             runpy.run_path(str(path), run_name="__main__")
         except SystemExit as exc:
-            outcome.exit_code = (
-                exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
-            )
+            outcome.exit_code = exit_status(exc)
         except Exception as exc:
             _failed(outcome, exc)
     return outcome
+
+
+def exit_status(exc: SystemExit) -> int:
+    """The status ``sys.exit(code)`` asks for, as Python itself reports it.
+
+    >>> exit_status(SystemExit()), exit_status(SystemExit(7)), exit_status(SystemExit("bye"))
+    (0, 7, 1)
+    """
+    return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
 
 
 def _failed(outcome: Outcome, exc: BaseException) -> None:
@@ -234,6 +241,8 @@ def run_target(
         x = _root(t, x, letters)
         try:
             call(x)
+        except SystemExit as exc:  # the user's code ended the program: what ran is shown
+            outcome.exit_code = exit_status(exc)
         except Exception as exc:
             _failed(outcome, exc)
     return outcome
@@ -250,7 +259,7 @@ def import_target(target: Target) -> tuple[Any, Any]:
         return load_target(target)
     except AttntraceError:
         raise
-    except Exception as exc:
+    except (Exception, SystemExit) as exc:  # sys.exit() on import ends nothing but the import
         raise TargetError(
             f"importing {target.path or target.module} failed: {type(exc).__name__}: {exc}"
         ) from None
