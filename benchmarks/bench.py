@@ -209,7 +209,6 @@ def compute_fns(sizes: tuple[int, int, int, int], mask: str = "none",
     import torch.nn.functional as F  # noqa: N812  (the name in the torch docs)
 
     from attntrace import AttentionConfig, trace_attention
-
     from attntrace.reference import reference_mask
 
     B, S, H, h = sizes
