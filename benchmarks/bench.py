@@ -237,11 +237,27 @@ def compute_fns(sizes: tuple[int, int, int, int], mask: str = "none",
         "numpy eager, keep_values=False": lambda: trace_attention(cfg, keep_values=False, tensors=arrays),
         "numpy flash, keep_values=False": lambda: trace_attention(flash, keep_values=False, tensors=arrays),
         "trace_attention(cfg, 'torch') eager": lambda: trace_attention(cfg, "torch", tensors=arrays),
+        "attntrace run, no tuning flags (in process)": lambda: cli_in_process(sizes, mask),
     }
     return {n: f for n, f in fns.items() if names is None or n in names}
 
 
-COMPUTE_TARGETS = {"trace_attention(cfg) numpy eager": 1.2, "trace_attention(cfg) numpy flash": 1.3,
+def cli_in_process(sizes: tuple[int, int, int, int], mask: str) -> None:
+    """``attntrace run`` with the sizes and no tuning flags, its table to /dev/null: the
+    command's own work (its seeded weights, the trace, the table) without the imports."""
+    import typer.main
+
+    from attntrace.cli import app
+
+    B, S, H, h = sizes
+    flags = {"none": [], "causal": ["--causal"], "key padding": ["--key-lengths", ",".join([str(max(1, S // 2))] * B)],
+             "window": ["--window", str(max(1, S // 4))]}[mask]
+    args = ["run", "--batch", str(B), "--seq", str(S), "--hidden", str(H), "--heads", str(h), *flags]
+    with open(os.devnull, "w") as devnull, contextlib.redirect_stdout(devnull):
+        typer.main.get_command(app).main(args, prog_name="attntrace", standalone_mode=False)
+
+
+COMPUTE_TARGETS = {"attntrace run, no tuning flags (in process)": 1.2, "trace_attention(cfg) numpy eager": 1.2, "trace_attention(cfg) numpy flash": 1.3,
                    "trace_attention(cfg, 'torch') eager": 1.1}
 
 
