@@ -14,21 +14,9 @@ from pathlib import Path
 from typing import Any
 
 from attntrace.config import AttentionConfig
+from attntrace.costs import ModelFigures
 from attntrace.errors import ConfigError, InputFileError
 from attntrace.files.guard import load_json
-
-
-@dataclass(frozen=True)
-class ModelFigures:
-    """The attention of a whole model: every layer's parameters, KV cache and FLOPs."""
-
-    layers: int  # L
-    seq: int  # tokens the cache holds and the forward attends over
-    batch: int
-    itemsize: int  # bytes per element of the cache (2: float16)
-    params: int  # weights and biases of the q, k, v, o projections of all layers
-    kv_cache_bytes: int  # L * B * S * 2 (k, v) * g * d * itemsize
-    flops: int  # one forward over S tokens: projections + scores + context, all layers
 
 
 @dataclass(frozen=True)
@@ -81,10 +69,11 @@ class Preset:
         }
 
     def model_figures(self, seq: int | None = None, batch: int = 1,
-                      itemsize: int = 2) -> ModelFigures | None:
+                      dtype: str = "float16") -> ModelFigures | None:
         """Whole-model attention figures over all ``layers`` at ``seq`` tokens (default: the
-        context length) and ``batch``, in a dtype of ``itemsize`` bytes (2: float16/bfloat16);
-        None when the layer count is not known.
+        context length) and ``batch`` in ``dtype``, from a shape-only trace of one layer (the
+        figures ``run --layers`` shows: :func:`attntrace.costs.model_figures`); None when the
+        layer count is not known.
 
         >>> f = PRESETS["llama-3.1-8b"].model_figures()
         >>> f.layers, f.params, f.kv_cache_bytes // 2**30  # 16 GiB of KV cache at 131072 tokens
@@ -92,16 +81,13 @@ class Preset:
         """
         if self.layers is None:
             return None
+        from attntrace.attention import trace_attention
+        from attntrace.costs import model_figures
+
         n = seq if seq is not None else self.max_positions or 1
-        H, h, g, d = self.hidden, self.heads, self.kv_heads, self.head_dim
-        per_layer = H * h * d * 2 + H * g * d * 2  # w_q, w_o (h·d, H) and w_k, w_v (g·d, H)
-        if self.bias:
-            per_layer += h * d + 2 * g * d + H
-        proj = 2 * batch * n * H * (2 * h * d + 2 * g * d)  # q, o (h·d) and k, v (g·d)
-        attend = 2 * 2 * batch * h * n * n * d  # scores and context over the full (S, S) matrix
-        cache = self.layers * batch * n * 2 * g * d * itemsize  # k and v of every layer
-        return ModelFigures(self.layers, n, batch, itemsize, self.layers * per_layer, cache,
-                            self.layers * (proj + attend))
+        config = AttentionConfig(**{**self.config_fields(), "seq": n, "batch": batch,
+                                    "dtype": dtype})
+        return model_figures(trace_attention(config, "shape"), self.layers)
 
     @property
     def kv_cache_bytes_per_token(self) -> int:
@@ -300,6 +286,27 @@ def resolve_fields(*, preset: str | None = None, hf_config: Path | str | None = 
     defaults = {f.name: f.default for f in dataclass_fields(AttentionConfig)}
     given = {k: v for k, v in explicit.items() if v is not None}
     return {**defaults, **base, **given}, dict.fromkeys(base, source)
+
+
+def layer_count(*, preset: str | None = None, hf_config: Path | str | None = None,
+                model_dir: Path | None = None) -> int | None:
+    """L, the layers of the model the settings come from: num_hidden_layers (n_layer, ...) of
+    --model's or --hf-config's config, a preset's ``layers``; None when none says it.
+
+    >>> layer_count(preset="llama-3.1-8b"), layer_count(preset="gpt2"), layer_count()
+    (32, None, None)
+    """
+    from attntrace.models.hf_config import LAYERS, config_section, int_field
+
+    if preset is not None:
+        return get_preset(preset).layers
+    if model_dir is not None:
+        from attntrace.models.folder import folder_config
+
+        return int_field(config_section(folder_config(model_dir)), LAYERS, model_dir, False)
+    if hf_config is not None:
+        return int_field(config_section(_load_json(Path(hf_config))), LAYERS, hf_config, False)
+    return None
 
 
 def read_hf_config(path: Path | str, layer: int | None = None) -> dict[str, Any]:
