@@ -208,8 +208,10 @@ _PRESETS = (
     # max_position_embeddings 32768, rope_theta 1000000.0, sliding_window null, num_hidden_layers 32
     # checked: sizes and 32768 against a public MistralForCausalLM config of
     # mistralai/Mistral-7B-v0.3 and litgpt; sliding_window null against a public note read off
-    # its config.json; rope_theta 1e6 only via the v0.2 model card ("Rope-theta = 1e6"), which
-    # v0.3 extends (vocabulary only) - no quote of the v0.3 file found
+    # its config.json; rope_theta 1e6 against Lightning-AI/litgpt litgpt/config.py (commit
+    # 26857050), whose "Mistral-7B-v0.3" entry cites
+    # huggingface.co/mistralai/Mistral-7B-v0.3/blob/main/config.json and sets rope_base=1000000
+    # (block_size 32768, n_layer 32, n_query_groups 8, bias False), as the v0.2 model card says
     Preset("mistral-7b-v0.3", "mistralai/Mistral-7B-v0.3",
            4096, 32, 8, 128, 1000000.0, 32768, True, False,
            layers=32),
