@@ -257,6 +257,7 @@ def resolve_config(*, preset: str | None = None, hf_config: Path | str | None = 
 
 def resolve_fields(*, preset: str | None = None, hf_config: Path | str | None = None,
                    model_dir: Path | None = None, layer: int | None = None,
+                   layer_prefix: str | None = None,
                    **explicit: Any) -> tuple[dict[str, Any], dict[str, str]]:
     """Every AttentionConfig field (not validated yet: files may still change the sizes): the
     defaults, then a preset's or config.json's, then the explicit ones that are not None. Also
@@ -283,7 +284,7 @@ def resolve_fields(*, preset: str | None = None, hf_config: Path | str | None = 
     elif model_dir is not None:
         from attntrace.models.load import model_fields
 
-        base = model_fields(model_dir, layer)
+        base = model_fields(model_dir, layer, layer_prefix)
         source = f"--model {model_dir.name} (layer {layer or 0})"
     defaults = {f.name: f.default for f in dataclass_fields(AttentionConfig)}
     given = {k: v for k, v in explicit.items() if v is not None}
