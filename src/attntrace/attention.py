@@ -204,12 +204,14 @@ class _Layout:
     sizes: tuple[int, ...]  # (B,) or ()
     lab: AxisLabels
     rotary: int | None = None  # R of partial RoPE (--rotary-dims), else None
+    pairs: bool = False  # --rope-style interleaved: RoPE rotates (2i, 2i + 1), not (i, i + d/2)
 
     @classmethod
     def of(cls, config: AttentionConfig) -> _Layout:
         batched = config.batch is not None
         sizes = (config.batch,) if config.batch is not None else ()
-        return cls(("B",) if batched else (), sizes, config.labels(), config.rotary_dims)
+        return cls(("B",) if batched else (), sizes, config.labels(), config.rotary_dims,
+                   config.rope_style == "interleaved")
 
     @property
     def n(self) -> int:
@@ -293,7 +295,7 @@ def _rotate(be: Backend[T], rec: _Recorder[T], lay: _Layout, t: Mapping[str, T],
     lab = lay.lab
     cos = rec.step("rope_cos", t["rope_cos"], "cos(pos * base^(-2i/d))", ("S", "d"))  # (S, d)
     sin = rec.step("rope_sin", t["rope_sin"], "sin(pos * base^(-2i/d))", ("S", "d"))  # (S, d)
-    if lay.rotary is not None:  # partial RoPE: the first R dims rotate, the rest pass through
+    if lay.rotary is not None or lay.pairs:  # partial RoPE, or pairs of neighbours
         return _rotate_part(be, rec, lay, q, k, cos, sin)
     q_rot = rec.step("q_rot", be.add(be.mul(q, cos), be.mul(be.rotate_half(q), sin)),
                      "q * cos + rotate_half(q) * sin", lay.ax("h", "S", "d"))  # (B, h, S, d)
@@ -304,14 +306,16 @@ def _rotate(be: Backend[T], rec: _Recorder[T], lay: _Layout, t: Mapping[str, T],
 
 def _rotate_part(be: Backend[T], rec: _Recorder[T], lay: _Layout, q: T, k: T, cos: T,
                  sin: T) -> tuple[T, T]:
-    """Partial RoPE (--rotary-dims R): cos is 1 and sin 0 beyond R, so those dims pass."""
-    r = lay.rotary
-    assert r is not None
-    q_rot = be.add(be.mul(q, cos), be.mul(be.rotate_part(q, r), sin))  # (B, h, S, d)
-    q_rot = rec.step("q_rot", q_rot, f"q * cos + rotate_half(q[..., :{r}]) * sin",
-                     lay.ax("h", "S", "d"))
-    k_rot = be.add(be.mul(k, cos), be.mul(be.rotate_part(k, r), sin))  # (B, g, S, d)
-    k_rot = rec.step("k_rot", k_rot, f"k * cos + rotate_half(k[..., :{r}]) * sin",
+    """Partial RoPE (--rotary-dims R): cos is 1 and sin 0 beyond R, so those dims pass; with
+    --rope-style interleaved the pairs are neighbours (2i, 2i + 1) (rotate_pairs)."""
+    r = lay.rotary or be.shape(q)[-1]
+    turn = be.rotate_pairs if lay.pairs else be.rotate_part
+    name = "rotate_pairs" if lay.pairs else "rotate_half"
+    part = "" if lay.rotary is None else f"[..., :{r}]"
+    q_rot = be.add(be.mul(q, cos), be.mul(turn(q, r), sin))  # (B, h, S, d)
+    q_rot = rec.step("q_rot", q_rot, f"q * cos + {name}(q{part}) * sin", lay.ax("h", "S", "d"))
+    k_rot = be.add(be.mul(k, cos), be.mul(turn(k, r), sin))  # (B, g, S, d)
+    k_rot = rec.step("k_rot", k_rot, f"k * cos + {name}(k{part}) * sin",
                      lay.ax(lay.lab.kv_heads, lay.lab.keys, "d"))
     return q_rot, k_rot
 

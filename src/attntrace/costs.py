@@ -12,7 +12,7 @@ matmul(a, b)           2·numel(out)·K (K contracted)          ``2·h·S·S·d`
 scale, exp, binary     1 per output element                   ``h·S·S``
 softmax                5 per element (max, -, exp, sum, /)    ``5·h·S·S``
 reduce_max/sum         1 per input element                    ``h·Br·Bc``
-views, copies, fills   0 (repeat_interleave and rotate_half are copies)
+views, copies, fills   0 (repeat_interleave, rotate_half, rotate_pairs are copies)
 any other operation    1 per output element
 =====================  ====================================  =========================
 
@@ -45,7 +45,7 @@ _NOT_OPS = frozenset({"tensor", "shape", "dtype", "to_numpy", "check_dtype", "na
 #: Operations that move or allocate memory without arithmetic.
 _FREE_OPS = frozenset({"reshape", "transpose", "narrow", "full", "write", "contiguous",
                        "repeat_interleave", "rotate_half",
-                       "rotate_part"})  # copies, and a sign flip counted as a copy
+                       "rotate_part", "rotate_pairs"})  # copies, and a sign flip counted as a copy
 #: Elementwise operations and their FLOPs per output element.
 _PER_ELEMENT = {"scale": 1, "exp": 1, "binary": 1, "rms_norm": 4,
                 "softmax": SOFTMAX_FLOPS_PER_ELEMENT,

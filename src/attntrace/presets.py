@@ -60,6 +60,7 @@ class Preset:
     qk_norm: str | None = None  # "head" (q_norm/k_norm over d) or "full" (over the width)
     qk_norm_eps: float | None = None  # rms_norm_eps of the q/k norms
     relative_bias: str | None = None  # T5: relative_attention_num_buckets,_max_distance
+    rope_style: str = "half"  # RoPE's pairing: half (Hugging Face) or interleaved (GPT-J)
 
     def config_fields(self) -> dict[str, Any]:
         """The AttentionConfig fields this preset sets.
@@ -76,7 +77,7 @@ class Preset:
             "causal": self.causal, "bias": self.bias, "window": self.window, "scale": self.scale,
             "rope_scaling": self.rope_scaling, "rotary_dims": self.rotary_dims,
             "softcap": self.softcap, "qk_norm": self.qk_norm, "qk_norm_eps": self.qk_norm_eps,
-            "relative_bias": self.relative_bias,
+            "relative_bias": self.relative_bias, "rope_style": self.rope_style,
         }
 
     def model_figures(self, seq: int | None = None, batch: int = 1,

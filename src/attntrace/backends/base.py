@@ -124,6 +124,12 @@ class Backend(ABC, Generic[T]):
         (partial RoPE: the other entries keep their values through cos = 1, sin = 0)."""
 
     @abstractmethod
+    def rotate_pairs(self, x: T, dims: int) -> T:
+        """``(-x1, x0, -x3, x2, ...)`` of the first ``dims`` entries of the last axis, zeros
+        after them: RoPE's pairing of neighbours (2i, 2i + 1), as Meta's Llama code and GPT-J
+        (``rotate_every_two``) rotate (--rope-style interleaved)."""
+
+    @abstractmethod
     def tanh(self, x: T) -> T:
         """Elementwise hyperbolic tangent (logit soft-capping)."""
 

@@ -109,6 +109,11 @@ class NumpyBackend(Backend[np.ndarray]):
         out[..., :half], out[..., half:dims] = -x[..., half:dims], x[..., :half]
         return out
 
+    def rotate_pairs(self, x: np.ndarray, dims: int) -> np.ndarray:
+        out = np.zeros_like(x)
+        out[..., 0:dims:2], out[..., 1:dims:2] = -x[..., 1:dims:2], x[..., 0:dims:2]
+        return out
+
     def rms_norm(self, x: np.ndarray, weight: np.ndarray, eps: float) -> np.ndarray:
         wide = x.astype(np.promote_types(x.dtype, np.float32))
         scaled = wide / np.sqrt((wide * wide).mean(axis=-1, keepdims=True) + eps)

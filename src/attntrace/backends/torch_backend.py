@@ -97,6 +97,12 @@ class TorchBackend(Backend["torch.Tensor"]):
         zeros = self._torch.zeros_like(rest)
         return self._torch.cat((-x[..., half:dims], x[..., :half], zeros), dim=-1)
 
+    def rotate_pairs(self, x: torch.Tensor, dims: int) -> torch.Tensor:
+        tc = self._torch
+        pairs = tc.stack((-x[..., 1:dims:2], x[..., 0:dims:2]), dim=-1).flatten(-2)  # (..., R)
+        out: torch.Tensor = tc.cat((pairs, tc.zeros_like(x[..., dims:])), dim=-1)  # (..., d)
+        return out
+
     def rms_norm(self, x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
         tc = self._torch
         wide = x.to(tc.promote_types(x.dtype, tc.float32))

@@ -13,9 +13,11 @@ Falcon             query_key_value, dense                 7B multi-query: (h + 2
                                                           d); else per head like NeoX
 Phi-3              qkv_proj ((h + 2g)·d, H), o_proj       rows [q (h·d); k (g·d); v (g·d)]
 T5                 SelfAttention.q/k/v/o                  plain; no bias, no 1/√d
-Meta Llama         attention.wq/wk/wv/wo                  rows of wq and wk from interleaved
-                                                          pairs to halves (as transformers'
-                                                          convert script permutes them)
+Meta Llama         attention.wq/wk/wv/wo                  as they are with --rope-style
+                                                          interleaved (a params.json folder's
+                                                          default); for half, rows of wq and
+                                                          wk from interleaved pairs to halves
+                                                          (as transformers' converter does)
 BertSelfAttention  query/key/value (no output layer)      w_o = identity: the module returns
                                                           the merged context
 =================  =====================================  ==================================
@@ -168,17 +170,19 @@ def t5(layer: Arrays, path: Path, info: LayoutInfo) -> Params:
 
 
 def meta(layer: Arrays, path: Path, info: LayoutInfo) -> Params:
-    """Meta's attention.wq/wk/wv/wo; q and k rotate neighbours (2i, 2i + 1) there, halves
-    (i, i + d/2) here: the rows of each head are reordered, as transformers' converter does."""
+    """Meta's attention.wq/wk/wv/wo; q and k rotate neighbours (2i, 2i + 1) there: read as they
+    are for --rope-style interleaved; for half (i, i + d/2) the rows of each head are reordered,
+    as transformers' converter does."""
     h = _heads(info, path, "Meta Llama")
     w = {c: _get(layer, path, f"attention.w{c}.weight") for c in "qkvo"}
     assert w["q"] is not None
     assert w["k"] is not None
     d = w["q"].shape[0] // h
+    pairs = info.rope_style == "interleaved"  # Meta's own pairing: the rows as they are
     return {
-        "w_q": halves(w["q"], d),
+        "w_q": w["q"] if pairs else halves(w["q"], d),
         "b_q": None,
-        "w_k": halves(w["k"], d),
+        "w_k": w["k"] if pairs else halves(w["k"], d),
         "b_k": None,
         "w_v": w["v"],
         "b_v": None,

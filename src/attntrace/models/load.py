@@ -9,7 +9,7 @@ from typing import Any
 
 from attntrace.errors import ConfigError, InputFileError
 from attntrace.files.schemes import LayoutInfo, LoadedWeights, layer_candidates, load_layer
-from attntrace.models.folder import folder_config, open_folder
+from attntrace.models.folder import folder_config, is_meta, open_folder
 from attntrace.models.hf_config import attention_fields, config_section
 from attntrace.models.layouts import ALL_SCHEMES
 
@@ -25,25 +25,32 @@ def model_fields(path: Path, layer: int | None) -> dict[str, Any]:
     >>> cfg = {"model_type": "gpt2", "n_embd": 8, "n_head": 2}
     >>> _ = (d / "config.json").write_text(json.dumps(cfg))
     >>> f = model_fields(d, 0)
-    >>> f["hidden"], f["heads"], f["causal"], f["rope"]
-    (8, 2, True, False)
+    >>> f["hidden"], f["heads"], f["causal"], f["rope"], f["rope_style"]
+    (8, 2, True, False, 'half')
     """
-    return attention_fields(
-        folder_config(path), path / "config.json", 0 if layer is None else layer
-    )
+    return _fields(path, folder_config(path), layer)
+
+
+def _fields(path: Path, config: dict[str, Any], layer: int | None) -> dict[str, Any]:
+    """The fields of ``layer`` of the folder's config; Meta's own folders pair neighbours."""
+    fields = attention_fields(config, path / "config.json", 0 if layer is None else layer)
+    return {**fields, "rope_style": "interleaved"} if is_meta(path) else fields
 
 
 def load_model_layer(
-    path: Path, layer: int | None, layer_prefix: str | None = None
+    path: Path, layer: int | None, layer_prefix: str | None = None,
+    rope_style: str | None = None,
 ) -> LoadedWeights:
-    """The weights of layer ``layer`` (default 0) of the folder, read from its shard only."""
+    """The weights of layer ``layer`` (default 0) of the folder, read from its shard only, for a
+    trace that pairs RoPE's dims as ``rope_style`` says (default: the model's own pairing)."""
     n = 0 if layer is None else layer
     folder = open_folder(path)
     arrays = folder.arrays()
     prefix = layer_prefix if layer_prefix is not None else _prefix(path, arrays, n)
     section = config_section(folder.config)
-    fields = attention_fields(folder.config, path / "config.json", n)
-    info = LayoutInfo(fields["heads"], fields["kv_heads"], section)
+    fields = _fields(path, folder.config, n)
+    info = LayoutInfo(fields["heads"], fields["kv_heads"], section,
+                      rope_style or fields["rope_style"])
     loaded = load_layer(path, arrays, {}, prefix, schemes=ALL_SCHEMES, info=info)
     if fields.get("relative_bias") and "rel_bias" not in loaded.params:  # T5: block 0 holds it
         first = re.sub(r"\.block\.\d+\.", ".block.0.", prefix, count=1)

@@ -15,7 +15,7 @@ def text_renderer(fmt: str, count: str = "flops") -> Callable[[Trace], str]:
 
     >>> from attntrace import AttentionConfig, trace_attention
     >>> text_renderer("csv")(trace_attention(AttentionConfig(), "shape")).splitlines()[1]
-    '0,x,x,3x768,S H,float32,9216,false,0,0'
+    '0,x,x,3x768,S H,float32,9216,false,0,0,0'
     """
     from functools import partial
 
