@@ -12,6 +12,8 @@ from typing import Any
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from attntrace import AttentionConfig, trace_attention
@@ -250,3 +252,22 @@ def torch_load(path: Path) -> dict[str, np.ndarray]:
     import torch
 
     return {k: v.numpy() for k, v in torch.load(path, weights_only=True).items()}
+
+
+@settings(max_examples=25, deadline=None)
+@given(heads=st.integers(1, 3), half_d=st.integers(1, 4), groups=st.sampled_from([1, None]),
+       seq=st.integers(1, 6), data=st.data())
+def test_pairings_agree_after_the_permutation_for_any_sizes(heads: int, half_d: int,
+                                                            groups: int | None, seq: int,
+                                                            data: Any) -> None:
+    """The invariant over random configs: permute the rows of w_q, b_q, w_k, b_k within each
+    head (over the first R dims) and the interleaved output is the half one."""
+    d = 2 * half_d
+    rotary = data.draw(st.sampled_from([None, *range(2, d, 2)]))
+    sizes = {"seq": seq, "hidden": heads * d, "heads": heads, "kv_heads": groups,
+             "rotary_dims": rotary, "causal": True}
+    half = trace_attention(f64(**sizes), "numpy")
+    given_ = {**half.params, "x": half["x"].value}
+    given_ |= {n: to_pairs(given_[n], d, rotary) for n in ("w_q", "b_q", "w_k", "b_k")}
+    pairs = trace_attention(f64(rope_style="interleaved", **sizes), "numpy", tensors=given_)
+    np.testing.assert_allclose(pairs["output"].value, half["output"].value, atol=1e-12)
