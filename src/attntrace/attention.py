@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
 from attntrace.backends import SMALL_WORK_FLOPS, Backend, Source, get_backend, single_threaded_blas
 from attntrace.config import AttentionConfig, AxisLabels
 from attntrace.costs import CostMeter, Registry, peak_live_bytes, resolve
+from attntrace.eager import Rows, Tally, prepare
 from attntrace.errors import ConfigError
 from attntrace.inputs import param_axes, random_sources, with_tensors
 from attntrace.masks import (
@@ -248,7 +249,9 @@ def _attend(config: AttentionConfig, be: Backend[T], rec: _Recorder[T], t: Mappi
         if plan is not None:
             _declare_mask(config, rec, lay, plan)  # (B, 1, S, N), made tile by tile
         context = flash_context(config, be, rec, q, k, v, plan)  # (B, h, S, d), tile by tile
-    else:
+    elif config.relative_bias is None and not rec.replace:
+        context = _attend_rows(config, be, rec, lay, q, k, v, t.get("mask"), plan)  # (B, h, S, d)
+    else:  # whole (S, N) steps: T5's bias table, or a step replaced by attntrace diff
         relative = (t["rel_onehot"], p["rel_bias"]) if config.relative_bias is not None else None
         weights = _weigh(config, be, rec, lay, q, k, t.get("mask"), plan, relative)  # (B, h, S, N)
         v_name = "v_rep" if config.grouped else "v"
@@ -338,18 +341,6 @@ def _weigh(config: AttentionConfig, be: Backend[T], rec: _Recorder[T], lay: _Lay
     factor = config.score_scale
     scale_op = f"scores / sqrt({d})" if config.scale is None else f"scores * {config.scale:g}" + (" (unscaled)" if config.scale == 1 else "")
     fast = mask is None and not (rec.keeps("scores") or rec.keeps("scaled"))
-    plain = config.softcap is None and config.relative_bias is None
-    recipes = mask is None and not fast and not rec.replace and plain
-    if recipes:  # kept as recipes: one (S, N) buffer, scaled and softmaxed in place
-        raw = rec.be
-        scores = rec.step("scores", be.matmul(q, k_t), f"{q_name} @ k_t", hSN,
-                          again=lambda: raw.matmul(q, k_t))  # (B, h, S, N)
-        rec.meter.charge("scale", scores, out=scores)
-        # (B, h, S, N), scaled inside the softmax below
-        scaled = rec.step("scaled", scores, scale_op, hSN,
-                          again=lambda: raw.scale(raw.matmul(q, k_t), factor))
-        weights = be.softmax_(scaled, factor)  # (B, h, S, N)
-        return rec.step("weights", weights, "softmax(scaled, dim=-1)", hSN)
     if fast:  # nobody sees the unscaled scores: fold the scale into q (S·d multiplies, not S·N)
         q_scaled = be.scale(q, factor)  # (B, h, S, d)
         rec.meter.discard()  # charged below, as the traced algorithm does it
@@ -370,6 +361,59 @@ def _weigh(config: AttentionConfig, be: Backend[T], rec: _Recorder[T], lay: _Lay
     seen = rec.keeps("scaled") or rec.keeps("capped")
     softmax = be.softmax_ if fast and not seen else be.softmax  # in place: nobody sees its input
     return rec.step("weights", softmax(scaled), f"softmax({last}, dim=-1)", hSN)  # (B, h, S, N)
+
+
+def _attend_rows(config: AttentionConfig, be: Backend[T], rec: _Recorder[T], lay: _Layout, q: T, k: T, v: T,
+                 mask: T | None, plan: MaskPlan | None) -> T:
+    """k_t -> scores -> scaled -> (capped) -> (mask, masked) -> weights -> context, made block
+    of query rows by block of query rows (:mod:`attntrace.eager`), then each step recorded
+    with the cost of the whole operation it stands for."""
+    N, raw = lay.lab.keys, rec.be
+    q_name = "q_rot" if config.rope else "q"
+    k_name = "k_rep" if config.grouped else "k_rot" if config.rope else "k"
+    k_t = rec.view("k_t", be.transpose(k, -2, -1), f"{k_name}.transpose(-2, -1)", lay.ax("h", "d", N))  # (B, h, d, N)
+    rows = Rows(raw, q, k_t, v, config.score_scale, config.softcap, mask if plan else None,
+                plan is not None and plan.additive, rec.threads)
+    kept = rec.keeps("weights") and raw.computes
+    weights = raw.empty(rows.shape, rows.dtype) if kept else raw.stand_in(rows.shape, rows.dtype)  # (B, h, S, N)
+    S, h, d = config.seq, config.heads, config.head_dim
+    # (B, h, S, d), a view of (B, S, h, d): merging the heads afterwards copies nothing
+    context = raw.transpose(raw.empty((*lay.sizes, S, h, d), rows.dtype), lay.n, lay.n + 1)
+    rows = prepare(rows) if raw.computes else rows
+    found = _run_rows(rec, rows, weights if kept else None, context)
+    hSN = lay.ax("h", "S", N)
+    cap = config.softcap
+    ops = {"scores": f"{q_name} @ k_t", "capped": f"{cap:g} * tanh(scaled / {cap:g})" if cap else "",
+           "scaled": f"scores / sqrt({d})" if config.scale is None else
+           f"scores * {config.scale:g}" + (" (unscaled)" if config.scale == 1 else "")}
+    last = rec.made("scores", rows, ops["scores"], hSN, [("matmul", (q, k_t))], found)  # (B, h, S, N)
+    for name in rows.chain[1:]:
+        if name == "masked" and mask is not None and plan is not None:
+            mask = _record_mask(config, be, rec, lay, mask, plan)  # (B, 1, S, N), or any shape broadcasting
+            charge, op = (("add", (last, mask)), "scaled + mask") if plan.additive else \
+                (("where", (mask, last)), "where(mask, scaled, -inf)")
+            last = rec.made("masked", rows, op, hSN, [charge], found)  # (B, h, S, N)
+        elif name == "capped":
+            charges = [("scale", (last,)), ("tanh", ()), ("scale", ())]
+            last = rec.made("capped", rows, ops["capped"], hSN, charges, found)  # (B, h, S, N)
+        else:
+            last = rec.made(name, rows, ops[name], hSN, [("scale", (last,))], found)  # (B, h, S, N)
+    rec.meter.charge("softmax", last, out=weights)
+    weights = rec.step("weights", weights, f"softmax({rows.chain[-1]}, dim=-1)", hSN,
+                       nonfinite=found.get("weights", 0))  # (B, h, S, N)
+    rec.meter.charge("matmul", weights, v, out=context)
+    v_name = "v_rep" if config.grouped else "v"
+    return rec.step("context", context, f"weights @ {v_name}", lay.ax("h", "S", "d"))  # (B, h, S, d)
+
+
+def _run_rows(rec: _Recorder[T], rows: Rows[T], weights: T | None, context: T) -> dict[str, int]:
+    """Compute the blocks (on a computing backend); the non-finite values of each step of the
+    chain: none when bounds on q, k, v prove every value finite, else counted block by block."""
+    if not rows.be.computes:
+        return {}
+    tally = None if rows.finite else Tally(rec.nonfinite)
+    rows.run(weights, context, tally)
+    return tally.found if tally is not None else {}
 
 
 def _qk_norm(config: AttentionConfig, be: Backend[T], rec: _Recorder[T], lay: _Layout, q: T, k: T,
@@ -490,11 +534,12 @@ class _Recorder(Generic[T]):
 
     def step(self, name: str, value: T, op: str, axes: tuple[str, ...], *, view: bool = False,
              contract: str | None = None, times: int = 1,
-             again: Callable[[], T] | None = None) -> T:
+             again: Callable[[], T] | None = None, nonfinite: int | None = None) -> T:
         """Record ``value`` as step ``name``; ``contract`` names a contracted axis the recorder
         cannot see (an input that is no step); ``times`` counts identical repeats; ``again``
         makes the same values anew (on the plain backend), kept instead of ``value`` when the
-        algorithm goes on to overwrite ``value`` in place."""
+        algorithm goes on to overwrite ``value`` in place (or never made it whole);
+        ``nonfinite`` is the count of NaN and ±inf when the caller made it (else counted)."""
         if name in self._repeats:
             return self._repeat(name, value, axes, times)
         if name in self.replace:  # a suspected mistake, tested by attntrace diff
@@ -508,7 +553,7 @@ class _Recorder(Generic[T]):
         names = tuple(dict.fromkeys(found[0] for found in map(self.registry.lookup, inputs) if found))
         stored = None if not self.keeps(name) else self.be.to_numpy(value) if again is None else \
             cast("np.ndarray", Lazy(lambda: self.be.to_numpy(again())))  # made on first read
-        bad = self._nonfinite(name, value, view) * times
+        bad = (self._nonfinite(name, value, view) if nonfinite is None else nonfinite) * times
         self.steps.append(Step(name, shape, self.be.dtype(value), stored, index=len(self.steps),
                                op=op, axes=axes, view=view, flops=flops * times, terms=terms,
                                inputs=names, repeat=times, nonfinite=bad))
@@ -528,6 +573,21 @@ class _Recorder(Generic[T]):
         self.registry.add(value, name, axes)
         return value
 
+    def made(self, name: str, rows: Rows[T], op: str, axes: tuple[str, ...],
+             charges: Sequence[tuple[str, tuple[T, ...]]], found: Mapping[str, int]) -> T:
+        """Record step ``name`` of the blocked chain (:mod:`attntrace.eager`): a stand-in of
+        no memory, charged as the backend operations ``charges`` on whole tensors would be,
+        its values (when kept) made again by the same blocks on first read."""
+        value = self.be.stand_in(rows.shape, rows.dtype)  # (B, h, S, N)
+        for op_name, args in charges:
+            self.meter.charge(op_name, *args, out=value)
+        again = (lambda: rows.make(name)) if self.be.computes else None
+        return self.step(name, value, op, axes, again=again, nonfinite=found.get(name, 0))
+
+    def nonfinite(self, name: str, value: T) -> int:
+        """NaN and ±inf in ``value`` by the rule of step ``name`` (see :meth:`_nonfinite`)."""
+        return self._nonfinite(name, value, False)
+
     def _nonfinite(self, name: str, value: T, view: bool) -> int:
         """NaN and ±inf in ``value`` (0 on backends without values, and for views, which hold the
         values of an earlier step); -inf is what masking writes, so mask steps count NaN and
@@ -539,6 +599,8 @@ class _Recorder(Generic[T]):
             return 0
         import numpy as np
 
+        if array.dtype.kind == "f" and np.isfinite(array.sum()):
+            return 0  # one cheap pass: a NaN or ±inf makes the sum NaN or ±inf (so may overflow)
         if name in MASKING_STEPS:
             return int(np.count_nonzero(np.isnan(array) | np.isposinf(array)))
         return int(array.size - np.count_nonzero(np.isfinite(array)))
