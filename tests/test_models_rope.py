@@ -179,7 +179,7 @@ def test_saved_gptj_model_with_interleaved_partial_rotary_gives_its_forward(
     from hf_models import build, capture
 
     model = build("GPTJ", tmp_path, vocab_size=32, n_embd=32, n_head=4, n_layer=2,
-                  n_positions=64, rotary_dim=4)
+                  n_positions=64, rotary_dim=4, bos_token_id=0, eos_token_id=0)
     got = capture(model, model.transformer.h[layer].attn, IDS, PAD)
     out = trace_folder(tmp_path, got.x, "o.npz", "--model", tmp_path, "--layer", layer,
                        "--key-lengths", "6,4")
