@@ -137,7 +137,7 @@ def test_verify_passes_with_interleaved_pairs(args: tuple[object, ...]) -> None:
     assert "PASS" in result.stdout
 
 
-def test_rope_style_errors_config_contract_and_json() -> None:
+def test_rope_style_errors_config_contract_and_json(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="add --rope"):
         AttentionConfig(rope_style="interleaved")
     with pytest.raises(ConfigError, match="half or interleaved"):
@@ -157,6 +157,14 @@ def test_rope_style_errors_config_contract_and_json() -> None:
     assert doc["steps"][12]["op"] == "q * cos + rotate_pairs(q) * sin"
     result = invoke("check", "--rope", "--rope-style", "interleaved", "-e", "q_rot=h,S,d")
     assert result.exit_code == 0, result.output
+    spec = tmp_path / "spec.toml"
+    spec.write_text('[config.a]\nrope = true\nrope_style = "interleaved"\n'
+                    '[config.a.expect]\nq_rot = "h,S,d"\n')
+    assert invoke("check", "--spec", spec).exit_code == 0
+    spec.write_text('[config.a]\nrope = true\nrope_style = "pairs"\n')
+    result = invoke("check", "--spec", spec)
+    assert result.exit_code == 2
+    assert "--rope-style must be half or interleaved" in result.stderr
 
 
 BASE = {"vocab_size": 32, "hidden_size": 16, "intermediate_size": 32, "num_hidden_layers": 2,
@@ -246,6 +254,9 @@ def test_meta_checkpoint_read_interleaved_and_unpermuted_gives_the_converted_loa
                     "--backend", "shape")
     assert result.exit_code == 0, result.output
     assert "--rope-style half (was interleaved)" in json.loads(result.stdout)["origin"]
+    result = invoke("verify", "--model", meta, "--layer", 1, "--seq", 5)  # SDPA, Meta's pairs
+    assert result.exit_code == 0, result.output
+    assert "PASS" in result.stdout
 
 
 def torch_load(path: Path) -> dict[str, np.ndarray]:
