@@ -291,7 +291,8 @@ def _project(config: AttentionConfig, be: Backend[T], rec: _Recorder[T], lay: _L
 
 
 def _rotate(be: Backend[T], rec: _Recorder[T], lay: _Layout, t: Mapping[str, T], q: T, k: T) -> tuple[T, T]:
-    """RoPE: the cos/sin tables of the positions, then q and k rotated, dimension i with i + d/2."""
+    """RoPE: the cos/sin tables of the positions, then q and k rotated, dimension i with
+    i + d/2 (--rope-style half) or 2i with 2i + 1 (interleaved)."""
     lab = lay.lab
     cos = rec.step("rope_cos", t["rope_cos"], "cos(pos * base^(-2i/d))", ("S", "d"))  # (S, d)
     sin = rec.step("rope_sin", t["rope_sin"], "sin(pos * base^(-2i/d))", ("S", "d"))  # (S, d)
