@@ -130,6 +130,9 @@ class TorchBackend(Backend["torch.Tensor"]):
     def stand_in(self, shape: Shape, dtype: str) -> torch.Tensor:
         return self._torch.zeros((), dtype=self._dtypes[dtype]).expand(shape)
 
+    def contiguous(self, x: torch.Tensor) -> torch.Tensor:
+        return x.contiguous()
+
     def matmul_into(self, a: torch.Tensor, b: torch.Tensor, out: torch.Tensor) -> None:
         self._torch.matmul(a, b, out=out)
 
