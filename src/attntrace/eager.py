@@ -39,7 +39,7 @@ T = TypeVar("T")
 #: The steps of the score chain in order; the soft-cap and the mask only when they are on.
 CHAIN: tuple[str, ...] = ("scores", "scaled", "capped", "masked")
 #: Bytes of one (Br, N) block of scores: Br is chosen so that a block stays in the caches.
-BLOCK_BYTES = 2 << 20
+BLOCK_BYTES = 1 << 20
 #: Fewer score elements than this run on the calling thread alone (no pool).
 POOL_MIN_NUMEL = 1 << 18
 #: The largest finite value of each dtype (the bound that proves every score finite).
