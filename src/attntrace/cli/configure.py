@@ -112,9 +112,13 @@ def config_from_files(
     from attntrace.presets import resolve_fields
 
     sources = {k: options.pop(k, None) for k in ("preset", "hf_config", "model_dir", "layer")}
-    sizes, known = resolve_fields(**sources, **option_fields(**options))
+    sizes, known = resolve_fields(**sources, layer_prefix=layer_prefix, **option_fields(**options))
     explicit = {name for name in _SIZE_OPTIONS if _typed(ctx, name)}
     loaded = _load(weights, model_dir, sources["layer"], layer_prefix, sizes, known)
+    if loaded is not None and model_dir is not None:
+        from attntrace.models.load import check_cross
+
+        check_cross(loaded, sizes.get("kv_seq"))
     if loaded is None and layer_prefix is not None:
         raise ConfigError("--layer-prefix picks a layer of --weights; add --weights FILE")
     if loaded is not None and not known:
@@ -137,7 +141,8 @@ def origin_line(ctx: typer.Context | None, model: dict[str, Any], config: Attent
     sources = {k: model.get(k) for k in ("preset", "hf_config", "model_dir", "layer")}
     if all(sources[k] is None for k in ("preset", "hf_config", "model_dir")):
         return ""
-    base, known = resolve_fields(**sources)
+    prefix = ctx.params.get("layer_prefix") if ctx is not None else None
+    base, known = resolve_fields(**sources, layer_prefix=prefix)
     now = dataclasses.asdict(config)  # every field, also those to_dict leaves out at default
     over = []
     for name in known:

@@ -45,6 +45,8 @@ ROPE_TYPES = frozenset(
         "gptj",
     }
 )
+#: T5 and its variants: relative position bias, unscaled scores, causal in the decoder stack.
+T5_TYPES = frozenset({"t5", "mt5", "umt5"})
 #: Families whose RoPE pairs neighbours (2i, 2i + 1): GPT-J's rotate_every_two.
 INTERLEAVED_TYPES = frozenset({"gptj"})
 #: Families whose attention projections have no bias when the file has no attention_bias.
@@ -348,7 +350,7 @@ def rope_variants(cfg: Mapping[str, Any], path: Path | str, kind: str, d: int) -
 
 def _t5(cfg: Mapping[str, Any], model_type: str) -> dict[str, Any]:
     """T5 scores are not scaled and get a relative position bias (encoder: both directions)."""
-    if model_type not in ("t5", "mt5", "umt5"):
+    if model_type not in T5_TYPES:
         return {}
     buckets = cfg.get("relative_attention_num_buckets", 32)
     spec = f"{buckets},{cfg.get('relative_attention_max_distance', 128)}"
@@ -373,6 +375,7 @@ def _causal(cfg: Mapping[str, Any], model_type: str) -> bool:
     return (
         model_type in ROPE_TYPES
         or model_type == "gpt2"
+        or (model_type in T5_TYPES and bool(cfg.get("is_decoder")))  # T5's decoder stack
         or any(str(a).endswith(("ForCausalLM", "LMHeadModel")) for a in archs)
     )
 

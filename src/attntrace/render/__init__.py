@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
-from attntrace.trace import Trace
+if TYPE_CHECKING:
+    from attntrace.trace import Trace
 
 
 def text_renderer(fmt: str, count: str = "flops") -> Callable[[Trace], str]:

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from attntrace.costs import count as in_unit
 from attntrace.costs import format_count, format_terms
 from attntrace.memory import format_bytes
-from attntrace.render.table import format_axes, format_shape
+from attntrace.render.table import format_axes, format_shape, whole_model_line
 from attntrace.trace import Step, Trace
 
 
@@ -27,7 +27,9 @@ def render_markdown(trace: Trace, count: str = "flops") -> str:
     sizes = ", ".join(f"{axis}={size}" for axis, size in {**cfg.axis_sizes(), **cfg.tile_sizes()}.items())
     caption = f"**attntrace** multi-head self-attention: {sizes} ({trace.backend} backend, {cfg.dtype})"
     notes = "".join(f"> **warning:** {note}\n\n" for note in trace.notes)
-    return f"{caption}\n\n{notes}{steps_table(trace, count)}\n{params_table(trace)}"
+    whole = whole_model_line(trace, count)
+    tail = f"\n{whole.plain}\n" if whole is not None else ""  # run --layers L
+    return f"{caption}\n\n{notes}{steps_table(trace, count)}\n{params_table(trace)}{tail}"
 
 
 def steps_table(trace: Trace, count: str = "flops") -> str:
