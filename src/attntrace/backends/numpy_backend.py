@@ -141,6 +141,9 @@ class NumpyBackend(Backend[np.ndarray]):
     def stand_in(self, shape: Shape, dtype: str) -> np.ndarray:
         return np.broadcast_to(np.zeros((), dtype=_NUMPY_DTYPES[dtype]), shape)
 
+    def contiguous(self, x: np.ndarray) -> np.ndarray:
+        return np.ascontiguousarray(x)
+
     def matmul_into(self, a: np.ndarray, b: np.ndarray, out: np.ndarray) -> None:
         np.matmul(a, b, out=out)
 
