@@ -193,7 +193,9 @@ Threads = Annotated[int | None, typer.Option(
     help="flash: threads splitting the query blocks, each block's maths on one thread "
     "\\[default: the cores].",
     rich_help_panel=COST)]
-BlockSize = Annotated[int, typer.Option(help="flash: rows of a query block (Br) and of a key/value block (Bc).", rich_help_panel=COST)]
+BlockSize = Annotated[int | None, typer.Option(
+    help="flash: rows of a query block (Br) and of a key/value block (Bc) \\[default: Br = 128, "
+    "Bc as many keys as fit a 2 MiB tile].", rich_help_panel=COST, show_default=False)]
 Count = Annotated[CountName, typer.Option(help="Count arithmetic in flops or macs (1 MAC = 2 FLOPs).", rich_help_panel=COST)]
 Scale = Annotated[str, typer.Option(help="Factor on the scores: sqrt (1/√d, the paper), none (unscaled, as the study notes' worked example) or a number.")]
 Weights = Annotated[Path | None, typer.Option(help="Projection weights: .npz, .safetensors, .pt/.pth/.bin (attntrace, nn.MultiheadAttention, q_proj/o_proj or BERT names); sets --hidden.", rich_help_panel=FILES)]
