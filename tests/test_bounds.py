@@ -115,3 +115,46 @@ def test_saved_files_follow_the_umask(tmp_path: Path, umask: int) -> None:
     finally:
         os.umask(previous)
     assert (tmp_path / "t.npz").stat().st_mode & 0o777 == 0o666 & ~umask
+
+
+def test_max_memory_also_bounds_what_input_files_declare(tmp_path: Path) -> None:
+    from safetensors.numpy import save_file
+
+    x = tmp_path / "x.npy"
+    np.save(x, np.zeros((1, 64, 768), np.float32))  # 192 KiB
+    weights = tmp_path / "w.safetensors"
+    save_file({"q_proj.weight": np.zeros((768, 768), np.float32)}, str(weights))  # 2.25 MiB
+    for args in (["--input", str(x)], ["--weights", str(weights)]):
+        small = invoke("run", "--heads", "12", *args, "--max-memory", "100KiB")
+        small.assert_contained()
+        assert small.code == 2
+        assert "declares" in small.err
+        assert "(--max-memory)" in small.err
+        assert "raise --max-memory" in small.err
+    assert invoke("run", "--heads", "12", "--input", str(x), "--max-memory", "1GiB").code == 0
+    # the budget ends with the command: the next one in this process has the default again
+    from attntrace.memory import file_budget
+
+    assert file_budget()[1] == "50% of available memory"
+
+
+@pytest.mark.parametrize("umask", [0o022, 0o077])
+def test_every_written_file_follows_the_umask_and_sigterm_leaves_none(
+    tmp_path: Path, umask: int,
+) -> None:
+    """Pictures and reports go through the same writer as --save."""
+    from attntrace.files.output import write_output
+
+    previous = os.umask(umask)
+    try:
+        write_output(tmp_path / "page.html", b"<html/>")
+    finally:
+        os.umask(previous)
+    assert (tmp_path / "page.html").stat().st_mode & 0o777 == 0o666 & ~umask
+
+    def killed(f: object) -> None:
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    with pytest.raises(SystemExit):
+        write_output(tmp_path / "flow.svg", killed)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["page.html"]

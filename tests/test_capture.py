@@ -262,3 +262,32 @@ def test_two_files_with_the_same_code_keep_their_own_locations(tmp_path: Path) -
             runpy.run_path(str(tmp_path / name))
         seen.append(t["y"].location)
     assert seen == ["first.py:3", "second.py:3"]
+
+
+def one_head_numpy(x: np.ndarray) -> np.ndarray:
+    """The study notes' single head with a projection on each side: nothing is split."""
+    rng = np.random.default_rng(0)
+    wq, wk, wv, wo = (rng.standard_normal((8, 8)).astype(np.float32) for _ in range(4))
+    q = x @ wq
+    k = x @ wk
+    v = x @ wv
+    kt = k.T
+    s = q @ kt / np.sqrt(8)
+    e = np.exp(s - s.max(-1, keepdims=True))
+    w = e / e.sum(-1, keepdims=True)
+    ctx = w @ v
+    return ctx @ wo
+
+
+def test_one_head_without_a_split_gets_every_role() -> None:
+    x = np.random.default_rng(1).standard_normal((3, 8)).astype(np.float32)
+    with attntrace.capture() as t:
+        one_head_numpy(t.track(x))
+    roles = {s.role: s.name for s in t.steps if s.role}
+    assert roles == {"x": "input_1", "q_proj": "q", "k_proj": "k", "v_proj": "v", "k_t": "kt",
+                     "scores": "matmul_1", "scaled": "s", "weights": "w", "context": "ctx",
+                     "output": "matmul_2"}
+    reference = trace_attention(AttentionConfig(seq=3, hidden=8, heads=1), "shape")
+    for role in ("scores", "weights"):
+        step = next(s for s in t.steps if s.role == role)
+        assert (1, *step.shape) == reference[role].shape  # the reference keeps its head axis

@@ -224,7 +224,7 @@ def test_csv_keeps_the_old_column_positions_and_counts_macs_on_request() -> None
     code, out, err = run_cli("run", "--format", "csv", "--count", "macs", "--seq", "3", "--hidden", "8", "--heads", "2")
     assert code == 0, err
     rows = list(csv.DictReader(io.StringIO(out)))
-    assert tuple(rows[0]) == (*CSV_COLUMNS[:8], "macs", "formula")
+    assert tuple(rows[0]) == (*CSV_COLUMNS[:8], "macs", "formula", "nonfinite")
     by_name = {r["name"]: r for r in rows}
     assert int(by_name["scores"]["macs"]) == 2 * 3 * 3 * 4
     assert by_name["scores"]["formula"] == "h·S·S·d"

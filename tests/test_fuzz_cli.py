@@ -5,6 +5,7 @@ command is fuzzed without touching this file."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import shutil
 import signal
@@ -31,6 +32,25 @@ WORDS = ["", " ", "é", "注意", ESC, "[bold]x[/bold]", "\\", "3,2", "0,0", "1,
          "scores=" + "9" * 50, "eager,flash", "flash", "x" * 10_000, "-", "--help"]
 _ROOT = Path(tempfile.gettempdir()) / f"attntrace-fuzz-{os.getpid()}"
 PATHS = [str(_ROOT / name) for name in HOSTILE_NAMES] + ["/dev/zero", "/dev/null", str(_ROOT), ESC, "", "-"]
+#: User code that misbehaves, for the TARGET of trace and diff (written into _ROOT / "py").
+HOSTILE_CODE = {
+    "syntax.py": "def attention(x:\n",
+    "exits.py": "import sys\n\ndef attention(x, params=None):\n    sys.exit(7)\n",
+    "exits_on_import.py": "raise SystemExit('\\x1b[2J bye')\n",
+    "raises.py": "def attention(x, params=None):\n    raise ValueError('\\x1b]8;;https://evil\\x07[red]boom[/red]')\n",
+    "recurses.py": "def attention(x, params=None):\n    return attention(x)\n",
+    "returns.py": "def attention(x, params=None):\n    return 'not a tensor'\n",
+    "nothing.py": "attention = 3\n",
+    "init.py": ("import torch\n\nclass Attention(torch.nn.Module):\n"
+                "    def __init__(self, heads):\n        raise RuntimeError('\\x1b[2J')\n"),
+    "\x1b[2Jesc.py": "def attention(x, params=None):\n    return x\n",
+}
+USER_TRACEBACK = "Traceback (your code only):"
+TARGETS = [*(f"{_ROOT / 'py' / name}:{obj}" for name in HOSTILE_CODE
+             for obj in ("attention", "Attention", "missing")),
+           *(str(_ROOT / "py" / name) for name in HOSTILE_CODE),
+           *(f"{path}:f" for path in PATHS), "json:dumps", "math:sqrt", "no_such_module_x:f",
+           "json:", ":", "::", "json:loads:x", "x.py", ESC + ":f", "", "-", "--", "json:" + ESC]
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -38,6 +58,9 @@ def corpus() -> Iterator[dict[str, Path]]:
     """The hostile files the paths above name, made for this module and removed after it."""
     files = hostile_files(_ROOT)
     assert {p.name for p in files.values() if p.parent == _ROOT} <= set(HOSTILE_NAMES)
+    (_ROOT / "py").mkdir()
+    for name, code in HOSTILE_CODE.items():
+        (_ROOT / "py" / name).write_text(code)
     yield files
     shutil.rmtree(_ROOT, ignore_errors=True)
 
@@ -65,6 +88,9 @@ def command_lines(draw: st.DrawFn) -> list[str]:
     params = [p for p in COMMANDS[name].params if p.param_type_name == "option" and p.name != "help"]
     chosen = draw(st.lists(st.sampled_from(params), max_size=6, unique_by=lambda p: p.name)) if params else []
     args = [name]
+    for param in COMMANDS[name].params:
+        if param.param_type_name == "argument" and (param.required or draw(st.booleans())):
+            args.append(draw(st.sampled_from(TARGETS if name in ("trace", "diff") else PATHS)))
     for param in chosen:
         args += draw(_values(param))
     if draw(st.booleans()) and name in ("run", "check", "verify"):
@@ -98,3 +124,26 @@ def test_any_command_line_is_contained(args: list[str]) -> None:
 def test_every_command_is_fuzzed(name: str) -> None:
     """The commands the fuzz draws from are the app's own (new commands join automatically)."""
     assert invoke(name, "--help").code == 0
+
+
+def _arguments(name: str) -> list[Any]:
+    return [p for p in COMMANDS[name].params if p.param_type_name == "argument"]
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("name", [n for n in ("trace", "diff") if n in COMMANDS])
+def test_any_target_is_contained(name: str, target: str) -> None:
+    """Each hostile TARGET (misbehaving user code, hostile paths and names) on its own."""
+    assert _arguments(name), f"{name} takes a TARGET"
+    previous = signal.signal(signal.SIGALRM, _hang)
+    signal.alarm(20)
+    try:
+        sizes = ["--seq", "3", "--hidden", "8"] + (["--heads", "2"] if name == "diff" else [])
+        outcome = invoke(name, target, *sizes)
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+    # trace shows the user's own traceback for their exception (exit 1), never attntrace's
+    dataclasses.replace(outcome, out=outcome.out.replace(USER_TRACEBACK, "")).assert_contained()
+    if not target.startswith("-"):  # else click reads it as an option, rightly
+        assert "No such option" not in outcome.err  # the target itself was tried

@@ -4,6 +4,8 @@ one ends in exit 0, 1 or 2 with one line on stderr, quickly, with its peak memor
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 import os
 import resource
@@ -132,3 +134,8 @@ def test_nan_input_is_a_result_not_a_crash(corpus: dict[str, Path]) -> None:
         if fmt == "json":
             doc = json.loads(out, parse_constant=lambda name: pytest.fail(f"{name} in strict JSON"))
             assert doc["steps"][0]["nonfinite"] == 9
+        if fmt == "csv":
+            rows = list(csv.DictReader(io.StringIO(out)))
+            assert (rows[0]["name"], rows[0]["nonfinite"]) == ("x", "9")
+        if fmt == "markdown":
+            assert "> **warning:** non-finite values (NaN or inf) first appear at step 'x'" in out

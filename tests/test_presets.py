@@ -175,8 +175,10 @@ def test_whole_model_figures_add_up_every_layer() -> None:
     assert f is not None
     assert f.params == 80 * (2 * 8192 * 8192 + 2 * 1024 * 8192)
     assert f.kv_cache_bytes == 40 * 2**30
-    layer = 2 * 131072 * 8192 * (2 * 8192 + 2 * 1024) + 4 * 64 * 131072**2 * 128
-    assert f.flops == 80 * layer
+    matmuls = 2 * 131072 * 8192 * (2 * 8192 + 2 * 1024) + 4 * 64 * 131072**2 * 128
+    # projections, scores and context dominate; the softmax, scale, mask and RoPE add the rest
+    assert 80 * matmuls < f.flops < 80 * matmuls * 1.03
+    assert f.flops % 80 == 0
     assert PRESETS["gpt2"].model_figures() is None  # no layer count on record
     small = PRESETS["qwen2.5-7b"].model_figures(seq=10, batch=2)
     assert small is not None

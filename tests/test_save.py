@@ -91,7 +91,7 @@ def test_an_interrupted_write_leaves_no_file(tmp_path: Path, monkeypatch: pytest
     [
         (["--backend", "shape", "--save", "{tmp}/t.npz"], "--save needs values, but the shape backend keeps none"),
         (["--save", "{tmp}/t.txt"], "--save writes a .npz file"),
-        (["--save", "{tmp}/nope/t.npz"], "does not exist; create it or save elsewhere"),
+        (["--save", "{tmp}/nope/t.npz"], "does not exist; create it or write elsewhere"),
     ],
 )
 def test_save_errors_are_exit_2(tmp_path: Path, args: list[str], message: str) -> None:

@@ -194,3 +194,31 @@ def test_module_instance_and_torch_function_targets(tmp_path: Path) -> None:
     assert [s["dtype"] for s in json.loads(out)["steps"]][-1] == "float32"  # a torch tensor
     result = runner.invoke(app, ["trace", f"{tmp_path / 'mods.py'}:Attn", "--init", "heads=3"])
     assert result.exit_code == 2
+
+
+@pytest.mark.parametrize(("status", "code"), [(0, 0), (None, 0), (7, 1), ("bye", 1)])
+@pytest.mark.parametrize("as_function", [False, True])
+def test_sys_exit_in_the_traced_code_shows_what_ran(
+    tmp_path: Path, status: object, code: int, as_function: bool,
+) -> None:
+    user = tmp_path / "ends.py"
+    user.write_text(
+        "import sys\nimport numpy as np\n\n"
+        "def attention(x):\n"
+        "    scores = x @ x.T\n"
+        f"    sys.exit({status!r})\n\n"
+        + ("" if as_function else "attention(np.ones((3, 4), np.float32))\n")
+    )
+    result = runner.invoke(app, ["trace", f"{user}:attention" if as_function else str(user),
+                                 "--array", "numpy", "--hidden", "4"], env={"COLUMNS": "160"})
+    assert result.exit_code == code, result.output
+    assert "scores" in result.stdout  # the ops before sys.exit are shown
+    assert ("called sys.exit" in result.stderr) == (code == 1)
+
+
+def test_sys_exit_on_import_is_one_error_line(tmp_path: Path) -> None:
+    user = tmp_path / "bye.py"
+    user.write_text("raise SystemExit(4)\n")
+    result = runner.invoke(app, ["trace", f"{user}:attention"])
+    assert result.exit_code == 2
+    assert result.stderr.strip() == f"attntrace: error: importing {user} failed: SystemExit: 4"

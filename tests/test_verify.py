@@ -68,6 +68,9 @@ class WrongSoftmax(NumpyBackend):
     def softmax_(self, x: np.ndarray, scale: float = 1.0) -> np.ndarray:  # the in-place variant, as wrong
         return self.softmax(x * x.dtype.type(scale))
 
+    def softmax_into(self, x: np.ndarray, out: np.ndarray) -> None:  # eager's blocked kernel, as wrong
+        out[...] = self.softmax(x)
+
 
 def test_a_wrong_backend_fails_verify() -> None:
     from attntrace.backends import get_backend

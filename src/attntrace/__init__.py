@@ -6,11 +6,13 @@
 (3, 12, 64)
 """
 
-from attntrace.attention import STEP_NAMES, VARIANT_STEPS, estimate_bytes, step_names, trace_attention
-from attntrace.backends import BACKENDS, get_backend
-from attntrace.capture import Capture, CapturedStep, capture
-from attntrace.config import DTYPE_BYTES, AttentionConfig
-from attntrace.diff import DiffReport, diff
+from __future__ import annotations
+
+import importlib
+import sys
+import types
+from typing import TYPE_CHECKING, Any
+
 from attntrace.errors import (
     AttntraceError,
     BackendUnavailableError,
@@ -18,9 +20,63 @@ from attntrace.errors import (
     InputFileError,
     MemoryBudgetError,
 )
-from attntrace.masks import MaskWarning
-from attntrace.presets import PRESETS, resolve_config
-from attntrace.trace import Param, Step, Trace
+
+if TYPE_CHECKING:  # the names below are imported on first use (``attntrace --help`` stays fast)
+    from attntrace.attention import (
+        STEP_NAMES,
+        VARIANT_STEPS,
+        estimate_bytes,
+        step_names,
+        trace_attention,
+    )
+    from attntrace.backends import BACKENDS, get_backend
+    from attntrace.capture import Capture, CapturedStep, capture
+    from attntrace.config import DTYPE_BYTES, AttentionConfig
+    from attntrace.diff import DiffReport, diff
+    from attntrace.masks import MaskWarning
+    from attntrace.presets import PRESETS, resolve_config
+    from attntrace.trace import Param, Step, Trace
+
+#: Public name -> the module that defines it, imported when the name is first read.
+_LAZY = {
+    **dict.fromkeys(["STEP_NAMES", "VARIANT_STEPS", "estimate_bytes", "step_names",
+                     "trace_attention"], "attntrace.attention"),
+    **dict.fromkeys(["BACKENDS", "get_backend"], "attntrace.backends"),
+    **dict.fromkeys(["Capture", "CapturedStep", "capture"], "attntrace.capture"),
+    **dict.fromkeys(["DTYPE_BYTES", "AttentionConfig"], "attntrace.config"),
+    **dict.fromkeys(["DiffReport", "diff"], "attntrace.diff"),
+    "MaskWarning": "attntrace.masks",
+    **dict.fromkeys(["PRESETS", "resolve_config"], "attntrace.presets"),
+    **dict.fromkeys(["Param", "Step", "Trace"], "attntrace.trace"),
+}
+
+
+def __getattr__(name: str) -> Any:
+    """``attntrace.trace_attention`` and the other public names, imported on first use."""
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'attntrace' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_LAZY})
+
+
+class _Package(types.ModuleType):
+    """``attntrace.capture`` and ``attntrace.diff`` stay the functions: importing the subpackage
+    of the same name sets the package's attribute to the subpackage, and this keeps its function."""
+
+    def __setattr__(self, name: str, value: object) -> None:
+        if name in ("capture", "diff") and isinstance(value, types.ModuleType):
+            value = getattr(value, name)
+        super().__setattr__(name, value)
+
+
+sys.modules[__name__].__class__ = _Package
+
 
 __version__ = "0.1.0"
 

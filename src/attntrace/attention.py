@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
 from attntrace.backends import SMALL_WORK_FLOPS, Backend, Source, get_backend, single_threaded_blas
 from attntrace.config import AttentionConfig, AxisLabels
 from attntrace.costs import CostMeter, Registry, peak_live_bytes, resolve
+from attntrace.eager import Rows, Tally, prepare
 from attntrace.errors import ConfigError
 from attntrace.inputs import param_axes, random_sources, with_tensors
 from attntrace.masks import (
@@ -205,12 +206,14 @@ class _Layout:
     sizes: tuple[int, ...]  # (B,) or ()
     lab: AxisLabels
     rotary: int | None = None  # R of partial RoPE (--rotary-dims), else None
+    pairs: bool = False  # --rope-style interleaved: RoPE rotates (2i, 2i + 1), not (i, i + d/2)
 
     @classmethod
     def of(cls, config: AttentionConfig) -> _Layout:
         batched = config.batch is not None
         sizes = (config.batch,) if config.batch is not None else ()
-        return cls(("B",) if batched else (), sizes, config.labels(), config.rotary_dims)
+        return cls(("B",) if batched else (), sizes, config.labels(), config.rotary_dims,
+                   config.rope_style == "interleaved")
 
     @property
     def n(self) -> int:
@@ -248,7 +251,9 @@ def _attend(config: AttentionConfig, be: Backend[T], rec: _Recorder[T], t: Mappi
         if plan is not None:
             _declare_mask(config, rec, lay, plan)  # (B, 1, S, N), made tile by tile
         context = flash_context(config, be, rec, q, k, v, plan)  # (B, h, S, d), tile by tile
-    else:
+    elif config.relative_bias is None and not rec.replace:
+        context = _attend_rows(config, be, rec, lay, q, k, v, t.get("mask"), plan)  # (B, h, S, d)
+    else:  # whole (S, N) steps: T5's bias table, or a step replaced by attntrace diff
         relative = (t["rel_onehot"], p["rel_bias"]) if config.relative_bias is not None else None
         weights = _weigh(config, be, rec, lay, q, k, t.get("mask"), plan, relative)  # (B, h, S, N)
         v_name = "v_rep" if config.grouped else "v"
@@ -292,7 +297,7 @@ def _rotate(be: Backend[T], rec: _Recorder[T], lay: _Layout, t: Mapping[str, T],
     lab = lay.lab
     cos = rec.step("rope_cos", t["rope_cos"], "cos(pos * base^(-2i/d))", ("S", "d"))  # (S, d)
     sin = rec.step("rope_sin", t["rope_sin"], "sin(pos * base^(-2i/d))", ("S", "d"))  # (S, d)
-    if lay.rotary is not None:  # partial RoPE: the first R dims rotate, the rest pass through
+    if lay.rotary is not None or lay.pairs:  # partial RoPE, or pairs of neighbours
         return _rotate_part(be, rec, lay, q, k, cos, sin)
     q_rot = rec.step("q_rot", be.add(be.mul(q, cos), be.mul(be.rotate_half(q), sin)),
                      "q * cos + rotate_half(q) * sin", lay.ax("h", "S", "d"))  # (B, h, S, d)
@@ -303,14 +308,16 @@ def _rotate(be: Backend[T], rec: _Recorder[T], lay: _Layout, t: Mapping[str, T],
 
 def _rotate_part(be: Backend[T], rec: _Recorder[T], lay: _Layout, q: T, k: T, cos: T,
                  sin: T) -> tuple[T, T]:
-    """Partial RoPE (--rotary-dims R): cos is 1 and sin 0 beyond R, so those dims pass."""
-    r = lay.rotary
-    assert r is not None
-    q_rot = be.add(be.mul(q, cos), be.mul(be.rotate_part(q, r), sin))  # (B, h, S, d)
-    q_rot = rec.step("q_rot", q_rot, f"q * cos + rotate_half(q[..., :{r}]) * sin",
-                     lay.ax("h", "S", "d"))
-    k_rot = be.add(be.mul(k, cos), be.mul(be.rotate_part(k, r), sin))  # (B, g, S, d)
-    k_rot = rec.step("k_rot", k_rot, f"k * cos + rotate_half(k[..., :{r}]) * sin",
+    """Partial RoPE (--rotary-dims R): cos is 1 and sin 0 beyond R, so those dims pass; with
+    --rope-style interleaved the pairs are neighbours (2i, 2i + 1) (rotate_pairs)."""
+    r = lay.rotary or be.shape(q)[-1]
+    turn = be.rotate_pairs if lay.pairs else be.rotate_part
+    name = "rotate_pairs" if lay.pairs else "rotate_half"
+    part = "" if lay.rotary is None else f"[..., :{r}]"
+    q_rot = be.add(be.mul(q, cos), be.mul(turn(q, r), sin))  # (B, h, S, d)
+    q_rot = rec.step("q_rot", q_rot, f"q * cos + {name}(q{part}) * sin", lay.ax("h", "S", "d"))
+    k_rot = be.add(be.mul(k, cos), be.mul(turn(k, r), sin))  # (B, g, S, d)
+    k_rot = rec.step("k_rot", k_rot, f"k * cos + {name}(k{part}) * sin",
                      lay.ax(lay.lab.kv_heads, lay.lab.keys, "d"))
     return q_rot, k_rot
 
@@ -336,18 +343,6 @@ def _weigh(config: AttentionConfig, be: Backend[T], rec: _Recorder[T], lay: _Lay
     factor = config.score_scale
     scale_op = f"scores / sqrt({d})" if config.scale is None else f"scores * {config.scale:g}" + (" (unscaled)" if config.scale == 1 else "")
     fast = mask is None and not (rec.keeps("scores") or rec.keeps("scaled"))
-    plain = config.softcap is None and config.relative_bias is None
-    recipes = mask is None and not fast and not rec.replace and plain
-    if recipes:  # kept as recipes: one (S, N) buffer, scaled and softmaxed in place
-        raw = rec.be
-        scores = rec.step("scores", be.matmul(q, k_t), f"{q_name} @ k_t", hSN,
-                          again=lambda: raw.matmul(q, k_t))  # (B, h, S, N)
-        rec.meter.charge("scale", scores, out=scores)
-        # (B, h, S, N), scaled inside the softmax below
-        scaled = rec.step("scaled", scores, scale_op, hSN,
-                          again=lambda: raw.scale(raw.matmul(q, k_t), factor))
-        weights = be.softmax_(scaled, factor)  # (B, h, S, N)
-        return rec.step("weights", weights, "softmax(scaled, dim=-1)", hSN)
     if fast:  # nobody sees the unscaled scores: fold the scale into q (S·d multiplies, not S·N)
         q_scaled = be.scale(q, factor)  # (B, h, S, d)
         rec.meter.discard()  # charged below, as the traced algorithm does it
@@ -368,6 +363,59 @@ def _weigh(config: AttentionConfig, be: Backend[T], rec: _Recorder[T], lay: _Lay
     seen = rec.keeps("scaled") or rec.keeps("capped")
     softmax = be.softmax_ if fast and not seen else be.softmax  # in place: nobody sees its input
     return rec.step("weights", softmax(scaled), f"softmax({last}, dim=-1)", hSN)  # (B, h, S, N)
+
+
+def _attend_rows(config: AttentionConfig, be: Backend[T], rec: _Recorder[T], lay: _Layout, q: T, k: T, v: T,
+                 mask: T | None, plan: MaskPlan | None) -> T:
+    """k_t -> scores -> scaled -> (capped) -> (mask, masked) -> weights -> context, made block
+    of query rows by block of query rows (:mod:`attntrace.eager`), then each step recorded
+    with the cost of the whole operation it stands for."""
+    N, raw = lay.lab.keys, rec.be
+    q_name = "q_rot" if config.rope else "q"
+    k_name = "k_rep" if config.grouped else "k_rot" if config.rope else "k"
+    k_t = rec.view("k_t", be.transpose(k, -2, -1), f"{k_name}.transpose(-2, -1)", lay.ax("h", "d", N))  # (B, h, d, N)
+    rows = Rows(raw, q, k_t, v, config.score_scale, config.softcap, mask if plan else None,
+                plan is not None and plan.additive, rec.threads)
+    kept = rec.keeps("weights") and raw.computes
+    weights = raw.empty(rows.shape, rows.dtype) if kept else raw.stand_in(rows.shape, rows.dtype)  # (B, h, S, N)
+    S, h, d = config.seq, config.heads, config.head_dim
+    # (B, h, S, d), a view of (B, S, h, d): merging the heads afterwards copies nothing
+    context = raw.transpose(raw.empty((*lay.sizes, S, h, d), rows.dtype), lay.n, lay.n + 1)
+    rows = prepare(rows) if raw.computes else rows
+    found = _run_rows(rec, rows, weights if kept else None, context)
+    hSN = lay.ax("h", "S", N)
+    cap = config.softcap
+    ops = {"scores": f"{q_name} @ k_t", "capped": f"{cap:g} * tanh(scaled / {cap:g})" if cap else "",
+           "scaled": f"scores / sqrt({d})" if config.scale is None else
+           f"scores * {config.scale:g}" + (" (unscaled)" if config.scale == 1 else "")}
+    last = rec.made("scores", rows, ops["scores"], hSN, [("matmul", (q, k_t))], found)  # (B, h, S, N)
+    for name in rows.chain[1:]:
+        if name == "masked" and mask is not None and plan is not None:
+            mask = _record_mask(config, be, rec, lay, mask, plan)  # (B, 1, S, N), or any shape broadcasting
+            charge, op = (("add", (last, mask)), "scaled + mask") if plan.additive else \
+                (("where", (mask, last)), "where(mask, scaled, -inf)")
+            last = rec.made("masked", rows, op, hSN, [charge], found)  # (B, h, S, N)
+        elif name == "capped":
+            charges = [("scale", (last,)), ("tanh", ()), ("scale", ())]
+            last = rec.made("capped", rows, ops["capped"], hSN, charges, found)  # (B, h, S, N)
+        else:
+            last = rec.made(name, rows, ops[name], hSN, [("scale", (last,))], found)  # (B, h, S, N)
+    rec.meter.charge("softmax", last, out=weights)
+    weights = rec.step("weights", weights, f"softmax({rows.chain[-1]}, dim=-1)", hSN,
+                       nonfinite=found.get("weights", 0))  # (B, h, S, N)
+    rec.meter.charge("matmul", weights, v, out=context)
+    v_name = "v_rep" if config.grouped else "v"
+    return rec.step("context", context, f"weights @ {v_name}", lay.ax("h", "S", "d"))  # (B, h, S, d)
+
+
+def _run_rows(rec: _Recorder[T], rows: Rows[T], weights: T | None, context: T) -> dict[str, int]:
+    """Compute the blocks (on a computing backend); the non-finite values of each step of the
+    chain: none when bounds on q, k, v prove every value finite, else counted block by block."""
+    if not rows.be.computes:
+        return {}
+    tally = None if rows.finite else Tally(rec.nonfinite)
+    rows.run(weights, context, tally)
+    return tally.found if tally is not None else {}
 
 
 def _qk_norm(config: AttentionConfig, be: Backend[T], rec: _Recorder[T], lay: _Layout, q: T, k: T,
@@ -490,11 +538,12 @@ class _Recorder(Generic[T]):
 
     def step(self, name: str, value: T, op: str, axes: tuple[str, ...], *, view: bool = False,
              contract: str | None = None, times: int = 1,
-             again: Callable[[], T] | None = None) -> T:
+             again: Callable[[], T] | None = None, nonfinite: int | None = None) -> T:
         """Record ``value`` as step ``name``; ``contract`` names a contracted axis the recorder
         cannot see (an input that is no step); ``times`` counts identical repeats; ``again``
         makes the same values anew (on the plain backend), kept instead of ``value`` when the
-        algorithm goes on to overwrite ``value`` in place."""
+        algorithm goes on to overwrite ``value`` in place (or never made it whole);
+        ``nonfinite`` is the count of NaN and ±inf when the caller made it (else counted)."""
         if name in self._repeats:
             return self._repeat(name, value, axes, times)
         if name in self.replace:  # a suspected mistake, tested by attntrace diff
@@ -508,7 +557,7 @@ class _Recorder(Generic[T]):
         names = tuple(dict.fromkeys(found[0] for found in map(self.registry.lookup, inputs) if found))
         stored = None if not self.keeps(name) else self.be.to_numpy(value) if again is None else \
             cast("np.ndarray", Lazy(lambda: self.be.to_numpy(again())))  # made on first read
-        bad = self._nonfinite(name, value, view) * times
+        bad = (self._nonfinite(name, value, view) if nonfinite is None else nonfinite) * times
         self.steps.append(Step(name, shape, self.be.dtype(value), stored, index=len(self.steps),
                                op=op, axes=axes, view=view, flops=flops * times, terms=terms,
                                inputs=names, repeat=times, nonfinite=bad))
@@ -528,6 +577,21 @@ class _Recorder(Generic[T]):
         self.registry.add(value, name, axes)
         return value
 
+    def made(self, name: str, rows: Rows[T], op: str, axes: tuple[str, ...],
+             charges: Sequence[tuple[str, tuple[T, ...]]], found: Mapping[str, int]) -> T:
+        """Record step ``name`` of the blocked chain (:mod:`attntrace.eager`): a stand-in of
+        no memory, charged as the backend operations ``charges`` on whole tensors would be,
+        its values (when kept) made again by the same blocks on first read."""
+        value = self.be.stand_in(rows.shape, rows.dtype)  # (B, h, S, N)
+        for op_name, args in charges:
+            self.meter.charge(op_name, *args, out=value)
+        again = (lambda: rows.make(name)) if self.be.computes else None
+        return self.step(name, value, op, axes, again=again, nonfinite=found.get(name, 0))
+
+    def nonfinite(self, name: str, value: T) -> int:
+        """NaN and ±inf in ``value`` by the rule of step ``name`` (see :meth:`_nonfinite`)."""
+        return self._nonfinite(name, value, False)
+
     def _nonfinite(self, name: str, value: T, view: bool) -> int:
         """NaN and ±inf in ``value`` (0 on backends without values, and for views, which hold the
         values of an earlier step); -inf is what masking writes, so mask steps count NaN and
@@ -539,6 +603,8 @@ class _Recorder(Generic[T]):
             return 0
         import numpy as np
 
+        if array.dtype.kind == "f" and np.isfinite(array.sum()):
+            return 0  # one cheap pass: a NaN or ±inf makes the sum NaN or ±inf (so may overflow)
         if name in MASKING_STEPS:
             return int(np.count_nonzero(np.isnan(array) | np.isposinf(array)))
         return int(array.size - np.count_nonzero(np.isfinite(array)))

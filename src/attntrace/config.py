@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass
+from dataclasses import fields as dataclass_fields
 from typing import Any, NamedTuple
 
 from attntrace.errors import ConfigError
@@ -37,9 +38,13 @@ class AxisLabels(NamedTuple):
     kv_width: str  # width of k_proj and v_proj: "H" when it equals H, else "h·d" or "g·d"
 
 
-#: Fields that :meth:`AttentionConfig.to_dict` leaves out while they are None (off).
+#: Fields that :meth:`AttentionConfig.to_dict` leaves out while they have their default (off).
 OPTIONAL_FIELDS: tuple[str, ...] = ("window", "rope_scaling", "rotary_dims", "softcap", "qk_norm",
-                                     "qk_norm_eps", "relative_bias")
+                                     "qk_norm_eps", "relative_bias", "rope_style")
+
+#: How RoPE pairs the dimensions of a head: half rotates i with i + d/2 (Hugging Face's
+#: rotate_half, GPT-NeoX), interleaved rotates 2i with 2i + 1 (Meta's Llama code, GPT-J).
+ROPE_STYLES: tuple[str, ...] = ("half", "interleaved")
 
 #: The largest size any axis may have (2**31 - 1): far beyond every model, and small enough that
 #: every count derived from the sizes stays exact and every suggestion is computed at once.
@@ -85,7 +90,7 @@ class AttentionConfig:
     bias: bool = True  # False: no b_q, b_k, b_v, b_o (Llama, T5)
     causal: bool = False  # query i attends keys 0..i (top-left aligned, as SDPA's is_causal)
     key_lengths: tuple[int, ...] | None = None  # valid keys per batch item (key padding mask)
-    rope: bool = False  # rotary position embedding on q and k (Llama convention, rotate_half)
+    rope: bool = False  # rotary position embedding on q and k (pairs: rope_style)
     rope_base: float = 10000.0  # theta of RoPE (rope_theta in a config.json)
     algorithm: str = "eager"  # one of ALGORITHMS: eager (the S×S matrix) or flash (tile by tile)
     block_size: int | None = None  # flash: Br = Bc = block_size; None: tile_sizes() chooses
@@ -98,6 +103,7 @@ class AttentionConfig:
     qk_norm: str | None = None  # RMSNorm of q, k: "head" (over d: Qwen3, Gemma 3), "full" (OLMo 2)
     qk_norm_eps: float | None = None  # epsilon of --qk-norm (rms_norm_eps); None: 1e-6
     relative_bias: str | None = None  # T5: "BUCKETS,MAX_DISTANCE[,causal]", a bias per bucket
+    rope_style: str = "half"  # one of ROPE_STYLES: pairs (i, i + d/2) or (2i, 2i + 1)
 
     def __post_init__(self) -> None:
         if self.key_lengths is not None and not isinstance(self.key_lengths, tuple):
@@ -128,6 +134,10 @@ class AttentionConfig:
             raise ConfigError(f"--window must be a whole number >= 1 (keys per query), got {w!r}")
         if (self.rope_scaling is not None or r is not None) and not self.rope:
             raise ConfigError("--rope-scaling and --rotary-dims change RoPE; add --rope")
+        if self.rope_style not in ROPE_STYLES:
+            raise ConfigError(f"--rope-style must be half or interleaved, got {self.rope_style!r}")
+        if self.rope_style != "half" and not self.rope:
+            raise ConfigError("--rope-style interleaved pairs the dims RoPE rotates; add --rope")
         if self.rope_scaling is not None:
             from attntrace.rope import parse_rope_scaling
 
@@ -353,8 +363,9 @@ class AttentionConfig:
     def to_dict(self) -> dict[str, Any]:
         """The fields as plain JSON-ready values, plus the derived head_dim."""
         fields = asdict(self)
+        defaults = {f.name: f.default for f in dataclass_fields(self)}
         for name in OPTIONAL_FIELDS:  # issue 12's variants: present only when on
-            if fields[name] is None:
+            if fields[name] == defaults[name]:
                 del fields[name]
         if self.key_lengths is not None:
             fields["key_lengths"] = list(self.key_lengths)

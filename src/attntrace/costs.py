@@ -12,7 +12,7 @@ matmul(a, b)           2·numel(out)·K (K contracted)          ``2·h·S·S·d`
 scale, exp, binary     1 per output element                   ``h·S·S``
 softmax                5 per element (max, -, exp, sum, /)    ``5·h·S·S``
 reduce_max/sum         1 per input element                    ``h·Br·Bc``
-views, copies, fills   0 (repeat_interleave and rotate_half are copies)
+views, copies, fills   0 (repeat_interleave, rotate_half, rotate_pairs are copies)
 any other operation    1 per output element
 =====================  ====================================  =========================
 
@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 if TYPE_CHECKING:
     from attntrace.backends.base import Backend
-    from attntrace.trace import Step
+    from attntrace.trace import Step, Trace
 
 T = TypeVar("T")
 Shape = tuple[int, ...]
@@ -45,7 +45,7 @@ _NOT_OPS = frozenset({"tensor", "shape", "dtype", "to_numpy", "check_dtype", "na
 #: Operations that move or allocate memory without arithmetic.
 _FREE_OPS = frozenset({"reshape", "transpose", "narrow", "full", "write", "contiguous",
                        "repeat_interleave", "rotate_half",
-                       "rotate_part"})  # copies, and a sign flip counted as a copy
+                       "rotate_part", "rotate_pairs"})  # copies, and a sign flip counted as a copy
 #: Elementwise operations and their FLOPs per output element.
 _PER_ELEMENT = {"scale": 1, "exp": 1, "binary": 1, "rms_norm": 4,
                 "softmax": SOFTMAX_FLOPS_PER_ELEMENT,
@@ -292,3 +292,59 @@ def peak_live_bytes(steps: Sequence[Step]) -> int:
     return max(
         sum(size[n] for n, b in born.items() if b <= i <= last[n]) for i in range(len(steps))
     ) if steps else 0
+
+
+#: Parameters one layer holds for every layer: T5's relative bias table lives in block 0 only.
+SHARED_PARAMS = frozenset({"rel_bias"})
+
+
+@dataclass(frozen=True)
+class ModelFigures:
+    """The attention of a whole model of ``layers`` layers like the traced one: every layer's
+    parameters, the KV cache of every layer, and the FLOPs of one forward."""
+
+    layers: int  # L
+    batch: int  # B (1 for the unbatched layout)
+    keys: int  # N: tokens the cache holds (S for self-attention)
+    dtype: str  # the dtype of the cache and the parameters
+    params: int  # elements of all layers' attention parameters (a shared table counted once)
+    kv_cache_bytes: int  # L * B * N * 2 (k, v) * g * d * itemsize
+    flops: int  # L * the trace's FLOPs: one forward of every layer's attention
+
+    def to_dict(self) -> dict[str, Any]:
+        """The figures as plain JSON-ready values (``whole_model`` of ``--format json``).
+
+        >>> ModelFigures(2, 1, 4, "float32", 10, 64, 7).to_dict()["macs"]
+        3.5
+        """
+        return {"layers": self.layers, "batch": self.batch, "keys": self.keys,
+                "dtype": self.dtype, "params": self.params,
+                "kv_cache_bytes": self.kv_cache_bytes, "flops": self.flops,
+                "macs": exact_count(self.flops, "macs")}
+
+
+def model_figures(trace: Trace, layers: int) -> ModelFigures:
+    """Whole-model figures of ``layers`` layers like ``trace``'s: its FLOPs and parameters times
+    L (T5's shared bias table once), and the KV cache of every key of every layer.
+
+    >>> from attntrace import AttentionConfig, trace_attention
+    >>> config = AttentionConfig(batch=2, seq=8, hidden=64, heads=4, kv_heads=2)
+    >>> t = trace_attention(config, "shape")
+    >>> f = model_figures(t, 12)
+    >>> f.params == 12 * t.param_count, f.flops == 12 * t.total_flops
+    (True, True)
+    >>> f.kv_cache_bytes  # 12 layers * 2 items * 8 tokens * 2 (k, v) * 2 kv-heads * 16 * 4 B
+    49152
+    """
+    from attntrace.config import MAX_SIZE
+    from attntrace.errors import ConfigError
+
+    if isinstance(layers, bool) or not isinstance(layers, int) or not 1 <= layers <= MAX_SIZE:
+        raise ConfigError(f"--layers must be a whole number >= 1, got {layers!r}")
+    cfg = trace.config
+    shared = sum(p.numel for p in trace.parameters if p.name in SHARED_PARAMS)
+    batch = cfg.batch or 1
+    cache = layers * batch * cfg.keys * cfg.kv_cache_bytes_per_token
+    return ModelFigures(layers, batch, cfg.keys, cfg.dtype,
+                        layers * (trace.param_count - shared) + shared, cache,
+                        layers * trace.total_flops)

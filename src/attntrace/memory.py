@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from pathlib import Path
 
 from attntrace.errors import ConfigError, MemoryBudgetError
@@ -102,6 +105,36 @@ def _address_space_room() -> int | None:
     except (ImportError, OSError, ValueError, IndexError):
         return None
     return max(limit - used, 0)
+
+
+#: The --max-memory of the command being run, for checks made far from its options (the
+#: declared sizes of input files); None: the default budget.
+_GIVEN: ContextVar[int | str | None] = ContextVar("attntrace_max_memory", default=None)
+
+
+@contextmanager
+def given_budget(budget: int | str | None) -> Iterator[None]:
+    """Within the block, :func:`file_budget` is ``budget`` (the user's --max-memory, in bytes
+    or as typed: it is read by :func:`parse_size` when first needed).
+
+    >>> with given_budget("1KiB"):
+    ...     file_budget()
+    (1024, '--max-memory')
+    """
+    token = _GIVEN.set(budget)
+    try:
+        yield
+    finally:
+        _GIVEN.reset(token)
+
+
+def file_budget() -> tuple[int, str]:
+    """The bytes a file may declare, and where that limit comes from: the --max-memory of the
+    running command (see :func:`given_budget`), else the default budget."""
+    given = _GIVEN.get()
+    if given is not None:
+        return parse_size(given) if isinstance(given, str) else given, "--max-memory"
+    return default_budget(), f"{DEFAULT_FRACTION:.0%} of available memory"
 
 
 def default_budget() -> int:

@@ -14,21 +14,9 @@ from pathlib import Path
 from typing import Any
 
 from attntrace.config import AttentionConfig
+from attntrace.costs import ModelFigures
 from attntrace.errors import ConfigError, InputFileError
 from attntrace.files.guard import load_json
-
-
-@dataclass(frozen=True)
-class ModelFigures:
-    """The attention of a whole model: every layer's parameters, KV cache and FLOPs."""
-
-    layers: int  # L
-    seq: int  # tokens the cache holds and the forward attends over
-    batch: int
-    itemsize: int  # bytes per element of the cache (2: float16)
-    params: int  # weights and biases of the q, k, v, o projections of all layers
-    kv_cache_bytes: int  # L * B * S * 2 (k, v) * g * d * itemsize
-    flops: int  # one forward over S tokens: projections + scores + context, all layers
 
 
 @dataclass(frozen=True)
@@ -60,6 +48,7 @@ class Preset:
     qk_norm: str | None = None  # "head" (q_norm/k_norm over d) or "full" (over the width)
     qk_norm_eps: float | None = None  # rms_norm_eps of the q/k norms
     relative_bias: str | None = None  # T5: relative_attention_num_buckets,_max_distance
+    rope_style: str = "half"  # RoPE's pairing: half (Hugging Face) or interleaved (GPT-J)
 
     def config_fields(self) -> dict[str, Any]:
         """The AttentionConfig fields this preset sets.
@@ -76,14 +65,15 @@ class Preset:
             "causal": self.causal, "bias": self.bias, "window": self.window, "scale": self.scale,
             "rope_scaling": self.rope_scaling, "rotary_dims": self.rotary_dims,
             "softcap": self.softcap, "qk_norm": self.qk_norm, "qk_norm_eps": self.qk_norm_eps,
-            "relative_bias": self.relative_bias,
+            "relative_bias": self.relative_bias, "rope_style": self.rope_style,
         }
 
     def model_figures(self, seq: int | None = None, batch: int = 1,
-                      itemsize: int = 2) -> ModelFigures | None:
+                      dtype: str = "float16") -> ModelFigures | None:
         """Whole-model attention figures over all ``layers`` at ``seq`` tokens (default: the
-        context length) and ``batch``, in a dtype of ``itemsize`` bytes (2: float16/bfloat16);
-        None when the layer count is not known.
+        context length) and ``batch`` in ``dtype``, from a shape-only trace of one layer (the
+        figures ``run --layers`` shows: :func:`attntrace.costs.model_figures`); None when the
+        layer count is not known.
 
         >>> f = PRESETS["llama-3.1-8b"].model_figures()
         >>> f.layers, f.params, f.kv_cache_bytes // 2**30  # 16 GiB of KV cache at 131072 tokens
@@ -91,16 +81,13 @@ class Preset:
         """
         if self.layers is None:
             return None
+        from attntrace.attention import trace_attention
+        from attntrace.costs import model_figures
+
         n = seq if seq is not None else self.max_positions or 1
-        H, h, g, d = self.hidden, self.heads, self.kv_heads, self.head_dim
-        per_layer = H * h * d * 2 + H * g * d * 2  # w_q, w_o (h·d, H) and w_k, w_v (g·d, H)
-        if self.bias:
-            per_layer += h * d + 2 * g * d + H
-        proj = 2 * batch * n * H * (2 * h * d + 2 * g * d)  # q, o (h·d) and k, v (g·d)
-        attend = 2 * 2 * batch * h * n * n * d  # scores and context over the full (S, S) matrix
-        cache = self.layers * batch * n * 2 * g * d * itemsize  # k and v of every layer
-        return ModelFigures(self.layers, n, batch, itemsize, self.layers * per_layer, cache,
-                            self.layers * (proj + attend))
+        config = AttentionConfig(**{**self.config_fields(), "seq": n, "batch": batch,
+                                    "dtype": dtype})
+        return model_figures(trace_attention(config, "shape"), self.layers)
 
     @property
     def kv_cache_bytes_per_token(self) -> int:
@@ -221,8 +208,10 @@ _PRESETS = (
     # max_position_embeddings 32768, rope_theta 1000000.0, sliding_window null, num_hidden_layers 32
     # checked: sizes and 32768 against a public MistralForCausalLM config of
     # mistralai/Mistral-7B-v0.3 and litgpt; sliding_window null against a public note read off
-    # its config.json; rope_theta 1e6 only via the v0.2 model card ("Rope-theta = 1e6"), which
-    # v0.3 extends (vocabulary only) - no quote of the v0.3 file found
+    # its config.json; rope_theta 1e6 against Lightning-AI/litgpt litgpt/config.py (commit
+    # 26857050), whose "Mistral-7B-v0.3" entry cites
+    # huggingface.co/mistralai/Mistral-7B-v0.3/blob/main/config.json and sets rope_base=1000000
+    # (block_size 32768, n_layer 32, n_query_groups 8, bias False), as the v0.2 model card says
     Preset("mistral-7b-v0.3", "mistralai/Mistral-7B-v0.3",
            4096, 32, 8, 128, 1000000.0, 32768, True, False,
            layers=32),
@@ -268,6 +257,7 @@ def resolve_config(*, preset: str | None = None, hf_config: Path | str | None = 
 
 def resolve_fields(*, preset: str | None = None, hf_config: Path | str | None = None,
                    model_dir: Path | None = None, layer: int | None = None,
+                   layer_prefix: str | None = None,
                    **explicit: Any) -> tuple[dict[str, Any], dict[str, str]]:
     """Every AttentionConfig field (not validated yet: files may still change the sizes): the
     defaults, then a preset's or config.json's, then the explicit ones that are not None. Also
@@ -294,11 +284,32 @@ def resolve_fields(*, preset: str | None = None, hf_config: Path | str | None = 
     elif model_dir is not None:
         from attntrace.models.load import model_fields
 
-        base = model_fields(model_dir, layer)
+        base = model_fields(model_dir, layer, layer_prefix)
         source = f"--model {model_dir.name} (layer {layer or 0})"
     defaults = {f.name: f.default for f in dataclass_fields(AttentionConfig)}
     given = {k: v for k, v in explicit.items() if v is not None}
     return {**defaults, **base, **given}, dict.fromkeys(base, source)
+
+
+def layer_count(*, preset: str | None = None, hf_config: Path | str | None = None,
+                model_dir: Path | None = None) -> int | None:
+    """L, the layers of the model the settings come from: num_hidden_layers (n_layer, ...) of
+    --model's or --hf-config's config, a preset's ``layers``; None when none says it.
+
+    >>> layer_count(preset="llama-3.1-8b"), layer_count(preset="gpt2"), layer_count()
+    (32, None, None)
+    """
+    from attntrace.models.hf_config import LAYERS, config_section, int_field
+
+    if preset is not None:
+        return get_preset(preset).layers
+    if model_dir is not None:
+        from attntrace.models.folder import folder_config
+
+        return int_field(config_section(folder_config(model_dir)), LAYERS, model_dir, False)
+    if hf_config is not None:
+        return int_field(config_section(_load_json(Path(hf_config))), LAYERS, hf_config, False)
+    return None
 
 
 def read_hf_config(path: Path | str, layer: int | None = None) -> dict[str, Any]:

@@ -148,7 +148,9 @@ def _sdpa(config: AttentionConfig, t: Mapping[str, Any], attn_mask: Any, is_caus
         return _rms(y, t[f"n_{c}"], config) if config.qk_norm == "head" and c in "qk" else y
 
     q, k, v = heads(x, "q", config.heads), heads(kv, "k", config.groups), heads(kv, "v", config.groups)
-    if config.rope and (config.rope_scaling is not None or config.rotary_dims is not None):
+    if config.rope and config.rope_style == "interleaved":
+        q, k = rope_pairs_reference(q, config), rope_pairs_reference(k, config)
+    elif config.rope and (config.rope_scaling is not None or config.rotary_dims is not None):
         q, k = _rope_variant(q, config), _rope_variant(k, config)
     elif config.rope:
         q, k = rope_reference(q, config.rope_base), rope_reference(k, config.rope_base)
@@ -207,6 +209,31 @@ def _rope_variant(x: Any, config: AttentionConfig) -> Any:
     cos, sin = angles.cos() * factor, angles.sin() * factor  # (S, R/2)
     x1, x2 = x[..., : r // 2].double(), x[..., r // 2 : r].double()  # (..., S, R/2) each
     rotated = torch.cat((x1 * cos - x2 * sin, x2 * cos + x1 * sin), dim=-1)  # (..., S, R)
+    return torch.cat((rotated.to(x.dtype), x[..., r:]), dim=-1)  # (..., S, d)
+
+
+def rope_pairs_reference(x: Any, config: AttentionConfig) -> Any:
+    """RoPE of --rope-style interleaved as Meta's Llama code writes it (``apply_rotary_emb``):
+    neighbours (2i, 2i + 1) of the first R dims as one complex number, times
+    ``exp(1j * pos * inv_freq_i)``, in float64; the dims after R pass. x (..., S, d).
+
+    >>> import torch
+    >>> cfg = AttentionConfig(seq=2, hidden=4, heads=1, rope=True, rope_style="interleaved")
+    >>> x = torch.tensor([[1.0, 0.0, 1.0, 0.0]] * 2, dtype=torch.float64)
+    >>> rope_pairs_reference(x, cfg)[1].round(decimals=4).tolist()
+    [0.5403, 0.8415, 1.0, 0.01]
+    """
+    import torch
+
+    from attntrace.rope import inv_frequencies
+
+    r = config.rotary_dims or config.head_dim
+    inv, factor = inv_frequencies(r, config.rope_base, config.rope_scaling, config.seq)
+    angles = torch.outer(torch.arange(config.seq, dtype=torch.float64), torch.from_numpy(inv))
+    freqs_cis = torch.polar(torch.full_like(angles, factor), angles)  # (S, R/2) complex
+    pairs = x[..., :r].to(torch.float64).reshape(*x.shape[:-1], r // 2, 2)  # (..., S, R/2, 2)
+    turned = torch.view_as_complex(pairs.contiguous()) * freqs_cis  # (..., S, R/2)
+    rotated = torch.view_as_real(turned).flatten(-2)  # (..., S, R)
     return torch.cat((rotated.to(x.dtype), x[..., r:]), dim=-1)  # (..., S, d)
 
 

@@ -1,10 +1,15 @@
-"""Rotary position embedding (RoPE) in the convention of the Llama family as Hugging Face
-transformers writes it (``rotate_half``): dimension i of a head is rotated together with
-dimension i + d/2, by the angle ``position * base ** (-2i / d)``.
+"""Rotary position embedding (RoPE) in its two pairings (``--rope-style``):
 
-Meta's original Llama code pairs neighbours (2i, 2i + 1) as complex numbers instead; the two
-are the same rotation up to a fixed permutation of the rows of w_q and w_k (Hugging Face's
-conversion script applies it), so attention weights agree once the weights are converted.
+- ``half`` (the default), as Hugging Face transformers writes the Llama family and GPT-NeoX
+  (``rotate_half``): dimension i of a head is rotated together with dimension i + d/2, by the
+  angle ``position * base ** (-2i / d)``;
+- ``interleaved``, as Meta's original Llama code (neighbours (2i, 2i + 1) as one complex number)
+  and GPT-J (``rotate_every_two``): dimension 2i is rotated together with 2i + 1, by the same
+  angle.
+
+The two are the same rotation up to a fixed permutation of the rows of w_q and w_k within each
+head (Hugging Face's conversion script applies it), so attention weights and outputs agree once
+the weights are permuted; q_rot and k_rot differ by that permutation of d.
 """
 
 from __future__ import annotations
@@ -48,7 +53,8 @@ def rope_sources(config: AttentionConfig) -> dict[str, Source]:
     import numpy as np
 
     shape = (config.seq, config.head_dim)
-    if config.rope_scaling is not None or config.rotary_dims is not None:  # issue 12's variants
+    if (config.rope_scaling is not None or config.rotary_dims is not None
+            or config.rope_style != "half"):  # issue 12's variants
         return {"rope_cos": Source(shape, config.dtype, lambda: rope_tables(config)[0]),
                 "rope_sin": Source(shape, config.dtype, lambda: rope_tables(config)[1])}
 
@@ -171,11 +177,15 @@ def _yarn(dim: int, base: float, exponents: np.ndarray,
 def rope_tables(config: AttentionConfig) -> tuple[np.ndarray, np.ndarray]:
     """cos and sin (S, d) in float64 for ``config``: with --rotary-dims R only the first R
     dimensions rotate (cos 1, sin 0 beyond); --rope-scaling changes the frequencies and may
-    scale cos and sin (YaRN).
+    scale cos and sin (YaRN); --rope-style interleaved repeats each angle for a pair (2i, 2i + 1)
+    where half repeats the R/2 angles as a whole.
 
     >>> cos, sin = rope_tables(AttentionConfig(seq=2, hidden=8, heads=1, rope=True, rotary_dims=4))
     >>> cos[1].round(3).tolist(), sin[1, 4:].tolist()
     ([0.54, 1.0, 0.54, 1.0, 1.0, 1.0, 1.0, 1.0], [0.0, 0.0, 0.0, 0.0])
+    >>> pairs = AttentionConfig(seq=2, hidden=8, heads=1, rope=True, rope_style="interleaved")
+    >>> rope_tables(pairs)[0][1].round(3).tolist()
+    [0.54, 0.54, 0.995, 0.995, 1.0, 1.0, 1.0, 1.0]
     """
     import numpy as np
 
@@ -183,7 +193,9 @@ def rope_tables(config: AttentionConfig) -> tuple[np.ndarray, np.ndarray]:
     r = config.rotary_dims or d
     inv, factor = inv_frequencies(r, config.rope_base, config.rope_scaling, config.seq)
     angles = np.outer(np.arange(config.seq, dtype=np.float64), inv)  # (S, R/2)
-    angles = np.concatenate((angles, angles), axis=-1)  # (S, R)
+    pairs = config.rope_style == "interleaved"  # theta_0, theta_0, theta_1, ... else halves
+    # (S, R)
+    angles = np.repeat(angles, 2, axis=-1) if pairs else np.concatenate((angles, angles), axis=-1)
     cos, sin = np.ones((config.seq, d)), np.zeros((config.seq, d))  # (S, d)
     cos[:, :r], sin[:, :r] = np.cos(angles) * factor, np.sin(angles) * factor
     return cos, sin

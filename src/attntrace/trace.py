@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from attntrace.config import ELEMENT_BYTES, AttentionConfig
-from attntrace.costs import exact_count, format_terms
+from attntrace.costs import ModelFigures, exact_count, format_terms
 from attntrace.errors import AttntraceError
 
 if TYPE_CHECKING:
@@ -146,6 +146,7 @@ class Trace:
     notes: tuple[str, ...] = ()  # warnings about the result, e.g. fully masked query rows
     peak_bytes: int = 0  # the most activation bytes alive at once (every non-view step a new buffer)
     origin: str = ""  # where the settings come from: --model DIR (layer N), typed overrides
+    whole_model: ModelFigures | None = None  # L layers like this one (run --layers, --model)
 
     def __getitem__(self, name: str) -> Step:
         for step in self.steps:
@@ -262,6 +263,7 @@ class Trace:
             "totals": self._totals_dict(),
             "notes": list(self.notes),
             **({"origin": self.origin} if self.origin else {}),
+            **({"whole_model": self.whole_model.to_dict()} if self.whole_model else {}),
         }
 
     def _totals_dict(self) -> dict[str, Any]:

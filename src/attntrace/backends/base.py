@@ -125,6 +125,12 @@ class Backend(ABC, Generic[T]):
         (partial RoPE: the other entries keep their values through cos = 1, sin = 0)."""
 
     @abstractmethod
+    def rotate_pairs(self, x: T, dims: int) -> T:
+        """``(-x1, x0, -x3, x2, ...)`` of the first ``dims`` entries of the last axis, zeros
+        after them: RoPE's pairing of neighbours (2i, 2i + 1), as Meta's Llama code and GPT-J
+        (``rotate_every_two``) rotate (--rope-style interleaved)."""
+
+    @abstractmethod
     def tanh(self, x: T) -> T:
         """Elementwise hyperbolic tangent (logit soft-capping)."""
 
@@ -138,6 +144,31 @@ class Backend(ABC, Generic[T]):
         the last axis, reusing the memory of ``x`` where the library allows (``x`` must not be
         used afterwards); the scale is not charged (the caller records it as its own step)."""
         return self.softmax(x if scale == 1.0 else self.scale(x, scale))
+
+    # The operations of eager's blocked kernel (attntrace.eager): each (Br, N) block of scores
+    # is made, softmaxed and multiplied by v while in cache, written once where it is kept.
+
+    def empty(self, shape: Shape, dtype: str) -> T:
+        """A new tensor of ``shape`` whose values are not set (the caller writes every one)."""
+        return self.full(shape, 0.0, dtype)
+
+    def stand_in(self, shape: Shape, dtype: str) -> T:
+        """A tensor of ``shape`` that holds no memory of its own (one zero, broadcast): it
+        stands for a step whose values are made block by block elsewhere."""
+        return self.full(shape, 0.0, dtype)
+
+    def matmul_into(self, a: T, b: T, out: T) -> None:
+        """``out[...] = a @ b`` (:meth:`matmul`'s bits), in the memory of ``out``."""
+        self.write(out, 0, 0, self.matmul(a, b))
+
+    def scale_(self, x: T, factor: float) -> T:
+        """:meth:`scale` (the same bits), in the memory of ``x`` where the library allows."""
+        return self.scale(x, factor)
+
+    def softmax_into(self, x: T, out: T) -> None:
+        """``out[...] = softmax(x)`` with the bits of :meth:`softmax` (zeros for a row of only
+        -inf); ``x`` may be overwritten and must not be ``out``."""
+        self.write(out, 0, 0, self.softmax(x))
 
     # The operations of the tiled (flash) algorithm.
 

@@ -6,12 +6,17 @@ import math
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
+from functools import cache
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from attntrace.backends.base import Backend, Shape, Source
 from attntrace.config import MASK_DTYPE
 from attntrace.parallel import cores, pool
+
+if TYPE_CHECKING:
+    from threadpoolctl import ThreadpoolController
 
 _NUMPY_DTYPES = {"float16": np.float16, "float32": np.float32, "float64": np.float64}
 #: Softmaxes of more elements than this run in row chunks on every core (numpy ufuncs release the GIL).
@@ -108,6 +113,11 @@ class NumpyBackend(Backend[np.ndarray]):
         out[..., :half], out[..., half:dims] = -x[..., half:dims], x[..., :half]
         return out
 
+    def rotate_pairs(self, x: np.ndarray, dims: int) -> np.ndarray:
+        out = np.zeros_like(x)
+        out[..., 0:dims:2], out[..., 1:dims:2] = -x[..., 1:dims:2], x[..., 0:dims:2]
+        return out
+
     def rms_norm(self, x: np.ndarray, weight: np.ndarray, eps: float) -> np.ndarray:
         wide = x.astype(np.promote_types(x.dtype, np.float32))
         scaled = wide / np.sqrt((wide * wide).mean(axis=-1, keepdims=True) + eps)
@@ -129,11 +139,32 @@ class NumpyBackend(Backend[np.ndarray]):
         list(pool(cores()).map(lambda chunk: _softmax_inplace(chunk, factor), chunks))
         return x
 
+    def empty(self, shape: Shape, dtype: str) -> np.ndarray:
+        return np.empty(shape, dtype=_NUMPY_DTYPES[dtype])
+
+    def stand_in(self, shape: Shape, dtype: str) -> np.ndarray:
+        return np.broadcast_to(np.zeros((), dtype=_NUMPY_DTYPES[dtype]), shape)
+
+    def matmul_into(self, a: np.ndarray, b: np.ndarray, out: np.ndarray) -> None:
+        np.matmul(a, b, out=out)
+
+    def scale_(self, x: np.ndarray, factor: float) -> np.ndarray:
+        out: np.ndarray = np.multiply(x, x.dtype.type(factor), out=x)
+        return out
+
+    def softmax_into(self, x: np.ndarray, out: np.ndarray) -> None:
+        # the passes of softmax() on x in place, the last one writing out: the same bits
+        top = x.max(axis=-1, keepdims=True)
+        top[np.isneginf(top)] = 0  # a row of only -inf gives zeros, not NaN
+        x -= top
+        np.exp(x, out=x)
+        total = x.sum(axis=-1, keepdims=True)
+        total[total == 0] = 1
+        np.divide(x, total, out=out)
+
     @contextmanager
     def one_thread_each(self) -> Iterator[None]:
-        from threadpoolctl import threadpool_limits
-
-        with threadpool_limits(1, user_api="blas"):  # process-wide while the blocks run
+        with _blas_controller().limit(limits=1, user_api="blas"):  # process-wide meanwhile
             yield
 
     def narrow(self, x: np.ndarray, axis: int, start: int, stop: int) -> np.ndarray:
@@ -163,6 +194,14 @@ class NumpyBackend(Backend[np.ndarray]):
     def reduce_sum(self, x: np.ndarray) -> np.ndarray:
         out: np.ndarray = x.sum(axis=-1)
         return out
+
+
+@cache
+def _blas_controller() -> ThreadpoolController:
+    """numpy's BLAS libraries, found once (finding them takes milliseconds)."""
+    from threadpoolctl import ThreadpoolController
+
+    return ThreadpoolController()
 
 
 def _in_pool() -> bool:

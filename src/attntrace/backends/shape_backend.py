@@ -92,6 +92,11 @@ class ShapeBackend(Backend[ShapeTensor]):
             raise ConfigError(f"rotate_part: {dims} dims do not fit the last axis of {x.shape}")
         return x
 
+    def rotate_pairs(self, x: ShapeTensor, dims: int) -> ShapeTensor:
+        if dims % 2 or dims > x.shape[-1]:
+            raise ConfigError(f"rotate_pairs: {dims} dims do not fit the last axis of {x.shape}")
+        return x
+
     def rms_norm(self, x: ShapeTensor, weight: ShapeTensor, eps: float) -> ShapeTensor:
         if weight.shape != x.shape[-1:]:
             raise ConfigError(f"rms_norm: weight {weight.shape} does not fit the last axis of "

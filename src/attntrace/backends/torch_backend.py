@@ -100,6 +100,12 @@ class TorchBackend(Backend["torch.Tensor"]):
         zeros = self._torch.zeros_like(rest)
         return self._torch.cat((-x[..., half:dims], x[..., :half], zeros), dim=-1)
 
+    def rotate_pairs(self, x: torch.Tensor, dims: int) -> torch.Tensor:
+        tc = self._torch
+        pairs = tc.stack((-x[..., 1:dims:2], x[..., 0:dims:2]), dim=-1).flatten(-2)  # (..., R)
+        out: torch.Tensor = tc.cat((pairs, tc.zeros_like(x[..., dims:])), dim=-1)  # (..., d)
+        return out
+
     def rms_norm(self, x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
         tc = self._torch
         wide = x.to(tc.promote_types(x.dtype, tc.float32))
@@ -109,6 +115,26 @@ class TorchBackend(Backend["torch.Tensor"]):
 
     def tanh(self, x: torch.Tensor) -> torch.Tensor:
         return x.tanh()
+
+    def empty(self, shape: Shape, dtype: str) -> torch.Tensor:
+        return self._torch.empty(shape, dtype=self._dtypes[dtype])
+
+    def stand_in(self, shape: Shape, dtype: str) -> torch.Tensor:
+        return self._torch.zeros((), dtype=self._dtypes[dtype]).expand(shape)
+
+    def matmul_into(self, a: torch.Tensor, b: torch.Tensor, out: torch.Tensor) -> None:
+        self._torch.matmul(a, b, out=out)
+
+    def scale_(self, x: torch.Tensor, factor: float) -> torch.Tensor:
+        return x.mul_(factor)
+
+    def softmax_into(self, x: torch.Tensor, out: torch.Tensor) -> None:
+        # torch.softmax's own kernel (dim -1, no up-cast), written into out
+        self._torch.ops.aten._softmax.out(x, -1, False, out=out)
+        nan = out[..., :1].isnan()  # (..., Br, 1): NaN rows are rows of only -inf, or hold NaN
+        if bool(nan.any()):
+            dead = nan & self._torch.isneginf(x.amax(dim=-1, keepdim=True))
+            out.masked_fill_(dead, 0.0)  # zeros, as softmax() and SDPA give them
 
     @contextmanager
     def one_thread_each(self) -> Iterator[None]:

@@ -43,7 +43,7 @@ class _Finder:
         weight = e.kind == "linear" or (e.kind == "matmul" and len(ins) == 2 and not ins[1])
         if weight and first in ("x", "x_kv"):
             return self._projection(first)
-        if weight and first == "merged":
+        if weight and first in ("merged", "context_1h"):  # context_1h: one head, nothing to merge
             return "output", "output"
         if e.kind in ("matmul", "einsum") and len(ins) >= 2:
             return self._product(ins[0], ins[1])
@@ -69,10 +69,12 @@ class _Finder:
         return f"{name}_proj", f"{name}_proj"
 
     def _product(self, a: str, b: str) -> tuple[str, str]:
-        if a in ("q", "x", "xq") and b in ("k_t", "xt"):
+        if a in ("q", "x", "xq", "q_proj") and b in ("k_t", "xt"):
             return "scores", "scores"
         if a == "weights" and b in ("v", "x", "xq"):
             return "context", "context"
+        if a == "weights" and b == "v_proj":  # one head: v was never split
+            return "context_1h", "context"
         return "", ""
 
     def _shaped(  # noqa: PLR0911
@@ -103,7 +105,9 @@ class _Finder:
             return base, base
         if first == "xh" and heads_first:
             return "xq", ""
-        if first == "k" and axes[-2:] in (("d", "S"), ("d", "N")):
+        split = first == "k" and axes[-2:] in (("d", "S"), ("d", "N"))
+        one_head = first == "k_proj" and axes[-2:] in (("H", "S"), ("H", "N"))  # never split
+        if split or one_head:
             return "k_t", "k_t"
         if first in ("x", "xq") and axes[-1:] == ("S",) and axes[-2:-1] in (("d",), ("H",)):
             return "xt", ""

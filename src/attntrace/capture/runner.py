@@ -143,12 +143,19 @@ def run_script(
         try:
             runpy.run_path(str(path), run_name="__main__")
         except SystemExit as exc:
-            outcome.exit_code = (
-                exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
-            )
+            outcome.exit_code = exit_status(exc)
         except Exception as exc:
             _failed(outcome, exc)
     return outcome
+
+
+def exit_status(exc: SystemExit) -> int:
+    """The status ``sys.exit(code)`` asks for, as Python itself reports it.
+
+    >>> exit_status(SystemExit()), exit_status(SystemExit(7)), exit_status(SystemExit("bye"))
+    (0, 7, 1)
+    """
+    return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
 
 
 def _failed(outcome: Outcome, exc: BaseException) -> None:
@@ -224,8 +231,8 @@ def run_target(
 ) -> Outcome:
     """Build NAME (a module class with ``init``, a module, or a function) and call it on a
     seeded x (B, S, H) / (S, H), capturing the ops."""
-    obj, module = _import_user(target)
-    call = _callable(obj, init, target.name or "")
+    obj, module = import_target(target)
+    call = build_callable(obj, init, target.name or "")
     torch_side = _wants_torch(obj, call, module, inputs.array)
     x = _input(inputs, _width(call) if inputs.hidden is None else inputs.hidden, torch_side)
     letters = ("B", "S", "H") if x.ndim == 3 else ("S", "H") if x.ndim == 2 else None
@@ -234,23 +241,37 @@ def run_target(
         x = _root(t, x, letters)
         try:
             call(x)
+        except SystemExit as exc:  # the user's code ended the program: what ran is shown
+            outcome.exit_code = exit_status(exc)
         except Exception as exc:
             _failed(outcome, exc)
     return outcome
 
 
-def _import_user(target: Target) -> tuple[Any, Any]:
+def import_target(target: Target) -> tuple[Any, Any]:
+    """The object a target names and its module; a failing import of the user's code is one
+    :class:`TargetError` naming the file or module (the traceback is theirs, not ours).
+
+    >>> import_target(parse_target("json:dumps"))[0].__name__
+    'dumps'
+    """
     try:
         return load_target(target)
     except AttntraceError:
         raise
-    except Exception as exc:
+    except (Exception, SystemExit) as exc:  # sys.exit() on import ends nothing but the import
         raise TargetError(
             f"importing {target.path or target.module} failed: {type(exc).__name__}: {exc}"
         ) from None
 
 
-def _callable(obj: Any, init: Mapping[str, Any], name: str) -> Any:
+def build_callable(obj: Any, init: Mapping[str, Any], name: str) -> Any:
+    """What attntrace calls for ``obj``: an ``nn.Module`` class built with ``init``, else
+    ``obj`` itself when it is callable (a module instance or a function).
+
+    >>> build_callable(len, {}, "len")([1, 2])
+    2
+    """
     torch = sys.modules.get("torch")
     is_module_class = (
         torch is not None and isinstance(obj, type) and issubclass(obj, torch.nn.Module)

@@ -5,12 +5,15 @@ from __future__ import annotations
 import functools
 import sys
 from collections.abc import Callable
-from typing import Annotated, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Annotated, ParamSpec, TypeVar
 
 import typer
-from rich.console import Console
 
+from attntrace.cli.lazy import AttntraceGroup
 from attntrace.errors import EXIT_INTERNAL, EXIT_USAGE, AttntraceError
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -23,6 +26,7 @@ BUG_REPORT = ("internal error ({kind}: {detail}); this is a bug in attntrace {ve
 
 app = typer.Typer(
     name="attntrace",
+    cls=AttntraceGroup,  # commands imported when used; --help drawn without importing Rich
     help="Trace every intermediate tensor shape of multi-head attention.\n\n"
     "Start with: [bold]attntrace run --heads 12 --hidden 768[/]",
     epilog=EPILOG,
@@ -57,11 +61,17 @@ def _is_click_signal(exc: BaseException) -> bool:
     return isinstance(exc, typer.Exit | typer.Abort) or hasattr(exc, "exit_code")
 
 
-class _Console(Console):
-    """Rich's console, ending like every other writer when the reader of stdout goes away."""
+@functools.cache
+def _console_class() -> type[Console]:
+    from rich.console import Console
 
-    def on_broken_pipe(self) -> None:
-        _quiet_broken_pipe()
+    class _Console(Console):
+        """Rich's console, ending like every other writer when the reader of stdout goes away."""
+
+        def on_broken_pipe(self) -> None:
+            _quiet_broken_pipe()
+
+    return _Console
 
 
 def console(no_color: bool = False) -> Console:
@@ -69,7 +79,7 @@ def console(no_color: bool = False) -> Console:
     no trailing spaces, ASCII where stdout cannot take Unicode (attntrace.render.terminal)."""
     from attntrace.render.terminal import plain
 
-    return _Console(file=plain(sys.stdout), no_color=True if no_color else None)
+    return _console_class()(file=plain(sys.stdout), no_color=True if no_color else None)
 
 
 def cli_errors(command: Callable[P, R]) -> Callable[P, R]:

@@ -3,6 +3,7 @@ the size and variant options, --preset / --hf-config and the files that set size
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import inspect
 from collections.abc import Callable
@@ -23,7 +24,8 @@ R = TypeVar("R")
 MODEL_OPTIONS: dict[str, Any] = {
     "kv_seq": opt.KvSeq, "kv_hidden": opt.KvHidden, "kv_heads": opt.KvHeads, "head_dim": opt.HeadDim,
     "bias": opt.Bias, "causal": opt.Causal, "key_lengths": opt.KeyLengths, "rope": opt.Rope,
-    "rope_base": opt.RopeBase, "preset": opt.Preset, "hf_config": opt.HfConfig,
+    "rope_base": opt.RopeBase, "rope_style": opt.RopeStyle, "preset": opt.Preset,
+    "hf_config": opt.HfConfig,
     "window": opt.Window, "model_dir": opt.ModelDir, "layer": opt.Layer,
     "rope_scaling": opt.RopeScaling, "rotary_dims": opt.RotaryDims, "softcap": opt.Softcap,
     "qk_norm": opt.QkNorm, "relative_bias": opt.RelativeBias,
@@ -110,9 +112,13 @@ def config_from_files(
     from attntrace.presets import resolve_fields
 
     sources = {k: options.pop(k, None) for k in ("preset", "hf_config", "model_dir", "layer")}
-    sizes, known = resolve_fields(**sources, **option_fields(**options))
+    sizes, known = resolve_fields(**sources, layer_prefix=layer_prefix, **option_fields(**options))
     explicit = {name for name in _SIZE_OPTIONS if _typed(ctx, name)}
     loaded = _load(weights, model_dir, sources["layer"], layer_prefix, sizes, known)
+    if loaded is not None and model_dir is not None:
+        from attntrace.models.load import check_cross
+
+        check_cross(loaded, sizes.get("kv_seq"))
     if loaded is None and layer_prefix is not None:
         raise ConfigError("--layer-prefix picks a layer of --weights; add --weights FILE")
     if loaded is not None and not known:
@@ -135,8 +141,9 @@ def origin_line(ctx: typer.Context | None, model: dict[str, Any], config: Attent
     sources = {k: model.get(k) for k in ("preset", "hf_config", "model_dir", "layer")}
     if all(sources[k] is None for k in ("preset", "hf_config", "model_dir")):
         return ""
-    base, known = resolve_fields(**sources)
-    now = config.to_dict()
+    prefix = ctx.params.get("layer_prefix") if ctx is not None else None
+    base, known = resolve_fields(**sources, layer_prefix=prefix)
+    now = dataclasses.asdict(config)  # every field, also those to_dict leaves out at default
     over = []
     for name in known:
         option = name.removesuffix("_override")
@@ -162,14 +169,14 @@ def _load(weights: Path | None, model_dir: Path | None, layer: int | None, layer
     if model_dir is not None:
         from attntrace.models.load import load_model_layer
 
-        return load_model_layer(model_dir, layer, layer_prefix)
+        return load_model_layer(model_dir, layer, layer_prefix, sizes.get("rope_style"))
     if weights is None:
         return None
     from attntrace.files.schemes import LayoutInfo, load_weights
     from attntrace.models.layouts import ALL_SCHEMES
 
     heads = sizes["heads"] if "heads" in known or sizes.get("heads") is not None else None
-    info = LayoutInfo(heads, sizes.get("kv_heads"))
+    info = LayoutInfo(heads, sizes.get("kv_heads"), rope_style=sizes.get("rope_style", "half"))
     return load_weights(weights, layer_prefix, schemes=ALL_SCHEMES, info=info)
 
 

@@ -58,6 +58,13 @@ class DTypeName(StrEnum):
     float64 = "float64"
 
 
+class RopeStyleName(StrEnum):
+    """How RoPE pairs the dims of a head: (i, i + d/2) or neighbours (2i, 2i + 1)."""
+
+    half = "half"
+    interleaved = "interleaved"
+
+
 class OutputFormat(StrEnum):
     """What ``run`` prints: the Rich table, or one document for scripts."""
 
@@ -117,6 +124,10 @@ KeyLengths = Annotated[str | None, typer.Option(help="Valid keys per batch item,
 MaskFile = Annotated[Path | None, typer.Option("--mask", help="A .npy mask broadcasting to the scores (B, h, S, N): booleans, True = attend (as SDPA; nn.MultiheadAttention's key_padding_mask is the opposite), or floats added to the scores.", rich_help_panel=VARIANTS, dir_okay=False)]
 Rope = Annotated[bool | None, typer.Option("--rope/--no-rope", help="Rotary position embedding on q and k (Llama convention); adds rope_cos, rope_sin, q_rot, k_rot.", rich_help_panel=VARIANTS, show_default=False)]
 RopeBase = Annotated[float | None, typer.Option(help="theta of --rope (rope_theta) \\[default: 10000, or the preset's].", rich_help_panel=VARIANTS, show_default=False)]
+RopeStyle = Annotated[RopeStyleName | None, typer.Option(
+    help="How --rope pairs the dims of a head: half rotates i with i + d/2 (Hugging Face "
+    "rotate_half, GPT-NeoX) or interleaved rotates 2i with 2i + 1 (Meta's Llama checkpoints, "
+    "GPT-J) \\[default: half, or the model's].", rich_help_panel=VARIANTS, show_default=False)]
 Window = Annotated[int | None, typer.Option(
     help="W, sliding window: query i sees keys j > i - W (Mistral, Gemma 2; with --causal "
     "also j <= i); adds window(W) to the mask.", rich_help_panel=VARIANTS)]
@@ -153,7 +164,19 @@ HfConfig = Annotated[Path | None, typer.Option(help="Read the sizes from a Huggi
 Backend = Annotated[BackendName, typer.Option(help="numpy (default), torch (pip install 'attntrace\\[torch]'), or shape (shapes only, any size).")]
 DType = Annotated[DTypeName, typer.Option(help="Element type; bfloat16 needs --backend torch.")]
 Seed = Annotated[int, typer.Option(help="Seed of x and the weights; the same seed gives the same values on every backend.")]
-MaxMemory = Annotated[str | None, typer.Option(help="Refuse runs needing more than this, e.g. 8GiB \\[default: half the available memory].")]
+def _given_budget(ctx: typer.Context, value: str | None) -> str | None:
+    """--max-memory also bounds the sizes input files declare, for the rest of the command."""
+    if value is not None:  # read when first needed, so that a typo is the usual one-line error
+        from attntrace.memory import given_budget
+
+        ctx.with_resource(given_budget(value))
+    return value
+
+
+MaxMemory = Annotated[str | None, typer.Option(
+    help="Refuse runs (and input files) needing more than this, e.g. 8GiB "
+         "\\[default: half the available memory].",
+    callback=_given_budget)]
 Head = Annotated[int, typer.Option(help="Which head's attention weights to show.", rich_help_panel=OUTPUT)]
 BatchItem = Annotated[int, typer.Option(
     help="Which batch item's attention weights to show (with --batch).", rich_help_panel=OUTPUT)]
@@ -196,6 +219,11 @@ Threads = Annotated[int | None, typer.Option(
 BlockSize = Annotated[int | None, typer.Option(
     help="flash: rows of a query block (Br) and of a key/value block (Bc) \\[default: Br = 128, "
     "Bc as many keys as fit a 2 MiB tile].", rich_help_panel=COST, show_default=False)]
+Layers = Annotated[int | None, typer.Option(
+    help="L: also show the attention of a whole model of L layers like this one: parameters, "
+    "KV cache of every layer at --batch and --seq (in --dtype), FLOPs of one forward "
+    "\\[default: the layer count of --model, --hf-config or --preset, when known].",
+    rich_help_panel=COST, show_default=False)]
 Count = Annotated[CountName, typer.Option(help="Count arithmetic in flops or macs (1 MAC = 2 FLOPs).", rich_help_panel=COST)]
 Scale = Annotated[str, typer.Option(help="Factor on the scores: sqrt (1/√d, the paper), none (unscaled, as the study notes' worked example) or a number.")]
 Weights = Annotated[Path | None, typer.Option(help="Projection weights: .npz, .safetensors, .pt/.pth/.bin (attntrace, nn.MultiheadAttention, q_proj/o_proj or BERT names); sets --hidden.", rich_help_panel=FILES)]

@@ -51,6 +51,6 @@ def _whole_models() -> Table:
         table.add_column(name, justify="left" if name == "preset" else "right")
     for p in PRESETS.values():
         if (f := p.model_figures()) is not None:
-            table.add_row(p.name, str(f.layers), str(f.seq), format_count(f.params),
+            table.add_row(p.name, str(f.layers), str(f.keys), format_count(f.params),
                           format_bytes(f.kv_cache_bytes), format_count(f.flops))
     return table

@@ -44,6 +44,7 @@ def run(
     block_size: opt.BlockSize = None,
     threads: opt.Threads = None,
     count: opt.Count = opt.CountName.flops,
+    layers: opt.Layers = None,
     weights: opt.Weights = None,
     layer_prefix: opt.LayerPrefix = None,
     input_file: opt.Input = None,
@@ -75,6 +76,7 @@ def run(
         check_batch_item(batch_item, config)
         check_values(values, fmt)
         check_pictures(plot, plot_flow, backend)
+        check_layers(layers)
 
     # only what is shown
     keep = True if values or save else {"weights", "masked"} if fmt.view or plot else False
@@ -84,6 +86,7 @@ def run(
         algorithm=algorithm, block_size=block_size, weights=weights, layer_prefix=layer_prefix,
         input_file=input_file, threads=threads,
     )
+    trace = with_whole_model(trace, layers, model)
     if save is not None:
         from attntrace.files import save_trace
 
@@ -131,6 +134,24 @@ def trace_from_options(
     if origin := origin_line(ctx, model, config):
         trace = dataclasses.replace(trace, origin=origin)
     return trace
+
+
+def with_whole_model(trace: Trace, layers: int | None, model: dict[str, Any]) -> Trace:
+    """``trace`` with the figures of L layers like it: --layers L, else the layer count of
+    --model, --hf-config or --preset when the config states one."""
+    from attntrace.costs import model_figures
+    from attntrace.presets import layer_count
+
+    sources = {k: model.get(k) for k in ("preset", "hf_config", "model_dir")}
+    n = layers if layers is not None else layer_count(**sources)
+    return trace if n is None else dataclasses.replace(trace, whole_model=model_figures(trace, n))
+
+
+def check_layers(layers: int | None) -> None:
+    """--layers counts layers: at least one."""
+    if layers is not None and layers < 1:
+        raise ConfigError(f"--layers must be a whole number >= 1 (the model's layers), "
+                          f"got {layers}")
 
 
 def check_head(head: int, config: AttentionConfig) -> None:

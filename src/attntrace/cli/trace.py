@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from contextlib import AbstractContextManager
 from enum import StrEnum
 from pathlib import Path
@@ -175,8 +176,9 @@ def show(outcome: Outcome, fmt: str, no_color: bool, title: str) -> None:
 
         typer.echo(render_document(t, fmt), nl=False)
     if outcome.error is None:
-        if outcome.exit_code:
-            raise typer.Exit(outcome.exit_code)
+        if outcome.exit_code:  # sys.exit(N): the user's code failed, in attntrace's codes
+            sys.stderr.write(f"attntrace: the traced code called sys.exit({outcome.exit_code})\n")
+            raise typer.Exit(1)
         return
     err = console(no_color) if fmt == "table" else _stderr(no_color)
     failure = t.failure

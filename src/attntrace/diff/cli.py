@@ -22,21 +22,21 @@ def diff_target(
 ) -> DiffReport:
     """Load ``text`` (FILE.py:NAME or package.module:NAME), build it with ``init``, and diff it
     under ``config`` (``typed``: the options the user gave, which the module must agree with)."""
-    from attntrace.capture.runner import _callable, _import_user, parse_init, parse_target
+    from attntrace.capture.runner import build_callable, import_target, parse_init, parse_target
 
     spec = parse_target(text)
     if not spec.name:
         raise ConfigError(
             f"diff needs a NAME in the target, e.g. {text}:Attention (an nn.Module or a function)"
         )
-    obj, _ = _import_user(spec)
+    obj, _ = import_target(spec)
     if isinstance(obj, type):
         import torch
 
         torch.manual_seed(
             config.seed
         )  # a class's weights: the same on every run of the same --seed
-    target = _callable(obj, parse_init(init), spec.name)
+    target = build_callable(obj, parse_init(init), spec.name)
     x = None
     if input_file is not None:
         from attntrace.files import read_npy

@@ -172,7 +172,7 @@ def _called_linears(module: Any, seq: int, batch: int | None) -> LoadedWeights:
     try:
         with torch.no_grad():
             module(probe)
-    except Exception as exc:
+    except (Exception, SystemExit) as exc:  # sys.exit() in the user's code is theirs too
         from attntrace.diff.user import UserCodeError
 
         raise UserCodeError(

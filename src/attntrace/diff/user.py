@@ -46,7 +46,7 @@ def run_user(
             out = call(t.track)
     except AttntraceError:
         raise
-    except Exception as exc:
+    except (Exception, SystemExit) as exc:  # sys.exit() in the user's code is theirs too
         raise UserCodeError(
             f"the code under test raised {type(exc).__name__}: {exc}; "
             "run attntrace trace on it to see the shapes up to the failure"

@@ -42,14 +42,14 @@ class Declared:
 
 def check_bytes(path: Path, name: str, nbytes: int) -> None:
     """Refuse an array whose declared bytes exceed the memory budget (before reading it)."""
-    from attntrace.memory import DEFAULT_FRACTION, default_budget, format_bytes
+    from attntrace.memory import file_budget, format_bytes
 
-    budget = default_budget()
+    budget, origin = file_budget()
     if nbytes > budget:
         raise MemoryBudgetError(
             f"{plain(path)}: {plain(name)} declares {format_bytes(nbytes)}, more than the memory "
-            f"budget of {format_bytes(budget)} ({DEFAULT_FRACTION:.0%} of available memory); "
-            "check that this is the right file")
+            f"budget of {format_bytes(budget)} ({origin}); "
+            "check that this is the right file, or raise --max-memory")
 
 
 def npy_header(f: IO[bytes], path: Path, name: str = "x") -> Declared:

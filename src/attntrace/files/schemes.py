@@ -51,6 +51,7 @@ class LayoutInfo:
     heads: int | None = None  # h
     kv_heads: int | None = None  # g (None: h)
     config: Mapping[str, Any] = field(default_factory=dict)
+    rope_style: str = "half"  # the trace's RoPE pairing: Meta's wq/wk rows are permuted for half
 
 
 @dataclass(frozen=True)

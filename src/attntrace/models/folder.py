@@ -77,6 +77,12 @@ def folder_config(path: Path) -> dict[str, Any]:
     raise InputFileError(f"--model {path}: has no config.json (or Meta's params.json)")
 
 
+def is_meta(path: Path) -> bool:
+    """Whether ``path`` is one of Meta's own folders (params.json, no config.json): its wq and
+    wk rotate neighbours (2i, 2i + 1), RoPE's interleaved pairing."""
+    return not (path / "config.json").is_file() and (path / "params.json").is_file()
+
+
 def _weight_map(path: Path) -> dict[str, Path]:
     for index, single in WEIGHT_FILES:
         if (path / index).is_file():

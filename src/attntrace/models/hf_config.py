@@ -42,8 +42,13 @@ ROPE_TYPES = frozenset(
         "gpt_neox",
         "olmo2",
         "falcon",
+        "gptj",
     }
 )
+#: T5 and its variants: relative position bias, unscaled scores, causal in the decoder stack.
+T5_TYPES = frozenset({"t5", "mt5", "umt5"})
+#: Families whose RoPE pairs neighbours (2i, 2i + 1): GPT-J's rotate_every_two.
+INTERLEAVED_TYPES = frozenset({"gptj"})
 #: Families whose attention projections have no bias when the file has no attention_bias.
 NO_BIAS_TYPES = frozenset(
     {
@@ -58,6 +63,7 @@ NO_BIAS_TYPES = frozenset(
         "qwen3",
         "phi3",
         "olmo2",
+        "gptj",
     }
 )
 #: Families whose q and k are RMS-normalised before RoPE: per head or over the whole width.
@@ -257,6 +263,7 @@ def attention_fields(
             cfg.get("attn_logit_softcapping"), "attn_logit_softcapping", path
         ),
         "relative_bias": None,
+        "rope_style": "interleaved" if model_type in INTERLEAVED_TYPES else "half",
         **_t5(cfg, model_type),
         "qk_norm": QK_NORM_TYPES.get(model_type),
         "qk_norm_eps": _float_or_none(cfg.get("rms_norm_eps"), "rms_norm_eps", path)
@@ -335,12 +342,15 @@ def rope_variants(cfg: Mapping[str, Any], path: Path | str, kind: str, d: int) -
     )
     if fraction is not None and fraction != 1.0:
         out["rotary_dims"] = int(d * fraction)
+    rotary_dim = cfg.get("rotary_dim")  # GPT-J: a number of dims, not a fraction
+    if cfg.get("model_type") == "gptj" and rotary_dim is not None and rotary_dim != d:
+        out["rotary_dims"] = int_field(cfg, ("rotary_dim",), path)
     return out
 
 
 def _t5(cfg: Mapping[str, Any], model_type: str) -> dict[str, Any]:
     """T5 scores are not scaled and get a relative position bias (encoder: both directions)."""
-    if model_type not in ("t5", "mt5", "umt5"):
+    if model_type not in T5_TYPES:
         return {}
     buckets = cfg.get("relative_attention_num_buckets", 32)
     spec = f"{buckets},{cfg.get('relative_attention_max_distance', 128)}"
@@ -365,6 +375,7 @@ def _causal(cfg: Mapping[str, Any], model_type: str) -> bool:
     return (
         model_type in ROPE_TYPES
         or model_type == "gpt2"
+        or (model_type in T5_TYPES and bool(cfg.get("is_decoder")))  # T5's decoder stack
         or any(str(a).endswith(("ForCausalLM", "LMHeadModel")) for a in archs)
     )
 

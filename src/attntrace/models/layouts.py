@@ -13,9 +13,12 @@ Falcon             query_key_value, dense                 7B multi-query: (h + 2
                                                           d); else per head like NeoX
 Phi-3              qkv_proj ((h + 2g)·d, H), o_proj       rows [q (h·d); k (g·d); v (g·d)]
 T5                 SelfAttention.q/k/v/o                  plain; no bias, no 1/√d
-Meta Llama         attention.wq/wk/wv/wo                  rows of wq and wk from interleaved
-                                                          pairs to halves (as transformers'
-                                                          convert script permutes them)
+T5 cross           EncDecAttention.q/k/v/o                plain; k, v read x_kv (--kv-seq)
+Meta Llama         attention.wq/wk/wv/wo                  as they are with --rope-style
+                                                          interleaved (a params.json folder's
+                                                          default); for half, rows of wq and
+                                                          wk from interleaved pairs to halves
+                                                          (as transformers' converter does)
 BertSelfAttention  query/key/value (no output layer)      w_o = identity: the module returns
                                                           the merged context
 =================  =====================================  ==================================
@@ -85,7 +88,9 @@ def gpt2(layer: Arrays, path: Path, info: LayoutInfo) -> Params:
 
 
 def fused_per_head(layer: Arrays, path: Path, info: LayoutInfo) -> Params:
-    """GPT-NeoX / Pythia (and Falcon's other layouts): query_key_value and dense."""
+    """GPT-NeoX / Pythia (and Falcon's other layouts): query_key_value and dense. Without a
+    config, the rows tell the layouts apart: 3H rows are NeoX's (h, 3, d) (also Falcon's per
+    head layout), H + 2·g·d rows Falcon's grouped (g, h/g + 2, d) (multi-query: g = 1)."""
     if str(info.config.get("model_type", "")) == "falcon":
         return falcon(layer, path, info)
     h = _heads(info, path, "GPT-NeoX")
@@ -94,9 +99,36 @@ def fused_per_head(layer: Arrays, path: Path, info: LayoutInfo) -> Params:
         _get(layer, path, "query_key_value.bias", False),
     )
     assert w is not None
+    if w.ndim == 2 and w.shape[0] != 3 * w.shape[1]:  # not NeoX's: Falcon's grouped rows
+        return _falcon_grouped(layer, path, w, b, h, _falcon_groups(path, w.shape, h))
     d = w.shape[0] // (3 * h)
     q, k, v = (_take(w, h, 3, d, i) for i in range(3))  # rows (h, 3, d): per head q, k, v
     bq, bk, bv = (_take(b, h, 3, d, i) for i in range(3))
+    return _fused(layer, path, (q, k, v), (bq, bk, bv), "dense")
+
+
+def _falcon_groups(path: Path, shape: tuple[int, ...], h: int) -> int:
+    """g of a query_key_value of ``shape`` (rows, H) in Falcon's grouped layout: rows are
+    (h + 2g)·d with d = H / h; anything else is refused, naming the fix."""
+    rows, hidden = shape
+    d = hidden // h if hidden % h == 0 else 0
+    g = (rows - hidden) // (2 * d) if d and rows > hidden else 0
+    if not g or rows != hidden + 2 * g * d or h % g:
+        raise InputFileError(
+            f"{path}: query_key_value.weight is {shape}: neither GPT-NeoX's 3H = {3 * hidden} "
+            f"rows nor Falcon's (h + 2g)·d rows for --heads {h}; check --heads, or give "
+            "--hf-config config.json (or --model DIR) so that the config names the layout"
+        )
+    return g
+
+
+def _falcon_grouped(layer: Arrays, path: Path, w: np.ndarray, b: np.ndarray | None, h: int,
+                    g: int) -> Params:
+    """Falcon's new_decoder_architecture rows (g, h/g + 2, d): per group h/g queries, k, v."""
+    r = h // g
+    d = w.shape[0] // (g * (r + 2))
+    q, k, v, bq, bk, bv = (_take(x, g, r + 2, d, s) for x in (w, b)
+                           for s in (slice(0, r), r, r + 1))
     return _fused(layer, path, (q, k, v), (bq, bk, bv), "dense")
 
 
@@ -129,11 +161,8 @@ def falcon(layer: Arrays, path: Path, info: LayoutInfo) -> Params:
     )
     assert w is not None
     if cfg.get("new_decoder_architecture"):
-        g = int(cfg.get("num_kv_heads") or h)
-        r = h // g
-        d = w.shape[0] // (g * (r + 2))
-        parts = [_take(x, g, r + 2, d, s) for x in (w, b) for s in (slice(0, r), r, r + 1)]
-    elif cfg.get("multi_query", True):
+        return _falcon_grouped(layer, path, w, b, h, int(cfg.get("num_kv_heads") or h))
+    if cfg.get("multi_query", True):
         d = w.shape[0] // (h + 2)
         parts = [p for x in (w, b) for p in _rows(x, [h * d, d, d])]
     else:
@@ -167,18 +196,29 @@ def t5(layer: Arrays, path: Path, info: LayoutInfo) -> Params:
     return {**params, **({"rel_bias": table} if table is not None else {})}
 
 
+def t5_cross(layer: Arrays, path: Path, info: LayoutInfo) -> Params:
+    """T5's EncDecAttention.q/k/v/o (no biases): q from the decoder, k and v from x_kv."""
+    return {
+        f"{kind}_{c}": _get(layer, path, f"EncDecAttention.{c}.{name}", kind == "w")
+        for c in "qkvo"
+        for kind, name in (("w", "weight"), ("b", "bias"))
+    }
+
+
 def meta(layer: Arrays, path: Path, info: LayoutInfo) -> Params:
-    """Meta's attention.wq/wk/wv/wo; q and k rotate neighbours (2i, 2i + 1) there, halves
-    (i, i + d/2) here: the rows of each head are reordered, as transformers' converter does."""
+    """Meta's attention.wq/wk/wv/wo; q and k rotate neighbours (2i, 2i + 1) there: read as they
+    are for --rope-style interleaved; for half (i, i + d/2) the rows of each head are reordered,
+    as transformers' converter does."""
     h = _heads(info, path, "Meta Llama")
     w = {c: _get(layer, path, f"attention.w{c}.weight") for c in "qkvo"}
     assert w["q"] is not None
     assert w["k"] is not None
     d = w["q"].shape[0] // h
+    pairs = info.rope_style == "interleaved"  # Meta's own pairing: the rows as they are
     return {
-        "w_q": halves(w["q"], d),
+        "w_q": w["q"] if pairs else halves(w["q"], d),
         "b_q": None,
-        "w_k": halves(w["k"], d),
+        "w_k": w["k"] if pairs else halves(w["k"], d),
         "b_k": None,
         "w_v": w["v"],
         "b_v": None,
@@ -220,12 +260,16 @@ def _unused(layer: Arrays, path: Path) -> Params:
     raise AssertionError("split layouts are read with their split function")  # pragma: no cover
 
 
+#: The name of T5's cross-attention layout (a decoder block's layer 1).
+T5_CROSS_SCHEME = "T5 EncDecAttention (cross-attention)"
+
 #: The layouts of this module, after the plain schemes.
 LAYOUTS: tuple[Scheme, ...] = (
     Scheme("GPT-2 c_attn (Conv1D)", "c_attn.weight", _unused, gpt2),
     Scheme("query_key_value (GPT-NeoX, Falcon)", "query_key_value.weight", _unused, fused_per_head),
     Scheme("qkv_proj (Phi-3)", "qkv_proj.weight", _unused, phi3),
     Scheme("T5 SelfAttention", "SelfAttention.q.weight", _unused, t5),
+    Scheme(T5_CROSS_SCHEME, "EncDecAttention.q.weight", _unused, t5_cross),
     Scheme("Meta attention.wq", "attention.wq.weight", _unused, meta),
     Scheme("BertSelfAttention", "query.weight", _unused, bert_self),
 )

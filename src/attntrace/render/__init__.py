@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
-from attntrace.trace import Trace
+if TYPE_CHECKING:
+    from attntrace.trace import Trace
 
 
 def text_renderer(fmt: str, count: str = "flops") -> Callable[[Trace], str]:
@@ -15,7 +17,7 @@ def text_renderer(fmt: str, count: str = "flops") -> Callable[[Trace], str]:
 
     >>> from attntrace import AttentionConfig, trace_attention
     >>> text_renderer("csv")(trace_attention(AttentionConfig(), "shape")).splitlines()[1]
-    '0,x,x,3x768,S H,float32,9216,false,0,0'
+    '0,x,x,3x768,S H,float32,9216,false,0,0,0'
     """
     from functools import partial
 

@@ -2,9 +2,10 @@
 
 Shapes are written with ``x`` between the sizes (``12x3x3``; a 0-d tensor is empty), axes
 with a space between the letters (``h S S``), ``view`` as ``true``/``false``. The last two
-columns are the cost: ``flops`` (summed over every tile of a flash step) and its ``formula``
-in axis letters (one tile's); with ``count="macs"`` they are ``macs`` and the halved formula
-(1 MAC = 2 FLOPs).
+``flops`` and ``formula`` are the cost: ``flops`` (summed over every tile of a flash step) and
+its ``formula`` in axis letters (one tile's); with ``count="macs"`` they are ``macs`` and the
+halved formula (1 MAC = 2 FLOPs). ``nonfinite`` counts the step's NaN and ±inf values (0 when
+values were not computed).
 """
 
 from __future__ import annotations
@@ -16,7 +17,8 @@ from attntrace.costs import exact_count, format_terms
 from attntrace.trace import Records
 
 #: The CSV header, in order (a contract for scripts; new columns are only ever appended).
-CSV_COLUMNS = ("index", "name", "op", "shape", "axes", "dtype", "bytes", "view", "flops", "formula")
+CSV_COLUMNS = ("index", "name", "op", "shape", "axes", "dtype", "bytes", "view", "flops", "formula",
+               "nonfinite")
 
 
 def format_shape_x(shape: tuple[int, ...]) -> str:
@@ -34,16 +36,19 @@ def render_csv(trace: Records, count: str = "flops") -> str:
     >>> from attntrace import AttentionConfig, trace_attention
     >>> lines = render_csv(trace_attention(AttentionConfig(), "shape")).splitlines()
     >>> lines[0]
-    'index,name,op,shape,axes,dtype,bytes,view,flops,formula'
+    'index,name,op,shape,axes,dtype,bytes,view,flops,formula,nonfinite'
     >>> lines[12]
-    '11,scores,q @ k_t,12x3x3,h S S,float32,432,false,13824,2·h·S·S·d'
+    '11,scores,q @ k_t,12x3x3,h S S,float32,432,false,13824,2·h·S·S·d,0'
     >>> render_csv(trace_attention(AttentionConfig(), "shape"), "macs").splitlines()[12]
-    '11,scores,q @ k_t,12x3x3,h S S,float32,432,false,6912,h·S·S·d'
+    '11,scores,q @ k_t,12x3x3,h S S,float32,432,false,6912,h·S·S·d,0'
     """
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
-    writer.writerow((*CSV_COLUMNS[:-2], count, "formula"))
+    writer.writerow((*CSV_COLUMNS[:-3], count, *CSV_COLUMNS[-2:]))
     for s in trace.steps:
-        writer.writerow([s.index, s.name, s.op, format_shape_x(s.shape), " ".join(s.axes), s.dtype, s.nbytes,
-                         "true" if s.view else "false", exact_count(s.flops, count), format_terms(s.terms, count)])
+        view = "true" if s.view else "false"
+        cost = exact_count(s.flops, count), format_terms(s.terms, count)
+        shape = format_shape_x(s.shape)
+        writer.writerow([s.index, s.name, s.op, shape, " ".join(s.axes), s.dtype, s.nbytes, view,
+                         *cost, s.nonfinite])
     return out.getvalue()

@@ -7,12 +7,13 @@ from collections.abc import Sequence
 from attntrace.costs import count as in_unit
 from attntrace.costs import format_count, format_terms
 from attntrace.memory import format_bytes
-from attntrace.render.table import format_axes, format_shape
+from attntrace.render.table import format_axes, format_shape, whole_model_line
 from attntrace.trace import Step, Trace
 
 
 def render_markdown(trace: Trace, count: str = "flops") -> str:
-    """A caption line, the steps table (with the cost of each step in FLOPs, or MACs with
+    """A caption line, the trace's notes as quoted warnings (e.g. the first step with
+    non-finite values), the steps table (with the cost of each step in FLOPs, or MACs with
     ``count="macs"``, and a total row) and the parameters table (with a total row).
 
     >>> from attntrace import AttentionConfig, trace_attention
@@ -25,7 +26,10 @@ def render_markdown(trace: Trace, count: str = "flops") -> str:
     cfg = trace.config
     sizes = ", ".join(f"{axis}={size}" for axis, size in {**cfg.axis_sizes(), **cfg.tile_sizes()}.items())
     caption = f"**attntrace** multi-head self-attention: {sizes} ({trace.backend} backend, {cfg.dtype})"
-    return f"{caption}\n\n{steps_table(trace, count)}\n{params_table(trace)}"
+    notes = "".join(f"> **warning:** {note}\n\n" for note in trace.notes)
+    whole = whole_model_line(trace, count)
+    tail = f"\n{whole.plain}\n" if whole is not None else ""  # run --layers L
+    return f"{caption}\n\n{notes}{steps_table(trace, count)}\n{params_table(trace)}{tail}"
 
 
 def steps_table(trace: Trace, count: str = "flops") -> str:

@@ -58,6 +58,9 @@ def render_trace(trace: Trace, console: Console, *, head: int = 0, values: bool 
     console.print(params_table(trace, tight=console.width < TIGHT_WIDTH))
     if (cache := kv_cache_line(trace)) is not None:
         console.print(cache)
+    if (whole := whole_model_table(trace, count, tight=console.width < TIGHT_WIDTH)) is not None:
+        console.print()
+        console.print(whole)
     console.print()
     console.print(attention_view(trace, head, batch_item=batch_item, width=console.width))
     for note in trace.notes:
@@ -155,6 +158,47 @@ def kv_cache_line(trace: Trace) -> Text | None:
                 f"{format_bytes(cfg.kv_cache_bytes_per_token)} per token and layer "
                 f"({full // cfg.kv_cache_bytes_per_token}x less than {format_bytes(full)} "
                 f"with h={cfg.heads} kv-heads)")
+
+
+def whole_model_line(trace: Trace, count: str = "flops") -> Text | None:
+    """The attention of all L layers (run --layers L, or --model's layer count), else None.
+
+    >>> import dataclasses
+    >>> from attntrace import AttentionConfig, trace_attention
+    >>> from attntrace.costs import model_figures
+    >>> t = trace_attention(AttentionConfig(seq=4, hidden=8, heads=2), "shape")
+    >>> t = dataclasses.replace(t, whole_model=model_figures(t, 3))
+    >>> print(whole_model_line(t))  # doctest: +NORMALIZE_WHITESPACE
+    whole model, L=3 layers at B=1, S=4: attention parameters 864, KV cache 768 B (float32),
+    8.64 k FLOPs per forward
+    """
+    f = trace.whole_model
+    if f is None:
+        return None
+    unit = "MACs" if count == "macs" else "FLOPs"
+    keys = trace.config.labels().keys  # S, or N for cross-attention
+    return Text(f"whole model, L={f.layers} layers at B={f.batch}, {keys}={f.keys}: attention "
+                f"parameters {format_count(f.params)}, KV cache {format_bytes(f.kv_cache_bytes)} "
+                f"({f.dtype}), {format_count(in_unit(f.flops, count))} {unit} per forward")
+
+
+def whole_model_table(trace: Trace, count: str = "flops", *, tight: bool = False) -> Table | None:
+    """The figures of :func:`whole_model_line` as a table of three rows (None without them)."""
+    f = trace.whole_model
+    if f is None:
+        return None
+    keys = trace.config.labels().keys
+    table = _table(f"whole model: L={f.layers} layers like this one, B={f.batch}, {keys}={f.keys}",
+                   tight=tight)
+    table.add_column("attention of all layers")
+    table.add_column("", justify="right")
+    table.add_column("", style="dim")
+    unit = "MACs" if count == "macs" else "FLOPs"
+    table.add_row("parameters", format_count(f.params), f"{f.params:,}")
+    cache, flops = format_bytes(f.kv_cache_bytes), format_count(in_unit(f.flops, count))
+    table.add_row(f"KV cache ({f.dtype})", cache, "L·B·N·2·g·d·bytes")
+    table.add_row(f"{unit} per forward", flops, "L x the total above")
+    return table
 
 
 def steps_table(trace: Trace, width: int = 80) -> Table:

@@ -11,9 +11,10 @@ from __future__ import annotations
 import io
 import os
 import re
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
-from rich.box import Box
+if TYPE_CHECKING:
+    from rich.box import Box
 
 #: Replacements when the output must be ASCII (Rich draws its own boxes in ASCII then).
 ASCII_FALLBACK = str.maketrans(
@@ -36,12 +37,21 @@ ASCII_FALLBACK = str.maketrans(
         "\u00a0": " ",
     }
 )
-#: Rich's SIMPLE_HEAD (one rule under the header) declared ASCII-safe, so that on an ASCII
-#: stream Rich keeps this layout instead of a full ASCII grid; PlainStream writes ─ as -.
-RULE_BOX = Box("    \n    \n ── \n    \n    \n    \n    \n    \n", ascii=True)
 _TRAILING = re.compile(r"[ \t]+((?:\x1b\[[0-9;]*m)*)$")
 #: Characters attntrace prints that a stream must encode to be given them unchanged.
 _PROBE = "→─·"
+
+
+def __getattr__(name: str) -> Box:
+    """``RULE_BOX``: Rich's SIMPLE_HEAD (one rule under the header) declared ASCII-safe, so that
+    on an ASCII stream Rich keeps this layout instead of a full ASCII grid; PlainStream writes
+    ─ as -. Made on first use: ``attntrace --help`` wraps stdout here without importing Rich."""
+    if name != "RULE_BOX":
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from rich.box import Box
+
+    globals()[name] = box = Box("    \n    \n ── \n    \n    \n    \n    \n    \n", ascii=True)
+    return box
 
 
 def needs_ascii(stream: TextIO) -> bool:

@@ -1,0 +1,123 @@
+"""Commands imported only when used: ``attntrace run`` imports run's module and no other.
+
+Each command's module registers it with ``@app.command`` as before; :data:`COMMANDS` names the
+module and the one-line summary that ``attntrace --help`` shows, so that the top-level help
+(drawn by :mod:`attntrace.cli.help`) and the dispatch to one command import nothing else.
+tests/test_help.py checks that every summary is the first paragraph of its command's help.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from collections.abc import Iterator, MutableMapping
+from typing import Any, NamedTuple
+
+from typer import _click as click
+from typer.core import TyperGroup
+
+
+class CommandSpec(NamedTuple):
+    """Where a command lives and what the top-level help says about it."""
+
+    module: str
+    summary: str
+
+
+#: Every command, in the order of ``attntrace --help``. A new command: its module registers
+#: it with ``@app.command``; add it here with the first paragraph of its docstring.
+COMMANDS: dict[str, CommandSpec] = {
+    "run": CommandSpec("attntrace.cli.run",
+                       "Run multi-head attention and print the shape of every step."),
+    "trace": CommandSpec("attntrace.cli.trace", "Run your attention code and print the shape of "
+                         "every tensor op in your files."),
+    "check": CommandSpec("attntrace.cli.check", "Check the shapes of a trace; exit 1 when one is "
+                         "not what you expect, 2 when a config of\na --spec cannot be checked "
+                         "(the others still are)."),
+    "report": CommandSpec("attntrace.cli.report", "Write one self-contained HTML page: steps, flow "
+                          "diagram, heat maps, costs, config."),
+    "presets": CommandSpec("attntrace.cli.presets",
+                           "List the real models --preset knows, with their attention sizes."),
+    "sweep": CommandSpec("attntrace.cli.sweep", "FLOPs, score bytes and peak memory over several "
+                         "sizes, eager beside flash."),
+    "verify": CommandSpec("attntrace.cli.verify", "Check the trace against PyTorch's own "
+                          "attention; exit 1 beyond tolerance."),
+    "diff": CommandSpec("attntrace.cli.diff", "Run your attention beside the reference with the "
+                        "same weights and input; name the bug."),
+    "demo": CommandSpec("attntrace.cli.demo", "Walk through the study notes' worked 3×3 example, "
+                        "unscaled and scaled."),
+}
+
+
+def load_command(name: str, group: TyperGroup) -> click.Command | None:
+    """Import ``name``'s module (it registers the command on the app) and build its click
+    command the way Typer builds every command of a group."""
+    import typer.main
+
+    from attntrace.cli.app import app
+
+    spec = COMMANDS.get(name)
+    if spec is None:
+        return None
+    importlib.import_module(spec.module)
+    for info in app.registered_commands:
+        if info.callback is None:
+            continue
+        if (info.name or typer.main.get_command_name(info.callback.__name__)) == name:
+            return typer.main.get_command_from_info(
+                info, pretty_exceptions_short=app.pretty_exceptions_short,
+                rich_markup_mode=group.rich_markup_mode)
+    return None
+
+
+class LazyCommands(MutableMapping[str, click.Command]):
+    """The group's commands: every name known at once, each command built on first access."""
+
+    def __init__(self, group: TyperGroup, built: MutableMapping[str, click.Command]) -> None:
+        self.group = group
+        self.built = dict(built)
+
+    def __getitem__(self, name: str) -> click.Command:
+        if name not in self.built:
+            command = load_command(name, self.group)
+            if command is None:
+                raise KeyError(name)
+            self.built[name] = command
+        return self.built[name]
+
+    def __setitem__(self, name: str, command: click.Command) -> None:
+        self.built[name] = command
+
+    def __delitem__(self, name: str) -> None:
+        del self.built[name]
+
+    def __iter__(self) -> Iterator[str]:
+        yield from COMMANDS
+        yield from (name for name in self.built if name not in COMMANDS)
+
+    def __len__(self) -> int:
+        return len(COMMANDS) + sum(name not in COMMANDS for name in self.built)
+
+    def __contains__(self, name: object) -> bool:
+        return name in COMMANDS or name in self.built
+
+
+class AttntraceGroup(TyperGroup):
+    """Typer's group with lazy commands and a top-level help drawn without Rich."""
+
+    def __init__(self, **attrs: Any) -> None:
+        super().__init__(**attrs)
+        self.commands = LazyCommands(self, self.commands)
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return list(self.commands)
+
+    def format_help(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        from attntrace.cli.help import root_help
+
+        assert isinstance(self.commands, LazyCommands)
+        built = self.commands.built
+        summaries = [(name, COMMANDS[name].summary if name in COMMANDS else
+                      (built[name].short_help or built[name].help or "").split("\n\n")[0])
+                     for name in self.commands]
+        sys.stdout.write(root_help(self, ctx, summaries))

@@ -1,0 +1,250 @@
+"""Eager attention's (S, N) matrices, made block by block while they are in cache.
+
+For each (batch item, head, block of query rows) one thread of the pool runs the whole chain on
+a (Br, N) block: ``s = q @ k_t``, the scale, the soft-cap, the mask, the softmax (written once
+into the weights when they are kept) and the block's rows of ``context = weights @ v``. No
+(S, N) matrix is ever read again in a pass of its own. The steps before the weights
+(``scores``, ``scaled``, ``capped``, ``masked``) are kept as :class:`attntrace.trace.Lazy`
+recipes that run the same blocks again up to that step: reading them gives the exact bits the
+softmax read. Each block's BLAS runs on one thread (:meth:`Backend.one_thread_each`), so a
+block gives the same bits on any number of threads, now or when a recipe runs later.
+
+>>> from attntrace import AttentionConfig, trace_attention
+>>> t = trace_attention(AttentionConfig(seq=300, hidden=64, heads=4))
+>>> t["weights"].value.shape, t["scaled"].value.shape
+((4, 300, 300), (4, 300, 300))
+>>> bool((t["weights"].value == t["weights"].value.max(-1, keepdims=True)).any(-1).all())
+True
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import threading
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Generic, TypeVar
+
+from attntrace.parallel import pool
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from attntrace.backends.base import Backend
+
+T = TypeVar("T")
+
+#: The steps of the score chain in order; the soft-cap and the mask only when they are on.
+CHAIN: tuple[str, ...] = ("scores", "scaled", "capped", "masked")
+#: Bytes of one (Br, N) block of scores: Br is chosen so that a block stays in the caches.
+BLOCK_BYTES = 1 << 20
+#: Fewer score elements than this run on the calling thread alone (no pool).
+POOL_MIN_NUMEL = 1 << 18
+#: The largest finite value of each dtype (the bound that proves every score finite).
+FINITE_MAX: dict[str, float] = {
+    "float16": 65504.0, "bfloat16": 3.3895313892515355e38,
+    "float32": 3.4028234663852886e38, "float64": 1.7976931348623157e308,
+}
+
+#: ``count(step name, block) -> NaN and ±inf in it`` (the recorder's rule for that step).
+Count = Callable[[str, T], int]
+@dataclass
+class Tally(Generic[T]):
+    """Non-finite values per step, counted block by block by ``count`` (the recorder's rule:
+    NaN and ±inf, or NaN and +inf in the steps that masking fills with -inf)."""
+
+    count: Count[T]
+    found: dict[str, int] = field(default_factory=dict)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def add(self, name: str, block: T) -> None:
+        n = self.count(name, block)
+        with self._lock:  # blocks run on several threads
+            self.found[name] = self.found.get(name, 0) + n
+
+
+#: (index of the leading axes, e.g. (b, head), first query row, last query row + 1).
+Block = tuple[tuple[int, ...], int, int]
+
+
+@dataclass(frozen=True)
+class Rows(Generic[T]):
+    """What every block reads: q (B, h, S, d), k_t (B, h, d, N), v (B, h, N, d), the score
+    scale, the soft-cap and the mask (any shape broadcasting to the scores)."""
+
+    be: Backend[T]
+    q: T
+    k_t: T
+    v: T
+    factor: float
+    cap: float | None = None
+    mask: T | None = None
+    additive: bool = False  # True: scaled + mask; False: where(mask, scaled, -inf)
+    threads: int = 1
+    finite: bool = False  # proven: every score, weight and context value is finite
+
+    @property
+    def chain(self) -> tuple[str, ...]:
+        """The steps of the chain this configuration has, in order."""
+        on = {"capped": self.cap is not None, "masked": self.mask is not None}
+        return tuple(name for name in CHAIN if on.get(name, True))
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        """The scores' shape (B, h, S, N)."""
+        q, k_t = self.be.shape(self.q), self.be.shape(self.k_t)
+        return (*q[:-1], k_t[-1])
+
+    @property
+    def dtype(self) -> str:
+        return self.be.dtype(self.q)
+
+    def block_shape(self, block: Block) -> tuple[int, ...]:
+        """(1, 1, Br, N): the shape of ``block``'s scores."""
+        at, i0, i1 = block
+        return (*(1 for _ in at), i1 - i0, self.shape[-1])
+
+    def blocks(self) -> list[Block]:
+        """Every (lead index, i0, i1) block of query rows; Br rows keep a block cache-sized."""
+        *lead, S, N = self.shape
+        size = max(1, min(S, BLOCK_BYTES // max(1, N * _itemsize(self.dtype))))
+        starts = range(0, S, size)
+        heads = itertools.product(*(range(n) for n in lead))
+        return [(at, i0, min(i0 + size, S)) for at in heads for i0 in starts]
+
+    def scores(self, block: Block, upto: str, tally: Tally[T] | None = None,
+               out: T | None = None) -> T:
+        """Step ``upto`` of the chain for ``block``: (1, 1, Br, N), in ``out`` or a new buffer
+        (or a new one of the soft-cap or a mask); with ``tally``, the non-finite values of
+        each step of the chain are counted."""
+        be, (at, i0, i1) = self.be, block
+        s = be.empty(self.block_shape(block), self.dtype) if out is None else out  # (1, 1, Br, N)
+        be.matmul_into(_pick(be, self.q, at, (i0, i1)), _pick(be, self.k_t, at), s)
+        for name in self.chain:
+            if name == "scaled":
+                s = be.scale_(s, self.factor)  # (1, 1, Br, N)
+            elif name == "capped" and self.cap is not None:
+                s = be.scale(be.tanh(be.scale(s, 1.0 / self.cap)), self.cap)  # C·tanh(s / C)
+            elif name == "masked" and self.mask is not None:
+                s = self._mask(s, _pick(be, self.mask, at, (i0, i1)))  # (1, 1, Br, N)
+            if tally is not None:
+                tally.add(name, s)
+            if name == upto:
+                break
+        return s
+
+    def _mask(self, s: T, mask: T) -> T:
+        if self.additive:
+            return self.be.binary("add", s, mask, inplace=True)
+        return self.be.where(mask, s, -math.inf)
+
+    def run(self, weights: T | None, context: T, tally: Tally[T] | None = None) -> None:
+        """Fill ``context`` (B, h, S, d), and ``weights`` (B, h, S, N) unless None; with
+        ``tally``, count the non-finite values of every step (None: proven all finite)."""
+        be, scratch = self.be, _Scratch(self.be, self.dtype)
+
+        def one(block: Block) -> None:
+            at, i0, i1 = block
+            shape = self.block_shape(block)
+            s = self.scores(block, self.chain[-1], tally, scratch.get("s", shape))  # (1, 1, Br, N)
+            w = scratch.get("w", shape) if weights is None else \
+                _pick(be, weights, at, (i0, i1))  # (1, 1, Br, N)
+            be.softmax_into(s, w)
+            if tally is not None:
+                tally.add("weights", w)
+            be.matmul_into(w, _pick(be, self.v, at), _pick(be, context, at, (i0, i1)))  # (1, 1, Br, d)
+
+        self.each(one)
+
+    def make(self, upto: str) -> T:
+        """The whole step ``upto`` (B, h, S, N), made again block by block: a Lazy recipe."""
+        be = self.be
+        out = be.empty(self.shape, self.dtype)  # (B, h, S, N)
+
+        def one(block: Block) -> None:
+            at, i0, i1 = block
+            be.write(_pick(be, out, at, (i0, i1)), -2, 0, self.scores(block, upto))
+
+        with warnings.catch_warnings():  # NaN and inf are counted, as in trace_attention
+            warnings.simplefilter("ignore", RuntimeWarning)
+            self.each(one)
+        return out
+
+    def each(self, fn: Callable[[Block], None]) -> None:
+        """``fn`` on every block: on the pool when the work is large, each BLAS call on one
+        thread either way (the bits of a block do not depend on the threads)."""
+        work = self.blocks()
+        with self.be.one_thread_each():
+            if self.threads == 1 or math.prod(self.shape) < POOL_MIN_NUMEL:
+                for block in work:
+                    fn(block)
+            else:
+                list(pool(self.threads).map(fn, work))  # re-raises the first error of a block
+
+
+class _Scratch(Generic[T]):
+    """Buffers of each thread, reused from block to block: a new buffer per block would be
+    new memory to map (page faults) every time."""
+
+    def __init__(self, be: Backend[T], dtype: str) -> None:
+        self.be, self.dtype, self._local = be, dtype, threading.local()
+
+    def get(self, key: str, shape: tuple[int, ...]) -> T:
+        """A buffer of ``shape`` (fewer rows than the first request: a view of its first rows)."""
+        have = getattr(self._local, key, None)
+        if have is None or self.be.shape(have)[-2] < shape[-2]:
+            have = self.be.empty(shape, self.dtype)
+            setattr(self._local, key, have)
+        return self.be.narrow(have, -2, 0, shape[-2])
+
+
+def _pick(be: Backend[T], x: T, at: tuple[int, ...], rows: tuple[int, int] | None = None) -> T:
+    """The (1, 1, Br, ·) part of ``x`` (B, h, S, ·) for lead index ``at`` and query ``rows``;
+    an axis of size 1 (a broadcast mask's) or missing stays whole."""
+    shape = be.shape(x)
+    off = len(shape) - (len(at) + 2)  # a mask may have fewer axes than the scores
+    for axis, i in enumerate(at):
+        if axis + off >= 0 and shape[axis + off] != 1:
+            x = be.narrow(x, axis + off, i, i + 1)
+    if rows is not None and len(shape) >= 2 and shape[-2] != 1:
+        x = be.narrow(x, -2, *rows)
+    return x
+
+
+def _itemsize(dtype: str) -> int:
+    from attntrace.config import ELEMENT_BYTES
+
+    return ELEMENT_BYTES[dtype]
+
+
+def prepare(rows: Rows[T]) -> Rows[T]:
+    """``rows`` with ``finite`` set when bounds on q, k and v prove every score, weight and
+    context value finite: |scores| <= d·max|q|·max|k| (half the largest finite value leaves
+    room for rounding), each softmax row of finite scores lies in [0, 1], so |context| <=
+    max|v|. Otherwise (or with a float mask, which adds values of its own) they are counted
+    block by block.
+
+    >>> import numpy as np
+    >>> from attntrace.backends import get_backend
+    >>> q = np.ones((2, 3, 4), dtype=np.float32)  # (h, S, d)
+    >>> prepare(Rows(get_backend("numpy"), q, q.swapaxes(-2, -1), q, 0.5)).finite
+    True
+    >>> prepare(Rows(get_backend("numpy"), q * 1e19, q.swapaxes(-2, -1) * 1e19, q, 0.5)).finite
+    False
+    """
+    be = rows.be
+    q_top, k_top, v_top = (_largest(be.to_numpy(x)) for x in (rows.q, rows.k_t, rows.v))
+    limit, d = FINITE_MAX[rows.dtype] / 2, be.shape(rows.q)[-1]
+    scores = d * q_top * k_top  # NaN or inf when q or k holds one: not proven
+    finite = not rows.additive and bool(
+        scores < limit and scores * rows.factor < limit and v_top < limit)
+    return replace(rows, finite=finite)
+
+
+def _largest(a: np.ndarray | None) -> float:
+    """The largest |a|: NaN when ``a`` holds one, 0 when it is empty."""
+    if a is None or a.size == 0:
+        return 0.0
+    return float(max(a.max(), -a.min()))  # two passes, no temporary

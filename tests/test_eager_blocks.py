@@ -1,0 +1,152 @@
+"""Eager attention made block by block (attntrace.eager): the same values as torch's own
+attention for every mask kind, the same bits whatever is kept and on any number of threads,
+and recipes that give back exactly what the softmax read. Small blocks make every test cross
+block edges (a block is a few query rows here, 128 at S = N = 2048 in float32)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from attntrace import AttentionConfig, trace_attention
+from attntrace.backends.numpy_backend import NumpyBackend
+
+torch = pytest.importorskip("torch")
+F = torch.nn.functional
+
+
+@pytest.fixture(autouse=True)
+def small_blocks(monkeypatch: pytest.MonkeyPatch) -> None:
+    from attntrace import eager
+
+    monkeypatch.setattr(eager, "BLOCK_BYTES", 512)  # 3 to 16 query rows a block here
+    monkeypatch.setattr(eager, "POOL_MIN_NUMEL", 0)  # the thread pool, even for these sizes
+
+
+USER = np.tril(np.ones((40, 40), dtype=bool), 3)  # (S, N), every row keeps a key
+MASKS = {
+    "none": ({}, None),
+    "causal": ({"causal": True}, None),
+    "window": ({"causal": True, "window": 7}, None),
+    "key padding": ({"key_lengths": (40, 23)}, None),
+    "user bool": ({}, USER),
+    "user float": ({}, np.where(USER, np.linspace(-1, 1, 40, dtype=np.float32), -np.inf)),
+}
+
+
+def _keep(cfg: AttentionConfig, mask: np.ndarray | None) -> np.ndarray | None:
+    """The combined mask as SDPA takes it: (B, 1, S, N) booleans (True = attend) or floats."""
+    S = N = cfg.seq
+    i, j = np.arange(S)[:, None], np.arange(N)[None, :]
+    keep = np.ones((cfg.batch or 1, 1, S, N), dtype=bool)
+    if cfg.causal:
+        keep &= j <= i
+    if cfg.window is not None:
+        keep &= j > i - cfg.window
+    if cfg.key_lengths is not None:
+        keep &= j < np.asarray(cfg.key_lengths)[:, None, None, None]
+    if mask is not None and mask.dtype == bool:
+        keep &= mask
+    if mask is not None and mask.dtype != bool:
+        return np.where(keep, 0.0, -np.inf).astype(np.float32) + mask
+    return keep if (cfg.causal or cfg.window or cfg.key_lengths or mask is not None) else None
+
+
+@pytest.mark.parametrize("kind", list(MASKS))
+def test_every_mask_kind_equals_torch_sdpa(kind: str) -> None:
+    options, mask = MASKS[kind]
+    cfg = AttentionConfig(batch=2, seq=40, hidden=32, heads=4, kv_heads=2, **options)
+    t = trace_attention(cfg, mask=mask)
+    q, k, v = (torch.from_numpy(t[n].value) for n in ("q", "k_rep", "v_rep"))  # (B, h, S, d)
+    keep = _keep(cfg, mask)
+    ref = F.scaled_dot_product_attention(q, k, v, attn_mask=None if keep is None else torch.from_numpy(keep))
+    np.testing.assert_allclose(t["context"].value, ref.numpy(), rtol=1e-5, atol=1e-6)
+    probs = torch.softmax(q @ k.transpose(-2, -1) / np.sqrt(cfg.head_dim) + (
+        0 if keep is None else torch.from_numpy(np.where(keep, 0.0, -np.inf) if keep.dtype == bool else keep)), -1)
+    np.testing.assert_allclose(t["weights"].value, probs.numpy(), rtol=1e-5, atol=1e-6)
+
+
+def test_float64_equals_multihead_attention_to_the_last_digits() -> None:
+    cfg = AttentionConfig(batch=2, seq=40, hidden=16, heads=2, dtype="float64")
+    t = trace_attention(cfg)
+    p = {name: torch.from_numpy(v) for name, v in t.params.items()}
+    mha = torch.nn.MultiheadAttention(16, 2, batch_first=True, dtype=torch.float64).eval()
+    with torch.no_grad():
+        mha.in_proj_weight.copy_(torch.cat([p["w_q"], p["w_k"], p["w_v"]]))
+        mha.in_proj_bias.copy_(torch.cat([p["b_q"], p["b_k"], p["b_v"]]))
+        mha.out_proj.weight.copy_(p["w_o"])
+        mha.out_proj.bias.copy_(p["b_o"])
+        x = torch.from_numpy(t["x"].value)
+        out, weights = mha(x, x, x, need_weights=True, average_attn_weights=False)
+    np.testing.assert_allclose(t["output"].value, out.numpy(), rtol=1e-12, atol=1e-13)
+    np.testing.assert_allclose(t["weights"].value, weights.numpy(), rtol=1e-12, atol=1e-13)
+
+
+@pytest.mark.parametrize("backend", ["numpy", "torch"])
+@pytest.mark.parametrize("kind", ["none", "causal", "user float"])
+def test_the_same_bits_whatever_is_kept_and_on_any_number_of_threads(backend: str, kind: str) -> None:
+    options, mask = MASKS[kind]
+    cfg = AttentionConfig(batch=2, seq=40, hidden=32, heads=4, softcap=20.0, **options)
+    every = trace_attention(cfg, backend, mask=mask)
+    for keep, threads in ((False, 1), ({"output"}, 2), (True, 3)):
+        other = trace_attention(cfg, backend, mask=mask, keep_values=keep, threads=threads)
+        got = other["output"].value if keep else None
+        if got is not None:
+            np.testing.assert_array_equal(got, every["output"].value)
+        assert [(s.name, s.flops, s.inputs, s.nonfinite) for s in other] == \
+            [(s.name, s.flops, s.inputs, s.nonfinite) for s in every]
+    only = trace_attention(cfg, backend, mask=mask, keep_values={"output"}, threads=1)
+    np.testing.assert_array_equal(only["output"].value, every["output"].value)
+
+
+@pytest.mark.parametrize("backend", ["numpy", "torch"])
+def test_recipes_give_back_exactly_what_the_softmax_read(backend: str) -> None:
+    options, mask = MASKS["user bool"]
+    cfg = AttentionConfig(batch=2, seq=40, hidden=32, heads=4, softcap=20.0, scale=0.3, **options)
+    t = trace_attention(cfg, backend, mask=mask)
+    scores, scaled, capped, masked = (t[n].value for n in ("scores", "scaled", "capped", "masked"))
+    np.testing.assert_array_equal(scaled, scores * np.float32(0.3))
+    if backend == "numpy":
+        np.testing.assert_array_equal(capped, np.tanh(scaled * np.float32(1 / 20.0)) * np.float32(20.0))
+    else:
+        np.testing.assert_array_equal(capped, (torch.tanh(torch.from_numpy(scaled) * (1 / 20.0)) * 20.0).numpy())
+    np.testing.assert_array_equal(masked, np.where(mask, capped, -np.inf))
+    softmax = NumpyBackend().softmax(masked) if backend == "numpy" else torch.softmax(torch.from_numpy(masked), -1).numpy()
+    np.testing.assert_array_equal(t["weights"].value, softmax)
+    q, k_t = t["q"].value, np.swapaxes(t["k"].value, -2, -1)
+    np.testing.assert_allclose(scores, np.matmul(q, k_t), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("backend", ["numpy", "torch"])
+def test_rows_without_any_key_get_zero_weights(backend: str) -> None:
+    user = np.ones((40, 40), dtype=bool)
+    user[5] = False  # query 5 sees no key
+    cfg = AttentionConfig(batch=2, seq=40, hidden=16, heads=2)
+    with pytest.warns(UserWarning, match="4 query row"):
+        t = trace_attention(cfg, backend, mask=user)
+    assert not t["weights"].value[:, :, 5].any()
+    assert not t["context"].value[:, :, 5].any()
+    assert t.first_nonfinite is None
+
+
+def test_non_finite_values_are_counted_step_by_step() -> None:
+    cfg = AttentionConfig(seq=40, hidden=16, heads=2)
+    x = np.random.default_rng(0).standard_normal((40, 16)).astype(np.float32)
+    x[3, 0] = np.inf  # query and key 3: inf in q and k, then NaN in their scores
+    t = trace_attention(cfg, tensors={"x": x})
+    for name in ("scores", "scaled", "weights"):
+        value = t[name].value
+        assert t[name].nonfinite == value.size - np.count_nonzero(np.isfinite(value)) > 0
+    assert t.first_nonfinite is not None
+    assert t.first_nonfinite.name == "x"
+    assert t["context"].nonfinite > 0
+    assert t["output"].nonfinite > 0
+
+
+def test_the_records_are_those_of_the_shape_backend() -> None:
+    cfg = AttentionConfig(batch=2, seq=40, hidden=32, heads=4, kv_heads=2, causal=True, softcap=30.0,
+                          rope=True, qk_norm="head")
+    computed, shapes = trace_attention(cfg), trace_attention(cfg, "shape")
+    fields = [(s.name, s.shape, s.op, s.axes, s.view, s.flops, s.terms, s.inputs) for s in shapes]
+    assert [(s.name, s.shape, s.op, s.axes, s.view, s.flops, s.terms, s.inputs) for s in computed] == fields
+    assert computed.peak_bytes == shapes.peak_bytes
