@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from attntrace import AttentionConfig, ConfigError, trace_attention
-from attntrace.flash import FLASH_MASK_STEPS, FLASH_STEPS, blocks, skipped_tiles, tiles
+from attntrace.flash import FLASH_MASK_STEPS, FLASH_STEPS, FLASH_VARIANT_STEPS, blocks, skipped_tiles, tiles
 from attntrace.masks import MaskWarning
 
 
@@ -312,3 +312,51 @@ def test_finite_inputs_are_proven_finite_by_the_bound() -> None:
     nan = ones.copy()
     nan[0, 0, 0, 0] = np.nan
     assert not _surely_finite(cfg, be, ones, ones, nan, None)
+
+
+# --- --softcap and --relative-bias in the tiles ---------------------------------------------------
+
+TILE_VARIANTS: dict[str, dict[str, object]] = {
+    "softcap": {"softcap": 0.7},
+    "softcap causal window": {"softcap": 2.0, "causal": True, "window": 4},
+    "relative": {"relative_bias": "8,16", "scale": 1.0, "bias": False},
+    "relative causal padding": {"relative_bias": "8,5,causal", "causal": True, "key_lengths": (11, 6)},
+    "both": {"softcap": 1.5, "relative_bias": "16,32", "window": 5},
+}
+
+
+@pytest.mark.parametrize("block", [None, 1, 3, 4])
+@pytest.mark.parametrize("case", list(TILE_VARIANTS))
+def test_softcap_and_relative_bias_tiles_equal_eager(compute_backend: str, case: str, block: int | None) -> None:
+    fields = {"batch": 2, "seq": 11, "hidden": 16, "heads": 4, "dtype": "float64", **TILE_VARIANTS[case]}
+    flash = AttentionConfig(**fields, algorithm="flash", block_size=block)  # type: ignore[arg-type]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", MaskWarning)
+        want = trace_attention(AttentionConfig(**fields), compute_backend)  # type: ignore[arg-type]
+        got = trace_attention(flash, compute_backend)
+        shapes = trace_attention(flash, "shape")
+    np.testing.assert_allclose(got["output"].value, want["output"].value, rtol=1e-12, atol=1e-12)
+    assert got.notes == want.notes
+    on = [n for n, field in zip(FLASH_VARIANT_STEPS, ("softcap", "relative_bias", "relative_bias"), strict=True)
+          if field in fields]
+    names = got.names
+    assert names[names.index("s_tile") + 1:names.index("s_tile") + 1 + len(on)] == tuple(on)
+    assert "position_bias" not in names  # nothing (S, N) wide
+    assert "rel_onehot" not in names
+    if "bias_tile" in names:
+        Br, Bc = flash.blocks
+        assert got["bias_tile"].shape == (4, Br, Bc)
+        assert got["bias_tile"].inputs == ("rel_bias",)
+        assert got["s_biased"].op == f"{'s_capped' if 'softcap' in fields else 's_tile'} + bias_tile"
+    if "s_capped" in names:
+        assert got["s_capped"].op.startswith(f"{fields['softcap']:g} * tanh(s_tile")
+    fields_of = ("name", "shape", "axes", "repeat", "flops", "inputs", "op")
+    assert [[getattr(s, f) for f in fields_of] for s in shapes] == [[getattr(s, f) for f in fields_of] for s in got]
+
+
+def test_relative_bias_tile_costs_a_pick_per_bucket() -> None:
+    cfg = AttentionConfig(seq=8, hidden=16, heads=4, relative_bias="8,16", algorithm="flash", block_size=4)
+    trace = trace_attention(cfg, "shape")
+    assert trace["bias_tile"].repeat == 4
+    assert trace["bias_tile"].flops == 2 * 8 * 8 * 8 * 4  # onehot (Br, Bc, 8) @ table (8, h), every tile
+    assert trace["s_biased"].flops == 4 * 8 * 8

@@ -139,7 +139,8 @@ def trace_attention(
         _check_tiles(config, shapes)
     # flash: none
     whole_mask = {"mask": plan.source} if plan and config.algorithm == "eager" else {}
-    seeded = {**random_sources(config), **rope_sources(config), **relative_sources(config),
+    relative = relative_sources(config) if config.algorithm == "eager" else {}  # flash: per tile
+    seeded = {**random_sources(config), **rope_sources(config), **relative,
               **whole_mask}
     sources = with_tensors(config, seeded, tensors or {})
     keep = keep_values if be.computes else False
@@ -250,7 +251,8 @@ def _attend(config: AttentionConfig, be: Backend[T], rec: _Recorder[T], t: Mappi
 
         if plan is not None:
             _declare_mask(config, rec, lay, plan)  # (B, 1, S, N), made tile by tile
-        context = flash_context(config, be, rec, q, k, v, plan)  # (B, h, S, d), tile by tile
+        table = p.get("rel_bias")  # T5's (buckets, h), or None
+        context = flash_context(config, be, rec, q, k, v, plan, table)  # (B, h, S, d), tile by tile
     elif config.relative_bias is None and not rec.replace:
         context = _attend_rows(config, be, rec, lay, q, k, v, t.get("mask"), plan)  # (B, h, S, d)
     else:  # whole (S, N) steps: T5's bias table, or a step replaced by attntrace diff

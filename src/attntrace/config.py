@@ -154,11 +154,6 @@ class AttentionConfig:
             from attntrace.relative import parse_relative_bias
 
             parse_relative_bias(self.relative_bias)
-            if self.algorithm == "flash":
-                raise ConfigError("--relative-bias is not in the flash algorithm yet; "
-                                  "use --algorithm eager")
-        if c is not None and self.algorithm == "flash":
-            raise ConfigError("--softcap is not in the flash algorithm yet; use --algorithm eager")
 
     def _check_sizes(self) -> None:
         for option, value in (("batch", self.batch), ("seq", self.seq), ("hidden", self.hidden),

@@ -41,7 +41,7 @@ from attntrace.config import AttentionConfig
 
 if TYPE_CHECKING:
     from attntrace.attention import _Recorder
-    from attntrace.backends.base import Backend
+    from attntrace.backends.base import Backend, Source
     from attntrace.masks import MaskPlan
 
 T = TypeVar("T")
@@ -54,6 +54,11 @@ FLASH_STEPS: tuple[str, ...] = (
 #: Steps a mask adds to each tile, after ``s_tile`` (the whole ``mask`` step comes before
 #: ``context``).
 FLASH_MASK_STEPS: tuple[str, ...] = ("mask_tile", "s_masked")
+#: Steps --softcap and --relative-bias add to each tile, in this order after ``s_tile`` (before
+#: the mask's), as eager's ``capped``, ``position_bias`` and ``biased``.
+FLASH_VARIANT_STEPS: tuple[str, ...] = ("s_capped", "bias_tile", "s_biased")
+#: Every step a tile may record.
+TILE_STEPS: tuple[str, ...] = (*FLASH_STEPS, *FLASH_VARIANT_STEPS, *FLASH_MASK_STEPS)
 
 #: The most negative finite value of each dtype: the start of the running max ``m``.
 LOWEST: dict[str, float] = {
@@ -256,6 +261,9 @@ class _Flash(Generic[T]):
     s_op: str  # how the trace writes s_tile
     inplace: bool  # reuse tile buffers (only when no tile value is kept)
     plan: MaskPlan | None = None  # the mask's rules: each tile's mask is made from them
+    cap: float | None = None  # --softcap C
+    table: T | None = None  # T5's rel_bias (buckets, h), with ``onehot`` the buckets of a tile
+    onehot: Callable[[int, int, int, int], Source] | None = field(default=None, repr=False)
     rest: _Flash[T] | None = field(default=None, repr=False)  # for the tiles after the first
 
     def ax(self, *letters: str) -> tuple[str, ...]:
@@ -272,9 +280,10 @@ class _Flash(Generic[T]):
 
 
 def flash_context(config: AttentionConfig, be: Backend[T], rec: _Recorder[T], q: T, k: T, v: T,
-                  plan: MaskPlan | None = None) -> T:
+                  plan: MaskPlan | None = None, table: T | None = None) -> T:
     """context (B, h, S, d) from q (B, h, S, d), k, v (B, h, N, d), query block by query block;
-    the mask of ``plan`` is made and applied tile by tile (never whole).
+    the mask of ``plan`` is made and applied tile by tile (never whole), as are --softcap and
+    T5's relative bias (``table``: rel_bias (buckets, h)).
 
     >>> from attntrace import AttentionConfig, trace_attention
     >>> cfg = AttentionConfig(seq=300, hidden=64, heads=4, algorithm="flash", block_size=128)
@@ -289,9 +298,10 @@ def flash_context(config: AttentionConfig, be: Backend[T], rec: _Recorder[T], q:
     """
     d, scale = config.head_dim, config.scale
     scale_op = f"q_block / sqrt({d})" if scale is None else f"q_block * {scale:g}"
-    keeps = any(rec.keeps(n) for n in (*FLASH_STEPS, *FLASH_MASK_STEPS))
+    keeps = any(rec.keeps(n) for n in TILE_STEPS)
     s_op = "q_scaled @ k_block_t" + _skipped_op(config)
-    f = _Flash(be, rec, q, k, v, config.score_scale, scale_op, s_op, not keeps, plan)
+    f = _Flash(be, rec, q, k, v, config.score_scale, scale_op, s_op, not keeps, plan,
+               config.softcap, table, _onehot(config))
     zeros = be.full(be.shape(q), 0.0, be.dtype(q))  # (B, h, S, d)
     out = rec.step("context", zeros, "zeros(B, h, S, d), filled by o_block", f.ax("S", "d"))
     rows, cols = config.blocks
@@ -301,7 +311,7 @@ def flash_context(config: AttentionConfig, be: Backend[T], rec: _Recorder[T], q:
         for block in work:
             _run(f, out, block)
         return out
-    quiet = _Quiet(rec, count=not _surely_finite(config, rec.be, q, k, v, plan))
+    quiet = _Quiet(rec, count=not _surely_finite(config, rec.be, (q, k, v, table), plan))
     plain = rec.be  # no meter: the totals come from the shape trace
     # the first block's other tiles: values kept as asked, named as inputs of o_block
     f.rest = replace(f, be=plain, rec=quiet.registering())
@@ -319,27 +329,39 @@ def flash_context(config: AttentionConfig, be: Backend[T], rec: _Recorder[T], q:
     return out
 
 
+def _onehot(config: AttentionConfig) -> Callable[[int, int, int, int], Source] | None:
+    """The one-hot tile of T5's buckets, when --relative-bias is on."""
+    if config.relative_bias is None:
+        return None
+    from attntrace.relative import onehot_tile
+
+    return onehot_tile(config)
+
+
 def _tile_steps(rec: _Recorder[Any]) -> tuple[str, ...]:
     """The steps flash records once per tile or block (all of them but ``context``)."""
-    return tuple(n for n in (*FLASH_STEPS, *FLASH_MASK_STEPS) if n != "context" and rec.has(n))
+    return tuple(n for n in TILE_STEPS if n != "context" and rec.has(n))
 
 
-def _surely_finite(config: AttentionConfig, be: Backend[T], q: T, k: T, v: T,
+def _surely_finite(config: AttentionConfig, be: Backend[T], tensors: tuple[T | None, ...],
                    plan: MaskPlan | None) -> bool:
-    """Whether no tile step can hold NaN or inf, by a bound: q, k, v finite, no score beyond a
-    quarter of the dtype's range (|s| <= d * max|q| * scale * max|k|), nor the output sum
+    """Whether no tile step can hold NaN or inf, by a bound on ``tensors`` = q, k, v and T5's
+    table (or None): all finite, no score beyond a quarter of the dtype's range
+    (|s| <= d * max|q| * scale * max|k| + max|table|), nor the output sum
     (|o| <= (N + 1) * max|v|); a float --mask file is not bounded (its tiles are counted)."""
     if plan is not None and plan.additive:
         return False
-    arrays = [be.to_numpy(t) for t in (q, k, v)]
+    arrays = [be.to_numpy(t) if t is not None else None for t in tensors]
+    if any(a is None for a in arrays[:3]):
+        return False
     tops = [max(float(a.max()), -float(a.min())) if a is not None and a.size else 0.0
             for a in arrays]  # NaN or inf when the array holds one
-    if any(a is None for a in arrays) or not all(math.isfinite(t) for t in tops):
+    if not all(math.isfinite(t) for t in tops):
         return False
     limit = -LOWEST[config.dtype] / 4
-    q_top, k_top, v_top = tops
-    return (config.head_dim * q_top * config.score_scale * k_top < limit
-            and (config.keys + 1) * max(v_top, 1.0) < limit)
+    q_top, k_top, v_top, *table = tops
+    score = config.head_dim * q_top * config.score_scale * k_top + sum(table)
+    return score < limit and (config.keys + 1) * max(v_top, 1.0) < limit
 
 
 def _run(f: _Flash[T], out: T, block: tuple[Block, list[Block]]) -> None:
@@ -399,6 +421,10 @@ def _tile(f: _Flash[T], q_scaled: T, state: tuple[T, T, T], box: tuple[int, int,
     s = be.matmul(q_scaled, k_block_t)  # (B, h, Br, Bc)
     s = rec.step("s_tile", s, f.s_op, f.ax("Br", "Bc"), times=times)
     s_name = "s_tile"
+    if f.cap is not None:
+        s, s_name = _capped(f, s, f.cap, times), "s_capped"  # (B, h, Br, Bc)
+    if f.onehot is not None:
+        s, s_name = _biased(f, s, s_name, box, times), "s_biased"  # (B, h, Br, Bc)
     if f.plan is not None:
         s, s_name = _mask_tile(f, s, box, times), "s_masked"  # (B, h, Br, Bc), -inf where masked
     m = be.binary("maximum", m_old, be.reduce_max(s))  # (B, h, Br)
@@ -436,3 +462,26 @@ def _mask_tile(f: _Flash[T], s: T, box: tuple[int, int, int, int], times: int) -
     kept = be.where(tile, s, -math.inf, inplace=f.inplace)  # (B, h, Br, Bc)
     return rec.step("s_masked", kept, "where(mask_tile, s_tile, -inf)", f.ax("Br", "Bc"),
                     times=times)
+
+
+def _capped(f: _Flash[T], s: T, cap: float, times: int) -> T:
+    """Logit soft-capping (Gemma 2) of the tile: C * tanh(s_tile / C), before the mask."""
+    be = f.be
+    capped = be.scale(be.tanh(be.scale(s, 1.0 / cap)), cap)  # (B, h, Br, Bc)
+    op = f"{cap:g} * tanh(s_tile / {cap:g})"
+    return f.rec.step("s_capped", capped, op, f.ax("Br", "Bc"), times=times)
+
+
+def _biased(f: _Flash[T], s: T, s_name: str, box: tuple[int, int, int, int], times: int) -> T:
+    """T5's relative bias of the tile: the table's row of each (query, key) bucket, the buckets
+    made from the rule for the tile's rows and keys, added to the tile scores."""
+    be, rec = f.be, f.rec
+    assert f.onehot is not None  # a bug, not user input
+    assert f.table is not None
+    onehot = be.tensor(f.onehot(*box))  # (Br, Bc, buckets), an input as eager's rel_onehot
+    picked = be.matmul(onehot, f.table)  # (Br, Bc, buckets) @ (buckets, h) -> (Br, Bc, h)
+    bias = be.transpose(be.transpose(picked, 0, 2), 1, 2)  # (h, Br, Bc)
+    op = "rel_bias[bucket(j - i)].permute(2, 0, 1)"
+    bias = rec.step("bias_tile", bias, op, ("h", "Br", "Bc"), times=times)
+    biased = be.binary("add", s, bias, inplace=f.inplace)  # (B, h, Br, Bc)
+    return rec.step("s_biased", biased, f"{s_name} + bias_tile", f.ax("Br", "Bc"), times=times)
