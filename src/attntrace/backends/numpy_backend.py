@@ -93,7 +93,11 @@ class NumpyBackend(Backend[np.ndarray]):
 
 
 
-    def where(self, keep: np.ndarray, x: np.ndarray, fill: float) -> np.ndarray:
+    def where(self, keep: np.ndarray, x: np.ndarray, fill: float, *,
+              inplace: bool = False) -> np.ndarray:
+        if inplace:
+            np.copyto(x, x.dtype.type(fill), where=~keep)
+            return x
         out: np.ndarray = np.where(keep, x, x.dtype.type(fill))
         return out
 

@@ -39,7 +39,7 @@ def sweep(
     dtype: opt.DType = opt.DTypeName.float32,
     backend: SweepBackend = opt.BackendName.shape,
     algorithms: Algorithms = None,
-    block_size: opt.BlockSize = 128,
+    block_size: opt.BlockSize = None,
     count: opt.Count = opt.CountName.flops,
     max_memory: opt.MaxMemory = None,
     layers: opt.Layers = None,
