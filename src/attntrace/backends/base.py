@@ -103,8 +103,9 @@ class Backend(ABC, Generic[T]):
         return self.binary("mul", a, b)
 
     @abstractmethod
-    def where(self, keep: T, x: T, fill: float) -> T:
-        """``x`` where the boolean ``keep`` is True, else ``fill`` (``keep`` broadcasts to ``x``).
+    def where(self, keep: T, x: T, fill: float, *, inplace: bool = False) -> T:
+        """``x`` where the boolean ``keep`` is True, else ``fill`` (``keep`` broadcasts to ``x``;
+        into the memory of ``x`` when ``inplace``).
 
         The polarity is that of SDPA's boolean mask: True = attend."""
 
@@ -155,6 +156,12 @@ class Backend(ABC, Generic[T]):
         """A tensor of ``shape`` that holds no memory of its own (one zero, broadcast): it
         stands for a step whose values are made block by block elsewhere."""
         return self.full(shape, 0.0, dtype)
+
+    def contiguous(self, x: T) -> T:
+        """``x`` in a buffer of its own, in row-major order (BLAS reads it faster)."""
+        out = self.empty(self.shape(x), self.dtype(x))
+        self.write(out, 0, 0, x)
+        return out
 
     def matmul_into(self, a: T, b: T, out: T) -> None:
         """``out[...] = a @ b`` (:meth:`matmul`'s bits), in the memory of ``out``."""
