@@ -306,12 +306,12 @@ def test_finite_inputs_are_proven_finite_by_the_bound() -> None:
 
     be, ones = get_backend("numpy"), np.ones((1, 2, 4, 8), dtype=np.float16)
     cfg = AttentionConfig(seq=4, hidden=16, heads=2, dtype="float16")
-    assert _surely_finite(cfg, be, ones, ones, ones, None)
+    assert _surely_finite(cfg, be, (ones, ones, ones, None), None)
     big = ones * 200  # |s| may reach 8 * 200 * 200 / sqrt(8) = 113137 > 65504
-    assert not _surely_finite(cfg, be, big, big, ones, None)
+    assert not _surely_finite(cfg, be, (big, big, ones, None), None)
     nan = ones.copy()
     nan[0, 0, 0, 0] = np.nan
-    assert not _surely_finite(cfg, be, ones, ones, nan, None)
+    assert not _surely_finite(cfg, be, (ones, ones, nan, None), None)
 
 
 # --- --softcap and --relative-bias in the tiles ---------------------------------------------------
