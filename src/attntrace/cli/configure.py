@@ -73,8 +73,9 @@ def resolve_options(*, preset: str | None = None, hf_config: Path | None = None,
     from attntrace.presets import resolve_fields
 
     model_dir, layer = options.pop("model_dir", None), options.pop("layer", None)
+    prefix = options.pop("layer_prefix", None)
     fields, _ = resolve_fields(preset=preset, hf_config=hf_config, model_dir=model_dir, layer=layer,
-                               **option_fields(**options))
+                               layer_prefix=prefix, **option_fields(**options))
     config = AttentionConfig(**fields)
     check_rope_base(options.get("rope_base"), config)
     return config

@@ -29,7 +29,10 @@ def model_fields(path: Path, layer: int | None, prefix: str | None = None) -> di
     >>> f["hidden"], f["heads"], f["causal"], f["rope"], f["rope_style"]
     (8, 2, True, False, 'half')
     """
-    return _fields(path, folder_config(path), layer, prefix)
+    config = folder_config(path)
+    if prefix is None and config.get("is_encoder_decoder"):  # encoder or decoder: weights say
+        prefix = _prefix(path, open_folder(path).arrays(), 0 if layer is None else layer)
+    return _fields(path, config, layer, prefix)
 
 
 #: The decoder stack of an encoder-decoder checkpoint (T5): its self-attention is causal.
