@@ -111,11 +111,17 @@ def test_t5_cross_attention_from_the_folder_with_the_encoders_states(tmp_path: P
                     tmp_path / "x.npy")
     assert result.exit_code == 2
     assert "T5's cross-attention" in result.stderr
-    assert "add --kv-seq N" in result.stderr
+    assert "--input-kv FILE.npy" in result.stderr
+    assert "--kv-seq N" in result.stderr
     result = invoke("run", "--model", tmp_path, "--layer-prefix", prefix, "--input",
                     tmp_path / "x.npy", "--kv-seq", 6, "-f", "json")
     assert result.exit_code == 0, result.output
     assert '"name": "x_kv"' in result.stdout
+    np.save(tmp_path / "x_kv.npy", got["x_kv"].astype(np.float32))  # the encoder's states
+    out = run_saved(tmp_path, got["x"], "--layer-prefix", prefix, "--input-kv",
+                    tmp_path / "x_kv.npy", "--key-lengths", "6,4")
+    np.testing.assert_allclose(out["weights"], got["weights"], atol=1e-5)
+    np.testing.assert_allclose(out["output"], got["output"], atol=1e-5)
 
 
 FALCON = {"vocab_size": 32, "hidden_size": 16, "num_attention_heads": 4, "num_hidden_layers": 2}

@@ -59,8 +59,8 @@ def check_cross(loaded: LoadedWeights, kv_seq: int | None) -> None:
     if loaded.scheme == T5_CROSS_SCHEME and kv_seq is None:
         raise ConfigError(
             f"{loaded.prefix}EncDecAttention is T5's cross-attention: its keys and values come "
-            "from the encoder's output; add --kv-seq N (the encoder's length; x_kv is seeded, "
-            "the Python API takes the encoder's states as tensors={'x_kv': ...})"
+            "from the encoder's output; give it with --input-kv FILE.npy (B, N, M), or add "
+            "--kv-seq N for its length alone (x_kv is then seeded)"
         )
 
 
