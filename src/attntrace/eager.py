@@ -50,6 +50,8 @@ FINITE_MAX: dict[str, float] = {
 
 #: ``count(step name, block) -> NaN and ±inf in it`` (the recorder's rule for that step).
 Count = Callable[[str, T], int]
+
+
 @dataclass
 class Tally(Generic[T]):
     """Non-finite values per step, counted block by block by ``count`` (the recorder's rule:
