@@ -179,7 +179,8 @@ class Rows(Generic[T]):
         thread either way (the bits of a block do not depend on the threads)."""
         work = self.blocks()
         with self.be.one_thread_each():
-            if self.threads == 1 or math.prod(self.shape) < POOL_MIN_NUMEL:
+            inside = threading.current_thread().name.startswith("attntrace")  # a pool worker
+            if self.threads == 1 or inside or math.prod(self.shape) < POOL_MIN_NUMEL:
                 for block in work:
                     fn(block)
             else:
