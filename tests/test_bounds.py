@@ -13,7 +13,7 @@ import pytest
 
 from attntrace import AttentionConfig, trace_attention
 from attntrace.errors import MemoryBudgetError
-from attntrace.flash import _clamped_sum, skipped_tiles, tiles
+from attntrace.flash import _clamped_floor_sum, skipped_tiles, tiles
 from hostile import invoke
 
 
@@ -53,16 +53,19 @@ def test_huge_and_exploding_values_are_one_line(args: list[str], message: str) -
     assert message in outcome.err
 
 
-def test_clamped_sum_is_the_sum() -> None:
-    for first, count, top in itertools.product(range(-6, 9), range(9), range(7)):
-        assert _clamped_sum(first, count, top) == sum(min(top, max(0, t)) for t in range(first, first + count))
+def test_clamped_floor_sum_is_the_sum() -> None:
+    for n, a, c, m, top in itertools.product(range(7), range(1, 5), range(-9, 9), range(1, 5), range(5)):
+        want = sum(min(top, max(0, (a * i + c) // m)) for i in range(n))
+        assert _clamped_floor_sum(n, a, c, m, top) == want, (n, a, c, m, top)
 
 
+@pytest.mark.parametrize("window", [None, 1, 3])
 @pytest.mark.parametrize("causal", [False, True])
-def test_grouped_tiles_count_what_every_tile_counts(causal: bool) -> None:
-    for seq, keys, size in itertools.product(range(1, 13), range(1, 13), range(1, 6)):
-        every = sum(n for _, kv in tiles(seq, keys, size, causal=causal) for *_, n in kv)
-        grouped = sum(n for _, kv in tiles(seq, keys, size, causal=causal, every=False) for *_, n in kv)
+def test_grouped_tiles_count_what_every_tile_counts(causal: bool, window: int | None) -> None:
+    for seq, keys, size, key_size in itertools.product(range(1, 13), range(1, 13), range(1, 6), (None, 2, 5)):
+        kw = {"causal": causal, "window": window, "key_size": key_size}
+        every = sum(n for _, kv in tiles(seq, keys, size, **kw) for *_, n in kv)  # type: ignore[arg-type]
+        grouped = sum(n for _, kv in tiles(seq, keys, size, every=False, **kw) for *_, n in kv)  # type: ignore[arg-type]
         assert every == grouped
 
 

@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from attntrace import AttentionConfig, ConfigError, trace_attention
-from attntrace.flash import FLASH_MASK_STEPS, FLASH_STEPS, blocks, skipped_tiles, tiles
+from attntrace.flash import FLASH_MASK_STEPS, FLASH_STEPS, FLASH_VARIANT_STEPS, blocks, skipped_tiles, tiles
 from attntrace.masks import MaskWarning
 
 
@@ -107,6 +107,10 @@ MASKED: dict[str, dict[str, object]] = {  # name: config fields
     "cross short causal": {"seq": 9, "kv_seq": 4, "causal": True},
     "gqa causal": {"batch": 2, "seq": 7, "heads": 4, "kv_heads": 2, "causal": True, "rope": True},
     "mqa padding": {"batch": 2, "seq": 7, "heads": 4, "kv_heads": 1, "key_lengths": (4, 6)},
+    "window": {"batch": 2, "seq": 9, "window": 3},
+    "causal window": {"seq": 9, "causal": True, "window": 2, "key_lengths": None},
+    "causal window+padding": {"batch": 2, "seq": 9, "causal": True, "window": 4, "key_lengths": (9, 5)},
+    "cross window": {"seq": 6, "kv_seq": 9, "window": 2},
 }
 
 
@@ -225,3 +229,134 @@ def test_run_command_traces_flash_with_a_mask_file(tmp_path: object) -> None:
     assert result.exit_code == 0, result.output
     assert '"mask_tile"' in result.stdout
     assert '"s_masked"' in result.stdout
+
+
+# --- default tiles and --window ------------------------------------------------------------------
+
+
+def test_default_tiles_fill_two_mib_and_equal_eager(compute_backend: str) -> None:
+    fields = {"batch": 2, "seq": 300, "hidden": 64, "heads": 2, "dtype": "float64", "causal": True}
+    flash = AttentionConfig(**fields, algorithm="flash")  # type: ignore[arg-type]
+    assert flash.tile_sizes() == {"Br": 128, "Bc": 300}  # (B, h, Br, N): 2 * 2 * 128 * 300 * 8 bytes < 2 MiB
+    # 2 * 2 * 128 * 512 * 8 bytes = 2 MiB
+    assert AttentionConfig(**{**fields, "seq": 4096}, algorithm="flash").tile_sizes() == {"Br": 128, "Bc": 512}  # type: ignore[arg-type]
+    assert AttentionConfig(**fields, algorithm="flash", block_size=7).tile_sizes() == {"Br": 7, "Bc": 7}  # type: ignore[arg-type]
+    want = trace_attention(AttentionConfig(**fields), compute_backend)  # type: ignore[arg-type]
+    got = trace_attention(flash, compute_backend)
+    assert got["s_tile"].shape == (2, 2, 128, 300)
+    assert got["s_tile"].repeat == 3
+    np.testing.assert_allclose(got["output"].value, want["output"].value, rtol=1e-12, atol=1e-12)
+
+
+def _band_tiles(seq: int, keys: int, rows: int, cols: int, window: int, causal: bool) -> int:
+    """Tiles holding a (query, key) pair inside the band, by brute force over every pair."""
+    from attntrace.masks import window_band
+
+    band = window_band(seq, keys, window) & (np.tri(seq, keys, dtype=bool) if causal else True)
+    return sum(bool(band[i:i + rows, j:j + cols].any()) for i in range(0, seq, rows) for j in range(0, keys, cols))
+
+
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize(("window", "block"), [(1, 3), (3, 2), (5, 4), (40, 4)])
+def test_window_skips_the_tiles_outside_the_band_and_equals_eager(compute_backend: str, window: int, block: int,
+                                                                  causal: bool) -> None:
+    fields = {"batch": 2, "seq": 23, "hidden": 16, "heads": 2, "dtype": "float64", "window": window,
+              "causal": causal}
+    flash = AttentionConfig(**fields, algorithm="flash", block_size=block)  # type: ignore[arg-type]
+    got = trace_attention(flash, compute_backend)
+    want = trace_attention(AttentionConfig(**fields), compute_backend)  # type: ignore[arg-type]
+    np.testing.assert_allclose(got["output"].value, want["output"].value, rtol=1e-12, atol=1e-12)
+    visited = _band_tiles(23, 23, block, block, window, causal)
+    total = math.ceil(23 / block) ** 2
+    assert got["s_tile"].repeat == got["s_masked"].repeat == visited
+    assert skipped_tiles(flash) == total - visited
+    if window < 23 - block:  # some tiles lie wholly outside the band
+        assert f"{total - visited} tiles" in got["s_tile"].op
+        assert ("outside the window" if not causal else "above the diagonal or outside the window") in got["s_tile"].op
+    shapes = trace_attention(flash, "shape")
+    assert [(s.name, s.repeat, s.flops) for s in shapes] == [(s.name, s.repeat, s.flops) for s in got]
+
+
+def test_window_counts_tiles_in_closed_form_at_huge_sizes() -> None:
+    cfg = AttentionConfig(seq=131072, hidden=4096, heads=32, causal=True, window=4096, algorithm="flash",
+                          block_size=128)
+    trace = trace_attention(cfg, "shape")
+    blocks_ = 131072 // 128
+    # each query block sees the 4096 / 128 = 32 key blocks before it (fewer at the start) and its own
+    assert trace["s_tile"].repeat == sum(min(b, 32) + 1 for b in range(blocks_))
+    assert skipped_tiles(cfg) == blocks_ * blocks_ - trace["s_tile"].repeat
+
+
+def test_tiles_run_quietly_still_count_non_finite_values(compute_backend: str) -> None:
+    """A NaN token: q, k and v rows of NaN, so every tile touching it holds NaN scores; the
+    tiles after the first are not recorded but still counted."""
+    cfg = AttentionConfig(seq=10, hidden=8, heads=2, dtype="float64")
+    x = np.random.default_rng(0).standard_normal((10, 8))
+    x[4] = np.nan
+    eager = trace_attention(cfg, compute_backend, tensors={"x": x})
+    flash = trace_attention(AttentionConfig(**{**cfg.__dict__, "algorithm": "flash", "block_size": 3}),
+                            compute_backend, tensors={"x": x})
+    assert flash["s_tile"].nonfinite == eager["scores"].nonfinite == 2 * (10 + 10 - 1)
+    assert flash.notes[0].startswith("non-finite values (NaN or inf) first appear at step 'x'")
+
+
+def test_finite_inputs_are_proven_finite_by_the_bound() -> None:
+    from attntrace.backends import get_backend
+    from attntrace.flash import _surely_finite
+
+    be, ones = get_backend("numpy"), np.ones((1, 2, 4, 8), dtype=np.float16)
+    cfg = AttentionConfig(seq=4, hidden=16, heads=2, dtype="float16")
+    assert _surely_finite(cfg, be, (ones, ones, ones, None), None)
+    big = ones * 200  # |s| may reach 8 * 200 * 200 / sqrt(8) = 113137 > 65504
+    assert not _surely_finite(cfg, be, (big, big, ones, None), None)
+    nan = ones.copy()
+    nan[0, 0, 0, 0] = np.nan
+    assert not _surely_finite(cfg, be, (ones, ones, nan, None), None)
+
+
+# --- --softcap and --relative-bias in the tiles ---------------------------------------------------
+
+TILE_VARIANTS: dict[str, dict[str, object]] = {
+    "softcap": {"softcap": 0.7},
+    "softcap causal window": {"softcap": 2.0, "causal": True, "window": 4},
+    "relative": {"relative_bias": "8,16", "scale": 1.0, "bias": False},
+    "relative causal padding": {"relative_bias": "8,5,causal", "causal": True, "key_lengths": (11, 6)},
+    "both": {"softcap": 1.5, "relative_bias": "16,32", "window": 5},
+}
+
+
+@pytest.mark.parametrize("block", [None, 1, 3, 4])
+@pytest.mark.parametrize("case", list(TILE_VARIANTS))
+def test_softcap_and_relative_bias_tiles_equal_eager(compute_backend: str, case: str, block: int | None) -> None:
+    fields = {"batch": 2, "seq": 11, "hidden": 16, "heads": 4, "dtype": "float64", **TILE_VARIANTS[case]}
+    flash = AttentionConfig(**fields, algorithm="flash", block_size=block)  # type: ignore[arg-type]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", MaskWarning)
+        want = trace_attention(AttentionConfig(**fields), compute_backend)  # type: ignore[arg-type]
+        got = trace_attention(flash, compute_backend)
+        shapes = trace_attention(flash, "shape")
+    np.testing.assert_allclose(got["output"].value, want["output"].value, rtol=1e-12, atol=1e-12)
+    assert got.notes == want.notes
+    on = [n for n, field in zip(FLASH_VARIANT_STEPS, ("softcap", "relative_bias", "relative_bias"), strict=True)
+          if field in fields]
+    names = got.names
+    assert names[names.index("s_tile") + 1:names.index("s_tile") + 1 + len(on)] == tuple(on)
+    assert "position_bias" not in names  # nothing (S, N) wide
+    assert "rel_onehot" not in names
+    if "bias_tile" in names:
+        Br, Bc = flash.blocks
+        assert got["bias_tile"].shape == (4, Br, Bc)
+        assert got["bias_tile"].inputs == ("rel_bias",)
+        assert got["s_biased"].op == f"{'s_capped' if 'softcap' in fields else 's_tile'} + bias_tile"
+    if "s_capped" in names:
+        assert got["s_capped"].op.startswith(f"{fields['softcap']:g} * tanh(s_tile")
+    fields_of = ("name", "shape", "axes", "repeat", "flops", "inputs", "op")
+    assert [[getattr(s, f) for f in fields_of] for s in shapes] == [[getattr(s, f) for f in fields_of] for s in got]
+
+
+def test_relative_bias_tile_costs_a_pick_per_bucket() -> None:
+    cfg = AttentionConfig(seq=8, hidden=16, heads=4, relative_bias="8,16", algorithm="flash", block_size=4)
+    trace = trace_attention(cfg, "shape")
+    assert trace["bias_tile"].repeat == 4
+    assert trace["bias_tile"].flops == 2 * 8 * 8 * 8 * 4  # onehot (Br, Bc, 8) @ table (8, h), every tile
+    assert trace["s_biased"].flops == 4 * 8 * 8

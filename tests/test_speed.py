@@ -48,7 +48,9 @@ def test_flash_makes_each_mask_tile_from_the_rules_never_the_whole_mask() -> Non
     import tracemalloc
 
     S = 2048
-    cfg = AttentionConfig(batch=2, seq=S, hidden=16, heads=2, causal=True, key_lengths=(S, 5), algorithm="flash")
+    # tiles of 128 x 128: (B, h, Br, Bc) = 256 KiB each (the default tiles would be 2 MiB)
+    cfg = AttentionConfig(batch=2, seq=S, hidden=16, heads=2, causal=True, key_lengths=(S, 5), algorithm="flash",
+                          block_size=128)
     trace_attention(cfg, keep_values=False)  # warm-up: imports, pools
     tracemalloc.start()
     t = trace_attention(cfg, keep_values=False)

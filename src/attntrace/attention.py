@@ -139,7 +139,8 @@ def trace_attention(
         _check_tiles(config, shapes)
     # flash: none
     whole_mask = {"mask": plan.source} if plan and config.algorithm == "eager" else {}
-    seeded = {**random_sources(config), **rope_sources(config), **relative_sources(config),
+    relative = relative_sources(config) if config.algorithm == "eager" else {}  # flash: per tile
+    seeded = {**random_sources(config), **rope_sources(config), **relative,
               **whole_mask}
     sources = with_tensors(config, seeded, tensors or {})
     keep = keep_values if be.computes else False
@@ -147,7 +148,7 @@ def trace_attention(
         # overflow, invalid: counted per step instead
         warnings.simplefilter("ignore", RuntimeWarning)
         trace = _record(config, be, sources, plan, keep_values=keep, replace=replace,
-                        threads=workers)
+                        threads=workers, shapes=shapes)
     for note in trace.notes:
         if not note.startswith(NONFINITE_NOTE):  # non-finite values are reported by the note alone
             warnings.warn(note, MaskWarning, stacklevel=2)
@@ -156,10 +157,12 @@ def trace_attention(
 
 def _record(config: AttentionConfig, be: Backend[T], sources: Mapping[str, Source | None],
             plan: MaskPlan | None, *, keep_values: bool | Collection[str],
-            replace: Mapping[str, StepReplacement] | None = None, threads: int = 1) -> Trace:
+            replace: Mapping[str, StepReplacement] | None = None, threads: int = 1,
+            shapes: Trace | None = None) -> Trace:
     """Create the tensors of ``sources`` on ``be`` (a None source is a left-out bias), run the
-    algorithm through the cost meter and collect the records."""
-    recorder = _Recorder(be, config, keep_values, replace or {}, threads)
+    algorithm through the cost meter and collect the records (``shapes``: the shape trace of the
+    same config, whose totals flash's tiles take)."""
+    recorder = _Recorder(be, config, keep_values, replace or {}, threads, shapes)
     names = param_axes(config)
     params = {name: be.tensor(source) for name in names if (source := sources[name]) is not None}
     for name, t in params.items():
@@ -248,7 +251,8 @@ def _attend(config: AttentionConfig, be: Backend[T], rec: _Recorder[T], t: Mappi
 
         if plan is not None:
             _declare_mask(config, rec, lay, plan)  # (B, 1, S, N), made tile by tile
-        context = flash_context(config, be, rec, q, k, v, plan)  # (B, h, S, d), tile by tile
+        table = p.get("rel_bias")  # T5's (buckets, h), or None
+        context = flash_context(config, be, rec, q, k, v, plan, table)  # (B, h, S, d), tile by tile
     elif config.relative_bias is None and not rec.replace:
         context = _attend_rows(config, be, rec, lay, q, k, v, t.get("mask"), plan)  # (B, h, S, d)
     else:  # whole (S, N) steps: T5's bias table, or a step replaced by attntrace diff
@@ -291,7 +295,8 @@ def _project(config: AttentionConfig, be: Backend[T], rec: _Recorder[T], lay: _L
 
 
 def _rotate(be: Backend[T], rec: _Recorder[T], lay: _Layout, t: Mapping[str, T], q: T, k: T) -> tuple[T, T]:
-    """RoPE: the cos/sin tables of the positions, then q and k rotated, dimension i with i + d/2."""
+    """RoPE: the cos/sin tables of the positions, then q and k rotated, dimension i with
+    i + d/2 (--rope-style half) or 2i with 2i + 1 (interleaved)."""
     lab = lay.lab
     cos = rec.step("rope_cos", t["rope_cos"], "cos(pos * base^(-2i/d))", ("S", "d"))  # (S, d)
     sin = rec.step("rope_sin", t["rope_sin"], "sin(pos * base^(-2i/d))", ("S", "d"))  # (S, d)
@@ -482,7 +487,7 @@ def _declare_mask(config: AttentionConfig, rec: _Recorder[T], lay: _Layout, plan
                 whole.make)
     if rec.be.computes:
         scores = (*lay.sizes, config.heads, config.seq, config.keys)  # (B, h, S, N)
-        if dead := dead_rows_by_block(plan, scores, config.block_size):
+        if dead := dead_rows_by_block(plan, scores, config.blocks[0]):
             rec.notes.append(_dead_note(dead))
 
 
@@ -515,8 +520,10 @@ class _Recorder(Generic[T]):
     (the tiles of flash) add their FLOPs and count as repeats of the first record."""
 
     def __init__(self, be: Backend[T], config: AttentionConfig, keep_values: bool | Collection[str],
-                 replace: Mapping[str, StepReplacement] | None = None, threads: int = 1) -> None:
+                 replace: Mapping[str, StepReplacement] | None = None, threads: int = 1,
+                 shapes: Trace | None = None) -> None:
         self.be, self.keep_values, self.replace = be, keep_values, replace or {}
+        self.shapes = shapes  # the shape trace of the same config (flash's tile totals)
         self.threads = threads  # for independent blocks of work (flash's query blocks)
         self._lock = threading.Lock()
         self.meter: CostMeter[T] = CostMeter(be)
@@ -618,6 +625,20 @@ class _Recorder(Generic[T]):
     def view(self, name: str, value: T, op: str, axes: tuple[str, ...], *, times: int = 1) -> T:
         return self.step(name, value, op, axes, view=True, times=times)
 
+    def has(self, name: str) -> bool:
+        """Whether step ``name`` is recorded."""
+        return name in self._repeats
+
+    def settle(self, names: Collection[str], nonfinite: Mapping[str, int]) -> None:
+        """Steps ``names``, recorded once and then repeated without records (flash's tiles),
+        take their FLOPs and repeats from the shape trace, plus ``nonfinite`` more values."""
+        assert self.shapes is not None  # computing backends always have it
+        first = {s.name: s for s in self.steps}
+        for name in names:
+            total = self.shapes[name]
+            self._repeats[name] = [total.flops - first[name].flops,
+                                   total.repeat - first[name].repeat, nonfinite.get(name, 0)]
+
     def refresh(self, name: str, value: T) -> None:
         """Take the values of step ``name`` from ``value`` at the end (a buffer filled later)."""
         if self.keeps(name):
@@ -630,7 +651,7 @@ class _Recorder(Generic[T]):
             replace(s, flops=s.flops + self._repeats[s.name][0],
                     repeat=s.repeat + self._repeats[s.name][1],
                     nonfinite=s.nonfinite + self._repeats[s.name][2])
-            if self._repeats[s.name][1] else s
+            if any(self._repeats[s.name]) else s
             for s in steps
         )
 
@@ -664,7 +685,8 @@ def _check_tiles(config: AttentionConfig, shapes: Trace) -> None:
     tiles = shapes["s_tile"].repeat if "s_tile" in shapes else 0
     if tiles > MAX_TILES:
         raise ConfigError(
-            f"--algorithm flash with --block-size {config.block_size} visits {tiles:,} tiles, "
+            f"--algorithm flash with tiles of {' x '.join(map(str, config.blocks))} visits "
+            f"{tiles:,} tiles, "
             f"more than {MAX_TILES:,} computed one by one; raise --block-size or trace shapes only "
             "with --backend shape")
 

@@ -53,6 +53,12 @@ MAX_SIZE = 2**31 - 1
 #: The attention algorithms: eager builds the whole (S, N) score matrix, flash works tile by tile.
 ALGORITHMS: tuple[str, ...] = ("eager", "flash")
 
+#: flash's default tiles (no --block-size): query blocks of QUERY_BLOCK rows, key blocks as many
+#: QUERY_BLOCK-multiples wide as fit one (B, h, Br, Bc) tile of TILE_BYTES (all the keys when
+#: they fit): fewer, larger tiles than Br = Bc = 128, each still cache-sized (docs/benchmarks.md).
+QUERY_BLOCK = 128
+TILE_BYTES = 2 << 20
+
 
 @dataclass(frozen=True)
 class AttentionConfig:
@@ -87,7 +93,7 @@ class AttentionConfig:
     rope: bool = False  # rotary position embedding on q and k (pairs: rope_style)
     rope_base: float = 10000.0  # theta of RoPE (rope_theta in a config.json)
     algorithm: str = "eager"  # one of ALGORITHMS: eager (the S×S matrix) or flash (tile by tile)
-    block_size: int = 128  # flash: rows of a query block (Br) and of a key/value block (Bc)
+    block_size: int | None = None  # flash: Br = Bc = block_size; None: tile_sizes() chooses
     scale: float | None = None  # factor on the scores; None is 1/sqrt(d) (the paper), 1.0 none (the notes)
     # --- variants of current models (issue 12); to_dict leaves them out while they are off ---
     window: int | None = None  # W, sliding window: query i sees keys j > i - W (Mistral, Gemma 2)
@@ -148,11 +154,6 @@ class AttentionConfig:
             from attntrace.relative import parse_relative_bias
 
             parse_relative_bias(self.relative_bias)
-            if self.algorithm == "flash":
-                raise ConfigError("--relative-bias is not in the flash algorithm yet; "
-                                  "use --algorithm eager")
-        if c is not None and self.algorithm == "flash":
-            raise ConfigError("--softcap is not in the flash algorithm yet; use --algorithm eager")
 
     def _check_sizes(self) -> None:
         for option, value in (("batch", self.batch), ("seq", self.seq), ("hidden", self.hidden),
@@ -216,23 +217,44 @@ class AttentionConfig:
         if self.algorithm not in ALGORITHMS:
             raise ConfigError(f"unknown algorithm {self.algorithm!r}; use one of {', '.join(ALGORITHMS)}")
         size = self.block_size
+        if size is None:
+            return
         if isinstance(size, bool) or not isinstance(size, int) or not 1 <= size <= MAX_SIZE:
             raise ConfigError(f"--block-size must be a whole number from 1 to {MAX_SIZE}, "
                               f"got {_short(size)}")
 
 
     def tile_sizes(self) -> dict[str, int]:
-        """Br and Bc, the rows of one query block and one key/value block (flash only).
+        """Br and Bc, the rows of one query block and one key/value block (flash only):
+        ``block_size`` for both, or by default Br = 128 and Bc a multiple of it, as wide as fits
+        a (B, h, Br, Bc) tile of 2 MiB (:data:`TILE_BYTES`), at most N.
 
         >>> AttentionConfig(seq=300, algorithm="flash", block_size=128).tile_sizes()
         {'Br': 128, 'Bc': 128}
+        >>> AttentionConfig(batch=1, seq=2048, hidden=1024, heads=16, algorithm="flash").tile_sizes()
+        {'Br': 128, 'Bc': 256}
+        >>> AttentionConfig(seq=300, hidden=64, heads=4, algorithm="flash").tile_sizes()
+        {'Br': 128, 'Bc': 300}
         >>> AttentionConfig(seq=3).tile_sizes()
         {}
         """
         if self.algorithm != "flash":
             return {}
-        sizes = self.axis_sizes()
-        return {"Br": min(self.block_size, sizes["S"]), "Bc": min(self.block_size, sizes.get("N", sizes["S"]))}
+        rows, cols = self.blocks
+        return {"Br": rows, "Bc": cols}
+
+    @property
+    def blocks(self) -> tuple[int, int]:
+        """(Br, Bc) of :meth:`tile_sizes`, whichever the algorithm.
+
+        >>> AttentionConfig(seq=5, block_size=2).blocks
+        (2, 2)
+        """
+        if self.block_size is not None:
+            return min(self.block_size, self.seq), min(self.block_size, self.keys)
+        row_bytes = (self.batch or 1) * self.heads * QUERY_BLOCK * self.itemsize  # one key column
+        wide = max(1, TILE_BYTES // row_bytes // QUERY_BLOCK) * QUERY_BLOCK
+        return min(QUERY_BLOCK, self.seq), min(wide, self.keys)
 
     @property
     def head_dim(self) -> int:

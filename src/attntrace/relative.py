@@ -9,6 +9,7 @@ that picks the table's rows by a matrix product (exact: one non-zero term per su
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import TYPE_CHECKING, NamedTuple
 
 from attntrace.backends.base import Source
@@ -46,15 +47,19 @@ def parse_relative_bias(text: str) -> RelativeBias:
     return RelativeBias(buckets, distance, not parts[2:])
 
 
-def buckets(seq: int, keys: int, bias: RelativeBias) -> np.ndarray:
-    """The bucket of every (query, key) pair (S, N), as T5Attention._relative_position_bucket.
+def buckets(seq: int, keys: int, bias: RelativeBias, start: tuple[int, int] = (0, 0)) -> np.ndarray:
+    """The bucket of every (query, key) pair (S, N), as T5Attention._relative_position_bucket;
+    ``start``: the first query and key (a tile of flash: ``seq`` rows and ``keys`` keys from there).
 
     >>> buckets(3, 3, RelativeBias(8, 16, True)).tolist()
     [[0, 5, 6], [1, 0, 5], [2, 1, 0]]
+    >>> buckets(2, 1, RelativeBias(8, 16, True), start=(1, 2)).tolist()
+    [[5], [0]]
     """
     import numpy as np
 
-    relative = np.arange(keys)[None, :] - np.arange(seq)[:, None]  # (S, N): key j - query i
+    i0, j0 = start
+    relative = np.arange(j0, j0 + keys)[None, :] - np.arange(i0, i0 + seq)[:, None]  # (S, N): j - i
     n, out = bias.buckets, np.zeros((seq, keys), dtype=np.int64)
     if bias.bidirectional:
         n //= 2
@@ -84,3 +89,26 @@ def relative_sources(config: AttentionConfig) -> dict[str, Source]:
         return onehot  # (S, N, buckets)
 
     return {"rel_onehot": Source(shape, config.dtype, make)}
+
+
+def onehot_tile(config: AttentionConfig) -> Callable[[int, int, int, int], Source]:
+    """``(i0, i1, j0, j1) ->`` the one-hot of the buckets of query rows i0:i1 and keys j0:j1
+    (Br, Bc, buckets): flash's tile of ``rel_onehot``, made from the rule, never whole.
+
+    >>> tile = onehot_tile(AttentionConfig(seq=9, relative_bias="8,16"))(1, 3, 2, 3)
+    >>> tile.shape, tile.make().argmax(-1).tolist()
+    ((2, 1, 8), [[5], [0]])
+    """
+    import numpy as np
+
+    assert config.relative_bias is not None  # a bug, not user input
+    bias = parse_relative_bias(config.relative_bias)
+
+    def tile(i0: int, i1: int, j0: int, j1: int) -> Source:
+        def make() -> np.ndarray:
+            onehot: np.ndarray = np.eye(bias.buckets)[buckets(i1 - i0, j1 - j0, bias, (i0, j0))]
+            return onehot  # (Br, Bc, buckets)
+
+        return Source((i1 - i0, j1 - j0, bias.buckets), config.dtype, make)
+
+    return tile

@@ -103,8 +103,9 @@ class Backend(ABC, Generic[T]):
         return self.binary("mul", a, b)
 
     @abstractmethod
-    def where(self, keep: T, x: T, fill: float) -> T:
-        """``x`` where the boolean ``keep`` is True, else ``fill`` (``keep`` broadcasts to ``x``).
+    def where(self, keep: T, x: T, fill: float, *, inplace: bool = False) -> T:
+        """``x`` where the boolean ``keep`` is True, else ``fill`` (``keep`` broadcasts to ``x``;
+        into the memory of ``x`` when ``inplace``).
 
         The polarity is that of SDPA's boolean mask: True = attend."""
 

@@ -93,7 +93,11 @@ class NumpyBackend(Backend[np.ndarray]):
 
 
 
-    def where(self, keep: np.ndarray, x: np.ndarray, fill: float) -> np.ndarray:
+    def where(self, keep: np.ndarray, x: np.ndarray, fill: float, *,
+              inplace: bool = False) -> np.ndarray:
+        if inplace:
+            np.copyto(x, x.dtype.type(fill), where=~keep)
+            return x
         out: np.ndarray = np.where(keep, x, x.dtype.type(fill))
         return out
 
@@ -110,8 +114,8 @@ class NumpyBackend(Backend[np.ndarray]):
         return out
 
     def rotate_pairs(self, x: np.ndarray, dims: int) -> np.ndarray:
-        out = np.zeros_like(x)
-        out[..., 0:dims:2], out[..., 1:dims:2] = -x[..., 1:dims:2], x[..., 0:dims:2]
+        out = np.zeros_like(x)  # (..., d): zeros beyond the R rotated dims
+        out[..., 0:dims:2], out[..., 1:dims:2] = -x[..., 1:dims:2], x[..., 0:dims:2]  # (..., R/2)
         return out
 
     def rms_norm(self, x: np.ndarray, weight: np.ndarray, eps: float) -> np.ndarray:

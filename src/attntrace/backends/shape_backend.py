@@ -73,8 +73,9 @@ class ShapeBackend(Backend[ShapeTensor]):
 
 
 
-    def where(self, keep: ShapeTensor, x: ShapeTensor, fill: float) -> ShapeTensor:
-        return ShapeTensor(_broadcast(keep.shape, x.shape), x.dtype)
+    def where(self, keep: ShapeTensor, x: ShapeTensor, fill: float, *,
+              inplace: bool = False) -> ShapeTensor:
+        return x if inplace else ShapeTensor(_broadcast(keep.shape, x.shape), x.dtype)
 
     def repeat_interleave(self, x: ShapeTensor, repeats: int, axis: int) -> ShapeTensor:
         dims = list(x.shape)

@@ -86,7 +86,10 @@ class TorchBackend(Backend["torch.Tensor"]):
 
 
 
-    def where(self, keep: torch.Tensor, x: torch.Tensor, fill: float) -> torch.Tensor:
+    def where(self, keep: torch.Tensor, x: torch.Tensor, fill: float, *,
+              inplace: bool = False) -> torch.Tensor:
+        if inplace:
+            return x.masked_fill_(~keep, fill)
         return x.masked_fill(~keep, fill)  # masked_fill fills where True: the opposite polarity
 
     def repeat_interleave(self, x: torch.Tensor, repeats: int, axis: int) -> torch.Tensor:

@@ -34,7 +34,7 @@ def check(
     scale: opt.Scale = "sqrt",
     max_memory: opt.MaxMemory = None,
     algorithm: opt.Algorithm = opt.AlgorithmName.eager,
-    block_size: opt.BlockSize = 128,
+    block_size: opt.BlockSize = None,
     expect: opt.Expect = None,
     golden: opt.Golden = None,
     spec: opt.Spec = None,

@@ -216,7 +216,9 @@ Threads = Annotated[int | None, typer.Option(
     help="flash: threads splitting the query blocks, each block's maths on one thread "
     "\\[default: the cores].",
     rich_help_panel=COST)]
-BlockSize = Annotated[int, typer.Option(help="flash: rows of a query block (Br) and of a key/value block (Bc).", rich_help_panel=COST)]
+BlockSize = Annotated[int | None, typer.Option(
+    help="flash: rows of a query block (Br) and of a key/value block (Bc) \\[default: Br = 128, "
+    "Bc as many keys as fit a 2 MiB tile].", rich_help_panel=COST, show_default=False)]
 Layers = Annotated[int | None, typer.Option(
     help="L: also show the attention of a whole model of L layers like this one: parameters, "
     "KV cache of every layer at --batch and --seq (in --dtype), FLOPs of one forward "

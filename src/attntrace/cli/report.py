@@ -46,7 +46,7 @@ def report(
     max_memory: opt.MaxMemory = None,
     batch_item: opt.BatchItem = 0,
     algorithm: opt.Algorithm = opt.AlgorithmName.eager,
-    block_size: opt.BlockSize = 128,
+    block_size: opt.BlockSize = None,
     count: opt.Count = opt.CountName.flops,
     weights: opt.Weights = None,
     layer_prefix: opt.LayerPrefix = None,

@@ -41,7 +41,7 @@ def run(
     fmt: opt.Format = opt.OutputFormat.table,
     no_color: opt.NoColor = False,
     algorithm: opt.Algorithm = opt.AlgorithmName.eager,
-    block_size: opt.BlockSize = 128,
+    block_size: opt.BlockSize = None,
     threads: opt.Threads = None,
     count: opt.Count = opt.CountName.flops,
     layers: opt.Layers = None,

@@ -27,7 +27,7 @@ def verify(
     scale: opt.Scale = "sqrt",
     max_memory: opt.MaxMemory = None,
     algorithm: opt.Algorithm = opt.AlgorithmName.eager,
-    block_size: opt.BlockSize = 128,
+    block_size: opt.BlockSize = None,
     weights: opt.Weights = None,
     layer_prefix: opt.LayerPrefix = None,
     input_file: opt.Input = None,
