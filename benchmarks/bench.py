@@ -4,11 +4,12 @@
     python benchmarks/bench.py --quick           # small sizes, one repeat: a smoke test (< 1 min)
     python benchmarks/bench.py --markdown > docs/benchmarks.md   # regenerate the docs page
 
-Sections: machine facts; start-up (fresh processes); compute through the API's defaults
-(``trace_attention(cfg)`` keeps every value) against torch ``F.linear`` + SDPA on the same
-arrays; the same under contention (a busy process this script starts and stops); peak memory
-of one call in a fresh process (VmHWM reset through /proc/self/clear_refs, so torch's and
-numpy's allocations both count), for every mask. Timings are interleaved (baseline, candidate,
+Sections: machine facts; start-up (fresh processes, wall and CPU time); ``attntrace run`` with
+no tuning flags against a torch script doing the same work (fresh processes); compute through
+the API's defaults (``trace_attention(cfg)`` keeps every value) against torch ``F.linear`` +
+SDPA on the same arrays; the same under contention (a busy process this script starts and
+stops); peak memory of one call in a fresh process (VmHWM reset through /proc/self/clear_refs,
+so torch's and numpy's allocations both count), for every mask. Timings are interleaved (baseline, candidate,
 baseline, ...); ratios use medians, the best run is shown too.
 """
 
@@ -28,10 +29,13 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 ENV = {**os.environ, "PYTHONPATH": str(REPO / "src")}
+# Fresh processes get bytecode caches, as an installed package (pip compiles at install) and a
+# second run of any script have: without them every run compiles attntrace's sources again.
+ENV.pop("PYTHONDONTWRITEBYTECODE", None)
 sys.path.insert(0, str(REPO / "src"))  # this checkout, not an installed attntrace
 MINIMAL = REPO / "benchmarks" / "minimal_run.py"  # the start-up floor: a hand-written run, same output kind
 FULL, QUICK = (1, 2048, 1024, 16), (1, 256, 256, 4)
-MASKS = ("none", "causal", "key padding")
+MASKS = ("none", "causal", "key padding", "window")
 
 
 @dataclass
@@ -101,26 +105,101 @@ def machine(rep: Report) -> None:
                     f"{np.__version__}, BLAS {blas}; {tv}.\n")
 
 
-def command(*args: str) -> Callable[[], object]:
-    return lambda: subprocess.run(args, env=ENV, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+@dataclass
+class Runs:
+    """Wall and CPU (user + system) seconds of each run of fresh processes, per name."""
+
+    wall: dict[str, list[float]] = field(default_factory=dict)
+    cpu: dict[str, list[float]] = field(default_factory=dict)
+
+
+def processes(cmds: dict[str, list[str]], repeat: int) -> Runs:
+    """Run each command ``repeat`` times, round-robin, after one warm-up round (file caches,
+    bytecode caches; none for a single repeat, the smoke test); wall and the child's CPU time."""
+    runs = Runs({n: [] for n in cmds}, {n: [] for n in cmds})
+    warm = int(repeat > 1)
+    for round_ in range(repeat + warm):
+        for name, argv in cmds.items():
+            start = time.perf_counter()
+            proc = subprocess.Popen(argv, env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            _, status, usage = os.wait4(proc.pid, 0)
+            wall = time.perf_counter() - start
+            if os.waitstatus_to_exitcode(status) != 0:
+                raise SystemExit(f"bench: {' '.join(argv)} failed")
+            if round_ >= warm:
+                runs.wall[name].append(wall)
+                runs.cpu[name].append(usage.ru_utime + usage.ru_stime)
+    return runs
+
+
+def process_ratios(rep: Report, section: str, runs: Runs, baseline: str, targets: dict[str, float]) -> None:
+    """Candidate / baseline of fresh processes: wall time (the verdict) and CPU time (steadier
+    on a busy machine: time spent waiting for a core does not count)."""
+    med = {n: statistics.median(ts) for n, ts in runs.wall.items()}
+    cpu = {n: statistics.median(ts) for n, ts in runs.cpu.items()}
+    for name in runs.wall:
+        ratio, cpu_ratio = med[name] / med[baseline], cpu[name] / cpu[baseline]
+        target = targets.get(name)
+        verdict = "" if target is None else "ok" if ratio <= target else "MISSED"
+        rep.say(f"  {name:<52} median {med[name] * 1e3:7.0f} ms  best {min(runs.wall[name]) * 1e3:7.0f} ms"
+                f"  {ratio:5.2f}x  (CPU {cpu[name] * 1e3:6.0f} ms {cpu_ratio:5.2f}x)  {verdict}")
+        if name != baseline:
+            rep.row(section, name, f"{baseline}: {med[baseline] * 1e3:.0f} ms",
+                    f"{med[name] * 1e3:.0f} ms: **{ratio:.2f}×** (CPU time {cpu_ratio:.2f}×)",
+                    f"≤ {target}× {verdict}" if target else "—")
+
+
+def attntrace_command() -> list[str]:
+    """``attntrace`` as a user runs it: the console script beside this Python (which imports
+    this checkout: PYTHONPATH comes first), else ``python -m attntrace``."""
+    script = Path(sys.executable).with_name("attntrace")
+    return [str(script)] if script.exists() else [sys.executable, "-m", "attntrace"]
 
 
 def startup(rep: Report, repeat: int) -> None:
-    py = sys.executable
-    rep.say("\nstart-up (wall time of a fresh process)")
-    floor = "python -c 'import typer, typer.rich_utils'"  # what Typer's Rich help needs before any app code
-    times = interleaved({"python -c 'import typer'": command(py, "-c", "import typer"),
-                         floor: command(py, "-c", "import typer, typer.rich_utils"),
-                         "attntrace --help": command(py, "-m", "attntrace", "--help")}, repeat)
-    ratios(rep, "start-up", times, "python -c 'import typer'", {"attntrace --help": 1.1})
-    ratios(rep, "start-up", {n: times[n] for n in (floor, "attntrace --help")}, floor, {"attntrace --help": 1.1})
+    py, at = sys.executable, attntrace_command()
+    rep.say("\nstart-up (wall time of a fresh process; CPU time in brackets)")
+    floor = "python -c 'import typer, typer.rich_utils'"  # what Typer's own Rich help needs
+    runs = processes({"python -c 'import typer'": [py, "-c", "import typer"],
+                      floor: [py, "-c", "import typer, typer.rich_utils"],
+                      "attntrace --help": [*at, "--help"]}, repeat)
+    process_ratios(rep, "start-up", runs, "python -c 'import typer'", {"attntrace --help": 1.1})
     if MINIMAL.exists():
-        args = ("--heads", "12", "--hidden", "768")
-        times = interleaved({"minimal_run.py --heads 12 --hidden 768": command(py, str(MINIMAL), *args),
-                             "attntrace run --heads 12 --hidden 768": command(py, "-m", "attntrace", "run", *args)},
-                            repeat)
-        ratios(rep, "start-up", times, "minimal_run.py --heads 12 --hidden 768",
-               {"attntrace run --heads 12 --hidden 768": 1.1})
+        args = ["--heads", "12", "--hidden", "768"]
+        runs = processes({"minimal_run.py --heads 12 --hidden 768": [py, str(MINIMAL), *args],
+                          "attntrace run --heads 12 --hidden 768": [*at, "run", *args]}, repeat)
+        process_ratios(rep, "start-up", runs, "minimal_run.py --heads 12 --hidden 768",
+                       {"attntrace run --heads 12 --hidden 768": 1.1})
+
+
+TORCH_SCRIPT = """
+import torch
+import torch.nn.functional as F
+B, S, H, h = {sizes!r}
+d = H // h
+gen = torch.Generator().manual_seed(0)
+x = torch.randn(B, S, H, generator=gen)
+w = {{c: torch.randn(H, H, generator=gen) * H ** -0.5 for c in "qkvo"}}
+b = {{c: torch.randn(H, generator=gen) * 0.1 for c in "qkvo"}}
+q, k, v = (F.linear(x, w[c], b[c]).view(B, S, h, d).transpose(1, 2) for c in "qkv")
+ctx = F.scaled_dot_product_attention(q, k, v)
+out = F.linear(ctx.transpose(1, 2).reshape(B, S, H), w["o"], b["o"])
+print(*(tuple(t.shape) for t in (x, q, ctx, out)))
+"""
+
+
+def cli_compute(rep: Report, sizes: tuple[int, int, int, int], repeat: int) -> None:
+    """``attntrace run`` as typed, no tuning flags, against the same work as a hand-written
+    torch script (F.linear + SDPA, printing the shapes); both fresh processes, imports included."""
+    B, S, H, h = sizes
+    run = [*attntrace_command(), "run", "--batch", str(B), "--seq", str(S), "--hidden", str(H),
+           "--heads", str(h)]
+    name = f"attntrace run --batch {B} --seq {S} --hidden {H} --heads {h}"
+    torch_name = "python torch script: F.linear + SDPA, same sizes"
+    rep.say(f"\ncommand line, (B, S, H, h) = {sizes}: fresh processes, imports included")
+    runs = processes({torch_name: [sys.executable, "-c", TORCH_SCRIPT.format(sizes=sizes)],
+                      name: run, f"{name} --algorithm flash": [*run, "--algorithm", "flash"]}, repeat)
+    process_ratios(rep, "command line", runs, torch_name, {name: 1.2, f"{name} --algorithm flash": 1.3})
 
 
 def compute_fns(sizes: tuple[int, int, int, int], mask: str = "none",
@@ -130,21 +209,24 @@ def compute_fns(sizes: tuple[int, int, int, int], mask: str = "none",
     import torch.nn.functional as F  # noqa: N812  (the name in the torch docs)
 
     from attntrace import AttentionConfig, trace_attention
+    from attntrace.reference import reference_mask
 
     B, S, H, h = sizes
     lengths = (max(1, S // 2),) * B if mask == "key padding" else None
-    cfg = AttentionConfig(batch=B, seq=S, hidden=H, heads=h, causal=mask == "causal", key_lengths=lengths)
+    window = max(1, S // 4) if mask == "window" else None
+    cfg = AttentionConfig(batch=B, seq=S, hidden=H, heads=h, causal=mask == "causal", key_lengths=lengths,
+                          window=window)
     flash = AttentionConfig(**{**cfg.__dict__, "algorithm": "flash"})
     params = trace_attention(AttentionConfig(batch=1, seq=1, hidden=H, heads=h), "shape").parameters
     gen = torch.Generator().manual_seed(0)
     x = torch.randn(B, S, H, generator=gen)
     w = {p.name: torch.randn(p.shape, generator=gen) * (H**-0.5 if p.name.startswith("w") else 0.1) for p in params}
-    keep = None if lengths is None else (torch.arange(S) < torch.tensor(lengths)[:, None])[:, None, None, :]  # (B, 1, 1, N)
+    keep, is_causal = reference_mask(cfg, None)  # None, (B, 1, 1, N) or (S, N): what a torch user passes
     d = H // h
 
     def sdpa() -> object:
         q, k, v = (F.linear(x, w[f"w_{c}"], w[f"b_{c}"]).view(B, S, h, d).transpose(1, 2) for c in "qkv")
-        ctx = F.scaled_dot_product_attention(q, k, v, attn_mask=keep, is_causal=mask == "causal")
+        ctx = F.scaled_dot_product_attention(q, k, v, attn_mask=keep, is_causal=is_causal)
         return F.linear(ctx.transpose(1, 2).reshape(B, S, H), w["w_o"], w["b_o"])
 
     arrays = {"x": x.numpy(), **{name: t.numpy() for name, t in w.items()}}
@@ -155,11 +237,27 @@ def compute_fns(sizes: tuple[int, int, int, int], mask: str = "none",
         "numpy eager, keep_values=False": lambda: trace_attention(cfg, keep_values=False, tensors=arrays),
         "numpy flash, keep_values=False": lambda: trace_attention(flash, keep_values=False, tensors=arrays),
         "trace_attention(cfg, 'torch') eager": lambda: trace_attention(cfg, "torch", tensors=arrays),
+        "attntrace run, no tuning flags (in process)": lambda: cli_in_process(sizes, mask),
     }
     return {n: f for n, f in fns.items() if names is None or n in names}
 
 
-COMPUTE_TARGETS = {"trace_attention(cfg) numpy eager": 1.2, "trace_attention(cfg) numpy flash": 1.3,
+def cli_in_process(sizes: tuple[int, int, int, int], mask: str) -> None:
+    """``attntrace run`` with the sizes and no tuning flags, its table to /dev/null: the
+    command's own work (its seeded weights, the trace, the table) without the imports."""
+    import typer.main
+
+    from attntrace.cli import app
+
+    B, S, H, h = sizes
+    flags = {"none": [], "causal": ["--causal"], "key padding": ["--key-lengths", ",".join([str(max(1, S // 2))] * B)],
+             "window": ["--window", str(max(1, S // 4))]}[mask]
+    args = ["run", "--batch", str(B), "--seq", str(S), "--hidden", str(H), "--heads", str(h), *flags]
+    with open(os.devnull, "w") as devnull, contextlib.redirect_stdout(devnull):
+        typer.main.get_command(app).main(args, prog_name="attntrace", standalone_mode=False)
+
+
+COMPUTE_TARGETS = {"attntrace run, no tuning flags (in process)": 1.2, "trace_attention(cfg) numpy eager": 1.2, "trace_attention(cfg) numpy flash": 1.3,
                    "trace_attention(cfg, 'torch') eager": 1.1}
 
 
@@ -241,15 +339,24 @@ def memory(rep: Report, sizes: tuple[int, int, int, int], quick: bool = False) -
         for name in names:
             code = PROBE.format(bench=str(REPO / "benchmarks"), sizes=sizes, mask=mask, name=name)
             out = subprocess.run([sys.executable, "-c", code], env=PROBE_ENV, capture_output=True, text=True, check=True)
-            mib[name] = int(out.stdout.split()[-1]) / 1024
+            mib[name] = max(int(out.stdout.split()[-1]), 0) / 1024
         base = mib[names[0]]
         for name in names[1:]:
-            ratio = mib[name] / base if base > 0 else float("inf")
             target = 1.5 if "flash" in name else None
-            verdict = "" if target is None else "ok" if ratio <= target else "MISSED"
-            rep.say(f"  mask {mask:<12} {name:<40} {mib[name]:8.1f} MiB  SDPA {base:6.1f} MiB  {ratio:6.2f}x  {verdict}")
-            rep.row(f"memory, mask {mask}", name, f"SDPA: {base:.1f} MiB", f"{mib[name]:.1f} MiB: **{ratio:.2f}×**",
+            if base <= 0:  # nothing measurable: say so rather than print inf or nan
+                ratio_text, verdict = "no baseline peak", "" if target is None else "not measured"
+            else:
+                ratio = mib[name] / base
+                ratio_text = f"{ratio:.2f}×"
+                verdict = "" if target is None else "ok" if ratio <= target else "MISSED"
+            rep.say(f"  mask {mask:<12} {name:<40} {size(mib[name]):>10}  SDPA {size(base):>10}  {ratio_text:>8}  {verdict}")
+            rep.row(f"memory, mask {mask}", name, f"SDPA: {size(base)}", f"{size(mib[name])}: **{ratio_text}**",
                     f"≤ {target}× {verdict}" if target else "—")
+
+
+def size(mib: float) -> str:
+    """MiB with enough digits that a small peak never reads 0.0."""
+    return f"{mib:.1f} MiB" if mib >= 10 else f"{mib:.2f} MiB" if mib >= 0.1 else f"{mib * 1024:.0f} KiB"
 
 
 def markdown_page(rep: Report, argv: list[str]) -> str:
@@ -269,13 +376,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--repeat", type=int, default=7)
     parser.add_argument("--quick", action="store_true", help="small sizes, one repeat: a smoke test")
-    parser.add_argument("--only", default="startup,compute,contended,memory")
+    parser.add_argument("--only", default="startup,cli,compute,contended,memory")
     parser.add_argument("--markdown", action="store_true", help="print docs/benchmarks.md (progress on stderr)")
     args = parser.parse_args()
     sizes, repeat = (QUICK, 1) if args.quick else (FULL, args.repeat)
     rep = Report(args.markdown)
     machine(rep)
-    parts = {"startup": lambda: startup(rep, repeat), "compute": lambda: compute(rep, sizes, repeat),
+    parts = {"startup": lambda: startup(rep, repeat), "cli": lambda: cli_compute(rep, sizes, repeat),
+             "compute": lambda: compute(rep, sizes, repeat),
              "contended": lambda: contended(rep, sizes, repeat),
              "memory": lambda: memory(rep, sizes, args.quick)}
     for part in args.only.split(","):

@@ -20,7 +20,12 @@ def test_bench_quick_prints_every_section_as_a_markdown_page() -> None:
     assert page.startswith("# Benchmarks")
     assert "**Machine.**" in page
     assert "load average" in page
-    for section in ("| start-up | attntrace --help", "| compute | trace_attention(cfg) numpy flash",
+    for section in ("| start-up | attntrace --help", "| start-up | attntrace run --heads 12 --hidden 768",
+                    "| command line | attntrace run --batch 1", "| compute | trace_attention(cfg) numpy flash",
                     "| contended | flash slowdown / eager slowdown", "| memory, mask causal | numpy flash"):
         assert section in page, section
+    assert "Load average at the end" in page
     assert "nan" not in page.lower()
+    assert "inf×" not in page
+    assert " 0.0 MiB" not in page
+    assert " 0 KiB" not in page

@@ -150,3 +150,18 @@ def test_the_records_are_those_of_the_shape_backend() -> None:
     fields = [(s.name, s.shape, s.op, s.axes, s.view, s.flops, s.terms, s.inputs) for s in shapes]
     assert [(s.name, s.shape, s.op, s.axes, s.view, s.flops, s.terms, s.inputs) for s in computed] == fields
     assert computed.peak_bytes == shapes.peak_bytes
+
+
+def test_a_dropped_trace_frees_its_weights_at_once_without_the_garbage_collector() -> None:
+    import gc
+    import weakref
+
+    cfg = AttentionConfig(batch=2, seq=40, hidden=16, heads=2, causal=True)
+    t = trace_attention(cfg)
+    weights = weakref.ref(t["weights"].value)
+    gc.disable()  # no cycle may hold the (B, h, S, N) buffers until the next collection
+    try:
+        del t
+        assert weights() is None
+    finally:
+        gc.enable()

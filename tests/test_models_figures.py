@@ -94,3 +94,26 @@ def test_table_and_markdown_show_the_figures_and_bad_layers_is_one_line() -> Non
     assert result.exit_code == 2
     assert result.stderr == ("attntrace: error: --layers must be a whole number >= 1 (the "
                              "model's layers), got 0\n")
+
+
+def test_sweep_layers_adds_the_whole_model_to_every_point() -> None:
+    """sweep --layers L (or a preset's layer count): JSON whole_model per point, three CSV
+    columns after the point's own, two table columns; without it the output is unchanged."""
+    result = invoke("sweep", "--seq", "16,32", "--hidden", 64, "--heads", 4, "--layers", 3,
+                    "--format", "json")
+    assert result.exit_code == 0, result.output
+    points = json.loads(result.stdout)
+    for p in points:
+        assert p["whole_model"]["flops"] == 3 * p["flops"]
+        assert p["whole_model"]["kv_cache_bytes"] == 3 * p["seq"] * p["kv_cache_bytes_per_token"]
+    plain = invoke("sweep", "--seq", 16, "--hidden", 64, "--heads", 4, "--format", "csv")
+    assert plain.stdout.splitlines()[0].endswith(",kv_cache_bytes_per_token")
+    result = invoke("sweep", "--seq", 16, "--hidden", 64, "--heads", 4, "--layers", 3,
+                    "--format", "csv")
+    header, row = result.stdout.splitlines()[:2]
+    assert header == plain.stdout.splitlines()[0] + ",model_layers,model_kv_cache_bytes,model_flops"
+    assert row.startswith(plain.stdout.splitlines()[1] + ",3,")
+    result = invoke("sweep", "--seq", 128, "--preset", "llama-3.2-1b")
+    assert result.exit_code == 0, result.output
+    assert "KV x16" in result.stdout
+    assert invoke("sweep", "--layers", -1).exit_code == 2

@@ -12,6 +12,8 @@ from typing import Any
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from attntrace import AttentionConfig, trace_attention
@@ -135,7 +137,7 @@ def test_verify_passes_with_interleaved_pairs(args: tuple[object, ...]) -> None:
     assert "PASS" in result.stdout
 
 
-def test_rope_style_errors_config_contract_and_json() -> None:
+def test_rope_style_errors_config_contract_and_json(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="add --rope"):
         AttentionConfig(rope_style="interleaved")
     with pytest.raises(ConfigError, match="half or interleaved"):
@@ -155,6 +157,14 @@ def test_rope_style_errors_config_contract_and_json() -> None:
     assert doc["steps"][12]["op"] == "q * cos + rotate_pairs(q) * sin"
     result = invoke("check", "--rope", "--rope-style", "interleaved", "-e", "q_rot=h,S,d")
     assert result.exit_code == 0, result.output
+    spec = tmp_path / "spec.toml"
+    spec.write_text('[config.a]\nrope = true\nrope_style = "interleaved"\n'
+                    '[config.a.expect]\nq_rot = "h,S,d"\n')
+    assert invoke("check", "--spec", spec).exit_code == 0
+    spec.write_text('[config.a]\nrope = true\nrope_style = "pairs"\n')
+    result = invoke("check", "--spec", spec)
+    assert result.exit_code == 2
+    assert "--rope-style must be half or interleaved" in result.stderr
 
 
 BASE = {"vocab_size": 32, "hidden_size": 16, "intermediate_size": 32, "num_hidden_layers": 2,
@@ -177,7 +187,7 @@ def test_saved_gptj_model_with_interleaved_partial_rotary_gives_its_forward(
     from hf_models import build, capture
 
     model = build("GPTJ", tmp_path, vocab_size=32, n_embd=32, n_head=4, n_layer=2,
-                  n_positions=64, rotary_dim=4)
+                  n_positions=64, rotary_dim=4, bos_token_id=0, eos_token_id=0)
     got = capture(model, model.transformer.h[layer].attn, IDS, PAD)
     out = trace_folder(tmp_path, got.x, "o.npz", "--model", tmp_path, "--layer", layer,
                        "--key-lengths", "6,4")
@@ -244,9 +254,31 @@ def test_meta_checkpoint_read_interleaved_and_unpermuted_gives_the_converted_loa
                     "--backend", "shape")
     assert result.exit_code == 0, result.output
     assert "--rope-style half (was interleaved)" in json.loads(result.stdout)["origin"]
+    result = invoke("verify", "--model", meta, "--layer", 1, "--seq", 5)  # SDPA, Meta's pairs
+    assert result.exit_code == 0, result.output
+    assert "PASS" in result.stdout
 
 
 def torch_load(path: Path) -> dict[str, np.ndarray]:
     import torch
 
     return {k: v.numpy() for k, v in torch.load(path, weights_only=True).items()}
+
+
+@settings(max_examples=25, deadline=None)
+@given(heads=st.integers(1, 3), half_d=st.integers(1, 4), groups=st.sampled_from([1, None]),
+       seq=st.integers(1, 6), data=st.data())
+def test_pairings_agree_after_the_permutation_for_any_sizes(heads: int, half_d: int,
+                                                            groups: int | None, seq: int,
+                                                            data: Any) -> None:
+    """The invariant over random configs: permute the rows of w_q, b_q, w_k, b_k within each
+    head (over the first R dims) and the interleaved output is the half one."""
+    d = 2 * half_d
+    rotary = data.draw(st.sampled_from([None, *range(2, d, 2)]))
+    sizes = {"seq": seq, "hidden": heads * d, "heads": heads, "kv_heads": groups,
+             "rotary_dims": rotary, "causal": True}
+    half = trace_attention(f64(**sizes), "numpy")
+    given_ = {**half.params, "x": half["x"].value}
+    given_ |= {n: to_pairs(given_[n], d, rotary) for n in ("w_q", "b_q", "w_k", "b_k")}
+    pairs = trace_attention(f64(rope_style="interleaved", **sizes), "numpy", tensors=given_)
+    np.testing.assert_allclose(pairs["output"].value, half["output"].value, atol=1e-12)

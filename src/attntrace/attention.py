@@ -295,7 +295,8 @@ def _project(config: AttentionConfig, be: Backend[T], rec: _Recorder[T], lay: _L
 
 
 def _rotate(be: Backend[T], rec: _Recorder[T], lay: _Layout, t: Mapping[str, T], q: T, k: T) -> tuple[T, T]:
-    """RoPE: the cos/sin tables of the positions, then q and k rotated, dimension i with i + d/2."""
+    """RoPE: the cos/sin tables of the positions, then q and k rotated, dimension i with
+    i + d/2 (--rope-style half) or 2i with 2i + 1 (interleaved)."""
     lab = lay.lab
     cos = rec.step("rope_cos", t["rope_cos"], "cos(pos * base^(-2i/d))", ("S", "d"))  # (S, d)
     sin = rec.step("rope_sin", t["rope_sin"], "sin(pos * base^(-2i/d))", ("S", "d"))  # (S, d)
@@ -557,8 +558,9 @@ class _Recorder(Generic[T]):
         charges, inputs = self.meter.take()
         flops, terms = resolve(charges, shape, axes, self.registry, contract)
         names = tuple(dict.fromkeys(found[0] for found in map(self.registry.lookup, inputs) if found))
-        stored = None if not self.keeps(name) else self.be.to_numpy(value) if again is None else \
-            cast("np.ndarray", Lazy(lambda: self.be.to_numpy(again())))  # made on first read
+        be = self.be  # the recipe must not hold the recorder: a cycle would keep every step alive
+        stored = None if not self.keeps(name) else be.to_numpy(value) if again is None else \
+            cast("np.ndarray", Lazy(lambda: be.to_numpy(again())))  # made on first read
         bad = (self._nonfinite(name, value, view) if nonfinite is None else nonfinite) * times
         self.steps.append(Step(name, shape, self.be.dtype(value), stored, index=len(self.steps),
                                op=op, axes=axes, view=view, flops=flops * times, terms=terms,

@@ -220,7 +220,7 @@ def _itemsize(dtype: str) -> int:
 
 
 def prepare(rows: Rows[T]) -> Rows[T]:
-    """``rows`` with ``finite`` set when bounds on q, k and v prove every score, weight and
+    """``rows`` with q, k_t and v in row-major copies, and ``finite`` set when bounds on q, k and v prove every score, weight and
     context value finite: |scores| <= d·max|q|·max|k| (half the largest finite value leaves
     room for rounding), each softmax row of finite scores lies in [0, 1], so |context| <=
     max|v|. Otherwise (or with a float mask, which adds values of its own) they are counted
@@ -240,7 +240,10 @@ def prepare(rows: Rows[T]) -> Rows[T]:
     scores = d * q_top * k_top  # NaN or inf when q or k holds one: not proven
     finite = not rows.additive and bool(
         scores < limit and scores * rows.factor < limit and v_top < limit)
-    return replace(rows, finite=finite)
+    # row-major copies of each head (3 · S·d values): BLAS packs strided heads 10-30 % slower
+    q, k, v = (be.contiguous(x) for x in (rows.q, be.transpose(rows.k_t, -2, -1), rows.v))
+    k_t = be.transpose(k, -2, -1)  # (B, h, d, N), a view of (B, h, N, d): a cheap copy above
+    return replace(rows, q=q, k_t=k_t, v=v, finite=finite)
 
 
 def _largest(a: np.ndarray | None) -> float:

@@ -10,11 +10,12 @@ import csv
 import io
 import json
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import asdict, dataclass, fields, replace
+from dataclasses import dataclass, fields, replace
 from itertools import product
 from typing import TYPE_CHECKING
 
 from attntrace.config import ALGORITHMS, AttentionConfig
+from attntrace.costs import ModelFigures
 from attntrace.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -34,6 +35,7 @@ class SweepPoint:
     peak_bytes: int  # activations alive at once
     param_bytes: int
     kv_cache_bytes_per_token: int
+    whole_model: ModelFigures | None = None  # --layers L: the attention of L such layers
 
 
 #: The most values one list option takes, and the most configurations a sweep runs.
@@ -90,22 +92,28 @@ def sweep_configs(base: AttentionConfig, seqs: Iterable[int], heads: Iterable[in
             for hd, h, s, a in product(hd_list, h_list, s_list, algorithms)]
 
 
-def measure(config: AttentionConfig, backend: str = "shape", max_memory: int | None = None) -> SweepPoint:
-    """One point of the sweep.
+def measure(config: AttentionConfig, backend: str = "shape", max_memory: int | None = None,
+            layers: int | None = None) -> SweepPoint:
+    """One point of the sweep (with ``layers``: also the figures of a whole model of L such
+    layers, :func:`attntrace.costs.model_figures`).
 
-    >>> p = measure(AttentionConfig(seq=4096, hidden=768, heads=12))
-    >>> p.score_bytes == 12 * 4096 * 4096 * 4
-    True
+    >>> p = measure(AttentionConfig(seq=4096, hidden=768, heads=12), layers=12)
+    >>> p.score_bytes == 12 * 4096 * 4096 * 4, p.whole_model.flops == 12 * p.flops
+    (True, True)
     """
     from attntrace.attention import trace_attention
+    from attntrace.costs import model_figures
 
     t = trace_attention(config, backend, max_memory=max_memory, keep_values=False)
-    return SweepPoint(config.seq, config.heads, config.hidden, config.algorithm, t.total_flops, t.score_bytes,
-                      t.peak_bytes, t.param_bytes, t.kv_cache_bytes_per_token)
+    whole = model_figures(t, layers) if layers is not None else None
+    return SweepPoint(config.seq, config.heads, config.hidden, config.algorithm, t.total_flops,
+                      t.score_bytes, t.peak_bytes, t.param_bytes, t.kv_cache_bytes_per_token,
+                      whole)
 
 
 def run_sweep(configs: Sequence[AttentionConfig], backend: str = "shape", max_memory: int | None = None,
-              advance: Callable[[], None] | None = None) -> list[SweepPoint]:
+              advance: Callable[[], None] | None = None,
+              layers: int | None = None) -> list[SweepPoint]:
     """:func:`measure` every config; ``advance`` is called after each (a progress bar).
     A compute backend gives the same numbers as the shape backend, only slower: a sweep whose
     arithmetic would take minutes there is refused up front."""
@@ -117,21 +125,40 @@ def run_sweep(configs: Sequence[AttentionConfig], backend: str = "shape", max_me
                               "--backend shape gives the same FLOPs and bytes at once")
     points = []
     for config in configs:
-        points.append(measure(config, backend, max_memory))
+        points.append(measure(config, backend, max_memory, layers))
         if advance is not None:
             advance()
     return points
 
 
+def _point(p: SweepPoint) -> dict[str, object]:
+    """A point as plain values; ``whole_model`` only when --layers gave it."""
+    row: dict[str, object] = {f.name: getattr(p, f.name) for f in fields(SweepPoint)}
+    whole = row.pop("whole_model")
+    return {**row, "whole_model": whole.to_dict()} if isinstance(whole, ModelFigures) else row
+
+
+#: The CSV columns of the whole-model figures (sweep --layers), after the point's own.
+MODEL_COLUMNS = ("layers", "kv_cache_bytes", "flops")
+
+
 def to_json(points: Sequence[SweepPoint]) -> str:
     """The points as a JSON list of objects."""
-    return json.dumps([asdict(p) for p in points], indent=2, allow_nan=False)
+    return json.dumps([_point(p) for p in points], indent=2, allow_nan=False)
 
 
 def to_csv(points: Sequence[SweepPoint]) -> str:
-    """The points as CSV with a header row."""
+    """The points as CSV with a header row (and ``model_layers``, ``model_kv_cache_bytes``,
+    ``model_flops`` columns with --layers)."""
     out = io.StringIO()
-    writer = csv.DictWriter(out, [f.name for f in fields(SweepPoint)], lineterminator="\n")
+    names = [f.name for f in fields(SweepPoint) if f.name != "whole_model"]
+    whole = any(p.whole_model is not None for p in points)
+    extra = [f"model_{name}" for name in MODEL_COLUMNS] if whole else []
+    writer = csv.DictWriter(out, [*names, *extra], lineterminator="\n")
     writer.writeheader()
-    writer.writerows(asdict(p) for p in points)
+    for p in points:
+        row = {name: getattr(p, name) for name in names}
+        if p.whole_model is not None:
+            row |= {f"model_{name}": getattr(p.whole_model, name) for name in MODEL_COLUMNS}
+        writer.writerow(row)
     return out.getvalue()

@@ -157,6 +157,12 @@ class Backend(ABC, Generic[T]):
         stands for a step whose values are made block by block elsewhere."""
         return self.full(shape, 0.0, dtype)
 
+    def contiguous(self, x: T) -> T:
+        """``x`` in a buffer of its own, in row-major order (BLAS reads it faster)."""
+        out = self.empty(self.shape(x), self.dtype(x))
+        self.write(out, 0, 0, x)
+        return out
+
     def matmul_into(self, a: T, b: T, out: T) -> None:
         """``out[...] = a @ b`` (:meth:`matmul`'s bits), in the memory of ``out``."""
         self.write(out, 0, 0, self.matmul(a, b))

