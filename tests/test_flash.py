@@ -312,6 +312,7 @@ def test_finite_inputs_are_proven_finite_by_the_bound() -> None:
     nan = ones.copy()
     nan[0, 0, 0, 0] = np.nan
     assert not _surely_finite(cfg, be, (ones, ones, nan, None), None)
+    assert not _surely_finite(cfg, be, (ones, ones, ones, ones * 60000), None)  # T5's table adds to s
 
 
 # --- --softcap and --relative-bias in the tiles ---------------------------------------------------
@@ -360,3 +361,18 @@ def test_relative_bias_tile_costs_a_pick_per_bucket() -> None:
     assert trace["bias_tile"].repeat == 4
     assert trace["bias_tile"].flops == 2 * 8 * 8 * 8 * 4  # onehot (Br, Bc, 8) @ table (8, h), every tile
     assert trace["s_biased"].flops == 4 * 8 * 8
+
+
+def test_kept_tile_values_are_the_first_tiles_untouched_by_the_quiet_ones(compute_backend: str) -> None:
+    cfg = AttentionConfig(batch=2, seq=10, hidden=8, heads=2, dtype="float64", algorithm="flash", block_size=4)
+    t = trace_attention(cfg, compute_backend)
+    q, k, v = (t[n].value for n in ("q", "k", "v"))
+    s = q[..., :4, :] * cfg.score_scale @ np.swapaxes(k[..., :4, :], -1, -2)  # (B, h, Br, Bc): tile (0, 0)
+    m = s.max(-1)
+    p = np.exp(s - m[..., None])
+    np.testing.assert_allclose(t["s_tile"].value, s, rtol=1e-13)
+    np.testing.assert_allclose(t["m"].value, m, rtol=1e-13)
+    np.testing.assert_allclose(t["p_tile"].value, p, rtol=1e-13)
+    np.testing.assert_allclose(t["l"].value, p.sum(-1), rtol=1e-13)  # the phantom's 1 weighs 0 now
+    np.testing.assert_allclose(t["o_acc"].value, p @ v[..., :4, :], rtol=1e-13)
+    assert t["s_tile"].repeat == 9

@@ -231,7 +231,8 @@ class AttentionConfig:
 
         >>> AttentionConfig(seq=300, algorithm="flash", block_size=128).tile_sizes()
         {'Br': 128, 'Bc': 128}
-        >>> AttentionConfig(batch=1, seq=2048, hidden=1024, heads=16, algorithm="flash").tile_sizes()
+        >>> AttentionConfig(batch=1, seq=2048, hidden=1024, heads=16,
+        ...                 algorithm="flash").tile_sizes()  # (1, 16, 128, 256) floats: 2 MiB
         {'Br': 128, 'Bc': 256}
         >>> AttentionConfig(seq=300, hidden=64, heads=4, algorithm="flash").tile_sizes()
         {'Br': 128, 'Bc': 300}
