@@ -141,7 +141,7 @@ def process_ratios(rep: Report, section: str, runs: Runs, baseline: str, targets
         ratio, cpu_ratio = med[name] / med[baseline], cpu[name] / cpu[baseline]
         target = targets.get(name)
         verdict = "" if target is None else "ok" if ratio <= target else "MISSED"
-        rep.say(f"  {name:<52} median {med[name] * 1e3:7.0f} ms  best {min(runs.wall[name]) * 1e3:7.0f} ms"
+        rep.say(f"  {name:<62} median {med[name] * 1e3:7.0f} ms  best {min(runs.wall[name]) * 1e3:7.0f} ms"
                 f"  {ratio:5.2f}x  (CPU {cpu[name] * 1e3:6.0f} ms {cpu_ratio:5.2f}x)  {verdict}")
         if name != baseline:
             rep.row(section, name, f"{baseline}: {med[baseline] * 1e3:.0f} ms",

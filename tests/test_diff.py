@@ -3,6 +3,7 @@ configurations, the CLI's exit codes and JSON."""
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import json
 import sys
@@ -205,6 +206,27 @@ def test_rope_positions_offset_leaves_attention_unchanged(tmp_path: Path) -> Non
     report = diff(_target(path, "LlamaAttention", {}), LLAMA)
     assert report.ok
     assert {r.step.name: r.status for r in report.rows}["q_rot"] == "fused"
+
+
+_PAIRS = {"return torch.cat((-x[..., half:], x[..., :half]), dim=-1)":
+          "return torch.stack((-x[..., 1::2], x[..., 0::2]), dim=-1).flatten(-2)",
+          "emb = torch.cat((freqs, freqs), dim=-1)": "emb = freqs.repeat_interleave(2, dim=-1)"}
+
+
+def test_rope_pairing_follows_rope_style(tmp_path: Path) -> None:
+    """An interleaved model is right under --rope-style interleaved; a half model under it is
+    the bug ``rope-half``, and its fix names the option that fits the model."""
+    lines = (CORPUS / "llama_torch.py").read_text()
+    for old, new in _PAIRS.items():
+        lines = lines.replace(old, new)
+    path = tmp_path / "interleaved.py"
+    path.write_text(lines)
+    pairs = dataclasses.replace(LLAMA, rope_style="interleaved")
+    assert diff(_target(path, "LlamaAttention", {}), pairs).ok
+    report = diff(_target(CORPUS / "llama_torch.py", "LlamaAttention", {}), pairs)
+    assert report.diagnosis is not None
+    assert report.diagnosis.bug == "rope-half"
+    assert "--rope-style half" in report.diagnosis.fix
 
 
 def test_corpus_covers_every_bug_family() -> None:

@@ -111,11 +111,17 @@ def test_t5_cross_attention_from_the_folder_with_the_encoders_states(tmp_path: P
                     tmp_path / "x.npy")
     assert result.exit_code == 2
     assert "T5's cross-attention" in result.stderr
-    assert "add --kv-seq N" in result.stderr
+    assert "--input-kv FILE.npy" in result.stderr
+    assert "--kv-seq N" in result.stderr
     result = invoke("run", "--model", tmp_path, "--layer-prefix", prefix, "--input",
                     tmp_path / "x.npy", "--kv-seq", 6, "-f", "json")
     assert result.exit_code == 0, result.output
     assert '"name": "x_kv"' in result.stdout
+    np.save(tmp_path / "x_kv.npy", got["x_kv"].astype(np.float32))  # the encoder's states
+    out = run_saved(tmp_path, got["x"], "--layer-prefix", prefix, "--input-kv",
+                    tmp_path / "x_kv.npy", "--key-lengths", "6,4")
+    np.testing.assert_allclose(out["weights"], got["weights"], atol=1e-5)
+    np.testing.assert_allclose(out["output"], got["output"], atol=1e-5)
 
 
 FALCON = {"vocab_size": 32, "hidden_size": 16, "num_attention_heads": 4, "num_hidden_layers": 2}
@@ -158,3 +164,20 @@ def test_fused_rows_that_fit_no_layout_are_refused(tmp_path: Path) -> None:
     assert result.exit_code == 2
     assert "neither GPT-NeoX's 3H = 48 rows nor Falcon's (h + 2g)·d rows" in result.stderr
     assert "--hf-config" in result.stderr
+
+
+def test_check_picks_a_t5_decoder_layer_with_layer_prefix(tmp_path: Path) -> None:
+    """check reads the layer's settings as run does: the decoder's self-attention is causal
+    (a mask step), the encoder's is not; without a prefix the layer is ambiguous (exit 2)."""
+    t5_model(tmp_path)
+    decoder = invoke("check", "--model", tmp_path, "--layer", 1, "--layer-prefix",
+                     "decoder.block.1.layer.0.", "--seq", 5, "--expect", "mask=S,S",
+                     "--expect", "weights=h,S,S")
+    assert decoder.exit_code == 0, decoder.output
+    encoder = invoke("check", "--model", tmp_path, "--layer", 1, "--layer-prefix",
+                     "encoder.block.1.layer.0.", "--seq", 5, "--expect", "mask=S,S")
+    assert encoder.exit_code == 2  # no mask step in the encoder: the step is unknown
+    assert "unknown step 'mask'" in encoder.stderr
+    ambiguous = invoke("check", "--model", tmp_path, "--layer", 1, "--expect", "weights=h,S,S")
+    assert ambiguous.exit_code == 2
+    assert "--layer-prefix" in ambiguous.stderr

@@ -355,3 +355,40 @@ def test_verify_takes_the_same_weights(tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output
     assert "S=4  H=8  h=2" in result.stdout
     assert "PASS" in result.stdout
+
+
+def test_input_kv_gives_torch_cross_attention(tmp_path: Path) -> None:
+    """--input-kv: x_kv from a file (an encoder's output); N and the batch come from it."""
+    torch.manual_seed(3)
+    mha = torch.nn.MultiheadAttention(H, h, batch_first=True).eval()
+    torch.save(mha.state_dict(), tmp_path / "mha.pt")
+    x_file, x = write_x(tmp_path, (2, S, H))
+    x_kv = np.random.default_rng(2).standard_normal((2, 5, H)).astype(np.float32)
+    np.save(tmp_path / "x_kv.npy", x_kv)
+    result = invoke("run", "--weights", tmp_path / "mha.pt", "--heads", h, "--input", x_file,
+                    "--input-kv", tmp_path / "x_kv.npy", "--save", tmp_path / "o.npz")
+    assert result.exit_code == 0, result.output
+    with torch.no_grad():
+        kv = torch.from_numpy(x_kv)
+        out, weights = mha(torch.from_numpy(x), kv, kv, average_attn_weights=False)
+    with np.load(tmp_path / "o.npz", allow_pickle=False) as npz:
+        np.testing.assert_array_equal(npz["x_kv"], x_kv)
+        np.testing.assert_allclose(npz["weights"], weights.numpy(), rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(npz["output"], out.numpy(), rtol=1e-5, atol=1e-6)
+    assert invoke("verify", "--heads", h, "--input", x_file, "--input-kv",
+                  tmp_path / "x_kv.npy", "--dtype", "float64").exit_code == 0
+
+
+@pytest.mark.parametrize(("shape", "extra", "message"), [
+    ((3, 5, H), [], "--input-kv (x_kv (3, 5, 8)) gives batch 3, but the input (x (2, 3, 8)) gives 2"),
+    ((2, 5, H), ["--kv-seq", "4"], "--kv-seq 4 conflicts with --input-kv (x_kv (2, 5, 8))"),
+    ((5,), [], "--input-kv is (5,); it must be (N, M) or (B, N, M)"),
+])
+def test_input_kv_that_disagrees_is_one_line(
+        tmp_path: Path, shape: tuple[int, ...], extra: list[str], message: str) -> None:
+    x_file, _ = write_x(tmp_path, (2, S, H))
+    np.save(tmp_path / "x_kv.npy", np.zeros(shape, np.float32))
+    result = invoke("run", "--heads", h, "--input", x_file, "--input-kv", tmp_path / "x_kv.npy",
+                    *extra)
+    assert result.exit_code == 2
+    assert message in result.stderr

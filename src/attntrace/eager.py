@@ -50,6 +50,8 @@ FINITE_MAX: dict[str, float] = {
 
 #: ``count(step name, block) -> NaN and ±inf in it`` (the recorder's rule for that step).
 Count = Callable[[str, T], int]
+
+
 @dataclass
 class Tally(Generic[T]):
     """Non-finite values per step, counted block by block by ``count`` (the recorder's rule:
@@ -177,7 +179,8 @@ class Rows(Generic[T]):
         thread either way (the bits of a block do not depend on the threads)."""
         work = self.blocks()
         with self.be.one_thread_each():
-            if self.threads == 1 or math.prod(self.shape) < POOL_MIN_NUMEL:
+            inside = threading.current_thread().name.startswith("attntrace")  # a pool worker
+            if self.threads == 1 or inside or math.prod(self.shape) < POOL_MIN_NUMEL:
                 for block in work:
                     fn(block)
             else:

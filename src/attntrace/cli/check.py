@@ -35,6 +35,7 @@ def check(
     max_memory: opt.MaxMemory = None,
     algorithm: opt.Algorithm = opt.AlgorithmName.eager,
     block_size: opt.BlockSize = None,
+    layer_prefix: opt.LayerPrefix = None,
     expect: opt.Expect = None,
     golden: opt.Golden = None,
     spec: opt.Spec = None,
@@ -74,8 +75,9 @@ def check(
             raise ConfigError("--spec cannot be combined with --expect or --golden; put them into the spec file")
         results = run_spec(load_spec(spec, backend.value, keep_going=True), budget, keep_going=True)
     else:
-        config = resolve_options(**model, batch=batch, seq=seq, hidden=hidden, heads=heads, dtype=dtype, seed=seed,
-                                 scale=scale, algorithm=algorithm, block_size=block_size)
+        config = resolve_options(**model, batch=batch, seq=seq, hidden=hidden, heads=heads,
+                                 dtype=dtype, seed=seed, scale=scale, algorithm=algorithm,
+                                 block_size=block_size, layer_prefix=layer_prefix)
         results = [check_one(config, backend.value, expect or [], golden, budget)]
     report(results, fmt, spec, verbose=verbose, no_color=no_color)
     for r in results:

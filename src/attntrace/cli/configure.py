@@ -73,8 +73,9 @@ def resolve_options(*, preset: str | None = None, hf_config: Path | None = None,
     from attntrace.presets import resolve_fields
 
     model_dir, layer = options.pop("model_dir", None), options.pop("layer", None)
+    prefix = options.pop("layer_prefix", None)
     fields, _ = resolve_fields(preset=preset, hf_config=hf_config, model_dir=model_dir, layer=layer,
-                               **option_fields(**options))
+                               layer_prefix=prefix, **option_fields(**options))
     config = AttentionConfig(**fields)
     check_rope_base(options.get("rope_base"), config)
     return config
@@ -96,7 +97,7 @@ def parse_key_lengths(text: str | None) -> tuple[int, ...] | None:
 
 def config_from_files(
     ctx: typer.Context, weights: Path | None, layer_prefix: str | None, input_file: Path | None,
-    **options: Any,
+    input_kv: Path | None = None, **options: Any,
 ) -> tuple[AttentionConfig, dict[str, Any]]:
     """The config of the options (as :func:`resolve_options` takes them), with --weights /
     --input filling in the sizes not typed; also the tensors the files give.
@@ -104,7 +105,7 @@ def config_from_files(
     Nothing is validated before the files have spoken: the default --hidden 768 never meets
     a file's 28 heads, and --key-lengths finds the batch of an --input (B, S, H)."""
     model_dir = options.get("model_dir")
-    if weights is None and input_file is None and model_dir is None:
+    if weights is None and input_file is None and model_dir is None and input_kv is None:
         if layer_prefix is not None:
             raise ConfigError("--layer-prefix picks a layer of --weights; add --weights FILE")
         return resolve_options(**options), {}
@@ -115,16 +116,17 @@ def config_from_files(
     sizes, known = resolve_fields(**sources, layer_prefix=layer_prefix, **option_fields(**options))
     explicit = {name for name in _SIZE_OPTIONS if _typed(ctx, name)}
     loaded = _load(weights, model_dir, sources["layer"], layer_prefix, sizes, known)
+    x_kv = read_npy(input_kv) if input_kv is not None else None
     if loaded is not None and model_dir is not None:
         from attntrace.models.load import check_cross
 
-        check_cross(loaded, sizes.get("kv_seq"))
+        check_cross(loaded, sizes.get("kv_seq") or (x_kv.shape[-2] if x_kv is not None else None))
     if loaded is None and layer_prefix is not None:
         raise ConfigError("--layer-prefix picks a layer of --weights; add --weights FILE")
     if loaded is not None and not known:
         check_positions_said(loaded, options)
     x = read_npy(input_file) if input_file is not None else None
-    config, tensors = resolve_run(sizes, explicit, loaded, x, known=known)
+    config, tensors = resolve_run(sizes, explicit, loaded, x, known=known, x_kv=x_kv)
     check_rope_base(options.get("rope_base"), config)
     return config, tensors
 
@@ -181,7 +183,8 @@ def _load(weights: Path | None, model_dir: Path | None, layer: int | None, layer
 
 
 #: The options a file may also state; typed ones must agree with it.
-_SIZE_OPTIONS = ("batch", "seq", "hidden", "heads", "scale", "head_dim", "kv_heads", "kv_hidden")
+_SIZE_OPTIONS = ("batch", "seq", "hidden", "heads", "scale", "head_dim", "kv_heads", "kv_hidden",
+                 "kv_seq")
 
 
 def check_positions_said(loaded: Any, options: dict[str, Any]) -> None:

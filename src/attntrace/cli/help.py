@@ -37,7 +37,11 @@ _HIGHLIGHTS = ((r"(^|\W)(\-\w+)(?![a-zA-Z0-9])", ("bold", "green")),
 
 class Styled:
     """Text with one tuple of style words per character (a plain class: no dataclass machinery
-    to import or build on the way to the help)."""
+    to import or build on the way to the help).
+
+    >>> Styled("try --heads 12").highlight().styles[4:6]
+    [('bold', 'cyan'), ('bold', 'cyan')]
+    """
 
     __slots__ = ("styles", "text")
 

@@ -106,7 +106,14 @@ class LazyCommands(MutableMapping[str, click.Command]):
 
 
 class AttntraceGroup(TyperGroup):
-    """Typer's group with lazy commands and a top-level help drawn without Rich."""
+    """Typer's group with lazy commands and a top-level help drawn without Rich.
+
+    >>> import typer.main
+    >>> from attntrace.cli import app
+    >>> group = typer.main.get_command(app)
+    >>> group.list_commands(None)[:3], group.get_command(None, "presets").name
+    (['run', 'trace', 'check'], 'presets')
+    """
 
     def __init__(self, **attrs: Any) -> None:
         super().__init__(**attrs)

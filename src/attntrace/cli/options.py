@@ -229,4 +229,7 @@ Scale = Annotated[str, typer.Option(help="Factor on the scores: sqrt (1/√d, th
 Weights = Annotated[Path | None, typer.Option(help="Projection weights: .npz, .safetensors, .pt/.pth/.bin (attntrace, nn.MultiheadAttention, q_proj/o_proj or BERT names); sets --hidden.", rich_help_panel=FILES)]
 LayerPrefix = Annotated[str | None, typer.Option(help="Which layer of --weights, e.g. model.layers.0.self_attn.", rich_help_panel=FILES)]
 Input = Annotated[Path | None, typer.Option("--input", help="x from a .npy file, (S, H) or (B, S, H); sets --seq and --batch.", rich_help_panel=FILES)]
+InputKv = Annotated[Path | None, typer.Option(
+    "--input-kv", help="x_kv of cross-attention from a .npy file, (N, M) or (B, N, M), e.g. an "
+    "encoder's output; sets --kv-seq and --kv-hidden.", rich_help_panel=FILES)]
 Save = Annotated[Path | None, typer.Option(help="Write every step and parameter to FILE.npz (atomically).", rich_help_panel=FILES)]

@@ -51,6 +51,7 @@ def report(
     weights: opt.Weights = None,
     layer_prefix: opt.LayerPrefix = None,
     input_file: opt.Input = None,
+    input_kv: opt.InputKv = None,
     *,
     model: dict[str, Any],
 ) -> None:
@@ -89,6 +90,7 @@ def report(
         weights=weights,
         layer_prefix=layer_prefix,
         input_file=input_file,
+        input_kv=input_kv,
     )
     write_output(
         out, render_report(trace, batch_item=batch_item, count=count.value).encode("utf-8")

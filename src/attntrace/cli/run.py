@@ -48,6 +48,7 @@ def run(
     weights: opt.Weights = None,
     layer_prefix: opt.LayerPrefix = None,
     input_file: opt.Input = None,
+    input_kv: opt.InputKv = None,
     save: opt.Save = None,
     plot: opt.Plot = None,
     plot_flow: opt.PlotFlow = None,
@@ -84,7 +85,7 @@ def run(
         ctx, model, validate, keep, batch=batch, seq=seq, hidden=hidden, heads=heads, mask=mask,
         backend=backend, dtype=dtype, seed=seed, scale=scale, max_memory=max_memory,
         algorithm=algorithm, block_size=block_size, weights=weights, layer_prefix=layer_prefix,
-        input_file=input_file, threads=threads,
+        input_file=input_file, input_kv=input_kv, threads=threads,
     )
     trace = with_whole_model(trace, layers, model)
     if save is not None:
@@ -115,7 +116,8 @@ def trace_from_options(
     ctx: typer.Context, model: dict[str, Any], validate: Callable[[AttentionConfig], None],
     keep: bool | set[str], *,
     mask: Path | None, backend: opt.BackendName, max_memory: str | None, weights: Path | None,
-    layer_prefix: str | None, input_file: Path | None, threads: int | None = None, **options: Any,
+    layer_prefix: str | None, input_file: Path | None, input_kv: Path | None = None,
+    threads: int | None = None, **options: Any,
 ) -> Trace:
     """The trace that run's options describe (also ``report``'s): config from the options and
     files, checked by ``validate``, traced keeping the values of ``keep``."""
@@ -123,7 +125,8 @@ def trace_from_options(
     from attntrace.masks import MaskWarning, load_mask
     from attntrace.memory import parse_size
 
-    config, tensors = config_from_files(ctx, weights, layer_prefix, input_file, **model, **options)
+    config, tensors = config_from_files(ctx, weights, layer_prefix, input_file, input_kv,
+                                        **model, **options)
     validate(config)
     user_mask = load_mask(mask) if mask is not None else None
     budget = parse_size(max_memory) if max_memory is not None else None

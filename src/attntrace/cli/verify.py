@@ -31,6 +31,7 @@ def verify(
     weights: opt.Weights = None,
     layer_prefix: opt.LayerPrefix = None,
     input_file: opt.Input = None,
+    input_kv: opt.InputKv = None,
     *,
     model: dict[str, Any],
 ) -> None:
@@ -51,7 +52,8 @@ def verify(
     from attntrace.verify import verify_attention
 
     config, tensors = config_from_files(
-        ctx, weights, layer_prefix, input_file, **model, batch=batch, seq=seq, hidden=hidden, heads=heads,
+        ctx, weights, layer_prefix, input_file, input_kv, **model, batch=batch, seq=seq,
+        hidden=hidden, heads=heads,
         dtype=dtype, seed=seed, scale=scale, algorithm=algorithm, block_size=block_size,
     )
     user_mask = load_mask(mask) if mask is not None else None

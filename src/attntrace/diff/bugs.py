@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import math
 from collections.abc import Callable, Iterator, Mapping
@@ -12,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from attntrace.attention import StepReplacement
 from attntrace.config import AttentionConfig
-from attntrace.rope import rope_angles
+from attntrace.rope import rope_tables
 from attntrace.trace import Trace
 
 if TYPE_CHECKING:
@@ -341,34 +342,29 @@ def _repeat(s: Setting) -> Iterator[Bug]:
         )
 
 
-def _rope(s: Setting) -> Iterator[Bug]:
-    import numpy as np
+#: What each --rope-style pairs, and how to say the other is wrong.
+_PAIRINGS = {
+    "half": ("halves (i, i + d/2)", "rotate dimension i with i + d/2 (rotate_half), as Hugging "
+             "Face Llama does"),
+    "interleaved": ("neighbours (2i, 2i+1)", "rotate dimension 2i with 2i + 1, as Meta's "
+                    "original checkpoints and GPT-J do"),
+}
 
+
+def _rope(s: Setting) -> Iterator[Bug]:
     cfg = s.config
     if not cfg.rope:
         return
-    d = cfg.head_dim
-
-    def interleaved(name: str) -> StepReplacement:
-        def wrong(done: Done, value: np.ndarray) -> np.ndarray:
-            x = done[name]
-            angles = rope_angles(cfg.seq, d, cfg.rope_base)[:, : d // 2]  # (S, d/2)
-            cos, sin = np.cos(angles), np.sin(angles)  # (S, d/2) each
-            even, odd = x[..., 0::2], x[..., 1::2]  # (B, h, S, d/2) each
-            out = np.empty_like(x)
-            out[..., 0::2] = even * cos - odd * sin  # (B, h, S, d/2)
-            out[..., 1::2] = odd * cos + even * sin  # (B, h, S, d/2)
-            return out
-
-        return wrong
-
+    other = "interleaved" if cfg.rope_style == "half" else "half"
+    wrong_pairs = dataclasses.replace(cfg, rope_style=other)
     yield Bug(
-        "rope-interleaved",
-        "RoPE pairs neighbours (2i, 2i+1) where the weights expect halves (i, i + d/2)",
-        "rotate dimension i with i + d/2 (rotate_half), as Hugging Face Llama does; "
-        "or convert the weights",
+        f"rope-{other}",
+        f"RoPE pairs {_PAIRINGS[other][0]} where the weights expect "
+        f"{_PAIRINGS[cfg.rope_style][0]}",
+        f"{_PAIRINGS[cfg.rope_style][1]}; or, if your model pairs "
+        f"{_PAIRINGS[other][0]}, diff it with --rope-style {other}",
         "q_rot",
-        {"q_rot": interleaved("q"), "k_rot": interleaved("k")},
+        {"q_rot": _rotated("q", wrong_pairs), "k_rot": _rotated("k", wrong_pairs)},
     )
     for base in (10000.0, 500000.0, 1000000.0, 100000.0):
         if base != cfg.rope_base:
@@ -390,14 +386,28 @@ def _rope(s: Setting) -> Iterator[Bug]:
 
 
 def _tables(cfg: AttentionConfig, base: float, start: int) -> dict[str, StepReplacement]:
-    """The cos and sin tables of another θ or of positions start, …, start + S - 1."""
-    import numpy as np
-
-    angles = rope_angles(cfg.seq + start, cfg.head_dim, base)[start:]  # (S, d)
+    """The cos and sin tables of another θ or of positions start, …, start + S - 1 (with the
+    config's pairing, rotary dims and scaling)."""
+    cos, sin = rope_tables(dataclasses.replace(cfg, rope_base=base, seq=cfg.seq + start))
     return {
-        "rope_cos": lambda done, value: np.cos(angles).astype(value.dtype),
-        "rope_sin": lambda done, value: np.sin(angles).astype(value.dtype),
+        "rope_cos": lambda done, value: cos[start:].astype(value.dtype),  # (S, d)
+        "rope_sin": lambda done, value: sin[start:].astype(value.dtype),  # (S, d)
     }
+
+
+def _rotated(name: str, cfg: AttentionConfig) -> StepReplacement:
+    """q or k rotated as ``cfg`` says (its pairing and tables), from the step before RoPE."""
+    from attntrace.backends.numpy_backend import backend
+
+    be, cos, sin = backend(), *rope_tables(cfg)  # (S, d) each
+    r = cfg.rotary_dims or cfg.head_dim
+    turn = be.rotate_pairs if cfg.rope_style == "interleaved" else be.rotate_part
+
+    def wrong(done: Done, value: Any) -> Any:
+        x = done[name]  # (B, h, S, d)
+        return (x * cos + turn(x, r) * sin).astype(value.dtype)  # (B, h, S, d)
+
+    return wrong
 
 
 def _output(s: Setting) -> Iterator[Bug]:

@@ -17,6 +17,7 @@ if TYPE_CHECKING:
 def resolve_run(
     options: Mapping[str, Any], explicit: set[str], weights: LoadedWeights | None = None,
     x: np.ndarray | None = None, *, known: Mapping[str, str] | None = None,
+    x_kv: np.ndarray | None = None,
 ) -> tuple[AttentionConfig, dict[str, np.ndarray | None]]:
     """The config and the user tensors of a run. ``options`` holds every AttentionConfig field
     (defaults included); ``explicit`` names the ones the user typed; ``known`` the ones a
@@ -28,19 +29,17 @@ def resolve_run(
     >>> cfg, tensors = resolve_run(opts, {"heads"}, x=np.zeros((2, 5, 8)))
     >>> cfg.batch, cfg.seq, cfg.hidden, cfg.heads, list(tensors)
     (2, 5, 8, 2, ['x'])
+    >>> cfg, _ = resolve_run(opts, {"heads"}, x=np.zeros((2, 5, 8)), x_kv=np.zeros((2, 7, 6)))
+    >>> cfg.kv_seq, cfg.kv_hidden
+    (7, 6)
     """
-    stated: dict[str, tuple[Any, str]] = {}  # field -> (value, which file says so)
-    if weights is not None:
-        _state(stated, "hidden", weights.hidden, f"the weights ({weights.path.name})")
-        for name, value in weights.hints.items():
-            _state(stated, name, value, f"the weights file ({weights.path.name})")
-    if x is not None:
-        for name, value in _x_sizes(x).items():
-            _state(stated, name, value, f"the input (x {tuple(x.shape)})")
+    stated = _stated(weights, x, x_kv)
     values, known = dict(options), known or {}
     for name, (value, where) in stated.items():
+        flag = "--" + name.replace("_", "-")
         if name in explicit and options[name] != value:
-            raise ConfigError(f"--{name} {_show(name, options[name])} conflicts with {where}, which gives {_show(name, value)}; drop --{name}")
+            raise ConfigError(f"{flag} {_show(name, options[name])} conflicts with {where}, "
+                              f"which gives {_show(name, value)}; drop {flag}")
         if name in known and name not in explicit and options[name] != value:
             shown = _show(name, options[name])
             raise ConfigError(f"{known[name]} gives {name} {shown}, but {where} "
@@ -57,6 +56,8 @@ def resolve_run(
         tensors = {name: t for name, t in tensors.items() if not name.startswith("b_")}
     if x is not None:
         tensors["x"] = x
+    if x_kv is not None:
+        tensors["x_kv"] = x_kv
     return AttentionConfig(**values), tensors
 
 
@@ -96,6 +97,31 @@ def _x_sizes(x: np.ndarray) -> dict[str, Any]:
     if x.ndim == 3:
         return {"batch": int(x.shape[0]), "seq": int(x.shape[1]), "hidden": int(x.shape[2])}
     raise ConfigError(f"the input x is {tuple(x.shape)}; it must be (S, H) or (B, S, H)")
+
+
+def _stated(weights: LoadedWeights | None, x: np.ndarray | None,
+            x_kv: np.ndarray | None) -> dict[str, tuple[Any, str]]:
+    """field -> (value, which file says so), for every size the files give."""
+    stated: dict[str, tuple[Any, str]] = {}
+    if weights is not None:
+        _state(stated, "hidden", weights.hidden, f"the weights ({weights.path.name})")
+        for name, value in weights.hints.items():
+            _state(stated, name, value, f"the weights file ({weights.path.name})")
+    if x is not None:
+        for name, value in _x_sizes(x).items():
+            _state(stated, name, value, f"the input (x {tuple(x.shape)})")
+    if x_kv is not None:
+        for name, value in _x_kv_sizes(x_kv).items():
+            _state(stated, name, value, f"--input-kv (x_kv {tuple(x_kv.shape)})")
+    return stated
+
+
+def _x_kv_sizes(x_kv: np.ndarray) -> dict[str, Any]:
+    """kv_seq and kv_hidden (and batch) of a cross-attention source (N, M) or (B, N, M)."""
+    if x_kv.ndim not in (2, 3):
+        raise ConfigError(f"--input-kv is {tuple(x_kv.shape)}; it must be (N, M) or (B, N, M)")
+    sizes = {"kv_seq": int(x_kv.shape[-2]), "kv_hidden": int(x_kv.shape[-1])}
+    return {**sizes, "batch": int(x_kv.shape[0])} if x_kv.ndim == 3 else sizes
 
 
 def _state(stated: dict[str, tuple[Any, str]], name: str, value: Any, where: str) -> None:

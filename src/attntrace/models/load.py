@@ -29,7 +29,10 @@ def model_fields(path: Path, layer: int | None, prefix: str | None = None) -> di
     >>> f["hidden"], f["heads"], f["causal"], f["rope"], f["rope_style"]
     (8, 2, True, False, 'half')
     """
-    return _fields(path, folder_config(path), layer, prefix)
+    config = folder_config(path)
+    if prefix is None and config.get("is_encoder_decoder"):  # encoder or decoder: weights say
+        prefix = _prefix(path, open_folder(path).arrays(), 0 if layer is None else layer)
+    return _fields(path, config, layer, prefix)
 
 
 #: The decoder stack of an encoder-decoder checkpoint (T5): its self-attention is causal.
@@ -56,8 +59,8 @@ def check_cross(loaded: LoadedWeights, kv_seq: int | None) -> None:
     if loaded.scheme == T5_CROSS_SCHEME and kv_seq is None:
         raise ConfigError(
             f"{loaded.prefix}EncDecAttention is T5's cross-attention: its keys and values come "
-            "from the encoder's output; add --kv-seq N (the encoder's length; x_kv is seeded, "
-            "the Python API takes the encoder's states as tensors={'x_kv': ...})"
+            "from the encoder's output; give it with --input-kv FILE.npy (B, N, M), or add "
+            "--kv-seq N for its length alone (x_kv is then seeded)"
         )
 
 
