@@ -36,6 +36,7 @@ sys.path.insert(0, str(REPO / "src"))  # this checkout, not an installed attntra
 MINIMAL = REPO / "benchmarks" / "minimal_run.py"  # the start-up floor: a hand-written run, same output kind
 FULL, QUICK = (1, 2048, 1024, 16), (1, 256, 256, 4)
 MASKS = ("none", "causal", "key padding", "window")
+STARTUP_RUNS = 15  # the least number of runs of each start-up command (not with --quick)
 
 
 @dataclass
@@ -382,7 +383,8 @@ def main() -> None:
     sizes, repeat = (QUICK, 1) if args.quick else (FULL, args.repeat)
     rep = Report(args.markdown)
     machine(rep)
-    parts = {"startup": lambda: startup(rep, repeat), "cli": lambda: cli_compute(rep, sizes, repeat),
+    # fresh processes are cheap and their times scatter on a shared machine: 15 runs at least
+    parts = {"startup": lambda: startup(rep, repeat if args.quick else max(repeat, STARTUP_RUNS)), "cli": lambda: cli_compute(rep, sizes, repeat),
              "compute": lambda: compute(rep, sizes, repeat),
              "contended": lambda: contended(rep, sizes, repeat),
              "memory": lambda: memory(rep, sizes, args.quick)}

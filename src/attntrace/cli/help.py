@@ -78,6 +78,9 @@ class Styled:
         return self
 
 
+_EMPTY = Styled()
+
+
 def from_markup(markup: str, style: tuple[str, ...] = ()) -> Styled:
     """Rich console markup (``[bold]…[/]``, ``\\[`` for a bracket) as styled text.
 
@@ -127,8 +130,11 @@ def wrap(text: Styled, width: int, fold: bool = True) -> list[Styled]:
     >>> [line.text for line in wrap(Styled("--install-completion"), 8, fold=False)]
     ['--insta…']
     """
+    width = max(width, 1)
+    if "\n" not in text.text and cell_len(text.text.rstrip()) <= width:  # most table cells
+        return [_fit(text, width)]
     lines: list[Styled] = []
-    start_of_line, width = 0, max(width, 1)
+    start_of_line = 0
     for line in text.text.split("\n"):
         piece = text[start_of_line:start_of_line + len(line)]
         start_of_line += len(line) + 1
@@ -278,12 +284,13 @@ def _table(columns: Sequence[Column], rows: Sequence[Sequence[Styled]], width: i
     for row in rows:
         cells = [wrap(cell, w, fold=False) for cell, w in zip(row, inner, strict=True)]
         for k in range(max(len(cell) for cell in cells)):
-            line = Styled()
+            parts, styles = [], []
             for i, (cell, w) in enumerate(zip(cells, widths, strict=True)):
-                text = cell[k] if k < len(cell) else Styled()
-                left = " " if i > 0 else ""
-                line.add(left).extend(text).add(" " * (w - len(left) - cell_len(text.text)))
-            out.append(line)
+                text = cell[k] if k < len(cell) else _EMPTY
+                pad = w - (i > 0) - cell_len(text.text)
+                parts.append(" " * (i > 0) + text.text + " " * pad)
+                styles += [()] * (i > 0) + text.styles + [()] * pad
+            out.append(Styled("".join(parts), styles))
     return out
 
 
