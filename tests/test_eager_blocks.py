@@ -165,3 +165,29 @@ def test_a_dropped_trace_frees_its_weights_at_once_without_the_garbage_collector
         assert weights() is None
     finally:
         gc.enable()
+
+
+@pytest.mark.parametrize("backend", ["numpy", "torch"])
+def test_the_next_trace_reuses_freed_weights_memory_never_memory_still_in_use(
+        backend: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    from attntrace.backends import spare, torch_backend
+
+    monkeypatch.setattr(spare, "SPARE_MIN_BYTES", 1)  # every buffer recycled
+    monkeypatch.setattr(torch_backend, "HUGE_PAGES_NUMEL", 1)  # torch's too
+    cfg = AttentionConfig(batch=2, seq=40, hidden=16, heads=2, causal=True)
+    spare.release()
+    first = trace_attention(cfg, backend)
+    held = first["weights"].value[1]  # a view the caller keeps
+    kept = held.copy()
+    expected = trace_attention(cfg, backend, keep_values={"weights"})["weights"].value.copy()
+    del first
+    for seed in (1, 0):  # a new trace (other values) may not write into the view still held
+        t = trace_attention(AttentionConfig(**{**cfg.__dict__, "seed": seed}), backend)
+        np.testing.assert_array_equal(held, kept)
+    np.testing.assert_array_equal(t["weights"].value, expected)
+    where = t["weights"].value.__array_interface__["data"][0]
+    del t  # nothing holds its weights now: the next trace writes into their memory
+    again = trace_attention(cfg, backend)
+    assert again["weights"].value.__array_interface__["data"][0] == where
+    np.testing.assert_array_equal(again["weights"].value, expected)
+    spare.release()

@@ -351,6 +351,8 @@ def test_softcap_and_relative_bias_tiles_equal_eager(compute_backend: str, case:
         assert got["s_biased"].op == f"{'s_capped' if 'softcap' in fields else 's_tile'} + bias_tile"
     if "s_capped" in names:
         assert got["s_capped"].op.startswith(f"{fields['softcap']:g} * tanh(s_tile")
+    if "s_masked" in names:  # applied to what came before the mask tile
+        assert names[names.index("mask_tile") - 1] in got["s_masked"].op
     fields_of = ("name", "shape", "axes", "repeat", "flops", "inputs", "op")
     assert [[getattr(s, f) for f in fields_of] for s in shapes] == [[getattr(s, f) for f in fields_of] for s in got]
 

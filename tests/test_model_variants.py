@@ -53,6 +53,8 @@ def test_variant_steps_in_order_on_every_backend(name: str, backend: str) -> Non
     ("--softcap", 0.5, "--causal", "--batch", 2, "--key-lengths", "5,3"),
     ("--softcap", 0.5, "--causal", "--window", 3, "--algorithm", "flash", "--block-size", 2),
     ("--relative-bias", "8,16", "--scale", "none", "--algorithm", "flash", "--block-size", 2),
+    ("--softcap", 2, "--relative-bias", "8,16", "--causal"),  # capped, then bias, then mask
+    ("--softcap", 2, "--relative-bias", "8,16", "--algorithm", "flash", "--block-size", 2),
     ("--qk-norm", "head", "--rope"), ("--qk-norm", "full", "--kv-heads", 1),
     ("--rope", "--rotary-dims", 2), ("--rope", "--rope-scaling", "linear:factor=2"),
     ("--rope", "--rope-scaling", "dynamic:factor=2,max_position_embeddings=2"),

@@ -227,7 +227,8 @@ class AttentionConfig:
     def tile_sizes(self) -> dict[str, int]:
         """Br and Bc, the rows of one query block and one key/value block (flash only):
         ``block_size`` for both, or by default Br = 128 and Bc a multiple of it, as wide as fits
-        a (B, h, Br, Bc) tile of 2 MiB (:data:`TILE_BYTES`), at most N.
+        a (B, h, Br, Bc) tile of 2 MiB (:data:`TILE_BYTES`), at most N (and at most --window
+        rounded up).
 
         >>> AttentionConfig(seq=300, algorithm="flash", block_size=128).tile_sizes()
         {'Br': 128, 'Bc': 128}
@@ -236,6 +237,8 @@ class AttentionConfig:
         {'Br': 128, 'Bc': 256}
         >>> AttentionConfig(seq=300, hidden=64, heads=4, algorithm="flash").tile_sizes()
         {'Br': 128, 'Bc': 300}
+        >>> AttentionConfig(seq=4096, heads=1, window=200, algorithm="flash").tile_sizes()
+        {'Br': 128, 'Bc': 256}
         >>> AttentionConfig(seq=3).tile_sizes()
         {}
         """
@@ -255,6 +258,8 @@ class AttentionConfig:
             return min(self.block_size, self.seq), min(self.block_size, self.keys)
         row_bytes = (self.batch or 1) * self.heads * QUERY_BLOCK * self.itemsize  # one key column
         wide = max(1, TILE_BYTES // row_bytes // QUERY_BLOCK) * QUERY_BLOCK
+        if self.window is not None:  # no wider than the band: the tiles outside it are skipped
+            wide = min(wide, -(-self.window // QUERY_BLOCK) * QUERY_BLOCK)
         return min(QUERY_BLOCK, self.seq), min(wide, self.keys)
 
     @property

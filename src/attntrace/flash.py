@@ -426,7 +426,7 @@ def _tile(f: _Flash[T], q_scaled: T, state: tuple[T, T, T], box: tuple[int, int,
     if f.onehot is not None:
         s, s_name = _biased(f, s, s_name, box, times), "s_biased"  # (B, h, Br, Bc)
     if f.plan is not None:
-        s, s_name = _mask_tile(f, s, box, times), "s_masked"  # (B, h, Br, Bc), -inf where masked
+        s, s_name = _mask_tile(f, s, s_name, box, times), "s_masked"  # (B, h, Br, Bc), -inf masked
     m = be.binary("maximum", m_old, be.reduce_max(s))  # (B, h, Br)
     m = rec.step("m", m, f"maximum(m, {s_name}.max(-1))", f.ax("Br"), times=times)
     p = be.exp(be.binary("sub", s, f.col(m), inplace=ip), inplace=True)  # (B, h, Br, Bc)
@@ -444,7 +444,7 @@ def _tile(f: _Flash[T], q_scaled: T, state: tuple[T, T, T], box: tuple[int, int,
     return m, l, o
 
 
-def _mask_tile(f: _Flash[T], s: T, box: tuple[int, int, int, int], times: int) -> T:
+def _mask_tile(f: _Flash[T], s: T, s_name: str, box: tuple[int, int, int, int], times: int) -> T:
     """The tile's slice of the mask (rows i0:i1, keys j0:j1 where the mask is not broadcast),
     applied to the tile scores: -inf where a bool mask is False, or the float mask added."""
     be, rec, plan = f.be, f.rec, f.plan
@@ -458,9 +458,9 @@ def _mask_tile(f: _Flash[T], s: T, box: tuple[int, int, int, int], times: int) -
     tile = rec.step("mask_tile", tile, op, tuple(axes), times=times)
     if plan.additive:
         added = be.binary("add", s, tile, inplace=f.inplace)  # (B, h, Br, Bc)
-        return rec.step("s_masked", added, "s_tile + mask_tile", f.ax("Br", "Bc"), times=times)
+        return rec.step("s_masked", added, f"{s_name} + mask_tile", f.ax("Br", "Bc"), times=times)
     kept = be.where(tile, s, -math.inf, inplace=f.inplace)  # (B, h, Br, Bc)
-    return rec.step("s_masked", kept, "where(mask_tile, s_tile, -inf)", f.ax("Br", "Bc"),
+    return rec.step("s_masked", kept, f"where(mask_tile, {s_name}, -inf)", f.ax("Br", "Bc"),
                     times=times)
 
 

@@ -154,11 +154,11 @@ def _sdpa(config: AttentionConfig, t: Mapping[str, Any], attn_mask: Any, is_caus
         q, k = _rope_variant(q, config), _rope_variant(k, config)
     elif config.rope:
         q, k = rope_reference(q, config.rope_base), rope_reference(k, config.rope_base)
-    if config.softcap is not None:
-        return _eager_softcap(config, t, q, k, v, attn_mask, is_causal)
     if config.relative_bias is not None:  # T5: the bias joins the mask as floats
         attn_mask = _with_relative_bias(config, t["rel_bias"], attn_mask, is_causal)
         is_causal = False
+    if config.softcap is not None:  # capped first: the bias and the mask are added after
+        return _eager_softcap(config, t, q, k, v, attn_mask, is_causal)
     sdpa = {"attn_mask": attn_mask, "is_causal": is_causal, "scale": config.scale, "enable_gqa": config.grouped}
     context = F.scaled_dot_product_attention(q, k, v, **sdpa)  # (B, h, S, d); scale None: SDPA's own 1/√d
     eye = torch.eye(config.keys, dtype=q.dtype).expand(*v.shape[:-1], config.keys)  # (B, g, N, N)
@@ -239,7 +239,8 @@ def rope_pairs_reference(x: Any, config: AttentionConfig) -> Any:
 
 def _eager_softcap(config: AttentionConfig, t: Mapping[str, Any], q: Any, k: Any, v: Any,
                    attn_mask: Any, is_causal: bool) -> tuple[Any, Any]:
-    """SDPA has no soft-capping: the scores written out, C * tanh(s / C), then the mask."""
+    """SDPA has no soft-capping: the scores written out, C * tanh(s / C), then the mask (a
+    float mask holds T5's position bias too)."""
     import torch
 
     F = torch.nn.functional

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from attntrace.backends import spare
 from attntrace.backends.base import Backend, Shape, Source
 from attntrace.config import MASK_DTYPE
 from attntrace.parallel import cores, pool
@@ -140,7 +141,7 @@ class NumpyBackend(Backend[np.ndarray]):
         return x
 
     def empty(self, shape: Shape, dtype: str) -> np.ndarray:
-        return np.empty(shape, dtype=_NUMPY_DTYPES[dtype])
+        return spare.empty(shape, _NUMPY_DTYPES[dtype])  # a large one in the memory last freed
 
     def stand_in(self, shape: Shape, dtype: str) -> np.ndarray:
         return np.broadcast_to(np.zeros((), dtype=_NUMPY_DTYPES[dtype]), shape)

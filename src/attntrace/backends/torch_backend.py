@@ -124,10 +124,13 @@ class TorchBackend(Backend["torch.Tensor"]):
         if math.prod(shape) < HUGE_PAGES_NUMEL:
             return self._torch.empty(shape, dtype=self._dtypes[dtype])
         # numpy asks the kernel for huge pages (madvise) for large buffers, torch's allocator does
-        # not: first writes into 256 MiB of weights fault 128 pages instead of 65,536 (4x faster)
+        # not: first writes into 256 MiB of weights fault 128 pages instead of 65,536 (4x faster);
+        # and the memory of the last large buffer freed is reused (see attntrace.backends.spare)
         import numpy as np
 
-        held = np.empty(shape, dtype=np.uint16 if dtype == "bfloat16" else dtype)
+        from attntrace.backends import spare
+
+        held = spare.empty(shape, np.uint16 if dtype == "bfloat16" else np.dtype(dtype))
         return self._torch.from_numpy(held).view(self._dtypes[dtype])
 
     def stand_in(self, shape: Shape, dtype: str) -> torch.Tensor:
