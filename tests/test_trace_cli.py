@@ -222,3 +222,16 @@ def test_sys_exit_on_import_is_one_error_line(tmp_path: Path) -> None:
     result = runner.invoke(app, ["trace", f"{user}:attention"])
     assert result.exit_code == 2
     assert result.stderr.strip() == f"attntrace: error: importing {user} failed: SystemExit: 4"
+
+
+def test_an_edited_file_is_read_again_by_the_next_trace(tmp_path: Path) -> None:
+    """Names come from the file as it is at each trace (a long-lived process, e.g. a notebook)."""
+    user = tmp_path / "edited.py"
+    user.write_text("def attention(x):\n    first = x @ x.T\n    return first\n")
+    result = runner.invoke(app, ["trace", f"{user}:attention", "--array", "numpy", "--hidden", "4",
+                                 "--format", "json"])
+    assert '"name": "first"' in result.stdout
+    user.write_text("def attention(x):\n    second = x @ x.T\n    return second\n\n\n")
+    result = runner.invoke(app, ["trace", f"{user}:attention", "--array", "numpy", "--hidden", "4",
+                                 "--format", "json"])
+    assert '"name": "second"' in result.stdout, result.stdout

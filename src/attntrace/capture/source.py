@@ -72,7 +72,7 @@ def site_of(frame: FrameType) -> Site:
 
 def forget() -> None:
     """Drop what was read of the user's files (a new capture reads them as they are now)."""
-    for cached in (_site, _assignment, _tree):
+    for cached in (_site, _tree):  # _assignments checks each file's stamp itself
         cached.cache_clear()
     linecache.checkcache()
 
@@ -120,20 +120,34 @@ def _cut(raw: bytes) -> str:
     return " ".join(raw.decode(errors="replace").split())
 
 
-@lru_cache(maxsize=4096)
 def _assignment(filename: str, span: Span) -> tuple[str, tuple[str, ...]] | None:
     """The target names when the expression at ``span`` is the whole value of an assignment."""
-    tree = _tree(filename)
-    if tree is None:
+    return _assignments(filename, _stamp(filename)).get(span)
+
+
+def _stamp(filename: str) -> tuple[int, int] | None:
+    """What tells a changed file from the one read before: its mtime and size."""
+    try:
+        stat = os.stat(filename)
+    except OSError:
         return None
-    for node in ast.walk(tree):
+    return stat.st_mtime_ns, stat.st_size
+
+
+@lru_cache(maxsize=256)
+def _assignments(filename: str, stamp: tuple[int, int] | None
+                 ) -> dict[Span, tuple[str, tuple[str, ...]]]:
+    """Every assignment of the file by the span of its value, from one walk of its tree (read
+    again only when the file changed: ``stamp``); the first in walk order wins."""
+    tree = _tree(filename)
+    found: dict[Span, tuple[str, tuple[str, ...]]] = {}
+    for node in ast.walk(tree) if tree is not None else ():
         if isinstance(node, ast.Assign | ast.AnnAssign | ast.AugAssign) and node.value is not None:
             value = node.value
             where = (value.lineno, value.end_lineno, value.col_offset, value.end_col_offset)
-            if where == span:
-                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-                return _names(targets[-1])
-    return None
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            found.setdefault(where, _names(targets[-1]))
+    return found
 
 
 def _names(target: ast.expr) -> tuple[str, tuple[str, ...]]:
