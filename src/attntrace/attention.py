@@ -368,19 +368,22 @@ def _weigh(config: AttentionConfig, be: Backend[T], rec: _Recorder[T], lay: _Lay
     return rec.step("weights", softmax(scaled), f"softmax({last}, dim=-1)", hSN)  # (B, h, S, N)
 
 
-def _attend_rows(config: AttentionConfig, be: Backend[T], rec: _Recorder[T], lay: _Layout, q: T, k: T, v: T,
-                 mask: T | None, plan: MaskPlan | None) -> T:
+def _attend_rows(config: AttentionConfig, be: Backend[T], rec: _Recorder[T], lay: _Layout,
+                 q: T, k: T, v: T, mask: T | None, plan: MaskPlan | None) -> T:
     """k_t -> scores -> scaled -> (capped) -> (mask, masked) -> weights -> context, made block
     of query rows by block of query rows (:mod:`attntrace.eager`), then each step recorded
     with the cost of the whole operation it stands for."""
     N, raw = lay.lab.keys, rec.be
     q_name = "q_rot" if config.rope else "q"
     k_name = "k_rep" if config.grouped else "k_rot" if config.rope else "k"
-    k_t = rec.view("k_t", be.transpose(k, -2, -1), f"{k_name}.transpose(-2, -1)", lay.ax("h", "d", N))  # (B, h, d, N)
+    # (B, h, d, N)
+    k_t = rec.view("k_t", be.transpose(k, -2, -1), f"{k_name}.transpose(-2, -1)",
+                   lay.ax("h", "d", N))
     rows = Rows(raw, q, k_t, v, config.score_scale, config.softcap, mask if plan else None,
                 plan is not None and plan.additive, rec.threads)
     kept = rec.keeps("weights") and raw.computes
-    weights = raw.empty(rows.shape, rows.dtype) if kept else raw.stand_in(rows.shape, rows.dtype)  # (B, h, S, N)
+    # (B, h, S, N)
+    weights = raw.empty(rows.shape, rows.dtype) if kept else raw.stand_in(rows.shape, rows.dtype)
     S, h, d = config.seq, config.heads, config.head_dim
     # (B, h, S, d), a view of (B, S, h, d): merging the heads afterwards copies nothing
     context = raw.transpose(raw.empty((*lay.sizes, S, h, d), rows.dtype), lay.n, lay.n + 1)
@@ -388,13 +391,16 @@ def _attend_rows(config: AttentionConfig, be: Backend[T], rec: _Recorder[T], lay
     found = _run_rows(rec, rows, weights if kept else None, context)
     hSN = lay.ax("h", "S", N)
     cap = config.softcap
-    ops = {"scores": f"{q_name} @ k_t", "capped": f"{cap:g} * tanh(scaled / {cap:g})" if cap else "",
+    ops = {"scores": f"{q_name} @ k_t",
+           "capped": f"{cap:g} * tanh(scaled / {cap:g})" if cap else "",
            "scaled": f"scores / sqrt({d})" if config.scale is None else
            f"scores * {config.scale:g}" + (" (unscaled)" if config.scale == 1 else "")}
-    last = rec.made("scores", rows, ops["scores"], hSN, [("matmul", (q, k_t))], found)  # (B, h, S, N)
+    # (B, h, S, N)
+    last = rec.made("scores", rows, ops["scores"], hSN, [("matmul", (q, k_t))], found)
     for name in rows.chain[1:]:
         if name == "masked" and mask is not None and plan is not None:
-            mask = _record_mask(config, be, rec, lay, mask, plan)  # (B, 1, S, N), or any shape broadcasting
+            # (B, 1, S, N), or any shape broadcasting to the scores
+            mask = _record_mask(config, be, rec, lay, mask, plan)
             charge, op = (("add", (last, mask)), "scaled + mask") if plan.additive else \
                 (("where", (mask, last)), "where(mask, scaled, -inf)")
             last = rec.made("masked", rows, op, hSN, [charge], found)  # (B, h, S, N)
@@ -408,7 +414,8 @@ def _attend_rows(config: AttentionConfig, be: Backend[T], rec: _Recorder[T], lay
                        nonfinite=found.get("weights", 0))  # (B, h, S, N)
     rec.meter.charge("matmul", weights, v, out=context)
     v_name = "v_rep" if config.grouped else "v"
-    return rec.step("context", context, f"weights @ {v_name}", lay.ax("h", "S", "d"))  # (B, h, S, d)
+    # (B, h, S, d)
+    return rec.step("context", context, f"weights @ {v_name}", lay.ax("h", "S", "d"))
 
 
 def _run_rows(rec: _Recorder[T], rows: Rows[T], weights: T | None, context: T) -> dict[str, int]:

@@ -156,7 +156,8 @@ class Rows(Generic[T]):
             be.softmax_into(s, w)
             if tally is not None:
                 tally.add("weights", w)
-            be.matmul_into(w, _pick(be, self.v, at), _pick(be, context, at, (i0, i1)))  # (1, 1, Br, d)
+            # (1, 1, Br, d)
+            be.matmul_into(w, _pick(be, self.v, at), _pick(be, context, at, (i0, i1)))
 
         self.each(one)
 
@@ -223,11 +224,11 @@ def _itemsize(dtype: str) -> int:
 
 
 def prepare(rows: Rows[T]) -> Rows[T]:
-    """``rows`` with q, k_t and v in row-major copies, and ``finite`` set when bounds on q, k and v prove every score, weight and
-    context value finite: |scores| <= d·max|q|·max|k| (half the largest finite value leaves
-    room for rounding), each softmax row of finite scores lies in [0, 1], so |context| <=
-    max|v|. Otherwise (or with a float mask, which adds values of its own) they are counted
-    block by block.
+    """``rows`` with q, k_t and v in row-major copies, and ``finite`` set when bounds on q, k
+    and v prove every score, weight and context value finite: |scores| <= d·max|q|·max|k|
+    (half the largest finite value leaves room for rounding), each softmax row of finite
+    scores lies in [0, 1], so |context| <= max|v|. Otherwise (or with a float mask, which adds
+    values of its own) they are counted block by block.
 
     >>> import numpy as np
     >>> from attntrace.backends import get_backend
