@@ -8,10 +8,9 @@
 
 from __future__ import annotations
 
-import importlib
 import sys
 import types
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from attntrace.errors import (
     AttntraceError,
@@ -20,6 +19,7 @@ from attntrace.errors import (
     InputFileError,
     MemoryBudgetError,
 )
+from attntrace.lazy import lazy_names
 
 if TYPE_CHECKING:  # the names below are imported on first use (``attntrace --help`` stays fast)
     from attntrace.attention import (
@@ -51,18 +51,7 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    """``attntrace.trace_attention`` and the other public names, imported on first use."""
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'attntrace' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *_LAZY})
+__getattr__, __dir__ = lazy_names(__name__, _LAZY)
 
 
 class _Package(types.ModuleType):

@@ -5,8 +5,9 @@ alone, for a preset's JSON, loads none of the readers)."""
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from attntrace.lazy import lazy_names
 
 if TYPE_CHECKING:
     from attntrace.files.readers import WEIGHT_SUFFIXES, read_arrays, read_npy
@@ -22,13 +23,7 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+__getattr__, __dir__ = lazy_names(__name__, _LAZY)
 
 __all__ = [
     "SCHEMES",
