@@ -35,7 +35,7 @@ from attntrace.masks import (
     dead_rows_by_block,
 )
 from attntrace.memory import check_budget, format_bytes
-from attntrace.parallel import check_threads
+from attntrace.parallel import check_threads, in_pool, pool
 from attntrace.relative import RELATIVE_STEPS, relative_sources
 from attntrace.rope import ROPE_STEPS, rope_sources
 from attntrace.trace import Lazy, Param, Step, Trace
@@ -164,10 +164,11 @@ def _record(config: AttentionConfig, be: Backend[T], sources: Mapping[str, Sourc
     same config, whose totals flash's tiles take)."""
     recorder = _Recorder(be, config, keep_values, replace or {}, threads, shapes)
     names = param_axes(config)
-    params = {name: be.tensor(source) for name in names if (source := sources[name]) is not None}
+    made = _make_tensors(be, sources, threads)
+    params = {name: made[name] for name in names if name in made}
     for name, t in params.items():
         recorder.registry.add(t, name, names[name])
-    inputs = {name: be.tensor(source) for name, source in sources.items() if name not in names and source is not None}
+    inputs = {name: t for name, t in made.items() if name not in names}
     _attend(config, cast("Backend[T]", recorder.meter), recorder, inputs, params, plan)
     keep_params = bool(keep_values)  # True, or a non-empty collection of step names
     parameters = tuple(
@@ -177,6 +178,30 @@ def _record(config: AttentionConfig, be: Backend[T], sources: Mapping[str, Sourc
     steps = recorder.finish()
     notes = (*recorder.notes, *nonfinite_notes(steps))
     return Trace(config, be.name, steps, parameters, notes=notes, peak_bytes=peak_live_bytes(steps))
+
+
+#: Sources of more elements than this in all are made on the pool (x and the weights of a
+#: large run: numpy's generators release the GIL, and each source has a generator of its own).
+POOL_MIN_SOURCE_NUMEL = 1 << 20
+
+
+def _make_tensors(be: Backend[T], sources: Mapping[str, Source | None],
+                  threads: int) -> dict[str, T]:
+    """Every source that is not None made into a tensor of ``be``: on ``threads`` threads
+    when they are large (the same values: every seeded source draws from its own generator).
+
+    >>> from attntrace.backends import get_backend
+    >>> src = random_sources(AttentionConfig(seq=3, hidden=8, heads=2))
+    >>> made = _make_tensors(get_backend("numpy"), {**src, "b_q": None}, threads=2)
+    >>> made["x"].shape, "b_q" in made
+    ((3, 8), False)
+    """
+    todo = {name: source for name, source in sources.items() if source is not None}
+    numel = sum(math.prod(source.shape) for source in todo.values())
+    if threads == 1 or numel < POOL_MIN_SOURCE_NUMEL or not be.computes or in_pool():
+        return {name: be.tensor(source) for name, source in todo.items()}
+
+    return dict(zip(todo, pool(threads).map(be.tensor, todo.values()), strict=True))
 
 
 #: How the note about non-finite values begins (a contract: scripts may look for it).

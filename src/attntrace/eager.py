@@ -27,7 +27,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Generic, TypeVar
 
-from attntrace.parallel import pool
+from attntrace.parallel import in_pool, pool
 
 if TYPE_CHECKING:
     import numpy as np
@@ -116,21 +116,29 @@ class Rows(Generic[T]):
         heads = itertools.product(*(range(n) for n in lead))
         return [(at, i0, min(i0 + size, S)) for at in heads for i0 in starts]
 
+    def head(self, at: tuple[int, ...]) -> Head[T]:
+        """The views of one lead index ``at`` (batch item, head) that its blocks read."""
+        be = self.be
+        mask = None if self.mask is None else _pick(be, self.mask, at)
+        return Head(_pick(be, self.q, at), _pick(be, self.k_t, at), _pick(be, self.v, at), mask)
+
     def scores(self, block: Block, upto: str, tally: Tally[T] | None = None,
-               out: T | None = None) -> T:
+               out: T | None = None, head: Head[T] | None = None) -> T:
         """Step ``upto`` of the chain for ``block``: (1, 1, Br, N), in ``out`` or a new buffer
         (or a new one of the soft-cap or a mask); with ``tally``, the non-finite values of
-        each step of the chain are counted."""
+        each step of the chain are counted. ``head``: the views of the block's lead index,
+        when the caller already has them."""
         be, (at, i0, i1) = self.be, block
+        views = self.head(at) if head is None else head
         s = be.empty(self.block_shape(block), self.dtype) if out is None else out  # (1, 1, Br, N)
-        be.matmul_into(_pick(be, self.q, at, (i0, i1)), _pick(be, self.k_t, at), s)
+        be.matmul_into(_rows(be, views.q, i0, i1), views.k_t, s)
         for name in self.chain:
             if name == "scaled":
                 s = be.scale_(s, self.factor)  # (1, 1, Br, N)
             elif name == "capped" and self.cap is not None:
                 s = be.scale(be.tanh(be.scale(s, 1.0 / self.cap)), self.cap)  # C·tanh(s / C)
-            elif name == "masked" and self.mask is not None:
-                s = self._mask(s, _pick(be, self.mask, at, (i0, i1)))  # (1, 1, Br, N)
+            elif name == "masked" and views.mask is not None:
+                s = self._mask(s, _rows(be, views.mask, i0, i1))  # (1, 1, Br, N)
             if tally is not None:
                 tally.add(name, s)
             if name == upto:
@@ -146,18 +154,22 @@ class Rows(Generic[T]):
         """Fill ``context`` (B, h, S, d), and ``weights`` (B, h, S, N) unless None; with
         ``tally``, count the non-finite values of every step (None: proven all finite)."""
         be, scratch = self.be, _Scratch(self.be, self.dtype)
+        heads: dict[tuple[int, ...], tuple[Head[T], T | None, T]] = {}
+        for at in itertools.product(*(range(n) for n in self.shape[:-2])):
+            w_at = None if weights is None else _pick(be, weights, at)  # (1, 1, S, N)
+            heads[at] = (self.head(at), w_at, _pick(be, context, at))
 
         def one(block: Block) -> None:
             at, i0, i1 = block
+            views, w_at, c_at = heads[at]
             shape = self.block_shape(block)
-            s = self.scores(block, self.chain[-1], tally, scratch.get("s", shape))  # (1, 1, Br, N)
-            w = scratch.get("w", shape) if weights is None else \
-                _pick(be, weights, at, (i0, i1))  # (1, 1, Br, N)
+            s = self.scores(block, self.chain[-1], tally, scratch.get("s", shape), views)
+            # (1, 1, Br, N)
+            w = scratch.get("w", shape) if w_at is None else _rows(be, w_at, i0, i1)
             be.softmax_into(s, w)
             if tally is not None:
                 tally.add("weights", w)
-            # (1, 1, Br, d)
-            be.matmul_into(w, _pick(be, self.v, at), _pick(be, context, at, (i0, i1)))
+            be.matmul_into(w, views.v, _rows(be, c_at, i0, i1))  # (1, 1, Br, d)
 
         self.each(one)
 
@@ -180,12 +192,28 @@ class Rows(Generic[T]):
         thread either way (the bits of a block do not depend on the threads)."""
         work = self.blocks()
         with self.be.one_thread_each():
-            inside = threading.current_thread().name.startswith("attntrace")  # a pool worker
-            if self.threads == 1 or inside or math.prod(self.shape) < POOL_MIN_NUMEL:
+            if self.threads == 1 or in_pool() or math.prod(self.shape) < POOL_MIN_NUMEL:
                 for block in work:
                     fn(block)
             else:
                 list(pool(self.threads).map(fn, work))  # re-raises the first error of a block
+
+
+@dataclass(frozen=True)
+class Head(Generic[T]):
+    """What the blocks of one lead index (batch item, head) read: q (1, 1, S, d), k_t
+    (1, 1, d, N), v (1, 1, N, d) and the mask's rows for it (or None)."""
+
+    q: T
+    k_t: T
+    v: T
+    mask: T | None
+
+
+def _rows(be: Backend[T], x: T, i0: int, i1: int) -> T:
+    """Query rows i0..i1 of ``x`` (·, S, ·); an axis of size 1 (a broadcast mask's) stays."""
+    shape = be.shape(x)
+    return x if len(shape) < 2 or shape[-2] == 1 else be.narrow(x, -2, i0, i1)
 
 
 class _Scratch(Generic[T]):
@@ -239,14 +267,15 @@ def prepare(rows: Rows[T]) -> Rows[T]:
     False
     """
     be = rows.be
-    q_top, k_top, v_top = (_largest(be.to_numpy(x)) for x in (rows.q, rows.k_t, rows.v))
+    # row-major copies of each head (3 · S·d values): BLAS packs strided heads 10-30 % slower,
+    # and k_t as (d, N) rows: (Br, d) @ (d, N) runs ~10 % faster than on a transposed (N, d)
+    q, k, v = (be.contiguous(x) for x in (rows.q, be.transpose(rows.k_t, -2, -1), rows.v))
+    k_t = be.contiguous(be.transpose(k, -2, -1))  # (B, h, d, N), from a copy: no strided gather
+    q_top, k_top, v_top = (_largest(be.to_numpy(x)) for x in (q, k, v))  # contiguous passes
     limit, d = FINITE_MAX[rows.dtype] / 2, be.shape(rows.q)[-1]
     scores = d * q_top * k_top  # NaN or inf when q or k holds one: not proven
     finite = not rows.additive and bool(
         scores < limit and scores * rows.factor < limit and v_top < limit)
-    # row-major copies of each head (3 · S·d values): BLAS packs strided heads 10-30 % slower
-    q, k, v = (be.contiguous(x) for x in (rows.q, be.transpose(rows.k_t, -2, -1), rows.v))
-    k_t = be.transpose(k, -2, -1)  # (B, h, d, N), a view of (B, h, N, d): a cheap copy above
     return replace(rows, q=q, k_t=k_t, v=v, finite=finite)
 
 

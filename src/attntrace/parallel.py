@@ -43,9 +43,25 @@ def check_threads(threads: int | None) -> int:
     return threads
 
 
+def in_pool() -> bool:
+    """Whether this is one of attntrace's worker threads, which must not wait on a pool of
+    its own (every worker could be waiting then).
+
+    >>> in_pool()
+    False
+    """
+    import threading
+
+    return threading.current_thread().name.startswith(POOL_PREFIX)
+
+
+#: The name of every worker thread begins with this.
+POOL_PREFIX = "attntrace"
+
+
 @cache
 def pool(threads: int) -> ThreadPoolExecutor:
     """A shared pool of ``threads`` worker threads (created once per size)."""
     from concurrent.futures import ThreadPoolExecutor
 
-    return ThreadPoolExecutor(threads, thread_name_prefix="attntrace")
+    return ThreadPoolExecutor(threads, thread_name_prefix=POOL_PREFIX)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from functools import cache
@@ -14,7 +13,7 @@ import numpy as np
 from attntrace.backends import spare
 from attntrace.backends.base import Backend, Shape, Source
 from attntrace.config import MASK_DTYPE
-from attntrace.parallel import cores, pool
+from attntrace.parallel import cores, in_pool, pool
 
 if TYPE_CHECKING:
     from threadpoolctl import ThreadpoolController
@@ -60,7 +59,7 @@ class NumpyBackend(Backend[np.ndarray]):
     def matmul(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
         lead = a.shape[:-2]  # (B, h): one matrix product per head
         size = math.prod(lead) * a.shape[-2] * b.shape[-1]  # elements of the result
-        small = size < PARALLEL_MIN_NUMEL or cores() == 1 or _in_pool()
+        small = size < PARALLEL_MIN_NUMEL or cores() == 1 or in_pool()
         if small or len(lead) == 0 or lead != b.shape[:-2]:
             out: np.ndarray = np.matmul(a, b)
             return out
@@ -206,11 +205,6 @@ def _blas_controller() -> ThreadpoolController:
     from threadpoolctl import ThreadpoolController
 
     return ThreadpoolController()
-
-
-def _in_pool() -> bool:
-    """Whether this is one of attntrace's worker threads (which must not wait on their own pool)."""
-    return threading.current_thread().name.startswith("attntrace")
 
 
 def _softmax_inplace(x: np.ndarray, factor: np.floating | None = None) -> None:
