@@ -191,3 +191,42 @@ def test_the_next_trace_reuses_freed_weights_memory_never_memory_still_in_use(
     assert again["weights"].value.__array_interface__["data"][0] == where
     np.testing.assert_array_equal(again["weights"].value, expected)
     spare.release()
+
+
+@pytest.mark.parametrize("kind", ["none", "causal", "key padding", "user bool"])
+def test_torch_context_is_torchs_own_sdpa_and_weights_a_recipe_of_the_same_bits(kind: str) -> None:
+    from attntrace.trace import Lazy
+
+    options, mask = MASKS[kind]
+    cfg = AttentionConfig(batch=2, seq=40, hidden=32, heads=4, kv_heads=2, **options)
+    t = trace_attention(cfg, "torch", mask=mask)
+    assert isinstance(t["weights"].__dict__["value"], Lazy)  # not formed until read
+    q, k, v = (torch.from_numpy(t[n].value) for n in ("q", "k_rep", "v_rep"))  # (B, h, S, d)
+    keep = _keep(cfg, mask)
+    ref = F.scaled_dot_product_attention(q, k, v, attn_mask=None if keep is None else torch.from_numpy(keep))
+    np.testing.assert_array_equal(t["context"].value, ref.numpy())  # the very kernel
+    head = t["weights"].part((1, 3))  # (S, N) of one batch item and head, made alone
+    assert isinstance(t["weights"].__dict__["value"], Lazy)
+    weights = t["weights"].value  # (B, h, S, N)
+    np.testing.assert_array_equal(head, weights[1, 3])
+    softmax = torch.softmax(torch.from_numpy(t["masked" if "masked" in t else "scaled"].value), -1).numpy()
+    np.testing.assert_array_equal(weights, softmax)
+    np.testing.assert_allclose(weights @ t["v_rep"].value, t["context"].value, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("backend", ["numpy", "torch"])
+def test_one_head_of_a_recipe_is_made_alone_with_the_bits_of_the_whole(backend: str) -> None:
+    options, mask = MASKS["user float"]
+    cfg = AttentionConfig(batch=2, seq=40, hidden=32, heads=4, softcap=20.0, **options)
+    t = trace_attention(cfg, backend, mask=mask)
+    parts = {name: t[name].part((1, 2)) for name in ("scores", "scaled", "capped", "masked", "weights")}
+    for name, part in parts.items():
+        assert part.shape == (40, 40)
+        np.testing.assert_array_equal(part, t[name].value[1, 2])
+
+
+def test_torch_with_a_soft_cap_runs_the_blocks_and_keeps_its_weights() -> None:
+    cfg = AttentionConfig(batch=2, seq=40, hidden=32, heads=4, softcap=20.0)
+    t = trace_attention(cfg, "torch")
+    assert isinstance(t["weights"].__dict__["value"], np.ndarray)  # formed by the blocks
+    np.testing.assert_allclose(t["weights"].value @ t["v"].value, t["context"].value, rtol=1e-6, atol=1e-7)

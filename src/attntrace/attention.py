@@ -180,6 +180,14 @@ def _record(config: AttentionConfig, be: Backend[T], sources: Mapping[str, Sourc
     return Trace(config, be.name, steps, parameters, notes=notes, peak_bytes=peak_live_bytes(steps))
 
 
+def _recipe(be: Backend[T], make: Callable[[], T],
+            part: Callable[[tuple[int, ...]], T] | None) -> Lazy:
+    """The :class:`Lazy` values of a step: ``make()`` (and ``part(index)``) as numpy arrays.
+    It holds the backend, never the recorder: a cycle would keep every step alive."""
+    one = None if part is None else (lambda at: be.to_numpy(part(at)))
+    return Lazy(lambda: be.to_numpy(make()), one)
+
+
 #: Sources of more elements than this in all are made on the pool (x and the weights of a
 #: large run: numpy's generators release the GIL, and each source has a generator of its own).
 POOL_MIN_SOURCE_NUMEL = 1 << 20
@@ -406,14 +414,16 @@ def _attend_rows(config: AttentionConfig, be: Backend[T], rec: _Recorder[T], lay
                    lay.ax("h", "d", N))
     rows = Rows(raw, q, k_t, v, config.score_scale, config.softcap, mask if plan else None,
                 plan is not None and plan.additive, rec.threads)
-    kept = rec.keeps("weights") and raw.computes
+    rows = prepare(rows) if raw.computes else rows
+    fused = _fused_context(rows, q, k, v)  # (B, h, S, d) by the library's own kernel, or None
+    kept = rec.keeps("weights") and raw.computes and fused is None
     # (B, h, S, N)
     weights = raw.empty(rows.shape, rows.dtype) if kept else raw.stand_in(rows.shape, rows.dtype)
     S, h, d = config.seq, config.heads, config.head_dim
     # (B, h, S, d), a view of (B, S, h, d): merging the heads afterwards copies nothing
-    context = raw.transpose(raw.empty((*lay.sizes, S, h, d), rows.dtype), lay.n, lay.n + 1)
-    rows = prepare(rows) if raw.computes else rows
-    found = _run_rows(rec, rows, weights if kept else None, context)
+    context = fused if fused is not None else \
+        raw.transpose(raw.empty((*lay.sizes, S, h, d), rows.dtype), lay.n, lay.n + 1)
+    found = _run_rows(rec, rows, weights if kept else None, context) if fused is None else {}
     hSN = lay.ax("h", "S", N)
     cap = config.softcap
     ops = {"scores": f"{q_name} @ k_t",
@@ -434,13 +444,27 @@ def _attend_rows(config: AttentionConfig, be: Backend[T], rec: _Recorder[T], lay
             last = rec.made("capped", rows, ops["capped"], hSN, charges, found)  # (B, h, S, N)
         else:
             last = rec.made(name, rows, ops[name], hSN, [("scale", (last,))], found)  # (B, h, S, N)
-    rec.meter.charge("softmax", last, out=weights)
-    weights = rec.step("weights", weights, f"softmax({rows.chain[-1]}, dim=-1)", hSN,
-                       nonfinite=found.get("weights", 0))  # (B, h, S, N)
+    op = f"softmax({rows.chain[-1]}, dim=-1)"
+    if fused is not None:  # made again by the blocks when read, as the steps before it
+        weights = rec.made("weights", rows, op, hSN, [("softmax", (last,))], found)
+    else:
+        rec.meter.charge("softmax", last, out=weights)
+        weights = rec.step("weights", weights, op, hSN, nonfinite=found.get("weights", 0))
     rec.meter.charge("matmul", weights, v, out=context)
     v_name = "v_rep" if config.grouped else "v"
     # (B, h, S, d)
     return rec.step("context", context, f"weights @ {v_name}", lay.ax("h", "S", "d"))
+
+
+def _fused_context(rows: Rows[T], q: T, k: T, v: T) -> T | None:
+    """The context of q (B, h, S, d), k, v (B, h, N, d) as recorded, by the backend's fused
+    kernel (torch's SDPA: the bits a user gets calling it on these tensors), when the chain has
+    nothing it lacks (no soft-cap) and every value is proven finite (nothing to count block by
+    block); else None. The (S, N) steps are then recipes, weights too."""
+    be = rows.be
+    if not be.computes or not rows.finite or rows.cap is not None:
+        return None
+    return be.fused_attention(q, k, v, rows.factor, rows.mask, rows.additive)
 
 
 def _run_rows(rec: _Recorder[T], rows: Rows[T], weights: T | None, context: T) -> dict[str, int]:
@@ -573,11 +597,13 @@ class _Recorder(Generic[T]):
 
     def step(self, name: str, value: T, op: str, axes: tuple[str, ...], *, view: bool = False,
              contract: str | None = None, times: int = 1,
-             again: Callable[[], T] | None = None, nonfinite: int | None = None) -> T:
+             again: Callable[[], T] | None = None, nonfinite: int | None = None,
+             part: Callable[[tuple[int, ...]], T] | None = None) -> T:
         """Record ``value`` as step ``name``; ``contract`` names a contracted axis the recorder
         cannot see (an input that is no step); ``times`` counts identical repeats; ``again``
         makes the same values anew (on the plain backend), kept instead of ``value`` when the
-        algorithm goes on to overwrite ``value`` in place (or never made it whole);
+        algorithm goes on to overwrite ``value`` in place (or never made it whole), and
+        ``part(index)`` makes those of one leading index alone;
         ``nonfinite`` is the count of NaN and ±inf when the caller made it (else counted)."""
         if name in self._repeats:
             return self._repeat(name, value, axes, times)
@@ -592,7 +618,7 @@ class _Recorder(Generic[T]):
         names = tuple(dict.fromkeys(found[0] for found in map(self.registry.lookup, inputs) if found))
         be = self.be  # the recipe must not hold the recorder: a cycle would keep every step alive
         stored = None if not self.keeps(name) else be.to_numpy(value) if again is None else \
-            cast("np.ndarray", Lazy(lambda: be.to_numpy(again())))  # made on first read
+            cast("np.ndarray", _recipe(be, again, part))  # made on first read
         bad = (self._nonfinite(name, value, view) if nonfinite is None else nonfinite) * times
         self.steps.append(Step(name, shape, self.be.dtype(value), stored, index=len(self.steps),
                                op=op, axes=axes, view=view, flops=flops * times, terms=terms,
@@ -622,7 +648,8 @@ class _Recorder(Generic[T]):
         for op_name, args in charges:
             self.meter.charge(op_name, *args, out=value)
         again = (lambda: rows.make(name)) if self.be.computes else None
-        return self.step(name, value, op, axes, again=again, nonfinite=found.get(name, 0))
+        return self.step(name, value, op, axes, again=again, nonfinite=found.get(name, 0),
+                         part=lambda at: rows.make(name, at))
 
     def nonfinite(self, name: str, value: T) -> int:
         """NaN and ±inf in ``value`` by the rule of step ``name`` (see :meth:`_nonfinite`)."""

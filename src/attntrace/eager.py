@@ -173,26 +173,36 @@ class Rows(Generic[T]):
 
         self.each(one)
 
-    def make(self, upto: str) -> T:
-        """The whole step ``upto`` (B, h, S, N), made again block by block: a Lazy recipe."""
+    def make(self, upto: str, at: tuple[int, ...] | None = None) -> T:
+        """The whole step ``upto`` of the chain or ``weights`` (B, h, S, N), made again block
+        by block (a Lazy recipe); with ``at``, only the (S, N) of that lead index."""
         be = self.be
-        out = be.empty(self.shape, self.dtype)  # (B, h, S, N)
+        shape = self.shape if at is None else self.shape[-2:]
+        out = be.empty(shape, self.dtype)  # (B, h, S, N) or (S, N)
+        last = self.chain[-1] if upto == "weights" else upto
 
         def one(block: Block) -> None:
-            at, i0, i1 = block
-            be.write(_pick(be, out, at, (i0, i1)), -2, 0, self.scores(block, upto))
+            lead, i0, i1 = block
+            s = self.scores(block, last)  # (1, 1, Br, N)
+            if upto == "weights":
+                s, w = be.empty(self.block_shape(block), self.dtype), s
+                be.softmax_into(w, s)  # (1, 1, Br, N)
+            rows = _rows(be, out, i0, i1) if at is not None else _pick(be, out, lead, (i0, i1))
+            be.write(rows, -2, 0, be.reshape(s, be.shape(rows)))
 
         with warnings.catch_warnings():  # NaN and inf are counted, as in trace_attention
             warnings.simplefilter("ignore", RuntimeWarning)
-            self.each(one)
+            self.each(one, None if at is None else [b for b in self.blocks() if b[0] == at])
         return out
 
-    def each(self, fn: Callable[[Block], None]) -> None:
-        """``fn`` on every block: on the pool when the work is large, each BLAS call on one
-        thread either way (the bits of a block do not depend on the threads)."""
-        work = self.blocks()
+    def each(self, fn: Callable[[Block], None], work: list[Block] | None = None) -> None:
+        """``fn`` on every block (or those of ``work``): on the pool when the work is large,
+        each BLAS call on one thread either way (the bits of a block do not depend on the
+        threads)."""
+        work = self.blocks() if work is None else work
+        numel = len(work) * math.prod(self.block_shape(work[0])) if work else 0
         with self.be.one_thread_each():
-            if self.threads == 1 or in_pool() or math.prod(self.shape) < POOL_MIN_NUMEL:
+            if self.threads == 1 or in_pool() or numel < POOL_MIN_NUMEL:
                 for block in work:
                     fn(block)
             else:

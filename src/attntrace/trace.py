@@ -27,12 +27,15 @@ SCHEMA_ID = "attntrace.trace/1"
 class Lazy:
     """Values made when first read: a step whose buffer the algorithm reused in place (eager's
     scores and scaled scores) is kept as the recipe that makes it again, bit for bit.
+    ``part(index)``, when given, makes ``make()[index]`` alone for a leading index (one batch
+    item and head): a view of one head need not make all of them.
 
     >>> Lazy(lambda: 42).make()
     42
     """
 
     make: Callable[[], Any]
+    part: Callable[[tuple[int, ...]], Any] | None = None
 
 
 class _Value:
@@ -70,6 +73,26 @@ class Tensor:
     def nbytes(self) -> int:
         """Bytes the tensor takes in its dtype."""
         return self.numel * ELEMENT_BYTES[self.dtype]
+
+    @property
+    def has_values(self) -> bool:
+        """Whether values are kept (made or still a recipe), without making them."""
+        return self.__dict__.get("value") is not None
+
+    def part(self, index: tuple[int, ...]) -> np.ndarray | None:
+        """``value[index]`` for a leading ``index`` (e.g. (batch item, head)): of a step kept
+        as a recipe not yet read whole, that part is made alone (and not kept).
+
+        >>> import numpy as np
+        >>> recipe = Lazy(lambda: np.eye(2, 3), lambda at: np.ones(3))
+        >>> Tensor("w", (2, 3), "float32", recipe).part((1,))
+        array([1., 1., 1.])
+        """
+        held = self.__dict__.get("value")
+        if isinstance(held, Lazy) and held.part is not None:
+            return cast("np.ndarray", held.part(index))
+        whole = self.value
+        return None if whole is None else whole[index]
 
 
 Tensor.value = _Value()  # type: ignore[assignment]  # the dataclass default stays None

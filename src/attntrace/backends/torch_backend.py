@@ -153,6 +153,21 @@ class TorchBackend(Backend["torch.Tensor"]):
             dead = nan & self._torch.isneginf(x.amax(dim=-1, keepdim=True))
             out.masked_fill_(dead, 0.0)  # zeros, as softmax() and SDPA give them
 
+    def fused_attention(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float,
+                        mask: torch.Tensor | None, additive: bool) -> torch.Tensor | None:
+        tc = self._torch
+        if q.dtype not in (tc.float32, tc.float64):  # half types: the blocks, as before
+            return None
+        if mask is not None and mask.dtype != (q.dtype if additive else tc.bool):
+            return None
+        if mask is not None and mask.dim() < 2:
+            mask = mask.reshape(1, -1)  # (N,) -> (1, N): SDPA wants the rows axis too
+        # torch's SDPA: bool masks keep where True, float masks are added, as ours; a row
+        # without any key comes out as zeros on the CPU
+        out: torch.Tensor = tc.nn.functional.scaled_dot_product_attention(
+            q, k, v, attn_mask=mask, scale=scale)  # (B, h, S, d)
+        return out
+
     @contextmanager
     def one_thread_each(self) -> Iterator[None]:
         before = self._torch.get_num_threads()

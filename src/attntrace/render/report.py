@@ -139,7 +139,7 @@ def _config(trace: Trace) -> str:
 
 def _heads(trace: Trace, batch_item: int) -> str:
     """One SVG heat map per head; every cell has a <title> with its value (shown on hover)."""
-    if "weights" not in trace or trace["weights"].value is None:
+    if "weights" not in trace or not trace["weights"].has_values:
         why = (
             "--algorithm flash never forms them whole"
             if "weights" not in trace

@@ -294,12 +294,13 @@ def attention_view(trace: Trace, head: int, *, batch_item: int = 0,
     if "weights" not in trace:
         return Text(f"attention weights, {where}: never formed whole by --algorithm {trace.config.algorithm} (tile by tile)", style="dim")
     step = trace["weights"]
-    if step.value is None:
+    if not step.has_values:
         return Text(f"attention weights, {where}: no values on the {trace.backend} backend", style="dim")
     index = (batch_item, head) if trace.config.batched else (head,)
-    matrix = step.value[index]  # (S, N)
-    masked = trace["masked"].value if "masked" in trace else None  # (B, h, S, N): -inf where masked
-    hidden = None if masked is None else masked[index] == float("-inf")  # (S, N)
+    matrix = step.part(index)  # (S, N): of a recipe, this head's alone
+    assert matrix is not None
+    masked = trace["masked"].part(index) if "masked" in trace else None  # (S, N): -inf where masked
+    hidden = None if masked is None else masked == float("-inf")  # (S, N)
     rule = ("each row sums to 1" if hidden is None
             else "masked keys: ·; each row sums to 1, or 0 if every key is masked")
     if max(matrix.shape) <= HEATMAP_MAX_SEQ:
@@ -390,12 +391,14 @@ def values_view(trace: Trace, limit: int = VALUES_MAX_NUMEL) -> RenderableType:
         Text(f"values (tensors of at most {limit:,} elements; --values-limit)", style="bold")]
     skipped = []
     for record in (*trace.steps, *trace.parameters):
-        if record.value is None:
+        if not record.has_values:
             continue
-        if record.numel > limit:
+        if record.numel > limit:  # before reading: a recipe is not made to be skipped
             skipped.append(f"{record.name} {format_shape(record.shape)}")
             continue
-        body = np.array2string(record.value, precision=4, suppress_small=True, max_line_width=78)
+        value = record.value
+        assert value is not None  # has_values
+        body = np.array2string(value, precision=4, suppress_small=True, max_line_width=78)
         parts.append(Text.assemble((f"{record.name} {format_shape(record.shape)}", "bold cyan"), "\n", body))
     if skipped:
         parts.append(Text(f"skipped (more than {limit:,} elements): " + ", ".join(skipped),
