@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
 from attntrace.backends import SMALL_WORK_FLOPS, Backend, Source, get_backend, single_threaded_blas
 from attntrace.config import AttentionConfig, AxisLabels
 from attntrace.costs import CostMeter, Registry, peak_live_bytes, resolve
-from attntrace.eager import Rows, Tally, prepare
+from attntrace.eager import Rows, Tally, bounded, contiguous
 from attntrace.errors import ConfigError
 from attntrace.inputs import param_axes, random_sources, with_tensors
 from attntrace.masks import (
@@ -414,8 +414,9 @@ def _attend_rows(config: AttentionConfig, be: Backend[T], rec: _Recorder[T], lay
                    lay.ax("h", "d", N))
     rows = Rows(raw, q, k_t, v, config.score_scale, config.softcap, mask if plan else None,
                 plan is not None and plan.additive, rec.threads)
-    rows = prepare(rows) if raw.computes else rows
+    rows = bounded(rows) if raw.computes else rows
     fused = _fused_context(rows, q, k, v)  # (B, h, S, d) by the library's own kernel, or None
+    rows = contiguous(rows) if raw.computes and fused is None else rows  # for the blocks
     kept = rec.keeps("weights") and raw.computes and fused is None
     # (B, h, S, N)
     weights = raw.empty(rows.shape, rows.dtype) if kept else raw.stand_in(rows.shape, rows.dtype)

@@ -261,32 +261,38 @@ def _itemsize(dtype: str) -> int:
     return ELEMENT_BYTES[dtype]
 
 
-def prepare(rows: Rows[T]) -> Rows[T]:
-    """``rows`` with q, k_t and v in row-major copies, and ``finite`` set when bounds on q, k
-    and v prove every score, weight and context value finite: |scores| <= d·max|q|·max|k|
-    (half the largest finite value leaves room for rounding), each softmax row of finite
-    scores lies in [0, 1], so |context| <= max|v|. Otherwise (or with a float mask, which adds
-    values of its own) they are counted block by block.
+def bounded(rows: Rows[T]) -> Rows[T]:
+    """``rows`` with ``finite`` set when bounds on q, k and v prove every score, weight and
+    context value finite: |scores| <= d·max|q|·max|k| (half the largest finite value leaves
+    room for rounding), each softmax row of finite scores lies in [0, 1], so |context| <=
+    max|v|. Otherwise (or with a float mask, which adds values of its own) they are counted
+    block by block.
 
     >>> import numpy as np
     >>> from attntrace.backends import get_backend
     >>> q = np.ones((2, 3, 4), dtype=np.float32)  # (h, S, d)
-    >>> prepare(Rows(get_backend("numpy"), q, q.swapaxes(-2, -1), q, 0.5)).finite
+    >>> bounded(Rows(get_backend("numpy"), q, q.swapaxes(-2, -1), q, 0.5)).finite
     True
-    >>> prepare(Rows(get_backend("numpy"), q * 1e19, q.swapaxes(-2, -1) * 1e19, q, 0.5)).finite
+    >>> bounded(Rows(get_backend("numpy"), q * 1e19, q.swapaxes(-2, -1) * 1e19, q, 0.5)).finite
     False
     """
     be = rows.be
-    # row-major copies of each head (3 · S·d values): BLAS packs strided heads 10-30 % slower,
-    # and k_t as (d, N) rows: (Br, d) @ (d, N) runs ~10 % faster than on a transposed (N, d)
-    q, k, v = (be.contiguous(x) for x in (rows.q, be.transpose(rows.k_t, -2, -1), rows.v))
-    k_t = be.contiguous(be.transpose(k, -2, -1))  # (B, h, d, N), from a copy: no strided gather
-    q_top, k_top, v_top = (_largest(be.to_numpy(x)) for x in (q, k, v))  # contiguous passes
+    q_top, k_top, v_top = (_largest(be.to_numpy(x)) for x in (rows.q, rows.k_t, rows.v))
     limit, d = FINITE_MAX[rows.dtype] / 2, be.shape(rows.q)[-1]
     scores = d * q_top * k_top  # NaN or inf when q or k holds one: not proven
     finite = not rows.additive and bool(
         scores < limit and scores * rows.factor < limit and v_top < limit)
-    return replace(rows, q=q, k_t=k_t, v=v, finite=finite)
+    return replace(rows, finite=finite)
+
+
+def contiguous(rows: Rows[T]) -> Rows[T]:
+    """``rows`` with q, k_t and v in row-major copies of each head (3 · S·d values): BLAS packs
+    strided heads 10-30 % slower, and (Br, d) @ (d, N) on k_t as (d, N) rows runs ~10 % faster
+    than on a transposed (N, d)."""
+    be = rows.be
+    q, k, v = (be.contiguous(x) for x in (rows.q, be.transpose(rows.k_t, -2, -1), rows.v))
+    k_t = be.contiguous(be.transpose(k, -2, -1))  # (B, h, d, N), from a copy: no strided gather
+    return replace(rows, q=q, k_t=k_t, v=v)
 
 
 def _largest(a: np.ndarray | None) -> float:
