@@ -66,8 +66,6 @@ class Styled:
         return self
 
 
-
-
 def from_markup(markup: str, style: tuple[str, ...] = ()) -> Styled:
     """Rich console markup (``[bold]…[/]``, ``\\[`` for a bracket) as styled text.
 

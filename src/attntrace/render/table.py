@@ -1,4 +1,10 @@
-"""The Rich rendering of a trace: steps table, parameter table, attention heat map, values."""
+"""The Rich rendering of a trace: steps table, parameter table, attention heat map, values.
+
+Each part is made as a :class:`~attntrace.render.grid.Prose` or :class:`~attntrace.render.grid.Grid`:
+:func:`render_trace` lays them out without Rich's measuring passes where that is exact, and
+lets Rich draw the others; the functions that return Rich objects (``steps_table``,
+``attention_view``...) build them from the same parts.
+"""
 
 from __future__ import annotations
 
@@ -6,21 +12,19 @@ import math
 import re
 from typing import TYPE_CHECKING
 
-from rich.console import Console, Group, RenderableType
-from rich.style import Style
-from rich.table import Table
-from rich.text import Text
-
 from attntrace.config import AttentionConfig
 from attntrace.costs import count as in_unit
 from attntrace.costs import format_count, format_terms
 from attntrace.memory import format_bytes
+from attntrace.render.grid import BLANK, Column, Grid, Piece, Prose, show
 from attntrace.render.pooling import POOLING, Pooled, pool
-from attntrace.render.terminal import RULE_BOX
 from attntrace.trace import Trace
 
 if TYPE_CHECKING:
     import numpy as np
+    from rich.console import Console, Group, RenderableType
+    from rich.table import Table
+    from rich.text import Text
 
 #: Sequences up to this length get the full heat map; longer ones are pooled into this many blocks.
 HEATMAP_MAX_SEQ = 16
@@ -40,43 +44,52 @@ def format_axes(axes: tuple[str, ...]) -> str:
 
 def render_trace(trace: Trace, console: Console, *, head: int = 0, values: bool = False,
                  count: str = "flops", batch_item: int = 0,
-                 values_limit: int = VALUES_MAX_NUMEL) -> None:
+                 values_limit: int = VALUES_MAX_NUMEL, fast: bool = True) -> None:
     """Print the whole table view of ``trace`` on ``console``; ``count`` is flops or macs.
 
     ``head`` and ``batch_item`` pick the attention weights shown; ``values`` prints the numbers
-    of every tensor of at most ``values_limit`` elements.
+    of every tensor of at most ``values_limit`` elements. ``fast=False`` has Rich lay out every
+    part (the output is the same; tests compare the two).
     """
-    console.print(title_line(trace))
+    width = console.width
+    pieces = trace_pieces(trace, width, "->" if console.options.ascii_only else "→", head=head,
+                          values=values, count=count, batch_item=batch_item,
+                          values_limit=values_limit)
+    show(console, pieces, fast)
+
+
+def trace_pieces(trace: Trace, width: int, arrow: str = "→", *, head: int = 0,
+                 values: bool = False, count: str = "flops", batch_item: int = 0,
+                 values_limit: int = VALUES_MAX_NUMEL) -> list[Piece]:
+    """The parts of the table view at console ``width``, in order (see :func:`render_trace`)."""
+    tight = width < TIGHT_WIDTH
+    pieces: list[Piece] = [_title(trace)]
     if trace.origin:
-        console.print(Text(trace.origin, style="dim"))
-    console.print(flow_line(trace, console.width, "->" if console.options.ascii_only else "→"))
-    console.print()
-    console.print(steps_table(trace, console.width))
-    console.print()
-    console.print(costs_table(trace, count, tight=console.width < TIGHT_WIDTH))
-    console.print()
-    console.print(params_table(trace, tight=console.width < TIGHT_WIDTH))
-    if (cache := kv_cache_line(trace)) is not None:
-        console.print(cache)
-    if (whole := whole_model_table(trace, count, tight=console.width < TIGHT_WIDTH)) is not None:
-        console.print()
-        console.print(whole)
-    console.print()
-    console.print(attention_view(trace, head, batch_item=batch_item, width=console.width))
-    for note in trace.notes:
-        console.print(Text(f"warning: {note}", style="yellow"))
+        pieces.append(Prose([trace.origin], "dim"))
+    pieces += [_flow(trace, width, arrow), BLANK, steps_grid(trace, width), BLANK,
+               costs_grid(trace, count, tight=tight), BLANK, params_grid(trace, tight=tight)]
+    if (cache := _kv_cache(trace)) is not None:
+        pieces.append(cache)
+    if (whole := whole_model_grid(trace, count, tight=tight)) is not None:
+        pieces += [BLANK, whole]
+    pieces += [BLANK, *_attention(trace, head, batch_item, width)]
+    pieces += [Prose([f"warning: {note}"], "yellow") for note in trace.notes]
     if values:
-        console.print()
-        console.print(values_view(trace, values_limit))
+        pieces += [BLANK, *_values(trace, values_limit)]
+    return pieces
 
 
 def title_line(trace: Trace) -> Text:
     """One line naming the config: sizes, backend, dtype."""
+    return _title(trace).rich()
+
+
+def _title(trace: Trace) -> Prose:
     cfg = trace.config
     sizes = "  ".join(f"{axis}={size}" for axis, size in cfg.axis_sizes().items())
     algorithm = f"  flash Br={cfg.tile_sizes()['Br']} Bc={cfg.tile_sizes()['Bc']}" if cfg.algorithm == "flash" else ""
-    return Text.assemble(("attntrace", "bold"), f"  {describe(cfg)}  {sizes}  ",
-                         (f"{trace.backend} {cfg.dtype}{algorithm}", "cyan"))
+    return Prose([("attntrace", "bold"), f"  {describe(cfg)}  {sizes}  ",
+                  (f"{trace.backend} {cfg.dtype}{algorithm}", "cyan")])
 
 
 def costs_table(trace: Trace, count: str = "flops", *, tight: bool = False) -> Table:
@@ -85,23 +98,34 @@ def costs_table(trace: Trace, count: str = "flops", *, tight: bool = False) -> T
     Views cost nothing and own no memory; tile steps (flash) show one tile's bytes and the
     number of tiles, and their FLOPs summed over every tile. The footer holds the totals.
     """
+    return costs_grid(trace, count, tight=tight).rich()
+
+
+def costs_grid(trace: Trace, count: str = "flops", *, tight: bool = False) -> Grid:
+    """The table of :func:`costs_table`, to lay out.
+
+    >>> from attntrace import AttentionConfig, trace_attention
+    >>> costs_grid(trace_attention(AttentionConfig(), "shape")).rows[1][:3]
+    ['1', 'q_proj', '3.54 M']
+    """
     unit = "MACs" if count == "macs" else "FLOPs"
-    table = _table(f"costs ({unit}; 1 MAC = 2 FLOPs)", show_footer=True, tight=tight)
-    table.add_column("#", justify="right", style="dim")
-    table.add_column("step", "total", style="bold")
-    table.add_column(unit, format_count(in_unit(trace.total_flops, count)), justify="right", no_wrap=True)
-    table.add_column("formula", overflow="fold")
-    table.add_column("bytes", f"peak {format_bytes(trace.peak_bytes)}", justify="right", no_wrap=True)
-    table.add_column("tiles", justify="right", style="dim", no_wrap=True)
+    caption = (f"peak: activations alive at once; parameters {format_bytes(trace.param_bytes)}; "
+               f"KV cache {format_bytes(trace.kv_cache_bytes_per_token)} per token "
+               f"({trace.config.dtype})")
+    table = _grid(f"costs ({unit}; 1 MAC = 2 FLOPs)", footer=True, tight=tight, caption=caption)
+    table.add_column(Column("#", justify="right", style="dim"))
+    table.add_column(Column("step", "total", style="bold"))
+    table.add_column(Column(unit, format_count(in_unit(trace.total_flops, count)),
+                            justify="right", no_wrap=True))
+    table.add_column(Column("formula", overflow="fold"))
+    table.add_column(Column("bytes", f"peak {format_bytes(trace.peak_bytes)}", justify="right",
+                            no_wrap=True))
+    table.add_column(Column("tiles", justify="right", style="dim", no_wrap=True))
     for step in trace.steps:
         if step.view:
             continue
         table.add_row(str(step.index), step.name, format_count(in_unit(step.flops, count)), format_terms(step.terms, count),
                       format_bytes(step.nbytes), str(step.repeat) if step.repeat > 1 else "")
-    table.caption = (f"peak: activations alive at once; parameters {format_bytes(trace.param_bytes)}; "
-                     f"KV cache {format_bytes(trace.kv_cache_bytes_per_token)} per token "
-                     f"({trace.config.dtype})")
-    table.caption_justify = "left"
     return table
 
 
@@ -119,6 +143,10 @@ def flow_line(trace: Trace, width: int = 10_000, arrow: str = "→") -> Text:
     -> (12, 3, 3) -> (12, 3, 64) ->
     (3, 12, 64) -> (3, 768)
     """
+    return _flow(trace, width, arrow).rich()
+
+
+def _flow(trace: Trace, width: int = 10_000, arrow: str = "→") -> Prose:
     shapes = [format_shape(trace[name].shape) for name in FLOW_STEPS if name in trace]
     lines = [shapes[0]]
     for shape in shapes[1:]:
@@ -129,7 +157,7 @@ def flow_line(trace: Trace, width: int = 10_000, arrow: str = "→") -> Text:
             lines.append(shape)
         else:  # the arrow starts the next one
             lines.append(f"{arrow} {shape}")
-    return Text("\n".join(lines), style="cyan", no_wrap=True)
+    return Prose(["\n".join(lines)], "cyan", no_wrap=True)
 
 
 def describe(cfg: AttentionConfig) -> str:
@@ -149,15 +177,20 @@ def describe(cfg: AttentionConfig) -> str:
 
 def kv_cache_line(trace: Trace) -> Text | None:
     """The KV-cache bytes per token and layer, when kv-heads are set (else None)."""
+    line = _kv_cache(trace)
+    return None if line is None else line.rich()
+
+
+def _kv_cache(trace: Trace) -> Prose | None:
     cfg = trace.config
     if cfg.kv_heads is None:
         return None
     full = 2 * cfg.heads * cfg.head_dim * cfg.itemsize
-    return Text(f"KV cache: 2 (k, v) x g={cfg.groups} x d={cfg.head_dim} x {cfg.itemsize} B "
+    return Prose([f"KV cache: 2 (k, v) x g={cfg.groups} x d={cfg.head_dim} x {cfg.itemsize} B "
                 f"({cfg.dtype}) = "
                 f"{format_bytes(cfg.kv_cache_bytes_per_token)} per token and layer "
                 f"({full // cfg.kv_cache_bytes_per_token}x less than {format_bytes(full)} "
-                f"with h={cfg.heads} kv-heads)")
+                f"with h={cfg.heads} kv-heads)"])
 
 
 def whole_model_line(trace: Trace, count: str = "flops") -> Text | None:
@@ -172,6 +205,8 @@ def whole_model_line(trace: Trace, count: str = "flops") -> Text | None:
     whole model, L=3 layers at B=1, S=4: attention parameters 864, KV cache 768 B (float32),
     8.64 k FLOPs per forward
     """
+    from rich.text import Text
+
     f = trace.whole_model
     if f is None:
         return None
@@ -184,15 +219,21 @@ def whole_model_line(trace: Trace, count: str = "flops") -> Text | None:
 
 def whole_model_table(trace: Trace, count: str = "flops", *, tight: bool = False) -> Table | None:
     """The figures of :func:`whole_model_line` as a table of three rows (None without them)."""
+    grid = whole_model_grid(trace, count, tight=tight)
+    return None if grid is None else grid.rich()
+
+
+def whole_model_grid(trace: Trace, count: str = "flops", *, tight: bool = False) -> Grid | None:
+    """The table of :func:`whole_model_table`, to lay out (None without the figures)."""
     f = trace.whole_model
     if f is None:
         return None
     keys = trace.config.labels().keys
-    table = _table(f"whole model: L={f.layers} layers like this one, B={f.batch}, {keys}={f.keys}",
-                   tight=tight)
-    table.add_column("attention of all layers")
-    table.add_column("", justify="right")
-    table.add_column("", style="dim")
+    table = _grid(f"whole model: L={f.layers} layers like this one, B={f.batch}, {keys}={f.keys}",
+                  tight=tight)
+    table.add_column(Column("attention of all layers"))
+    table.add_column(Column("", justify="right"))
+    table.add_column(Column("", style="dim"))
     unit = "MACs" if count == "macs" else "FLOPs"
     table.add_row("parameters", format_count(f.params), f"{f.params:,}")
     cache, flops = format_bytes(f.kv_cache_bytes), format_count(in_unit(f.flops, count))
@@ -202,6 +243,12 @@ def whole_model_table(trace: Trace, count: str = "flops", *, tight: bool = False
 
 
 def steps_table(trace: Trace, width: int = 80) -> Table:
+    """One row per step: index, name, operation, shape, named axes (and dtype when they differ);
+    see :func:`steps_grid`."""
+    return steps_grid(trace, width).rich()
+
+
+def steps_grid(trace: Trace, width: int = 80) -> Grid:
     """One row per step: index, name, operation, shape, named axes (and dtype when they differ).
 
     The same columns at every width: the most common dtype goes into the title, a dtype column
@@ -222,14 +269,14 @@ def steps_table(trace: Trace, width: int = 80) -> Table:
     fixed = sum(max(len(headers[i]), *(len(r[i]) for r in rows)) + gap
                 for i in range(len(rows[0])) if i != 2)
     op_width = max(width - fixed - gap + 1, 1)
-    table = _table(title, tight=tight)
-    table.add_column("#", justify="right", style="dim", no_wrap=True)
-    table.add_column("step", style="bold", no_wrap=True)
-    table.add_column("op", overflow="fold")
-    table.add_column("shape", justify="right", style="cyan", no_wrap=True)
-    table.add_column("axes", style="magenta", no_wrap=True)
+    table = _grid(title, tight=tight)
+    table.add_column(Column("#", justify="right", style="dim", no_wrap=True))
+    table.add_column(Column("step", style="bold", no_wrap=True))
+    table.add_column(Column("op", overflow="fold"))
+    table.add_column(Column("shape", justify="right", style="cyan", no_wrap=True))
+    table.add_column(Column("axes", style="magenta", no_wrap=True))
     if dtype_column:
-        table.add_column("dtype", style="dim", no_wrap=True)
+        table.add_column(Column("dtype", style="dim", no_wrap=True))
     for row in rows:
         table.add_row(*row[:2], wrap_op(row[2], op_width), *row[3:])
     return table
@@ -269,18 +316,32 @@ TIGHT_WIDTH = 80
 def _table(title: str, *, show_footer: bool = False, tight: bool = False) -> Table:
     """A compact table: two spaces between columns (one when ``tight``), a rule under the
     header, no outer box."""
+    from rich.table import Table
+
+    from attntrace.render.terminal import RULE_BOX
+
     return Table(title=title, box=RULE_BOX, show_edge=False, padding=(0, 0 if tight else 1, 0, 0),
                  title_justify="left", title_style="bold", show_footer=show_footer)
 
 
+def _grid(title: str, *, footer: bool = False, tight: bool = False, caption: str = "") -> Grid:
+    """The layout of :func:`_table`, to fill."""
+    return Grid(title, caption=caption, pad=0 if tight else 1, footer=footer)
+
+
 def params_table(trace: Trace, *, tight: bool = False) -> Table:
     """One row per weight and bias, with a total."""
-    table = _table("parameters", show_footer=True, tight=tight)
-    table.add_column("name", "total", style="bold")
-    table.add_column("shape", justify="right", style="cyan")
-    table.add_column("axes", style="magenta")
-    table.add_column("count", f"{trace.param_count:,}", justify="right")
-    table.add_column("bytes", format_bytes(trace.param_bytes), justify="right")
+    return params_grid(trace, tight=tight).rich()
+
+
+def params_grid(trace: Trace, *, tight: bool = False) -> Grid:
+    """The table of :func:`params_table`, to lay out."""
+    table = _grid("parameters", footer=True, tight=tight)
+    table.add_column(Column("name", "total", style="bold"))
+    table.add_column(Column("shape", justify="right", style="cyan"))
+    table.add_column(Column("axes", style="magenta"))
+    table.add_column(Column("count", f"{trace.param_count:,}", justify="right"))
+    table.add_column(Column("bytes", format_bytes(trace.param_bytes), justify="right"))
     for p in trace.parameters:
         table.add_row(p.name, format_shape(p.shape), format_axes(p.axes), f"{p.numel:,}", format_bytes(p.nbytes))
     return table
@@ -290,12 +351,21 @@ def attention_view(trace: Trace, head: int, *, batch_item: int = 0,
                    width: int = 80) -> RenderableType:
     """The attention weights of one head and batch item as a heat map; beyond S = 16 (or N = 16)
     pooled into blocks that fit ``width`` columns, followed by a few summary numbers."""
+    from rich.console import Group
+
+    pieces = _attention(trace, head, batch_item, width)
+    return pieces[0].rich() if len(pieces) == 1 else Group(*(p.rich() for p in pieces))
+
+
+def _attention(trace: Trace, head: int, batch_item: int, width: int) -> list[Piece]:
+    """The parts of :func:`attention_view`: a title and a heat map (and a summary when
+    pooled), or one line saying why there is none."""
     where = f"head {head}" + (f" of batch item {batch_item}" if trace.config.batched else "")
     if "weights" not in trace:
-        return Text(f"attention weights, {where}: never formed whole by --algorithm {trace.config.algorithm} (tile by tile)", style="dim")
+        return [Prose([f"attention weights, {where}: never formed whole by --algorithm {trace.config.algorithm} (tile by tile)"], "dim")]
     step = trace["weights"]
     if not step.has_values:
-        return Text(f"attention weights, {where}: no values on the {trace.backend} backend", style="dim")
+        return [Prose([f"attention weights, {where}: no values on the {trace.backend} backend"], "dim")]
     index = (batch_item, head) if trace.config.batched else (head,)
     matrix = step.part(index)  # (S, N): of a recipe, this head's alone
     assert matrix is not None
@@ -305,12 +375,12 @@ def attention_view(trace: Trace, head: int, *, batch_item: int = 0,
             else "masked keys: ·; each row sums to 1, or 0 if every key is masked")
     if max(matrix.shape) <= HEATMAP_MAX_SEQ:
         full = pool(matrix, matrix.shape[0], matrix.shape[1], hidden)
-        return heatmap(full, f"attention weights, {where} (rows: queries, columns: keys; {rule})")
+        return _heatmap(full, f"attention weights, {where} (rows: queries, columns: keys; {rule})")
     pooled = fit_pool(matrix, hidden, width)
     sizes = f"{pooled.values.shape[0]}x{pooled.values.shape[1]} blocks"
     masks = "; every key masked: ·" if hidden is not None else ""
     title = f"attention weights, {where}: {matrix.shape} pooled into {sizes} ({POOLING}{masks})"
-    return Group(heatmap(pooled, title), weights_summary(matrix))
+    return [*_heatmap(pooled, title), _summary(matrix)]
 
 
 def fit_pool(matrix: np.ndarray, hidden: np.ndarray | None, width: int) -> Pooled:
@@ -336,19 +406,30 @@ def heatmap_width(pooled: Pooled) -> int:
 def heatmap(pooled: Pooled, title: str) -> Group:
     """A grid of the numbers, each cell shaded by its value (darker = more attention);
     cells (or blocks) whose every key is masked show a dim ``·``."""
+    from rich.console import Group
+
+    return Group(*(piece.rich() for piece in _heatmap(pooled, title)))
+
+
+def _heatmap(pooled: Pooled, title: str) -> list[Piece]:
+    """The title and grid of :func:`heatmap`."""
     values, hidden = pooled.values, pooled.hidden
     rows, cols = values.shape
     compact = cols > 8  # two decimals without the leading zero keep 16 columns within 80
-    table = Table(box=None, pad_edge=False, padding=(0, 1, 0, 0))
-    table.add_column("", style="dim", justify="right")
+    table = Grid(rule=False, pad=1, pad_edge=False)
+    table.add_column(Column("", style="dim", justify="right"))
     for j in range(cols):
-        table.add_column(pooled.col_label(j), justify="right", header_style="dim")
-    table.add_column("sum", justify="right", style="dim", min_width=3)
+        table.add_column(Column(pooled.col_label(j), justify="right", header_style="dim"))
+    table.add_column(Column("sum", justify="right", style="dim", min_width=3))
+    shown = values.tolist()  # Python floats: far quicker to format, one by one, than numpy's
+    masked = hidden.tolist() if hidden is not None else None
+    sums = [float(row.sum()) for row in values]  # as each row was summed before
     for i in range(rows):
-        cells = [Text("·", style="dim") if hidden is not None and hidden[i, j] else _heat_cell(float(v), compact)
-                 for j, v in enumerate(values[i])]
-        table.add_row(pooled.row_label(i), *cells, f"{float(values[i].sum()):.2f}")
-    return Group(Text(title, style="italic"), table)
+        cells: list[tuple[str, str]] = [
+            ("·", "dim") if masked is not None and masked[i][j] else _heat_cell(v, compact)
+            for j, v in enumerate(shown[i])]
+        table.add_row(pooled.row_label(i), *cells, f"{sums[i]:.2f}")
+    return [Prose([title], "italic"), table]
 
 
 def _cell_text(value: float, compact: bool) -> str:
@@ -356,17 +437,22 @@ def _cell_text(value: float, compact: bool) -> str:
     return text[1:] if compact and value < 0.995 else text  # ".42"
 
 
-def _heat_cell(value: float, compact: bool) -> Text:
+def _heat_cell(value: float, compact: bool) -> tuple[str, str]:
+    """A cell's text and style: shaded by the value (or bold red if not finite)."""
     if not math.isfinite(value):  # NaN or ±inf: shown, never shaded
-        return Text(f"{value}", style="bold red")
+        return f"{value}", "bold red"
     text = _cell_text(value, compact)
     level = int(55 + 200 * min(max(value, 0.0), 1.0))
-    style = Style(bgcolor=f"rgb({level // 3},{level // 2},{level})", color="white" if value < 0.5 else "black")
-    return Text(text, style=style)
+    ink = "white" if value < 0.5 else "black"
+    return text, f"{ink} on rgb({level // 3},{level // 2},{level})"
 
 
 def weights_summary(matrix: np.ndarray) -> Text:
     """What a long attention matrix looks like, in a few numbers."""
+    return _summary(matrix).rich()
+
+
+def _summary(matrix: np.ndarray) -> Prose:
     import numpy as np
 
     seq = matrix.shape[-1]  # N, the keys a row spreads over
@@ -379,16 +465,23 @@ def weights_summary(matrix: np.ndarray) -> Text:
         f"  largest weight {float(matrix[top]):.4f} (query {top[0]} -> key {top[1]})",
         f"  mean row entropy {entropy:.3f} nats (uniform attention: ln {seq} = {np.log(seq):.3f})",
     ]
-    return Text("\n".join(lines))
+    return Prose(["\n".join(lines)])
 
 
 def values_view(trace: Trace, limit: int = VALUES_MAX_NUMEL) -> RenderableType:
     """The numbers of every step and parameter of at most ``limit`` elements (as the notes print
     them), then the names of the tensors skipped for being larger."""
+    from rich.console import Group
+
+    return Group(*(piece.rich() for piece in _values(trace, limit)))
+
+
+def _values(trace: Trace, limit: int = VALUES_MAX_NUMEL) -> list[Piece]:
+    """The lines of :func:`values_view`, one piece per tensor."""
     import numpy as np
 
-    parts: list[RenderableType] = [
-        Text(f"values (tensors of at most {limit:,} elements; --values-limit)", style="bold")]
+    parts: list[Piece] = [
+        Prose([f"values (tensors of at most {limit:,} elements; --values-limit)"], "bold")]
     skipped = []
     for record in (*trace.steps, *trace.parameters):
         if not record.has_values:
@@ -399,12 +492,13 @@ def values_view(trace: Trace, limit: int = VALUES_MAX_NUMEL) -> RenderableType:
         value = record.value
         assert value is not None  # has_values
         body = np.array2string(value, precision=4, suppress_small=True, max_line_width=78)
-        parts.append(Text.assemble((f"{record.name} {format_shape(record.shape)}", "bold cyan"), "\n", body))
+        parts.append(Prose([(f"{record.name} {format_shape(record.shape)}", "bold cyan"), "\n",
+                            body]))
     if skipped:
-        parts.append(Text(f"skipped (more than {limit:,} elements): " + ", ".join(skipped),
-                          style="dim"))
+        parts.append(Prose([f"skipped (more than {limit:,} elements): " + ", ".join(skipped)],
+                           "dim"))
     if len(parts) == 1 + bool(skipped):
-        parts.append(Text(f"every tensor has more than {limit:,} elements; "
-                          "raise --values-limit or try "
-                          "smaller sizes, e.g. --hidden 4 --heads 2", style="dim"))
-    return Group(*parts)
+        parts.append(Prose([f"every tensor has more than {limit:,} elements; "
+                            "raise --values-limit or try "
+                            "smaller sizes, e.g. --hidden 4 --heads 2"], "dim"))
+    return parts
