@@ -46,6 +46,17 @@ def _span(prefix: str, starts: tuple[int, ...], total: int, i: int) -> str:
     return f"{prefix}{starts[i]}" + (f"-{last}" if last > starts[i] else "")
 
 
+def span_labels(prefix: str, size: int, blocks: int) -> list[str]:
+    """The labels of ``size`` rows pooled into at most ``blocks`` blocks, as
+    :meth:`Pooled.row_label` writes them (known before pooling).
+
+    >>> span_labels("q", 5, 2)
+    ['q0-2', 'q3-4']
+    """
+    starts = block_starts(size, blocks)
+    return [_span(prefix, starts, size, i) for i in range(len(starts))]
+
+
 def block_starts(size: int, blocks: int) -> tuple[int, ...]:
     """First index of each of at most ``blocks`` equal blocks (the last may be shorter).
 

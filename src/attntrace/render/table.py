@@ -17,7 +17,7 @@ from attntrace.costs import count as in_unit
 from attntrace.costs import format_count, format_terms
 from attntrace.memory import format_bytes
 from attntrace.render.grid import BLANK, Column, Grid, Piece, Prose, show
-from attntrace.render.pooling import POOLING, Pooled, pool
+from attntrace.render.pooling import POOLING, Pooled, block_starts, pool, span_labels
 from attntrace.trace import Trace
 
 if TYPE_CHECKING:
@@ -384,12 +384,19 @@ def _attention(trace: Trace, head: int, batch_item: int, width: int) -> list[Pie
 
 
 def fit_pool(matrix: np.ndarray, hidden: np.ndarray | None, width: int) -> Pooled:
-    """The most blocks (at most 16 x 16) whose heat map fits ``width`` columns."""
+    """The most blocks (at most 16 x 16) whose heat map fits ``width`` columns. Block counts
+    whose labels alone are too wide are passed over without pooling the matrix."""
+    label = max(map(len, span_labels("q", matrix.shape[0], HEATMAP_MAX_SEQ)))
     for blocks in range(min(HEATMAP_MAX_SEQ, matrix.shape[1]), 1, -1):
+        starts = block_starts(matrix.shape[1], blocks)
+        narrowest = label + sum(max(len(f"k{j}"), 3) for j in starts) + len("1.00") + len(starts)
+        if narrowest + 1 > width:  # every cell's text is at least 3 wide: it cannot fit
+            continue
         pooled = pool(matrix, HEATMAP_MAX_SEQ, blocks, hidden)
         if heatmap_width(pooled) <= width:
             return pooled
     return pool(matrix, HEATMAP_MAX_SEQ, 1, hidden)
+
 
 
 def heatmap_width(pooled: Pooled) -> int:
@@ -459,7 +466,11 @@ def _summary(matrix: np.ndarray) -> Prose:
     row_sums = matrix.sum(axis=-1)
     row_sums = row_sums[row_sums > 0]  # rows with every key masked are zeros
     top = np.unravel_index(int(np.argmax(matrix)), matrix.shape)
-    entropy = float(-(matrix * np.log(np.clip(matrix, 1e-30, None))).sum(axis=-1).mean())
+    terms = np.maximum(matrix, 1e-30)  # np.clip(matrix, 1e-30, None), in one buffer:
+    np.log(terms, out=terms)
+    np.multiply(matrix, terms, out=terms)
+    np.negative(terms, out=terms)  # -(p log p), element by element
+    entropy = float(terms.sum(axis=-1).mean())
     lines = [
         f"  rows sum to 1 within {float(np.abs(row_sums - 1).max(initial=0.0)):.1e}",
         f"  largest weight {float(matrix[top]):.4f} (query {top[0]} -> key {top[1]})",
