@@ -1,7 +1,7 @@
 """Eager attention made block by block (attntrace.eager): the same values as torch's own
 attention for every mask kind, the same bits whatever is kept and on any number of threads,
 and recipes that give back exactly what the softmax read. Small blocks make every test cross
-block edges (a block is a few query rows here, 128 at S = N = 2048 in float32)."""
+block edges (a block is a few query rows here, 256 at S = N = 2048 in float32)."""
 
 from __future__ import annotations
 
