@@ -90,7 +90,8 @@ def machine(rep: Report) -> None:
     model = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
                   if line.startswith("model name")), platform.processor()) if Path("/proc/cpuinfo").exists() else "?"
     usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    blas = ", ".join(f"{i.get('internal_api')} {i.get('version')} ({i.get('num_threads')} threads)"
+    blas = ", ".join(f"{i.get('internal_api')} {i.get('version')} ({i.get('num_threads')} threads, "
+                     f"{i.get('architecture') or '?'} kernels)"
                      for i in threadpool_info() if i.get("user_api") == "blas")
     try:
         import torch
