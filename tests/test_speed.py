@@ -81,3 +81,16 @@ def test_numpy_matmul_of_a_large_stack_splits_heads_with_the_same_bits_as_one_th
     got = NumpyBackend().matmul(q, k_t)  # (B, h, S, S): 2M elements, over the pool
     with threadpool_limits(1, user_api="blas"):
         np.testing.assert_array_equal(got, np.matmul(q, k_t))
+
+
+@pytest.mark.parametrize("shape", [(1, 2048, 1024), (3, 1001, 512)])
+def test_numpy_linear_split_over_the_pool_gives_the_bits_of_one_blas_call(shape: tuple[int, ...]) -> None:
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal(shape, dtype=np.float32)  # (B, S, in): 2M and 1.5M outputs, pooled
+    w = rng.standard_normal((768, shape[-1]), dtype=np.float32)  # (out, in)
+    b = rng.standard_normal(768, dtype=np.float32)
+    got = NumpyBackend().linear(x, w, b)
+    want = x @ w.T
+    want += b
+    assert got.shape == (*shape[:-1], 768)
+    np.testing.assert_array_equal(got, want)

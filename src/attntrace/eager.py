@@ -7,7 +7,10 @@ into the weights when they are kept) and the block's rows of ``context = weights
 (``scores``, ``scaled``, ``capped``, ``masked``) are kept as :class:`attntrace.trace.Lazy`
 recipes that run the same blocks again up to that step: reading them gives the exact bits the
 softmax read. Each block's BLAS runs on one thread (:meth:`Backend.one_thread_each`), so a
-block gives the same bits on any number of threads, now or when a recipe runs later.
+block gives the same bits on any number of threads, now or when a recipe runs later. A backend
+with a fused kernel of its own (torch's SDPA, :meth:`Backend.fused_attention`) makes the
+context instead, when every value is proven finite; ``weights`` is then a recipe too, and
+:meth:`Rows.make` makes one head of a recipe alone for a view of that head.
 
 >>> from attntrace import AttentionConfig, trace_attention
 >>> t = trace_attention(AttentionConfig(seq=300, hidden=64, heads=4))

@@ -80,16 +80,18 @@ class Tensor:
         return self.__dict__.get("value") is not None
 
     def part(self, index: tuple[int, ...]) -> np.ndarray | None:
-        """``value[index]`` for a leading ``index`` (e.g. (batch item, head)): of a step kept
-        as a recipe not yet read whole, that part is made alone (and not kept).
+        """``value[index]``; for the index of every axis but the last two (batch item, head) of
+        a step kept as a recipe not yet read whole, that (S, N) part is made alone (and not
+        kept).
 
         >>> import numpy as np
-        >>> recipe = Lazy(lambda: np.eye(2, 3), lambda at: np.ones(3))
-        >>> Tensor("w", (2, 3), "float32", recipe).part((1,))
-        array([1., 1., 1.])
+        >>> recipe = Lazy(lambda: np.zeros((2, 2, 3)), lambda at: np.ones((2, 3)))
+        >>> t = Tensor("w", (2, 2, 3), "float32", recipe)
+        >>> t.part((1,)).tolist(), t.part((1, 0)).tolist()  # one part alone; else from the whole
+        ([[1.0, 1.0, 1.0], [1.0, 1.0, 1.0]], [0.0, 0.0, 0.0])
         """
         held = self.__dict__.get("value")
-        if isinstance(held, Lazy) and held.part is not None:
+        if isinstance(held, Lazy) and held.part is not None and len(index) == len(self.shape) - 2:
             return cast("np.ndarray", held.part(index))
         whole = self.value
         return None if whole is None else whole[index]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -44,10 +45,30 @@ class NumpyBackend(Backend[np.ndarray]):
         return x
 
     def linear(self, x: np.ndarray, weight: np.ndarray, bias: np.ndarray | None) -> np.ndarray:
-        out: np.ndarray = x @ weight.T  # one BLAS call; the bias is added in place
-        if bias is not None:
-            out += bias
-        return out
+        rows = x.reshape(-1, x.shape[-1])  # (B·S, in)
+        size = rows.shape[0] * weight.shape[0]  # elements of the result
+        if size < PARALLEL_MIN_NUMEL or cores() == 1 or in_pool() or rows.shape[0] < cores():
+            out: np.ndarray = x @ weight.T  # one BLAS call; the bias is added in place
+            if bias is not None:
+                out += bias
+            return out
+        # row blocks over the pool, one BLAS thread each: OpenBLAS's own threads, once woken,
+        # spin for a while after the call and take a core from the blocks that follow it
+        # (eager's chain ran 20 % slower right after a multi-threaded projection)
+        flat = np.empty((rows.shape[0], weight.shape[0]), dtype=np.result_type(x, weight))
+        w_t = weight.T  # (in, out), a view
+
+        def block(part: slice) -> None:
+            np.matmul(rows[part], w_t, out=flat[part])  # (rows, in) @ (in, out)
+            if bias is not None:
+                flat[part] += bias  # while the block is in cache
+
+        n = cores()
+        bounds = [rows.shape[0] * i // n for i in range(n + 1)]
+        parts = [slice(a, b) for a, b in itertools.pairwise(bounds)]
+        with self.one_thread_each():
+            list(pool(cores()).map(block, parts))
+        return flat.reshape(*x.shape[:-1], weight.shape[0])
 
     def reshape(self, x: np.ndarray, shape: Shape) -> np.ndarray:
         out: np.ndarray = x.reshape(shape)
