@@ -56,11 +56,20 @@ class Report:
         self.rows.append("| " + " | ".join(cells) + " |")
 
 
+#: Seconds of rest before each timed call in process: the threads of the call before it
+#: (OpenBLAS's and OpenMP's spin for up to ~0.1 s after their work) go back to sleep, so
+#: that no call is timed against the spinning threads of another (they slowed the next call
+#: by up to 20 %, the torch baseline as much as attntrace).
+SETTLE = 0.3
+
+
 def interleaved(fns: dict[str, Callable[[], object]], repeat: int) -> dict[str, list[float]]:
-    """Run each function ``repeat`` times, round-robin; wall times per name."""
+    """Run each function ``repeat`` times, round-robin, each after :data:`SETTLE` seconds of
+    rest (none for a single repeat, the smoke test); wall times per name."""
     times: dict[str, list[float]] = {name: [] for name in fns}
     for _ in range(repeat):
         for name, fn in fns.items():
+            time.sleep(SETTLE if repeat > 1 else 0.0)
             start = time.perf_counter()
             fn()
             times[name].append(time.perf_counter() - start)
