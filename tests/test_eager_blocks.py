@@ -230,3 +230,23 @@ def test_torch_with_a_soft_cap_runs_the_blocks_and_keeps_its_weights() -> None:
     t = trace_attention(cfg, "torch")
     assert isinstance(t["weights"].__dict__["value"], np.ndarray)  # formed by the blocks
     np.testing.assert_allclose(t["weights"].value @ t["v"].value, t["context"].value, rtol=1e-6, atol=1e-7)
+
+
+@pytest.mark.parametrize("backend", ["numpy", "torch"])
+@pytest.mark.parametrize("options", [{"causal": True}, {"causal": True, "window": 7}, {"window": 5}])
+def test_keys_the_rules_hide_are_left_out_with_the_bits_of_the_whole_mask(
+        backend: str, options: dict[str, object]) -> None:
+    from attntrace import eager
+    from attntrace.backends import get_backend
+
+    cfg = AttentionConfig(batch=2, seq=40, hidden=32, heads=4, softcap=20.0, **options)  # blocks
+    by_rule = trace_attention(cfg, backend)
+    be = get_backend(backend)
+    rows = eager.Rows(be, None, None, None, 1.0, mask=1, causal=bool(options.get("causal")),  # type: ignore[arg-type]
+                      window=options.get("window"), finite=True)  # type: ignore[arg-type]
+    assert rows.skips() == (backend == "numpy")  # torch's MKL: kernels by size, no skipping
+    plain = AttentionConfig(batch=2, seq=40, hidden=32, heads=4, softcap=20.0)
+    as_file = trace_attention(plain, backend, mask=by_rule["mask"].value)  # the same mask, no rule
+    np.testing.assert_array_equal(by_rule["weights"].value, as_file["weights"].value)
+    np.testing.assert_array_equal(by_rule["masked"].value, as_file["masked"].value)
+    np.testing.assert_allclose(by_rule["output"].value, as_file["output"].value, rtol=1e-5, atol=1e-6)

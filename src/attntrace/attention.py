@@ -413,7 +413,8 @@ def _attend_rows(config: AttentionConfig, be: Backend[T], rec: _Recorder[T], lay
     k_t = rec.view("k_t", be.transpose(k, -2, -1), f"{k_name}.transpose(-2, -1)",
                    lay.ax("h", "d", N))
     rows = Rows(raw, q, k_t, v, config.score_scale, config.softcap, mask if plan else None,
-                plan is not None and plan.additive, rec.threads)
+                plan is not None and plan.additive, rec.threads, causal=config.causal,
+                window=config.window)
     rows = bounded(rows) if raw.computes else rows
     fused = _fused_context(rows, q, k, v)  # (B, h, S, d) by the library's own kernel, or None
     rows = contiguous(rows) if raw.computes and fused is None else rows  # for the blocks

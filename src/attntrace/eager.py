@@ -91,6 +91,8 @@ class Rows(Generic[T]):
     additive: bool = False  # True: scaled + mask; False: where(mask, scaled, -inf)
     threads: int = 1
     finite: bool = False  # proven: every score, weight and context value is finite
+    causal: bool = False  # the mask hides key j > query i (it holds the rule too)
+    window: int | None = None  # the mask hides key j <= query i - W
 
     @property
     def chain(self) -> tuple[str, ...]:
@@ -127,16 +129,47 @@ class Rows(Generic[T]):
         mask = None if self.mask is None else _pick(be, self.mask, at)
         return Head(_pick(be, self.q, at), _pick(be, self.k_t, at), _pick(be, self.v, at), mask)
 
+    def keys(self, block: Block) -> tuple[int, int]:
+        """The keys [j0, j1) that the rules of the mask (causal, window) leave the queries of
+        ``block`` (all of them without those rules, or when none is left).
+
+        >>> import numpy as np
+        >>> from attntrace.backends import get_backend
+        >>> q = np.ones((1, 8, 4), dtype=np.float32)  # (h, S, d)
+        >>> rows = Rows(get_backend("numpy"), q, q.swapaxes(-2, -1), q, 0.5, causal=True, window=3)
+        >>> rows.keys(((0,), 4, 6))  # queries 4 and 5 see keys 2..5
+        (2, 6)
+        """
+        _, i0, i1 = block
+        N = self.shape[-1]
+        j0 = max(0, i0 - self.window + 1) if self.window is not None else 0
+        j1 = min(N, i1) if self.causal else N
+        return (j0, j1) if j0 < j1 else (0, N)
+
+    def skips(self) -> bool:
+        """Whether the run may leave out the keys the rules hide: the mask makes them -inf
+        whatever the scores were, no step before it is counted block by block, and the
+        backend's product of fewer columns has the bits of the whole's."""
+        return self.finite and self.mask is not None and not self.additive \
+            and (self.causal or self.window is not None) and self.be.slices_exactly
+
     def scores(self, block: Block, upto: str, tally: Tally[T] | None = None,
-               out: T | None = None, head: Head[T] | None = None) -> T:
+               out: T | None = None, head: Head[T] | None = None,
+               keys: tuple[int, int] | None = None) -> T:
         """Step ``upto`` of the chain for ``block``: (1, 1, Br, N), in ``out`` or a new buffer
         (or a new one of the soft-cap or a mask); with ``tally``, the non-finite values of
         each step of the chain are counted. ``head``: the views of the block's lead index,
-        when the caller already has them."""
+        when the caller already has them. ``keys`` (j0, j1): only those scores are made (the
+        others are left as they were, for a mask that hides them)."""
         be, (at, i0, i1) = self.be, block
         views = self.head(at) if head is None else head
         s = be.empty(self.block_shape(block), self.dtype) if out is None else out  # (1, 1, Br, N)
-        be.matmul_into(_rows(be, views.q, i0, i1), views.k_t, s)
+        if keys is None:
+            be.matmul_into(_rows(be, views.q, i0, i1), views.k_t, s)
+        else:
+            j0, j1 = keys  # (1, 1, Br, d) @ (1, 1, d, j1 - j0)
+            k_t = be.narrow(views.k_t, -1, j0, j1)
+            be.matmul_into(_rows(be, views.q, i0, i1), k_t, be.narrow(s, -1, j0, j1))
         for name in self.chain:
             if name == "scaled":
                 s = be.scale_(s, self.factor)  # (1, 1, Br, N)
@@ -159,6 +192,7 @@ class Rows(Generic[T]):
         """Fill ``context`` (B, h, S, d), and ``weights`` (B, h, S, N) unless None; with
         ``tally``, count the non-finite values of every step (None: proven all finite)."""
         be, scratch = self.be, _Scratch(self.be, self.dtype)
+        skips = tally is None and self.skips()
         heads: dict[tuple[int, ...], tuple[Head[T], T | None, T]] = {}
         for at in itertools.product(*(range(n) for n in self.shape[:-2])):
             w_at = None if weights is None else _pick(be, weights, at)  # (1, 1, S, N)
@@ -168,13 +202,15 @@ class Rows(Generic[T]):
             at, i0, i1 = block
             views, w_at, c_at = heads[at]
             shape = self.block_shape(block)
-            s = self.scores(block, self.chain[-1], tally, scratch.get("s", shape), views)
-            # (1, 1, Br, N)
+            j0, j1 = self.keys(block) if skips else (0, self.shape[-1])
+            s = self.scores(block, self.chain[-1], tally, scratch.get("s", shape), views,
+                            (j0, j1) if skips else None)  # (1, 1, Br, N)
             w = scratch.get("w", shape) if w_at is None else _rows(be, w_at, i0, i1)
-            be.softmax_into(s, w)
+            be.softmax_into(s, w)  # (1, 1, Br, N), exactly 0 outside keys j0..j1
             if tally is not None:
                 tally.add("weights", w)
-            be.matmul_into(w, views.v, _rows(be, c_at, i0, i1))  # (1, 1, Br, d)
+            w, v = be.narrow(w, -1, j0, j1), be.narrow(views.v, -2, j0, j1)
+            be.matmul_into(w, v, _rows(be, c_at, i0, i1))  # (1, 1, Br, d)
 
         self.each(one)
 

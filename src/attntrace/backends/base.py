@@ -40,6 +40,9 @@ class Backend(ABC, Generic[T]):
     name: ClassVar[str]
     dtypes: ClassVar[tuple[str, ...]]  # the dtype names this backend supports
     computes: ClassVar[bool] = True  # False for the shape backend: no values, no memory
+    #: Whether ``matmul_into`` of some columns of ``b`` alone gives the bits of those columns of
+    #: the whole product (eager then leaves out the keys a causal or window rule hides).
+    slices_exactly: ClassVar[bool] = False
 
     def check_dtype(self, dtype: str) -> None:
         """Raise ConfigError naming the supported dtypes when ``dtype`` is not one of them."""

@@ -30,6 +30,9 @@ class NumpyBackend(Backend[np.ndarray]):
 
     name = "numpy"
     dtypes = tuple(_NUMPY_DTYPES)  # numpy has no bfloat16
+    # OpenBLAS packs b before its kernel, and each element is one sum over K in order (K is
+    # split by its size alone): fewer columns, the same bits. torch's MKL picks kernels by size.
+    slices_exactly = True
 
     def tensor(self, source: Source) -> np.ndarray:
         dtype = np.bool_ if source.dtype == MASK_DTYPE else _NUMPY_DTYPES[source.dtype]
