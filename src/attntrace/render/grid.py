@@ -47,8 +47,10 @@ def one_cell_each(text: str) -> bool:
     """Whether every character of ``text`` is printable and one cell wide (line breaks
     allowed): then lengths are widths, and Rich prints the characters unchanged.
 
-    >>> one_cell_each("2·S·H\\n(3, 768) → (3, 12, 64)"), one_cell_each("注意"), one_cell_each("\\t")
-    (True, False, False)
+    >>> one_cell_each("2·S·H\\n(3, 768) → (3, 12, 64)")
+    True
+    >>> one_cell_each("注意"), one_cell_each("\\t")
+    (False, False)
     """
     if text.isascii():
         return text.replace("\n", "").isprintable()

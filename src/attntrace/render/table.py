@@ -1,9 +1,9 @@
 """The Rich rendering of a trace: steps table, parameter table, attention heat map, values.
 
-Each part is made as a :class:`~attntrace.render.grid.Prose` or :class:`~attntrace.render.grid.Grid`:
-:func:`render_trace` lays them out without Rich's measuring passes where that is exact, and
-lets Rich draw the others; the functions that return Rich objects (``steps_table``,
-``attention_view``...) build them from the same parts.
+Each part is made as a :class:`~attntrace.render.grid.Prose` or
+:class:`~attntrace.render.grid.Grid`: :func:`render_trace` lays them out without Rich's
+measuring passes where that is exact, and lets Rich draw the others; the functions that return
+Rich objects (``steps_table``, ``attention_view``...) build them from the same parts.
 """
 
 from __future__ import annotations
@@ -362,10 +362,13 @@ def _attention(trace: Trace, head: int, batch_item: int, width: int) -> list[Pie
     pooled), or one line saying why there is none."""
     where = f"head {head}" + (f" of batch item {batch_item}" if trace.config.batched else "")
     if "weights" not in trace:
-        return [Prose([f"attention weights, {where}: never formed whole by --algorithm {trace.config.algorithm} (tile by tile)"], "dim")]
+        algorithm = trace.config.algorithm
+        why = f"never formed whole by --algorithm {algorithm} (tile by tile)"
+        return [Prose([f"attention weights, {where}: {why}"], "dim")]
     step = trace["weights"]
     if not step.has_values:
-        return [Prose([f"attention weights, {where}: no values on the {trace.backend} backend"], "dim")]
+        why = f"no values on the {trace.backend} backend"
+        return [Prose([f"attention weights, {where}: {why}"], "dim")]
     index = (batch_item, head) if trace.config.batched else (head,)
     matrix = step.part(index)  # (S, N): of a recipe, this head's alone
     assert matrix is not None
