@@ -40,9 +40,6 @@ class Backend(ABC, Generic[T]):
     name: ClassVar[str]
     dtypes: ClassVar[tuple[str, ...]]  # the dtype names this backend supports
     computes: ClassVar[bool] = True  # False for the shape backend: no values, no memory
-    #: Whether ``matmul_into`` of some columns of ``b`` alone gives the bits of those columns of
-    #: the whole product (eager then leaves out the keys a causal or window rule hides).
-    slices_exactly: ClassVar[bool] = False
 
     def check_dtype(self, dtype: str) -> None:
         """Raise ConfigError naming the supported dtypes when ``dtype`` is not one of them."""
@@ -178,6 +175,13 @@ class Backend(ABC, Generic[T]):
         """``out[...] = softmax(x)`` with the bits of :meth:`softmax` (zeros for a row of only
         -inf); ``x`` may be overwritten and must not be ``out``."""
         self.write(out, 0, 0, self.softmax(x))
+
+    @property
+    def slices_exactly(self) -> bool:
+        """Whether ``matmul_into`` of some columns of ``b`` alone gives the bits of those
+        columns of the whole product (eager then leaves out the keys a causal or window rule
+        hides); default False."""
+        return False
 
     def fused_attention(self, q: T, k: T, v: T, scale: float, mask: T | None,
                         additive: bool) -> T | None:

@@ -30,9 +30,13 @@ class NumpyBackend(Backend[np.ndarray]):
 
     name = "numpy"
     dtypes = tuple(_NUMPY_DTYPES)  # numpy has no bfloat16
-    # OpenBLAS packs b before its kernel, and each element is one sum over K in order (K is
-    # split by its size alone): fewer columns, the same bits. torch's MKL picks kernels by size.
-    slices_exactly = True
+
+    @property
+    def slices_exactly(self) -> bool:
+        # OpenBLAS packs b before its kernel, and each element is one sum over K in order (K is
+        # split by its size alone): fewer columns, the same bits. MKL (torch's, or a numpy
+        # built with it) picks kernels by size: not assumed of any BLAS but OpenBLAS.
+        return _built_with_openblas()
 
     def tensor(self, source: Source) -> np.ndarray:
         dtype = np.bool_ if source.dtype == MASK_DTYPE else _NUMPY_DTYPES[source.dtype]
@@ -221,6 +225,16 @@ class NumpyBackend(Backend[np.ndarray]):
     def reduce_sum(self, x: np.ndarray) -> np.ndarray:
         out: np.ndarray = x.sum(axis=-1)
         return out
+
+
+@cache
+def _built_with_openblas() -> bool:
+    """Whether numpy's BLAS is OpenBLAS (as numpy's wheels are built)."""
+    try:
+        name = str(np.__config__.CONFIG["Build Dependencies"]["blas"]["name"])
+    except (AttributeError, KeyError, TypeError):
+        return False
+    return "openblas" in name.lower()
 
 
 @cache
