@@ -104,7 +104,7 @@ try:
     main()
 except SystemExit as exc:
     print("EXIT:", exc.code, file=sys.stderr)
-loaded = sorted(m for m in sys.modules if m.startswith(("attntrace.cli.", "rich", "numpy")))
+loaded = sorted(m for m in sys.modules if m.startswith(("attntrace.cli.", "rich", "numpy", "typer")))
 print("LOADED:", " ".join(loaded), file=sys.stderr)
 """
 
@@ -116,31 +116,61 @@ def _loaded(*args: str) -> set[str]:
     return set(done.stderr.strip().splitlines()[-1].split()[1:])
 
 
-def test_top_level_help_imports_no_command_and_no_rich() -> None:
-    assert _loaded("--help") == {"attntrace.cli.app", "attntrace.cli.help", "attntrace.cli.lazy"}
+def test_top_level_help_imports_no_command_no_rich_and_no_typer() -> None:
+    assert _loaded("--help") == {"attntrace.cli.help", "attntrace.cli.root"}
+    assert _loaded("-h") == {"attntrace.cli.help", "attntrace.cli.root"}
 
 
-def test_a_command_imports_its_own_module_only() -> None:
-    loaded = _loaded("presets")
-    assert "attntrace.cli.presets" in loaded
-    assert not loaded & {f"attntrace.cli.{name}" for name in ("run", "check", "trace", "diff", "sweep", "verify")}
+def test_the_static_page_is_the_one_typers_group_gives() -> None:
+    from attntrace.cli.help import page_of
+    from attntrace.cli.root import PAGE
+
+    group = typer.main.get_command(app)
+    ctx = group.make_context("attntrace", ["--help"], resilient_parsing=True)  # with -h, as run
+    assert page_of(group, ctx) == PAGE
+    assert PAGE.options[-1].names[:2] == ("--help", "-h")
 
 
-def test_a_typo_still_suggests_the_command() -> None:
-    env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
-    done = subprocess.run([sys.executable, "-c", PROBE.format(args=["presest"])], capture_output=True, text=True,
-                          env=env, timeout=120, check=False)
-    assert done.stderr.splitlines()[0] == ("attntrace: error: No such command 'presest'. Did you mean "
-                                           "'presets'?; see 'attntrace --help'")
-    assert "attntrace.cli.presets" not in done.stderr  # the suggestion imports no command
+HELP_BY = {
+    "fast path": "import sys; sys.argv = ['attntrace', {flag!r}]; from attntrace.cli import main; main()",
+    "typer": "import sys; sys.argv = ['attntrace', {flag!r}]; from attntrace.cli.typer_app import main; main()",
+}
 
 
-def test_completion_finds_commands_and_preset_names() -> None:
-    env = {**os.environ, "PYTHONPATH": str(REPO / "src"), "_ATTNTRACE_COMPLETE": "complete_bash"}
-    run = [sys.executable, "-c", "import sys; sys.argv[0] = 'attntrace'; from attntrace.cli import main; main()"]
-    names = subprocess.run(run, capture_output=True, text=True, timeout=120, check=False,
-                           env={**env, "COMP_WORDS": "attntrace r", "COMP_CWORD": "1"}).stdout.split()
-    assert names == ["run", "report"]
-    presets = subprocess.run(run, capture_output=True, text=True, timeout=120, check=False,
-                             env={**env, "COMP_WORDS": "attntrace run --preset llama-3-", "COMP_CWORD": "3"})
-    assert "llama-3-8b" in presets.stdout.split()
+@pytest.mark.parametrize("env", [{"COLUMNS": "80"}, {"COLUMNS": "33"}, {"COLUMNS": "140", "FORCE_COLOR": "1"},
+                                 {"FORCE_COLOR": "1", "NO_COLOR": "1"}, {"TERM": "dumb"},
+                                 {"COLUMNS": "100", "PYTHONIOENCODING": "ascii"}])
+@pytest.mark.parametrize("flag", ["--help", "-h"])
+def test_help_without_typer_prints_what_typer_prints(env: dict[str, str], flag: str) -> None:
+    base = {k: v for k, v in os.environ.items() if k not in
+            ("COLUMNS", "TERMINAL_WIDTH", "FORCE_COLOR", "NO_COLOR", "TERM", "TTY_COMPATIBLE", "GITHUB_ACTIONS",
+             "PY_COLORS", "PYTHONIOENCODING")}
+    outs = {}
+    for name, code in HELP_BY.items():
+        done = subprocess.run([sys.executable, "-c", code.format(flag=flag)], capture_output=True, timeout=120,
+                              env={**base, "PYTHONPATH": str(REPO / "src"), **env}, check=False)
+        assert done.returncode == 0, done.stderr
+        outs[name] = done.stdout
+    assert outs["fast path"] == outs["typer"]
+    assert b"Commands" in outs["fast path"]
+
+
+def test_python_dash_m_and_other_arguments_still_go_through_typer(monkeypatch: pytest.MonkeyPatch) -> None:
+    import types
+
+    from attntrace.cli import _is_root_help
+
+    script = types.ModuleType("__main__")  # a console script: __package__ is None
+    monkeypatch.setitem(sys.modules, "__main__", script)
+    monkeypatch.delenv("_ATTNTRACE_COMPLETE", raising=False)
+    assert _is_root_help(["/usr/bin/attntrace", "--help"])
+    assert _is_root_help(["attntrace", "-h"])
+    assert not _is_root_help(["attntrace", "--help", "run"])
+    assert not _is_root_help(["attntrace", "run", "--help"])
+    assert not _is_root_help(["attntrace"])
+    assert not _is_root_help(["attntrace-dev", "--help"])  # Typer would print that name
+    monkeypatch.setenv("_ATTNTRACE_COMPLETE", "complete_bash")
+    assert not _is_root_help(["attntrace", "--help"])
+    monkeypatch.delenv("_ATTNTRACE_COMPLETE")
+    script.__package__ = "attntrace"  # python -m attntrace: Typer says "python -m attntrace"
+    assert not _is_root_help(["/x/attntrace/__main__.py", "--help"])

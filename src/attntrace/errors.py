@@ -1,7 +1,7 @@
 """The project's own error types.
 
 Every error a user can cause is an :class:`AttntraceError`; the CLI turns it into one line on
-stderr and exit code 2 in exactly one place (``attntrace.cli.app``).
+stderr and exit code 2 in exactly one place (``attntrace.cli.typer_app``).
 """
 
 from __future__ import annotations

@@ -1,9 +1,64 @@
 """The Typer command line: options -> AttentionConfig -> trace -> renderer, nothing more.
 
-Each command's module is imported when that command runs (attntrace.cli.lazy.COMMANDS lists
-them, in the order of ``attntrace --help``).
+The application lives in :mod:`attntrace.cli.typer_app` and is imported on first use of
+``app``; each command's module is imported when that command runs (attntrace.cli.root.COMMANDS
+lists them, in the order of ``attntrace --help``). ``attntrace --help`` itself imports neither:
+:func:`main` draws it from :mod:`attntrace.cli.root`, in a fraction of Typer's import time.
 """
 
-from attntrace.cli.app import app, main
+from __future__ import annotations
+
+import os
+import sys
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from attntrace.cli.typer_app import app
 
 __all__ = ["app", "main"]
+
+
+def __getattr__(name: str) -> object:
+    if name == "app":  # the Typer application, built (and Typer imported) on first use
+        from attntrace.cli.typer_app import app
+
+        return app
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def main() -> None:
+    """Console-script entry point: ``attntrace --help`` without Typer, anything else through
+    the Typer application (:func:`attntrace.cli.typer_app.main`)."""
+    if _is_root_help(sys.argv):
+        _print_root_help()
+    from attntrace.cli.typer_app import main as typer_main
+
+    typer_main()
+
+
+def _is_root_help(argv: list[str]) -> bool:
+    """``attntrace --help`` (or ``-h``) as typed, where Typer would print the top-level help
+    under the name ``attntrace``: not ``python -m attntrace``, not a shell's completion call."""
+    from attntrace.cli.root import HELP_NAMES
+
+    main_module = sys.modules.get("__main__")
+    return (len(argv) == 2 and argv[1] in HELP_NAMES and os.path.basename(argv[0]) == "attntrace"
+            and getattr(main_module, "__package__", None) in (None, "")
+            and "_ATTNTRACE_COMPLETE" not in os.environ)
+
+
+def _print_root_help() -> None:
+    """Write the top-level help (ASCII where stdout needs it) and exit 0; quietly when the
+    reader of stdout went away, as every other command does."""
+    from attntrace.cli.help import print_root_help
+    from attntrace.render.terminal import plain
+
+    sys.stdout = plain(sys.stdout)
+    try:
+        print_root_help()
+        sys.stdout.flush()
+    except BrokenPipeError:
+        from attntrace.cli.typer_app import quiet_broken_pipe
+
+        quiet_broken_pipe()
+    sys.exit(0)

@@ -10,9 +10,10 @@ from typing import TYPE_CHECKING, Any
 import typer
 
 from attntrace.cli import options as opt
-from attntrace.cli.app import EPILOG, app, cli_errors, console, fail
 from attntrace.cli.configure import with_model_options
+from attntrace.cli.root import EPILOG
 from attntrace.cli.trace import Init, TraceTarget
+from attntrace.cli.typer_app import app, cli_errors, console, fail
 from attntrace.config import AttentionConfig
 from attntrace.errors import EXIT_CHECK_FAILED, ConfigError
 

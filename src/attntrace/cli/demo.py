@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from rich.text import Text
 
-from attntrace.cli.app import app, cli_errors, console
+from attntrace.cli.typer_app import app, cli_errors, console
 
 
 @app.command()

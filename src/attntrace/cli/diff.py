@@ -9,8 +9,9 @@ from typing import Annotated, Any
 import typer
 
 from attntrace.cli import options as opt
-from attntrace.cli.app import EPILOG, app, cli_errors, console, fail
 from attntrace.cli.configure import with_model_options
+from attntrace.cli.root import EPILOG
+from attntrace.cli.typer_app import app, cli_errors, console, fail
 from attntrace.errors import EXIT_CHECK_FAILED
 
 

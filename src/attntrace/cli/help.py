@@ -10,7 +10,6 @@ importing any command. tests/test_help.py compares it with Typer's own rendering
 
 from __future__ import annotations
 
-import inspect
 import os
 import sys
 from collections.abc import Callable, Sequence
@@ -22,7 +21,54 @@ from attntrace.render.styled import SGR, Styled, cell_len, from_markup, wrap
 if TYPE_CHECKING:
     import typer._click as click
 
-__all__ = ["Styled", "cell_len", "from_markup", "root_help", "wrap"]  # the first four: re-exported
+__all__ = ["Option", "Page", "Styled", "cell_len", "draw_page", "from_markup", "page_of",
+           "print_root_help", "root_help", "wrap"]  # Styled, cell_len, from_markup, wrap: re-exported
+
+
+class Option:
+    """One row of the Options panel: the names in Typer's four columns (long, short, negative
+    long, negative short), the value's metavar (empty for a flag), the help, required or not."""
+
+    __slots__ = ("help", "metavar", "names", "required")
+
+    def __init__(self, long: str, help: str, short: str = "", negative: str = "",
+                 negative_short: str = "", metavar: str = "", required: bool = False) -> None:
+        self.names = (long, short, negative, negative_short)
+        self.help, self.metavar, self.required = help, metavar, required
+
+    def _key(self) -> tuple[object, ...]:
+        return (*self.names, self.metavar, self.help, self.required)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Option) and self._key() == other._key()
+
+    def __hash__(self) -> int:
+        return hash(self._key())
+
+    def __repr__(self) -> str:
+        return f"Option{self._key()!r}"
+
+
+class Page:
+    """What a group's help shows, as plain strings: the usage line, the help (its first
+    paragraph the description, the rest dimmed), the epilog and the options."""
+
+    __slots__ = ("epilog", "help", "options", "usage")
+
+    def __init__(self, usage: str, help: str, epilog: str, options: tuple[Option, ...]) -> None:
+        self.usage, self.help, self.epilog, self.options = usage, help, epilog, options
+
+    def _key(self) -> tuple[object, ...]:
+        return (self.usage, self.help, self.epilog, self.options)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Page) and self._key() == other._key()
+
+    def __hash__(self) -> int:
+        return hash(self._key())
+
+    def __repr__(self) -> str:
+        return f"Page{self._key()!r}"
 
 class Column:
     """One column of a help table: its content's width, a fixed ``width`` (no wrapping), a
@@ -226,8 +272,15 @@ def _sgr(text: str, style: tuple[str, ...], look: Look) -> str:
     return f"\x1b[{';'.join(codes)}m{text}\x1b[0m" if codes else text
 
 
-def _option_rows(group: click.Command, ctx: click.Context,
-                 hl: Callable[[Styled], Styled]) -> list[list[Styled]]:
+def page_of(group: click.Command, ctx: click.Context) -> Page:
+    """The help page of a click group as Typer builds it (its root options among them)."""
+    import inspect
+
+    return Page(_usage_text(group, ctx), inspect.cleandoc(group.help or ""),
+                inspect.cleandoc(group.epilog or ""), _options(group, ctx))
+
+
+def _options(group: click.Command, ctx: click.Context) -> tuple[Option, ...]:
     """Typer's option rows: long names, short names, negative long and short, type, help."""
     rows = []
     for param in group.get_params(ctx):
@@ -238,11 +291,20 @@ def _option_rows(group: click.Command, ctx: click.Context,
         metavar = param.make_metavar(ctx=ctx) if not getattr(param, "is_flag", False) else ""
         help_text = "\n".join(p.replace("\n", " ").strip()
                               for p in (getattr(param, "help", None) or "").split("\n\n"))
-        help_cell = hl(from_markup(help_text.strip()))
-        if param.required:
+        long, short, negative, negative_short = names
+        rows.append(Option(long, help_text.strip(), short, negative, negative_short,
+                           metavar if "bool" not in metavar.lower() else "", param.required))
+    return tuple(rows)
+
+
+def _option_rows(options: Sequence[Option], hl: Callable[[Styled], Styled]) -> list[list[Styled]]:
+    rows = []
+    for option in options:
+        help_cell = hl(from_markup(option.help))
+        if option.required:
             help_cell.add(" [required]", ("dim", "red"))
-        kind = Styled().add(metavar if "bool" not in metavar.lower() else "", ("bold", "yellow"))
-        rows.append([*(hl(Styled().add(n)) for n in names), kind, help_cell])
+        kind = Styled().add(option.metavar, ("bold", "yellow"))
+        rows.append([*(hl(Styled().add(n)) for n in option.names), kind, help_cell])
     return rows
 
 
@@ -250,20 +312,24 @@ def _unstyled(text: Styled) -> Styled:
     return text
 
 
-def _usage(group: click.Command, ctx: click.Context) -> Styled:
-    """``Usage: attntrace [OPTIONS] COMMAND [ARGS]...`` in bold, ``Usage:`` yellow; made here
-    unless click would wrap it (its help formatter imports textwrap, a cost at start-up)."""
+def _usage_text(group: click.Command, ctx: click.Context) -> str:
+    """``Usage: attntrace [OPTIONS] COMMAND [ARGS]...``, made here unless click would wrap it
+    (its help formatter imports textwrap, a cost at start-up)."""
     text = f"Usage: {ctx.command_path} {' '.join(group.collect_usage_pieces(ctx))}"
-    if len(text) > 45:
-        text = group.get_usage(ctx)
+    return text if len(text) <= 45 else group.get_usage(ctx)
+
+
+def _usage(text: str) -> Styled:
+    """The usage line in bold, ``Usage:`` yellow."""
     usage = Styled().add(text, ("bold",))
     usage.styles[:7] = [("bold", "yellow")] * 7
     return usage
 
 
 def root_help(group: click.Command, ctx: click.Context, commands: Sequence[tuple[str, str]]) -> str:
-    """The whole ``attntrace --help``: usage, description, options and commands panels, epilog.
-    ``commands`` are (name, first paragraph of its help) pairs, in the order to show.
+    """The whole ``attntrace --help`` of ``group``: usage, description, options and commands
+    panels, epilog. ``commands`` are (name, first paragraph of its help) pairs, in the order to
+    show.
 
     >>> import typer.main
     >>> from attntrace.cli import app
@@ -272,16 +338,26 @@ def root_help(group: click.Command, ctx: click.Context, commands: Sequence[tuple
     >>> print(text.splitlines()[1])
      Usage: attntrace [OPTIONS] COMMAND [ARGS]...
     """
+    return draw_page(page_of(group, ctx), commands)
+
+
+def draw_page(page: Page, commands: Sequence[tuple[str, str]]) -> str:
+    """``page`` laid out as Typer's Rich help lays it out, for the console stdout is.
+
+    >>> from attntrace.cli.root import PAGE
+    >>> print(draw_page(PAGE, [("run", "Run it.")]).splitlines()[1])
+     Usage: attntrace [OPTIONS] COMMAND [ARGS]...
+    """
     look = Look.of(sys.stdout)
     hl = Styled.highlight if look.styles else _unstyled  # no colours to compute when piped
-    lines = [Styled(), *_paragraphs(_usage(group, ctx), look)]
-    first, _, rest = inspect.cleandoc(group.help or "").partition("\n\n")
+    lines = [Styled(), *_paragraphs(_usage(page.usage), look)]
+    first, _, rest = page.help.partition("\n\n")
     description = hl(from_markup(first.replace("\n", " ").strip()))
     if rest:
         description.add("\n\n").extend(hl(from_markup(rest.strip(), ("dim",))))
     lines += _paragraphs(description, look)
     columns = [Column()] * 5 + [Column(fill=True)]
-    options = _table(columns, _option_rows(group, ctx, hl), look.width - 4)
+    options = _table(columns, _option_rows(page.options, hl), look.width - 4)
     lines += _panel("Options", options, look)
     name_width = max((len(name) for name, _ in commands), default=0)
     rows = [[Styled().add(name, ("bold", "cyan")), hl(from_markup(summary.strip()))]
@@ -289,6 +365,14 @@ def root_help(group: click.Command, ctx: click.Context, commands: Sequence[tuple
     if rows:
         lines += _panel("Commands", _table([Column(width=name_width), Column(ratio=10)], rows,
                                            look.width - 4), look)
-    if group.epilog:
-        lines += [Styled(), *_paragraphs(hl(from_markup(inspect.cleandoc(group.epilog))), look)]
+    if page.epilog:
+        lines += [Styled(), *_paragraphs(hl(from_markup(page.epilog)), look)]
     return _render(lines, look)
+
+
+def print_root_help() -> None:
+    """Write ``attntrace --help`` to stdout from :mod:`attntrace.cli.root` alone: no Typer."""
+    from attntrace.cli.root import COMMANDS, PAGE
+
+    sys.stdout.write(draw_page(PAGE, [(name, spec.summary) for name, spec in COMMANDS.items()]))
+    sys.stdout.write("\n")  # where click echoes its (empty) help formatter after format_help

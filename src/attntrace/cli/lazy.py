@@ -16,40 +16,9 @@ from typing import Any
 from typer import _click as click
 from typer.core import TyperGroup
 
+from attntrace.cli.root import COMMANDS, CommandSpec
 
-class CommandSpec:
-    """Where a command lives and what the top-level help says about it (a plain class: a
-    NamedTuple or dataclass is built with ``exec`` at import, a cost ``--help`` would pay)."""
-
-    __slots__ = ("module", "summary")
-
-    def __init__(self, module: str, summary: str) -> None:
-        self.module, self.summary = module, summary
-
-
-#: Every command, in the order of ``attntrace --help``. A new command: its module registers
-#: it with ``@app.command``; add it here with the first paragraph of its docstring.
-COMMANDS: dict[str, CommandSpec] = {
-    "run": CommandSpec("attntrace.cli.run",
-                       "Run multi-head attention and print the shape of every step."),
-    "trace": CommandSpec("attntrace.cli.trace", "Run your attention code and print the shape of "
-                         "every tensor op in your files."),
-    "check": CommandSpec("attntrace.cli.check", "Check the shapes of a trace; exit 1 when one is "
-                         "not what you expect, 2 when a config of\na --spec cannot be checked "
-                         "(the others still are)."),
-    "report": CommandSpec("attntrace.cli.report", "Write one self-contained HTML page: steps, flow "
-                          "diagram, heat maps, costs, config."),
-    "presets": CommandSpec("attntrace.cli.presets",
-                           "List the real models --preset knows, with their attention sizes."),
-    "sweep": CommandSpec("attntrace.cli.sweep", "FLOPs, score bytes and peak memory over several "
-                         "sizes, eager beside flash."),
-    "verify": CommandSpec("attntrace.cli.verify", "Check the trace against PyTorch's own "
-                          "attention; exit 1 beyond tolerance."),
-    "diff": CommandSpec("attntrace.cli.diff", "Run your attention beside the reference with the "
-                        "same weights and input; name the bug."),
-    "demo": CommandSpec("attntrace.cli.demo", "Walk through the study notes' worked 3×3 example, "
-                        "unscaled and scaled."),
-}
+__all__ = ["COMMANDS", "AttntraceGroup", "CommandSpec", "LazyCommands", "load_command"]
 
 
 def load_command(name: str, group: TyperGroup) -> click.Command | None:
@@ -57,7 +26,7 @@ def load_command(name: str, group: TyperGroup) -> click.Command | None:
     command the way Typer builds every command of a group."""
     import typer.main
 
-    from attntrace.cli.app import app
+    from attntrace.cli.typer_app import app
 
     spec = COMMANDS.get(name)
     if spec is None:

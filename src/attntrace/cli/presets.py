@@ -5,7 +5,7 @@ from __future__ import annotations
 from rich import box
 from rich.table import Table
 
-from attntrace.cli.app import app, cli_errors, console
+from attntrace.cli.typer_app import app, cli_errors, console
 
 
 @app.command("presets")

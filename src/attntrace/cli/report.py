@@ -8,9 +8,10 @@ from typing import Annotated, Any
 import typer
 
 from attntrace.cli import options as opt
-from attntrace.cli.app import EPILOG, app, cli_errors
 from attntrace.cli.configure import with_model_options
+from attntrace.cli.root import EPILOG
 from attntrace.cli.run import check_batch_item, trace_from_options
+from attntrace.cli.typer_app import app, cli_errors
 from attntrace.config import AttentionConfig
 from attntrace.errors import ConfigError
 from attntrace.text import plain

@@ -12,8 +12,9 @@ from typing import Any
 import typer
 
 from attntrace.cli import options as opt
-from attntrace.cli.app import EPILOG, app, cli_errors, console
 from attntrace.cli.configure import config_from_files, origin_line, with_model_options
+from attntrace.cli.root import EPILOG
+from attntrace.cli.typer_app import app, cli_errors, console
 from attntrace.config import AttentionConfig
 from attntrace.errors import ConfigError
 from attntrace.trace import Trace

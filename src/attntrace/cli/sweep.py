@@ -8,8 +8,8 @@ from typing import Annotated, Any
 import typer
 
 from attntrace.cli import options as opt
-from attntrace.cli.app import app, cli_errors, console
 from attntrace.cli.configure import with_model_options
+from attntrace.cli.typer_app import app, cli_errors, console
 
 
 class SweepFormat(StrEnum):

@@ -11,7 +11,8 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from attntrace.cli import options as opt
-from attntrace.cli.app import EPILOG, app, cli_errors, console
+from attntrace.cli.root import EPILOG
+from attntrace.cli.typer_app import app, cli_errors, console
 from attntrace.errors import EXIT_CHECK_FAILED
 
 if TYPE_CHECKING:

@@ -7,8 +7,8 @@ from typing import Any
 import typer
 
 from attntrace.cli import options as opt
-from attntrace.cli.app import app, cli_errors, console
 from attntrace.cli.configure import with_model_options
+from attntrace.cli.typer_app import app, cli_errors, console
 from attntrace.errors import EXIT_CHECK_FAILED
 
 

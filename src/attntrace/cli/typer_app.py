@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Annotated, ParamSpec, TypeVar
 import typer
 
 from attntrace.cli.lazy import AttntraceGroup
+from attntrace.cli.root import EPILOG, HELP, HELP_NAMES, VERSION_HELP
 from attntrace.errors import EXIT_INTERNAL, EXIT_USAGE, AttntraceError
 
 if TYPE_CHECKING:
@@ -20,8 +21,6 @@ if TYPE_CHECKING:
 P = ParamSpec("P")
 R = TypeVar("R")
 
-EPILOG = ("Exit codes: 0 success, 1 a check failed, 2 bad input or usage, "
-          "3 an internal error (a bug: please report it).")
 #: The line printed for an unexpected exception: a bug, never the user's fault.
 BUG_REPORT = ("internal error ({kind}: {detail}); this is a bug in attntrace {version}, "
               "please report it with the command you ran")
@@ -29,13 +28,12 @@ BUG_REPORT = ("internal error ({kind}: {detail}); this is a bug in attntrace {ve
 app = typer.Typer(
     name="attntrace",
     cls=AttntraceGroup,  # commands imported when used; --help drawn without importing Rich
-    help="Trace every intermediate tensor shape of multi-head attention.\n\n"
-    "Start with: [bold]attntrace run --heads 12 --hidden 768[/]",
+    help=HELP,
     epilog=EPILOG,
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     rich_markup_mode="rich",
-    context_settings={"help_option_names": ["-h", "--help"]},
+    context_settings={"help_option_names": list(HELP_NAMES)},
 )
 
 
@@ -71,7 +69,7 @@ def _console_class() -> type["Console"]:
         """Rich's console, ending like every other writer when the reader of stdout goes away."""
 
         def on_broken_pipe(self) -> None:
-            _quiet_broken_pipe()
+            quiet_broken_pipe()
 
     return _Console
 
@@ -116,7 +114,7 @@ def _print_version(value: bool) -> None:
 
 @app.callback()
 def root(
-    version: Annotated[bool, typer.Option("--version", callback=_print_version, is_eager=True, help="Print the version and exit.")] = False,
+    version: Annotated[bool, typer.Option("--version", callback=_print_version, is_eager=True, help=VERSION_HELP)] = False,
 ) -> None:
     """Options that apply before any command."""
 
@@ -130,7 +128,7 @@ def main() -> None:
     try:
         code = app(standalone_mode=False)
     except BrokenPipeError:
-        _quiet_broken_pipe()
+        quiet_broken_pipe()
     except Exception as exc:
         # Typer >= 0.27 vendors click; both raise ClickException subclasses with these two members.
         if not (hasattr(exc, "format_message") and hasattr(exc, "exit_code")):
@@ -150,7 +148,7 @@ def main() -> None:
     sys.exit(code if isinstance(code, int) else 0)
 
 
-def _quiet_broken_pipe() -> None:
+def quiet_broken_pipe() -> None:
     """``attntrace run -f json | head -1``: the reader left; end like a killed writer would,
     without a traceback (and without Python's own complaint when it flushes stdout at exit)."""
     import os

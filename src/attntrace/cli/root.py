@@ -1,0 +1,72 @@
+"""What the top-level ``attntrace --help`` shows, known without importing Typer.
+
+The description, the epilog, the root options and every command's one-line summary live here,
+in a module that imports nothing heavy: :func:`attntrace.cli.main` draws ``attntrace --help``
+from them without importing Typer (whose import alone is most of a start-up), and the Typer
+application (:mod:`attntrace.cli.typer_app`) is built from the same strings.
+tests/test_help.py checks that the page drawn from here is the one Typer's group gives.
+"""
+
+from __future__ import annotations
+
+from attntrace.cli.help import Option, Page
+
+#: The application's help: the description, then a line on where to start.
+HELP = ("Trace every intermediate tensor shape of multi-head attention.\n\n"
+        "Start with: [bold]attntrace run --heads 12 --hidden 768[/]")
+EPILOG = ("Exit codes: 0 success, 1 a check failed, 2 bad input or usage, "
+          "3 an internal error (a bug: please report it).")
+VERSION_HELP = "Print the version and exit."
+#: The names that print a help (``context_settings`` of the application).
+HELP_NAMES = ("-h", "--help")
+
+
+class CommandSpec:
+    """Where a command lives and what the top-level help says about it (a plain class: a
+    NamedTuple or dataclass is built with ``exec`` at import, a cost ``--help`` would pay)."""
+
+    __slots__ = ("module", "summary")
+
+    def __init__(self, module: str, summary: str) -> None:
+        self.module, self.summary = module, summary
+
+
+#: Every command, in the order of ``attntrace --help``. A new command: its module registers
+#: it with ``@app.command``; add it here with the first paragraph of its docstring.
+COMMANDS: dict[str, CommandSpec] = {
+    "run": CommandSpec("attntrace.cli.run",
+                       "Run multi-head attention and print the shape of every step."),
+    "trace": CommandSpec("attntrace.cli.trace", "Run your attention code and print the shape of "
+                         "every tensor op in your files."),
+    "check": CommandSpec("attntrace.cli.check", "Check the shapes of a trace; exit 1 when one is "
+                         "not what you expect, 2 when a config of\na --spec cannot be checked "
+                         "(the others still are)."),
+    "report": CommandSpec("attntrace.cli.report", "Write one self-contained HTML page: steps, flow "
+                          "diagram, heat maps, costs, config."),
+    "presets": CommandSpec("attntrace.cli.presets",
+                           "List the real models --preset knows, with their attention sizes."),
+    "sweep": CommandSpec("attntrace.cli.sweep", "FLOPs, score bytes and peak memory over several "
+                         "sizes, eager beside flash."),
+    "verify": CommandSpec("attntrace.cli.verify", "Check the trace against PyTorch's own "
+                          "attention; exit 1 beyond tolerance."),
+    "diff": CommandSpec("attntrace.cli.diff", "Run your attention beside the reference with the "
+                        "same weights and input; name the bug."),
+    "demo": CommandSpec("attntrace.cli.demo", "Walk through the study notes' worked 3×3 example, "
+                        "unscaled and scaled."),
+}
+
+
+#: The top-level help page as Typer's group describes it (tests/test_help.py compares the two):
+#: the root callback's ``--version``, Typer's completion options, and the help option.
+PAGE = Page(
+    usage="Usage: attntrace [OPTIONS] COMMAND [ARGS]...",
+    help=HELP,
+    epilog=EPILOG,
+    options=(
+        Option("--version", VERSION_HELP),
+        Option("--install-completion", "Install completion for the current shell."),
+        Option("--show-completion", "Show completion for the current shell, to copy it or "
+               "customize the installation."),
+        Option("--help", "Show this message and exit.", short="-h"),
+    ),
+)
