@@ -250,3 +250,46 @@ def test_keys_the_rules_hide_are_left_out_with_the_bits_of_the_whole_mask(
     np.testing.assert_array_equal(by_rule["weights"].value, as_file["weights"].value)
     np.testing.assert_array_equal(by_rule["masked"].value, as_file["masked"].value)
     np.testing.assert_allclose(by_rule["output"].value, as_file["output"].value, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("backend", ["numpy", "torch"])
+@pytest.mark.parametrize("kind", ["none", "window", "key padding", "user float"])
+def test_remade_weights_hold_no_buffer_and_give_the_bits_of_held_ones(backend: str, kind: str) -> None:
+    from attntrace.trace import Lazy
+
+    options, mask = MASKS[kind]
+    cfg = AttentionConfig(batch=2, seq=40, hidden=32, heads=4, softcap=20.0, **options)  # blocks
+    held = trace_attention(cfg, backend, mask=mask)
+    every = {step.name for step in held.steps}
+    remade = trace_attention(cfg, backend, mask=mask, keep_values=every, remake={"weights"})
+    assert isinstance(held["weights"].__dict__["value"], np.ndarray)
+    assert isinstance(remade["weights"].__dict__["value"], Lazy)
+    np.testing.assert_array_equal(remade["context"].value, held["context"].value)  # scratch or not
+    np.testing.assert_array_equal(remade["output"].value, held["output"].value)
+    head = remade["weights"].part((1, 3))  # (S, N): this head alone
+    assert isinstance(remade["weights"].__dict__["value"], Lazy)  # still not made whole
+    np.testing.assert_array_equal(head, held["weights"].value[1, 3])
+    np.testing.assert_array_equal(remade["weights"].value, held["weights"].value)
+    assert remade["weights"].flops == held["weights"].flops
+    assert remade["weights"].nonfinite == held["weights"].nonfinite
+
+
+def test_run_view_remakes_one_head_instead_of_holding_every_head(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``attntrace run`` (table view) makes the weights of the head it shows only."""
+    from typer.testing import CliRunner
+
+    from attntrace import eager
+    from attntrace.cli import app
+
+    made: list[tuple[int, ...] | None] = []
+    original = eager.Rows.make
+
+    def spy(self: eager.Rows[object], upto: str, at: tuple[int, ...] | None = None) -> object:
+        made.append(at)
+        return original(self, upto, at)
+
+    monkeypatch.setattr(eager.Rows, "make", spy)
+    done = CliRunner().invoke(app, ["run", "--seq", "40", "--hidden", "32", "--heads", "4", "--head", "2"])
+    assert done.exit_code == 0, done.output
+    assert "attention weights, head 2" in done.output
+    assert made == [(2,)]  # one head, made once; no (h, S, N) buffer

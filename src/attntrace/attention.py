@@ -92,6 +92,7 @@ def trace_attention(
     mask: np.ndarray | None = None,
     max_memory: int | None = None,
     keep_values: bool | Collection[str] = True,
+    remake: Collection[str] = (),
     tensors: Mapping[str, np.ndarray | None] | None = None,
     threads: int | None = None,
     replace: Mapping[str, StepReplacement] | None = None,
@@ -104,7 +105,10 @@ def trace_attention(
     memory); the estimate is made on shapes before anything is allocated.
     ``keep_values=False`` records shapes only, letting intermediates be freed (and lets the
     eager algorithm fold the scale into q and take the softmax in place); a collection of step
-    names keeps the values of those steps only.
+    names keeps the values of those steps only. ``remake`` names kept steps (eager's
+    ``weights``) to hold as the recipe that makes them again on first read, bit for bit,
+    instead of in memory: :meth:`Step.part` of one head then makes that head alone, so a
+    reader of one head (``attntrace run``'s view) skips the (B, h, S, N) buffer and its pass.
     Query rows left without any key get zero weights, a note in ``Trace.notes`` and a
     :class:`attntrace.masks.MaskWarning`.
     ``tensors`` replaces the seeded x (or x_kv) or parameters by arrays (e.g. loaded weights)
@@ -147,7 +151,7 @@ def trace_attention(
     with warnings.catch_warnings():
         # overflow, invalid: counted per step instead
         warnings.simplefilter("ignore", RuntimeWarning)
-        trace = _record(config, be, sources, plan, keep_values=keep, replace=replace,
+        trace = _record(config, be, sources, plan, keep_values=keep, remake=remake, replace=replace,
                         threads=workers, shapes=shapes)
     for note in trace.notes:
         if not note.startswith(NONFINITE_NOTE):  # non-finite values are reported by the note alone
@@ -156,13 +160,13 @@ def trace_attention(
 
 
 def _record(config: AttentionConfig, be: Backend[T], sources: Mapping[str, Source | None],
-            plan: MaskPlan | None, *, keep_values: bool | Collection[str],
+            plan: MaskPlan | None, *, keep_values: bool | Collection[str], remake: Collection[str] = (),
             replace: Mapping[str, StepReplacement] | None = None, threads: int = 1,
             shapes: Trace | None = None) -> Trace:
     """Create the tensors of ``sources`` on ``be`` (a None source is a left-out bias), run the
     algorithm through the cost meter and collect the records (``shapes``: the shape trace of the
     same config, whose totals flash's tiles take)."""
-    recorder = _Recorder(be, config, keep_values, replace or {}, threads, shapes)
+    recorder = _Recorder(be, config, keep_values, replace or {}, threads, shapes, remake)
     names = param_axes(config)
     made = _make_tensors(be, sources, threads)
     params = {name: made[name] for name in names if name in made}
@@ -418,7 +422,8 @@ def _attend_rows(config: AttentionConfig, be: Backend[T], rec: _Recorder[T], lay
     rows = bounded(rows) if raw.computes else rows
     fused = _fused_context(rows, q, k, v)  # (B, h, S, d) by the library's own kernel, or None
     rows = contiguous(rows) if raw.computes and fused is None else rows  # for the blocks
-    kept = rec.keeps("weights") and raw.computes and fused is None
+    # held in a buffer the blocks fill; else (fused, or asked to) a recipe, made when read
+    kept = rec.keeps("weights") and raw.computes and fused is None and "weights" not in rec.remake
     # (B, h, S, N)
     weights = raw.empty(rows.shape, rows.dtype) if kept else raw.stand_in(rows.shape, rows.dtype)
     S, h, d = config.seq, config.heads, config.head_dim
@@ -447,7 +452,7 @@ def _attend_rows(config: AttentionConfig, be: Backend[T], rec: _Recorder[T], lay
         else:
             last = rec.made(name, rows, ops[name], hSN, [("scale", (last,))], found)  # (B, h, S, N)
     op = f"softmax({rows.chain[-1]}, dim=-1)"
-    if fused is not None:  # made again by the blocks when read, as the steps before it
+    if not kept:  # made again by the blocks when read (if kept), as the steps before it
         weights = rec.made("weights", rows, op, hSN, [("softmax", (last,))], found)
     else:
         rec.meter.charge("softmax", last, out=weights)
@@ -579,8 +584,9 @@ class _Recorder(Generic[T]):
 
     def __init__(self, be: Backend[T], config: AttentionConfig, keep_values: bool | Collection[str],
                  replace: Mapping[str, StepReplacement] | None = None, threads: int = 1,
-                 shapes: Trace | None = None) -> None:
+                 shapes: Trace | None = None, remake: Collection[str] = ()) -> None:
         self.be, self.keep_values, self.replace = be, keep_values, replace or {}
+        self.remake = frozenset(remake)  # kept as recipes made on first read, not held
         self.shapes = shapes  # the shape trace of the same config (flash's tile totals)
         self.threads = threads  # for independent blocks of work (flash's query blocks)
         self._lock = threading.Lock()

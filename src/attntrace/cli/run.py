@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import sys
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from pathlib import Path
 from typing import Any
 
@@ -80,10 +80,12 @@ def run(
         check_pictures(plot, plot_flow, backend)
         check_layers(layers)
 
-    # only what is shown
+    # only what is shown; the table view reads one head: that head is made when it is read
     keep = True if values or save else {"weights", "masked"} if fmt.view or plot else False
+    remake = {"weights"} if fmt is opt.OutputFormat.table and keep is not True and not plot \
+        else set()
     trace = trace_from_options(
-        ctx, model, validate, keep, batch=batch, seq=seq, hidden=hidden, heads=heads, mask=mask,
+        ctx, model, validate, keep, remake=remake, batch=batch, seq=seq, hidden=hidden, heads=heads, mask=mask,
         backend=backend, dtype=dtype, seed=seed, scale=scale, max_memory=max_memory,
         algorithm=algorithm, block_size=block_size, weights=weights, layer_prefix=layer_prefix,
         input_file=input_file, input_kv=input_kv, threads=threads,
@@ -118,10 +120,11 @@ def trace_from_options(
     keep: bool | set[str], *,
     mask: Path | None, backend: opt.BackendName, max_memory: str | None, weights: Path | None,
     layer_prefix: str | None, input_file: Path | None, input_kv: Path | None = None,
-    threads: int | None = None, **options: Any,
+    threads: int | None = None, remake: Collection[str] = (), **options: Any,
 ) -> Trace:
     """The trace that run's options describe (also ``report``'s): config from the options and
-    files, checked by ``validate``, traced keeping the values of ``keep``."""
+    files, checked by ``validate``, traced keeping the values of ``keep`` (those of ``remake``
+    as recipes made when read: see :func:`attntrace.trace_attention`)."""
     from attntrace.attention import trace_attention
     from attntrace.masks import MaskWarning, load_mask
     from attntrace.memory import parse_size
@@ -134,7 +137,8 @@ def trace_from_options(
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", MaskWarning)  # the renderers show Trace.notes instead
         trace = trace_attention(config, backend.value, mask=user_mask, max_memory=budget,
-                                keep_values=keep, tensors=tensors, threads=threads)
+                                keep_values=keep, remake=remake, tensors=tensors,
+                                threads=threads)
     if origin := origin_line(ctx, model, config):
         trace = dataclasses.replace(trace, origin=origin)
     return trace
