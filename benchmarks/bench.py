@@ -213,6 +213,11 @@ def cli_compute(rep: Report, sizes: tuple[int, int, int, int], repeat: int) -> N
     process_ratios(rep, "command line", runs, torch_name, {name: 1.2, f"{name} --algorithm flash": 1.3})
 
 
+#: The torch script's work in process: its own seeded inputs, F.linear + SDPA, shapes printed.
+SAME_WORK = "torch script in process: seeded inputs, F.linear + SDPA, shapes printed"
+RUN_IN_PROCESS = "attntrace run, no tuning flags (in process)"
+
+
 def compute_fns(sizes: tuple[int, int, int, int], mask: str = "none",
                 names: tuple[str, ...] | None = None) -> dict[str, Callable[[], object]]:
     """torch F.linear + SDPA (the baseline) and attntrace through its defaults, on the same arrays."""
@@ -248,7 +253,7 @@ def compute_fns(sizes: tuple[int, int, int, int], mask: str = "none",
         "numpy eager, keep_values=False": lambda: trace_attention(cfg, keep_values=False, tensors=arrays),
         "numpy flash, keep_values=False": lambda: trace_attention(flash, keep_values=False, tensors=arrays),
         "trace_attention(cfg, 'torch') eager": lambda: trace_attention(cfg, "torch", tensors=arrays),
-        "attntrace run, no tuning flags (in process)": lambda: cli_in_process(sizes, mask),
+        RUN_IN_PROCESS: lambda: cli_in_process(sizes, mask),
     }
     return {n: f for n, f in fns.items() if names is None or n in names}
 
@@ -268,16 +273,37 @@ def cli_in_process(sizes: tuple[int, int, int, int], mask: str) -> None:
         typer.main.get_command(app).main(args, prog_name="attntrace", standalone_mode=False)
 
 
-COMPUTE_TARGETS = {"attntrace run, no tuning flags (in process)": 1.2, "trace_attention(cfg) numpy eager": 1.2, "trace_attention(cfg) numpy flash": 1.3,
+COMPUTE_TARGETS = {RUN_IN_PROCESS: 1.2, "trace_attention(cfg) numpy eager": 1.2, "trace_attention(cfg) numpy flash": 1.3,
                    "trace_attention(cfg, 'torch') eager": 1.1}
+
+
+def torch_script_in_process(sizes: tuple[int, int, int, int]) -> Callable[[], object]:
+    """:data:`TORCH_SCRIPT` (the command line's baseline) run in this process, its output to
+    /dev/null: the same kind of work as ``attntrace run`` (inputs made, attention, output
+    written), without the imports."""
+    import torch  # noqa: F401  (imported once here, as attntrace's modules are)
+
+    code = compile(TORCH_SCRIPT.format(sizes=sizes), "<torch script>", "exec")
+
+    def run() -> None:
+        with open(os.devnull, "w") as devnull, contextlib.redirect_stdout(devnull):
+            exec(code, {})  # our own script, defined above
+
+    return run
 
 
 def compute(rep: Report, sizes: tuple[int, int, int, int], repeat: int) -> None:
     fns = compute_fns(sizes)
+    fns[SAME_WORK] = torch_script_in_process(sizes)
     for fn in fns.values():  # warm up: thread pools, allocator, lazy imports
         fn()
     rep.say(f"\ncompute (B, S, H, h) = {sizes}, float32, projections included, same arrays")
-    ratios(rep, "compute", interleaved(fns, repeat), "torch F.linear + SDPA", COMPUTE_TARGETS)
+    times = interleaved(fns, repeat)
+    same = times.pop(SAME_WORK)
+    ratios(rep, "compute", times, "torch F.linear + SDPA", COMPUTE_TARGETS)
+    rep.say("the run against the same kind of work in torch (inputs made, output printed)")
+    ratios(rep, "compute, same work", {SAME_WORK: same, RUN_IN_PROCESS: times[RUN_IN_PROCESS]},
+           SAME_WORK, {RUN_IN_PROCESS: 1.2})
 
 
 @contextlib.contextmanager

@@ -216,25 +216,31 @@ class Rows(Generic[T]):
 
     def make(self, upto: str, at: tuple[int, ...] | None = None) -> T:
         """The whole step ``upto`` of the chain or ``weights`` (B, h, S, N), made again block
-        by block (a Lazy recipe); with ``at``, only the (S, N) of that lead index."""
-        be = self.be
-        shape = self.shape if at is None else self.shape[-2:]
-        out = be.empty(shape, self.dtype)  # (B, h, S, N) or (S, N)
+        by block (a Lazy recipe); with ``at``, only the (S, N) of that lead index. Each block
+        is written where it belongs: the scores of ``weights`` go through a buffer of the
+        thread, reused from block to block."""
+        be, lead = self.be, self.shape[:-2]
+        # (B, h, S, N), or (1, 1, S, N) for one lead index
+        out = be.empty(self.shape if at is None else (*(1 for _ in lead), *self.shape[-2:]),
+                       self.dtype)
         last = self.chain[-1] if upto == "weights" else upto
+        scratch = _Scratch(be, self.dtype)
 
         def one(block: Block) -> None:
-            lead, i0, i1 = block
-            s = self.scores(block, last)  # (1, 1, Br, N)
+            where, i0, i1 = block
+            shape = self.block_shape(block)
+            rows = _pick(be, out, where, (i0, i1))  # (1, 1, Br, N): a view of out
             if upto == "weights":
-                s, w = be.empty(self.block_shape(block), self.dtype), s
-                be.softmax_into(w, s)  # (1, 1, Br, N)
-            rows = _rows(be, out, i0, i1) if at is not None else _pick(be, out, lead, (i0, i1))
-            be.write(rows, -2, 0, be.reshape(s, be.shape(rows)))
+                be.softmax_into(self.scores(block, last, out=scratch.get("s", shape)), rows)
+                return
+            s = self.scores(block, upto, out=rows)  # (1, 1, Br, N)
+            if s is not rows:  # the soft-cap and the mask make new buffers
+                be.write(rows, -2, 0, s)
 
         with warnings.catch_warnings():  # NaN and inf are counted, as in trace_attention
             warnings.simplefilter("ignore", RuntimeWarning)
             self.each(one, None if at is None else [b for b in self.blocks() if b[0] == at])
-        return out
+        return out if at is None else be.reshape(out, self.shape[-2:])
 
     def each(self, fn: Callable[[Block], None], work: list[Block] | None = None) -> None:
         """``fn`` on every block (or those of ``work``): on the pool when the work is large,
