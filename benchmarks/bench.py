@@ -5,12 +5,13 @@
     python benchmarks/bench.py --markdown > docs/benchmarks.md   # regenerate the docs page
 
 Sections: machine facts; start-up (fresh processes, wall and CPU time); ``attntrace run`` with
-no tuning flags against a torch script doing the same work (fresh processes); compute through
-the API's defaults (``trace_attention(cfg)`` keeps every value) against torch ``F.linear`` +
-SDPA on the same arrays; the same under contention (a busy process this script starts and
-stops); peak memory of one call in a fresh process (VmHWM reset through /proc/self/clear_refs,
-so torch's and numpy's allocations both count), for every mask. Timings are interleaved (baseline, candidate,
-baseline, ...); ratios use medians, the best run is shown too.
+no tuning flags against a torch script doing the same work (fresh processes, and in process);
+compute through the API's defaults (``trace_attention(cfg)`` keeps every value) against torch
+``F.linear`` + SDPA on the same arrays; the same under contention (a busy process this script
+starts and stops); peak memory of one call in a fresh process (VmHWM reset through
+/proc/self/clear_refs, so torch's and numpy's allocations both count), for every mask. Timings
+are interleaved (baseline, candidate, baseline, ...); ratios use medians, the best run is shown
+too.
 """
 
 from __future__ import annotations

@@ -22,6 +22,7 @@ def test_bench_quick_prints_every_section_as_a_markdown_page() -> None:
     assert "load average" in page
     for section in ("| start-up | attntrace --help", "| start-up | attntrace run --heads 12 --hidden 768",
                     "| command line | attntrace run --batch 1", "| compute | trace_attention(cfg) numpy flash",
+                    "| compute, same work | attntrace run, no tuning flags (in process) | torch script in process",
                     "| contended | flash slowdown / eager slowdown", "| memory, mask causal | numpy flash"):
         assert section in page, section
     assert "Load average at the end" in page

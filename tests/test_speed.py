@@ -94,3 +94,32 @@ def test_numpy_linear_split_over_the_pool_gives_the_bits_of_one_blas_call(shape:
     want += b
     assert got.shape == (*shape[:-1], 768)
     np.testing.assert_array_equal(got, want)
+
+
+def test_spread_runs_every_item_once_on_the_workers_and_stops_at_the_first_error() -> None:
+    import threading
+
+    from attntrace.parallel import POOL_PREFIX, spread
+
+    seen: list[tuple[int, str]] = []
+    lock = threading.Lock()
+
+    def note(item: int) -> None:
+        with lock:
+            seen.append((item, threading.current_thread().name))
+
+    spread(note, list(range(100)), 2)
+    assert sorted(item for item, _ in seen) == list(range(100))
+    assert all(name.startswith(POOL_PREFIX) for _, name in seen)
+
+    done: list[int] = []
+
+    def boom(item: int) -> None:
+        if item == 3:
+            raise ValueError("block 3")
+        done.append(item)
+
+    with pytest.raises(ValueError, match="block 3"):
+        spread(boom, list(range(10_000)), 2)
+    assert len(done) < 10_000 - 1  # the others stopped taking items
+    spread(note, [], 2)  # nothing to do: no worker started, no error

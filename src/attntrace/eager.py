@@ -30,7 +30,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Generic, TypeVar
 
-from attntrace.parallel import in_pool, pool
+from attntrace.parallel import in_pool, spread
 
 if TYPE_CHECKING:
     import numpy as np
@@ -253,7 +253,7 @@ class Rows(Generic[T]):
                 for block in work:
                     fn(block)
             else:
-                list(pool(self.threads).map(fn, work))  # re-raises the first error of a block
+                spread(fn, work, self.threads)  # re-raises the first error of a block
 
 
 @dataclass(frozen=True)

@@ -380,9 +380,9 @@ def _run_blocks(threads: int, run: Callable[[Any], None], work: list[Any]) -> No
         for item in work:
             run(item)
         return
-    from attntrace.parallel import pool
+    from attntrace.parallel import spread
 
-    list(pool(threads).map(run, work))  # re-raises the first error of a block
+    spread(run, work, threads)  # re-raises the first error of a block
 
 
 def _query_block(f: _Flash[T], q_block: T, rows: tuple[int, int], kv: list[Block],

@@ -10,13 +10,16 @@ the cores), which made flash 20x slower on a busy machine. See
 from __future__ import annotations
 
 import os
+from collections.abc import Callable, Sequence
 from functools import cache
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from attntrace.errors import ConfigError
 
 if TYPE_CHECKING:
     from concurrent.futures import ThreadPoolExecutor
+
+W = TypeVar("W")
 
 
 @cache
@@ -65,3 +68,36 @@ def pool(threads: int) -> ThreadPoolExecutor:
     from concurrent.futures import ThreadPoolExecutor
 
     return ThreadPoolExecutor(threads, thread_name_prefix=POOL_PREFIX)
+
+
+def spread(fn: Callable[[W], object], work: Sequence[W], threads: int) -> None:
+    """``fn`` on every item of ``work``, on ``threads`` workers of the pool that each take the
+    next item until none is left: one task per worker, not one per item (a future per item
+    made the waiting thread build ~150 of them against the GIL while the workers ran, ~25 ms of
+    a 2048 run). The first error of an item stops the others' taking and is raised here.
+
+    >>> done = []
+    >>> spread(done.append, range(5), 2)
+    >>> sorted(done)
+    [0, 1, 2, 3, 4]
+    """
+    import threading
+
+    items, lock, failed = iter(work), threading.Lock(), threading.Event()
+
+    def drain(_: int) -> None:
+        while not failed.is_set():
+            with lock:
+                item = next(items, _END)
+            if item is _END:
+                return
+            try:
+                fn(item)  # type: ignore[arg-type]  # not _END: checked above
+            except BaseException:
+                failed.set()
+                raise
+
+    list(pool(threads).map(drain, range(min(threads, len(work)))))
+
+
+_END = object()
