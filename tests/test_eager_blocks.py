@@ -202,9 +202,11 @@ def test_torch_context_is_torchs_own_sdpa_and_weights_a_recipe_of_the_same_bits(
     t = trace_attention(cfg, "torch", mask=mask)
     assert isinstance(t["weights"].__dict__["value"], Lazy)  # not formed until read
     q, k, v = (torch.from_numpy(t[n].value) for n in ("q", "k_rep", "v_rep"))  # (B, h, S, d)
-    keep = _keep(cfg, mask)
-    ref = F.scaled_dot_product_attention(q, k, v, attn_mask=None if keep is None else torch.from_numpy(keep))
-    np.testing.assert_array_equal(t["context"].value, ref.numpy())  # the very kernel
+    from attntrace.reference import reference_mask
+
+    keep, is_causal = reference_mask(cfg, mask)  # what a torch user passes: is_causal for causal alone
+    ref = F.scaled_dot_product_attention(q, k, v, attn_mask=keep, is_causal=is_causal)
+    np.testing.assert_array_equal(t["context"].value, ref.numpy())  # the very kernel, the very call
     head = t["weights"].part((1, 3))  # (S, N) of one batch item and head, made alone
     assert isinstance(t["weights"].__dict__["value"], Lazy)
     weights = t["weights"].value  # (B, h, S, N)

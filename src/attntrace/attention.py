@@ -420,7 +420,8 @@ def _attend_rows(config: AttentionConfig, be: Backend[T], rec: _Recorder[T], lay
                 plan is not None and plan.additive, rec.threads, causal=config.causal,
                 window=config.window)
     rows = bounded(rows) if raw.computes else rows
-    fused = _fused_context(rows, q, k, v)  # (B, h, S, d) by the library's own kernel, or None
+    # (B, h, S, d) by the library's own kernel, or None
+    fused = _fused_context(rows, q, k, v, causal=plan is not None and plan.op == "causal")
     rows = contiguous(rows) if raw.computes and fused is None else rows  # for the blocks
     # held in a buffer the blocks fill; else (fused, or asked to) a recipe, made when read
     kept = rec.keeps("weights") and raw.computes and fused is None and "weights" not in rec.remake
@@ -463,15 +464,16 @@ def _attend_rows(config: AttentionConfig, be: Backend[T], rec: _Recorder[T], lay
     return rec.step("context", context, f"weights @ {v_name}", lay.ax("h", "S", "d"))
 
 
-def _fused_context(rows: Rows[T], q: T, k: T, v: T) -> T | None:
+def _fused_context(rows: Rows[T], q: T, k: T, v: T, causal: bool = False) -> T | None:
     """The context of q (B, h, S, d), k, v (B, h, N, d) as recorded, by the backend's fused
     kernel (torch's SDPA: the bits a user gets calling it on these tensors), when the chain has
     nothing it lacks (no soft-cap) and every value is proven finite (nothing to count block by
-    block); else None. The (S, N) steps are then recipes, weights too."""
+    block); else None. The (S, N) steps are then recipes, weights too. ``causal``: the mask
+    is the causal rule alone."""
     be = rows.be
     if not be.computes or not rows.finite or rows.cap is not None:
         return None
-    return be.fused_attention(q, k, v, rows.factor, rows.mask, rows.additive)
+    return be.fused_attention(q, k, v, rows.factor, rows.mask, rows.additive, causal)
 
 
 def _run_rows(rec: _Recorder[T], rows: Rows[T], weights: T | None, context: T) -> dict[str, int]:
@@ -674,8 +676,9 @@ class _Recorder(Generic[T]):
             return 0
         import numpy as np
 
-        if array.dtype.kind == "f" and array.size and np.isfinite(array.max()) \
-                and np.isfinite(array.min()):
+        if array.dtype.kind not in "fc":
+            return 0  # booleans (a mask) and integers hold no NaN or inf
+        if array.size and np.isfinite(array.max()) and np.isfinite(array.min()):
             return 0  # two cheap passes: a NaN makes both NaN, +inf the max, -inf the min
         if name in MASKING_STEPS:
             return int(np.count_nonzero(np.isnan(array) | np.isposinf(array)))

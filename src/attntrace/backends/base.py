@@ -184,12 +184,14 @@ class Backend(ABC, Generic[T]):
         return False
 
     def fused_attention(self, q: T, k: T, v: T, scale: float, mask: T | None,
-                        additive: bool) -> T | None:
+                        additive: bool, causal: bool = False) -> T | None:
         """``softmax(q @ k^T * scale (+ mask)) @ v`` (B, h, S, d) from q (B, h, S, d), k, v
         (B, h, N, d) by the library's own fused kernel, which never forms the (S, N) matrix;
         ``mask`` broadcasts to the scores: True = attend, or added when ``additive``; a row
-        without any key gives zeros. None when the library has no such kernel (default): the
-        eager blocks run instead."""
+        without any key gives zeros. ``causal``: the mask is the causal rule alone (key j
+        hidden from query i when j > i), which the kernel may apply itself instead of reading
+        the mask. None when the library has no such kernel (default): the eager blocks run
+        instead."""
         return None
 
     # The operations of the tiled (flash) algorithm.

@@ -154,7 +154,8 @@ class TorchBackend(Backend["torch.Tensor"]):
             out.masked_fill_(dead, 0.0)  # zeros, as softmax() and SDPA give them
 
     def fused_attention(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float,
-                        mask: torch.Tensor | None, additive: bool) -> torch.Tensor | None:
+                        mask: torch.Tensor | None, additive: bool,
+                        causal: bool = False) -> torch.Tensor | None:
         tc = self._torch
         if q.dtype not in (tc.float32, tc.float64):  # half types: the blocks, as before
             return None
@@ -163,9 +164,11 @@ class TorchBackend(Backend["torch.Tensor"]):
         if mask is not None and mask.dim() < 2:
             mask = mask.reshape(1, -1)  # (N,) -> (1, N): SDPA wants the rows axis too
         # torch's SDPA: bool masks keep where True, float masks are added, as ours; a row
-        # without any key comes out as zeros on the CPU
-        out: torch.Tensor = tc.nn.functional.scaled_dot_product_attention(
-            q, k, v, attn_mask=mask, scale=scale)  # (B, h, S, d)
+        # without any key comes out as zeros on the CPU; the causal rule alone is is_causal,
+        # what a torch user passes (SDPA then skips the hidden half of the work)
+        sdpa = tc.nn.functional.scaled_dot_product_attention
+        out: torch.Tensor = sdpa(q, k, v, is_causal=True, scale=scale) if causal else \
+            sdpa(q, k, v, attn_mask=mask, scale=scale)  # (B, h, S, d)
         return out
 
     @contextmanager
