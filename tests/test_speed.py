@@ -123,3 +123,16 @@ def test_spread_runs_every_item_once_on_the_workers_and_stops_at_the_first_error
         spread(boom, list(range(10_000)), 2)
     assert len(done) < 10_000 - 1  # the others stopped taking items
     spread(note, [], 2)  # nothing to do: no worker started, no error
+
+
+def test_only_drawn_sources_count_as_work_for_the_pool() -> None:
+    from attntrace.inputs import random_sources, with_tensors
+
+    cfg = AttentionConfig(seq=4, hidden=8, heads=2)
+    seeded = random_sources(cfg)
+    assert all(source.drawn for source in seeded.values())  # x (normal) and the parameters (uniform)
+    given = with_tensors(cfg, seeded, {"x": np.ones((4, 8), dtype=np.float32)})
+    assert given["x"] is not None
+    assert not given["x"].drawn
+    assert given["w_q"] is not None
+    assert given["w_q"].drawn

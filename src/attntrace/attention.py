@@ -209,7 +209,8 @@ def _make_tensors(be: Backend[T], sources: Mapping[str, Source | None],
     ((3, 8), False)
     """
     todo = {name: source for name, source in sources.items() if source is not None}
-    numel = sum(math.prod(source.shape) for source in todo.values())
+    # only drawn values are work worth a thread: handing a user's array to a worker costs more
+    numel = sum(math.prod(source.shape) for source in todo.values() if source.drawn)
     if threads == 1 or numel < POOL_MIN_SOURCE_NUMEL or not be.computes or in_pool():
         return {name: be.tensor(source) for name, source in todo.items()}
 

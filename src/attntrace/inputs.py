@@ -143,7 +143,7 @@ def _normal_source(name: str, shape: Shape, config: AttentionConfig) -> Source:
             return rng.standard_normal(shape)
         return rng.standard_normal(shape, dtype="float32")
 
-    return Source(shape, config.dtype, make)
+    return Source(shape, config.dtype, make, drawn=True)
 
 
 def _uniform_source(name: str, shape: Shape, bound: float, config: AttentionConfig) -> Source:
@@ -156,4 +156,4 @@ def _uniform_source(name: str, shape: Shape, bound: float, config: AttentionConf
         values -= bound
         return values
 
-    return Source(shape, config.dtype, make)
+    return Source(shape, config.dtype, make, drawn=True)

@@ -27,11 +27,13 @@ BINARY_OPS: tuple[str, ...] = ("add", "sub", "mul", "div", "maximum")
 @dataclass(frozen=True)
 class Source:
     """A tensor to create: its shape and dtype, and how to make its values (called only by
-    backends that compute; the shape backend never calls ``make``)."""
+    backends that compute; the shape backend never calls ``make``). ``drawn``: its values are
+    drawn from a generator, work enough to run on a thread of its own when large."""
 
     shape: Shape
     dtype: str
     make: Callable[[], np.ndarray]
+    drawn: bool = False
 
 
 class Backend(ABC, Generic[T]):
