@@ -295,3 +295,14 @@ def test_run_view_remakes_one_head_instead_of_holding_every_head(monkeypatch: py
     assert done.exit_code == 0, done.output
     assert "attention weights, head 2" in done.output
     assert made == [(2,)]  # one head, made once; no (h, S, N) buffer
+
+
+def test_context_and_merged_are_counted_unless_the_bounds_prove_them_finite() -> None:
+    cfg = AttentionConfig(seq=40, hidden=32, heads=4)
+    plain = trace_attention(cfg)
+    assert plain["context"].nonfinite == plain["merged"].nonfinite == 0
+    v = np.full((32, 32), 3e38, dtype=np.float32)  # v overflows: context holds inf, nothing proven
+    big = trace_attention(cfg, tensors={"w_v": v})
+    context, merged = big["context"].value, big["merged"].value
+    assert big["context"].nonfinite == int(np.count_nonzero(~np.isfinite(context))) > 0
+    assert big["merged"].nonfinite == int(np.count_nonzero(~np.isfinite(merged))) == big["context"].nonfinite

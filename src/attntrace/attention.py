@@ -462,7 +462,11 @@ def _attend_rows(config: AttentionConfig, be: Backend[T], rec: _Recorder[T], lay
     rec.meter.charge("matmul", weights, v, out=context)
     v_name = "v_rep" if config.grouped else "v"
     # (B, h, S, d)
-    return rec.step("context", context, f"weights @ {v_name}", lay.ax("h", "S", "d"))
+    proven = rows.finite and "context" not in rec.replace  # by the bounds (eager.bounded)
+    if proven:  # nothing to count, here or in merged (the same values)
+        rec.proven_finite.add("context")
+    return rec.step("context", context, f"weights @ {v_name}", lay.ax("h", "S", "d"),
+                    nonfinite=0 if proven else None)
 
 
 def _fused_context(rows: Rows[T], q: T, k: T, v: T, causal: bool = False) -> T | None:
@@ -568,8 +572,10 @@ def _merge(config: AttentionConfig, be: Backend[T], rec: _Recorder[T], lay: _Lay
     width = lay.lab.q_width
     heads_last = rec.view("context_heads", be.transpose(context, lay.n, lay.n + 1), f"context.transpose({lay.swap})",
                           lay.ax("S", "h", "d"))  # (B, S, h, d)
+    proven = 0 if "context" in rec.proven_finite else None  # the values of context, reshaped
+    # (B, S, h·d)
     merged = rec.step("merged", be.reshape(heads_last, (*lay.sizes, config.seq, config.heads * config.head_dim)),
-                      f"context_heads.reshape({lay.dims}S, {width})", lay.ax("S", width))  # (B, S, h·d)
+                      f"context_heads.reshape({lay.dims}S, {width})", lay.ax("S", width), nonfinite=proven)
     return rec.step("output", be.linear(merged, p["w_o"], p.get("b_o")), _linear_op("merged", "o", p), lay.ax("S", "H"))  # (B, S, H)
 
 
@@ -600,6 +606,7 @@ class _Recorder(Generic[T]):
         self.notes: list[str] = []  # warnings about the values, e.g. fully masked query rows
         self._repeats: dict[str, list[int]] = {}  # name -> [extra flops, extra repeats]
         self._late: dict[str, T] = {}  # steps whose buffer is filled after they are recorded
+        self.proven_finite: set[str] = set()  # steps whose values bounds prove finite
 
     def keeps(self, name: str) -> bool:
         """Whether the values of step ``name`` are kept."""
@@ -621,7 +628,7 @@ class _Recorder(Generic[T]):
         if name in self.replace:  # a suspected mistake, tested by attntrace diff
             done = {s.name: s.value for s in self.steps if s.value is not None}
             value = self.replace[name](done, value)
-            again = None  # the replacement is what is kept
+            again, nonfinite = None, None  # the replacement is what is kept, and counted
         shape = self.be.shape(value)
         assert len(shape) == len(axes), f"{name}: {shape} vs {axes}"  # a bug, not user input
         charges, inputs = self.meter.take()
