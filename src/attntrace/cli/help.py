@@ -25,7 +25,26 @@ __all__ = ["Option", "Page", "Styled", "cell_len", "draw_page", "from_markup", "
            "print_root_help", "root_help", "wrap"]  # Styled, cell_len, from_markup, wrap: re-exported
 
 
-class Option:
+class _Value:
+    """Equality, hash and repr from ``_key()``: what a frozen dataclass gives, without the
+    ``exec`` a dataclass costs at import (``--help`` would pay for it)."""
+
+    __slots__ = ()
+
+    def _key(self) -> tuple[object, ...]:
+        raise NotImplementedError
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is type(self) and self._key() == other._key()
+
+    def __hash__(self) -> int:
+        return hash(self._key())
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}{self._key()!r}"
+
+
+class Option(_Value):
     """One row of the Options panel: the names in Typer's four columns (long, short, negative
     long, negative short), the value's metavar (empty for a flag), the help, required or not."""
 
@@ -39,17 +58,8 @@ class Option:
     def _key(self) -> tuple[object, ...]:
         return (*self.names, self.metavar, self.help, self.required)
 
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, Option) and self._key() == other._key()
 
-    def __hash__(self) -> int:
-        return hash(self._key())
-
-    def __repr__(self) -> str:
-        return f"Option{self._key()!r}"
-
-
-class Page:
+class Page(_Value):
     """What a group's help shows, as plain strings: the usage line, the help (its first
     paragraph the description, the rest dimmed), the epilog and the options."""
 
@@ -61,14 +71,6 @@ class Page:
     def _key(self) -> tuple[object, ...]:
         return (self.usage, self.help, self.epilog, self.options)
 
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, Page) and self._key() == other._key()
-
-    def __hash__(self) -> int:
-        return hash(self._key())
-
-    def __repr__(self) -> str:
-        return f"Page{self._key()!r}"
 
 class Column:
     """One column of a help table: its content's width, a fixed ``width`` (no wrapping), a
