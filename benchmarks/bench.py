@@ -274,7 +274,8 @@ def cli_in_process(sizes: tuple[int, int, int, int], mask: str) -> None:
         typer.main.get_command(app).main(args, prog_name="attntrace", standalone_mode=False)
 
 
-COMPUTE_TARGETS = {RUN_IN_PROCESS: 1.2, "trace_attention(cfg) numpy eager": 1.2, "trace_attention(cfg) numpy flash": 1.3,
+COMPUTE_TARGETS = {RUN_IN_PROCESS: 1.2, "trace_attention(cfg) numpy eager": 1.2,
+                   "trace_attention(cfg) numpy flash": 1.3,
                    "trace_attention(cfg, 'torch') eager": 1.1}
 
 

@@ -151,8 +151,8 @@ def trace_attention(
     with warnings.catch_warnings():
         # overflow, invalid: counted per step instead
         warnings.simplefilter("ignore", RuntimeWarning)
-        trace = _record(config, be, sources, plan, keep_values=keep, remake=remake, replace=replace,
-                        threads=workers, shapes=shapes)
+        trace = _record(config, be, sources, plan, keep_values=keep, remake=remake,
+                        replace=replace, threads=workers, shapes=shapes)
     for note in trace.notes:
         if not note.startswith(NONFINITE_NOTE):  # non-finite values are reported by the note alone
             warnings.warn(note, MaskWarning, stacklevel=2)
@@ -160,7 +160,8 @@ def trace_attention(
 
 
 def _record(config: AttentionConfig, be: Backend[T], sources: Mapping[str, Source | None],
-            plan: MaskPlan | None, *, keep_values: bool | Collection[str], remake: Collection[str] = (),
+            plan: MaskPlan | None, *, keep_values: bool | Collection[str],
+            remake: Collection[str] = (),
             replace: Mapping[str, StepReplacement] | None = None, threads: int = 1,
             shapes: Trace | None = None) -> Trace:
     """Create the tensors of ``sources`` on ``be`` (a None source is a left-out bias), run the
@@ -574,8 +575,9 @@ def _merge(config: AttentionConfig, be: Backend[T], rec: _Recorder[T], lay: _Lay
                           lay.ax("S", "h", "d"))  # (B, S, h, d)
     proven = 0 if "context" in rec.proven_finite else None  # the values of context, reshaped
     # (B, S, h·d)
-    merged = rec.step("merged", be.reshape(heads_last, (*lay.sizes, config.seq, config.heads * config.head_dim)),
-                      f"context_heads.reshape({lay.dims}S, {width})", lay.ax("S", width), nonfinite=proven)
+    flat = be.reshape(heads_last, (*lay.sizes, config.seq, config.heads * config.head_dim))
+    merged = rec.step("merged", flat, f"context_heads.reshape({lay.dims}S, {width})",
+                      lay.ax("S", width), nonfinite=proven)
     return rec.step("output", be.linear(merged, p["w_o"], p.get("b_o")), _linear_op("merged", "o", p), lay.ax("S", "H"))  # (B, S, H)
 
 

@@ -21,8 +21,9 @@ from attntrace.render.styled import SGR, Styled, cell_len, from_markup, wrap
 if TYPE_CHECKING:
     import typer._click as click
 
+# Styled, cell_len, from_markup and wrap: re-exported from attntrace.render.styled
 __all__ = ["Option", "Page", "Styled", "cell_len", "draw_page", "from_markup", "page_of",
-           "print_root_help", "root_help", "wrap"]  # Styled, cell_len, from_markup, wrap: re-exported
+           "print_root_help", "root_help", "wrap"]
 
 
 class _Value:

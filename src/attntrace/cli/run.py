@@ -85,7 +85,8 @@ def run(
     remake = {"weights"} if fmt is opt.OutputFormat.table and keep is not True and not plot \
         else set()
     trace = trace_from_options(
-        ctx, model, validate, keep, remake=remake, batch=batch, seq=seq, hidden=hidden, heads=heads, mask=mask,
+        ctx, model, validate, keep, remake=remake, batch=batch, seq=seq, hidden=hidden,
+        heads=heads, mask=mask,
         backend=backend, dtype=dtype, seed=seed, scale=scale, max_memory=max_memory,
         algorithm=algorithm, block_size=block_size, weights=weights, layer_prefix=layer_prefix,
         input_file=input_file, input_kv=input_kv, threads=threads,

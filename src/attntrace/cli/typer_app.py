@@ -114,7 +114,8 @@ def _print_version(value: bool) -> None:
 
 @app.callback()
 def root(
-    version: Annotated[bool, typer.Option("--version", callback=_print_version, is_eager=True, help=VERSION_HELP)] = False,
+    version: Annotated[bool, typer.Option("--version", callback=_print_version, is_eager=True,
+                                          help=VERSION_HELP)] = False,
 ) -> None:
     """Options that apply before any command."""
 
