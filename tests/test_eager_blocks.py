@@ -306,3 +306,42 @@ def test_context_and_merged_are_counted_unless_the_bounds_prove_them_finite() ->
     context, merged = big["context"].value, big["merged"].value
     assert big["context"].nonfinite == int(np.count_nonzero(~np.isfinite(context))) > 0
     assert big["merged"].nonfinite == int(np.count_nonzero(~np.isfinite(merged))) == big["context"].nonfinite
+
+
+@pytest.mark.parametrize("spread", [1.0, 40.0])  # scores of a few units / of ±hundreds
+def test_the_row_max_is_left_out_only_where_the_bounds_prove_it_changes_nothing(spread: float) -> None:
+    from attntrace import eager
+
+    be, rng = NumpyBackend(), np.random.default_rng(3)
+    q, k, v = (rng.standard_normal((2, 30, 8)).astype(np.float32) for _ in range(3))  # (h, S, d)
+    rows = eager.bounded(eager.Rows(be, q * spread, np.swapaxes(k, -2, -1), v, 8**-0.5, threads=2))
+    assert rows.finite
+    assert rows.in_range == (spread == 1.0)
+    weights, context = np.empty((2, 30, 30), np.float32), np.empty((2, 30, 8), np.float32)
+    rows.run(weights, context)
+    scaled = np.matmul(q * spread, np.swapaxes(k, -2, -1)) * np.float32(8**-0.5)  # (h, S, N)
+    np.testing.assert_array_equal(weights, be.softmax(scaled))  # the bits of the whole softmax
+    from attntrace.backends.numpy_backend import _exp_range
+
+    lo, hi = _exp_range(np.dtype(np.float32), 30)
+    top = scaled.max(-1, keepdims=True)  # (h, S, 1)
+    exact = np.exp(np.where((top >= lo) & (top <= hi), scaled, scaled - top))  # row by row
+    assert ((top < lo) | (top > hi)).any() != rows.in_range  # some rows shifted at spread 40
+    np.testing.assert_array_equal(weights, exact / exact.sum(-1, keepdims=True))
+    want = torch.softmax(torch.from_numpy(scaled).double(), -1).numpy()
+    np.testing.assert_allclose(weights, want, rtol=2e-6, atol=1e-30)
+
+
+def test_the_softmax_shifts_exactly_the_rows_whose_max_leaves_the_range() -> None:
+    from attntrace.backends.numpy_backend import _exp_range, _row_shift
+
+    lo, hi = _exp_range(np.dtype(np.float32), 4)
+    x = np.array([[1.0, 2.0, -3.0, 0.5], [hi + 1, 0.0, 0.0, 0.0], [lo - 1, lo - 2, -np.inf, lo - 9],
+                  [-np.inf] * 4, [np.nan, 0.0, 1.0, 2.0]], dtype=np.float32)
+    shift = _row_shift(x)[:, 0]
+    np.testing.assert_array_equal(shift, [0, np.float32(hi + 1), np.float32(lo - 1), 0, np.nan])
+    w = NumpyBackend().softmax(x)
+    assert np.isfinite(w[:4]).all()  # huge, tiny, masked rows: no NaN
+    assert (w[3] == 0).all()
+    np.testing.assert_allclose(w[:3].sum(-1), 1.0, rtol=1e-6)
+    np.testing.assert_array_equal(w[2][[1, 3]] > 0, [True, True])  # tiny scores: not underflowed

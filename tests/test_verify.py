@@ -68,7 +68,7 @@ class WrongSoftmax(NumpyBackend):
     def softmax_(self, x: np.ndarray, scale: float = 1.0) -> np.ndarray:  # the in-place variant, as wrong
         return self.softmax(x * x.dtype.type(scale))
 
-    def softmax_into(self, x: np.ndarray, out: np.ndarray) -> None:  # eager's blocked kernel, as wrong
+    def softmax_into(self, x: np.ndarray, out: np.ndarray, in_range: bool = False) -> None:  # eager's blocks
         out[...] = self.softmax(x)
 
 

@@ -47,6 +47,10 @@ CHAIN: tuple[str, ...] = ("scores", "scaled", "capped", "masked")
 BLOCK_BYTES = 2 << 20
 #: Fewer score elements than this run on the calling thread alone (no pool).
 POOL_MIN_NUMEL = 1 << 18
+#: The machine epsilon of each dtype: a sum of d products is off by at most d·eps, relative.
+EPSILON: dict[str, float] = {
+    "float16": 2.0**-10, "bfloat16": 2.0**-7, "float32": 2.0**-23, "float64": 2.0**-52,
+}
 #: The largest finite value of each dtype (the bound that proves every score finite).
 FINITE_MAX: dict[str, float] = {
     "float16": 65504.0, "bfloat16": 3.3895313892515355e38,
@@ -93,6 +97,7 @@ class Rows(Generic[T]):
     finite: bool = False  # proven: every score, weight and context value is finite
     causal: bool = False  # the mask hides key j > query i (it holds the rule too)
     window: int | None = None  # the mask hides key j <= query i - W
+    in_range: bool = False  # proven: the softmax needs no row max (Backend.unshifted_range)
 
     @property
     def chain(self) -> tuple[str, ...]:
@@ -206,7 +211,7 @@ class Rows(Generic[T]):
             s = self.scores(block, self.chain[-1], tally, scratch.get("s", shape), views,
                             (j0, j1) if skips else None)  # (1, 1, Br, N)
             w = scratch.get("w", shape) if w_at is None else _rows(be, w_at, i0, i1)
-            be.softmax_into(s, w)  # (1, 1, Br, N), exactly 0 outside keys j0..j1
+            be.softmax_into(s, w, self.in_range)  # (1, 1, Br, N), exactly 0 outside j0..j1
             if tally is not None:
                 tally.add("weights", w)
             w, v = be.narrow(w, -1, j0, j1), be.narrow(views.v, -2, j0, j1)
@@ -231,7 +236,8 @@ class Rows(Generic[T]):
             shape = self.block_shape(block)
             rows = _pick(be, out, where, (i0, i1))  # (1, 1, Br, N): a view of out
             if upto == "weights":
-                be.softmax_into(self.scores(block, last, out=scratch.get("s", shape)), rows)
+                s = self.scores(block, last, out=scratch.get("s", shape))  # (1, 1, Br, N)
+                be.softmax_into(s, rows, self.in_range)
                 return
             s = self.scores(block, upto, out=rows)  # (1, 1, Br, N)
             if s is not rows:  # the soft-cap and the mask make new buffers
@@ -310,26 +316,36 @@ def _itemsize(dtype: str) -> int:
 
 def bounded(rows: Rows[T]) -> Rows[T]:
     """``rows`` with ``finite`` set when bounds on q, k and v prove every score, weight and
-    context value finite: |scores| <= d·max|q|·max|k| (half the largest finite value leaves
-    room for rounding), each softmax row of finite scores lies in [0, 1], so |context| <=
-    max|v|. Otherwise (or with a float mask, which adds values of its own) they are counted
-    block by block.
+    context value finite: |q_i · k_j| <= max ||q_i|| · max ||k_j|| (Cauchy–Schwarz; half the
+    largest finite value leaves room for rounding), each softmax row of finite scores lies in
+    [0, 1], so |context| <= max|v|. Otherwise (or with a float mask, which adds values of its
+    own) they are counted block by block. ``in_range`` is set too when the same bound (or the
+    soft-cap) keeps every score the softmax reads within the backend's
+    :meth:`~attntrace.backends.base.Backend.unshifted_range`: its row max is not needed.
 
     >>> import numpy as np
     >>> from attntrace.backends import get_backend
     >>> q = np.ones((2, 3, 4), dtype=np.float32)  # (h, S, d)
-    >>> bounded(Rows(get_backend("numpy"), q, q.swapaxes(-2, -1), q, 0.5)).finite
-    True
+    >>> rows = bounded(Rows(get_backend("numpy"), q, q.swapaxes(-2, -1), q, 0.5))
+    >>> rows.finite, rows.in_range
+    (True, True)
     >>> bounded(Rows(get_backend("numpy"), q * 1e19, q.swapaxes(-2, -1) * 1e19, q, 0.5)).finite
     False
     """
     be = rows.be
-    q_top, k_top, v_top = (_largest(be.to_numpy(x)) for x in (rows.q, rows.k_t, rows.v))
-    limit, d = FINITE_MAX[rows.dtype] / 2, be.shape(rows.q)[-1]
-    scores = d * q_top * k_top  # NaN or inf when q or k holds one: not proven
+    q_top = _largest_norm(be.to_numpy(rows.q), "...i,...i->...")  # max ||q_i|| over rows i
+    k_top = _largest_norm(be.to_numpy(rows.k_t), "...ij,...ij->...j")  # over columns j
+    v_top = _largest(be.to_numpy(rows.v))
+    limit = FINITE_MAX[rows.dtype] / 2
+    d = be.shape(rows.q)[-1]
+    slack = 1 + 2 * (d + 2) * EPSILON[rows.dtype]  # the rounding of the scores and of the norms
+    scores = q_top * k_top * slack  # NaN or inf when q or k holds one: not proven
     finite = not rows.additive and bool(
         scores < limit and scores * rows.factor < limit and v_top < limit)
-    return replace(rows, finite=finite)
+    reach = scores * rows.factor if rows.cap is None else \
+        min(scores * rows.factor, rows.cap * slack)  # |C·tanh(s / C)| <= C
+    in_range = finite and reach <= be.unshifted_range(rows.dtype, rows.shape[-1])
+    return replace(rows, finite=finite, in_range=in_range)
 
 
 def contiguous(rows: Rows[T]) -> Rows[T]:
@@ -348,3 +364,15 @@ def _largest(a: np.ndarray | None) -> float:
     if a is None or a.size == 0:
         return 0.0
     return float(max(a.max(), -a.min()))  # two passes, no temporary
+
+
+def _largest_norm(a: np.ndarray | None, squares: str) -> float:
+    """The largest Euclidean norm of the vectors of ``a`` that the einsum ``squares`` sums the
+    squares of (at least float32): NaN when ``a`` holds one, inf when a square overflows, 0
+    when ``a`` is empty."""
+    if a is None or a.size == 0:
+        return 0.0
+    import numpy as np
+
+    wide = np.promote_types(a.dtype, np.float32)
+    return float(np.sqrt(np.einsum(squares, a, a, dtype=wide).max()))

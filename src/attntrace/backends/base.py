@@ -173,10 +173,18 @@ class Backend(ABC, Generic[T]):
         """:meth:`scale` (the same bits), in the memory of ``x`` where the library allows."""
         return self.scale(x, factor)
 
-    def softmax_into(self, x: T, out: T) -> None:
+    def softmax_into(self, x: T, out: T, in_range: bool = False) -> None:
         """``out[...] = softmax(x)`` with the bits of :meth:`softmax` (zeros for a row of only
-        -inf); ``x`` may be overwritten and must not be ``out``."""
+        -inf); ``x`` may be overwritten and must not be ``out``. ``in_range``: the caller
+        proves every finite value of ``x`` within ±:meth:`unshifted_range` (a backend may
+        then leave out the row max: the bits are the same)."""
         self.write(out, 0, 0, self.softmax(x))
+
+    def unshifted_range(self, dtype: str, keys: int) -> float:
+        """R such that a softmax over ``keys`` keys whose finite scores all lie within ±R
+        needs no row max subtracted (exp() can neither overflow nor lose precision there) and
+        this backend's softmax then subtracts none; 0.0 (default): it always subtracts it."""
+        return 0.0
 
     @property
     def slices_exactly(self) -> bool:

@@ -106,20 +106,14 @@ class NumpyBackend(Backend[np.ndarray]):
         return out
 
     def softmax(self, x: np.ndarray) -> np.ndarray:
-        # Subtracting the row max keeps exp() <= 1: the study notes' soft_max overflows to
-        # inf/inf = NaN for logits near 1000, this one does not. One temporary, then in place.
-        # A row of only -inf (every key masked) would give -inf - -inf = NaN: its max is taken
-        # as 0 and its sum as 1, so the row comes out as zeros, as torch's SDPA returns it.
-        top = x.max(axis=-1, keepdims=True)
-        top[np.isneginf(top)] = 0
-        e: np.ndarray = x - top
-        np.exp(e, out=e)
-        total = e.sum(axis=-1, keepdims=True)
-        total[total == 0] = 1
-        e /= total
+        # The study notes' soft_max overflows to inf/inf = NaN for logits near 1000; this one
+        # subtracts the row max where exp() could overflow or lose its precision (see
+        # _row_shift): a new buffer, then in place. A row of only -inf (every key masked)
+        # comes out as zeros, as torch's SDPA returns it, never NaN.
+        shift = _row_shift(x)
+        e: np.ndarray = x - shift if shift.any() else x.copy()
+        _exp_normalise(e, e)
         return e
-
-
 
     def where(self, keep: np.ndarray, x: np.ndarray, fill: float, *,
               inplace: bool = False) -> np.ndarray:
@@ -183,15 +177,17 @@ class NumpyBackend(Backend[np.ndarray]):
         out: np.ndarray = np.multiply(x, x.dtype.type(factor), out=x)
         return out
 
-    def softmax_into(self, x: np.ndarray, out: np.ndarray) -> None:
+    def softmax_into(self, x: np.ndarray, out: np.ndarray, in_range: bool = False) -> None:
         # the passes of softmax() on x in place, the last one writing out: the same bits
-        top = x.max(axis=-1, keepdims=True)
-        top[np.isneginf(top)] = 0  # a row of only -inf gives zeros, not NaN
-        x -= top
-        np.exp(x, out=x)
-        total = x.sum(axis=-1, keepdims=True)
-        total[total == 0] = 1
-        np.divide(x, total, out=out)
+        if not in_range:  # else proven: no row max is outside the range, each shift is 0
+            shift = _row_shift(x)
+            if shift.any():
+                x -= shift
+        _exp_normalise(x, out)
+
+    def unshifted_range(self, dtype: str, keys: int) -> float:
+        lo, hi = _exp_range(np.dtype(_NUMPY_DTYPES[dtype]), keys)
+        return min(-lo, hi)
 
     @contextmanager
     def one_thread_each(self) -> Iterator[None]:
@@ -248,9 +244,48 @@ def _blas_controller() -> ThreadpoolController:
 def _softmax_inplace(x: np.ndarray, factor: np.floating | None = None) -> None:
     if factor is not None:  # the scale, while the rows are in cache: no pass of its own
         x *= factor
-    x -= x.max(axis=-1, keepdims=True)  # in place: no second (..., S, N) buffer
+    shift = _row_shift(x)
+    if shift.any():
+        x -= shift  # in place: no second (..., S, N) buffer
+    _exp_normalise(x, x)
+
+
+def _row_shift(x: np.ndarray) -> np.ndarray:
+    """What each row of ``x`` (..., N) has subtracted before exp(), (..., 1): 0 where the row
+    max lies in :func:`_exp_range` (exp() of every score of the row is finite, their sum too,
+    and the largest is a normal number: the unshifted exp() loses nothing), else the row max
+    (0 too for a row of only -inf). ``x - 0`` is ``x`` bit for bit: a caller that proves every
+    row in the range (eager's bounds) skips this pass and gets the same bits."""
+    top = x.max(axis=-1, keepdims=True)  # (..., 1)
+    lo, hi = _exp_range(x.dtype, x.shape[-1])
+    top[((top >= lo) & (top <= hi)) | np.isneginf(top)] = 0
+    return top
+
+
+def _exp_normalise(x: np.ndarray, out: np.ndarray) -> None:
+    """``out = exp(x) / rowsum(exp(x))``, x overwritten by exp(x); a row whose sum is 0 (only
+    -inf) gives zeros."""
     np.exp(x, out=x)
-    x /= x.sum(axis=-1, keepdims=True)
+    total = x.sum(axis=-1, keepdims=True)  # (..., 1)
+    total[total == 0] = 1
+    np.divide(x, total, out=out)
+
+
+@cache
+def _exp_range(dtype: np.dtype, keys: int) -> tuple[float, float]:
+    """(lo, hi): the row maxima for which softmax needs no shift in ``dtype`` over ``keys``
+    keys. Below hi, ``keys`` values of exp() sum to at most half the largest finite value;
+    above lo, exp() of the row max is ``2**(mantissa bits + 1)`` times the smallest normal
+    number, so the scores that matter (within that factor of the max) are normal numbers.
+
+    >>> lo, hi = _exp_range(np.dtype(np.float32), 2048)
+    >>> round(lo, 1), round(hi, 1)
+    (-70.7, 80.4)
+    """
+    info = np.finfo(dtype)
+    hi = math.log(float(info.max)) - math.log(2 * max(1, keys))
+    lo = math.log(float(info.smallest_normal)) + (info.nmant + 1) * math.log(2)
+    return lo, hi
 
 
 def backend() -> NumpyBackend:

@@ -145,7 +145,7 @@ class TorchBackend(Backend["torch.Tensor"]):
     def scale_(self, x: torch.Tensor, factor: float) -> torch.Tensor:
         return x.mul_(factor)
 
-    def softmax_into(self, x: torch.Tensor, out: torch.Tensor) -> None:
+    def softmax_into(self, x: torch.Tensor, out: torch.Tensor, in_range: bool = False) -> None:
         # torch.softmax's own kernel (dim -1, no up-cast), written into out
         self._torch.ops.aten._softmax.out(x, -1, False, out=out)
         nan = out[..., :1].isnan()  # (..., Br, 1): NaN rows are rows of only -inf, or hold NaN
