@@ -256,7 +256,7 @@ def _row_shift(x: np.ndarray) -> np.ndarray:
     and the largest is a normal number: the unshifted exp() loses nothing), else the row max
     (0 too for a row of only -inf). ``x - 0`` is ``x`` bit for bit: a caller that proves every
     row in the range (eager's bounds) skips this pass and gets the same bits."""
-    top = x.max(axis=-1, keepdims=True)  # (..., 1)
+    top: np.ndarray = x.max(axis=-1, keepdims=True)  # (..., 1)
     lo, hi = _exp_range(x.dtype, x.shape[-1])
     top[((top >= lo) & (top <= hi)) | np.isneginf(top)] = 0
     return top
