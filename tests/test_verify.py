@@ -71,6 +71,9 @@ class WrongSoftmax(NumpyBackend):
     def softmax_into(self, x: np.ndarray, out: np.ndarray, in_range: bool = False) -> None:  # eager's blocks
         out[...] = self.softmax(x)
 
+    def softmax_sums_(self, x: np.ndarray, in_range: bool = False) -> None:  # one kernel: softmax_into
+        return None
+
 
 def test_a_wrong_backend_fails_verify() -> None:
     from attntrace.backends import get_backend

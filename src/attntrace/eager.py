@@ -2,7 +2,9 @@
 
 For each (batch item, head, block of query rows) one thread of the pool runs the whole chain on
 a (Br, N) block: ``s = q @ k_t``, the scale, the soft-cap, the mask, the softmax (written once
-into the weights when they are kept) and the block's rows of ``context = weights @ v``. No
+into the weights when they are kept) and the block's rows of ``context = weights @ v``, taken
+as ``(exp @ v) / sums`` where the backend's softmax splits in two
+(:meth:`Backend.softmax_sums_`): the weights are then never written when nobody reads them. No
 (S, N) matrix is ever read again in a pass of its own. The steps before the weights
 (``scores``, ``scaled``, ``capped``, ``masked``) are kept as :class:`attntrace.trace.Lazy`
 recipes that run the same blocks again up to that step: reading them gives the exact bits the
@@ -210,12 +212,22 @@ class Rows(Generic[T]):
             j0, j1 = self.keys(block) if skips else (0, self.shape[-1])
             s = self.scores(block, self.chain[-1], tally, scratch.get("s", shape), views,
                             (j0, j1) if skips else None)  # (1, 1, Br, N)
-            w = scratch.get("w", shape) if w_at is None else _rows(be, w_at, i0, i1)
-            be.softmax_into(s, w, self.in_range)  # (1, 1, Br, N), exactly 0 outside j0..j1
+            c = _rows(be, c_at, i0, i1)  # (1, 1, Br, d), a view of the context
+            v = be.narrow(views.v, -2, j0, j1)  # (1, 1, j1 - j0, d)
+            sums = be.softmax_sums_(s, self.in_range)  # (1, 1, Br, 1); s: exp(s - shift)
+            seen = w_at is not None or tally is not None  # the weights are kept or counted
+            w = s if not seen and sums is not None else \
+                scratch.get("w", shape) if w_at is None else _rows(be, w_at, i0, i1)
+            if sums is None:  # one softmax kernel: context = weights @ v
+                be.softmax_into(s, w, self.in_range)  # (1, 1, Br, N), exactly 0 outside j0..j1
+                be.matmul_into(be.narrow(w, -1, j0, j1), v, c)  # (1, 1, Br, d)
+            else:  # context = (exp @ v) / sums: no pass writes weights that nobody reads
+                if seen:
+                    be.divide_into(s, sums, w)  # (1, 1, Br, N): the bits of softmax()
+                be.matmul_into(be.narrow(s, -1, j0, j1), v, c)  # (1, 1, Br, d)
+                be.binary("div", c, sums, inplace=True)  # (1, 1, Br, d)
             if tally is not None:
                 tally.add("weights", w)
-            w, v = be.narrow(w, -1, j0, j1), be.narrow(views.v, -2, j0, j1)
-            be.matmul_into(w, v, _rows(be, c_at, i0, i1))  # (1, 1, Br, d)
 
         self.each(one)
 

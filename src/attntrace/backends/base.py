@@ -180,6 +180,18 @@ class Backend(ABC, Generic[T]):
         then leave out the row max: the bits are the same)."""
         self.write(out, 0, 0, self.softmax(x))
 
+    def softmax_sums_(self, x: T, in_range: bool = False) -> T | None:
+        """The two halves of :meth:`softmax_into`: ``x`` overwritten by its exponentials (the
+        row max subtracted where the softmax subtracts it) and their row sums (..., 1) returned,
+        1 for a row of only -inf, so that ``x / sums`` has the bits of :meth:`softmax`; None
+        (default, ``x`` untouched) when the library's softmax is one kernel that cannot be
+        split."""
+        return None
+
+    def divide_into(self, a: T, b: T, out: T) -> None:
+        """``out[...] = a / b``, ``b`` broadcasting to ``a``."""
+        self.write(out, 0, 0, self.binary("div", a, b))
+
     def unshifted_range(self, dtype: str, keys: int) -> float:
         """R such that a softmax over ``keys`` keys whose finite scores all lie within ±R
         needs no row max subtracted (exp() can neither overflow nor lose precision there) and

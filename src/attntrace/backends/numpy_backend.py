@@ -179,11 +179,17 @@ class NumpyBackend(Backend[np.ndarray]):
 
     def softmax_into(self, x: np.ndarray, out: np.ndarray, in_range: bool = False) -> None:
         # the passes of softmax() on x in place, the last one writing out: the same bits
+        np.divide(x, self.softmax_sums_(x, in_range), out=out)
+
+    def softmax_sums_(self, x: np.ndarray, in_range: bool = False) -> np.ndarray:
         if not in_range:  # else proven: no row max is outside the range, each shift is 0
             shift = _row_shift(x)
             if shift.any():
                 x -= shift
-        _exp_normalise(x, out)
+        return _exp_sums(x)
+
+    def divide_into(self, a: np.ndarray, b: np.ndarray, out: np.ndarray) -> None:
+        np.divide(a, b, out=out)
 
     def unshifted_range(self, dtype: str, keys: int) -> float:
         lo, hi = _exp_range(np.dtype(_NUMPY_DTYPES[dtype]), keys)
@@ -265,10 +271,15 @@ def _row_shift(x: np.ndarray) -> np.ndarray:
 def _exp_normalise(x: np.ndarray, out: np.ndarray) -> None:
     """``out = exp(x) / rowsum(exp(x))``, x overwritten by exp(x); a row whose sum is 0 (only
     -inf) gives zeros."""
+    np.divide(x, _exp_sums(x), out=out)
+
+
+def _exp_sums(x: np.ndarray) -> np.ndarray:
+    """x overwritten by exp(x); its row sums (..., 1), 1 for a row of zeros (only -inf)."""
     np.exp(x, out=x)
-    total = x.sum(axis=-1, keepdims=True)  # (..., 1)
+    total: np.ndarray = x.sum(axis=-1, keepdims=True)  # (..., 1)
     total[total == 0] = 1
-    np.divide(x, total, out=out)
+    return total
 
 
 @cache
