@@ -309,7 +309,8 @@ def test_context_and_merged_are_counted_unless_the_bounds_prove_them_finite() ->
 
 
 @pytest.mark.parametrize("spread", [1.0, 40.0])  # scores of a few units / of ±hundreds
-def test_the_row_max_is_left_out_only_where_the_bounds_prove_it_changes_nothing(spread: float) -> None:
+def test_the_row_max_is_left_out_only_where_the_bounds_prove_it_changes_nothing(
+        spread: float) -> None:
     from attntrace import eager
 
     be, rng = NumpyBackend(), np.random.default_rng(3)

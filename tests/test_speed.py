@@ -83,10 +83,10 @@ def test_numpy_matmul_of_a_large_stack_splits_heads_with_the_same_bits_as_one_th
         np.testing.assert_array_equal(got, np.matmul(q, k_t))
 
 
-@pytest.mark.parametrize("shape", [(1, 2048, 1024), (3, 1001, 512)])
+@pytest.mark.parametrize("shape", [(1, 2048, 1024), (3, 1001, 512), (1, 700, 768)])
 def test_numpy_linear_split_over_the_pool_gives_the_bits_of_one_blas_call(shape: tuple[int, ...]) -> None:
     rng = np.random.default_rng(0)
-    x = rng.standard_normal(shape, dtype=np.float32)  # (B, S, in): 2M and 1.5M outputs, pooled
+    x = rng.standard_normal(shape, dtype=np.float32)  # (B, S, in): 2M, 1.5M, 0.5M outputs, pooled
     w = rng.standard_normal((768, shape[-1]), dtype=np.float32)  # (out, in)
     b = rng.standard_normal(768, dtype=np.float32)
     got = NumpyBackend().linear(x, w, b)

@@ -68,10 +68,12 @@ class WrongSoftmax(NumpyBackend):
     def softmax_(self, x: np.ndarray, scale: float = 1.0) -> np.ndarray:  # the in-place variant, as wrong
         return self.softmax(x * x.dtype.type(scale))
 
-    def softmax_into(self, x: np.ndarray, out: np.ndarray, in_range: bool = False) -> None:  # eager's blocks
+    # eager's blocks, as wrong
+    def softmax_into(self, x: np.ndarray, out: np.ndarray, in_range: bool = False) -> None:
         out[...] = self.softmax(x)
 
-    def softmax_sums_(self, x: np.ndarray, in_range: bool = False) -> None:  # one kernel: softmax_into
+    # one softmax kernel: the blocks call softmax_into
+    def softmax_sums_(self, x: np.ndarray, in_range: bool = False) -> None:
         return None
 
 
