@@ -280,9 +280,12 @@ def _exp_normalise(x: np.ndarray, out: np.ndarray) -> None:
 
 
 def _exp_sums(x: np.ndarray) -> np.ndarray:
-    """x overwritten by exp(x); its row sums (..., 1), 1 for a row of zeros (only -inf)."""
+    """x overwritten by exp(x); its row sums (..., 1), 1 for a row of zeros (only -inf). The
+    sums are einsum's (in SIMD lanes from each row's start, whatever its alignment): 3x faster
+    than ``sum``'s pairwise sums over rows of 2048, and the same bits for a row in a block of
+    the eager kernel or in the whole array."""
     np.exp(x, out=x)
-    total: np.ndarray = x.sum(axis=-1, keepdims=True)  # (..., 1)
+    total: np.ndarray = np.einsum("...i->...", x)[..., None]  # (..., 1)
     total[total == 0] = 1
     return total
 
