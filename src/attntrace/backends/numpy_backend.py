@@ -226,11 +226,13 @@ class NumpyBackend(Backend[np.ndarray]):
         return out
 
     def reduce_max(self, x: np.ndarray) -> np.ndarray:
-        out: np.ndarray = x.max(axis=-1)
+        # with an initial value numpy takes a faster loop (2x over rows of 256, flash's tiles);
+        # a max is exact, whatever the order: the same values
+        out: np.ndarray = x.max(axis=-1, initial=-np.inf)
         return out
 
     def reduce_sum(self, x: np.ndarray) -> np.ndarray:
-        out: np.ndarray = x.sum(axis=-1)
+        out: np.ndarray = np.einsum("...i->...", x)  # as the softmax's sums (_exp_sums)
         return out
 
 
@@ -267,7 +269,7 @@ def _row_shift(x: np.ndarray) -> np.ndarray:
     and the largest is a normal number: the unshifted exp() loses nothing), else the row max
     (0 too for a row of only -inf). ``x - 0`` is ``x`` bit for bit: a caller that proves every
     row in the range (eager's bounds) skips this pass and gets the same bits."""
-    top: np.ndarray = x.max(axis=-1, keepdims=True)  # (..., 1)
+    top: np.ndarray = x.max(axis=-1, keepdims=True, initial=-np.inf)  # (..., 1), as reduce_max
     lo, hi = _exp_range(x.dtype, x.shape[-1])
     top[((top >= lo) & (top <= hi)) | np.isneginf(top)] = 0
     return top
