@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from numpy.testing import assert_allclose
 
 from attntrace import AttentionConfig, get_backend, trace_attention
@@ -98,3 +100,30 @@ def test_attention_rows_sum_to_one() -> None:
     trace = trace_attention(AttentionConfig(batch=3, seq=9, hidden=48, heads=6))
     assert_allclose(trace["weights"].value.sum(axis=-1), 1.0, rtol=1e-6)
     assert (trace["weights"].value >= 0).all()
+
+
+@settings(max_examples=200, deadline=None)
+@given(rows=st.lists(st.lists(st.one_of(st.floats(-80, 80, width=32), st.floats(-1e4, 1e4, width=32),
+                                        st.just(-np.inf)),
+                              min_size=1, max_size=12), min_size=1, max_size=6),
+       dtype=st.sampled_from(["float32", "float64"]))
+def test_the_softmax_equals_float64_and_its_in_range_form_keeps_the_bits(
+        rows: list[list[float]], dtype: str) -> None:
+    width = max(map(len, rows))
+    x = np.array([r + [-np.inf] * (width - len(r)) for r in rows], dtype=dtype)  # (R, N)
+    be = get_backend("numpy")
+    got = be.softmax(x)
+    wide = x.astype(np.float64)
+    top = wide.max(-1, keepdims=True)
+    alive = np.isfinite(top[:, 0])  # rows with a key; the others give zeros
+    e = np.exp(wide - np.where(np.isfinite(top), top, 0))
+    want = e / np.where(e.sum(-1, keepdims=True) == 0, 1, e.sum(-1, keepdims=True))
+    assert np.isfinite(got).all()
+    np.testing.assert_array_equal(got[~alive], 0)
+    np.testing.assert_allclose(got[alive], want[alive], rtol=2e-5 if dtype == "float32" else 1e-12,
+                               atol=1e-30)
+    reach = be.unshifted_range(dtype, width)
+    if (np.abs(x[np.isfinite(x)]) <= reach).all():  # what eager's bounds would prove
+        into = np.empty_like(x)
+        be.softmax_into(x.copy(), into, in_range=True)  # the row max left out
+        np.testing.assert_array_equal(into, got)
