@@ -117,7 +117,7 @@ class NumpyBackend(Backend[np.ndarray]):
         # comes out as zeros, as torch's SDPA returns it, never NaN.
         shift = _row_shift(x)
         e: np.ndarray = x - shift if shift.any() else x.copy()
-        _exp_normalise(e, e)
+        np.divide(e, _exp_sums(e), out=e)
         return e
 
     def where(self, keep: np.ndarray, x: np.ndarray, fill: float, *,
@@ -187,11 +187,7 @@ class NumpyBackend(Backend[np.ndarray]):
         np.divide(x, self.softmax_sums_(x, in_range), out=out)
 
     def softmax_sums_(self, x: np.ndarray, in_range: bool = False) -> np.ndarray:
-        if not in_range:  # else proven: no row max is outside the range, each shift is 0
-            shift = _row_shift(x)
-            if shift.any():
-                x -= shift
-        return _exp_sums(x)
+        return _shifted_exp_sums(x, in_range)
 
     def divide_into(self, a: np.ndarray, b: np.ndarray, out: np.ndarray) -> None:
         np.divide(a, b, out=out)
@@ -257,10 +253,17 @@ def _blas_controller() -> ThreadpoolController:
 def _softmax_inplace(x: np.ndarray, factor: np.floating | None = None) -> None:
     if factor is not None:  # the scale, while the rows are in cache: no pass of its own
         x *= factor
-    shift = _row_shift(x)
-    if shift.any():
-        x -= shift  # in place: no second (..., S, N) buffer
-    _exp_normalise(x, x)
+    np.divide(x, _shifted_exp_sums(x), out=x)  # in place: no second (..., S, N) buffer
+
+
+def _shifted_exp_sums(x: np.ndarray, in_range: bool = False) -> np.ndarray:
+    """x shifted by :func:`_row_shift` where that is not 0, then overwritten by exp(); its row
+    sums (:func:`_exp_sums`). ``in_range``: proven that no shift is needed (eager's bounds)."""
+    if not in_range:
+        shift = _row_shift(x)
+        if shift.any():
+            x -= shift
+    return _exp_sums(x)
 
 
 def _row_shift(x: np.ndarray) -> np.ndarray:
@@ -273,12 +276,6 @@ def _row_shift(x: np.ndarray) -> np.ndarray:
     lo, hi = _exp_range(x.dtype, x.shape[-1])
     top[((top >= lo) & (top <= hi)) | np.isneginf(top)] = 0
     return top
-
-
-def _exp_normalise(x: np.ndarray, out: np.ndarray) -> None:
-    """``out = exp(x) / rowsum(exp(x))``, x overwritten by exp(x); a row whose sum is 0 (only
-    -inf) gives zeros."""
-    np.divide(x, _exp_sums(x), out=out)
 
 
 def _exp_sums(x: np.ndarray) -> np.ndarray:
