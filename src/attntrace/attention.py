@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
 from attntrace.backends import SMALL_WORK_FLOPS, Backend, Source, get_backend, single_threaded_blas
 from attntrace.config import AttentionConfig, AxisLabels
 from attntrace.costs import CostMeter, Registry, peak_live_bytes, resolve
-from attntrace.eager import Rows, Tally, bounded, contiguous
+from attntrace.eager import Rows, Tally, bounded, contiguous, extremes
 from attntrace.errors import ConfigError
 from attntrace.inputs import param_axes, random_sources, with_tensors
 from attntrace.masks import (
@@ -35,7 +35,7 @@ from attntrace.masks import (
     dead_rows_by_block,
 )
 from attntrace.memory import check_budget, format_bytes
-from attntrace.parallel import check_threads, in_pool, pool
+from attntrace.parallel import check_threads, in_pool, map_parts, pool
 from attntrace.relative import RELATIVE_STEPS, relative_sources
 from attntrace.rope import ROPE_STEPS, rope_sources
 from attntrace.trace import Lazy, Param, Step, Trace
@@ -688,7 +688,7 @@ class _Recorder(Generic[T]):
 
         if array.dtype.kind not in "fc":
             return 0  # booleans (a mask) and integers hold no NaN or inf
-        if array.size and np.isfinite(array.max()) and np.isfinite(array.min()):
+        if array.size and np.isfinite(map_parts(extremes, array)).all():
             return 0  # two cheap passes: a NaN makes both NaN, +inf the max, -inf the min
         if name in MASKING_STEPS:
             return int(np.count_nonzero(np.isnan(array) | np.isposinf(array)))

@@ -32,7 +32,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Generic, TypeVar
 
-from attntrace.parallel import in_pool, spread
+from attntrace.parallel import in_pool, map_parts, spread
 
 if TYPE_CHECKING:
     import numpy as np
@@ -345,8 +345,8 @@ def bounded(rows: Rows[T]) -> Rows[T]:
     False
     """
     be = rows.be
-    q_top = _largest_norm(be.to_numpy(rows.q), "...i,...i->...")  # max ||q_i|| over rows i
-    k_top = _largest_norm(be.to_numpy(rows.k_t), "...ij,...ij->...j")  # over columns j
+    q_top = _largest_norm(be.to_numpy(rows.q), "...i,...i->...", -1)  # max ||q_i|| over rows i
+    k_top = _largest_norm(be.to_numpy(rows.k_t), "...ij,...ij->...j", -2)  # over columns j
     v_top = _largest(be.to_numpy(rows.v))
     limit = FINITE_MAX[rows.dtype] / 2
     d = be.shape(rows.q)[-1]
@@ -371,20 +371,38 @@ def contiguous(rows: Rows[T]) -> Rows[T]:
     return replace(rows, k_t=k_t)
 
 
+def extremes(a: np.ndarray) -> tuple[np.generic, np.generic]:
+    """The max and the min of a non-empty ``a`` (both NaN when it holds one): two passes, no
+    temporary.
+
+    >>> import numpy as np
+    >>> [float(x) for x in extremes(np.array([3.0, -1.0, 2.0]))]
+    [3.0, -1.0]
+    """
+    return a.max(), a.min()
+
+
 def _largest(a: np.ndarray | None) -> float:
     """The largest |a|: NaN when ``a`` holds one, 0 when it is empty."""
     if a is None or a.size == 0:
         return 0.0
-    return float(max(a.max(), -a.min()))  # two passes, no temporary
+    import numpy as np
+
+    found = np.array(map_parts(extremes, a))  # (parts, 2): each part's max and min
+    return float(np.max([found[:, 0].max(), -found[:, 1].min()]))  # NaN wins, as in np.max
 
 
-def _largest_norm(a: np.ndarray | None, squares: str) -> float:
+def _largest_norm(a: np.ndarray | None, squares: str, summed: int) -> float:
     """The largest Euclidean norm of the vectors of ``a`` that the einsum ``squares`` sums the
-    squares of (at least float32): NaN when ``a`` holds one, inf when a square overflows, 0
-    when ``a`` is empty."""
+    squares of (at least float32) along axis ``summed``: NaN when ``a`` holds one, inf when a
+    square overflows, 0 when ``a`` is empty."""
     if a is None or a.size == 0:
         return 0.0
     import numpy as np
 
     wide = np.promote_types(a.dtype, np.float32)
-    return float(np.sqrt(np.einsum(squares, a, a, dtype=wide).max()))
+
+    def largest_square(part: np.ndarray) -> float:
+        return float(np.einsum(squares, part, part, dtype=wide).max())
+
+    return float(np.sqrt(np.max(map_parts(largest_square, a, keep=(summed,)))))

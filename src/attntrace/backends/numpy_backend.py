@@ -14,7 +14,7 @@ import numpy as np
 from attntrace.backends import spare
 from attntrace.backends.base import Backend, Shape, Source
 from attntrace.config import MASK_DTYPE
-from attntrace.parallel import cores, in_pool, pool
+from attntrace.parallel import cores, in_pool, map_parts, pool
 
 if TYPE_CHECKING:
     from threadpoolctl import ThreadpoolController
@@ -173,7 +173,11 @@ class NumpyBackend(Backend[np.ndarray]):
         return np.broadcast_to(np.zeros((), dtype=_NUMPY_DTYPES[dtype]), shape)
 
     def contiguous(self, x: np.ndarray) -> np.ndarray:
-        return np.ascontiguousarray(x)
+        if x.flags.c_contiguous:
+            return x
+        out = np.empty(x.shape, x.dtype)
+        map_parts(np.copyto, out, x)  # a large gather on every core
+        return out
 
     def matmul_into(self, a: np.ndarray, b: np.ndarray, out: np.ndarray) -> None:
         np.matmul(a, b, out=out)

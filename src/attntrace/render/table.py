@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import math
 import re
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from attntrace.config import AttentionConfig
 from attntrace.costs import count as in_unit
 from attntrace.costs import format_count, format_terms
 from attntrace.memory import format_bytes
+from attntrace.parallel import map_parts
 from attntrace.render.grid import BLANK, Column, Grid, Piece, Prose, show
 from attntrace.render.pooling import POOLING, Pooled, block_starts, pool, span_labels
 from attntrace.trace import Trace
@@ -462,21 +464,45 @@ def weights_summary(matrix: np.ndarray) -> Text:
     return _summary(matrix).rich()
 
 
+@dataclass(frozen=True)
+class _RowFacts:
+    """What :func:`_summary` needs of some whole rows of an attention matrix."""
+
+    rows: int  # how many
+    sums: np.ndarray  # (rows,): each row's sum
+    top: int  # the flat index of the rows' largest weight (the first of equals)
+    largest: float  # that weight
+    entropies: np.ndarray  # (rows,): each row's -sum(p log p)
+
+
+def _row_facts(part: np.ndarray) -> _RowFacts:
+    """The facts of the rows of ``part`` (r, N), in one pass each over them."""
+    import numpy as np
+
+    top = int(np.argmax(part))
+    terms = np.maximum(part, 1e-30)  # np.clip(part, 1e-30, None), in one buffer:
+    np.log(terms, out=terms)
+    np.multiply(part, terms, out=terms)
+    np.negative(terms, out=terms)  # -(p log p), element by element
+    return _RowFacts(part.shape[0], part.sum(axis=-1), top, float(part.flat[top]),
+                     terms.sum(axis=-1))
+
+
 def _summary(matrix: np.ndarray) -> Prose:
     import numpy as np
 
     seq = matrix.shape[-1]  # N, the keys a row spreads over
-    row_sums = matrix.sum(axis=-1)
+    parts = map_parts(_row_facts, matrix, keep=(-1,))  # rows of the matrix, on every core
+    starts = np.cumsum([0, *(p.rows for p in parts)])
+    found = [p.largest for p in parts]  # the first NaN, else the largest, as np.argmax
+    best = next((i for i, x in enumerate(found) if math.isnan(x)), int(np.argmax(found)))
+    top = divmod(int(starts[best]) * seq + parts[best].top, seq)  # (query, key)
+    row_sums = np.concatenate([p.sums for p in parts])  # (S,)
     row_sums = row_sums[row_sums > 0]  # rows with every key masked are zeros
-    top = np.unravel_index(int(np.argmax(matrix)), matrix.shape)
-    terms = np.maximum(matrix, 1e-30)  # np.clip(matrix, 1e-30, None), in one buffer:
-    np.log(terms, out=terms)
-    np.multiply(matrix, terms, out=terms)
-    np.negative(terms, out=terms)  # -(p log p), element by element
-    entropy = float(terms.sum(axis=-1).mean())
+    entropy = float(np.concatenate([p.entropies for p in parts]).mean())
     lines = [
         f"  rows sum to 1 within {float(np.abs(row_sums - 1).max(initial=0.0)):.1e}",
-        f"  largest weight {float(matrix[top]):.4f} (query {top[0]} -> key {top[1]})",
+        f"  largest weight {parts[best].largest:.4f} (query {top[0]} -> key {top[1]})",
         f"  mean row entropy {entropy:.3f} nats (uniform attention: ln {seq} = {np.log(seq):.3f})",
     ]
     return Prose(["\n".join(lines)])
