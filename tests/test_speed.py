@@ -136,3 +136,40 @@ def test_only_drawn_sources_count_as_work_for_the_pool() -> None:
     assert not given["x"].drawn
     assert given["w_q"] is not None
     assert given["w_q"].drawn
+
+
+@pytest.mark.parametrize("cores", [1, 2, 3])
+def test_map_parts_holds_each_element_once_and_keeps_the_axes_it_is_told(
+        cores: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    from attntrace import parallel
+
+    monkeypatch.setattr(parallel, "cores", lambda: cores)
+    a = np.arange(3 * 64 * 8192, dtype=np.float64).reshape(3, 64, 8192)
+    parts = parallel.map_parts(lambda p: p, a, keep=(-1,))
+    assert len(parts) == cores
+    assert all(p.shape[0] == 3 and p.shape[2] == 8192 for p in parts)  # split along the 64 alone
+    assert np.array_equal(np.concatenate(parts, axis=1), a)  # every element once, in order
+    out = np.empty_like(a)
+    parallel.map_parts(np.copyto, out, a[:, :, ::-1])  # the same part of each array
+    assert np.array_equal(out, a[:, :, ::-1])
+    assert parallel.map_parts(np.sum, a[:1, :1, :10]) == [np.sum(a[:1, :1, :10])]  # small: whole
+
+
+@pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
+def test_pooled_checks_find_a_bad_value_in_the_last_part(
+        bad: float, monkeypatch: pytest.MonkeyPatch) -> None:
+    from attntrace import eager, parallel
+
+    monkeypatch.setattr(parallel, "cores", lambda: 2)
+    x = np.ones((4, 1024, 512), dtype=np.float32)
+    x[-1, -1, -1] = bad
+    found = eager._largest(x)
+    assert np.isnan(found) if np.isnan(bad) else found == np.inf
+    norm = eager._largest_norm(x, "...i,...i->...", -1)
+    assert np.isnan(norm) if np.isnan(bad) else norm == np.inf
+    x = np.ones((1, 2048, 512), dtype=np.float32)  # 2^20 elements: checked in two parts
+    x[0, -1, -1] = bad
+    t = trace_attention(AttentionConfig(batch=1, seq=2048, hidden=512, heads=4),
+                        tensors={"x": x})
+    assert t["x"].nonfinite == 1
+    assert t["q_proj"].nonfinite == 512  # the projections of the bad row, in the second part
