@@ -345,9 +345,11 @@ def bounded(rows: Rows[T]) -> Rows[T]:
     False
     """
     be = rows.be
-    q_top = _largest_norm(be.to_numpy(rows.q), "...i,...i->...", -1)  # max ||q_i|| over rows i
-    k_top = _largest_norm(be.to_numpy(rows.k_t), "...ij,...ij->...j", -2)  # over columns j
-    v_top = _largest(be.to_numpy(rows.v))
+    pooled = be.pools_checks
+    # max ||q_i|| over rows i, max ||k_j|| over columns j, max |v|
+    q_top = _largest_norm(be.to_numpy(rows.q), "...i,...i->...", -1, pooled)
+    k_top = _largest_norm(be.to_numpy(rows.k_t), "...ij,...ij->...j", -2, pooled)
+    v_top = _largest(be.to_numpy(rows.v), pooled)
     limit = FINITE_MAX[rows.dtype] / 2
     d = be.shape(rows.q)[-1]
     slack = 1 + 2 * (d + 2) * EPSILON[rows.dtype]  # the rounding of the scores and of the norms
@@ -382,20 +384,22 @@ def extremes(a: np.ndarray) -> tuple[np.generic, np.generic]:
     return a.max(), a.min()
 
 
-def _largest(a: np.ndarray | None) -> float:
-    """The largest |a|: NaN when ``a`` holds one, 0 when it is empty."""
+def _largest(a: np.ndarray | None, pooled: bool = True) -> float:
+    """The largest |a|: NaN when ``a`` holds one, 0 when it is empty (``pooled``: see
+    :func:`~attntrace.parallel.map_parts`)."""
     if a is None or a.size == 0:
         return 0.0
     import numpy as np
 
-    found = np.array(map_parts(extremes, a))  # (parts, 2): each part's max and min
+    found = np.array(map_parts(extremes, a, pooled=pooled))  # (parts, 2): max and min of each
     return float(np.max([found[:, 0].max(), -found[:, 1].min()]))  # NaN wins, as in np.max
 
 
-def _largest_norm(a: np.ndarray | None, squares: str, summed: int) -> float:
+def _largest_norm(a: np.ndarray | None, squares: str, summed: int, pooled: bool = True) -> float:
     """The largest Euclidean norm of the vectors of ``a`` that the einsum ``squares`` sums the
     squares of (at least float32) along axis ``summed``: NaN when ``a`` holds one, inf when a
-    square overflows, 0 when ``a`` is empty."""
+    square overflows, 0 when ``a`` is empty (``pooled``: see
+    :func:`~attntrace.parallel.map_parts`)."""
     if a is None or a.size == 0:
         return 0.0
     import numpy as np
@@ -405,4 +409,4 @@ def _largest_norm(a: np.ndarray | None, squares: str, summed: int) -> float:
     def largest_square(part: np.ndarray) -> float:
         return float(np.einsum(squares, part, part, dtype=wide).max())
 
-    return float(np.sqrt(np.max(map_parts(largest_square, a, keep=(summed,)))))
+    return float(np.sqrt(np.max(map_parts(largest_square, a, keep=(summed,), pooled=pooled))))

@@ -112,13 +112,14 @@ _END = object()
 PARTS_MIN_NUMEL = 1 << 20
 
 
-def map_parts(fn: Callable[..., R], *arrays: np.ndarray, keep: tuple[int, ...] = ()) -> list[R]:
+def map_parts(fn: Callable[..., R], *arrays: np.ndarray, keep: tuple[int, ...] = (),
+              pooled: bool = True) -> list[R]:
     """``fn`` on views of ``arrays`` (of one shape; the first decides) that together hold each
     element once, in order, the same part of each array in one call (``np.copyto`` as ``fn``
     copies one into another): one part
     per core along its longest axis not in ``keep`` (axes a part must hold whole, as the rows
-    of a norm), read on the pool, when the array is large and this is not a worker; else
-    ``[fn(array)]``. For reductions whose order does not matter (a max, a count, norms): the
+    of a norm), read on the pool, when the array is large, ``pooled`` and this is not a
+    worker; else ``[fn(array)]``. For reductions whose order does not matter (a max, a count, norms): the
     main thread's passes over the projections and the weights ran on one core while the
     other waited.
 
@@ -133,7 +134,7 @@ def map_parts(fn: Callable[..., R], *arrays: np.ndarray, keep: tuple[int, ...] =
     n, array = cores(), arrays[0]
     kept = {k % array.ndim for k in keep}
     axes = [i for i in range(array.ndim) if i not in kept]
-    if n == 1 or array.size < PARTS_MIN_NUMEL or in_pool() or not axes:
+    if not pooled or n == 1 or array.size < PARTS_MIN_NUMEL or in_pool() or not axes:
         return [fn(*arrays)]
     axis = max(axes, key=lambda i: array.shape[i])
     cuts = [array.shape[axis] * i // n for i in range(n + 1)]

@@ -34,6 +34,7 @@ class TorchBackend(Backend["torch.Tensor"]):
     """Attention operations on ``torch.Tensor`` on the CPU."""
 
     name = "torch"
+    pools_checks = False
     dtypes = ("float16", "bfloat16", "float32", "float64")
 
     def __init__(self) -> None:
