@@ -173,3 +173,23 @@ def test_pooled_checks_find_a_bad_value_in_the_last_part(
                         tensors={"x": x})
     assert t["x"].nonfinite == 1
     assert t["q_proj"].nonfinite == 512  # the projections of the bad row, in the second part
+
+
+@pytest.mark.parametrize("shape", [(4, 300), (2, 3, 64, 2047), (1, 16, 128, 256), (8, 8192), (5, 7)])
+def test_rows_divided_by_their_column_with_a_row_long_buffer_keep_numpys_bits(
+        shape: tuple[int, ...]) -> None:
+    from attntrace.backends.numpy_backend import by_rows
+
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal(shape).astype(np.float32)
+    col = rng.random((*shape[:-1], 1)).astype(np.float32) + 0.5
+    before = np.getbufsize()
+    for ufunc in (np.divide, np.subtract, np.multiply):
+        assert np.array_equal(by_rows(ufunc, x, col, None), ufunc(x, col))
+        out = np.empty_like(x)
+        by_rows(ufunc, x, col, out)
+        assert np.array_equal(out, ufunc(x, col))
+    assert np.getbufsize() == before  # given back
+    with pytest.raises(ValueError, match="non-broadcastable output"):
+        by_rows(np.divide, x, col, np.empty((1, 1), np.float32))  # a wrong out: numpy's error
+    assert np.getbufsize() == before  # given back after an error too
