@@ -330,9 +330,11 @@ def numpy_floor(arrays: dict[str, np.ndarray], sizes: tuple[int, int, int, int],
         x = arrays["x"].reshape(B * S, H)
         with threadpool_limits(1):
             q, k, v = (linear(x, c).reshape(B, S, h, d).transpose(0, 2, 1, 3) for c in "qkv")
-            k_t = np.ascontiguousarray(np.ascontiguousarray(k).transpose(0, 1, 3, 2))  # (B, h, d, S)
+            # (B, h, d, S), as attntrace's copies
+            k_t = np.ascontiguousarray(np.ascontiguousarray(k).transpose(0, 1, 3, 2))
             context = np.empty((B, S, h, d), np.float32).transpose(0, 2, 1, 3)  # (B, h, S, d)
-            blocks = iter([(b, i, r) for b in range(B) for i in range(h) for r in range(0, S, rows)])
+            heads = [(b, i) for b in range(B) for i in range(h)]
+            blocks = iter([(b, i, r) for b, i in heads for r in range(0, S, rows)])
             lock = threading.Lock()
 
             def drain(_: int) -> None:

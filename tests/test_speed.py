@@ -175,7 +175,8 @@ def test_pooled_checks_find_a_bad_value_in_the_last_part(
     assert t["q_proj"].nonfinite == 512  # the projections of the bad row, in the second part
 
 
-@pytest.mark.parametrize("shape", [(4, 300), (2, 3, 64, 2047), (1, 16, 128, 256), (8, 8192), (5, 7)])
+@pytest.mark.parametrize(
+    "shape", [(4, 300), (2, 3, 64, 2047), (1, 16, 128, 256), (8, 8192), (5, 7)])
 def test_rows_divided_by_their_column_with_a_row_long_buffer_keep_numpys_bits(
         shape: tuple[int, ...]) -> None:
     from attntrace.backends.numpy_backend import by_rows

@@ -688,8 +688,10 @@ class _Recorder(Generic[T]):
 
         if array.dtype.kind not in "fc":
             return 0  # booleans (a mask) and integers hold no NaN or inf
-        if array.size and np.isfinite(map_parts(extremes, array, pooled=self.be.pools_checks)).all():
-            return 0  # two cheap passes: a NaN makes both NaN, +inf the max, -inf the min
+        # two cheap passes: a NaN makes both NaN, +inf the max, -inf the min
+        pooled = self.be.pools_checks
+        if array.size and np.isfinite(map_parts(extremes, array, pooled=pooled)).all():
+            return 0
         if name in MASKING_STEPS:
             return int(np.count_nonzero(np.isnan(array) | np.isposinf(array)))
         return int(array.size - np.count_nonzero(np.isfinite(array)))

@@ -116,12 +116,11 @@ def map_parts(fn: Callable[..., R], *arrays: np.ndarray, keep: tuple[int, ...] =
               pooled: bool = True) -> list[R]:
     """``fn`` on views of ``arrays`` (of one shape; the first decides) that together hold each
     element once, in order, the same part of each array in one call (``np.copyto`` as ``fn``
-    copies one into another): one part
-    per core along its longest axis not in ``keep`` (axes a part must hold whole, as the rows
-    of a norm), read on the pool, when the array is large, ``pooled`` and this is not a
-    worker; else ``[fn(array)]``. For reductions whose order does not matter (a max, a count, norms): the
-    main thread's passes over the projections and the weights ran on one core while the
-    other waited.
+    copies one into another): one part per core along the longest axis not in ``keep`` (axes
+    a part must hold whole, as the rows of a norm), on the pool, when the array is large,
+    ``pooled`` and this is not a worker; else ``[fn(*arrays)]``. For reductions whose order
+    does not matter (a max, a count, norms): the main thread's passes over the projections and
+    the weights ran on one core while the other waited.
 
     >>> import numpy as np
     >>> a = np.arange(12.0).reshape(3, 4)
