@@ -302,9 +302,9 @@ def flash_context(config: AttentionConfig, be: Backend[T], rec: _Recorder[T], q:
     s_op = "q_scaled @ k_block_t" + _skipped_op(config)
     f = _Flash(be, rec, q, k, v, config.score_scale, scale_op, s_op, not keeps, plan,
                config.softcap, table, _onehot(config))
-    *lead, h, S, d_q = be.shape(q)
+    *lead, h, S = be.shape(q)[:-1]
     # (B, h, S, d), a view of (B, S, h, d): merging the heads afterwards copies nothing
-    zeros = be.transpose(be.full((*lead, S, h, d_q), 0.0, be.dtype(q)), -3, -2)
+    zeros = be.transpose(be.full((*lead, S, h, d), 0.0, be.dtype(q)), -3, -2)
     out = rec.step("context", zeros, "zeros(B, h, S, d), filled by o_block", f.ax("S", "d"))
     rows, cols = config.blocks
     work = list(tiles(be.shape(q)[-2], be.shape(k)[-2], rows, causal=config.causal,
