@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import os
 import platform
 import statistics
@@ -30,6 +31,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from concurrent.futures import ThreadPoolExecutor
+
     import numpy as np
 
 REPO = Path(__file__).resolve().parents[1]
@@ -298,6 +301,14 @@ def compute_fns(sizes: tuple[int, int, int, int], mask: str = "none",
 NUMPY_FLOOR = "numpy floor: the same chain by hand, nothing kept"
 
 
+@functools.cache
+def floor_pool(threads: int) -> ThreadPoolExecutor:
+    """The floor's own pool of ``threads`` workers (not attntrace's), made once per size."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    return ThreadPoolExecutor(threads, thread_name_prefix="floor")
+
+
 def numpy_floor(arrays: dict[str, np.ndarray], sizes: tuple[int, int, int, int],
                 factor: float) -> Callable[[], np.ndarray]:
     """numpy's floor for eager attention without a mask, in attntrace's own design (which it
@@ -305,14 +316,13 @@ def numpy_floor(arrays: dict[str, np.ndarray], sizes: tuple[int, int, int, int],
     each (head, 256 query rows) ``s = q @ k_t``, ``s *= scale``, ``exp(s)`` (every score is in
     range for these inputs), the row sums, ``(exp @ v) / sums``; one BLAS thread per block."""
     import threading
-    from concurrent.futures import ThreadPoolExecutor
 
     import numpy as np
     from threadpoolctl import threadpool_limits
 
     B, S, H, h = sizes
     d, n, rows = H // h, len(os.sched_getaffinity(0)), 256
-    workers = ThreadPoolExecutor(n)
+    workers = floor_pool(n)
 
     def linear(a: np.ndarray, c: str) -> np.ndarray:  # (B·S, H) @ (H, H) + (H,)
         out = np.empty((a.shape[0], H), np.float32)
