@@ -276,8 +276,48 @@ def test_remade_weights_hold_no_buffer_and_give_the_bits_of_held_ones(backend: s
     assert remade["weights"].nonfinite == held["weights"].nonfinite
 
 
-def test_run_view_remakes_one_head_instead_of_holding_every_head(monkeypatch: pytest.MonkeyPatch) -> None:
-    """``attntrace run`` (table view) makes the weights of the head it shows only."""
+@pytest.mark.parametrize("backend", ["numpy", "torch"])
+@pytest.mark.parametrize("kind", ["none", "causal", "key padding", "user float"])
+@pytest.mark.parametrize("softcap", [20.0, None])  # torch without a soft-cap: its fused kernel
+def test_the_held_head_of_remade_weights_is_read_as_the_blocks_wrote_it(
+        monkeypatch: pytest.MonkeyPatch, backend: str, kind: str, softcap: float | None) -> None:
+    from attntrace import eager
+    from attntrace.trace import Lazy
+
+    options, mask = MASKS[kind]
+    cfg = AttentionConfig(batch=2, seq=40, hidden=32, heads=4, softcap=softcap, **options)
+    whole = trace_attention(cfg, backend, mask=mask)["weights"].value  # (B, h, S, N), kept
+    remade = trace_attention(cfg, backend, mask=mask, keep_values={"weights"}, remake={"weights"},
+                             hold=(1, 2))
+    assert isinstance(remade["weights"].__dict__["value"], Lazy)  # no (B, h, S, N) buffer
+    made: list[tuple[int, ...] | None] = []
+    original = eager.Rows.make
+
+    def spy(self: eager.Rows[object], upto: str, at: tuple[int, ...] | None = None) -> object:
+        made.append(at)
+        return original(self, upto, at)
+
+    monkeypatch.setattr(eager.Rows, "make", spy)
+    np.testing.assert_array_equal(remade["weights"].part((1, 2)), whole[1, 2])
+    fused = backend == "torch" and softcap is None and kind != "user float"
+    assert made == ([(1, 2)] if fused else [])  # held as the blocks wrote it: not made again
+    np.testing.assert_array_equal(remade["weights"].part((0, 3)), whole[0, 3])  # made alone
+    assert made[-1] == (0, 3)
+    np.testing.assert_array_equal(remade["weights"].value, whole)
+
+
+@pytest.mark.parametrize("hold", [(4,), (0, 0), (-1,), (0.0,)])
+def test_a_held_head_outside_the_sizes_is_refused(hold: tuple[int, ...]) -> None:
+    from attntrace.errors import ConfigError
+
+    cfg = AttentionConfig(seq=40, hidden=32, heads=4)
+    with pytest.raises(ConfigError, match=r"is not a head of these sizes; give \(head,\) with head in 0..3"):
+        trace_attention(cfg, keep_values={"weights"}, remake={"weights"}, hold=hold)
+
+
+def test_run_view_holds_the_head_it_shows_and_makes_no_other(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``attntrace run`` (table view) keeps the weights of the head it shows only, as the
+    trace computes them: nothing is made again."""
     from typer.testing import CliRunner
 
     from attntrace import eager
@@ -294,7 +334,9 @@ def test_run_view_remakes_one_head_instead_of_holding_every_head(monkeypatch: py
     done = CliRunner().invoke(app, ["run", "--seq", "40", "--hidden", "32", "--heads", "4", "--head", "2"])
     assert done.exit_code == 0, done.output
     assert "attention weights, head 2" in done.output
-    assert made == [(2,)]  # one head, made once; no (h, S, N) buffer
+    assert made == []  # the head shown held by the trace; no (h, S, N) buffer, no remake
+    shown = trace_attention(AttentionConfig(seq=40, hidden=32, heads=4))["weights"].value[2]
+    assert f"largest weight {shown.max():.4f}" in done.output
 
 
 def test_context_and_merged_are_counted_unless_the_bounds_prove_them_finite() -> None:

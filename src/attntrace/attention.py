@@ -93,6 +93,7 @@ def trace_attention(
     max_memory: int | None = None,
     keep_values: bool | Collection[str] = True,
     remake: Collection[str] = (),
+    hold: tuple[int, ...] | None = None,
     tensors: Mapping[str, np.ndarray | None] | None = None,
     threads: int | None = None,
     replace: Mapping[str, StepReplacement] | None = None,
@@ -109,6 +110,9 @@ def trace_attention(
     ``weights``) to hold as the recipe that makes them again on first read, bit for bit,
     instead of in memory: :meth:`Step.part` of one head then makes that head alone, so a
     reader of one head (``attntrace run``'s view) skips the (B, h, S, N) buffer and its pass.
+    ``hold`` (batch item, head), or (head,) without a batch axis, is the one head of the remade
+    ``weights`` that the trace keeps as it computes them: that reader then gets them without
+    making them again.
     Query rows left without any key get zero weights, a note in ``Trace.notes`` and a
     :class:`attntrace.masks.MaskWarning`.
     ``tensors`` replaces the seeded x (or x_kv) or parameters by arrays (e.g. loaded weights)
@@ -151,7 +155,8 @@ def trace_attention(
     with warnings.catch_warnings():
         # overflow, invalid: counted per step instead
         warnings.simplefilter("ignore", RuntimeWarning)
-        trace = _record(config, be, sources, plan, keep_values=keep, remake=remake,
+        trace = _record(config, be, sources, plan, keep_values=keep,
+                        remake=remake, hold=check_hold(config, hold),
                         replace=replace, threads=workers, shapes=shapes)
     for note in trace.notes:
         if not note.startswith(NONFINITE_NOTE):  # non-finite values are reported by the note alone
@@ -161,13 +166,13 @@ def trace_attention(
 
 def _record(config: AttentionConfig, be: Backend[T], sources: Mapping[str, Source | None],
             plan: MaskPlan | None, *, keep_values: bool | Collection[str],
-            remake: Collection[str] = (),
+            remake: Collection[str] = (), hold: tuple[int, ...] | None = None,
             replace: Mapping[str, StepReplacement] | None = None, threads: int = 1,
             shapes: Trace | None = None) -> Trace:
     """Create the tensors of ``sources`` on ``be`` (a None source is a left-out bias), run the
     algorithm through the cost meter and collect the records (``shapes``: the shape trace of the
     same config, whose totals flash's tiles take)."""
-    recorder = _Recorder(be, config, keep_values, replace or {}, threads, shapes, remake)
+    recorder = _Recorder(be, config, keep_values, replace or {}, threads, shapes, remake, hold)
     names = param_axes(config)
     made = _make_tensors(be, sources, threads)
     params = {name: made[name] for name in names if name in made}
@@ -433,7 +438,9 @@ def _attend_rows(config: AttentionConfig, be: Backend[T], rec: _Recorder[T], lay
     # (B, h, S, d), a view of (B, S, h, d): merging the heads afterwards copies nothing
     context = fused if fused is not None else \
         raw.transpose(raw.empty((*lay.sizes, S, h, d), rows.dtype), lay.n, lay.n + 1)
-    found = _run_rows(rec, rows, weights if kept else None, context) if fused is None else {}
+    held = _held(rec, rows) if not kept and fused is None else {}  # {at: (S, N)} or {}
+    found = _run_rows(rec, rows, weights if kept else None, context, held) if fused is None \
+        else {}
     hSN = lay.ax("h", "S", N)
     cap = config.softcap
     ops = {"scores": f"{q_name} @ k_t",
@@ -456,7 +463,7 @@ def _attend_rows(config: AttentionConfig, be: Backend[T], rec: _Recorder[T], lay
             last = rec.made(name, rows, ops[name], hSN, [("scale", (last,))], found)  # (B, h, S, N)
     op = f"softmax({rows.chain[-1]}, dim=-1)"
     if not kept:  # made again by the blocks when read (if kept), as the steps before it
-        weights = rec.made("weights", rows, op, hSN, [("softmax", (last,))], found)
+        weights = rec.made("weights", rows, op, hSN, [("softmax", (last,))], found, held)
     else:
         rec.meter.charge("softmax", last, out=weights)
         weights = rec.step("weights", weights, op, hSN, nonfinite=found.get("weights", 0))
@@ -468,6 +475,42 @@ def _attend_rows(config: AttentionConfig, be: Backend[T], rec: _Recorder[T], lay
         rec.proven_finite.add("context")
     return rec.step("context", context, f"weights @ {v_name}", lay.ax("h", "S", "d"),
                     nonfinite=0 if proven else None)
+
+
+def _held(rec: _Recorder[T], rows: Rows[T]) -> dict[tuple[int, ...], T]:
+    """An (S, N) buffer for the weights of the lead index ``hold`` when they are remade (not
+    kept whole) on a computing backend: the blocks of that head write their weights there, so
+    a view of that head reads them without making them again."""
+    if rec.hold is None or "weights" not in rec.remake or not rec.keeps("weights") \
+            or not rows.be.computes:
+        return {}
+    return {rec.hold: rows.be.empty(rows.shape[-2:], rows.dtype)}  # (S, N)
+
+
+def check_hold(config: AttentionConfig, hold: tuple[int, ...] | None) -> tuple[int, ...] | None:
+    """``hold`` as a tuple of ints, checked against the config's batch and heads.
+
+    >>> check_hold(AttentionConfig(seq=3, hidden=8, heads=2), (1,))
+    (1,)
+    >>> check_hold(AttentionConfig(seq=3, hidden=8, heads=2), (2,))
+    Traceback (most recent call last):
+    ...
+    attntrace.errors.ConfigError: hold=(2,) is not a head of these sizes; give (head,) with head in 0..1
+    """
+    if hold is None:
+        return None
+    heads = f"head in 0..{config.heads - 1}"
+    if config.batch is None:
+        lead: tuple[int, ...] = (config.heads,)
+        want = f"give (head,) with {heads}"
+    else:
+        lead = (config.batch, config.heads)
+        want = f"give (batch item, head) with batch item in 0..{config.batch - 1} and {heads}"
+    index = tuple(hold)
+    if len(index) != len(lead) or not all(
+            isinstance(i, int) and 0 <= i < n for i, n in zip(index, lead, strict=True)):
+        raise ConfigError(f"hold={hold!r} is not a head of these sizes; {want}")
+    return index
 
 
 def _fused_context(rows: Rows[T], q: T, k: T, v: T, causal: bool = False) -> T | None:
@@ -482,13 +525,15 @@ def _fused_context(rows: Rows[T], q: T, k: T, v: T, causal: bool = False) -> T |
     return be.fused_attention(q, k, v, rows.factor, rows.mask, rows.additive, causal)
 
 
-def _run_rows(rec: _Recorder[T], rows: Rows[T], weights: T | None, context: T) -> dict[str, int]:
+def _run_rows(rec: _Recorder[T], rows: Rows[T], weights: T | None, context: T,
+              held: Mapping[tuple[int, ...], T]) -> dict[str, int]:
     """Compute the blocks (on a computing backend); the non-finite values of each step of the
-    chain: none when bounds on q, k, v prove every value finite, else counted block by block."""
+    chain: none when bounds on q, k, v prove every value finite, else counted block by block.
+    ``held``: (S, N) buffers for the weights of some lead indices (see :func:`_held`)."""
     if not rows.be.computes:
         return {}
     tally = None if rows.finite else Tally(rec.nonfinite)
-    rows.run(weights, context, tally)
+    rows.run(weights, context, tally, held)
     return tally.found if tally is not None else {}
 
 
@@ -595,9 +640,11 @@ class _Recorder(Generic[T]):
 
     def __init__(self, be: Backend[T], config: AttentionConfig, keep_values: bool | Collection[str],
                  replace: Mapping[str, StepReplacement] | None = None, threads: int = 1,
-                 shapes: Trace | None = None, remake: Collection[str] = ()) -> None:
+                 shapes: Trace | None = None, remake: Collection[str] = (),
+                 hold: tuple[int, ...] | None = None) -> None:
         self.be, self.keep_values, self.replace = be, keep_values, replace or {}
         self.remake = frozenset(remake)  # kept as recipes made on first read, not held
+        self.hold = hold  # the lead index whose part of the remade weights is held
         self.shapes = shapes  # the shape trace of the same config (flash's tile totals)
         self.threads = threads  # for independent blocks of work (flash's query blocks)
         self._lock = threading.Lock()
@@ -660,16 +707,23 @@ class _Recorder(Generic[T]):
         return value
 
     def made(self, name: str, rows: Rows[T], op: str, axes: tuple[str, ...],
-             charges: Sequence[tuple[str, tuple[T, ...]]], found: Mapping[str, int]) -> T:
+             charges: Sequence[tuple[str, tuple[T, ...]]], found: Mapping[str, int],
+             held: Mapping[tuple[int, ...], T] | None = None) -> T:
         """Record step ``name`` of the blocked chain (:mod:`attntrace.eager`): a stand-in of
         no memory, charged as the backend operations ``charges`` on whole tensors would be,
-        its values (when kept) made again by the same blocks on first read."""
+        its values (when kept) made again by the same blocks on first read; the (S, N) parts
+        of ``held`` (filled by the blocks) are read as they are."""
         value = self.be.stand_in(rows.shape, rows.dtype)  # (B, h, S, N)
         for op_name, args in charges:
             self.meter.charge(op_name, *args, out=value)
         again = (lambda: rows.make(name)) if self.be.computes else None
+        parts = dict(held or {})
+
+        def part(at: tuple[int, ...]) -> T:
+            return parts[at] if at in parts else rows.make(name, at)
+
         return self.step(name, value, op, axes, again=again, nonfinite=found.get(name, 0),
-                         part=lambda at: rows.make(name, at))
+                         part=part)
 
     def nonfinite(self, name: str, value: T) -> int:
         """NaN and ±inf in ``value`` by the rule of step ``name`` (see :meth:`_nonfinite`)."""

@@ -28,7 +28,7 @@ import itertools
 import math
 import threading
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Generic, TypeVar
 
@@ -195,15 +195,20 @@ class Rows(Generic[T]):
             return self.be.binary("add", s, mask, inplace=True)
         return self.be.where(mask, s, -math.inf)
 
-    def run(self, weights: T | None, context: T, tally: Tally[T] | None = None) -> None:
+    def run(self, weights: T | None, context: T, tally: Tally[T] | None = None,
+            held: Mapping[tuple[int, ...], T] | None = None) -> None:
         """Fill ``context`` (B, h, S, d), and ``weights`` (B, h, S, N) unless None; with
-        ``tally``, count the non-finite values of every step (None: proven all finite)."""
+        ``tally``, count the non-finite values of every step (None: proven all finite).
+        ``held`` maps lead indices to (S, N) buffers that get the weights of that index alone
+        (those of a head that a view will read, when ``weights`` is None)."""
         be, scratch = self.be, _Scratch(self.be, self.dtype)
         skips = tally is None and self.skips()
         heads: dict[tuple[int, ...], tuple[Head[T], T | None, T]] = {}
+        ones = tuple(1 for _ in self.shape[:-2])
         for at in itertools.product(*(range(n) for n in self.shape[:-2])):
-            w_at = None if weights is None else _pick(be, weights, at)  # (1, 1, S, N)
-            heads[at] = (self.head(at), w_at, _pick(be, context, at))
+            w_at = _pick(be, weights, at) if weights is not None else \
+                be.reshape(held[at], (*ones, *self.shape[-2:])) if held and at in held else None
+            heads[at] = (self.head(at), w_at, _pick(be, context, at))  # w_at: (1, 1, S, N)
 
         def one(block: Block) -> None:
             at, i0, i1 = block

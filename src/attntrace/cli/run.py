@@ -89,7 +89,7 @@ def run(
         heads=heads, mask=mask,
         backend=backend, dtype=dtype, seed=seed, scale=scale, max_memory=max_memory,
         algorithm=algorithm, block_size=block_size, weights=weights, layer_prefix=layer_prefix,
-        input_file=input_file, input_kv=input_kv, threads=threads,
+        input_file=input_file, input_kv=input_kv, threads=threads, shown=(batch_item, head),
     )
     trace = with_whole_model(trace, layers, model)
     if save is not None:
@@ -121,11 +121,13 @@ def trace_from_options(
     keep: bool | set[str], *,
     mask: Path | None, backend: opt.BackendName, max_memory: str | None, weights: Path | None,
     layer_prefix: str | None, input_file: Path | None, input_kv: Path | None = None,
-    threads: int | None = None, remake: Collection[str] = (), **options: Any,
+    threads: int | None = None, remake: Collection[str] = (),
+    shown: tuple[int, int] | None = None, **options: Any,
 ) -> Trace:
     """The trace that run's options describe (also ``report``'s): config from the options and
     files, checked by ``validate``, traced keeping the values of ``keep`` (those of ``remake``
-    as recipes made when read: see :func:`attntrace.trace_attention`)."""
+    as recipes made when read, but for the head ``shown`` (batch item, head), which is held:
+    see :func:`attntrace.trace_attention`)."""
     from attntrace.attention import trace_attention
     from attntrace.masks import MaskWarning, load_mask
     from attntrace.memory import parse_size
@@ -135,10 +137,11 @@ def trace_from_options(
     validate(config)
     user_mask = load_mask(mask) if mask is not None else None
     budget = parse_size(max_memory) if max_memory is not None else None
+    hold = None if shown is None or not remake else shown if config.batched else shown[1:]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", MaskWarning)  # the renderers show Trace.notes instead
         trace = trace_attention(config, backend.value, mask=user_mask, max_memory=budget,
-                                keep_values=keep, remake=remake, tensors=tensors,
+                                keep_values=keep, remake=remake, hold=hold, tensors=tensors,
                                 threads=threads)
     if origin := origin_line(ctx, model, config):
         trace = dataclasses.replace(trace, origin=origin)
