@@ -138,6 +138,44 @@ def test_only_drawn_sources_count_as_work_for_the_pool() -> None:
     assert given["w_q"].drawn
 
 
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_a_large_x_is_drawn_block_by_block_on_any_number_of_threads_with_the_same_values(
+        dtype: str) -> None:
+    from attntrace.attention import POOL_MIN_SOURCE_NUMEL, _make_tensors
+    from attntrace.inputs import DRAW_ROWS, _rng, random_sources
+
+    cfg = AttentionConfig(batch=2, seq=1100, hidden=512, heads=8, dtype=dtype)  # 2200 rows of x
+    sources = random_sources(cfg)
+    parts = sources["x"].parts
+    assert parts is not None
+    assert len(parts.blocks) == 9
+    assert POOL_MIN_SOURCE_NUMEL <= 2 * 1100 * 512  # pooled with threads > 1
+    be = NumpyBackend()
+    alone = _make_tensors(be, sources, threads=1)
+    for threads in (2, 3):
+        pooled = _make_tensors(be, sources, threads=threads)
+        assert list(pooled) == list(alone)
+        for name, values in alone.items():
+            assert pooled[name].dtype == values.dtype == np.dtype(dtype)
+            np.testing.assert_array_equal(pooled[name], values)
+    rows = alone["x"].reshape(-1, 512)  # (B·S, H): the first block is one generator's, as before
+    first = _rng("x", 0).standard_normal((DRAW_ROWS, 512), dtype=dtype)
+    np.testing.assert_array_equal(rows[:DRAW_ROWS], first)
+    second = _rng("x", 0, 1).standard_normal((DRAW_ROWS, 512), dtype=dtype)
+    np.testing.assert_array_equal(rows[DRAW_ROWS:2 * DRAW_ROWS], second)
+    assert not np.array_equal(rows[DRAW_ROWS:2 * DRAW_ROWS], rows[:DRAW_ROWS])
+
+
+def test_a_small_x_is_one_generators_draw() -> None:
+    from attntrace.inputs import _rng, random_sources
+
+    cfg = AttentionConfig(batch=2, seq=3, hidden=8, heads=2)
+    x = random_sources(cfg)["x"]
+    assert x.parts is None
+    want = _rng("x", 0).standard_normal((2, 3, 8), dtype="float32")
+    np.testing.assert_array_equal(trace_attention(cfg)["x"].value, want)
+
+
 @pytest.mark.parametrize("cores", [1, 2, 3])
 def test_map_parts_holds_each_element_once_and_keeps_the_axes_it_is_told(
         cores: int, monkeypatch: pytest.MonkeyPatch) -> None:

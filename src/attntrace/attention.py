@@ -13,6 +13,7 @@ Variants add their own steps, only when they are on (:data:`VARIANT_STEPS`): ``x
 
 from __future__ import annotations
 
+import functools
 import math
 import threading
 import warnings
@@ -25,7 +26,7 @@ from attntrace.config import AttentionConfig, AxisLabels
 from attntrace.costs import CostMeter, Registry, peak_live_bytes, resolve
 from attntrace.eager import Rows, Tally, bounded, contiguous, extremes
 from attntrace.errors import ConfigError
-from attntrace.inputs import param_axes, random_sources, with_tensors
+from attntrace.inputs import given, param_axes, random_sources, with_tensors
 from attntrace.masks import (
     MASK_STEPS,
     MaskPlan,
@@ -220,7 +221,22 @@ def _make_tensors(be: Backend[T], sources: Mapping[str, Source | None],
     if threads == 1 or numel < POOL_MIN_SOURCE_NUMEL or not be.computes or in_pool():
         return {name: be.tensor(source) for name, source in todo.items()}
 
-    return dict(zip(todo, pool(threads).map(be.tensor, todo.values()), strict=True))
+    # each block of rows of a large drawn source is a task of its own: x is drawn on every core
+    rows = {name: source.parts.empty() for name, source in todo.items() if source.parts}
+    fills = [functools.partial(block.fill, rows[name][block.start:block.stop])
+             for name, source in todo.items() if source.parts for block in source.parts.blocks]
+    whole = [name for name in todo if name not in rows]
+    tasks = [*fills, *(functools.partial(be.tensor, todo[name]) for name in whole)]
+    results = list(pool(threads).map(_call, tasks))  # in order: the blocks, then the rest
+    made: dict[str, T] = dict(zip(whole, cast("list[T]", results[len(fills):]), strict=True))
+    for name, values in rows.items():  # (rows, last axis), every block filled
+        made[name] = be.tensor(replace(todo[name], make=given(values.reshape(todo[name].shape)),
+                                       parts=None))
+    return {name: made[name] for name in todo}
+
+
+def _call(task: Callable[[], object]) -> object:
+    return task()
 
 
 #: How the note about non-finite values begins (a contract: scripts may look for it).

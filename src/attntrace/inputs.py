@@ -9,7 +9,7 @@ import zlib
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
-from attntrace.backends.base import Shape, Source
+from attntrace.backends.base import Block, Parts, Shape, Source
 from attntrace.config import AttentionConfig
 from attntrace.errors import ConfigError
 
@@ -110,7 +110,7 @@ def with_tensors(
                 f"{name} has shape {tuple(value.shape)}, but the sizes give ({', '.join(axes)}) = {expected}; "
                 "make the size options match the files"
             )
-        merged[name] = Source(expected, config.dtype, _given(value))
+        merged[name] = Source(expected, config.dtype, given(value))
     return merged
 
 
@@ -123,27 +123,68 @@ def _ones(shape: Shape) -> Callable[[], np.ndarray]:
     return make
 
 
-def _given(value: np.ndarray) -> Callable[[], np.ndarray]:
+def given(value: np.ndarray) -> Callable[[], np.ndarray]:
     """A ``Source.make`` that returns the user's array (the backend casts it to the dtype)."""
     return lambda: value
 
 
-def _rng(name: str, seed: int) -> np.random.Generator:
+def _rng(name: str, seed: int, part: int = 0) -> np.random.Generator:
+    """The generator of ``name``'s values (of its block of rows ``part``, beyond the first)."""
     import numpy as np
 
-    return np.random.default_rng([seed, zlib.crc32(name.encode())])
+    words = [seed, zlib.crc32(name.encode())]
+    return np.random.default_rng(words if part == 0 else [*words, part])
+
+
+#: Rows (of all axes but the last) of a normal tensor drawn by one generator: each further block
+#: of rows has a generator of its own, so x of a large run is drawn on every core, with the same
+#: values on any number of cores. Tensors of at most this many rows (every small run's) are one
+#: block: their values are those of one generator, as before blocks.
+DRAW_ROWS = 256
 
 
 def _normal_source(name: str, shape: Shape, config: AttentionConfig) -> Source:
-    """Standard normal values; drawn in float64 for float64 runs, else in float32."""
+    """Standard normal values, block of :data:`DRAW_ROWS` rows by block; drawn in float64 for
+    float64 runs, else in float32.
+
+    >>> import numpy as np
+    >>> src = _normal_source("x", (600, 4), AttentionConfig(seq=600, hidden=4, heads=1))
+    >>> parts = src.parts
+    >>> [(b.start, b.stop) for b in parts.blocks]
+    [(0, 256), (256, 512), (512, 600)]
+    >>> rows = parts.empty()  # (600, 4)
+    >>> for b in parts.blocks:
+    ...     b.fill(rows[b.start:b.stop])
+    >>> first = _rng("x", 0).standard_normal((256, 4), dtype="float32")  # one generator's
+    >>> bool((src.make() == rows).all()), bool((rows[:256] == first).all())
+    (True, True)
+    """
+    dtype = "float64" if config.dtype == "float64" else "float32"  # numpy only when drawn
+    rows = math.prod(shape[:-1])
+
+    def block(index: int) -> Callable[[np.ndarray], None]:
+        def fill(out: np.ndarray) -> None:  # (stop - start, last axis)
+            _rng(name, config.seed, index).standard_normal(dtype=out.dtype, out=out)
+
+        return fill
+
+    def empty() -> np.ndarray:  # (rows, last axis)
+        import numpy as np
+
+        return np.empty((rows, shape[-1] if shape else 1), dtype=dtype)
+
+    parts = Parts(empty,
+                  tuple(Block(i0, min(i0 + DRAW_ROWS, rows), block(i0 // DRAW_ROWS))
+                        for i0 in range(0, rows, DRAW_ROWS)))
 
     def make() -> np.ndarray:
-        rng = _rng(name, config.seed)
-        if config.dtype == "float64":
-            return rng.standard_normal(shape)
-        return rng.standard_normal(shape, dtype="float32")
+        values = parts.empty()
+        for b in parts.blocks:
+            b.fill(values[b.start:b.stop])
+        return values.reshape(shape)
 
-    return Source(shape, config.dtype, make, drawn=True)
+    return Source(shape, config.dtype, make, drawn=True,
+                  parts=parts if len(parts.blocks) > 1 else None)
 
 
 def _uniform_source(name: str, shape: Shape, bound: float, config: AttentionConfig) -> Source:

@@ -28,12 +28,34 @@ BINARY_OPS: tuple[str, ...] = ("add", "sub", "mul", "div", "maximum")
 class Source:
     """A tensor to create: its shape and dtype, and how to make its values (called only by
     backends that compute; the shape backend never calls ``make``). ``drawn``: its values are
-    drawn from a generator, work enough to run on a thread of its own when large."""
+    drawn from a generator, work enough to run on a thread of its own when large. ``parts``:
+    the same values as ``make()``'s, drawn block of rows by block (each with a generator of
+    its own), so that a large tensor is drawn on every core; None when they come in one piece."""
 
     shape: Shape
     dtype: str
     make: Callable[[], np.ndarray]
     drawn: bool = False
+    parts: Parts | None = None
+
+
+@dataclass(frozen=True)
+class Parts:
+    """The blocks of rows (of all axes but the last) of a :class:`Source`: ``empty()`` is the
+    (rows, last axis) array of ``make``'s dtype that they fill, ``blocks`` each fill rows
+    ``start:stop`` of it in place."""
+
+    empty: Callable[[], np.ndarray]
+    blocks: tuple[Block, ...]
+
+
+@dataclass(frozen=True)
+class Block:
+    """Rows ``start:stop`` of :class:`Parts`, written in place by ``fill(rows)``."""
+
+    start: int
+    stop: int
+    fill: Callable[[np.ndarray], None]
 
 
 class Backend(ABC, Generic[T]):
