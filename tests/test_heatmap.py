@@ -120,3 +120,21 @@ def test_values_lists_what_it_skipped_and_takes_a_limit() -> None:
     assert "w_q (8, 8)" in out.split("skipped")[1]
     code, _, _err = run_cli("run", "--values", "--values-limit", "0")
     assert code == 2
+
+
+@pytest.mark.parametrize("dtype", ["float16", "float32", "float64"])
+def test_the_summary_of_a_long_matrix_gives_its_facts_as_float64_finds_them(dtype: str) -> None:
+    """Row sums, the largest weight and the mean row entropy (0 log 0 counting 0: causal rows
+    hold zeros), against the same facts taken in float64."""
+    from attntrace.render.table import weights_summary
+
+    cfg = AttentionConfig(seq=300, hidden=32, heads=2, causal=True, dtype=dtype)
+    matrix = trace_attention(cfg)["weights"].value[1]  # (S, N), zeros above the diagonal
+    text = weights_summary(matrix).plain
+    wide = matrix.astype(np.float64)
+    entropy = -(wide * np.log(np.where(wide > 0, wide, 1.0))).sum(-1).mean()
+    query, key = divmod(int(np.argmax(wide)), 300)
+    assert f"mean row entropy {entropy:.3f} nats (uniform attention: ln 300 = 5.704)" in text
+    assert f"largest weight {wide.max():.4f} (query {query} -> key {key})" in text
+    if dtype == "float64":  # the sums of narrower rows round differently in float64
+        assert f"rows sum to 1 within {np.abs(wide.sum(-1) - 1).max():.1e}" in text

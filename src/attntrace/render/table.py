@@ -480,12 +480,12 @@ def _row_facts(part: np.ndarray) -> _RowFacts:
     import numpy as np
 
     top = int(np.argmax(part))
-    terms = np.maximum(part, 1e-30)  # np.clip(part, 1e-30, None), in one buffer:
-    np.log(terms, out=terms)
-    np.multiply(part, terms, out=terms)
-    np.negative(terms, out=terms)  # -(p log p), element by element
-    return _RowFacts(part.shape[0], part.sum(axis=-1), top, float(part.flat[top]),
-                     terms.sum(axis=-1))
+    # log(p + tiny): 0 log 0 counts 0, and p + tiny is p for every weight that adds to the
+    # entropy (np.maximum(p, tiny) took 3x as long as the add)
+    logs = np.add(part, 1e-30, dtype=np.promote_types(part.dtype, np.float32))  # float16: wider
+    np.log(logs, out=logs)
+    entropies = -np.einsum("ij,ij->i", part, logs)  # -sum(p log p) of each row, in one pass
+    return _RowFacts(part.shape[0], part.sum(axis=-1), top, float(part.flat[top]), entropies)
 
 
 def _summary(matrix: np.ndarray) -> Prose:
