@@ -281,7 +281,6 @@ def test_remade_weights_hold_no_buffer_and_give_the_bits_of_held_ones(backend: s
 @pytest.mark.parametrize("softcap", [20.0, None])  # torch without a soft-cap: its fused kernel
 def test_the_held_head_of_remade_weights_is_read_as_the_blocks_wrote_it(
         monkeypatch: pytest.MonkeyPatch, backend: str, kind: str, softcap: float | None) -> None:
-    from attntrace import eager
     from attntrace.trace import Lazy
 
     options, mask = MASKS[kind]
@@ -290,6 +289,19 @@ def test_the_held_head_of_remade_weights_is_read_as_the_blocks_wrote_it(
     remade = trace_attention(cfg, backend, mask=mask, keep_values={"weights"}, remake={"weights"},
                              hold=(1, 2))
     assert isinstance(remade["weights"].__dict__["value"], Lazy)  # no (B, h, S, N) buffer
+    made = _spy_on_makes(monkeypatch)
+    np.testing.assert_array_equal(remade["weights"].part((1, 2)), whole[1, 2])
+    fused = backend == "torch" and softcap is None and kind != "user float"
+    assert made == ([(1, 2)] if fused else [])  # held as the blocks wrote it: not made again
+    np.testing.assert_array_equal(remade["weights"].part((0, 3)), whole[0, 3])  # made alone
+    assert made[-1] == (0, 3)
+    np.testing.assert_array_equal(remade["weights"].value, whole)
+
+
+def _spy_on_makes(monkeypatch: pytest.MonkeyPatch) -> list[tuple[int, ...] | None]:
+    """The lead index of every :meth:`Rows.make` from now on (None: the whole step)."""
+    from attntrace import eager
+
     made: list[tuple[int, ...] | None] = []
     original = eager.Rows.make
 
@@ -298,12 +310,7 @@ def test_the_held_head_of_remade_weights_is_read_as_the_blocks_wrote_it(
         return original(self, upto, at)
 
     monkeypatch.setattr(eager.Rows, "make", spy)
-    np.testing.assert_array_equal(remade["weights"].part((1, 2)), whole[1, 2])
-    fused = backend == "torch" and softcap is None and kind != "user float"
-    assert made == ([(1, 2)] if fused else [])  # held as the blocks wrote it: not made again
-    np.testing.assert_array_equal(remade["weights"].part((0, 3)), whole[0, 3])  # made alone
-    assert made[-1] == (0, 3)
-    np.testing.assert_array_equal(remade["weights"].value, whole)
+    return made
 
 
 @pytest.mark.parametrize("hold", [(4,), (0, 0), (-1,), (0.0,)])
@@ -320,17 +327,9 @@ def test_run_view_holds_the_head_it_shows_and_makes_no_other(monkeypatch: pytest
     trace computes them: nothing is made again."""
     from typer.testing import CliRunner
 
-    from attntrace import eager
     from attntrace.cli import app
 
-    made: list[tuple[int, ...] | None] = []
-    original = eager.Rows.make
-
-    def spy(self: eager.Rows[object], upto: str, at: tuple[int, ...] | None = None) -> object:
-        made.append(at)
-        return original(self, upto, at)
-
-    monkeypatch.setattr(eager.Rows, "make", spy)
+    made = _spy_on_makes(monkeypatch)
     done = CliRunner().invoke(app, ["run", "--seq", "40", "--hidden", "32", "--heads", "4", "--head", "2"])
     assert done.exit_code == 0, done.output
     assert "attention weights, head 2" in done.output
