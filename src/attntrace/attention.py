@@ -508,10 +508,11 @@ def check_hold(config: AttentionConfig, hold: tuple[int, ...] | None) -> tuple[i
 
     >>> check_hold(AttentionConfig(seq=3, hidden=8, heads=2), (1,))
     (1,)
-    >>> check_hold(AttentionConfig(seq=3, hidden=8, heads=2), (2,))
-    Traceback (most recent call last):
-    ...
-    attntrace.errors.ConfigError: hold=(2,) is not a head of these sizes; give (head,) with head in 0..1
+    >>> try:
+    ...     check_hold(AttentionConfig(seq=3, hidden=8, heads=2), (2,))
+    ... except ConfigError as error:
+    ...     print(error)
+    hold=(2,) is not a head of these sizes; give (head,) with head in 0..1
     """
     if hold is None:
         return None

@@ -9,7 +9,7 @@ import zlib
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
-from attntrace.backends.base import Block, Parts, Shape, Source
+from attntrace.backends.base import Parts, RowBlock, Shape, Source
 from attntrace.config import AttentionConfig
 from attntrace.errors import ConfigError
 
@@ -174,7 +174,7 @@ def _normal_source(name: str, shape: Shape, config: AttentionConfig) -> Source:
         return np.empty((rows, shape[-1] if shape else 1), dtype=dtype)
 
     parts = Parts(empty,
-                  tuple(Block(i0, min(i0 + DRAW_ROWS, rows), block(i0 // DRAW_ROWS))
+                  tuple(RowBlock(i0, min(i0 + DRAW_ROWS, rows), block(i0 // DRAW_ROWS))
                         for i0 in range(0, rows, DRAW_ROWS)))
 
     def make() -> np.ndarray:

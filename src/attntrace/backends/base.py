@@ -46,11 +46,11 @@ class Parts:
     ``start:stop`` of it in place."""
 
     empty: Callable[[], np.ndarray]
-    blocks: tuple[Block, ...]
+    blocks: tuple[RowBlock, ...]
 
 
 @dataclass(frozen=True)
-class Block:
+class RowBlock:
     """Rows ``start:stop`` of :class:`Parts`, written in place by ``fill(rows)``."""
 
     start: int
