@@ -175,7 +175,9 @@ def _record(config: AttentionConfig, be: Backend[T], sources: Mapping[str, Sourc
     same config, whose totals flash's tiles take)."""
     recorder = _Recorder(be, config, keep_values, replace or {}, threads, shapes, remake, hold)
     names = param_axes(config)
-    made = _make_tensors(be, sources, threads)
+    # a small run starts no threads: the pool's start (and its import) costs more than drawing
+    small = shapes is not None and shapes.total_flops < SMALL_WORK_FLOPS
+    made = _make_tensors(be, sources, 1 if small else threads)
     params = {name: made[name] for name in names if name in made}
     for name, t in params.items():
         recorder.registry.add(t, name, names[name])

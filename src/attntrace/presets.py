@@ -16,7 +16,6 @@ from typing import Any
 from attntrace.config import AttentionConfig
 from attntrace.costs import ModelFigures
 from attntrace.errors import ConfigError, InputFileError
-from attntrace.files.guard import load_json
 
 
 @dataclass(frozen=True)
@@ -330,6 +329,8 @@ def read_hf_config(path: Path | str, layer: int | None = None) -> dict[str, Any]
 
 
 def _load_json(path: Path) -> dict[str, Any]:
+    from attntrace.files.guard import load_json  # json's import only when a file is read
+
     data = load_json(path, what="--hf-config")  # a regular file, size-capped, strict JSON
     if not isinstance(data, dict):
         raise InputFileError(f"--hf-config {path} holds a JSON {type(data).__name__}, not an object; give a model's config.json")

@@ -13,11 +13,17 @@ from attntrace.errors import ConfigError
 #: Backend names, in the order the CLI lists them.
 BACKENDS: tuple[str, ...] = ("numpy", "torch", "shape")
 
-__all__ = ["BACKENDS", "Backend", "Source", "get_backend", "single_threaded_blas"]
+__all__ = ["BACKENDS", "Backend", "Source", "blas_pinned", "get_backend", "single_threaded_blas"]
 
 #: Below this many FLOPs a run is too small for BLAS threads to pay off: waking them costs more
 #: than the arithmetic (30 ms against 0.2 ms for a (3, 768) @ (768, 768) on a busy 2-core machine).
 SMALL_WORK_FLOPS = 10**9
+
+
+#: The variables that numpy's BLAS (OpenBLAS, or MKL) reads for its thread count at import.
+_BLAS_THREAD_VARS = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
+#: Set by single_threaded_blas: whether every variable says one thread (read by blas_pinned).
+_blas_state = {"pinned": False}
 
 
 def single_threaded_blas() -> bool:
@@ -25,9 +31,21 @@ def single_threaded_blas() -> bool:
     or the user chose a thread count; True when the request was made."""
     if "numpy" in sys.modules:
         return False
-    for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+    for var in _BLAS_THREAD_VARS:
         os.environ.setdefault(var, "1")
+    _blas_state["pinned"] = all(os.environ[var] == "1" for var in _BLAS_THREAD_VARS)
     return True
+
+
+def blas_pinned() -> bool:
+    """Whether numpy's BLAS was loaded with one thread by :func:`single_threaded_blas` (every
+    variable it reads says 1): then limiting it to one thread is nothing to do, and a small
+    run skips threadpoolctl's import and its search of the loaded libraries (~8 ms).
+
+    >>> isinstance(blas_pinned(), bool)
+    True
+    """
+    return _blas_state["pinned"]
 
 
 def get_backend(name: str) -> Backend[Any]:

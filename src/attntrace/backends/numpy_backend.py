@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from attntrace.backends import spare
+from attntrace.backends import blas_pinned, spare
 from attntrace.backends.base import Backend, Shape, Source
 from attntrace.config import MASK_DTYPE
 from attntrace.parallel import cores, in_pool, map_parts, pool
@@ -202,6 +202,9 @@ class NumpyBackend(Backend[np.ndarray]):
 
     @contextmanager
     def one_thread_each(self) -> Iterator[None]:
+        if blas_pinned():  # loaded with one thread: nothing to limit
+            yield
+            return
         with _blas_controller().limit(limits=1, user_api="blas"):  # process-wide meanwhile
             yield
 

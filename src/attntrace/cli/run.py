@@ -151,10 +151,12 @@ def trace_from_options(
 def with_whole_model(trace: Trace, layers: int | None, model: dict[str, Any]) -> Trace:
     """``trace`` with the figures of L layers like it: --layers L, else the layer count of
     --model, --hf-config or --preset when the config states one."""
+    sources = {k: model.get(k) for k in ("preset", "hf_config", "model_dir")}
+    if layers is None and all(v is None for v in sources.values()):
+        return trace  # nothing says a layer count (and nothing to import)
     from attntrace.costs import model_figures
     from attntrace.presets import layer_count
 
-    sources = {k: model.get(k) for k in ("preset", "hf_config", "model_dir")}
     n = layers if layers is not None else layer_count(**sources)
     return trace if n is None else dataclasses.replace(trace, whole_model=model_figures(trace, n))
 
@@ -187,13 +189,12 @@ def check_pictures(plot: Path | None, plot_flow: Path | None, backend: opt.Backe
 
 def draw_pictures(trace: Trace, plot: Path | None, plot_flow: Path | None, batch_item: int) -> None:
     """Write the heat-map grid (--plot) and the flow diagram (--plot-flow)."""
-    from attntrace.files.output import write_output
-
     if plot is not None:
         from attntrace.render.plot import plot_heads
 
         plot_heads(trace, plot, batch_item=batch_item)
     if plot_flow is not None:
+        from attntrace.files.output import write_output
         from attntrace.render.flow import render_flow_svg
 
         write_output(plot_flow, render_flow_svg(trace).encode("utf-8"))
