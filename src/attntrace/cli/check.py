@@ -48,8 +48,9 @@ def check(
     *,
     model: dict[str, Any],
 ) -> None:
-    """Check the shapes of a trace; exit 1 when one is not what you expect, 2 when a config of
-    a --spec cannot be checked (the others still are).
+    """Check the shapes of a trace: exit 1 when one is not what you expect.
+
+    Exit 2 when a config of a --spec cannot be checked (the others still are).
 
     Takes the size, variant and preset options of run.
     [bold]attntrace check --heads 12 --hidden 768 --expect scores=h,S,S --expect output=3,768[/]

@@ -38,9 +38,8 @@ COMMANDS: dict[str, CommandSpec] = {
                        "Run multi-head attention and print the shape of every step."),
     "trace": CommandSpec("attntrace.cli.trace", "Run your attention code and print the shape of "
                          "every tensor op in your files."),
-    "check": CommandSpec("attntrace.cli.check", "Check the shapes of a trace; exit 1 when one is "
-                         "not what you expect, 2 when a config of\na --spec cannot be checked "
-                         "(the others still are)."),
+    "check": CommandSpec("attntrace.cli.check", "Check the shapes of a trace: exit 1 when one is "
+                         "not what you expect."),
     "report": CommandSpec("attntrace.cli.report", "Write one self-contained HTML page: steps, flow "
                           "diagram, heat maps, costs, config."),
     "presets": CommandSpec("attntrace.cli.presets",
