@@ -86,6 +86,32 @@ def test_report_command_writes_the_file(tmp_path: Path) -> None:
     assert "must end in .html" in bad.stderr
 
 
+def test_report_shows_the_whole_model_of_layers_or_the_presets_layer_count(tmp_path: Path) -> None:
+    from attntrace.costs import model_figures
+
+    out = tmp_path / "report.html"
+    result = runner.invoke(app, ["report", "--out", str(out), *ARGS, "--layers", "3"])
+    assert result.exit_code == 0, result.stderr
+    page = out.read_text(encoding="utf-8")
+    want = model_figures(trace_attention(AttentionConfig(seq=12, hidden=32, heads=4, kv_heads=2,
+                                                         causal=True), "shape"), 3)
+    assert "<h2>Whole model: L=3 layers like this one, B=1, S=12</h2>" in page
+    assert f"<td>{want.params:,}</td>" in page  # the exact count, as in the terminal's table
+    assert want.kv_cache_bytes == 3 * 12 * 2 * 2 * 8 * 4  # L·N·2·g·d·bytes
+    assert "<td>KV cache (float32)</td><td class=num>4.50 KiB</td>" in page
+    assert page.index("<h2>Costs</h2>") < page.index("<h2>Whole model") < page.index("<h2>Config")
+    preset = runner.invoke(app, ["report", "--out", str(out), "--preset", "llama-3.1-8b",
+                                 "--seq", "4", "--backend", "shape"])
+    assert preset.exit_code == 0, preset.stderr
+    assert "<h2>Whole model: L=32 layers" in out.read_text(encoding="utf-8")
+    runner.invoke(app, ["report", "--out", str(out), *ARGS])
+    assert "Whole model" not in out.read_text(encoding="utf-8")  # nothing says a layer count
+    bad = runner.invoke(app, ["report", "--out", str(tmp_path / "r.html"), *ARGS, "--layers", "0"])
+    assert bad.exit_code == 2
+    assert "--layers must be a whole number >= 1" in bad.stderr
+    assert not (tmp_path / "r.html").exists()  # refused before anything is written
+
+
 def chromium() -> str:
     """The headless browser: Debian's chromium, which .ci/run installs; CI never skips."""
     path = shutil.which("chromium") or shutil.which("chromium-browser")

@@ -10,7 +10,7 @@ import typer
 from attntrace.cli import options as opt
 from attntrace.cli.configure import with_model_options
 from attntrace.cli.root import EPILOG
-from attntrace.cli.run import check_batch_item, trace_from_options
+from attntrace.cli.run import check_batch_item, check_layers, trace_from_options, with_whole_model
 from attntrace.cli.typer_app import app, cli_errors
 from attntrace.config import AttentionConfig
 from attntrace.errors import ConfigError
@@ -49,6 +49,7 @@ def report(
     algorithm: opt.Algorithm = opt.AlgorithmName.eager,
     block_size: opt.BlockSize = None,
     count: opt.Count = opt.CountName.flops,
+    layers: opt.Layers = None,
     weights: opt.Weights = None,
     layer_prefix: opt.LayerPrefix = None,
     input_file: opt.Input = None,
@@ -58,8 +59,9 @@ def report(
 ) -> None:
     """Write one self-contained HTML page: steps, flow diagram, heat maps, costs, config.
 
-    Takes run's size, variant, preset and file options; the page fetches nothing (no scripts,
-    fonts or links), so it opens offline and can be kept as a CI artifact.
+    Takes run's size, variant, preset, file and --layers options (the whole model's figures:
+    --layers, else the layer count of --preset, --hf-config or --model). The page fetches
+    nothing (no scripts, fonts or links), so it opens offline and can be kept as a CI artifact.
     Example: [bold]attntrace report --out report.html --preset llama-3-8b --seq 16[/]
     """
     from attntrace.files.output import write_output
@@ -70,6 +72,7 @@ def report(
 
     def validate(config: AttentionConfig) -> None:
         check_batch_item(batch_item, config)
+        check_layers(layers)
 
     trace = trace_from_options(
         ctx,
@@ -93,6 +96,7 @@ def report(
         input_file=input_file,
         input_kv=input_kv,
     )
+    trace = with_whole_model(trace, layers, model)
     write_output(
         out, render_report(trace, batch_item=batch_item, count=count.value).encode("utf-8")
     )

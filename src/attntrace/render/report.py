@@ -16,7 +16,13 @@ from attntrace.costs import format_count, format_terms
 from attntrace.memory import format_bytes
 from attntrace.render.flow import render_flow_svg
 from attntrace.render.pooling import pool
-from attntrace.render.table import describe, format_axes, format_shape
+from attntrace.render.table import (
+    describe,
+    format_axes,
+    format_shape,
+    whole_model_rows,
+    whole_model_title,
+)
 from attntrace.trace import Trace
 
 if TYPE_CHECKING:
@@ -63,6 +69,7 @@ def render_report(trace: Trace, *, batch_item: int = 0, count: str = "flops") ->
         _heads(trace, batch_item),
         "<h2>Costs</h2>",
         _costs(trace, count),
+        *_whole_model(trace, count),
         "<h2>Config</h2>",
         _config(trace),
     ]
@@ -130,6 +137,17 @@ def _costs(trace: Trace, count: str) -> str:
         f"({escape(trace.config.dtype)})</p>"
     )
     return _table(["#", "step", unit, "formula", "bytes", "tiles"], rows, {0, 2, 4, 5}) + note
+
+
+def _whole_model(trace: Trace, count: str) -> list[str]:
+    """The heading and table of the whole model's figures (--layers, --model, --preset), or
+    nothing without them."""
+    title = whole_model_title(trace)
+    if title is None:
+        return []
+    rows = [list(row) for row in whole_model_rows(trace, count)]
+    return [f"<h2>{escape(title[0].upper() + title[1:])}</h2>",
+            _table(["attention of all layers", "value", "exact, or how it is counted"], rows, {1})]
 
 
 def _config(trace: Trace) -> str:

@@ -227,21 +227,45 @@ def whole_model_table(trace: Trace, count: str = "flops", *, tight: bool = False
 
 def whole_model_grid(trace: Trace, count: str = "flops", *, tight: bool = False) -> Grid | None:
     """The table of :func:`whole_model_table`, to lay out (None without the figures)."""
+    title = whole_model_title(trace)
+    if title is None:
+        return None
+    table = _grid(title, tight=tight)
+    table.add_column(Column("attention of all layers"))
+    table.add_column(Column("", justify="right"))
+    table.add_column(Column("", style="dim"))
+    for row in whole_model_rows(trace, count):
+        table.add_row(*row)
+    return table
+
+
+def whole_model_title(trace: Trace) -> str | None:
+    """The heading of the whole-model figures (None without them)."""
     f = trace.whole_model
     if f is None:
         return None
     keys = trace.config.labels().keys
-    table = _grid(f"whole model: L={f.layers} layers like this one, B={f.batch}, {keys}={f.keys}",
-                  tight=tight)
-    table.add_column(Column("attention of all layers"))
-    table.add_column(Column("", justify="right"))
-    table.add_column(Column("", style="dim"))
+    return f"whole model: L={f.layers} layers like this one, B={f.batch}, {keys}={f.keys}"
+
+
+def whole_model_rows(trace: Trace, count: str = "flops") -> list[tuple[str, str, str]]:
+    """The whole-model figures as (what, how much, how it is counted) rows; none without them.
+
+    >>> import dataclasses
+    >>> from attntrace import AttentionConfig, trace_attention
+    >>> from attntrace.costs import model_figures
+    >>> t = trace_attention(AttentionConfig(seq=4, hidden=8, heads=2), "shape")
+    >>> whole_model_rows(dataclasses.replace(t, whole_model=model_figures(t, 3)))[0]
+    ('parameters', '864', '864')
+    """
+    f = trace.whole_model
+    if f is None:
+        return []
     unit = "MACs" if count == "macs" else "FLOPs"
-    table.add_row("parameters", format_count(f.params), f"{f.params:,}")
     cache, flops = format_bytes(f.kv_cache_bytes), format_count(in_unit(f.flops, count))
-    table.add_row(f"KV cache ({f.dtype})", cache, "L·B·N·2·g·d·bytes")
-    table.add_row(f"{unit} per forward", flops, "L x the total above")
-    return table
+    return [("parameters", format_count(f.params), f"{f.params:,}"),
+            (f"KV cache ({f.dtype})", cache, "L·B·N·2·g·d·bytes"),
+            (f"{unit} per forward", flops, "L x the total above")]
 
 
 def steps_table(trace: Trace, width: int = 80) -> Table:
