@@ -174,3 +174,38 @@ def test_python_dash_m_and_other_arguments_still_go_through_typer(monkeypatch: p
     monkeypatch.delenv("_ATTNTRACE_COMPLETE")
     script.__package__ = "attntrace"  # python -m attntrace: Typer says "python -m attntrace"
     assert not _is_root_help(["/x/attntrace/__main__.py", "--help"])
+
+
+#: The commands that take each option group, declared once in OPTION_GROUPS.
+GROUP_USERS = {"sizes": ("run", "report", "verify", "check", "diff"),
+               "numbers": ("run", "report", "verify", "check", "diff"),
+               "computation": ("run", "report", "verify", "check"),
+               "files": ("run", "report", "verify"),
+               "model": ("run", "report", "verify", "check", "diff", "sweep")}
+
+
+@pytest.mark.parametrize("group", sorted(GROUP_USERS))
+def test_each_option_group_gives_its_commands_the_same_options_and_defaults(group: str) -> None:
+    from attntrace.cli.configure import OPTION_GROUPS
+
+    root = typer.main.get_command(app)
+    ctx = root.context_class(root)
+    for name in GROUP_USERS[group]:
+        command = root.get_command(ctx, name)  # type: ignore[attr-defined]
+        params = {p.name: p for p in command.params}
+        for option, (_, default) in OPTION_GROUPS[group].items():
+            assert option in params, f"{name} lacks --{option.replace('_', '-')}"
+            got = params[option].default
+            assert got == (default.value if hasattr(default, "value") else default), (name, option)
+        names = [p.name for p in command.params]  # in the order --help lists them
+        at = names.index(next(iter(OPTION_GROUPS[group])))
+        assert names[at:at + len(OPTION_GROUPS[group])] == list(OPTION_GROUPS[group]), name
+
+
+def test_an_option_group_must_be_keyword_only() -> None:
+    from attntrace.cli.configure import with_option_groups
+
+    def command(sizes: dict[str, object]) -> None: ...
+
+    with pytest.raises(TypeError, match="option group 'sizes' must be keyword-only"):
+        with_option_groups(command)

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 import typer
 
 from attntrace.cli import options as opt
-from attntrace.cli.configure import with_model_options
+from attntrace.cli.configure import with_option_groups
 from attntrace.cli.root import EPILOG
 from attntrace.cli.trace import Init, TraceTarget
 from attntrace.cli.typer_app import app, cli_errors, console, fail
@@ -23,19 +23,14 @@ if TYPE_CHECKING:
 
 @app.command(epilog=EPILOG)
 @cli_errors
-@with_model_options
+@with_option_groups
 def check(
-    batch: opt.Batch = None,
-    seq: opt.Seq = 3,
-    hidden: opt.Hidden = None,
-    heads: opt.Heads = None,
+    *,
+    sizes: dict[str, Any],
     backend: opt.CheckBackend = opt.BackendName.shape,
-    dtype: opt.DType = opt.DTypeName.float32,
-    seed: opt.Seed = 0,
-    scale: opt.Scale = "sqrt",
+    numbers: dict[str, Any],
     max_memory: opt.MaxMemory = None,
-    algorithm: opt.Algorithm = opt.AlgorithmName.eager,
-    block_size: opt.BlockSize = None,
+    computation: dict[str, Any],
     layer_prefix: opt.LayerPrefix = None,
     expect: opt.Expect = None,
     golden: opt.Golden = None,
@@ -45,7 +40,6 @@ def check(
     fmt: opt.CheckFormat = opt.CheckFormatName.table,
     verbose: opt.Verbose = False,
     no_color: opt.NoColor = False,
-    *,
     model: dict[str, Any],
 ) -> None:
     """Check the shapes of a trace: exit 1 when one is not what you expect.
@@ -70,16 +64,16 @@ def check(
 
         if spec is not None:
             raise ConfigError("--trace cannot be combined with --spec; give --expect or --golden")
-        inputs = (batch, seq, hidden, dtype.value, seed)
+        inputs = (sizes["batch"], sizes["seq"], sizes["hidden"], numbers["dtype"].value,
+                  numbers["seed"])
         results = [check_captured(trace_target, init or [], inputs, expect or [], golden, no_color)]
     elif spec is not None:
         if expect or golden is not None:
             raise ConfigError("--spec cannot be combined with --expect or --golden; put them into the spec file")
         results = run_spec(load_spec(spec, backend.value, keep_going=True), budget, keep_going=True)
     else:
-        config = resolve_options(**model, batch=batch, seq=seq, hidden=hidden, heads=heads,
-                                 dtype=dtype, seed=seed, scale=scale, algorithm=algorithm,
-                                 block_size=block_size, layer_prefix=layer_prefix)
+        config = resolve_options(**model, **sizes, **numbers, **computation,
+                                 layer_prefix=layer_prefix)
         results = [check_one(config, backend.value, expect or [], golden, budget)]
     report(results, fmt, spec, verbose=verbose, no_color=no_color)
     for r in results:

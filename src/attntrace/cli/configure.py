@@ -1,5 +1,6 @@
-"""Options -> AttentionConfig, shared by ``run``, ``check`` and ``sweep``: the one place where
-the size and variant options, --preset / --hf-config and the files that set sizes meet."""
+"""Options -> AttentionConfig, shared by the tracing commands (run, report, check, verify, diff,
+sweep): the one place where the option groups they take are declared, and where the size and
+variant options, --preset / --hf-config and the files that set sizes meet."""
 
 from __future__ import annotations
 
@@ -20,7 +21,8 @@ from attntrace.errors import ConfigError
 R = TypeVar("R")
 
 #: The options every tracing command takes alike: the attention variants and the real-model
-#: presets. Commands get them through :func:`with_model_options`, as one ``model`` dict.
+#: presets (each defaulting to None: "not given"), the ``model`` group of
+#: :data:`OPTION_GROUPS`.
 MODEL_OPTIONS: dict[str, Any] = {
     "kv_seq": opt.KvSeq, "kv_hidden": opt.KvHidden, "kv_heads": opt.KvHeads, "head_dim": opt.HeadDim,
     "bias": opt.Bias, "causal": opt.Causal, "key_lengths": opt.KeyLengths, "rope": opt.Rope,
@@ -31,23 +33,57 @@ MODEL_OPTIONS: dict[str, Any] = {
     "qk_norm": opt.QkNorm, "relative_bias": opt.RelativeBias,
 }
 
+#: Options that several commands take alike, by group: each option's annotation (its Typer
+#: declaration) and default. A command names a group as a keyword-only parameter
+#: (``sizes: dict[str, Any]``); :func:`with_option_groups` declares the group's options in its
+#: place and hands the command their values as that one dict. One declaration serves run,
+#: report, check, verify, diff and sweep, so their options and defaults cannot drift apart.
+OPTION_GROUPS: dict[str, dict[str, tuple[Any, Any]]] = {
+    "sizes": {"batch": (opt.Batch, None), "seq": (opt.Seq, 3), "hidden": (opt.Hidden, None),
+              "heads": (opt.Heads, None)},
+    "numbers": {"dtype": (opt.DType, opt.DTypeName.float32), "seed": (opt.Seed, 0),
+                "scale": (opt.Scale, "sqrt")},
+    "computation": {"algorithm": (opt.Algorithm, opt.AlgorithmName.eager),
+                    "block_size": (opt.BlockSize, None)},
+    "files": {"weights": (opt.Weights, None), "layer_prefix": (opt.LayerPrefix, None),
+              "input_file": (opt.Input, None), "input_kv": (opt.InputKv, None)},
+    "model": {name: (annotation, None) for name, annotation in MODEL_OPTIONS.items()},
+}
 
-def with_model_options(command: Callable[..., R]) -> Callable[..., R]:
-    """Give ``command`` the options of :data:`MODEL_OPTIONS` (all defaulting to None: "not
-    given"); it receives their values as the keyword argument ``model``, ready for
-    :func:`resolve_options` or :func:`config_from_files`. One declaration serves run, check,
-    verify and sweep, so their options cannot drift apart."""
+
+def with_option_groups(command: Callable[..., R]) -> Callable[..., R]:
+    """Give ``command`` the options of each group of :data:`OPTION_GROUPS` that it names as a
+    parameter, in that parameter's place (so ``--help`` lists them where the group stands);
+    it receives each group's values as one dict, keyed by option name.
+
+    >>> @with_option_groups
+    ... def show(*, sizes: dict[str, Any], count: int = 1) -> dict[str, Any]:
+    ...     return sizes
+    >>> list(inspect.signature(show).parameters)
+    ['batch', 'seq', 'hidden', 'heads', 'count']
+    >>> show(batch=None, seq=4, hidden=8, heads=2, count=1)["seq"]
+    4
+    """
     signature = inspect.signature(command, eval_str=True)
-    own = [p for p in signature.parameters.values() if p.name != "model"]
-    added = [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=None, annotation=annotation)
-             for name, annotation in MODEL_OPTIONS.items()]
+    groups = [name for name in signature.parameters if name in OPTION_GROUPS]
+    parameters: list[inspect.Parameter] = []
+    for p in signature.parameters.values():
+        if p.name not in OPTION_GROUPS:
+            parameters.append(p)
+            continue
+        if p.kind is not inspect.Parameter.KEYWORD_ONLY:
+            raise TypeError(f"{command.__name__}: option group {p.name!r} must be keyword-only")
+        parameters += [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default,
+                                         annotation=annotation)
+                       for name, (annotation, default) in OPTION_GROUPS[p.name].items()]
 
     @functools.wraps(command)
     def wrapper(*args: Any, **kwargs: Any) -> R:
-        model = {name: kwargs.pop(name) for name in MODEL_OPTIONS}
-        return command(*args, model=model, **kwargs)
+        values = {group: {name: kwargs.pop(name) for name in OPTION_GROUPS[group]}
+                  for group in groups}
+        return command(*args, **values, **kwargs)
 
-    wrapper.__signature__ = signature.replace(parameters=[*own, *added])  # type: ignore[attr-defined]
+    wrapper.__signature__ = signature.replace(parameters=parameters)  # type: ignore[attr-defined]
     return wrapper
 
 

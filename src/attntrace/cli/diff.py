@@ -9,7 +9,7 @@ from typing import Annotated, Any
 import typer
 
 from attntrace.cli import options as opt
-from attntrace.cli.configure import with_model_options
+from attntrace.cli.configure import with_option_groups
 from attntrace.cli.root import EPILOG
 from attntrace.cli.typer_app import app, cli_errors, console, fail
 from attntrace.errors import EXIT_CHECK_FAILED
@@ -51,22 +51,17 @@ Fmt = Annotated[
 
 @app.command(epilog=EPILOG)
 @cli_errors
-@with_model_options
+@with_option_groups
 def diff(
     ctx: typer.Context,
     target: Target,
     init: Init = None,
-    batch: opt.Batch = None,
-    seq: opt.Seq = 3,
-    hidden: opt.Hidden = None,
-    heads: opt.Heads = None,
-    dtype: opt.DType = opt.DTypeName.float32,
-    seed: opt.Seed = 0,
-    scale: opt.Scale = "sqrt",
+    *,
+    sizes: dict[str, Any],
+    numbers: dict[str, Any],
     input_file: opt.Input = None,
     fmt: Fmt = DiffFormat.table,
     no_color: opt.NoColor = False,
-    *,
     model: dict[str, Any],
 ) -> None:
     """Run your attention beside the reference with the same weights and input; name the bug.
@@ -88,16 +83,7 @@ def diff(
         name for name in ("batch", "seq", "hidden", "heads", "dtype", "scale") if _typed(ctx, name)
     }
     typed |= {name for name, value in model.items() if value is not None}
-    config = resolve_options(
-        **model,
-        batch=batch,
-        seq=seq,
-        hidden=hidden,
-        heads=heads,
-        dtype=dtype,
-        seed=seed,
-        scale=scale,
-    )
+    config = resolve_options(**model, **sizes, **numbers)
     try:
         report = diff_target(target, init or [], config, typed, input_file)
     except UserCodeError as exc:

@@ -8,7 +8,7 @@ from typing import Annotated, Any
 import typer
 
 from attntrace.cli import options as opt
-from attntrace.cli.configure import with_model_options
+from attntrace.cli.configure import with_option_groups
 from attntrace.cli.root import EPILOG
 from attntrace.cli.run import check_batch_item, check_layers, trace_from_options, with_whole_model
 from attntrace.cli.typer_app import app, cli_errors
@@ -31,30 +31,21 @@ Out = Annotated[
 
 @app.command(epilog=EPILOG)
 @cli_errors
-@with_model_options
+@with_option_groups
 def report(
     ctx: typer.Context,
+    *,
     out: Out,
-    batch: opt.Batch = None,
-    seq: opt.Seq = 3,
-    hidden: opt.Hidden = None,
-    heads: opt.Heads = None,
+    sizes: dict[str, Any],
     mask: opt.MaskFile = None,
     backend: opt.Backend = opt.BackendName.numpy,
-    dtype: opt.DType = opt.DTypeName.float32,
-    seed: opt.Seed = 0,
-    scale: opt.Scale = "sqrt",
+    numbers: dict[str, Any],
     max_memory: opt.MaxMemory = None,
     batch_item: opt.BatchItem = 0,
-    algorithm: opt.Algorithm = opt.AlgorithmName.eager,
-    block_size: opt.BlockSize = None,
+    computation: dict[str, Any],
     count: opt.Count = opt.CountName.flops,
     layers: opt.Layers = None,
-    weights: opt.Weights = None,
-    layer_prefix: opt.LayerPrefix = None,
-    input_file: opt.Input = None,
-    input_kv: opt.InputKv = None,
-    *,
+    files: dict[str, Any],
     model: dict[str, Any],
 ) -> None:
     """Write one self-contained HTML page: steps, flow diagram, heat maps, costs, config.
@@ -75,26 +66,8 @@ def report(
         check_layers(layers)
 
     trace = trace_from_options(
-        ctx,
-        model,
-        validate,
-        {"weights", "masked"},
-        batch=batch,
-        seq=seq,
-        hidden=hidden,
-        heads=heads,
-        mask=mask,
-        backend=backend,
-        dtype=dtype,
-        seed=seed,
-        scale=scale,
-        max_memory=max_memory,
-        algorithm=algorithm,
-        block_size=block_size,
-        weights=weights,
-        layer_prefix=layer_prefix,
-        input_file=input_file,
-        input_kv=input_kv,
+        ctx, model, validate, {"weights", "masked"}, **sizes, **numbers, **computation,
+        **files, mask=mask, backend=backend, max_memory=max_memory,
     )
     trace = with_whole_model(trace, layers, model)
     write_output(

@@ -12,7 +12,7 @@ from typing import Any
 import typer
 
 from attntrace.cli import options as opt
-from attntrace.cli.configure import config_from_files, origin_line, with_model_options
+from attntrace.cli.configure import config_from_files, origin_line, with_option_groups
 from attntrace.cli.root import EPILOG
 from attntrace.cli.typer_app import app, cli_errors, console
 from attntrace.config import AttentionConfig
@@ -22,18 +22,14 @@ from attntrace.trace import Trace
 
 @app.command(epilog=EPILOG)
 @cli_errors
-@with_model_options
+@with_option_groups
 def run(
     ctx: typer.Context,
-    batch: opt.Batch = None,
-    seq: opt.Seq = 3,
-    hidden: opt.Hidden = None,
-    heads: opt.Heads = None,
+    *,
+    sizes: dict[str, Any],
     mask: opt.MaskFile = None,
     backend: opt.Backend = opt.BackendName.numpy,
-    dtype: opt.DType = opt.DTypeName.float32,
-    seed: opt.Seed = 0,
-    scale: opt.Scale = "sqrt",
+    numbers: dict[str, Any],
     max_memory: opt.MaxMemory = None,
     head: opt.Head = 0,
     batch_item: opt.BatchItem = 0,
@@ -41,19 +37,14 @@ def run(
     values_limit: opt.ValuesLimit = 256,
     fmt: opt.Format = opt.OutputFormat.table,
     no_color: opt.NoColor = False,
-    algorithm: opt.Algorithm = opt.AlgorithmName.eager,
-    block_size: opt.BlockSize = None,
+    computation: dict[str, Any],
     threads: opt.Threads = None,
     count: opt.Count = opt.CountName.flops,
     layers: opt.Layers = None,
-    weights: opt.Weights = None,
-    layer_prefix: opt.LayerPrefix = None,
-    input_file: opt.Input = None,
-    input_kv: opt.InputKv = None,
+    files: dict[str, Any],
     save: opt.Save = None,
     plot: opt.Plot = None,
     plot_flow: opt.PlotFlow = None,
-    *,
     model: dict[str, Any],
 ) -> None:
     """Run multi-head attention and print the shape of every step.
@@ -85,11 +76,9 @@ def run(
     remake = {"weights"} if fmt is opt.OutputFormat.table and keep is not True and not plot \
         else set()
     trace = trace_from_options(
-        ctx, model, validate, keep, remake=remake, batch=batch, seq=seq, hidden=hidden,
-        heads=heads, mask=mask,
-        backend=backend, dtype=dtype, seed=seed, scale=scale, max_memory=max_memory,
-        algorithm=algorithm, block_size=block_size, weights=weights, layer_prefix=layer_prefix,
-        input_file=input_file, input_kv=input_kv, threads=threads, shown=(batch_item, head),
+        ctx, model, validate, keep, remake=remake, **sizes, **numbers, **computation, **files,
+        mask=mask, backend=backend, max_memory=max_memory, threads=threads,
+        shown=(batch_item, head),
     )
     trace = with_whole_model(trace, layers, model)
     if save is not None:

@@ -8,7 +8,7 @@ from typing import Annotated, Any
 import typer
 
 from attntrace.cli import options as opt
-from attntrace.cli.configure import with_model_options
+from attntrace.cli.configure import with_option_groups
 from attntrace.cli.typer_app import app, cli_errors, console
 
 
@@ -30,7 +30,7 @@ SweepBackend = Annotated[opt.BackendName, typer.Option(help="shape (default: any
 
 @app.command()
 @cli_errors
-@with_model_options
+@with_option_groups
 def sweep(
     seq: SeqList = "128,512,2048,8192",
     heads: HeadsList = None,

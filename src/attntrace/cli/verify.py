@@ -7,32 +7,23 @@ from typing import Any
 import typer
 
 from attntrace.cli import options as opt
-from attntrace.cli.configure import with_model_options
+from attntrace.cli.configure import with_option_groups
 from attntrace.cli.typer_app import app, cli_errors, console
 from attntrace.errors import EXIT_CHECK_FAILED
 
 
 @app.command()
 @cli_errors
-@with_model_options
+@with_option_groups
 def verify(
     ctx: typer.Context,
-    batch: opt.Batch = None,
-    seq: opt.Seq = 3,
-    hidden: opt.Hidden = None,
-    heads: opt.Heads = None,
-    mask: opt.MaskFile = None,
-    dtype: opt.DType = opt.DTypeName.float32,
-    seed: opt.Seed = 0,
-    scale: opt.Scale = "sqrt",
-    max_memory: opt.MaxMemory = None,
-    algorithm: opt.Algorithm = opt.AlgorithmName.eager,
-    block_size: opt.BlockSize = None,
-    weights: opt.Weights = None,
-    layer_prefix: opt.LayerPrefix = None,
-    input_file: opt.Input = None,
-    input_kv: opt.InputKv = None,
     *,
+    sizes: dict[str, Any],
+    mask: opt.MaskFile = None,
+    numbers: dict[str, Any],
+    max_memory: opt.MaxMemory = None,
+    computation: dict[str, Any],
+    files: dict[str, Any],
     model: dict[str, Any],
 ) -> None:
     """Check the trace against PyTorch's own attention; exit 1 beyond tolerance.
@@ -51,11 +42,7 @@ def verify(
     from attntrace.render.verify import render_verify
     from attntrace.verify import verify_attention
 
-    config, tensors = config_from_files(
-        ctx, weights, layer_prefix, input_file, input_kv, **model, batch=batch, seq=seq,
-        hidden=hidden, heads=heads,
-        dtype=dtype, seed=seed, scale=scale, algorithm=algorithm, block_size=block_size,
-    )
+    config, tensors = config_from_files(ctx, **files, **model, **sizes, **numbers, **computation)
     user_mask = load_mask(mask) if mask is not None else None
     budget = parse_size(max_memory) if max_memory is not None else None
     report = verify_attention(config, tensors=tensors, mask=user_mask, max_memory=budget)
