@@ -353,10 +353,14 @@ def numpy_floor(arrays: dict[str, np.ndarray], sizes: tuple[int, int, int, int],
         x = arrays["x"].reshape(B * S, H)
         with threadpool_limits(1):
             q, k, v = (linear(x, c).reshape(B, S, h, d).transpose(0, 2, 1, 3) for c in "qkv")
-            # (B, h, d, S), as attntrace's copies
-            k_t = np.ascontiguousarray(np.ascontiguousarray(k).transpose(0, 1, 3, 2))
-            context = np.empty((B, S, h, d), np.float32).transpose(0, 2, 1, 3)  # (B, h, S, d)
             heads = [(b, i) for b in range(B) for i in range(h)]
+            k_t = np.empty((B, h, d, S), np.float32)  # (B, h, d, S), as attntrace copies it
+
+            def turn(at: tuple[int, int]) -> None:  # one head: its rows gathered, transposed
+                np.copyto(k_t[at], np.ascontiguousarray(k[at]).T)
+
+            list(workers.map(turn, heads))
+            context = np.empty((B, S, h, d), np.float32).transpose(0, 2, 1, 3)  # (B, h, S, d)
             blocks = iter([(b, i, r) for b, i in heads for r in range(0, S, rows)])
             lock = threading.Lock()
 

@@ -232,3 +232,17 @@ def test_rows_divided_by_their_column_with_a_row_long_buffer_keep_numpys_bits(
     with pytest.raises(ValueError, match="non-broadcastable output"):
         by_rows(np.divide, x, col, np.empty((1, 1), np.float32))  # a wrong out: numpy's error
     assert np.getbufsize() == before  # given back after an error too
+
+
+@pytest.mark.parametrize("shape", [(3, 5, 4), (2, 16, 2048, 64), (16, 1024, 96)])
+def test_numpy_transposed_copy_of_heads_is_the_row_major_transpose(shape: tuple[int, ...]) -> None:
+    from attntrace.backends.numpy_backend import TRANSPOSE_POOL_MIN_NUMEL
+
+    *lead, h, n, d = shape
+    proj = np.random.default_rng(0).standard_normal((*lead, n, h * d), dtype=np.float32)
+    k = np.swapaxes(proj.reshape(*lead, n, h, d), -3, -2)  # (B, h, N, d), a view
+    got = NumpyBackend().transposed_copy(k)  # (B, h, d, N)
+    assert got.flags.c_contiguous
+    assert not np.shares_memory(got, proj)
+    np.testing.assert_array_equal(got, np.swapaxes(k, -2, -1))
+    assert (k.size >= TRANSPOSE_POOL_MIN_NUMEL) == (shape != (3, 5, 4))  # both paths are taken

@@ -373,9 +373,8 @@ def contiguous(rows: Rows[T]) -> Rows[T]:
     the projection. q and v stay views of their heads (strided rows cost OpenBLAS nothing
     measurable as (Br, d) and < 5 % as (N, d): less than copying them)."""
     be = rows.be
-    k = be.contiguous(be.transpose(rows.k_t, -2, -1))  # (B, h, N, d): rows of the projection
-    k_t = be.contiguous(be.transpose(k, -2, -1))  # (B, h, d, N), from a copy: no strided gather
-    return replace(rows, k_t=k_t)
+    # (B, h, d, N), from k (B, h, N, d): rows of the projection
+    return replace(rows, k_t=be.transposed_copy(be.transpose(rows.k_t, -2, -1)))
 
 
 def extremes(a: np.ndarray) -> tuple[np.generic, np.generic]:

@@ -192,6 +192,11 @@ class Backend(ABC, Generic[T]):
         self.write(out, 0, 0, x)
         return out
 
+    def transposed_copy(self, x: T) -> T:
+        """``x`` (..., N, d) as (..., d, N) in a buffer of its own, in row-major order (the
+        k_t that eager's blocks multiply by: BLAS reads a row-major (d, N) fastest)."""
+        return self.contiguous(self.transpose(self.contiguous(x), -2, -1))
+
     def matmul_into(self, a: T, b: T, out: T) -> None:
         """``out[...] = a @ b`` (:meth:`matmul`'s bits), in the memory of ``out``."""
         self.write(out, 0, 0, self.matmul(a, b))

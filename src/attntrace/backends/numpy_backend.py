@@ -14,7 +14,7 @@ import numpy as np
 from attntrace.backends import blas_pinned, spare
 from attntrace.backends.base import Backend, Shape, Source
 from attntrace.config import MASK_DTYPE
-from attntrace.parallel import cores, in_pool, map_parts, pool
+from attntrace.parallel import cores, in_pool, map_parts, pool, spread
 
 if TYPE_CHECKING:
     from threadpoolctl import ThreadpoolController
@@ -27,6 +27,8 @@ PARALLEL_MIN_NUMEL = 1 << 20
 #: than with one multi-threaded BLAS call (2-core Xeon, 25 interleaved calls each); below it,
 #: the same or slower.
 LINEAR_POOL_MIN_NUMEL = 1 << 19
+#: Elements from which :meth:`NumpyBackend.transposed_copy` spreads its heads over the pool.
+TRANSPOSE_POOL_MIN_NUMEL = 1 << 19
 _BINARY = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.divide, "maximum": np.maximum}
 
 
@@ -177,6 +179,23 @@ class NumpyBackend(Backend[np.ndarray]):
             return x
         out = np.empty(x.shape, x.dtype)
         map_parts(np.copyto, out, x)  # a large gather on every core
+        return out
+
+    def transposed_copy(self, x: np.ndarray) -> np.ndarray:
+        # head by head on every core: each head's (N, d) rows gathered into a buffer first (a
+        # strided gather of whole rows is fast; a strided transpose is not), then transposed
+        # from the cache into the one (..., d, N) result: no second whole-size copy to fault in
+        out = np.empty((*x.shape[:-2], x.shape[-1], x.shape[-2]), x.dtype)  # (..., d, N)
+
+        def one(at: tuple[int, ...]) -> None:
+            np.copyto(out[at], np.ascontiguousarray(x[at]).T)  # (d, N) from (N, d)
+
+        heads = list(np.ndindex(*x.shape[:-2]))
+        if x.size < TRANSPOSE_POOL_MIN_NUMEL or cores() == 1 or in_pool() or len(heads) < 2:
+            for at in heads:
+                one(at)
+        else:
+            spread(one, heads, cores())
         return out
 
     def matmul_into(self, a: np.ndarray, b: np.ndarray, out: np.ndarray) -> None:
