@@ -157,6 +157,38 @@ def test_falcon_weights_without_a_config_are_split_by_their_rows(
             np.testing.assert_allclose(out["output"][b, :n], got.output[b, :n], atol=1e-5)
 
 
+def test_sweep_picks_a_t5_decoder_layer_with_layer_prefix(tmp_path: Path) -> None:
+    """sweep reads the layer of --layer-prefix as run does (it asked for the option without
+    taking it); a prefix without --model is refused, in sweep and check alike."""
+    import json
+
+    t5_model(tmp_path)
+    for prefix in ("decoder.block.0.layer.0.", "encoder.block.0.layer.0."):
+        swept = invoke("sweep", "--model", tmp_path, "--seq", "4,8", "--layer-prefix", prefix,
+                       "--format", "json")
+        assert swept.exit_code == 0, swept.stderr
+        points = {(p["seq"], p["algorithm"]): p for p in json.loads(swept.stdout)}
+        ran = invoke("run", "--model", tmp_path, "--seq", 8, "--layer-prefix", prefix,
+                     "--backend", "shape", "--format", "json")
+        totals = json.loads(ran.stdout)["totals"]
+        assert points[8, "eager"]["flops"] == totals["flops"]
+        assert points[8, "eager"]["peak_bytes"] == totals["peak_bytes"]
+    decoder, encoder = (json.loads(invoke("sweep", "--model", tmp_path, "--seq", "8",
+                                          "--layer-prefix", f"{part}.block.0.layer.0.",
+                                          "--format", "json").stdout)[0]["flops"]
+                        for part in ("decoder", "encoder"))
+    assert decoder > encoder  # the decoder's causal mask: steps the encoder has not
+    asked = invoke("sweep", "--model", tmp_path, "--seq", "8")
+    assert asked.exit_code == 2
+    assert "pick one with --layer-prefix" in asked.stderr
+    for command in ("sweep", "check"):
+        alone = invoke(command, "--layer-prefix", "decoder.block.0.layer.0.", "--expect",
+                       "scores=h,S,S") if command == "check" else \
+            invoke(command, "--layer-prefix", "decoder.block.0.layer.0.")
+        assert alone.exit_code == 2
+        assert "--layer-prefix picks a layer of --model DIR; add --model DIR" in alone.stderr
+
+
 def test_fused_rows_that_fit_no_layout_are_refused(tmp_path: Path) -> None:
     np.savez(tmp_path / "w.npz", **{"query_key_value.weight": np.zeros((20, 16), np.float32),
                                     "dense.weight": np.zeros((16, 16), np.float32)})

@@ -110,6 +110,8 @@ def resolve_options(*, preset: str | None = None, hf_config: Path | None = None,
 
     model_dir, layer = options.pop("model_dir", None), options.pop("layer", None)
     prefix = options.pop("layer_prefix", None)
+    if prefix is not None and model_dir is None:
+        raise ConfigError("--layer-prefix picks a layer of --model DIR; add --model DIR")
     fields, _ = resolve_fields(preset=preset, hf_config=hf_config, model_dir=model_dir, layer=layer,
                                layer_prefix=prefix, **option_fields(**options))
     config = AttentionConfig(**fields)

@@ -43,6 +43,7 @@ def sweep(
     count: opt.Count = opt.CountName.flops,
     max_memory: opt.MaxMemory = None,
     layers: opt.Layers = None,
+    layer_prefix: opt.LayerPrefix = None,
     output: Format = SweepFormat.table,
     *,
     model: dict[str, Any],
@@ -51,7 +52,8 @@ def sweep(
 
     Example: [bold]attntrace sweep --seq 128,512,2048,8192[/]  shows the (S, S) scores
     growing 4x per doubling of S under eager, and flash's tile staying the same size.
-    Takes the variant and preset options of run: --preset llama-3-70b --seq 4096,131072.
+    Takes the variant and preset options of run: --preset llama-3-70b --seq 4096,131072,
+    and --model DIR (with --layer and --layer-prefix, as run takes them).
     """
     import sys
 
@@ -64,7 +66,8 @@ def sweep(
     from attntrace.sweep import parse_algorithms, parse_list, run_sweep, sweep_configs, to_csv, to_json
 
     err = Console(stderr=True)
-    base = resolve_options(**model, batch=batch, dtype=dtype, block_size=block_size)
+    base = resolve_options(**model, batch=batch, dtype=dtype, block_size=block_size,
+                           layer_prefix=layer_prefix)
     configs = sweep_configs(base, parse_list(seq, "--seq"),
                             parse_list(heads, "--heads") if heads is not None else [base.heads],
                             parse_list(hidden, "--hidden") if hidden is not None else [base.hidden],
