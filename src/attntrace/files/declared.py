@@ -31,6 +31,11 @@ SAFETENSORS_DTYPES: dict[str, int] = {"F64": 8, "F32": 4, "F16": 2, "BF16": 2, "
                                       "I16": 2, "I8": 1, "U8": 1, "BOOL": 1}
 
 
+#: The end of the error line for a file that holds pickled objects (never loaded), with the fix.
+PICKLE_REFUSED = ("carries pickled Python objects; attntrace never unpickles, so it was refused "
+                  "and nothing in it ran; save plain arrays instead (numpy.save of a float "
+                  "array, torch.save of a state_dict of tensors, or a .safetensors file)")
+
 @dataclass(frozen=True)
 class Declared:
     """One array as a header declares it."""
@@ -72,8 +77,7 @@ def npy_header(f: IO[bytes], path: Path, name: str = "x") -> Declared:
         raise InputFileError(f"{plain(path)}: damaged numpy data ({plain(name)}: a bad .npy "
                              f"header, {reason}); write it again with numpy.save") from None
     if dtype.hasobject:
-        raise InputFileError(f"{plain(path)}: {plain(name)} carries pickled Python objects; "
-                             "attntrace never unpickles, so it was refused and nothing in it ran")
+        raise InputFileError(f"{plain(path)}: {plain(name)} {PICKLE_REFUSED}")
     return Declared(tuple(int(n) for n in shape), str(dtype), math.prod(shape) * dtype.itemsize)
 
 

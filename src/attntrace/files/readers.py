@@ -30,7 +30,7 @@ SAFETENSORS_HINT = "install it with: pip install 'attntrace[safetensors]'"
 
 _ZIP_MAGIC = b"PK\x03\x04"
 _NPY_MAGIC = b"\x93NUMPY"
-_PICKLE_REFUSED = "carries pickled Python objects; attntrace never unpickles, so it was refused and nothing in it ran"
+_PICKLE_REFUSED = dec.PICKLE_REFUSED
 
 
 class LazyArrays(Mapping[str, "np.ndarray"]):
