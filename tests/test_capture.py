@@ -291,3 +291,66 @@ def test_one_head_without_a_split_gets_every_role() -> None:
     for role in ("scores", "weights"):
         step = next(s for s in t.steps if s.role == role)
         assert (1, *step.shape) == reference[role].shape  # the reference keeps its head axis
+
+
+class FusedAttention(nn.Module):
+    """q, k and v from one projection, split (nanoGPT's ``c_attn``): by hand, or by SDPA."""
+
+    def __init__(self, hidden: int, heads: int, how: str = "split") -> None:
+        super().__init__()
+        self.h, self.how = heads, how
+        self.c_attn = nn.Linear(hidden, 3 * hidden)
+        self.c_proj = nn.Linear(hidden, hidden)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        B, S, H = x.shape
+        qkv = self.c_attn(x)
+        q, k, v = qkv.chunk(3, dim=-1) if self.how == "chunk" else qkv.split(H, dim=2)
+        q, k, v = (t.view(B, S, self.h, H // self.h).transpose(1, 2) for t in (q, k, v))
+        if self.how == "sdpa":
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        else:
+            att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(k.size(-1)))
+            y = att.softmax(dim=-1) @ v
+        return self.c_proj(y.transpose(1, 2).contiguous().view(B, S, H))
+
+
+@pytest.mark.parametrize("how", ["split", "chunk", "sdpa"])
+def test_a_fused_qkv_projection_is_split_into_q_k_and_v(how: str) -> None:
+    t = _capture(FusedAttention(32, 4, how), torch.randn(2, 5, 32))
+    reference = trace_attention(AttentionConfig(batch=2, seq=5, hidden=32, heads=4), "shape")
+    fused = next(s for s in t.steps if s.shape == (2, 5, 96))
+    assert (fused.role, fused.axes) == ("", ("B", "S", "3·H"))  # no reference step: q, k, v at once
+    roles = {s.role: s for s in t.steps if s.role}
+    want = {"q_proj", "k_proj", "v_proj", "q_heads", "k_heads", "v_heads", "q", "k", "v",
+            "context", "merged", "output"}
+    want |= set() if how == "sdpa" else {"k_t", "scores", "scaled", "weights"}
+    assert want <= set(roles), sorted(want - set(roles))
+    for name in ("q_proj", "k_proj", "v_proj"):  # the parts in order, each the split's output
+        assert roles[name].op in ("split", "chunk")
+        assert roles[name].inputs == (fused.name,)
+    assert [t.steps.index(roles[n]) for n in ("q_proj", "k_proj", "v_proj")] == \
+        [t.steps.index(fused) + i for i in (1, 2, 3)]
+    for name, step in roles.items():
+        if name in reference and name != "x":
+            assert step.axes == reference[name].axes, (name, step.axes)
+    assert "g" not in t.axis_sizes()  # 3·H is not mistaken for g·d, g = 3H / d = 12 kv-heads
+
+
+def test_numpy_split_of_a_fused_projection_gives_q_k_and_v() -> None:
+    w = np.random.default_rng(1).standard_normal((32, 96)) / 32  # (H, 3H), made outside
+
+    def attention(x: np.ndarray, heads: int = 4) -> np.ndarray:
+        S, H = x.shape
+        q, k, v = (p.reshape(S, heads, -1).transpose(1, 0, 2) for p in np.split(x @ w, 3, axis=-1))
+        s = q @ k.transpose(0, 2, 1) / np.sqrt(q.shape[-1])
+        e = np.exp(s - s.max(-1, keepdims=True))
+        return (e / e.sum(-1, keepdims=True) @ v).transpose(1, 0, 2).reshape(S, H)
+
+    with attntrace.capture() as t:
+        attention(t.track(np.random.default_rng(0).standard_normal((5, 32))))
+    roles = {s.role: s for s in t.steps if s.role}
+    assert {"q_proj", "k_proj", "v_proj", "q", "k", "v", "scores", "weights", "context",
+            "merged"} <= set(roles)
+    assert roles["k_proj"].axes == ("S", "H")
+    assert roles["weights"].axes == ("h", "S", "S")

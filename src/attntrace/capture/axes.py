@@ -21,6 +21,8 @@ from attntrace.capture.events import Event, Shape
 
 Axes = tuple[str, ...]
 UNKNOWN = "?"
+#: The last axis of a projection that makes q, k and v at once: (…, 3·H).
+FUSED_QKV = "3·H"
 
 
 @dataclass
@@ -96,13 +98,20 @@ def matmul(shape: Shape, a: tuple[Axes, Shape], b: tuple[Axes, Shape], sizes: Si
 
 
 def linear(shape: Shape, x: tuple[Axes, Shape], sizes: Sizes) -> Axes:
-    """x (…, in) -> (…, out): ``H`` stays ``H``; ``g·d`` when the size says kv-heads."""
+    """x (…, in) -> (…, out): ``H`` stays ``H``; ``3·H`` when q, k and v come out together;
+    ``g·d`` when the size says kv-heads.
+
+    >>> linear((2, 5, 192), (("B", "S", "H"), (2, 5, 64)), Sizes({"H": 64, "d": 16}))
+    ('B', 'S', '3·H')
+    """
     ax, sx = x
     out = shape[-1]
     if sx and out == sx[-1] and ax[-1] != UNKNOWN:
         last = ax[-1]
     elif sizes.known.get("H") == out:
         last = "H"
+    elif sizes.known.get("H") is not None and out == 3 * sizes.known["H"]:
+        last = FUSED_QKV  # q, k and v in one projection (nanoGPT's c_attn), split afterwards
     elif "d" in sizes.known and out % sizes.known["d"] == 0 and sizes.letter(out) == UNKNOWN:
         groups = out // sizes.known["d"]
         sizes.known.setdefault("g", groups)

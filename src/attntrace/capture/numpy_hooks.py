@@ -56,8 +56,8 @@ def _plain(value: Any) -> Any:
 def _wrap(value: Any) -> Any:
     if type(value) is np.ndarray:
         return value.view(TracedArray)
-    if isinstance(value, tuple) and any(type(v) is np.ndarray for v in value):
-        return tuple(_wrap(v) for v in value)
+    if isinstance(value, tuple | list) and any(type(v) is np.ndarray for v in value):
+        return type(value)(_wrap(v) for v in value)  # np.split's list of parts too
     return value
 
 
@@ -207,12 +207,13 @@ class NumpyHooks:
             kind, p = params(len(operands))
             outputs = [
                 r
-                for r in (result if isinstance(result, tuple) else (result,))
+                for r in (result if isinstance(result, tuple | list) else (result,))
                 if isinstance(r, np.ndarray)
             ]
             site = site_of(frame)
             for k, r in enumerate(outputs):
-                self.recorder.record(r, k, name, kind, site, operands, self.adapter, p)
+                self.recorder.record(r, k, name, kind, site, operands, self.adapter,
+                                     ops.part_params(p, k, len(outputs)))
         return result
 
 

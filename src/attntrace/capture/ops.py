@@ -80,6 +80,16 @@ def display(name: str) -> str:
     return name
 
 
+def part_params(params: Mapping[str, Any], k: int, parts: int) -> dict[str, Any]:
+    """``params`` of the ``k``-th of ``parts`` tensors an op returned (``split``, ``chunk``):
+    with ``part`` and ``parts`` when there are several.
+
+    >>> part_params({}, 1, 3), part_params({"dims": (0,)}, 0, 1)
+    ({'part': 1, 'parts': 3}, {'dims': (0,)})
+    """
+    return {**params, "part": k, "parts": parts} if parts > 1 else dict(params)
+
+
 def in_place(name: str, kwargs: Mapping[str, Any]) -> bool:
     """True for ops that change a tensor in place (``masked_fill_``, ``__iadd__``, ``out=``)."""
     bare = name.strip("_")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from attntrace.capture.axes import FUSED_QKV
 from attntrace.capture.events import Event
 
 Axes = tuple[str, ...]
@@ -42,7 +43,7 @@ class _Finder:
         first = ins[0] if ins else ""
         weight = e.kind == "linear" or (e.kind == "matmul" and len(ins) == 2 and not ins[1])
         if weight and first in ("x", "x_kv"):
-            return self._projection(first)
+            return self._projection(first, axes)
         if weight and first in ("merged", "context_1h"):  # context_1h: one head, nothing to merge
             return "output", "output"
         if e.kind in ("matmul", "einsum") and len(ins) >= 2:
@@ -60,7 +61,9 @@ class _Finder:
             return "x_kv", "x_kv"
         return "", ""
 
-    def _projection(self, source: str) -> tuple[str, str]:
+    def _projection(self, source: str, axes: Axes) -> tuple[str, str]:
+        if source == "x" and axes[-1:] == (FUSED_QKV,):
+            return "qkv_proj", ""  # q, k and v at once: the parts of its split play them
         order = ("k", "v") if source == "x_kv" else ("q", "k", "v")
         done = [p for p in order if f"{p}_proj" in self.given]
         if len(done) == len(order):
@@ -81,6 +84,9 @@ class _Finder:
         self, e: Event, axes: Axes, ins: list[str], first: str
     ) -> tuple[str, str]:
         base = first.removesuffix("_proj").removesuffix("_heads")
+        if first == "qkv_proj" and e.params.get("parts") == 3:  # q, k, v = qkv.split(H, -1)
+            name = ("q", "k", "v")[e.params["part"]]
+            return f"{name}_proj", f"{name}_proj"
         if e.kind == "reshape" and first in ("x", "x_kv") and any(a in _HEADS for a in axes):
             return "xh", ""
         if e.kind == "reshape" and first.endswith("_proj") and any(a in _HEADS for a in axes):
