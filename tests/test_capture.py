@@ -305,8 +305,11 @@ class FusedAttention(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         B, S, H = x.shape
         qkv = self.c_attn(x)
-        q, k, v = qkv.chunk(3, dim=-1) if self.how == "chunk" else qkv.split(H, dim=2)
-        q, k, v = (t.view(B, S, self.h, H // self.h).transpose(1, 2) for t in (q, k, v))
+        if self.how == "unbind":  # timm's ViT: heads first at once, then the three parts
+            q, k, v = qkv.reshape(B, S, 3, self.h, H // self.h).permute(2, 0, 3, 1, 4).unbind(0)
+        else:
+            q, k, v = qkv.chunk(3, dim=-1) if self.how == "chunk" else qkv.split(H, dim=2)
+            q, k, v = (t.view(B, S, self.h, H // self.h).transpose(1, 2) for t in (q, k, v))
         if self.how == "sdpa":
             y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
         else:
@@ -315,22 +318,21 @@ class FusedAttention(nn.Module):
         return self.c_proj(y.transpose(1, 2).contiguous().view(B, S, H))
 
 
-@pytest.mark.parametrize("how", ["split", "chunk", "sdpa"])
+@pytest.mark.parametrize("how", ["split", "chunk", "sdpa", "unbind"])
 def test_a_fused_qkv_projection_is_split_into_q_k_and_v(how: str) -> None:
     t = _capture(FusedAttention(32, 4, how), torch.randn(2, 5, 32))
     reference = trace_attention(AttentionConfig(batch=2, seq=5, hidden=32, heads=4), "shape")
     fused = next(s for s in t.steps if s.shape == (2, 5, 96))
     assert (fused.role, fused.axes) == ("", ("B", "S", "3·H"))  # no reference step: q, k, v at once
     roles = {s.role: s for s in t.steps if s.role}
-    want = {"q_proj", "k_proj", "v_proj", "q_heads", "k_heads", "v_heads", "q", "k", "v",
-            "context", "merged", "output"}
+    parts = ("q", "k", "v") if how == "unbind" else ("q_proj", "k_proj", "v_proj")
+    want = {"q", "k", "v", "context", "merged", "output", *parts}
+    want |= set() if how == "unbind" else {"q_heads", "k_heads", "v_heads"}
     want |= set() if how == "sdpa" else {"k_t", "scores", "scaled", "weights"}
     assert want <= set(roles), sorted(want - set(roles))
-    for name in ("q_proj", "k_proj", "v_proj"):  # the parts in order, each the split's output
-        assert roles[name].op in ("split", "chunk")
-        assert roles[name].inputs == (fused.name,)
-    assert [t.steps.index(roles[n]) for n in ("q_proj", "k_proj", "v_proj")] == \
-        [t.steps.index(fused) + i for i in (1, 2, 3)]
+    split = [t.steps.index(roles[n]) for n in parts]  # the parts in order, each the split's
+    assert split == list(range(split[0], split[0] + 3))
+    assert {roles[n].op for n in parts} == {how if how in ("chunk", "unbind") else "split"}
     for name, step in roles.items():
         if name in reference and name != "x":
             assert step.axes == reference[name].axes, (name, step.axes)

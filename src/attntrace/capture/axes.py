@@ -8,6 +8,8 @@ size known to belong to exactly one letter names the axis, else it prints ``?``.
 (('S', 'h', 'd'), 12, 64)
 >>> split(("S", "h", "d"), (3, 12, 64), (3, 768), sizes)
 ('S', 'H')
+>>> split(("S", "3·H"), (3, 2304), (3, 3, 12, 64), sizes)  # q, k, v of a fused projection
+('S', '3', 'h', 'd')
 """
 
 from __future__ import annotations
@@ -198,6 +200,8 @@ def _regroup(axes: Axes, before: Shape, after: Shape, sizes: Sizes) -> list[str]
 
 
 def _split_one(letter: str, parts: Shape, sizes: Sizes) -> list[str]:
+    if letter == FUSED_QKV and parts[0] == 3 and len(parts) in (2, 3):  # timm: (…, 3, h, d)
+        return ["3", *_split_one("H", parts[1:], sizes)]
     pieces = letter.split("·")
     if len(pieces) == len(parts) and all(
         sizes.known.get(p, n) == n for p, n in zip(pieces, parts, strict=True)

@@ -84,9 +84,8 @@ class _Finder:
         self, e: Event, axes: Axes, ins: list[str], first: str
     ) -> tuple[str, str]:
         base = first.removesuffix("_proj").removesuffix("_heads")
-        if first == "qkv_proj" and e.params.get("parts") == 3:  # q, k, v = qkv.split(H, -1)
-            name = ("q", "k", "v")[e.params["part"]]
-            return f"{name}_proj", f"{name}_proj"
+        if first == "qkv_proj":
+            return self._fused_part(e, axes)
         if e.kind == "reshape" and first in ("x", "x_kv") and any(a in _HEADS for a in axes):
             return "xh", ""
         if e.kind == "reshape" and first.endswith("_proj") and any(a in _HEADS for a in axes):
@@ -104,6 +103,21 @@ class _Finder:
         if first in ("k", "v") and e.kind == "repeat" and "h" in axes:
             return first, f"{first}_rep"
         return first, ""
+
+    def _fused_part(self, e: Event, axes: Axes) -> tuple[str, str]:
+        """An op on the fused q/k/v projection: its reshapes and permutes stay fused; the
+        parts of its split (``split``, ``chunk``, ``unbind``) are q, k and v, in order, at the
+        step their axes say: (B, S, H) projections, (B, S, h, d) heads or (B, h, S, d)."""
+        if e.params.get("parts") != 3:
+            return "qkv_proj", ""
+        name = ("q", "k", "v")[e.params["part"]]
+        if len(axes) >= 3 and axes[-3] in _HEADS:
+            step = name  # heads first: timm's qkv.reshape(B, N, 3, h, d).permute(…).unbind(0)
+        elif any(a in _HEADS for a in axes):
+            step = f"{name}_heads"
+        else:
+            step = f"{name}_proj"  # nanoGPT's q, k, v = c_attn(x).split(H, dim=2)
+        return step, step
 
     def _moved(self, axes: Axes, first: str, base: str) -> tuple[str, str]:
         heads_first = len(axes) >= 3 and axes[-3] in _HEADS
