@@ -356,3 +356,27 @@ def test_numpy_split_of_a_fused_projection_gives_q_k_and_v() -> None:
             "merged"} <= set(roles)
     assert roles["k_proj"].axes == ("S", "H")
     assert roles["weights"].axes == ("h", "S", "S")
+
+
+@pytest.mark.parametrize("fused", [True, False])
+def test_numpy_weights_made_inside_the_function_are_weights_not_a_second_input(fused: bool) -> None:
+    def attention(x: np.ndarray, heads: int = 4) -> np.ndarray:
+        S, H = x.shape
+        if fused:  # (H, 3H): was taken for a cross-attention input (N, M)
+            q, k, v = np.split(x @ np.random.randn(H, 3 * H), 3, axis=-1)
+        else:  # torch's (out, in) layout, used as x @ w.T
+            q, k, v = (x @ np.random.randn(H, H).T for _ in range(3))
+        q, k, v = (p.reshape(S, heads, -1).transpose(1, 0, 2) for p in (q, k, v))
+        s = q @ k.transpose(0, 2, 1) / np.sqrt(q.shape[-1])
+        e = np.exp(s - s.max(-1, keepdims=True))
+        merged = (e / e.sum(-1, keepdims=True) @ v).transpose(1, 0, 2).reshape(S, H)
+        return merged @ np.random.randn(H, H)
+
+    with attntrace.capture() as t:
+        attention(t.track(np.random.default_rng(0).standard_normal((5, 32))))
+    roles = {s.role: s for s in t.steps if s.role}
+    assert "x_kv" not in roles
+    assert {"q_proj", "k_proj", "v_proj", "q", "k", "v", "k_t", "scores", "weights", "context",
+            "merged", "output"} <= set(roles)
+    assert roles["output"].axes == ("S", "H")
+    assert roles["weights"].axes == ("h", "S", "S")

@@ -262,6 +262,8 @@ def root(event: Event, sizes: Sizes) -> Axes:
         return tuple(given)
     if sizes.last_root is not None and sizes.last_root[0] == shape:
         return sizes.last_root[1]  # Key and Value made like Query
+    if (weight := _weight_axes(shape, sizes)) is not None:
+        return weight
     guessed = tuple(sizes.letter(n) for n in shape)
     taken = set(sizes.known.values())
     if len(shape) not in (2, 3) or (sizes.roots and shape[-1] in taken):
@@ -275,3 +277,23 @@ def root(event: Event, sizes: Sizes) -> Axes:
     sizes.roots += 1
     sizes.last_root = (shape, letters)
     return letters
+
+
+def _weight_axes(shape: Shape, sizes: Sizes) -> Axes | None:
+    """The axes of a matrix the code makes after x that has H rows (in, out) or H columns
+    (out, in): a projection's weights (``np.random.randn(H, 3 * H)``), not a second input;
+    its other axis is named as :func:`linear` names a projection's output (H, 3·H, g·d).
+
+    >>> _weight_axes((64, 192), Sizes({"S": 5, "H": 64}, roots=1))
+    ('H', '3·H')
+    >>> [_weight_axes(s, Sizes({"S": 5, "H": 64}, roots=1)) for s in ((5, 7), (5, 64))]
+    [None, None]
+    """
+    width = sizes.known.get("H")
+    if len(shape) != 2 or not sizes.roots or width is None or width not in shape:
+        return None
+    if shape[0] == sizes.known.get("S"):  # S rows: an input (S, H') of a model of another size
+        return None
+    if shape[0] == width:  # (in, out), used as x @ w
+        return "H", linear((shape[1],), (("H",), (width,)), sizes)[-1]
+    return linear((shape[0],), (("H",), (width,)), sizes)[-1], "H"  # (out, in): x @ w.T
