@@ -305,8 +305,9 @@ class FusedAttention(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         B, S, H = x.shape
         qkv = self.c_attn(x)
-        if self.how == "unbind":  # timm's ViT: heads first at once, then the three parts
-            q, k, v = qkv.reshape(B, S, 3, self.h, H // self.h).permute(2, 0, 3, 1, 4).unbind(0)
+        if self.how in ("unbind", "index"):  # timm's ViT: heads first at once, then 3 parts
+            qkv = qkv.reshape(B, S, 3, self.h, H // self.h).permute(2, 0, 3, 1, 4)
+            q, k, v = qkv.unbind(0) if self.how == "unbind" else (qkv[0], qkv[1], qkv[2])
         else:
             q, k, v = qkv.chunk(3, dim=-1) if self.how == "chunk" else qkv.split(H, dim=2)
             q, k, v = (t.view(B, S, self.h, H // self.h).transpose(1, 2) for t in (q, k, v))
@@ -318,33 +319,41 @@ class FusedAttention(nn.Module):
         return self.c_proj(y.transpose(1, 2).contiguous().view(B, S, H))
 
 
-@pytest.mark.parametrize("how", ["split", "chunk", "sdpa", "unbind"])
+@pytest.mark.parametrize("how", ["split", "chunk", "sdpa", "unbind", "index"])
 def test_a_fused_qkv_projection_is_split_into_q_k_and_v(how: str) -> None:
     t = _capture(FusedAttention(32, 4, how), torch.randn(2, 5, 32))
     reference = trace_attention(AttentionConfig(batch=2, seq=5, hidden=32, heads=4), "shape")
     fused = next(s for s in t.steps if s.shape == (2, 5, 96))
     assert (fused.role, fused.axes) == ("", ("B", "S", "3·H"))  # no reference step: q, k, v at once
     roles = {s.role: s for s in t.steps if s.role}
-    parts = ("q", "k", "v") if how == "unbind" else ("q_proj", "k_proj", "v_proj")
+    heads_first = how in ("unbind", "index")
+    parts = ("q", "k", "v") if heads_first else ("q_proj", "k_proj", "v_proj")
     want = {"q", "k", "v", "context", "merged", "output", *parts}
-    want |= set() if how == "unbind" else {"q_heads", "k_heads", "v_heads"}
+    want |= set() if heads_first else {"q_heads", "k_heads", "v_heads"}
     want |= set() if how == "sdpa" else {"k_t", "scores", "scaled", "weights"}
     assert want <= set(roles), sorted(want - set(roles))
     split = [t.steps.index(roles[n]) for n in parts]  # the parts in order, each the split's
     assert split == list(range(split[0], split[0] + 3))
-    assert {roles[n].op for n in parts} == {how if how in ("chunk", "unbind") else "split"}
+    ops = {"chunk": "chunk", "unbind": "unbind", "index": "getitem"}
+    assert {roles[n].op for n in parts} == {ops.get(how, "split")}
     for name, step in roles.items():
         if name in reference and name != "x":
             assert step.axes == reference[name].axes, (name, step.axes)
     assert "g" not in t.axis_sizes()  # 3·H is not mistaken for g·d, g = 3H / d = 12 kv-heads
 
 
-def test_numpy_split_of_a_fused_projection_gives_q_k_and_v() -> None:
+@pytest.mark.parametrize("how", ["split", "index"])
+def test_numpy_split_of_a_fused_projection_gives_q_k_and_v(how: str) -> None:
     w = np.random.default_rng(1).standard_normal((32, 96)) / 32  # (H, 3H), made outside
 
     def attention(x: np.ndarray, heads: int = 4) -> np.ndarray:
         S, H = x.shape
-        q, k, v = (p.reshape(S, heads, -1).transpose(1, 0, 2) for p in np.split(x @ w, 3, axis=-1))
+        if how == "index":  # (3, h, S, d), then qkv[0], qkv[1], qkv[2]
+            qkv = (x @ w).reshape(S, 3, heads, -1).transpose(1, 2, 0, 3)
+            q, k, v = qkv[0], qkv[1], qkv[2]
+        else:
+            q, k, v = (p.reshape(S, heads, -1).transpose(1, 0, 2)
+                       for p in np.split(x @ w, 3, axis=-1))
         s = q @ k.transpose(0, 2, 1) / np.sqrt(q.shape[-1])
         e = np.exp(s - s.max(-1, keepdims=True))
         return (e / e.sum(-1, keepdims=True) @ v).transpose(1, 0, 2).reshape(S, H)
@@ -352,9 +361,9 @@ def test_numpy_split_of_a_fused_projection_gives_q_k_and_v() -> None:
     with attntrace.capture() as t:
         attention(t.track(np.random.default_rng(0).standard_normal((5, 32))))
     roles = {s.role: s for s in t.steps if s.role}
-    assert {"q_proj", "k_proj", "v_proj", "q", "k", "v", "scores", "weights", "context",
-            "merged"} <= set(roles)
-    assert roles["k_proj"].axes == ("S", "H")
+    parts = {"q_proj", "k_proj", "v_proj"} if how == "split" else set()
+    assert {"q", "k", "v", "scores", "weights", "context", "merged", *parts} <= set(roles)
+    assert roles["k"].axes == ("h", "S", "d")
     assert roles["weights"].axes == ("h", "S", "S")
 
 

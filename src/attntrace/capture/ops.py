@@ -151,7 +151,19 @@ def torch_kind(
         params["equation"] = args[0]
     if shown == "rmatmul":
         params["swapped"] = True
+    if shown == "getitem" and len(args) > 1 and (index := leading_index(args[1])) is not None:
+        params["index"] = index
     return kind, params
+
+
+def leading_index(key: Any) -> int | None:
+    """The whole number that ``t[key]`` picks along the first axis, else None.
+
+    >>> leading_index(1), leading_index((2, slice(None))), leading_index(slice(0, 1))
+    (1, 2, None)
+    """
+    first = key[0] if isinstance(key, tuple) and key else key
+    return first if isinstance(first, int) and not isinstance(first, bool) else None
 
 
 def _rank(args: Sequence[Any]) -> int | None:

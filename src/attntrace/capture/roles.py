@@ -106,11 +106,13 @@ class _Finder:
 
     def _fused_part(self, e: Event, axes: Axes) -> tuple[str, str]:
         """An op on the fused q/k/v projection: its reshapes and permutes stay fused; the
-        parts of its split (``split``, ``chunk``, ``unbind``) are q, k and v, in order, at the
+        parts of its split (``split``, ``chunk``, ``unbind``, or ``qkv[0]``, ``qkv[1]``,
+        ``qkv[2]`` along its axis of three) are q, k and v, in order, at the
         step their axes say: (B, S, H) projections, (B, S, h, d) heads or (B, h, S, d)."""
-        if e.params.get("parts") != 3:
+        part = e.params.get("part") if e.params.get("parts") == 3 else self._picked(e)
+        if part is None:
             return "qkv_proj", ""
-        name = ("q", "k", "v")[e.params["part"]]
+        name = ("q", "k", "v")[part]
         if len(axes) >= 3 and axes[-3] in _HEADS:
             step = name  # heads first: timm's qkv.reshape(B, N, 3, h, d).permute(…).unbind(0)
         elif any(a in _HEADS for a in axes):
@@ -118,6 +120,13 @@ class _Finder:
         else:
             step = f"{name}_proj"  # nanoGPT's q, k, v = c_attn(x).split(H, dim=2)
         return step, step
+
+    def _picked(self, e: Event) -> int | None:
+        """The part ``qkv[i]`` takes (i = 0, 1, 2) along a leading axis of the three."""
+        index, source = e.params.get("index"), e.inputs[0] if e.inputs else None
+        if e.func != "getitem" or not isinstance(index, int) or source is None:
+            return None
+        return index if self.axes[source][:1] == ("3",) and 0 <= index < 3 else None
 
     def _moved(self, axes: Axes, first: str, base: str) -> tuple[str, str]:
         heads_first = len(axes) >= 3 and axes[-3] in _HEADS
