@@ -227,7 +227,9 @@ Layers = Annotated[int | None, typer.Option(
 Count = Annotated[CountName, typer.Option(help="Count arithmetic in flops or macs (1 MAC = 2 FLOPs).", rich_help_panel=COST)]
 Scale = Annotated[str, typer.Option(help="Factor on the scores: sqrt (1/√d, the paper), none (unscaled, as the study notes' worked example) or a number.")]
 Weights = Annotated[Path | None, typer.Option(help="Projection weights: .npz, .safetensors, .pt/.pth/.bin (attntrace, nn.MultiheadAttention, q_proj/o_proj or BERT names); sets --hidden.", rich_help_panel=FILES)]
-LayerPrefix = Annotated[str | None, typer.Option(help="Which layer of --weights, e.g. model.layers.0.self_attn.", rich_help_panel=FILES)]
+LayerPrefix = Annotated[str | None, typer.Option(
+    help="Which layer of --weights or --model, by the prefix of its tensor names, e.g. "
+    "model.layers.0.self_attn. (T5: decoder.block.0.layer.0.).", rich_help_panel=FILES)]
 Input = Annotated[Path | None, typer.Option("--input", help="x from a .npy file, (S, H) or (B, S, H); sets --seq and --batch.", rich_help_panel=FILES)]
 InputKv = Annotated[Path | None, typer.Option(
     "--input-kv", help="x_kv of cross-attention from a .npy file, (N, M) or (B, N, M), e.g. an "
