@@ -163,7 +163,12 @@ def test_numpy_function_with_tracked_input() -> None:
     assert "torch" not in {s.op for s in t.steps}
 
 
-VARIANTS = st.sampled_from(["plain", "gqa", "rope", "causal", "cross"])
+VARIANTS = st.sampled_from(["plain", "gqa", "mqa", "rope", "causal", "cross"])
+
+
+def _kv_heads(variant: str, heads: int) -> int | None:
+    """The kv-heads of a variant: half the heads (gqa), one (mqa: multi-query), else None."""
+    return {"gqa": heads // 2, "mqa": 1}.get(variant)
 
 
 @settings(max_examples=20, deadline=None)
@@ -171,7 +176,7 @@ VARIANTS = st.sampled_from(["plain", "gqa", "rope", "causal", "cross"])
 def test_axes_agree_with_the_reference_trace(variant: str, batch: int | None, hd: tuple[int, int], seq: int) -> None:
     heads, head_dim = hd
     hidden = heads * head_dim
-    kv_heads = heads // 2 if variant == "gqa" else None
+    kv_heads = _kv_heads(variant, heads)
     cross = variant == "cross"
     config = AttentionConfig(batch=batch or 1, seq=seq, hidden=hidden, heads=heads, kv_heads=kv_heads,
                              rope=variant == "rope", causal=variant == "causal",
@@ -230,10 +235,10 @@ def test_numpy_axes_agree_with_the_reference_trace(variant: str, batch: int | No
                                                    seq: int) -> None:
     heads, head_dim = hd
     hidden = heads * head_dim
-    kv_heads = heads // 2 if variant == "gqa" else heads
+    kv_heads = _kv_heads(variant, heads) or heads
     cross = variant == "cross"
     config = AttentionConfig(batch=batch, seq=seq, hidden=hidden, heads=heads,
-                             kv_heads=kv_heads if variant == "gqa" else None, causal=variant == "causal",
+                             kv_heads=_kv_heads(variant, heads), causal=variant == "causal",
                              kv_seq=seq + 2 if cross else None, kv_hidden=hidden + 8 if cross else None)
     reference = trace_attention(config, "shape")
     rng = np.random.default_rng(1)
@@ -243,8 +248,8 @@ def test_numpy_axes_agree_with_the_reference_trace(variant: str, batch: int | No
     with attntrace.capture() as t:
         numpy_attention(t.track(x), heads, kv_heads, variant == "causal", t.track(ctx) if cross else None)
     roles = {s.role: s for s in t.steps if s.role}
-    assert {"x", "q_proj", "k_proj", "q_heads", "q", "k_t", "scores", "weights", "context", "merged",
-            "output"} <= set(roles)
+    assert {"x", "q_proj", "k_proj", "q_heads", "q", "k", "k_t", "scores", "weights", "context",
+            "merged", "output"} <= set(roles)
     for name, step in roles.items():
         if name in reference:
             assert step.axes == reference[name].axes, (name, step.axes, reference[name].axes)
@@ -309,7 +314,10 @@ class FusedAttention(nn.Module):
             qkv = qkv.reshape(B, S, 3, self.h, H // self.h).permute(2, 0, 3, 1, 4)
             q, k, v = qkv.unbind(0) if self.how == "unbind" else (qkv[0], qkv[1], qkv[2])
         else:
-            q, k, v = qkv.chunk(3, dim=-1) if self.how == "chunk" else qkv.split(H, dim=2)
+            if self.how == "slice":  # the last axis cut by hand
+                q, k, v = qkv[:, :, :H], qkv[..., H:2 * H], qkv[..., 2 * H:]
+            else:
+                q, k, v = qkv.chunk(3, dim=-1) if self.how == "chunk" else qkv.split(H, dim=2)
             q, k, v = (t.view(B, S, self.h, H // self.h).transpose(1, 2) for t in (q, k, v))
         if self.how == "sdpa":
             y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
@@ -319,7 +327,7 @@ class FusedAttention(nn.Module):
         return self.c_proj(y.transpose(1, 2).contiguous().view(B, S, H))
 
 
-@pytest.mark.parametrize("how", ["split", "chunk", "sdpa", "unbind", "index"])
+@pytest.mark.parametrize("how", ["split", "chunk", "sdpa", "unbind", "index", "slice"])
 def test_a_fused_qkv_projection_is_split_into_q_k_and_v(how: str) -> None:
     t = _capture(FusedAttention(32, 4, how), torch.randn(2, 5, 32))
     reference = trace_attention(AttentionConfig(batch=2, seq=5, hidden=32, heads=4), "shape")
@@ -334,7 +342,7 @@ def test_a_fused_qkv_projection_is_split_into_q_k_and_v(how: str) -> None:
     assert want <= set(roles), sorted(want - set(roles))
     split = [t.steps.index(roles[n]) for n in parts]  # the parts in order, each the split's
     assert split == list(range(split[0], split[0] + 3))
-    ops = {"chunk": "chunk", "unbind": "unbind", "index": "getitem"}
+    ops = {"chunk": "chunk", "unbind": "unbind", "index": "getitem", "slice": "getitem"}
     assert {roles[n].op for n in parts} == {ops.get(how, "split")}
     for name, step in roles.items():
         if name in reference and name != "x":
@@ -342,7 +350,71 @@ def test_a_fused_qkv_projection_is_split_into_q_k_and_v(how: str) -> None:
     assert "g" not in t.axis_sizes()  # 3·H is not mistaken for g·d, g = 3H / d = 12 kv-heads
 
 
-@pytest.mark.parametrize("how", ["split", "index"])
+class FusedGQAAttention(nn.Module):
+    """Phi-3's attention: one qkv_proj, (h + 2g)·d wide, cut by slices of its last axis (or by
+    one split with the three widths), then repeat_interleave for the kv-heads."""
+
+    def __init__(self, hidden: int, heads: int, kv_heads: int, how: str = "slice") -> None:
+        super().__init__()
+        self.h, self.g, self.d, self.how = heads, kv_heads, hidden // heads, how
+        self.qkv_proj = nn.Linear(hidden, (heads + 2 * kv_heads) * self.d, bias=False)
+        self.o_proj = nn.Linear(heads * self.d, hidden, bias=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        B, S, _ = x.shape
+        qkv = self.qkv_proj(x)
+        q_pos, kv_width = self.h * self.d, self.g * self.d
+        if self.how == "slice":
+            q = qkv[..., :q_pos]
+            k = qkv[..., q_pos:q_pos + kv_width]
+            v = qkv[..., q_pos + kv_width:]
+        else:
+            q, k, v = qkv.split([q_pos, kv_width, kv_width], dim=-1)
+        q, k, v = (t.view(B, S, -1, self.d).transpose(1, 2) for t in (q, k, v))
+        k = k.repeat_interleave(self.h // self.g, dim=1)
+        v = v.repeat_interleave(self.h // self.g, dim=1)
+        att = (q @ k.transpose(-2, -1)) / math.sqrt(self.d)
+        y = att.softmax(dim=-1) @ v
+        return self.o_proj(y.transpose(1, 2).reshape(B, S, -1))
+
+
+@pytest.mark.parametrize("how", ["slice", "split"])
+def test_a_fused_projection_with_fewer_kv_heads_is_cut_into_q_k_and_v(how: str) -> None:
+    model = FusedGQAAttention(64, 8, 2, how)
+    x = torch.randn(2, 5, 64)
+    t = _capture(model, x)
+    fused = next(s for s in t.steps if s.shape == (2, 5, 96))  # (h + 2g)·d = (8 + 4)·8
+    assert (fused.role, fused.axes) == ("", ("B", "S", "(h+2g)·d"))
+    assert t.axis_sizes()["g"] == 2  # not 96 / d = 12 kv-heads
+    reference = trace_attention(AttentionConfig(batch=2, seq=5, hidden=64, heads=8, kv_heads=2),
+                                "shape")
+    roles = {s.role: s for s in t.steps if s.role}
+    want = {"q_proj", "k_proj", "v_proj", "q_heads", "k_heads", "v_heads", "q", "k", "v",
+            "k_rep", "v_rep", "k_t", "scores", "scaled", "weights", "context", "merged", "output"}
+    assert want <= set(roles), sorted(want - set(roles))
+    for name in want & set(reference.names):
+        assert roles[name].axes == reference[name].axes, name
+    assert roles["k_proj"].axes == ("B", "S", "g·d")
+    assert np.array_equal(np.asarray(roles["output"].value), model(x).detach().numpy())
+
+
+def test_slices_of_the_last_axis_that_do_not_cut_it_in_three_play_no_part() -> None:
+    def attention(x: np.ndarray, w: np.ndarray) -> np.ndarray:
+        qk = x @ w  # (S, 2H): q and k only, halves; v is x itself
+        q, k = qk[:, :8], qk[:, 8:]
+        e = np.exp(q @ k.T - (q @ k.T).max(-1, keepdims=True))
+        return e / e.sum(-1, keepdims=True) @ x
+
+    x = np.random.default_rng(0).standard_normal((5, 8))
+    with attntrace.capture() as t:
+        attention(t.track(x), np.random.default_rng(1).standard_normal((8, 16)))
+    assert all("(h+2g)" not in "".join(s.axes) for s in t.steps)
+    halves = [s for s in t.steps if s.op == "getitem"]
+    assert len(halves) == 2
+    assert not any(s.role for s in halves)  # no k_proj, v_proj by slices
+
+
+@pytest.mark.parametrize("how", ["split", "index", "slice", "gqa"])
 def test_numpy_split_of_a_fused_projection_gives_q_k_and_v(how: str) -> None:
     w = np.random.default_rng(1).standard_normal((32, 96)) / 32  # (H, 3H), made outside
 
@@ -351,9 +423,15 @@ def test_numpy_split_of_a_fused_projection_gives_q_k_and_v(how: str) -> None:
         if how == "index":  # (3, h, S, d), then qkv[0], qkv[1], qkv[2]
             qkv = (x @ w).reshape(S, 3, heads, -1).transpose(1, 2, 0, 3)
             q, k, v = qkv[0], qkv[1], qkv[2]
+        elif how == "gqa":  # (h + 2g)·d = (4 + 4)·8: np.split at the two widths, repeated kv
+            parts = np.split(x @ w[:, :64], [H, H + 16], axis=-1)
+            q, k, v = (p.reshape(S, -1, 8).transpose(1, 0, 2) for p in parts)
+            k, v = np.repeat(k, 2, axis=0), np.repeat(v, 2, axis=0)
         else:
-            q, k, v = (p.reshape(S, heads, -1).transpose(1, 0, 2)
-                       for p in np.split(x @ w, 3, axis=-1))
+            qkv = x @ w
+            parts = ([qkv[:, :H], qkv[:, H:2 * H], qkv[..., 2 * H:]] if how == "slice"
+                     else np.split(qkv, 3, axis=-1))
+            q, k, v = (p.reshape(S, heads, -1).transpose(1, 0, 2) for p in parts)
         s = q @ k.transpose(0, 2, 1) / np.sqrt(q.shape[-1])
         e = np.exp(s - s.max(-1, keepdims=True))
         return (e / e.sum(-1, keepdims=True) @ v).transpose(1, 0, 2).reshape(S, H)
@@ -361,10 +439,13 @@ def test_numpy_split_of_a_fused_projection_gives_q_k_and_v(how: str) -> None:
     with attntrace.capture() as t:
         attention(t.track(np.random.default_rng(0).standard_normal((5, 32))))
     roles = {s.role: s for s in t.steps if s.role}
-    parts = {"q_proj", "k_proj", "v_proj"} if how == "split" else set()
+    parts = set() if how == "index" else {"q_proj", "k_proj", "v_proj"}
     assert {"q", "k", "v", "scores", "weights", "context", "merged", *parts} <= set(roles)
-    assert roles["k"].axes == ("h", "S", "d")
+    assert roles["k"].axes == (("g",) if how == "gqa" else ("h",)) + ("S", "d")
     assert roles["weights"].axes == ("h", "S", "S")
+    if how == "gqa":
+        assert roles["k_proj"].axes == ("S", "g·d")
+        assert (t.axis_sizes()["g"], t.axis_sizes()["h"]) == (2, 4)
 
 
 @pytest.mark.parametrize("fused", [True, False])
@@ -389,3 +470,21 @@ def test_numpy_weights_made_inside_the_function_are_weights_not_a_second_input(f
             "merged", "output"} <= set(roles)
     assert roles["output"].axes == ("S", "H")
     assert roles["weights"].axes == ("h", "S", "S")
+
+
+@pytest.mark.parametrize("width", [80, 100])
+def test_the_steps_table_fits_the_console_and_squeezes_only_the_code(width: int) -> None:
+    from rich.console import Console
+
+    from attntrace.render.capture import captured_table
+
+    t = _capture(FusedGQAAttention(64, 8, 2), torch.randn(2, 5, 64))
+    console = Console(width=width, record=True, color_system=None)
+    console.print(captured_table(t.steps, width))
+    lines = [line.rstrip() for line in console.export_text().splitlines()]
+    assert max(map(len, lines)) <= width
+    assert lines[1].split()[:4] == ["#", "step", "role", "line"]  # none squeezed away
+    rows = [line.split() for line in lines[3:]]
+    assert [r[0] for r in rows] == [str(i) for i in range(len(t.steps))]
+    assert "context_heads" in {r[2] for r in rows if len(r) > 2}  # the longest role, whole
+    assert any(line.endswith("(B, S, (h+2g)·d)") for line in lines)

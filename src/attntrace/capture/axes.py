@@ -25,6 +25,9 @@ Axes = tuple[str, ...]
 UNKNOWN = "?"
 #: The last axis of a projection that makes q, k and v at once: (…, 3·H).
 FUSED_QKV = "3·H"
+#: The same with fewer key/value heads (Phi-3's qkv_proj): h·d + 2·g·d wide, cut in three.
+FUSED_GQA = "(h+2g)·d"
+FUSED = (FUSED_QKV, FUSED_GQA)
 
 
 @dataclass
@@ -114,14 +117,43 @@ def linear(shape: Shape, x: tuple[Axes, Shape], sizes: Sizes) -> Axes:
         last = "H"
     elif sizes.known.get("H") is not None and out == 3 * sizes.known["H"]:
         last = FUSED_QKV  # q, k and v in one projection (nanoGPT's c_attn), split afterwards
-    elif "d" in sizes.known and out % sizes.known["d"] == 0 and sizes.letter(out) == UNKNOWN:
-        groups = out // sizes.known["d"]
+    elif "d" in sizes.known and out % sizes.known["d"] == 0 and sizes.letter(out) in (UNKNOWN, "d"):
+        groups = out // sizes.known["d"]  # 1: one key/value head (multi-query attention)
         sizes.known.setdefault("g", groups)
         last = "g·d" if sizes.known["g"] == groups else UNKNOWN
     else:
         last = sizes.letter(out)
     lead = broadcast(shape[:-1], [(ax[:-1], sx[:-1])], sizes)
     return (*lead, last)
+
+
+def fused_projection(shape: Shape, x: tuple[Axes, Shape], sizes: Sizes) -> Axes:
+    """x (…, H) -> (…, 3·H), or (…, (h+2g)·d) with fewer key/value heads: a projection that
+    later ops cut in three (q, k and v at once).
+
+    >>> fused_projection((2, 5, 96), (("B", "S", "H"), (2, 5, 64)), Sizes({"H": 64}))
+    ('B', 'S', '(h+2g)·d')
+    """
+    ax, sx = x
+    last = FUSED_QKV if shape[-1] == 3 * sizes.known.get("H", -1) else FUSED_GQA
+    return (*broadcast(shape[:-1], [(ax[:-1], sx[:-1])], sizes), last)
+
+
+def fused_part(shape: Shape, fused: tuple[Axes, Shape], first: bool, sizes: Sizes) -> Axes:
+    """A part cut from the last axis of a fused projection (split, chunk, ``qkv[..., :H]``),
+    named as a projection's output: ``H``, else ``h·d`` for q (the ``first``) and ``g·d``.
+
+    >>> sizes = Sizes({"H": 64, "d": 16})
+    >>> fused = (("B", "S", FUSED_GQA), (2, 5, 128))
+    >>> fused_part((2, 5, 64), fused, True, sizes), fused_part((2, 5, 32), fused, False, sizes)
+    (('B', 'S', 'H'), ('B', 'S', 'g·d'))
+    >>> sizes.known["g"]
+    2
+    """
+    axes, width = fused[0], shape[-1]
+    if first and width != sizes.known.get("H") and "d" in sizes.known:
+        return (*axes[:-1], "h·d" if width % sizes.known["d"] == 0 else sizes.letter(width))
+    return linear(shape, ((*axes[:-1], UNKNOWN), fused[1]), sizes)
 
 
 def repeat(axes: Axes, before: Shape, after: Shape, sizes: Sizes) -> Axes:
@@ -153,12 +185,16 @@ def split(axes: Axes, before: Shape, after: Shape, sizes: Sizes) -> Axes:
     """A reshape: axes are grouped by equal products; one axis split in two gives its parts
     (H -> h, d), two merged give their product (h, d -> H), size-1 axes come and go."""
     out: list[str] = [UNKNOWN] * len(after)
+    axes = tuple(axes)
     i = j = 0
     while i < len(before) and j < len(after):
         if before[i] == 1 or after[j] == 1:
             if before[i] == 1 and after[j] == 1:
                 out[j] = axes[i]
                 i, j = i + 1, j + 1
+            elif after[j] == 1 and axes[i].startswith("g·") and sizes.known.get("g") == 1:
+                out[j], j = "g", j + 1  # g·d -> (1, d): the one key/value head
+                axes = (*axes[:i], axes[i].removeprefix("g·"), *axes[i + 1:])
             elif after[j] == 1:
                 out[j], j = "1", j + 1
             else:

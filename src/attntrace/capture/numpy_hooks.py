@@ -316,7 +316,8 @@ class TracedArray(np.ndarray):
         if hooks is None:
             return np.ndarray.__getitem__(self.view(np.ndarray), _plain(key))
         return hooks.run(
-            lambda a, k: a[k], "getitem", (self, key), {}, lambda n: _getitem_params(key)
+            lambda a, k: a[k], "getitem", (self, key), {},
+            lambda n: ("elementwise", ops.index_params(key, self.shape)),
         )
 
     def __setitem__(self, key: Any, value: Any) -> None:
@@ -326,9 +327,3 @@ class TracedArray(np.ndarray):
 
     def __repr__(self) -> str:
         return repr(self.view(np.ndarray))
-
-
-def _getitem_params(key: Any) -> tuple[str, dict[str, Any]]:
-    """The kind of ``a[key]`` and the whole number it picks along the first axis, if any."""
-    index = ops.leading_index(key)
-    return "elementwise", {} if index is None else {"index": index}

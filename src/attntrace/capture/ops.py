@@ -151,9 +151,42 @@ def torch_kind(
         params["equation"] = args[0]
     if shown == "rmatmul":
         params["swapped"] = True
-    if shown == "getitem" and len(args) > 1 and (index := leading_index(args[1])) is not None:
-        params["index"] = index
+    if shown == "getitem" and len(args) > 1:
+        params |= index_params(args[1], getattr(args[0], "shape", ()))
     return kind, params
+
+
+def index_params(key: Any, shape: Sequence[int]) -> dict[str, Any]:
+    """What ``t[key]`` picks, for the roles: ``index``, the whole number it takes along the
+    first axis, or ``last``, the (start, stop) of the one range it cuts from the last axis
+    of ``shape`` (``qkv[..., :H]``, ``qkv[:, :, H:2 * H]``); else nothing.
+
+    >>> index_params(1, (3, 4)), index_params((Ellipsis, slice(4, None)), (2, 12))
+    ({'index': 1}, {'last': (4, 12)})
+    >>> index_params((slice(None), slice(0, 4)), (2, 12)), index_params(slice(0, 1), (2, 12))
+    ({'last': (0, 4)}, {})
+    """
+    if (index := leading_index(key)) is not None:
+        return {"index": index}
+    if (cut := last_range(key, shape)) is not None:
+        return {"last": cut}
+    return {}
+
+
+def last_range(key: Any, shape: Sequence[int]) -> tuple[int, int] | None:
+    """The (start, stop) a key cuts from the last axis, every other axis kept whole."""
+    parts = key if isinstance(key, tuple) else (key,)
+    if not shape or not parts or not isinstance(parts[-1], slice):
+        return None
+    rest = parts[:-1]
+    if rest and rest[0] is Ellipsis:
+        rest = rest[1:]
+    elif len(parts) != len(shape):
+        return None
+    if not all(isinstance(r, slice) and r == slice(None) for r in rest):
+        return None
+    start, stop, step = parts[-1].indices(int(shape[-1]))
+    return (start, stop) if step == 1 and stop > start else None
 
 
 def leading_index(key: Any) -> int | None:

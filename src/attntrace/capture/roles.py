@@ -5,12 +5,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from attntrace.capture.axes import FUSED_QKV
+from attntrace.capture.axes import FUSED
 from attntrace.capture.events import Event
 
 Axes = tuple[str, ...]
 
 _HEADS = ("h", "g")
+_FUSED_LAST = tuple((f,) for f in FUSED)  # the last axes of a fused projection
 
 
 def roles(events: Sequence[Event], axes: Sequence[Axes]) -> list[str]:
@@ -62,7 +63,7 @@ class _Finder:
         return "", ""
 
     def _projection(self, source: str, axes: Axes) -> tuple[str, str]:
-        if source == "x" and axes[-1:] == (FUSED_QKV,):
+        if source == "x" and axes[-1:] and axes[-1] in FUSED:
             return "qkv_proj", ""  # q, k and v at once: the parts of its split play them
         order = ("k", "v") if source == "x_kv" else ("q", "k", "v")
         done = [p for p in order if f"{p}_proj" in self.given]
@@ -106,10 +107,14 @@ class _Finder:
 
     def _fused_part(self, e: Event, axes: Axes) -> tuple[str, str]:
         """An op on the fused q/k/v projection: its reshapes and permutes stay fused; the
-        parts of its split (``split``, ``chunk``, ``unbind``, or ``qkv[0]``, ``qkv[1]``,
-        ``qkv[2]`` along its axis of three) are q, k and v, in order, at the
-        step their axes say: (B, S, H) projections, (B, S, h, d) heads or (B, h, S, d)."""
+        parts of its split (``split``, ``chunk``, ``unbind``, ``qkv[0]``, ``qkv[1]``,
+        ``qkv[2]`` along its axis of three, or the slices ``qkv[..., :H]`` … of its last
+        axis) are q, k and v, in order, at the step their axes say: (B, S, H) projections,
+        (B, S, h, d) heads or (B, h, S, d)."""
         part = e.params.get("part") if e.params.get("parts") == 3 else self._picked(e)
+        if part is None and (cut := self._cut(e)) is not None:
+            start, stop = cut  # q first, v last, k between (h·d, g·d, g·d wide)
+            part = 0 if start == 0 else 2 if stop == e.input_shapes[0][-1] else 1
         if part is None:
             return "qkv_proj", ""
         name = ("q", "k", "v")[part]
@@ -120,6 +125,12 @@ class _Finder:
         else:
             step = f"{name}_proj"  # nanoGPT's q, k, v = c_attn(x).split(H, dim=2)
         return step, step
+
+    def _cut(self, e: Event) -> tuple[int, int] | None:
+        """The (start, stop) a slice takes from the fused axis itself (not from d after a
+        reshape to (…, 3, h, d))."""
+        cut, source = e.params.get("last"), e.inputs[0] if e.inputs else None
+        return cut if source is not None and self.axes[source][-1:] in _FUSED_LAST else None
 
     def _picked(self, e: Event) -> int | None:
         """The part ``qkv[i]`` takes (i = 0, 1, 2) along a leading axis of the three."""

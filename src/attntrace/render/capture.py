@@ -3,7 +3,7 @@ and, when a shape was wrong, the failing line with its operands and the rule tha
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
 from rich.console import Console
@@ -70,14 +70,14 @@ def captured_table(steps: Sequence[CapturedStep], width: int = 120) -> Table:
     one_file = title.startswith("steps of ") and not title.startswith("steps of your code")
     table = _table(title)
     widest = max((len(format_shape(x.shape)) for x in steps), default=5)
+    axes_width = max((len(format_axes(x.axes)) for x in steps), default=4)
+    inputs = width >= 110  # operand shapes too when there is room
     table.add_column("#", justify="right", style="dim", min_width=len(str(len(steps))))
     table.add_column("step", style="bold", no_wrap=True, max_width=12)
-    table.add_column("role", style="green", no_wrap=True, max_width=12)
+    table.add_column("role", style="green", no_wrap=True, max_width=13)  # context_heads
     table.add_column("line", style="dim", no_wrap=True, justify="right" if one_file else "left")
-    table.add_column(
-        "code", overflow="ellipsis", no_wrap=True, min_width=8, max_width=max(16, width // 4)
-    )
-    inputs = width >= 110  # operand shapes too when there is room
+    table.add_column("code", overflow="ellipsis", no_wrap=True, min_width=8,
+                     max_width=_code_width(steps, width, axes_width, one_file, inputs))
     table.add_column(
         "operands → shape" if inputs else "shape",
         justify="right",
@@ -85,7 +85,6 @@ def captured_table(steps: Sequence[CapturedStep], width: int = 120) -> Table:
         no_wrap=True,
         min_width=widest,
     )
-    axes_width = max((len(format_axes(x.axes)) for x in steps), default=4)
     table.add_column("axes", style="magenta", no_wrap=True, min_width=axes_width)
     if dtype_column:
         table.add_column("dtype", style="dim", no_wrap=True)
@@ -103,6 +102,24 @@ def captured_table(steps: Sequence[CapturedStep], width: int = 120) -> Table:
         ]
         table.add_row(*cells, *([s.dtype] if dtype_column else []))
     return table
+
+
+def _code_width(steps: Sequence[CapturedStep], width: int, axes_width: int, one_file: bool,
+                inputs: bool) -> int:
+    """The code column's width: a quarter of the console (16 at least), less when the other
+    columns need the room, so that Rich never squeezes the index, line or axes columns."""
+    def widest(header: str, cells: Iterable[str], cap: int = 1 << 30) -> int:
+        return max(len(header), min(cap, max(map(len, cells), default=0)))
+
+    where = (s.location.rpartition(":")[2] if one_file else s.location for s in steps)
+    shapes = (f"{' '.join(map(format_shape, s.input_shapes))} → {format_shape(s.shape)}"
+              if inputs and s.input_shapes else format_shape(s.shape) for s in steps)
+    others = [widest("#", [str(len(steps) - 1)]), widest("step", (s.name for s in steps), 12),
+              widest("role", (s.role for s in steps), 13), widest("line", where),
+              widest("operands → shape" if inputs else "shape", shapes), max(4, axes_width),
+              *([widest("dtype", (s.dtype for s in steps))] if width >= 120 else [])]
+    spacing = 2 * (len(others) + 1) - 1  # one space of padding per column, one between two
+    return max(8, min(max(16, width // 4), width - sum(others) - spacing))
 
 
 def render_failure(failure: Failure, explanation: Explanation | None, console: Console) -> None:
