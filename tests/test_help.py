@@ -209,3 +209,22 @@ def test_an_option_group_must_be_keyword_only() -> None:
 
     with pytest.raises(TypeError, match="option group 'sizes' must be keyword-only"):
         with_option_groups(command)
+
+
+def _every_command() -> list[tuple[str, object]]:
+    root = typer.main.get_command(app)
+    ctx = root.context_class(root)
+    return [(name, root.get_command(ctx, name)) for name in COMMANDS]  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize(("name", "command"), _every_command(), ids=[n for n, _ in _every_command()])
+def test_no_help_text_is_eaten_as_rich_markup(name: str, command: typer.core.TyperCommand) -> None:
+    """Typer renders help as Rich markup: an unescaped ``[default: …]`` is taken for a style
+    tag and vanishes, leaving "a torch tensor ." on the page."""
+    from rich.markup import render
+
+    for param in command.params:
+        text = getattr(param, "help", None) or ""
+        shown = render(text).plain
+        assert shown.count("[") == text.replace("\\[", "[").count("["), (name, param.name, text)
+        assert not re.search(r"\s\.(\s|$)", shown), (name, param.name, shown)  # "tensor ."

@@ -64,7 +64,7 @@ Axes = Annotated[
 Array = Annotated[
     ArrayName | None,
     typer.Option(
-        help="Call NAME with a numpy array or a torch tensor [default: torch for modules "
+        help="Call NAME with a numpy array or a torch tensor \\[default: torch for modules "
         "and for functions whose file imports torch].",
         rich_help_panel=CODE,
         show_default=False,
@@ -73,7 +73,7 @@ Array = Annotated[
 TraceHidden = Annotated[
     int | None,
     typer.Option(
-        help="H of the input x [default: the module's embed_dim / hidden_size / "
+        help="H of the input x \\[default: the module's embed_dim / hidden_size / "
         "first Linear, else 768].",
         rich_help_panel=opt.SIZES,
         show_default=False,
