@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -235,3 +236,12 @@ def test_an_edited_file_is_read_again_by_the_next_trace(tmp_path: Path) -> None:
     result = runner.invoke(app, ["trace", f"{user}:attention", "--array", "numpy", "--hidden", "4",
                                  "--format", "json"])
     assert '"name": "second"' in result.stdout, result.stdout
+
+
+def test_a_recursion_in_the_users_code_is_one_frame_and_a_count(tmp_path: Path) -> None:
+    (tmp_path / "recurses.py").write_text("def attention(x):\n    return attention(x)\n")
+    code, out = _run(f"{tmp_path / 'recurses.py'}:attention", "--array", "numpy")
+    assert code == 1
+    assert out.count('recurses.py", line 2, in attention') == 1
+    assert re.search(r"\[Previous line repeated \d{3} more times\]", out)
+    assert out.rstrip().endswith("RecursionError: maximum recursion depth exceeded")

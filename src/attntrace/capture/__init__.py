@@ -13,7 +13,7 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -50,16 +50,20 @@ def capture(
     axes: Mapping[str, int] | None = None,
     numpy: bool = True,
     torch: bool | None = None,
+    into: Sequence[str] = (),
 ) -> Iterator[Session]:
     """Record every tensor operation the user's code runs inside the block.
 
     torch is captured when it is imported (``torch=None``) or asked for; numpy arrays are
     captured from their creation in the user's code inside the block, or from ``t.track(x)``.
     ``keep_values=False`` records shapes only. ``axes`` gives sizes of axis letters
-    (``{"h": 12, "d": 64}``) to name the axes that sizes alone cannot.
+    (``{"h": 12, "d": 64}``) to name the axes that sizes alone cannot. ``into`` names
+    installed packages whose code counts as the user's (``["transformers"]``: the ops inside
+    its attention modules, not one row per module call).
     """
-    from attntrace.capture.source import forget
+    from attntrace.capture.source import forget, package_folders, trace_into
 
+    places = package_folders(into)
     forget()
     recorder = Recorder(keep_values)
     session = Session(recorder, axes)
@@ -78,8 +82,10 @@ def capture(
         for h in hooks:
             h.install()
             session._adapters[_adapter_key(h)] = h.adapter
+        trace_into(places)
         yield session
     finally:
+        trace_into(())
         for h in reversed(hooks):
             h.uninstall()
         session.finish()

@@ -83,7 +83,7 @@ def axes_of(  # noqa: PLR0911  (a table)
     shape, kind, p = e.shape, e.kind, e.params
     if kind == "create" or not ops:
         return ax.root(e, sizes) if kind == "create" else tuple(sizes.letter(n) for n in shape)
-    first = ops[0]
+    first = ops[p.get("x", 0)] if len(ops) > p.get("x", 0) else ops[0]  # addmm: x is second
     weight = kind == "matmul" and len(ops) == 2 and e.inputs[1] is None and len(ops[1][1]) == 2
     if kind == "linear" or weight:  # x @ W with W from outside: a projection
         cut = e.index in fused
@@ -93,6 +93,8 @@ def axes_of(  # noqa: PLR0911  (a table)
         return ax.fused_part(shape, first, start == 0, sizes)
     if kind == "matmul" and len(ops) >= 2:
         return ax.matmul(shape, first, ops[1], sizes)
+    if (picks := p.get("picks")) is not None and len(picks) == len(shape):
+        return ax.picked(first, shape, picks, sizes)  # t[:, :, None], t[0], t[..., :half]
     if kind == "reshape":
         return ax.split(first[0], first[1], shape, sizes)
     if kind == "permute" and p.get("order") is not None and len(p["order"]) == len(first[0]):

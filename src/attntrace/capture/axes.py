@@ -127,6 +127,19 @@ def linear(shape: Shape, x: tuple[Axes, Shape], sizes: Sizes) -> Axes:
     return (*lead, last)
 
 
+def picked(x: tuple[Axes, Shape], shape: Shape, picks: Sequence[int | None], sizes: Sizes) -> Axes:
+    """``t[key]`` by basic indexing: each axis keeps the letter of the operand axis it comes
+    from (``picks``, None for a new axis), unless a slice changed its size.
+
+    >>> picked((("B", "g", "S", "d"), (2, 2, 5, 8)), (2, 2, 1, 5, 8), (0, 1, None, 2, 3), Sizes())
+    ('B', 'g', '1', 'S', 'd')
+    """
+    axes, before = x
+    return tuple("1" if n == 1 and (k is None or before[k] != 1) else
+                 axes[k] if k is not None and before[k] == n else sizes.letter(n)
+                 for k, n in zip(picks, shape, strict=True))
+
+
 def fused_projection(shape: Shape, x: tuple[Axes, Shape], sizes: Sizes) -> Axes:
     """x (…, H) -> (…, 3·H), or (…, (h+2g)·d) with fewer key/value heads: a projection that
     later ops cut in three (q, k and v at once).
@@ -229,6 +242,8 @@ def _regroup(axes: Axes, before: Shape, after: Shape, sizes: Sizes) -> list[str]
         return _split_one(axes[0], after, sizes)
     if len(after) == 1:
         joined = "·".join(axes)
+        if axes[0] == "g" and sizes.known.get("h") == after[0]:
+            return ["h"]  # (g, h / g) -> h: the kv-heads repeated (HF's repeat_kv)
         if UNKNOWN in axes:
             return [sizes.letter(after[0])]
         return ["H" if joined == "h·d" and sizes.known.get("H") == after[0] else joined]

@@ -46,6 +46,8 @@ def is_shape_error(failure: Failure) -> bool:
 def explain(failure: Failure) -> Explanation:  # noqa: PLR0911  (one rule per kind)
     """The :class:`Explanation` of a shape error (a general one when no rule fits)."""
     ops = failure.operands
+    if failure.kind == "linear" and failure.params.get("x") == 1 and len(ops) == 3:
+        return _matmul(ops[1], ops[2])  # addmm(bias, x, w): x @ w, then + bias
     if failure.kind == "linear" and len(ops) >= 2:
         return _linear(ops[0], ops[-1])
     if failure.kind == "matmul" and len(ops) >= 2:

@@ -151,26 +151,57 @@ def torch_kind(
         params["equation"] = args[0]
     if shown == "rmatmul":
         params["swapped"] = True
+    if shown == "addmm" and operands == 3:  # addmm(bias, x, w) = x @ w + bias: HF's Conv1D
+        kind, params["x"] = "linear", 1
     if shown == "getitem" and len(args) > 1:
         params |= index_params(args[1], getattr(args[0], "shape", ()))
     return kind, params
 
 
 def index_params(key: Any, shape: Sequence[int]) -> dict[str, Any]:
-    """What ``t[key]`` picks, for the roles: ``index``, the whole number it takes along the
-    first axis, or ``last``, the (start, stop) of the one range it cuts from the last axis
-    of ``shape`` (``qkv[..., :H]``, ``qkv[:, :, H:2 * H]``); else nothing.
+    """What ``t[key]`` picks, for the axes and roles: ``index``, the whole number it takes
+    along the first axis, or ``last``, the (start, stop) of the one range it cuts from the
+    last axis of ``shape`` (``qkv[..., :H]``, ``qkv[:, :, H:2 * H]``); and ``picks``, where
+    each axis comes from (see :func:`index_picks`).
 
-    >>> index_params(1, (3, 4)), index_params((Ellipsis, slice(4, None)), (2, 12))
-    ({'index': 1}, {'last': (4, 12)})
-    >>> index_params((slice(None), slice(0, 4)), (2, 12)), index_params(slice(0, 1), (2, 12))
-    ({'last': (0, 4)}, {})
+    >>> index_params(1, (3, 4))["index"], index_params((Ellipsis, slice(4, None)), (2, 12))
+    (1, {'last': (4, 12), 'picks': (0, 1)})
+    >>> index_params((slice(None), slice(0, 4)), (2, 12))["last"], index_params(None, (2, 3))
+    ((0, 4), {'picks': (None, 0, 1)})
     """
+    picks = {} if (kept := index_picks(key, len(shape))) is None else {"picks": kept}
     if (index := leading_index(key)) is not None:
-        return {"index": index}
+        return {"index": index, **picks}
     if (cut := last_range(key, shape)) is not None:
-        return {"last": cut}
-    return {}
+        return {"last": cut, **picks}
+    return picks
+
+
+def index_picks(key: Any, rank: int) -> tuple[int | None, ...] | None:
+    """For basic indexing (whole numbers, slices, None, ...): the axis of the operand each
+    axis of ``t[key]`` comes from, None for a new axis of size 1; else None.
+
+    >>> index_picks((slice(None), slice(None), None), 4), index_picks((0, Ellipsis, None), 3)
+    ((0, 1, None, 2, 3), (1, 2, None))
+    """
+    parts = key if isinstance(key, tuple) else (key,)
+    basic = all(p is None or p is Ellipsis or isinstance(p, slice)
+                or (isinstance(p, int) and not isinstance(p, bool)) for p in parts)
+    used = sum(p is not None and p is not Ellipsis for p in parts)
+    if not basic or used > rank or sum(p is Ellipsis for p in parts) > 1:
+        return None
+    out: list[int | None] = []
+    axis = 0
+    for p in parts:
+        if p is Ellipsis:
+            out += range(axis, axis + rank - used)
+            axis += rank - used
+        elif p is None:
+            out.append(None)
+        else:  # a slice keeps its axis, a whole number drops it
+            out += [axis] if isinstance(p, slice) else []
+            axis += 1
+    return (*out, *range(axis, rank))
 
 
 def last_range(key: Any, shape: Sequence[int]) -> tuple[int, int] | None:

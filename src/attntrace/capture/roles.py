@@ -41,7 +41,8 @@ class _Finder:
         axes = self.axes[e.index]
         if e.kind == "create":
             return self._root(axes)
-        first = ins[0] if ins else ""
+        at = e.params.get("x", 0)  # addmm(bias, x, w): x is the second operand
+        first = ins[at] if len(ins) > at else ins[0] if ins else ""
         weight = e.kind == "linear" or (e.kind == "matmul" and len(ins) == 2 and not ins[1])
         if weight and first in ("x", "x_kv"):
             return self._projection(first, axes)
@@ -101,7 +102,9 @@ class _Finder:
             return self._on_scores(e, ins)
         if first == "exp_scores" and e.func in ("divide", "true_divide", "div", "truediv"):
             return "weights", "weights"
-        if first in ("k", "v") and e.kind == "repeat" and "h" in axes:
+        if first in ("k", "v") and e.kind in ("repeat", "reshape") and "h" in axes and (
+            e.kind == "repeat" or "g" in self.axes[e.inputs[0] or 0]
+        ):  # repeat_interleave, or HF's repeat_kv: k[:, :, None].expand(…).reshape(B, h, S, d)
             return first, f"{first}_rep"
         return first, ""
 

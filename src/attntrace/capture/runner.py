@@ -134,11 +134,14 @@ def run_script(
     *,
     axes: Mapping[str, int] | None = None,
     keep_values: bool = True,
+    into: Sequence[str] = (),
 ) -> Outcome:
-    """Run the script as ``python script.py ARGS`` would, capturing its ops."""
+    """Run the script as ``python script.py ARGS`` would, capturing its ops (and those of
+    the packages ``into``)."""
     if imports_torch(path):
         import torch  # noqa: F401  (the capture hooks torch only when it is loaded)
-    with _script_context(path, argv), capture(axes=axes, keep_values=keep_values) as t:
+    with _script_context(path, argv), \
+            capture(axes=axes, keep_values=keep_values, into=into) as t:
         outcome = Outcome(t)
         try:
             runpy.run_path(str(path), run_name="__main__")
@@ -228,15 +231,16 @@ def run_target(
     *,
     axes: Mapping[str, int] | None = None,
     keep_values: bool = True,
+    into: Sequence[str] = (),
 ) -> Outcome:
     """Build NAME (a module class with ``init``, a module, or a function) and call it on a
-    seeded x (B, S, H) / (S, H), capturing the ops."""
+    seeded x (B, S, H) / (S, H), capturing the ops (and those of the packages ``into``)."""
     obj, module = import_target(target)
     call = build_callable(obj, init, target.name or "")
     torch_side = _wants_torch(obj, call, module, inputs.array)
     x = _input(inputs, _width(call) if inputs.hidden is None else inputs.hidden, torch_side)
     letters = ("B", "S", "H") if x.ndim == 3 else ("S", "H") if x.ndim == 2 else None
-    with capture(axes=axes, keep_values=keep_values, torch=torch_side) as t:
+    with capture(axes=axes, keep_values=keep_values, torch=torch_side, into=into) as t:
         outcome = Outcome(t)
         x = _root(t, x, letters)
         try:

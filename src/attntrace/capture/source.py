@@ -8,6 +8,7 @@ import linecache
 import os
 import sys
 import sysconfig
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from types import CodeType, FrameType
@@ -21,17 +22,65 @@ _LIBRARY_DIRS: tuple[str, ...] = tuple(
 )
 
 
+#: Folders of installed packages whose files count as the user's (``attntrace trace --into``).
+_INTO: list[str] = []
+
+
+def trace_into(places: Sequence[str]) -> None:
+    """Count the files under ``places`` (folders of installed packages, or single files) as
+    the user's, from now on; ``()`` ends it."""
+    _INTO[:] = [os.path.realpath(f) + ("" if f.endswith(".py") else os.sep) for f in places]
+    is_user_file.cache_clear()
+
+
+#: Packages whose own files are their internals, not attention code to read.
+_NEVER_INTO = ("torch", "numpy", "attntrace", "typer", "rich")
+
+
+def package_folders(names: Sequence[str]) -> tuple[str, ...]:
+    """The folders of installed packages ``names`` (``transformers``, or a part of one,
+    ``transformers.models.gpt2``), found without running them.
+
+    >>> package_folders(["json"])[0].endswith("json")
+    True
+    """
+    import importlib.util
+
+    from attntrace.errors import ConfigError
+
+    folders = []
+    for name in names:
+        if name.split(".")[0] in _NEVER_INTO:
+            raise ConfigError(f"--into {name} would record {name.split('.')[0]}'s own internals; "
+                              "name the package whose attention code you want to see, "
+                              "e.g. --into transformers")
+        try:
+            spec = importlib.util.find_spec(name)
+        except (ImportError, ValueError):
+            spec = None
+        places = [str(p) for p in spec.submodule_search_locations or []] if spec else []
+        if spec is not None and not places and spec.origin:  # a single-file module
+            places = [spec.origin]
+        if not places:
+            raise ConfigError(f"--into {name}: no installed package {name!r}; give a name "
+                              "that python -c 'import NAME' imports, e.g. --into transformers")
+        folders += places
+    return tuple(folders)
+
+
 @lru_cache(maxsize=4096)
 def is_user_file(filename: str) -> bool:
-    """True for a file of the user's code: not the standard library, not an installed package,
-    not attntrace; ``<stdin>``, ``<string>`` and notebook cells count as the user's.
+    """True for a file of the user's code: not the standard library, not an installed package
+    (but those of :func:`trace_into`), not attntrace; ``<stdin>``, ``<string>`` and notebook
+    cells count as the user's.
 
     >>> is_user_file(ast.__file__), is_user_file("/home/me/attn.py"), is_user_file("<frozen os>")
     (False, True, False)
     """
     if filename.startswith("<"):
         return not filename.startswith("<frozen")
-    return not _real(filename).startswith(_LIBRARY_DIRS)
+    real = _real(filename)
+    return not real.startswith(_LIBRARY_DIRS) or real.startswith(tuple(_INTO))
 
 
 def user_frame(skip: int = 1, *, through: tuple[str, ...] = ()) -> FrameType | None:

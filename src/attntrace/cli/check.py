@@ -12,7 +12,7 @@ import typer
 from attntrace.cli import options as opt
 from attntrace.cli.configure import with_option_groups
 from attntrace.cli.root import EPILOG
-from attntrace.cli.trace import Init, TraceTarget
+from attntrace.cli.trace import Init, Into, TraceTarget
 from attntrace.cli.typer_app import app, cli_errors, console, fail
 from attntrace.config import AttentionConfig
 from attntrace.errors import EXIT_CHECK_FAILED, ConfigError
@@ -37,6 +37,7 @@ def check(
     spec: opt.Spec = None,
     trace_target: TraceTarget = None,
     init: Init = None,
+    into: Into = None,
     fmt: opt.CheckFormat = opt.CheckFormatName.table,
     verbose: opt.Verbose = False,
     no_color: opt.NoColor = False,
@@ -59,6 +60,8 @@ def check(
     from attntrace.cli.configure import resolve_options
     from attntrace.memory import parse_size
     budget = parse_size(max_memory) if max_memory is not None else None
+    if into and trace_target is None:
+        raise ConfigError("--into needs --trace: it names a package whose code --trace records")
     if trace_target is not None:
         from attntrace.cli.trace import check_captured
 
@@ -66,7 +69,8 @@ def check(
             raise ConfigError("--trace cannot be combined with --spec; give --expect or --golden")
         inputs = (sizes["batch"], sizes["seq"], sizes["hidden"], numbers["dtype"].value,
                   numbers["seed"])
-        results = [check_captured(trace_target, init or [], inputs, expect or [], golden, no_color)]
+        results = [check_captured(trace_target, init or [], inputs, expect or [], golden, no_color,
+                                  into=into or ())]
     elif spec is not None:
         if expect or golden is not None:
             raise ConfigError("--spec cannot be combined with --expect or --golden; put them into the spec file")

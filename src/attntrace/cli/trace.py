@@ -16,6 +16,8 @@ from attntrace.cli.typer_app import app, cli_errors, console
 from attntrace.errors import EXIT_CHECK_FAILED
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from rich.console import Console
 
     from attntrace.capture.runner import Outcome
@@ -57,6 +59,16 @@ Axes = Annotated[
     str | None,
     typer.Option(
         help="Sizes of axis letters that the sizes alone cannot tell apart, e.g. h=12,d=64.",
+        rich_help_panel=CODE,
+        show_default=False,
+    ),
+]
+Into = Annotated[
+    list[str] | None,
+    typer.Option(
+        metavar="PACKAGE",
+        help="Also record the ops inside this installed package (repeatable), e.g. "
+        "--into transformers: the lines of its attention modules instead of one row per call.",
         rich_help_panel=CODE,
         show_default=False,
     ),
@@ -112,6 +124,7 @@ def trace(
     array: Array = None,
     input_file: TraceInput = None,
     axes: Axes = None,
+    into: Into = None,
     fmt: opt.Format = opt.OutputFormat.table,
     no_color: opt.NoColor = False,
 ) -> None:
@@ -132,14 +145,16 @@ def trace(
                 raise _usage("--init needs FILE.py:NAME or package.module:NAME, not a script")
             # the table and the documents show shapes: no values are kept (and copied)
             outcome = run_script(
-                spec.path or Path(target), spec.argv, axes=letters, keep_values=False
+                spec.path or Path(target), spec.argv, axes=letters, keep_values=False,
+                into=into or (),
             )
         else:
             inputs = Inputs(
                 batch, seq, hidden, dtype.value, seed, array.value if array else None, input_file
             )
             outcome = run_target(
-                spec, parse_init(init or []), inputs, axes=letters, keep_values=False
+                spec, parse_init(init or []), inputs, axes=letters, keep_values=False,
+                into=into or (),
             )
     show(outcome, fmt.value, no_color, target)
 
@@ -203,8 +218,11 @@ def check_captured(
     expect: list[str],
     golden: Path | None,
     no_color: bool,
+    *,
+    into: Sequence[str] = (),
 ) -> CaseResult:
-    """``check --trace``: run the target and check its captured steps (by name or role)."""
+    """``check --trace``: run the target and check its captured steps (by name or role);
+    ``into`` as for trace."""
     from attntrace.capture.runner import Inputs, parse_init, parse_target, run_script, run_target
     from attntrace.check import check_trace, load_golden, parse_expectation
     from attntrace.errors import ConfigError
@@ -216,11 +234,11 @@ def check_captured(
     spec = parse_target(target)
     with _prints_to_stderr(True):
         if spec.name is None:
-            outcome = run_script(spec.path or Path(target), (), keep_values=False)
+            outcome = run_script(spec.path or Path(target), (), keep_values=False, into=into)
         else:
             batch, seq, hidden, dtype, seed = sizes
             inputs = Inputs(batch, seq, hidden, dtype, seed)
-            outcome = run_target(spec, parse_init(init), inputs, keep_values=False)
+            outcome = run_target(spec, parse_init(init), inputs, keep_values=False, into=into)
     if outcome.error is not None:
         show(outcome, "none", no_color, target)
     return check_trace(outcome.capture, expectations, reference, target)

@@ -3,7 +3,7 @@ and, when a shape was wrong, the failing line with its operands and the rule tha
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from rich.console import Console
@@ -69,57 +69,62 @@ def captured_table(steps: Sequence[CapturedStep], width: int = 120) -> Table:
     title += "" if dtype_column else f" ({', '.join(sorted(dtypes))}; wider terminal for more)"
     one_file = title.startswith("steps of ") and not title.startswith("steps of your code")
     table = _table(title)
-    widest = max((len(format_shape(x.shape)) for x in steps), default=5)
-    axes_width = max((len(format_axes(x.axes)) for x in steps), default=4)
     inputs = width >= 110  # operand shapes too when there is room
-    table.add_column("#", justify="right", style="dim", min_width=len(str(len(steps))))
-    table.add_column("step", style="bold", no_wrap=True, max_width=12)
-    table.add_column("role", style="green", no_wrap=True, max_width=13)  # context_heads
-    table.add_column("line", style="dim", no_wrap=True, justify="right" if one_file else "left")
-    table.add_column("code", overflow="ellipsis", no_wrap=True, min_width=8,
-                     max_width=_code_width(steps, width, axes_width, one_file, inputs))
-    table.add_column(
-        "operands → shape" if inputs else "shape",
-        justify="right",
-        style="cyan",
-        no_wrap=True,
-        min_width=widest,
-    )
-    table.add_column("axes", style="magenta", no_wrap=True, min_width=axes_width)
-    if dtype_column:
-        table.add_column("dtype", style="dim", no_wrap=True)
-    for s in steps:
-        shapes = " ".join(format_shape(i) for i in s.input_shapes)
-        where = s.location.rpartition(":")[2] if one_file and ":" in s.location else s.location
-        cells = [
-            str(s.index),
-            inert(s.name),
-            s.role,
-            inert(where),
-            inert(s.source),
-            f"{shapes} → {format_shape(s.shape)}" if shapes and inputs else format_shape(s.shape),
-            format_axes(s.axes),
-        ]
-        table.add_row(*cells, *([s.dtype] if dtype_column else []))
+    cells = [_cells(s, one_file, inputs, dtype_column) for s in steps]
+    widths = _widths(cells, width, inputs, dtype_column)
+    styles = {"#": "dim", "step": "bold", "role": "green", "line": "dim", "code": "",
+              "shape": "cyan", "axes": "magenta", "dtype": "dim"}
+    right = {"#", "shape"} | ({"line"} if one_file else set())
+    for name, wide in widths.items():
+        header = "operands → shape" if name == "shape" and inputs else name
+        table.add_column(header, style=styles[name], no_wrap=True, overflow="ellipsis",
+                         justify="right" if name in right else "left",
+                         min_width=wide, max_width=wide)
+    for row in cells:
+        row["line"] = _tail(row["line"], widths["line"])  # file:line keeps its line number
+        table.add_row(*(row[name] for name in widths))
     return table
 
 
-def _code_width(steps: Sequence[CapturedStep], width: int, axes_width: int, one_file: bool,
-                inputs: bool) -> int:
-    """The code column's width: a quarter of the console (16 at least), less when the other
-    columns need the room, so that Rich never squeezes the index, line or axes columns."""
-    def widest(header: str, cells: Iterable[str], cap: int = 1 << 30) -> int:
-        return max(len(header), min(cap, max(map(len, cells), default=0)))
+def _tail(text: str, width: int) -> str:
+    """``text`` cut from the left to ``width``: ``…ling_llama.py:243``."""
+    return text if len(text) <= width else "…" + text[len(text) - width + 1:]
 
-    where = (s.location.rpartition(":")[2] if one_file else s.location for s in steps)
-    shapes = (f"{' '.join(map(format_shape, s.input_shapes))} → {format_shape(s.shape)}"
-              if inputs and s.input_shapes else format_shape(s.shape) for s in steps)
-    others = [widest("#", [str(len(steps) - 1)]), widest("step", (s.name for s in steps), 12),
-              widest("role", (s.role for s in steps), 13), widest("line", where),
-              widest("operands → shape" if inputs else "shape", shapes), max(4, axes_width),
-              *([widest("dtype", (s.dtype for s in steps))] if width >= 120 else [])]
-    spacing = 2 * (len(others) + 1) - 1  # one space of padding per column, one between two
-    return max(8, min(max(16, width // 4), width - sum(others) - spacing))
+
+def _cells(s: CapturedStep, one_file: bool, inputs: bool, dtype: bool) -> dict[str, str]:
+    """The text of each column of one step's row."""
+    shapes = " ".join(format_shape(i) for i in s.input_shapes)
+    where = s.location.rpartition(":")[2] if one_file and ":" in s.location else s.location
+    return {"#": str(s.index), "step": inert(s.name), "role": s.role, "line": inert(where),
+            "code": inert(s.source),
+            "shape": f"{shapes} → {format_shape(s.shape)}" if shapes and inputs
+            else format_shape(s.shape),
+            "axes": format_axes(s.axes), **({"dtype": s.dtype} if dtype else {})}
+
+
+#: The columns that give way on a narrow console, in order, each down to 8 wide ("#" then goes
+#: altogether): the shapes and axes, what the table is for, are never cut.
+_GIVE_WAY = ("code", "line", "step", "role")
+
+
+def _widths(cells: Sequence[dict[str, str]], width: int, inputs: bool,
+            dtype: bool) -> dict[str, int]:
+    """Each column's width: as wide as its longest cell (step 12, role 13, code a quarter
+    of the console at most), less for those of :data:`_GIVE_WAY` where the console is narrow."""
+    names = ["#", "step", "role", "line", "code", "shape", "axes", *(["dtype"] if dtype else [])]
+    caps = {"step": 12, "role": 13, "code": max(16, width // 4)}  # role: context_heads
+    headers = {"shape": "operands → shape" if inputs else "shape"}
+    widths = {n: min(caps.get(n, width), max([len(headers.get(n, n)),
+                                              *(len(row[n]) for row in cells)]))
+              for n in names}
+    excess = sum(widths.values()) + 2 * len(widths) - 1 - width  # a space of padding, one between
+    for name in _GIVE_WAY:
+        cut = max(0, min(excess, widths[name] - 8))
+        widths[name] -= cut
+        excess -= cut
+    if excess > 0:
+        del widths["#"]
+    return widths
 
 
 def render_failure(failure: Failure, explanation: Explanation | None, console: Console) -> None:
@@ -154,11 +159,31 @@ def render_error(
     """Another exception of the user's code: its type and message, the user's frames only."""
     console.print()
     console.print(Text("Traceback (your code only):", style="bold red"))
-    for filename, line, func, text in frames:
+    for (filename, line, func, text), repeats in _runs(frames):
         console.print(Text(f'  File "{inert(filename)}", line {line}, in {inert(func)}'))
         if text:
             console.print(Text(f"    {inert(text)}"))
+        if repeats:  # a recursion: one frame, not a thousand (as Python prints it)
+            console.print(Text(f"  [Previous line repeated {repeats} more times]", style="dim"))
     console.print(Text(f"{type(error).__name__}: {inert(_first_line(error))}", style="red"))
+
+
+Frame = tuple[str, int, str, str]  # file, line, function, source text
+
+
+def _runs(frames: Sequence[Frame]) -> list[tuple[Frame, int]]:
+    """Each frame with how many times it repeats right after it, runs of equal frames as one.
+
+    >>> _runs([("a.py", 2, "f", "f()")] * 3 + [("a.py", 5, "g", "")])
+    [(('a.py', 2, 'f', 'f()'), 2), (('a.py', 5, 'g', ''), 0)]
+    """
+    out: list[tuple[Frame, int]] = []
+    for frame in frames:
+        if out and out[-1][0] == frame:
+            out[-1] = (frame, out[-1][1] + 1)
+        else:
+            out.append((frame, 0))
+    return out
 
 
 def _first_line(error: BaseException) -> str:
