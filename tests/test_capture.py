@@ -193,6 +193,7 @@ def test_axes_agree_with_the_reference_trace(variant: str, batch: int | None, hd
     for name, step in roles.items():
         if name in reference and name not in ("x", "x_kv"):
             assert step.axes == reference[name].axes, (name, step.axes, reference[name].axes)
+    assert t.notes == ()  # no reshape of correct code mixes axes
 
 
 def numpy_attention(x: np.ndarray, heads: int, kv_heads: int, causal: bool,
@@ -253,6 +254,7 @@ def test_numpy_axes_agree_with_the_reference_trace(variant: str, batch: int | No
     for name, step in roles.items():
         if name in reference:
             assert step.axes == reference[name].axes, (name, step.axes, reference[name].axes)
+    assert t.notes == ()
 
 
 def test_two_files_with_the_same_code_keep_their_own_locations(tmp_path: Path) -> None:
@@ -488,3 +490,46 @@ def test_the_steps_table_fits_the_console_and_squeezes_only_the_code(width: int)
     assert [r[0] for r in rows] == [str(i) for i in range(len(t.steps))]
     assert "context_heads" in {r[2] for r in rows if len(r) > 2}  # the longest role, whole
     assert any(line.endswith("(B, S, (h+2g)·d)") for line in lines)
+
+
+def test_reshapes_that_mix_axes_are_unnamed_and_told_with_the_transpose_they_lack() -> None:
+    """The silent bugs: the heads split from H across S, and merged back across S. The shapes
+    fit, so nothing raises; the axes must not be guessed from the sizes."""
+
+    def attention(x: np.ndarray) -> np.ndarray:
+        q = x.reshape(2, 4, 5, 16)  # (B, S, H) read as (B, h, S, d): no transpose
+        k = x.reshape(2, 5, 4, 16).transpose(0, 2, 1, 3)
+        w = np.exp(q @ k.transpose(0, 1, 3, 2))
+        return (w @ k).reshape(2, 5, 64)  # (B, h, S, d) read as (B, S, H)
+
+    with attntrace.capture() as t:
+        attention(t.track(np.random.default_rng(0).standard_normal((2, 5, 64))))
+    by_name = {s.name: s for s in t.steps}
+    assert by_name["q"].axes == ("B", "?", "?", "?")
+    assert t.steps[-1].axes == ("B", "?", "?")
+    assert "merged" not in {s.role for s in t.steps}
+    split, merge = t.notes
+    assert split.endswith("x.reshape(2, 4, 5, 16) reshapes (S, h, d) (5, 4, 16) to (4, 5, 16), "
+                          "mixing the axes: reshape to (5, 4, 16), then transpose to (h, S, d)")
+    assert merge.endswith("(w @ k).reshape(2, 5, 64) reshapes (h, S, d) (4, 5, 16) to (5, 64), "
+                          "mixing the axes: transpose to (S, h, d) first, then reshape")
+    assert t.to_dict()["notes"] == [split, merge]
+
+
+def test_a_torch_view_of_the_projection_straight_into_heads_first_is_told() -> None:
+    class Attn(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.q_proj, self.k_proj = nn.Linear(64, 64), nn.Linear(64, 64)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            B, S, _ = x.shape
+            q = self.q_proj(x).view(B, 4, S, 16)  # bug: heads first without a transpose
+            k = self.k_proj(x).view(B, S, 4, 16).transpose(1, 2)
+            return torch.softmax(q @ k.transpose(2, 3), dim=-1)
+
+    t = _capture(Attn(), torch.randn(2, 5, 64))
+    (note,) = t.notes
+    assert "view(B, 4, S, 16) reshapes (S, h, d) (5, 4, 16) to (4, 5, 16)" in note
+    assert note.endswith("then transpose to (h, S, d)")
+    assert "q_heads" not in {s.role for s in t.steps}

@@ -245,3 +245,14 @@ def test_a_recursion_in_the_users_code_is_one_frame_and_a_count(tmp_path: Path) 
     assert out.count('recurses.py", line 2, in attention') == 1
     assert re.search(r"\[Previous line repeated \d{3} more times\]", out)
     assert out.rstrip().endswith("RecursionError: maximum recursion depth exceeded")
+
+
+def test_a_reshape_that_mixes_axes_is_a_warning_under_the_table(tmp_path: Path) -> None:
+    (tmp_path / "silent.py").write_text(
+        "import numpy as np\nx = np.random.rand(2, 5, 64)\nq = x.reshape(2, 4, 5, 16)\n"
+        "k = x.reshape(2, 5, 4, 16).transpose(0, 2, 1, 3)\n")
+    code, out = _run(str(tmp_path / "silent.py"))
+    assert code == 0  # the code ran: a warning, not a failure
+    warning = out[out.index("warning: "):].replace("\n", " ")
+    assert "silent.py:3: x.reshape(2, 4, 5, 16) reshapes (S, h, d) (5, 4, 16) to (4, 5, 16)" \
+        in warning

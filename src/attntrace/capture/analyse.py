@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence, Set
+from dataclasses import dataclass
 
 from attntrace.capture import axes as ax
 from attntrace.capture.events import Event, Shape
@@ -108,3 +109,24 @@ def axes_of(  # noqa: PLR0911  (a table)
     if kind == "sdpa" and len(ops) >= 3 and len(shape) == len(first[1]):
         return (*first[0][:-1], ops[2][0][-1])
     return ax.broadcast(shape, ops, sizes)
+
+
+@dataclass(frozen=True)
+class Mixed:
+    """A reshape of the user's code that mixes axes (see :class:`axes.Mixing`)."""
+
+    event: Event
+    mixing: ax.Mixing
+
+
+def mixed_reshapes(events: Sequence[Event], found: Sequence[Axes], sizes: ax.Sizes) -> list[Mixed]:
+    """The reshapes whose groups of axes cut across each other, found with the final axes."""
+    out = []
+    for e in events:
+        if e.kind != "reshape" or not e.inputs or e.inputs[0] is None:
+            continue
+        axes, shape = operand_axes(e, found, sizes)[0]
+        mixed: list[ax.Mixing] = []
+        ax.split(axes, shape, e.shape, ax.Sizes(dict(sizes.known)), mixed)
+        out += [Mixed(e, m) for m in mixed]
+    return out

@@ -194,9 +194,30 @@ def permute(axes: Axes, order: Sequence[int]) -> Axes:
     return tuple(axes[i] for i in order)
 
 
-def split(axes: Axes, before: Shape, after: Shape, sizes: Sizes) -> Axes:
+@dataclass(frozen=True)
+class Mixing:
+    """A reshape whose groups of axes cut across each other: (S, H) -> (h, S, d) reads S's
+    values as heads; the axes it found and the order they had to be in to be regrouped."""
+
+    axes: Axes  # the operand's axes of the group, H spelled h, d when they are known
+    sizes: Shape
+    after: Shape  # the sizes the group was reshaped to
+    needed: Axes | None  # the order the axes would have to be in; None when none fits
+
+
+def split(
+    axes: Axes, before: Shape, after: Shape, sizes: Sizes, mixed: list[Mixing] | None = None
+) -> Axes:
     """A reshape: axes are grouped by equal products; one axis split in two gives its parts
-    (H -> h, d), two merged give their product (h, d -> H), size-1 axes come and go."""
+    (H -> h, d), two merged give their product (h, d -> H), size-1 axes come and go. A group
+    whose parts do not line up (the heads split across S) is ``?``, and told in ``mixed``.
+
+    >>> mixed = []
+    >>> split(("S", "H"), (5, 64), (4, 5, 16), Sizes({"S": 5, "h": 4, "d": 16}), mixed)
+    ('?', '?', '?')
+    >>> mixed[0].needed
+    ('h', 'S', 'd')
+    """
     out: list[str] = [UNKNOWN] * len(after)
     axes = tuple(axes)
     i = j = 0
@@ -216,7 +237,7 @@ def split(axes: Axes, before: Shape, after: Shape, sizes: Sizes) -> Axes:
         gi, gj = _group(before, after, i, j)
         if gi is None or gj is None:
             break
-        out[j:gj] = _regroup(axes[i:gi], before[i:gi], after[j:gj], sizes)
+        out[j:gj] = _regroup(axes[i:gi], before[i:gi], after[j:gj], sizes, mixed)
         i, j = gi, gj
     for k in range(j, len(after)):
         out[k] = "1" if after[k] == 1 else UNKNOWN
@@ -235,7 +256,9 @@ def _group(a: Shape, b: Shape, i: int, j: int) -> tuple[int | None, int | None]:
     return i, j
 
 
-def _regroup(axes: Axes, before: Shape, after: Shape, sizes: Sizes) -> list[str]:
+def _regroup(
+    axes: Axes, before: Shape, after: Shape, sizes: Sizes, mixed: list[Mixing] | None
+) -> list[str]:
     if len(before) == 1 and len(after) == 1:
         return [axes[0]]
     if len(before) == 1:
@@ -247,7 +270,61 @@ def _regroup(axes: Axes, before: Shape, after: Shape, sizes: Sizes) -> list[str]
         if UNKNOWN in axes:
             return [sizes.letter(after[0])]
         return ["H" if joined == "h·d" and sizes.known.get("H") == after[0] else joined]
-    return [sizes.letter(n) for n in after]
+    return _regroup_many(axes, before, after, sizes, mixed)
+
+
+def _regroup_many(
+    axes: Axes, before: Shape, after: Shape, sizes: Sizes, mixed: list[Mixing] | None
+) -> list[str]:
+    """Several axes to several: named when ``after`` regroups their parts in order, else
+    ``?`` (and told in ``mixed``)."""
+    atoms = _atoms(axes, before, sizes)
+    grouped = _grouped(atoms, after, sizes)
+    if grouped is not None:
+        return grouped
+    if mixed is not None and UNKNOWN not in (a for a, _ in atoms):
+        mixed.append(Mixing(tuple(a for a, _ in atoms), tuple(n for _, n in atoms), after,
+                            _needed(atoms, after, sizes)))
+    return [UNKNOWN] * len(after)
+
+
+def _atoms(axes: Axes, before: Shape, sizes: Sizes) -> list[tuple[str, int]]:
+    """The axes as their smallest known parts: H as (h, d), g·d as (g, d) when known."""
+    out: list[tuple[str, int]] = []
+    for a, n in zip(axes, before, strict=True):
+        pieces = ["h", "d"] if a == "H" else a.split("·")
+        known = [sizes.known.get(p) for p in pieces]
+        if len(pieces) > 1 and None not in known and math.prod(k or 0 for k in known) == n:
+            out += [(p, k or 0) for p, k in zip(pieces, known, strict=True)]
+        else:
+            out.append((a, n))
+    return out
+
+
+def _grouped(atoms: Sequence[tuple[str, int]], after: Shape, sizes: Sizes) -> list[str] | None:
+    """The names of ``after`` when its sizes are products of runs of ``atoms`` in order."""
+    out, k = [], 0
+    for n in after:
+        group, size = [], 1
+        while size < n and k < len(atoms):
+            group.append(atoms[k][0])
+            size, k = size * atoms[k][1], k + 1
+        if size != n:
+            return None
+        joined = "·".join(group)
+        out.append(sizes.letter(n) if UNKNOWN in group
+                   else "H" if joined == "h·d" and sizes.known.get("H") == n else joined)
+    return out if k == len(atoms) else None
+
+
+def _needed(atoms: Sequence[tuple[str, int]], after: Shape, sizes: Sizes) -> Axes | None:
+    """An order of ``atoms`` that the reshape to ``after`` would regroup (few axes: tried all)."""
+    from itertools import permutations
+
+    for order in permutations(atoms):
+        if _grouped(order, after, sizes) is not None:
+            return tuple(a for a, _ in order)
+    return None
 
 
 def _split_one(letter: str, parts: Shape, sizes: Sizes) -> list[str]:

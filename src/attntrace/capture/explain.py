@@ -7,6 +7,7 @@ import math
 import re
 from dataclasses import dataclass
 
+from attntrace.capture.axes import Mixing
 from attntrace.capture.events import Failure, Operand
 
 _SHAPE_WORDS = (
@@ -264,3 +265,27 @@ def _einsum(failure: Failure) -> Explanation:
                 return Explanation(rule, "check the subscripts' order against each operand's axes")
             seen.setdefault(letter, (o.shape[k], _ax(o, k)))
     return Explanation(f"einsum '{eq}' cannot combine {_list(ops)}")
+
+
+def mixing_note(location: str, source: str, mixing: Mixing) -> str:
+    """The warning of a reshape that mixes axes: where, what, and the transpose it lacks.
+
+    >>> from attntrace.capture.axes import Mixing
+    >>> mixing_note("a.py:3", "x.reshape(2, 4, 5, 16)",
+    ...             Mixing(("S", "h", "d"), (5, 4, 16), (4, 5, 16), ("h", "S", "d")))
+    'a.py:3: x.reshape(2, 4, 5, 16) reshapes (S, h, d) (5, 4, 16) to (4, 5, 16), mixing the \
+axes: reshape to (5, 4, 16), then transpose to (h, S, d)'
+    """
+    names = ", ".join(mixing.axes)
+    what = f"{location}: {source} reshapes ({names}) {_shape(mixing.sizes)} to " \
+           f"{_shape(mixing.after)}, mixing the axes"
+    if mixing.needed is None:
+        return f"{what}: its sizes do not line up with them; check the sizes it is given"
+    order = ", ".join(mixing.needed)
+    if len(mixing.after) > len(mixing.axes) - 1:  # a split: split first, then move the axes
+        return f"{what}: reshape to {_shape(mixing.sizes)}, then transpose to ({order})"
+    return f"{what}: transpose to ({order}) first, then reshape"
+
+
+def _shape(shape: tuple[int, ...]) -> str:
+    return "(" + ", ".join(map(str, shape)) + ("," if len(shape) == 1 else "") + ")"

@@ -221,11 +221,14 @@ class Capture:
         events = self._recorder.events
         if self._seen == len(events):
             return
-        from attntrace.capture.analyse import propagate
+        from attntrace.capture.analyse import mixed_reshapes, propagate
+        from attntrace.capture.explain import mixing_note
         from attntrace.capture.roles import roles
 
         found, sizes = propagate(events, self._given)
         named = roles(events, found)
+        self.notes = tuple(mixing_note(m.event.site.location, m.event.site.source, m.mixing)
+                           for m in mixed_reshapes(events, found, sizes))
         self._sizes = {k: v for k, v in sizes.known.items() if "·" not in k}
         memo: dict[int, Any] = {}
         for e in events[len(self._values) :]:

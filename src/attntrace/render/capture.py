@@ -32,6 +32,8 @@ def render_capture(capture: Capture, console: Console, *, title: str = "") -> No
         if steps
         else Text("no tensor operations recorded", style="dim")
     )
+    for note in capture.notes:  # a reshape that mixes axes: the shapes fit, the values do not
+        console.print(Text(f"warning: {inert(note)}", style="yellow"))
 
 
 def _sizes(capture: Capture) -> str:
