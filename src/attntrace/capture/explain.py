@@ -106,6 +106,14 @@ def _matmul_fix(a: Operand, b: Operand, na: str, nb: str) -> str:
             f"(a weight for x @ W is (in, out))"
         )
     if len(b.shape) >= 2 and a.shape[-1] == b.shape[-1]:
+        wanted = (*a.axes[:-2], a.axes[-1], "N" if "N" in b.axes else "S")  # K^T: (…, d, S)
+        if len(b.axes) == len(wanted) and b.axes[:-2] != a.axes[:-2] \
+                and sorted(b.axes) == sorted(wanted):  # transposed, but over other axes
+            return (
+                f"{nb} is ({', '.join(b.axes)}), but K^T must be ({', '.join(wanted)}): "
+                "transpose only K's last two axes, K.transpose(-2, -1) (numpy: "
+                "np.swapaxes(K, -1, -2)), not the heads with S"
+            )
         return (
             f"K is not transposed: multiply by {nb}.transpose(-2, -1) "
             f"(numpy: np.swapaxes({nb}, -1, -2)); "
