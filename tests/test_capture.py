@@ -533,3 +533,38 @@ def test_a_torch_view_of_the_projection_straight_into_heads_first_is_told() -> N
     assert "view(B, 4, S, 16) reshapes (S, h, d) (5, 4, 16) to (4, 5, 16)" in note
     assert note.endswith("then transpose to (h, S, d)")
     assert "q_heads" not in {s.role for s in t.steps}
+
+
+@pytest.mark.parametrize("layout", ["numpy shd", "torch bhsd"])
+def test_einsum_attention_gets_scores_weights_and_context(layout: str) -> None:
+    """The subscripts do the transposes: einsum(q, k) is the scores, einsum(weights, v) the
+    context (heads first, or (S, h, d): the reference's context_heads)."""
+    rng = np.random.default_rng(0)
+    w_q, w_k, w_v = (rng.standard_normal((32, 32)) for _ in range(3))
+    if layout == "numpy shd":
+        def attention(x: np.ndarray) -> np.ndarray:
+            q, k, v = ((x @ w).reshape(5, 4, 8) for w in (w_q, w_k, w_v))
+            s = np.einsum("shd,thd->hst", q, k) / np.sqrt(8)
+            e = np.exp(s - s.max(-1, keepdims=True))
+            return np.einsum("hst,thd->shd", e / e.sum(-1, keepdims=True), v).reshape(5, 32)
+
+        with attntrace.capture() as t:
+            attention(t.track(rng.standard_normal((5, 32))))
+        context = ("context_heads", ("S", "h", "d"))
+    else:
+        class Attn(nn.Module):
+            def forward(self, x: torch.Tensor) -> torch.Tensor:
+                q, k, v = ((x @ torch.as_tensor(w, dtype=x.dtype)).view(2, 5, 4, 8).transpose(1, 2)
+                           for w in (w_q, w_k, w_v))
+                s = torch.einsum("bhqd,bhkd->bhqk", q, k) / 8 ** 0.5
+                ctx = torch.einsum("bhqk,bhkd->bhqd", s.softmax(-1), v)
+                return ctx.transpose(1, 2).reshape(2, 5, 32)
+
+        t = _capture(Attn(), torch.randn(2, 5, 32))
+        context = ("context", ("B", "h", "S", "d"))
+    roles = {s.role: s for s in t.steps if s.role}
+    lead = ("B",) if layout.startswith("torch") else ()
+    assert roles["scores"].op == "einsum"
+    assert roles["scores"].axes == roles["weights"].axes == (*lead, "h", "S", "S")
+    assert (roles[context[0]].op, roles[context[0]].axes) == ("einsum", context[1])
+    assert roles["merged"].axes == (*lead, "S", "H")

@@ -49,7 +49,8 @@ class _Finder:
         if weight and first in ("merged", "context_1h"):  # context_1h: one head, nothing to merge
             return "output", "output"
         if e.kind in ("matmul", "einsum") and len(ins) >= 2:
-            return self._product(ins[0], ins[1])
+            einsum = e.kind == "einsum"
+            return self._einsum(ins[0], ins[1], axes) if einsum else self._product(*ins[:2])
         if e.kind == "sdpa":
             return "context", "context"
         # where(mask, scores, -inf): the scores' lineage, whatever the operand order
@@ -72,6 +73,19 @@ class _Finder:
             return "", ""
         name = order[len(done)]
         return f"{name}_proj", f"{name}_proj"
+
+    def _einsum(self, a: str, b: str, axes: Axes) -> tuple[str, str]:
+        """``einsum("shd,thd->hst", q, k)`` and ``einsum("hst,thd->shd", w, v)``: the
+        subscripts do the transposes, so q, k and v count from their projections on."""
+        if (found := self._product(a, b)) != ("", ""):
+            return found
+        base_a, base_b = (n.removesuffix("_proj").removesuffix("_heads") for n in (a, b))
+        if base_a == "q" and base_b in ("k", "k_t"):
+            return "scores", "scores"
+        if a == "weights" and base_b == "v":
+            heads_first = len(axes) >= 3 and axes[-3] in _HEADS
+            return "context", "context" if heads_first else "context_heads"
+        return "", ""
 
     def _product(self, a: str, b: str) -> tuple[str, str]:
         if a in ("q", "x", "xq", "q_proj") and b in ("k_t", "xt"):
