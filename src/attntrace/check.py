@@ -26,7 +26,7 @@ from attntrace.config import AttentionConfig, parse_scale
 from attntrace.errors import ConfigError, InputFileError
 from attntrace.files.guard import MAX_DEPTH, nesting_depth, parse_json, read_text
 from attntrace.text import plain
-from attntrace.trace import SCHEMA_ID, Records, Shape, Trace, UnknownStepError
+from attntrace.trace import SCHEMA_ID, Records, Shape, Step, Trace, UnknownStepError
 
 Dim = int | str  # a size, or an axis letter resolved from the config
 #: The schema of ``attntrace trace --format json``: a golden for ``check --trace``.
@@ -108,6 +108,8 @@ class CaseResult:
     checks: tuple[str, ...] = ()
     error: str = ""
     lines: Mapping[str, int] = field(default_factory=dict)
+    #: check --trace: the step of your code each check read, ``q_2 (nanogpt.py:18)``
+    targets: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
@@ -161,32 +163,181 @@ def parse_expectation(text: str) -> Expectation:
 
 
 def check_expectations(trace: Records, expectations: Iterable[Expectation]) -> tuple[Mismatch, ...]:
-    """The expectations that ``trace`` does not meet; an unknown step name raises."""
+    """The expectations that ``trace`` does not meet; an unknown step name raises.
+
+    In a capture of your code (``check --trace``) a reference step name means the step playing
+    that role and any other name your variable (see :func:`find_step`).
+    """
     sizes = trace.axis_sizes()
     failed = []
     for e in expectations:
-        step = trace[e.step]  # UnknownStepError lists the valid names
+        step = find_step(trace, e.step)  # UnknownStepError lists the valid names
         expected = e.resolve(sizes)
-        if step.shape != expected:
-            written = str(expected) if all(isinstance(d, int) for d in e.dims) else f"{e.text} = {expected}"
+        written = str(expected) if all(isinstance(d, int) for d in e.dims) else f"{e.text} = {expected}"
+        if step is None:
+            failed.append(Mismatch(e.step, written, _unplayed(trace, e.step), f"expect {e.step}={e.text}"))
+        elif step.shape != expected:
             failed.append(Mismatch(e.step, written, f"{step.shape} ({', '.join(step.axes)})", f"expect {e.step}={e.text}"))
     return tuple(failed)
 
 
+#: ``--expect var:q=…`` checks the variable ``q`` of your code even though ``q`` is a reference step.
+VARIABLE_PREFIX = "var:"
+
+
+def reference_names() -> frozenset[str]:
+    """Every step name of the reference, variants and flash included (``x`` … ``k_rep`` …).
+
+    >>> {"q", "scores", "k_rep", "masked"} <= reference_names()
+    True
+    """
+    from attntrace.attention import STEP_NAMES, VARIANT_STEPS
+    from attntrace.flash import FLASH_MASK_STEPS, FLASH_STEPS
+
+    variants = [name for _, steps in VARIANT_STEPS.values() for name in steps]
+    return frozenset([*STEP_NAMES, *variants, *FLASH_STEPS, *FLASH_MASK_STEPS])
+
+
+def is_capture(trace: Records) -> bool:
+    """Whether ``trace`` records the user's code (steps with roles), not the reference."""
+    return not isinstance(trace, Trace)
+
+
+def find_step(trace: Records, name: str) -> Step | None:
+    """The step that ``name`` checks.
+
+    In a reference :class:`Trace`, the step called ``name``. In a capture of your code, a
+    reference step name (``q``, ``scores``, ``k_rep`` …) means the step playing that role (None
+    when no step does), ``var:NAME`` or any other name your variable ``NAME``; an unknown
+    variable raises UnknownStepError.
+
+    >>> from attntrace import AttentionConfig, trace_attention
+    >>> find_step(trace_attention(AttentionConfig(), "shape"), "scores").shape
+    (12, 3, 3)
+    """
+    variable = name.removeprefix(VARIABLE_PREFIX)
+    if not is_capture(trace):
+        if variable != name:
+            raise ConfigError(f"{name!r} names a variable of your code; {VARIABLE_PREFIX} needs "
+                              f"--trace (the reference's steps are {', '.join(trace.names)})")
+        return trace[name]
+    steps = trace.steps
+    roles = [getattr(s, "role", "") for s in steps]
+    if variable == name and (name in reference_names() or name in roles):
+        return next((s for s, r in zip(steps, roles, strict=True) if r == name), None)
+    found = next((s for s in steps if s.name == variable), None)
+    if found is None:
+        played = [r for r in roles if r]
+        raise UnknownStepError(name, (*played, *(n for n in trace.names if n not in played)))
+    return found
+
+
+def _unplayed(trace: Records, role: str) -> str:
+    """The actual side of a check of a role no step of the user's code plays."""
+    played = ", ".join(r for s in trace.steps if (r := getattr(s, "role", "")))
+    same = next((s for s in trace.steps if s.name == role), None)
+    hint = (f"; your variable {role} is at {where(same)}: to check it write "
+            f"{VARIABLE_PREFIX}{role}" if same is not None else "")
+    return f"no step plays {role} (roles found: {played or 'none'}){hint}"
+
+
+def where(step: Step) -> str:
+    """The step of the user's code a check read: ``q_2 (nanogpt.py:18)``; the bare name in
+    the reference.
+
+    >>> from attntrace.trace import Step
+    >>> where(Step("scores", (3, 3), "float32"))
+    'scores'
+    """
+    location = getattr(step, "location", "")
+    return f"{step.name} ({location})" if location else step.name
+
+
 def check_trace(trace: Records, expectations: Sequence[Expectation],
                 golden: Mapping[str, Any] | None = None, name: str = "") -> CaseResult:
-    """Every expectation and (if given) the golden document, against ``trace``."""
+    """Every expectation and (if given) the golden document, against ``trace``.
+
+    For a capture of your code (``check --trace``) ``targets`` says which step each check read;
+    a reference golden (``attntrace run --format json``) is then compared step by role.
+    """
     mismatches = check_expectations(trace, expectations)
     checks = [f"expect {e.step}={e.text}" for e in expectations]
+    targets: dict[str, str] = {}
+    if is_capture(trace):
+        for e, check in zip(expectations, checks, strict=True):
+            if (step := find_step(trace, e.step)) is not None:
+                targets[check] = where(step)
     notes: tuple[str, ...] = ()
     if golden is not None:
+        golden_fits(golden, trace)
+        if is_capture(trace) and golden["schema"] == SCHEMA_ID:
+            found, golden_checks, golden_targets, notes = compare_roles(trace, golden)
+            mismatches += found
+            checks += golden_checks
+            targets |= golden_targets
+            return CaseResult(name, len(checks), mismatches, notes, tuple(checks), targets=targets)
         mismatches += compare_golden(trace, golden)
         steps = {r["name"]: None for r in golden["steps"]} | dict.fromkeys(trace.names)
         params = ({r["name"]: None for r in golden["params"]}
                   | {p.name: None for p in trace.parameters})
         checks += [f"step {n}" for n in steps] + [f"param {n}" for n in params]
+        if is_capture(trace):
+            targets |= {f"step {s.name}": where(s) for s in trace.steps}
         notes = config_notes(trace, golden) if isinstance(trace, Trace) else ()
-    return CaseResult(name, len(checks), mismatches, notes, tuple(checks))
+    return CaseResult(name, len(checks), mismatches, notes, tuple(checks), targets=targets)
+
+
+def golden_fits(golden: Mapping[str, Any], trace: Records | None = None) -> None:
+    """Raise ConfigError when a golden of your code (``attntrace trace --format json``) is
+    checked against the reference rather than a ``--trace``.
+
+    >>> golden_fits({"schema": "attntrace.capture/1"})
+    Traceback (most recent call last):
+    ...
+    attntrace.errors.ConfigError: this golden is a trace of your code (attntrace.capture/1); add --trace TARGET
+    """
+    if golden.get("schema") == CAPTURE_SCHEMA_ID and (trace is None or not is_capture(trace)):
+        raise ConfigError(f"this golden is a trace of your code ({CAPTURE_SCHEMA_ID}); "
+                          "add --trace TARGET")
+
+
+def compare_roles(trace: Records, golden: Mapping[str, Any]
+                  ) -> tuple[tuple[Mismatch, ...], list[str], dict[str, str], tuple[str, ...]]:
+    """A reference golden against a capture of your code: each golden step against the step
+    playing its role, by shape (dtypes and parameters are the code's own business).
+
+    Returns the mismatches, the checks made, the step each check read and notes: the golden's
+    steps no step of the code plays, and sizes that differ. None played at all raises.
+    """
+    mismatches, checks, targets, unplayed = [], [], {}, []
+    for record in golden["steps"]:
+        step = find_step(trace, record["name"]) if record["name"] in reference_names() else None
+        if step is None:
+            unplayed.append(record["name"])
+            continue
+        check = f"step {record['name']}"
+        checks.append(check)
+        targets[check] = where(step)
+        if list(step.shape) != record["shape"]:
+            mismatches.append(Mismatch(f"{check} shape", str(tuple(record["shape"])),
+                                       f"{step.shape} ({', '.join(step.axes)})", check))
+    if not checks:
+        raise ConfigError("no step of your code plays a step of the golden; save one of your "
+                          "code with: attntrace trace TARGET --format json")
+    notes = [f"not compared, no step of your code plays them: {', '.join(unplayed)}"] if unplayed else []
+    notes += _size_notes(trace.axis_sizes(), golden["config"])
+    return tuple(mismatches), checks, targets, tuple(notes)
+
+
+#: The config keys of a reference golden and the axis letter each one sizes.
+_SIZE_KEYS = {"batch": "B", "seq": "S", "hidden": "H", "heads": "h"}
+
+
+def _size_notes(sizes: Mapping[str, int], config: Mapping[str, Any]) -> list[str]:
+    diffs = [f"{key}={config[key]!r} (your code {axis}={sizes[axis]})"
+             for key, axis in _SIZE_KEYS.items()
+             if config.get(key) is not None and axis in sizes and config[key] != sizes[axis]]
+    return [f"the golden was made with {', '.join(diffs)}"] if diffs else []
 
 
 # --- golden traces --------------------------------------------------------------------------
@@ -475,6 +626,9 @@ def _run_case(case: SpecCase, max_memory: int | None) -> CaseResult:
     from attntrace.attention import trace_attention
 
     golden = load_golden(case.golden) if case.golden else None
+    if golden is not None and golden["schema"] == CAPTURE_SCHEMA_ID:
+        raise InputFileError(f"{case.origin or case.name}: golden {plain(case.golden)} is a trace "
+                             "of your code; a spec's golden is saved by: attntrace run --format json")
     try:
         trace = trace_attention(case.config, case.backend, max_memory=max_memory, keep_values=False)
         return check_trace(trace, case.expectations, golden, case.name)
@@ -495,7 +649,8 @@ def summary(results: Sequence[CaseResult]) -> str:
 
 
 __all__ = [
-    "CaseResult", "Expectation", "Mismatch", "SpecCase", "check_expectations",
-    "check_trace", "compare_golden", "load_golden", "load_spec", "parse_expectation", "parse_shape",
-    "run_spec", "spec_lines", "summary", "validate_golden",
+    "VARIABLE_PREFIX", "CaseResult", "Expectation", "Mismatch", "SpecCase", "check_expectations",
+    "check_trace", "compare_golden", "compare_roles", "find_step", "golden_fits", "is_capture",
+    "load_golden", "load_spec", "parse_expectation", "parse_shape", "reference_names", "run_spec",
+    "spec_lines", "summary", "validate_golden", "where",
 ]
