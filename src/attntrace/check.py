@@ -173,15 +173,17 @@ def check_expectations(trace: Records, expectations: Iterable[Expectation]) -> t
     for e in expectations:
         step = find_step(trace, e.step)  # UnknownStepError lists the valid names
         expected = e.resolve(sizes)
-        written = str(expected) if all(isinstance(d, int) for d in e.dims) else f"{e.text} = {expected}"
+        numbers = all(isinstance(d, int) for d in e.dims)
+        written = str(expected) if numbers else f"{e.text} = {expected}"
         if step is None:
-            failed.append(Mismatch(e.step, written, _unplayed(trace, e.step), f"expect {e.step}={e.text}"))
+            failed.append(Mismatch(e.step, written, _unplayed(trace, e.step),
+                                   f"expect {e.step}={e.text}"))
         elif step.shape != expected:
             failed.append(Mismatch(e.step, written, f"{step.shape} ({', '.join(step.axes)})", f"expect {e.step}={e.text}"))
     return tuple(failed)
 
 
-#: ``--expect var:q=…`` checks the variable ``q`` of your code even though ``q`` is a reference step.
+#: ``--expect var:q=…`` checks the variable ``q`` of your code, though ``q`` is a reference step.
 VARIABLE_PREFIX = "var:"
 
 
@@ -294,7 +296,7 @@ def golden_fits(golden: Mapping[str, Any], trace: Records | None = None) -> None
     >>> golden_fits({"schema": "attntrace.capture/1"})
     Traceback (most recent call last):
     ...
-    attntrace.errors.ConfigError: this golden is a trace of your code (attntrace.capture/1); add --trace TARGET
+    attntrace.errors.ConfigError: this golden is a trace of your code (attntrace.capture/1); ...
     """
     if golden.get("schema") == CAPTURE_SCHEMA_ID and (trace is None or not is_capture(trace)):
         raise ConfigError(f"this golden is a trace of your code ({CAPTURE_SCHEMA_ID}); "
@@ -324,7 +326,8 @@ def compare_roles(trace: Records, golden: Mapping[str, Any]
     if not checks:
         raise ConfigError("no step of your code plays a step of the golden; save one of your "
                           "code with: attntrace trace TARGET --format json")
-    notes = [f"not compared, no step of your code plays them: {', '.join(unplayed)}"] if unplayed else []
+    notes = [f"not compared, no step of your code plays them: {', '.join(unplayed)}"
+             ] if unplayed else []
     notes += _size_notes(trace.axis_sizes(), golden["config"])
     return tuple(mismatches), checks, targets, tuple(notes)
 
@@ -627,8 +630,9 @@ def _run_case(case: SpecCase, max_memory: int | None) -> CaseResult:
 
     golden = load_golden(case.golden) if case.golden else None
     if golden is not None and golden["schema"] == CAPTURE_SCHEMA_ID:
-        raise InputFileError(f"{case.origin or case.name}: golden {plain(case.golden)} is a trace "
-                             "of your code; a spec's golden is saved by: attntrace run --format json")
+        raise InputFileError(f"{case.origin or case.name}: golden {plain(case.golden)} is a "
+                             "trace of your code; a spec's golden is saved by: "
+                             "attntrace run --format json")
     try:
         trace = trace_attention(case.config, case.backend, max_memory=max_memory, keep_values=False)
         return check_trace(trace, case.expectations, golden, case.name)
