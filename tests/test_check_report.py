@@ -105,7 +105,8 @@ def test_json_report(mixed: Path) -> None:
     assert [c["status"] for c in doc["configs"]] == ["passed", "error", "failed"]
     failed = [c for c in doc["checks"] if c["status"] == "failed"]
     assert failed == [{"config": "gpt2", "check": "expect scores=h,S,512", "status": "failed", "line": 18,
-                       "message": "scores: expected h,S,512 = (12, 1024, 512), got (12, 1024, 1024) (h, S, S)"}]
+                       "message": "scores: expected h,S,512 = (12, 1024, 512), got (12, 1024, 1024) (h, S, S)",
+                       "step": None, "location": None}]  # step, location: only for check --trace
 
 
 def test_junit_validates_against_the_schema_one_testcase_per_check(mixed: Path) -> None:

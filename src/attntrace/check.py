@@ -108,8 +108,13 @@ class CaseResult:
     checks: tuple[str, ...] = ()
     error: str = ""
     lines: Mapping[str, int] = field(default_factory=dict)
-    #: check --trace: the step of your code each check read, ``q_2 (nanogpt.py:18)``
-    targets: Mapping[str, str] = field(default_factory=dict)
+    #: check --trace: the step of your code each check read, (variable, ``file:line``)
+    targets: Mapping[str, tuple[str, str]] = field(default_factory=dict)
+
+    def target(self, check: str) -> str:
+        """The step of your code ``check`` read, ``q_2 (nanogpt.py:18)``, or ""."""
+        name, location = self.targets.get(check, ("", ""))
+        return f"{name} ({location})" if location else name
 
     @property
     def ok(self) -> bool:
@@ -229,8 +234,9 @@ def find_step(trace: Records, name: str) -> Step | None:
         return next((s for s, r in zip(steps, roles, strict=True) if r == name), None)
     found = next((s for s in steps if s.name == variable), None)
     if found is None:
-        played = [r for r in roles if r]
-        raise UnknownStepError(name, (*played, *(n for n in trace.names if n not in played)))
+        played = ", ".join(r for r in roles if r) or "none"
+        raise ConfigError(f"unknown step {name!r}; give a reference step (the step playing it: "
+                          f"{played}) or a variable of your code ({', '.join(trace.names)})")
     return found
 
 
@@ -238,21 +244,20 @@ def _unplayed(trace: Records, role: str) -> str:
     """The actual side of a check of a role no step of the user's code plays."""
     played = ", ".join(r for s in trace.steps if (r := getattr(s, "role", "")))
     same = next((s for s in trace.steps if s.name == role), None)
-    hint = (f"; your variable {role} is at {where(same)}: to check it write "
+    hint = (f"; your variable {role} is at {where(same)[1]}: to check it write "
             f"{VARIABLE_PREFIX}{role}" if same is not None else "")
     return f"no step plays {role} (roles found: {played or 'none'}){hint}"
 
 
-def where(step: Step) -> str:
-    """The step of the user's code a check read: ``q_2 (nanogpt.py:18)``; the bare name in
-    the reference.
+def where(step: Step) -> tuple[str, str]:
+    """The step of the user's code a check read: its name and ``file:line`` (``input`` for x;
+    "" in the reference).
 
     >>> from attntrace.trace import Step
     >>> where(Step("scores", (3, 3), "float32"))
-    'scores'
+    ('scores', '')
     """
-    location = getattr(step, "location", "")
-    return f"{step.name} ({location})" if location else step.name
+    return step.name, str(getattr(step, "location", ""))
 
 
 def check_trace(trace: Records, expectations: Sequence[Expectation],
@@ -264,7 +269,7 @@ def check_trace(trace: Records, expectations: Sequence[Expectation],
     """
     mismatches = check_expectations(trace, expectations)
     checks = [f"expect {e.step}={e.text}" for e in expectations]
-    targets: dict[str, str] = {}
+    targets: dict[str, tuple[str, str]] = {}
     if is_capture(trace):
         for e, check in zip(expectations, checks, strict=True):
             if (step := find_step(trace, e.step)) is not None:
@@ -293,7 +298,7 @@ def golden_fits(golden: Mapping[str, Any], trace: Records | None = None) -> None
     """Raise ConfigError when a golden of your code (``attntrace trace --format json``) is
     checked against the reference rather than a ``--trace``.
 
-    >>> golden_fits({"schema": "attntrace.capture/1"})
+    >>> golden_fits({"schema": "attntrace.capture/1"})  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
     attntrace.errors.ConfigError: this golden is a trace of your code (attntrace.capture/1); ...
@@ -304,14 +309,16 @@ def golden_fits(golden: Mapping[str, Any], trace: Records | None = None) -> None
 
 
 def compare_roles(trace: Records, golden: Mapping[str, Any]
-                  ) -> tuple[tuple[Mismatch, ...], list[str], dict[str, str], tuple[str, ...]]:
+                  ) -> tuple[tuple[Mismatch, ...], list[str], dict[str, tuple[str, str]],
+                             tuple[str, ...]]:
     """A reference golden against a capture of your code: each golden step against the step
     playing its role, by shape (dtypes and parameters are the code's own business).
 
     Returns the mismatches, the checks made, the step each check read and notes: the golden's
     steps no step of the code plays, and sizes that differ. None played at all raises.
     """
-    mismatches, checks, targets, unplayed = [], [], {}, []
+    mismatches, checks, unplayed = [], [], []
+    targets: dict[str, tuple[str, str]] = {}
     for record in golden["steps"]:
         step = find_step(trace, record["name"]) if record["name"] in reference_names() else None
         if step is None:
@@ -328,6 +335,9 @@ def compare_roles(trace: Records, golden: Mapping[str, Any]
                           "code with: attntrace trace TARGET --format json")
     notes = [f"not compared, no step of your code plays them: {', '.join(unplayed)}"
              ] if unplayed else []
+    names = {r["name"] for r in golden["steps"]}
+    extra = [r for s in trace.steps if (r := getattr(s, "role", "")) and r not in names]
+    notes += [f"your code also plays steps the golden lacks: {', '.join(extra)}"] if extra else []
     notes += _size_notes(trace.axis_sizes(), golden["config"])
     return tuple(mismatches), checks, targets, tuple(notes)
 

@@ -109,11 +109,13 @@ def report(results: list[CaseResult], fmt: opt.CheckFormatName, spec: Path | Non
 def check_one(config: AttentionConfig, backend: str, expect: list[str], golden: Path | None, budget: int | None) -> CaseResult:
     """Trace ``config`` and check it against the --expect values and the --golden file."""
     from attntrace.attention import trace_attention
-    from attntrace.check import check_trace, load_golden, parse_expectation
+    from attntrace.check import check_trace, golden_fits, load_golden, parse_expectation
 
     if not expect and golden is None:
         raise ConfigError("nothing to check; give --expect STEP=SHAPE, --golden FILE or --spec FILE.toml")
     expectations = [parse_expectation(e) for e in expect]
     reference = load_golden(golden) if golden is not None else None
+    if reference is not None:
+        golden_fits(reference)  # before tracing: a golden of the user's code needs --trace
     trace = trace_attention(config, backend, max_memory=budget, keep_values=False)
     return check_trace(trace, expectations, reference)

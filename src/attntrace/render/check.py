@@ -22,9 +22,11 @@ def render_results(results: Sequence[CaseResult], console: Console, *, spec: boo
             console.print(status_line(r))
         for note in r.notes:
             console.print(Text(f"note: {plain(note)}", style="yellow"))
-        if verbose:
-            for name in r.passed:
-                console.print(Text.assemble(("  passed  ", "green"), plain(name)))
+        for name in r.passed:
+            # a check of your code says which step it read, even when it passed
+            if verbose or (r.targets and not spec and name.startswith("expect ")):
+                target = f"  {r.target(name)}" if r.target(name) else ""
+                console.print(Text.assemble(("  passed  ", "green"), plain(name + target)))
     if any(r.mismatches for r in results):
         console.print(failures_table(results, spec=spec))
     console.print(summary_line(results, spec=spec))
@@ -40,7 +42,8 @@ def status_line(r: CaseResult) -> Text:
 
 
 def failures_table(results: Sequence[CaseResult], *, spec: bool = False) -> Table:
-    """One row per failed check: (config,) what, expected, actual."""
+    """One row per failed check: (config,) what, expected, actual (, the step of your code
+    that the check read: ``check --trace``)."""
     table = Table(title="failed checks", box=RULE_BOX, show_edge=False, padding=(0, 1, 0, 0),
                   title_justify="left", title_style="bold")
     if spec:
@@ -48,9 +51,13 @@ def failures_table(results: Sequence[CaseResult], *, spec: bool = False) -> Tabl
     table.add_column("step" if not spec else "check", style="bold")
     table.add_column("expected", style="green")
     table.add_column("actual", style="red")
+    traced = any(r.targets for r in results)
+    if traced:
+        table.add_column("checked")
     for r in results:
         for m in r.mismatches:
             cells = [*([r.name] if spec else []), m.what, m.expected, m.actual]
+            cells += [r.target(m.subject or m.what)] if traced else []
             # names from golden and spec files: no markup, no escapes
             table.add_row(*map(inert, cells))
     return table

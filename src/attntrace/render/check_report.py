@@ -27,6 +27,8 @@ class Outcome:
     status: str  # passed, failed or error
     message: str = ""
     line: int = 0
+    step: str = ""  # check --trace: the variable of your code the check read
+    location: str = ""  # and its file:line
 
 
 def outcomes(results: Sequence[CaseResult]) -> list[Outcome]:
@@ -48,9 +50,11 @@ def outcomes(results: Sequence[CaseResult]) -> list[Outcome]:
             text = "; ".join(
                 f"{m.what}: expected {m.expected}, got {m.actual}" for m in failed.get(check, [])
             )
-            out.append(
-                Outcome(r.name, check, "failed" if check in failed else "passed", text, line)
-            )
+            step, location = r.targets.get(check, ("", ""))
+            status = "failed" if check in failed else "passed"
+            if location and status == "failed":
+                text += f" (checked {step} at {location})"
+            out.append(Outcome(r.name, check, status, text, line, step, location))
     return out
 
 
@@ -90,6 +94,8 @@ def render_json_report(results: Sequence[CaseResult], spec: Path | None = None) 
                 "status": o.status,
                 "message": o.message or None,
                 "line": o.line or None,
+                "step": o.step or None,
+                "location": o.location or None,
             }
             for o in items
         ],
