@@ -57,3 +57,24 @@ def test_bad_lists_are_usage_errors() -> None:
         parse_list("128,abc", "--seq")
     result = runner.invoke(app, ["sweep", "--seq", "12x"])
     assert result.exit_code == 2
+
+
+def test_stderr_holds_nothing_but_the_one_error_line() -> None:
+    result = runner.invoke(app, ["sweep", "--seq", "128", "-f", "json"])  # -f as --format
+    assert result.exit_code == 0
+    assert json.loads(result.stdout)
+    assert result.stderr == ""  # no progress bar's blank line when stderr is not a terminal
+    result = runner.invoke(app, ["sweep", "--seq", "10000000", "--backend", "numpy"])
+    assert result.exit_code == 2
+    assert result.stderr.startswith("attntrace: error: this sweep computes")
+    assert result.stderr.count("\n") == 1
+
+
+@pytest.mark.parametrize(("option", "value"), [("--seq", "128,,512"), ("--seq", "128,"),
+                                               ("--heads", ",4"), ("--algorithms", "eager,,flash")])
+def test_an_empty_list_entry_is_refused(option: str, value: str) -> None:
+    result = runner.invoke(app, ["sweep", option, value])
+    assert result.exit_code == 2
+    assert result.stderr == (f"attntrace: error: {option} has an empty entry in {value!r}; "
+                             "separate the values by single commas, e.g. "
+                             f"{'eager,flash' if option == '--algorithms' else '128,512,2048'}\n")

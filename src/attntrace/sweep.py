@@ -46,11 +46,16 @@ MAX_COMPUTE_FLOPS = 2 * 10**11
 
 
 def parse_list(text: str, option: str) -> list[int]:
-    """A comma-separated list of whole numbers.
+    """A comma-separated list of whole numbers; an empty entry (``128,,512``) is refused.
 
     >>> parse_list("128, 512,2048", "--seq")
     [128, 512, 2048]
+    >>> parse_list("128,,512", "--seq")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    attntrace.errors.ConfigError: --seq has an empty entry in '128,,512'; separate the values ...
     """
+    _no_empty_entry(text, option, "128,512,2048")
     try:
         values = [int(part) for part in text.split(",") if part.strip()]
     except ValueError:
@@ -62,12 +67,21 @@ def parse_list(text: str, option: str) -> list[int]:
     return values
 
 
+def _no_empty_entry(text: str, option: str, example: str) -> None:
+    """Refuse ``a,,b``, ``a,`` and ``,a``: a value left out is a typo, not nothing."""
+    parts = text.split(",")
+    if len(parts) > 1 and any(not part.strip() for part in parts):
+        raise ConfigError(f"{option} has an empty entry in {text!r}; separate the values by "
+                          f"single commas, e.g. {example}")
+
+
 def parse_algorithms(text: str) -> list[str]:
     """A comma-separated list of algorithms.
 
     >>> parse_algorithms("eager, flash"), parse_algorithms("flash")
     (['eager', 'flash'], ['flash'])
     """
+    _no_empty_entry(text, "--algorithms", "eager,flash")
     names = [part.strip() for part in text.split(",") if part.strip()]
     unknown = [n for n in names if n not in ALGORITHMS]
     if unknown or not names:
