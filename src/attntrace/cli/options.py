@@ -94,6 +94,13 @@ class CheckFormatName(StrEnum):
     junit = "junit"
 
 
+class ListingFormatName(StrEnum):
+    """What ``verify`` and ``presets`` print: the Rich tables, or one JSON document."""
+
+    table = "table"
+    json = "json"
+
+
 class AlgorithmName(StrEnum):
     """How the attention is computed."""
 
@@ -163,6 +170,15 @@ Preset = Annotated[str | None, typer.Option(
 HfConfig = Annotated[Path | None, typer.Option(help="Read the sizes from a Hugging Face config.json; explicit flags override it.", rich_help_panel=MODELS, dir_okay=False)]
 Backend = Annotated[BackendName, typer.Option(help="numpy (default), torch (pip install 'attntrace\\[torch]'), or shape (shapes only, any size).")]
 DType = Annotated[DTypeName, typer.Option(help="Element type; bfloat16 needs --backend torch.")]
+VerifyDType = Annotated[DTypeName, typer.Option(
+    help="Element type of both computations; the tolerance follows it (float16, float32 or "
+    "float64: numpy, one side of every comparison, has no bfloat16).")]
+VerifyFormat = Annotated[ListingFormatName, typer.Option(
+    "--format", "-f", help="table (for people) or json (schema attntrace.verify/1: config, "
+    "tolerance, ok, and every comparison of steps and references).", rich_help_panel=OUTPUT)]
+PresetsFormat = Annotated[ListingFormatName, typer.Option(
+    "--format", "-f", help="table (for people) or json (schema attntrace.presets/1: every "
+    "preset's sizes, its config.json repository and whole-model figures).")]
 Seed = Annotated[int, typer.Option(help="Seed of x and the weights; the same seed gives the same values on every backend.")]
 def _given_budget(ctx: typer.Context, value: str | None) -> str | None:
     """--max-memory also bounds the sizes input files declare, for the rest of the command."""

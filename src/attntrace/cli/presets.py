@@ -2,15 +2,24 @@
 
 from __future__ import annotations
 
+import dataclasses
+import json
+import sys
+from typing import Any
+
 from rich import box
 from rich.table import Table
 
+from attntrace.cli import options as opt
 from attntrace.cli.typer_app import app, cli_errors, console
+
+#: The ``schema`` of ``attntrace presets --format json``.
+PRESETS_SCHEMA = "attntrace.presets/1"
 
 
 @app.command("presets")
 @cli_errors
-def presets() -> None:
+def presets(fmt: opt.PresetsFormat = opt.ListingFormatName.table) -> None:
     """List the real models --preset knows, with their attention sizes.
 
     Heads, kv-heads, hidden, head_dim, RoPE theta and the KV-cache bytes per token and layer
@@ -22,6 +31,9 @@ def presets() -> None:
     from attntrace.memory import format_bytes
     from attntrace.presets import PRESETS
 
+    if fmt is opt.ListingFormatName.json:
+        sys.stdout.write(json.dumps(presets_document(), indent=2) + "\n")
+        return
     table = Table(title="presets (numbers from each model's config.json on the Hugging Face Hub)", box=box.SIMPLE_HEAD,
                   show_edge=False, padding=(0, 1, 0, 0), title_justify="left", title_style="bold")
     for name, justify in (("preset", "left"), ("h", "right"), ("g", "right"), ("H", "right"), ("d", "right"),
@@ -54,3 +66,23 @@ def _whole_models() -> Table:
             table.add_row(p.name, str(f.layers), str(f.keys), format_count(f.params),
                           format_bytes(f.kv_cache_bytes), format_count(f.flops))
     return table
+
+
+def presets_document() -> dict[str, Any]:
+    """Every preset as ``--format json`` prints it (schema ``attntrace.presets/1``): the fields
+    of :class:`attntrace.presets.Preset`, its KV-cache bytes per token and layer in float16, and
+    ``whole_model`` (all layers at the context length, batch 1; null without a layer count).
+
+    >>> doc = presets_document()
+    >>> llama = next(p for p in doc["presets"] if p["name"] == "llama-3.1-8b")
+    >>> llama["heads"], llama["kv_heads"], llama["whole_model"]["layers"]
+    (32, 8, 32)
+    """
+    from attntrace.presets import PRESETS
+
+    out = []
+    for p in PRESETS.values():
+        figures = p.model_figures()
+        out.append({**dataclasses.asdict(p), "kv_cache_bytes_per_token": p.kv_cache_bytes_per_token,
+                    "whole_model": figures.to_dict() if figures is not None else None})
+    return {"schema": PRESETS_SCHEMA, "presets": out}

@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any
+import inspect
+import json
+import math
+import sys
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import typer
 
@@ -11,9 +16,26 @@ from attntrace.cli.configure import with_option_groups
 from attntrace.cli.typer_app import app, cli_errors, console
 from attntrace.errors import EXIT_CHECK_FAILED
 
+if TYPE_CHECKING:
+    from attntrace.verify import Comparison, VerifyReport
+
+F = TypeVar("F", bound=Callable[..., Any])
+#: The ``schema`` of ``attntrace verify --format json``.
+VERIFY_SCHEMA = "attntrace.verify/1"
+
+
+def _verify_help(command: F) -> F:
+    """verify's own --dtype help (the shared one speaks of a --backend verify does not have)."""
+    signature = inspect.signature(command)
+    parameters = [p.replace(annotation=opt.VerifyDType) if p.name == "dtype" else p
+                  for p in signature.parameters.values()]
+    command.__signature__ = signature.replace(parameters=parameters)  # type: ignore[attr-defined]
+    return command
+
 
 @app.command()
 @cli_errors
+@_verify_help
 @with_option_groups
 def verify(
     ctx: typer.Context,
@@ -25,6 +47,7 @@ def verify(
     computation: dict[str, Any],
     files: dict[str, Any],
     model: dict[str, Any],
+    fmt: opt.VerifyFormat = opt.ListingFormatName.table,
 ) -> None:
     """Check the trace against PyTorch's own attention; exit 1 beyond tolerance.
 
@@ -46,6 +69,42 @@ def verify(
     user_mask = load_mask(mask) if mask is not None else None
     budget = parse_size(max_memory) if max_memory is not None else None
     report = verify_attention(config, tensors=tensors, mask=user_mask, max_memory=budget)
-    render_verify(report, console())
+    if fmt is opt.ListingFormatName.json:
+        sys.stdout.write(json.dumps(verify_document(report), indent=2) + "\n")
+    else:
+        render_verify(report, console())
     if not report.ok:
         raise typer.Exit(EXIT_CHECK_FAILED)
+
+
+def verify_document(report: VerifyReport) -> dict[str, Any]:
+    """The report as ``--format json`` prints it (schema ``attntrace.verify/1``); a difference
+    that is not a finite number (shapes that differ, a NaN) is null, and so is a skipped one.
+
+    >>> from attntrace.config import AttentionConfig
+    >>> from attntrace.verify import Comparison, Tolerance, VerifyReport
+    >>> c = Comparison("x", "numpy", "torch", (3, 4), 0.0, 0.0, True)
+    >>> doc = verify_document(VerifyReport(AttentionConfig(), Tolerance(1e-4, 1e-5), (c,), ()))
+    >>> doc["ok"], doc["compared"], doc["steps"][0]["shape"], doc["tolerance"]["rtol"]
+    (True, 1, [3, 4], 0.0001)
+    """
+    return {
+        "schema": VERIFY_SCHEMA,
+        "config": report.config.to_dict(),
+        "tolerance": {"rtol": report.tolerance.rtol, "atol": report.tolerance.atol},
+        "ok": report.ok,
+        "compared": report.compared,
+        "failed": len(report.failures),
+        "steps": [_comparison(c) for c in report.steps],
+        "references": [_comparison(c) for c in report.references],
+        "notes": list(report.notes),
+    }
+
+
+def _comparison(c: Comparison) -> dict[str, Any]:
+    def number(x: float) -> float | None:
+        return x if c.skipped is None and math.isfinite(x) else None
+
+    return {"name": c.name, "left": c.left, "right": c.right, "shape": list(c.shape),
+            "max_abs": number(c.max_abs), "max_rel": number(c.max_rel),
+            "ok": c.ok, "skipped": c.skipped}
