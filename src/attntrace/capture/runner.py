@@ -332,12 +332,7 @@ def _input(inputs: Inputs, hidden: int, torch_side: bool) -> Any:
     import numpy as np
 
     if inputs.input_file is not None:
-        from attntrace.files.guard import regular_file
-
-        try:
-            x = np.load(regular_file(inputs.input_file, "--input"), allow_pickle=False)
-        except (ValueError, OSError) as exc:
-            raise TargetError(f"cannot read --input {inputs.input_file}: {exc}") from None
+        x = read_input(inputs.input_file)
     else:
         shape = (inputs.seq, hidden) if inputs.batch is None else (inputs.batch, inputs.seq, hidden)
         x = np.random.default_rng(inputs.seed).standard_normal(shape)
@@ -346,6 +341,28 @@ def _input(inputs: Inputs, hidden: int, torch_side: bool) -> Any:
     import torch
 
     return torch.from_numpy(np.ascontiguousarray(x)).to(getattr(torch, inputs.dtype))
+
+
+def read_input(path: Path) -> Any:
+    """x of ``--input``, read as ``run --input`` and ``diff --input`` read it: a floating-point
+    ``.npy`` array or the ``x`` of a ``.npz``, never unpickled; anything else is one
+    :class:`~attntrace.errors.InputFileError` line naming the fix.
+
+    >>> import numpy as np, tempfile, pathlib
+    >>> f = pathlib.Path(tempfile.mkdtemp()) / "x.npy"
+    >>> np.save(f, np.zeros((5, 64), dtype=np.float32))
+    >>> read_input(f).shape
+    (5, 64)
+    """
+    from attntrace.errors import InputFileError
+    from attntrace.files import read_npy
+
+    x = read_npy(path)
+    if x.dtype.kind != "f":  # the x of a .npz: read_npy checks the dtype of a .npy only
+        raise InputFileError(
+            f"{path}: x is {x.dtype.name}, not floating point; save it as float32 or float64"
+        )
+    return x
 
 
 def _root(t: Session, x: Any, letters: tuple[str, ...] | None) -> Any:

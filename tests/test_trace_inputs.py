@@ -1,0 +1,124 @@
+"""``attntrace trace --input`` and ``--dtype``: files read by the guarded reader of ``run`` and
+``diff`` (one line, exit 2, nothing unpickled), the module converted to the dtype."""
+
+from __future__ import annotations
+
+import os
+import pickle
+from pathlib import Path
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from attntrace.cli import app
+
+runner = CliRunner()
+
+VIT = """\
+import torch.nn as nn
+
+class Attention(nn.Module):
+    def __init__(self, dim=64, num_heads=4):
+        super().__init__()
+        self.num_heads, self.head_dim = num_heads, dim // num_heads
+        self.qkv = nn.Linear(dim, dim * 3)
+        self.proj = nn.Linear(dim, dim)
+
+    def forward(self, x):
+        B, N, C = x.shape
+        qkv = self.qkv(x).reshape(B, N, 3, self.num_heads, self.head_dim).permute(2, 0, 3, 1, 4)
+        q, k, v = qkv.unbind(0)
+        attn = (q @ k.transpose(-2, -1) * self.head_dim ** -0.5).softmax(dim=-1)
+        return self.proj((attn @ v).transpose(1, 2).reshape(B, N, C))
+
+inst = Attention()
+"""
+
+NUMPY_FN = """\
+import numpy as np
+
+def attend(x):
+    return x @ x.T
+"""
+
+
+class _Evil:
+    """Pickles to a call of os.mkdir: unpickling the file would make the folder."""
+
+    def __init__(self, marker: Path) -> None:
+        self.marker = marker
+
+    def __reduce__(self) -> tuple[object, tuple[str]]:
+        return os.mkdir, (str(self.marker),)
+
+
+def _invoke(*args: str) -> tuple[int, str, str]:
+    result = runner.invoke(app, list(args), env={"COLUMNS": "160"})
+    return result.exit_code, result.stdout, result.stderr
+
+
+def _files(tmp: Path) -> dict[str, Path]:
+    """One file of each kind the QA run fed to trace --input."""
+    marker = tmp / "unpickled"
+    files = {
+        "empty.npy": b"",
+        "evil.pt": pickle.dumps(_Evil(marker)),
+        "evil.npy": pickle.dumps(_Evil(marker)),
+        "garbage.npy": b"not numpy at all",
+    }
+    for name, data in files.items():
+        (tmp / name).write_bytes(data)
+    np.savez(tmp / "w.npz", q_proj=np.zeros((4, 4), np.float32))
+    np.save(tmp / "int.npy", np.arange(2 * 5 * 64).reshape(2, 5, 64))
+    np.savez(tmp / "int.npz", x=np.arange(2 * 5 * 64).reshape(2, 5, 64))
+    np.save(tmp / "obj.npy", np.array([{"a": 1}], dtype=object), allow_pickle=True)
+    np.save(tmp / "trunc.npy", np.zeros((2, 5, 64), np.float32))
+    (tmp / "trunc.npy").write_bytes((tmp / "trunc.npy").read_bytes()[:300])
+    return {p.name: p for p in tmp.iterdir()}
+
+
+KINDS = {  # file: what the one line says
+    "empty.npy": "is not a .npy file",
+    "evil.pt": "--input takes a .npy file",
+    "evil.npy": "is a raw pickle",
+    "garbage.npy": "is not a .npy file",
+    "w.npz": "has no array named 'x'",
+    "int.npy": "x is int64, not floating point",
+    "int.npz": "x is int64, not floating point",
+    "obj.npy": "never unpickles",
+    "trunc.npy": "truncated",
+}
+
+
+@pytest.mark.parametrize("name", sorted(KINDS))
+def test_a_bad_input_file_is_one_line_exit_2_as_run_says_it(tmp_path: Path, name: str) -> None:
+    pytest.importorskip("torch")
+    files = _files(tmp_path)
+    (tmp_path / "vit.py").write_text(VIT)
+    code, out, err = _invoke(
+        "trace", f"{tmp_path / 'vit.py'}:Attention", "--input", str(files[name])
+    )
+    assert code == 2, err
+    assert out == ""  # nothing half-written
+    assert err.count("\n") == 1
+    assert err.startswith("attntrace: error: ")
+    assert KINDS[name] in err
+    assert "internal error" not in err
+    assert not (tmp_path / "unpickled").exists()
+    if name != "int.npz":  # run's error for the same file, word for word
+        run_code, _, run_err = _invoke("run", "--input", str(files[name]))
+        assert run_code == 2
+        assert run_err == err
+
+
+def test_a_good_input_file_is_traced_with_its_shape(tmp_path: Path) -> None:
+    pytest.importorskip("torch")
+    (tmp_path / "vit.py").write_text(VIT)
+    np.save(tmp_path / "x.npy", np.ones((2, 7, 64), np.float64))
+    code, out, err = _invoke(
+        "trace", f"{tmp_path / 'vit.py'}:Attention", "--input", str(tmp_path / "x.npy"),
+        "-f", "csv",
+    )
+    assert code == 0, err
+    assert out.splitlines()[1].startswith("0,x,input,2x7x64,B S H,float32,")
