@@ -122,3 +122,76 @@ def test_a_good_input_file_is_traced_with_its_shape(tmp_path: Path) -> None:
     )
     assert code == 0, err
     assert out.splitlines()[1].startswith("0,x,input,2x7x64,B S H,float32,")
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float16", "bfloat16"])
+@pytest.mark.parametrize("name", ["Attention", "inst"])
+def test_dtype_converts_the_module_class_or_instance(
+    tmp_path: Path, dtype: str, name: str
+) -> None:
+    pytest.importorskip("torch")
+    (tmp_path / "vit.py").write_text(VIT)
+    code, out, err = _invoke(
+        "trace", f"{tmp_path / 'vit.py'}:{name}", "--batch", "2", "--seq", "5",
+        "--dtype", dtype, "-f", "csv",
+    )
+    assert code == 0, err
+    rows = [line.split(",") for line in out.splitlines()[1:]]
+    assert len(rows) > 10
+    assert {row[5] for row in rows} == {dtype}  # every step, the weights' too, in the dtype
+
+
+def test_dtype_leaves_the_users_module_instance_as_it_is(tmp_path: Path) -> None:
+    torch = pytest.importorskip("torch")
+    from attntrace.capture.runner import Inputs, parse_target, run_target
+
+    (tmp_path / "vit.py").write_text(VIT)
+    outcome = run_target(
+        parse_target(f"{tmp_path / 'vit.py'}:inst"), {}, Inputs(2, 5, dtype="float64"),
+        keep_values=False,
+    )
+    assert outcome.error is None
+    assert {s.dtype for s in outcome.capture.steps} == {"float64"}
+    import sys
+
+    module = next(m for n, m in sys.modules.items() if n.endswith("_target_vit"))
+    assert module.inst.qkv.weight.dtype == torch.float32
+
+
+def test_bfloat16_on_a_numpy_function_is_refused_naming_array_torch(tmp_path: Path) -> None:
+    (tmp_path / "fn.py").write_text(NUMPY_FN)
+    code, out, err = _invoke("trace", f"{tmp_path / 'fn.py'}:attend", "--dtype", "bfloat16")
+    assert code == 2
+    assert out == ""
+    assert err.count("\n") == 1
+    assert err.startswith("attntrace: error: ")
+    assert "--array torch" in err
+
+
+def test_float16_on_a_numpy_function_is_kept(tmp_path: Path) -> None:
+    (tmp_path / "fn.py").write_text(NUMPY_FN)
+    code, out, _ = _invoke(
+        "trace", f"{tmp_path / 'fn.py'}:attend", "--dtype", "float16", "-f", "csv"
+    )
+    assert code == 0
+    assert {line.split(",")[5] for line in out.splitlines()[1:]} == {"float16"}
+
+
+def test_dtype_help_names_what_trace_converts() -> None:
+    result = runner.invoke(app, ["trace", "--help"], env={"COLUMNS": "200"})
+    assert "--backend torch" not in result.stdout
+    assert "--array torch" in result.stdout
+
+
+def test_a_dtype_mismatch_in_a_function_is_not_called_a_shape_error(tmp_path: Path) -> None:
+    pytest.importorskip("torch")
+    (tmp_path / "fn.py").write_text(
+        "import torch\nlin = torch.nn.Linear(64, 64)\n\ndef f(x):\n    return lin(x)\n"
+    )
+    code, out, _ = _invoke(
+        "trace", f"{tmp_path / 'fn.py'}:f", "--batch", "2", "--seq", "5", "--dtype", "float64"
+    )
+    assert code == 1
+    assert "same dtype" in out
+    assert "shape error" not in out
+    assert "rule:" not in out

@@ -238,6 +238,13 @@ def run_target(
     obj, module = import_target(target)
     call = build_callable(obj, init, target.name or "")
     torch_side = _wants_torch(obj, call, module, inputs.array)
+    if not torch_side and inputs.dtype == "bfloat16":
+        raise TargetError(
+            f"numpy has no bfloat16, and {target.name} is called with a numpy array; "
+            "add --array torch, or pick --dtype float16, float32 or float64"
+        )
+    if torch_side:
+        call = in_dtype(call, inputs.dtype, built=isinstance(obj, type))
     x = _input(inputs, _width(call) if inputs.hidden is None else inputs.hidden, torch_side)
     letters = ("B", "S", "H") if x.ndim == 3 else ("S", "H") if x.ndim == 2 else None
     with capture(axes=axes, keep_values=keep_values, torch=torch_side, into=into) as t:
@@ -302,6 +309,34 @@ def build_callable(obj: Any, init: Mapping[str, Any], name: str) -> Any:
     return obj
 
 
+def in_dtype(call: Any, dtype: str, *, built: bool) -> Any:
+    """``call`` with its floating-point weights in ``dtype`` when it is an ``nn.Module`` (as
+    ``diff`` runs a module): the module attntrace ``built`` is converted, a module instance of
+    the user's is copied first so theirs stays as it is; a function is returned as it is.
+
+    >>> in_dtype(len, "float64", built=False) is len
+    True
+    """
+    torch = sys.modules.get("torch")
+    if torch is None or not isinstance(call, torch.nn.Module):
+        return call
+    want = getattr(torch, dtype)
+    tensors = [*call.parameters(), *call.buffers()]
+    if all(t.dtype == want for t in tensors if t.is_floating_point()):
+        return call
+    if not built:
+        import copy
+
+        try:
+            call = copy.deepcopy(call)
+        except Exception as exc:
+            raise TargetError(
+                f"cannot copy {type(call).__name__} to convert it to {dtype} ({exc}); "
+                "give its class (FILE.py:CLASS with --init), or build it in that dtype"
+            ) from None
+    return call.to(want)
+
+
 def _show(init: Mapping[str, Any]) -> str:
     return ", ".join(f"{k}={v!r}" for k, v in init.items())
 
@@ -337,7 +372,7 @@ def _input(inputs: Inputs, hidden: int, torch_side: bool) -> Any:
         shape = (inputs.seq, hidden) if inputs.batch is None else (inputs.batch, inputs.seq, hidden)
         x = np.random.default_rng(inputs.seed).standard_normal(shape)
     if not torch_side:
-        return x.astype(inputs.dtype if inputs.dtype != "bfloat16" else "float32")
+        return x.astype(inputs.dtype)
     import torch
 
     return torch.from_numpy(np.ascontiguousarray(x)).to(getattr(torch, inputs.dtype))

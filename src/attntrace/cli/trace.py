@@ -102,6 +102,16 @@ TraceTarget = Annotated[
         show_default=False,
     ),
 ]
+TraceDType = Annotated[
+    opt.DTypeName,
+    typer.Option(
+        "--dtype",
+        help="Element type of x; an nn.Module target's weights are converted to it (a module "
+        "instance is copied first). bfloat16 needs a torch tensor: a module, a torch function "
+        "or --array torch.",
+        rich_help_panel=CODE,
+    ),
+]
 TraceInput = Annotated[
     Path | None,
     typer.Option(
@@ -119,7 +129,7 @@ def trace(
     batch: opt.Batch = None,
     seq: opt.Seq = 3,
     hidden: TraceHidden = None,
-    dtype: opt.DType = opt.DTypeName.float32,
+    dtype: TraceDType = opt.DTypeName.float32,
     seed: opt.Seed = 0,
     array: Array = None,
     input_file: TraceInput = None,
@@ -199,10 +209,24 @@ def show(outcome: Outcome, fmt: str, no_color: bool, title: str) -> None:
     err = console(no_color) if fmt == "table" else _stderr(no_color)
     failure = t.failure
     if failure is not None and failure.error is outcome.error:
-        render_failure(failure, explain(failure) if is_shape_error(failure) else None, err)
+        shape_error = is_shape_error(failure) and not dtype_mismatch(failure.error)
+        render_failure(failure, explain(failure) if shape_error else None, err)
     else:
         render_error(outcome.error, outcome.frames, err)
     raise typer.Exit(EXIT_CHECK_FAILED)
+
+
+def dtype_mismatch(error: BaseException) -> bool:
+    """True when torch refused operands of different dtypes (which its messages word like a
+    shape error: ``mat1 and mat2 must have the same dtype``).
+
+    >>> dtype_mismatch(RuntimeError("mat1 and mat2 must have the same dtype, but got Double"))
+    True
+    >>> dtype_mismatch(RuntimeError("mat1 and mat2 shapes cannot be multiplied (5x64 and 32x64)"))
+    False
+    """
+    text = str(error)
+    return "same dtype" in text or "expected scalar type" in text.lower()
 
 
 def _stderr(no_color: bool) -> Console:
