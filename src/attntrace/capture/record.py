@@ -4,6 +4,7 @@ happened), readable by the renderers and by ``check``."""
 
 from __future__ import annotations
 
+import os
 import weakref
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -15,6 +16,8 @@ from attntrace.trace import Param, Step, UnknownStepError
 
 if TYPE_CHECKING:
     import numpy as np
+
+    from attntrace.capture.explain import Explanation
 
 #: The ``schema`` value of :meth:`Capture.to_dict`.
 CAPTURE_SCHEMA_ID = "attntrace.capture/1"
@@ -306,7 +309,26 @@ class Capture:
         return dict(self._sizes)
 
     def to_dict(self) -> dict[str, Any]:
-        """The capture as plain JSON-ready data (schema ``attntrace.capture/1``); no values."""
+        """The capture as plain JSON-ready data (schema ``attntrace.capture/1``); no values.
+        ``failure`` is the first op that raised while capturing, else None."""
+        fail = self._recorder.failure
+        return self.document(None if fail is None else fail.error)
+
+    def document(
+        self, error: BaseException | None, frames: Sequence[Frame] = ()
+    ) -> dict[str, Any]:
+        """The document of a run that ended with ``error`` (None: it ran through), as
+        ``attntrace trace --format json`` prints it: ``failure`` is the op that raised it (its
+        operands' shapes and axes, the rule and the fix of a shape error), or the last of the
+        user's ``frames`` when no recorded op raised it, or None.
+
+        >>> import attntrace, numpy as np
+        >>> with attntrace.capture() as t:
+        ...     q = t.track(np.ones((3, 8)))
+        >>> doc = t.document(ValueError("bad"), [("/tmp/a.py", 4, "f", "q @ q")])
+        >>> doc["failure"]["location"], doc["failure"]["error"]
+        ('a.py:4', {'type': 'ValueError', 'message': 'bad'})
+        """
         steps = self.steps
         return {
             "schema": CAPTURE_SCHEMA_ID,
@@ -314,7 +336,61 @@ class Capture:
             "steps": [_step_dict(s) for s in steps],
             "params": [],
             "notes": list(self.notes),
+            "failure": None if error is None else self._failure_dict(error, frames),
         }
+
+    def _failure_dict(self, error: BaseException, frames: Sequence[Frame]) -> dict[str, Any]:
+        from attntrace.capture.explain import explain, is_shape_error
+
+        fail = self.failure
+        if fail is None or fail.error is not error:  # raised by the user's code, not by an op
+            file, line, _, text = frames[-1] if frames else ("", 0, "", "")
+            where = f"{os.path.basename(file)}:{line}" if file else ""
+            return _failure(where, text, None, None, [], None, error)
+        told = explain(fail) if is_shape_error(fail) and not dtype_mismatch(error) else None
+        operands = [{"name": o.name, "shape": list(o.shape), "axes": list(o.axes)}
+                    for o in fail.operands]
+        return _failure(fail.site.location, fail.site.source, fail.func, fail.kind, operands,
+                        told, error)
+
+
+Frame = tuple[str, int, str, str]  # file, line, function, source text (a traceback's frame)
+
+
+def dtype_mismatch(error: BaseException) -> bool:
+    """True when torch refused operands of different dtypes (which its messages word like a
+    shape error: ``mat1 and mat2 must have the same dtype``).
+
+    >>> dtype_mismatch(RuntimeError("mat1 and mat2 must have the same dtype, but got Double"))
+    True
+    >>> dtype_mismatch(RuntimeError("mat1 and mat2 shapes cannot be multiplied (5x64 and 32x64)"))
+    False
+    """
+    text = str(error)
+    return "same dtype" in text or "expected scalar type" in text.lower()
+
+
+def _failure(
+    location: str,
+    source: str,
+    op: str | None,
+    kind: str | None,
+    operands: list[dict[str, Any]],
+    told: Explanation | None,
+    error: BaseException,
+) -> dict[str, Any]:
+    text = str(error).strip()
+    return {
+        "location": location,
+        "source": source,
+        "op": op,
+        "kind": kind,
+        "shape_error": told is not None,
+        "operands": operands,
+        "rule": told.rule if told is not None else None,
+        "fix": (told.fix or None) if told is not None else None,
+        "error": {"type": type(error).__name__, "message": text.splitlines()[0] if text else ""},
+    }
 
 
 def _step_dict(s: CapturedStep) -> dict[str, Any]:

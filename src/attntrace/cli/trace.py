@@ -33,6 +33,27 @@ class ArrayName(StrEnum):
     torch = "torch"
 
 
+class TraceFormatName(StrEnum):
+    """What ``trace`` prints: the Rich table, or one document for scripts."""
+
+    table = "table"
+    json = "json"
+    csv = "csv"
+    markdown = "markdown"
+
+
+TraceFormat = Annotated[
+    TraceFormatName,
+    typer.Option(
+        "--format",
+        "-f",
+        help="table (Rich, for people), or one document on stdout for scripts (the code's own "
+        "prints go to stderr): json (schema attntrace.capture/1: steps, axis sizes and the "
+        "failure, null when none), csv (run's columns, the costs left empty, then role), "
+        "markdown.",
+        rich_help_panel=opt.OUTPUT,
+    ),
+]
 Target = Annotated[
     str,
     typer.Argument(
@@ -135,7 +156,7 @@ def trace(
     input_file: TraceInput = None,
     axes: Axes = None,
     into: Into = None,
-    fmt: opt.Format = opt.OutputFormat.table,
+    fmt: TraceFormat = TraceFormatName.table,
     no_color: opt.NoColor = False,
 ) -> None:
     """Run your attention code and print the shape of every tensor op in your files.
@@ -191,6 +212,7 @@ def _usage(message: str) -> Exception:
 def show(outcome: Outcome, fmt: str, no_color: bool, title: str) -> None:
     """Print the capture (and what broke); exit 1 when the user's code raised."""
     from attntrace.capture.explain import explain, is_shape_error
+    from attntrace.capture.record import dtype_mismatch
     from attntrace.render.capture import render_capture, render_error, render_failure
 
     t = outcome.capture
@@ -200,7 +222,7 @@ def show(outcome: Outcome, fmt: str, no_color: bool, title: str) -> None:
     elif fmt != "none":
         from attntrace.render.capture import render_document
 
-        typer.echo(render_document(t, fmt), nl=False)
+        typer.echo(render_document(t, fmt, outcome.error, outcome.frames), nl=False)
     if outcome.error is None:
         if outcome.exit_code:  # sys.exit(N): the user's code failed, in attntrace's codes
             sys.stderr.write(f"attntrace: the traced code called sys.exit({outcome.exit_code})\n")
@@ -214,19 +236,6 @@ def show(outcome: Outcome, fmt: str, no_color: bool, title: str) -> None:
     else:
         render_error(outcome.error, outcome.frames, err)
     raise typer.Exit(EXIT_CHECK_FAILED)
-
-
-def dtype_mismatch(error: BaseException) -> bool:
-    """True when torch refused operands of different dtypes (which its messages word like a
-    shape error: ``mat1 and mat2 must have the same dtype``).
-
-    >>> dtype_mismatch(RuntimeError("mat1 and mat2 must have the same dtype, but got Double"))
-    True
-    >>> dtype_mismatch(RuntimeError("mat1 and mat2 shapes cannot be multiplied (5x64 and 32x64)"))
-    False
-    """
-    text = str(error)
-    return "same dtype" in text or "expected scalar type" in text.lower()
 
 
 def _stderr(no_color: bool) -> Console:

@@ -10,6 +10,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from attntrace.render.csv_out import CSV_COLUMNS, format_shape_x
 from attntrace.render.table import _table, format_axes, format_shape
 from attntrace.text import inert
 
@@ -193,17 +194,21 @@ def _first_line(error: BaseException) -> str:
     return text.splitlines()[0] if text else ""
 
 
-def render_document(capture: Capture, fmt: str) -> str:
-    """``--format json`` (schema attntrace.capture/1), ``csv`` (the csv of ``run``, same
-    columns) or ``markdown`` (the table of the terminal as a pipe table)."""
+def render_document(
+    capture: Capture,
+    fmt: str,
+    error: BaseException | None = None,
+    frames: Sequence[Frame] = (),
+) -> str:
+    """``--format json`` (schema attntrace.capture/1; ``failure``: what ``error`` broke),
+    ``csv`` (:func:`render_capture_csv`) or ``markdown`` (the table of the terminal as a pipe
+    table)."""
     if fmt == "json":
         import json
 
-        return json.dumps(capture.to_dict(), indent=2) + "\n"
+        return json.dumps(capture.document(error, frames), indent=2) + "\n"
     if fmt == "csv":
-        from attntrace.render.csv_out import render_csv
-
-        return render_csv(capture)
+        return render_capture_csv(capture)
     from attntrace.render.markdown import pipe_table
     from attntrace.text import plain
 
@@ -223,3 +228,30 @@ def render_document(capture: Capture, fmt: str) -> str:
     ]
     header = ("#", "step", "role", "line", "code", "operands", "shape", "axes", "dtype")
     return pipe_table(header, rows, right=(0, 5, 6))
+
+
+#: The CSV header of a capture: the columns of ``run``'s CSV, then the step's role.
+CAPTURE_CSV_COLUMNS = (*CSV_COLUMNS, "role")
+
+
+def render_capture_csv(capture: Capture) -> str:
+    """The steps as CSV: ``run``'s columns (``view``, ``flops``, ``formula`` and ``nonfinite``
+    empty, as a capture does not know them) and ``role`` (empty when none).
+
+    >>> import attntrace, numpy as np
+    >>> with attntrace.capture() as t:
+    ...     x = t.track(np.ones((3, 8)))
+    >>> render_capture_csv(t).splitlines()[1].split(",")[3:]
+    ['3x8', 'S H', 'float64', '192', '', '', '', '', 'x']
+    """
+    import csv
+    import io
+
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(CAPTURE_CSV_COLUMNS)
+    for s in capture.steps:
+        unknown = ["", "", "", ""]  # view, flops, formula, nonfinite
+        writer.writerow([s.index, s.name, s.op, format_shape_x(s.shape), " ".join(s.axes),
+                         s.dtype, s.nbytes, *unknown, s.role])
+    return out.getvalue()

@@ -37,3 +37,19 @@ def diff_schema() -> dict[str, Any]:
     text = files(__name__).joinpath(DIFF_SCHEMA_FILE).read_text(encoding="utf-8")
     schema: dict[str, Any] = json.loads(text)
     return schema
+
+
+#: The file name of the schema of ``attntrace trace --format json`` / ``Capture.to_dict()``.
+CAPTURE_SCHEMA_FILE = "capture-1.schema.json"
+
+
+@cache
+def capture_schema() -> dict[str, Any]:
+    """The JSON Schema (draft 2020-12) of the capture document ``attntrace.capture/1``.
+
+    >>> capture_schema()["properties"]["schema"]["const"]
+    'attntrace.capture/1'
+    """
+    text = files(__name__).joinpath(CAPTURE_SCHEMA_FILE).read_text(encoding="utf-8")
+    schema: dict[str, Any] = json.loads(text)
+    return schema
