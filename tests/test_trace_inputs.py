@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import pickle
 from pathlib import Path
@@ -195,3 +196,74 @@ def test_a_dtype_mismatch_in_a_function_is_not_called_a_shape_error(tmp_path: Pa
     assert "same dtype" in out
     assert "shape error" not in out
     assert "rule:" not in out
+
+
+MHA = """\
+import torch.nn as nn
+
+inst = nn.MultiheadAttention(64, 4, batch_first=True)
+
+class Wrap(nn.Module):
+    def __init__(self, embed_dim=64, num_heads=4):
+        super().__init__()
+        self.mha = nn.MultiheadAttention(embed_dim, num_heads, batch_first=True)
+
+    def forward(self, x):
+        return self.mha(x, x, x)[0]
+"""
+
+PARAMS_FN = """\
+import numpy as np
+
+def attend(x, params):
+    q = x @ params["w_q"].T + params["b_q"]
+    k = x @ params["w_k"].T + params["b_k"]
+    return q @ k.T
+"""
+
+
+def test_multihead_attention_instance_is_called_as_self_attention(tmp_path: Path) -> None:
+    pytest.importorskip("torch")
+    (tmp_path / "mha.py").write_text(MHA)
+    code, out, err = _invoke(
+        "trace", f"{tmp_path / 'mha.py'}:inst", "--batch", "2", "--seq", "5", "-f", "json"
+    )
+    assert code == 0, err
+    doc = json.loads(out)
+    assert doc["failure"] is None
+    assert doc["steps"][0]["shape"] == [2, 5, 64]
+    assert doc["config"]["axis_sizes"]["H"] == 64
+
+
+def test_a_wrapper_of_multihead_attention_gets_h_as_diff_reads_it(tmp_path: Path) -> None:
+    torch = pytest.importorskip("torch")
+    from attntrace.capture.runner import _width
+    from attntrace.diff.layer import as_layer
+
+    (tmp_path / "mha.py").write_text(MHA)
+    code, out, err = _invoke(
+        "trace", f"{tmp_path / 'mha.py'}:Wrap", "--batch", "2", "--seq", "5", "-f", "json"
+    )
+    assert code == 0, err
+    assert json.loads(out)["steps"][0]["shape"] == [2, 5, 64]
+    wrap = torch.nn.Sequential(torch.nn.MultiheadAttention(32, 4))  # no width attribute
+    layer = as_layer(wrap)
+    assert layer.weights is not None
+    assert _width(wrap) == layer.weights.params["w_q"].shape[1] == 32
+
+
+@pytest.mark.parametrize("array", ["numpy", "torch"])
+def test_a_function_of_x_and_params_gets_seeded_weights_as_diff_gives(
+    tmp_path: Path, array: str
+) -> None:
+    if array == "torch":
+        pytest.importorskip("torch")
+    (tmp_path / "fn.py").write_text(PARAMS_FN)
+    code, out, err = _invoke(
+        "trace", f"{tmp_path / 'fn.py'}:attend", "--seq", "5", "--hidden", "16",
+        "--array", array, "-f", "json",
+    )
+    assert code == 0, err
+    steps = json.loads(out)["steps"]
+    assert steps[-1]["shape"] == [5, 5]
+    assert steps[-1]["role"] == "scores"

@@ -9,7 +9,7 @@ import importlib
 import importlib.util
 import runpy
 import sys
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -246,12 +246,13 @@ def run_target(
     if torch_side:
         call = in_dtype(call, inputs.dtype, built=isinstance(obj, type))
     x = _input(inputs, _width(call) if inputs.hidden is None else inputs.hidden, torch_side)
+    apply = attention_call(call, lambda: _params(inputs, int(x.shape[-1]), torch_side))
     letters = ("B", "S", "H") if x.ndim == 3 else ("S", "H") if x.ndim == 2 else None
     with capture(axes=axes, keep_values=keep_values, torch=torch_side, into=into) as t:
         outcome = Outcome(t)
         x = _root(t, x, letters)
         try:
-            call(x)
+            apply(x)
         except SystemExit as exc:  # the user's code ended the program: what ran is shown
             outcome.exit_code = exit_status(exc)
         except Exception as exc:
@@ -350,17 +351,80 @@ def _wants_torch(obj: Any, call: Any, module: Any, array: str | None) -> bool:
     return any(getattr(v, "__name__", "") == "torch" for v in vars(module).values())
 
 
+def attention_call(call: Any, params: Callable[[], Mapping[str, Any]]) -> Callable[[Any], Any]:
+    """How ``call`` is called on x: as self-attention ``call(x, x, x)`` when it takes query,
+    key and value (``nn.MultiheadAttention``), as ``call(x, params())`` when it is a function
+    of two arguments (``diff``'s ``fn(x, params)``: seeded weights w_q, b_q, …), else
+    ``call(x)``; a returned tuple gives its first item (the attention output).
+
+    >>> attention_call(lambda q, k, v: (q + k + v, None), dict)(1)
+    3
+    >>> attention_call(lambda x, p: x + len(p), lambda: {"w_q": 0})(1)
+    2
+    """
+    torch = sys.modules.get("torch")
+    module = torch is not None and isinstance(call, torch.nn.Module)
+    needed = _required(call.forward if module else call)
+    if needed == 3:
+        return lambda x: _first(call(x, x, x))
+    if needed == 2 and not module:
+        return lambda x: _first(call(x, params()))
+    return lambda x: _first(call(x))
+
+
+def _required(fn: Any) -> int:
+    """How many positional arguments ``fn`` needs (-1 when its signature cannot be read)."""
+    import inspect
+
+    try:
+        found = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):
+        return -1
+    kinds = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    return sum(1 for p in found if p.kind in kinds and p.default is p.empty)
+
+
+def _first(out: Any) -> Any:
+    return out[0] if isinstance(out, tuple) and out else out
+
+
+def _params(inputs: Inputs, hidden: int, torch_side: bool) -> dict[str, Any]:
+    """The seeded weights of ``fn(x, params)`` as ``diff`` makes them (the reference's w_q,
+    b_q, …, torch layout (out, in)), one head: the function decides how it splits them."""
+    from attntrace.config import AttentionConfig
+    from attntrace.inputs import random_sources
+
+    dtype = "float32" if inputs.dtype == "bfloat16" else inputs.dtype
+    config = AttentionConfig(inputs.batch, inputs.seq, hidden, 1, dtype, inputs.seed)
+    made = {k: s.make() for k, s in random_sources(config).items() if k != "x"}
+    if not torch_side:
+        return made
+    import torch
+
+    return {k: torch.from_numpy(v).to(getattr(torch, inputs.dtype)) for k, v in made.items()}
+
+
 def _width(call: Any) -> int:
+    """H of the seeded x: the module's width attribute, the width of its attention weights as
+    ``diff`` reads them from its state dict, its first ``nn.Linear``, else 768."""
     for attr in _WIDTH_ATTRS:
         value = getattr(call, attr, None)
         if isinstance(value, int) and not isinstance(value, bool) and value > 0:
             return value
-    modules = getattr(call, "modules", None)
-    if callable(modules):
-        for m in modules():
-            if type(m).__name__ == "Linear":
-                return int(m.in_features)
-    return 768
+    torch = sys.modules.get("torch")
+    if torch is None or not isinstance(call, torch.nn.Module):
+        return 768
+    from attntrace.diff.layer import _state_dict_weights
+
+    try:
+        weights = _state_dict_weights(call)
+    except AttntraceError:
+        weights = None
+    w_q = weights.params.get("w_q") if weights is not None else None
+    if w_q is not None:
+        return int(w_q.shape[-1])  # (out, in): in is H
+    first = next((m for m in call.modules() if isinstance(m, torch.nn.Linear)), None)
+    return 768 if first is None else int(first.in_features)
 
 
 def _input(inputs: Inputs, hidden: int, torch_side: bool) -> Any:
