@@ -60,6 +60,7 @@ def diff(
     sizes: dict[str, Any],
     numbers: dict[str, Any],
     input_file: opt.Input = None,
+    max_memory: opt.MaxMemory = None,
     fmt: Fmt = DiffFormat.table,
     no_color: opt.NoColor = False,
     model: dict[str, Any],
@@ -77,6 +78,7 @@ def diff(
     from attntrace.cli.configure import _typed, resolve_options
     from attntrace.diff.cli import diff_target
     from attntrace.diff.user import UserCodeError
+    from attntrace.memory import parse_size
     from attntrace.render.diff import render_diff, render_diff_json
 
     typed = {
@@ -84,8 +86,9 @@ def diff(
     }
     typed |= {name for name, value in model.items() if value is not None}
     config = resolve_options(**model, **sizes, **numbers)
+    budget = parse_size(max_memory) if max_memory is not None else None
     try:
-        report = diff_target(target, init or [], config, typed, input_file)
+        report = diff_target(target, init or [], config, typed, input_file, budget)
     except UserCodeError as exc:
         raise fail(str(exc), EXIT_CHECK_FAILED) from None
     if fmt is DiffFormat.json:

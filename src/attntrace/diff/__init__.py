@@ -34,7 +34,15 @@ if TYPE_CHECKING:  # the machinery is imported when a diff runs: import attntrac
     from attntrace.diff.layer import Layer
     from attntrace.verify import Tolerance
 
-__all__ = ["DIFF_SCHEMA_ID", "DiffReport", "diff", "resolve_layer", "run_diff"]
+__all__ = [
+    "DIFF_SCHEMA_ID",
+    "DiffReport",
+    "check_diff_memory",
+    "diff",
+    "probe_sizes",
+    "resolve_layer",
+    "run_diff",
+]
 
 #: The ``schema`` value of :meth:`DiffReport.to_dict`.
 DIFF_SCHEMA_ID = "attntrace.diff/1"
@@ -101,19 +109,68 @@ def _row_dict(row: Row) -> dict[str, Any]:
 
 
 def diff(
-    target: Any, config: AttentionConfig | None = None, *, x: np.ndarray | None = None
+    target: Any,
+    config: AttentionConfig | None = None,
+    *,
+    x: np.ndarray | None = None,
+    max_memory: int | None = None,
 ) -> DiffReport:
     """Run ``target`` (an ``nn.Module`` or a function ``fn(x, params)``, see
     :mod:`attntrace.diff.layer`) beside the reference attention of ``config`` with the same
     weights and input ``x`` (seeded when None), and diagnose the first step that differs.
-    A module's own sizes (its weights, ``num_heads`` …) fill in and must agree with ``config``."""
+    A module's own sizes (its weights, ``num_heads`` …) fill in and must agree with ``config``;
+    ``x`` gives the batch and sequence length. ``max_memory``: see :func:`check_diff_memory`."""
     options = asdict(config if config is not None else AttentionConfig())
     given = set() if config is None else _non_default(config)
     from attntrace.diff.layer import as_layer
 
-    layer = as_layer(target, seq=options["seq"], batch=options["batch"])
+    layer = as_layer(target, **probe_sizes(options["seq"], options["batch"], x))
     cfg, tensors = resolve_layer(layer, options, given, x)
-    return run_diff(layer, cfg, tensors)
+    return run_diff(layer, cfg, tensors, max_memory=max_memory)
+
+
+def probe_sizes(seq: int, batch: int | None, x: np.ndarray | None) -> dict[str, Any]:
+    """The ``seq`` and ``batch`` of the input a module is probed with: those of ``x``, (B, S, H)
+    or (S, H), when given, else the options'.
+
+    >>> import numpy as np
+    >>> probe_sizes(3, None, np.zeros((2, 5, 64))), probe_sizes(3, 4, None)
+    ({'seq': 5, 'batch': 2}, {'seq': 3, 'batch': 4})
+    """
+    if x is None or x.ndim not in (2, 3):
+        return {"seq": seq, "batch": batch}  # another rank: resolve_run names the fix
+    return {"seq": int(x.shape[-2]), "batch": int(x.shape[0]) if x.ndim == 3 else None}
+
+
+#: What a diff holds at its peak, in reference traces with every step's values: the reference,
+#: the user's captured tensors (about as many), a bug replayed on the reference, and the first
+#: replay that explained the divergence (kept for the report).
+TRACES_HELD = 4
+
+
+def check_diff_memory(config: AttentionConfig, max_memory: int | None = None) -> None:
+    """Refuse a diff whose tensors would not fit ``max_memory`` bytes (default: half the
+    available memory), from the shapes alone, before anything is allocated.
+
+    >>> check_diff_memory(AttentionConfig(batch=2, seq=8000, hidden=64, heads=4),
+    ...                   2**30)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    attntrace.errors.MemoryBudgetError: this trace needs about 30.62 GiB (diff holds ...
+    """
+    from attntrace.attention import estimate_bytes
+    from attntrace.memory import check_budget, format_bytes
+
+    one, largest = estimate_bytes(config, True)
+    where = (
+        f"diff holds the reference, your code's tensors and bug replays, each with every "
+        f"step's values; {largest.name} {largest.shape} alone is {format_bytes(largest.nbytes)}"
+    )
+    advice = (
+        "lower --seq or --batch (diff compares values, so it keeps them all), or give "
+        "--max-memory a larger budget if the machine has the room"
+    )
+    check_budget(TRACES_HELD * one, max_memory, where, advice)
 
 
 def _non_default(config: AttentionConfig) -> set[str]:
@@ -162,8 +219,15 @@ def _check_supported(config: AttentionConfig) -> None:
                           "drop it (a padding mask inside the code is compared as it is)")
 
 
-def run_diff(layer: Layer, config: AttentionConfig, tensors: dict[str, Any]) -> DiffReport:
-    """Reference and user side by side (``tensors``: x and the weights, in our names)."""
+def run_diff(
+    layer: Layer,
+    config: AttentionConfig,
+    tensors: dict[str, Any],
+    *,
+    max_memory: int | None = None,
+) -> DiffReport:
+    """Reference and user side by side (``tensors``: x and the weights, in our names), once
+    :func:`check_diff_memory` finds that they fit ``max_memory``."""
     import numpy as np
 
     from attntrace.attention import trace_attention
@@ -173,6 +237,7 @@ def run_diff(layer: Layer, config: AttentionConfig, tensors: dict[str, Any]) -> 
     from attntrace.diff.user import UserStep, run_user
     from attntrace.verify import tolerance
 
+    check_diff_memory(config, max_memory)
     dtype = np.dtype(config.dtype)
     tensors = {k: None if v is None else np.asarray(v).astype(dtype) for k, v in tensors.items()}
     ref = trace_attention(config, "numpy", tensors=tensors)

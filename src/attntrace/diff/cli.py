@@ -8,7 +8,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from attntrace.config import AttentionConfig
-from attntrace.diff import DiffReport, resolve_layer, run_diff
+from attntrace.diff import DiffReport, probe_sizes, resolve_layer, run_diff
 from attntrace.diff.layer import as_layer
 from attntrace.errors import ConfigError
 
@@ -19,9 +19,11 @@ def diff_target(
     config: AttentionConfig,
     typed: set[str],
     input_file: Path | None,
+    max_memory: int | None = None,
 ) -> DiffReport:
     """Load ``text`` (FILE.py:NAME or package.module:NAME), build it with ``init``, and diff it
-    under ``config`` (``typed``: the options the user gave, which the module must agree with)."""
+    under ``config`` (``typed``: the options the user gave, which the module must agree with;
+    ``max_memory``: the --max-memory budget in bytes)."""
     from attntrace.capture.runner import build_callable, import_target, parse_init, parse_target
 
     spec = parse_target(text)
@@ -42,9 +44,9 @@ def diff_target(
         from attntrace.files import read_npy
 
         x = read_npy(input_file)
-    layer = as_layer(target, seq=config.seq, batch=config.batch)
+    layer = as_layer(target, **probe_sizes(config.seq, config.batch, x))
     options = asdict(config)
     cfg, tensors = resolve_layer(
         layer, options, {"head_dim" if t == "head_dim_override" else t for t in typed}, x
     )
-    return run_diff(layer, cfg, tensors)
+    return run_diff(layer, cfg, tensors, max_memory=max_memory)

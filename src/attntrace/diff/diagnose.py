@@ -53,7 +53,7 @@ def diagnose(
     used = {r.user.index for r in rows if r.status == MATCH and r.user is not None}
     status = {r.step.name: r.status for r in rows}
     closest: tuple[float, Bug] | None = None
-    partial: list[tuple[Diagnosis, Trace]] = []  # reproduce the divergence, not the output
+    partial: tuple[Diagnosis, Trace] | None = None  # the first to reproduce the divergence only
     at = order[first.step.name]
     possible = [b for b in catalogue(setting) if order.get(b.at, math.inf) <= at]  # not after it
     possible.sort(key=lambda b: at - order[b.at])  # the bugs that start at the divergence first
@@ -68,9 +68,10 @@ def diagnose(
                 closest = (gap, bug)
         elif _reproduces_output(mistaken, user):
             return found, mistaken  # the whole run explained: the one bug there is
-        else:
-            partial.append((found, mistaken))
-    return partial[0] if partial else (_unexplained(first, closest), None)
+        elif partial is None:
+            partial = (found, mistaken)
+        del mistaken  # one replayed trace alive at a time (each holds every step's values)
+    return partial or (_unexplained(first, closest), None)
 
 
 def counterparts(rows: Sequence[Row], mistaken: Trace, user: UserSteps) -> tuple[Row, ...]:

@@ -166,20 +166,8 @@ def _called_linears(module: Any, seq: int, batch: int | None) -> LoadedWeights:
             "name its projections q_proj, k_proj, v_proj, o_proj"
         )
     first = next(m for m in module.modules() if isinstance(m, torch.nn.Linear))
-    probe = torch.zeros(
-        *((batch,) if batch else ()), seq, first.in_features, dtype=first.weight.dtype
-    )
     try:
-        with torch.no_grad():
-            module(probe)
-    except (Exception, SystemExit) as exc:  # sys.exit() in the user's code is theirs too
-        from attntrace.diff.user import UserCodeError
-
-        raise UserCodeError(
-            f"the code under test raised {type(exc).__name__} on x of shape {tuple(probe.shape)}: "
-            f"{exc}; check --seq/--batch, or run attntrace trace on it to see the shapes up to "
-            "the failure"
-        ) from None
+        _probe(module, (*((batch,) if batch else ()), seq, first.in_features), first.weight.dtype)
     finally:
         for hook in hooks:
             hook.remove()
@@ -190,6 +178,32 @@ def _called_linears(module: Any, seq: int, batch: int | None) -> LoadedWeights:
         "",
         _linear_params(type(module).__name__, called),
     )
+
+
+#: The sequence length of the probe that finds the projections: short, so that the probe is
+#: cheap whatever --seq is (the memory check of a diff comes after it).
+PROBE_SEQ = 4
+
+
+def _probe(module: Any, shape: tuple[int, ...], dtype: Any) -> None:
+    """Call ``module`` on zeros of ``shape`` with the sequence cut to PROBE_SEQ, and on the
+    whole ``shape`` only when the short one raises (code that needs that exact length)."""
+    import torch
+
+    short = (*shape[:-2], min(shape[-2], PROBE_SEQ), shape[-1])
+    for size in dict.fromkeys((short, shape)):
+        try:
+            with torch.no_grad():
+                module(torch.zeros(size, dtype=dtype))
+            return
+        except (Exception, SystemExit) as exc:  # sys.exit() in the user's code is theirs too
+            error = exc
+    from attntrace.diff.user import UserCodeError
+
+    raise UserCodeError(
+        f"the code under test raised {type(error).__name__} on x of shape {shape}: {error}; "
+        "check --seq/--batch, or run attntrace trace on it to see the shapes up to the failure"
+    ) from None
 
 
 def _linear_params(name: str, called: list[Any]) -> dict[str, np.ndarray | None]:

@@ -74,6 +74,8 @@ def _first_tensor(out: object) -> object:
 
 
 def _numpy(value: object) -> np.ndarray:
+    """``value`` as a numpy array, without a copy where it already is one (capture's values are
+    its own read-only copies; diff never writes to them)."""
     import numpy as np
 
     if hasattr(value, "detach"):
@@ -81,4 +83,4 @@ def _numpy(value: object) -> np.ndarray:
         if str(getattr(value, "dtype", "")) == "torch.bfloat16":
             value = value.float()  # type: ignore[attr-defined]
         value = value.numpy()  # type: ignore[attr-defined]
-    return np.array(value)
+    return np.asarray(value)

@@ -1,0 +1,155 @@
+"""attntrace diff on the modules of a user test (timm's ViT block, nanoGPT, HF Llama, Phi-3):
+the memory budget checked before anything is allocated, masks the user's code applies, packed
+projections, --input for module classes, and dtypes numpy lacks."""
+
+from __future__ import annotations
+
+import json
+import tracemalloc
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+pytest.importorskip("torch")
+
+#: timm's Attention block (dim 64, 4 heads); CALLS records the shape of every input it gets.
+VIT = '''
+import torch
+import torch.nn as nn
+
+CALLS = []
+
+class Attention(nn.Module):
+    def __init__(self, dim=64, num_heads=4, qkv_bias=True):
+        super().__init__()
+        self.num_heads = num_heads
+        self.head_dim = dim // num_heads
+        self.scale = self.head_dim ** -0.5
+        self.qkv = nn.Linear(dim, dim * 3, bias=qkv_bias)
+        self.proj = nn.Linear(dim, dim)
+
+    def forward(self, x):
+        CALLS.append(tuple(x.shape))
+        B, N, C = x.shape
+        qkv = self.qkv(x).reshape(B, N, 3, self.num_heads, self.head_dim).permute(2, 0, 3, 1, 4)
+        q, k, v = qkv.unbind(0)
+        q = q * self.scale
+        attn = q @ k.transpose(-2, -1)
+        attn = attn.softmax(dim=-1)
+        x = attn @ v
+        x = x.transpose(1, 2).reshape(B, N, C)
+        x = self.proj(x)
+        return x
+'''
+
+
+def _cli(*args: str) -> Any:
+    from typer.testing import CliRunner
+
+    from attntrace.cli import app
+
+    return CliRunner().invoke(app, ["diff", *args])
+
+
+def _write(tmp_path: Path, name: str, text: str) -> str:
+    path = tmp_path / f"{name}.py"
+    path.write_text(text)
+    return str(path)
+
+
+def _one_error_line(result: Any) -> str:
+    assert result.exit_code == 2, result.output
+    assert result.stdout == ""
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("attntrace: error: "), lines[0]
+    assert "Traceback" not in result.output
+    return lines[0]
+
+
+# --- 1. the memory budget ----------------------------------------------------------------
+
+
+def test_a_diff_over_the_budget_is_refused_before_the_code_runs_at_that_size(
+    tmp_path: Path,
+) -> None:
+    import sys
+
+    target = _write(tmp_path, "vit_budget", VIT)
+    result = _cli(f"{target}:Attention", "--batch", "2", "--seq", "64", "--heads", "4",
+                  "--max-memory", "1MiB")
+    line = _one_error_line(result)
+    assert "--max-memory" in line
+    assert "--seq" in line
+    assert "1.00 MiB" in line
+    assert "scores (2, 4, 64, 64)" in line
+    module = next(m for m in list(sys.modules.values()) if getattr(m, "__file__", "") == target)
+    calls = module.CALLS
+    assert calls
+    assert all(shape[1] < 64 for shape in calls), calls  # only the short probe ran
+
+
+def test_a_diff_within_the_budget_runs(tmp_path: Path) -> None:
+    target = _write(tmp_path, "vit_fits", VIT)
+    result = _cli(f"{target}:Attention", "--batch", "2", "--seq", "8", "--heads", "4",
+                  "--max-memory", "256MiB", "-f", "json")
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.output)["ok"] is True
+
+
+def test_the_budget_counts_four_traces_of_every_value() -> None:
+    from attntrace import AttentionConfig
+    from attntrace.attention import estimate_bytes
+    from attntrace.diff import TRACES_HELD, check_diff_memory
+    from attntrace.errors import MemoryBudgetError
+
+    config = AttentionConfig(batch=2, seq=8000, hidden=64, heads=4)
+    one, _ = estimate_bytes(config, True)
+    assert one > 4 * 2 * 4 * 8000 * 8000 * 3  # scores, scaled and weights at least
+    check_diff_memory(config, TRACES_HELD * one)  # exactly enough: no error
+    with pytest.raises(MemoryBudgetError, match="diff holds the reference"):
+        check_diff_memory(config, TRACES_HELD * one - 1)
+
+
+def test_comparison_works_block_by_block_with_the_numbers_of_verify() -> None:
+    from attntrace.diff.match import _compare
+    from attntrace.verify import Tolerance, compare
+
+    rng = np.random.default_rng(0)
+    ref = rng.standard_normal((4, 1024, 1024)).astype(np.float32)  # 16 MiB
+    user = ref + rng.standard_normal(ref.shape).astype(np.float32) * 1e-6
+    ref[0, :5, 7] = user[0, :5, 7] = -np.inf  # masked on both sides: equal
+    user[3, 1000, 1] += 0.5  # one element off
+    tol = Tolerance(1e-4, 1e-5)
+    view = user.transpose(0, 2, 1).copy().transpose(0, 2, 1)  # a non-contiguous layout
+    tracemalloc.start()
+    try:
+        found = _compare(view, ref, tol, "x")
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 2 * ref.nbytes  # float64 blocks, not float64 copies of both tensors (4x)
+    a, b = user.astype(np.float64), ref.astype(np.float64)
+    a[~np.isfinite(ref)] = b[~np.isfinite(ref)] = 0.0
+    whole = compare("", "", "", a, b, tol)
+    assert (found.max_abs, found.max_rel, found.ok) == (whole.max_abs, whole.max_rel, whole.ok)
+    assert found.ok is False
+    assert found.max_abs == pytest.approx(0.5, abs=1e-5)
+
+
+# --- 4. --input for a module class -------------------------------------------------------
+
+
+def test_input_file_sets_batch_and_seq_for_a_module_class(tmp_path: Path) -> None:
+    target = _write(tmp_path, "vit_input", VIT)
+    x = np.random.default_rng(2).standard_normal((2, 5, 64)).astype(np.float32)
+    np.save(tmp_path / "x.npy", x)
+    result = _cli(f"{target}:Attention", "--input", str(tmp_path / "x.npy"), "--heads", "4",
+                  "-f", "json")
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.output)
+    assert (doc["config"]["batch"], doc["config"]["seq"]) == (2, 5)
+    assert doc["ok"] is True
+    assert doc["rows"][0]["user_shape"] == [2, 5, 64]
