@@ -225,9 +225,12 @@ CheckFormat = Annotated[CheckFormatName, typer.Option(
     "XML for CI: one testcase per check).", rich_help_panel=CHECKS)]
 Verbose = Annotated[bool, typer.Option(
     "--verbose", "-v", help="Also list every check that passed.", rich_help_panel=CHECKS)]
-Golden = Annotated[Path | None, typer.Option(metavar="FILE.json", help="Compare the shapes and dtypes of every step and parameter with a trace saved by: "
+Golden = Annotated[Path | None, typer.Option(
+    metavar="FILE.json",
+    help="Compare the shapes and dtypes of every step and parameter with a trace saved by: "
     "attntrace run --format json > FILE.json. With --trace: a golden of your code (attntrace "
-    "trace --format json) step by step, or one of run by role.", rich_help_panel=CHECKS, show_default=False)]
+    "trace --format json) step by step, or one of run by role.",
+    rich_help_panel=CHECKS, show_default=False)]
 Spec = Annotated[Path | None, typer.Option(metavar="FILE.toml", help="Check many configs at once; each \\[config.NAME] table gives sizes, variants or a preset, and an expect table. Replaces the size options.", rich_help_panel=CHECKS, show_default=False)]
 Algorithm = Annotated[AlgorithmName, typer.Option(help="eager (the whole (S, S) matrix) or flash (tile by tile, online softmax).", rich_help_panel=COST)]
 Threads = Annotated[int | None, typer.Option(

@@ -24,7 +24,8 @@ SeqList = Annotated[str, typer.Option("--seq", help="S values, comma-separated."
 HeadsList = Annotated[str | None, typer.Option("--heads", help="h values, comma-separated \\[default: 12, or the preset's].", rich_help_panel=opt.SIZES, show_default=False)]
 HiddenList = Annotated[str | None, typer.Option("--hidden", help="H values, comma-separated \\[default: 768, or the preset's].", rich_help_panel=opt.SIZES, show_default=False)]
 Algorithms = Annotated[str | None, typer.Option("--algorithms", help="Which algorithms to run at every size, comma-separated \\[default: eager,flash].", rich_help_panel=opt.COST, show_default=False)]
-Format = Annotated[SweepFormat, typer.Option("--format", "-f", help="table (with bar charts), json or csv.", rich_help_panel=opt.OUTPUT)]
+Format = Annotated[SweepFormat, typer.Option(
+    "--format", "-f", help="table (with bar charts), json or csv.", rich_help_panel=opt.OUTPUT)]
 SweepBackend = Annotated[opt.BackendName, typer.Option(help="shape (default: any size, no arrays), numpy or torch.")]
 
 

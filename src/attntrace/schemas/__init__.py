@@ -11,45 +11,43 @@ from typing import Any
 TRACE_SCHEMA_FILE = "trace-1.schema.json"
 
 
-@cache
 def trace_schema() -> dict[str, Any]:
     """The JSON Schema (draft 2020-12) of the trace document ``attntrace.trace/1``.
 
     >>> trace_schema()["properties"]["schema"]["const"]
     'attntrace.trace/1'
     """
-    text = files(__name__).joinpath(TRACE_SCHEMA_FILE).read_text(encoding="utf-8")
-    schema: dict[str, Any] = json.loads(text)
-    return schema
+    return _schema(TRACE_SCHEMA_FILE)
 
 
 #: The file name of the schema of ``attntrace diff --format json`` / ``DiffReport.to_dict()``.
 DIFF_SCHEMA_FILE = "diff-1.schema.json"
 
 
-@cache
 def diff_schema() -> dict[str, Any]:
     """The JSON Schema (draft 2020-12) of the diff document ``attntrace.diff/1``.
 
     >>> diff_schema()["properties"]["schema"]["const"]
     'attntrace.diff/1'
     """
-    text = files(__name__).joinpath(DIFF_SCHEMA_FILE).read_text(encoding="utf-8")
-    schema: dict[str, Any] = json.loads(text)
-    return schema
+    return _schema(DIFF_SCHEMA_FILE)
 
 
 #: The file name of the schema of ``attntrace trace --format json`` / ``Capture.to_dict()``.
 CAPTURE_SCHEMA_FILE = "capture-1.schema.json"
 
 
-@cache
 def capture_schema() -> dict[str, Any]:
     """The JSON Schema (draft 2020-12) of the capture document ``attntrace.capture/1``.
 
     >>> capture_schema()["properties"]["schema"]["const"]
     'attntrace.capture/1'
     """
-    text = files(__name__).joinpath(CAPTURE_SCHEMA_FILE).read_text(encoding="utf-8")
-    schema: dict[str, Any] = json.loads(text)
+    return _schema(CAPTURE_SCHEMA_FILE)
+
+
+@cache
+def _schema(name: str) -> dict[str, Any]:
+    """The shipped schema file ``name``, read once."""
+    schema: dict[str, Any] = json.loads(files(__name__).joinpath(name).read_text(encoding="utf-8"))
     return schema
