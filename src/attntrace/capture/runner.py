@@ -414,10 +414,10 @@ def _width(call: Any) -> int:
     torch = sys.modules.get("torch")
     if torch is None or not isinstance(call, torch.nn.Module):
         return 768
-    from attntrace.diff.layer import _state_dict_weights
+    from attntrace.diff.layer import state_dict_weights
 
     try:
-        weights = _state_dict_weights(call)
+        weights = state_dict_weights(call)
     except AttntraceError:
         weights = None
     w_q = weights.params.get("w_q") if weights is not None else None

@@ -97,7 +97,7 @@ def _function_layer(fn: Callable[..., Any]) -> Layer:
 
 def _module_layer(module: Any, seq: int, batch: int | None) -> Layer:
     name = f"{type(module).__name__} (nn.Module)"
-    weights = _state_dict_weights(module) or _called_linears(module, seq, batch)
+    weights = state_dict_weights(module) or _called_linears(module, seq, batch)
     return Layer(name, "torch", weights, module_hints(module), lambda x, p: module(x), module)
 
 
@@ -131,8 +131,19 @@ def _hint(field_name: str, value: Any) -> Any:
     return value if isinstance(value, int) else None
 
 
-def _state_dict_weights(module: Any) -> LoadedWeights | None:
-    """The module's attention weights by a known naming scheme, or None when none fits."""
+def state_dict_weights(module: Any) -> LoadedWeights | None:
+    """The module's attention weights by a known naming scheme, or None when none fits.
+
+    ``diff`` loads a module's weights this way, and ``trace`` reads the width of its seeded x
+    from them.
+
+    >>> import torch
+    >>> mha = torch.nn.MultiheadAttention(8, 2)
+    >>> state_dict_weights(mha).params["w_q"].shape
+    (8, 8)
+    >>> state_dict_weights(torch.nn.Linear(4, 4)) is None
+    True
+    """
     from attntrace.errors import InputFileError
     from attntrace.files.readers import LazyArrays
     from attntrace.files.schemes import layer_weights
