@@ -4,6 +4,7 @@ Typer's own Rich help prints, and each command must still be found (and only tha
 from __future__ import annotations
 
 import inspect
+import itertools
 import io
 import os
 import re
@@ -228,3 +229,43 @@ def test_no_help_text_is_eaten_as_rich_markup(name: str, command: typer.core.Typ
         shown = render(text).plain
         assert shown.count("[") == text.replace("\\[", "[").count("["), (name, param.name, text)
         assert not re.search(r"\s\.(\s|$)", shown), (name, param.name, shown)  # "tensor ."
+
+
+def _help_at(name: str, columns: int, monkeypatch: pytest.MonkeyPatch) -> str:
+    from typer.testing import CliRunner
+
+    monkeypatch.setenv("COLUMNS", str(columns))
+    monkeypatch.delenv("NO_COLOR", raising=False)
+    result = CliRunner().invoke(app, [name, "--help"], env={"COLUMNS": str(columns)})
+    assert result.exit_code == 0, result.output
+    return result.output
+
+
+def _example_lines(name: str) -> list[str]:
+    """The lines of the command's ``\\b`` blocks as the help prints them (markup dropped)."""
+    from rich.markup import render
+
+    _, command = next(c for c in _every_command() if c[0] == name)
+    doc = inspect.cleandoc(command.callback.__doc__ or "")  # type: ignore[attr-defined]
+    blocks = [p.split("\n")[1:] for p in doc.split("\n\n") if p.startswith("\b\n")]
+    return [render(line).plain.strip() for block in blocks for line in block]
+
+
+@pytest.mark.parametrize("name", list(COMMANDS))
+def test_a_commands_prose_flows_to_the_width_and_its_examples_stay_whole(
+    name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Typer keeps a docstring's line breaks: lines written to fit the source broke again at
+    80 columns, half-empty. The prose is joined (Rich wraps it), the examples (click's ``\\b``
+    blocks) keep one to a line and fit 80 columns."""
+    page = [line.rstrip() for line in _help_at(name, 80, monkeypatch).split("\n")]
+    text = "\n".join(page).split("╭")[0]
+    examples = _example_lines(name)
+    for paragraph in text.split("\n\n")[2:]:  # after the usage line and the summary
+        lines = [line for line in paragraph.split("\n") if line.strip() not in examples]
+        for line, after in itertools.pairwise(lines):
+            # a line broken early: the next line's first word would have fitted on it
+            assert len(line) + 1 + len(after.split()[0]) > 80 - 2, (name, line, after)
+    narrow = [line.strip() for line in page]
+    for example in _example_lines(name):
+        assert example in narrow, (name, example)  # not broken across two lines

@@ -45,16 +45,18 @@ def check(
 ) -> None:
     """Check the shapes of a trace: exit 1 when one is not what you expect.
 
-    Exit 2 when a config of a --spec cannot be checked (the others still are).
+    Exit 2 when a config of a --spec cannot be checked (the others still are). Takes the
+    size, variant and preset options of run.
 
-    Takes the size, variant and preset options of run.
-    [bold]attntrace check --heads 12 --hidden 768 --expect scores=h,S,S --expect output=3,768[/]
-    [bold]attntrace check --preset llama-3-8b --seq 16 --expect k_rep=h,S,d --expect k_proj=S,g*d[/]
-    [bold]attntrace check --golden trace.json[/]   (saved by: attntrace run --format json > trace.json)
-    [bold]attntrace check --spec shapes.toml[/]    (many configs; prints N passed, M failed)
-    [bold]attntrace check --trace attn.py:Attn --init embed_dim=768 --expect weights=h,S,S[/]
-    [bold]attntrace check --spec shapes.toml --format junit > report.xml[/]   (for CI; with
-    GITHUB_ACTIONS=true failures are also annotations on the spec's lines)
+    \b
+    [bold]attntrace check --heads 12 --hidden 768 --expect scores=h,S,S[/]
+    [bold]attntrace check --preset llama-3-8b --seq 16 --expect k_proj=S,g*d[/]
+    [bold]attntrace check --golden trace.json[/]   saved by run --format json > trace.json
+    [bold]attntrace check --spec shapes.toml[/]    many configs: N passed, M failed
+    [bold]attntrace check --trace attn.py:Attn --expect weights=h,S,S[/]   your code
+    [bold]attntrace check --spec shapes.toml --format junit > report.xml[/]
+
+    With GITHUB_ACTIONS=true, failures are also annotations on the spec's lines.
     """
     from attntrace.check import load_spec, run_spec
     from attntrace.cli.configure import resolve_options

@@ -15,7 +15,9 @@ def demo() -> None:
     Query, Key, Value -> scores -> softmax -> output, first unscaled as the notes compute
     it, then scaled by 1/√d.
 
-    Reproduce any part on real sizes with: [bold]attntrace run --scale none --hidden 4 --heads 2 --values[/]
+    \b
+    Reproduce any part on real sizes with:
+      [bold]attntrace run --scale none --hidden 4 --heads 2 --values[/]
     """
     from attntrace.demo import overflow_example, scaling_effect, sqrt_scale, worked_example
     from attntrace.render.demo import render_demo

@@ -67,13 +67,16 @@ def diff(
 ) -> None:
     """Run your attention beside the reference with the same weights and input; name the bug.
 
-    Example: [bold]attntrace diff my_attn.py:Attention --init num_heads=4 --batch 2 --seq 8[/]
     Every reference step (x, q_proj, ..., scores, scaled, weights, context, merged, output) is
     matched by its numbers to the tensor of your code that holds them; at the first that differs
     the known bugs (heads split without transpose, softmax over the wrong axis, 1/d scaling,
     x @ W, swapped q/k/v, mask polarity, GQA tiling, RoPE pairing ...) are applied to the
     reference to find the one your code reproduces. A function is called as fn(x, params).
     Exit 0 when every step matches within the verify tolerance, 1 at a divergence, 2 bad input.
+
+    \b
+    Example:
+      [bold]attntrace diff my_attn.py:Attention --init num_heads=4 --batch 2 --seq 8[/]
     """
     from attntrace.cli.configure import _typed, resolve_options
     from attntrace.diff.cli import diff_target

@@ -18,7 +18,7 @@ from typer.core import TyperGroup
 
 from attntrace.cli.root import COMMANDS, CommandSpec
 
-__all__ = ["COMMANDS", "AttntraceGroup", "CommandSpec", "LazyCommands", "load_command"]
+__all__ = ["COMMANDS", "AttntraceGroup", "CommandSpec", "LazyCommands", "flow", "load_command"]
 
 
 def load_command(name: str, group: TyperGroup) -> click.Command | None:
@@ -36,10 +36,41 @@ def load_command(name: str, group: TyperGroup) -> click.Command | None:
         if info.callback is None:
             continue
         if (info.name or typer.main.get_command_name(info.callback.__name__)) == name:
-            return typer.main.get_command_from_info(
+            return flowed(typer.main.get_command_from_info(
                 info, pretty_exceptions_short=app.pretty_exceptions_short,
-                rich_markup_mode=group.rich_markup_mode)
+                rich_markup_mode=group.rich_markup_mode))
     return None
+
+
+def flowed(command: click.Command) -> click.Command:
+    """``command`` with its help made by :func:`flow` (a command Typer has just built, once)."""
+    command.help = flow(command.help)
+    return command
+
+
+#: click's mark of a paragraph whose line breaks are kept (a block of examples).
+KEEP_BREAKS = "\b"
+
+
+def flow(text: str | None) -> str | None:
+    r"""A command's help as Typer's Rich help should print it: the lines of each paragraph
+    joined into one, which Rich wraps to the terminal's width, except in a paragraph that
+    starts with click's ``\b`` line (examples, one to a line: the mark itself is dropped).
+    Typer keeps every line break of a docstring, so that lines written to fit the source
+    broke again at 80 columns, half-empty.
+
+    >>> flow("Summary.\n\n    Two lines\n    of prose.\n\n    \b\n    cmd one\n    cmd two\n")
+    'Summary.\n\nTwo lines of prose.\n\ncmd one\ncmd two'
+    """
+    if text is None:
+        return None
+    import inspect
+
+    paragraphs = inspect.cleandoc(text).split("\n\n")
+    return "\n\n".join(
+        p.partition("\n")[2] if p.startswith(KEEP_BREAKS + "\n") else " ".join(p.split("\n"))
+        for p in paragraphs
+    )
 
 
 class LazyCommands(MutableMapping[str, click.Command]):
@@ -47,7 +78,8 @@ class LazyCommands(MutableMapping[str, click.Command]):
 
     def __init__(self, group: TyperGroup, built: MutableMapping[str, click.Command]) -> None:
         self.group = group
-        self.built = dict(built)
+        # commands whose module was imported before the group was made come built by Typer
+        self.built = {name: flowed(command) for name, command in built.items()}
 
     def __getitem__(self, name: str) -> click.Command:
         if name not in self.built:

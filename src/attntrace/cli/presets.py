@@ -26,7 +26,9 @@ def presets(fmt: opt.PresetsFormat = opt.ListingFormatName.table) -> None:
     in float16, each from the model's config.json; for models with a known layer count L, the
     KV cache of all layers at the context length (batch 1, float16).
 
-    Example: [bold]attntrace run --preset llama-3-8b --seq 4 --backend shape[/]
+    \b
+    Example:
+      [bold]attntrace run --preset llama-3-8b --seq 4 --backend shape[/]
     """
     from attntrace.memory import format_bytes
     from attntrace.presets import PRESETS

@@ -53,7 +53,10 @@ def report(
     Takes run's size, variant, preset, file and --layers options (the whole model's figures:
     --layers, else the layer count of --preset, --hf-config or --model). The page fetches
     nothing (no scripts, fonts or links), so it opens offline and can be kept as a CI artifact.
-    Example: [bold]attntrace report --out report.html --preset llama-3-8b --seq 16[/]
+
+    \b
+    Example:
+      [bold]attntrace report --out report.html --preset llama-3-8b --seq 16[/]
     """
     from attntrace.files.output import write_output
     from attntrace.render.report import render_report

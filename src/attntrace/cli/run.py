@@ -49,15 +49,22 @@ def run(
 ) -> None:
     """Run multi-head attention and print the shape of every step.
 
-    Example: [bold]attntrace run --heads 12 --hidden 768[/]  prints
-    (3, 768) -> (3, 12, 64) -> (12, 3, 64) -> (12, 3, 3) -> ... -> (3, 768),
-    the weight matrices and the attention weights of one head.
-    Add --batch 2 for a leading batch axis, --backend torch to run on PyTorch,
-    --hidden 4 --heads 2 --values to see every number,
-    --causal, --kv-heads 4, --rope or --preset llama-3-8b for the attention of real models.
-    Any size with --backend shape (no arrays): --preset llama-3-70b --seq 131072.
-    --weights model.safetensors to trace real weights, --save trace.npz to keep every tensor.
-    For scripts: --format json | jq '.steps[] | select(.name=="scores") | .shape'
+    [bold]attntrace run --heads 12 --hidden 768[/] prints (3, 768) -> (3, 12, 64) -> (12, 3, 64)
+    -> (12, 3, 3) -> ... -> (3, 768), the weight matrices and the attention weights of one head.
+
+    \b
+    --batch 2                       a leading batch axis
+    --backend torch                 run on PyTorch
+    --hidden 4 --heads 2 --values   every number
+    --causal, --kv-heads 4, --rope  the variants of real models
+    --preset llama-3-8b             a real model's sizes
+    --backend shape                 any size, no arrays (--seq 131072)
+    --weights model.safetensors     real weights
+    --save trace.npz                keep every tensor
+
+    \b
+    For scripts:
+      [bold]attntrace run --format json | jq -c '.steps[] | [.name, .shape]'[/]
     """
     from attntrace.attention import NONFINITE_NOTE
     from attntrace.render import text_renderer

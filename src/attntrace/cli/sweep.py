@@ -51,10 +51,10 @@ def sweep(
 ) -> None:
     """FLOPs, score bytes and peak memory over several sizes, eager beside flash.
 
-    Example: [bold]attntrace sweep --seq 128,512,2048,8192[/]  shows the (S, S)
-    scores growing 4x per doubling of S under eager, and flash's tile staying put.
-    Takes run's variant, preset and model options (--model with --layer and
-    --layer-prefix), e.g. --preset llama-3-70b --seq 4096,131072.
+    [bold]attntrace sweep --seq 128,512,2048,8192[/] shows the (S, S) scores growing 4x per
+    doubling of S under eager, and flash's tile staying put. Takes run's variant, preset and
+    model options (--model with --layer and --layer-prefix), e.g. --preset llama-3-70b
+    --seq 4096,131072.
     """
     import sys
 

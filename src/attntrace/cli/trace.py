@@ -161,9 +161,13 @@ def trace(
 ) -> None:
     """Run your attention code and print the shape of every tensor op in your files.
 
-    [bold]attntrace trace examples/seed_001_numpy.py[/]   (a script, run as python would)
-    [bold]attntrace trace attn.py:Attention --init embed_dim=768 --init num_heads=12 --batch 2[/]
-    A wrong shape is explained: the failing line, its operands' axes, the rule and a fix (exit 1).
+    A wrong shape is explained: the failing line, its operands' axes, the rule and a fix
+    (exit 1).
+
+    \b
+    [bold]attntrace trace examples/seed_001_numpy.py[/]   a script, run as python would
+    [bold]attntrace trace attn.py:Attention --init embed_dim=768 --batch 2[/]
+    [bold]attntrace trace attn.py:Attention --format json[/]   for scripts
     """
     from attntrace.capture.runner import Inputs, parse_init, parse_target, run_script, run_target
 

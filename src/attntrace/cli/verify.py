@@ -52,12 +52,14 @@ def verify(
     """Check the trace against PyTorch's own attention; exit 1 beyond tolerance.
 
     numpy vs torch at every step, and the output and attention weights vs
-    nn.MultiheadAttention and F.scaled_dot_product_attention, for every variant
-    (masks, cross, GQA, RoPE, presets, --algorithm flash).
+    nn.MultiheadAttention and F.scaled_dot_product_attention, for every variant (masks,
+    cross, GQA, RoPE, presets, --algorithm flash). Exit 0 when every difference is within
+    the dtype's tolerance, 1 when one is not, 2 when torch is missing. Needs torch:
+    pip install 'attntrace\\[torch]'.
 
-    Example: [bold]attntrace verify --preset llama-3-8b --hidden 256 --heads 8 --kv-heads 2 --seq 16 --dtype float64[/]
-    Exit 0 when every difference is within the dtype's tolerance, 1 when one is not,
-    2 when torch is missing. Needs torch: pip install 'attntrace\\[torch]'.
+    \b
+    Example:
+      [bold]attntrace verify --preset llama-3-8b --hidden 256 --heads 8 --seq 16[/]
     """
     from attntrace.cli.configure import config_from_files
     from attntrace.masks import load_mask
