@@ -4,8 +4,8 @@ Typer's own Rich help prints, and each command must still be found (and only tha
 from __future__ import annotations
 
 import inspect
-import itertools
 import io
+import itertools
 import os
 import re
 import subprocess
