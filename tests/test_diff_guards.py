@@ -153,3 +153,62 @@ def test_input_file_sets_batch_and_seq_for_a_module_class(tmp_path: Path) -> Non
     assert (doc["config"]["batch"], doc["config"]["seq"]) == (2, 5)
     assert doc["ok"] is True
     assert doc["rows"][0]["user_shape"] == [2, 5, 64]
+
+
+#: nanoGPT-style attention that builds its own causal mask with torch.triu and masked_fill.
+MASKED = '''
+import math
+import torch
+from torch import nn
+
+class Attention(nn.Module):
+    def __init__(self, embed_dim=16, num_heads=4):
+        super().__init__()
+        self.num_heads = num_heads
+        self.q_proj = nn.Linear(embed_dim, embed_dim)
+        self.k_proj = nn.Linear(embed_dim, embed_dim)
+        self.v_proj = nn.Linear(embed_dim, embed_dim)
+        self.o_proj = nn.Linear(embed_dim, embed_dim)
+
+    def forward(self, x):
+        B, S, H = x.shape
+        h = self.num_heads
+        q = self.q_proj(x).view(B, S, h, H // h).transpose(1, 2)
+        k = self.k_proj(x).view(B, S, h, H // h).transpose(1, 2)
+        v = self.v_proj(x).view(B, S, h, H // h).transpose(1, 2)
+        scores = q @ k.transpose(-2, -1) / math.sqrt(H // h)
+        mask = torch.triu(torch.ones(S, S, dtype=torch.bool), 1)
+        scores = scores.masked_fill(mask, float("-inf"))
+        return self.o_proj((scores.softmax(-1) @ v).transpose(1, 2).reshape(B, S, H))
+
+torch.manual_seed(0)
+in_bfloat16 = Attention().to(torch.bfloat16)
+'''
+
+
+def test_a_mask_the_code_builds_without_causal_is_named_not_an_unknown_step(
+    tmp_path: Path,
+) -> None:
+    """The mistaken reference (causal) has a ``mask`` step the reference lacks: the numbers
+    of the blamed tensor are set against the step at the mistake, not looked up and lost."""
+    target = _write(tmp_path, "masked", MASKED) + ":Attention"
+    result = _cli(target, "--batch", "2", "--seq", "5", "--format", "json")
+    assert result.exit_code == 1, result.output
+    diagnosis = json.loads(result.stdout)["diagnosis"]
+    assert diagnosis["bug"] == "causal-unexpected"
+    assert diagnosis["location"] == "masked.py:22"  # the triu line: the mask's first numbers
+    assert "--causal" in diagnosis["fix"]
+    assert _cli(target, "--batch", "2", "--seq", "5", "--causal").exit_code == 0
+
+
+def test_bfloat16_is_refused_in_one_line_and_a_bfloat16_module_compares_in_float32(
+    tmp_path: Path,
+) -> None:
+    path = _write(tmp_path, "masked", MASKED)
+    refused = _cli(f"{path}:Attention", "--batch", "2", "--seq", "5", "--dtype", "bfloat16")
+    assert refused.exit_code == 2
+    assert refused.stderr.count("\n") == 1
+    assert "numpy, which has no bfloat16" in refused.stderr and "--dtype float32" in refused.stderr
+    converted = _cli(f"{path}:in_bfloat16", "--batch", "2", "--seq", "5", "--causal")
+    assert converted.exit_code == 0, converted.output
+    assert "MATCH" in converted.stdout

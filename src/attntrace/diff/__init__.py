@@ -173,6 +173,21 @@ def check_diff_memory(config: AttentionConfig, max_memory: int | None = None) ->
     check_budget(TRACES_HELD * one, max_memory, where, advice)
 
 
+def check_diff_dtype(config: AttentionConfig) -> None:
+    """Refuse bfloat16: the reference that diff compares against runs on numpy, which has none.
+
+    >>> check_diff_dtype(AttentionConfig(dtype="bfloat16"))
+    Traceback (most recent call last):
+    ...
+    attntrace.errors.ConfigError: diff --dtype bfloat16: the reference runs on numpy, which ...
+    """
+    if config.dtype == "bfloat16":
+        raise ConfigError(
+            "diff --dtype bfloat16: the reference runs on numpy, which has no bfloat16; give "
+            "--dtype float32 (a bfloat16 module is compared converted to it) or float16"
+        )
+
+
 def _non_default(config: AttentionConfig) -> set[str]:
     """The fields of ``config`` that differ from the defaults, by option name."""
     default = AttentionConfig()
@@ -237,6 +252,7 @@ def run_diff(
     from attntrace.diff.user import UserStep, run_user
     from attntrace.verify import tolerance
 
+    check_diff_dtype(config)
     check_diff_memory(config, max_memory)
     dtype = np.dtype(config.dtype)
     tensors = {k: None if v is None else np.asarray(v).astype(dtype) for k, v in tensors.items()}

@@ -144,7 +144,9 @@ def _test(
         bug.fix,
         who.location,
         who.source,
-        *_numbers(who, s.ref[step], user),
+        # a step the mistake adds (the mask of an unasked-for causal) is set against the
+        # reference's step at the place of the mistake
+        *_numbers(who, s.ref[step] if step in s.ref else s.ref[bug.at], user),
         explained_abs=proof[1].max_abs,
     )
 
