@@ -115,6 +115,9 @@ def test_module_class_target_with_init(tmp_path: Path) -> None:
     (["{examples}/seed_001_numpy.py", "--init", "a=1"], "--init needs"),
     (["pkg.mod:fn", "--init", "=3"], "cannot read --init"),
     (["{examples}/seed_001_numpy.py", "--axes", "h:12"], "cannot read --axes"),
+    (["{examples}/seed_001_numpy.py", "--axes", "x=4"], "x is not an axis letter; the letters are B"),
+    (["{examples}/seed_001_numpy.py", "--axes", "D=96"], "(did you mean d: head size?)"),
+    (["{examples}/seed_001_numpy.py", "--axes", "h=0"], "a size is a whole number of at least 1"),
 ])
 def test_bad_usage_is_one_line_exit_2(args: list[str], words: str) -> None:
     args = [a.replace("{examples}", str(EXAMPLES)) for a in args]
@@ -256,3 +259,26 @@ def test_a_reshape_that_mixes_axes_is_a_warning_under_the_table(tmp_path: Path) 
     warning = out[out.index("warning: "):].replace("\n", " ")
     assert "silent.py:3: x.reshape(2, 4, 5, 16) reshapes (S, h, d) (5, 4, 16) to (4, 5, 16)" \
         in warning
+
+
+def test_a_size_the_code_contradicts_is_a_warning_and_brackets_print_as_written() -> None:
+    """``--axes h=12`` on code that makes 8 heads: the code's size names the axis, a warning
+    says where; the warning's source, with its ``[values_length, …]``, prints as written
+    (plain Text, not markup: no ``\\[``)."""
+    code, out = _run(str(EXAMPLES / "seed_001_numpy.py"), "--axes", "h=12")
+    assert code == 0
+    assert "S=3  H=768  h=8  d=96" in out  # the header: the code's sizes
+    warning = " ".join(out[out.index("warning: "):].split())
+    assert warning.startswith("warning: --axes h=12, but h is 8 at seed_001_numpy.py:45: "
+                              "np.reshape(Query, [values_length, num_attention_heads, ")
+    assert "\\[" not in out
+    assert "warning" not in _run(str(EXAMPLES / "seed_001_numpy.py"), "--axes", "h=8")[1]
+
+
+def test_the_api_checks_axis_letters_too() -> None:
+    import attntrace
+    from attntrace.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="axes=k=4: k is not an axis letter"), \
+            attntrace.capture(axes={"k": 4}):
+        pass

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from attntrace.capture.events import Event, Shape
@@ -62,6 +62,19 @@ class Sizes:
                 self.known[a] = n
 
 
+#: The axis letters that propagation names, and what each stands for (``--axes`` takes these).
+LETTERS = {
+    "B": "batch",
+    "S": "queries",
+    "H": "width of x",
+    "h": "heads",
+    "d": "head size",
+    "g": "key/value heads",
+    "N": "keys of a second input",
+    "M": "width of a second input",
+}
+
+
 def parse_axes(text: str) -> dict[str, int]:
     """``h=12,d=64`` as given to ``--axes``.
 
@@ -78,7 +91,32 @@ def parse_axes(text: str) -> dict[str, int]:
                 f"cannot read --axes {text!r}; write LETTER=SIZE pairs, e.g. h=12,d=64"
             )
         out[name.strip()] = int(size)
-    return out
+    return check_letters(out, "--axes ")
+
+
+def check_letters(given: Mapping[str, int], where: str = "axes=") -> dict[str, int]:
+    """``given`` when every key is a letter of :data:`LETTERS` and every size is positive;
+    else a ConfigError naming the letters (a letter no rule uses would be silently ignored).
+
+    >>> check_letters({"x": 4}, "--axes ")
+    Traceback (most recent call last):
+    ...
+    attntrace.errors.ConfigError: --axes x=4: x is not an axis letter; the letters are B ...
+    """
+    from attntrace.errors import ConfigError
+
+    for letter, size in given.items():
+        if letter not in LETTERS:
+            near = next((k for k in LETTERS if k.lower() == str(letter).lower()), None)
+            hint = f" (did you mean {near}: {LETTERS[near]}?)" if near else ""
+            names = ", ".join(f"{k} ({v})" for k, v in LETTERS.items())
+            raise ConfigError(
+                f"{where}{letter}={size}: {letter} is not an axis letter{hint}; the letters "
+                f"are {names}"
+            )
+        if isinstance(size, bool) or not isinstance(size, int) or size < 1:
+            raise ConfigError(f"{where}{letter}={size}: a size is a whole number of at least 1")
+    return dict(given)
 
 
 def broadcast(shape: Shape, operands: Sequence[tuple[Axes, Shape]], sizes: Sizes) -> Axes:

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from attntrace.capture.axes import Mixing
-from attntrace.capture.events import Failure, Operand
+from attntrace.capture.events import Event, Failure, Operand
 
 _SHAPE_WORDS = (
     "shape",
@@ -293,6 +294,34 @@ axes: reshape to (5, 4, 16), then transpose to (h, S, d)'
     if len(mixing.after) > len(mixing.axes) - 1:  # a split: split first, then move the axes
         return f"{what}: reshape to {_shape(mixing.sizes)}, then transpose to ({order})"
     return f"{what}: transpose to ({order}) first, then reshape"
+
+
+def contradicted_notes(
+    given: Mapping[str, int], events: Sequence[Event], found: Sequence[tuple[str, ...]]
+) -> list[str]:
+    """A warning for each size given to ``--axes`` that the code contradicts: the first op
+    whose axis of that letter has another size (propagation names axes by what the ops do,
+    so the code's size is the one shown).
+
+    >>> from attntrace.capture.source import Site
+    >>> site = Site("a.py:4", "x.view(3, 8, 96)")
+    >>> split = Event(0, "view_1", "reshape", "view", (3, 8, 96), "float32", (None,), (), site)
+    >>> contradicted_notes({"h": 12, "d": 96}, [split], [("S", "h", "d")])
+    ['--axes h=12, but h is 8 at a.py:4: x.view(3, 8, 96) makes (3, 8, 96) (S, h, d); the \
+axes are named by what the code does']
+    """
+    notes = []
+    for letter, size in given.items():
+        hit = next(((e, axes) for e, axes in zip(events, found, strict=True)
+                    for a, n in zip(axes, e.shape, strict=True) if a == letter and n != size),
+                   None)
+        if hit is not None:
+            e, axes = hit
+            actual = e.shape[axes.index(letter)]
+            notes.append(f"--axes {letter}={size}, but {letter} is {actual} at "
+                         f"{e.site.location}: {e.site.source} makes {_shape(e.shape)} "
+                         f"({', '.join(axes)}); the axes are named by what the code does")
+    return notes
 
 
 def _shape(shape: tuple[int, ...]) -> str:

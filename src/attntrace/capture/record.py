@@ -188,7 +188,9 @@ class Capture:
         adapters: Mapping[int, Adapter] | None = None,
     ) -> None:
         self._recorder = recorder
-        self._given = dict(axes or {})
+        from attntrace.capture.axes import check_letters
+
+        self._given = check_letters(axes or {})
         self._adapters: dict[int, Adapter] = dict(adapters or {})
         self._steps: list[CapturedStep] = []
         self._sizes: dict[str, int] = {}
@@ -225,13 +227,16 @@ class Capture:
         if self._seen == len(events):
             return
         from attntrace.capture.analyse import mixed_reshapes, propagate
-        from attntrace.capture.explain import mixing_note
+        from attntrace.capture.explain import contradicted_notes, mixing_note
         from attntrace.capture.roles import roles
 
         found, sizes = propagate(events, self._given)
         named = roles(events, found)
-        self.notes = tuple(mixing_note(m.event.site.location, m.event.site.source, m.mixing)
-                           for m in mixed_reshapes(events, found, sizes))
+        self.notes = (
+            *(mixing_note(m.event.site.location, m.event.site.source, m.mixing)
+              for m in mixed_reshapes(events, found, sizes)),
+            *contradicted_notes(self._given, events, found),
+        )
         self._sizes = {k: v for k, v in sizes.known.items() if "·" not in k}
         memo: dict[int, Any] = {}
         for e in events[len(self._values) :]:

@@ -12,7 +12,7 @@ from rich.text import Text
 
 from attntrace.render.csv_out import CSV_COLUMNS, format_shape_x
 from attntrace.render.table import _table, format_axes, format_shape
-from attntrace.text import inert
+from attntrace.text import inert, plain
 
 if TYPE_CHECKING:
     from attntrace.capture import Capture, CapturedStep, Failure
@@ -23,7 +23,7 @@ def render_capture(capture: Capture, console: Console, *, title: str = "") -> No
     """The chain of shapes and the steps table."""
     steps = capture.steps
     console.print(
-        Text.assemble(("attntrace trace", "bold"), f"  {inert(title)}  ", (_sizes(capture), "cyan"))
+        Text.assemble(("attntrace trace", "bold"), f"  {plain(title)}  ", (_sizes(capture), "cyan"))
     )
     if steps:
         console.print(Text(" → ".join(format_shape(s) for s in chain(steps)), style="cyan"))
@@ -34,7 +34,7 @@ def render_capture(capture: Capture, console: Console, *, title: str = "") -> No
         else Text("no tensor operations recorded", style="dim")
     )
     for note in capture.notes:  # a reshape that mixes axes: the shapes fit, the values do not
-        console.print(Text(f"warning: {inert(note)}", style="yellow"))
+        console.print(Text(f"warning: {plain(note)}", style="yellow"))
 
 
 def _sizes(capture: Capture) -> str:
@@ -136,24 +136,24 @@ def render_failure(failure: Failure, explanation: Explanation | None, console: C
     head = "shape error" if explanation is not None else "error"
     console.print(
         Text.assemble(
-            (f"{head} at {inert(failure.site.location)}", "bold red"),
+            (f"{head} at {plain(failure.site.location)}", "bold red"),
             "  ",
-            (inert(failure.site.source), "bold"),
+            (plain(failure.site.source), "bold"),
         )
     )
     for k, o in enumerate(failure.operands):
         console.print(
             Text(
-                f"  {inert(o.name or f'operand {k}'):<16} {format_shape(o.shape):<18} "
+                f"  {plain(o.name or f'operand {k}'):<16} {format_shape(o.shape):<18} "
                 f"{format_axes(o.axes) if o.axes else ''}"
             )
         )
     if explanation is not None:
-        console.print(Text.assemble(("  rule: ", "bold"), inert(explanation.rule)))
+        console.print(Text.assemble(("  rule: ", "bold"), plain(explanation.rule)))
         if explanation.fix:
-            console.print(Text.assemble(("  fix:  ", "bold green"), inert(explanation.fix)))
+            console.print(Text.assemble(("  fix:  ", "bold green"), plain(explanation.fix)))
     error = failure.error
-    console.print(Text(f"  {type(error).__name__}: {inert(_first_line(error))}", style="red"))
+    console.print(Text(f"  {type(error).__name__}: {plain(_first_line(error))}", style="red"))
 
 
 def render_error(
@@ -163,12 +163,12 @@ def render_error(
     console.print()
     console.print(Text("Traceback (your code only):", style="bold red"))
     for (filename, line, func, text), repeats in _runs(frames):
-        console.print(Text(f'  File "{inert(filename)}", line {line}, in {inert(func)}'))
+        console.print(Text(f'  File "{plain(filename)}", line {line}, in {plain(func)}'))
         if text:
-            console.print(Text(f"    {inert(text)}"))
+            console.print(Text(f"    {plain(text)}"))
         if repeats:  # a recursion: one frame, not a thousand (as Python prints it)
             console.print(Text(f"  [Previous line repeated {repeats} more times]", style="dim"))
-    console.print(Text(f"{type(error).__name__}: {inert(_first_line(error))}", style="red"))
+    console.print(Text(f"{type(error).__name__}: {plain(_first_line(error))}", style="red"))
 
 
 Frame = tuple[str, int, str, str]  # file, line, function, source text
