@@ -568,3 +568,28 @@ def test_einsum_attention_gets_scores_weights_and_context(layout: str) -> None:
     assert roles["scores"].axes == roles["weights"].axes == (*lead, "h", "S", "S")
     assert (roles[context[0]].op, roles[context[0]].axes) == ("einsum", context[1])
     assert roles["merged"].axes == (*lead, "S", "H")
+
+
+def test_a_reference_name_means_the_role_and_var_means_the_variable_as_check_reads_them() -> None:
+    """``t["scaled"]`` is the step playing scaled even when a variable of the code is called
+    ``scaled`` (here the unscaled scores); ``t["var:scaled"]`` is that variable; a role no step
+    plays and an unknown name are KeyErrors that say what there is."""
+    def attend(x: np.ndarray) -> np.ndarray:
+        q = x.reshape(3, 4, 8).transpose(1, 0, 2)
+        scaled = q @ q.swapaxes(-1, -2)
+        divided = scaled / np.sqrt(8)
+        return np.exp(divided) / np.exp(divided).sum(axis=-1, keepdims=True)
+
+    with attntrace.capture() as t:
+        attend(t.track(np.random.default_rng(0).standard_normal((3, 32))))
+    assert t["scaled"].name == "divided"
+    assert t["scaled"].role == "scaled"
+    assert t["var:scaled"].role == "scores"
+    assert t["scores"].name == "scaled"
+    assert "scaled" in t
+    assert "var:scaled" in t
+    assert "k_rep" not in t
+    with pytest.raises(KeyError, match="no step plays k_rep"):
+        t["k_rep"]
+    with pytest.raises(KeyError, match="unknown step 'nothing'; give a reference step"):
+        t["nothing"]

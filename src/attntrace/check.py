@@ -181,7 +181,7 @@ def check_expectations(trace: Records, expectations: Iterable[Expectation]) -> t
         numbers = all(isinstance(d, int) for d in e.dims)
         written = str(expected) if numbers else f"{e.text} = {expected}"
         if step is None:
-            failed.append(Mismatch(e.step, written, _unplayed(trace, e.step),
+            failed.append(Mismatch(e.step, written, unplayed(trace, e.step),
                                    f"expect {e.step}={e.text}"))
         elif step.shape != expected:
             failed.append(Mismatch(e.step, written, f"{step.shape} ({', '.join(step.axes)})", f"expect {e.step}={e.text}"))
@@ -240,7 +240,7 @@ def find_step(trace: Records, name: str) -> Step | None:
     return found
 
 
-def _unplayed(trace: Records, role: str) -> str:
+def unplayed(trace: Records, role: str) -> str:
     """The actual side of a check of a role no step of the user's code plays."""
     played = ", ".join(r for s in trace.steps if (r := getattr(s, "role", "")))
     same = next((s for s in trace.steps if s.name == role), None)
@@ -317,12 +317,12 @@ def compare_roles(trace: Records, golden: Mapping[str, Any]
     Returns the mismatches, the checks made, the step each check read and notes: the golden's
     steps no step of the code plays, and sizes that differ. None played at all raises.
     """
-    mismatches, checks, unplayed = [], [], []
+    mismatches, checks, not_played = [], [], []
     targets: dict[str, tuple[str, str]] = {}
     for record in golden["steps"]:
         step = find_step(trace, record["name"]) if record["name"] in reference_names() else None
         if step is None:
-            unplayed.append(record["name"])
+            not_played.append(record["name"])
             continue
         check = f"step {record['name']}"
         checks.append(check)
@@ -333,8 +333,8 @@ def compare_roles(trace: Records, golden: Mapping[str, Any]
     if not checks:
         raise ConfigError("no step of your code plays a step of the golden; save one of your "
                           "code with: attntrace trace TARGET --format json")
-    notes = [f"not compared, no step of your code plays them: {', '.join(unplayed)}"
-             ] if unplayed else []
+    notes = [f"not compared, no step of your code plays them: {', '.join(not_played)}"
+             ] if not_played else []
     names = {r["name"] for r in golden["steps"]}
     extra = [r for s in trace.steps if (r := getattr(s, "role", "")) and r not in names]
     notes += [f"your code also plays steps the golden lacks: {', '.join(extra)}"] if extra else []

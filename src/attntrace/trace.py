@@ -301,8 +301,8 @@ class Trace:
 class UnknownStepError(AttntraceError, KeyError):
     """A step name that the trace does not have."""
 
-    def __init__(self, name: str, valid: tuple[str, ...]) -> None:
-        super().__init__(f"unknown step {name!r}; valid steps: {', '.join(valid)}")
+    def __init__(self, name: str, valid: tuple[str, ...], detail: str = "") -> None:
+        super().__init__(detail or f"unknown step {name!r}; valid steps: {', '.join(valid)}")
 
     def __str__(self) -> str:  # KeyError would quote the whole message
         return str(self.args[0])

@@ -281,14 +281,21 @@ class Capture:
     # --- the Trace-like reading interface -------------------------------------------------
 
     def __getitem__(self, name: str) -> CapturedStep:
-        steps = self.steps
-        for step in steps:
-            if step.name == name:
-                return step
-        for step in steps:
-            if step.role == name:
-                return step
-        raise UnknownStepError(name, self.names)
+        """The step ``name`` names, by the rule of ``attntrace check --trace``: a reference
+        step name (``q``, ``scores``, ``k_rep`` …) is the step playing that role, ``var:NAME``
+        or any other name the variable ``NAME`` of your code. Else UnknownStepError (a
+        KeyError) that says what there is."""
+        from attntrace.check import find_step, unplayed
+        from attntrace.errors import ConfigError
+
+        try:
+            step = find_step(self, name)
+        except ConfigError as exc:
+            raise UnknownStepError(name, self.names, str(exc)) from None
+        if step is None:
+            raise UnknownStepError(name, self.names, unplayed(self, name))
+        assert isinstance(step, CapturedStep)
+        return step
 
     def __iter__(self) -> Iterator[CapturedStep]:
         return iter(self.steps)
@@ -297,7 +304,10 @@ class Capture:
         return len(self.steps)
 
     def __contains__(self, name: object) -> bool:
-        return any(name in (s.name, s.role) for s in self.steps)
+        try:
+            return isinstance(name, str) and self[name] is not None
+        except UnknownStepError:
+            return False
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -305,7 +315,7 @@ class Capture:
         return tuple(s.name for s in self.steps)
 
     def shape(self, name: str) -> Shape:
-        """The shape of the step called (or playing the role) ``name``."""
+        """The shape of the step ``name`` names (see :meth:`__getitem__`)."""
         return self[name].shape
 
     def axis_sizes(self) -> dict[str, int]:
