@@ -106,7 +106,10 @@ ERRORS = [
     (["--kv-heads", "0"], "--kv-heads must be at least 1"),
     (["--hidden", "10", "--heads", "4"], "(or set --head-dim)"),
     (["--heads", "4", "--hidden", "8", "--head", "4"], "--head 4 does not exist; use 0 to 3"),
-    (["--preset", "llama-9"], "unknown preset 'llama-9'; use one of bert-base"),
+    (["--preset", "nine"], "unknown preset 'nine'; use one of bert-base"),
+    (["--preset", "llama3-8b"], "unknown preset 'llama3-8b' (did you mean llama-3-8b?); use one"),
+    (["--heads", "4", "--hidden", "8", "--head", "12"],
+     "use 0 to 3 (--head picks the head shown; the count is --heads 12)"),
     (["--preset", "gpt2", "--hf-config", "config.json"], "use either --preset or --hf-config, not both"),
     (["--preset", "llama-3-8b", "--kv-heads", "5"], "--heads 32 is not divisible by --kv-heads 5"),
     (["--preset", "llama-3-8b", "--heads", "12"], "--hidden 4096 is not divisible by --heads 12"),
@@ -173,3 +176,16 @@ def test_bad_hf_config(tmp_path: Path, content: str | None, message: str) -> Non
     assert code == 2
     assert err.count("\n") == 1, err
     assert message in err
+
+
+@pytest.mark.parametrize("name", ["Llama-3-8B", "meta-llama/Meta-Llama-3-8B", "llama-3-8b"])
+def test_a_preset_is_found_in_any_case_and_by_its_repository(name: str) -> None:
+    from typer.testing import CliRunner
+
+    from attntrace.cli import app
+
+    result = CliRunner().invoke(app, ["run", "--preset", name, "--seq", "4", "--backend", "shape"],
+                                env={"COLUMNS": "120"})
+    assert result.exit_code == 0, result.output
+    assert "from --preset llama-3-8b" in result.stdout
+    assert "h=32  g=8  d=128" in result.stdout

@@ -236,10 +236,26 @@ PRESETS: dict[str, Preset] = {p.name: p for p in _PRESETS}
 
 
 def get_preset(name: str) -> Preset:
-    """The preset called ``name``, or a ConfigError listing them all."""
-    if name not in PRESETS:
-        raise ConfigError(f"unknown preset {name!r}; use one of {', '.join(PRESETS)} (see: attntrace presets)")
-    return PRESETS[name]
+    """The preset called ``name`` (in any case, or by its Hugging Face repository), or a
+    ConfigError naming the nearest and listing them all.
+
+    >>> get_preset("Llama-3-8B").name, get_preset("meta-llama/Meta-Llama-3-8B").name
+    ('llama-3-8b', 'llama-3-8b')
+    >>> get_preset("llama3-8b")
+    Traceback (most recent call last):
+    ...
+    attntrace.errors.ConfigError: unknown preset 'llama3-8b' (did you mean llama-3-8b?); use ...
+    """
+    by_repo = {p.repo.lower(): p for p in PRESETS.values()}
+    found = PRESETS.get(name.lower()) or by_repo.get(name.lower())
+    if found is None:
+        import difflib
+
+        near = difflib.get_close_matches(name.lower(), PRESETS, n=1, cutoff=0.6)
+        hint = f" (did you mean {near[0]}?)" if near else ""
+        raise ConfigError(f"unknown preset {name!r}{hint}; use one of {', '.join(PRESETS)} "
+                          "(see: attntrace presets)")
+    return found
 
 
 def resolve_config(*, preset: str | None = None, hf_config: Path | str | None = None, **explicit: Any) -> AttentionConfig:
@@ -277,7 +293,8 @@ def resolve_fields(*, preset: str | None = None, hf_config: Path | str | None = 
     if preset is not None:
         if layer is not None:
             raise ConfigError("--layer picks a layer of --model DIR or --hf-config, not --preset")
-        base, source = get_preset(preset).config_fields(), f"--preset {preset}"
+        chosen = get_preset(preset)
+        base, source = chosen.config_fields(), f"--preset {chosen.name}"
     elif hf_config is not None:
         base, source = read_hf_config(hf_config, layer), f"--hf-config {Path(hf_config).name}"
     elif model_dir is not None:

@@ -167,7 +167,10 @@ def check_layers(layers: int | None) -> None:
 def check_head(head: int, config: AttentionConfig) -> None:
     """--head must name one of the config's heads."""
     if not 0 <= head < config.heads:
-        raise ConfigError(f"--head {head} does not exist; use 0 to {config.heads - 1}")
+        # --head picks the head shown; --heads is the head count (an easy slip to make)
+        count = f" (--head picks the head shown; the count is --heads {head})" \
+            if head >= config.heads else ""
+        raise ConfigError(f"--head {head} does not exist; use 0 to {config.heads - 1}{count}")
 
 
 def check_pictures(plot: Path | None, plot_flow: Path | None, backend: opt.BackendName) -> None:
