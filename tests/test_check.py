@@ -117,7 +117,8 @@ def test_unknown_step_exits_2_listing_the_valid_names() -> None:
     code, out, err = check_cli("-e", "score=12,3,3")
     assert code == EXIT_USAGE
     assert out == ""
-    assert err.startswith("attntrace: error: unknown step 'score'; valid steps: x, q_proj,")
+    assert err.startswith("attntrace: error: unknown step 'score' (did you mean scores?); "
+                          "valid steps: x, q_proj,")
     assert "scores" in err
     assert "Traceback" not in err
 
@@ -310,7 +311,7 @@ BAD_SPECS = {
     "bad-config": ("[config.a]\nhidden = 10\nheads = 4\n", "[config.a]: --hidden 10 is not divisible by --heads 4"),
     "expect-not-a-table": ('[config.a]\nexpect = "scores=1"\n', '"expect" must be a table'),
     "expect-bad-shape": ("[config.a]\nexpect = { scores = 3.5 }\n", "expect.scores must be a shape"),
-    "unknown-step": ('[config.a]\nexpect = { score = "h,S,S" }\n', "[config.a]: unknown step 'score'; valid steps: x,"),
+    "unknown-step": ('[config.a]\nexpect = { score = "h,S,S" }\n', "[config.a]: unknown step 'score' (did you mean scores?); valid steps: x,"),
     "unknown-axis": ('[config.a]\nexpect = { scores = "B,h,S,S" }\n', "[config.a]: unknown axis 'B'"),
     "unknown-backend": ('[config.a]\nbackend = "jax"\n', "[config.a]: unknown backend 'jax'"),
     "missing-golden": ('[config.a]\ngolden = "nope.json"\n', "nope.json: no such file"),

@@ -302,7 +302,13 @@ class UnknownStepError(AttntraceError, KeyError):
     """A step name that the trace does not have."""
 
     def __init__(self, name: str, valid: tuple[str, ...], detail: str = "") -> None:
-        super().__init__(detail or f"unknown step {name!r}; valid steps: {', '.join(valid)}")
+        import difflib
+
+        near = difflib.get_close_matches(name, valid, n=1)
+        hint = f" (did you mean {near[0]}?)" if near else ""
+        super().__init__(
+            detail or f"unknown step {name!r}{hint}; valid steps: {', '.join(valid)}"
+        )
 
     def __str__(self) -> str:  # KeyError would quote the whole message
         return str(self.args[0])
