@@ -66,6 +66,9 @@ VARIANTS: list[Variant] = [
      {"t = np.exp(z - np.max(z, axis=-1, keepdims=True))": "t = np.exp(z - np.max(z, axis=1, keepdims=True))",
       "a = t / np.expand_dims(np.sum(t, axis=-1), -1)": "a = t / np.expand_dims(np.sum(t, axis=1), 1)"},
      "softmax-axis-1", "@1", None),
+    ("numpy-softmax-sum-only", "notes_numpy",
+     {"a = t / np.expand_dims(np.sum(t, axis=-1), -1)": "a = t / np.expand_dims(np.sum(t, axis=1), 1)"},
+     "softmax-sum-axis-1", "@0", None),
     ("llama-softmax", "llama_torch", {"weights = torch.softmax(scores, dim=-1)": "weights = torch.softmax(scores, dim=2)"},
      "softmax-axis-2", "@0", None),
     # scaling

@@ -162,12 +162,14 @@ def _merge(s: Setting) -> Iterator[Bug]:
     )
 
 
-def _softmax(x: np.ndarray, axis: int) -> np.ndarray:
-    """Softmax as user code writes it (a row of only -inf gives NaN)."""
+def _softmax(x: np.ndarray, axis: int, max_axis: int | None = None) -> np.ndarray:
+    """Softmax as user code writes it (a row of only -inf gives NaN); ``max_axis``: the axis
+    of the max subtracted first, where it is not ``axis`` (the sum alone on the wrong axis)."""
     import numpy as np
 
+    shift = axis if max_axis is None else max_axis
     with np.errstate(invalid="ignore", over="ignore"):
-        e = np.exp(x - x.max(axis=axis, keepdims=True))  # (B, h, S, N)
+        e = np.exp(x - x.max(axis=shift, keepdims=True))  # (B, h, S, N)
         out: np.ndarray = e / e.sum(axis=axis, keepdims=True)  # (B, h, S, N)
     return out
 
@@ -180,12 +182,23 @@ def _softmax_axis(s: Setting) -> Iterator[Bug]:
         def wrong(done: Done, value: np.ndarray, axis: int = axis) -> np.ndarray:
             return _cast(_softmax(done[last], axis), value)  # (B, h, S, N)
 
+        def wrong_sum(done: Done, value: np.ndarray, axis: int = axis) -> np.ndarray:
+            return _cast(_softmax(done[last], axis, max_axis=-1), value)  # (B, h, S, N)
+
         yield Bug(
             f"softmax-axis-{axis}",
             f"softmax over the wrong axis (dim={axis}, {axes[axis]})",
             "take the softmax over the keys, the last axis: softmax(scores, dim=-1)",
             "weights",
             {"weights": wrong},
+        )
+        yield Bug(
+            f"softmax-sum-axis-{axis}",
+            f"softmax's sum over the wrong axis (axis={axis}, {axes[axis]}; the max over the "
+            "keys)",
+            "divide by the sum over the keys, the last axis: e / e.sum(axis=-1, keepdims=True)",
+            "weights",
+            {"weights": wrong_sum},
         )
 
 
