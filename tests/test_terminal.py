@@ -44,9 +44,12 @@ def cli(*args: str, env: dict[str, str] | None = None, shell: str | None = None)
                           shell=shell is not None, executable="/bin/bash" if shell is not None else None)
 
 
-@pytest.mark.parametrize("columns", [60, 80, 200])
+@pytest.mark.parametrize("columns", [40, 60, 80, 200])
 def test_same_columns_at_every_width_and_no_line_too_wide(columns: int) -> None:
+    """Below MIN_WIDTH (60) the tables are drawn 60 wide: the terminal wraps whole lines
+    rather than the tables cutting names ("q_…") and shapes."""
     _, out = run_cli("run", *VARIANT, columns=columns)
+    columns = max(columns, 60)
     assert header(out, "steps") == ["#", "step", "op", "shape", "axes", "dtype"]  # mask is bool
     assert header(out, "costs") == ["#", "step", "FLOPs", "formula", "bytes", "tiles"]
     assert header(out, "parameters") == ["name", "shape", "axes", "count", "bytes"]
@@ -55,6 +58,7 @@ def test_same_columns_at_every_width_and_no_line_too_wide(columns: int) -> None:
 
 
 @pytest.mark.parametrize(("columns", "config"), [
+    (30, AttentionConfig(kv_heads=4, rope=True)),  # drawn 60 wide (MIN_WIDTH): nothing cut
     (60, AttentionConfig(kv_heads=4, rope=True)),
     (80, AttentionConfig(batch=2, seq=4, hidden=16, heads=8, kv_heads=4, rope=True, causal=True)),
 ])

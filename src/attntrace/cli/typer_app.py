@@ -74,12 +74,20 @@ def _console_class() -> type["Console"]:
     return _Console
 
 
+#: The narrowest width tables are drawn at: below it names, shapes and numbers would be cut
+#: ("q_…", "(768,\n768)"); a narrower terminal wraps the lines instead, their text whole.
+MIN_WIDTH = 60
+
+
 def console(no_color: bool = False) -> "Console":
     """The stdout console: colours off with --no-color or NO_COLOR, no escape codes when piped,
-    no trailing spaces, ASCII where stdout cannot take Unicode (attntrace.render.terminal)."""
+    no trailing spaces, ASCII where stdout cannot take Unicode (attntrace.render.terminal), at
+    least :data:`MIN_WIDTH` columns wide."""
     from attntrace.render.terminal import plain
 
-    return _console_class()(file=plain(sys.stdout), no_color=True if no_color else None)
+    out = _console_class()(file=plain(sys.stdout), no_color=True if no_color else None)
+    out.width = max(out.width, MIN_WIDTH)
+    return out
 
 
 def cli_errors(command: Callable[P, R]) -> Callable[P, R]:
