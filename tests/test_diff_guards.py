@@ -213,3 +213,39 @@ def test_bfloat16_is_refused_in_one_line_and_a_bfloat16_module_compares_in_float
     converted = _cli(f"{path}:in_bfloat16", "--batch", "2", "--seq", "5", "--causal")
     assert converted.exit_code == 0, converted.output
     assert "MATCH" in converted.stdout
+
+
+#: The x-transformers / vit-pytorch way: q alone, k and v from one packed to_kv, chunked.
+PACKED_KV = '''
+import torch
+from torch import nn
+
+class Attn(nn.Module):
+    def __init__(self, dim=48, heads=4):
+        super().__init__()
+        self.heads, self.d = heads, dim // heads
+        self.to_q = nn.Linear(dim, dim, bias=False)
+        self.to_kv = nn.Linear(dim, 2 * dim, bias=False)
+        self.to_out = nn.Linear(dim, dim)
+
+    def forward(self, x):
+        B, S, _ = x.shape
+        q = self.to_q(x)
+        k, v = self.to_kv(x).chunk(2, dim=-1)
+        q, k, v = (t.reshape(B, S, self.heads, self.d).transpose(1, 2) for t in (q, k, v))
+        w = (q @ k.transpose(-1, -2) * self.d ** -0.5).softmax(dim=-1)
+        return self.to_out((w @ v).transpose(1, 2).reshape(B, S, -1))
+'''
+
+
+def test_a_packed_kv_projection_is_cut_into_k_and_v(tmp_path: Path) -> None:
+    path = _write(tmp_path, "packed_kv", PACKED_KV)
+    result = _cli(f"{path}:Attn", "--batch", "2", "--seq", "5", "--format", "json")
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    assert doc["diagnosis"] is None
+    assert {r["step"]: r["status"] for r in doc["rows"]}["output"] == "match"
+    swapped = _write(tmp_path, "swapped_kv", PACKED_KV.replace("k, v = self.to_kv", "v, k = self.to_kv"))
+    result = _cli(f"{swapped}:Attn", "--batch", "2", "--seq", "5", "--format", "json")
+    assert result.exit_code == 1
+    assert json.loads(result.stdout)["diagnosis"]["bug"] == "swapped-kv"

@@ -218,31 +218,43 @@ def _probe(module: Any, shape: tuple[int, ...], dtype: Any) -> None:
 
 
 def _linear_params(name: str, called: list[Any]) -> dict[str, np.ndarray | None]:
+    """w_q … b_o from the nn.Linear layers in call order: q, k, v, o; a packed qkv (3·H rows)
+    and o; or q, a packed kv (k's rows, then v's: ``to_kv(x).chunk(2, dim=-1)``) and o."""
     w = [_to_numpy(m.weight) for m in called]
     b = [None if m.bias is None else _to_numpy(m.bias) for m in called]
     if len(called) == 2 and w[0].shape[0] == 3 * w[1].shape[0]:  # one packed in-projection
-        import numpy as np
-
-        ws = np.split(w[0], 3)
-        bs = np.split(b[0], 3) if b[0] is not None else [None] * 3
-        return {
-            "w_q": ws[0],
-            "b_q": bs[0],
-            "w_k": ws[1],
-            "b_k": bs[1],
-            "w_v": ws[2],
-            "b_v": bs[2],
-            "w_o": w[1],
-            "b_o": b[1],
-        }
+        return {**_unpacked(w[0], b[0], "qkv"), "w_o": w[1], "b_o": b[1]}
+    if len(called) == 3 and w[1].shape[0] % 2 == 0:  # q, then k and v packed
+        return {"w_q": w[0], "b_q": b[0], **_unpacked(w[1], b[1], "kv"),
+                "w_o": w[2], "b_o": b[2]}
     if len(called) != 4:
         raise ConfigError(
             f"{name}'s forward calls {len(called)} nn.Linear layer(s); diff needs q, k, v, o "
-            "(4, or a packed qkv and an output): name them q_proj, k_proj, v_proj, o_proj"
+            "(4, a packed qkv and an output, or q, a packed kv and an output): name them "
+            "q_proj, k_proj, v_proj, o_proj"
         )
     return {
         f"{kind}_{c}": (w if kind == "w" else b)[i] for i, c in enumerate("qkvo") for kind in "wb"
     }
+
+
+def _unpacked(
+    weight: np.ndarray, bias: np.ndarray | None, parts: str
+) -> dict[str, np.ndarray | None]:
+    """A packed projection's rows cut into ``parts`` (``"qkv"`` or ``"kv"``), in that order.
+
+    >>> import numpy as np
+    >>> {k: v.shape for k, v in _unpacked(np.zeros((6, 4)), None, "kv").items() if v is not None}
+    {'w_k': (3, 4), 'w_v': (3, 4)}
+    """
+    import numpy as np
+
+    weights = np.split(weight, len(parts))  # (rows / parts, H) each
+    biases = np.split(bias, len(parts)) if bias is not None else [None] * len(parts)
+    out: dict[str, np.ndarray | None] = {}
+    for part, w_part, b_part in zip(parts, weights, biases, strict=True):
+        out[f"w_{part}"], out[f"b_{part}"] = w_part, b_part
+    return out
 
 
 def _to_numpy(t: Any) -> np.ndarray:
