@@ -12,10 +12,17 @@ import numpy as np
 
 from attntrace.capture import ops
 from attntrace.capture.record import Adapter, Recorder
-from attntrace.capture.source import site_of, user_frame
+from attntrace.capture.source import pass_through_folders, site_of, user_frame
 
-#: Only attntrace's own frames are walked past: a call numpy makes internally is not the user's.
-_THROUGH = (os.path.dirname(os.path.abspath(__file__)) + os.sep,)
+#: attntrace's own frames are walked past; a call numpy makes internally is not the user's.
+_CAPTURE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
+
+
+def _through() -> tuple[str, ...]:
+    """The folders whose frames are walked past to the user's: capture's own, einops'."""
+    return (_CAPTURE_DIR, *pass_through_folders())
+
+
 _array, _asarray, _shares = np.array, np.asarray, np.may_share_memory  # before any wrapping
 
 #: Creation functions wrapped while a capture runs: what they return to the user is traced.
@@ -141,7 +148,7 @@ class NumpyHooks:
                 result = original(*_plain(args), **kwargs)
             finally:
                 hooks.depth -= 1
-            frame = user_frame(through=_THROUGH)
+            frame = user_frame(through=_through())
             if frame is None or _active is not hooks or not isinstance(result, np.ndarray):
                 return result
             site = site_of(frame)
@@ -157,7 +164,7 @@ class NumpyHooks:
     def track(self, array: Any, axes: tuple[str, ...] | None = None, skip: int = 0) -> Any:
         """The array as a traced input (recorded as a created tensor with the given axes)."""
         traced = _asarray(_plain(array)).view(TracedArray)
-        frame = user_frame(through=_THROUGH)
+        frame = user_frame(through=_through())
         if frame is not None:
             site = site_of(frame)
             self.recorder.record(
@@ -188,7 +195,7 @@ class NumpyHooks:
         ]
         for target in targets:
             self.recorder.snapshot(target, self.adapter)
-        frame = None if self.depth else user_frame(through=_THROUGH)
+        frame = None if self.depth else user_frame(through=_through())
         self.depth += 1
         try:
             result = func(*_plain(args), **{k: _plain(v) for k, v in kwargs.items()})

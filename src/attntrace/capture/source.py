@@ -68,6 +68,33 @@ def package_folders(names: Sequence[str]) -> tuple[str, ...]:
     return tuple(folders)
 
 
+#: Tensor libraries whose calls are the user's own tensor ops: einops' ``rearrange(t, "b n
+#: (h d) -> b h n d", h=h)`` is a reshape and a permute written on the user's line, so its ops
+#: are recorded with that line (their frames are walked past, as torch's dispatch layers are).
+PASS_THROUGH = ("einops",)
+
+
+@lru_cache(maxsize=1)
+def pass_through_folders() -> tuple[str, ...]:
+    """The folders of the :data:`PASS_THROUGH` libraries that are installed (found without
+    importing them), each ending in a separator.
+
+    >>> all(folder.endswith(os.sep) for folder in pass_through_folders())
+    True
+    """
+    import importlib.util
+
+    folders = []
+    for name in PASS_THROUGH:
+        try:
+            spec = importlib.util.find_spec(name)
+        except (ImportError, ValueError):
+            spec = None
+        places = (spec.submodule_search_locations or []) if spec is not None else []
+        folders += [os.path.realpath(place) + os.sep for place in places]
+    return tuple(folders)
+
+
 @lru_cache(maxsize=4096)
 def is_user_file(filename: str) -> bool:
     """True for a file of the user's code: not the standard library, not an installed package

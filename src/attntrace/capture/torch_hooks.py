@@ -12,7 +12,13 @@ from typing import Any
 
 from attntrace.capture import ops
 from attntrace.capture.record import Adapter, Recorder
-from attntrace.capture.source import Site, is_user_file, site_of, user_frame
+from attntrace.capture.source import (
+    Site,
+    is_user_file,
+    pass_through_folders,
+    site_of,
+    user_frame,
+)
 
 #: Reading a tensor's metadata, printing it: never a step.
 _QUIET = frozenset(
@@ -84,7 +90,8 @@ class TorchHooks:
         from torch.nn.modules import module as nn_module
 
         root = os.path.dirname(torch.__file__)
-        through = (_CAPTURE_DIR, *(os.path.join(root, *f.split("/")) for f in _DISPATCH))
+        dispatch = (os.path.join(root, *f.split("/")) for f in _DISPATCH)
+        through = (_CAPTURE_DIR, *dispatch, *pass_through_folders())
         mode = _mode_class()(self, through)
         mode.__enter__()
         pre = nn_module.register_module_forward_pre_hook(self._pre)
