@@ -115,6 +115,7 @@ def test_module_class_target_with_init(tmp_path: Path) -> None:
     (["{examples}/seed_001_numpy.py", "--init", "a=1"], "--init needs"),
     (["pkg.mod:fn", "--init", "=3"], "cannot read --init"),
     (["{examples}/seed_001_numpy.py", "--axes", "h:12"], "cannot read --axes"),
+    (["transformers.models.gpt2.modeling_gpt2:GPT2Attention"], "a layer built from a config object"),
     (["{examples}/seed_001_numpy.py", "--axes", "x=4"], "x is not an axis letter; the letters are B"),
     (["{examples}/seed_001_numpy.py", "--axes", "D=96"], "(did you mean d: head size?)"),
     (["{examples}/seed_001_numpy.py", "--axes", "h=0"], "a size is a whole number of at least 1"),

@@ -7,6 +7,7 @@ from __future__ import annotations
 import ast
 import importlib
 import importlib.util
+import re
 import runpy
 import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -277,6 +278,20 @@ def import_target(target: Target) -> tuple[Any, Any]:
         ) from None
 
 
+def _init_hint(exc: TypeError) -> str:
+    """How to build a class that failed: --init for literals; a wrapper file for a config
+    object (a transformers layer), which --init cannot write.
+
+    >>> _init_hint(TypeError("__init__() missing 1 required positional argument: 'config'"))[:38]
+    'a layer built from a config object (a '
+    """
+    if re.search(r"\bargument[s]?: .*'config'", str(exc)):
+        return ("a layer built from a config object (a transformers attention) needs a small "
+                "file that builds it and calls it as its model does; trace that file's module "
+                "with --into transformers (README: Inside a library's attention)")
+    return "pass its arguments with --init KEY=VALUE"
+
+
 def build_callable(obj: Any, init: Mapping[str, Any], name: str) -> Any:
     """What attntrace calls for ``obj``: an ``nn.Module`` class built with ``init``, else
     ``obj`` itself when it is callable (a module instance or a function).
@@ -292,10 +307,8 @@ def build_callable(obj: Any, init: Mapping[str, Any], name: str) -> Any:
         try:
             return obj(**init)
         except TypeError as exc:
-            raise TargetError(
-                f"cannot build {name}({_show(init)}): {exc}; "
-                "pass its arguments with --init KEY=VALUE"
-            ) from None
+            raise TargetError(f"cannot build {name}({_show(init)}): {exc}; {_init_hint(exc)}"
+                              ) from None
     if init:
         raise TargetError(f"--init builds an nn.Module class; {name} is not one")
     if isinstance(obj, type):
