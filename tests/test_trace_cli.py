@@ -283,3 +283,26 @@ def test_the_api_checks_axis_letters_too() -> None:
     with pytest.raises(ConfigError, match="axes=k=4: k is not an axis letter"), \
             attntrace.capture(axes={"k": 4}):
         pass
+
+
+def test_an_allocation_the_machine_cannot_give_is_told_with_its_size(tmp_path: Path) -> None:
+    """numpy's MemoryError and torch's allocator error: "out of memory", the size asked for
+    and the sizes to lower, not a shape error (the allocation is refused at once: 298 GiB and
+    1.16 TiB are far beyond this machine, so nothing is filled)."""
+    (tmp_path / "big.py").write_text("import numpy as np\nx = np.random.randn(200000, 8)\n"
+                                     "s = x @ x.T\n")
+    code, out = _run(str(tmp_path / "big.py"))
+    assert code == 1
+    text = " ".join(out.split())
+    assert "out of memory at big.py:3 x @ x.T" in text
+    assert "rule: matmul asked for 298 GiB, more than this machine can give" in text
+    code, out = _run(str(tmp_path / "big.py"), "--format", "json")
+    failure = json.loads(out)["failure"]
+    assert failure["shape_error"] is False
+    assert failure["fix"].startswith("use smaller sizes (--seq, --batch")
+    pytest.importorskip("torch")
+    (tmp_path / "big_torch.py").write_text("import torch\nq = torch.ones(2, 4, 200000, 4)\n"
+                                           "s = q @ q.transpose(-2, -1)\n")
+    code, out = _run(str(tmp_path / "big_torch.py"))
+    assert code == 1
+    assert "matmul asked for 1.16 TiB, more than this machine can give" in " ".join(out.split())

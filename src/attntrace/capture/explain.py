@@ -34,6 +34,75 @@ class Explanation:
 
     rule: str
     fix: str = ""
+    kind: str = "shape error"  # the heading: "shape error" or "out of memory"
+
+
+def told(failure: Failure) -> Explanation | None:
+    """What trace says of an op that raised: a shape error's rule and fix, a failed
+    allocation's size and fix; None for any other error (a dtype mismatch among them, which
+    torch words like a shape error)."""
+    if is_memory_error(failure.error):
+        return _memory(failure)
+    if is_shape_error(failure) and not dtype_mismatch(failure.error):
+        return explain(failure)
+    return None
+
+
+def dtype_mismatch(error: BaseException) -> bool:
+    """True when torch refused operands of different dtypes (which its messages word like a
+    shape error: ``mat1 and mat2 must have the same dtype``).
+
+    >>> dtype_mismatch(RuntimeError("mat1 and mat2 must have the same dtype, but got Double"))
+    True
+    >>> dtype_mismatch(RuntimeError("mat1 and mat2 shapes cannot be multiplied (5x64 and 32x64)"))
+    False
+    """
+    text = str(error)
+    return "same dtype" in text or "expected scalar type" in text.lower()
+
+
+#: How numpy and torch say that an allocation failed.
+_MEMORY_WORDS = ("unable to allocate", "can't allocate memory", "out of memory",
+                 "not enough memory")
+
+
+def is_memory_error(error: BaseException) -> bool:
+    """True for a failed allocation: MemoryError (numpy's ``_ArrayMemoryError``) or torch's
+    ``DefaultCPUAllocator: can't allocate memory``.
+
+    >>> is_memory_error(RuntimeError("DefaultCPUAllocator: can't allocate memory: you tried"))
+    True
+    """
+    return isinstance(error, MemoryError) or (
+        isinstance(error, RuntimeError) and any(w in str(error).lower() for w in _MEMORY_WORDS)
+    )
+
+
+def _memory(failure: Failure) -> Explanation:
+    """The size the op asked for, when the message says it, and the sizes to lower."""
+    text = str(failure.error)
+    asked = re.search(r"allocate (\d+) bytes", text)
+    size = re.search(r"allocate ([\d.]+ [KMGTPE]i?B)", text)
+    amount = (_bytes(int(asked.group(1))) if asked
+              else size.group(1).replace(". ", " ") if size else "")  # numpy: "298. GiB"
+    what = f"{amount}, more" if amount else "more memory"
+    return Explanation(
+        f"{failure.func} asked for {what} than this machine can give",
+        "use smaller sizes (--seq, --batch for FILE.py:NAME; a script's own): the (S, S) "
+        "scores grow with S², the other tensors with S",
+        kind="out of memory",
+    )
+
+
+def _bytes(n: int) -> str:
+    """``n`` bytes in binary units.
+
+    >>> _bytes(1280000000000)
+    '1.16 TiB'
+    """
+    from attntrace.memory import format_bytes
+
+    return format_bytes(n)
 
 
 def is_shape_error(failure: Failure) -> bool:

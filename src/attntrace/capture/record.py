@@ -355,34 +355,20 @@ class Capture:
         }
 
     def _failure_dict(self, error: BaseException, frames: Sequence[Frame]) -> dict[str, Any]:
-        from attntrace.capture.explain import explain, is_shape_error
+        from attntrace.capture.explain import told
 
         fail = self.failure
         if fail is None or fail.error is not error:  # raised by the user's code, not by an op
             file, line, _, text = frames[-1] if frames else ("", 0, "", "")
             where = f"{os.path.basename(file)}:{line}" if file else ""
             return _failure(where, text, None, None, [], None, error)
-        told = explain(fail) if is_shape_error(fail) and not dtype_mismatch(error) else None
         operands = [{"name": o.name, "shape": list(o.shape), "axes": list(o.axes)}
                     for o in fail.operands]
         return _failure(fail.site.location, fail.site.source, fail.func, fail.kind, operands,
-                        told, error)
+                        told(fail), error)
 
 
 Frame = tuple[str, int, str, str]  # file, line, function, source text (a traceback's frame)
-
-
-def dtype_mismatch(error: BaseException) -> bool:
-    """True when torch refused operands of different dtypes (which its messages word like a
-    shape error: ``mat1 and mat2 must have the same dtype``).
-
-    >>> dtype_mismatch(RuntimeError("mat1 and mat2 must have the same dtype, but got Double"))
-    True
-    >>> dtype_mismatch(RuntimeError("mat1 and mat2 shapes cannot be multiplied (5x64 and 32x64)"))
-    False
-    """
-    text = str(error)
-    return "same dtype" in text or "expected scalar type" in text.lower()
 
 
 def _failure(
@@ -400,7 +386,7 @@ def _failure(
         "source": source,
         "op": op,
         "kind": kind,
-        "shape_error": told is not None,
+        "shape_error": told is not None and told.kind == "shape error",
         "operands": operands,
         "rule": told.rule if told is not None else None,
         "fix": (told.fix or None) if told is not None else None,

@@ -215,8 +215,7 @@ def _usage(message: str) -> Exception:
 
 def show(outcome: Outcome, fmt: str, no_color: bool, title: str) -> None:
     """Print the capture (and what broke); exit 1 when the user's code raised."""
-    from attntrace.capture.explain import explain, is_shape_error
-    from attntrace.capture.record import dtype_mismatch
+    from attntrace.capture.explain import told
     from attntrace.render.capture import render_capture, render_error, render_failure
 
     t = outcome.capture
@@ -235,8 +234,7 @@ def show(outcome: Outcome, fmt: str, no_color: bool, title: str) -> None:
     err = console(no_color) if fmt == "table" else _stderr(no_color)
     failure = t.failure
     if failure is not None and failure.error is outcome.error:
-        shape_error = is_shape_error(failure) and not dtype_mismatch(failure.error)
-        render_failure(failure, explain(failure) if shape_error else None, err)
+        render_failure(failure, told(failure), err)
     else:
         render_error(outcome.error, outcome.frames, err)
     raise typer.Exit(EXIT_CHECK_FAILED)

@@ -133,7 +133,7 @@ def _widths(cells: Sequence[dict[str, str]], width: int, inputs: bool,
 def render_failure(failure: Failure, explanation: Explanation | None, console: Console) -> None:
     """The failing line, every operand with its shape and axes, the rule and the fix."""
     console.print()
-    head = "shape error" if explanation is not None else "error"
+    head = explanation.kind if explanation is not None else "error"
     console.print(
         Text.assemble(
             (f"{head} at {plain(failure.site.location)}", "bold red"),
