@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence, Set
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from attntrace.capture import axes as ax
@@ -15,7 +15,7 @@ def propagate(events: Sequence[Event], given: Mapping[str, int]) -> tuple[list[A
     """The axes of every event. Two passes: the second knows the sizes the first found
     (the head_dim found by q's split names k's projection ``g·d``)."""
     sizes = ax.Sizes(dict(given))
-    fused = cut_in_three(events)
+    fused = cut_in_parts(events)
     found = _pass(events, sizes, fused)
     learned = {k: v for k, v in sizes.known.items() if k in ("h", "d", "g")}
     sizes = ax.Sizes({**learned, **given})
@@ -23,31 +23,32 @@ def propagate(events: Sequence[Event], given: Mapping[str, int]) -> tuple[list[A
     return found, sizes
 
 
-def _pass(events: Sequence[Event], sizes: ax.Sizes, fused: Set[int]) -> list[Axes]:
+def _pass(events: Sequence[Event], sizes: ax.Sizes, fused: Mapping[int, int]) -> list[Axes]:
     out: list[Axes] = []
     for e in events:
         out.append(axes_of(e, operand_axes(e, out, sizes), sizes, fused))
     return out
 
 
-def cut_in_three(events: Sequence[Event]) -> set[int]:
-    """The events whose output later ops cut in three along its last axis: by one split or
-    chunk into three parts, or by three slices that tile it (``qkv[..., :H]``, …)."""
-    found: set[int] = set()
+def cut_in_parts(events: Sequence[Event]) -> dict[int, int]:
+    """The events whose output later ops cut in three (q, k, v) or two (k, v) along its last
+    axis, with the number of parts: by one split or chunk, or by slices that tile it
+    (``qkv[..., :H]``, …)."""
+    found: dict[int, int] = {}
     cuts: dict[int, set[tuple[int, int]]] = {}
     for e in events:
         source = e.inputs[0] if e.inputs else None
         if source is None or not _narrower(e):
             continue
-        if e.params.get("parts") == 3:
-            found.add(source)
+        if e.params.get("parts") in (2, 3):
+            found[source] = e.params["parts"]
         elif (cut := e.params.get("last")) is not None:
             cuts.setdefault(source, set()).add(cut)
     for source, pieces in cuts.items():
         starts, stops = zip(*sorted(pieces), strict=True)
         width = events[source].shape[-1]
-        if len(pieces) == 3 and starts == (0, *stops[:-1]) and stops[-1] == width:
-            found.add(source)
+        if len(pieces) in (2, 3) and starts == (0, *stops[:-1]) and stops[-1] == width:
+            found[source] = len(pieces)
     return found
 
 
@@ -59,7 +60,7 @@ def _narrower(e: Event) -> bool:
 
 def _part_of_fused(e: Event, ops: list[tuple[Axes, Shape]]) -> bool:
     """True for a split part or slice of a fused projection's last axis (q, k or v)."""
-    cut = "last" in e.params or e.params.get("parts") == 3
+    cut = "last" in e.params or e.params.get("parts") in (2, 3)
     return cut and _narrower(e) and ops[0][0][-1] in ax.FUSED
 
 
@@ -77,18 +78,22 @@ def operand_axes(e: Event, known: Sequence[Axes], sizes: ax.Sizes) -> list[tuple
 
 
 def axes_of(  # noqa: PLR0911  (a table)
-    e: Event, ops: list[tuple[Axes, Shape]], sizes: ax.Sizes, fused: Set[int] = frozenset()
+    e: Event,
+    ops: list[tuple[Axes, Shape]],
+    sizes: ax.Sizes,
+    fused: Mapping[int, int] | None = None,
 ) -> Axes:
     """The output axes of one event by the rule of its kind; the projections in ``fused``
-    are cut in three afterwards (q, k and v at once)."""
+    are cut in parts afterwards (q, k and v at once, or k and v)."""
     shape, kind, p = e.shape, e.kind, e.params
     if kind == "create" or not ops:
         return ax.root(e, sizes) if kind == "create" else tuple(sizes.letter(n) for n in shape)
     first = ops[p.get("x", 0)] if len(ops) > p.get("x", 0) else ops[0]  # addmm: x is second
     weight = kind == "matmul" and len(ops) == 2 and e.inputs[1] is None and len(ops[1][1]) == 2
     if kind == "linear" or weight:  # x @ W with W from outside: a projection
-        cut = e.index in fused
-        return ax.fused_projection(shape, first, sizes) if cut else ax.linear(shape, first, sizes)
+        if fused and e.index in fused:
+            return ax.fused_projection(shape, first, sizes, fused[e.index])
+        return ax.linear(shape, first, sizes)
     if _part_of_fused(e, ops):
         start = p["last"][0] if "last" in p else p.get("part")
         return ax.fused_part(shape, first, start == 0, sizes)

@@ -27,7 +27,12 @@ UNKNOWN = "?"
 FUSED_QKV = "3·H"
 #: The same with fewer key/value heads (Phi-3's qkv_proj): h·d + 2·g·d wide, cut in three.
 FUSED_GQA = "(h+2g)·d"
-FUSED = (FUSED_QKV, FUSED_GQA)
+#: k and v in one projection, cut in two (x-transformers' ``to_kv(x).chunk(2, dim=-1)``).
+FUSED_KV = "2·H"
+#: The same with fewer key/value heads: 2·g·d wide.
+FUSED_KV_GQA = "2·g·d"
+FUSED_KVS = (FUSED_KV, FUSED_KV_GQA)
+FUSED = (FUSED_QKV, FUSED_GQA, *FUSED_KVS)
 
 
 @dataclass
@@ -178,15 +183,22 @@ def picked(x: tuple[Axes, Shape], shape: Shape, picks: Sequence[int | None], siz
                  for k, n in zip(picks, shape, strict=True))
 
 
-def fused_projection(shape: Shape, x: tuple[Axes, Shape], sizes: Sizes) -> Axes:
+def fused_projection(shape: Shape, x: tuple[Axes, Shape], sizes: Sizes, parts: int = 3) -> Axes:
     """x (…, H) -> (…, 3·H), or (…, (h+2g)·d) with fewer key/value heads: a projection that
-    later ops cut in three (q, k and v at once).
+    later ops cut in three (q, k and v at once); cut in two (``parts=2``), k and v: (…, 2·H)
+    or (…, 2·g·d).
 
     >>> fused_projection((2, 5, 96), (("B", "S", "H"), (2, 5, 64)), Sizes({"H": 64}))
     ('B', 'S', '(h+2g)·d')
+    >>> fused_projection((2, 5, 128), (("B", "S", "H"), (2, 5, 64)), Sizes({"H": 64}), 2)
+    ('B', 'S', '2·H')
     """
     ax, sx = x
-    last = FUSED_QKV if shape[-1] == 3 * sizes.known.get("H", -1) else FUSED_GQA
+    width = sizes.known.get("H", -1)
+    if parts == 2:
+        last = FUSED_KV if shape[-1] == 2 * width else FUSED_KV_GQA
+    else:
+        last = FUSED_QKV if shape[-1] == 3 * width else FUSED_GQA
     return (*broadcast(shape[:-1], [(ax[:-1], sx[:-1])], sizes), last)
 
 
@@ -202,7 +214,8 @@ def fused_part(shape: Shape, fused: tuple[Axes, Shape], first: bool, sizes: Size
     2
     """
     axes, width = fused[0], shape[-1]
-    if first and width != sizes.known.get("H") and "d" in sizes.known:
+    q_first = axes[-1] not in FUSED_KVS  # a packed kv starts with k: named as k_proj is
+    if q_first and first and width != sizes.known.get("H") and "d" in sizes.known:
         return (*axes[:-1], "h·d" if width % sizes.known["d"] == 0 else sizes.letter(width))
     return linear(shape, ((*axes[:-1], UNKNOWN), fused[1]), sizes)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from attntrace.capture.axes import FUSED
+from attntrace.capture.axes import FUSED, FUSED_KVS
 from attntrace.capture.events import Event
 
 Axes = tuple[str, ...]
@@ -65,14 +65,14 @@ class _Finder:
         return "", ""
 
     def _projection(self, source: str, axes: Axes) -> tuple[str, str]:
-        if source == "x" and axes[-1:] and axes[-1] in FUSED:
+        packed_two = bool(axes[-1:]) and axes[-1] in FUSED_KVS
+        if packed_two and (source == "x_kv" or "q_proj" in self.given):
+            return "kv_proj", ""  # k and v at once, after q: the two parts of its split
+        if source == "x" and axes[-1:] and axes[-1] in FUSED and not packed_two:
             return "qkv_proj", ""  # q, k and v at once: the parts of its split play them
         order = ("k", "v") if source == "x_kv" else ("q", "k", "v")
-        done = [p for p in order if f"{p}_proj" in self.given]
-        if len(done) == len(order):
-            return "", ""
-        name = order[len(done)]
-        return f"{name}_proj", f"{name}_proj"
+        name = next((p for p in order if f"{p}_proj" not in self.given), None)
+        return ("", "") if name is None else (f"{name}_proj", f"{name}_proj")
 
     def _einsum(self, a: str, b: str, axes: Axes) -> tuple[str, str]:
         """``einsum("shd,thd->hst", q, k)`` and ``einsum("hst,thd->shd", w, v)``: the
@@ -100,8 +100,8 @@ class _Finder:
         self, e: Event, axes: Axes, ins: list[str], first: str
     ) -> tuple[str, str]:
         base = first.removesuffix("_proj").removesuffix("_heads")
-        if first == "qkv_proj":
-            return self._fused_part(e, axes)
+        if first in ("qkv_proj", "kv_proj"):
+            return self._fused_part(e, axes, first)
         if e.kind == "reshape" and first in ("x", "x_kv") and any(a in _HEADS for a in axes):
             return "xh", ""
         if e.kind == "reshape" and first.endswith("_proj") and any(a in _HEADS for a in axes):
@@ -122,19 +122,22 @@ class _Finder:
             return first, f"{first}_rep"
         return first, ""
 
-    def _fused_part(self, e: Event, axes: Axes) -> tuple[str, str]:
+    def _fused_part(self, e: Event, axes: Axes, fused: str = "qkv_proj") -> tuple[str, str]:
         """An op on the fused q/k/v projection: its reshapes and permutes stay fused; the
         parts of its split (``split``, ``chunk``, ``unbind``, ``qkv[0]``, ``qkv[1]``,
         ``qkv[2]`` along its axis of three, or the slices ``qkv[..., :H]`` … of its last
         axis) are q, k and v, in order, at the step their axes say: (B, S, H) projections,
-        (B, S, h, d) heads or (B, h, S, d)."""
-        part = e.params.get("part") if e.params.get("parts") == 3 else self._picked(e)
+        (B, S, h, d) heads or (B, h, S, d); of a packed ``kv_proj``, k and v."""
+        names = ("k", "v") if fused == "kv_proj" else ("q", "k", "v")
+        parts = e.params.get("parts")
+        part = e.params.get("part") if parts == len(names) else self._picked(e)
         if part is None and (cut := self._cut(e)) is not None:
             start, stop = cut  # q first, v last, k between (h·d, g·d, g·d wide)
-            part = 0 if start == 0 else 2 if stop == e.input_shapes[0][-1] else 1
-        if part is None:
-            return "qkv_proj", ""
-        name = ("q", "k", "v")[part]
+            last = len(names) - 1
+            part = 0 if start == 0 else last if stop == e.input_shapes[0][-1] else 1
+        if part is None or not 0 <= part < len(names):
+            return fused, ""
+        name = names[part]
         if len(axes) >= 3 and axes[-3] in _HEADS:
             step = name  # heads first: timm's qkv.reshape(B, N, 3, h, d).permute(…).unbind(0)
         elif any(a in _HEADS for a in axes):

@@ -1,0 +1,84 @@
+"""``attntrace trace`` of q alone and k, v from one packed projection (x-transformers'
+``to_kv(x).chunk(2, dim=-1)``, slices or split, with fewer key/value heads too): the packed
+projection is ``2·H`` (``2·g·d``), its halves play k_proj and v_proj, and every later step
+gets the reference's axes and role."""
+
+from __future__ import annotations
+
+import pytest
+
+import attntrace
+from attntrace import AttentionConfig, trace_attention
+
+torch = pytest.importorskip("torch")
+
+B, S, H, HEADS = 3, 5, 96, 8
+D = H // HEADS
+
+
+class PackedKV(torch.nn.Module):  # type: ignore[misc]
+    def __init__(self, how: str, kv_heads: int = HEADS) -> None:
+        super().__init__()
+        self.how, self.g = how, kv_heads
+        self.to_q = torch.nn.Linear(H, H, bias=False)
+        self.to_kv = torch.nn.Linear(H, 2 * kv_heads * D, bias=False)
+        self.to_out = torch.nn.Linear(H, H)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        q = self.to_q(x)
+        kv = self.to_kv(x)
+        width = self.g * D
+        if self.how == "chunk":
+            k, v = kv.chunk(2, dim=-1)
+        elif self.how == "split":
+            k, v = torch.split(kv, width, dim=-1)
+        else:
+            k, v = kv[..., :width], kv[..., width:]
+        q = q.view(B, S, HEADS, D).transpose(1, 2)
+        k = k.view(B, S, self.g, D).transpose(1, 2)
+        v = v.view(B, S, self.g, D).transpose(1, 2)
+        if self.g != HEADS:
+            k = k.repeat_interleave(HEADS // self.g, dim=1)
+            v = v.repeat_interleave(HEADS // self.g, dim=1)
+        w = (q @ k.transpose(-2, -1) / D**0.5).softmax(dim=-1)
+        return self.to_out((w @ v).transpose(1, 2).reshape(B, S, H))
+
+
+@pytest.mark.parametrize("kv_heads", [HEADS, 2])
+@pytest.mark.parametrize("how", ["chunk", "split", "slice"])
+def test_the_halves_of_a_packed_kv_play_k_and_v(how: str, kv_heads: int) -> None:
+    module = PackedKV(how, kv_heads)
+    with attntrace.capture(keep_values=False) as t:
+        module(torch.randn(B, S, H))
+    gqa = kv_heads != HEADS
+    reference = trace_attention(
+        AttentionConfig(batch=B, seq=S, hidden=H, heads=HEADS, kv_heads=kv_heads if gqa else None),
+        "shape",
+    )
+    packed = next(s for s in t.steps if s.shape == (B, S, 2 * kv_heads * D))
+    assert packed.axes == ("B", "S", "2·g·d" if gqa else "2·H")
+    assert packed.role == ""
+    names = ["x", "q_proj", "k_proj", "v_proj", "q_heads", "k_heads", "v_heads", "q", "k", "v",
+             "k_t", "scores", "scaled", "weights", "context", "context_heads", "merged", "output"]
+    names += ["k_rep", "v_rep"] if gqa else []
+    for name in names:
+        assert t[name].axes == reference[name].axes, (name, t[name])
+    assert t["k_proj"].location == t["v_proj"].location  # both halves: the cut's line
+
+
+def test_two_halves_before_any_q_projection_are_not_taken_for_k_and_v() -> None:
+    """A packed (S, 2H) that comes first may hold q and k: its halves play nothing."""
+
+    class QK(torch.nn.Module):  # type: ignore[misc]
+        def __init__(self) -> None:
+            super().__init__()
+            self.to_qk = torch.nn.Linear(H, 2 * H, bias=False)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            q, k = self.to_qk(x).chunk(2, dim=-1)
+            return (q @ k.transpose(-2, -1)).softmax(dim=-1) @ x
+
+    with attntrace.capture(keep_values=False) as t:
+        QK()(torch.randn(S, H))
+    assert "k_proj" not in t
+    assert "v_proj" not in t
