@@ -82,3 +82,31 @@ def test_two_halves_before_any_q_projection_are_not_taken_for_k_and_v() -> None:
         QK()(torch.randn(S, H))
     assert "k_proj" not in t
     assert "v_proj" not in t
+
+
+def test_a_packed_kv_viewed_to_two_heads_axes_and_unbound_plays_the_heads() -> None:
+    """``kv(x).view(B, S, 2, g, d).unbind(2)`` (its width 2·g·d may equal H): the axis of
+    two is ``2``, its parts k_heads and v_heads, then k and v, SDPA's GQA the context."""
+
+    class Unbound(torch.nn.Module):  # type: ignore[misc]
+        def __init__(self) -> None:
+            super().__init__()
+            self.wq = torch.nn.Linear(H, H, bias=False)
+            self.wkv = torch.nn.Linear(H, 2 * 4 * D, bias=False)  # 96: as wide as x
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            q = self.wq(x).view(B, S, HEADS, D).transpose(1, 2)
+            k, v = self.wkv(x).view(B, S, 2, 4, D).unbind(2)
+            k, v = k.transpose(1, 2), v.transpose(1, 2)
+            o = torch.nn.functional.scaled_dot_product_attention(q, k, v, enable_gqa=True)
+            return o.transpose(1, 2).reshape(B, S, H)
+
+    with attntrace.capture(keep_values=False) as t:
+        Unbound()(torch.randn(B, S, H))
+    assert [s.axes for s in t.steps if s.op == "view"][1] == ("B", "S", "2", "g", "d")
+    reference = trace_attention(
+        AttentionConfig(batch=B, seq=S, hidden=H, heads=HEADS, kv_heads=4), "shape"
+    )
+    for name in ("k_heads", "v_heads", "k", "v", "context", "context_heads", "merged"):
+        assert t[name].axes == reference[name].axes, (name, t[name])
+    assert t.axis_sizes()["g"] == 4

@@ -49,6 +49,28 @@ def cut_in_parts(events: Sequence[Event]) -> dict[int, int]:
         width = events[source].shape[-1]
         if len(pieces) in (2, 3) and starts == (0, *stops[:-1]) and stops[-1] == width:
             found[source] = len(pieces)
+    return {**_viewed_in_two(events), **found}
+
+
+def _viewed_in_two(events: Sequence[Event]) -> dict[int, int]:
+    """The projections viewed to (…, 2, g, d) whose axis of two a later op takes apart
+    (``kv(x).view(B, S, 2, g, d).unbind(2)``): k and v packed, each with 2 for its parts."""
+    views: dict[int, tuple[int, int]] = {}  # reshape -> (projection, the axis of two)
+    found: dict[int, int] = {}
+    for e in events:
+        source = e.inputs[0] if e.inputs else None
+        if source is None:
+            continue
+        if e.kind == "reshape" and events[source].kind == "linear":
+            lead = len(e.input_shapes[0]) - 1
+            if len(e.shape) == lead + 3 and e.shape[:lead] == e.input_shapes[0][:lead] \
+                    and e.shape[lead] == 2:
+                views[e.index] = (source, lead)
+        elif source in views and e.params.get("parts") == 2:
+            projection, axis = views[source]
+            viewed = events[source].shape
+            if e.shape == (*viewed[:axis], *viewed[axis + 1:]):  # unbind along the two
+                found[projection] = 2
     return found
 
 

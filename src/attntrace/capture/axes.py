@@ -381,6 +381,8 @@ def _needed(atoms: Sequence[tuple[str, int]], after: Shape, sizes: Sizes) -> Axe
 def _split_one(letter: str, parts: Shape, sizes: Sizes) -> list[str]:
     if letter == FUSED_QKV and parts[0] == 3 and len(parts) in (2, 3):  # timm: (…, 3, h, d)
         return ["3", *_split_one("H", parts[1:], sizes)]
+    if letter in FUSED_KVS and parts[0] == 2 and len(parts) == 3:  # k, v: (…, 2, g, d)
+        return ["2", *_split_one("H" if letter == FUSED_KV else "g·d", parts[1:], sizes)]
     pieces = letter.split("·")
     if len(pieces) == len(parts) and all(
         sizes.known.get(p, n) == n for p, n in zip(pieces, parts, strict=True)
