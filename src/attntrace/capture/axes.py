@@ -33,6 +33,15 @@ FUSED_KV = "2·H"
 FUSED_KV_GQA = "2·g·d"
 FUSED_KVS = (FUSED_KV, FUSED_KV_GQA)
 FUSED = (FUSED_QKV, FUSED_GQA, *FUSED_KVS)
+#: A fused (h+2g)·d viewed to (h+2g, d): the heads of q, then of k, then of v (Falcon's MQA).
+FUSED_HEADS = "h+2g"
+#: A fused (h+2g)·d viewed to (g, h/g+2, d): per key/value head, its h/g query heads, then its
+#: k and its v (Falcon's new decoder architecture).
+GROUP_HEADS = "h/g+2"
+#: The query heads of one key/value head.
+GROUP = "h/g"
+#: The axes of a fused projection viewed to heads that slices then cut into q, k and v.
+HEADS_FUSED = (FUSED_HEADS, GROUP_HEADS)
 
 
 @dataclass
@@ -63,7 +72,7 @@ class Sizes:
 
     def bind(self, axes: Axes, shape: Shape) -> None:
         for a, n in zip(axes, shape, strict=True):
-            if a not in (UNKNOWN, "1") and "·" not in a:
+            if a not in (UNKNOWN, "1") and not set(a) & set("·+/()"):  # letters, not products
                 self.known[a] = n
 
 
@@ -232,8 +241,17 @@ def repeat(axes: Axes, before: Shape, after: Shape, sizes: Sizes) -> Axes:
         a = axes[-j] if j <= len(axes) else sizes.letter(n)
         same = j <= len(before) and before[-j] == n
         grown = a == "g" and sizes.known.get("h") == n
-        out.append(a if same else "h" if grown else sizes.letter(n))
+        out.append(a if same else "h" if grown else _group_of(axes, j, n, sizes))
     return tuple(reversed(out))
+
+
+def _group_of(axes: Axes, j: int, n: int, sizes: Sizes) -> str:
+    """Axis ``-j`` of ``axes`` repeated to ``n``: ``h/g`` when it is a ``1`` after the
+    key/value heads and ``n`` is h / g (HF's repeat_kv, Falcon's ``broadcast_to``), else
+    the letter of its size."""
+    h, g = sizes.known.get("h"), sizes.known.get("g")
+    after_g = j < len(axes) and axes[-j] == "1" and axes[-j - 1] == "g"
+    return GROUP if after_g and h is not None and g is not None and n * g == h else sizes.letter(n)
 
 
 def permute(axes: Axes, order: Sequence[int]) -> Axes:
@@ -316,6 +334,8 @@ def _regroup(
         return _split_one(axes[0], after, sizes)
     if len(after) == 1:
         joined = "·".join(axes)
+        if axes == ("g", GROUP):  # (g, h/g) -> h: the query heads of each key/value head
+            sizes.known.setdefault("h", after[0])
         if axes[0] == "g" and sizes.known.get("h") == after[0]:
             return ["h"]  # (g, h / g) -> h: the kv-heads repeated (HF's repeat_kv)
         if UNKNOWN in axes:
@@ -379,10 +399,8 @@ def _needed(atoms: Sequence[tuple[str, int]], after: Shape, sizes: Sizes) -> Axe
 
 
 def _split_one(letter: str, parts: Shape, sizes: Sizes) -> list[str]:
-    if letter == FUSED_QKV and parts[0] == 3 and len(parts) in (2, 3):  # timm: (…, 3, h, d)
-        return ["3", *_split_one("H", parts[1:], sizes)]
-    if letter in FUSED_KVS and parts[0] == 2 and len(parts) == 3:  # k, v: (…, 2, g, d)
-        return ["2", *_split_one("H" if letter == FUSED_KV else "g·d", parts[1:], sizes)]
+    if letter in FUSED and (fused := _split_fused(letter, parts, sizes)) is not None:
+        return fused
     pieces = letter.split("·")
     if len(pieces) == len(parts) and all(
         sizes.known.get(p, n) == n for p, n in zip(pieces, parts, strict=True)
@@ -400,6 +418,66 @@ def _split_one(letter: str, parts: Shape, sizes: Sizes) -> list[str]:
         if parts[0] == d and parts[1] == h:
             return ["d", first]
     return [sizes.letter(n) for n in parts]
+
+
+def _split_fused(letter: str, parts: Shape, sizes: Sizes) -> list[str] | None:
+    """A fused projection's axis split: its axis of parts first, (3, h, d) (timm) or
+    (2, g, d) (k and v), or viewed to heads (see :func:`fused_heads`)."""
+    if letter == FUSED_QKV and parts[0] == 3 and len(parts) in (2, 3):  # timm: (…, 3, h, d)
+        return ["3", *_split_one("H", parts[1:], sizes)]
+    if letter in FUSED_KVS and parts[0] == 2 and len(parts) == 3:  # k, v: (…, 2, g, d)
+        return ["2", *_split_one("H" if letter == FUSED_KV else "g·d", parts[1:], sizes)]
+    return fused_heads(letter, parts, sizes)
+
+
+def fused_heads(letter: str, parts: Shape, sizes: Sizes) -> list[str] | None:
+    """A fused q, k, v axis viewed to heads whose parts slices take later (Falcon): 3·H as
+    (h, 3, d), q, k and v of each head side by side; (h+2g)·d as (h+2g, d), all heads of q,
+    then of k, then of v; or as (g, h/g+2, d), each key/value head after its query heads.
+    None for any other view.
+
+    >>> fused_heads(FUSED_QKV, (4, 3, 16), Sizes({"H": 64}))
+    ['h', '3', 'd']
+    >>> fused_heads(FUSED_GQA, (6, 16), Sizes()), fused_heads(FUSED_GQA, (2, 4, 16), Sizes())
+    (['h+2g', 'd'], ['g', 'h/g+2', 'd'])
+    """
+    known = sizes.known
+    d = known.get("d", parts[-1])
+    if letter == FUSED_QKV and len(parts) == 3 and parts[1] == 3 and parts[2] == d:
+        heads = _split_one("H", (parts[0], parts[2]), sizes)
+        return [heads[0], "3", heads[1]] if heads == ["h", "d"] else None
+    if letter != FUSED_GQA or parts[-1] != d or len(parts) not in (2, 3):
+        return None
+    h, g = known.get("h"), known.get("g", parts[0] if len(parts) == 3 else None)
+    if len(parts) == 2 and (h is None or g is None or parts[0] == h + 2 * g):
+        sizes.bind(("d",), parts[1:])
+        return [FUSED_HEADS, "d"]
+    if len(parts) == 3 and g == parts[0] and (h is None or g * (parts[1] - 2) == h):
+        sizes.bind(("g", "d"), (parts[0], parts[2]))
+        return ["g", GROUP_HEADS, "d"]
+    return None
+
+
+def heads_part(axes: Axes, axis: int, start: int, stop: int, sizes: Sizes) -> Axes:
+    """A slice of a :data:`HEADS_FUSED` axis (``qkv[..., :-2, :]``, ``qkv[..., [-2], :]``):
+    the first part, q's, is ``h`` (``h/g`` per key/value head), the others, k's and v's, ``g``
+    (``1`` per key/value head).
+
+    >>> sizes = Sizes({"d": 16})
+    >>> heads_part(("B", "S", FUSED_HEADS, "d"), 2, 0, 4, sizes), sizes.known["h"]
+    (('B', 'S', 'h', 'd'), 4)
+    >>> heads_part(("B", "S", "g", GROUP_HEADS, "d"), 3, 2, 3, Sizes())
+    ('B', 'S', 'g', '1', 'd')
+    """
+    n = stop - start
+    if axes[axis] == GROUP_HEADS:  # per key/value head: its one k or v, or h/g of q
+        h, g = sizes.known.get("h"), sizes.known.get("g")
+        fits = n == 1 if start else h is None or g is None or n * g == h
+        name = ("1" if start else GROUP) if fits else UNKNOWN
+    else:
+        name = "g" if start else "h"
+        name = name if sizes.known.setdefault(name, n) == n else UNKNOWN
+    return (*axes[:axis], name, *axes[axis + 1:])
 
 
 def reduce(

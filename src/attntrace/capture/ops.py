@@ -160,35 +160,42 @@ def torch_kind(
 
 def index_params(key: Any, shape: Sequence[int]) -> dict[str, Any]:
     """What ``t[key]`` picks, for the axes and roles: ``index``, the whole number it takes
-    along the first axis, or ``last``, the (start, stop) of the one range it cuts from the
+    along the first axis; ``along``, the (axis, start, stop) of the one axis it takes a range
+    of (see :func:`axis_range`); ``last``, the (start, stop) of the one range it cuts from the
     last axis of ``shape`` (``qkv[..., :H]``, ``qkv[:, :, H:2 * H]``); and ``picks``, where
     each axis comes from (see :func:`index_picks`).
 
     >>> index_params(1, (3, 4))["index"], index_params((Ellipsis, slice(4, None)), (2, 12))
-    (1, {'last': (4, 12), 'picks': (0, 1)})
+    (1, {'along': (1, 4, 12), 'last': (4, 12), 'picks': (0, 1)})
     >>> index_params((slice(None), slice(0, 4)), (2, 12))["last"], index_params(None, (2, 3))
     ((0, 4), {'picks': (None, 0, 1)})
     """
     picks = {} if (kept := index_picks(key, len(shape))) is None else {"picks": kept}
+    along = {} if (taken := axis_range(key, shape)) is None else {"along": taken}
     if (index := leading_index(key)) is not None:
-        return {"index": index, **picks}
+        return {"index": index, **along, **picks}
     if (cut := last_range(key, shape)) is not None:
-        return {"last": cut, **picks}
-    return picks
+        return {**along, "last": cut, **picks}
+    return {**along, **picks}
 
 
 def index_picks(key: Any, rank: int) -> tuple[int | None, ...] | None:
-    """For basic indexing (whole numbers, slices, None, ...): the axis of the operand each
-    axis of ``t[key]`` comes from, None for a new axis of size 1; else None.
+    """For basic indexing (whole numbers, slices, None, ..., or one list of whole numbers and
+    no whole number, so the list keeps its axis in place): the axis of the operand each axis
+    of ``t[key]`` comes from, None for a new axis of size 1; else None.
 
     >>> index_picks((slice(None), slice(None), None), 4), index_picks((0, Ellipsis, None), 3)
     ((0, 1, None, 2, 3), (1, 2, None))
+    >>> index_picks((Ellipsis, [-2], slice(None)), 4)
+    (0, 1, 2, 3)
     """
     parts = key if isinstance(key, tuple) else (key,)
-    basic = all(p is None or p is Ellipsis or isinstance(p, slice)
-                or (isinstance(p, int) and not isinstance(p, bool)) for p in parts)
+    basic = all(p is None or p is Ellipsis or isinstance(p, slice) or _whole(p)
+                or _whole_list(p) for p in parts)
     used = sum(p is not None and p is not Ellipsis for p in parts)
-    if not basic or used > rank or sum(p is Ellipsis for p in parts) > 1:
+    lists = sum(_whole_list(p) for p in parts)
+    advanced = lists > 1 or (lists == 1 and any(_whole(p) for p in parts))
+    if not basic or used > rank or sum(p is Ellipsis for p in parts) > 1 or advanced:
         return None
     out: list[int | None] = []
     axis = 0
@@ -198,26 +205,70 @@ def index_picks(key: Any, rank: int) -> tuple[int | None, ...] | None:
             axis += rank - used
         elif p is None:
             out.append(None)
-        else:  # a slice keeps its axis, a whole number drops it
-            out += [axis] if isinstance(p, slice) else []
+        else:  # a slice or a list keeps its axis, a whole number drops it
+            out += [] if _whole(p) else [axis]
             axis += 1
     return (*out, *range(axis, rank))
 
 
+def axis_range(key: Any, shape: Sequence[int]) -> tuple[int, int, int] | None:
+    """The (axis, start, stop) of the one axis of ``shape`` that ``t[key]`` takes a range
+    of, every other axis kept whole: by a slice of step 1, a whole number (the axis goes) or
+    a list of consecutive whole numbers (Falcon's ``qkv[..., [-2], :]``).
+
+    >>> axis_range((Ellipsis, slice(None, -2), slice(None)), (2, 6, 16))
+    (1, 0, 4)
+    >>> axis_range((Ellipsis, [-2], slice(None)), (2, 6, 16)), axis_range((0, 1), (3, 4))
+    ((1, 4, 5), None)
+    """
+    found = _one_part(key, len(shape))
+    if found is None:
+        return None
+    axis, part = found
+    taken = _range_of(part, int(shape[axis]))
+    return None if taken is None else (axis, *taken)
+
+
 def last_range(key: Any, shape: Sequence[int]) -> tuple[int, int] | None:
-    """The (start, stop) a key cuts from the last axis, every other axis kept whole."""
+    """The (start, stop) a key cuts from the last axis (a slice, or a list that keeps the
+    axis), every other axis kept whole."""
+    found = _one_part(key, len(shape))
+    if found is None or found[0] != len(shape) - 1 or _whole(found[1]):
+        return None
+    return _range_of(found[1], int(shape[-1]))
+
+
+def _one_part(key: Any, rank: int) -> tuple[int, Any] | None:
+    """The axis and the part of ``key`` for it, when ``key`` takes all of every other axis."""
     parts = key if isinstance(key, tuple) else (key,)
-    if not shape or not parts or not isinstance(parts[-1], slice):
+    if any(p is None for p in parts) or sum(p is Ellipsis for p in parts) > 1 or not rank:
         return None
-    rest = parts[:-1]
-    if rest and rest[0] is Ellipsis:
-        rest = rest[1:]
-    elif len(parts) != len(shape):
+    if Ellipsis in parts:
+        at = parts.index(Ellipsis)
+        parts = (*parts[:at], *[slice(None)] * (rank - len(parts) + 1), *parts[at + 1:])
+    parts = (*parts, *[slice(None)] * (rank - len(parts)))
+    cut = [(k, p) for k, p in enumerate(parts) if not (isinstance(p, slice) and p == slice(None))]
+    return cut[0] if len(parts) == rank and len(cut) == 1 else None
+
+
+def _range_of(part: Any, size: int) -> tuple[int, int] | None:
+    """The (start, stop) one part of a key takes from an axis of ``size``, else None."""
+    if isinstance(part, slice):
+        start, stop, step = part.indices(size)
+        return (start, stop) if step == 1 and stop > start else None
+    picked = [part] if _whole(part) else part if _whole_list(part) else []
+    if not picked or not all(-size <= i < size for i in picked):
         return None
-    if not all(isinstance(r, slice) and r == slice(None) for r in rest):
-        return None
-    start, stop, step = parts[-1].indices(int(shape[-1]))
-    return (start, stop) if step == 1 and stop > start else None
+    first = [i % size for i in picked]
+    return (first[0], first[-1] + 1) if first == list(range(first[0], first[-1] + 1)) else None
+
+
+def _whole(part: Any) -> bool:
+    return isinstance(part, int) and not isinstance(part, bool)
+
+
+def _whole_list(part: Any) -> bool:
+    return isinstance(part, list) and bool(part) and all(_whole(i) for i in part)
 
 
 def leading_index(key: Any) -> int | None:

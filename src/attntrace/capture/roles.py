@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from attntrace.capture.axes import FUSED, FUSED_KVS
+from attntrace.capture.axes import FUSED, FUSED_KVS, GROUP_HEADS, HEADS_FUSED
 from attntrace.capture.events import Event
 
 Axes = tuple[str, ...]
@@ -102,6 +102,8 @@ class _Finder:
         base = first.removesuffix("_proj").removesuffix("_heads")
         if first in ("qkv_proj", "kv_proj"):
             return self._fused_part(e, axes, first)
+        if e.kind == "reshape" and first.endswith("_grouped") and any(a in _HEADS for a in axes):
+            return self._ungrouped(axes, first.removesuffix("_grouped"))
         if e.kind == "reshape" and first in ("x", "x_kv") and any(a in _HEADS for a in axes):
             return "xh", ""
         if e.kind == "reshape" and first.endswith("_proj") and any(a in _HEADS for a in axes):
@@ -132,12 +134,12 @@ class _Finder:
         parts = e.params.get("parts")
         part = e.params.get("part") if parts == len(names) else self._picked(e)
         if part is None and (cut := self._cut(e)) is not None:
-            start, stop = cut  # q first, v last, k between (h·d, g·d, g·d wide)
-            last = len(names) - 1
-            part = 0 if start == 0 else last if stop == e.input_shapes[0][-1] else 1
+            part = self._between(*cut, e.input_shapes[0][-1], len(names))
         if part is None or not 0 <= part < len(names):
             return fused, ""
         name = names[part]
+        if self._along(e) == GROUP_HEADS:
+            return f"{name}_grouped", ""  # (B, S, g, h/g, d): its heads not yet one axis
         if len(axes) >= 3 and axes[-3] in _HEADS:
             step = name  # heads first: timm's qkv.reshape(B, N, 3, h, d).permute(…).unbind(0)
         elif any(a in _HEADS for a in axes):
@@ -146,23 +148,51 @@ class _Finder:
             step = f"{name}_proj"  # nanoGPT's q, k, v = c_attn(x).split(H, dim=2)
         return step, step
 
+    @staticmethod
+    def _between(start: int, stop: int, width: int, parts: int) -> int:
+        """Which part a cut of ``width`` is: q first, v last, k between (h·d, g·d, g·d)."""
+        return 0 if start == 0 else parts - 1 if stop == width else 1
+
     def _cut(self, e: Event) -> tuple[int, int] | None:
         """The (start, stop) a slice takes from the fused axis itself (not from d after a
         reshape to (…, 3, h, d))."""
         cut, source = e.params.get("last"), e.inputs[0] if e.inputs else None
         return cut if source is not None and self.axes[source][-1:] in _FUSED_LAST else None
 
+    def _along(self, e: Event) -> str:
+        """The letter of the operand's axis that ``e`` takes a range of ("" when none)."""
+        along, source = e.params.get("along"), e.inputs[0] if e.inputs else None
+        if e.func != "getitem" or along is None or source is None:
+            return ""
+        axes = self.axes[source]
+        return axes[along[0]] if along[0] < len(axes) else ""
+
     def _picked(self, e: Event) -> int | None:
-        """The part ``qkv[i]`` takes (i = 0, 1, 2) along a leading axis of the three."""
-        index, source = e.params.get("index"), e.inputs[0] if e.inputs else None
-        if e.func != "getitem" or not isinstance(index, int) or source is None:
+        """The part ``qkv[i]`` takes (i = 0, 1, 2) along its axis of the three (timm's leading
+        one, Falcon's (B, S, h, 3, d)), or a slice of a fused axis of heads (Falcon's
+        ``qkv[..., :-2, :]``, ``qkv[..., [-2], :]``, ``qkv[..., [-1], :]``)."""
+        letter, along = self._along(e), e.params.get("along")
+        if along is None:
             return None
-        return index if self.axes[source][:1] == ("3",) and 0 <= index < 3 else None
+        axis, start, stop = along
+        if letter == "3" and len(e.shape) < len(e.input_shapes[0]):
+            return int(start)  # a whole number: the axis goes
+        if letter in HEADS_FUSED:
+            return self._between(start, stop, e.input_shapes[0][axis], 3)
+        return None
+
+    def _ungrouped(self, axes: Axes, name: str) -> tuple[str, str]:
+        """A part of Falcon's (B, S, g, h/g+2, d) with its heads made one axis: q's to
+        q_heads; k's and v's, broadcast to the h/g query heads of their group first, to
+        their heads repeated (their move of the heads first plays k_rep and v_rep)."""
+        if name in ("k", "v") and "h" in axes:
+            return f"{name}_rep_heads", ""
+        return f"{name}_heads", f"{name}_heads"
 
     def _moved(self, axes: Axes, first: str, base: str) -> tuple[str, str]:
         heads_first = len(axes) >= 3 and axes[-3] in _HEADS
-        if first.endswith("_heads") and heads_first:
-            return base, base
+        if first.endswith("_heads") and heads_first:  # k_rep_heads: k_rep, then k
+            return base.removesuffix("_rep"), base
         if first == "xh" and heads_first:
             return "xq", ""
         split = first == "k" and axes[-2:] in (("d", "S"), ("d", "N"))
@@ -180,7 +210,7 @@ class _Finder:
             return "weights", "weights"
         if e.func == "exp":
             return "exp_scores", ""
-        if len(ins) == 1 and e.func in (
+        if len(ins) == 1 and e.func.removesuffix("_") in (
             "div",
             "truediv",
             "true_divide",
