@@ -44,7 +44,6 @@ def package_folders(names: Sequence[str]) -> tuple[str, ...]:
     >>> package_folders(["json"])[0].endswith("json")
     True
     """
-    import importlib.util
 
     from attntrace.errors import ConfigError
 
@@ -54,13 +53,7 @@ def package_folders(names: Sequence[str]) -> tuple[str, ...]:
             raise ConfigError(f"--into {name} would record {name.split('.')[0]}'s own internals; "
                               "name the package whose attention code you want to see, "
                               "e.g. --into transformers")
-        try:
-            spec = importlib.util.find_spec(name)
-        except (ImportError, ValueError):
-            spec = None
-        places = [str(p) for p in spec.submodule_search_locations or []] if spec else []
-        if spec is not None and not places and spec.origin:  # a single-file module
-            places = [spec.origin]
+        places = _places(name)
         if not places:
             raise ConfigError(f"--into {name}: no installed package {name!r}; give a name "
                               "that python -c 'import NAME' imports, e.g. --into transformers")
@@ -82,17 +75,23 @@ def pass_through_folders() -> tuple[str, ...]:
     >>> all(folder.endswith(os.sep) for folder in pass_through_folders())
     True
     """
+    places = (place for name in PASS_THROUGH for place in _places(name))
+    return tuple(os.path.realpath(place) + os.sep for place in places if not place.endswith(".py"))
+
+
+def _places(name: str) -> list[str]:
+    """The folders of the installed package ``name`` (the file of a single-file module),
+    found without importing it; ``[]`` when it is not installed."""
     import importlib.util
 
-    folders = []
-    for name in PASS_THROUGH:
-        try:
-            spec = importlib.util.find_spec(name)
-        except (ImportError, ValueError):
-            spec = None
-        places = (spec.submodule_search_locations or []) if spec is not None else []
-        folders += [os.path.realpath(place) + os.sep for place in places]
-    return tuple(folders)
+    try:
+        spec = importlib.util.find_spec(name)
+    except (ImportError, ValueError):
+        spec = None
+    places = [str(p) for p in spec.submodule_search_locations or []] if spec else []
+    if spec is not None and not places and spec.origin:  # a single-file module
+        places = [spec.origin]
+    return places
 
 
 @lru_cache(maxsize=4096)
