@@ -44,7 +44,6 @@ def package_folders(names: Sequence[str]) -> tuple[str, ...]:
     >>> package_folders(["json"])[0].endswith("json")
     True
     """
-
     from attntrace.errors import ConfigError
 
     folders = []
