@@ -274,7 +274,7 @@ def compute_fns(sizes: tuple[int, int, int, int], mask: str = "none",
     import torch.nn.functional as F  # noqa: N812  (the name in the torch docs)
 
     from attntrace import AttentionConfig, trace_attention
-    from attntrace.reference import reference_mask
+    from attntrace.tools.reference import reference_mask
 
     B, S, H, h = sizes
     lengths = (max(1, S // 2),) * B if mask == "key padding" else None

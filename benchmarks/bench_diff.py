@@ -58,8 +58,8 @@ def main() -> int:
     parser.add_argument("--heads", type=int, default=16)
     args = parser.parse_args()
     from attntrace import AttentionConfig, diff
-    from attntrace.diff.layer import as_layer
-    from attntrace.verify import verify_attention
+    from attntrace.diffing.layer import as_layer
+    from attntrace.tools.verify import verify_attention
 
     config = AttentionConfig(batch=args.batch, seq=args.seq, hidden=args.hidden, heads=args.heads)
     attention = module(args.hidden, args.heads)

@@ -7,16 +7,16 @@ from pathlib import Path
 
 import pytest
 
-GOLDEN_DIR = Path(__file__).parent / "golden"
+GOLDEN_DIR = Path(__file__).parent / "data" / "golden"
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
-    parser.addoption("--update-golden", action="store_true", help="rewrite tests/golden/* from the current output")
+    parser.addoption("--update-golden", action="store_true", help="rewrite tests/data/golden/* from the current output")
 
 
 @pytest.fixture
 def golden(request: pytest.FixtureRequest) -> Callable[[str, str], None]:
-    """Compare text with tests/golden/<test name>[-<suffix>].txt; --update-golden rewrites it."""
+    """Compare text with tests/data/golden/<test name>[-<suffix>].txt; --update-golden rewrites it."""
 
     def check(text: str, suffix: str = "") -> None:
         name = request.node.name.replace("[", "-").replace("]", "").replace("/", "_")

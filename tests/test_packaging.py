@@ -37,7 +37,7 @@ def test_build_makes_an_sdist_and_a_wheel_that_twine_accepts(dist: Path) -> None
     result = sh(sys.executable, "-m", "twine", "check", "--strict", *wheels, *sdists)
     assert result.stdout.count("PASSED") == 2
     names = zipfile.ZipFile(wheels[0]).namelist()
-    for inside in ("attntrace/py.typed", "attntrace/schemas/trace-1.schema.json", "attntrace/cli/report.py"):
+    for inside in ("attntrace/py.typed", "attntrace/schemas/trace-1.schema.json", "attntrace/cli/commands/cmd_report.py"):
         assert inside in names
     assert not any(".venv" in n or "__pycache__" in n for n in names)
     with tarfile.open(sdists[0]) as tar:

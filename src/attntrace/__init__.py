@@ -8,8 +8,6 @@
 
 from __future__ import annotations
 
-import sys
-import types
 from typing import TYPE_CHECKING
 
 from attntrace.errors import (
@@ -22,49 +20,36 @@ from attntrace.errors import (
 from attntrace.lazy import lazy_names
 
 if TYPE_CHECKING:  # the names below are imported on first use (``attntrace --help`` stays fast)
-    from attntrace.attention import (
+    from attntrace.backends import BACKENDS, get_backend
+    from attntrace.capturing.session import Capture, CapturedStep, capture
+    from attntrace.config.attention_config import DTYPE_BYTES, AttentionConfig
+    from attntrace.config.presets import PRESETS, resolve_config
+    from attntrace.diffing.diff_report import DiffReport, diff
+    from attntrace.engine.attention import (
         STEP_NAMES,
         VARIANT_STEPS,
         estimate_bytes,
         step_names,
         trace_attention,
     )
-    from attntrace.backends import BACKENDS, get_backend
-    from attntrace.capture import Capture, CapturedStep, capture
-    from attntrace.config import DTYPE_BYTES, AttentionConfig
-    from attntrace.diff import DiffReport, diff
-    from attntrace.masks import MaskWarning
-    from attntrace.presets import PRESETS, resolve_config
+    from attntrace.engine.masks import MaskWarning
     from attntrace.trace import Param, Step, Trace
 
 #: Public name -> the module that defines it, imported when the name is first read.
 _LAZY = {
     **dict.fromkeys(["STEP_NAMES", "VARIANT_STEPS", "estimate_bytes", "step_names",
-                     "trace_attention"], "attntrace.attention"),
+                     "trace_attention"], "attntrace.engine.attention"),
     **dict.fromkeys(["BACKENDS", "get_backend"], "attntrace.backends"),
-    **dict.fromkeys(["Capture", "CapturedStep", "capture"], "attntrace.capture"),
-    **dict.fromkeys(["DTYPE_BYTES", "AttentionConfig"], "attntrace.config"),
-    **dict.fromkeys(["DiffReport", "diff"], "attntrace.diff"),
-    "MaskWarning": "attntrace.masks",
-    **dict.fromkeys(["PRESETS", "resolve_config"], "attntrace.presets"),
+    **dict.fromkeys(["Capture", "CapturedStep", "capture"], "attntrace.capturing.session"),
+    **dict.fromkeys(["DTYPE_BYTES", "AttentionConfig"], "attntrace.config.attention_config"),
+    **dict.fromkeys(["DiffReport", "diff"], "attntrace.diffing.diff_report"),
+    "MaskWarning": "attntrace.engine.masks",
+    **dict.fromkeys(["PRESETS", "resolve_config"], "attntrace.config.presets"),
     **dict.fromkeys(["Param", "Step", "Trace"], "attntrace.trace"),
 }
 
 
 __getattr__, __dir__ = lazy_names(__name__, _LAZY)
-
-
-class _Package(types.ModuleType):
-    """``attntrace.capture`` and ``attntrace.diff`` stay the functions: importing the subpackage
-    of the same name sets the package's attribute to the subpackage, and this keeps its function."""
-
-    def __setattr__(self, name: str, value: object) -> None:
-        if name in ("capture", "diff") and isinstance(value, types.ModuleType):
-            value = getattr(value, name)
-        super().__setattr__(name, value)
-
-
-sys.modules[__name__].__class__ = _Package
 
 
 __version__ = "0.1.0"

@@ -14,7 +14,7 @@ def lazy_names(package: str, names: Mapping[str, str]) -> tuple[Callable[[str], 
     """The ``__getattr__`` and ``__dir__`` of ``package``: each name of ``names`` (name ->
     the module defining it) is imported when first read, then kept in the package.
 
-    >>> get, _ = lazy_names("attntrace", {"AttentionConfig": "attntrace.config"})
+    >>> get, _ = lazy_names("attntrace", {"AttentionConfig": "attntrace.config.attention_config"})
     >>> get("AttentionConfig").__name__
     'AttentionConfig'
     """

@@ -10,8 +10,8 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, cast
 
-from attntrace.config import ELEMENT_BYTES, AttentionConfig
-from attntrace.costs import ModelFigures, exact_count, format_terms
+from attntrace.config.attention_config import ELEMENT_BYTES, AttentionConfig
+from attntrace.engine.costs import ModelFigures, exact_count, format_terms
 from attntrace.errors import AttntraceError
 
 if TYPE_CHECKING:

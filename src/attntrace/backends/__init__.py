@@ -41,7 +41,7 @@ def blas_pinned() -> bool:
     """Whether numpy's BLAS was loaded with one thread by :func:`single_threaded_blas` (every
     variable it reads says 1): then limiting it to one thread is nothing to do, and a small
     run skips threadpoolctl's import and its search of the loaded libraries (~8 ms).
-    (tests/test_startup.py checks it in fresh processes, with and without the variables.)
+    (tests/cli/test_startup.py checks it in fresh processes, with and without the variables.)
 
     >>> import numpy  # loaded before any request: too late to ask, and nothing is pinned
     >>> single_threaded_blas(), blas_pinned()

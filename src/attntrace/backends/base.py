@@ -65,7 +65,7 @@ class Backend(ABC, Generic[T]):
     dtypes: ClassVar[tuple[str, ...]]  # the dtype names this backend supports
     computes: ClassVar[bool] = True  # False for the shape backend: no values, no memory
     #: Whether numpy's passes over this backend's values (the non-finite checks, eager's bounds)
-    #: may run on attntrace's pool (:func:`attntrace.parallel.map_parts`). Not for torch: its
+    #: may run on attntrace's pool (:func:`attntrace.engine.parallel.map_parts`). Not for torch: its
     #: OpenMP threads still spin on the cores after each kernel (the torch backend's trace ran
     #: ~5 % slower with them pooled, 6 interleaved runs of 11 calls).
     pools_checks: ClassVar[bool] = True
@@ -88,7 +88,7 @@ class Backend(ABC, Generic[T]):
 
     @abstractmethod
     def dtype(self, x: T) -> str:
-        """The dtype name of ``x`` (one of ``attntrace.config.DTYPE_BYTES``)."""
+        """The dtype name of ``x`` (one of ``attntrace.config.attention_config.DTYPE_BYTES``)."""
 
     @abstractmethod
     def to_numpy(self, x: T) -> np.ndarray | None:
@@ -174,7 +174,7 @@ class Backend(ABC, Generic[T]):
         used afterwards); the scale is not charged (the caller records it as its own step)."""
         return self.softmax(x if scale == 1.0 else self.scale(x, scale))
 
-    # The operations of eager's blocked kernel (attntrace.eager): each (Br, N) block of scores
+    # The operations of eager's blocked kernel (attntrace.engine.eager): each (Br, N) block of scores
     # is made, softmaxed and multiplied by v while in cache, written once where it is kept.
 
     def empty(self, shape: Shape, dtype: str) -> T:

@@ -13,8 +13,8 @@ import numpy as np
 
 from attntrace.backends import blas_pinned, spare
 from attntrace.backends.base import Backend, Shape, Source
-from attntrace.config import MASK_DTYPE
-from attntrace.parallel import cores, in_pool, map_parts, pool, spread
+from attntrace.config.attention_config import MASK_DTYPE
+from attntrace.engine.parallel import cores, in_pool, map_parts, pool, spread
 
 if TYPE_CHECKING:
     from threadpoolctl import ThreadpoolController

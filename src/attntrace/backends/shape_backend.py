@@ -1,7 +1,7 @@
 """The shape backend: the same operations on shapes alone, in pure Python.
 
 It allocates nothing and imports neither numpy nor torch, so it traces sizes of any scale,
-and :mod:`attntrace.attention` uses it to estimate memory before a compute backend allocates.
+and :mod:`attntrace.engine.attention` uses it to estimate memory before a compute backend allocates.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import math
 from dataclasses import dataclass
 
 from attntrace.backends.base import Backend, Shape, Source
-from attntrace.config import DTYPE_BYTES
+from attntrace.config.attention_config import DTYPE_BYTES
 from attntrace.errors import ConfigError
 
 

@@ -9,7 +9,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
 from attntrace.backends.base import Backend, Shape, Source
-from attntrace.config import MASK_DTYPE
+from attntrace.config.attention_config import MASK_DTYPE
 from attntrace.errors import BackendUnavailableError
 
 if TYPE_CHECKING:

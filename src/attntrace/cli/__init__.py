@@ -50,7 +50,7 @@ def _is_root_help(argv: list[str]) -> bool:
 def _print_root_help() -> None:
     """Write the top-level help (ASCII where stdout needs it) and exit 0; quietly when the
     reader of stdout went away, as every other command does."""
-    from attntrace.cli.help import print_root_help
+    from attntrace.cli.fast_help import print_root_help
     from attntrace.render.terminal import plain
 
     sys.stdout = plain(sys.stdout)

@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 import typer
 
 from attntrace.cli import options as opt
-from attntrace.config import AttentionConfig, parse_scale
+from attntrace.config.attention_config import AttentionConfig, parse_scale
 from attntrace.errors import ConfigError
 
 R = TypeVar("R")
@@ -106,7 +106,7 @@ def resolve_options(*, preset: str | None = None, hf_config: Path | None = None,
     >>> resolve_options(preset="llama-3-8b", seq=16, kv_heads=None).kv_heads
     8
     """
-    from attntrace.presets import resolve_fields
+    from attntrace.config.presets import resolve_fields
 
     model_dir, layer = options.pop("model_dir", None), options.pop("layer", None)
     prefix = options.pop("layer_prefix", None)
@@ -147,8 +147,8 @@ def config_from_files(
         if layer_prefix is not None:
             raise ConfigError("--layer-prefix picks a layer of --weights; add --weights FILE")
         return resolve_options(**options), {}
+    from attntrace.config.presets import resolve_fields
     from attntrace.files import read_npy, resolve_run
-    from attntrace.presets import resolve_fields
 
     sources = {k: options.pop(k, None) for k in ("preset", "hf_config", "model_dir", "layer")}
     sizes, known = resolve_fields(**sources, layer_prefix=layer_prefix, **option_fields(**options))
@@ -176,7 +176,7 @@ def origin_line(ctx: typer.Context | None, model: dict[str, Any], config: Attent
     >>> origin_line(None, {"preset": "gpt2", "kv_heads": 4}, AttentionConfig(kv_heads=4))
     'from --preset gpt2; typed over it: --kv-heads 4 (was none)'
     """
-    from attntrace.presets import resolve_fields
+    from attntrace.config.presets import resolve_fields
 
     sources = {k: model.get(k) for k in ("preset", "hf_config", "model_dir", "layer")}
     if all(sources[k] is None for k in ("preset", "hf_config", "model_dir")):

@@ -15,7 +15,7 @@ def complete_preset(incomplete: str) -> list[str]:
     >>> complete_preset("llama-3-8")
     ['llama-3-8b']
     """
-    from attntrace.presets import PRESETS
+    from attntrace.config.presets import PRESETS
 
     return [name for name in PRESETS if name.startswith(incomplete)]
 
@@ -26,8 +26,8 @@ def complete_step(incomplete: str) -> list[str]:
     >>> complete_step("k_r")
     ['k_rot=', 'k_rep=']
     """
-    from attntrace.attention import STEP_NAMES, VARIANT_STEPS
-    from attntrace.flash import FLASH_MASK_STEPS, FLASH_STEPS
+    from attntrace.engine.attention import STEP_NAMES, VARIANT_STEPS
+    from attntrace.engine.flash import FLASH_MASK_STEPS, FLASH_STEPS
 
     variants = [name for _, steps in VARIANT_STEPS.values() for name in steps]
     names = dict.fromkeys([*STEP_NAMES, *variants, *FLASH_STEPS, *FLASH_MASK_STEPS])
@@ -183,7 +183,7 @@ Seed = Annotated[int, typer.Option(help="Seed of x and the weights; the same see
 def _given_budget(ctx: typer.Context, value: str | None) -> str | None:
     """--max-memory also bounds the sizes input files declare, for the rest of the command."""
     if value is not None:  # read when first needed, so that a typo is the usual one-line error
-        from attntrace.memory import given_budget
+        from attntrace.engine.memory import given_budget
 
         ctx.with_resource(given_budget(value))
     return value

@@ -4,12 +4,12 @@ The description, the epilog, the root options and every command's one-line summa
 in a module that imports nothing heavy: :func:`attntrace.cli.main` draws ``attntrace --help``
 from them without importing Typer (whose import alone is most of a start-up), and the Typer
 application (:mod:`attntrace.cli.typer_app`) is built from the same strings.
-tests/test_help.py checks that the page drawn from here is the one Typer's group gives.
+tests/cli/test_help.py checks that the page drawn from here is the one Typer's group gives.
 """
 
 from __future__ import annotations
 
-from attntrace.cli.help import Option, Page
+from attntrace.cli.fast_help import Option, Page
 
 #: The application's help: the description, then a line on where to start.
 HELP = ("Trace every intermediate tensor shape of multi-head attention.\n\n"
@@ -34,28 +34,28 @@ class CommandSpec:
 #: Every command, in the order of ``attntrace --help``. A new command: its module registers
 #: it with ``@app.command``; add it here with the first paragraph of its docstring.
 COMMANDS: dict[str, CommandSpec] = {
-    "run": CommandSpec("attntrace.cli.run",
+    "run": CommandSpec("attntrace.cli.commands.cmd_run",
                        "Run multi-head attention and print the shape of every step."),
-    "trace": CommandSpec("attntrace.cli.trace", "Run your attention code and print the shape of "
+    "trace": CommandSpec("attntrace.cli.commands.cmd_trace", "Run your attention code and print the shape of "
                          "every tensor op in your files."),
-    "check": CommandSpec("attntrace.cli.check", "Check the shapes of a trace: exit 1 when one is "
+    "check": CommandSpec("attntrace.cli.commands.cmd_check", "Check the shapes of a trace: exit 1 when one is "
                          "not what you expect."),
-    "report": CommandSpec("attntrace.cli.report", "Write one self-contained HTML page: steps, flow "
+    "report": CommandSpec("attntrace.cli.commands.cmd_report", "Write one self-contained HTML page: steps, flow "
                           "diagram, heat maps, costs, config."),
-    "presets": CommandSpec("attntrace.cli.presets",
+    "presets": CommandSpec("attntrace.cli.commands.cmd_presets",
                            "List the real models --preset knows, with their attention sizes."),
-    "sweep": CommandSpec("attntrace.cli.sweep", "FLOPs, score bytes and peak memory over several "
+    "sweep": CommandSpec("attntrace.cli.commands.cmd_sweep", "FLOPs, score bytes and peak memory over several "
                          "sizes, eager beside flash."),
-    "verify": CommandSpec("attntrace.cli.verify", "Check the trace against PyTorch's own "
+    "verify": CommandSpec("attntrace.cli.commands.cmd_verify", "Check the trace against PyTorch's own "
                           "attention; exit 1 beyond tolerance."),
-    "diff": CommandSpec("attntrace.cli.diff", "Run your attention beside the reference with the "
+    "diff": CommandSpec("attntrace.cli.commands.cmd_diff", "Run your attention beside the reference with the "
                         "same weights and input; name the bug."),
-    "demo": CommandSpec("attntrace.cli.demo", "Walk through the study notes' worked 3×3 example, "
+    "demo": CommandSpec("attntrace.cli.commands.cmd_demo", "Walk through the study notes' worked 3×3 example, "
                         "unscaled and scaled."),
 }
 
 
-#: The top-level help page as Typer's group describes it (tests/test_help.py compares the two):
+#: The top-level help page as Typer's group describes it (tests/cli/test_help.py compares the two):
 #: the root callback's ``--version``, Typer's completion options, and the help option.
 PAGE = Page(
     usage="Usage: attntrace [OPTIONS] COMMAND [ARGS]...",

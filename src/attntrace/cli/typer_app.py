@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Annotated, ParamSpec, TypeVar
 
 import typer
 
-from attntrace.cli.lazy import AttntraceGroup
+from attntrace.cli.registry import AttntraceGroup
 from attntrace.cli.root import EPILOG, HELP, HELP_NAMES, VERSION_HELP
 from attntrace.errors import EXIT_INTERNAL, EXIT_USAGE, AttntraceError
 

@@ -47,7 +47,7 @@ class Declared:
 
 def check_bytes(path: Path, name: str, nbytes: int) -> None:
     """Refuse an array whose declared bytes exceed the memory budget (before reading it)."""
-    from attntrace.memory import file_budget, format_bytes
+    from attntrace.engine.memory import file_budget, format_bytes
 
     budget, origin = file_budget()
     if nbytes > budget:

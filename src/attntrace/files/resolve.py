@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from attntrace.config import AttentionConfig, _nearby_divisors
+from attntrace.config.attention_config import AttentionConfig, _nearby_divisors
 from attntrace.errors import ConfigError
 from attntrace.files.schemes import LoadedWeights
 

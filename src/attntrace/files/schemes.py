@@ -249,7 +249,7 @@ def _check_shapes(path: Path, prefix: str, params: dict[str, np.ndarray | None])
 def _hints(path: Path, meta: Mapping[str, str]) -> dict[str, Any]:
     """Sizes the file states: our --save config entry, or safetensors metadata; each checked
     for its type and range, so a bad entry is one line naming the field."""
-    from attntrace.config import DTYPE_BYTES, MAX_SIZE
+    from attntrace.config.attention_config import DTYPE_BYTES, MAX_SIZE
     from attntrace.files.guard import json_float, json_int, json_str, parse_json
     from attntrace.text import plain
 

@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from attntrace.config import MAX_SIZE
+from attntrace.config.attention_config import MAX_SIZE
 from attntrace.errors import ConfigError
 from attntrace.text import plain
 

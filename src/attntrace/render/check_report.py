@@ -12,8 +12,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from attntrace.check import CaseResult, Mismatch
 from attntrace.text import plain
+from attntrace.tools.check import CaseResult, Mismatch
 
 REPORT_SCHEMA = "attntrace.check/1"
 
@@ -151,7 +151,7 @@ def _testcase(suite: ET.Element, o: Outcome, spec: Path | None) -> None:
         suite,
         "testcase",
         name=_xml(o.check),
-        classname=_xml(f"attntrace.check.{o.config}"),
+        classname=_xml(f"attntrace.tools.check.{o.config}"),
         time="0",
     )
     if o.status != "passed":

@@ -13,7 +13,7 @@ from __future__ import annotations
 import csv
 import io
 
-from attntrace.costs import exact_count, format_terms
+from attntrace.engine.costs import exact_count, format_terms
 from attntrace.trace import Records
 
 #: The CSV header, in order (a contract for scripts; new columns are only ever appended).

@@ -9,7 +9,7 @@ with Rich's ``Table`` options as attntrace uses them. Each yields the lines of s
 (text, style names) Rich would yield, boundaries included (a terminal gets one escape code
 per segment), or ``None`` where it would not be exact: then :func:`show` lets Rich draw that
 piece (a cell that must wrap, a table wider than the console, markup, wide characters).
-tests/test_grid.py compares the two renderings.
+tests/render/test_grid.py compares the two renderings.
 """
 
 from __future__ import annotations

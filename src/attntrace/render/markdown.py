@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from attntrace.costs import count as in_unit
-from attntrace.costs import format_count, format_terms
-from attntrace.memory import format_bytes
+from attntrace.engine.costs import count as in_unit
+from attntrace.engine.costs import format_count, format_terms
+from attntrace.engine.memory import format_bytes
 from attntrace.render.table import format_axes, format_shape, whole_model_line
 from attntrace.trace import Step, Trace
 

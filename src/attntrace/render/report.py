@@ -11,9 +11,9 @@ from __future__ import annotations
 from html import escape
 from typing import TYPE_CHECKING
 
-from attntrace.costs import count as in_unit
-from attntrace.costs import format_count, format_terms
-from attntrace.memory import format_bytes
+from attntrace.engine.costs import count as in_unit
+from attntrace.engine.costs import format_count, format_terms
+from attntrace.engine.memory import format_bytes
 from attntrace.render.flow import render_flow_svg
 from attntrace.render.pooling import pool
 from attntrace.render.table import (

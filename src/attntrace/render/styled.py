@@ -1,6 +1,6 @@
 """Styled text measured in terminal cells, and Rich's word wrap, without importing Rich.
 
-Shared by the top-level help (:mod:`attntrace.cli.help`, which draws Typer's Rich panels) and
+Shared by the top-level help (:mod:`attntrace.cli.fast_help`, which draws Typer's Rich panels) and
 the table view (:mod:`attntrace.render.grid`, which draws the run's tables): both lay text out
 exactly as Rich would, for a fraction of Rich's import and layout time.
 """

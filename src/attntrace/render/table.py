@@ -13,11 +13,11 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from attntrace.config import AttentionConfig
-from attntrace.costs import count as in_unit
-from attntrace.costs import format_count, format_terms
-from attntrace.memory import format_bytes
-from attntrace.parallel import map_parts
+from attntrace.config.attention_config import AttentionConfig
+from attntrace.engine.costs import count as in_unit
+from attntrace.engine.costs import format_count, format_terms
+from attntrace.engine.memory import format_bytes
+from attntrace.engine.parallel import map_parts
 from attntrace.render.grid import BLANK, Column, Grid, Piece, Prose, show
 from attntrace.render.pooling import POOLING, Pooled, block_starts, pool, span_labels
 from attntrace.trace import Trace
@@ -200,7 +200,7 @@ def whole_model_line(trace: Trace, count: str = "flops") -> Text | None:
 
     >>> import dataclasses
     >>> from attntrace import AttentionConfig, trace_attention
-    >>> from attntrace.costs import model_figures
+    >>> from attntrace.engine.costs import model_figures
     >>> t = trace_attention(AttentionConfig(seq=4, hidden=8, heads=2), "shape")
     >>> t = dataclasses.replace(t, whole_model=model_figures(t, 3))
     >>> print(whole_model_line(t))  # doctest: +NORMALIZE_WHITESPACE
@@ -253,7 +253,7 @@ def whole_model_rows(trace: Trace, count: str = "flops") -> list[tuple[str, str,
 
     >>> import dataclasses
     >>> from attntrace import AttentionConfig, trace_attention
-    >>> from attntrace.costs import model_figures
+    >>> from attntrace.engine.costs import model_figures
     >>> t = trace_attention(AttentionConfig(seq=4, hidden=8, heads=2), "shape")
     >>> whole_model_rows(dataclasses.replace(t, whole_model=model_figures(t, 3)))[0]
     ('parameters', '864', '864')

@@ -1,0 +1,315 @@
+"""Capturing torch: a ``TorchFunctionMode`` sees every torch function, method and operator;
+global module hooks make a library module (``nn.Linear``) one row at the user's call."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from functools import lru_cache
+from types import CodeType
+from typing import Any
+
+from attntrace.capturing import ops
+from attntrace.capturing.record import Adapter, Recorder
+from attntrace.capturing.source import (
+    Site,
+    is_user_file,
+    pass_through_folders,
+    site_of,
+    user_frame,
+)
+
+#: Reading a tensor's metadata, printing it: never a step.
+_QUIET = frozenset(
+    {
+        "size",
+        "dim",
+        "numel",
+        "stride",
+        "is_contiguous",
+        "item",
+        "tolist",
+        "__format__",
+        "__repr__",
+        "__len__",
+        "__bool__",
+        "__index__",
+        "__int__",
+        "__float__",
+        "storage_offset",
+        "data_ptr",
+        "element_size",
+        "__hash__",
+        "__iter__",
+        "is_floating_point",
+        "is_complex",
+        "get_device",
+        "shape",
+        "dtype",
+        "device",
+        "requires_grad",
+        "grad_fn",
+        "is_leaf",
+        "ndim",
+        "layout",
+        "names",
+        "grad",
+        "is_cuda",
+        "__dlpack__",
+        "__array__",
+        "numpy",
+        "_version",
+    }
+)
+
+
+@dataclass
+class _Call:
+    """A library module being called: where the user called it, and with what."""
+
+    site: Site | None
+    module: Any
+    inputs: tuple[Any, ...]
+
+
+@dataclass
+class TorchHooks:
+    """Installs and removes the torch side of a capture."""
+
+    recorder: Recorder
+    adapter: Adapter = field(init=False)
+    stack: list[_Call] = field(default_factory=list)
+    _undo: list[Callable[[], None]] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.adapter = torch_adapter()
+
+    def install(self) -> None:
+        import torch
+        from torch.nn.modules import module as nn_module
+
+        root = os.path.dirname(torch.__file__)
+        dispatch = (os.path.join(root, *f.split("/")) for f in _DISPATCH)
+        through = (_CAPTURE_DIR, *dispatch, *pass_through_folders())
+        mode = _mode_class()(self, through)
+        mode.__enter__()
+        pre = nn_module.register_module_forward_pre_hook(self._pre)
+        post = nn_module.register_module_forward_hook(self._post, always_call=True)
+        self._undo = [post.remove, pre.remove, lambda: mode.__exit__(None, None, None)]
+        self.through = through
+
+    def uninstall(self) -> None:
+        for undo in self._undo:
+            undo()
+        self._undo = []
+
+    def call(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        """Run one torch function for the user's code, recording it when the user called it."""
+        rec = self.recorder
+        name = ops.torch_name(func)
+        if rec.busy or name in _QUIET:
+            return func(*args, **kwargs)
+        operands = ops.tensors(args, kwargs, self._is_tensor)
+        if ops.in_place(name, kwargs) and operands:
+            rec.snapshot(kwargs.get("out", operands[0]), self.adapter)
+        frame = None if self.stack else user_frame(through=self.through)
+        site = None if frame is None else site_of(frame)
+        if site is not None:
+            self._adopt(operands, site)
+        try:
+            result = func(*args, **kwargs)
+        except Exception as exc:
+            self._failed(frame, name, args, kwargs, operands, exc)
+            raise
+        if site is not None:
+            kind, params = ops.torch_kind(name, args, kwargs, len(operands))
+            self._record(result, ops.display(name), kind, site, operands, params)
+        return result
+
+    def _record(
+        self,
+        result: Any,
+        func: str,
+        kind: str,
+        site: Site,
+        operands: list[Any],
+        params: dict[str, Any],
+    ) -> None:
+        import torch
+
+        outputs = ops.tensors((result,), {}, self._is_tensor)
+        with torch._C.DisableTorchFunction():  # attntrace's own reads are not the user's ops
+            for k, out in enumerate(outputs):
+                kept = out.detach() if self.recorder.keep_values else out
+                rec = self.recorder
+                rec.record(kept, k, func, kind, site, operands, self.adapter,
+                           ops.part_params(params, k, len(outputs)), key=out)
+
+    def _failed(
+        self,
+        frame: Any,
+        name: str,
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        operands: list[Any],
+        exc: BaseException,
+    ) -> None:
+        rec = self.recorder
+        if self.stack:
+            call = self.stack[0]
+            if call.site is None:
+                return
+            weight = getattr(call.module, "weight", None)
+            shown = [*call.inputs, *([weight] if self._is_tensor(weight) else [])]
+            kind = "linear" if type(call.module).__name__ == "Linear" else "module"
+            named = [
+                (rec.operand_name(o) or ("weight" if o is weight else ""), tuple(o.shape))
+                for o in shown
+            ]
+            rec.fail(type(call.module).__name__.lower(), kind, call.site, named, exc)
+            return
+        if frame is not None:
+            kind, params = ops.torch_kind(name, args, kwargs, len(operands))
+            named = [(rec.operand_name(o), tuple(o.shape)) for o in operands]
+            rec.fail(ops.display(name), kind, site_of(frame), named, exc, params)
+
+    @staticmethod
+    def _is_tensor(obj: object) -> bool:
+        import torch
+
+        return isinstance(obj, torch.Tensor)
+
+    def _adopt(self, operands: list[Any], site: Site, names: tuple[str, ...] = ()) -> None:
+        """Tensors from before the capture (the ``x`` given to the model) become its inputs."""
+        import torch
+
+        for k, t in enumerate(operands):
+            if self.recorder.lookup(t) is not None or isinstance(t, torch.nn.Parameter):
+                continue
+            with torch._C.DisableTorchFunction():
+                adopt = t.dim() in (2, 3) and t.is_floating_point()
+            if adopt:
+                name = names[k] if k < len(names) else ""
+                where = Site(site.location, name or "input", name)
+                self._record(t, "input", "create", where, [], {})
+
+    def _pre(self, module: Any, inputs: tuple[Any, ...]) -> None:
+        if self.stack:
+            self.stack.append(_Call(None, module, ()))
+            return
+        frame = user_frame(through=self.through)
+        tensors = tuple(ops.tensors(inputs, {}, self._is_tensor))
+        if frame is not None:
+            self._adopt(list(tensors), site_of(frame), _arg_names(module))
+        if _user_forward(module):
+            return
+        self.stack.append(_Call(None if frame is None else site_of(frame), module, tensors))
+
+    def _post(self, module: Any, inputs: tuple[Any, ...], output: Any) -> None:
+        if not self.stack or self.stack[-1].module is not module:
+            return
+        call = self.stack.pop()
+        if self.stack or call.site is None or output is None:
+            return
+        kind = "linear" if type(module).__name__ == "Linear" else "module"
+        self._record(output, type(module).__name__.lower(), kind, call.site, list(call.inputs), {})
+
+
+def _forward_code(module: object) -> CodeType | None:
+    code = getattr(getattr(type(module), "forward", None), "__code__", None)
+    return code if isinstance(code, CodeType) else None
+
+
+def _arg_names(module: object) -> tuple[str, ...]:
+    code = _forward_code(module)
+    return () if code is None else code.co_varnames[1 : code.co_argcount]
+
+
+def _user_forward(module: object) -> bool:
+    code = _forward_code(module)
+    return code is not None and is_user_file(code.co_filename)  # cached per file
+
+
+#: torch's files that only pass a call on (dispatch, operator wrappers): walked past to the
+#: caller. Any other torch file calling an op (nn.init inside nn.Linear()) is not the user.
+_DISPATCH = (
+    "overrides.py",
+    "_tensor.py",
+    "functional.py",
+    "nn/functional.py",
+    "_jit_internal.py",
+    "utils/_device.py",
+    "nn/modules/module.py",
+)
+
+_CAPTURE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
+
+
+@lru_cache(maxsize=1)
+def _mode_class() -> type:
+    from torch.overrides import TorchFunctionMode
+
+    class CaptureMode(TorchFunctionMode):
+        def __init__(self, hooks: TorchHooks, through: tuple[str, ...]) -> None:
+            super().__init__()
+            self.hooks = hooks
+
+        def __torch_function__(
+            self,
+            func: Any,
+            types: Any,
+            args: tuple[Any, ...] = (),
+            kwargs: dict[str, Any] | None = None,
+        ) -> Any:
+            return self.hooks.call(func, args, kwargs or {})
+
+    return CaptureMode
+
+
+def torch_adapter() -> Adapter:
+    """Reading torch tensors: shape, dtype name, a numpy copy, shared storage, version."""
+    import numpy as np
+    import torch
+
+    def to_numpy(t: Any, memo: dict[int, Any]) -> np.ndarray:
+        """A copy; tensors viewing one storage (view, transpose) share one copy of it."""
+        with torch._C.DisableTorchFunction():
+            t = t.detach()
+            if t.dtype == torch.bfloat16 or t.device.type != "cpu" or t.is_conj() or t.is_neg():
+                return np.array(
+                    t.cpu().float().numpy() if t.dtype == torch.bfloat16 else t.cpu().numpy()
+                )
+            storage = t.untyped_storage()
+            key = storage.data_ptr()
+            if key not in memo:
+                flat = torch.empty(0, dtype=t.dtype).set_(storage)  # every element of the storage
+                memo[key] = (storage, flat.clone().numpy())  # torch copies on every core
+                memo[key][1].flags.writeable = False  # shared by every view of the storage
+            copied = memo[key][1]
+            size = t.element_size()
+            strides = tuple(s * size for s in t.stride())
+            offset = t.storage_offset() * size
+            view = np.ndarray(tuple(t.shape), copied.dtype, copied.data, offset, strides)
+            view.flags.writeable = False
+            return view
+
+    def shares(a: Any, b: Any) -> bool:
+        with torch._C.DisableTorchFunction():
+            return bool(a.untyped_storage().data_ptr() == b.untyped_storage().data_ptr())
+
+    def copy(t: Any) -> Any:
+        with torch._C.DisableTorchFunction():
+            return t.clone()
+
+    def version(t: Any) -> int:
+        return int(t._version)
+
+    return Adapter(
+        lambda t: tuple(t.shape),
+        lambda t: str(t.dtype).removeprefix("torch."),
+        to_numpy,
+        shares,
+        copy,
+        version,
+    )

@@ -1,0 +1,123 @@
+"""``attntrace check``: trace configs and compare their shapes with expectations, exit 0 or 1."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import typer
+
+from attntrace.cli import options as opt
+from attntrace.cli.commands.cmd_trace import Init, Into, TraceTarget
+from attntrace.cli.configure import with_option_groups
+from attntrace.cli.root import EPILOG
+from attntrace.cli.typer_app import app, cli_errors, console, fail
+from attntrace.config.attention_config import AttentionConfig
+from attntrace.errors import EXIT_CHECK_FAILED, ConfigError
+
+if TYPE_CHECKING:
+    from attntrace.tools.check import CaseResult
+
+
+@app.command(epilog=EPILOG)
+@cli_errors
+@with_option_groups
+def check(
+    *,
+    sizes: dict[str, Any],
+    backend: opt.CheckBackend = opt.BackendName.shape,
+    numbers: dict[str, Any],
+    max_memory: opt.MaxMemory = None,
+    computation: dict[str, Any],
+    layer_prefix: opt.LayerPrefix = None,
+    expect: opt.Expect = None,
+    golden: opt.Golden = None,
+    spec: opt.Spec = None,
+    trace_target: TraceTarget = None,
+    init: Init = None,
+    into: Into = None,
+    fmt: opt.CheckFormat = opt.CheckFormatName.table,
+    verbose: opt.Verbose = False,
+    no_color: opt.NoColor = False,
+    model: dict[str, Any],
+) -> None:
+    """Check the shapes of a trace: exit 1 when one is not what you expect.
+
+    Exit 2 when a config of a --spec cannot be checked (the others still are). Takes the
+    size, variant and preset options of run.
+
+    \b
+    [bold]attntrace check --heads 12 --hidden 768 --expect scores=h,S,S[/]
+    [bold]attntrace check --preset llama-3-8b --seq 16 --expect k_proj=S,g*d[/]
+    [bold]attntrace check --golden trace.json[/]   saved by run --format json > trace.json
+    [bold]attntrace check --spec shapes.toml[/]    many configs: N passed, M failed
+    [bold]attntrace check --trace attn.py:Attn --expect weights=h,S,S[/]   your code
+    [bold]attntrace check --spec shapes.toml --format junit > report.xml[/]
+
+    With GITHUB_ACTIONS=true, failures are also annotations on the spec's lines.
+    """
+    from attntrace.cli.configure import resolve_options
+    from attntrace.engine.memory import parse_size
+    from attntrace.tools.check import load_spec, run_spec
+    budget = parse_size(max_memory) if max_memory is not None else None
+    if into and trace_target is None:
+        raise ConfigError("--into needs --trace: it names a package whose code --trace records")
+    if trace_target is not None:
+        from attntrace.cli.commands.cmd_trace import check_captured
+
+        if spec is not None:
+            raise ConfigError("--trace cannot be combined with --spec; give --expect or --golden")
+        inputs = (sizes["batch"], sizes["seq"], sizes["hidden"], numbers["dtype"].value,
+                  numbers["seed"])
+        results = [check_captured(trace_target, init or [], inputs, expect or [], golden, no_color,
+                                  into=into or ())]
+    elif spec is not None:
+        if expect or golden is not None:
+            raise ConfigError("--spec cannot be combined with --expect or --golden; put them into the spec file")
+        results = run_spec(load_spec(spec, backend.value, keep_going=True), budget, keep_going=True)
+    else:
+        config = resolve_options(**model, **sizes, **numbers, **computation,
+                                 layer_prefix=layer_prefix)
+        results = [check_one(config, backend.value, expect or [], golden, budget)]
+    report(results, fmt, spec, verbose=verbose, no_color=no_color)
+    for r in results:
+        if r.error:
+            error = fail(r.error)  # one line each on stderr; exit 2
+    if any(r.error for r in results):
+        raise error
+    if not all(r.ok for r in results):
+        raise typer.Exit(EXIT_CHECK_FAILED)
+
+
+def report(results: list[CaseResult], fmt: opt.CheckFormatName, spec: Path | None, *, verbose: bool,
+           no_color: bool) -> None:
+    """Print the results as ``fmt`` on stdout, and GitHub annotations when GITHUB_ACTIONS=true
+    (on stdout after a table; on stderr when stdout holds a JSON or XML document)."""
+    from attntrace.render.check_report import github_annotations, render_json_report, render_junit
+    from attntrace.render.check_view import render_results
+
+    if fmt is opt.CheckFormatName.table:
+        render_results(results, console(no_color), spec=spec is not None, verbose=verbose)
+    else:
+        sys.stdout.write((render_json_report if fmt is opt.CheckFormatName.json
+                          else render_junit)(results, spec))
+    if os.environ.get("GITHUB_ACTIONS") == "true":
+        stream = sys.stdout if fmt is opt.CheckFormatName.table else sys.stderr
+        stream.write("".join(f"{line}\n" for line in github_annotations(results, spec)))
+
+
+def check_one(config: AttentionConfig, backend: str, expect: list[str], golden: Path | None, budget: int | None) -> CaseResult:
+    """Trace ``config`` and check it against the --expect values and the --golden file."""
+    from attntrace.engine.attention import trace_attention
+    from attntrace.tools.check import check_trace, golden_fits, load_golden, parse_expectation
+
+    if not expect and golden is None:
+        raise ConfigError("nothing to check; give --expect STEP=SHAPE, --golden FILE or --spec FILE.toml")
+    expectations = [parse_expectation(e) for e in expect]
+    reference = load_golden(golden) if golden is not None else None
+    if reference is not None:
+        golden_fits(reference)  # before tracing: a golden of the user's code needs --trace
+    trace = trace_attention(config, backend, max_memory=budget, keep_values=False)
+    return check_trace(trace, expectations, reference)

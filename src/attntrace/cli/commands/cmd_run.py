@@ -1,0 +1,215 @@
+"""``attntrace run``: trace one attention and print it."""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+import warnings
+from collections.abc import Callable, Collection
+from pathlib import Path
+from typing import Any
+
+import typer
+
+from attntrace.cli import options as opt
+from attntrace.cli.configure import config_from_files, origin_line, with_option_groups
+from attntrace.cli.root import EPILOG
+from attntrace.cli.typer_app import app, cli_errors, console
+from attntrace.config.attention_config import AttentionConfig
+from attntrace.errors import ConfigError
+from attntrace.trace import Trace
+
+
+@app.command(epilog=EPILOG)
+@cli_errors
+@with_option_groups
+def run(
+    ctx: typer.Context,
+    *,
+    sizes: dict[str, Any],
+    mask: opt.MaskFile = None,
+    backend: opt.Backend = opt.BackendName.numpy,
+    numbers: dict[str, Any],
+    max_memory: opt.MaxMemory = None,
+    head: opt.Head = 0,
+    batch_item: opt.BatchItem = 0,
+    values: opt.Values = False,
+    values_limit: opt.ValuesLimit = 256,
+    fmt: opt.Format = opt.OutputFormat.table,
+    no_color: opt.NoColor = False,
+    computation: dict[str, Any],
+    threads: opt.Threads = None,
+    count: opt.Count = opt.CountName.flops,
+    layers: opt.Layers = None,
+    files: dict[str, Any],
+    save: opt.Save = None,
+    plot: opt.Plot = None,
+    plot_flow: opt.PlotFlow = None,
+    model: dict[str, Any],
+) -> None:
+    """Run multi-head attention and print the shape of every step.
+
+    [bold]attntrace run --heads 12 --hidden 768[/] prints (3, 768) -> (3, 12, 64) -> (12, 3, 64)
+    -> (12, 3, 3) -> ... -> (3, 768), the weight matrices and the attention weights of one head.
+
+    \b
+    --batch 2                       a leading batch axis
+    --backend torch                 run on PyTorch
+    --hidden 4 --heads 2 --values   every number
+    --causal, --kv-heads 4, --rope  the variants of real models
+    --preset llama-3-8b             a real model's sizes
+    --backend shape                 any size, no arrays (--seq 131072)
+    --weights model.safetensors     real weights
+    --save trace.npz                keep every tensor
+
+    \b
+    For scripts:
+      [bold]attntrace run --format json | jq -c '.steps[] | [.name, .shape]'[/]
+    """
+    from attntrace.engine.attention import NONFINITE_NOTE
+    from attntrace.render import text_renderer
+    from attntrace.render.table import render_trace
+    from attntrace.text import plain
+
+    def validate(config: AttentionConfig) -> None:
+        check_head(head, config)
+        check_batch_item(batch_item, config)
+        check_values(values, fmt)
+        check_pictures(plot, plot_flow, backend)
+        check_layers(layers)
+
+    # only what is shown; the table view reads one head: that head is made when it is read
+    keep = True if values or save else {"weights", "masked"} if fmt.view or plot else False
+    remake = {"weights"} if fmt is opt.OutputFormat.table and keep is not True and not plot \
+        else set()
+    trace = trace_from_options(
+        ctx, model, validate, keep, remake=remake, **sizes, **numbers, **computation, **files,
+        mask=mask, backend=backend, max_memory=max_memory, threads=threads,
+        shown=(batch_item, head),
+    )
+    trace = with_whole_model(trace, layers, model)
+    if save is not None:
+        from attntrace.files import save_trace
+
+        save_trace(trace, save)
+    draw_pictures(trace, plot, plot_flow, batch_item)
+    for note in trace.notes:
+        if note.startswith(NONFINITE_NOTE):  # exit 0, and one line on stderr whatever the format
+            sys.stderr.write(f"attntrace: warning: {plain(note)}\n")
+    view: dict[str, Any] = {"head": head, "batch_item": batch_item, "values": values,
+                            "values_limit": values_limit, "count": count.value}
+    if fmt is opt.OutputFormat.table:
+        render_trace(trace, console(no_color), **view)
+    elif fmt.picture:
+        from attntrace.render.export import export_trace
+
+        sys.stdout.write(export_trace(trace, fmt.value, **view))
+    elif fmt is opt.OutputFormat.json:
+        from attntrace.render.json_out import render_json
+
+        sys.stdout.write(render_json(trace, preset=model.get("preset")))
+    else:
+        sys.stdout.write(text_renderer(fmt.value, count.value)(trace))
+
+
+def trace_from_options(
+    ctx: typer.Context, model: dict[str, Any], validate: Callable[[AttentionConfig], None],
+    keep: bool | set[str], *,
+    mask: Path | None, backend: opt.BackendName, max_memory: str | None, weights: Path | None,
+    layer_prefix: str | None, input_file: Path | None, input_kv: Path | None = None,
+    threads: int | None = None, remake: Collection[str] = (),
+    shown: tuple[int, int] | None = None, **options: Any,
+) -> Trace:
+    """The trace that run's options describe (also ``report``'s): config from the options and
+    files, checked by ``validate``, traced keeping the values of ``keep`` (those of ``remake``
+    as recipes made when read, but for the head ``shown`` (batch item, head), which is held:
+    see :func:`attntrace.trace_attention`)."""
+    from attntrace.engine.attention import trace_attention
+    from attntrace.engine.masks import MaskWarning, load_mask
+    from attntrace.engine.memory import parse_size
+
+    config, tensors = config_from_files(ctx, weights, layer_prefix, input_file, input_kv,
+                                        **model, **options)
+    validate(config)
+    user_mask = load_mask(mask) if mask is not None else None
+    budget = parse_size(max_memory) if max_memory is not None else None
+    hold = None if shown is None or not remake else shown if config.batched else shown[1:]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", MaskWarning)  # the renderers show Trace.notes instead
+        trace = trace_attention(config, backend.value, mask=user_mask, max_memory=budget,
+                                keep_values=keep, remake=remake, hold=hold, tensors=tensors,
+                                threads=threads)
+    if origin := origin_line(ctx, model, config):
+        trace = dataclasses.replace(trace, origin=origin)
+    return trace
+
+
+def with_whole_model(trace: Trace, layers: int | None, model: dict[str, Any]) -> Trace:
+    """``trace`` with the figures of L layers like it: --layers L, else the layer count of
+    --model, --hf-config or --preset when the config states one."""
+    sources = {k: model.get(k) for k in ("preset", "hf_config", "model_dir")}
+    if layers is None and all(v is None for v in sources.values()):
+        return trace  # nothing says a layer count (and nothing to import)
+    from attntrace.config.presets import layer_count
+    from attntrace.engine.costs import model_figures
+
+    n = layers if layers is not None else layer_count(**sources)
+    return trace if n is None else dataclasses.replace(trace, whole_model=model_figures(trace, n))
+
+
+def check_layers(layers: int | None) -> None:
+    """--layers counts layers: at least one."""
+    if layers is not None and layers < 1:
+        raise ConfigError(f"--layers must be a whole number >= 1 (the model's layers), "
+                          f"got {layers}")
+
+
+def check_head(head: int, config: AttentionConfig) -> None:
+    """--head must name one of the config's heads."""
+    if not 0 <= head < config.heads:
+        # --head picks the head shown; --heads is the head count (an easy slip to make)
+        count = f" (--head picks the head shown; the count is --heads {head})" \
+            if head >= config.heads else ""
+        raise ConfigError(f"--head {head} does not exist; use 0 to {config.heads - 1}{count}")
+
+
+def check_pictures(plot: Path | None, plot_flow: Path | None, backend: opt.BackendName) -> None:
+    """Refuse a --plot or --plot-flow that cannot be written, before tracing."""
+    if plot is not None:
+        from attntrace.render.plot import check_plot_path
+
+        check_plot_path(plot)
+        if backend is opt.BackendName.shape:
+            raise ConfigError("--plot draws the attention weights, which --backend shape "
+                              "does not compute; use numpy or torch")
+    if plot_flow is not None and plot_flow.suffix.lower() != ".svg":
+        raise ConfigError(f"--plot-flow {plot_flow}: the file name must end in .svg")
+
+
+def draw_pictures(trace: Trace, plot: Path | None, plot_flow: Path | None, batch_item: int) -> None:
+    """Write the heat-map grid (--plot) and the flow diagram (--plot-flow)."""
+    if plot is not None:
+        from attntrace.render.plot import plot_heads
+
+        plot_heads(trace, plot, batch_item=batch_item)
+    if plot_flow is not None:
+        from attntrace.files.output import write_output
+        from attntrace.render.flow import render_flow_svg
+
+        write_output(plot_flow, render_flow_svg(trace).encode("utf-8"))
+
+
+def check_batch_item(item: int, config: AttentionConfig) -> None:
+    """--batch-item must name one of the batch's items (only 0 without --batch)."""
+    size = config.batch if config.batch is not None else 1
+    if not 0 <= item < size:
+        fix = (f"use 0 to {size - 1}" if config.batch is not None
+               else "add --batch or drop --batch-item")
+        raise ConfigError(f"--batch-item {item} does not exist; {fix}")
+
+
+def check_values(values: bool, fmt: opt.OutputFormat) -> None:
+    """--values prints numbers in the table view only (and its svg and html pictures)."""
+    if values and not fmt.view:
+        raise ConfigError(f"--values only works with --format table, svg or html, not {fmt.value}; "
+                          "drop --values")

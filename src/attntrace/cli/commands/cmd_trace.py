@@ -1,0 +1,279 @@
+"""``attntrace trace``: run the user's attention code and print the shape of every op."""
+
+from __future__ import annotations
+
+import sys
+from contextlib import AbstractContextManager
+from enum import StrEnum
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from attntrace.cli import options as opt
+from attntrace.cli.root import EPILOG
+from attntrace.cli.typer_app import app, cli_errors, console
+from attntrace.errors import EXIT_CHECK_FAILED
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from rich.console import Console
+
+    from attntrace.capturing.runner import Outcome
+    from attntrace.tools.check import CaseResult
+
+CODE = "Your code"
+
+
+class ArrayName(StrEnum):
+    """The kind of array a NAME target is called with."""
+
+    numpy = "numpy"
+    torch = "torch"
+
+
+class TraceFormatName(StrEnum):
+    """What ``trace`` prints: the Rich table, or one document for scripts."""
+
+    table = "table"
+    json = "json"
+    csv = "csv"
+    markdown = "markdown"
+
+
+TraceFormat = Annotated[
+    TraceFormatName,
+    typer.Option(
+        "--format",
+        "-f",
+        help="table (Rich, for people), or one document on stdout for scripts (the code's own "
+        "prints go to stderr): json (schema attntrace.capture/1: steps, axis sizes and the "
+        "failure, null when none), csv (run's columns, the costs left empty, then role), "
+        "markdown.",
+        rich_help_panel=opt.OUTPUT,
+    ),
+]
+Target = Annotated[
+    str,
+    typer.Argument(
+        help="script.py, FILE.py:NAME or package.module:NAME "
+        "(an nn.Module class, a module, or a function of one array).",
+        show_default=False,
+    ),
+]
+Args = Annotated[
+    list[str] | None, typer.Argument(help="Arguments of the script (after --).", show_default=False)
+]
+Init = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--init",
+        metavar="KEY=VALUE",
+        help="Constructor argument of an nn.Module class NAME, repeatable; "
+        "values are Python literals.",
+        rich_help_panel=CODE,
+        show_default=False,
+    ),
+]
+Axes = Annotated[
+    str | None,
+    typer.Option(
+        help="Sizes of axis letters that the sizes alone cannot tell apart, e.g. h=12,d=64.",
+        rich_help_panel=CODE,
+        show_default=False,
+    ),
+]
+Into = Annotated[
+    list[str] | None,
+    typer.Option(
+        metavar="PACKAGE",
+        help="Also record the ops inside this installed package (repeatable), e.g. "
+        "--into transformers: the lines of its attention modules instead of one row per call.",
+        rich_help_panel=CODE,
+        show_default=False,
+    ),
+]
+Array = Annotated[
+    ArrayName | None,
+    typer.Option(
+        help="Call NAME with a numpy array or a torch tensor \\[default: torch for modules "
+        "and for functions whose file imports torch].",
+        rich_help_panel=CODE,
+        show_default=False,
+    ),
+]
+TraceHidden = Annotated[
+    int | None,
+    typer.Option(
+        help="H of the input x \\[default: the module's embed_dim / hidden_size / "
+        "first Linear, else 768].",
+        rich_help_panel=opt.SIZES,
+        show_default=False,
+    ),
+]
+TraceTarget = Annotated[
+    str | None,
+    typer.Option(
+        "--trace",
+        metavar="TARGET",
+        help="Check the shapes of your own code instead: script.py, FILE.py:NAME or "
+        "package.module:NAME, as attntrace trace runs it; steps by name or by role.",
+        rich_help_panel="Checks",
+        show_default=False,
+    ),
+]
+TraceDType = Annotated[
+    opt.DTypeName,
+    typer.Option(
+        "--dtype",
+        help="Element type of x; an nn.Module target's weights are converted to it (a module "
+        "instance is copied first). bfloat16 needs a torch tensor: a module, a torch function "
+        "or --array torch.",
+        rich_help_panel=CODE,
+    ),
+]
+TraceInput = Annotated[
+    Path | None,
+    typer.Option(
+        "--input", help="x from a .npy file for a NAME target.", rich_help_panel=opt.FILES
+    ),
+]
+
+
+@app.command(epilog=EPILOG)
+@cli_errors
+def trace(
+    target: Target,
+    args: Args = None,
+    init: Init = None,
+    batch: opt.Batch = None,
+    seq: opt.Seq = 3,
+    hidden: TraceHidden = None,
+    dtype: TraceDType = opt.DTypeName.float32,
+    seed: opt.Seed = 0,
+    array: Array = None,
+    input_file: TraceInput = None,
+    axes: Axes = None,
+    into: Into = None,
+    fmt: TraceFormat = TraceFormatName.table,
+    no_color: opt.NoColor = False,
+) -> None:
+    """Run your attention code and print the shape of every tensor op in your files.
+
+    A wrong shape is explained: the failing line, its operands' axes, the rule and a fix
+    (exit 1).
+
+    \b
+    [bold]attntrace trace examples/seed_001_numpy.py[/]   a script, run as python would
+    [bold]attntrace trace attn.py:Attention --init embed_dim=768 --batch 2[/]
+    [bold]attntrace trace attn.py:Attention --format json[/]   for scripts
+    """
+    from attntrace.capturing.runner import Inputs, parse_init, parse_target, run_script, run_target
+
+    letters = _axes(axes)
+    spec = parse_target(target, args or [])
+    # a document on stdout (json, csv, markdown) gets the code's own prints moved to stderr
+    with _prints_to_stderr(fmt.value != "table"):
+        if spec.name is None:
+            if init:
+                raise _usage("--init needs FILE.py:NAME or package.module:NAME, not a script")
+            # the table and the documents show shapes: no values are kept (and copied)
+            outcome = run_script(
+                spec.path or Path(target), spec.argv, axes=letters, keep_values=False,
+                into=into or (),
+            )
+        else:
+            inputs = Inputs(
+                batch, seq, hidden, dtype.value, seed, array.value if array else None, input_file
+            )
+            outcome = run_target(
+                spec, parse_init(init or []), inputs, axes=letters, keep_values=False,
+                into=into or (),
+            )
+    show(outcome, fmt.value, no_color, target)
+
+
+def _prints_to_stderr(on: bool) -> AbstractContextManager[object]:
+    import sys
+    from contextlib import nullcontext, redirect_stdout
+
+    return redirect_stdout(sys.stderr) if on else nullcontext()
+
+
+def _axes(text: str | None) -> dict[str, int]:
+    from attntrace.capturing.axes import parse_axes
+
+    return parse_axes(text) if text else {}
+
+
+def _usage(message: str) -> Exception:
+    from attntrace.errors import ConfigError
+
+    return ConfigError(message)
+
+
+def show(outcome: Outcome, fmt: str, no_color: bool, title: str) -> None:
+    """Print the capture (and what broke); exit 1 when the user's code raised."""
+    from attntrace.capturing.explain import told
+    from attntrace.render.capture_view import render_capture, render_error, render_failure
+
+    t = outcome.capture
+    out = console(no_color)
+    if fmt == "table":
+        render_capture(t, out, title=title)
+    elif fmt != "none":
+        from attntrace.render.capture_view import render_document
+
+        typer.echo(render_document(t, fmt, outcome.error, outcome.frames), nl=False)
+    if outcome.error is None:
+        if outcome.exit_code:  # sys.exit(N): the user's code failed, in attntrace's codes
+            sys.stderr.write(f"attntrace: the traced code called sys.exit({outcome.exit_code})\n")
+            raise typer.Exit(1)
+        return
+    err = console(no_color) if fmt == "table" else _stderr(no_color)
+    failure = t.failure
+    if failure is not None and failure.error is outcome.error:
+        render_failure(failure, told(failure), err)
+    else:
+        render_error(outcome.error, outcome.frames, err)
+    raise typer.Exit(EXIT_CHECK_FAILED)
+
+
+def _stderr(no_color: bool) -> Console:
+    from rich.console import Console
+
+    return Console(stderr=True, no_color=True if no_color else None)
+
+
+def check_captured(
+    target: str,
+    init: list[str],
+    sizes: tuple[int | None, int, int | None, str, int],
+    expect: list[str],
+    golden: Path | None,
+    no_color: bool,
+    *,
+    into: Sequence[str] = (),
+) -> CaseResult:
+    """``check --trace``: run the target and check its captured steps (by name or role);
+    ``into`` as for trace."""
+    from attntrace.capturing.runner import Inputs, parse_init, parse_target, run_script, run_target
+    from attntrace.errors import ConfigError
+    from attntrace.tools.check import check_trace, load_golden, parse_expectation
+
+    if not expect and golden is None:
+        raise ConfigError("nothing to check; give --expect STEP=SHAPE or --golden FILE.json")
+    expectations = [parse_expectation(e) for e in expect]
+    reference = load_golden(golden) if golden is not None else None
+    spec = parse_target(target)
+    with _prints_to_stderr(True):
+        if spec.name is None:
+            outcome = run_script(spec.path or Path(target), (), keep_values=False, into=into)
+        else:
+            batch, seq, hidden, dtype, seed = sizes
+            inputs = Inputs(batch, seq, hidden, dtype, seed)
+            outcome = run_target(spec, parse_init(init), inputs, keep_values=False, into=into)
+    if outcome.error is not None:
+        show(outcome, "none", no_color, target)
+    return check_trace(outcome.capture, expectations, reference, target)

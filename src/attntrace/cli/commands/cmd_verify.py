@@ -1,0 +1,112 @@
+"""``attntrace verify``: compare numpy, torch, nn.MultiheadAttention and SDPA."""
+
+from __future__ import annotations
+
+import inspect
+import json
+import math
+import sys
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import typer
+
+from attntrace.cli import options as opt
+from attntrace.cli.configure import with_option_groups
+from attntrace.cli.typer_app import app, cli_errors, console
+from attntrace.errors import EXIT_CHECK_FAILED
+
+if TYPE_CHECKING:
+    from attntrace.tools.verify import Comparison, VerifyReport
+
+F = TypeVar("F", bound=Callable[..., Any])
+#: The ``schema`` of ``attntrace verify --format json``.
+VERIFY_SCHEMA = "attntrace.verify/1"
+
+
+def _verify_help(command: F) -> F:
+    """verify's own --dtype help (the shared one speaks of a --backend verify does not have)."""
+    signature = inspect.signature(command)
+    parameters = [p.replace(annotation=opt.VerifyDType) if p.name == "dtype" else p
+                  for p in signature.parameters.values()]
+    command.__signature__ = signature.replace(parameters=parameters)  # type: ignore[attr-defined]
+    return command
+
+
+@app.command()
+@cli_errors
+@_verify_help
+@with_option_groups
+def verify(
+    ctx: typer.Context,
+    *,
+    sizes: dict[str, Any],
+    mask: opt.MaskFile = None,
+    numbers: dict[str, Any],
+    max_memory: opt.MaxMemory = None,
+    computation: dict[str, Any],
+    files: dict[str, Any],
+    model: dict[str, Any],
+    fmt: opt.VerifyFormat = opt.ListingFormatName.table,
+) -> None:
+    """Check the trace against PyTorch's own attention; exit 1 beyond tolerance.
+
+    numpy vs torch at every step, and the output and attention weights vs
+    nn.MultiheadAttention and F.scaled_dot_product_attention, for every variant (masks,
+    cross, GQA, RoPE, presets, --algorithm flash). Exit 0 when every difference is within
+    the dtype's tolerance, 1 when one is not, 2 when torch is missing. Needs torch:
+    pip install 'attntrace\\[torch]'.
+
+    \b
+    Example:
+      [bold]attntrace verify --preset llama-3-8b --hidden 256 --heads 8 --seq 16[/]
+    """
+    from attntrace.cli.configure import config_from_files
+    from attntrace.engine.masks import load_mask
+    from attntrace.engine.memory import parse_size
+    from attntrace.render.verify_view import render_verify
+    from attntrace.tools.verify import verify_attention
+
+    config, tensors = config_from_files(ctx, **files, **model, **sizes, **numbers, **computation)
+    user_mask = load_mask(mask) if mask is not None else None
+    budget = parse_size(max_memory) if max_memory is not None else None
+    report = verify_attention(config, tensors=tensors, mask=user_mask, max_memory=budget)
+    if fmt is opt.ListingFormatName.json:
+        sys.stdout.write(json.dumps(verify_document(report), indent=2) + "\n")
+    else:
+        render_verify(report, console())
+    if not report.ok:
+        raise typer.Exit(EXIT_CHECK_FAILED)
+
+
+def verify_document(report: VerifyReport) -> dict[str, Any]:
+    """The report as ``--format json`` prints it (schema ``attntrace.verify/1``); a difference
+    that is not a finite number (shapes that differ, a NaN) is null, and so is a skipped one.
+
+    >>> from attntrace.config.attention_config import AttentionConfig
+    >>> from attntrace.tools.verify import Comparison, Tolerance, VerifyReport
+    >>> c = Comparison("x", "numpy", "torch", (3, 4), 0.0, 0.0, True)
+    >>> doc = verify_document(VerifyReport(AttentionConfig(), Tolerance(1e-4, 1e-5), (c,), ()))
+    >>> doc["ok"], doc["compared"], doc["steps"][0]["shape"], doc["tolerance"]["rtol"]
+    (True, 1, [3, 4], 0.0001)
+    """
+    return {
+        "schema": VERIFY_SCHEMA,
+        "config": report.config.to_dict(),
+        "tolerance": {"rtol": report.tolerance.rtol, "atol": report.tolerance.atol},
+        "ok": report.ok,
+        "compared": report.compared,
+        "failed": len(report.failures),
+        "steps": [_comparison(c) for c in report.steps],
+        "references": [_comparison(c) for c in report.references],
+        "notes": list(report.notes),
+    }
+
+
+def _comparison(c: Comparison) -> dict[str, Any]:
+    def number(x: float) -> float | None:
+        return x if c.skipped is None and math.isfinite(x) else None
+
+    return {"name": c.name, "left": c.left, "right": c.right, "shape": list(c.shape),
+            "max_abs": number(c.max_abs), "max_rel": number(c.max_rel),
+            "ok": c.ok, "skipped": c.skipped}

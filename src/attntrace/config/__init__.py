@@ -1,0 +1,6 @@
+"""Stage 1, options to a validated config: :class:`AttentionConfig` (the sizes of one attention,
+frozen and checked once) and the presets of real models that fill it in.
+
+- :mod:`attntrace.config.attention_config`: AttentionConfig, its dtypes and validation.
+- :mod:`attntrace.config.presets`: named real-model sizes, ``config.json`` and model folders.
+"""

@@ -1,0 +1,129 @@
+"""Alignment: each reference step gets the user's tensor that holds the same numbers (in some
+layout, :mod:`attntrace.diffing.match`), found by value, not by name. A step the user never
+materialised is *fused* when a later step that depends on it matches (``q @ k.T / 8`` in one
+line), *not seen* when it is only a layout the user skips (the views ``q_heads``, ``k_t`` …,
+the RoPE tables, the mask); any other step without a match *differs*."""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from attntrace.diffing.match import Agreement, Fingerprint, agree, fingerprint, layouts
+from attntrace.diffing.user_side import UserStep
+from attntrace.tools.verify import Tolerance
+from attntrace.trace import Step, Trace
+
+if TYPE_CHECKING:
+    import numpy as np
+
+#: The statuses of a row, in the words the JSON uses.
+MATCH, FUSED, NOT_SEEN, DIFFERS = "match", "fused", "not seen", "differs"
+#: Steps a user need not make: tables and masks built another way are judged by what they do.
+OPTIONAL = frozenset({"rope_cos", "rope_sin", "mask"})
+
+
+@dataclass(frozen=True)
+class Row:
+    """One reference step beside the user's tensor that plays it."""
+
+    step: Step  # the reference step (name, shape, axes, value)
+    status: str  # MATCH, FUSED, NOT_SEEN or DIFFERS
+    user: UserStep | None = None  # the matching user tensor, or the one compared when it differs
+    agreement: Agreement | None = (
+        None  # numbers of user against reference, in the user's best layout
+    )
+
+    @property
+    def ok(self) -> bool:
+        return self.status != DIFFERS
+
+
+class UserSteps:
+    """The user's tensors with their fingerprints, looked up by value."""
+
+    def __init__(self, steps: Sequence[UserStep], tol: Tolerance) -> None:
+        self.steps, self.tol = tuple(steps), tol
+        self.prints: list[Fingerprint] = [fingerprint(s.value) for s in self.steps]
+
+    def find(
+        self, value: np.ndarray, axes: tuple[str, ...], role: str = "", skip: Collection[int] = ()
+    ) -> tuple[UserStep, Agreement] | None:
+        """The user's tensor holding ``value`` (role ``role`` first, then in program order),
+        leaving out the indices ``skip``."""
+        ref, shape = fingerprint(value), tuple(value.shape)
+        order = sorted(
+            range(len(self.steps)),
+            key=lambda i: (self.steps[i].role != role or not role, self.steps[i].shape != shape, i),
+        )
+        fits = [
+            i
+            for i in order
+            if self.steps[i].index not in skip and self.prints[i].may_match(ref, self.tol)
+        ]
+        for exact in (True, False):  # the same layout anywhere before another layout
+            for i in fits:
+                found = agree(self.steps[i].value, value, axes, self.tol, exact=exact)
+                if found is not None and found.ok:
+                    return self.steps[i], found
+        return None
+
+
+def align(ref: Trace, user: UserSteps) -> tuple[Row, ...]:
+    """One :class:`Row` per reference step, in the reference's order."""
+    found = {  # x is the input diff passed in (listed first), whatever the capture called it
+        s.name: user.find(s.value, s.axes, "" if s.name == "x" else s.name)
+        for s in ref.steps
+        if s.value is not None
+    }
+    matched = {name for name, hit in found.items() if hit is not None}
+    used = {hit[0].index for hit in found.values() if hit is not None}
+    later = _descendants(ref)
+    rows, last = [], -1
+    for step in ref.steps:
+        hit = found.get(step.name)
+        if hit is not None:
+            rows.append(Row(step, MATCH, *hit))
+            last = max(last, hit[0].index)
+            continue
+        if later[step.name] & matched:
+            rows.append(Row(step, FUSED))
+            continue
+        row = _unmatched(step, user, used, last)
+        if row.user is not None:
+            used.add(row.user.index)
+            last = max(last, row.user.index)
+        rows.append(row)
+    return tuple(rows)
+
+
+def _unmatched(step: Step, user: UserSteps, used: set[int], last: int) -> Row:
+    """The user's tensor in the role of ``step``: capture's role, else the next unmatched tensor
+    of a fitting shape after the last match; a layout-only step without one is not seen."""
+    assert step.value is not None
+    fits = [
+        u
+        for u in user.steps
+        if u.index not in used
+        and u.value.size == step.value.size
+        and next(layouts(u.value, step.shape, step.axes), None) is not None
+    ]
+    pick = next((u for u in fits if u.role == step.name), None)
+    pick = pick or next((u for u in fits if u.name == step.name and u.shape == step.shape), None)
+    pick = pick or next((u for u in fits if u.index > last and u.shape == step.shape), None)
+    if step.name in OPTIONAL or (pick is None and step.view):
+        return Row(step, NOT_SEEN)  # built another way, or a layout the code skips
+    if pick is None:
+        return Row(step, DIFFERS)
+    return Row(step, DIFFERS, pick, agree(pick.value, step.value, step.axes, user.tol))
+
+
+def _descendants(ref: Trace) -> dict[str, set[str]]:
+    """For each step, the steps computed from it (directly or not)."""
+    below: dict[str, set[str]] = {s.name: set() for s in ref.steps}
+    for step in reversed(ref.steps):
+        for name in step.inputs:
+            if name in below:
+                below[name] |= {step.name} | below[step.name]
+    return below

@@ -1,0 +1,205 @@
+"""The diagnosis at the first divergence: each bug of :mod:`attntrace.diffing.bugs` that could
+have happened by then is applied to the reference, and the bug whose mistaken numbers the user's
+code holds is named, at the line of the user's first tensor that shows it."""
+
+from __future__ import annotations
+
+import math
+import warnings
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any
+
+from attntrace.diffing.align import DIFFERS, MATCH, Row, UserSteps
+from attntrace.diffing.bugs import Bug, Setting, catalogue
+from attntrace.engine.attention import trace_attention
+from attntrace.engine.masks import MaskWarning
+from attntrace.trace import Step, Trace
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from attntrace.diffing.match import Agreement
+    from attntrace.diffing.user_side import UserStep
+
+
+@dataclass(frozen=True)
+class Diagnosis:
+    """What went wrong at the first divergence (``bug`` None: no known bug explains it)."""
+
+    step: str  # the first reference step the user's code gets wrong
+    bug: str | None  # Bug.key, e.g. "softmax-axis-2"
+    name: str  # what the user did, or "no known bug reproduces it"
+    fix: str
+    location: str  # the user's line: file:line
+    source: str  # the expression on it
+    max_abs: float  # the user's tensor against the reference at the step
+    max_rel: float
+    explained_abs: float = (
+        math.nan
+    )  # the user's tensor against the mistaken reference (≈ 0 when explained)
+
+
+def diagnose(
+    setting: Setting, rows: Sequence[Row], user: UserSteps, tensors: Mapping[str, Any]
+) -> tuple[Diagnosis | None, Trace | None]:
+    """The diagnosis of the first row that differs (None when every row is fine), and the
+    reference with the bug applied (None when no bug explains it)."""
+    differ = [r for r in rows if r.status == DIFFERS]
+    if not differ:
+        return None, None
+    first = next((r for r in differ if r.user is not None), differ[0])  # the first the code shows
+    order = {r.step.name: i for i, r in enumerate(rows)}
+    used = {r.user.index for r in rows if r.status == MATCH and r.user is not None}
+    status = {r.step.name: r.status for r in rows}
+    closest: tuple[float, Bug] | None = None
+    partial: tuple[Diagnosis, Trace] | None = None  # the first to reproduce the divergence only
+    at = order[first.step.name]
+    possible = [b for b in catalogue(setting) if order.get(b.at, math.inf) <= at]  # not after it
+    possible.sort(key=lambda b: at - order[b.at])  # the bugs that start at the divergence first
+    for bug in possible:
+        if bug.needs_match and status.get(bug.needs_match) != MATCH:
+            continue
+        mistaken = _run(bug, setting, tensors)
+        found = _test(bug, setting, mistaken, user, used, (order, order[first.step.name]))
+        if found is None:
+            gap = _gap(first, mistaken, user)
+            if gap < (closest[0] if closest else math.inf):
+                closest = (gap, bug)
+        elif _reproduces_output(mistaken, user):
+            return found, mistaken  # the whole run explained: the one bug there is
+        elif partial is None:
+            partial = (found, mistaken)
+        del mistaken  # one replayed trace alive at a time (each holds every step's values)
+    return partial or (_unexplained(first, closest), None)
+
+
+def counterparts(rows: Sequence[Row], mistaken: Trace, user: UserSteps) -> tuple[Row, ...]:
+    """``rows`` with each row that differs showing the user's tensor that holds the mistaken
+    reference's numbers for that step (the tensor that plays the step, bug and all)."""
+    from attntrace.diffing.match import agree
+
+    out = []
+    for row in rows:
+        m = mistaken[row.step.name] if row.status == DIFFERS and row.step.name in mistaken else None
+        hit = user.find(m.value, m.axes) if m is not None and m.value is not None else None
+        if hit is None or row.step.value is None:
+            out.append(row)
+            continue
+        numbers = agree(hit[0].value, row.step.value, row.step.axes, user.tol)
+        out.append(Row(row.step, DIFFERS, hit[0], numbers))
+    return tuple(out)
+
+
+def _reproduces_output(mistaken: Trace, user: UserSteps) -> bool:
+    """Whether the mistaken reference's output is what the user's code returned."""
+    from attntrace.diffing.match import agree
+
+    out, returned = mistaken["output"], user.steps[-1]
+    found = agree(returned.value, out.value, out.axes, user.tol) if out.value is not None else None
+    return found is not None and found.ok
+
+
+def _gap(row: Row, mistaken: Trace, user: UserSteps) -> float:
+    """How far the user's tensor at the divergence is from the mistaken reference's there."""
+    from attntrace.diffing.match import agree
+
+    step = mistaken[row.step.name] if row.step.name in mistaken else None  # noqa: SIM401 (a Trace)
+    if row.user is None or step is None or step.value is None:
+        return math.inf
+    found = agree(row.user.value, step.value, step.axes, user.tol)
+    return found.max_abs if found is not None else math.inf
+
+
+def _test(
+    bug: Bug,
+    s: Setting,
+    mistaken: Trace,
+    user: UserSteps,
+    used: set[int],
+    where: tuple[Mapping[str, int], int],
+) -> Diagnosis | None:
+    """A Diagnosis when a user tensor that matches no reference step holds the numbers of the
+    ``mistaken`` reference at or after the divergence. The line blamed is that of the first
+    user tensor holding any of its changed numbers."""
+    order, divergence = where
+    changed = [
+        m
+        for m in mistaken.steps
+        if m.value is not None
+        and not (m.name in s.ref and _same(m.value, s.ref[m.name].value, user))
+    ]
+    late = (m for m in changed if order.get(m.name, -1) >= divergence)
+    proof = next((hit for m in late if (hit := _find(user, m, used)) is not None), None)
+    if proof is None:  # the usual case, tried first: no blame is looked for
+        return None
+    hits = {m.name: (_find(user, m, set()), _find(user, m, used)) for m in changed}
+    firsts = [(m.name, hit[0]) for m in changed if (hit := hits[m.name][0]) is not None]
+    fresh = [(m.name, hit[0]) for m in changed if (hit := hits[m.name][1]) is not None]
+    step, who = (firsts if bug.blame_first else fresh)[0]
+    return Diagnosis(
+        step,
+        bug.key,
+        bug.name,
+        bug.fix,
+        who.location,
+        who.source,
+        # a step the mistake adds (the mask of an unasked-for causal) is set against the
+        # reference's step at the place of the mistake
+        *_numbers(who, s.ref[step] if step in s.ref else s.ref[bug.at], user),
+        explained_abs=proof[1].max_abs,
+    )
+
+
+def _find(user: UserSteps, m: Step, skip: set[int]) -> tuple[UserStep, Agreement] | None:
+    """The user's tensor holding step ``m``'s values (leaving out ``skip``)."""
+    assert m.value is not None
+    return user.find(m.value, m.axes, skip=skip)
+
+
+def _run(bug: Bug, s: Setting, tensors: Mapping[str, Any]) -> Trace:
+    config = replace(s.config, **bug.config)
+    import numpy as np
+
+    with warnings.catch_warnings(), np.errstate(all="ignore"):  # a mistake may well make NaN
+        warnings.simplefilter("ignore", MaskWarning)
+        return trace_attention(
+            config, "numpy", tensors={**tensors, **bug.tensors}, replace=bug.replace
+        )
+
+
+def _same(a: np.ndarray, b: np.ndarray | None, user: UserSteps) -> bool:
+    """Whether the mistaken step ``a`` equals the reference's ``b`` (same layout, same values)."""
+    from attntrace.diffing.match import same
+
+    return b is not None and a.shape == b.shape and same(a, b, user.tol)
+
+
+def _numbers(who: UserStep, ref: Any, user: UserSteps) -> tuple[float, float]:
+    from attntrace.diffing.match import agree
+
+    found = agree(who.value, ref.value, ref.axes, user.tol)
+    return (found.max_abs, found.max_rel) if found is not None else (math.inf, math.inf)
+
+
+def _unexplained(row: Row, closest: tuple[float, Bug] | None) -> Diagnosis:
+    who = row.user
+    abs_, rel = (
+        (row.agreement.max_abs, row.agreement.max_rel) if row.agreement else (math.nan, math.nan)
+    )
+    near = (
+        f"; the closest known bug, {closest[1].name}, is off by {closest[0]:.3g}" if closest else ""
+    )
+    missing = (
+        "" if who is not None else f"; the user's code has no tensor in the role of {row.step.name}"
+    )
+    return Diagnosis(
+        row.step.name,
+        None,
+        f"no known bug reproduces it{near}{missing}",
+        f"compare {row.step.name} with the reference: {row.step.op}",
+        who.location if who else "",
+        who.source if who else "",
+        abs_,
+        rel,
+    )

@@ -1,0 +1,305 @@
+"""``attntrace diff``: run the user's attention beside the reference with the same weights and
+input, align the steps by their numbers, and name the bug at the first step that differs.
+
+>>> import numpy as np
+>>> from attntrace import AttentionConfig
+>>> def attend(x, p):  # softmax over the queries: a silent bug
+...     q, k, v = (x @ p[f"w_{c}"].T + p[f"b_{c}"] for c in "qkv")
+...     q, k, v = (t.reshape(3, 2, 4).transpose(1, 0, 2) for t in (q, k, v))
+...     scores = q @ k.transpose(0, 2, 1) / np.sqrt(4)
+...     e = np.exp(scores - scores.max(axis=1, keepdims=True))
+...     weights = e / e.sum(axis=1, keepdims=True)
+...     merged = (weights @ v).transpose(1, 0, 2).reshape(3, 8)
+...     return merged @ p["w_o"].T + p["b_o"]
+>>> report = diff(attend, AttentionConfig(seq=3, hidden=8, heads=2))
+>>> report.ok, report.diagnosis.step, report.diagnosis.bug
+(False, 'weights', 'softmax-axis-1')
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from dataclasses import asdict, dataclass, fields, replace
+from typing import TYPE_CHECKING, Any
+
+from attntrace.config.attention_config import AttentionConfig
+from attntrace.errors import ConfigError
+
+if TYPE_CHECKING:  # the machinery is imported when a diff runs: import attntrace stays light
+    import numpy as np
+
+    from attntrace.diffing.align import Row
+    from attntrace.diffing.diagnose import Diagnosis
+    from attntrace.diffing.layer import Layer
+    from attntrace.tools.verify import Tolerance
+
+__all__ = [
+    "DIFF_SCHEMA_ID",
+    "DiffReport",
+    "check_diff_memory",
+    "diff",
+    "probe_sizes",
+    "resolve_layer",
+    "run_diff",
+]
+
+#: The ``schema`` value of :meth:`DiffReport.to_dict`.
+DIFF_SCHEMA_ID = "attntrace.diff/1"
+
+
+@dataclass(frozen=True)
+class DiffReport:
+    """The aligned steps of one diff and the diagnosis at the first that differs."""
+
+    config: AttentionConfig
+    target: str  # the user's layer, e.g. "Attention (nn.Module)"
+    weights: str  # where the shared weights came from
+    tolerance: Tolerance
+    rows: tuple[Row, ...]
+    diagnosis: Diagnosis | None
+
+    @property
+    def ok(self) -> bool:
+        """True when every step the user's code makes matches the reference."""
+        return all(r.ok for r in self.rows)
+
+    @property
+    def first(self) -> Row | None:
+        """The row of the diagnosis (the highlighted one), else the first that differs."""
+        step = self.diagnosis.step if self.diagnosis is not None else None
+        return next((r for r in self.rows if r.step.name == step and not r.ok), None) or next(
+            (r for r in self.rows if not r.ok), None
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """The report as JSON-ready data (``attntrace diff --format json``)."""
+        d = self.diagnosis
+        return {
+            "schema": DIFF_SCHEMA_ID,
+            "target": self.target,
+            "weights": self.weights,
+            "config": self.config.to_dict(),
+            "ok": self.ok,
+            "tolerance": {"rtol": self.tolerance.rtol, "atol": self.tolerance.atol},
+            "rows": [_row_dict(r) for r in self.rows],
+            "diagnosis": None if d is None else {k: _finite(v) for k, v in asdict(d).items()},
+        }
+
+
+def _finite(value: Any) -> Any:
+    return None if isinstance(value, float) and not math.isfinite(value) else value
+
+
+def _row_dict(row: Row) -> dict[str, Any]:
+    u, a = row.user, row.agreement
+    return {
+        "step": row.step.name,
+        "shape": list(row.step.shape),
+        "axes": list(row.step.axes),
+        "status": row.status,
+        "user_step": u.name if u else None,
+        "location": u.location if u else None,
+        "source": u.source if u else None,
+        "user_shape": list(u.shape) if u else None,
+        "layout": a.layout if a else None,
+        "max_abs": _finite(a.max_abs) if a else None,
+        "max_rel": _finite(a.max_rel) if a else None,
+    }
+
+
+def diff(
+    target: Any,
+    config: AttentionConfig | None = None,
+    *,
+    x: np.ndarray | None = None,
+    max_memory: int | None = None,
+) -> DiffReport:
+    """Run ``target`` (an ``nn.Module`` or a function ``fn(x, params)``, see
+    :mod:`attntrace.diffing.layer`) beside the reference attention of ``config`` with the same
+    weights and input ``x`` (seeded when None), and diagnose the first step that differs.
+    A module's own sizes (its weights, ``num_heads`` …) fill in and must agree with ``config``;
+    ``x`` gives the batch and sequence length. ``max_memory``: see :func:`check_diff_memory`."""
+    options = asdict(config if config is not None else AttentionConfig())
+    given = set() if config is None else _non_default(config)
+    from attntrace.diffing.layer import as_layer
+
+    layer = as_layer(target, **probe_sizes(options["seq"], options["batch"], x))
+    cfg, tensors = resolve_layer(layer, options, given, x)
+    return run_diff(layer, cfg, tensors, max_memory=max_memory)
+
+
+def probe_sizes(seq: int, batch: int | None, x: np.ndarray | None) -> dict[str, Any]:
+    """The ``seq`` and ``batch`` of the input a module is probed with: those of ``x``, (B, S, H)
+    or (S, H), when given, else the options'.
+
+    >>> import numpy as np
+    >>> probe_sizes(3, None, np.zeros((2, 5, 64))), probe_sizes(3, 4, None)
+    ({'seq': 5, 'batch': 2}, {'seq': 3, 'batch': 4})
+    """
+    if x is None or x.ndim not in (2, 3):
+        return {"seq": seq, "batch": batch}  # another rank: resolve_run names the fix
+    return {"seq": int(x.shape[-2]), "batch": int(x.shape[0]) if x.ndim == 3 else None}
+
+
+#: What a diff holds at its peak, in reference traces with every step's values: the reference,
+#: the user's captured tensors (about as many), a bug replayed on the reference, and the first
+#: replay that explained the divergence (kept for the report).
+TRACES_HELD = 4
+
+
+def check_diff_memory(config: AttentionConfig, max_memory: int | None = None) -> None:
+    """Refuse a diff whose tensors would not fit ``max_memory`` bytes (default: half the
+    available memory), from the shapes alone, before anything is allocated.
+
+    >>> check_diff_memory(AttentionConfig(batch=2, seq=8000, hidden=64, heads=4),
+    ...                   2**30)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    attntrace.errors.MemoryBudgetError: this trace needs about 30.62 GiB (diff holds ...
+    """
+    from attntrace.engine.attention import estimate_bytes
+    from attntrace.engine.memory import check_budget, format_bytes
+
+    one, largest = estimate_bytes(config, True)
+    where = (
+        f"diff holds the reference, your code's tensors and bug replays, each with every "
+        f"step's values; {largest.name} {largest.shape} alone is {format_bytes(largest.nbytes)}"
+    )
+    advice = (
+        "lower --seq or --batch (diff compares values, so it keeps them all), or give "
+        "--max-memory a larger budget if the machine has the room"
+    )
+    check_budget(TRACES_HELD * one, max_memory, where, advice)
+
+
+def check_diff_dtype(config: AttentionConfig) -> None:
+    """Refuse bfloat16: the reference that diff compares against runs on numpy, which has none.
+
+    >>> check_diff_dtype(AttentionConfig(dtype="bfloat16"))
+    Traceback (most recent call last):
+    ...
+    attntrace.errors.ConfigError: diff --dtype bfloat16: the reference runs on numpy, which ...
+    """
+    if config.dtype == "bfloat16":
+        raise ConfigError(
+            "diff --dtype bfloat16: the reference runs on numpy, which has no bfloat16; give "
+            "--dtype float32 (a bfloat16 module is compared converted to it) or float16"
+        )
+
+
+def _non_default(config: AttentionConfig) -> set[str]:
+    """The fields of ``config`` that differ from the defaults, by option name."""
+    default = AttentionConfig()
+    names = {f.name for f in fields(config) if getattr(config, f.name) != getattr(default, f.name)}
+    return {"head_dim" if n == "head_dim_override" else n for n in names} | {"batch", "seq"}
+
+
+def resolve_layer(
+    layer: Layer, options: dict[str, Any], explicit: set[str], x: np.ndarray | None
+) -> tuple[AttentionConfig, dict[str, Any]]:
+    """The config and tensors of a diff: the options over what the layer states (its weights
+    and attributes, which must agree with typed options), seeded x and weights for the rest."""
+    from attntrace.engine.inputs import random_sources
+    from attntrace.files import resolve_run
+
+    weights = layer.weights
+    if weights is not None:
+        hints = {k: v for k, v in layer.hints.items() if k != "kv_heads"}
+        weights = replace(weights, hints={**weights.hints, **hints})
+        if "dtype" not in explicit:
+            options = {
+                **options,
+                "dtype": str(next(p for p in weights.params.values() if p is not None).dtype),
+            }
+    config, tensors = resolve_run(options, explicit, weights, x)
+    if "kv_heads" in layer.hints and layer.hints["kv_heads"] != config.groups:
+        raise ConfigError(
+            f"{layer.name} says {layer.hints['kv_heads']} kv heads, "
+            f"its weights give {config.groups}"
+        )
+    _check_supported(config)
+    config = replace(config, algorithm="eager")  # the steps to compare are the eager ones
+    seeded = {name: s.make() for name, s in random_sources(config).items() if name not in tensors}
+    return config, {**seeded, **tensors}
+
+
+def _check_supported(config: AttentionConfig) -> None:
+    """diff calls the code on x alone: no second input, no per-item key lengths."""
+    if config.cross:
+        raise ConfigError("diff runs self-attention code on x alone; drop --kv-seq/--kv-hidden "
+                          "(cross-attention code needs a second input diff does not pass)")
+    if config.key_lengths is not None:
+        raise ConfigError("diff calls the code on x alone, so it cannot pass --key-lengths; "
+                          "drop it (a padding mask inside the code is compared as it is)")
+
+
+def run_diff(
+    layer: Layer,
+    config: AttentionConfig,
+    tensors: dict[str, Any],
+    *,
+    max_memory: int | None = None,
+) -> DiffReport:
+    """Reference and user side by side (``tensors``: x and the weights, in our names), once
+    :func:`check_diff_memory` finds that they fit ``max_memory``."""
+    import numpy as np
+
+    from attntrace.diffing.align import UserSteps, align
+    from attntrace.diffing.bugs import Setting
+    from attntrace.diffing.diagnose import counterparts, diagnose
+    from attntrace.diffing.user_side import UserStep, run_user
+    from attntrace.engine.attention import trace_attention
+    from attntrace.tools.verify import tolerance
+
+    check_diff_dtype(config)
+    check_diff_memory(config, max_memory)
+    dtype = np.dtype(config.dtype)
+    tensors = {k: None if v is None else np.asarray(v).astype(dtype) for k, v in tensors.items()}
+    ref = trace_attention(config, "numpy", tensors=tensors)
+    params = {k: v for k, v in tensors.items() if k not in ("x", "x_kv") and v is not None}
+    steps, out = run_user(lambda track: _call(layer, config, track, tensors["x"], params))
+    tol = tolerance(config)
+    user = UserSteps(
+        (
+            UserStep(-1, "x", tensors["x"], "(input)"),
+            *steps,
+            UserStep(len(steps), "returned", out, "(return value)"),
+        ),
+        tol,
+    )
+    rows = align(ref, user)
+    diagnosis, mistaken = diagnose(Setting(config, ref, tensors), rows, user, tensors)
+    if mistaken is not None:
+        rows = counterparts(rows, mistaken, user)
+    source = "its state dict" if layer.weights is None else layer.weights.scheme
+    return DiffReport(
+        config,
+        layer.name,
+        f"{source}" if layer.weights else "the reference's, as fn(x, params)",
+        tol,
+        rows,
+        diagnosis,
+    )
+
+
+def _call(
+    layer: Layer, config: AttentionConfig, track: Any, x: np.ndarray, params: dict[str, np.ndarray]
+) -> Any:
+    """The user's layer on x (numpy, or torch in the config's dtype)."""
+    if layer.flavour == "numpy":
+        return layer.call(track(x.copy()), params)
+    import torch
+
+    call = layer.call
+    if layer.module is not None and any(
+        p.dtype != getattr(torch, config.dtype) for p in layer.module.parameters()
+    ):
+        module = copy.deepcopy(layer.module).to(
+            getattr(torch, config.dtype)
+        )  # the user's stays as it is
+        call = lambda x, p: module(x)  # noqa: E731
+    with torch.no_grad():
+        return call(
+            torch.from_numpy(x.copy()), {k: torch.from_numpy(v.copy()) for k, v in params.items()}
+        )

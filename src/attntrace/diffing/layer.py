@@ -1,0 +1,264 @@
+"""The user's attention as diff runs it: a torch ``nn.Module`` (its weights read from its state
+dict through the naming schemes of :mod:`attntrace.files.schemes`, else from its ``nn.Linear``
+children in the order its forward calls them: q, k, v, o), or a function
+``fn(x, params)`` that takes the reference's weights.
+
+The function convention: ``params`` maps our names to arrays of the input's kind (numpy arrays
+for numpy code, torch tensors for torch code) in the torch layout, a weight is
+(out_features, in_features): ``q = x @ params["w_q"].T + params["b_q"]``. The names are
+``w_q, b_q, w_k, b_k, w_v, b_v, w_o, b_o`` (no ``b_*`` with ``bias=False``); ``fn`` returns
+the attention output (B, S, H) or (S, H), or a tuple whose first item it is.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from attntrace.errors import ConfigError
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from attntrace.files.schemes import LoadedWeights
+
+#: Module attributes that state a size or option, by the AttentionConfig field they give.
+HINTS: dict[str, tuple[str, ...]] = {
+    "heads": ("num_heads", "n_heads", "n_head", "num_attention_heads", "heads"),
+    "kv_heads": ("num_key_value_heads", "num_kv_heads", "n_kv_heads", "kv_heads", "n_kv_head"),
+    "causal": ("causal", "is_causal"),
+    "rope_base": ("rope_theta", "rope_base"),
+}
+
+
+@dataclass(frozen=True)
+class Layer:
+    """The user's attention, ready to run on an input."""
+
+    name: str  # "Attention (nn.Module)" or "attend()"
+    flavour: str  # "torch" or "numpy": the kind of array it takes
+    weights: LoadedWeights | None  # a module's own weights; None for a function (it takes ours)
+    hints: dict[str, Any] = field(default_factory=dict)  # sizes the module states
+    call: Callable[[Any, Mapping[str, Any]], Any] = field(default=lambda x, p: None, repr=False)
+    module: Any = field(default=None, repr=False)  # the nn.Module, for a copy in another dtype
+
+
+def as_layer(target: Any, *, seq: int = 3, batch: int | None = None) -> Layer:
+    """The :class:`Layer` of an ``nn.Module`` instance or a function ``fn(x, params)``.
+
+    ``seq`` and ``batch`` size the probe input when the module's projections are found by
+    calling it (no known naming scheme in its state dict).
+
+    >>> import numpy as np
+    >>> def attend(x, params):
+    ...     return x @ params["w_o"].T
+    >>> layer = as_layer(attend)
+    >>> layer.name, layer.flavour, layer.weights
+    ('attend()', 'numpy', None)
+    """
+    if _is_module(target):
+        return _module_layer(target, seq, batch)
+    if callable(target):
+        return _function_layer(target)
+    raise ConfigError(
+        f"cannot diff a {type(target).__name__}; give an nn.Module or a function fn(x, params)"
+    )
+
+
+def _is_module(target: Any) -> bool:
+    import sys
+
+    torch = sys.modules.get("torch")
+    return torch is not None and isinstance(target, torch.nn.Module)
+
+
+def _function_layer(fn: Callable[..., Any]) -> Layer:
+    name = f"{getattr(fn, '__name__', type(fn).__name__)}()"
+    try:
+        params = [
+            p
+            for p in inspect.signature(fn).parameters.values()
+            if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) and p.default is p.empty
+        ]
+    except (TypeError, ValueError):
+        params = []
+    if len(params) != 2:
+        raise ConfigError(
+            f"{name} takes {len(params)} argument(s); diff calls a function as fn(x, params) "
+            "with params the weights by our names (w_q, b_q, ...), so both sides share them"
+        )
+    module = inspect.getmodule(fn)
+    flavour = "torch" if module is not None and "torch" in vars(module) else "numpy"
+    return Layer(name, flavour, None, {}, fn)
+
+
+def _module_layer(module: Any, seq: int, batch: int | None) -> Layer:
+    name = f"{type(module).__name__} (nn.Module)"
+    weights = state_dict_weights(module) or _called_linears(module, seq, batch)
+    return Layer(name, "torch", weights, module_hints(module), lambda x, p: module(x), module)
+
+
+def module_hints(module: Any) -> dict[str, Any]:
+    """The sizes a module states in its attributes (``num_heads`` …), by config field.
+
+    >>> class Attention:
+    ...     num_heads, num_key_value_heads, is_causal = 8, 2, True
+    >>> module_hints(Attention())
+    {'heads': 8, 'kv_heads': 2, 'causal': True}
+    """
+    found: dict[str, Any] = {}
+    for field_name, names in HINTS.items():
+        values = (_hint(field_name, getattr(module, attr, None)) for attr in names)
+        value = next((v for v in values if v is not None), None)
+        if value is not None:
+            found[field_name] = value
+    if "rope_base" in found:
+        found["rope"] = True  # a module that holds a rotary theta rotates q and k
+    return found
+
+
+def _hint(field_name: str, value: Any) -> Any:
+    """``value`` when it can be the field's value (a bool for causal, a number else), or None."""
+    if field_name == "causal":
+        return value if isinstance(value, bool) else None
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    if field_name == "rope_base":
+        return float(value)
+    return value if isinstance(value, int) else None
+
+
+def state_dict_weights(module: Any) -> LoadedWeights | None:
+    """The module's attention weights by a known naming scheme, or None when none fits.
+
+    ``diff`` loads a module's weights this way, and ``trace`` reads the width of its seeded x
+    from them.
+
+    >>> import torch
+    >>> mha = torch.nn.MultiheadAttention(8, 2)
+    >>> state_dict_weights(mha).params["w_q"].shape
+    (8, 8)
+    >>> state_dict_weights(torch.nn.Linear(4, 4)) is None
+    True
+    """
+    from attntrace.errors import InputFileError
+    from attntrace.files.readers import LazyArrays
+    from attntrace.files.schemes import layer_weights
+
+    state = {k: v for k, v in module.state_dict().items() if v.is_floating_point()}
+    arrays = LazyArrays(state, lambda key: _to_numpy(state[key]))
+    try:
+        return layer_weights(arrays, Path(f"{type(module).__name__}.state_dict()"))
+    except InputFileError as exc:
+        if "no attention weights in a known naming scheme" in str(exc):
+            return None
+        raise
+
+
+def _called_linears(module: Any, seq: int, batch: int | None) -> LoadedWeights:
+    """w_q, w_k, w_v, w_o from the nn.Linear children in the order a probe forward calls them
+    (one packed (3·H, H) projection counts as q, k, v)."""
+    import torch
+
+    from attntrace.files.schemes import LoadedWeights
+
+    order: list[Any] = []
+    hooks = [
+        m.register_forward_hook(lambda m, i, o: order.append(m))
+        for m in module.modules()
+        if isinstance(m, torch.nn.Linear)
+    ]
+    if not hooks:
+        raise ConfigError(
+            f"{type(module).__name__} has no nn.Linear layers and no known weight names; "
+            "name its projections q_proj, k_proj, v_proj, o_proj"
+        )
+    first = next(m for m in module.modules() if isinstance(m, torch.nn.Linear))
+    try:
+        _probe(module, (*((batch,) if batch else ()), seq, first.in_features), first.weight.dtype)
+    finally:
+        for hook in hooks:
+            hook.remove()
+    called = list(dict.fromkeys(order))
+    return LoadedWeights(
+        Path(f"{type(module).__name__} (nn.Linear in call order)"),
+        "nn.Linear call order",
+        "",
+        _linear_params(type(module).__name__, called),
+    )
+
+
+#: The sequence length of the probe that finds the projections: short, so that the probe is
+#: cheap whatever --seq is (the memory check of a diff comes after it).
+PROBE_SEQ = 4
+
+
+def _probe(module: Any, shape: tuple[int, ...], dtype: Any) -> None:
+    """Call ``module`` on zeros of ``shape`` with the sequence cut to PROBE_SEQ, and on the
+    whole ``shape`` only when the short one raises (code that needs that exact length)."""
+    import torch
+
+    short = (*shape[:-2], min(shape[-2], PROBE_SEQ), shape[-1])
+    for size in dict.fromkeys((short, shape)):
+        try:
+            with torch.no_grad():
+                module(torch.zeros(size, dtype=dtype))
+            return
+        except (Exception, SystemExit) as exc:  # sys.exit() in the user's code is theirs too
+            error = exc
+    from attntrace.diffing.user_side import UserCodeError
+
+    raise UserCodeError(
+        f"the code under test raised {type(error).__name__} on x of shape {shape}: {error}; "
+        "check --seq/--batch, or run attntrace trace on it to see the shapes up to the failure"
+    ) from None
+
+
+def _linear_params(name: str, called: list[Any]) -> dict[str, np.ndarray | None]:
+    """w_q … b_o from the nn.Linear layers in call order: q, k, v, o; a packed qkv (3·H rows)
+    and o; or q, a packed kv (k's rows, then v's: ``to_kv(x).chunk(2, dim=-1)``) and o."""
+    w = [_to_numpy(m.weight) for m in called]
+    b = [None if m.bias is None else _to_numpy(m.bias) for m in called]
+    if len(called) == 2 and w[0].shape[0] == 3 * w[1].shape[0]:  # one packed in-projection
+        return {**_unpacked(w[0], b[0], "qkv"), "w_o": w[1], "b_o": b[1]}
+    if len(called) == 3 and w[1].shape[0] % 2 == 0:  # q, then k and v packed
+        return {"w_q": w[0], "b_q": b[0], **_unpacked(w[1], b[1], "kv"),
+                "w_o": w[2], "b_o": b[2]}
+    if len(called) != 4:
+        raise ConfigError(
+            f"{name}'s forward calls {len(called)} nn.Linear layer(s); diff needs q, k, v, o "
+            "(4, a packed qkv and an output, or q, a packed kv and an output): name them "
+            "q_proj, k_proj, v_proj, o_proj"
+        )
+    return {
+        f"{kind}_{c}": (w if kind == "w" else b)[i] for i, c in enumerate("qkvo") for kind in "wb"
+    }
+
+
+def _unpacked(
+    weight: np.ndarray, bias: np.ndarray | None, parts: str
+) -> dict[str, np.ndarray | None]:
+    """A packed projection's rows cut into ``parts`` (``"qkv"`` or ``"kv"``), in that order.
+
+    >>> import numpy as np
+    >>> {k: v.shape for k, v in _unpacked(np.zeros((6, 4)), None, "kv").items() if v is not None}
+    {'w_k': (3, 4), 'w_v': (3, 4)}
+    """
+    import numpy as np
+
+    weights = np.split(weight, len(parts))  # (rows / parts, H) each
+    biases = np.split(bias, len(parts)) if bias is not None else [None] * len(parts)
+    out: dict[str, np.ndarray | None] = {}
+    for part, w_part, b_part in zip(parts, weights, biases, strict=True):
+        out[f"w_{part}"], out[f"b_{part}"] = w_part, b_part
+    return out
+
+
+def _to_numpy(t: Any) -> np.ndarray:
+    import numpy as np
+
+    t = t.detach().cpu()
+    return np.array((t.float() if str(t.dtype) == "torch.bfloat16" else t).numpy())

@@ -1,0 +1,86 @@
+"""The user's side of a diff: run their attention under :func:`attntrace.capture` and keep
+every captured tensor with its value and ``file:line``."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from attntrace.errors import AttntraceError
+
+if TYPE_CHECKING:
+    import numpy as np
+
+
+class UserCodeError(AttntraceError):
+    """The user's attention raised; diff cannot compare what never ran (exit 1)."""
+
+
+@dataclass(frozen=True)
+class UserStep:
+    """One tensor the user's code made: its name, values and where."""
+
+    index: int  # order of execution, from 0
+    name: str  # the variable it was assigned to, or the op and a counter
+    value: np.ndarray
+    location: str = ""  # "file:line"
+    source: str = ""  # the expression on that line
+    role: str = ""  # the reference step capture recognised it as, or ""
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return tuple(int(n) for n in self.value.shape)
+
+
+def run_user(
+    call: Callable[[Callable[[Any], Any]], Any],
+) -> tuple[tuple[UserStep, ...], np.ndarray]:
+    """Run ``call(track)`` (the user's attention on ``track(x)``; ``track`` marks a numpy
+    input for capture) under capture: the captured steps with values, and what it returned,
+    as numpy. The user's exceptions become :class:`UserCodeError`."""
+    from attntrace.capturing.session import capture
+
+    try:
+        with capture() as t:
+            out = call(t.track)
+    except AttntraceError:
+        raise
+    except (Exception, SystemExit) as exc:  # sys.exit() in the user's code is theirs too
+        raise UserCodeError(
+            f"the code under test raised {type(exc).__name__}: {exc}; "
+            "run attntrace trace on it to see the shapes up to the failure"
+        ) from exc
+    kept = [(s, _numpy(s.value)) for s in t.steps if s.value is not None]
+    steps = tuple(
+        UserStep(
+            i,
+            s.name,
+            value,
+            getattr(s, "location", ""),
+            getattr(s, "source", ""),
+            getattr(s, "role", ""),
+        )
+        for i, (s, value) in enumerate((s, v) for s, v in kept if v.dtype.kind in "fb")
+    )
+    return steps, _numpy(_first_tensor(out))
+
+
+def _first_tensor(out: object) -> object:
+    """The attention output: the value itself, or the first item of a returned tuple."""
+    if isinstance(out, tuple | list) and out:
+        return out[0]
+    return out
+
+
+def _numpy(value: object) -> np.ndarray:
+    """``value`` as a numpy array, without a copy where it already is one (capture's values are
+    its own read-only copies; diff never writes to them)."""
+    import numpy as np
+
+    if hasattr(value, "detach"):
+        value = value.detach().cpu()
+        if str(getattr(value, "dtype", "")) == "torch.bfloat16":
+            value = value.float()  # type: ignore[attr-defined]
+        value = value.numpy()  # type: ignore[attr-defined]
+    return np.asarray(value)

@@ -1,0 +1,350 @@
+"""What each step costs, derived from the backend operations that produced it.
+
+A :class:`CostMeter` stands in front of a backend: every operation the algorithm calls is
+charged by a rule keyed by the operation's name, so a step added later costs its FLOPs without
+new code. FLOPs count one multiply and one add as 2 (1 MAC = 2 FLOPs):
+
+=====================  ====================================  =========================
+operation              FLOPs                                 e.g.
+=====================  ====================================  =========================
+linear(x, W, b)        2·numel(out)·in_features + numel(out)  ``2·S·H·H + S·H``
+matmul(a, b)           2·numel(out)·K (K contracted)          ``2·h·S·S·d`` (scores)
+scale, exp, binary     1 per output element                   ``h·S·S``
+softmax                5 per element (max, -, exp, sum, /)    ``5·h·S·S``
+reduce_max/sum         1 per input element                    ``h·Br·Bc``
+views, copies, fills   0 (repeat_interleave, rotate_half, rotate_pairs are copies)
+any other operation    1 per output element
+=====================  ====================================  =========================
+
+The formula is kept as terms ``(coefficient, "h·S·S·d")`` in the step's axis letters.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import weakref
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
+
+if TYPE_CHECKING:
+    from attntrace.backends.base import Backend
+    from attntrace.trace import Step, Trace
+
+T = TypeVar("T")
+Shape = tuple[int, ...]
+Terms = tuple[tuple[int, str], ...]
+
+#: FLOPs per element of a softmax over the last axis: max, subtract, exp, sum, divide.
+SOFTMAX_FLOPS_PER_ELEMENT = 5
+
+#: Backend attributes that are not operations (never charged).
+_NOT_OPS = frozenset({"tensor", "shape", "dtype", "to_numpy", "check_dtype", "name", "dtypes",
+                      "computes", "one_thread_each"})
+#: Operations that move or allocate memory without arithmetic.
+_FREE_OPS = frozenset({"reshape", "transpose", "narrow", "full", "write", "contiguous",
+                       "repeat_interleave", "rotate_half",
+                       "rotate_part", "rotate_pairs"})  # copies, and a sign flip counted as a copy
+#: Elementwise operations and their FLOPs per output element.
+_PER_ELEMENT = {"scale": 1, "exp": 1, "binary": 1, "rms_norm": 4,
+                "softmax": SOFTMAX_FLOPS_PER_ELEMENT,
+                "softmax_": SOFTMAX_FLOPS_PER_ELEMENT}
+
+
+@dataclass(frozen=True)
+class Charge:
+    """One operation's cost, before its letters are known: ``coef`` per element of ``shape``,
+    times the size of one contracted axis (``k`` elements, the last axis of tensor ``k_of``)."""
+
+    coef: int
+    shape: Shape
+    k: int = 1
+    k_of: object = None  # the input whose last axis is contracted, or None
+
+
+def format_terms(terms: Terms, count: str = "flops") -> str:
+    """A formula from its terms; ``count="macs"`` halves every coefficient.
+
+    >>> format_terms(((2, "h·S·S·d"),))
+    '2·h·S·S·d'
+    >>> format_terms(((2, "S·H·H"), (1, "S·H")), "macs")
+    'S·H·H + 0.5·S·H'
+    >>> format_terms(())
+    '0'
+    """
+    parts = []
+    for coef, letters in terms:
+        c = coef / 2 if count == "macs" else coef
+        text = f"{c:g}" if c != int(c) else str(int(c))
+        parts.append(letters if text == "1" else f"{text}·{letters}" if letters else text)
+    return " + ".join(parts) or "0"
+
+
+def count(flops: int | float, unit: str = "flops") -> float:
+    """FLOPs in the unit the user asked for (``macs``: one multiply-add, half the FLOPs).
+
+    >>> count(10, "macs")
+    5.0
+    """
+    return flops / 2 if unit == "macs" else float(flops)
+
+
+def exact_count(flops: int, unit: str = "flops") -> int | float:
+    """FLOPs in ``unit`` without rounding, for documents: a whole number unless ``macs`` of an odd
+    count (a lone add, e.g. a bias, is half a MAC).
+
+    >>> exact_count(2**61 + 2, "macs"), exact_count(5, "macs"), exact_count(5)
+    (1152921504606846977, 2.5, 5)
+    """
+    if unit != "macs":
+        return flops
+    return flops // 2 if flops % 2 == 0 else flops / 2
+
+
+def format_count(n: float) -> str:
+    """A count in SI units, short enough for a table: ``1.2 G``.
+
+    >>> format_count(1234567), format_count(0), format_count(5.5e15)
+    ('1.23 M', '0', '5.50 P')
+    """
+    if n < 1000:
+        return f"{n:g}"
+    for unit in ("k", "M", "G", "T", "P", "E"):
+        n /= 1000
+        if n < 1000 or unit == "E":
+            break
+    return f"{n:.2f} {unit}"
+
+
+class CostMeter(Generic[T]):
+    """A backend proxy: operations run on ``backend`` and their charges wait in ``pending``
+    until the recorder turns them into the next step's FLOPs. Each thread has its own pending
+    charges (flash runs query blocks on several threads)."""
+
+    def __init__(self, backend: Backend[T]) -> None:
+        self.backend = backend
+        self._local = threading.local()
+        self._ops: dict[str, Callable[..., Any]] = {}
+
+    @property
+    def pending(self) -> list[Charge]:
+        """This thread's charges since the last :meth:`take`."""
+        local = self._local
+        if not hasattr(local, "pending"):
+            local.pending, local.inputs = [], []
+        out: list[Charge] = local.pending
+        return out
+
+    @property
+    def inputs(self) -> list[object]:
+        """The tensors this thread's pending operations read."""
+        self.pending  # noqa: B018  (creates this thread's lists)
+        out: list[object] = self._local.inputs
+        return out
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self.backend, name)
+        if name in _NOT_OPS or name.startswith("_") or not callable(attr):
+            return attr
+        if name not in self._ops:
+            self._ops[name] = self._metered(name, attr)
+        return self._ops[name]
+
+    def _metered(self, name: str, op: Callable[..., Any]) -> Callable[..., Any]:
+        def run(*args: Any, **kwargs: Any) -> Any:
+            out = op(*args, **kwargs)
+            if out is None:  # an in-place write: it feeds no step
+                return out
+            self.inputs.extend(a for a in args if _is_tensor(a))
+            charge = self._charge(name, args, out)
+            if charge is not None:
+                self.pending.append(charge)
+            return out
+
+        return run
+
+    def _charge(self, name: str, args: Sequence[Any], out: Any) -> Charge | None:
+        """The rule for operation ``name`` (see the module docstring)."""
+        if name in _FREE_OPS or out is None:
+            return None
+        shape = self.backend.shape(out)
+        if name == "linear":
+            k = self.backend.shape(args[1])[-1]
+            bias = len(args) > 2 and args[2] is not None
+            self.pending.append(Charge(2, shape, k, args[0]))
+            return Charge(1, shape) if bias else None
+        if name == "matmul":
+            return Charge(2, shape, self.backend.shape(args[0])[-1], args[0])
+        if name.startswith("reduce"):
+            return Charge(1, shape, self.backend.shape(args[0])[-1], args[0])
+        return Charge(_PER_ELEMENT.get(name, 1), shape)
+
+    def charge(self, name: str, *args: Any, out: Any) -> None:
+        """Charge operation ``name`` as if it ran on ``args`` giving ``out`` (for a step whose
+        maths was folded into another, e.g. the scale folded into q)."""
+        self.inputs.extend(a for a in args if _is_tensor(a))
+        charge = self._charge(name, args, out)
+        if charge is not None:
+            self.pending.append(charge)
+
+    def discard(self) -> None:
+        """Forget the pending charges (not the inputs): their maths is charged elsewhere."""
+        self.pending.clear()
+
+    def take(self) -> tuple[list[Charge], list[object]]:
+        """The charges and inputs since the last call, clearing them."""
+        charges, inputs = self.pending, self.inputs
+        self._local.pending, self._local.inputs = [], []
+        return charges, inputs
+
+
+def _is_tensor(value: object) -> bool:
+    return hasattr(value, "shape") and not isinstance(value, (tuple, list))
+
+
+class Registry:
+    """Which recorded step (name, axes) each live tensor object is, for naming the inputs of the
+    next step and the letter of a contracted axis. Entries are weak where the type allows."""
+
+    def __init__(self) -> None:
+        self._entries: dict[int, tuple[Callable[[], object], str, tuple[str, ...]]] = {}
+
+    def add(self, value: object, name: str, axes: tuple[str, ...]) -> None:
+        try:
+            ref: Callable[[], object] = weakref.ref(value)
+        except TypeError:  # plain objects such as shape tensors: a strong reference is harmless
+            ref = _Strong(value)
+        self._entries[id(value)] = (ref, name, axes)
+
+    def lookup(self, value: object) -> tuple[str, tuple[str, ...]] | None:
+        entry = self._entries.get(id(value))
+        if entry is None or entry[0]() is not value:
+            return None
+        return entry[1], entry[2]
+
+
+@dataclass(frozen=True)
+class _Strong:
+    value: object
+
+    def __call__(self) -> object:
+        return self.value
+
+
+def resolve(charges: Iterable[Charge], shape: Shape, axes: tuple[str, ...], registry: Registry,
+            contract: str | None = None) -> tuple[int, Terms]:
+    """FLOPs and formula terms of ``charges`` for a step of ``shape`` with ``axes``.
+
+    Letters come from the step's axes when a charge has the step's shape (else the sizes are
+    written out); a contracted axis takes the last letter of its recorded input, else ``contract``.
+    """
+    flops, terms = 0, []
+    for c in charges:
+        flops += c.coef * math.prod(c.shape) * c.k
+        letters = list(axes) if c.shape == shape else [str(n) for n in c.shape]
+        if c.k_of is not None:
+            found = registry.lookup(c.k_of)
+            letter = found[1][-1] if found and found[1] else contract
+            letters.append(letter or str(c.k))
+        terms.append((c.coef, "·".join(sorted(letters, key=_letter_rank))))
+    return flops, _merge_terms(terms)
+
+
+#: The order of axis letters in a formula (sizes written out go last).
+AXIS_ORDER: tuple[str, ...] = ("B", "h", "g", "S", "N", "Br", "Bc", "H", "d")
+
+
+def _letter_rank(letter: str) -> int:
+    return AXIS_ORDER.index(letter) if letter in AXIS_ORDER else len(AXIS_ORDER)
+
+
+def _merge_terms(terms: list[tuple[int, str]]) -> Terms:
+    merged: dict[str, int] = {}
+    for coef, letters in terms:
+        merged[letters] = merged.get(letters, 0) + coef
+    return tuple((coef, letters) for letters, coef in merged.items())
+
+
+def peak_live_bytes(steps: Sequence[Step]) -> int:
+    """The most bytes alive at once when every non-view step is a new buffer, freed after the
+    last step that reads it (or a view of it); the last step stays alive.
+
+    >>> from attntrace.trace import Step
+    >>> a = Step("a", (4,), "float32")
+    >>> b = Step("b", (4,), "float32", index=1, inputs=("a",))
+    >>> c = Step("c", (2,), "float32", index=2, inputs=("b",))
+    >>> peak_live_bytes([a, b, c])
+    32
+    """
+    owner: dict[str, str] = {}
+    last: dict[str, int] = {}
+    for i, step in enumerate(steps):
+        owner[step.name] = owner.get(step.inputs[0], step.inputs[0]) if step.view and step.inputs else step.name
+        for name in step.inputs:
+            if name in owner:
+                last[owner[name]] = i
+        last.setdefault(owner[step.name], i)
+    last[owner[steps[-1].name]] = len(steps)
+    born = {step.name: i for i, step in enumerate(steps) if owner[step.name] == step.name}
+    # a view of nothing (flash's mask, made tile by tile) holds no memory
+    size = {step.name: 0 if step.view else step.nbytes for step in steps if step.name in born}
+    return max(
+        sum(size[n] for n, b in born.items() if b <= i <= last[n]) for i in range(len(steps))
+    ) if steps else 0
+
+
+#: Parameters one layer holds for every layer: T5's relative bias table lives in block 0 only.
+SHARED_PARAMS = frozenset({"rel_bias"})
+
+
+@dataclass(frozen=True)
+class ModelFigures:
+    """The attention of a whole model of ``layers`` layers like the traced one: every layer's
+    parameters, the KV cache of every layer, and the FLOPs of one forward."""
+
+    layers: int  # L
+    batch: int  # B (1 for the unbatched layout)
+    keys: int  # N: tokens the cache holds (S for self-attention)
+    dtype: str  # the dtype of the cache and the parameters
+    params: int  # elements of all layers' attention parameters (a shared table counted once)
+    kv_cache_bytes: int  # L * B * N * 2 (k, v) * g * d * itemsize
+    flops: int  # L * the trace's FLOPs: one forward of every layer's attention
+
+    def to_dict(self) -> dict[str, Any]:
+        """The figures as plain JSON-ready values (``whole_model`` of ``--format json``).
+
+        >>> ModelFigures(2, 1, 4, "float32", 10, 64, 7).to_dict()["macs"]
+        3.5
+        """
+        return {"layers": self.layers, "batch": self.batch, "keys": self.keys,
+                "dtype": self.dtype, "params": self.params,
+                "kv_cache_bytes": self.kv_cache_bytes, "flops": self.flops,
+                "macs": exact_count(self.flops, "macs")}
+
+
+def model_figures(trace: Trace, layers: int) -> ModelFigures:
+    """Whole-model figures of ``layers`` layers like ``trace``'s: its FLOPs and parameters times
+    L (T5's shared bias table once), and the KV cache of every key of every layer.
+
+    >>> from attntrace import AttentionConfig, trace_attention
+    >>> config = AttentionConfig(batch=2, seq=8, hidden=64, heads=4, kv_heads=2)
+    >>> t = trace_attention(config, "shape")
+    >>> f = model_figures(t, 12)
+    >>> f.params == 12 * t.param_count, f.flops == 12 * t.total_flops
+    (True, True)
+    >>> f.kv_cache_bytes  # 12 layers * 2 items * 8 tokens * 2 (k, v) * 2 kv-heads * 16 * 4 B
+    49152
+    """
+    from attntrace.config.attention_config import MAX_SIZE
+    from attntrace.errors import ConfigError
+
+    if isinstance(layers, bool) or not isinstance(layers, int) or not 1 <= layers <= MAX_SIZE:
+        raise ConfigError(f"--layers must be a whole number >= 1, got {layers!r}")
+    cfg = trace.config
+    shared = sum(p.numel for p in trace.parameters if p.name in SHARED_PARAMS)
+    batch = cfg.batch or 1
+    cache = layers * batch * cfg.keys * cfg.kv_cache_bytes_per_token
+    return ModelFigures(layers, batch, cfg.keys, cfg.dtype,
+                        layers * (trace.param_count - shared) + shared, cache,
+                        layers * trace.total_flops)

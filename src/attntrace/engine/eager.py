@@ -1,0 +1,416 @@
+"""Eager attention's (S, N) matrices, made block by block while they are in cache.
+
+For each (batch item, head, block of query rows) one thread of the pool runs the whole chain on
+a (Br, N) block: ``s = q @ k_t``, the scale, the soft-cap, the mask, the softmax (written once
+into the weights when they are kept) and the block's rows of ``context = weights @ v``, taken
+as ``(exp @ v) / sums`` where the backend's softmax splits in two
+(:meth:`Backend.softmax_sums_`): the weights are then never written when nobody reads them. No
+(S, N) matrix is ever read again in a pass of its own. The steps before the weights
+(``scores``, ``scaled``, ``capped``, ``masked``) are kept as :class:`attntrace.trace.Lazy`
+recipes that run the same blocks again up to that step: reading them gives the exact bits the
+softmax read. Each block's BLAS runs on one thread (:meth:`Backend.one_thread_each`), so a
+block gives the same bits on any number of threads, now or when a recipe runs later. A backend
+with a fused kernel of its own (torch's SDPA, :meth:`Backend.fused_attention`) makes the
+context instead, when every value is proven finite; ``weights`` is then a recipe too, and
+:meth:`Rows.make` makes one head of a recipe alone for a view of that head.
+
+>>> from attntrace import AttentionConfig, trace_attention
+>>> t = trace_attention(AttentionConfig(seq=300, hidden=64, heads=4))
+>>> t["weights"].value.shape, t["scaled"].value.shape
+((4, 300, 300), (4, 300, 300))
+>>> bool((t["weights"].value == t["weights"].value.max(-1, keepdims=True)).any(-1).all())
+True
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import threading
+import warnings
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Generic, TypeVar
+
+from attntrace.engine.parallel import in_pool, map_parts, spread
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from attntrace.backends.base import Backend
+
+T = TypeVar("T")
+
+#: The steps of the score chain in order; the soft-cap and the mask only when they are on.
+CHAIN: tuple[str, ...] = ("scores", "scaled", "capped", "masked")
+#: Bytes of one (Br, N) block of scores: Br is chosen so that a block stays in the caches
+#: (2 MiB ran ~5 % faster than 1 MiB at (1, 2048, 1024, 16) on a 2-core EPYC: Br = 256 rows
+#: amortise packing k_t better, and the last level cache holds a block per thread).
+BLOCK_BYTES = 2 << 20
+#: Fewer score elements than this run on the calling thread alone (no pool).
+POOL_MIN_NUMEL = 1 << 18
+#: The machine epsilon of each dtype: a sum of d products is off by at most d·eps, relative.
+EPSILON: dict[str, float] = {
+    "float16": 2.0**-10, "bfloat16": 2.0**-7, "float32": 2.0**-23, "float64": 2.0**-52,
+}
+#: The largest finite value of each dtype (the bound that proves every score finite).
+FINITE_MAX: dict[str, float] = {
+    "float16": 65504.0, "bfloat16": 3.3895313892515355e38,
+    "float32": 3.4028234663852886e38, "float64": 1.7976931348623157e308,
+}
+
+#: ``count(step name, block) -> NaN and ±inf in it`` (the recorder's rule for that step).
+Count = Callable[[str, T], int]
+
+
+@dataclass
+class Tally(Generic[T]):
+    """Non-finite values per step, counted block by block by ``count`` (the recorder's rule:
+    NaN and ±inf, or NaN and +inf in the steps that masking fills with -inf)."""
+
+    count: Count[T]
+    found: dict[str, int] = field(default_factory=dict)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def add(self, name: str, block: T) -> None:
+        n = self.count(name, block)
+        with self._lock:  # blocks run on several threads
+            self.found[name] = self.found.get(name, 0) + n
+
+
+#: (index of the leading axes, e.g. (b, head), first query row, last query row + 1).
+Block = tuple[tuple[int, ...], int, int]
+
+
+@dataclass(frozen=True)
+class Rows(Generic[T]):
+    """What every block reads: q (B, h, S, d), k_t (B, h, d, N), v (B, h, N, d), the score
+    scale, the soft-cap and the mask (any shape broadcasting to the scores)."""
+
+    be: Backend[T]
+    q: T
+    k_t: T
+    v: T
+    factor: float
+    cap: float | None = None
+    mask: T | None = None
+    additive: bool = False  # True: scaled + mask; False: where(mask, scaled, -inf)
+    threads: int = 1
+    finite: bool = False  # proven: every score, weight and context value is finite
+    causal: bool = False  # the mask hides key j > query i (it holds the rule too)
+    window: int | None = None  # the mask hides key j <= query i - W
+    in_range: bool = False  # proven: the softmax needs no row max (Backend.unshifted_range)
+
+    @property
+    def chain(self) -> tuple[str, ...]:
+        """The steps of the chain this configuration has, in order."""
+        on = {"capped": self.cap is not None, "masked": self.mask is not None}
+        return tuple(name for name in CHAIN if on.get(name, True))
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        """The scores' shape (B, h, S, N)."""
+        q, k_t = self.be.shape(self.q), self.be.shape(self.k_t)
+        return (*q[:-1], k_t[-1])
+
+    @property
+    def dtype(self) -> str:
+        return self.be.dtype(self.q)
+
+    def block_shape(self, block: Block) -> tuple[int, ...]:
+        """(1, 1, Br, N): the shape of ``block``'s scores."""
+        at, i0, i1 = block
+        return (*(1 for _ in at), i1 - i0, self.shape[-1])
+
+    def blocks(self) -> list[Block]:
+        """Every (lead index, i0, i1) block of query rows; Br rows keep a block cache-sized."""
+        *lead, S, N = self.shape
+        size = max(1, min(S, BLOCK_BYTES // max(1, N * _itemsize(self.dtype))))
+        starts = range(0, S, size)
+        heads = itertools.product(*(range(n) for n in lead))
+        return [(at, i0, min(i0 + size, S)) for at in heads for i0 in starts]
+
+    def head(self, at: tuple[int, ...]) -> Head[T]:
+        """The views of one lead index ``at`` (batch item, head) that its blocks read."""
+        be = self.be
+        mask = None if self.mask is None else _pick(be, self.mask, at)
+        return Head(_pick(be, self.q, at), _pick(be, self.k_t, at), _pick(be, self.v, at), mask)
+
+    def keys(self, block: Block) -> tuple[int, int]:
+        """The keys [j0, j1) that the rules of the mask (causal, window) leave the queries of
+        ``block`` (all of them without those rules, or when none is left).
+
+        >>> import numpy as np
+        >>> from attntrace.backends import get_backend
+        >>> q = np.ones((1, 8, 4), dtype=np.float32)  # (h, S, d)
+        >>> rows = Rows(get_backend("numpy"), q, q.swapaxes(-2, -1), q, 0.5, causal=True, window=3)
+        >>> rows.keys(((0,), 4, 6))  # queries 4 and 5 see keys 2..5
+        (2, 6)
+        """
+        _, i0, i1 = block
+        N = self.shape[-1]
+        j0 = max(0, i0 - self.window + 1) if self.window is not None else 0
+        j1 = min(N, i1) if self.causal else N
+        return (j0, j1) if j0 < j1 else (0, N)
+
+    def skips(self) -> bool:
+        """Whether the run may leave out the keys the rules hide: the mask makes them -inf
+        whatever the scores were, no step before it is counted block by block, and the
+        backend's product of fewer columns has the bits of the whole's."""
+        return self.finite and self.mask is not None and not self.additive \
+            and (self.causal or self.window is not None) and self.be.slices_exactly
+
+    def scores(self, block: Block, upto: str, tally: Tally[T] | None = None,
+               out: T | None = None, head: Head[T] | None = None,
+               keys: tuple[int, int] | None = None) -> T:
+        """Step ``upto`` of the chain for ``block``: (1, 1, Br, N), in ``out`` or a new buffer
+        (or a new one of the soft-cap or a mask); with ``tally``, the non-finite values of
+        each step of the chain are counted. ``head``: the views of the block's lead index,
+        when the caller already has them. ``keys`` (j0, j1): only those scores are made (the
+        others are left as they were, for a mask that hides them)."""
+        be, (at, i0, i1) = self.be, block
+        views = self.head(at) if head is None else head
+        s = be.empty(self.block_shape(block), self.dtype) if out is None else out  # (1, 1, Br, N)
+        if keys is None:
+            be.matmul_into(_rows(be, views.q, i0, i1), views.k_t, s)
+        else:
+            j0, j1 = keys  # (1, 1, Br, d) @ (1, 1, d, j1 - j0)
+            k_t = be.narrow(views.k_t, -1, j0, j1)
+            be.matmul_into(_rows(be, views.q, i0, i1), k_t, be.narrow(s, -1, j0, j1))
+        for name in self.chain:
+            if name == "scaled":
+                s = be.scale_(s, self.factor)  # (1, 1, Br, N)
+            elif name == "capped" and self.cap is not None:
+                s = be.scale(be.tanh(be.scale(s, 1.0 / self.cap)), self.cap)  # C·tanh(s / C)
+            elif name == "masked" and views.mask is not None:
+                s = self._mask(s, _rows(be, views.mask, i0, i1))  # (1, 1, Br, N)
+            if tally is not None:
+                tally.add(name, s)
+            if name == upto:
+                break
+        return s
+
+    def _mask(self, s: T, mask: T) -> T:
+        if self.additive:
+            return self.be.binary("add", s, mask, inplace=True)
+        return self.be.where(mask, s, -math.inf)
+
+    def run(self, weights: T | None, context: T, tally: Tally[T] | None = None,
+            held: Mapping[tuple[int, ...], T] | None = None) -> None:
+        """Fill ``context`` (B, h, S, d), and ``weights`` (B, h, S, N) unless None; with
+        ``tally``, count the non-finite values of every step (None: proven all finite).
+        ``held`` maps lead indices to (S, N) buffers that get the weights of that index alone
+        (those of a head that a view will read, when ``weights`` is None)."""
+        be, scratch = self.be, _Scratch(self.be, self.dtype)
+        skips = tally is None and self.skips()
+        heads: dict[tuple[int, ...], tuple[Head[T], T | None, T]] = {}
+        ones = tuple(1 for _ in self.shape[:-2])
+        for at in itertools.product(*(range(n) for n in self.shape[:-2])):
+            w_at = _pick(be, weights, at) if weights is not None else \
+                be.reshape(held[at], (*ones, *self.shape[-2:])) if held and at in held else None
+            heads[at] = (self.head(at), w_at, _pick(be, context, at))  # w_at: (1, 1, S, N)
+
+        def one(block: Block) -> None:
+            at, i0, i1 = block
+            views, w_at, c_at = heads[at]
+            shape = self.block_shape(block)
+            j0, j1 = self.keys(block) if skips else (0, self.shape[-1])
+            s = self.scores(block, self.chain[-1], tally, scratch.get("s", shape), views,
+                            (j0, j1) if skips else None)  # (1, 1, Br, N)
+            c = _rows(be, c_at, i0, i1)  # (1, 1, Br, d), a view of the context
+            v = be.narrow(views.v, -2, j0, j1)  # (1, 1, j1 - j0, d)
+            sums = be.softmax_sums_(s, self.in_range)  # (1, 1, Br, 1); s: exp(s - shift)
+            seen = w_at is not None or tally is not None  # the weights are kept or counted
+            w = s if not seen and sums is not None else \
+                scratch.get("w", shape) if w_at is None else _rows(be, w_at, i0, i1)
+            if sums is None:  # one softmax kernel: context = weights @ v
+                be.softmax_into(s, w, self.in_range)  # (1, 1, Br, N), exactly 0 outside j0..j1
+                be.matmul_into(be.narrow(w, -1, j0, j1), v, c)  # (1, 1, Br, d)
+            else:  # context = (exp @ v) / sums: no pass writes weights that nobody reads
+                if seen:
+                    be.divide_into(s, sums, w)  # (1, 1, Br, N): the bits of softmax()
+                be.matmul_into(be.narrow(s, -1, j0, j1), v, c)  # (1, 1, Br, d)
+                be.binary("div", c, sums, inplace=True)  # (1, 1, Br, d)
+            if tally is not None:
+                tally.add("weights", w)
+
+        self.each(one)
+
+    def make(self, upto: str, at: tuple[int, ...] | None = None) -> T:
+        """The whole step ``upto`` of the chain or ``weights`` (B, h, S, N), made again block
+        by block (a Lazy recipe); with ``at``, only the (S, N) of that lead index. Each block
+        is written where it belongs: the scores of ``weights`` go through a buffer of the
+        thread, reused from block to block."""
+        be, lead = self.be, self.shape[:-2]
+        # (B, h, S, N), or (1, 1, S, N) for one lead index
+        out = be.empty(self.shape if at is None else (*(1 for _ in lead), *self.shape[-2:]),
+                       self.dtype)
+        last = self.chain[-1] if upto == "weights" else upto
+        scratch = _Scratch(be, self.dtype)
+
+        def one(block: Block) -> None:
+            where, i0, i1 = block
+            shape = self.block_shape(block)
+            rows = _pick(be, out, where, (i0, i1))  # (1, 1, Br, N): a view of out
+            if upto == "weights":
+                s = self.scores(block, last, out=scratch.get("s", shape))  # (1, 1, Br, N)
+                be.softmax_into(s, rows, self.in_range)
+                return
+            s = self.scores(block, upto, out=rows)  # (1, 1, Br, N)
+            if s is not rows:  # the soft-cap and the mask make new buffers
+                be.write(rows, -2, 0, s)
+
+        with warnings.catch_warnings():  # NaN and inf are counted, as in trace_attention
+            warnings.simplefilter("ignore", RuntimeWarning)
+            self.each(one, None if at is None else [b for b in self.blocks() if b[0] == at])
+        return out if at is None else be.reshape(out, self.shape[-2:])
+
+    def each(self, fn: Callable[[Block], None], work: list[Block] | None = None) -> None:
+        """``fn`` on every block (or those of ``work``): on the pool when the work is large,
+        each BLAS call on one thread either way (the bits of a block do not depend on the
+        threads)."""
+        work = self.blocks() if work is None else work
+        numel = len(work) * math.prod(self.block_shape(work[0])) if work else 0
+        with self.be.one_thread_each():
+            if self.threads == 1 or in_pool() or numel < POOL_MIN_NUMEL:
+                for block in work:
+                    fn(block)
+            else:
+                spread(fn, work, self.threads)  # re-raises the first error of a block
+
+
+@dataclass(frozen=True)
+class Head(Generic[T]):
+    """What the blocks of one lead index (batch item, head) read: q (1, 1, S, d), k_t
+    (1, 1, d, N), v (1, 1, N, d) and the mask's rows for it (or None)."""
+
+    q: T
+    k_t: T
+    v: T
+    mask: T | None
+
+
+def _rows(be: Backend[T], x: T, i0: int, i1: int) -> T:
+    """Query rows i0..i1 of ``x`` (·, S, ·); an axis of size 1 (a broadcast mask's) stays."""
+    shape = be.shape(x)
+    return x if len(shape) < 2 or shape[-2] == 1 else be.narrow(x, -2, i0, i1)
+
+
+class _Scratch(Generic[T]):
+    """Buffers of each thread, reused from block to block: a new buffer per block would be
+    new memory to map (page faults) every time."""
+
+    def __init__(self, be: Backend[T], dtype: str) -> None:
+        self.be, self.dtype, self._local = be, dtype, threading.local()
+
+    def get(self, key: str, shape: tuple[int, ...]) -> T:
+        """A buffer of ``shape`` (fewer rows than the first request: a view of its first rows)."""
+        have = getattr(self._local, key, None)
+        if have is None or self.be.shape(have)[-2] < shape[-2]:
+            have = self.be.empty(shape, self.dtype)
+            setattr(self._local, key, have)
+        return self.be.narrow(have, -2, 0, shape[-2])
+
+
+def _pick(be: Backend[T], x: T, at: tuple[int, ...], rows: tuple[int, int] | None = None) -> T:
+    """The (1, 1, Br, ·) part of ``x`` (B, h, S, ·) for lead index ``at`` and query ``rows``;
+    an axis of size 1 (a broadcast mask's) or missing stays whole."""
+    shape = be.shape(x)
+    off = len(shape) - (len(at) + 2)  # a mask may have fewer axes than the scores
+    for axis, i in enumerate(at):
+        if axis + off >= 0 and shape[axis + off] != 1:
+            x = be.narrow(x, axis + off, i, i + 1)
+    if rows is not None and len(shape) >= 2 and shape[-2] != 1:
+        x = be.narrow(x, -2, *rows)
+    return x
+
+
+def _itemsize(dtype: str) -> int:
+    from attntrace.config.attention_config import ELEMENT_BYTES
+
+    return ELEMENT_BYTES[dtype]
+
+
+def bounded(rows: Rows[T]) -> Rows[T]:
+    """``rows`` with ``finite`` set when bounds on q, k and v prove every score, weight and
+    context value finite: |q_i · k_j| <= max ||q_i|| · max ||k_j|| (Cauchy–Schwarz; half the
+    largest finite value leaves room for rounding), each softmax row of finite scores lies in
+    [0, 1], so |context| <= max|v|. Otherwise (or with a float mask, which adds values of its
+    own) they are counted block by block. ``in_range`` is set too when the same bound (or the
+    soft-cap) keeps every score the softmax reads within the backend's
+    :meth:`~attntrace.backends.base.Backend.unshifted_range`: its row max is not needed.
+
+    >>> import numpy as np
+    >>> from attntrace.backends import get_backend
+    >>> q = np.ones((2, 3, 4), dtype=np.float32)  # (h, S, d)
+    >>> rows = bounded(Rows(get_backend("numpy"), q, q.swapaxes(-2, -1), q, 0.5))
+    >>> rows.finite, rows.in_range
+    (True, True)
+    >>> bounded(Rows(get_backend("numpy"), q * 1e19, q.swapaxes(-2, -1) * 1e19, q, 0.5)).finite
+    False
+    """
+    be = rows.be
+    pooled = be.pools_checks
+    # max ||q_i|| over rows i, max ||k_j|| over columns j, max |v|
+    q_top = _largest_norm(be.to_numpy(rows.q), "...i,...i->...", -1, pooled)
+    k_top = _largest_norm(be.to_numpy(rows.k_t), "...ij,...ij->...j", -2, pooled)
+    v_top = _largest(be.to_numpy(rows.v), pooled)
+    limit = FINITE_MAX[rows.dtype] / 2
+    d = be.shape(rows.q)[-1]
+    slack = 1 + 2 * (d + 2) * EPSILON[rows.dtype]  # the rounding of the scores and of the norms
+    scores = q_top * k_top * slack  # NaN or inf when q or k holds one: not proven
+    finite = not rows.additive and bool(
+        scores < limit and scores * rows.factor < limit and v_top < limit)
+    reach = scores * rows.factor if rows.cap is None else \
+        min(scores * rows.factor, rows.cap * slack)  # |C·tanh(s / C)| <= C
+    in_range = finite and reach <= be.unshifted_range(rows.dtype, rows.shape[-1])
+    return replace(rows, finite=finite, in_range=in_range)
+
+
+def contiguous(rows: Rows[T]) -> Rows[T]:
+    """``rows`` with k_t as a row-major (d, N) copy per head: ``(Br, d) @ (d, N)`` runs ~10 %
+    faster in OpenBLAS than on a transposed (N, d), and ~20 % faster than on a strided head of
+    the projection. q and v stay views of their heads (strided rows cost OpenBLAS nothing
+    measurable as (Br, d) and < 5 % as (N, d): less than copying them)."""
+    be = rows.be
+    # (B, h, d, N), from k (B, h, N, d): rows of the projection
+    return replace(rows, k_t=be.transposed_copy(be.transpose(rows.k_t, -2, -1)))
+
+
+def extremes(a: np.ndarray) -> tuple[np.generic, np.generic]:
+    """The max and the min of a non-empty ``a`` (both NaN when it holds one): two passes, no
+    temporary.
+
+    >>> import numpy as np
+    >>> [float(x) for x in extremes(np.array([3.0, -1.0, 2.0]))]
+    [3.0, -1.0]
+    """
+    return a.max(), a.min()
+
+
+def _largest(a: np.ndarray | None, pooled: bool = True) -> float:
+    """The largest |a|: NaN when ``a`` holds one, 0 when it is empty (``pooled``: see
+    :func:`~attntrace.engine.parallel.map_parts`)."""
+    if a is None or a.size == 0:
+        return 0.0
+    import numpy as np
+
+    found = np.array(map_parts(extremes, a, pooled=pooled))  # (parts, 2): max and min of each
+    return float(np.max([found[:, 0].max(), -found[:, 1].min()]))  # NaN wins, as in np.max
+
+
+def _largest_norm(a: np.ndarray | None, squares: str, summed: int, pooled: bool = True) -> float:
+    """The largest Euclidean norm of the vectors of ``a`` that the einsum ``squares`` sums the
+    squares of (at least float32) along axis ``summed``: NaN when ``a`` holds one, inf when a
+    square overflows, 0 when ``a`` is empty (``pooled``: see
+    :func:`~attntrace.engine.parallel.map_parts`)."""
+    if a is None or a.size == 0:
+        return 0.0
+    import numpy as np
+
+    wide = np.promote_types(a.dtype, np.float32)
+
+    def largest_square(part: np.ndarray) -> float:
+        return float(np.einsum(squares, part, part, dtype=wide).max())
+
+    return float(np.sqrt(np.max(map_parts(largest_square, a, keep=(summed,), pooled=pooled))))

@@ -1,0 +1,152 @@
+"""The Rich rendering of a diff: reference steps beside the user's, the first step that
+differs highlighted, then the diagnosis (or the verdict)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from attntrace.diffing.align import DIFFERS, FUSED, MATCH, Row
+from attntrace.diffing.diff_report import DiffReport
+from attntrace.render.table import _table, format_shape
+from attntrace.text import plain
+
+#: The mark of each row status.
+MARKS = {
+    MATCH: Text("✓", style="green"),
+    DIFFERS: Text("✗", style="bold red"),
+    FUSED: Text("–", style="dim"),
+    "not seen": Text("–", style="dim"),
+}
+
+
+def render_diff(report: DiffReport, console: Console) -> None:
+    """Print the title, the aligned table and the diagnosis."""
+    cfg, tol = report.config, report.tolerance
+    sizes = "  ".join(f"{axis}={size}" for axis, size in cfg.axis_sizes().items())
+    console.print(
+        Text.assemble(
+            ("attntrace diff", "bold"),
+            "  ",
+            plain(report.target),
+            "  ",
+            sizes,
+            "  ",
+            (cfg.dtype, "cyan"),
+        )
+    )
+    console.print(
+        Text(
+            f"same input and weights (from {plain(report.weights)}) on both sides; "
+            f"rtol {tol.rtol:.1e} atol {tol.atol:.1e}",
+            style="dim",
+        )
+    )
+    console.print(diff_table(report, console.width))
+    console.print(diagnosis_text(report))
+
+
+def diff_table(report: DiffReport, width: int = 200) -> Table:
+    """One row per reference step: its shape, the user's step, line and shape, the numbers.
+
+    Below 100 columns the table is tight and, when every step is in one file, ``where`` shrinks
+    to the line number (the file is named in the verdict under the table)."""
+    tight = width < 100
+    places = [r.user.location for r in report.rows if r.user is not None and ":" in r.user.location]
+    one_file = tight and len({p.rsplit(":", 1)[0] for p in places}) == 1
+    table = _table("reference step by step beside the code under test", tight=tight)
+    for name, justify in (
+        ("#", "right"),
+        ("reference", "left"),
+        ("shape", "right"),
+        ("user step", "left"),
+        ("line" if one_file else "where", "right" if one_file else "left"),
+        ("user shape", "right"),
+        ("max abs", "right"),
+        ("max rel", "right"),
+        ("ok", "center"),
+    ):
+        just: Any = justify
+        names = name in ("user step", "where")  # the cells that give way when space runs out
+        table.add_column(name, justify=just, no_wrap=not names, overflow="ellipsis",
+                         min_width=len(name))
+    first = report.first
+    for i, row in enumerate(report.rows):
+        style = (
+            "bold red reverse"
+            if row is first
+            else "dim"
+            if row.status not in (MATCH, DIFFERS)
+            else None
+        )
+        table.add_row(
+            str(i),
+            row.step.name,
+            format_shape(row.step.shape),
+            *_user_cells(row, one_file),
+            MARKS[row.status],
+            style=style,
+        )
+    return table
+
+
+def _user_cells(row: Row, line_only: bool = False) -> tuple[Text | str, ...]:
+    u, a = row.user, row.agreement
+    if u is None:
+        return (
+            Text(row.status if row.status != DIFFERS else "(missing)", style="dim"),
+            "",
+            "",
+            "",
+            "",
+        )
+    name = plain(u.name)  # the layout it was compared in is in the JSON
+    numbers = (f"{a.max_abs:.1e}", f"{a.max_rel:.1e}") if a is not None else ("", "")
+    where = u.location
+    if line_only:  # "file.py:18" -> "18"; the given input has no line
+        where = where.rsplit(":", 1)[1] if ":" in where else "-"
+    return (Text(name), Text(plain(where)), format_shape(u.shape), *numbers)
+
+
+def diagnosis_text(report: DiffReport) -> Text:
+    """The verdict: every step matches, or the first divergence with the bug, line and fix."""
+    if report.ok:
+        shown = sum(r.status == MATCH for r in report.rows)
+        return Text(
+            f"MATCH: all {shown} steps the code makes agree with the reference within the "
+            f"{report.config.dtype} tolerance",
+            style="bold green",
+        )
+    d = report.diagnosis
+    assert d is not None  # a report with a differing row has one
+    where = (
+        f" at {plain(d.location)}" + (f": {plain(d.source)}" if d.source else "")
+        if d.location
+        else ""
+    )
+    lines = Text.assemble(
+        ("DIFFERS", "bold red"),
+        f" from step {d.step}{where}\n",
+        f"  user vs reference: max abs {d.max_abs:.3g}, max rel {d.max_rel:.3g}\n",
+    )
+    if d.bug is None:
+        lines.append(f"  {d.name}\n", style="yellow")
+    else:
+        lines.append_text(
+            Text.assemble(
+                "  bug: ",
+                (d.name, "bold"),
+                f" (applied to the reference it reproduces the code to {d.explained_abs:.1e})\n",
+            )
+        )
+    lines.append(f"  fix: {d.fix}")
+    return lines
+
+
+def render_diff_json(report: DiffReport) -> str:
+    """The document of :meth:`DiffReport.to_dict` as indented JSON, ending in a newline."""
+    return json.dumps(report.to_dict(), indent=2, ensure_ascii=False) + "\n"

@@ -1,0 +1,670 @@
+"""Shape checks for scripts and CI: expectations (``scores=h,S,S``), golden traces, TOML specs.
+
+Pure logic: parse, trace, compare, and return :class:`CaseResult` records. Printing them is
+:mod:`attntrace.render.check_view`'s job, exit codes the CLI's.
+
+>>> from attntrace import AttentionConfig, trace_attention
+>>> trace = trace_attention(AttentionConfig(seq=3, hidden=768, heads=12), "shape")
+>>> check_expectations(trace, [parse_expectation("scores=h,S,S"), parse_expectation("output=3x768")])
+()
+>>> check_expectations(trace, [parse_expectation("scores=(12, 3, 4)")])[0].actual
+'(12, 3, 3) (h, S, S)'
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import tomllib
+import typing
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, fields, replace
+from pathlib import Path
+from typing import Any
+
+from attntrace.config.attention_config import AttentionConfig, parse_scale
+from attntrace.errors import ConfigError, InputFileError
+from attntrace.files.guard import MAX_DEPTH, nesting_depth, parse_json, read_text
+from attntrace.text import plain
+from attntrace.trace import SCHEMA_ID, Records, Shape, Step, Trace, UnknownStepError
+
+Dim = int | str  # a size, or an axis letter resolved from the config
+#: The schema of ``attntrace trace --format json``: a golden for ``check --trace``.
+CAPTURE_SCHEMA_ID = "attntrace.capture/1"
+
+
+@dataclass(frozen=True)
+class Expectation:
+    """``STEP=SHAPE``: the step called ``step`` must have the shape ``dims``.
+
+    >>> e = parse_expectation("scores=B,h,S,S")
+    >>> e.step, e.dims, e.resolve({"B": 2, "h": 12, "S": 3})
+    ('scores', ('B', 'h', 'S', 'S'), (2, 12, 3, 3))
+    """
+
+    step: str
+    dims: tuple[Dim, ...]
+
+    @property
+    def text(self) -> str:
+        """The shape as written with commas, e.g. ``h,S,S`` or ``12,3,3``."""
+        return ",".join(str(d) for d in self.dims)
+
+    def resolve(self, sizes: Mapping[str, int]) -> Shape:
+        """The shape in numbers; axis letters, and products of them such as ``g·d``, take their
+        size from ``sizes``.
+
+        >>> parse_expectation("k_proj=S,g*d").resolve({"S": 3, "g": 8, "d": 128})
+        (3, 1024)
+        """
+        return tuple(d if isinstance(d, int) else math.prod(self._size(f, sizes) for f in d.split("·"))
+                     for d in self.dims)
+
+    def _size(self, factor: str, sizes: Mapping[str, int]) -> int:
+        if factor.isdigit():
+            return int(factor)
+        if factor not in sizes:
+            hint = _VARIANT_AXES.get(factor, "")
+            raise ConfigError(
+                f"unknown axis {factor!r} in {self.step}={self.text}; axes of this config: "
+                f"{', '.join(f'{a}={n}' for a, n in sizes.items())}" + (f" ({factor} {hint})" if hint else "")
+            )
+        return sizes[factor]
+
+
+#: Axis letters that exist only with their variant, and when.
+_VARIANT_AXES = {
+    "B": "only with --batch", "N": "only with --kv-seq", "M": "only with --kv-hidden",
+    "g": "only with --kv-heads below --heads", "Br": "only with --algorithm flash", "Bc": "only with --algorithm flash",
+}
+
+
+@dataclass(frozen=True)
+class Mismatch:
+    """One check that failed: what was checked, what was expected, what the trace has.
+
+    ``subject`` names the check it belongs to (one golden step can differ in shape and dtype).
+    """
+
+    what: str
+    expected: str
+    actual: str
+    subject: str = ""
+
+
+@dataclass(frozen=True)
+class CaseResult:
+    """The checks of one config: how many were made and the ones that failed.
+
+    ``checks`` names every check made (``expect scores=h,S,S``, ``step x``, ``param w_q``); a
+    config that could not be checked at all has an ``error`` instead. ``lines`` maps a check's
+    name (and ``""``, the config itself) to its line in the spec file.
+    """
+
+    name: str
+    checked: int
+    mismatches: tuple[Mismatch, ...]
+    notes: tuple[str, ...] = ()  # context for the reader, e.g. how the golden's config differs
+    checks: tuple[str, ...] = ()
+    error: str = ""
+    lines: Mapping[str, int] = field(default_factory=dict)
+    #: check --trace: the step of your code each check read, (variable, ``file:line``)
+    targets: Mapping[str, tuple[str, str]] = field(default_factory=dict)
+
+    def target(self, check: str) -> str:
+        """The step of your code ``check`` read, ``q_2 (nanogpt.py:18)``, or ""."""
+        name, location = self.targets.get(check, ("", ""))
+        return f"{name} ({location})" if location else name
+
+    @property
+    def ok(self) -> bool:
+        return not self.mismatches and not self.error
+
+    @property
+    def failed(self) -> int:
+        """Number of checks that failed."""
+        return len({m.subject or m.what for m in self.mismatches})
+
+    @property
+    def passed(self) -> tuple[str, ...]:
+        """The names of the checks that held."""
+        failed = {m.subject or m.what for m in self.mismatches}
+        return tuple(c for c in self.checks if c not in failed)
+
+
+#: One size of a shape: a number, an axis letter, or a product of them (``g·d``, ``g*d``, ``2·d``).
+_DIM = re.compile(r"\d+|(?:\d+|[A-Za-z]\w*)(?:\s*[·*]\s*(?:\d+|[A-Za-z]\w*))+|[A-Za-z]\w*")
+
+
+def parse_shape(text: str) -> tuple[Dim, ...]:
+    """A shape written as ``12,3,3``, ``(12, 3, 3)``, ``[12, 3, 3]``, ``12x3x3`` or ``h,S,S``;
+    a product of axes is written ``g·d`` or ``g*d``.
+
+    >>> parse_shape("(12, 3, 64)"), parse_shape("12x3x3"), parse_shape("B, h, S, 3")
+    ((12, 3, 64), (12, 3, 3), ('B', 'h', 'S', 3))
+    >>> parse_shape("(768,)"), parse_shape("()"), parse_shape("S, g*d"), parse_shape("S,h·d")
+    ((768,), (), ('S', 'g·d'), ('S', 'h·d'))
+    """
+    body = text.strip().removeprefix("(").removesuffix(")").removeprefix("[").removesuffix("]").strip()
+    parts = body.split(",") if "," in body or not re.fullmatch(r"\d+(x\d+)*", body) else body.split("x")
+    dims = [p.strip() for p in parts]
+    if dims and not dims[-1]:
+        dims.pop()  # "(768,)"
+    if any(not _DIM.fullmatch(d) for d in dims):
+        raise ConfigError(f"cannot read the shape {text!r}; write it like 12,3,3 or 12x3x3 or h,S,S or S,g*d")
+    return tuple(int(d) if d.isdigit() else re.sub(r"\s*[·*]\s*", "·", d) for d in dims)
+
+
+def parse_expectation(text: str) -> Expectation:
+    """``STEP=SHAPE`` as given to ``--expect``.
+
+    >>> parse_expectation("q_heads = S,h,d")
+    Expectation(step='q_heads', dims=('S', 'h', 'd'))
+    """
+    step, sep, shape = text.partition("=")
+    if not sep or not step.strip():
+        raise ConfigError(f"cannot read --expect {text!r}; write STEP=SHAPE, e.g. scores=12,3,3 or scores=h,S,S")
+    return Expectation(step.strip(), parse_shape(shape))
+
+
+def check_expectations(trace: Records, expectations: Iterable[Expectation]) -> tuple[Mismatch, ...]:
+    """The expectations that ``trace`` does not meet; an unknown step name raises.
+
+    In a capture of your code (``check --trace``) a reference step name means the step playing
+    that role and any other name your variable (see :func:`find_step`).
+    """
+    sizes = trace.axis_sizes()
+    failed = []
+    for e in expectations:
+        step = find_step(trace, e.step)  # UnknownStepError lists the valid names
+        expected = e.resolve(sizes)
+        numbers = all(isinstance(d, int) for d in e.dims)
+        written = str(expected) if numbers else f"{e.text} = {expected}"
+        if step is None:
+            failed.append(Mismatch(e.step, written, unplayed(trace, e.step),
+                                   f"expect {e.step}={e.text}"))
+        elif step.shape != expected:
+            failed.append(Mismatch(e.step, written, f"{step.shape} ({', '.join(step.axes)})", f"expect {e.step}={e.text}"))
+    return tuple(failed)
+
+
+#: ``--expect var:q=…`` checks the variable ``q`` of your code, though ``q`` is a reference step.
+VARIABLE_PREFIX = "var:"
+
+
+def reference_names() -> frozenset[str]:
+    """Every step name of the reference, variants and flash included (``x`` … ``k_rep`` …).
+
+    >>> {"q", "scores", "k_rep", "masked"} <= reference_names()
+    True
+    """
+    from attntrace.engine.attention import STEP_NAMES, VARIANT_STEPS
+    from attntrace.engine.flash import FLASH_MASK_STEPS, FLASH_STEPS
+
+    variants = [name for _, steps in VARIANT_STEPS.values() for name in steps]
+    return frozenset([*STEP_NAMES, *variants, *FLASH_STEPS, *FLASH_MASK_STEPS])
+
+
+def is_capture(trace: Records) -> bool:
+    """Whether ``trace`` records the user's code (steps with roles), not the reference."""
+    return not isinstance(trace, Trace)
+
+
+def find_step(trace: Records, name: str) -> Step | None:
+    """The step that ``name`` checks.
+
+    In a reference :class:`Trace`, the step called ``name``. In a capture of your code, a
+    reference step name (``q``, ``scores``, ``k_rep`` …) means the step playing that role (None
+    when no step does), ``var:NAME`` or any other name your variable ``NAME``; an unknown
+    variable raises UnknownStepError.
+
+    >>> from attntrace import AttentionConfig, trace_attention
+    >>> find_step(trace_attention(AttentionConfig(), "shape"), "scores").shape
+    (12, 3, 3)
+    """
+    variable = name.removeprefix(VARIABLE_PREFIX)
+    if not is_capture(trace):
+        if variable != name:
+            raise ConfigError(f"{name!r} names a variable of your code; {VARIABLE_PREFIX} needs "
+                              f"--trace (the reference's steps are {', '.join(trace.names)})")
+        return trace[name]
+    steps = trace.steps
+    roles = [getattr(s, "role", "") for s in steps]
+    if variable == name and (name in reference_names() or name in roles):
+        return next((s for s, r in zip(steps, roles, strict=True) if r == name), None)
+    found = next((s for s in steps if s.name == variable), None)
+    if found is None:
+        played = ", ".join(r for r in roles if r) or "none"
+        raise ConfigError(f"unknown step {name!r}; give a reference step (the step playing it: "
+                          f"{played}) or a variable of your code ({', '.join(trace.names)})")
+    return found
+
+
+def unplayed(trace: Records, role: str) -> str:
+    """The actual side of a check of a role no step of the user's code plays."""
+    played = ", ".join(r for s in trace.steps if (r := getattr(s, "role", "")))
+    same = next((s for s in trace.steps if s.name == role), None)
+    hint = (f"; your variable {role} is at {where(same)[1]}: to check it write "
+            f"{VARIABLE_PREFIX}{role}" if same is not None else "")
+    return f"no step plays {role} (roles found: {played or 'none'}){hint}"
+
+
+def where(step: Step) -> tuple[str, str]:
+    """The step of the user's code a check read: its name and ``file:line`` (``input`` for x;
+    "" in the reference).
+
+    >>> from attntrace.trace import Step
+    >>> where(Step("scores", (3, 3), "float32"))
+    ('scores', '')
+    """
+    return step.name, str(getattr(step, "location", ""))
+
+
+def check_trace(trace: Records, expectations: Sequence[Expectation],
+                golden: Mapping[str, Any] | None = None, name: str = "") -> CaseResult:
+    """Every expectation and (if given) the golden document, against ``trace``.
+
+    For a capture of your code (``check --trace``) ``targets`` says which step each check read;
+    a reference golden (``attntrace run --format json``) is then compared step by role.
+    """
+    mismatches = check_expectations(trace, expectations)
+    checks = [f"expect {e.step}={e.text}" for e in expectations]
+    targets: dict[str, tuple[str, str]] = {}
+    if is_capture(trace):
+        for e, check in zip(expectations, checks, strict=True):
+            if (step := find_step(trace, e.step)) is not None:
+                targets[check] = where(step)
+    notes: tuple[str, ...] = ()
+    if golden is not None:
+        golden_fits(golden, trace)
+        if is_capture(trace) and golden["schema"] == SCHEMA_ID:
+            found, golden_checks, golden_targets, notes = compare_roles(trace, golden)
+            mismatches += found
+            checks += golden_checks
+            targets |= golden_targets
+            return CaseResult(name, len(checks), mismatches, notes, tuple(checks), targets=targets)
+        mismatches += compare_golden(trace, golden)
+        steps = {r["name"]: None for r in golden["steps"]} | dict.fromkeys(trace.names)
+        params = ({r["name"]: None for r in golden["params"]}
+                  | {p.name: None for p in trace.parameters})
+        checks += [f"step {n}" for n in steps] + [f"param {n}" for n in params]
+        if is_capture(trace):
+            targets |= {f"step {s.name}": where(s) for s in trace.steps}
+        notes = config_notes(trace, golden) if isinstance(trace, Trace) else ()
+    return CaseResult(name, len(checks), mismatches, notes, tuple(checks), targets=targets)
+
+
+def golden_fits(golden: Mapping[str, Any], trace: Records | None = None) -> None:
+    """Raise ConfigError when a golden of your code (``attntrace trace --format json``) is
+    checked against the reference rather than a ``--trace``.
+
+    >>> golden_fits({"schema": "attntrace.capture/1"})  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    attntrace.errors.ConfigError: this golden is a trace of your code (attntrace.capture/1); ...
+    """
+    if golden.get("schema") == CAPTURE_SCHEMA_ID and (trace is None or not is_capture(trace)):
+        raise ConfigError(f"this golden is a trace of your code ({CAPTURE_SCHEMA_ID}); "
+                          "add --trace TARGET")
+
+
+def compare_roles(trace: Records, golden: Mapping[str, Any]
+                  ) -> tuple[tuple[Mismatch, ...], list[str], dict[str, tuple[str, str]],
+                             tuple[str, ...]]:
+    """A reference golden against a capture of your code: each golden step against the step
+    playing its role, by shape (dtypes and parameters are the code's own business).
+
+    Returns the mismatches, the checks made, the step each check read and notes: the golden's
+    steps no step of the code plays, and sizes that differ. None played at all raises.
+    """
+    mismatches, checks, not_played = [], [], []
+    targets: dict[str, tuple[str, str]] = {}
+    for record in golden["steps"]:
+        step = find_step(trace, record["name"]) if record["name"] in reference_names() else None
+        if step is None:
+            not_played.append(record["name"])
+            continue
+        check = f"step {record['name']}"
+        checks.append(check)
+        targets[check] = where(step)
+        if list(step.shape) != record["shape"]:
+            mismatches.append(Mismatch(f"{check} shape", str(tuple(record["shape"])),
+                                       f"{step.shape} ({', '.join(step.axes)})", check))
+    if not checks:
+        raise ConfigError("no step of your code plays a step of the golden; save one of your "
+                          "code with: attntrace trace TARGET --format json")
+    notes = [f"not compared, no step of your code plays them: {', '.join(not_played)}"
+             ] if not_played else []
+    names = {r["name"] for r in golden["steps"]}
+    extra = [r for s in trace.steps if (r := getattr(s, "role", "")) and r not in names]
+    notes += [f"your code also plays steps the golden lacks: {', '.join(extra)}"] if extra else []
+    notes += _size_notes(trace.axis_sizes(), golden["config"])
+    return tuple(mismatches), checks, targets, tuple(notes)
+
+
+#: The config keys of a reference golden and the axis letter each one sizes.
+_SIZE_KEYS = {"batch": "B", "seq": "S", "hidden": "H", "heads": "h"}
+
+
+def _size_notes(sizes: Mapping[str, int], config: Mapping[str, Any]) -> list[str]:
+    diffs = [f"{key}={config[key]!r} (your code {axis}={sizes[axis]})"
+             for key, axis in _SIZE_KEYS.items()
+             if config.get(key) is not None and axis in sizes and config[key] != sizes[axis]]
+    return [f"the golden was made with {', '.join(diffs)}"] if diffs else []
+
+
+# --- golden traces --------------------------------------------------------------------------
+
+
+def load_golden(path: Path) -> dict[str, Any]:
+    """A trace saved by ``attntrace run --format json``, checked for the keys a comparison reads."""
+    text = read_text(path, what="golden file")
+    try:
+        doc = parse_json(text, f"golden file {plain(path)}")
+    except InputFileError as exc:
+        raise InputFileError(f"{exc}; save a golden with: "
+                             f"attntrace run --format json > {plain(path)}") from None
+    try:
+        validate_golden(doc)
+    except ConfigError as exc:
+        raise InputFileError(f"{path}: not an attntrace trace: {exc}") from None
+    return typing.cast(dict[str, Any], doc)
+
+
+def validate_golden(doc: object) -> None:
+    """Raise ConfigError naming the first key that a golden comparison cannot read.
+
+    >>> validate_golden({"schema": "attntrace.trace/1", "config": {}, "steps": [{"name": "x", "shape": "3x4", "dtype": "float32"}], "params": []})
+    Traceback (most recent call last):
+    ...
+    attntrace.errors.ConfigError: steps[0].shape must be a list of whole numbers, got '3x4'
+    """
+    if not isinstance(doc, dict):
+        raise ConfigError(f"the document must be a JSON object, got {type(doc).__name__}")
+    if doc.get("schema") not in (SCHEMA_ID, CAPTURE_SCHEMA_ID):
+        raise ConfigError(f'"schema" must be {SCHEMA_ID!r}, got {doc.get("schema")!r}')
+    if not isinstance(doc.get("config"), dict):
+        raise ConfigError('"config" must be an object')
+    for key in ("steps", "params"):
+        records = doc.get(key)
+        if not isinstance(records, list):
+            raise ConfigError(f'"{key}" must be a list, got {type(records).__name__}')
+        for i, record in enumerate(records):
+            _validate_record(record, f"{key}[{i}]")
+
+
+def _validate_record(record: object, where: str) -> None:
+    if not isinstance(record, dict):
+        raise ConfigError(f"{where} must be an object")
+    for key in ("name", "dtype"):
+        if not isinstance(record.get(key), str):
+            raise ConfigError(f"{where}.{key} must be a string, got {record.get(key)!r}")
+    shape = record.get("shape")
+    if not isinstance(shape, list) or any(isinstance(n, bool) or not isinstance(n, int) for n in shape):
+        raise ConfigError(f"{where}.shape must be a list of whole numbers, got {shape!r}")
+
+
+def compare_golden(trace: Records, golden: Mapping[str, Any]) -> tuple[Mismatch, ...]:
+    """Differences in the shapes and dtypes of steps and parameters (values are not compared)."""
+    actual_steps = {s.name: (list(s.shape), s.dtype) for s in trace.steps}
+    actual_params = {p.name: (list(p.shape), p.dtype) for p in trace.parameters}
+    return (*_compare("step", golden["steps"], actual_steps), *_compare("param", golden["params"], actual_params))
+
+
+def _compare(kind: str, golden: list[dict[str, Any]], actual: Mapping[str, tuple[list[int], str]]) -> list[Mismatch]:
+    expected = {r["name"]: (r["shape"], r["dtype"]) for r in golden}
+    out = []
+    for name in [*expected, *(n for n in actual if n not in expected)]:
+        if name not in actual or name not in expected:
+            out.append(Mismatch(f"{kind} {name}", "present" if name in expected else "absent",
+                                "present" if name in actual else "missing", f"{kind} {name}"))
+            continue
+        (g_shape, g_dtype), (a_shape, a_dtype) = expected[name], actual[name]
+        if g_shape != a_shape:
+            out.append(Mismatch(f"{kind} {name} shape", str(tuple(g_shape)), str(tuple(a_shape)), f"{kind} {name}"))
+        if g_dtype != a_dtype:
+            out.append(Mismatch(f"{kind} {name} dtype", g_dtype, a_dtype, f"{kind} {name}"))
+    return out
+
+
+def config_notes(trace: Trace, golden: Mapping[str, Any]) -> tuple[str, ...]:
+    """How the golden's config differs from the traced one (the usual cause of a failure)."""
+    mine = trace.config.to_dict()
+    theirs = golden["config"]
+    diffs = [f"{k}={theirs[k]!r} (now {mine[k]!r})" for k in mine if k in theirs and theirs[k] != mine[k]]
+    return (f"the golden was made with {', '.join(diffs)}",) if diffs else ()
+
+
+# --- TOML specs -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SpecCase:
+    """One config of a spec file, with its expectations and optional golden file."""
+
+    name: str
+    config: AttentionConfig
+    backend: str
+    expectations: tuple[Expectation, ...]
+    golden: Path | None = None
+    origin: str = ""  # where it was written, for error messages: "shapes.toml: [config.bert]"
+    # why it cannot be checked (load_spec(keep_going=True)); config is then a default
+    error: str = ""
+    lines: Mapping[str, int] = field(default_factory=dict)  # see CaseResult.lines
+
+
+#: Keys of a spec config that are not AttentionConfig fields.
+SPEC_KEYS = ("backend", "expect", "golden", "preset", "hf_config", "head_dim")
+#: Keys that name where the sizes come from (as --preset and --hf-config).
+_BASE_KEYS = ("preset", "hf_config")
+
+
+def load_spec(path: Path, backend: str = "shape", *, keep_going: bool = False) -> list[SpecCase]:
+    """The configs of a spec file (format in docs/scripting.md); ``backend`` is the default.
+
+    A config table's keys override its ``preset`` (or ``hf_config``), which overrides the
+    ``[defaults]`` table, which overrides the defaults' own preset. Any problem raises
+    InputFileError naming the file and the config; with ``keep_going`` a bad config comes back
+    as a SpecCase whose ``error`` says why (the file itself must still be a spec).
+    """
+    too_deep = InputFileError(f"{plain(path)}: nests tables or arrays deeper than "
+                              f"{MAX_DEPTH} levels; fix the file")
+    text = read_text(path, what="spec file")
+    try:
+        doc = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise InputFileError(f"{plain(path)}: not valid TOML ({plain(exc)})") from None
+    except RecursionError:
+        raise too_deep from None
+    if nesting_depth(doc) > MAX_DEPTH:
+        raise too_deep
+    unknown = set(doc) - {"defaults", "config"}
+    configs, defaults = doc.get("config"), doc.get("defaults", {})
+    if unknown or not isinstance(configs, dict) or not configs or not isinstance(defaults, dict):
+        raise InputFileError(
+            f"{path}: a spec has [config.NAME] tables (at least one) and optionally a [defaults] table"
+            + (f"; unknown top-level keys: {', '.join(sorted(unknown))}" if unknown else "")
+        )
+    lines = spec_lines(text)
+    cases = []
+    for name, table in configs.items():
+        try:
+            case = _spec_case(path, name, {"backend": backend, **defaults}, table)
+        except InputFileError as exc:
+            if not keep_going:
+                raise
+            case = SpecCase(name, AttentionConfig(), backend, (), origin=f"{path}: [config.{name}]",
+                            error=str(exc))
+        cases.append(replace(case, lines=_case_lines(lines, name, case.expectations)))
+    return cases
+
+
+def spec_lines(text: str) -> dict[str, int]:
+    """1-based line of every table and key of a TOML spec: ``config.a``, ``config.a.expect.scores``
+    (keys of inline tables too), for pointing CI annotations at them.
+
+    >>> spec_lines('[config.a]\\nseq = 3\\nexpect = { scores = "h,S,S" }\\n')[
+    ...     "config.a.expect.scores"]
+    3
+    """
+    out: dict[str, int] = {}
+    table = ""
+    for number, line in enumerate(text.splitlines(), start=1):
+        if header := re.match(r"\s*\[+\s*([^\]]+?)\s*\]+", line):
+            table = header.group(1).replace('"', "").replace(" ", "")
+            out.setdefault(table, number)
+        elif key := re.match(r'\s*"?([\w.-]+)"?\s*=\s*(\{.*)?', line):
+            out.setdefault(f"{table}.{key.group(1)}", number)
+            for inner in re.finditer(r'[{,]\s*"?([\w.-]+)"?\s*=', key.group(2) or ""):
+                out.setdefault(f"{table}.{key.group(1)}.{inner.group(1)}", number)
+    return out
+
+
+def _case_lines(lines: Mapping[str, int], name: str,
+                expectations: Sequence[Expectation]) -> dict[str, int]:
+    """The spec lines of a config and of each of its expectations (0: not found)."""
+    where = lines.get(f"config.{name}", 0)
+    out = {"": where}
+    for e in expectations:
+        out[f"expect {e.step}={e.text}"] = lines.get(f"config.{name}.expect.{e.step}", where)
+    return out
+
+
+def _spec_case(path: Path, name: str, defaults: Mapping[str, object], table: object) -> SpecCase:
+    where = f"{path}: [config.{name}]"
+    if not isinstance(table, dict):
+        raise InputFileError(f"{where} must be a table of sizes and expectations")
+    try:
+        merged = {**defaults, **table}
+        expect = merged.get("expect", {})
+        if not isinstance(expect, dict):
+            raise ConfigError('"expect" must be a table of STEP = "SHAPE" entries, e.g. scores = "h,S,S"')
+        expectations = tuple(Expectation(step, _spec_shape(step, value)) for step, value in expect.items())
+        backend, golden = merged["backend"], merged.get("golden")
+        if not isinstance(backend, str) or not (golden is None or isinstance(golden, str)):
+            raise ConfigError('"backend" and "golden" must be strings')
+        golden_path = path.parent / golden if golden else None
+        config = AttentionConfig(**_layered_fields(path, defaults, table))
+        return SpecCase(name, config, backend, expectations, golden_path, where)
+    except ConfigError as exc:
+        raise InputFileError(f"{where}: {exc}") from None
+
+
+def _layered_fields(path: Path, *layers: Mapping[str, object]) -> dict[str, Any]:
+    """AttentionConfig fields of the layers, lowest first, each one's preset below its own keys."""
+    from attntrace.config.presets import get_preset, read_hf_config
+
+    out: dict[str, Any] = {}
+    for layer in layers:
+        preset, hf_config = (layer.get(k) for k in _BASE_KEYS)
+        if preset is not None and hf_config is not None:
+            raise ConfigError("use either preset or hf_config, not both")
+        if not all(v is None or isinstance(v, str) for v in (preset, hf_config)):
+            raise ConfigError('"preset" and "hf_config" must be strings')
+        if isinstance(preset, str):
+            out.update(get_preset(preset).config_fields())
+        if isinstance(hf_config, str):
+            out.update(read_hf_config(path.parent / hf_config))
+        out.update(_config_fields(layer))
+    return out
+
+
+def _config_fields(table: Mapping[str, object]) -> dict[str, Any]:
+    """The AttentionConfig fields of a spec table, type-checked; unknown keys raise.
+
+    ``head_dim`` is ``head_dim_override`` (as ``--head-dim``), and ``scale`` may be ``"sqrt"``
+    or ``"none"`` as well as a number (as ``--scale``).
+    """
+    hints = typing.get_type_hints(AttentionConfig)
+    names = [f.name for f in fields(AttentionConfig)]
+    unknown = [k for k in table if k not in names and k not in SPEC_KEYS]
+    if unknown:
+        raise ConfigError(f"unknown key {unknown[0]!r}; valid keys: {', '.join([*names, *SPEC_KEYS])}")
+    if "head_dim" in table and "head_dim_override" in table:
+        raise ConfigError("use either head_dim or head_dim_override, not both")
+    aliased = {("head_dim_override" if k == "head_dim" else k): v for k, v in table.items()}
+    out = {k: v for k, v in aliased.items() if k in names}
+    scale = out.get("scale")
+    if isinstance(scale, str):
+        out["scale"] = parse_scale(scale)
+    for key, value in out.items():
+        if value is not None and not _is_instance(value, hints[key]):
+            raise ConfigError(f"{key} must be {_type_name(hints[key])}, got {value!r}")
+    return out
+
+
+def _is_instance(value: object, hint: Any) -> bool:
+    if isinstance(value, bool) and hint is not bool and bool not in typing.get_args(hint):
+        return False  # TOML true is not a size
+    if isinstance(value, int) and not isinstance(value, bool) and float in (hint, *typing.get_args(hint)):
+        return True  # rope_base = 500000 is a number too
+    try:
+        return isinstance(value, hint)
+    except TypeError:  # a generic hint like tuple[int, ...]: AttentionConfig checks it
+        return True
+
+
+def _type_name(hint: Any) -> str:
+    names = {int: "a whole number", str: "a string", bool: "true or false", float: "a number"}
+    args = [a for a in typing.get_args(hint) if a is not type(None)] or [hint]
+    return " or ".join(names.get(a, getattr(a, "__name__", str(a))) for a in args)
+
+
+def _spec_shape(step: str, value: object) -> tuple[Dim, ...]:
+    if isinstance(value, str):
+        return parse_shape(value)
+    if isinstance(value, list) and all(isinstance(d, int | str) and not isinstance(d, bool) for d in value):
+        return parse_shape(",".join(str(d) for d in value))
+    raise ConfigError(f'expect.{step} must be a shape like "h,S,S" or [12, 3, 3], got {value!r}')
+
+
+def run_spec(cases: Sequence[SpecCase], max_memory: int | None = None, *,
+             keep_going: bool = False) -> list[CaseResult]:
+    """Trace every case and check it; unknown steps or axes raise, naming the case (with
+    ``keep_going`` they make that case's result an error and the others are still checked)."""
+    results = []
+    for case in cases:
+        try:
+            if case.error:
+                raise InputFileError(case.error)
+            results.append(replace(_run_case(case, max_memory), lines=case.lines))
+        except InputFileError as exc:
+            if not keep_going:
+                raise
+            results.append(CaseResult(case.name, 0, (), error=str(exc), lines=case.lines))
+    return results
+
+
+def _run_case(case: SpecCase, max_memory: int | None) -> CaseResult:
+    from attntrace.engine.attention import trace_attention
+
+    golden = load_golden(case.golden) if case.golden else None
+    if golden is not None and golden["schema"] == CAPTURE_SCHEMA_ID:
+        raise InputFileError(f"{case.origin or case.name}: golden {plain(case.golden)} is a "
+                             "trace of your code; a spec's golden is saved by: "
+                             "attntrace run --format json")
+    try:
+        trace = trace_attention(case.config, case.backend, max_memory=max_memory, keep_values=False)
+        return check_trace(trace, case.expectations, golden, case.name)
+    except (UnknownStepError, ConfigError) as exc:
+        raise InputFileError(f"{case.origin or case.name}: {exc}") from None
+
+
+def summary(results: Sequence[CaseResult]) -> str:
+    """``N passed, M failed`` over the configs.
+
+    >>> summary([CaseResult("a", 2, ()), CaseResult("b", 1, (Mismatch("x", "(1,)", "(2,)"),))])
+    '1 passed, 1 failed'
+    """
+    failed = sum(not r.ok and not r.error for r in results)
+    errors = sum(bool(r.error) for r in results)
+    return (f"{len(results) - failed - errors} passed, {failed} failed"
+            + (f", {errors} error{'s' * (errors > 1)}" if errors else ""))
+
+
+__all__ = [
+    "VARIABLE_PREFIX", "CaseResult", "Expectation", "Mismatch", "SpecCase", "check_expectations",
+    "check_trace", "compare_golden", "compare_roles", "find_step", "golden_fits", "is_capture",
+    "load_golden", "load_spec", "parse_expectation", "parse_shape", "reference_names", "run_spec",
+    "spec_lines", "summary", "validate_golden", "where",
+]
