@@ -41,7 +41,9 @@ ENV = {**os.environ, "PYTHONPATH": str(REPO / "src")}
 # second run of any script have: without them every run compiles attntrace's sources again.
 ENV.pop("PYTHONDONTWRITEBYTECODE", None)
 sys.path.insert(0, str(REPO / "src"))  # this checkout, not an installed attntrace
-MINIMAL = REPO / "benchmarks" / "minimal_run.py"  # the start-up floor: a hand-written run, same output kind
+MINIMAL = (
+    REPO / "benchmarks" / "minimal_run.py"
+)  # the start-up floor: a hand-written run, same output kind
 FULL, QUICK = (1, 2048, 1024, 16), (1, 256, 256, 4)
 MASKS = ("none", "causal", "key padding", "window")
 STARTUP_RUNS = 15  # the least number of runs of each start-up command (not with --quick)
@@ -53,23 +55,35 @@ def cpu_details() -> str:
     info = Path("/proc/cpuinfo")
     if not info.exists():
         return platform.machine()
-    fields = dict(line.split(":", 1) for line in info.read_text().split("\n\n")[0].splitlines()
-                  if ":" in line)
+    fields = dict(
+        line.split(":", 1) for line in info.read_text().split("\n\n")[0].splitlines() if ":" in line
+    )
     fields = {k.strip(): v.strip() for k, v in fields.items()}
     flags = set(fields.get("flags", "").split())
-    units = [name for name, flag in (("AVX2", "avx2"), ("AVX-512", "avx512f"), ("AMX", "amx_tile"))
-             if flag in flags]
+    units = [
+        name
+        for name, flag in (("AVX2", "avx2"), ("AVX-512", "avx512f"), ("AMX", "amx_tile"))
+        if flag in flags
+    ]
     caches = []
     for index in sorted(Path("/sys/devices/system/cpu/cpu0/cache").glob("index*")):
         try:
-            level, kind = (index / "level").read_text().strip(), (index / "type").read_text().strip()
+            level, kind = (
+                (index / "level").read_text().strip(),
+                (index / "type").read_text().strip(),
+            )
             size = (index / "size").read_text().strip()
         except OSError:
             continue
         if kind != "Instruction":
             caches.append(f"L{level} {size}")
-    return ", ".join([f"family {fields.get('cpu family', '?')} model {fields.get('model', '?')}",
-                      *units, *caches])
+    return ", ".join(
+        [
+            f"family {fields.get('cpu family', '?')} model {fields.get('model', '?')}",
+            *units,
+            *caches,
+        ]
+    )
 
 
 @dataclass
@@ -120,8 +134,13 @@ def paired_ratio(times: list[float], base: list[float]) -> float:
     return statistics.median(t / b for t, b in zip(times, base, strict=True))
 
 
-def ratios(rep: Report, section: str, times: dict[str, list[float]], baseline: str,
-           targets: dict[str, float]) -> dict[str, float]:
+def ratios(
+    rep: Report,
+    section: str,
+    times: dict[str, list[float]],
+    baseline: str,
+    targets: dict[str, float],
+) -> dict[str, float]:
     base = statistics.median(times[baseline])
     out = {}
     for name, ts in times.items():
@@ -129,14 +148,20 @@ def ratios(rep: Report, section: str, times: dict[str, list[float]], baseline: s
         out[name] = ratio
         target = targets.get(name)
         verdict = "" if target is None else "ok" if ratio <= target else "MISSED"
-        rep.say(f"  {name:<52} median {med * 1e3:8.1f} ms  best {min(ts) * 1e3:8.1f} ms  {ratio:5.2f}x  {verdict}")
+        rep.say(
+            f"  {name:<52} median {med * 1e3:8.1f} ms  best {min(ts) * 1e3:8.1f} ms  {ratio:5.2f}x  {verdict}"
+        )
         if name != baseline:  # best against best too: a busy moment moves a median by 10 % here
             best = min(ts) / min(times[baseline])
             paired = paired_ratio(ts, times[baseline])
-            rep.row(section, name, f"{baseline}: {base * 1e3:.0f} ms",
-                    f"{med * 1e3:.0f} ms: **{ratio:.2f}×** (best against best {best:.2f}×, "
-                    f"paired {paired:.2f}×)",
-                    f"≤ {target}× {verdict}" if target else "—")
+            rep.row(
+                section,
+                name,
+                f"{baseline}: {base * 1e3:.0f} ms",
+                f"{med * 1e3:.0f} ms: **{ratio:.2f}×** (best against best {best:.2f}×, "
+                f"paired {paired:.2f}×)",
+                f"≤ {target}× {verdict}" if target else "—",
+            )
     return out
 
 
@@ -144,12 +169,25 @@ def machine(rep: Report) -> None:
     import numpy as np
     from threadpoolctl import threadpool_info
 
-    model = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
-                  if line.startswith("model name")), platform.processor()) if Path("/proc/cpuinfo").exists() else "?"
+    model = (
+        next(
+            (
+                line.split(":", 1)[1].strip()
+                for line in Path("/proc/cpuinfo").read_text().splitlines()
+                if line.startswith("model name")
+            ),
+            platform.processor(),
+        )
+        if Path("/proc/cpuinfo").exists()
+        else "?"
+    )
     usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    blas = ", ".join(f"{i.get('internal_api')} {i.get('version')} ({i.get('num_threads')} threads, "
-                     f"{i.get('architecture') or '?'} kernels)"
-                     for i in threadpool_info() if i.get("user_api") == "blas")
+    blas = ", ".join(
+        f"{i.get('internal_api')} {i.get('version')} ({i.get('num_threads')} threads, "
+        f"{i.get('architecture') or '?'} kernels)"
+        for i in threadpool_info()
+        if i.get("user_api") == "blas"
+    )
     try:
         import torch
 
@@ -160,9 +198,11 @@ def machine(rep: Report) -> None:
     model = f"{model} ({cpu_details()})"
     rep.say(f"machine: {model}; {os.cpu_count()} CPUs, {usable} usable; load average {load}")
     rep.say(f"python {sys.version.split()[0]}, numpy {np.__version__}, BLAS {blas}; {tv}")
-    rep.rows.append(f"**Machine.** {model}, {os.cpu_count()} CPUs ({usable} usable), load average "
-                    f"{load} (1, 5, 15 min) at the start; Python {sys.version.split()[0]}, numpy "
-                    f"{np.__version__}, BLAS {blas}; {tv}.\n")
+    rep.rows.append(
+        f"**Machine.** {model}, {os.cpu_count()} CPUs ({usable} usable), load average "
+        f"{load} (1, 5, 15 min) at the start; Python {sys.version.split()[0]}, numpy "
+        f"{np.__version__}, BLAS {blas}; {tv}.\n"
+    )
 
 
 @dataclass
@@ -181,7 +221,9 @@ def processes(cmds: dict[str, list[str]], repeat: int) -> Runs:
     for round_ in range(repeat + warm):
         for name, argv in cmds.items():
             start = time.perf_counter()
-            proc = subprocess.Popen(argv, env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            proc = subprocess.Popen(
+                argv, env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+            )
             _, status, usage = os.wait4(proc.pid, 0)
             wall = time.perf_counter() - start
             if os.waitstatus_to_exitcode(status) != 0:
@@ -192,7 +234,9 @@ def processes(cmds: dict[str, list[str]], repeat: int) -> Runs:
     return runs
 
 
-def process_ratios(rep: Report, section: str, runs: Runs, baseline: str, targets: dict[str, float]) -> None:
+def process_ratios(
+    rep: Report, section: str, runs: Runs, baseline: str, targets: dict[str, float]
+) -> None:
     """Candidate / baseline of fresh processes: wall time (the verdict) and CPU time (steadier
     on a busy machine: time spent waiting for a core does not count)."""
     med = {n: statistics.median(ts) for n, ts in runs.wall.items()}
@@ -201,12 +245,18 @@ def process_ratios(rep: Report, section: str, runs: Runs, baseline: str, targets
         ratio, cpu_ratio = med[name] / med[baseline], cpu[name] / cpu[baseline]
         target = targets.get(name)
         verdict = "" if target is None else "ok" if ratio <= target else "MISSED"
-        rep.say(f"  {name:<62} median {med[name] * 1e3:7.0f} ms  best {min(runs.wall[name]) * 1e3:7.0f} ms"
-                f"  {ratio:5.2f}x  (CPU {cpu[name] * 1e3:6.0f} ms {cpu_ratio:5.2f}x)  {verdict}")
+        rep.say(
+            f"  {name:<62} median {med[name] * 1e3:7.0f} ms  best {min(runs.wall[name]) * 1e3:7.0f} ms"
+            f"  {ratio:5.2f}x  (CPU {cpu[name] * 1e3:6.0f} ms {cpu_ratio:5.2f}x)  {verdict}"
+        )
         if name != baseline:
-            rep.row(section, name, f"{baseline}: {med[baseline] * 1e3:.0f} ms",
-                    f"{med[name] * 1e3:.0f} ms: **{ratio:.2f}×** (CPU time {cpu_ratio:.2f}×)",
-                    f"≤ {target}× {verdict}" if target else "—")
+            rep.row(
+                section,
+                name,
+                f"{baseline}: {med[baseline] * 1e3:.0f} ms",
+                f"{med[name] * 1e3:.0f} ms: **{ratio:.2f}×** (CPU time {cpu_ratio:.2f}×)",
+                f"≤ {target}× {verdict}" if target else "—",
+            )
 
 
 def attntrace_command() -> list[str]:
@@ -220,16 +270,31 @@ def startup(rep: Report, repeat: int) -> None:
     py, at = sys.executable, attntrace_command()
     rep.say("\nstart-up (wall time of a fresh process; CPU time in brackets)")
     floor = "python -c 'import typer, typer.rich_utils'"  # what Typer's own Rich help needs
-    runs = processes({"python -c 'import typer'": [py, "-c", "import typer"],
-                      floor: [py, "-c", "import typer, typer.rich_utils"],
-                      "attntrace --help": [*at, "--help"]}, repeat)
+    runs = processes(
+        {
+            "python -c 'import typer'": [py, "-c", "import typer"],
+            floor: [py, "-c", "import typer, typer.rich_utils"],
+            "attntrace --help": [*at, "--help"],
+        },
+        repeat,
+    )
     process_ratios(rep, "start-up", runs, "python -c 'import typer'", {"attntrace --help": 1.1})
     if MINIMAL.exists():
         args = ["--heads", "12", "--hidden", "768"]
-        runs = processes({"minimal_run.py --heads 12 --hidden 768": [py, str(MINIMAL), *args],
-                          "attntrace run --heads 12 --hidden 768": [*at, "run", *args]}, repeat)
-        process_ratios(rep, "start-up", runs, "minimal_run.py --heads 12 --hidden 768",
-                       {"attntrace run --heads 12 --hidden 768": 1.1})
+        runs = processes(
+            {
+                "minimal_run.py --heads 12 --hidden 768": [py, str(MINIMAL), *args],
+                "attntrace run --heads 12 --hidden 768": [*at, "run", *args],
+            },
+            repeat,
+        )
+        process_ratios(
+            rep,
+            "start-up",
+            runs,
+            "minimal_run.py --heads 12 --hidden 768",
+            {"attntrace run --heads 12 --hidden 768": 1.1},
+        )
 
 
 TORCH_SCRIPT = """
@@ -252,14 +317,32 @@ def cli_compute(rep: Report, sizes: tuple[int, int, int, int], repeat: int) -> N
     """``attntrace run`` as typed, no tuning flags, against the same work as a hand-written
     torch script (F.linear + SDPA, printing the shapes); both fresh processes, imports included."""
     B, S, H, h = sizes
-    run = [*attntrace_command(), "run", "--batch", str(B), "--seq", str(S), "--hidden", str(H),
-           "--heads", str(h)]
+    run = [
+        *attntrace_command(),
+        "run",
+        "--batch",
+        str(B),
+        "--seq",
+        str(S),
+        "--hidden",
+        str(H),
+        "--heads",
+        str(h),
+    ]
     name = f"attntrace run --batch {B} --seq {S} --hidden {H} --heads {h}"
     torch_name = "python torch script: F.linear + SDPA, same sizes"
     rep.say(f"\ncommand line, (B, S, H, h) = {sizes}: fresh processes, imports included")
-    runs = processes({torch_name: [sys.executable, "-c", TORCH_SCRIPT.format(sizes=sizes)],
-                      name: run, f"{name} --algorithm flash": [*run, "--algorithm", "flash"]}, repeat)
-    process_ratios(rep, "command line", runs, torch_name, {name: 1.2, f"{name} --algorithm flash": 1.3})
+    runs = processes(
+        {
+            torch_name: [sys.executable, "-c", TORCH_SCRIPT.format(sizes=sizes)],
+            name: run,
+            f"{name} --algorithm flash": [*run, "--algorithm", "flash"],
+        },
+        repeat,
+    )
+    process_ratios(
+        rep, "command line", runs, torch_name, {name: 1.2, f"{name} --algorithm flash": 1.3}
+    )
 
 
 #: The torch script's work in process: its own seeded inputs, F.linear + SDPA, shapes printed.
@@ -267,8 +350,9 @@ SAME_WORK = "torch script in process: seeded inputs, F.linear + SDPA, shapes pri
 RUN_IN_PROCESS = "attntrace run, no tuning flags (in process)"
 
 
-def compute_fns(sizes: tuple[int, int, int, int], mask: str = "none",
-                names: tuple[str, ...] | None = None) -> dict[str, Callable[[], object]]:
+def compute_fns(
+    sizes: tuple[int, int, int, int], mask: str = "none", names: tuple[str, ...] | None = None
+) -> dict[str, Callable[[], object]]:
     """torch F.linear + SDPA (the baseline) and attntrace through its defaults, on the same arrays."""
     import torch
     import torch.nn.functional as F  # noqa: N812  (the name in the torch docs)
@@ -279,18 +363,32 @@ def compute_fns(sizes: tuple[int, int, int, int], mask: str = "none",
     B, S, H, h = sizes
     lengths = (max(1, S // 2),) * B if mask == "key padding" else None
     window = max(1, S // 4) if mask == "window" else None
-    cfg = AttentionConfig(batch=B, seq=S, hidden=H, heads=h, causal=mask == "causal", key_lengths=lengths,
-                          window=window)
+    cfg = AttentionConfig(
+        batch=B,
+        seq=S,
+        hidden=H,
+        heads=h,
+        causal=mask == "causal",
+        key_lengths=lengths,
+        window=window,
+    )
     flash = AttentionConfig(**{**cfg.__dict__, "algorithm": "flash"})
     params = trace_attention(AttentionConfig(batch=1, seq=1, hidden=H, heads=h), "shape").parameters
     gen = torch.Generator().manual_seed(0)
     x = torch.randn(B, S, H, generator=gen)
-    w = {p.name: torch.randn(p.shape, generator=gen) * (H**-0.5 if p.name.startswith("w") else 0.1) for p in params}
-    keep, is_causal = reference_mask(cfg, None)  # None, (B, 1, 1, N) or (S, N): what a torch user passes
+    w = {
+        p.name: torch.randn(p.shape, generator=gen) * (H**-0.5 if p.name.startswith("w") else 0.1)
+        for p in params
+    }
+    keep, is_causal = reference_mask(
+        cfg, None
+    )  # None, (B, 1, 1, N) or (S, N): what a torch user passes
     d = H // h
 
     def sdpa() -> object:
-        q, k, v = (F.linear(x, w[f"w_{c}"], w[f"b_{c}"]).view(B, S, h, d).transpose(1, 2) for c in "qkv")
+        q, k, v = (
+            F.linear(x, w[f"w_{c}"], w[f"b_{c}"]).view(B, S, h, d).transpose(1, 2) for c in "qkv"
+        )
         ctx = F.scaled_dot_product_attention(q, k, v, attn_mask=keep, is_causal=is_causal)
         return F.linear(ctx.transpose(1, 2).reshape(B, S, H), w["w_o"], w["b_o"])
 
@@ -300,9 +398,15 @@ def compute_fns(sizes: tuple[int, int, int, int], mask: str = "none",
         "torch F.linear + SDPA": sdpa,
         "trace_attention(cfg) numpy eager": lambda: trace_attention(cfg, tensors=arrays),
         "trace_attention(cfg) numpy flash": lambda: trace_attention(flash, tensors=arrays),
-        "numpy eager, keep_values=False": lambda: trace_attention(cfg, keep_values=False, tensors=arrays),
-        "numpy flash, keep_values=False": lambda: trace_attention(flash, keep_values=False, tensors=arrays),
-        "trace_attention(cfg, 'torch') eager": lambda: trace_attention(cfg, "torch", tensors=arrays),
+        "numpy eager, keep_values=False": lambda: trace_attention(
+            cfg, keep_values=False, tensors=arrays
+        ),
+        "numpy flash, keep_values=False": lambda: trace_attention(
+            flash, keep_values=False, tensors=arrays
+        ),
+        "trace_attention(cfg, 'torch') eager": lambda: trace_attention(
+            cfg, "torch", tensors=arrays
+        ),
         RUN_IN_PROCESS: lambda: cli_in_process(sizes, mask),
         **({NUMPY_FLOOR: floor} if floor else {}),
     }
@@ -322,8 +426,9 @@ def floor_pool(threads: int) -> ThreadPoolExecutor:
     return ThreadPoolExecutor(threads, thread_name_prefix="floor")
 
 
-def numpy_floor(arrays: dict[str, np.ndarray], sizes: tuple[int, int, int, int],
-                factor: float) -> Callable[[], np.ndarray]:
+def numpy_floor(
+    arrays: dict[str, np.ndarray], sizes: tuple[int, int, int, int], factor: float
+) -> Callable[[], np.ndarray]:
     """numpy's floor for eager attention without a mask, in attntrace's own design (which it
     matches bit for bit): projections in row blocks on a pool of one thread per core, then for
     each (head, 256 query rows) ``s = q @ k_t``, ``s *= scale``, ``exp(s)`` (every score is in
@@ -373,11 +478,11 @@ def numpy_floor(arrays: dict[str, np.ndarray], sizes: tuple[int, int, int, int],
                         return
                     b, i, r = block
                     e = s[: min(rows, S - r)]  # (Br, S)
-                    np.matmul(q[b, i, r:r + rows], k_t[b, i], out=e)
+                    np.matmul(q[b, i, r : r + rows], k_t[b, i], out=e)
                     e *= factor
                     np.exp(e, out=e)
                     sums = np.einsum("...i->...", e)[:, None]  # (Br, 1)
-                    c = context[b, i, r:r + rows]  # (Br, d)
+                    c = context[b, i, r : r + rows]  # (Br, d)
                     np.matmul(e, v[b, i], out=c)
                     c /= sums
 
@@ -403,16 +508,34 @@ def cli_in_process(sizes: tuple[int, int, int, int], mask: str) -> None:
     command's own work (its seeded weights, the trace, the table) without the imports and
     the building of the command (start-up, measured by the start-up rows)."""
     B, S, H, h = sizes
-    flags = {"none": [], "causal": ["--causal"], "key padding": ["--key-lengths", ",".join([str(max(1, S // 2))] * B)],
-             "window": ["--window", str(max(1, S // 4))]}[mask]
-    args = ["run", "--batch", str(B), "--seq", str(S), "--hidden", str(H), "--heads", str(h), *flags]
+    flags = {
+        "none": [],
+        "causal": ["--causal"],
+        "key padding": ["--key-lengths", ",".join([str(max(1, S // 2))] * B)],
+        "window": ["--window", str(max(1, S // 4))],
+    }[mask]
+    args = [
+        "run",
+        "--batch",
+        str(B),
+        "--seq",
+        str(S),
+        "--hidden",
+        str(H),
+        "--heads",
+        str(h),
+        *flags,
+    ]
     with open(os.devnull, "w") as devnull, contextlib.redirect_stdout(devnull):
         attntrace_click_command().main(args, prog_name="attntrace", standalone_mode=False)
 
 
-COMPUTE_TARGETS = {RUN_IN_PROCESS: 1.2, "trace_attention(cfg) numpy eager": 1.2,
-                   "trace_attention(cfg) numpy flash": 1.3,
-                   "trace_attention(cfg, 'torch') eager": 1.1}
+COMPUTE_TARGETS = {
+    RUN_IN_PROCESS: 1.2,
+    "trace_attention(cfg) numpy eager": 1.2,
+    "trace_attention(cfg) numpy flash": 1.3,
+    "trace_attention(cfg, 'torch') eager": 1.1,
+}
 
 
 def torch_script_in_process(sizes: tuple[int, int, int, int]) -> Callable[[], object]:
@@ -442,11 +565,17 @@ def compute(rep: Report, sizes: tuple[int, int, int, int], repeat: int) -> None:
     if NUMPY_FLOOR in times:
         rep.say("attntrace's numpy eager against numpy's floor (what attntrace itself costs)")
         names = (NUMPY_FLOOR, "numpy eager, keep_values=False", "trace_attention(cfg) numpy eager")
-        ratios(rep, "compute, numpy floor", {n: times[n] for n in names if n in times},
-               NUMPY_FLOOR, {})
+        ratios(
+            rep, "compute, numpy floor", {n: times[n] for n in names if n in times}, NUMPY_FLOOR, {}
+        )
     rep.say("the run against the same kind of work in torch (inputs made, output printed)")
-    ratios(rep, "compute, same work", {SAME_WORK: same, RUN_IN_PROCESS: times[RUN_IN_PROCESS]},
-           SAME_WORK, {RUN_IN_PROCESS: 1.2})
+    ratios(
+        rep,
+        "compute, same work",
+        {SAME_WORK: same, RUN_IN_PROCESS: times[RUN_IN_PROCESS]},
+        SAME_WORK,
+        {RUN_IN_PROCESS: 1.2},
+    )
 
 
 @contextlib.contextmanager
@@ -473,14 +602,20 @@ def contended(rep: Report, sizes: tuple[int, int, int, int], repeat: int) -> Non
     slow = {n: statistics.median(loaded[n]) / statistics.median(quiet[n]) for n in names}
     rep.say("\ncontended: the same calls with one CPU-bound process beside them")
     for n in names:
-        rep.say(f"  {n:<52} alone {statistics.median(quiet[n]) * 1e3:8.1f} ms  busy "
-                f"{statistics.median(loaded[n]) * 1e3:8.1f} ms  slowdown {slow[n]:5.2f}x")
+        rep.say(
+            f"  {n:<52} alone {statistics.median(quiet[n]) * 1e3:8.1f} ms  busy "
+            f"{statistics.median(loaded[n]) * 1e3:8.1f} ms  slowdown {slow[n]:5.2f}x"
+        )
     ratio = slow[names[1]] / slow[names[0]]
     verdict = "ok" if ratio <= 1.3 else "MISSED"
     rep.say(f"  flash slowdown / eager slowdown: {ratio:.2f}  (target <= 1.3) {verdict}")
-    rep.row("contended", "flash slowdown / eager slowdown, one busy process beside",
-            f"eager {slow[names[0]]:.2f}× slower", f"flash {slow[names[1]]:.2f}× slower: **{ratio:.2f}**",
-            f"≤ 1.3 {verdict}")
+    rep.row(
+        "contended",
+        "flash slowdown / eager slowdown, one busy process beside",
+        f"eager {slow[names[0]]:.2f}× slower",
+        f"flash {slow[names[1]]:.2f}× slower: **{ratio:.2f}**",
+        f"≤ 1.3 {verdict}",
+    )
 
 
 PROBE = """
@@ -511,14 +646,24 @@ PROBE_ENV = {**ENV, "MALLOC_MMAP_THRESHOLD_": "131072", "MALLOC_TRIM_THRESHOLD_"
 def memory(rep: Report, sizes: tuple[int, int, int, int], quick: bool = False) -> None:
     """Peak RSS growth of one call (after a warm-up call) in a fresh process, per mask."""
     rep.say(f"\npeak extra memory of one call, (B, S, H, h) = {sizes}, fresh process each")
-    names: tuple[str, ...] = ("torch F.linear + SDPA", "numpy eager, keep_values=False", "numpy flash, keep_values=False",
-                              "trace_attention(cfg) numpy flash")
+    names: tuple[str, ...] = (
+        "torch F.linear + SDPA",
+        "numpy eager, keep_values=False",
+        "numpy flash, keep_values=False",
+        "trace_attention(cfg) numpy flash",
+    )
     names, masks = ((names[0], names[2]), ("causal",)) if quick else (names, MASKS)
     for mask in masks:
         mib = {}
         for name in names:
             code = PROBE.format(bench=str(REPO / "benchmarks"), sizes=sizes, mask=mask, name=name)
-            out = subprocess.run([sys.executable, "-c", code], env=PROBE_ENV, capture_output=True, text=True, check=True)
+            out = subprocess.run(
+                [sys.executable, "-c", code],
+                env=PROBE_ENV,
+                capture_output=True,
+                text=True,
+                check=True,
+            )
             mib[name] = max(int(out.stdout.split()[-1]), 0) / 1024
         base = mib[names[0]]
         for name in names[1:]:
@@ -529,44 +674,78 @@ def memory(rep: Report, sizes: tuple[int, int, int, int], quick: bool = False) -
                 ratio = mib[name] / base
                 ratio_text = f"{ratio:.2f}×"
                 verdict = "" if target is None else "ok" if ratio <= target else "MISSED"
-            rep.say(f"  mask {mask:<12} {name:<40} {size(mib[name]):>10}  SDPA {size(base):>10}  {ratio_text:>8}  {verdict}")
-            rep.row(f"memory, mask {mask}", name, f"SDPA: {size(base)}", f"{size(mib[name])}: **{ratio_text}**",
-                    f"≤ {target}× {verdict}" if target else "—")
+            rep.say(
+                f"  mask {mask:<12} {name:<40} {size(mib[name]):>10}  SDPA {size(base):>10}  {ratio_text:>8}  {verdict}"
+            )
+            rep.row(
+                f"memory, mask {mask}",
+                name,
+                f"SDPA: {size(base)}",
+                f"{size(mib[name])}: **{ratio_text}**",
+                f"≤ {target}× {verdict}" if target else "—",
+            )
 
 
 def size(mib: float) -> str:
     """MiB with enough digits that a small peak never reads 0.0."""
-    return f"{mib:.1f} MiB" if mib >= 10 else f"{mib:.2f} MiB" if mib >= 0.1 else f"{mib * 1024:.0f} KiB"
+    return (
+        f"{mib:.1f} MiB"
+        if mib >= 10
+        else f"{mib:.2f} MiB"
+        if mib >= 0.1
+        else f"{mib * 1024:.0f} KiB"
+    )
 
 
 def markdown_page(rep: Report, argv: list[str]) -> str:
-    head, table = [r for r in rep.rows if not r.startswith("|")], [r for r in rep.rows if r.startswith("|")]
+    head, table = (
+        [r for r in rep.rows if not r.startswith("|")],
+        [r for r in rep.rows if r.startswith("|")],
+    )
     doc = Path(__file__).with_name("benchmarks_notes.md")
-    return "\n".join([
-        "# Benchmarks", "",
-        "Generated by `python benchmarks/bench.py --markdown > docs/benchmarks.md`"
-        + (f" (`{' '.join(argv)}`)" if argv else "") + "; every figure is a ratio against a baseline",
-        "measured in the same run (interleaved runs, medians).", "", *head,
-        "| section | candidate | baseline | result | target |", "|---|---|---|---|---|", *table, "",
-        doc.read_text() if doc.exists() else "",
-    ])
+    return "\n".join(
+        [
+            "# Benchmarks",
+            "",
+            "Generated by `python benchmarks/bench.py --markdown > docs/benchmarks.md`"
+            + (f" (`{' '.join(argv)}`)" if argv else "")
+            + "; every figure is a ratio against a baseline",
+            "measured in the same run (interleaved runs, medians).",
+            "",
+            *head,
+            "| section | candidate | baseline | result | target |",
+            "|---|---|---|---|---|",
+            *table,
+            "",
+            doc.read_text() if doc.exists() else "",
+        ]
+    )
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--repeat", type=int, default=7)
-    parser.add_argument("--quick", action="store_true", help="small sizes, one repeat: a smoke test")
+    parser.add_argument(
+        "--quick", action="store_true", help="small sizes, one repeat: a smoke test"
+    )
     parser.add_argument("--only", default="startup,cli,compute,contended,memory")
-    parser.add_argument("--markdown", action="store_true", help="print docs/benchmarks.md (progress on stderr)")
+    parser.add_argument(
+        "--markdown", action="store_true", help="print docs/benchmarks.md (progress on stderr)"
+    )
     args = parser.parse_args()
     sizes, repeat = (QUICK, 1) if args.quick else (FULL, args.repeat)
     rep = Report(args.markdown)
     machine(rep)
     # fresh processes are cheap and their times scatter on a shared machine: 15 runs at least
-    parts = {"startup": lambda: startup(rep, repeat if args.quick else max(repeat, STARTUP_RUNS)), "cli": lambda: cli_compute(rep, sizes, repeat),
-             "compute": lambda: compute(rep, sizes, repeat),
-             "contended": lambda: contended(rep, sizes, repeat),
-             "memory": lambda: memory(rep, sizes, args.quick)}
+    parts = {
+        "startup": lambda: startup(rep, repeat if args.quick else max(repeat, STARTUP_RUNS)),
+        "cli": lambda: cli_compute(rep, sizes, repeat),
+        "compute": lambda: compute(rep, sizes, repeat),
+        "contended": lambda: contended(rep, sizes, repeat),
+        "memory": lambda: memory(rep, sizes, args.quick),
+    }
     for part in args.only.split(","):
         parts[part]()
     end = f"Load average at the end: {', '.join(f'{x:.2f}' for x in os.getloadavg())}."

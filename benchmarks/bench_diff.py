@@ -30,7 +30,9 @@ def module(hidden: int, heads: int) -> object:
         def __init__(self) -> None:
             super().__init__()
             self.num_heads = heads
-            self.q_proj, self.k_proj, self.v_proj, self.o_proj = (torch.nn.Linear(hidden, hidden) for _ in range(4))
+            self.q_proj, self.k_proj, self.v_proj, self.o_proj = (
+                torch.nn.Linear(hidden, hidden) for _ in range(4)
+            )
 
         def forward(self, x: torch.Tensor) -> torch.Tensor:
             B, S, H = x.shape
@@ -76,8 +78,10 @@ def main() -> int:
         times["diff"].append(time.perf_counter() - start)
     v, d = (statistics.median(times[k]) for k in ("verify", "diff"))
     sizes = f"(B, S, H, h) = ({args.batch}, {args.seq}, {args.hidden}, {args.heads})"
-    print(f"{sizes}: verify {v:.3f} s, diff {d:.3f} s (medians of {args.repeat}); "
-          f"diff / verify = {d / v:.2f} (goal <= {GOAL:g})")
+    print(
+        f"{sizes}: verify {v:.3f} s, diff {d:.3f} s (medians of {args.repeat}); "
+        f"diff / verify = {d / v:.2f} (goal <= {GOAL:g})"
+    )
     return 0 if d / v <= GOAL else 1
 
 

@@ -22,8 +22,14 @@ def run(seq: int = 3, hidden: int = 768, heads: int = 12, seed: int = 0) -> None
     d = hidden // heads
     rng = np.random.default_rng(seed)
     x = rng.standard_normal((seq, hidden), dtype=np.float32)
-    p = {f"{k}_{c}": rng.standard_normal((hidden, hidden) if k == "w" else (hidden,), dtype=np.float32)
-         * (hidden ** -0.5 if k == "w" else 0.1) for c in "qkvo" for k in "wb"}
+    p = {
+        f"{k}_{c}": rng.standard_normal(
+            (hidden, hidden) if k == "w" else (hidden,), dtype=np.float32
+        )
+        * (hidden**-0.5 if k == "w" else 0.1)
+        for c in "qkvo"
+        for k in "wb"
+    }
     steps = [("x", x)]
     proj = {c: x @ p[f"w_{c}"].T + p[f"b_{c}"] for c in "qkv"}
     steps += [(f"{c}_proj", proj[c]) for c in "qkv"]
@@ -40,8 +46,16 @@ def run(seq: int = 3, hidden: int = 768, heads: int = 12, seed: int = 0) -> None
     context_heads = context.transpose(1, 0, 2)
     merged = context_heads.reshape(seq, hidden)
     output = merged @ p["w_o"].T + p["b_o"]
-    steps += [("k_t", k_t), ("scores", scores), ("scaled", scaled), ("weights", weights),
-              ("context", context), ("context_heads", context_heads), ("merged", merged), ("output", output)]
+    steps += [
+        ("k_t", k_t),
+        ("scores", scores),
+        ("scaled", scaled),
+        ("weights", weights),
+        ("context", context),
+        ("context_heads", context_heads),
+        ("merged", merged),
+        ("output", output),
+    ]
     console = Console()
     table = Table(title="steps")
     for col in ("#", "step", "shape", "dtype"):

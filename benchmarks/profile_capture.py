@@ -1,6 +1,6 @@
 """Where the time of a captured torch forward goes (cProfile, the capture's functions first).
 
-    python benchmarks/profile_capture.py
+python benchmarks/profile_capture.py
 """
 
 from __future__ import annotations

@@ -10,8 +10,8 @@ from __future__ import annotations
 import pytest
 
 from attntrace import AttentionConfig, trace_attention
-from attntrace.tools.check import check_expectations, parse_expectation
 from attntrace.config.presets import resolve_config
+from attntrace.tools.check import check_expectations, parse_expectation
 
 # Your model's sizes: (name, batch, seq, hidden, heads)
 MODELS = [

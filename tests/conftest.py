@@ -11,7 +11,11 @@ GOLDEN_DIR = Path(__file__).parent / "data" / "golden"
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
-    parser.addoption("--update-golden", action="store_true", help="rewrite tests/data/golden/* from the current output")
+    parser.addoption(
+        "--update-golden",
+        action="store_true",
+        help="rewrite tests/data/golden/* from the current output",
+    )
 
 
 @pytest.fixture
@@ -26,7 +30,9 @@ def golden(request: pytest.FixtureRequest) -> Callable[[str, str], None]:
             path.write_text(text, encoding="utf-8")
             return
         assert path.exists(), f"{path.name} is missing; create it with: pytest --update-golden"
-        assert text == path.read_text(encoding="utf-8"), f"output differs from {path.name}; if intended: pytest --update-golden"
+        assert text == path.read_text(encoding="utf-8"), (
+            f"output differs from {path.name}; if intended: pytest --update-golden"
+        )
 
     return check
 

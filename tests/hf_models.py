@@ -45,8 +45,12 @@ def build(
     return model.to(getattr(torch, dtype))
 
 
-_MODEL_CLASS = {"GPT2": "GPT2LMHeadModel", "Bert": "BertModel", "T5": "T5EncoderModel",
-                "Gemma3Text": "Gemma3ForCausalLM"}
+_MODEL_CLASS = {
+    "GPT2": "GPT2LMHeadModel",
+    "Bert": "BertModel",
+    "T5": "T5EncoderModel",
+    "Gemma3Text": "Gemma3ForCausalLM",
+}
 
 
 def randomize_norms(model: Any, folder: Path, seed: int = 1) -> None:

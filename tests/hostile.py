@@ -52,8 +52,11 @@ def invoke(*args: str) -> Outcome:
             sys.stdout.flush()
             sys.stderr.flush()
         stdout, stderr = out.getvalue(), err.getvalue()
-    return Outcome(code if isinstance(code, int) else 1, stdout.decode("utf-8", "replace"),
-                   stderr.decode("utf-8", "replace"))
+    return Outcome(
+        code if isinstance(code, int) else 1,
+        stdout.decode("utf-8", "replace"),
+        stderr.decode("utf-8", "replace"),
+    )
 
 
 ESC = "\x1b]8;;https://evil.example\x07[link=https://evil.example]x[/link]\x1b[2J\r"
@@ -63,7 +66,10 @@ def _npz_bomb(path: Path, declared: int) -> None:
     """A zip whose one .npy entry declares and inflates to ``declared`` bytes of zeros."""
     header = np.lib.format.header_data_from_array_1_0(np.zeros(1, dtype=np.float32))
     header["shape"] = (declared // 4,)
-    with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_DEFLATED) as z, z.open("x.npy", "w", force_zip64=True) as f:
+    with (
+        zipfile.ZipFile(path, "w", compression=zipfile.ZIP_DEFLATED) as z,
+        z.open("x.npy", "w", force_zip64=True) as f,
+    ):
         np.lib.format.write_array_header_1_0(f, header)
         chunk = bytes(1 << 20)
         for _ in range(declared // len(chunk)):
@@ -74,7 +80,10 @@ def _npz_declaring(path: Path, shape: tuple[int, ...]) -> None:
     """A small zip whose .npy entry's header declares ``shape`` (float32) over 1 MiB of data."""
     header = np.lib.format.header_data_from_array_1_0(np.zeros(1, dtype=np.float32))
     header["shape"] = shape
-    with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_DEFLATED) as z, z.open("x.npy", "w") as f:
+    with (
+        zipfile.ZipFile(path, "w", compression=zipfile.ZIP_DEFLATED) as z,
+        z.open("x.npy", "w") as f,
+    ):
         np.lib.format.write_array_header_1_0(f, header)
         f.write(bytes(1 << 20))
 
@@ -105,13 +114,40 @@ class _Payload:
 
 #: The files :func:`hostile_files` makes under its root (the fuzz test draws paths from these).
 HOSTILE_NAMES: tuple[str, ...] = (
-    'bad-config.npz', 'bad-meta.safetensors', 'big-ints.json', 'bomb.npz', 'declares-huge.npy',
-    'declares-huge.npz', 'declares-tib.npy', 'declares-tib.safetensors', 'deep.json', 'deep.pt',
-    'deep.toml', 'dict-bomb.pt', 'empty.npz', 'esc-keys.npz', 'esc-keys.safetensors', 'esc.json',
-    'esc.toml', 'fifo.json', 'fifo.npy', 'huge-numbers.json', 'latin1.json', 'missing.npy',
-    'nan-config.npz', 'nan-input.npy', 'nan.json', 'objects.npy', 'payload.npy', 'payload.pt',
-    'sparse.json', 'sparse.npy', 'sparse.safetensors', 'truncated.npz', 'wrong-types.json',
-    'zero-size.npy',
+    "bad-config.npz",
+    "bad-meta.safetensors",
+    "big-ints.json",
+    "bomb.npz",
+    "declares-huge.npy",
+    "declares-huge.npz",
+    "declares-tib.npy",
+    "declares-tib.safetensors",
+    "deep.json",
+    "deep.pt",
+    "deep.toml",
+    "dict-bomb.pt",
+    "empty.npz",
+    "esc-keys.npz",
+    "esc-keys.safetensors",
+    "esc.json",
+    "esc.toml",
+    "fifo.json",
+    "fifo.npy",
+    "huge-numbers.json",
+    "latin1.json",
+    "missing.npy",
+    "nan-config.npz",
+    "nan-input.npy",
+    "nan.json",
+    "objects.npy",
+    "payload.npy",
+    "payload.pt",
+    "sparse.json",
+    "sparse.npy",
+    "sparse.safetensors",
+    "truncated.npz",
+    "wrong-types.json",
+    "zero-size.npy",
 )
 
 
@@ -138,10 +174,22 @@ def hostile_files(root: Path) -> dict[str, Path]:
     _npy_declaring(add("declares-huge.npy"), (2**62, 2**62))
     _sparse(add("sparse.json"), b"{", 1 << 34)
     _sparse(add("sparse.safetensors"), (2**40).to_bytes(8, "little"), 1 << 34)
-    _safetensors(add("declares-tib.safetensors"),
-                 {"w_q": {"dtype": "F32", "shape": [1 << 20, 1 << 20], "data_offsets": [0, 1 << 42]}})
-    _safetensors(add("bad-meta.safetensors"), {"__metadata__": {"config": 7}, "w": {"dtype": "F32", "shape": [0], "data_offsets": [0, 0]}})
-    _safetensors(add("esc-keys.safetensors"), {f"{ESC}w_q": {"dtype": "F32", "shape": [2, 2], "data_offsets": [0, 16]}}, bytes(16))
+    _safetensors(
+        add("declares-tib.safetensors"),
+        {"w_q": {"dtype": "F32", "shape": [1 << 20, 1 << 20], "data_offsets": [0, 1 << 42]}},
+    )
+    _safetensors(
+        add("bad-meta.safetensors"),
+        {
+            "__metadata__": {"config": 7},
+            "w": {"dtype": "F32", "shape": [0], "data_offsets": [0, 0]},
+        },
+    )
+    _safetensors(
+        add("esc-keys.safetensors"),
+        {f"{ESC}w_q": {"dtype": "F32", "shape": [2, 2], "data_offsets": [0, 16]}},
+        bytes(16),
+    )
     np.savez(add("esc-keys.npz"), **{f"{ESC}w": np.eye(2, dtype=np.float32)})
     four = {f"w_{c}": np.eye(4, dtype=np.float32) for c in "qkvo"}
     np.savez(add("bad-config.npz"), **four, config=np.array('{"heads": "\\u001b[2J"}'))
@@ -152,12 +200,28 @@ def hostile_files(root: Path) -> dict[str, Path]:
     add("deep.json").write_text("[" * 100_000 + "]" * 100_000)
     add("deep.toml").write_text("a = " + "[" * 100_000 + "]" * 100_000)
     add("nan.json").write_text('{"hidden_size": NaN, "num_attention_heads": Infinity}')
-    add("wrong-types.json").write_text(json.dumps({"hidden_size": "768", "num_attention_heads": True,
-                                                   "attention_bias": "false", "rope_theta": True}))
-    add("huge-numbers.json").write_text('{"hidden_size": 1' + "0" * 5000 + ', "num_attention_heads": 1e999}')
-    add("big-ints.json").write_text(json.dumps({"hidden_size": 2**70, "num_attention_heads": 2**64 + 1}))
-    add("esc.json").write_text(json.dumps({"schema": "attntrace.trace/1", "steps": [{"name": ESC, "shape": [1]}]}))
-    add("esc.toml").write_text(f"[config.{json.dumps(ESC)}]\nseq = 3\nexpect = {{ {json.dumps(ESC)} = \"1,2\" }}\n")
+    add("wrong-types.json").write_text(
+        json.dumps(
+            {
+                "hidden_size": "768",
+                "num_attention_heads": True,
+                "attention_bias": "false",
+                "rope_theta": True,
+            }
+        )
+    )
+    add("huge-numbers.json").write_text(
+        '{"hidden_size": 1' + "0" * 5000 + ', "num_attention_heads": 1e999}'
+    )
+    add("big-ints.json").write_text(
+        json.dumps({"hidden_size": 2**70, "num_attention_heads": 2**64 + 1})
+    )
+    add("esc.json").write_text(
+        json.dumps({"schema": "attntrace.trace/1", "steps": [{"name": ESC, "shape": [1]}]})
+    )
+    add("esc.toml").write_text(
+        f'[config.{json.dumps(ESC)}]\nseq = 3\nexpect = {{ {json.dumps(ESC)} = "1,2" }}\n'
+    )
     add("latin1.json").write_bytes(b'{"caf\xe9": 1}')
     add("payload.pt").write_bytes(pickle.dumps({"w": _Payload()}))
     np.save(add("payload.npy"), np.array([_Payload()], dtype=object), allow_pickle=True)

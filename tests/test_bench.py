@@ -13,17 +13,27 @@ BENCH = Path(__file__).resolve().parents[1] / "benchmarks" / "bench.py"
 
 
 def test_bench_quick_prints_every_section_as_a_markdown_page() -> None:
-    done = subprocess.run([sys.executable, str(BENCH), "--quick", "--markdown"], capture_output=True, text=True,
-                          timeout=300, check=False)
+    done = subprocess.run(
+        [sys.executable, str(BENCH), "--quick", "--markdown"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
     assert done.returncode == 0, done.stderr
     page = done.stdout
     assert page.startswith("# Benchmarks")
     assert "**Machine.**" in page
     assert "load average" in page
-    for section in ("| start-up | attntrace --help", "| start-up | attntrace run --heads 12 --hidden 768",
-                    "| command line | attntrace run --batch 1", "| compute | trace_attention(cfg) numpy flash",
-                    "| compute, same work | attntrace run, no tuning flags (in process) | torch script in process",
-                    "| contended | flash slowdown / eager slowdown", "| memory, mask causal | numpy flash"):
+    for section in (
+        "| start-up | attntrace --help",
+        "| start-up | attntrace run --heads 12 --hidden 768",
+        "| command line | attntrace run --batch 1",
+        "| compute | trace_attention(cfg) numpy flash",
+        "| compute, same work | attntrace run, no tuning flags (in process) | torch script in process",
+        "| contended | flash slowdown / eager slowdown",
+        "| memory, mask causal | numpy flash",
+    ):
         assert section in page, section
     assert "Load average at the end" in page
     figures = "\n".join(line for line in page.splitlines() if line.startswith("|"))  # the table

@@ -37,8 +37,10 @@ if TYPE_CHECKING:  # the names below are imported on first use (``attntrace --he
 
 #: Public name -> the module that defines it, imported when the name is first read.
 _LAZY = {
-    **dict.fromkeys(["STEP_NAMES", "VARIANT_STEPS", "estimate_bytes", "step_names",
-                     "trace_attention"], "attntrace.engine.attention"),
+    **dict.fromkeys(
+        ["STEP_NAMES", "VARIANT_STEPS", "estimate_bytes", "step_names", "trace_attention"],
+        "attntrace.engine.attention",
+    ),
     **dict.fromkeys(["BACKENDS", "get_backend"], "attntrace.backends"),
     **dict.fromkeys(["Capture", "CapturedStep", "capture"], "attntrace.capturing.session"),
     **dict.fromkeys(["DTYPE_BYTES", "AttentionConfig"], "attntrace.config.attention_config"),

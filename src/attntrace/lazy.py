@@ -9,8 +9,9 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 
-def lazy_names(package: str, names: Mapping[str, str]) -> tuple[Callable[[str], Any],
-                                                                 Callable[[], list[str]]]:
+def lazy_names(
+    package: str, names: Mapping[str, str]
+) -> tuple[Callable[[str], Any], Callable[[], list[str]]]:
     """The ``__getattr__`` and ``__dir__`` of ``package``: each name of ``names`` (name ->
     the module defining it) is imported when first read, then kept in the package.
 

@@ -116,7 +116,9 @@ class Step(Tensor):
     flops: int = 0  # floating-point operations of this step, summed over every repeat
     terms: tuple[tuple[int, str], ...] = ()  # the FLOP formula: (coefficient, "h·S·S·d") terms
     inputs: tuple[str, ...] = ()  # names of the recorded tensors this step reads
-    repeat: int = 1  # how many times the step runs (tiles of --algorithm flash); shape is one tile's
+    repeat: int = (
+        1  # how many times the step runs (tiles of --algorithm flash); shape is one tile's
+    )
     # NaN and ±inf values it produced, over every repeat (-inf of masking not counted)
     nonfinite: int = 0
 
@@ -169,7 +171,9 @@ class Trace:
     steps: tuple[Step, ...]
     parameters: tuple[Param, ...]
     notes: tuple[str, ...] = ()  # warnings about the result, e.g. fully masked query rows
-    peak_bytes: int = 0  # the most activation bytes alive at once (every non-view step a new buffer)
+    peak_bytes: int = (
+        0  # the most activation bytes alive at once (every non-view step a new buffer)
+    )
     origin: str = ""  # where the settings come from: --model DIR (layer N), typed overrides
     whole_model: ModelFigures | None = None  # L layers like this one (run --layers, --model)
 
@@ -216,7 +220,9 @@ class Trace:
         for p in self.parameters:
             if p.name == name:
                 return p
-        raise AttntraceError(f"no parameter {name!r}; parameters: {', '.join(p.name for p in self.parameters)}")
+        raise AttntraceError(
+            f"no parameter {name!r}; parameters: {', '.join(p.name for p in self.parameters)}"
+        )
 
     @property
     def param_count(self) -> int:
@@ -292,10 +298,17 @@ class Trace:
         }
 
     def _totals_dict(self) -> dict[str, Any]:
-        return {"steps": len(self.steps), "step_bytes": self.step_bytes,
-                "param_count": self.param_count, "param_bytes": self.param_bytes,
-                "flops": self.total_flops, "macs": exact_count(self.total_flops, "macs"), "peak_bytes": self.peak_bytes,
-                "kv_cache_bytes_per_token": self.kv_cache_bytes_per_token, "score_bytes": self.score_bytes}
+        return {
+            "steps": len(self.steps),
+            "step_bytes": self.step_bytes,
+            "param_count": self.param_count,
+            "param_bytes": self.param_bytes,
+            "flops": self.total_flops,
+            "macs": exact_count(self.total_flops, "macs"),
+            "peak_bytes": self.peak_bytes,
+            "kv_cache_bytes_per_token": self.kv_cache_bytes_per_token,
+            "score_bytes": self.score_bytes,
+        }
 
 
 class UnknownStepError(AttntraceError, KeyError):
@@ -306,22 +319,36 @@ class UnknownStepError(AttntraceError, KeyError):
 
         near = difflib.get_close_matches(name, valid, n=1)
         hint = f" (did you mean {near[0]}?)" if near else ""
-        super().__init__(
-            detail or f"unknown step {name!r}{hint}; valid steps: {', '.join(valid)}"
-        )
+        super().__init__(detail or f"unknown step {name!r}{hint}; valid steps: {', '.join(valid)}")
 
     def __str__(self) -> str:  # KeyError would quote the whole message
         return str(self.args[0])
 
 
 def _step_dict(step: Step) -> dict[str, Any]:
-    return {"index": step.index, "name": step.name, "op": step.op, "shape": list(step.shape),
-            "axes": list(step.axes), "dtype": step.dtype, "bytes": step.nbytes, "view": step.view,
-            "flops": step.flops, "macs": exact_count(step.flops, "macs"), "formula": step.formula,
-            "repeat": step.repeat, "nonfinite": step.nonfinite}
-
+    return {
+        "index": step.index,
+        "name": step.name,
+        "op": step.op,
+        "shape": list(step.shape),
+        "axes": list(step.axes),
+        "dtype": step.dtype,
+        "bytes": step.nbytes,
+        "view": step.view,
+        "flops": step.flops,
+        "macs": exact_count(step.flops, "macs"),
+        "formula": step.formula,
+        "repeat": step.repeat,
+        "nonfinite": step.nonfinite,
+    }
 
 
 def _param_dict(param: Param) -> dict[str, Any]:
-    return {"name": param.name, "shape": list(param.shape), "axes": list(param.axes),
-            "dtype": param.dtype, "count": param.numel, "bytes": param.nbytes}
+    return {
+        "name": param.name,
+        "shape": list(param.shape),
+        "axes": list(param.axes),
+        "dtype": param.dtype,
+        "count": param.numel,
+        "bytes": param.nbytes,
+    }

@@ -23,8 +23,15 @@ F = torch.nn.functional
 class UserAttention(nn.Module):
     """Attention as a user writes it: GQA, RoPE (rotate_half), causal mask and cross optional."""
 
-    def __init__(self, hidden: int, heads: int, kv_heads: int | None = None, rope: bool = False,
-                 causal: bool = False, kv_hidden: int | None = None) -> None:
+    def __init__(
+        self,
+        hidden: int,
+        heads: int,
+        kv_heads: int | None = None,
+        rope: bool = False,
+        causal: bool = False,
+        kv_hidden: int | None = None,
+    ) -> None:
         super().__init__()
         self.h, self.g = heads, kv_heads or heads
         self.d = hidden // heads
@@ -69,7 +76,9 @@ class UserAttention(nn.Module):
         return self.o_proj(merged)
 
 
-def _capture(model: nn.Module, *inputs: torch.Tensor, axes: dict[str, int] | None = None) -> attntrace.Capture:
+def _capture(
+    model: nn.Module, *inputs: torch.Tensor, axes: dict[str, int] | None = None
+) -> attntrace.Capture:
     with attntrace.capture(axes=axes) as t:
         model(*inputs)
     return t
@@ -126,7 +135,12 @@ def test_in_place_changes_after_recording_do_not_reach_kept_values() -> None:
 
 def test_check_expectations_read_a_capture_by_role() -> None:
     t = _capture(UserAttention(32, 4), torch.randn(2, 5, 32))
-    assert check_expectations(t, [parse_expectation("weights=B,h,S,S"), parse_expectation("q_proj=B,S,H")]) == ()
+    assert (
+        check_expectations(
+            t, [parse_expectation("weights=B,h,S,S"), parse_expectation("q_proj=B,S,H")]
+        )
+        == ()
+    )
     failed = check_expectations(t, [parse_expectation("scores=B,h,S,d")])
     assert failed[0].actual == "(2, 4, 5, 5) (B, h, S, S)"
 
@@ -172,32 +186,65 @@ def _kv_heads(variant: str, heads: int) -> int | None:
 
 
 @settings(max_examples=20, deadline=None)
-@given(VARIANTS, st.sampled_from([None, 2]), st.sampled_from([(4, 8), (6, 4), (8, 4)]), st.integers(3, 6))
-def test_axes_agree_with_the_reference_trace(variant: str, batch: int | None, hd: tuple[int, int], seq: int) -> None:
+@given(
+    VARIANTS,
+    st.sampled_from([None, 2]),
+    st.sampled_from([(4, 8), (6, 4), (8, 4)]),
+    st.integers(3, 6),
+)
+def test_axes_agree_with_the_reference_trace(
+    variant: str, batch: int | None, hd: tuple[int, int], seq: int
+) -> None:
     heads, head_dim = hd
     hidden = heads * head_dim
     kv_heads = _kv_heads(variant, heads)
     cross = variant == "cross"
-    config = AttentionConfig(batch=batch or 1, seq=seq, hidden=hidden, heads=heads, kv_heads=kv_heads,
-                             rope=variant == "rope", causal=variant == "causal",
-                             kv_seq=seq + 2 if cross else None, kv_hidden=hidden + 8 if cross else None)
+    config = AttentionConfig(
+        batch=batch or 1,
+        seq=seq,
+        hidden=hidden,
+        heads=heads,
+        kv_heads=kv_heads,
+        rope=variant == "rope",
+        causal=variant == "causal",
+        kv_seq=seq + 2 if cross else None,
+        kv_hidden=hidden + 8 if cross else None,
+    )
     reference = trace_attention(config, "shape")
-    model = UserAttention(hidden, heads, kv_heads, rope=variant == "rope", causal=variant == "causal",
-                          kv_hidden=hidden + 8 if cross else None)
+    model = UserAttention(
+        hidden,
+        heads,
+        kv_heads,
+        rope=variant == "rope",
+        causal=variant == "causal",
+        kv_hidden=hidden + 8 if cross else None,
+    )
     x = torch.randn(batch or 1, seq, hidden)
     inputs = (x, torch.randn(batch or 1, seq + 2, hidden + 8)) if cross else (x,)
     t = _capture(model, *inputs)
     roles = {s.role: s for s in t.steps if s.role}
-    assert {"q_proj", "k_proj", "v_proj", "q_heads", "q", "k", "scores", "weights", "context", "merged",
-            "output"} <= set(roles)
+    assert {
+        "q_proj",
+        "k_proj",
+        "v_proj",
+        "q_heads",
+        "q",
+        "k",
+        "scores",
+        "weights",
+        "context",
+        "merged",
+        "output",
+    } <= set(roles)
     for name, step in roles.items():
         if name in reference and name not in ("x", "x_kv"):
             assert step.axes == reference[name].axes, (name, step.axes, reference[name].axes)
     assert t.notes == ()  # no reshape of correct code mixes axes
 
 
-def numpy_attention(x: np.ndarray, heads: int, kv_heads: int, causal: bool,
-                    context: np.ndarray | None = None) -> np.ndarray:
+def numpy_attention(
+    x: np.ndarray, heads: int, kv_heads: int, causal: bool, context: np.ndarray | None = None
+) -> np.ndarray:
     """The same variants written in numpy, weights (in, out) as x @ W."""
     rng = np.random.default_rng(0)
     kv = x if context is None else context
@@ -230,27 +277,53 @@ def numpy_attention(x: np.ndarray, heads: int, kv_heads: int, causal: bool,
 
 
 @settings(max_examples=15, deadline=None)
-@given(VARIANTS.filter(lambda v: v != "rope"), st.sampled_from([None, 2]),
-       st.sampled_from([(4, 8), (6, 4), (8, 4)]), st.integers(3, 6))
-def test_numpy_axes_agree_with_the_reference_trace(variant: str, batch: int | None, hd: tuple[int, int],
-                                                   seq: int) -> None:
+@given(
+    VARIANTS.filter(lambda v: v != "rope"),
+    st.sampled_from([None, 2]),
+    st.sampled_from([(4, 8), (6, 4), (8, 4)]),
+    st.integers(3, 6),
+)
+def test_numpy_axes_agree_with_the_reference_trace(
+    variant: str, batch: int | None, hd: tuple[int, int], seq: int
+) -> None:
     heads, head_dim = hd
     hidden = heads * head_dim
     kv_heads = _kv_heads(variant, heads) or heads
     cross = variant == "cross"
-    config = AttentionConfig(batch=batch, seq=seq, hidden=hidden, heads=heads,
-                             kv_heads=_kv_heads(variant, heads), causal=variant == "causal",
-                             kv_seq=seq + 2 if cross else None, kv_hidden=hidden + 8 if cross else None)
+    config = AttentionConfig(
+        batch=batch,
+        seq=seq,
+        hidden=hidden,
+        heads=heads,
+        kv_heads=_kv_heads(variant, heads),
+        causal=variant == "causal",
+        kv_seq=seq + 2 if cross else None,
+        kv_hidden=hidden + 8 if cross else None,
+    )
     reference = trace_attention(config, "shape")
     rng = np.random.default_rng(1)
     lead = (batch,) if batch else ()
     x = rng.standard_normal((*lead, seq, hidden))
     ctx = rng.standard_normal((*lead, seq + 2, hidden + 8)) if cross else None
     with attntrace.capture() as t:
-        numpy_attention(t.track(x), heads, kv_heads, variant == "causal", t.track(ctx) if cross else None)
+        numpy_attention(
+            t.track(x), heads, kv_heads, variant == "causal", t.track(ctx) if cross else None
+        )
     roles = {s.role: s for s in t.steps if s.role}
-    assert {"x", "q_proj", "k_proj", "q_heads", "q", "k", "k_t", "scores", "weights", "context",
-            "merged", "output"} <= set(roles)
+    assert {
+        "x",
+        "q_proj",
+        "k_proj",
+        "q_heads",
+        "q",
+        "k",
+        "k_t",
+        "scores",
+        "weights",
+        "context",
+        "merged",
+        "output",
+    } <= set(roles)
     for name, step in roles.items():
         if name in reference:
             assert step.axes == reference[name].axes, (name, step.axes, reference[name].axes)
@@ -291,9 +364,18 @@ def test_one_head_without_a_split_gets_every_role() -> None:
     with attntrace.capture() as t:
         one_head_numpy(t.track(x))
     roles = {s.role: s.name for s in t.steps if s.role}
-    assert roles == {"x": "input_1", "q_proj": "q", "k_proj": "k", "v_proj": "v", "k_t": "kt",
-                     "scores": "matmul_1", "scaled": "s", "weights": "w", "context": "ctx",
-                     "output": "matmul_2"}
+    assert roles == {
+        "x": "input_1",
+        "q_proj": "q",
+        "k_proj": "k",
+        "v_proj": "v",
+        "k_t": "kt",
+        "scores": "matmul_1",
+        "scaled": "s",
+        "weights": "w",
+        "context": "ctx",
+        "output": "matmul_2",
+    }
     reference = trace_attention(AttentionConfig(seq=3, hidden=8, heads=1), "shape")
     for role in ("scores", "weights"):
         step = next(s for s in t.steps if s.role == role)
@@ -317,7 +399,7 @@ class FusedAttention(nn.Module):
             q, k, v = qkv.unbind(0) if self.how == "unbind" else (qkv[0], qkv[1], qkv[2])
         else:
             if self.how == "slice":  # the last axis cut by hand
-                q, k, v = qkv[:, :, :H], qkv[..., H:2 * H], qkv[..., 2 * H:]
+                q, k, v = qkv[:, :, :H], qkv[..., H : 2 * H], qkv[..., 2 * H :]
             else:
                 q, k, v = qkv.chunk(3, dim=-1) if self.how == "chunk" else qkv.split(H, dim=2)
             q, k, v = (t.view(B, S, self.h, H // self.h).transpose(1, 2) for t in (q, k, v))
@@ -368,8 +450,8 @@ class FusedGQAAttention(nn.Module):
         q_pos, kv_width = self.h * self.d, self.g * self.d
         if self.how == "slice":
             q = qkv[..., :q_pos]
-            k = qkv[..., q_pos:q_pos + kv_width]
-            v = qkv[..., q_pos + kv_width:]
+            k = qkv[..., q_pos : q_pos + kv_width]
+            v = qkv[..., q_pos + kv_width :]
         else:
             q, k, v = qkv.split([q_pos, kv_width, kv_width], dim=-1)
         q, k, v = (t.view(B, S, -1, self.d).transpose(1, 2) for t in (q, k, v))
@@ -388,11 +470,30 @@ def test_a_fused_projection_with_fewer_kv_heads_is_cut_into_q_k_and_v(how: str) 
     fused = next(s for s in t.steps if s.shape == (2, 5, 96))  # (h + 2g)·d = (8 + 4)·8
     assert (fused.role, fused.axes) == ("", ("B", "S", "(h+2g)·d"))
     assert t.axis_sizes()["g"] == 2  # not 96 / d = 12 kv-heads
-    reference = trace_attention(AttentionConfig(batch=2, seq=5, hidden=64, heads=8, kv_heads=2),
-                                "shape")
+    reference = trace_attention(
+        AttentionConfig(batch=2, seq=5, hidden=64, heads=8, kv_heads=2), "shape"
+    )
     roles = {s.role: s for s in t.steps if s.role}
-    want = {"q_proj", "k_proj", "v_proj", "q_heads", "k_heads", "v_heads", "q", "k", "v",
-            "k_rep", "v_rep", "k_t", "scores", "scaled", "weights", "context", "merged", "output"}
+    want = {
+        "q_proj",
+        "k_proj",
+        "v_proj",
+        "q_heads",
+        "k_heads",
+        "v_heads",
+        "q",
+        "k",
+        "v",
+        "k_rep",
+        "v_rep",
+        "k_t",
+        "scores",
+        "scaled",
+        "weights",
+        "context",
+        "merged",
+        "output",
+    }
     assert want <= set(roles), sorted(want - set(roles))
     for name in want & set(reference.names):
         assert roles[name].axes == reference[name].axes, name
@@ -431,8 +532,11 @@ def test_numpy_split_of_a_fused_projection_gives_q_k_and_v(how: str) -> None:
             k, v = np.repeat(k, 2, axis=0), np.repeat(v, 2, axis=0)
         else:
             qkv = x @ w
-            parts = ([qkv[:, :H], qkv[:, H:2 * H], qkv[..., 2 * H:]] if how == "slice"
-                     else np.split(qkv, 3, axis=-1))
+            parts = (
+                [qkv[:, :H], qkv[:, H : 2 * H], qkv[..., 2 * H :]]
+                if how == "slice"
+                else np.split(qkv, 3, axis=-1)
+            )
             q, k, v = (p.reshape(S, heads, -1).transpose(1, 0, 2) for p in parts)
         s = q @ k.transpose(0, 2, 1) / np.sqrt(q.shape[-1])
         e = np.exp(s - s.max(-1, keepdims=True))
@@ -468,8 +572,20 @@ def test_numpy_weights_made_inside_the_function_are_weights_not_a_second_input(f
         attention(t.track(np.random.default_rng(0).standard_normal((5, 32))))
     roles = {s.role: s for s in t.steps if s.role}
     assert "x_kv" not in roles
-    assert {"q_proj", "k_proj", "v_proj", "q", "k", "v", "k_t", "scores", "weights", "context",
-            "merged", "output"} <= set(roles)
+    assert {
+        "q_proj",
+        "k_proj",
+        "v_proj",
+        "q",
+        "k",
+        "v",
+        "k_t",
+        "scores",
+        "weights",
+        "context",
+        "merged",
+        "output",
+    } <= set(roles)
     assert roles["output"].axes == ("S", "H")
     assert roles["weights"].axes == ("h", "S", "S")
 
@@ -509,10 +625,14 @@ def test_reshapes_that_mix_axes_are_unnamed_and_told_with_the_transpose_they_lac
     assert t.steps[-1].axes == ("B", "?", "?")
     assert "merged" not in {s.role for s in t.steps}
     split, merge = t.notes
-    assert split.endswith("x.reshape(2, 4, 5, 16) reshapes (S, h, d) (5, 4, 16) to (4, 5, 16), "
-                          "mixing the axes: reshape to (5, 4, 16), then transpose to (h, S, d)")
-    assert merge.endswith("(w @ k).reshape(2, 5, 64) reshapes (h, S, d) (4, 5, 16) to (5, 64), "
-                          "mixing the axes: transpose to (S, h, d) first, then reshape")
+    assert split.endswith(
+        "x.reshape(2, 4, 5, 16) reshapes (S, h, d) (5, 4, 16) to (4, 5, 16), "
+        "mixing the axes: reshape to (5, 4, 16), then transpose to (h, S, d)"
+    )
+    assert merge.endswith(
+        "(w @ k).reshape(2, 5, 64) reshapes (h, S, d) (4, 5, 16) to (5, 64), "
+        "mixing the axes: transpose to (S, h, d) first, then reshape"
+    )
     assert t.to_dict()["notes"] == [split, merge]
 
 
@@ -542,6 +662,7 @@ def test_einsum_attention_gets_scores_weights_and_context(layout: str) -> None:
     rng = np.random.default_rng(0)
     w_q, w_k, w_v = (rng.standard_normal((32, 32)) for _ in range(3))
     if layout == "numpy shd":
+
         def attention(x: np.ndarray) -> np.ndarray:
             q, k, v = ((x @ w).reshape(5, 4, 8) for w in (w_q, w_k, w_v))
             s = np.einsum("shd,thd->hst", q, k) / np.sqrt(8)
@@ -552,11 +673,14 @@ def test_einsum_attention_gets_scores_weights_and_context(layout: str) -> None:
             attention(t.track(rng.standard_normal((5, 32))))
         context = ("context_heads", ("S", "h", "d"))
     else:
+
         class Attn(nn.Module):
             def forward(self, x: torch.Tensor) -> torch.Tensor:
-                q, k, v = ((x @ torch.as_tensor(w, dtype=x.dtype)).view(2, 5, 4, 8).transpose(1, 2)
-                           for w in (w_q, w_k, w_v))
-                s = torch.einsum("bhqd,bhkd->bhqk", q, k) / 8 ** 0.5
+                q, k, v = (
+                    (x @ torch.as_tensor(w, dtype=x.dtype)).view(2, 5, 4, 8).transpose(1, 2)
+                    for w in (w_q, w_k, w_v)
+                )
+                s = torch.einsum("bhqd,bhkd->bhqk", q, k) / 8**0.5
                 ctx = torch.einsum("bhqk,bhkd->bhqd", s.softmax(-1), v)
                 return ctx.transpose(1, 2).reshape(2, 5, 32)
 
@@ -574,6 +698,7 @@ def test_a_reference_name_means_the_role_and_var_means_the_variable_as_check_rea
     """``t["scaled"]`` is the step playing scaled even when a variable of the code is called
     ``scaled`` (here the unscaled scores); ``t["var:scaled"]`` is that variable; a role no step
     plays and an unknown name are KeyErrors that say what there is."""
+
     def attend(x: np.ndarray) -> np.ndarray:
         q = x.reshape(3, 4, 8).transpose(1, 0, 2)
         scaled = q @ q.swapaxes(-1, -2)

@@ -19,7 +19,7 @@ pytest.importorskip("einops")
 
 #: Attention in the einops manner (vit-pytorch, x-transformers): heads split and merged by
 #: rearrange, the key/value heads of GQA repeated by repeat.
-LUCID = '''
+LUCID = """
 import torch
 from torch import nn
 from einops import rearrange, repeat
@@ -44,12 +44,13 @@ class Attention(nn.Module):
         attn = (q @ k.transpose(-1, -2) * self.d ** -0.5).softmax(dim=-1)
         out = rearrange(attn @ v, "b h n d -> b n (h d)")
         return self.to_out(out)
-'''
+"""
 
 
 def _trace(path: Path, *args: str) -> dict[str, dict[str, object]]:
-    result = CliRunner().invoke(app, ["trace", f"{path}:Attention", "--batch", "3", "--seq", "5",
-                                      *args, "--format", "json"])
+    result = CliRunner().invoke(
+        app, ["trace", f"{path}:Attention", "--batch", "3", "--seq", "5", *args, "--format", "json"]
+    )
     assert result.exit_code == 0, result.output
     steps = json.loads(result.stdout)["steps"]
     return {str(s["role"]): s for s in steps if s["role"]}
@@ -61,8 +62,20 @@ def test_rearrange_in_a_torch_module_plays_the_heads_with_the_users_line(tmp_pat
     path.write_text(LUCID)
     roles = _trace(path)
     reference = trace_attention(AttentionConfig(batch=3, seq=5, hidden=96, heads=8), "shape")
-    for name in ("q_heads", "q", "k", "v", "k_t", "scores", "scaled", "weights", "context",
-                 "context_heads", "merged", "output"):
+    for name in (
+        "q_heads",
+        "q",
+        "k",
+        "v",
+        "k_t",
+        "scores",
+        "scaled",
+        "weights",
+        "context",
+        "context_heads",
+        "merged",
+        "output",
+    ):
         assert tuple(roles[name]["axes"]) == reference[name].axes, (name, roles[name])
     assert roles["q"]["location"] == "lucid.py:17"  # the rearrange line, not einops' own file
     assert str(roles["q"]["source"]).startswith('rearrange(self.to_q(x), "b n (h d)')
@@ -74,8 +87,9 @@ def test_repeat_of_the_key_value_heads_plays_k_rep(tmp_path: Path) -> None:
     path = tmp_path / "lucid.py"
     path.write_text(LUCID)
     roles = _trace(path, "--init", "kv_heads=2")
-    reference = trace_attention(AttentionConfig(batch=3, seq=5, hidden=96, heads=8, kv_heads=2),
-                                "shape")
+    reference = trace_attention(
+        AttentionConfig(batch=3, seq=5, hidden=96, heads=8, kv_heads=2), "shape"
+    )
     for name in ("k", "v", "k_rep", "v_rep", "scores", "context", "output"):
         assert tuple(roles[name]["axes"]) == reference[name].axes, (name, roles[name])
     assert roles["k_rep"]["location"] == "lucid.py:21"
@@ -91,7 +105,9 @@ def test_rearrange_on_numpy_arrays_is_recorded_too() -> None:
 
     with attntrace.capture(keep_values=False) as t:
         attend(t.track(np.ones((5, 32))))
-    assert [s.axes for s in t.steps if s.source.startswith("rearrange(x")] == [("S", "h", "d"),
-                                                                                ("h", "S", "d")]
+    assert [s.axes for s in t.steps if s.source.startswith("rearrange(x")] == [
+        ("S", "h", "d"),
+        ("h", "S", "d"),
+    ]
     assert t.steps[-1].axes == ("S", "H")
     assert t.steps[-1].location.endswith(f":{attend.__code__.co_firstlineno + 3}")

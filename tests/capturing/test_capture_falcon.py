@@ -53,22 +53,51 @@ class Attn(torch.nn.Module):
 #: Per layout: the config's arguments, the reference's kv_heads, the fused projection's width
 #: and axes, and the axes of its view to heads.
 LAYOUTS = {
-    "multi_query": ("multi_query=True, new_decoder_architecture=False", 1,
-                    96, "(h+2g)·d", ("B", "S", "h+2g", "d")),
-    "multi_head": ("multi_query=False, new_decoder_architecture=False", None,
-                   192, "3·H", ("B", "S", "h", "3", "d")),
-    "new_decoder": ("new_decoder_architecture=True, num_kv_heads=2", 2,
-                    128, "(h+2g)·d", ("B", "S", "g", "h/g+2", "d")),
+    "multi_query": (
+        "multi_query=True, new_decoder_architecture=False",
+        1,
+        96,
+        "(h+2g)·d",
+        ("B", "S", "h+2g", "d"),
+    ),
+    "multi_head": (
+        "multi_query=False, new_decoder_architecture=False",
+        None,
+        192,
+        "3·H",
+        ("B", "S", "h", "3", "d"),
+    ),
+    "new_decoder": (
+        "new_decoder_architecture=True, num_kv_heads=2",
+        2,
+        128,
+        "(h+2g)·d",
+        ("B", "S", "g", "h/g+2", "d"),
+    ),
 }
 
 #: The roles every layout plays; masked: the mask added to the scaled scores.
-COMMON = {"x", "q_heads", "q", "k_t", "scores", "scaled", "masked", "weights", "context",
-          "context_heads", "merged", "output"}
+COMMON = {
+    "x",
+    "q_heads",
+    "q",
+    "k_t",
+    "scores",
+    "scaled",
+    "masked",
+    "weights",
+    "context",
+    "context_heads",
+    "merged",
+    "output",
+}
 #: The roles of the heads of k and v: cut as (B, S, g, d), or, in the new architecture,
 #: repeated to h heads before their heads move first (k_rep and v_rep; no (B, g, S, d) k).
-KV = {"multi_query": {"k_heads", "v_heads", "k", "v"},
-      "multi_head": {"k_heads", "v_heads", "k", "v"},
-      "new_decoder": {"k_rep", "v_rep"}}
+KV = {
+    "multi_query": {"k_heads", "v_heads", "k", "v"},
+    "multi_head": {"k_heads", "v_heads", "k", "v"},
+    "new_decoder": {"k_rep", "v_rep"},
+}
 
 runner = CliRunner()
 
@@ -76,9 +105,22 @@ runner = CliRunner()
 def _steps(tmp_path: Path, layout: str) -> tuple[list[dict[str, object]], dict[str, int]]:
     path = tmp_path / f"falcon_{layout}.py"
     path.write_text(WRAPPER.format(layout=LAYOUTS[layout][0]))
-    result = runner.invoke(app, ["trace", f"{path}:Attn", "--batch", "2", "--seq", "5",
-                                 "--into", "transformers", "--format", "json"],
-                           env={"COLUMNS": "160"})
+    result = runner.invoke(
+        app,
+        [
+            "trace",
+            f"{path}:Attn",
+            "--batch",
+            "2",
+            "--seq",
+            "5",
+            "--into",
+            "transformers",
+            "--format",
+            "json",
+        ],
+        env={"COLUMNS": "160"},
+    )
     assert result.exit_code == 0, result.stderr
     doc = json.loads(result.stdout)
     return doc["steps"], doc["config"]["axis_sizes"]
@@ -93,15 +135,22 @@ def test_falcon_attention_gets_the_reference_axes_and_roles(tmp_path: Path, layo
     assert steps[steps.index(fused) + 1]["axes"] == list(view)
     roles = {str(s["role"]): tuple(s["axes"]) for s in steps if s["role"]}  # type: ignore[arg-type]
     assert set(roles) == COMMON | KV[layout]
-    reference = trace_attention(AttentionConfig(batch=2, seq=5, hidden=64, heads=4,
-                                                kv_heads=kv_heads), "shape")
+    reference = trace_attention(
+        AttentionConfig(batch=2, seq=5, hidden=64, heads=4, kv_heads=kv_heads), "shape"
+    )
     want = {name: reference[name].axes for name in roles if name in reference.names}
     want["masked"] = ("B", "h", "S", "S")
     if layout == "multi_query":  # its one k head broadcast by the matmul, not repeated first
         want["k_t"] = ("B", "g", "d", "S")
     assert roles == want
-    assert sizes == {"B": 2, "S": 5, "H": 64, "h": 4, "d": 16,
-                     **({} if kv_heads is None else {"g": kv_heads})}
+    assert sizes == {
+        "B": 2,
+        "S": 5,
+        "H": 64,
+        "h": 4,
+        "d": 16,
+        **({} if kv_heads is None else {"g": kv_heads}),
+    }
 
 
 def test_multi_query_k_and_v_are_the_one_key_value_head(tmp_path: Path) -> None:
@@ -109,15 +158,17 @@ def test_multi_query_k_and_v_are_the_one_key_value_head(tmp_path: Path) -> None:
     by_role = {s["role"]: s for s in steps if s["role"]}
     for name, source in (("k_heads", "[..., [-2], :]"), ("v_heads", "[..., [-1], :]")):
         assert str(by_role[name]["source"]).endswith(source)
-        assert (by_role[name]["shape"], by_role[name]["axes"]) == ([2, 5, 1, 16],
-                                                                   ["B", "S", "g", "d"])
+        assert (by_role[name]["shape"], by_role[name]["axes"]) == (
+            [2, 5, 1, 16],
+            ["B", "S", "g", "d"],
+        )
     assert by_role["k"]["axes"] == by_role["v"]["axes"] == ["B", "g", "S", "d"]
 
 
 def test_new_decoder_k_is_broadcast_to_its_group_and_flattened_with_it(tmp_path: Path) -> None:
     steps, _ = _steps(tmp_path, "new_decoder")
     view = next(k for k, s in enumerate(steps) if s["axes"] == list(LAYOUTS["new_decoder"][4]))
-    split = steps[view + 1:view + 9]  # _split_heads after its view
+    split = steps[view + 1 : view + 9]  # _split_heads after its view
     assert [(s["op"], s["axes"], s["role"]) for s in split] == [
         ("getitem", ["B", "S", "g", "h/g", "d"], ""),
         ("getitem", ["B", "S", "g", "1", "d"], ""),
@@ -146,8 +197,7 @@ class HeadsSideBySide(torch.nn.Module):  # type: ignore[misc]
         heads = self.qkv(x).view(B, S, -1, 16)
         if not self.fused:  # three slices of q's 4 heads: not q, k and v
             return heads[:, :, :1] + heads[:, :, 1:2] + heads[:, :, 2:3]
-        q, k, v = (t.transpose(1, 2) for t in (heads[:, :, :4], heads[:, :, 4:6],
-                                                heads[:, :, 6:]))
+        q, k, v = (t.transpose(1, 2) for t in (heads[:, :, :4], heads[:, :, 4:6], heads[:, :, 6:]))
         k, v = k.repeat_interleave(2, dim=1), v.repeat_interleave(2, dim=1)
         w = torch.softmax(q @ k.transpose(-2, -1) / 4.0, dim=-1)
         return (w @ v).transpose(1, 2).reshape(B, S, 64)
@@ -157,10 +207,26 @@ def test_heads_side_by_side_cut_by_slices_play_q_k_and_v_with_more_kv_heads() ->
     with attntrace.capture(keep_values=False) as t:
         HeadsSideBySide()(torch.randn(2, 5, 64))
     assert [s.axes for s in t.steps[1:3]] == [("B", "S", "(h+2g)·d"), ("B", "S", "h+2g", "d")]
-    reference = trace_attention(AttentionConfig(batch=2, seq=5, hidden=64, heads=4, kv_heads=2),
-                                "shape")
-    names = ["q_heads", "k_heads", "v_heads", "q", "k", "v", "k_rep", "v_rep", "k_t", "scores",
-             "scaled", "weights", "context", "context_heads", "merged"]
+    reference = trace_attention(
+        AttentionConfig(batch=2, seq=5, hidden=64, heads=4, kv_heads=2), "shape"
+    )
+    names = [
+        "q_heads",
+        "k_heads",
+        "v_heads",
+        "q",
+        "k",
+        "v",
+        "k_rep",
+        "v_rep",
+        "k_t",
+        "scores",
+        "scaled",
+        "weights",
+        "context",
+        "context_heads",
+        "merged",
+    ]
     assert {n: t[n].axes for n in names} == {n: reference[n].axes for n in names}
     assert t.axis_sizes()["g"] == 2
 

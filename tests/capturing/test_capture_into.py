@@ -47,15 +47,27 @@ ROTARY = """
 """
 
 MODELS = {
-    "gpt2": {"config": "GPT2Config", "module": "gpt2.modeling_gpt2", "layer": "",
-             "attention": "GPT2Attention", "imports": "GPT2Attention",
-             "extra": "n_embd=64, n_head=8",
-             "body": "\n    def forward(self, x):\n        return self.attn(x)[0]\n"},
-    **{model: {"config": f"{name}Config", "module": f"{model}.modeling_{model}",
-               "attention": f"{name}Attention", "layer": ", layer_idx=0",
-               "imports": f"{name}Attention, {name}RotaryEmbedding",
-               "extra": "", "body": ROTARY.format(rope=f"{name}RotaryEmbedding")}
-       for model, name in (("llama", "Llama"), ("phi3", "Phi3"))},
+    "gpt2": {
+        "config": "GPT2Config",
+        "module": "gpt2.modeling_gpt2",
+        "layer": "",
+        "attention": "GPT2Attention",
+        "imports": "GPT2Attention",
+        "extra": "n_embd=64, n_head=8",
+        "body": "\n    def forward(self, x):\n        return self.attn(x)[0]\n",
+    },
+    **{
+        model: {
+            "config": f"{name}Config",
+            "module": f"{model}.modeling_{model}",
+            "attention": f"{name}Attention",
+            "layer": ", layer_idx=0",
+            "imports": f"{name}Attention, {name}RotaryEmbedding",
+            "extra": "",
+            "body": ROTARY.format(rope=f"{name}RotaryEmbedding"),
+        }
+        for model, name in (("llama", "Llama"), ("phi3", "Phi3"))
+    },
 }
 
 
@@ -75,16 +87,43 @@ def test_the_attention_of_a_transformers_model_gets_the_reference_roles(
     tmp_path: Path, model: str
 ) -> None:
     path = _wrapper(tmp_path, model)
-    code, out, err = _trace(f"{path}:Attn", "--batch", "2", "--seq", "5", "--hidden", "64",
-                            "--into", "transformers", "--format", "json")
+    code, out, err = _trace(
+        f"{path}:Attn",
+        "--batch",
+        "2",
+        "--seq",
+        "5",
+        "--hidden",
+        "64",
+        "--into",
+        "transformers",
+        "--format",
+        "json",
+    )
     assert code == 0, err
     steps = json.loads(out)["steps"]
     roles = {s["role"]: s for s in steps if s["role"]}
     gqa = model != "gpt2"  # GPT-2: 8 heads, one fused c_attn (Conv1D: addmm) of width 3·H
-    reference = trace_attention(AttentionConfig(batch=2, seq=5, hidden=64, heads=8,
-                                                kv_heads=2 if gqa else None), "shape")
-    want = {"x", "q_proj", "k_proj", "v_proj", "q", "k", "v", "k_t", "scores", "scaled",
-            "weights", "context", "context_heads", "merged", "output"}
+    reference = trace_attention(
+        AttentionConfig(batch=2, seq=5, hidden=64, heads=8, kv_heads=2 if gqa else None), "shape"
+    )
+    want = {
+        "x",
+        "q_proj",
+        "k_proj",
+        "v_proj",
+        "q",
+        "k",
+        "v",
+        "k_t",
+        "scores",
+        "scaled",
+        "weights",
+        "context",
+        "context_heads",
+        "merged",
+        "output",
+    }
     want |= {"k_rep", "v_rep"} if gqa else set()
     assert want <= set(roles), sorted(want - set(roles))
     flat = {"output"} if not gqa else set()  # Conv1D: addmm on x.view(-1, H), (B·S, H)
@@ -96,19 +135,31 @@ def test_the_attention_of_a_transformers_model_gets_the_reference_roles(
 
 
 def test_without_into_a_library_module_is_one_row(tmp_path: Path) -> None:
-    code, out, _ = _trace(f"{_wrapper(tmp_path, 'llama')}:Attn", "--batch", "2", "--seq", "5",
-                          "--hidden", "64", "--format", "json")
+    code, out, _ = _trace(
+        f"{_wrapper(tmp_path, 'llama')}:Attn",
+        "--batch",
+        "2",
+        "--seq",
+        "5",
+        "--hidden",
+        "64",
+        "--format",
+        "json",
+    )
     assert code == 0
     steps = json.loads(out)["steps"]
     assert [s["source"] for s in steps if "modeling" in s["location"]] == []
     assert "llamaattention" in {s["op"] for s in steps}
 
 
-@pytest.mark.parametrize(("package", "message"), [
-    ("no_such_package_xyz", "--into no_such_package_xyz: no installed package"),
-    ("torch", "--into torch would record torch's own internals"),
-    ("numpy.linalg", "--into numpy.linalg would record numpy's own internals"),
-])
+@pytest.mark.parametrize(
+    ("package", "message"),
+    [
+        ("no_such_package_xyz", "--into no_such_package_xyz: no installed package"),
+        ("torch", "--into torch would record torch's own internals"),
+        ("numpy.linalg", "--into numpy.linalg would record numpy's own internals"),
+    ],
+)
 def test_into_an_unknown_or_internal_package_is_refused(package: str, message: str) -> None:
     code, out, err = _trace("examples/seed_001_numpy.py", "--into", package)
     assert code == 2
@@ -159,13 +210,27 @@ def test_repeat_kv_by_indexing_and_expand_plays_k_rep() -> None:
 
 def test_check_trace_into_checks_the_steps_inside_the_package(tmp_path: Path) -> None:
     path = _wrapper(tmp_path, "llama")
-    args = ["check", "--trace", f"{path}:Attn", "--batch", "2", "--seq", "5", "--hidden", "64",
-            "--into", "transformers", "--expect", "k_rep=B,h,S,d"]
+    args = [
+        "check",
+        "--trace",
+        f"{path}:Attn",
+        "--batch",
+        "2",
+        "--seq",
+        "5",
+        "--hidden",
+        "64",
+        "--into",
+        "transformers",
+        "--expect",
+        "k_rep=B,h,S,d",
+    ]
     ok = runner.invoke(app, [*args, "--expect", "weights=B,h,S,S"])
     assert ok.exit_code == 0, ok.stderr
     wrong = runner.invoke(app, [*args, "--expect", "weights=B,h,S,d"])
     assert wrong.exit_code == 1
     alone = runner.invoke(app, ["check", "--into", "transformers", "--expect", "weights=h,S,S"])
     assert alone.exit_code == 2
-    assert alone.stderr == ("attntrace: error: --into needs --trace: it names a package whose "
-                            "code --trace records\n")
+    assert alone.stderr == (
+        "attntrace: error: --into needs --trace: it names a package whose code --trace records\n"
+    )

@@ -58,8 +58,26 @@ def test_the_halves_of_a_packed_kv_play_k_and_v(how: str, kv_heads: int) -> None
     packed = next(s for s in t.steps if s.shape == (B, S, 2 * kv_heads * D))
     assert packed.axes == ("B", "S", "2·g·d" if gqa else "2·H")
     assert packed.role == ""
-    names = ["x", "q_proj", "k_proj", "v_proj", "q_heads", "k_heads", "v_heads", "q", "k", "v",
-             "k_t", "scores", "scaled", "weights", "context", "context_heads", "merged", "output"]
+    names = [
+        "x",
+        "q_proj",
+        "k_proj",
+        "v_proj",
+        "q_heads",
+        "k_heads",
+        "v_heads",
+        "q",
+        "k",
+        "v",
+        "k_t",
+        "scores",
+        "scaled",
+        "weights",
+        "context",
+        "context_heads",
+        "merged",
+        "output",
+    ]
     names += ["k_rep", "v_rep"] if gqa else []
     for name in names:
         assert t[name].axes == reference[name].axes, (name, t[name])

@@ -41,7 +41,9 @@ def test_rendered_table_matches_golden(golden: Callable[[str], None]) -> None:
 
 
 def test_batched_long_sequence_matches_golden(golden: Callable[[str], None]) -> None:
-    code, out, _ = run_cli("run", "--batch", "2", "--seq", "20", "--hidden", "8", "--heads", "2", "--head", "1")
+    code, out, _ = run_cli(
+        "run", "--batch", "2", "--seq", "20", "--hidden", "8", "--heads", "2", "--head", "1"
+    )
     assert code == 0
     assert "(2, 2, 20, 20)" in out
     assert "(20, 20) pooled into 10x10 blocks" in out
@@ -57,7 +59,10 @@ def test_values_prints_the_numbers_of_small_tensors(golden: Callable[[str], None
 
 
 def test_every_line_fits_80_columns() -> None:
-    for args in (["--heads", "12", "--hidden", "768"], ["--batch", "16", "--seq", "16", "--hidden", "64", "--heads", "4"]):
+    for args in (
+        ["--heads", "12", "--hidden", "768"],
+        ["--batch", "16", "--seq", "16", "--hidden", "64", "--heads", "4"],
+    ):
         code, out, _ = run_cli("run", *args)
         assert code == 0
         assert max(len(line) for line in out.splitlines()) <= 80
@@ -65,7 +70,9 @@ def test_every_line_fits_80_columns() -> None:
 
 def test_torch_backend_and_dtypes() -> None:
     pytest.importorskip("torch")
-    code, out, _ = run_cli("run", "--backend", "torch", "--dtype", "bfloat16", "--hidden", "16", "--heads", "4")
+    code, out, _ = run_cli(
+        "run", "--backend", "torch", "--dtype", "bfloat16", "--hidden", "16", "--heads", "4"
+    )
     assert code == 0
     assert "torch bfloat16" in out
     assert "every tensor bfloat16" in out
@@ -81,12 +88,18 @@ def test_head_selects_the_heat_map() -> None:
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["--hidden", "768", "--heads", "7"], "valid head counts for hidden 768: 1, 2, 3, 4, 6, 8, 12, 16"),
+        (
+            ["--hidden", "768", "--heads", "7"],
+            "valid head counts for hidden 768: 1, 2, 3, 4, 6, 8, 12, 16",
+        ),
         (["--seq", "0"], "--seq must be at least 1"),
         (["--batch", "0"], "omit --batch"),
         (["--hidden", "-4"], "--hidden must be at least 1"),
         (["--heads", "0"], "--heads must be at least 1"),
-        (["--dtype", "bfloat16"], "the numpy backend has no dtype bfloat16; use one of float16, float32, float64 or --backend torch"),
+        (
+            ["--dtype", "bfloat16"],
+            "the numpy backend has no dtype bfloat16; use one of float16, float32, float64 or --backend torch",
+        ),
         (["--head", "12"], "--head 12 does not exist; use 0 to 11"),
         (["--max-memory", "lots"], "cannot read the size 'lots'"),
         (["--seq", "2000000", "--hidden", "8192", "--heads", "64"], "--backend shape"),
@@ -102,7 +115,14 @@ def test_bad_input_is_one_line_exit_2(args: list[str], message: str) -> None:
     assert message in err
 
 
-@pytest.mark.parametrize(("args", "fragment"), [(["--backend", "jax"], "'jax' is not one of"), (["--dtype", "int8"], "'int8' is not one of"), (["--hedas", "12"], "No such option")])
+@pytest.mark.parametrize(
+    ("args", "fragment"),
+    [
+        (["--backend", "jax"], "'jax' is not one of"),
+        (["--dtype", "int8"], "'int8' is not one of"),
+        (["--hedas", "12"], "No such option"),
+    ],
+)
 def test_unknown_choices_and_typos_are_usage_errors(args: list[str], fragment: str) -> None:
     code, _, err = run_cli("run", *args)
     assert code == 2
@@ -118,7 +138,14 @@ def test_torch_missing_names_the_install(monkeypatch: pytest.MonkeyPatch) -> Non
 
 def _python(*code_or_args: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PYTHONPATH": str(SRC), "COLUMNS": "80"}
-    return subprocess.run([sys.executable, *code_or_args], capture_output=True, text=True, env=env, timeout=120, check=False)
+    return subprocess.run(
+        [sys.executable, *code_or_args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        check=False,
+    )
 
 
 def test_module_entry_point_runs_and_pipes_without_colour() -> None:
@@ -156,12 +183,17 @@ def test_huge_sizes_are_refused_at_once_without_allocating() -> None:
     ("args", "message"),
     [
         (["run", "--hedas", "12"], "No such option: --hedas (Possible options: --head, --heads"),
-        (["run", "--seq", "abc"], "Invalid value for '--seq': 'abc' is not a valid int; see 'attntrace run --help'"),
+        (
+            ["run", "--seq", "abc"],
+            "Invalid value for '--seq': 'abc' is not a valid int; see 'attntrace run --help'",
+        ),
         (["runn"], "No such command 'runn'"),
     ],
 )
 def test_usage_errors_of_the_real_process_are_one_line(args: list[str], message: str) -> None:
-    proc = _python("-c", "import sys; sys.argv[0] = 'attntrace'; from attntrace.cli import main; main()", *args)
+    proc = _python(
+        "-c", "import sys; sys.argv[0] = 'attntrace'; from attntrace.cli import main; main()", *args
+    )
     assert proc.returncode == 2
     assert proc.stdout == ""
     assert proc.stderr.startswith("attntrace: error: "), proc.stderr

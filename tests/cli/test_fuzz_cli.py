@@ -25,13 +25,65 @@ from hostile import ESC, HOSTILE_NAMES, hostile_files, invoke
 # Typer >= 0.27 vendors click, so options are read by duck typing, not by click's classes.
 COMMANDS: dict[str, Any] = dict(typer.main.get_command(app).commands)  # type: ignore[attr-defined]
 
-NUMBERS = ["0", "-1", "1", "2", "3", "4", "8", "64", "100003", "2147483648", "9223372036854775808",
-           "1" + "0" * 30, "1" + "0" * 5000, "1e309", "nan", "inf", "-inf", "0.5", "1e-320", "-0"]
-WORDS = ["", " ", "é", "注意", ESC, "[bold]x[/bold]", "\\", "3,2", "0,0", "1,,2", "9" * 400 + ",1",
-         "llama-3-8b", "gpt2", "sqrt", "none", "8GiB", "1B", "1e400GiB", "scores=h,S,S", "x=1e999",
-         "scores=" + "9" * 50, "eager,flash", "flash", "x" * 10_000, "-", "--help"]
+NUMBERS = [
+    "0",
+    "-1",
+    "1",
+    "2",
+    "3",
+    "4",
+    "8",
+    "64",
+    "100003",
+    "2147483648",
+    "9223372036854775808",
+    "1" + "0" * 30,
+    "1" + "0" * 5000,
+    "1e309",
+    "nan",
+    "inf",
+    "-inf",
+    "0.5",
+    "1e-320",
+    "-0",
+]
+WORDS = [
+    "",
+    " ",
+    "é",
+    "注意",
+    ESC,
+    "[bold]x[/bold]",
+    "\\",
+    "3,2",
+    "0,0",
+    "1,,2",
+    "9" * 400 + ",1",
+    "llama-3-8b",
+    "gpt2",
+    "sqrt",
+    "none",
+    "8GiB",
+    "1B",
+    "1e400GiB",
+    "scores=h,S,S",
+    "x=1e999",
+    "scores=" + "9" * 50,
+    "eager,flash",
+    "flash",
+    "x" * 10_000,
+    "-",
+    "--help",
+]
 _ROOT = Path(tempfile.gettempdir()) / f"attntrace-fuzz-{os.getpid()}"
-PATHS = [str(_ROOT / name) for name in HOSTILE_NAMES] + ["/dev/zero", "/dev/null", str(_ROOT), ESC, "", "-"]
+PATHS = [str(_ROOT / name) for name in HOSTILE_NAMES] + [
+    "/dev/zero",
+    "/dev/null",
+    str(_ROOT),
+    ESC,
+    "",
+    "-",
+]
 #: User code that misbehaves, for the TARGET of trace and diff (written into _ROOT / "py").
 HOSTILE_CODE = {
     "syntax.py": "def attention(x:\n",
@@ -41,16 +93,35 @@ HOSTILE_CODE = {
     "recurses.py": "def attention(x, params=None):\n    return attention(x)\n",
     "returns.py": "def attention(x, params=None):\n    return 'not a tensor'\n",
     "nothing.py": "attention = 3\n",
-    "init.py": ("import torch\n\nclass Attention(torch.nn.Module):\n"
-                "    def __init__(self, heads):\n        raise RuntimeError('\\x1b[2J')\n"),
+    "init.py": (
+        "import torch\n\nclass Attention(torch.nn.Module):\n"
+        "    def __init__(self, heads):\n        raise RuntimeError('\\x1b[2J')\n"
+    ),
     "\x1b[2Jesc.py": "def attention(x, params=None):\n    return x\n",
 }
 USER_TRACEBACK = "Traceback (your code only):"
-TARGETS = [*(f"{_ROOT / 'py' / name}:{obj}" for name in HOSTILE_CODE
-             for obj in ("attention", "Attention", "missing")),
-           *(str(_ROOT / "py" / name) for name in HOSTILE_CODE),
-           *(f"{path}:f" for path in PATHS), "json:dumps", "math:sqrt", "no_such_module_x:f",
-           "json:", ":", "::", "json:loads:x", "x.py", ESC + ":f", "", "-", "--", "json:" + ESC]
+TARGETS = [
+    *(
+        f"{_ROOT / 'py' / name}:{obj}"
+        for name in HOSTILE_CODE
+        for obj in ("attention", "Attention", "missing")
+    ),
+    *(str(_ROOT / "py" / name) for name in HOSTILE_CODE),
+    *(f"{path}:f" for path in PATHS),
+    "json:dumps",
+    "math:sqrt",
+    "no_such_module_x:f",
+    "json:",
+    ":",
+    "::",
+    "json:loads:x",
+    "x.py",
+    ESC + ":f",
+    "",
+    "-",
+    "--",
+    "json:" + ESC,
+]
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -85,8 +156,14 @@ def _values(param: Any) -> st.SearchStrategy[list[str]]:
 @st.composite
 def command_lines(draw: st.DrawFn) -> list[str]:
     name = draw(st.sampled_from(sorted(COMMANDS)))
-    params = [p for p in COMMANDS[name].params if p.param_type_name == "option" and p.name != "help"]
-    chosen = draw(st.lists(st.sampled_from(params), max_size=6, unique_by=lambda p: p.name)) if params else []
+    params = [
+        p for p in COMMANDS[name].params if p.param_type_name == "option" and p.name != "help"
+    ]
+    chosen = (
+        draw(st.lists(st.sampled_from(params), max_size=6, unique_by=lambda p: p.name))
+        if params
+        else []
+    )
     args = [name]
     for param in COMMANDS[name].params:
         if param.param_type_name == "argument" and (param.required or draw(st.booleans())):
@@ -106,8 +183,13 @@ def _hang(signum: int, frame: object) -> None:
     raise HangError("ran for more than 20 s")
 
 
-@settings(max_examples=200, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True,
-          database=None)
+@settings(
+    max_examples=200,
+    deadline=None,
+    suppress_health_check=list(HealthCheck),
+    derandomize=True,
+    database=None,
+)
 @given(command_lines())
 def test_any_command_line_is_contained(args: list[str]) -> None:
     previous = signal.signal(signal.SIGALRM, _hang)

@@ -25,18 +25,30 @@ from paths import REPO
 def _both(monkeypatch: pytest.MonkeyPatch, ascii_only: bool | None, **env: str) -> tuple[str, str]:
     """(Typer's Rich help, ours) of the top-level group, printed to a PlainStream (ASCII or
     not), as ``attntrace`` does, or (``ascii_only`` None) straight to a StringIO."""
-    for name in ("COLUMNS", "TERMINAL_WIDTH", "FORCE_COLOR", "NO_COLOR", "TERM", "TTY_COMPATIBLE",
-                 "GITHUB_ACTIONS", "PY_COLORS"):
+    for name in (
+        "COLUMNS",
+        "TERMINAL_WIDTH",
+        "FORCE_COLOR",
+        "NO_COLOR",
+        "TERM",
+        "TTY_COMPATIBLE",
+        "GITHUB_ACTIONS",
+        "PY_COLORS",
+    ):
         monkeypatch.delenv(name, raising=False)
     for name, value in env.items():
         monkeypatch.setenv(name, value)
     group = typer.main.get_command(app)
     assert isinstance(group, AttntraceGroup)
     texts = []
-    for draw in (lambda ctx: typer.rich_utils.rich_format_help(obj=group, ctx=ctx, markup_mode="rich"),
-                 lambda ctx: group.format_help(ctx, group.context_class(group).make_formatter())):
+    for draw in (
+        lambda ctx: typer.rich_utils.rich_format_help(obj=group, ctx=ctx, markup_mode="rich"),
+        lambda ctx: group.format_help(ctx, group.context_class(group).make_formatter()),
+    ):
         out = io.StringIO()
-        monkeypatch.setattr(sys, "stdout", out if ascii_only is None else PlainStream(out, ascii_only=ascii_only))
+        monkeypatch.setattr(
+            sys, "stdout", out if ascii_only is None else PlainStream(out, ascii_only=ascii_only)
+        )
         draw(typer.Context(group, info_name="attntrace"))
         sys.stdout.flush()
         texts.append(out.getvalue())
@@ -45,7 +57,9 @@ def _both(monkeypatch: pytest.MonkeyPatch, ascii_only: bool | None, **env: str) 
 
 
 @pytest.mark.parametrize("columns", [30, 40, 60, 80, 100, 120, 200])
-def test_top_level_help_is_what_typers_rich_help_prints(monkeypatch: pytest.MonkeyPatch, columns: int) -> None:
+def test_top_level_help_is_what_typers_rich_help_prints(
+    monkeypatch: pytest.MonkeyPatch, columns: int
+) -> None:
     rich, ours = _both(monkeypatch, False, COLUMNS=str(columns))
     assert ours == rich
     assert "╭─ Commands" in ours
@@ -64,14 +78,18 @@ def test_colours_on_a_terminal_style_the_same_text(monkeypatch: pytest.MonkeyPat
     plain, _ = _both(monkeypatch, None, COLUMNS="100")
     assert "\x1b[" in ours
     strip = re.compile(r"\x1b\[[0-9;]*m")
-    assert [line.rstrip() for line in strip.sub("", ours).splitlines()] == \
-        [line.rstrip() for line in strip.sub("", rich).splitlines()] == \
-        [line.rstrip() for line in plain.splitlines()]
+    assert (
+        [line.rstrip() for line in strip.sub("", ours).splitlines()]
+        == [line.rstrip() for line in strip.sub("", rich).splitlines()]
+        == [line.rstrip() for line in plain.splitlines()]
+    )
     assert re.search(r"\x1b\[[0-9;]*36m--heads\x1b\[0m", ours)  # options cyan, as Typer's
 
 
 @pytest.mark.parametrize("columns", ["1", "7", "12"])
-def test_absurdly_narrow_terminals_still_get_a_help(monkeypatch: pytest.MonkeyPatch, columns: str) -> None:
+def test_absurdly_narrow_terminals_still_get_a_help(
+    monkeypatch: pytest.MonkeyPatch, columns: str
+) -> None:
     _, ours = _both(monkeypatch, None, COLUMNS=columns)
     assert "Usage:" in ours.replace("\n", "").replace(" ", "") or "Usag" in ours
 
@@ -90,8 +108,10 @@ def test_every_registered_command_is_listed() -> None:
 
     for spec in COMMANDS.values():
         importlib.import_module(spec.module)
-    names = {info.name or typer.main.get_command_name(info.callback.__name__)  # type: ignore[union-attr]
-             for info in app.registered_commands}
+    names = {
+        info.name or typer.main.get_command_name(info.callback.__name__)  # type: ignore[union-attr]
+        for info in app.registered_commands
+    }
     assert names == set(COMMANDS)
 
 
@@ -110,8 +130,14 @@ print("LOADED:", " ".join(loaded), file=sys.stderr)
 
 def _loaded(*args: str) -> set[str]:
     env = {**os.environ, "PYTHONPATH": str(REPO / "src"), "COLUMNS": "100"}
-    done = subprocess.run([sys.executable, "-c", PROBE.format(args=list(args))], capture_output=True, text=True,
-                          env=env, timeout=120, check=False)
+    done = subprocess.run(
+        [sys.executable, "-c", PROBE.format(args=list(args))],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        check=False,
+    )
     return set(done.stderr.strip().splitlines()[-1].split()[1:])
 
 
@@ -136,25 +162,53 @@ HELP_BY = {
 }
 
 
-@pytest.mark.parametrize("env", [{"COLUMNS": "80"}, {"COLUMNS": "33"}, {"COLUMNS": "140", "FORCE_COLOR": "1"},
-                                 {"FORCE_COLOR": "1", "NO_COLOR": "1"}, {"TERM": "dumb"},
-                                 {"COLUMNS": "100", "PYTHONIOENCODING": "ascii"}])
+@pytest.mark.parametrize(
+    "env",
+    [
+        {"COLUMNS": "80"},
+        {"COLUMNS": "33"},
+        {"COLUMNS": "140", "FORCE_COLOR": "1"},
+        {"FORCE_COLOR": "1", "NO_COLOR": "1"},
+        {"TERM": "dumb"},
+        {"COLUMNS": "100", "PYTHONIOENCODING": "ascii"},
+    ],
+)
 @pytest.mark.parametrize("flag", ["--help", "-h"])
 def test_help_without_typer_prints_what_typer_prints(env: dict[str, str], flag: str) -> None:
-    base = {k: v for k, v in os.environ.items() if k not in
-            ("COLUMNS", "TERMINAL_WIDTH", "FORCE_COLOR", "NO_COLOR", "TERM", "TTY_COMPATIBLE", "GITHUB_ACTIONS",
-             "PY_COLORS", "PYTHONIOENCODING")}
+    base = {
+        k: v
+        for k, v in os.environ.items()
+        if k
+        not in (
+            "COLUMNS",
+            "TERMINAL_WIDTH",
+            "FORCE_COLOR",
+            "NO_COLOR",
+            "TERM",
+            "TTY_COMPATIBLE",
+            "GITHUB_ACTIONS",
+            "PY_COLORS",
+            "PYTHONIOENCODING",
+        )
+    }
     outs = {}
     for name, code in HELP_BY.items():
-        done = subprocess.run([sys.executable, "-c", code.format(flag=flag)], capture_output=True, timeout=120,
-                              env={**base, "PYTHONPATH": str(REPO / "src"), **env}, check=False)
+        done = subprocess.run(
+            [sys.executable, "-c", code.format(flag=flag)],
+            capture_output=True,
+            timeout=120,
+            env={**base, "PYTHONPATH": str(REPO / "src"), **env},
+            check=False,
+        )
         assert done.returncode == 0, done.stderr
         outs[name] = done.stdout
     assert outs["fast path"] == outs["typer"]
     assert b"Commands" in outs["fast path"]
 
 
-def test_python_dash_m_and_other_arguments_still_go_through_typer(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_python_dash_m_and_other_arguments_still_go_through_typer(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     import types
 
     from attntrace.cli import _is_root_help
@@ -176,11 +230,13 @@ def test_python_dash_m_and_other_arguments_still_go_through_typer(monkeypatch: p
 
 
 #: The commands that take each option group, declared once in OPTION_GROUPS.
-GROUP_USERS = {"sizes": ("run", "report", "verify", "check", "diff"),
-               "numbers": ("run", "report", "verify", "check", "diff"),
-               "computation": ("run", "report", "verify", "check"),
-               "files": ("run", "report", "verify"),
-               "model": ("run", "report", "verify", "check", "diff", "sweep")}
+GROUP_USERS = {
+    "sizes": ("run", "report", "verify", "check", "diff"),
+    "numbers": ("run", "report", "verify", "check", "diff"),
+    "computation": ("run", "report", "verify", "check"),
+    "files": ("run", "report", "verify"),
+    "model": ("run", "report", "verify", "check", "diff", "sweep"),
+}
 
 
 @pytest.mark.parametrize("group", sorted(GROUP_USERS))
@@ -198,7 +254,7 @@ def test_each_option_group_gives_its_commands_the_same_options_and_defaults(grou
             assert got == (default.value if hasattr(default, "value") else default), (name, option)
         names = [p.name for p in command.params]  # in the order --help lists them
         at = names.index(next(iter(OPTION_GROUPS[group])))
-        assert names[at:at + len(OPTION_GROUPS[group])] == list(OPTION_GROUPS[group]), name
+        assert names[at : at + len(OPTION_GROUPS[group])] == list(OPTION_GROUPS[group]), name
 
 
 def test_an_option_group_must_be_keyword_only() -> None:
@@ -216,7 +272,9 @@ def _every_command() -> list[tuple[str, object]]:
     return [(name, root.get_command(ctx, name)) for name in COMMANDS]  # type: ignore[attr-defined]
 
 
-@pytest.mark.parametrize(("name", "command"), _every_command(), ids=[n for n, _ in _every_command()])
+@pytest.mark.parametrize(
+    ("name", "command"), _every_command(), ids=[n for n, _ in _every_command()]
+)
 def test_no_help_text_is_eaten_as_rich_markup(name: str, command: typer.core.TyperCommand) -> None:
     """Typer renders help as Rich markup: an unescaped ``[default: …]`` is taken for a style
     tag and vanishes, leaving "a torch tensor ." on the page."""

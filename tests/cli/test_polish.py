@@ -38,7 +38,9 @@ def test_json_carries_the_version_and_the_preset() -> None:
 
 @pytest.mark.parametrize("dtype", ["float32", "float16"])
 def test_every_kv_cache_figure_states_its_dtype(dtype: str) -> None:
-    out = " ".join(run_cli("run", "--kv-heads", "4", "--backend", "shape", "--dtype", dtype).split())
+    out = " ".join(
+        run_cli("run", "--kv-heads", "4", "--backend", "shape", "--dtype", dtype).split()
+    )
     itemsize = {"float32": 4, "float16": 2}[dtype]
     assert f"x {itemsize} B ({dtype}) =" in out  # the KV-cache line under the parameters
     assert f"per token ({dtype})" in out  # the caption of the costs table
@@ -46,10 +48,22 @@ def test_every_kv_cache_figure_states_its_dtype(dtype: str) -> None:
 
 def complete(words: str) -> list[str]:
     """What bash completion offers for the last of ``words`` (Typer's completion protocol)."""
-    env = {**os.environ, "PYTHONPATH": str(SRC), "_ATTNTRACE_COMPLETE": "complete_bash",
-           "COMP_WORDS": words, "COMP_CWORD": str(len(words.split()) - (0 if words.endswith(" ") else 1))}
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(SRC),
+        "_ATTNTRACE_COMPLETE": "complete_bash",
+        "COMP_WORDS": words,
+        "COMP_CWORD": str(len(words.split()) - (0 if words.endswith(" ") else 1)),
+    }
     code = "import sys; sys.argv[0] = 'attntrace'; from attntrace.cli import main; main()"
-    result = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60, check=False)
+    result = subprocess.run(
+        [sys.executable, "-c", code],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     assert result.returncode == 0, result.stderr
     return result.stdout.split()
 
@@ -57,7 +71,9 @@ def complete(words: str) -> list[str]:
 def test_completion_offers_preset_names() -> None:
     from attntrace.config.presets import PRESETS
 
-    assert complete("attntrace run --preset llama-3") == [n for n in PRESETS if n.startswith("llama-3")]
+    assert complete("attntrace run --preset llama-3") == [
+        n for n in PRESETS if n.startswith("llama-3")
+    ]
     assert "mistral-7b" in complete("attntrace check --preset ")
 
 

@@ -67,8 +67,10 @@ def test_other_errors_show_the_users_frames_only(tmp_path: Path) -> None:
 def test_script_arguments_and_folder_on_path(tmp_path: Path) -> None:
     (tmp_path / "helper.py").write_text("N = 5\n")
     script = tmp_path / "main.py"
-    script.write_text("import sys\nimport numpy as np\nimport helper\n"
-                      "x = np.zeros((int(sys.argv[1]), helper.N))\ny = x.T\n")
+    script.write_text(
+        "import sys\nimport numpy as np\nimport helper\n"
+        "x = np.zeros((int(sys.argv[1]), helper.N))\ny = x.T\n"
+    )
     code, out = _run(str(script), "--", "4")
     assert code == 0
     assert "(4, 5)" in out
@@ -77,8 +79,10 @@ def test_script_arguments_and_folder_on_path(tmp_path: Path) -> None:
 
 def test_function_target_with_numpy(tmp_path: Path) -> None:
     module = tmp_path / "attn.py"
-    module.write_text("import numpy as np\n\ndef attend(x):\n    q = x.reshape(3, 4, 8).transpose(1, 0, 2)\n"
-                      "    scores = q @ q.swapaxes(-1, -2)\n    return scores\n")
+    module.write_text(
+        "import numpy as np\n\ndef attend(x):\n    q = x.reshape(3, 4, 8).transpose(1, 0, 2)\n"
+        "    scores = q @ q.swapaxes(-1, -2)\n    return scores\n"
+    )
     code, out = _run(f"{module}:attend", "--hidden", "32", "--axes", "h=4", "--format", "csv")
     assert code == 0
     assert "scores" in out
@@ -97,9 +101,19 @@ def test_module_class_target_with_init(tmp_path: Path) -> None:
         "    def forward(self, x):\n        B, S, H = x.shape\n"
         "        q, k, v = self.qkv(x).chunk(3, dim=-1)\n"
         "        q = q.view(B, S, self.h, H // self.h).transpose(1, 2)\n"
-        "        return q\n")
-    code, out = _run(f"{module}:Attn", "--init", "embed_dim=64", "--init", "num_heads=4", "--batch", "2",
-                     "--format", "json")
+        "        return q\n"
+    )
+    code, out = _run(
+        f"{module}:Attn",
+        "--init",
+        "embed_dim=64",
+        "--init",
+        "num_heads=4",
+        "--batch",
+        "2",
+        "--format",
+        "json",
+    )
     assert code == 0, out
     doc = json.loads(out)
     assert doc["steps"][0]["shape"] == [2, 3, 64]
@@ -108,32 +122,54 @@ def test_module_class_target_with_init(tmp_path: Path) -> None:
     assert doc["steps"][-1]["axes"] == ["B", "h", "S", "d"]
 
 
-@pytest.mark.parametrize(("args", "words"), [
-    (["no_such_file.py"], "no such file"),
-    (["{examples}/seed_001_numpy.py:nothing"], "has no 'nothing'"),
-    (["{examples}/seed_001_numpy.py:values_length"], "not callable"),
-    (["{examples}/seed_001_numpy.py", "--init", "a=1"], "--init needs"),
-    (["pkg.mod:fn", "--init", "=3"], "cannot read --init"),
-    (["{examples}/seed_001_numpy.py", "--axes", "h:12"], "cannot read --axes"),
-    (["transformers.models.gpt2.modeling_gpt2:GPT2Attention"], "a layer built from a config object"),
-    (["{examples}/seed_001_numpy.py", "--axes", "x=4"], "x is not an axis letter; the letters are B"),
-    (["{examples}/seed_001_numpy.py", "--axes", "D=96"], "(did you mean d: head size?)"),
-    (["{examples}/seed_001_numpy.py", "--axes", "h=0"], "a size is a whole number of at least 1"),
-])
+@pytest.mark.parametrize(
+    ("args", "words"),
+    [
+        (["no_such_file.py"], "no such file"),
+        (["{examples}/seed_001_numpy.py:nothing"], "has no 'nothing'"),
+        (["{examples}/seed_001_numpy.py:values_length"], "not callable"),
+        (["{examples}/seed_001_numpy.py", "--init", "a=1"], "--init needs"),
+        (["pkg.mod:fn", "--init", "=3"], "cannot read --init"),
+        (["{examples}/seed_001_numpy.py", "--axes", "h:12"], "cannot read --axes"),
+        (
+            ["transformers.models.gpt2.modeling_gpt2:GPT2Attention"],
+            "a layer built from a config object",
+        ),
+        (
+            ["{examples}/seed_001_numpy.py", "--axes", "x=4"],
+            "x is not an axis letter; the letters are B",
+        ),
+        (["{examples}/seed_001_numpy.py", "--axes", "D=96"], "(did you mean d: head size?)"),
+        (
+            ["{examples}/seed_001_numpy.py", "--axes", "h=0"],
+            "a size is a whole number of at least 1",
+        ),
+    ],
+)
 def test_bad_usage_is_one_line_exit_2(args: list[str], words: str) -> None:
     args = [a.replace("{examples}", str(EXAMPLES)) for a in args]
-    result = subprocess.run([sys.executable, "-m", "attntrace", "trace", *args], capture_output=True, text=True, check=False,
-                            timeout=60, cwd=REPO)
+    result = subprocess.run(
+        [sys.executable, "-m", "attntrace", "trace", *args],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=60,
+        cwd=REPO,
+    )
     assert result.returncode == 2, result.stderr
     assert len(result.stderr.strip().splitlines()) == 1
     assert words in result.stderr
 
 
 def test_numpy_trace_never_imports_torch() -> None:
-    probe = ("import sys\nfrom attntrace.cli import main\nsys.argv = ['attntrace', 'trace', "
-             f"{str(EXAMPLES / 'seed_001_numpy.py')!r}]\n"
-             "try:\n    main()\nexcept SystemExit:\n    pass\nprint('TORCH', 'torch' in sys.modules)\n")
-    result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=False)
+    probe = (
+        "import sys\nfrom attntrace.cli import main\nsys.argv = ['attntrace', 'trace', "
+        f"{str(EXAMPLES / 'seed_001_numpy.py')!r}]\n"
+        "try:\n    main()\nexcept SystemExit:\n    pass\nprint('TORCH', 'torch' in sys.modules)\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=False
+    )
     assert "TORCH False" in result.stdout
 
 
@@ -143,8 +179,20 @@ def test_check_trace_by_role_and_golden(tmp_path: Path) -> None:
     assert code == 0
     golden = tmp_path / "golden.json"
     golden.write_text(out)
-    result = runner.invoke(app, ["check", "--trace", notes, "--golden", str(golden),
-                                 "--expect", "scores_2=h,S,S", "--expect", "weights=S,S"])
+    result = runner.invoke(
+        app,
+        [
+            "check",
+            "--trace",
+            notes,
+            "--golden",
+            str(golden),
+            "--expect",
+            "scores_2=h,S,S",
+            "--expect",
+            "weights=S,S",
+        ],
+    )
     assert result.exit_code == 0, result.output
     assert "ok: 32 passed, 0 failed" in result.output
     result = runner.invoke(app, ["check", "--trace", notes, "--expect", "out_4=S,h,d"])
@@ -155,11 +203,13 @@ def test_check_trace_by_role_and_golden(tmp_path: Path) -> None:
 def test_markdown_and_csv_documents() -> None:
     code, out = _run(str(EXAMPLES / "seed_001_numpy.py"), "--format", "markdown")
     assert code == 0
-    assert "| 14 | Query_3 |  | seed_001_numpy.py:45 | `np.reshape(Query, [values_length, num_attention_heads, " \
-           "attention_head_size])` | (3, 768) | (3, 8, 96) | (S, h, d) | float64 |" in out
+    assert (
+        "| 14 | Query_3 |  | seed_001_numpy.py:45 | `np.reshape(Query, [values_length, num_attention_heads, "
+        "attention_head_size])` | (3, 768) | (3, 8, 96) | (S, h, d) | float64 |" in out
+    )
 
 
-MODS = '''import torch
+MODS = """import torch
 import torch.nn.functional as F
 
 
@@ -181,7 +231,7 @@ model = Attn(32, 4)
 
 def fn(x):
     return torch.softmax(x @ x.transpose(-2, -1), dim=-1)
-'''
+"""
 
 
 def test_module_instance_and_torch_function_targets(tmp_path: Path) -> None:
@@ -204,7 +254,10 @@ def test_module_instance_and_torch_function_targets(tmp_path: Path) -> None:
 @pytest.mark.parametrize(("status", "code"), [(0, 0), (None, 0), (7, 1), ("bye", 1)])
 @pytest.mark.parametrize("as_function", [False, True])
 def test_sys_exit_in_the_traced_code_shows_what_ran(
-    tmp_path: Path, status: object, code: int, as_function: bool,
+    tmp_path: Path,
+    status: object,
+    code: int,
+    as_function: bool,
 ) -> None:
     user = tmp_path / "ends.py"
     user.write_text(
@@ -214,8 +267,18 @@ def test_sys_exit_in_the_traced_code_shows_what_ran(
         f"    sys.exit({status!r})\n\n"
         + ("" if as_function else "attention(np.ones((3, 4), np.float32))\n")
     )
-    result = runner.invoke(app, ["trace", f"{user}:attention" if as_function else str(user),
-                                 "--array", "numpy", "--hidden", "4"], env={"COLUMNS": "160"})
+    result = runner.invoke(
+        app,
+        [
+            "trace",
+            f"{user}:attention" if as_function else str(user),
+            "--array",
+            "numpy",
+            "--hidden",
+            "4",
+        ],
+        env={"COLUMNS": "160"},
+    )
     assert result.exit_code == code, result.output
     assert "scores" in result.stdout  # the ops before sys.exit are shown
     assert ("called sys.exit" in result.stderr) == (code == 1)
@@ -233,12 +296,14 @@ def test_an_edited_file_is_read_again_by_the_next_trace(tmp_path: Path) -> None:
     """Names come from the file as it is at each trace (a long-lived process, e.g. a notebook)."""
     user = tmp_path / "edited.py"
     user.write_text("def attention(x):\n    first = x @ x.T\n    return first\n")
-    result = runner.invoke(app, ["trace", f"{user}:attention", "--array", "numpy", "--hidden", "4",
-                                 "--format", "json"])
+    result = runner.invoke(
+        app, ["trace", f"{user}:attention", "--array", "numpy", "--hidden", "4", "--format", "json"]
+    )
     assert '"name": "first"' in result.stdout
     user.write_text("def attention(x):\n    second = x @ x.T\n    return second\n\n\n")
-    result = runner.invoke(app, ["trace", f"{user}:attention", "--array", "numpy", "--hidden", "4",
-                                 "--format", "json"])
+    result = runner.invoke(
+        app, ["trace", f"{user}:attention", "--array", "numpy", "--hidden", "4", "--format", "json"]
+    )
     assert '"name": "second"' in result.stdout, result.stdout
 
 
@@ -254,12 +319,14 @@ def test_a_recursion_in_the_users_code_is_one_frame_and_a_count(tmp_path: Path) 
 def test_a_reshape_that_mixes_axes_is_a_warning_under_the_table(tmp_path: Path) -> None:
     (tmp_path / "silent.py").write_text(
         "import numpy as np\nx = np.random.rand(2, 5, 64)\nq = x.reshape(2, 4, 5, 16)\n"
-        "k = x.reshape(2, 5, 4, 16).transpose(0, 2, 1, 3)\n")
+        "k = x.reshape(2, 5, 4, 16).transpose(0, 2, 1, 3)\n"
+    )
     code, out = _run(str(tmp_path / "silent.py"))
     assert code == 0  # the code ran: a warning, not a failure
-    warning = out[out.index("warning: "):].replace("\n", " ")
-    assert "silent.py:3: x.reshape(2, 4, 5, 16) reshapes (S, h, d) (5, 4, 16) to (4, 5, 16)" \
-        in warning
+    warning = out[out.index("warning: ") :].replace("\n", " ")
+    assert (
+        "silent.py:3: x.reshape(2, 4, 5, 16) reshapes (S, h, d) (5, 4, 16) to (4, 5, 16)" in warning
+    )
 
 
 def test_a_size_the_code_contradicts_is_a_warning_and_brackets_print_as_written() -> None:
@@ -269,9 +336,11 @@ def test_a_size_the_code_contradicts_is_a_warning_and_brackets_print_as_written(
     code, out = _run(str(EXAMPLES / "seed_001_numpy.py"), "--axes", "h=12")
     assert code == 0
     assert "S=3  H=768  h=8  d=96" in out  # the header: the code's sizes
-    warning = " ".join(out[out.index("warning: "):].split())
-    assert warning.startswith("warning: --axes h=12, but h is 8 at seed_001_numpy.py:45: "
-                              "np.reshape(Query, [values_length, num_attention_heads, ")
+    warning = " ".join(out[out.index("warning: ") :].split())
+    assert warning.startswith(
+        "warning: --axes h=12, but h is 8 at seed_001_numpy.py:45: "
+        "np.reshape(Query, [values_length, num_attention_heads, "
+    )
     assert "\\[" not in out
     assert "warning" not in _run(str(EXAMPLES / "seed_001_numpy.py"), "--axes", "h=8")[1]
 
@@ -280,8 +349,10 @@ def test_the_api_checks_axis_letters_too() -> None:
     import attntrace
     from attntrace.errors import ConfigError
 
-    with pytest.raises(ConfigError, match="axes=k=4: k is not an axis letter"), \
-            attntrace.capture(axes={"k": 4}):
+    with (
+        pytest.raises(ConfigError, match="axes=k=4: k is not an axis letter"),
+        attntrace.capture(axes={"k": 4}),
+    ):
         pass
 
 
@@ -289,8 +360,9 @@ def test_an_allocation_the_machine_cannot_give_is_told_with_its_size(tmp_path: P
     """numpy's MemoryError and torch's allocator error: "out of memory", the size asked for
     and the sizes to lower, not a shape error (the allocation is refused at once: 298 GiB and
     1.16 TiB are far beyond this machine, so nothing is filled)."""
-    (tmp_path / "big.py").write_text("import numpy as np\nx = np.random.randn(200000, 8)\n"
-                                     "s = x @ x.T\n")
+    (tmp_path / "big.py").write_text(
+        "import numpy as np\nx = np.random.randn(200000, 8)\ns = x @ x.T\n"
+    )
     code, out = _run(str(tmp_path / "big.py"))
     assert code == 1
     text = " ".join(out.split())
@@ -301,8 +373,9 @@ def test_an_allocation_the_machine_cannot_give_is_told_with_its_size(tmp_path: P
     assert failure["shape_error"] is False
     assert failure["fix"].startswith("use smaller sizes (--seq, --batch")
     pytest.importorskip("torch")
-    (tmp_path / "big_torch.py").write_text("import torch\nq = torch.ones(2, 4, 200000, 4)\n"
-                                           "s = q @ q.transpose(-2, -1)\n")
+    (tmp_path / "big_torch.py").write_text(
+        "import torch\nq = torch.ones(2, 4, 200000, 4)\ns = q @ q.transpose(-2, -1)\n"
+    )
     code, out = _run(str(tmp_path / "big_torch.py"))
     assert code == 1
     assert "matmul asked for 1.16 TiB, more than this machine can give" in " ".join(out.split())

@@ -77,8 +77,9 @@ def test_json_of_the_examples_validates_with_no_failure(script: str) -> None:
 def test_json_of_a_shape_error_carries_the_failure(tmp_path: Path) -> None:
     pytest.importorskip("torch")
     (tmp_path / "buggy.py").write_text(BUGGY)
-    code, out, _ = _trace(f"{tmp_path / 'buggy.py'}:Attention", "--batch", "2", "--seq", "5",
-                          "-f", "json")
+    code, out, _ = _trace(
+        f"{tmp_path / 'buggy.py'}:Attention", "--batch", "2", "--seq", "5", "-f", "json"
+    )
     assert code == 1
     doc = json.loads(out)
     _validate(doc)

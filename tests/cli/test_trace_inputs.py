@@ -118,8 +118,12 @@ def test_a_good_input_file_is_traced_with_its_shape(tmp_path: Path) -> None:
     (tmp_path / "vit.py").write_text(VIT)
     np.save(tmp_path / "x.npy", np.ones((2, 7, 64), np.float64))
     code, out, err = _invoke(
-        "trace", f"{tmp_path / 'vit.py'}:Attention", "--input", str(tmp_path / "x.npy"),
-        "-f", "csv",
+        "trace",
+        f"{tmp_path / 'vit.py'}:Attention",
+        "--input",
+        str(tmp_path / "x.npy"),
+        "-f",
+        "csv",
     )
     assert code == 0, err
     assert out.splitlines()[1].startswith("0,x,input,2x7x64,B S H,float32,")
@@ -127,14 +131,20 @@ def test_a_good_input_file_is_traced_with_its_shape(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("dtype", ["float64", "float16", "bfloat16"])
 @pytest.mark.parametrize("name", ["Attention", "inst"])
-def test_dtype_converts_the_module_class_or_instance(
-    tmp_path: Path, dtype: str, name: str
-) -> None:
+def test_dtype_converts_the_module_class_or_instance(tmp_path: Path, dtype: str, name: str) -> None:
     pytest.importorskip("torch")
     (tmp_path / "vit.py").write_text(VIT)
     code, out, err = _invoke(
-        "trace", f"{tmp_path / 'vit.py'}:{name}", "--batch", "2", "--seq", "5",
-        "--dtype", dtype, "-f", "csv",
+        "trace",
+        f"{tmp_path / 'vit.py'}:{name}",
+        "--batch",
+        "2",
+        "--seq",
+        "5",
+        "--dtype",
+        dtype,
+        "-f",
+        "csv",
     )
     assert code == 0, err
     rows = [line.split(",") for line in out.splitlines()[1:]]
@@ -148,7 +158,9 @@ def test_dtype_leaves_the_users_module_instance_as_it_is(tmp_path: Path) -> None
 
     (tmp_path / "vit.py").write_text(VIT)
     outcome = run_target(
-        parse_target(f"{tmp_path / 'vit.py'}:inst"), {}, Inputs(2, 5, dtype="float64"),
+        parse_target(f"{tmp_path / 'vit.py'}:inst"),
+        {},
+        Inputs(2, 5, dtype="float64"),
         keep_values=False,
     )
     assert outcome.error is None
@@ -260,8 +272,16 @@ def test_a_function_of_x_and_params_gets_seeded_weights_as_diff_gives(
         pytest.importorskip("torch")
     (tmp_path / "fn.py").write_text(PARAMS_FN)
     code, out, err = _invoke(
-        "trace", f"{tmp_path / 'fn.py'}:attend", "--seq", "5", "--hidden", "16",
-        "--array", array, "-f", "json",
+        "trace",
+        f"{tmp_path / 'fn.py'}:attend",
+        "--seq",
+        "5",
+        "--hidden",
+        "16",
+        "--array",
+        array,
+        "-f",
+        "json",
     )
     assert code == 0, err
     steps = json.loads(out)["steps"]

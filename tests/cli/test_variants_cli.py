@@ -22,8 +22,23 @@ def invoke(*args: str) -> tuple[int, str, str]:
 
 
 def test_causal_gqa_rope_run_shows_the_variant_steps() -> None:
-    code, out, err = invoke("--batch", "2", "--seq", "4", "--hidden", "16", "--heads", "4", "--kv-heads", "2",
-                            "--causal", "--key-lengths", "4,2", "--rope", "--no-bias")
+    code, out, err = invoke(
+        "--batch",
+        "2",
+        "--seq",
+        "4",
+        "--hidden",
+        "16",
+        "--heads",
+        "4",
+        "--kv-heads",
+        "2",
+        "--causal",
+        "--key-lengths",
+        "4,2",
+        "--rope",
+        "--no-bias",
+    )
     assert code == 0, err
     assert "grouped-query causal self-attention with RoPE, key padding, no bias" in out
     for name in ("rope_cos", "q_rot", "k_rep", "v_rep", "mask", "masked"):
@@ -34,7 +49,9 @@ def test_causal_gqa_rope_run_shows_the_variant_steps() -> None:
 
 
 def test_cross_attention_heat_map_is_s_by_n() -> None:
-    code, out, err = invoke("--seq", "2", "--kv-seq", "5", "--kv-hidden", "6", "--hidden", "8", "--heads", "2")
+    code, out, err = invoke(
+        "--seq", "2", "--kv-seq", "5", "--kv-hidden", "6", "--hidden", "8", "--heads", "2"
+    )
     assert code == 0, err
     assert "cross-attention" in out
     assert "(2, 2, 5)" in out
@@ -64,7 +81,15 @@ def test_preset_runs_and_flags_override_it() -> None:
 def test_presets_command_lists_every_preset() -> None:
     result = runner.invoke(app, ["presets"], env={"COLUMNS": "120"})
     assert result.exit_code == 0
-    for name in ("bert-base", "gpt2-xl", "t5-base", "llama-3-70b", "mistral-7b", "qwen2-7b", "gemma-7b"):
+    for name in (
+        "bert-base",
+        "gpt2-xl",
+        "t5-base",
+        "llama-3-70b",
+        "mistral-7b",
+        "qwen2-7b",
+        "gemma-7b",
+    ):
         assert name in result.stdout
     assert "500000" in result.stdout
     assert "meta-llama/Meta-Llama-3-70B" in result.stdout
@@ -72,8 +97,17 @@ def test_presets_command_lists_every_preset() -> None:
 
 def test_hf_config_run(tmp_path: Path) -> None:
     path = tmp_path / "config.json"
-    path.write_text(json.dumps({"model_type": "qwen2", "hidden_size": 3584, "num_attention_heads": 28,
-                                "num_key_value_heads": 4, "rope_theta": 1000000.0}))
+    path.write_text(
+        json.dumps(
+            {
+                "model_type": "qwen2",
+                "hidden_size": 3584,
+                "num_attention_heads": 28,
+                "num_key_value_heads": 4,
+                "rope_theta": 1000000.0,
+            }
+        )
+    )
     code, out, err = invoke("--hf-config", str(path), "--backend", "shape", "--seq", "2")
     assert code == 0, err
     assert "H=3584  h=28  g=4  d=128" in out
@@ -89,13 +123,22 @@ def _save(tmp_path: Path, name: str, array: object) -> str:
 
 
 ERRORS = [
-    (["--heads", "12", "--kv-heads", "5"], "--heads 12 is not divisible by --kv-heads 5; use one of 1, 2, 3, 4, 6, 12"),
+    (
+        ["--heads", "12", "--kv-heads", "5"],
+        "--heads 12 is not divisible by --kv-heads 5; use one of 1, 2, 3, 4, 6, 12",
+    ),
     (["--heads", "4", "--hidden", "8", "--kv-heads", "8"], "not divisible by --kv-heads 8"),
     (["--key-lengths", "3"], "--key-lengths needs --batch (one length per batch item)"),
     (["--batch", "2", "--key-lengths", "3"], "--key-lengths has 1 length(s) but --batch is 2"),
-    (["--batch", "1", "--key-lengths", "4"], "--key-lengths 4 does not fit the 3 keys; use lengths from 1 to 3 (or raise --seq)"),
+    (
+        ["--batch", "1", "--key-lengths", "4"],
+        "--key-lengths 4 does not fit the 3 keys; use lengths from 1 to 3 (or raise --seq)",
+    ),
     (["--batch", "1", "--key-lengths", "0"], "use lengths from 1 to 3"),
-    (["--batch", "1", "--key-lengths", "x"], "--key-lengths takes whole numbers separated by commas"),
+    (
+        ["--batch", "1", "--key-lengths", "x"],
+        "--key-lengths takes whole numbers separated by commas",
+    ),
     (["--rope", "--hidden", "10", "--heads", "2"], "--rope needs an even head_dim, got d = 5"),
     (["--rope", "--kv-seq", "4"], "drop --rope or --kv-seq"),
     (["--rope-base", "500"], "--rope-base has no effect without rotary embeddings; add --rope"),
@@ -108,9 +151,14 @@ ERRORS = [
     (["--heads", "4", "--hidden", "8", "--head", "4"], "--head 4 does not exist; use 0 to 3"),
     (["--preset", "nine"], "unknown preset 'nine'; use one of bert-base"),
     (["--preset", "llama3-8b"], "unknown preset 'llama3-8b' (did you mean llama-3-8b?); use one"),
-    (["--heads", "4", "--hidden", "8", "--head", "12"],
-     "use 0 to 3 (--head picks the head shown; the count is --heads 12)"),
-    (["--preset", "gpt2", "--hf-config", "config.json"], "use either --preset or --hf-config, not both"),
+    (
+        ["--heads", "4", "--hidden", "8", "--head", "12"],
+        "use 0 to 3 (--head picks the head shown; the count is --heads 12)",
+    ),
+    (
+        ["--preset", "gpt2", "--hf-config", "config.json"],
+        "use either --preset or --hf-config, not both",
+    ),
     (["--preset", "llama-3-8b", "--kv-heads", "5"], "--heads 32 is not divisible by --kv-heads 5"),
     (["--preset", "llama-3-8b", "--heads", "12"], "--hidden 4096 is not divisible by --heads 12"),
 ]
@@ -125,14 +173,25 @@ def test_impossible_combinations_are_one_line_and_exit_2(args: list[str], messag
     assert message in err
 
 
-@pytest.mark.parametrize(("name", "array", "message"), [
-    ("shape.npy", np.ones((2, 3), dtype=bool), "--mask of shape (2, 3) does not broadcast to the scores (h, S, S) = (12, 3, 3)"),
-    ("big.npy", np.ones((2, 1, 3, 3), dtype=bool), "does not broadcast"),
-    ("scalar.npy", np.array(True), "does not broadcast"),
-    ("int.npy", np.ones((3, 3), dtype=np.int64), "holds int64; save booleans (True = attend) or floats"),
-    ("nan.npy", np.full((3, 3), np.nan), "holds NaN or +inf"),
-    ("obj.pkl.npy", np.array([1, None], dtype=object), "cannot read --mask"),
-])
+@pytest.mark.parametrize(
+    ("name", "array", "message"),
+    [
+        (
+            "shape.npy",
+            np.ones((2, 3), dtype=bool),
+            "--mask of shape (2, 3) does not broadcast to the scores (h, S, S) = (12, 3, 3)",
+        ),
+        ("big.npy", np.ones((2, 1, 3, 3), dtype=bool), "does not broadcast"),
+        ("scalar.npy", np.array(True), "does not broadcast"),
+        (
+            "int.npy",
+            np.ones((3, 3), dtype=np.int64),
+            "holds int64; save booleans (True = attend) or floats",
+        ),
+        ("nan.npy", np.full((3, 3), np.nan), "holds NaN or +inf"),
+        ("obj.pkl.npy", np.array([1, None], dtype=object), "cannot read --mask"),
+    ],
+)
 def test_bad_mask_files(tmp_path: Path, name: str, array: object, message: str) -> None:
     code, _, err = invoke("--mask", _save(tmp_path, name, array))
     assert code == 2
@@ -155,19 +214,30 @@ def test_missing_mask_file(tmp_path: Path) -> None:
     assert "cannot read --mask" in err
 
 
-@pytest.mark.parametrize(("content", "message"), [
-    (None, "no such file"),
-    ("{not json", "is not valid JSON"),
-    ("[1, 2]", "holds a JSON list, not an object"),
-    ('{"hidden_size": 768}', "has none of the fields num_attention_heads, n_head, num_heads"),
-    ('{"num_attention_heads": 12}', "has none of the fields hidden_size, n_embd, d_model"),
-    ('{"num_attention_heads": "12", "hidden_size": 768}', "num_attention_heads must be a whole number from 1 to 2147483647, got \"12\""),
-    ('{"num_attention_heads": 32, "hidden_size": 4096, "rope_scaling": {"rope_type": "longrope"}}',
-     "rope scaling 'longrope' is not modelled"),
-    ('{"num_attention_heads": 32, "hidden_size": 4096, "alibi": true}', "ALiBi"),
-    ('{"text_config": {}}', "multimodal config"),
-    ('{"num_attention_heads": 12, "hidden_size": 768, "num_key_value_heads": 5}', "not divisible by --kv-heads 5"),
-])
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (None, "no such file"),
+        ("{not json", "is not valid JSON"),
+        ("[1, 2]", "holds a JSON list, not an object"),
+        ('{"hidden_size": 768}', "has none of the fields num_attention_heads, n_head, num_heads"),
+        ('{"num_attention_heads": 12}', "has none of the fields hidden_size, n_embd, d_model"),
+        (
+            '{"num_attention_heads": "12", "hidden_size": 768}',
+            'num_attention_heads must be a whole number from 1 to 2147483647, got "12"',
+        ),
+        (
+            '{"num_attention_heads": 32, "hidden_size": 4096, "rope_scaling": {"rope_type": "longrope"}}',
+            "rope scaling 'longrope' is not modelled",
+        ),
+        ('{"num_attention_heads": 32, "hidden_size": 4096, "alibi": true}', "ALiBi"),
+        ('{"text_config": {}}', "multimodal config"),
+        (
+            '{"num_attention_heads": 12, "hidden_size": 768, "num_key_value_heads": 5}',
+            "not divisible by --kv-heads 5",
+        ),
+    ],
+)
 def test_bad_hf_config(tmp_path: Path, content: str | None, message: str) -> None:
     path = tmp_path / "config.json"
     if content is not None:
@@ -184,8 +254,9 @@ def test_a_preset_is_found_in_any_case_and_by_its_repository(name: str) -> None:
 
     from attntrace.cli import app
 
-    result = CliRunner().invoke(app, ["run", "--preset", name, "--seq", "4", "--backend", "shape"],
-                                env={"COLUMNS": "120"})
+    result = CliRunner().invoke(
+        app, ["run", "--preset", name, "--seq", "4", "--backend", "shape"], env={"COLUMNS": "120"}
+    )
     assert result.exit_code == 0, result.output
     assert "from --preset llama-3-8b" in result.stdout
     assert "h=32  g=8  d=128" in result.stdout

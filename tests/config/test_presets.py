@@ -13,97 +13,336 @@ from attntrace.config.presets import PRESETS, get_preset, read_hf_config, resolv
 
 # The attention fields of each model's config.json on the Hugging Face Hub, as published
 # (the files also hold layer counts, vocabulary sizes and so on, which attntrace ignores).
-LLAMA31 = {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
-           "original_max_position_embeddings": 8192}
+LLAMA31 = {
+    "rope_type": "llama3",
+    "factor": 8.0,
+    "low_freq_factor": 1.0,
+    "high_freq_factor": 4.0,
+    "original_max_position_embeddings": 8192,
+}
 CONFIG_JSON: dict[str, tuple[str, dict[str, Any]]] = {
-    "bert-base": ("google-bert/bert-base-uncased", {
-        "architectures": ["BertForMaskedLM"], "model_type": "bert", "hidden_size": 768,
-        "num_attention_heads": 12, "max_position_embeddings": 512, "position_embedding_type": "absolute"}),
-    "bert-large": ("google-bert/bert-large-uncased", {
-        "architectures": ["BertForMaskedLM"], "model_type": "bert", "hidden_size": 1024,
-        "num_attention_heads": 16, "max_position_embeddings": 512}),
-    "gpt2": ("openai-community/gpt2", {
-        "architectures": ["GPT2LMHeadModel"], "model_type": "gpt2", "n_embd": 768, "n_head": 12, "n_positions": 1024}),
-    "gpt2-xl": ("openai-community/gpt2-xl", {
-        "architectures": ["GPT2LMHeadModel"], "model_type": "gpt2", "n_embd": 1600, "n_head": 25, "n_positions": 1024}),
-    "t5-base": ("google-t5/t5-base", {
-        "architectures": ["T5ForConditionalGeneration"], "model_type": "t5", "d_model": 768, "num_heads": 12,
-        "d_kv": 64, "n_positions": 512}),
-    "t5-3b": ("google-t5/t5-3b", {
-        "architectures": ["T5ForConditionalGeneration"], "model_type": "t5", "d_model": 1024, "num_heads": 32,
-        "d_kv": 128, "n_positions": 512}),
-    "llama-2-7b": ("meta-llama/Llama-2-7b-hf", {
-        "architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 4096, "num_attention_heads": 32,
-        "num_key_value_heads": 32, "max_position_embeddings": 4096, "rope_scaling": None}),
-    "llama-3-8b": ("meta-llama/Meta-Llama-3-8B", {
-        "architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 4096, "num_attention_heads": 32,
-        "num_key_value_heads": 8, "max_position_embeddings": 8192, "rope_theta": 500000.0, "attention_bias": False}),
-    "llama-3-70b": ("meta-llama/Meta-Llama-3-70B", {
-        "architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 8192, "num_attention_heads": 64,
-        "num_key_value_heads": 8, "max_position_embeddings": 8192, "rope_theta": 500000.0, "attention_bias": False}),
-    "mistral-7b": ("mistralai/Mistral-7B-v0.1", {
-        "architectures": ["MistralForCausalLM"], "model_type": "mistral", "hidden_size": 4096,
-        "num_attention_heads": 32, "num_key_value_heads": 8, "max_position_embeddings": 32768,
-        "rope_theta": 10000.0, "sliding_window": 4096}),
-    "qwen2-7b": ("Qwen/Qwen2-7B", {
-        "architectures": ["Qwen2ForCausalLM"], "model_type": "qwen2", "hidden_size": 3584, "num_attention_heads": 28,
-        "num_key_value_heads": 4, "max_position_embeddings": 131072, "rope_theta": 1000000.0}),
-    "gemma-7b": ("google/gemma-7b", {
-        "architectures": ["GemmaForCausalLM"], "model_type": "gemma", "hidden_size": 3072, "num_attention_heads": 16,
-        "num_key_value_heads": 16, "head_dim": 256, "max_position_embeddings": 8192, "rope_theta": 10000.0,
-        "attention_bias": False}),
+    "bert-base": (
+        "google-bert/bert-base-uncased",
+        {
+            "architectures": ["BertForMaskedLM"],
+            "model_type": "bert",
+            "hidden_size": 768,
+            "num_attention_heads": 12,
+            "max_position_embeddings": 512,
+            "position_embedding_type": "absolute",
+        },
+    ),
+    "bert-large": (
+        "google-bert/bert-large-uncased",
+        {
+            "architectures": ["BertForMaskedLM"],
+            "model_type": "bert",
+            "hidden_size": 1024,
+            "num_attention_heads": 16,
+            "max_position_embeddings": 512,
+        },
+    ),
+    "gpt2": (
+        "openai-community/gpt2",
+        {
+            "architectures": ["GPT2LMHeadModel"],
+            "model_type": "gpt2",
+            "n_embd": 768,
+            "n_head": 12,
+            "n_positions": 1024,
+        },
+    ),
+    "gpt2-xl": (
+        "openai-community/gpt2-xl",
+        {
+            "architectures": ["GPT2LMHeadModel"],
+            "model_type": "gpt2",
+            "n_embd": 1600,
+            "n_head": 25,
+            "n_positions": 1024,
+        },
+    ),
+    "t5-base": (
+        "google-t5/t5-base",
+        {
+            "architectures": ["T5ForConditionalGeneration"],
+            "model_type": "t5",
+            "d_model": 768,
+            "num_heads": 12,
+            "d_kv": 64,
+            "n_positions": 512,
+        },
+    ),
+    "t5-3b": (
+        "google-t5/t5-3b",
+        {
+            "architectures": ["T5ForConditionalGeneration"],
+            "model_type": "t5",
+            "d_model": 1024,
+            "num_heads": 32,
+            "d_kv": 128,
+            "n_positions": 512,
+        },
+    ),
+    "llama-2-7b": (
+        "meta-llama/Llama-2-7b-hf",
+        {
+            "architectures": ["LlamaForCausalLM"],
+            "model_type": "llama",
+            "hidden_size": 4096,
+            "num_attention_heads": 32,
+            "num_key_value_heads": 32,
+            "max_position_embeddings": 4096,
+            "rope_scaling": None,
+        },
+    ),
+    "llama-3-8b": (
+        "meta-llama/Meta-Llama-3-8B",
+        {
+            "architectures": ["LlamaForCausalLM"],
+            "model_type": "llama",
+            "hidden_size": 4096,
+            "num_attention_heads": 32,
+            "num_key_value_heads": 8,
+            "max_position_embeddings": 8192,
+            "rope_theta": 500000.0,
+            "attention_bias": False,
+        },
+    ),
+    "llama-3-70b": (
+        "meta-llama/Meta-Llama-3-70B",
+        {
+            "architectures": ["LlamaForCausalLM"],
+            "model_type": "llama",
+            "hidden_size": 8192,
+            "num_attention_heads": 64,
+            "num_key_value_heads": 8,
+            "max_position_embeddings": 8192,
+            "rope_theta": 500000.0,
+            "attention_bias": False,
+        },
+    ),
+    "mistral-7b": (
+        "mistralai/Mistral-7B-v0.1",
+        {
+            "architectures": ["MistralForCausalLM"],
+            "model_type": "mistral",
+            "hidden_size": 4096,
+            "num_attention_heads": 32,
+            "num_key_value_heads": 8,
+            "max_position_embeddings": 32768,
+            "rope_theta": 10000.0,
+            "sliding_window": 4096,
+        },
+    ),
+    "qwen2-7b": (
+        "Qwen/Qwen2-7B",
+        {
+            "architectures": ["Qwen2ForCausalLM"],
+            "model_type": "qwen2",
+            "hidden_size": 3584,
+            "num_attention_heads": 28,
+            "num_key_value_heads": 4,
+            "max_position_embeddings": 131072,
+            "rope_theta": 1000000.0,
+        },
+    ),
+    "gemma-7b": (
+        "google/gemma-7b",
+        {
+            "architectures": ["GemmaForCausalLM"],
+            "model_type": "gemma",
+            "hidden_size": 3072,
+            "num_attention_heads": 16,
+            "num_key_value_heads": 16,
+            "head_dim": 256,
+            "max_position_embeddings": 8192,
+            "rope_theta": 10000.0,
+            "attention_bias": False,
+        },
+    ),
     # issue 12: the fields of each repository's config.json that the attention reads
-    "llama-3.1-8b": ("meta-llama/Llama-3.1-8B", {
-        "architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 4096, "num_attention_heads": 32,
-        "num_key_value_heads": 8, "head_dim": 128, "max_position_embeddings": 131072, "rope_theta": 500000.0,
-        "num_hidden_layers": 32, "attention_bias": False, "rope_scaling": LLAMA31}),
-    "llama-3.1-70b": ("meta-llama/Llama-3.1-70B", {
-        "architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 8192, "num_attention_heads": 64,
-        "num_key_value_heads": 8, "max_position_embeddings": 131072, "rope_theta": 500000.0,
-        "num_hidden_layers": 80, "attention_bias": False, "rope_scaling": LLAMA31}),
-    "llama-3.2-1b": ("meta-llama/Llama-3.2-1B", {
-        "architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 2048, "num_attention_heads": 32,
-        "num_key_value_heads": 8, "head_dim": 64, "max_position_embeddings": 131072, "rope_theta": 500000.0,
-        "num_hidden_layers": 16, "attention_bias": False, "rope_scaling": {**LLAMA31, "factor": 32.0}}),
-    "qwen2.5-7b": ("Qwen/Qwen2.5-7B", {
-        "architectures": ["Qwen2ForCausalLM"], "model_type": "qwen2", "hidden_size": 3584, "num_attention_heads": 28,
-        "num_key_value_heads": 4, "max_position_embeddings": 131072, "rope_theta": 1000000.0,
-        "num_hidden_layers": 28, "sliding_window": 131072, "use_sliding_window": False, "max_window_layers": 28}),
-    "qwen3-8b": ("Qwen/Qwen3-8B", {
-        "architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3", "hidden_size": 4096, "num_attention_heads": 32,
-        "num_key_value_heads": 8, "head_dim": 128, "max_position_embeddings": 40960, "rope_theta": 1000000,
-        "num_hidden_layers": 36, "attention_bias": False, "rms_norm_eps": 1e-06}),
-    "gemma-2-9b": ("google/gemma-2-9b", {
-        "architectures": ["Gemma2ForCausalLM"], "model_type": "gemma2", "hidden_size": 3584,
-        "num_attention_heads": 16, "num_key_value_heads": 8, "head_dim": 256, "query_pre_attn_scalar": 256,
-        "attn_logit_softcapping": 50.0, "sliding_window": 4096, "max_position_embeddings": 8192,
-        "rope_theta": 10000.0, "num_hidden_layers": 42, "attention_bias": False}),
-    "gemma-3-4b": ("google/gemma-3-4b-pt", {
-        "architectures": ["Gemma3ForConditionalGeneration"], "model_type": "gemma3", "text_config": {
-            "model_type": "gemma3_text", "hidden_size": 2560, "num_attention_heads": 8, "num_key_value_heads": 4,
-            "head_dim": 256, "query_pre_attn_scalar": 256, "sliding_window": 1024, "rope_theta": 1000000.0,
-            "rope_local_base_freq": 10000.0, "rope_scaling": {"rope_type": "linear", "factor": 8.0},
-            "max_position_embeddings": 131072, "num_hidden_layers": 34, "rms_norm_eps": 1e-06}}),
-    "mistral-7b-v0.3": ("mistralai/Mistral-7B-v0.3", {
-        "architectures": ["MistralForCausalLM"], "model_type": "mistral", "hidden_size": 4096,
-        "num_attention_heads": 32, "num_key_value_heads": 8, "max_position_embeddings": 32768,
-        "rope_theta": 1000000.0, "sliding_window": None, "num_hidden_layers": 32}),
-    "phi-3-mini": ("microsoft/Phi-3-mini-4k-instruct", {
-        "architectures": ["Phi3ForCausalLM"], "model_type": "phi3", "hidden_size": 3072, "num_attention_heads": 32,
-        "num_key_value_heads": 32, "max_position_embeddings": 4096, "rope_theta": 10000.0, "sliding_window": 2047,
-        "num_hidden_layers": 32}),
-    "olmo-2-7b": ("allenai/OLMo-2-1124-7B", {
-        "architectures": ["Olmo2ForCausalLM"], "model_type": "olmo2", "hidden_size": 4096, "num_attention_heads": 32,
-        "num_key_value_heads": 32, "max_position_embeddings": 4096, "rope_theta": 500000, "attention_bias": False,
-        "num_hidden_layers": 32, "rms_norm_eps": 1e-06}),
+    "llama-3.1-8b": (
+        "meta-llama/Llama-3.1-8B",
+        {
+            "architectures": ["LlamaForCausalLM"],
+            "model_type": "llama",
+            "hidden_size": 4096,
+            "num_attention_heads": 32,
+            "num_key_value_heads": 8,
+            "head_dim": 128,
+            "max_position_embeddings": 131072,
+            "rope_theta": 500000.0,
+            "num_hidden_layers": 32,
+            "attention_bias": False,
+            "rope_scaling": LLAMA31,
+        },
+    ),
+    "llama-3.1-70b": (
+        "meta-llama/Llama-3.1-70B",
+        {
+            "architectures": ["LlamaForCausalLM"],
+            "model_type": "llama",
+            "hidden_size": 8192,
+            "num_attention_heads": 64,
+            "num_key_value_heads": 8,
+            "max_position_embeddings": 131072,
+            "rope_theta": 500000.0,
+            "num_hidden_layers": 80,
+            "attention_bias": False,
+            "rope_scaling": LLAMA31,
+        },
+    ),
+    "llama-3.2-1b": (
+        "meta-llama/Llama-3.2-1B",
+        {
+            "architectures": ["LlamaForCausalLM"],
+            "model_type": "llama",
+            "hidden_size": 2048,
+            "num_attention_heads": 32,
+            "num_key_value_heads": 8,
+            "head_dim": 64,
+            "max_position_embeddings": 131072,
+            "rope_theta": 500000.0,
+            "num_hidden_layers": 16,
+            "attention_bias": False,
+            "rope_scaling": {**LLAMA31, "factor": 32.0},
+        },
+    ),
+    "qwen2.5-7b": (
+        "Qwen/Qwen2.5-7B",
+        {
+            "architectures": ["Qwen2ForCausalLM"],
+            "model_type": "qwen2",
+            "hidden_size": 3584,
+            "num_attention_heads": 28,
+            "num_key_value_heads": 4,
+            "max_position_embeddings": 131072,
+            "rope_theta": 1000000.0,
+            "num_hidden_layers": 28,
+            "sliding_window": 131072,
+            "use_sliding_window": False,
+            "max_window_layers": 28,
+        },
+    ),
+    "qwen3-8b": (
+        "Qwen/Qwen3-8B",
+        {
+            "architectures": ["Qwen3ForCausalLM"],
+            "model_type": "qwen3",
+            "hidden_size": 4096,
+            "num_attention_heads": 32,
+            "num_key_value_heads": 8,
+            "head_dim": 128,
+            "max_position_embeddings": 40960,
+            "rope_theta": 1000000,
+            "num_hidden_layers": 36,
+            "attention_bias": False,
+            "rms_norm_eps": 1e-06,
+        },
+    ),
+    "gemma-2-9b": (
+        "google/gemma-2-9b",
+        {
+            "architectures": ["Gemma2ForCausalLM"],
+            "model_type": "gemma2",
+            "hidden_size": 3584,
+            "num_attention_heads": 16,
+            "num_key_value_heads": 8,
+            "head_dim": 256,
+            "query_pre_attn_scalar": 256,
+            "attn_logit_softcapping": 50.0,
+            "sliding_window": 4096,
+            "max_position_embeddings": 8192,
+            "rope_theta": 10000.0,
+            "num_hidden_layers": 42,
+            "attention_bias": False,
+        },
+    ),
+    "gemma-3-4b": (
+        "google/gemma-3-4b-pt",
+        {
+            "architectures": ["Gemma3ForConditionalGeneration"],
+            "model_type": "gemma3",
+            "text_config": {
+                "model_type": "gemma3_text",
+                "hidden_size": 2560,
+                "num_attention_heads": 8,
+                "num_key_value_heads": 4,
+                "head_dim": 256,
+                "query_pre_attn_scalar": 256,
+                "sliding_window": 1024,
+                "rope_theta": 1000000.0,
+                "rope_local_base_freq": 10000.0,
+                "rope_scaling": {"rope_type": "linear", "factor": 8.0},
+                "max_position_embeddings": 131072,
+                "num_hidden_layers": 34,
+                "rms_norm_eps": 1e-06,
+            },
+        },
+    ),
+    "mistral-7b-v0.3": (
+        "mistralai/Mistral-7B-v0.3",
+        {
+            "architectures": ["MistralForCausalLM"],
+            "model_type": "mistral",
+            "hidden_size": 4096,
+            "num_attention_heads": 32,
+            "num_key_value_heads": 8,
+            "max_position_embeddings": 32768,
+            "rope_theta": 1000000.0,
+            "sliding_window": None,
+            "num_hidden_layers": 32,
+        },
+    ),
+    "phi-3-mini": (
+        "microsoft/Phi-3-mini-4k-instruct",
+        {
+            "architectures": ["Phi3ForCausalLM"],
+            "model_type": "phi3",
+            "hidden_size": 3072,
+            "num_attention_heads": 32,
+            "num_key_value_heads": 32,
+            "max_position_embeddings": 4096,
+            "rope_theta": 10000.0,
+            "sliding_window": 2047,
+            "num_hidden_layers": 32,
+        },
+    ),
+    "olmo-2-7b": (
+        "allenai/OLMo-2-1124-7B",
+        {
+            "architectures": ["Olmo2ForCausalLM"],
+            "model_type": "olmo2",
+            "hidden_size": 4096,
+            "num_attention_heads": 32,
+            "num_key_value_heads": 32,
+            "max_position_embeddings": 4096,
+            "rope_theta": 500000,
+            "attention_bias": False,
+            "num_hidden_layers": 32,
+            "rms_norm_eps": 1e-06,
+        },
+    ),
 }
 #: The layer a preset stands for where a model's layers differ (a global layer).
 PRESET_LAYER = {"gemma-2-9b": 1, "gemma-3-4b": 5}
 
 
 def test_the_issue_presets_exist() -> None:
-    required = {"bert-base", "bert-large", "gpt2", "gpt2-xl", "t5-base", "llama-2-7b", "llama-3-8b", "llama-3-70b",
-                "mistral-7b", "qwen2-7b", "gemma-7b"}
+    required = {
+        "bert-base",
+        "bert-large",
+        "gpt2",
+        "gpt2-xl",
+        "t5-base",
+        "llama-2-7b",
+        "llama-3-8b",
+        "llama-3-70b",
+        "mistral-7b",
+        "qwen2-7b",
+        "gemma-7b",
+    }
     assert required <= set(PRESETS)
     assert set(PRESETS) == set(CONFIG_JSON)
 
@@ -119,7 +358,17 @@ def test_preset_matches_its_config_json(name: str) -> None:
     assert p.kv_heads == cfg.get("num_key_value_heads", p.heads)
     assert p.head_dim == cfg.get("head_dim", cfg.get("d_kv", p.hidden // p.heads))
     assert p.max_positions == cfg.get("max_position_embeddings", cfg.get("n_positions"))
-    if cfg["model_type"] in ("llama", "mistral", "qwen2", "gemma", "qwen3", "gemma2", "gemma3_text", "phi3", "olmo2"):
+    if cfg["model_type"] in (
+        "llama",
+        "mistral",
+        "qwen2",
+        "gemma",
+        "qwen3",
+        "gemma2",
+        "gemma3_text",
+        "phi3",
+        "olmo2",
+    ):
         assert p.rope_theta == cfg.get("rope_theta", 10000.0)
         assert p.layers == cfg.get("num_hidden_layers", p.layers)
     else:

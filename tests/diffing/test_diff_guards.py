@@ -15,7 +15,7 @@ import pytest
 pytest.importorskip("torch")
 
 #: timm's Attention block (dim 64, 4 heads); CALLS records the shape of every input it gets.
-VIT = '''
+VIT = """
 import torch
 import torch.nn as nn
 
@@ -42,7 +42,7 @@ class Attention(nn.Module):
         x = x.transpose(1, 2).reshape(B, N, C)
         x = self.proj(x)
         return x
-'''
+"""
 
 
 def _cli(*args: str) -> Any:
@@ -78,8 +78,9 @@ def test_a_diff_over_the_budget_is_refused_before_the_code_runs_at_that_size(
     import sys
 
     target = _write(tmp_path, "vit_budget", VIT)
-    result = _cli(f"{target}:Attention", "--batch", "2", "--seq", "64", "--heads", "4",
-                  "--max-memory", "1MiB")
+    result = _cli(
+        f"{target}:Attention", "--batch", "2", "--seq", "64", "--heads", "4", "--max-memory", "1MiB"
+    )
     line = _one_error_line(result)
     assert "--max-memory" in line
     assert "--seq" in line
@@ -93,8 +94,19 @@ def test_a_diff_over_the_budget_is_refused_before_the_code_runs_at_that_size(
 
 def test_a_diff_within_the_budget_runs(tmp_path: Path) -> None:
     target = _write(tmp_path, "vit_fits", VIT)
-    result = _cli(f"{target}:Attention", "--batch", "2", "--seq", "8", "--heads", "4",
-                  "--max-memory", "256MiB", "-f", "json")
+    result = _cli(
+        f"{target}:Attention",
+        "--batch",
+        "2",
+        "--seq",
+        "8",
+        "--heads",
+        "4",
+        "--max-memory",
+        "256MiB",
+        "-f",
+        "json",
+    )
     assert result.exit_code == 0, result.output
     assert json.loads(result.output)["ok"] is True
 
@@ -146,8 +158,9 @@ def test_input_file_sets_batch_and_seq_for_a_module_class(tmp_path: Path) -> Non
     target = _write(tmp_path, "vit_input", VIT)
     x = np.random.default_rng(2).standard_normal((2, 5, 64)).astype(np.float32)
     np.save(tmp_path / "x.npy", x)
-    result = _cli(f"{target}:Attention", "--input", str(tmp_path / "x.npy"), "--heads", "4",
-                  "-f", "json")
+    result = _cli(
+        f"{target}:Attention", "--input", str(tmp_path / "x.npy"), "--heads", "4", "-f", "json"
+    )
     assert result.exit_code == 0, result.output
     doc = json.loads(result.output)
     assert (doc["config"]["batch"], doc["config"]["seq"]) == (2, 5)
@@ -156,7 +169,7 @@ def test_input_file_sets_batch_and_seq_for_a_module_class(tmp_path: Path) -> Non
 
 
 #: nanoGPT-style attention that builds its own causal mask with torch.triu and masked_fill.
-MASKED = '''
+MASKED = """
 import math
 import torch
 from torch import nn
@@ -183,7 +196,7 @@ class Attention(nn.Module):
 
 torch.manual_seed(0)
 in_bfloat16 = Attention().to(torch.bfloat16)
-'''
+"""
 
 
 def test_a_mask_the_code_builds_without_causal_is_named_not_an_unknown_step(
@@ -216,7 +229,7 @@ def test_bfloat16_is_refused_in_one_line_and_a_bfloat16_module_compares_in_float
 
 
 #: The x-transformers / vit-pytorch way: q alone, k and v from one packed to_kv, chunked.
-PACKED_KV = '''
+PACKED_KV = """
 import torch
 from torch import nn
 
@@ -235,7 +248,7 @@ class Attn(nn.Module):
         q, k, v = (t.reshape(B, S, self.heads, self.d).transpose(1, 2) for t in (q, k, v))
         w = (q @ k.transpose(-1, -2) * self.d ** -0.5).softmax(dim=-1)
         return self.to_out((w @ v).transpose(1, 2).reshape(B, S, -1))
-'''
+"""
 
 
 def test_a_packed_kv_projection_is_cut_into_k_and_v(tmp_path: Path) -> None:
@@ -245,7 +258,9 @@ def test_a_packed_kv_projection_is_cut_into_k_and_v(tmp_path: Path) -> None:
     doc = json.loads(result.stdout)
     assert doc["diagnosis"] is None
     assert {r["step"]: r["status"] for r in doc["rows"]}["output"] == "match"
-    swapped = _write(tmp_path, "swapped_kv", PACKED_KV.replace("k, v = self.to_kv", "v, k = self.to_kv"))
+    swapped = _write(
+        tmp_path, "swapped_kv", PACKED_KV.replace("k, v = self.to_kv", "v, k = self.to_kv")
+    )
     result = _cli(f"{swapped}:Attn", "--batch", "2", "--seq", "5", "--format", "json")
     assert result.exit_code == 1
     assert json.loads(result.stdout)["diagnosis"]["bug"] == "swapped-kv"

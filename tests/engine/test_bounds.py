@@ -26,26 +26,52 @@ def test_unexpected_errors_are_one_line_exit_3(monkeypatch: pytest.MonkeyPatch) 
     monkeypatch.setattr(attntrace.engine.attention, "trace_attention", broken)
     outcome = invoke("run")
     assert outcome.code == 3
-    assert outcome.err.startswith("attntrace: error: internal error (ZeroDivisionError: division by zero); "
-                                  "this is a bug in attntrace")
+    assert outcome.err.startswith(
+        "attntrace: error: internal error (ZeroDivisionError: division by zero); "
+        "this is a bug in attntrace"
+    )
     assert len(outcome.err.splitlines()) == 1
     assert "Traceback" not in outcome.err
 
 
-@pytest.mark.parametrize(("args", "message"), [
-    (["run", "--batch", "2147483648"], "--batch 2147483648 is too large; the most is 2147483647"),
-    (["run", "--hidden", "99999999999999999999999999999999999", "--heads", "7"], "is too large"),
-    (["run", "--batch", "3000000000", "--key-lengths", "3"], "is too large"),
-    (["run", "--batch", "200000", "--key-lengths", "3", "--backend", "shape"], "e.g. --key-lengths 3,3,3,3,..."),
-    (["run", "--max-memory", "1e400GiB"], "cannot read the size"),
-    (["run", "--max-memory", "9" * 400], "is too large"),
-    (["run", "--rope", "--rope-base", "inf"], "--rope-base must be a number > 0 and finite"),
-    (["run", "--seed", "18446744073709551616"], "--seed must be a whole number from 0 to 2**64 - 1"),
-    (["run", "--hidden", "2147483629", "--heads", "7", "--backend", "shape"], "valid head counts"),
-    (["sweep", "--seq", ",".join(["8"] * 65)], "--seq lists 65 values; the most is 64"),
-    (["sweep", "--seq", ",".join(["8"] * 64), "--heads", "1,2,4,8,16"], "the sweep has 640 configurations"),
-    (["run", "--algorithm", "flash", "--block-size", "1", "--seq", "1000"], "visits 1,000,000 tiles"),
-])
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (
+            ["run", "--batch", "2147483648"],
+            "--batch 2147483648 is too large; the most is 2147483647",
+        ),
+        (
+            ["run", "--hidden", "99999999999999999999999999999999999", "--heads", "7"],
+            "is too large",
+        ),
+        (["run", "--batch", "3000000000", "--key-lengths", "3"], "is too large"),
+        (
+            ["run", "--batch", "200000", "--key-lengths", "3", "--backend", "shape"],
+            "e.g. --key-lengths 3,3,3,3,...",
+        ),
+        (["run", "--max-memory", "1e400GiB"], "cannot read the size"),
+        (["run", "--max-memory", "9" * 400], "is too large"),
+        (["run", "--rope", "--rope-base", "inf"], "--rope-base must be a number > 0 and finite"),
+        (
+            ["run", "--seed", "18446744073709551616"],
+            "--seed must be a whole number from 0 to 2**64 - 1",
+        ),
+        (
+            ["run", "--hidden", "2147483629", "--heads", "7", "--backend", "shape"],
+            "valid head counts",
+        ),
+        (["sweep", "--seq", ",".join(["8"] * 65)], "--seq lists 65 values; the most is 64"),
+        (
+            ["sweep", "--seq", ",".join(["8"] * 64), "--heads", "1,2,4,8,16"],
+            "the sweep has 640 configurations",
+        ),
+        (
+            ["run", "--algorithm", "flash", "--block-size", "1", "--seq", "1000"],
+            "visits 1,000,000 tiles",
+        ),
+    ],
+)
 def test_huge_and_exploding_values_are_one_line(args: list[str], message: str) -> None:
     outcome = invoke(*args)
     outcome.assert_contained()
@@ -54,7 +80,9 @@ def test_huge_and_exploding_values_are_one_line(args: list[str], message: str) -
 
 
 def test_clamped_floor_sum_is_the_sum() -> None:
-    for n, a, c, m, top in itertools.product(range(7), range(1, 5), range(-9, 9), range(1, 5), range(5)):
+    for n, a, c, m, top in itertools.product(
+        range(7), range(1, 5), range(-9, 9), range(1, 5), range(5)
+    ):
         want = sum(min(top, max(0, (a * i + c) // m)) for i in range(n))
         assert _clamped_floor_sum(n, a, c, m, top) == want, (n, a, c, m, top)
 
@@ -62,7 +90,9 @@ def test_clamped_floor_sum_is_the_sum() -> None:
 @pytest.mark.parametrize("window", [None, 1, 3])
 @pytest.mark.parametrize("causal", [False, True])
 def test_grouped_tiles_count_what_every_tile_counts(causal: bool, window: int | None) -> None:
-    for seq, keys, size, key_size in itertools.product(range(1, 13), range(1, 13), range(1, 6), (None, 2, 5)):
+    for seq, keys, size, key_size in itertools.product(
+        range(1, 13), range(1, 13), range(1, 6), (None, 2, 5)
+    ):
         kw = {"causal": causal, "window": window, "key_size": key_size}
         every = sum(n for _, kv in tiles(seq, keys, size, **kw) for *_, n in kv)  # type: ignore[arg-type]
         grouped = sum(n for _, kv in tiles(seq, keys, size, every=False, **kw) for *_, n in kv)  # type: ignore[arg-type]
@@ -89,7 +119,9 @@ def test_verify_counts_its_references_in_the_memory_estimate() -> None:
         verify_attention(config, max_memory=needed * 2)  # one trace fits, verify does not
 
 
-def test_sigterm_while_saving_leaves_no_temporary_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_sigterm_while_saving_leaves_no_temporary_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from attntrace.files import save_trace
 
     trace = trace_attention(AttentionConfig(seq=2, hidden=4, heads=2))
@@ -140,7 +172,8 @@ def test_max_memory_also_bounds_what_input_files_declare(tmp_path: Path) -> None
 
 @pytest.mark.parametrize("umask", [0o022, 0o077])
 def test_every_written_file_follows_the_umask_and_sigterm_leaves_none(
-    tmp_path: Path, umask: int,
+    tmp_path: Path,
+    umask: int,
 ) -> None:
     """Pictures and reports go through the same writer as --save."""
     from attntrace.files.output import write_output

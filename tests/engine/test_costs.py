@@ -17,10 +17,19 @@ def closed_form(cfg: AttentionConfig) -> dict[str, int]:
     """The FLOPs of every eager step, written out by hand."""
     B, S, H, h, d = cfg.batch or 1, cfg.seq, cfg.hidden, cfg.heads, cfg.head_dim
     linear = 2 * B * S * H * H + B * S * H
-    flops = dict.fromkeys(("x", "q_heads", "k_heads", "v_heads", "q", "k", "v", "k_t", "context_heads", "merged"), 0)
-    flops |= {"q_proj": linear, "k_proj": linear, "v_proj": linear, "output": linear,
-              "scores": 2 * B * h * S * S * d, "scaled": B * h * S * S,
-              "weights": SOFTMAX_FLOPS_PER_ELEMENT * B * h * S * S, "context": 2 * B * h * S * S * d}
+    flops = dict.fromkeys(
+        ("x", "q_heads", "k_heads", "v_heads", "q", "k", "v", "k_t", "context_heads", "merged"), 0
+    )
+    flops |= {
+        "q_proj": linear,
+        "k_proj": linear,
+        "v_proj": linear,
+        "output": linear,
+        "scores": 2 * B * h * S * S * d,
+        "scaled": B * h * S * S,
+        "weights": SOFTMAX_FLOPS_PER_ELEMENT * B * h * S * S,
+        "context": 2 * B * h * S * S * d,
+    }
     return flops
 
 
@@ -33,8 +42,13 @@ def evaluate(formula: str, sizes: dict[str, int]) -> float:
 
 
 configs = st.builds(
-    lambda batch, seq, heads, head_dim: AttentionConfig(batch=batch, seq=seq, hidden=heads * head_dim, heads=heads),
-    batch=st.none() | st.integers(1, 3), seq=st.integers(1, 12), heads=st.integers(1, 6), head_dim=st.integers(1, 8),
+    lambda batch, seq, heads, head_dim: AttentionConfig(
+        batch=batch, seq=seq, hidden=heads * head_dim, heads=heads
+    ),
+    batch=st.none() | st.integers(1, 3),
+    seq=st.integers(1, 12),
+    heads=st.integers(1, 6),
+    head_dim=st.integers(1, 8),
 )
 
 
@@ -58,15 +72,22 @@ def test_shape_backend_equals_numpy(cfg: AttentionConfig, algorithm: str, block:
     cfg = replace(cfg, algorithm=algorithm, block_size=block)
     shape, numpy = trace_attention(cfg, "shape"), trace_attention(cfg, "numpy")
     fields = ("name", "shape", "axes", "view", "flops", "terms", "inputs", "repeat", "op")
-    assert [[getattr(s, f) for f in fields] for s in shape.steps] == [[getattr(s, f) for f in fields] for s in numpy.steps]
+    assert [[getattr(s, f) for f in fields] for s in shape.steps] == [
+        [getattr(s, f) for f in fields] for s in numpy.steps
+    ]
     assert shape.peak_bytes == numpy.peak_bytes
     assert shape.kv_cache_bytes_per_token == numpy.kv_cache_bytes_per_token
 
 
 def test_keeping_values_does_not_change_the_record(compute_backend: str) -> None:
     cfg = AttentionConfig(batch=2, seq=5, hidden=16, heads=4)
-    kept, dropped = trace_attention(cfg, compute_backend), trace_attention(cfg, compute_backend, keep_values=False)
-    assert [(s.name, s.flops, s.terms, s.inputs) for s in kept] == [(s.name, s.flops, s.terms, s.inputs) for s in dropped]
+    kept, dropped = (
+        trace_attention(cfg, compute_backend),
+        trace_attention(cfg, compute_backend, keep_values=False),
+    )
+    assert [(s.name, s.flops, s.terms, s.inputs) for s in kept] == [
+        (s.name, s.flops, s.terms, s.inputs) for s in dropped
+    ]
     assert all(s.value is None for s in dropped)
 
 
@@ -91,7 +112,9 @@ def test_memory_totals() -> None:
 
 def test_eager_peak_grows_with_s_squared_and_flash_peak_does_not() -> None:
     def peak(seq: int, algorithm: str) -> int:
-        return trace_attention(AttentionConfig(seq=seq, hidden=512, heads=8, algorithm=algorithm), "shape").peak_bytes
+        return trace_attention(
+            AttentionConfig(seq=seq, hidden=512, heads=8, algorithm=algorithm), "shape"
+        ).peak_bytes
 
     assert peak(8192, "eager") / peak(4096, "eager") > 3.5
     assert peak(8192, "flash") / peak(4096, "flash") < 2.1
@@ -115,7 +138,9 @@ def test_the_memory_guard_refuses_before_allocating(monkeypatch: pytest.MonkeyPa
     assert "--algorithm flash" in str(err.value)
 
 
-def test_the_default_budget_is_a_fraction_of_available_memory(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_default_budget_is_a_fraction_of_available_memory(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     import attntrace.engine.memory
 
     monkeypatch.setattr(attntrace.engine.memory, "available_memory", lambda: 2**20)

@@ -59,10 +59,19 @@ def test_every_mask_kind_equals_torch_sdpa(kind: str) -> None:
     t = trace_attention(cfg, mask=mask)
     q, k, v = (torch.from_numpy(t[n].value) for n in ("q", "k_rep", "v_rep"))  # (B, h, S, d)
     keep = _keep(cfg, mask)
-    ref = F.scaled_dot_product_attention(q, k, v, attn_mask=None if keep is None else torch.from_numpy(keep))
+    ref = F.scaled_dot_product_attention(
+        q, k, v, attn_mask=None if keep is None else torch.from_numpy(keep)
+    )
     np.testing.assert_allclose(t["context"].value, ref.numpy(), rtol=1e-5, atol=1e-6)
-    probs = torch.softmax(q @ k.transpose(-2, -1) / np.sqrt(cfg.head_dim) + (
-        0 if keep is None else torch.from_numpy(np.where(keep, 0.0, -np.inf) if keep.dtype == bool else keep)), -1)
+    probs = torch.softmax(
+        q @ k.transpose(-2, -1) / np.sqrt(cfg.head_dim)
+        + (
+            0
+            if keep is None
+            else torch.from_numpy(np.where(keep, 0.0, -np.inf) if keep.dtype == bool else keep)
+        ),
+        -1,
+    )
     np.testing.assert_allclose(t["weights"].value, probs.numpy(), rtol=1e-5, atol=1e-6)
 
 
@@ -84,7 +93,9 @@ def test_float64_equals_multihead_attention_to_the_last_digits() -> None:
 
 @pytest.mark.parametrize("backend", ["numpy", "torch"])
 @pytest.mark.parametrize("kind", ["none", "causal", "user float"])
-def test_the_same_bits_whatever_is_kept_and_on_any_number_of_threads(backend: str, kind: str) -> None:
+def test_the_same_bits_whatever_is_kept_and_on_any_number_of_threads(
+    backend: str, kind: str
+) -> None:
     options, mask = MASKS[kind]
     cfg = AttentionConfig(batch=2, seq=40, hidden=32, heads=4, softcap=20.0, **options)
     every = trace_attention(cfg, backend, mask=mask)
@@ -93,8 +104,9 @@ def test_the_same_bits_whatever_is_kept_and_on_any_number_of_threads(backend: st
         got = other["output"].value if keep else None
         if got is not None:
             np.testing.assert_array_equal(got, every["output"].value)
-        assert [(s.name, s.flops, s.inputs, s.nonfinite) for s in other] == \
-            [(s.name, s.flops, s.inputs, s.nonfinite) for s in every]
+        assert [(s.name, s.flops, s.inputs, s.nonfinite) for s in other] == [
+            (s.name, s.flops, s.inputs, s.nonfinite) for s in every
+        ]
     only = trace_attention(cfg, backend, mask=mask, keep_values={"output"}, threads=1)
     np.testing.assert_array_equal(only["output"].value, every["output"].value)
 
@@ -107,11 +119,19 @@ def test_recipes_give_back_exactly_what_the_softmax_read(backend: str) -> None:
     scores, scaled, capped, masked = (t[n].value for n in ("scores", "scaled", "capped", "masked"))
     np.testing.assert_array_equal(scaled, scores * np.float32(0.3))
     if backend == "numpy":
-        np.testing.assert_array_equal(capped, np.tanh(scaled * np.float32(1 / 20.0)) * np.float32(20.0))
+        np.testing.assert_array_equal(
+            capped, np.tanh(scaled * np.float32(1 / 20.0)) * np.float32(20.0)
+        )
     else:
-        np.testing.assert_array_equal(capped, (torch.tanh(torch.from_numpy(scaled) * (1 / 20.0)) * 20.0).numpy())
+        np.testing.assert_array_equal(
+            capped, (torch.tanh(torch.from_numpy(scaled) * (1 / 20.0)) * 20.0).numpy()
+        )
     np.testing.assert_array_equal(masked, np.where(mask, capped, -np.inf))
-    softmax = NumpyBackend().softmax(masked) if backend == "numpy" else torch.softmax(torch.from_numpy(masked), -1).numpy()
+    softmax = (
+        NumpyBackend().softmax(masked)
+        if backend == "numpy"
+        else torch.softmax(torch.from_numpy(masked), -1).numpy()
+    )
     np.testing.assert_array_equal(t["weights"].value, softmax)
     q, k_t = t["q"].value, np.swapaxes(t["k"].value, -2, -1)
     np.testing.assert_allclose(scores, np.matmul(q, k_t), rtol=1e-5, atol=1e-5)
@@ -144,11 +164,22 @@ def test_non_finite_values_are_counted_step_by_step() -> None:
 
 
 def test_the_records_are_those_of_the_shape_backend() -> None:
-    cfg = AttentionConfig(batch=2, seq=40, hidden=32, heads=4, kv_heads=2, causal=True, softcap=30.0,
-                          rope=True, qk_norm="head")
+    cfg = AttentionConfig(
+        batch=2,
+        seq=40,
+        hidden=32,
+        heads=4,
+        kv_heads=2,
+        causal=True,
+        softcap=30.0,
+        rope=True,
+        qk_norm="head",
+    )
     computed, shapes = trace_attention(cfg), trace_attention(cfg, "shape")
     fields = [(s.name, s.shape, s.op, s.axes, s.view, s.flops, s.terms, s.inputs) for s in shapes]
-    assert [(s.name, s.shape, s.op, s.axes, s.view, s.flops, s.terms, s.inputs) for s in computed] == fields
+    assert [
+        (s.name, s.shape, s.op, s.axes, s.view, s.flops, s.terms, s.inputs) for s in computed
+    ] == fields
     assert computed.peak_bytes == shapes.peak_bytes
 
 
@@ -169,7 +200,8 @@ def test_a_dropped_trace_frees_its_weights_at_once_without_the_garbage_collector
 
 @pytest.mark.parametrize("backend", ["numpy", "torch"])
 def test_the_next_trace_reuses_freed_weights_memory_never_memory_still_in_use(
-        backend: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    backend: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from attntrace.backends import spare, torch_backend
 
     monkeypatch.setattr(spare, "SPARE_MIN_BYTES", 1)  # every buffer recycled
@@ -204,14 +236,18 @@ def test_torch_context_is_torchs_own_sdpa_and_weights_a_recipe_of_the_same_bits(
     q, k, v = (torch.from_numpy(t[n].value) for n in ("q", "k_rep", "v_rep"))  # (B, h, S, d)
     from attntrace.tools.reference import reference_mask
 
-    keep, is_causal = reference_mask(cfg, mask)  # what a torch user passes: is_causal for causal alone
+    keep, is_causal = reference_mask(
+        cfg, mask
+    )  # what a torch user passes: is_causal for causal alone
     ref = F.scaled_dot_product_attention(q, k, v, attn_mask=keep, is_causal=is_causal)
     np.testing.assert_array_equal(t["context"].value, ref.numpy())  # the very kernel, the very call
     head = t["weights"].part((1, 3))  # (S, N) of one batch item and head, made alone
     assert isinstance(t["weights"].__dict__["value"], Lazy)
     weights = t["weights"].value  # (B, h, S, N)
     np.testing.assert_array_equal(head, weights[1, 3])
-    softmax = torch.softmax(torch.from_numpy(t["masked" if "masked" in t else "scaled"].value), -1).numpy()
+    softmax = torch.softmax(
+        torch.from_numpy(t["masked" if "masked" in t else "scaled"].value), -1
+    ).numpy()
     np.testing.assert_array_equal(weights, softmax)
     np.testing.assert_allclose(weights @ t["v_rep"].value, t["context"].value, rtol=1e-5, atol=1e-6)
 
@@ -221,7 +257,9 @@ def test_one_head_of_a_recipe_is_made_alone_with_the_bits_of_the_whole(backend: 
     options, mask = MASKS["user float"]
     cfg = AttentionConfig(batch=2, seq=40, hidden=32, heads=4, softcap=20.0, **options)
     t = trace_attention(cfg, backend, mask=mask)
-    parts = {name: t[name].part((1, 2)) for name in ("scores", "scaled", "capped", "masked", "weights")}
+    parts = {
+        name: t[name].part((1, 2)) for name in ("scores", "scaled", "capped", "masked", "weights")
+    }
     for name, part in parts.items():
         assert part.shape == (40, 40)
         np.testing.assert_array_equal(part, t[name].value[1, 2])
@@ -231,32 +269,50 @@ def test_torch_with_a_soft_cap_runs_the_blocks_and_keeps_its_weights() -> None:
     cfg = AttentionConfig(batch=2, seq=40, hidden=32, heads=4, softcap=20.0)
     t = trace_attention(cfg, "torch")
     assert isinstance(t["weights"].__dict__["value"], np.ndarray)  # formed by the blocks
-    np.testing.assert_allclose(t["weights"].value @ t["v"].value, t["context"].value, rtol=1e-6, atol=1e-7)
+    np.testing.assert_allclose(
+        t["weights"].value @ t["v"].value, t["context"].value, rtol=1e-6, atol=1e-7
+    )
 
 
 @pytest.mark.parametrize("backend", ["numpy", "torch"])
-@pytest.mark.parametrize("options", [{"causal": True}, {"causal": True, "window": 7}, {"window": 5}])
+@pytest.mark.parametrize(
+    "options", [{"causal": True}, {"causal": True, "window": 7}, {"window": 5}]
+)
 def test_keys_the_rules_hide_are_left_out_with_the_bits_of_the_whole_mask(
-        backend: str, options: dict[str, object]) -> None:
+    backend: str, options: dict[str, object]
+) -> None:
     from attntrace.backends import get_backend
     from attntrace.engine import eager
 
     cfg = AttentionConfig(batch=2, seq=40, hidden=32, heads=4, softcap=20.0, **options)  # blocks
     by_rule = trace_attention(cfg, backend)
     be = get_backend(backend)
-    rows = eager.Rows(be, None, None, None, 1.0, mask=1, causal=bool(options.get("causal")),  # type: ignore[arg-type]
-                      window=options.get("window"), finite=True)  # type: ignore[arg-type]
+    rows = eager.Rows(
+        be,
+        None,
+        None,
+        None,
+        1.0,
+        mask=1,
+        causal=bool(options.get("causal")),  # type: ignore[arg-type]
+        window=options.get("window"),
+        finite=True,
+    )  # type: ignore[arg-type]
     assert rows.skips() == (backend == "numpy")  # torch's MKL: kernels by size, no skipping
     plain = AttentionConfig(batch=2, seq=40, hidden=32, heads=4, softcap=20.0)
     as_file = trace_attention(plain, backend, mask=by_rule["mask"].value)  # the same mask, no rule
     np.testing.assert_array_equal(by_rule["weights"].value, as_file["weights"].value)
     np.testing.assert_array_equal(by_rule["masked"].value, as_file["masked"].value)
-    np.testing.assert_allclose(by_rule["output"].value, as_file["output"].value, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(
+        by_rule["output"].value, as_file["output"].value, rtol=1e-5, atol=1e-6
+    )
 
 
 @pytest.mark.parametrize("backend", ["numpy", "torch"])
 @pytest.mark.parametrize("kind", ["none", "window", "key padding", "user float"])
-def test_remade_weights_hold_no_buffer_and_give_the_bits_of_held_ones(backend: str, kind: str) -> None:
+def test_remade_weights_hold_no_buffer_and_give_the_bits_of_held_ones(
+    backend: str, kind: str
+) -> None:
     from attntrace.trace import Lazy
 
     options, mask = MASKS[kind]
@@ -280,14 +336,16 @@ def test_remade_weights_hold_no_buffer_and_give_the_bits_of_held_ones(backend: s
 @pytest.mark.parametrize("kind", ["none", "causal", "key padding", "user float"])
 @pytest.mark.parametrize("softcap", [20.0, None])  # torch without a soft-cap: its fused kernel
 def test_the_held_head_of_remade_weights_is_read_as_the_blocks_wrote_it(
-        monkeypatch: pytest.MonkeyPatch, backend: str, kind: str, softcap: float | None) -> None:
+    monkeypatch: pytest.MonkeyPatch, backend: str, kind: str, softcap: float | None
+) -> None:
     from attntrace.trace import Lazy
 
     options, mask = MASKS[kind]
     cfg = AttentionConfig(batch=2, seq=40, hidden=32, heads=4, softcap=softcap, **options)
     whole = trace_attention(cfg, backend, mask=mask)["weights"].value  # (B, h, S, N), kept
-    remade = trace_attention(cfg, backend, mask=mask, keep_values={"weights"}, remake={"weights"},
-                             hold=(1, 2))
+    remade = trace_attention(
+        cfg, backend, mask=mask, keep_values={"weights"}, remake={"weights"}, hold=(1, 2)
+    )
     assert isinstance(remade["weights"].__dict__["value"], Lazy)  # no (B, h, S, N) buffer
     made = _spy_on_makes(monkeypatch)
     np.testing.assert_array_equal(remade["weights"].part((1, 2)), whole[1, 2])
@@ -318,11 +376,15 @@ def test_a_held_head_outside_the_sizes_is_refused(hold: tuple[int, ...]) -> None
     from attntrace.errors import ConfigError
 
     cfg = AttentionConfig(seq=40, hidden=32, heads=4)
-    with pytest.raises(ConfigError, match=r"is not a head of these sizes; give \(head,\) with head in 0..3"):
+    with pytest.raises(
+        ConfigError, match=r"is not a head of these sizes; give \(head,\) with head in 0..3"
+    ):
         trace_attention(cfg, keep_values={"weights"}, remake={"weights"}, hold=hold)
 
 
-def test_run_view_holds_the_head_it_shows_and_makes_no_other(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_run_view_holds_the_head_it_shows_and_makes_no_other(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """``attntrace run`` (table view) keeps the weights of the head it shows only, as the
     trace computes them: nothing is made again."""
     from typer.testing import CliRunner
@@ -330,7 +392,9 @@ def test_run_view_holds_the_head_it_shows_and_makes_no_other(monkeypatch: pytest
     from attntrace.cli import app
 
     made = _spy_on_makes(monkeypatch)
-    done = CliRunner().invoke(app, ["run", "--seq", "40", "--hidden", "32", "--heads", "4", "--head", "2"])
+    done = CliRunner().invoke(
+        app, ["run", "--seq", "40", "--hidden", "32", "--heads", "4", "--head", "2"]
+    )
     assert done.exit_code == 0, done.output
     assert "attention weights, head 2" in done.output
     assert made == []  # the head shown held by the trace; no (h, S, N) buffer, no remake
@@ -346,12 +410,17 @@ def test_context_and_merged_are_counted_unless_the_bounds_prove_them_finite() ->
     big = trace_attention(cfg, tensors={"w_v": v})
     context, merged = big["context"].value, big["merged"].value
     assert big["context"].nonfinite == int(np.count_nonzero(~np.isfinite(context))) > 0
-    assert big["merged"].nonfinite == int(np.count_nonzero(~np.isfinite(merged))) == big["context"].nonfinite
+    assert (
+        big["merged"].nonfinite
+        == int(np.count_nonzero(~np.isfinite(merged)))
+        == big["context"].nonfinite
+    )
 
 
 @pytest.mark.parametrize("spread", [1.0, 40.0])  # scores of a few units / of ±hundreds
 def test_the_row_max_is_left_out_only_where_the_bounds_prove_it_changes_nothing(
-        spread: float) -> None:
+    spread: float,
+) -> None:
     from attntrace.engine import eager
 
     be, rng = NumpyBackend(), np.random.default_rng(3)
@@ -378,8 +447,16 @@ def test_the_softmax_shifts_exactly_the_rows_whose_max_leaves_the_range() -> Non
     from attntrace.backends.numpy_backend import _exp_range, _row_shift
 
     lo, hi = _exp_range(np.dtype(np.float32), 4)
-    x = np.array([[1.0, 2.0, -3.0, 0.5], [hi + 1, 0.0, 0.0, 0.0], [lo - 1, lo - 2, -np.inf, lo - 9],
-                  [-np.inf] * 4, [np.nan, 0.0, 1.0, 2.0]], dtype=np.float32)
+    x = np.array(
+        [
+            [1.0, 2.0, -3.0, 0.5],
+            [hi + 1, 0.0, 0.0, 0.0],
+            [lo - 1, lo - 2, -np.inf, lo - 9],
+            [-np.inf] * 4,
+            [np.nan, 0.0, 1.0, 2.0],
+        ],
+        dtype=np.float32,
+    )
     shift = _row_shift(x)[:, 0]
     np.testing.assert_array_equal(shift, [0, np.float32(hi + 1), np.float32(lo - 1), 0, np.nan])
     w = NumpyBackend().softmax(x)

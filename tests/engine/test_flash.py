@@ -11,7 +11,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from attntrace import AttentionConfig, ConfigError, trace_attention
-from attntrace.engine.flash import FLASH_MASK_STEPS, FLASH_STEPS, FLASH_VARIANT_STEPS, blocks, skipped_tiles, tiles
+from attntrace.engine.flash import (
+    FLASH_MASK_STEPS,
+    FLASH_STEPS,
+    FLASH_VARIANT_STEPS,
+    blocks,
+    skipped_tiles,
+    tiles,
+)
 from attntrace.engine.masks import MaskWarning
 
 
@@ -19,19 +26,32 @@ from attntrace.engine.masks import MaskWarning
 @pytest.mark.parametrize("batch", [None, 2])
 def test_flash_equals_eager(compute_backend: str, block_size: int, batch: int | None) -> None:
     eager = AttentionConfig(batch=batch, seq=37, hidden=32, heads=4, dtype="float64")
-    flash = AttentionConfig(batch=batch, seq=37, hidden=32, heads=4, dtype="float64", algorithm="flash", block_size=block_size)
+    flash = AttentionConfig(
+        batch=batch,
+        seq=37,
+        hidden=32,
+        heads=4,
+        dtype="float64",
+        algorithm="flash",
+        block_size=block_size,
+    )
     want = trace_attention(eager, compute_backend)
     got = trace_attention(flash, compute_backend, keep_values={"context", "output"})
     for name in ("context", "output"):
         assert got[name].value is not None
-        np.testing.assert_allclose(got[name].value, want[name].value, rtol=1e-10, atol=1e-12, err_msg=name)
+        np.testing.assert_allclose(
+            got[name].value, want[name].value, rtol=1e-10, atol=1e-12, err_msg=name
+        )
 
 
 def test_flash_equals_eager_in_float32_with_buffers_reused(compute_backend: str) -> None:
     cfg = AttentionConfig(seq=300, hidden=64, heads=4)
     want = trace_attention(cfg, compute_backend, keep_values={"output"})
-    got = trace_attention(AttentionConfig(seq=300, hidden=64, heads=4, algorithm="flash", block_size=128),
-                          compute_backend, keep_values={"output"})
+    got = trace_attention(
+        AttentionConfig(seq=300, hidden=64, heads=4, algorithm="flash", block_size=128),
+        compute_backend,
+        keep_values={"output"},
+    )
     np.testing.assert_allclose(got["output"].value, want["output"].value, rtol=1e-4, atol=1e-6)
 
 
@@ -71,9 +91,14 @@ def test_blocks_cover_the_axis() -> None:
             assert sum(times for *_, times in grouped) == len(every)
 
 
-@pytest.mark.parametrize(("field", "value", "message"), [
-    ("algorithm", "tiled", "unknown algorithm"), ("block_size", 0, "--block-size"), ("block_size", True, "--block-size"),
-])
+@pytest.mark.parametrize(
+    ("field", "value", "message"),
+    [
+        ("algorithm", "tiled", "unknown algorithm"),
+        ("block_size", 0, "--block-size"),
+        ("block_size", True, "--block-size"),
+    ],
+)
 def test_config_checks_the_algorithm(field: str, value: object, message: str) -> None:
     with pytest.raises(ConfigError, match=message):
         AttentionConfig(**{field: value})  # type: ignore[arg-type]
@@ -85,8 +110,25 @@ def test_run_command_traces_flash_and_refuses_eager_beyond_the_budget() -> None:
     from attntrace.cli import app
 
     runner = CliRunner()
-    flash = runner.invoke(app, ["run", "--seq", "300", "--hidden", "64", "--heads", "4", "--algorithm", "flash",
-                                "--block-size", "128", "--count", "macs"], env={"COLUMNS": "80"})
+    flash = runner.invoke(
+        app,
+        [
+            "run",
+            "--seq",
+            "300",
+            "--hidden",
+            "64",
+            "--heads",
+            "4",
+            "--algorithm",
+            "flash",
+            "--block-size",
+            "128",
+            "--count",
+            "macs",
+        ],
+        env={"COLUMNS": "80"},
+    )
     assert flash.exit_code == 0, flash.output
     assert "s_tile" in flash.stdout
     assert "never formed whole" in flash.stdout
@@ -109,7 +151,13 @@ MASKED: dict[str, dict[str, object]] = {  # name: config fields
     "mqa padding": {"batch": 2, "seq": 7, "heads": 4, "kv_heads": 1, "key_lengths": (4, 6)},
     "window": {"batch": 2, "seq": 9, "window": 3},
     "causal window": {"seq": 9, "causal": True, "window": 2, "key_lengths": None},
-    "causal window+padding": {"batch": 2, "seq": 9, "causal": True, "window": 4, "key_lengths": (9, 5)},
+    "causal window+padding": {
+        "batch": 2,
+        "seq": 9,
+        "causal": True,
+        "window": 4,
+        "key_lengths": (9, 5),
+    },
     "cross window": {"seq": 6, "kv_seq": 9, "window": 2},
 }
 
@@ -120,34 +168,56 @@ def _user_masks(rng: np.random.Generator) -> dict[str, np.ndarray]:
     keep[0, 0, :, :2] = False  # two keys nobody sees: the first tiles of some rows are all masked
     additive = np.where(rng.random((7, 7)) < 0.7, rng.standard_normal((7, 7)), -np.inf)
     additive[5] = -np.inf
-    return {"bool (B, 1, S, N)": keep, "additive (S, N)": additive, "bool (N,)": rng.random(7) < 0.5}
+    return {
+        "bool (B, 1, S, N)": keep,
+        "additive (S, N)": additive,
+        "bool (N,)": rng.random(7) < 0.5,
+    }
 
 
-def _flash_vs_eager(fields: dict[str, object], mask: np.ndarray | None, backend: str, block_size: int,
-                    dtype: str = "float64") -> None:
+def _flash_vs_eager(
+    fields: dict[str, object],
+    mask: np.ndarray | None,
+    backend: str,
+    block_size: int,
+    dtype: str = "float64",
+) -> None:
     sizes: dict[str, object] = {"hidden": 16, "heads": 2, "dtype": dtype, **fields}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", MaskWarning)
         want = trace_attention(AttentionConfig(**sizes), backend, mask=mask)  # type: ignore[arg-type]
-        got = trace_attention(AttentionConfig(**sizes, algorithm="flash", block_size=block_size), backend, mask=mask)  # type: ignore[arg-type]
+        got = trace_attention(
+            AttentionConfig(**sizes, algorithm="flash", block_size=block_size), backend, mask=mask
+        )  # type: ignore[arg-type]
     assert got.notes == want.notes
     tol = {"float64": 1e-10, "float32": 1e-5}[dtype]
     for name in ("context", "output"):
         assert not np.isnan(got[name].value).any()
-        np.testing.assert_allclose(got[name].value, want[name].value, rtol=tol, atol=tol, err_msg=name)
+        np.testing.assert_allclose(
+            got[name].value, want[name].value, rtol=tol, atol=tol, err_msg=name
+        )
 
 
 @pytest.mark.parametrize("block_size", [1, 2, 3, 7, 64])
 @pytest.mark.parametrize("case", sorted(MASKED))
-def test_flash_with_a_builtin_mask_equals_eager(compute_backend: str, case: str, block_size: int) -> None:
+def test_flash_with_a_builtin_mask_equals_eager(
+    compute_backend: str, case: str, block_size: int
+) -> None:
     _flash_vs_eager(MASKED[case], None, compute_backend, block_size)
 
 
 @pytest.mark.parametrize("block_size", [1, 3, 4, 7])
 @pytest.mark.parametrize("kind", ["bool (B, 1, S, N)", "additive (S, N)", "bool (N,)"])
-def test_flash_with_a_mask_file_equals_eager(compute_backend: str, kind: str, block_size: int) -> None:
+def test_flash_with_a_mask_file_equals_eager(
+    compute_backend: str, kind: str, block_size: int
+) -> None:
     mask = _user_masks(np.random.default_rng(0))[kind]
-    _flash_vs_eager({"batch": 2, "seq": 7, "causal": kind.startswith("bool (B")}, mask, compute_backend, block_size)
+    _flash_vs_eager(
+        {"batch": 2, "seq": 7, "causal": kind.startswith("bool (B")},
+        mask,
+        compute_backend,
+        block_size,
+    )
 
 
 def test_flash_rows_without_any_key_are_zeros_with_the_note(compute_backend: str) -> None:
@@ -161,16 +231,30 @@ def test_flash_rows_without_any_key_are_zeros_with_the_note(compute_backend: str
 
 
 def test_flash_float32_with_masks_stays_close(compute_backend: str) -> None:
-    _flash_vs_eager({"batch": 2, "seq": 7, "causal": True, "key_lengths": (3, 7)}, None, compute_backend, 3, "float32")
+    _flash_vs_eager(
+        {"batch": 2, "seq": 7, "causal": True, "key_lengths": (3, 7)},
+        None,
+        compute_backend,
+        3,
+        "float32",
+    )
 
 
 def test_the_trace_shows_the_tile_mask_and_skipped_causal_tiles() -> None:
-    cfg = AttentionConfig(batch=2, seq=300, hidden=64, heads=4, causal=True, key_lengths=(300, 10),
-                          algorithm="flash", block_size=128)
+    cfg = AttentionConfig(
+        batch=2,
+        seq=300,
+        hidden=64,
+        heads=4,
+        causal=True,
+        key_lengths=(300, 10),
+        algorithm="flash",
+        block_size=128,
+    )
     trace = trace_attention(cfg, "shape")
     names = trace.names
     assert names[names.index("mask") + 1] == "context"
-    assert names[names.index("s_tile"):names.index("m")] == ("s_tile", *FLASH_MASK_STEPS)
+    assert names[names.index("s_tile") : names.index("m")] == ("s_tile", *FLASH_MASK_STEPS)
     assert trace["mask"].shape == (2, 1, 300, 300)
     assert trace["mask_tile"].shape == (2, 1, 128, 128)
     assert trace["mask_tile"].axes == ("B", "1", "Br", "Bc")
@@ -178,24 +262,49 @@ def test_the_trace_shows_the_tile_mask_and_skipped_causal_tiles() -> None:
     assert trace["mask"].view  # ... the whole mask never exists
     assert trace["mask_tile"].flops == 0
     assert trace["s_masked"].op == "where(mask_tile, s_tile, -inf)"
-    assert trace["s_tile"].repeat == trace["s_masked"].repeat == 6  # 3 of the 9 tiles lie above the diagonal
+    assert (
+        trace["s_tile"].repeat == trace["s_masked"].repeat == 6
+    )  # 3 of the 9 tiles lie above the diagonal
     assert skipped_tiles(cfg) == 3
     assert "3 tiles above the diagonal skipped" in trace["s_tile"].op
-    assert trace["s_masked"].flops == 2 * 4 * sum((i1 - i0) * (j1 - j0) for (i0, i1, _), kv in tiles(300, 300, 128, causal=True)
-                                                  for j0, j1, _ in kv)
+    assert trace["s_masked"].flops == 2 * 4 * sum(
+        (i1 - i0) * (j1 - j0)
+        for (i0, i1, _), kv in tiles(300, 300, 128, causal=True)
+        for j0, j1, _ in kv
+    )
 
 
 @pytest.mark.parametrize("block_size", [1, 2, 3, 5])
 def test_shape_backend_gives_the_flash_mask_costs_of_numpy(block_size: int) -> None:
-    cfg = AttentionConfig(batch=2, seq=7, kv_seq=5, hidden=8, heads=2, causal=True, key_lengths=(5, 2),
-                          algorithm="flash", block_size=block_size)
+    cfg = AttentionConfig(
+        batch=2,
+        seq=7,
+        kv_seq=5,
+        hidden=8,
+        heads=2,
+        causal=True,
+        key_lengths=(5, 2),
+        algorithm="flash",
+        block_size=block_size,
+    )
     computed, traced = trace_attention(cfg, "numpy"), trace_attention(cfg, "shape")
-    assert [(s.name, s.shape, s.repeat, s.flops) for s in computed] == [(s.name, s.shape, s.repeat, s.flops) for s in traced]
+    assert [(s.name, s.shape, s.repeat, s.flops) for s in computed] == [
+        (s.name, s.shape, s.repeat, s.flops) for s in traced
+    ]
 
 
 def test_flash_with_masks_at_huge_sizes_allocates_nothing() -> None:
-    cfg = AttentionConfig(batch=2, seq=131072, hidden=8192, heads=64, kv_heads=8, causal=True, key_lengths=(131072, 5000),
-                          algorithm="flash", block_size=128)
+    cfg = AttentionConfig(
+        batch=2,
+        seq=131072,
+        hidden=8192,
+        heads=64,
+        kv_heads=8,
+        causal=True,
+        key_lengths=(131072, 5000),
+        algorithm="flash",
+        block_size=128,
+    )
     trace = trace_attention(cfg, "shape")
     assert trace["mask"].shape == (2, 1, 131072, 131072)
     assert trace["s_tile"].repeat == 1024 * 1025 // 2  # the tiles on and below the diagonal
@@ -203,15 +312,33 @@ def test_flash_with_masks_at_huge_sizes_allocates_nothing() -> None:
 
 
 @settings(max_examples=40, deadline=None)
-@given(seq=st.integers(1, 9), kv_seq=st.none() | st.integers(1, 9), block=st.integers(1, 10), causal=st.booleans(),
-       batch=st.integers(1, 3), data=st.data())
-def test_flash_equals_eager_with_random_masks(seq: int, kv_seq: int | None, block: int, causal: bool, batch: int,
-                                              data: st.DataObject) -> None:
+@given(
+    seq=st.integers(1, 9),
+    kv_seq=st.none() | st.integers(1, 9),
+    block=st.integers(1, 10),
+    causal=st.booleans(),
+    batch=st.integers(1, 3),
+    data=st.data(),
+)
+def test_flash_equals_eager_with_random_masks(
+    seq: int, kv_seq: int | None, block: int, causal: bool, batch: int, data: st.DataObject
+) -> None:
     keys = kv_seq or seq
     lengths = tuple(data.draw(st.lists(st.integers(1, keys), min_size=batch, max_size=batch)))
     seed = data.draw(st.integers(0, 2**16))
-    user = np.random.default_rng(seed).random((batch, 1, seq, keys)) < 0.7 if data.draw(st.booleans()) else None
-    fields = {"batch": batch, "seq": seq, "kv_seq": kv_seq, "causal": causal, "key_lengths": lengths, "seed": seed}
+    user = (
+        np.random.default_rng(seed).random((batch, 1, seq, keys)) < 0.7
+        if data.draw(st.booleans())
+        else None
+    )
+    fields = {
+        "batch": batch,
+        "seq": seq,
+        "kv_seq": kv_seq,
+        "causal": causal,
+        "key_lengths": lengths,
+        "seed": seed,
+    }
     _flash_vs_eager(fields, user, "numpy", block)
 
 
@@ -224,8 +351,27 @@ def test_run_command_traces_flash_with_a_mask_file(tmp_path: object) -> None:
 
     path = Path(str(tmp_path)) / "mask.npy"
     np.save(path, np.tri(6, dtype=bool))
-    result = CliRunner().invoke(app, ["run", "--seq", "6", "--hidden", "8", "--heads", "2", "--algorithm", "flash",
-                                      "--block-size", "4", "--causal", "--mask", str(path), "--format", "json"])
+    result = CliRunner().invoke(
+        app,
+        [
+            "run",
+            "--seq",
+            "6",
+            "--hidden",
+            "8",
+            "--heads",
+            "2",
+            "--algorithm",
+            "flash",
+            "--block-size",
+            "4",
+            "--causal",
+            "--mask",
+            str(path),
+            "--format",
+            "json",
+        ],
+    )
     assert result.exit_code == 0, result.output
     assert '"mask_tile"' in result.stdout
     assert '"s_masked"' in result.stdout
@@ -237,10 +383,19 @@ def test_run_command_traces_flash_with_a_mask_file(tmp_path: object) -> None:
 def test_default_tiles_fill_two_mib_and_equal_eager(compute_backend: str) -> None:
     fields = {"batch": 2, "seq": 300, "hidden": 64, "heads": 2, "dtype": "float64", "causal": True}
     flash = AttentionConfig(**fields, algorithm="flash")  # type: ignore[arg-type]
-    assert flash.tile_sizes() == {"Br": 128, "Bc": 300}  # (B, h, Br, N): 2 * 2 * 128 * 300 * 8 bytes < 2 MiB
+    assert flash.tile_sizes() == {
+        "Br": 128,
+        "Bc": 300,
+    }  # (B, h, Br, N): 2 * 2 * 128 * 300 * 8 bytes < 2 MiB
     # 2 * 2 * 128 * 512 * 8 bytes = 2 MiB
-    assert AttentionConfig(**{**fields, "seq": 4096}, algorithm="flash").tile_sizes() == {"Br": 128, "Bc": 512}  # type: ignore[arg-type]
-    assert AttentionConfig(**fields, algorithm="flash", block_size=7).tile_sizes() == {"Br": 7, "Bc": 7}  # type: ignore[arg-type]
+    assert AttentionConfig(**{**fields, "seq": 4096}, algorithm="flash").tile_sizes() == {
+        "Br": 128,
+        "Bc": 512,
+    }  # type: ignore[arg-type]
+    assert AttentionConfig(**fields, algorithm="flash", block_size=7).tile_sizes() == {
+        "Br": 7,
+        "Bc": 7,
+    }  # type: ignore[arg-type]
     want = trace_attention(AttentionConfig(**fields), compute_backend)  # type: ignore[arg-type]
     got = trace_attention(flash, compute_backend)
     assert got["s_tile"].shape == (2, 2, 128, 300)
@@ -253,15 +408,27 @@ def _band_tiles(seq: int, keys: int, rows: int, cols: int, window: int, causal: 
     from attntrace.engine.masks import window_band
 
     band = window_band(seq, keys, window) & (np.tri(seq, keys, dtype=bool) if causal else True)
-    return sum(bool(band[i:i + rows, j:j + cols].any()) for i in range(0, seq, rows) for j in range(0, keys, cols))
+    return sum(
+        bool(band[i : i + rows, j : j + cols].any())
+        for i in range(0, seq, rows)
+        for j in range(0, keys, cols)
+    )
 
 
 @pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.parametrize(("window", "block"), [(1, 3), (3, 2), (5, 4), (40, 4)])
-def test_window_skips_the_tiles_outside_the_band_and_equals_eager(compute_backend: str, window: int, block: int,
-                                                                  causal: bool) -> None:
-    fields = {"batch": 2, "seq": 23, "hidden": 16, "heads": 2, "dtype": "float64", "window": window,
-              "causal": causal}
+def test_window_skips_the_tiles_outside_the_band_and_equals_eager(
+    compute_backend: str, window: int, block: int, causal: bool
+) -> None:
+    fields = {
+        "batch": 2,
+        "seq": 23,
+        "hidden": 16,
+        "heads": 2,
+        "dtype": "float64",
+        "window": window,
+        "causal": causal,
+    }
     flash = AttentionConfig(**fields, algorithm="flash", block_size=block)  # type: ignore[arg-type]
     got = trace_attention(flash, compute_backend)
     want = trace_attention(AttentionConfig(**fields), compute_backend)  # type: ignore[arg-type]
@@ -272,14 +439,25 @@ def test_window_skips_the_tiles_outside_the_band_and_equals_eager(compute_backen
     assert skipped_tiles(flash) == total - visited
     if window < 23 - block:  # some tiles lie wholly outside the band
         assert f"{total - visited} tiles" in got["s_tile"].op
-        assert ("outside the window" if not causal else "above the diagonal or outside the window") in got["s_tile"].op
+        assert (
+            "outside the window" if not causal else "above the diagonal or outside the window"
+        ) in got["s_tile"].op
     shapes = trace_attention(flash, "shape")
-    assert [(s.name, s.repeat, s.flops) for s in shapes] == [(s.name, s.repeat, s.flops) for s in got]
+    assert [(s.name, s.repeat, s.flops) for s in shapes] == [
+        (s.name, s.repeat, s.flops) for s in got
+    ]
 
 
 def test_window_counts_tiles_in_closed_form_at_huge_sizes() -> None:
-    cfg = AttentionConfig(seq=131072, hidden=4096, heads=32, causal=True, window=4096, algorithm="flash",
-                          block_size=128)
+    cfg = AttentionConfig(
+        seq=131072,
+        hidden=4096,
+        heads=32,
+        causal=True,
+        window=4096,
+        algorithm="flash",
+        block_size=128,
+    )
     trace = trace_attention(cfg, "shape")
     blocks_ = 131072 // 128
     # each query block sees the 4096 / 128 = 32 key blocks before it (fewer at the start) and its own
@@ -294,8 +472,11 @@ def test_tiles_run_quietly_still_count_non_finite_values(compute_backend: str) -
     x = np.random.default_rng(0).standard_normal((10, 8))
     x[4] = np.nan
     eager = trace_attention(cfg, compute_backend, tensors={"x": x})
-    flash = trace_attention(AttentionConfig(**{**cfg.__dict__, "algorithm": "flash", "block_size": 3}),
-                            compute_backend, tensors={"x": x})
+    flash = trace_attention(
+        AttentionConfig(**{**cfg.__dict__, "algorithm": "flash", "block_size": 3}),
+        compute_backend,
+        tensors={"x": x},
+    )
     assert flash["s_tile"].nonfinite == eager["scores"].nonfinite == 2 * (10 + 10 - 1)
     assert flash.notes[0].startswith("non-finite values (NaN or inf) first appear at step 'x'")
 
@@ -312,7 +493,9 @@ def test_finite_inputs_are_proven_finite_by_the_bound() -> None:
     nan = ones.copy()
     nan[0, 0, 0, 0] = np.nan
     assert not _surely_finite(cfg, be, (ones, ones, nan, None), None)
-    assert not _surely_finite(cfg, be, (ones, ones, ones, ones * 60000), None)  # T5's table adds to s
+    assert not _surely_finite(
+        cfg, be, (ones, ones, ones, ones * 60000), None
+    )  # T5's table adds to s
 
 
 # --- --softcap and --relative-bias in the tiles ---------------------------------------------------
@@ -321,15 +504,28 @@ TILE_VARIANTS: dict[str, dict[str, object]] = {
     "softcap": {"softcap": 0.7},
     "softcap causal window": {"softcap": 2.0, "causal": True, "window": 4},
     "relative": {"relative_bias": "8,16", "scale": 1.0, "bias": False},
-    "relative causal padding": {"relative_bias": "8,5,causal", "causal": True, "key_lengths": (11, 6)},
+    "relative causal padding": {
+        "relative_bias": "8,5,causal",
+        "causal": True,
+        "key_lengths": (11, 6),
+    },
     "both": {"softcap": 1.5, "relative_bias": "16,32", "window": 5},
 }
 
 
 @pytest.mark.parametrize("block", [None, 1, 3, 4])
 @pytest.mark.parametrize("case", list(TILE_VARIANTS))
-def test_softcap_and_relative_bias_tiles_equal_eager(compute_backend: str, case: str, block: int | None) -> None:
-    fields = {"batch": 2, "seq": 11, "hidden": 16, "heads": 4, "dtype": "float64", **TILE_VARIANTS[case]}
+def test_softcap_and_relative_bias_tiles_equal_eager(
+    compute_backend: str, case: str, block: int | None
+) -> None:
+    fields = {
+        "batch": 2,
+        "seq": 11,
+        "hidden": 16,
+        "heads": 4,
+        "dtype": "float64",
+        **TILE_VARIANTS[case],
+    }
     flash = AttentionConfig(**fields, algorithm="flash", block_size=block)  # type: ignore[arg-type]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", MaskWarning)
@@ -338,38 +534,57 @@ def test_softcap_and_relative_bias_tiles_equal_eager(compute_backend: str, case:
         shapes = trace_attention(flash, "shape")
     np.testing.assert_allclose(got["output"].value, want["output"].value, rtol=1e-12, atol=1e-12)
     assert got.notes == want.notes
-    on = [n for n, field in zip(FLASH_VARIANT_STEPS, ("softcap", "relative_bias", "relative_bias"), strict=True)
-          if field in fields]
+    on = [
+        n
+        for n, field in zip(
+            FLASH_VARIANT_STEPS, ("softcap", "relative_bias", "relative_bias"), strict=True
+        )
+        if field in fields
+    ]
     names = got.names
-    assert names[names.index("s_tile") + 1:names.index("s_tile") + 1 + len(on)] == tuple(on)
+    assert names[names.index("s_tile") + 1 : names.index("s_tile") + 1 + len(on)] == tuple(on)
     assert "position_bias" not in names  # nothing (S, N) wide
     assert "rel_onehot" not in names
     if "bias_tile" in names:
         Br, Bc = flash.blocks
         assert got["bias_tile"].shape == (4, Br, Bc)
         assert got["bias_tile"].inputs == ("rel_bias",)
-        assert got["s_biased"].op == f"{'s_capped' if 'softcap' in fields else 's_tile'} + bias_tile"
+        assert (
+            got["s_biased"].op == f"{'s_capped' if 'softcap' in fields else 's_tile'} + bias_tile"
+        )
     if "s_capped" in names:
         assert got["s_capped"].op.startswith(f"{fields['softcap']:g} * tanh(s_tile")
     if "s_masked" in names:  # applied to what came before the mask tile
         assert names[names.index("mask_tile") - 1] in got["s_masked"].op
     fields_of = ("name", "shape", "axes", "repeat", "flops", "inputs", "op")
-    assert [[getattr(s, f) for f in fields_of] for s in shapes] == [[getattr(s, f) for f in fields_of] for s in got]
+    assert [[getattr(s, f) for f in fields_of] for s in shapes] == [
+        [getattr(s, f) for f in fields_of] for s in got
+    ]
 
 
 def test_relative_bias_tile_costs_a_pick_per_bucket() -> None:
-    cfg = AttentionConfig(seq=8, hidden=16, heads=4, relative_bias="8,16", algorithm="flash", block_size=4)
+    cfg = AttentionConfig(
+        seq=8, hidden=16, heads=4, relative_bias="8,16", algorithm="flash", block_size=4
+    )
     trace = trace_attention(cfg, "shape")
     assert trace["bias_tile"].repeat == 4
-    assert trace["bias_tile"].flops == 2 * 8 * 8 * 8 * 4  # onehot (Br, Bc, 8) @ table (8, h), every tile
+    assert (
+        trace["bias_tile"].flops == 2 * 8 * 8 * 8 * 4
+    )  # onehot (Br, Bc, 8) @ table (8, h), every tile
     assert trace["s_biased"].flops == 4 * 8 * 8
 
 
-def test_kept_tile_values_are_the_first_tiles_untouched_by_the_quiet_ones(compute_backend: str) -> None:
-    cfg = AttentionConfig(batch=2, seq=10, hidden=8, heads=2, dtype="float64", algorithm="flash", block_size=4)
+def test_kept_tile_values_are_the_first_tiles_untouched_by_the_quiet_ones(
+    compute_backend: str,
+) -> None:
+    cfg = AttentionConfig(
+        batch=2, seq=10, hidden=8, heads=2, dtype="float64", algorithm="flash", block_size=4
+    )
     t = trace_attention(cfg, compute_backend)
     q, k, v = (t[n].value for n in ("q", "k", "v"))
-    s = q[..., :4, :] * cfg.score_scale @ np.swapaxes(k[..., :4, :], -1, -2)  # (B, h, Br, Bc): tile (0, 0)
+    s = (
+        q[..., :4, :] * cfg.score_scale @ np.swapaxes(k[..., :4, :], -1, -2)
+    )  # (B, h, Br, Bc): tile (0, 0)
     m = s.max(-1)
     p = np.exp(s - m[..., None])
     np.testing.assert_allclose(t["s_tile"].value, s, rtol=1e-13)

@@ -14,12 +14,16 @@ from attntrace.cli import app
 
 @pytest.mark.parametrize("causal", [False, True])
 def test_flash_gives_the_same_bits_and_costs_on_any_number_of_threads(causal: bool) -> None:
-    cfg = AttentionConfig(batch=2, seq=70, hidden=32, heads=4, causal=causal, algorithm="flash", block_size=16)
+    cfg = AttentionConfig(
+        batch=2, seq=70, hidden=32, heads=4, causal=causal, algorithm="flash", block_size=16
+    )
     one = trace_attention(cfg, keep_values={"context", "output"}, threads=1)
     for threads in (2, 3):
         many = trace_attention(cfg, keep_values={"context", "output"}, threads=threads)
         np.testing.assert_array_equal(many["output"].value, one["output"].value)
-        assert [(s.name, s.flops, s.repeat) for s in many] == [(s.name, s.flops, s.repeat) for s in one]
+        assert [(s.name, s.flops, s.repeat) for s in many] == [
+            (s.name, s.flops, s.repeat) for s in one
+        ]
 
 
 def test_eager_keeps_scores_and_scaled_exactly_without_their_buffers() -> None:
@@ -36,8 +40,26 @@ def test_eager_keeps_scores_and_scaled_exactly_without_their_buffers() -> None:
 
 def test_threads_option_runs_flash_and_refuses_zero() -> None:
     runner = CliRunner()
-    ok = runner.invoke(app, ["run", "--seq", "40", "--hidden", "16", "--heads", "2", "--algorithm", "flash",
-                             "--block-size", "8", "--threads", "2", "--format", "json"])
+    ok = runner.invoke(
+        app,
+        [
+            "run",
+            "--seq",
+            "40",
+            "--hidden",
+            "16",
+            "--heads",
+            "2",
+            "--algorithm",
+            "flash",
+            "--block-size",
+            "8",
+            "--threads",
+            "2",
+            "--format",
+            "json",
+        ],
+    )
     assert ok.exit_code == 0, ok.output
     bad = runner.invoke(app, ["run", "--algorithm", "flash", "--threads", "0"])
     assert bad.exit_code == 2
@@ -49,8 +71,16 @@ def test_flash_makes_each_mask_tile_from_the_rules_never_the_whole_mask() -> Non
 
     S = 2048
     # tiles of 128 x 128: (B, h, Br, Bc) = 256 KiB each (the default tiles would be 2 MiB)
-    cfg = AttentionConfig(batch=2, seq=S, hidden=16, heads=2, causal=True, key_lengths=(S, 5), algorithm="flash",
-                          block_size=128)
+    cfg = AttentionConfig(
+        batch=2,
+        seq=S,
+        hidden=16,
+        heads=2,
+        causal=True,
+        key_lengths=(S, 5),
+        algorithm="flash",
+        block_size=128,
+    )
     trace_attention(cfg, keep_values=False)  # warm-up: imports, pools
     tracemalloc.start()
     t = trace_attention(cfg, keep_values=False)
@@ -63,11 +93,15 @@ def test_flash_makes_each_mask_tile_from_the_rules_never_the_whole_mask() -> Non
 def test_flash_mask_value_is_the_whole_mask_when_read() -> None:
     user = np.ones((9, 9), dtype=bool)
     user[7] = False  # query 7 attends no key
-    cfg = AttentionConfig(batch=2, seq=9, hidden=8, heads=2, causal=True, key_lengths=(9, 4), block_size=4)
+    cfg = AttentionConfig(
+        batch=2, seq=9, hidden=8, heads=2, causal=True, key_lengths=(9, 4), block_size=4
+    )
     with pytest.warns(UserWarning, match="4 query row"):  # row 7 of both heads of both batch items
         eager = trace_attention(cfg, mask=user)
     with pytest.warns(UserWarning, match="4 query row"):
-        flash = trace_attention(AttentionConfig(**{**cfg.__dict__, "algorithm": "flash"}), mask=user)
+        flash = trace_attention(
+            AttentionConfig(**{**cfg.__dict__, "algorithm": "flash"}), mask=user
+        )
     np.testing.assert_array_equal(flash["mask"].value, eager["mask"].value)
     np.testing.assert_allclose(flash["output"].value, eager["output"].value, rtol=1e-5, atol=1e-6)
 
@@ -77,14 +111,18 @@ def test_numpy_matmul_of_a_large_stack_splits_heads_with_the_same_bits_as_one_th
 
     rng = np.random.default_rng(0)
     q = rng.standard_normal((2, 4, 512, 16), dtype=np.float32)  # (B, h, S, d)
-    k_t = np.swapaxes(rng.standard_normal((2, 4, 512, 16), dtype=np.float32), -2, -1)  # (B, h, d, S)
+    k_t = np.swapaxes(
+        rng.standard_normal((2, 4, 512, 16), dtype=np.float32), -2, -1
+    )  # (B, h, d, S)
     got = NumpyBackend().matmul(q, k_t)  # (B, h, S, S): 2M elements, over the pool
     with threadpool_limits(1, user_api="blas"):
         np.testing.assert_array_equal(got, np.matmul(q, k_t))
 
 
 @pytest.mark.parametrize("shape", [(1, 2048, 1024), (3, 1001, 512), (1, 700, 768)])
-def test_numpy_linear_split_over_the_pool_gives_the_bits_of_one_blas_call(shape: tuple[int, ...]) -> None:
+def test_numpy_linear_split_over_the_pool_gives_the_bits_of_one_blas_call(
+    shape: tuple[int, ...],
+) -> None:
     rng = np.random.default_rng(0)
     x = rng.standard_normal(shape, dtype=np.float32)  # (B, S, in): 2M, 1.5M, 0.5M outputs, pooled
     w = rng.standard_normal((768, shape[-1]), dtype=np.float32)  # (out, in)
@@ -130,7 +168,9 @@ def test_only_drawn_sources_count_as_work_for_the_pool() -> None:
 
     cfg = AttentionConfig(seq=4, hidden=8, heads=2)
     seeded = random_sources(cfg)
-    assert all(source.drawn for source in seeded.values())  # x (normal) and the parameters (uniform)
+    assert all(
+        source.drawn for source in seeded.values()
+    )  # x (normal) and the parameters (uniform)
     given = with_tensors(cfg, seeded, {"x": np.ones((4, 8), dtype=np.float32)})
     assert given["x"] is not None
     assert not given["x"].drawn
@@ -140,7 +180,8 @@ def test_only_drawn_sources_count_as_work_for_the_pool() -> None:
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 def test_a_large_x_is_drawn_block_by_block_on_any_number_of_threads_with_the_same_values(
-        dtype: str) -> None:
+    dtype: str,
+) -> None:
     from attntrace.engine.attention import POOL_MIN_SOURCE_NUMEL, _make_tensors
     from attntrace.engine.inputs import DRAW_ROWS, _rng, random_sources
 
@@ -162,8 +203,8 @@ def test_a_large_x_is_drawn_block_by_block_on_any_number_of_threads_with_the_sam
     first = _rng("x", 0).standard_normal((DRAW_ROWS, 512), dtype=dtype)
     np.testing.assert_array_equal(rows[:DRAW_ROWS], first)
     second = _rng("x", 0, 1).standard_normal((DRAW_ROWS, 512), dtype=dtype)
-    np.testing.assert_array_equal(rows[DRAW_ROWS:2 * DRAW_ROWS], second)
-    assert not np.array_equal(rows[DRAW_ROWS:2 * DRAW_ROWS], rows[:DRAW_ROWS])
+    np.testing.assert_array_equal(rows[DRAW_ROWS : 2 * DRAW_ROWS], second)
+    assert not np.array_equal(rows[DRAW_ROWS : 2 * DRAW_ROWS], rows[:DRAW_ROWS])
 
 
 def test_a_small_x_is_one_generators_draw() -> None:
@@ -178,7 +219,8 @@ def test_a_small_x_is_one_generators_draw() -> None:
 
 @pytest.mark.parametrize("cores", [1, 2, 3])
 def test_map_parts_holds_each_element_once_and_keeps_the_axes_it_is_told(
-        cores: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    cores: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from attntrace.engine import parallel
 
     monkeypatch.setattr(parallel, "cores", lambda: cores)
@@ -195,7 +237,8 @@ def test_map_parts_holds_each_element_once_and_keeps_the_axes_it_is_told(
 
 @pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
 def test_pooled_checks_find_a_bad_value_in_the_last_part(
-        bad: float, monkeypatch: pytest.MonkeyPatch) -> None:
+    bad: float, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from attntrace.engine import eager, parallel
 
     monkeypatch.setattr(parallel, "cores", lambda: 2)
@@ -207,16 +250,17 @@ def test_pooled_checks_find_a_bad_value_in_the_last_part(
     assert np.isnan(norm) if np.isnan(bad) else norm == np.inf
     x = np.ones((1, 2048, 512), dtype=np.float32)  # 2^20 elements: checked in two parts
     x[0, -1, -1] = bad
-    t = trace_attention(AttentionConfig(batch=1, seq=2048, hidden=512, heads=4),
-                        tensors={"x": x})
+    t = trace_attention(AttentionConfig(batch=1, seq=2048, hidden=512, heads=4), tensors={"x": x})
     assert t["x"].nonfinite == 1
     assert t["q_proj"].nonfinite == 512  # the projections of the bad row, in the second part
 
 
 @pytest.mark.parametrize(
-    "shape", [(4, 300), (2, 3, 64, 2047), (1, 16, 128, 256), (8, 8192), (5, 7)])
+    "shape", [(4, 300), (2, 3, 64, 2047), (1, 16, 128, 256), (8, 8192), (5, 7)]
+)
 def test_rows_divided_by_their_column_with_a_row_long_buffer_keep_numpys_bits(
-        shape: tuple[int, ...]) -> None:
+    shape: tuple[int, ...],
+) -> None:
     from attntrace.backends.numpy_backend import by_rows
 
     rng = np.random.default_rng(0)

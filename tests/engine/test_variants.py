@@ -33,12 +33,20 @@ def test_causal_adds_mask_and_masked(any_backend: str) -> None:
 
 
 def test_key_padding_mask_is_b_1_1_n(any_backend: str) -> None:
-    t = trace_attention(AttentionConfig(batch=2, seq=3, hidden=8, heads=2, key_lengths=(3, 1)), any_backend)
-    assert (t["mask"].shape, t["mask"].axes, t["mask"].op) == ((2, 1, 1, 3), ("B", "1", "1", "S"), "key_lengths")
+    t = trace_attention(
+        AttentionConfig(batch=2, seq=3, hidden=8, heads=2, key_lengths=(3, 1)), any_backend
+    )
+    assert (t["mask"].shape, t["mask"].axes, t["mask"].op) == (
+        (2, 1, 1, 3),
+        ("B", "1", "1", "S"),
+        "key_lengths",
+    )
 
 
 def test_cross_attention_scores_are_h_s_n(any_backend: str) -> None:
-    t = trace_attention(AttentionConfig(batch=2, seq=3, hidden=8, heads=2, kv_seq=5, kv_hidden=6), any_backend)
+    t = trace_attention(
+        AttentionConfig(batch=2, seq=3, hidden=8, heads=2, kv_seq=5, kv_hidden=6), any_backend
+    )
     assert t.names[:3] == ("x", "x_kv", "q_proj")
     s = shapes(t)
     assert s["x_kv"] == (2, 5, 6)
@@ -80,11 +88,16 @@ def test_multi_query_attention_has_one_kv_head() -> None:
 
 
 def test_kv_heads_equal_to_heads_is_plain_multi_head() -> None:
-    assert trace_attention(AttentionConfig(hidden=64, heads=4, kv_heads=4), "shape").names == STEP_NAMES
+    assert (
+        trace_attention(AttentionConfig(hidden=64, heads=4, kv_heads=4), "shape").names
+        == STEP_NAMES
+    )
 
 
 def test_head_dim_decoupled_from_hidden(any_backend: str) -> None:
-    t = trace_attention(AttentionConfig(seq=3, hidden=12, heads=4, head_dim_override=5), any_backend)
+    t = trace_attention(
+        AttentionConfig(seq=3, hidden=12, heads=4, head_dim_override=5), any_backend
+    )
     s = shapes(t)
     assert s["q_proj"] == (3, 20)
     assert t["q_proj"].axes == ("S", "h·d")
@@ -92,8 +105,15 @@ def test_head_dim_decoupled_from_hidden(any_backend: str) -> None:
     assert s["merged"] == (3, 20)
     assert s["output"] == (3, 12)
     assert {p.name: p.shape for p in t.parameters} == {
-        "w_q": (20, 12), "b_q": (20,), "w_k": (20, 12), "b_k": (20,), "w_v": (20, 12), "b_v": (20,),
-        "w_o": (12, 20), "b_o": (12,)}
+        "w_q": (20, 12),
+        "b_q": (20,),
+        "w_k": (20, 12),
+        "b_k": (20,),
+        "w_v": (20, 12),
+        "b_v": (20,),
+        "w_o": (12, 20),
+        "b_o": (12,),
+    }
     assert t["scaled"].op == "scores / sqrt(5)"
 
 
@@ -106,9 +126,11 @@ def test_no_bias_drops_every_bias(any_backend: str) -> None:
 
 
 def test_rope_adds_the_table_and_rotated_q_k(any_backend: str) -> None:
-    t = trace_attention(AttentionConfig(batch=2, seq=5, hidden=16, heads=2, kv_heads=1, rope=True), any_backend)
+    t = trace_attention(
+        AttentionConfig(batch=2, seq=5, hidden=16, heads=2, kv_heads=1, rope=True), any_backend
+    )
     i = t.names.index("v")
-    assert t.names[i + 1:i + 7] == ("rope_cos", "rope_sin", "q_rot", "k_rot", "k_rep", "v_rep")
+    assert t.names[i + 1 : i + 7] == ("rope_cos", "rope_sin", "q_rot", "k_rot", "k_rep", "v_rep")
     assert t.shape("rope_cos") == t.shape("rope_sin") == (5, 8)
     assert t.shape("q_rot") == (2, 2, 5, 8)
     assert t.shape("k_rot") == (2, 1, 5, 8)
@@ -117,8 +139,19 @@ def test_rope_adds_the_table_and_rotated_q_k(any_backend: str) -> None:
 
 
 def test_every_variant_at_once_matches_step_names(any_backend: str) -> None:
-    cfg = AttentionConfig(batch=2, seq=4, hidden=12, heads=4, kv_heads=2, head_dim_override=6, kv_hidden=10,
-                          bias=False, causal=True, key_lengths=(4, 2), rope=True)
+    cfg = AttentionConfig(
+        batch=2,
+        seq=4,
+        hidden=12,
+        heads=4,
+        kv_heads=2,
+        head_dim_override=6,
+        kv_hidden=10,
+        bias=False,
+        causal=True,
+        key_lengths=(4, 2),
+        rope=True,
+    )
     t = trace_attention(cfg, any_backend)
     assert t.names == step_names(cfg)
     assert t["mask"].shape == (2, 1, 4, 4)
@@ -127,7 +160,12 @@ def test_every_variant_at_once_matches_step_names(any_backend: str) -> None:
 
 def test_default_steps_are_unchanged() -> None:
     assert step_names(AttentionConfig()) == STEP_NAMES
-    assert step_names(AttentionConfig(), mask=True) == (*STEP_NAMES[:13], "mask", "masked", *STEP_NAMES[13:])
+    assert step_names(AttentionConfig(), mask=True) == (
+        *STEP_NAMES[:13],
+        "mask",
+        "masked",
+        *STEP_NAMES[13:],
+    )
 
 
 @st.composite
@@ -142,12 +180,25 @@ def variant_configs(draw: st.DrawFn) -> AttentionConfig:
     hidden = draw(st.integers(1, 24)) if decoupled else heads * head_dim
     kv_seq = None if rope else draw(st.none() | st.integers(1, 6))
     keys = kv_seq if kv_seq is not None else seq
-    lengths = None if batch is None or not draw(st.booleans()) else tuple(draw(st.integers(1, keys)) for _ in range(batch))
+    lengths = (
+        None
+        if batch is None or not draw(st.booleans())
+        else tuple(draw(st.integers(1, keys)) for _ in range(batch))
+    )
     return AttentionConfig(
-        batch=batch, seq=seq, hidden=hidden, heads=heads, kv_heads=groups if draw(st.booleans()) else None,
-        head_dim_override=head_dim if decoupled else None, kv_seq=kv_seq,
-        kv_hidden=draw(st.none() | st.integers(1, 9)), bias=draw(st.booleans()), causal=draw(st.booleans()),
-        key_lengths=lengths, rope=rope, rope_base=draw(st.sampled_from([10000.0, 500000.0])),
+        batch=batch,
+        seq=seq,
+        hidden=hidden,
+        heads=heads,
+        kv_heads=groups if draw(st.booleans()) else None,
+        head_dim_override=head_dim if decoupled else None,
+        kv_seq=kv_seq,
+        kv_hidden=draw(st.none() | st.integers(1, 9)),
+        bias=draw(st.booleans()),
+        causal=draw(st.booleans()),
+        key_lengths=lengths,
+        rope=rope,
+        rope_base=draw(st.sampled_from([10000.0, 500000.0])),
     )
 
 
@@ -156,8 +207,12 @@ def variant_configs(draw: st.DrawFn) -> AttentionConfig:
 def test_shape_backend_agrees_with_numpy_on_every_combination(cfg: AttentionConfig) -> None:
     computed, traced = trace_attention(cfg, "numpy"), trace_attention(cfg, "shape")
     assert computed.names == traced.names == step_names(cfg)
-    assert [(s.shape, s.axes, s.dtype, s.op) for s in computed] == [(s.shape, s.axes, s.dtype, s.op) for s in traced]
-    assert [(p.name, p.shape) for p in computed.parameters] == [(p.name, p.shape) for p in traced.parameters]
+    assert [(s.shape, s.axes, s.dtype, s.op) for s in computed] == [
+        (s.shape, s.axes, s.dtype, s.op) for s in traced
+    ]
+    assert [(p.name, p.shape) for p in computed.parameters] == [
+        (p.name, p.shape) for p in traced.parameters
+    ]
     for step in traced:  # the axis labels spell every shape
         assert tuple(cfg.size(a) for a in step.axes) == step.shape, step.name
     assert computed["output"].value is not None
@@ -169,7 +224,15 @@ def test_shape_backend_agrees_with_numpy_on_every_combination(cfg: AttentionConf
 def test_closed_form_shapes_of_every_combination(cfg: AttentionConfig) -> None:
     t = trace_attention(cfg, "shape")
     lead = (cfg.batch,) if cfg.batch is not None else ()
-    S, N, H, M, h, g, d = cfg.seq, cfg.keys, cfg.hidden, cfg.kv_width, cfg.heads, cfg.groups, cfg.head_dim
+    S, N, H, M, h, g, d = (
+        cfg.seq,
+        cfg.keys,
+        cfg.hidden,
+        cfg.kv_width,
+        cfg.heads,
+        cfg.groups,
+        cfg.head_dim,
+    )
     assert t.shape("x") == t.shape("output") == (*lead, S, H)
     assert t.shape("q_proj") == t.shape("merged") == (*lead, S, h * d)
     assert t.shape("k_proj") == t.shape("v_proj") == (*lead, N, g * d)
@@ -181,5 +244,7 @@ def test_closed_form_shapes_of_every_combination(cfg: AttentionConfig) -> None:
     assert ("q_rot" in t) == cfg.rope
     assert ("mask" in t) == (cfg.causal or cfg.key_lengths is not None)
     axes = param_axes(cfg)
-    assert {p.name: p.shape for p in t.parameters} == {n: tuple(cfg.size(a) for a in axes[n]) for n in axes}
+    assert {p.name: p.shape for p in t.parameters} == {
+        n: tuple(cfg.size(a) for a in axes[n]) for n in axes
+    }
     assert t.param("w_k").shape == (g * d, M)

@@ -95,7 +95,7 @@ def test_size_cap_before_reading_and_for_sparse_files(tmp_path: Path) -> None:
 
 def test_text_must_be_utf8_and_a_bom_is_dropped(tmp_path: Path) -> None:
     f = tmp_path / "t.json"
-    f.write_bytes(b"\xef\xbb\xbf{\"a\": 1}")
+    f.write_bytes(b'\xef\xbb\xbf{"a": 1}')
     assert load_json(f) == {"a": 1}
     f.write_bytes(b"\xff\xfe{")
     with pytest.raises(InputFileError, match=r"not UTF-8 text \(byte 0xff at offset 0\)"):
@@ -116,19 +116,22 @@ def test_unreadable_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Non
         open_regular(f)
 
 
-@pytest.mark.parametrize(("text", "reason"), [
-    ('{"a": NaN}', "NaN is not a JSON number"),
-    ('[Infinity]', "Infinity is not a JSON number"),
-    ('[-Infinity]', "-Infinity is not a JSON number"),
-    ('[1e999]', "too large for a float"),
-    ('{"a": 1, "a": 1}', "the key 'a' appears twice"),
-    ("[" * 100 + "]" * 100, "deeper than 64 levels"),
-    ("[" * 100_000, "deeper than 64 levels"),
-    ('{"a":' * 50_000, "deeper than 64 levels"),
-    ("[" + "9" * 5000 + "]", "not valid JSON"),
-    ('{"a": }', "not valid JSON (Expecting value at line 1 column 7)"),
-    ("", "not valid JSON"),
-])
+@pytest.mark.parametrize(
+    ("text", "reason"),
+    [
+        ('{"a": NaN}', "NaN is not a JSON number"),
+        ("[Infinity]", "Infinity is not a JSON number"),
+        ("[-Infinity]", "-Infinity is not a JSON number"),
+        ("[1e999]", "too large for a float"),
+        ('{"a": 1, "a": 1}', "the key 'a' appears twice"),
+        ("[" * 100 + "]" * 100, "deeper than 64 levels"),
+        ("[" * 100_000, "deeper than 64 levels"),
+        ('{"a":' * 50_000, "deeper than 64 levels"),
+        ("[" + "9" * 5000 + "]", "not valid JSON"),
+        ('{"a": }', "not valid JSON (Expecting value at line 1 column 7)"),
+        ("", "not valid JSON"),
+    ],
+)
 def test_strict_json_refusals(text: str, reason: str) -> None:
     with pytest.raises(InputFileError) as info:
         parse_json(text, "f.json")
@@ -144,8 +147,18 @@ def test_depth_bound_is_exact() -> None:
 
 
 def test_typed_fields() -> None:
-    doc = {"i": 3, "f": 2.5, "b": False, "s": "llama", "t": True, "big": 10**30, "neg": -1,
-           "nul": None, "str": "12", "huge": 10**400}
+    doc = {
+        "i": 3,
+        "f": 2.5,
+        "b": False,
+        "s": "llama",
+        "t": True,
+        "big": 10**30,
+        "neg": -1,
+        "nul": None,
+        "str": "12",
+        "huge": 10**400,
+    }
     assert json_int(doc, "i", "c") == 3
     assert json_int(doc, "missing", "c", default=7) == 7
     assert json_int(doc, "nul", "c", default=7) == 7
@@ -153,9 +166,19 @@ def test_typed_fields() -> None:
     assert json_float(doc, "i", "c") == 3.0
     assert json_bool(doc, "b", "c") is False
     assert json_str(doc, "s", "c") == "llama"
-    for key, fn in [("t", json_int), ("big", json_int), ("neg", json_int), ("str", json_int),
-                    ("f", json_int), ("t", json_float), ("str", json_float), ("huge", json_float),
-                    ("i", json_bool), ("str", json_bool), ("i", json_str)]:
+    for key, fn in [
+        ("t", json_int),
+        ("big", json_int),
+        ("neg", json_int),
+        ("str", json_int),
+        ("f", json_int),
+        ("t", json_float),
+        ("str", json_float),
+        ("huge", json_float),
+        ("i", json_bool),
+        ("str", json_bool),
+        ("i", json_str),
+    ]:
         with pytest.raises(InputFileError, match=f"c: field '{key}' must be"):
             fn(doc, key, "c")  # type: ignore[operator]
     with pytest.raises(InputFileError, match="from 1 to 4, got 0"):

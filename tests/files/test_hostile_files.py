@@ -43,9 +43,17 @@ def run_limited(*args: str) -> tuple[int, str, str, float, float]:
     env = {**os.environ, "PYTHONPATH": str(SRC), "NO_COLOR": "1", "COLUMNS": "100"}
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         start = time.monotonic()
-        proc = subprocess.Popen([sys.executable, "-c", code, *args], stdout=out, stderr=err, env=env,
-                                preexec_fn=_limit)  # noqa: PLW1509 (the test starts no thread before)
-        timer = threading.Timer(MAX_SECONDS * 2, proc.kill)  # a hang fails below, it never blocks the suite
+        # preexec_fn is safe here: the test starts no thread before it
+        proc = subprocess.Popen(
+            [sys.executable, "-c", code, *args],
+            stdout=out,
+            stderr=err,
+            env=env,
+            preexec_fn=_limit,  # noqa: PLW1509
+        )
+        timer = threading.Timer(
+            MAX_SECONDS * 2, proc.kill
+        )  # a hang fails below, it never blocks the suite
         timer.start()
         _, status, usage = os.wait4(proc.pid, 0)  # the child's own peak RSS
         timer.cancel()
@@ -83,7 +91,11 @@ CASES: list[tuple[list[str], str, str]] = [
     (["run", "--weights"], "bad-config.npz", "field 'heads' must be a whole number"),
     (["run", "--weights"], "nan-config.npz", "is not strict JSON: NaN"),
     (["run", "--input"], "zero-size.npy", "--seq must be at least 1"),
-    (["run", "--input"], "objects.npy", "carries pickled Python objects; attntrace never unpickles"),
+    (
+        ["run", "--input"],
+        "objects.npy",
+        "carries pickled Python objects; attntrace never unpickles",
+    ),
     (["run", "--mask"], "payload.npy", "save plain arrays instead (numpy.save of a float array"),
     (["run", "--weights"], "payload.pt", "save plain arrays instead"),
     (["run", "--heads", "2", "--weights"], "dict-bomb.pt", "shared, cyclic"),
@@ -104,9 +116,12 @@ CASES: list[tuple[list[str], str, str]] = [
 ]
 
 
-@pytest.mark.parametrize(("args", "name", "message"), CASES, ids=[f"{a[-1]}-{n}" for a, n, _ in CASES])
+@pytest.mark.parametrize(
+    ("args", "name", "message"), CASES, ids=[f"{a[-1]}-{n}" for a, n, _ in CASES]
+)
 def test_hostile_file_is_one_line_bounded_in_time_and_memory(
-        corpus: dict[str, Path], args: list[str], name: str, message: str) -> None:
+    corpus: dict[str, Path], args: list[str], name: str, message: str
+) -> None:
     code, out, err, seconds, rss = run_limited(*args, str(corpus[name]))
     assert code == 2, (code, out[-500:], err)
     assert len(err.splitlines()) == 1, err
@@ -127,9 +142,13 @@ def test_escape_codes_in_a_spec_are_shown_inert(corpus: dict[str, Path]) -> None
 
 def test_nan_input_is_a_result_not_a_crash(corpus: dict[str, Path]) -> None:
     for fmt in ("table", "json", "csv", "markdown"):
-        code, out, err, _, _ = run_limited("run", "--heads", "2", "--input", str(corpus["nan-input.npy"]), "-f", fmt)
+        code, out, err, _, _ = run_limited(
+            "run", "--heads", "2", "--input", str(corpus["nan-input.npy"]), "-f", fmt
+        )
         assert code == 0, err
-        assert err.startswith("attntrace: warning: non-finite values (NaN or inf) first appear at step 'x'")
+        assert err.startswith(
+            "attntrace: warning: non-finite values (NaN or inf) first appear at step 'x'"
+        )
         assert len(err.splitlines()) == 1
         if fmt == "json":
             doc = json.loads(out, parse_constant=lambda name: pytest.fail(f"{name} in strict JSON"))

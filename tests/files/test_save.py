@@ -35,26 +35,61 @@ def test_save_holds_every_step_parameter_and_the_config(tmp_path: Path) -> None:
     assert meta == {**config.to_dict(), "backend": "numpy", "format": "attntrace-trace/1"}
 
 
-@pytest.mark.parametrize("extra", [[], ["--batch", "2", "--scale", "none", "--dtype", "float64"], ["--backend", "torch"]])
-def test_save_then_weights_and_input_reproduce_the_output_exactly(tmp_path: Path, extra: list[str]) -> None:
+@pytest.mark.parametrize(
+    "extra", [[], ["--batch", "2", "--scale", "none", "--dtype", "float64"], ["--backend", "torch"]]
+)
+def test_save_then_weights_and_input_reproduce_the_output_exactly(
+    tmp_path: Path, extra: list[str]
+) -> None:
     if "torch" in extra:
         pytest.importorskip("torch")
-    first = invoke("run", "--hidden", 8, "--heads", 2, "--seq", 4, "--seed", 7, *extra, "--save", tmp_path / "a.npz")
+    first = invoke(
+        "run",
+        "--hidden",
+        8,
+        "--heads",
+        2,
+        "--seq",
+        4,
+        "--seed",
+        7,
+        *extra,
+        "--save",
+        tmp_path / "a.npz",
+    )
     assert first.exit_code == 0, first.output
     with np.load(tmp_path / "a.npz", allow_pickle=False) as a:
         np.save(tmp_path / "x.npy", a["x"])
         output = a["output"]
-    again = invoke("run", "--weights", tmp_path / "a.npz", "--input", tmp_path / "x.npy", *extra[-2:] if "torch" in extra else [],
-                   "--save", tmp_path / "b.npz")
+    again = invoke(
+        "run",
+        "--weights",
+        tmp_path / "a.npz",
+        "--input",
+        tmp_path / "x.npy",
+        *extra[-2:] if "torch" in extra else [],
+        "--save",
+        tmp_path / "b.npz",
+    )
     assert again.exit_code == 0, again.output
     with np.load(tmp_path / "b.npz", allow_pickle=False) as b:
         np.testing.assert_array_equal(b["output"], output)
-        assert json.loads(str(b["config"]))["heads"] == 2  # heads, dtype and scale come from the file
+        assert (
+            json.loads(str(b["config"]))["heads"] == 2
+        )  # heads, dtype and scale come from the file
 
 
 def test_input_may_be_the_saved_npz(tmp_path: Path) -> None:
     assert invoke("run", "--hidden", 8, "--heads", 2, "--save", tmp_path / "a.npz").exit_code == 0
-    result = invoke("run", "--weights", tmp_path / "a.npz", "--input", tmp_path / "a.npz", "--save", tmp_path / "b.npz")
+    result = invoke(
+        "run",
+        "--weights",
+        tmp_path / "a.npz",
+        "--input",
+        tmp_path / "a.npz",
+        "--save",
+        tmp_path / "b.npz",
+    )
     assert result.exit_code == 0, result.output
     with np.load(tmp_path / "a.npz") as a, np.load(tmp_path / "b.npz") as b:
         np.testing.assert_array_equal(a["output"], b["output"])
@@ -69,13 +104,17 @@ def test_a_failed_write_leaves_no_file(tmp_path: Path, monkeypatch: pytest.Monke
         raise OSError(28, "No space left on device")
 
     monkeypatch.setattr(np, "savez", half_then_fail)
-    with pytest.raises(OSError, match=r"could not be written \(No space left on device\); nothing was saved"):
+    with pytest.raises(
+        OSError, match=r"could not be written \(No space left on device\); nothing was saved"
+    ):
         save_trace(trace_attention(AttentionConfig(hidden=8, heads=2)), target)
     assert target.read_bytes() == b"the previous file"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["t.npz"]  # no temporary file left
 
 
-def test_an_interrupted_write_leaves_no_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_an_interrupted_write_leaves_no_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     def interrupted(file: Any, **arrays: Any) -> None:
         file.write(b"PK")
         raise KeyboardInterrupt
@@ -89,7 +128,10 @@ def test_an_interrupted_write_leaves_no_file(tmp_path: Path, monkeypatch: pytest
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["--backend", "shape", "--save", "{tmp}/t.npz"], "--save needs values, but the shape backend keeps none"),
+        (
+            ["--backend", "shape", "--save", "{tmp}/t.npz"],
+            "--save needs values, but the shape backend keeps none",
+        ),
         (["--save", "{tmp}/t.txt"], "--save writes a .npz file"),
         (["--save", "{tmp}/nope/t.npz"], "does not exist; create it or write elsewhere"),
     ],

@@ -49,7 +49,17 @@ def test_multihead_attention_state_dict_gives_torch_forward(tmp_path: Path) -> N
     torch.nn.init.normal_(mha.in_proj_bias)  # non-zero biases, so a lost bias shows
     torch.save(mha.state_dict(), tmp_path / "mha.pt")
     x_file, x = write_x(tmp_path, (2, S, H))
-    result = invoke("run", "--weights", tmp_path / "mha.pt", "--heads", h, "--input", x_file, "--save", tmp_path / "o.npz")
+    result = invoke(
+        "run",
+        "--weights",
+        tmp_path / "mha.pt",
+        "--heads",
+        h,
+        "--input",
+        x_file,
+        "--save",
+        tmp_path / "o.npz",
+    )
     assert result.exit_code == 0, result.output
     out, weights = mha_forward(mha, x)
     np.testing.assert_allclose(saved_output(tmp_path / "o.npz"), out, rtol=1e-5, atol=1e-6)
@@ -62,7 +72,9 @@ def test_multihead_attention_state_dict_gives_torch_forward(tmp_path: Path) -> N
 PLAIN = ("--no-rope", "--no-causal")
 
 
-def llama_file(tmp_path: Path, layers: int = 2, metadata: dict[str, str] | None = None) -> tuple[Path, list[Any]]:
+def llama_file(
+    tmp_path: Path, layers: int = 2, metadata: dict[str, str] | None = None
+) -> tuple[Path, list[Any]]:
     """A Llama-style safetensors checkpoint: q/k/v/o_proj without biases, several layers."""
     from safetensors.numpy import save_file
 
@@ -71,7 +83,12 @@ def llama_file(tmp_path: Path, layers: int = 2, metadata: dict[str, str] | None 
     for i in range(layers):
         mha = torch.nn.MultiheadAttention(H, h, bias=False, batch_first=True).eval()
         w_q, w_k, w_v = mha.in_proj_weight.detach().numpy().reshape(3, H, H)
-        for name, w in {"q_proj": w_q, "k_proj": w_k, "v_proj": w_v, "o_proj": mha.out_proj.weight.detach().numpy()}.items():
+        for name, w in {
+            "q_proj": w_q,
+            "k_proj": w_k,
+            "v_proj": w_v,
+            "o_proj": mha.out_proj.weight.detach().numpy(),
+        }.items():
             tensors[f"model.layers.{i}.self_attn.{name}.weight"] = np.ascontiguousarray(w)
         mhas.append(mha)
     tensors["model.embed_tokens.weight"] = np.zeros((10, H), np.float32)
@@ -83,30 +100,69 @@ def llama_file(tmp_path: Path, layers: int = 2, metadata: dict[str, str] | None 
 def test_llama_safetensors_layer_gives_torch_forward(tmp_path: Path) -> None:
     path, mhas = llama_file(tmp_path)
     x_file, x = write_x(tmp_path)
-    result = invoke("run", "--weights", path, "--layer-prefix", "model.layers.1.self_attn.", "--heads", h,
-                    "--input", x_file, "--save", tmp_path / "o.npz", *PLAIN)
+    result = invoke(
+        "run",
+        "--weights",
+        path,
+        "--layer-prefix",
+        "model.layers.1.self_attn.",
+        "--heads",
+        h,
+        "--input",
+        x_file,
+        "--save",
+        tmp_path / "o.npz",
+        *PLAIN,
+    )
     assert result.exit_code == 0, result.output
-    np.testing.assert_allclose(saved_output(tmp_path / "o.npz"), mha_forward(mhas[1], x)[0], rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(
+        saved_output(tmp_path / "o.npz"), mha_forward(mhas[1], x)[0], rtol=1e-5, atol=1e-6
+    )
     assert "x @ w_q.T " in result.stdout
     assert "b_q" not in result.stdout  # no bias in the file: no bias in the trace
 
 
-@pytest.mark.parametrize(("heads", "kv_heads", "head_dim", "hidden"), [(8, 2, 4, 32), (4, 1, 8, 32), (4, 2, 16, 32)],
-                         ids=["gqa", "mqa", "gemma-like-head-dim"])
-def test_grouped_query_safetensors_gives_torch_sdpa(tmp_path: Path, heads: int, kv_heads: int, head_dim: int,
-                                                    hidden: int) -> None:
+@pytest.mark.parametrize(
+    ("heads", "kv_heads", "head_dim", "hidden"),
+    [(8, 2, 4, 32), (4, 1, 8, 32), (4, 2, 16, 32)],
+    ids=["gqa", "mqa", "gemma-like-head-dim"],
+)
+def test_grouped_query_safetensors_gives_torch_sdpa(
+    tmp_path: Path, heads: int, kv_heads: int, head_dim: int, hidden: int
+) -> None:
     """A Llama/Mistral/Qwen-style layer with fewer k/v heads (and a decoupled head_dim): the
     sizes come from the weight shapes, and the output equals torch's own SDPA with enable_gqa."""
     from safetensors.numpy import save_file
 
     rng = np.random.default_rng(3)
-    shapes = {"q_proj": (heads * head_dim, hidden), "k_proj": (kv_heads * head_dim, hidden),
-              "v_proj": (kv_heads * head_dim, hidden), "o_proj": (hidden, heads * head_dim)}
-    w = {name: (rng.standard_normal(shape) / np.sqrt(shape[1])).astype(np.float32) for name, shape in shapes.items()}
-    save_file({f"model.layers.0.self_attn.{n}.weight": a for n, a in w.items()}, str(tmp_path / "gqa.safetensors"))
+    shapes = {
+        "q_proj": (heads * head_dim, hidden),
+        "k_proj": (kv_heads * head_dim, hidden),
+        "v_proj": (kv_heads * head_dim, hidden),
+        "o_proj": (hidden, heads * head_dim),
+    }
+    w = {
+        name: (rng.standard_normal(shape) / np.sqrt(shape[1])).astype(np.float32)
+        for name, shape in shapes.items()
+    }
+    save_file(
+        {f"model.layers.0.self_attn.{n}.weight": a for n, a in w.items()},
+        str(tmp_path / "gqa.safetensors"),
+    )
     x_file, x = write_x(tmp_path, (2, 5, hidden))
-    result = invoke("run", "--weights", tmp_path / "gqa.safetensors", "--heads", heads, "--causal", "--no-rope",
-                    "--input", x_file, "--save", tmp_path / "o.npz")
+    result = invoke(
+        "run",
+        "--weights",
+        tmp_path / "gqa.safetensors",
+        "--heads",
+        heads,
+        "--causal",
+        "--no-rope",
+        "--input",
+        x_file,
+        "--save",
+        tmp_path / "o.npz",
+    )
     assert result.exit_code == 0, result.output
     F = torch.nn.functional
     t = {n: torch.from_numpy(a) for n, a in w.items()}
@@ -114,13 +170,27 @@ def test_grouped_query_safetensors_gives_torch_sdpa(tmp_path: Path, heads: int, 
     q, k, v = (F.linear(xt, t[f"{c}_proj"]).view(2, 5, -1, head_dim).transpose(1, 2) for c in "qkv")
     context = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
     expected = F.linear(context.transpose(1, 2).reshape(2, 5, heads * head_dim), t["o_proj"])
-    np.testing.assert_allclose(saved_output(tmp_path / "o.npz"), expected.numpy(), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(
+        saved_output(tmp_path / "o.npz"), expected.numpy(), rtol=1e-5, atol=1e-5
+    )
     with np.load(tmp_path / "o.npz", allow_pickle=False) as npz:
         assert npz["k"].shape == (2, kv_heads, 5, head_dim)
         assert "b_q" not in npz.files  # no biases in the file: none in the trace
-    conflict = invoke("run", "--weights", tmp_path / "gqa.safetensors", "--heads", heads, "--kv-heads", heads, *PLAIN)
+    conflict = invoke(
+        "run",
+        "--weights",
+        tmp_path / "gqa.safetensors",
+        "--heads",
+        heads,
+        "--kv-heads",
+        heads,
+        *PLAIN,
+    )
     assert conflict.exit_code == 2
-    assert f"--kv-heads {heads} conflicts with the weights (gqa.safetensors), which give" in conflict.stderr
+    assert (
+        f"--kv-heads {heads} conflicts with the weights (gqa.safetensors), which give"
+        in conflict.stderr
+    )
 
 
 def test_layer_prefix_without_the_trailing_dot(tmp_path: Path) -> None:
@@ -134,7 +204,9 @@ def test_several_layers_without_a_prefix_list_the_candidates(tmp_path: Path) -> 
     assert result.exit_code == 2
     assert "holds 2 attention layers; pick one with --layer-prefix" in result.stderr
     assert "'model.layers.0.self_attn.', 'model.layers.1.self_attn.'" in result.stderr
-    result = invoke("run", "--weights", path, "--heads", h, "--layer-prefix", "model.layers.7.", *PLAIN)
+    result = invoke(
+        "run", "--weights", path, "--heads", h, "--layer-prefix", "model.layers.7.", *PLAIN
+    )
     assert result.exit_code == 2
     assert "no attention layer under --layer-prefix 'model.layers.7.'" in result.stderr
 
@@ -155,9 +227,19 @@ def test_heads_come_from_the_file_or_must_be_given(tmp_path: Path) -> None:
 
 def test_bert_names(tmp_path: Path) -> None:
     rng = np.random.default_rng(2)
-    ours = {f"{k}_{c}": rng.standard_normal((H, H) if k == "w" else (H,)) for c in "qkvo" for k in "wb"}
-    module = {"q": "attention.self.query", "k": "attention.self.key", "v": "attention.self.value", "o": "attention.output.dense"}
-    bert = {f"bert.encoder.layer.0.{module[n[2]]}.{'weight' if n[0] == 'w' else 'bias'}": v for n, v in ours.items()}
+    ours = {
+        f"{k}_{c}": rng.standard_normal((H, H) if k == "w" else (H,)) for c in "qkvo" for k in "wb"
+    }
+    module = {
+        "q": "attention.self.query",
+        "k": "attention.self.key",
+        "v": "attention.self.value",
+        "o": "attention.output.dense",
+    }
+    bert = {
+        f"bert.encoder.layer.0.{module[n[2]]}.{'weight' if n[0] == 'w' else 'bias'}": v
+        for n, v in ours.items()
+    }
     np.savez(tmp_path / "bert.npz", **bert)
     loaded = load_weights(tmp_path / "bert.npz")
     assert (loaded.scheme, loaded.prefix, loaded.hidden) == ("BERT", "bert.encoder.layer.0.", H)
@@ -171,7 +253,7 @@ def test_loaded_weights_replace_the_seeded_ones(tmp_path: Path) -> None:
     loaded = load_weights(tmp_path / "nested.pth")
     assert (loaded.scheme, loaded.prefix) == ("nn.MultiheadAttention", "model.")
     trace = trace_attention(AttentionConfig(seq=S, hidden=H, heads=h), tensors=loaded.params)
-    np.testing.assert_array_equal(trace.params["w_v"], mha.in_proj_weight.detach().numpy()[2 * H:])
+    np.testing.assert_array_equal(trace.params["w_v"], mha.in_proj_weight.detach().numpy()[2 * H :])
 
 
 def test_size_conflicts_are_clear_errors(tmp_path: Path) -> None:
@@ -183,13 +265,19 @@ def test_size_conflicts_are_clear_errors(tmp_path: Path) -> None:
         ("--batch", 2): "--batch 2 conflicts with the input (x (3, 8)), which gives (none)",
     }
     for option, message in cases.items():
-        result = invoke("run", "--weights", tmp_path / "mha.pt", "--heads", h, "--input", x_file, *option)
+        result = invoke(
+            "run", "--weights", tmp_path / "mha.pt", "--heads", h, "--input", x_file, *option
+        )
         assert result.exit_code == 2
         assert message in result.stderr
     np.save(tmp_path / "wide.npy", np.zeros((S, 16), np.float32))
-    result = invoke("run", "--weights", tmp_path / "mha.pt", "--heads", h, "--input", tmp_path / "wide.npy")
+    result = invoke(
+        "run", "--weights", tmp_path / "mha.pt", "--heads", h, "--input", tmp_path / "wide.npy"
+    )
     assert result.exit_code == 2
-    assert "the input (x (3, 16)) gives hidden 16, but the weights (mha.pt) gives 8" in result.stderr
+    assert (
+        "the input (x (3, 16)) gives hidden 16, but the weights (mha.pt) gives 8" in result.stderr
+    )
     result = invoke("run", "--layer-prefix", "model.")
     assert result.exit_code == 2
     assert "add --weights FILE" in result.stderr
@@ -204,6 +292,7 @@ def test_input_alone_sets_seq_and_batch(tmp_path: Path) -> None:
 
 
 # --- safety: nothing in a file ever runs ------------------------------------------------------
+
 
 class Payload:
     """Unpickling this would run a shell command that creates the marker file."""
@@ -258,11 +347,17 @@ def _make_broken(tmp_path: Path, case: str) -> Path:
         "truncated.npz": lambda p: p.write_bytes(_truncated((tmp_path / "good.npz").read_bytes())),
         "truncated.pt": lambda p: p.write_bytes(_truncated((tmp_path / "good.pt").read_bytes())),
         "garbage.pt": lambda p: p.write_bytes(b"garbage" * 50),
-        "truncated.safetensors": lambda p: p.write_bytes(_truncated((tmp_path / "llama.safetensors").read_bytes())),
+        "truncated.safetensors": lambda p: p.write_bytes(
+            _truncated((tmp_path / "llama.safetensors").read_bytes())
+        ),
         "garbage.safetensors": lambda p: p.write_bytes(b"\xff" * 64),
-        "wrong_shape.npz": lambda p: np.savez(p, w_q=np.eye(H), w_k=np.zeros((4, H)), w_v=np.eye(H), w_o=np.eye(H)),
+        "wrong_shape.npz": lambda p: np.savez(
+            p, w_q=np.eye(H), w_k=np.zeros((4, H)), w_v=np.eye(H), w_o=np.eye(H)
+        ),
         "missing_weight.npz": lambda p: np.savez(p, w_q=np.eye(H), w_k=np.eye(H), w_v=np.eye(H)),
-        "integer.npz": lambda p: np.savez(p, w_q=np.eye(H, dtype=np.int64), w_k=np.eye(H), w_v=np.eye(H), w_o=np.eye(H)),
+        "integer.npz": lambda p: np.savez(
+            p, w_q=np.eye(H, dtype=np.int64), w_k=np.eye(H), w_v=np.eye(H), w_o=np.eye(H)
+        ),
         "no_attention.npz": lambda p: np.savez(p, embedding=np.eye(H)),
         "weights.txt": lambda p: p.write_text("w_q"),
         "dir.npz": lambda p: p.mkdir(),
@@ -329,7 +424,9 @@ def test_unreadable_file_is_exit_2(tmp_path: Path, monkeypatch: pytest.MonkeyPat
         (lambda p: p.write_bytes(b"hello"), "is not a .npy file"),
     ],
 )
-def test_broken_input_file_is_exit_2(tmp_path: Path, content: Callable[[Path], None], message: str) -> None:
+def test_broken_input_file_is_exit_2(
+    tmp_path: Path, content: Callable[[Path], None], message: str
+) -> None:
     path = tmp_path / "x.npy"
     content(path)
     result = invoke("run", "--input", path, "--heads", h)
@@ -342,7 +439,10 @@ def test_bfloat16_safetensors_is_widened_to_float32(tmp_path: Path) -> None:
     from safetensors.torch import save_file
 
     w = torch.randn(4, H, H).to(torch.bfloat16)
-    save_file({f"{c}_proj.weight": w[i].contiguous() for i, c in enumerate("qkvo")}, str(tmp_path / "bf.safetensors"))
+    save_file(
+        {f"{c}_proj.weight": w[i].contiguous() for i, c in enumerate("qkvo")},
+        str(tmp_path / "bf.safetensors"),
+    )
     loaded = load_weights(tmp_path / "bf.safetensors")
     assert loaded.params["w_k"] is not None
     assert loaded.params["w_k"].dtype == np.float32
@@ -365,8 +465,19 @@ def test_input_kv_gives_torch_cross_attention(tmp_path: Path) -> None:
     x_file, x = write_x(tmp_path, (2, S, H))
     x_kv = np.random.default_rng(2).standard_normal((2, 5, H)).astype(np.float32)
     np.save(tmp_path / "x_kv.npy", x_kv)
-    result = invoke("run", "--weights", tmp_path / "mha.pt", "--heads", h, "--input", x_file,
-                    "--input-kv", tmp_path / "x_kv.npy", "--save", tmp_path / "o.npz")
+    result = invoke(
+        "run",
+        "--weights",
+        tmp_path / "mha.pt",
+        "--heads",
+        h,
+        "--input",
+        x_file,
+        "--input-kv",
+        tmp_path / "x_kv.npy",
+        "--save",
+        tmp_path / "o.npz",
+    )
     assert result.exit_code == 0, result.output
     with torch.no_grad():
         kv = torch.from_numpy(x_kv)
@@ -375,20 +486,41 @@ def test_input_kv_gives_torch_cross_attention(tmp_path: Path) -> None:
         np.testing.assert_array_equal(npz["x_kv"], x_kv)
         np.testing.assert_allclose(npz["weights"], weights.numpy(), rtol=1e-5, atol=1e-6)
         np.testing.assert_allclose(npz["output"], out.numpy(), rtol=1e-5, atol=1e-6)
-    assert invoke("verify", "--heads", h, "--input", x_file, "--input-kv",
-                  tmp_path / "x_kv.npy", "--dtype", "float64").exit_code == 0
+    assert (
+        invoke(
+            "verify",
+            "--heads",
+            h,
+            "--input",
+            x_file,
+            "--input-kv",
+            tmp_path / "x_kv.npy",
+            "--dtype",
+            "float64",
+        ).exit_code
+        == 0
+    )
 
 
-@pytest.mark.parametrize(("shape", "extra", "message"), [
-    ((3, 5, H), [], "--input-kv (x_kv (3, 5, 8)) gives batch 3, but the input (x (2, 3, 8)) gives 2"),
-    ((2, 5, H), ["--kv-seq", "4"], "--kv-seq 4 conflicts with --input-kv (x_kv (2, 5, 8))"),
-    ((5,), [], "--input-kv is (5,); it must be (N, M) or (B, N, M)"),
-])
+@pytest.mark.parametrize(
+    ("shape", "extra", "message"),
+    [
+        (
+            (3, 5, H),
+            [],
+            "--input-kv (x_kv (3, 5, 8)) gives batch 3, but the input (x (2, 3, 8)) gives 2",
+        ),
+        ((2, 5, H), ["--kv-seq", "4"], "--kv-seq 4 conflicts with --input-kv (x_kv (2, 5, 8))"),
+        ((5,), [], "--input-kv is (5,); it must be (N, M) or (B, N, M)"),
+    ],
+)
 def test_input_kv_that_disagrees_is_one_line(
-        tmp_path: Path, shape: tuple[int, ...], extra: list[str], message: str) -> None:
+    tmp_path: Path, shape: tuple[int, ...], extra: list[str], message: str
+) -> None:
     x_file, _ = write_x(tmp_path, (2, S, H))
     np.save(tmp_path / "x_kv.npy", np.zeros(shape, np.float32))
-    result = invoke("run", "--heads", h, "--input", x_file, "--input-kv", tmp_path / "x_kv.npy",
-                    *extra)
+    result = invoke(
+        "run", "--heads", h, "--input", x_file, "--input-kv", tmp_path / "x_kv.npy", *extra
+    )
     assert result.exit_code == 2
     assert message in result.stderr

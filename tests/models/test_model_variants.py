@@ -22,12 +22,20 @@ def invoke(*args: object) -> Any:
 VARIANTS: dict[str, tuple[dict[str, Any], tuple[str, ...]]] = {
     "window": ({"window": 2, "causal": True}, ("scaled", "mask", "masked", "weights")),
     "softcap": ({"softcap": 0.5}, ("scaled", "capped", "weights")),
-    "softcap-mask": ({"softcap": 0.5, "causal": True}, ("scaled", "capped", "mask", "masked", "weights")),
+    "softcap-mask": (
+        {"softcap": 0.5, "causal": True},
+        ("scaled", "capped", "mask", "masked", "weights"),
+    ),
     "qk-norm-head": ({"qk_norm": "head", "rope": True}, ("v", "q_norm", "k_norm", "rope_cos")),
     "qk-norm-full": ({"qk_norm": "full"}, ("v_proj", "q_norm", "k_norm", "q_heads")),
-    "rotary-dims": ({"rope": True, "rotary_dims": 2}, ("v", "rope_cos", "rope_sin", "q_rot", "k_rot")),
-    "rope-scaling": ({"rope": True, "rope_scaling": "llama3:factor=8,original_max_position_embeddings=4"},
-                     ("v", "rope_cos", "rope_sin", "q_rot", "k_rot")),
+    "rotary-dims": (
+        {"rope": True, "rotary_dims": 2},
+        ("v", "rope_cos", "rope_sin", "q_rot", "k_rot"),
+    ),
+    "rope-scaling": (
+        {"rope": True, "rope_scaling": "llama3:factor=8,original_max_position_embeddings=4"},
+        ("v", "rope_cos", "rope_sin", "q_rot", "k_rot"),
+    ),
 }
 
 
@@ -48,19 +56,32 @@ def test_variant_steps_in_order_on_every_backend(name: str, backend: str) -> Non
         assert [p.name for p in trace.parameters][-2:] == ["n_q", "n_k"]
 
 
-@pytest.mark.parametrize("args", [
-    ("--window", 2, "--causal"), ("--window", 2, "--causal", "--algorithm", "flash", "--block-size", 2),
-    ("--softcap", 0.5, "--causal", "--batch", 2, "--key-lengths", "5,3"),
-    ("--softcap", 0.5, "--causal", "--window", 3, "--algorithm", "flash", "--block-size", 2),
-    ("--relative-bias", "8,16", "--scale", "none", "--algorithm", "flash", "--block-size", 2),
-    ("--softcap", 2, "--relative-bias", "8,16", "--causal"),  # capped, then bias, then mask
-    ("--softcap", 2, "--relative-bias", "8,16", "--algorithm", "flash", "--block-size", 2),
-    ("--qk-norm", "head", "--rope"), ("--qk-norm", "full", "--kv-heads", 1),
-    ("--rope", "--rotary-dims", 2), ("--rope", "--rope-scaling", "linear:factor=2"),
-    ("--rope", "--rope-scaling", "dynamic:factor=2,max_position_embeddings=2"),
-    ("--rope", "--rope-scaling", "yarn:factor=4,original_max_position_embeddings=2", "--kv-heads", 1),
-    ("--rope", "--rope-scaling", "llama3:factor=8,original_max_position_embeddings=4"),
-], ids=lambda a: " ".join(map(str, a)))
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("--window", 2, "--causal"),
+        ("--window", 2, "--causal", "--algorithm", "flash", "--block-size", 2),
+        ("--softcap", 0.5, "--causal", "--batch", 2, "--key-lengths", "5,3"),
+        ("--softcap", 0.5, "--causal", "--window", 3, "--algorithm", "flash", "--block-size", 2),
+        ("--relative-bias", "8,16", "--scale", "none", "--algorithm", "flash", "--block-size", 2),
+        ("--softcap", 2, "--relative-bias", "8,16", "--causal"),  # capped, then bias, then mask
+        ("--softcap", 2, "--relative-bias", "8,16", "--algorithm", "flash", "--block-size", 2),
+        ("--qk-norm", "head", "--rope"),
+        ("--qk-norm", "full", "--kv-heads", 1),
+        ("--rope", "--rotary-dims", 2),
+        ("--rope", "--rope-scaling", "linear:factor=2"),
+        ("--rope", "--rope-scaling", "dynamic:factor=2,max_position_embeddings=2"),
+        (
+            "--rope",
+            "--rope-scaling",
+            "yarn:factor=4,original_max_position_embeddings=2",
+            "--kv-heads",
+            1,
+        ),
+        ("--rope", "--rope-scaling", "llama3:factor=8,original_max_position_embeddings=4"),
+    ],
+    ids=lambda a: " ".join(map(str, a)),
+)
 def test_verify_passes_for_every_variant(args: tuple[object, ...]) -> None:
     pytest.importorskip("torch")
     result = invoke("verify", "--hidden", 8, "--heads", 2, "--seq", 5, *args)
@@ -68,16 +89,19 @@ def test_verify_passes_for_every_variant(args: tuple[object, ...]) -> None:
     assert "PASS" in result.stdout
 
 
-@pytest.mark.parametrize(("fields", "message"), [
-    ({"rope_scaling": "linear:factor=2"}, "change RoPE; add --rope"),
-    ({"rope": True, "rope_scaling": "ntk"}, "unknown type 'ntk'"),
-    ({"rope": True, "rope_scaling": "linear"}, "missing factor"),
-    ({"rope": True, "rope_scaling": "linear:factor=2,beta=3"}, "unknown beta"),
-    ({"rope": True, "rotary_dims": 3}, "--rotary-dims must be even"),
-    ({"softcap": 0.0}, "--softcap must be a number > 0"),
-    ({"qk_norm": "rms"}, "--qk-norm must be head or full"),
-    ({"window": 0}, "--window must be a whole number >= 1"),
-])
+@pytest.mark.parametrize(
+    ("fields", "message"),
+    [
+        ({"rope_scaling": "linear:factor=2"}, "change RoPE; add --rope"),
+        ({"rope": True, "rope_scaling": "ntk"}, "unknown type 'ntk'"),
+        ({"rope": True, "rope_scaling": "linear"}, "missing factor"),
+        ({"rope": True, "rope_scaling": "linear:factor=2,beta=3"}, "unknown beta"),
+        ({"rope": True, "rotary_dims": 3}, "--rotary-dims must be even"),
+        ({"softcap": 0.0}, "--softcap must be a number > 0"),
+        ({"qk_norm": "rms"}, "--qk-norm must be head or full"),
+        ({"window": 0}, "--window must be a whole number >= 1"),
+    ],
+)
 def test_bad_variants_name_the_fix(fields: dict[str, Any], message: str) -> None:
     with pytest.raises(ConfigError, match=message):
         AttentionConfig(hidden=8, heads=2, **fields)

@@ -145,24 +145,56 @@ FAMILIES: dict[str, tuple[str, dict[str, Any], Callable[[Any, int], Any]]] = {
         },
         lambda m, i: m.transformer.h[i].self_attention,
     ),
-    "neox-partial-rotary": ("GPTNeoX", {**BASE, "hidden_size": 32},  # d = 8, rotary_pct 0.25: R = 2
-                            lambda m, i: m.gpt_neox.layers[i].attention),
-    "gemma2-softcap-window": ("Gemma2", {**BASE, "num_key_value_heads": 2, "head_dim": 8, "sliding_window": 3,
-                                         "attn_logit_softcapping": 0.5, "query_pre_attn_scalar": 6},
-                              lambda m, i: m.model.layers[i].self_attn),
-    "qwen3-qk-norm": ("Qwen3", {**BASE, "num_key_value_heads": 2, "head_dim": 8},
-                      lambda m, i: m.model.layers[i].self_attn),
-    "olmo2-qk-norm-full": ("Olmo2", {**BASE, "num_key_value_heads": 2}, lambda m, i: m.model.layers[i].self_attn),
-    **{f"llama-rope-{kind}": ("Llama", {**BASE, "num_key_value_heads": 2, "max_position_embeddings": 4,
-                                        "rope_parameters": {"rope_type": kind, "rope_theta": 100.0, **params}},
-                              lambda m, i: m.model.layers[i].self_attn)
-       for kind, params in {
-           "linear": {"factor": 3.0},
-           "dynamic": {"factor": 2.0},  # S = 6 > max_position_embeddings 4: a larger base
-           "llama3": {"factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
-                      "original_max_position_embeddings": 4},
-           "yarn": {"factor": 4.0, "original_max_position_embeddings": 2, "beta_fast": 8.0},
-       }.items()},
+    "neox-partial-rotary": (
+        "GPTNeoX",
+        {**BASE, "hidden_size": 32},  # d = 8, rotary_pct 0.25: R = 2
+        lambda m, i: m.gpt_neox.layers[i].attention,
+    ),
+    "gemma2-softcap-window": (
+        "Gemma2",
+        {
+            **BASE,
+            "num_key_value_heads": 2,
+            "head_dim": 8,
+            "sliding_window": 3,
+            "attn_logit_softcapping": 0.5,
+            "query_pre_attn_scalar": 6,
+        },
+        lambda m, i: m.model.layers[i].self_attn,
+    ),
+    "qwen3-qk-norm": (
+        "Qwen3",
+        {**BASE, "num_key_value_heads": 2, "head_dim": 8},
+        lambda m, i: m.model.layers[i].self_attn,
+    ),
+    "olmo2-qk-norm-full": (
+        "Olmo2",
+        {**BASE, "num_key_value_heads": 2},
+        lambda m, i: m.model.layers[i].self_attn,
+    ),
+    **{
+        f"llama-rope-{kind}": (
+            "Llama",
+            {
+                **BASE,
+                "num_key_value_heads": 2,
+                "max_position_embeddings": 4,
+                "rope_parameters": {"rope_type": kind, "rope_theta": 100.0, **params},
+            },
+            lambda m, i: m.model.layers[i].self_attn,
+        )
+        for kind, params in {
+            "linear": {"factor": 3.0},
+            "dynamic": {"factor": 2.0},  # S = 6 > max_position_embeddings 4: a larger base
+            "llama3": {
+                "factor": 8.0,
+                "low_freq_factor": 1.0,
+                "high_freq_factor": 4.0,
+                "original_max_position_embeddings": 4,
+            },
+            "yarn": {"factor": 4.0, "original_max_position_embeddings": 2, "beta_fast": 8.0},
+        }.items()
+    },
 }
 
 
@@ -322,28 +354,60 @@ def test_sharded_model_reads_only_the_layers_bytes(
 
 def test_header_names_the_model_and_the_typed_overrides(tmp_path: Path) -> None:
     build("Llama", tmp_path, **{**BASE, "num_key_value_heads": 2})
-    result = invoke("run", "--model", tmp_path, "--layer", 1, "--kv-heads", 1, "--backend", "shape", "--no-color")
+    result = invoke(
+        "run",
+        "--model",
+        tmp_path,
+        "--layer",
+        1,
+        "--kv-heads",
+        1,
+        "--backend",
+        "shape",
+        "--no-color",
+    )
     assert result.exit_code == 2  # the weights hold 2 kv-heads: an override cannot change them
     assert "conflicts with the weights" in result.stderr
-    result = invoke("check", "--model", tmp_path, "--layer", 1, "-e", "k=2,3,4", "-e", "q_rot=h,S,d")
+    result = invoke(
+        "check", "--model", tmp_path, "--layer", 1, "-e", "k=2,3,4", "-e", "q_rot=h,S,d"
+    )
     assert result.exit_code == 0, result.output  # check takes the model's config: g = 2, RoPE
     result = invoke("run", "--model", tmp_path, "--layer", 1, "--no-causal", "--format", "json")
     assert result.exit_code == 0, result.output
     doc = json.loads(result.stdout)
-    assert doc["origin"] == f"from --model {tmp_path.name} (layer 1); typed over it: --causal false (was true)"
+    assert (
+        doc["origin"]
+        == f"from --model {tmp_path.name} (layer 1); typed over it: --causal false (was true)"
+    )
     assert doc["config"]["causal"] is False
 
 
-@pytest.mark.parametrize(("kind", "sizes"), [
-    ("Qwen3", {**BASE, "num_key_value_heads": 2, "head_dim": 8}),
-    ("Olmo2", {**BASE, "num_key_value_heads": 2}),
-    ("Gemma3Text", {**BASE, "num_key_value_heads": 2, "head_dim": 8, "sliding_window": 3,
-                    "layer_types": ["sliding_attention", "full_attention"], "query_pre_attn_scalar": 6,
-                    "rope_parameters": {"full_attention": {"rope_type": "linear", "factor": 8.0, "rope_theta": 1e6},
-                                        "sliding_attention": {"rope_type": "default", "rope_theta": 1e4}}}),
-])
+@pytest.mark.parametrize(
+    ("kind", "sizes"),
+    [
+        ("Qwen3", {**BASE, "num_key_value_heads": 2, "head_dim": 8}),
+        ("Olmo2", {**BASE, "num_key_value_heads": 2}),
+        (
+            "Gemma3Text",
+            {
+                **BASE,
+                "num_key_value_heads": 2,
+                "head_dim": 8,
+                "sliding_window": 3,
+                "layer_types": ["sliding_attention", "full_attention"],
+                "query_pre_attn_scalar": 6,
+                "rope_parameters": {
+                    "full_attention": {"rope_type": "linear", "factor": 8.0, "rope_theta": 1e6},
+                    "sliding_attention": {"rope_type": "default", "rope_theta": 1e4},
+                },
+            },
+        ),
+    ],
+)
 @pytest.mark.parametrize("layer", [0, 1])
-def test_qk_norm_weights_are_read(tmp_path: Path, kind: str, sizes: dict[str, Any], layer: int) -> None:
+def test_qk_norm_weights_are_read(
+    tmp_path: Path, kind: str, sizes: dict[str, Any], layer: int
+) -> None:
     """Qwen3 and Gemma 3 normalise q and k per head (Gemma 3 by 1 + weight), OLMo 2 over the
     whole projection; Gemma 3's layer 0 slides with θ 10000, layer 1 is global with linear x8."""
     model = build(kind, tmp_path, **sizes)
@@ -357,17 +421,35 @@ def test_qk_norm_weights_are_read(tmp_path: Path, kind: str, sizes: dict[str, An
 def test_t5_layers_with_the_relative_bias_of_block_0(tmp_path: Path, layer: int) -> None:
     """T5: unscaled scores plus a bias per bucket of j - i; block 0 holds the table and every
     layer uses it. Layer 1's file has no table: it is read from block 0."""
-    model = build("T5", tmp_path, vocab_size=32, d_model=16, d_kv=4, num_heads=4, num_layers=2, d_ff=32,
-                  relative_attention_num_buckets=8, relative_attention_max_distance=16)
+    model = build(
+        "T5",
+        tmp_path,
+        vocab_size=32,
+        d_model=16,
+        d_kv=4,
+        num_heads=4,
+        num_layers=2,
+        d_ff=32,
+        relative_attention_num_buckets=8,
+        relative_attention_max_distance=16,
+    )
     module = model.encoder.block[layer].layer[0].SelfAttention
     seen: dict[str, Any] = {}
 
     def hook(_mod: Any, args: tuple[Any, ...], kwargs: dict[str, Any], out: Any) -> None:
-        seen["x"], seen["out"], seen["weights"] = kwargs.get("hidden_states", args[0] if args else None), out[0], out[-1]
+        seen["x"], seen["out"], seen["weights"] = (
+            kwargs.get("hidden_states", args[0] if args else None),
+            out[0],
+            out[-1],
+        )
 
     handle = module.register_forward_hook(hook, with_kwargs=True)
     with torch.no_grad():
-        model(input_ids=torch.from_numpy(IDS), attention_mask=torch.from_numpy(PAD), output_attentions=True)
+        model(
+            input_ids=torch.from_numpy(IDS),
+            attention_mask=torch.from_numpy(PAD),
+            output_attentions=True,
+        )
     handle.remove()
     got = Captured(*(seen[k].double().numpy() for k in ("x", "out", "weights")))
     out = trace_folder(tmp_path, got.x, "--layer", layer, "--key-lengths", "6,4")

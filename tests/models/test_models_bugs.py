@@ -96,8 +96,12 @@ def test_theta_of_a_saved_transformers_5_llama_gives_its_forward(tmp_path: Path)
 
 
 def test_rope_scaling_in_rope_parameters_is_read_or_refused_never_ignored(tmp_path: Path) -> None:
-    cfg = {"model_type": "llama", "hidden_size": 64, "num_attention_heads": 4,
-           "rope_parameters": {"rope_type": "linear", "rope_theta": 1e4, "factor": 4.0}}
+    cfg = {
+        "model_type": "llama",
+        "hidden_size": 64,
+        "num_attention_heads": 4,
+        "rope_parameters": {"rope_type": "linear", "rope_theta": 1e4, "factor": 4.0},
+    }
     assert read_hf_config(write_config(tmp_path, cfg))["rope_scaling"] == "linear:factor=4.0"
     cfg["rope_parameters"] = {"rope_type": "longrope", "rope_theta": 1e4, "factor": 4.0}
     result = invoke("run", "--hf-config", write_config(tmp_path, cfg))

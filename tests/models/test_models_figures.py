@@ -28,13 +28,35 @@ def run_json(*args: object) -> dict[str, Any]:
 
 
 def test_layers_multiplies_one_layer_and_counts_every_cached_key() -> None:
-    doc = run_json("--hidden", 64, "--heads", 4, "--kv-heads", 2, "--batch", 3, "--seq", 5,
-                   "--dtype", "float64", "--layers", 7, "--backend", "shape")
+    doc = run_json(
+        "--hidden",
+        64,
+        "--heads",
+        4,
+        "--kv-heads",
+        2,
+        "--batch",
+        3,
+        "--seq",
+        5,
+        "--dtype",
+        "float64",
+        "--layers",
+        7,
+        "--backend",
+        "shape",
+    )
     totals, whole = doc["totals"], doc["whole_model"]
-    assert whole == {"layers": 7, "batch": 3, "keys": 5, "dtype": "float64",
-                     "params": 7 * totals["param_count"],
-                     "kv_cache_bytes": 7 * 3 * 5 * 2 * 2 * 16 * 8,  # L·B·N·2·g·d·8 B
-                     "flops": 7 * totals["flops"], "macs": 7 * totals["flops"] / 2}
+    assert whole == {
+        "layers": 7,
+        "batch": 3,
+        "keys": 5,
+        "dtype": "float64",
+        "params": 7 * totals["param_count"],
+        "kv_cache_bytes": 7 * 3 * 5 * 2 * 2 * 16 * 8,  # L·B·N·2·g·d·8 B
+        "flops": 7 * totals["flops"],
+        "macs": 7 * totals["flops"] / 2,
+    }
     assert totals["param_count"] == 2 * 64 * 64 + 2 * 32 * 64 + 64 + 2 * 32 + 64
     assert "whole_model" not in run_json("--hidden", 8, "--heads", 2)  # additive: off by default
 
@@ -57,24 +79,45 @@ def test_preset_figures_are_the_run_figures() -> None:
     doc = run_json("--preset", "qwen2.5-7b", "--seq", 10, "--batch", 2, "--backend", "shape")
     assert doc["whole_model"] == {**figures.__dict__, "macs": figures.flops / 2}
     assert figures.kv_cache_bytes == 28 * 2 * 10 * 2 * 4 * 128 * 4
-    assert run_json("--preset", "qwen2.5-7b", "--seq", 10, "--batch", 2, "--backend", "shape",
-                    "--layers", 1)["whole_model"]["flops"] == figures.flops // 28
+    assert (
+        run_json(
+            "--preset", "qwen2.5-7b", "--seq", 10, "--batch", 2, "--backend", "shape", "--layers", 1
+        )["whole_model"]["flops"]
+        == figures.flops // 28
+    )
 
 
 def test_hf_config_and_model_folder_give_their_layer_count(tmp_path: Path) -> None:
-    config = {"model_type": "llama", "hidden_size": 16, "num_attention_heads": 4,
-              "num_key_value_heads": 2, "num_hidden_layers": 6}
+    config = {
+        "model_type": "llama",
+        "hidden_size": 16,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+        "num_hidden_layers": 6,
+    }
     (tmp_path / "config.json").write_text(json.dumps(config))
     doc = run_json("--hf-config", tmp_path / "config.json", "--backend", "shape", "--seq", 4)
     assert doc["whole_model"]["layers"] == 6
     assert doc["whole_model"]["kv_cache_bytes"] == 6 * 4 * 2 * 2 * 4 * 4
-    assert run_json("--hf-config", tmp_path / "config.json", "--backend", "shape",
-                    "--layers", 2)["whole_model"]["layers"] == 2  # typed over the config
+    assert (
+        run_json("--hf-config", tmp_path / "config.json", "--backend", "shape", "--layers", 2)[
+            "whole_model"
+        ]["layers"]
+        == 2
+    )  # typed over the config
     pytest.importorskip("transformers")
     from hf_models import build
 
-    build("Llama", tmp_path / "m", vocab_size=32, hidden_size=16, intermediate_size=32,
-          num_hidden_layers=3, num_attention_heads=4, num_key_value_heads=2)
+    build(
+        "Llama",
+        tmp_path / "m",
+        vocab_size=32,
+        hidden_size=16,
+        intermediate_size=32,
+        num_hidden_layers=3,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+    )
     doc = run_json("--model", tmp_path / "m", "--layer", 2, "--seq", 4)
     assert doc["whole_model"]["layers"] == 3
     assert doc["whole_model"]["params"] == 3 * (2 * 16 * 16 + 2 * 8 * 16)
@@ -86,21 +129,24 @@ def test_table_and_markdown_show_the_figures_and_bad_layers_is_one_line() -> Non
     assert "whole model: L=12 layers like this one, B=1, S=3" in result.stdout
     assert "KV cache (float32)" in result.stdout
     assert max(map(len, result.stdout.splitlines())) <= 80
-    result = invoke("run", "--hidden", 8, "--heads", 2, "--layers", 12, "-f", "markdown",
-                    "--count", "macs")
+    result = invoke(
+        "run", "--hidden", 8, "--heads", 2, "--layers", 12, "-f", "markdown", "--count", "macs"
+    )
     assert result.stdout.splitlines()[-1].startswith("whole model, L=12 layers at B=1, S=3: ")
     assert result.stdout.rstrip().endswith("MACs per forward")
     result = invoke("run", "--layers", 0)
     assert result.exit_code == 2
-    assert result.stderr == ("attntrace: error: --layers must be a whole number >= 1 (the "
-                             "model's layers), got 0\n")
+    assert result.stderr == (
+        "attntrace: error: --layers must be a whole number >= 1 (the model's layers), got 0\n"
+    )
 
 
 def test_sweep_layers_adds_the_whole_model_to_every_point() -> None:
     """sweep --layers L (or a preset's layer count): JSON whole_model per point, three CSV
     columns after the point's own, two table columns; without it the output is unchanged."""
-    result = invoke("sweep", "--seq", "16,32", "--hidden", 64, "--heads", 4, "--layers", 3,
-                    "--format", "json")
+    result = invoke(
+        "sweep", "--seq", "16,32", "--hidden", 64, "--heads", 4, "--layers", 3, "--format", "json"
+    )
     assert result.exit_code == 0, result.output
     points = json.loads(result.stdout)
     for p in points:
@@ -108,8 +154,9 @@ def test_sweep_layers_adds_the_whole_model_to_every_point() -> None:
         assert p["whole_model"]["kv_cache_bytes"] == 3 * p["seq"] * p["kv_cache_bytes_per_token"]
     plain = invoke("sweep", "--seq", 16, "--hidden", 64, "--heads", 4, "--format", "csv")
     assert plain.stdout.splitlines()[0].endswith(",kv_cache_bytes_per_token")
-    result = invoke("sweep", "--seq", 16, "--hidden", 64, "--heads", 4, "--layers", 3,
-                    "--format", "csv")
+    result = invoke(
+        "sweep", "--seq", 16, "--hidden", 64, "--heads", 4, "--layers", 3, "--format", "csv"
+    )
     header, row = result.stdout.splitlines()[:2]
     assert header == plain.stdout.splitlines()[0] + ",model_layers,model_kv_cache_bytes,model_flops"
     assert row.startswith(plain.stdout.splitlines()[1] + ",3,")

@@ -32,15 +32,27 @@ def test_gemma2_soft_cap_and_window_in_flash_tiles(tmp_path: Path, block: str | 
     model = build(kind, tmp_path, **sizes)
     got = capture(model, module(model, 0), IDS, PAD)  # layer 0 slides (window 3)
     tiles = ("--block-size", block) if block else ()
-    out = trace_folder(tmp_path, got.x, "--layer", 0, "--key-lengths", "6,4", "--algorithm", "flash", *tiles)
+    out = trace_folder(
+        tmp_path, got.x, "--layer", 0, "--key-lengths", "6,4", "--algorithm", "flash", *tiles
+    )
     assert "s_capped" in out
     assert_output(out, got.output, (6, 4))
 
 
 @pytest.mark.parametrize("layer", [0, 1])
 def test_t5_encoder_relative_bias_in_flash_tiles(tmp_path: Path, layer: int) -> None:
-    model = build("T5", tmp_path, vocab_size=32, d_model=16, d_kv=4, num_heads=4, num_layers=2, d_ff=32,
-                  relative_attention_num_buckets=8, relative_attention_max_distance=16)
+    model = build(
+        "T5",
+        tmp_path,
+        vocab_size=32,
+        d_model=16,
+        d_kv=4,
+        num_heads=4,
+        num_layers=2,
+        d_ff=32,
+        relative_attention_num_buckets=8,
+        relative_attention_max_distance=16,
+    )
     module = model.encoder.block[layer].layer[0].SelfAttention
     seen: dict[str, Any] = {}
 
@@ -52,8 +64,18 @@ def test_t5_encoder_relative_bias_in_flash_tiles(tmp_path: Path, layer: int) -> 
         model(input_ids=torch.from_numpy(IDS), attention_mask=torch.from_numpy(PAD))
     handle.remove()
     x, want = seen["x"].double().numpy(), seen["out"].double().numpy()
-    out = trace_folder(tmp_path, x, "--layer", layer, "--key-lengths", "6,4", "--algorithm", "flash",
-                       "--block-size", "4")
+    out = trace_folder(
+        tmp_path,
+        x,
+        "--layer",
+        layer,
+        "--key-lengths",
+        "6,4",
+        "--algorithm",
+        "flash",
+        "--block-size",
+        "4",
+    )
     assert out["bias_tile"].shape == (4, 4, 4)  # (h, Br, Bc): the whole (h, S, N) bias never exists
     assert "position_bias" not in out
     assert_output(out, want, (6, 6))  # T5's padding mask leaves each query some key
@@ -62,6 +84,18 @@ def test_t5_encoder_relative_bias_in_flash_tiles(tmp_path: Path, layer: int) -> 
 def test_t5_decoder_causal_one_way_bias_in_flash_tiles(tmp_path: Path) -> None:
     model = t5_model(tmp_path)
     got = t5_capture(model, model.decoder.block[1].layer[0].SelfAttention)
-    out = run_saved(tmp_path, got["x"], "--layer", 1, "--layer-prefix", "decoder.block.1.layer.0.",
-                    "--key-lengths", "5,3", "--algorithm", "flash", "--block-size", "2")
+    out = run_saved(
+        tmp_path,
+        got["x"],
+        "--layer",
+        1,
+        "--layer-prefix",
+        "decoder.block.1.layer.0.",
+        "--key-lengths",
+        "5,3",
+        "--algorithm",
+        "flash",
+        "--block-size",
+        "2",
+    )
     assert_output(out, got["output"], (5, 3))

@@ -47,11 +47,19 @@ def f64(**fields: Any) -> AttentionConfig:
 
 
 @pytest.mark.parametrize("backend", ["numpy", "torch"])
-@pytest.mark.parametrize("extra", [{}, {"rotary_dims": 4}, {"kv_heads": 1, "causal": True},
-                                   {"rope_scaling": "yarn:factor=4,original_max_position_embeddings=2"}],
-                         ids=["full", "partial", "mqa-causal", "yarn"])
+@pytest.mark.parametrize(
+    "extra",
+    [
+        {},
+        {"rotary_dims": 4},
+        {"kv_heads": 1, "causal": True},
+        {"rope_scaling": "yarn:factor=4,original_max_position_embeddings=2"},
+    ],
+    ids=["full", "partial", "mqa-causal", "yarn"],
+)
 def test_interleaved_equals_half_after_permuting_the_rows_of_w_q_and_w_k(
-        backend: str, extra: dict[str, Any]) -> None:
+    backend: str, extra: dict[str, Any]
+) -> None:
     if backend == "torch":
         pytest.importorskip("torch")
     sizes = {"batch": 2, "seq": 7, "hidden": 16, "heads": 2, **extra}
@@ -83,11 +91,23 @@ def meta_rope(x: Any, base: float, rotary: int | None = None) -> Any:
 
 @pytest.mark.parametrize("backend", ["numpy", "torch"])
 @pytest.mark.parametrize("rotary", [None, 4])
-def test_interleaved_values_match_metas_complex_formulation(backend: str,
-                                                            rotary: int | None) -> None:
+def test_interleaved_values_match_metas_complex_formulation(
+    backend: str, rotary: int | None
+) -> None:
     torch = pytest.importorskip("torch")
-    t = trace_attention(f64(batch=2, seq=6, hidden=24, heads=2, kv_heads=1, rope_base=500.0,
-                            rope_style="interleaved", rotary_dims=rotary), backend)
+    t = trace_attention(
+        f64(
+            batch=2,
+            seq=6,
+            hidden=24,
+            heads=2,
+            kv_heads=1,
+            rope_base=500.0,
+            rope_style="interleaved",
+            rotary_dims=rotary,
+        ),
+        backend,
+    )
     for c in "qk":
         expected = meta_rope(torch.from_numpy(t[c].value), 500.0, rotary).numpy()
         np.testing.assert_allclose(t[f"{c}_rot"].value, expected, rtol=1e-12, atol=1e-12)
@@ -98,8 +118,12 @@ def test_interleaved_values_match_transformers_gptj_rotary() -> None:
     on the first rotary_dim dims of (B, S, h, d)."""
     torch = pytest.importorskip("torch")
     gptj = pytest.importorskip("transformers.models.gptj.modeling_gptj")
-    t = trace_attention(AttentionConfig(batch=2, seq=6, hidden=32, heads=2, rope=True,
-                                        rope_style="interleaved", rotary_dims=6), "torch")
+    t = trace_attention(
+        AttentionConfig(
+            batch=2, seq=6, hidden=32, heads=2, rope=True, rope_style="interleaved", rotary_dims=6
+        ),
+        "torch",
+    )
     sincos = gptj.create_sinusoidal_positions(6, 6)[None]  # (1, S, R)
     sin, cos = torch.split(sincos, 3, dim=-1)  # (1, S, R/2) each
     q = torch.from_numpy(t["q"].value).transpose(1, 2)  # (B, S, h, d)
@@ -111,28 +135,48 @@ def test_interleaved_values_match_transformers_gptj_rotary() -> None:
 def test_interleaved_steps_ops_and_costs_on_every_backend(backend: str) -> None:
     if backend == "torch":
         pytest.importorskip("torch")
-    config = AttentionConfig(batch=2, seq=5, hidden=16, heads=2, rope=True,
-                             rope_style="interleaved", rotary_dims=4)
+    config = AttentionConfig(
+        batch=2, seq=5, hidden=16, heads=2, rope=True, rope_style="interleaved", rotary_dims=4
+    )
     trace = trace_attention(config, backend)
     assert trace.names[9:14] == ("v", "rope_cos", "rope_sin", "q_rot", "k_rot")
     assert trace["q_rot"].op == "q * cos + rotate_pairs(q[..., :4]) * sin"
     assert trace["k_rot"].shape == (2, 2, 5, 8)
-    half = trace_attention(AttentionConfig(batch=2, seq=5, hidden=16, heads=2, rope=True,
-                                           rotary_dims=4), "shape")
+    half = trace_attention(
+        AttentionConfig(batch=2, seq=5, hidden=16, heads=2, rope=True, rotary_dims=4), "shape"
+    )
     assert trace.total_flops == half.total_flops  # the pairing moves entries, no extra maths
-    assert trace_attention(AttentionConfig(seq=3, hidden=8, heads=2, rope=True,
-                                           rope_style="interleaved"), backend)["q_rot"].op == (
-        "q * cos + rotate_pairs(q) * sin")
+    assert trace_attention(
+        AttentionConfig(seq=3, hidden=8, heads=2, rope=True, rope_style="interleaved"), backend
+    )["q_rot"].op == ("q * cos + rotate_pairs(q) * sin")
 
 
-@pytest.mark.parametrize("args", [(), ("--rotary-dims", 2), ("--kv-heads", 1, "--causal"),
-                                  ("--rope-scaling", "linear:factor=2"),
-                                  ("--algorithm", "flash", "--block-size", 2)],
-                         ids=lambda a: " ".join(map(str, a)) or "plain")
+@pytest.mark.parametrize(
+    "args",
+    [
+        (),
+        ("--rotary-dims", 2),
+        ("--kv-heads", 1, "--causal"),
+        ("--rope-scaling", "linear:factor=2"),
+        ("--algorithm", "flash", "--block-size", 2),
+    ],
+    ids=lambda a: " ".join(map(str, a)) or "plain",
+)
 def test_verify_passes_with_interleaved_pairs(args: tuple[object, ...]) -> None:
     pytest.importorskip("torch")
-    result = invoke("verify", "--hidden", 8, "--heads", 2, "--seq", 5, "--rope",
-                    "--rope-style", "interleaved", *args)
+    result = invoke(
+        "verify",
+        "--hidden",
+        8,
+        "--heads",
+        2,
+        "--seq",
+        5,
+        "--rope",
+        "--rope-style",
+        "interleaved",
+        *args,
+    )
     assert result.exit_code == 0, result.output
     assert "PASS" in result.stdout
 
@@ -144,13 +188,16 @@ def test_rope_style_errors_config_contract_and_json(tmp_path: Path) -> None:
         AttentionConfig(rope=True, rope_style="pairs")
     assert "rope_style" not in AttentionConfig(rope=True).to_dict()  # the default: left out
     assert AttentionConfig(rope=True, rope_style="interleaved").to_dict()["rope_style"] == (
-        "interleaved")
+        "interleaved"
+    )
     result = invoke("run", "--rope-style", "interleaved")
     assert result.exit_code == 2
-    assert result.stderr.strip() == ("attntrace: error: --rope-style interleaved pairs the dims "
-                                     "RoPE rotates; add --rope")
-    result = invoke("run", "--rope", "--rope-style", "interleaved", "-f", "json", "--hidden", 8,
-                    "--heads", 2)
+    assert result.stderr.strip() == (
+        "attntrace: error: --rope-style interleaved pairs the dims RoPE rotates; add --rope"
+    )
+    result = invoke(
+        "run", "--rope", "--rope-style", "interleaved", "-f", "json", "--hidden", 8, "--heads", 2
+    )
     assert result.exit_code == 0, result.output
     doc = json.loads(result.stdout)
     assert doc["config"]["rope_style"] == "interleaved"
@@ -158,8 +205,9 @@ def test_rope_style_errors_config_contract_and_json(tmp_path: Path) -> None:
     result = invoke("check", "--rope", "--rope-style", "interleaved", "-e", "q_rot=h,S,d")
     assert result.exit_code == 0, result.output
     spec = tmp_path / "spec.toml"
-    spec.write_text('[config.a]\nrope = true\nrope_style = "interleaved"\n'
-                    '[config.a.expect]\nq_rot = "h,S,d"\n')
+    spec.write_text(
+        '[config.a]\nrope = true\nrope_style = "interleaved"\n[config.a.expect]\nq_rot = "h,S,d"\n'
+    )
     assert invoke("check", "--spec", spec).exit_code == 0
     spec.write_text('[config.a]\nrope = true\nrope_style = "pairs"\n')
     result = invoke("check", "--spec", spec)
@@ -167,8 +215,14 @@ def test_rope_style_errors_config_contract_and_json(tmp_path: Path) -> None:
     assert "--rope-style must be half or interleaved" in result.stderr
 
 
-BASE = {"vocab_size": 32, "hidden_size": 16, "intermediate_size": 32, "num_hidden_layers": 2,
-        "num_attention_heads": 4, "max_position_embeddings": 64}
+BASE = {
+    "vocab_size": 32,
+    "hidden_size": 16,
+    "intermediate_size": 32,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 4,
+    "max_position_embeddings": 64,
+}
 
 
 def trace_folder(folder: Path, x: np.ndarray, name: str, *args: object) -> dict[str, np.ndarray]:
@@ -181,22 +235,45 @@ def trace_folder(folder: Path, x: np.ndarray, name: str, *args: object) -> dict[
 
 @pytest.mark.parametrize("layer", [0, 1])
 def test_saved_gptj_model_with_interleaved_partial_rotary_gives_its_forward(
-        tmp_path: Path, layer: int) -> None:
+    tmp_path: Path, layer: int
+) -> None:
     """GPT-J: rotary_dim 4 of d = 8, interleaved; read from config.json (model_type gptj)."""
     pytest.importorskip("transformers")
     from hf_models import build, capture
 
-    model = build("GPTJ", tmp_path, vocab_size=32, n_embd=32, n_head=4, n_layer=2,
-                  n_positions=64, rotary_dim=4, bos_token_id=0, eos_token_id=0)
+    model = build(
+        "GPTJ",
+        tmp_path,
+        vocab_size=32,
+        n_embd=32,
+        n_head=4,
+        n_layer=2,
+        n_positions=64,
+        rotary_dim=4,
+        bos_token_id=0,
+        eos_token_id=0,
+    )
     got = capture(model, model.transformer.h[layer].attn, IDS, PAD)
-    out = trace_folder(tmp_path, got.x, "o.npz", "--model", tmp_path, "--layer", layer,
-                       "--key-lengths", "6,4")
+    out = trace_folder(
+        tmp_path, got.x, "o.npz", "--model", tmp_path, "--layer", layer, "--key-lengths", "6,4"
+    )
     assert out["q_rot"].shape == (2, 4, 6, 8)
     for b, n in enumerate((6, 4)):
         np.testing.assert_allclose(out["weights"][b, :, :n], got.weights[b, :, :n], atol=1e-5)
         np.testing.assert_allclose(out["output"][b, :n], got.output[b, :n], atol=1e-5)
-    half = trace_folder(tmp_path, got.x, "h.npz", "--model", tmp_path, "--layer", layer,
-                        "--key-lengths", "6,4", "--rope-style", "half")
+    half = trace_folder(
+        tmp_path,
+        got.x,
+        "h.npz",
+        "--model",
+        tmp_path,
+        "--layer",
+        layer,
+        "--key-lengths",
+        "6,4",
+        "--rope-style",
+        "half",
+    )
     assert not np.allclose(half["output"][0], got.output[0], atol=1e-5)  # the pairing matters
 
 
@@ -211,20 +288,25 @@ def meta_folder(tmp_path: Path) -> tuple[Any, Path]:
     state = {}
     for i, layer in enumerate(model.model.layers):
         a = layer.self_attn
-        state |= {f"layers.{i}.attention.wq.weight": to_pairs(a.q_proj.weight.detach().numpy(), 4),
-                  f"layers.{i}.attention.wk.weight": to_pairs(a.k_proj.weight.detach().numpy(), 4),
-                  f"layers.{i}.attention.wv.weight": a.v_proj.weight.detach().numpy(),
-                  f"layers.{i}.attention.wo.weight": a.o_proj.weight.detach().numpy()}
+        state |= {
+            f"layers.{i}.attention.wq.weight": to_pairs(a.q_proj.weight.detach().numpy(), 4),
+            f"layers.{i}.attention.wk.weight": to_pairs(a.k_proj.weight.detach().numpy(), 4),
+            f"layers.{i}.attention.wv.weight": a.v_proj.weight.detach().numpy(),
+            f"layers.{i}.attention.wo.weight": a.o_proj.weight.detach().numpy(),
+        }
     import torch
 
-    torch.save({k: torch.from_numpy(v.copy()) for k, v in state.items()}, meta / "consolidated.00.pth")
+    torch.save(
+        {k: torch.from_numpy(v.copy()) for k, v in state.items()}, meta / "consolidated.00.pth"
+    )
     params = {"dim": 16, "n_heads": 4, "n_kv_heads": 2, "n_layers": 2, "rope_theta": 10000.0}
     (meta / "params.json").write_text(json.dumps(params))
     return model, meta
 
 
 def test_meta_checkpoint_read_interleaved_and_unpermuted_gives_the_converted_load(
-        tmp_path: Path) -> None:
+    tmp_path: Path,
+) -> None:
     """Meta's folder: by default read as Meta computes it (interleaved, wq as stored); with
     --rope-style half the rows are permuted as transformers' converter does. Both give the
     transformers forward; --weights consolidated.00.pth with --rope-style interleaved too."""
@@ -234,24 +316,52 @@ def test_meta_checkpoint_read_interleaved_and_unpermuted_gives_the_converted_loa
     model, meta = meta_folder(tmp_path)
     got = capture(model, model.model.layers[1].self_attn, IDS)
     own = trace_folder(meta, got.x, "own.npz", "--model", meta, "--layer", 1)
-    converted = trace_folder(meta, got.x, "conv.npz", "--model", meta, "--layer", 1,
-                             "--rope-style", "half")
+    converted = trace_folder(
+        meta, got.x, "conv.npz", "--model", meta, "--layer", 1, "--rope-style", "half"
+    )
     stored = torch_load(meta / "consolidated.00.pth")["layers.1.attention.wq.weight"]
     np.testing.assert_array_equal(own["w_q"], stored)  # unpermuted
-    np.testing.assert_array_equal(converted["w_q"], model.model.layers[1].self_attn.q_proj
-                                  .weight.detach().numpy())
+    np.testing.assert_array_equal(
+        converted["w_q"], model.model.layers[1].self_attn.q_proj.weight.detach().numpy()
+    )
     np.testing.assert_allclose(own["output"], converted["output"], atol=1e-6)
     np.testing.assert_allclose(own["weights"], converted["weights"], atol=1e-6)
     np.testing.assert_allclose(own["output"], got.output, atol=1e-5)
     np.testing.assert_allclose(own["weights"], got.weights, atol=1e-5)
     d = 4
     np.testing.assert_allclose(own["q_rot"], converted["q_rot"][..., pairs_order(d)], atol=1e-6)
-    bare = trace_folder(meta, got.x, "bare.npz", "--weights", meta / "consolidated.00.pth",
-                        "--layer-prefix", "layers.1.", "--heads", 4, "--kv-heads", 2, "--rope",
-                        "--causal", "--no-bias", "--rope-style", "interleaved")
+    bare = trace_folder(
+        meta,
+        got.x,
+        "bare.npz",
+        "--weights",
+        meta / "consolidated.00.pth",
+        "--layer-prefix",
+        "layers.1.",
+        "--heads",
+        4,
+        "--kv-heads",
+        2,
+        "--rope",
+        "--causal",
+        "--no-bias",
+        "--rope-style",
+        "interleaved",
+    )
     np.testing.assert_allclose(bare["output"], own["output"], atol=1e-6)
-    result = invoke("run", "--model", meta, "--layer", 1, "--rope-style", "half", "-f", "json",
-                    "--backend", "shape")
+    result = invoke(
+        "run",
+        "--model",
+        meta,
+        "--layer",
+        1,
+        "--rope-style",
+        "half",
+        "-f",
+        "json",
+        "--backend",
+        "shape",
+    )
     assert result.exit_code == 0, result.output
     assert "--rope-style half (was interleaved)" in json.loads(result.stdout)["origin"]
     result = invoke("verify", "--model", meta, "--layer", 1, "--seq", 5)  # SDPA, Meta's pairs
@@ -266,17 +376,28 @@ def torch_load(path: Path) -> dict[str, np.ndarray]:
 
 
 @settings(max_examples=25, deadline=None)
-@given(heads=st.integers(1, 3), half_d=st.integers(1, 4), groups=st.sampled_from([1, None]),
-       seq=st.integers(1, 6), data=st.data())
-def test_pairings_agree_after_the_permutation_for_any_sizes(heads: int, half_d: int,
-                                                            groups: int | None, seq: int,
-                                                            data: Any) -> None:
+@given(
+    heads=st.integers(1, 3),
+    half_d=st.integers(1, 4),
+    groups=st.sampled_from([1, None]),
+    seq=st.integers(1, 6),
+    data=st.data(),
+)
+def test_pairings_agree_after_the_permutation_for_any_sizes(
+    heads: int, half_d: int, groups: int | None, seq: int, data: Any
+) -> None:
     """The invariant over random configs: permute the rows of w_q, b_q, w_k, b_k within each
     head (over the first R dims) and the interleaved output is the half one."""
     d = 2 * half_d
     rotary = data.draw(st.sampled_from([None, *range(2, d, 2)]))
-    sizes = {"seq": seq, "hidden": heads * d, "heads": heads, "kv_heads": groups,
-             "rotary_dims": rotary, "causal": True}
+    sizes = {
+        "seq": seq,
+        "hidden": heads * d,
+        "heads": heads,
+        "kv_heads": groups,
+        "rotary_dims": rotary,
+        "causal": True,
+    }
     half = trace_attention(f64(**sizes), "numpy")
     given_ = {**half.params, "x": half["x"].value}
     given_ |= {n: to_pairs(given_[n], d, rotary) for n in ("w_q", "b_q", "w_k", "b_k")}

@@ -84,7 +84,9 @@ def test_export_shows_exactly_the_table_view(fmt: str) -> None:
     plain = record(lambda c: render_trace(trace, c), width=100).export_text(styles=False)
     doc = export_trace(trace, fmt)
     shown = svg_text(doc) if fmt == "svg" else html_text(doc)
-    assert [line.rstrip() for line in shown.strip("\n").splitlines()] == [line.rstrip() for line in plain.strip("\n").splitlines()]
+    assert [line.rstrip() for line in shown.strip("\n").splitlines()] == [
+        line.rstrip() for line in plain.strip("\n").splitlines()
+    ]
 
 
 def test_svg_is_well_formed_xml_without_network_fonts() -> None:
@@ -104,7 +106,9 @@ def test_html_keeps_the_heat_map_colours() -> None:
 
 
 def test_values_work_with_pictures_but_not_with_json() -> None:
-    code, out, _ = run_cli("run", "--seq", "3", "--hidden", "4", "--heads", "2", "--values", "-f", "html")
+    code, out, _ = run_cli(
+        "run", "--seq", "3", "--hidden", "4", "--heads", "2", "--values", "-f", "html"
+    )
     assert code == 0
     assert "w_q (4, 4)" in html_text(out)
     code, _, err = run_cli("run", "--values", "-f", "json")

@@ -23,31 +23,46 @@ from attntrace.trace import Trace
 
 CONSOLES: dict[str, Callable[[io.StringIO, int], Console]] = {
     "file": lambda f, w: Console(file=f, width=w),
-    "truecolor": lambda f, w: Console(file=f, width=w, force_terminal=True, color_system="truecolor"),
+    "truecolor": lambda f, w: Console(
+        file=f, width=w, force_terminal=True, color_system="truecolor"
+    ),
     "standard": lambda f, w: Console(file=f, width=w, force_terminal=True, color_system="standard"),
     "256": lambda f, w: Console(file=f, width=w, force_terminal=True, color_system="256"),
     "no_color": lambda f, w: Console(file=f, width=w, force_terminal=True, no_color=True),
-    "ascii": lambda f, w: Console(file=PlainStream(f, ascii_only=True), width=w, force_terminal=True,
-                                  color_system="truecolor"),
+    "ascii": lambda f, w: Console(
+        file=PlainStream(f, ascii_only=True), width=w, force_terminal=True, color_system="truecolor"
+    ),
 }
 
 CONFIGS: dict[str, tuple[AttentionConfig, dict[str, object]]] = {
     "small": (AttentionConfig(), {}),
     "gqa": (AttentionConfig(seq=5, hidden=64, heads=8, kv_heads=2), {}),
-    "causal rope": (AttentionConfig(seq=6, hidden=32, heads=4, causal=True, rope=True, bias=False), {}),
-    "batch, key padding": (AttentionConfig(batch=2, seq=4, hidden=16, heads=2, key_lengths=(3, 2)),
-                           {"batch_item": 1, "head": 1}),
+    "causal rope": (
+        AttentionConfig(seq=6, hidden=32, heads=4, causal=True, rope=True, bias=False),
+        {},
+    ),
+    "batch, key padding": (
+        AttentionConfig(batch=2, seq=4, hidden=16, heads=2, key_lengths=(3, 2)),
+        {"batch_item": 1, "head": 1},
+    ),
     "long, pooled": (AttentionConfig(seq=40, hidden=32, heads=2), {}),
     "long causal window": (AttentionConfig(seq=40, hidden=32, heads=2, causal=True, window=8), {}),
     "cross": (AttentionConfig(seq=3, kv_seq=20, hidden=16, heads=2, kv_hidden=12), {}),
     "values": (AttentionConfig(seq=3, hidden=4, heads=2), {"values": True}),
-    "values 3-d": (AttentionConfig(batch=2, seq=2, hidden=4, heads=2), {"values": True, "values_limit": 64}),
+    "values 3-d": (
+        AttentionConfig(batch=2, seq=2, hidden=4, heads=2),
+        {"values": True, "values_limit": 64},
+    ),
     "flash": (AttentionConfig(seq=8, hidden=16, heads=2, algorithm="flash", block_size=4), {}),
-    "float16, macs": (AttentionConfig(seq=4, hidden=16, heads=2, dtype="float16", causal=True),
-                      {"count": "macs"}),
+    "float16, macs": (
+        AttentionConfig(seq=4, hidden=16, heads=2, dtype="float16", causal=True),
+        {"count": "macs"},
+    ),
     "layers": (AttentionConfig(seq=4, hidden=16, heads=2, kv_heads=1), {"layers": 32}),
-    "shape, huge": (AttentionConfig(seq=131072, hidden=8192, heads=64, kv_heads=8, causal=True),
-                    {"backend": "shape", "layers": 80}),
+    "shape, huge": (
+        AttentionConfig(seq=131072, hidden=8192, heads=64, kv_heads=8, causal=True),
+        {"backend": "shape", "layers": 80},
+    ),
 }
 #: Every width the small config is drawn at (every fourth with the other consoles); the other
 #: configs at a few, narrow ones included.
@@ -133,10 +148,15 @@ STYLES = st.sampled_from(["", "bold", "dim", "cyan", "bold cyan", "white on rgb(
 
 
 @settings(max_examples=300, deadline=None)
-@given(runs=st.lists(st.tuples(WORDS, STYLES), max_size=6), style=STYLES, no_wrap=st.booleans(),
-       width=st.integers(1, 30))
-def test_any_prose_is_what_rich_prints(runs: list[tuple[str, str]], style: str, no_wrap: bool,
-                                       width: int) -> None:
+@given(
+    runs=st.lists(st.tuples(WORDS, STYLES), max_size=6),
+    style=STYLES,
+    no_wrap=st.booleans(),
+    width=st.integers(1, 30),
+)
+def test_any_prose_is_what_rich_prints(
+    runs: list[tuple[str, str]], style: str, no_wrap: bool, width: int
+) -> None:
     prose = Prose(runs, style, no_wrap=no_wrap)
     assert _printed([prose, BLANK], width, True) == _printed([prose, BLANK], width, False)
 
@@ -145,18 +165,42 @@ CELLS = st.text(st.sampled_from("ab 1·:[\n"), max_size=7)
 
 
 @settings(max_examples=300, deadline=None)
-@given(data=st.data(), columns=st.integers(1, 4), rows=st.integers(0, 3), rule=st.booleans(),
-       pad=st.integers(0, 2), pad_edge=st.booleans(), footer=st.booleans(),
-       width=st.integers(1, 40), title=CELLS, caption=CELLS)
-def test_any_grid_is_what_rich_prints(data: st.DataObject, columns: int, rows: int, rule: bool,
-                                      pad: int, pad_edge: bool, footer: bool, width: int,
-                                      title: str, caption: str) -> None:
+@given(
+    data=st.data(),
+    columns=st.integers(1, 4),
+    rows=st.integers(0, 3),
+    rule=st.booleans(),
+    pad=st.integers(0, 2),
+    pad_edge=st.booleans(),
+    footer=st.booleans(),
+    width=st.integers(1, 40),
+    title=CELLS,
+    caption=CELLS,
+)
+def test_any_grid_is_what_rich_prints(
+    data: st.DataObject,
+    columns: int,
+    rows: int,
+    rule: bool,
+    pad: int,
+    pad_edge: bool,
+    footer: bool,
+    width: int,
+    title: str,
+    caption: str,
+) -> None:
     grid = Grid(title, caption=caption, rule=rule, pad=pad, pad_edge=pad_edge, footer=footer)
     for _ in range(columns):
-        grid.add_column(Column(data.draw(CELLS), data.draw(CELLS),
-                               justify=data.draw(st.sampled_from(["left", "right"])),
-                               style=data.draw(STYLES), header_style=data.draw(STYLES),
-                               min_width=data.draw(st.none() | st.integers(0, 5))))
+        grid.add_column(
+            Column(
+                data.draw(CELLS),
+                data.draw(CELLS),
+                justify=data.draw(st.sampled_from(["left", "right"])),
+                style=data.draw(STYLES),
+                header_style=data.draw(STYLES),
+                min_width=data.draw(st.none() | st.integers(0, 5)),
+            )
+        )
     for _ in range(rows):
         grid.add_row(*(data.draw(CELLS | st.tuples(CELLS, STYLES)) for _ in range(columns)))
     assert _printed([grid], width, True) == _printed([grid], width, False)

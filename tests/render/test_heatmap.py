@@ -33,11 +33,18 @@ def heat_rows(out: str) -> list[list[str]]:
 def reference_pool(matrix: np.ndarray, rs: tuple[int, ...], cs: tuple[int, ...]) -> np.ndarray:
     """Loop version: mean over the queries of a block of the sum over its keys."""
     re_, ce = [*rs[1:], matrix.shape[0]], [*cs[1:], matrix.shape[1]]
-    return np.array([[matrix[r0:r1, c0:c1].sum(axis=1).mean() for c0, c1 in zip(cs, ce, strict=True)]
-                     for r0, r1 in zip(rs, re_, strict=True)])
+    return np.array(
+        [
+            [matrix[r0:r1, c0:c1].sum(axis=1).mean() for c0, c1 in zip(cs, ce, strict=True)]
+            for r0, r1 in zip(rs, re_, strict=True)
+        ]
+    )
 
 
-@pytest.mark.parametrize(("rows", "cols", "rb", "cb"), [(20, 20, 16, 16), (200, 37, 16, 9), (17, 300, 16, 14), (5, 5, 16, 16)])
+@pytest.mark.parametrize(
+    ("rows", "cols", "rb", "cb"),
+    [(20, 20, 16, 16), (200, 37, 16, 9), (17, 300, 16, 14), (5, 5, 16, 16)],
+)
 def test_pool_equals_a_loop_and_keeps_row_sums(rows: int, cols: int, rb: int, cb: int) -> None:
     rng = np.random.default_rng(0)
     matrix = rng.random((rows, cols))
@@ -62,14 +69,19 @@ def test_long_sequence_shows_a_pooled_heat_map(golden: Callable[[str, str], None
     assert code == 0, err
     words = " ".join(out.split())
     assert "(40, 40) pooled into 14x14 blocks" in words
-    assert "mean over its queries of the sum over its keys, so rows sum to 1; every key masked: ·" in words
+    assert (
+        "mean over its queries of the sum over its keys, so rows sum to 1; every key masked: ·"
+        in words
+    )
     rows = heat_rows(out)
     assert len(rows) == 14
     assert rows[0][0] == "q0-2"
     assert rows[-1][0] == "q39"
     assert all(r[-1] == "1.00" for r in rows)  # every pooled row sums to 1
-    assert rows[0][2:-1] == ["·"] * 13  # causal: later key blocks fully masked for the first queries
-    golden(out[out.index("attention weights"):], "heatmap")
+    assert (
+        rows[0][2:-1] == ["·"] * 13
+    )  # causal: later key blocks fully masked for the first queries
+    golden(out[out.index("attention weights") :], "heatmap")
 
 
 @pytest.mark.parametrize("columns", [60, 80, 200])
@@ -78,7 +90,7 @@ def test_pooled_heat_map_fits_the_terminal(columns: int) -> None:
     assert code == 0
     rows = heat_rows(out)
     assert 2 <= len(rows[0]) - 2 <= 16
-    block = out[out.index("attention weights"):]
+    block = out[out.index("attention weights") :]
     assert max(len(line) for line in block.splitlines()) <= columns
 
 
@@ -96,7 +108,9 @@ def test_pooled_view_is_the_pool_of_the_chosen_head_and_batch_item() -> None:
 
 
 def test_batch_item_picks_the_row_and_is_checked() -> None:
-    code, out, _ = run_cli("run", "--batch", "3", "--seq", "4", "--hidden", "8", "--heads", "2", "--batch-item", "2")
+    code, out, _ = run_cli(
+        "run", "--batch", "3", "--seq", "4", "--hidden", "8", "--heads", "2", "--batch-item", "2"
+    )
     assert code == 0
     assert "head 0 of batch item 2" in out
     code, _, err = run_cli("run", "--batch", "2", "--batch-item", "2")
@@ -111,7 +125,9 @@ def test_values_lists_what_it_skipped_and_takes_a_limit() -> None:
     code, out, _ = run_cli("run", "--seq", "3", "--hidden", "8", "--heads", "2", "--values")
     assert code == 0
     assert "skipped (more than 256 elements)" not in out  # nothing that large here
-    code, out, _ = run_cli("run", "--seq", "3", "--hidden", "8", "--heads", "2", "--values", "--values-limit", "20")
+    code, out, _ = run_cli(
+        "run", "--seq", "3", "--hidden", "8", "--heads", "2", "--values", "--values-limit", "20"
+    )
     assert code == 0
     words = " ".join(out.split())
     assert "values (tensors of at most 20 elements" in out

@@ -32,7 +32,9 @@ def run_cli(*args: str) -> tuple[int, str, str]:
 def colour_panels(png: Path) -> int:
     """Connected regions of saturated colour in the image: the heat maps and the colour bar
     (text, frames and the grey of masked cells have none)."""
-    image = pytest.importorskip("matplotlib.image").imread(png)[::4, ::4, :3]  # (rows, cols, rgb), a quarter each way
+    image = pytest.importorskip("matplotlib.image").imread(png)[
+        ::4, ::4, :3
+    ]  # (rows, cols, rgb), a quarter each way
     mask = (image.max(axis=2) - image.min(axis=2)) > 0.15
     seen = np.zeros_like(mask)
     regions = 0
@@ -45,17 +47,34 @@ def colour_panels(png: Path) -> int:
         while queue:
             r, c = queue.popleft()
             for nr, nc in ((r + 1, c), (r - 1, c), (r, c + 1), (r, c - 1)):
-                if 0 <= nr < mask.shape[0] and 0 <= nc < mask.shape[1] and mask[nr, nc] and not seen[nr, nc]:
+                if (
+                    0 <= nr < mask.shape[0]
+                    and 0 <= nc < mask.shape[1]
+                    and mask[nr, nc]
+                    and not seen[nr, nc]
+                ):
                     seen[nr, nc] = True
                     queue.append((nr, nc))
     return regions
 
 
 @pytest.mark.parametrize(("heads", "causal"), [(6, True), (4, False), (1, False)])
-def test_plot_has_one_panel_per_head_and_a_colour_bar(tmp_path: Path, heads: int, causal: bool) -> None:
+def test_plot_has_one_panel_per_head_and_a_colour_bar(
+    tmp_path: Path, heads: int, causal: bool
+) -> None:
     pytest.importorskip("matplotlib")
     png = tmp_path / "heads.png"
-    args = ["run", "--seq", "10", "--hidden", str(8 * heads), "--heads", str(heads), "--plot", str(png)]
+    args = [
+        "run",
+        "--seq",
+        "10",
+        "--hidden",
+        str(8 * heads),
+        "--heads",
+        str(heads),
+        "--plot",
+        str(png),
+    ]
     code, _, err = run_cli(*args, *(["--causal"] if causal else []))
     assert code == 0, err
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
@@ -66,7 +85,18 @@ def test_masked_cells_are_a_grey_no_weight_has(tmp_path: Path) -> None:
     image_module = pytest.importorskip("matplotlib.image")
     for causal in (True, False):
         png = tmp_path / f"{causal}.png"
-        code, _, _ = run_cli("run", "--seq", "8", "--hidden", "8", "--heads", "2", "--plot", str(png), *(["--causal"] * causal))
+        code, _, _ = run_cli(
+            "run",
+            "--seq",
+            "8",
+            "--hidden",
+            "8",
+            "--heads",
+            "2",
+            "--plot",
+            str(png),
+            *(["--causal"] * causal),
+        )
         assert code == 0
         rgb = image_module.imread(png)[:, :, :3]
         grey = np.all(np.abs(rgb - 0xB8 / 255) < 0.01, axis=2).sum()
@@ -83,14 +113,19 @@ def test_plot_writes_svg_and_pdf(tmp_path: Path, suffix: str) -> None:
     assert head.startswith(b"%PDF") if suffix == ".pdf" else b"<svg" in out.read_bytes()[:2000]
 
 
-@pytest.mark.parametrize(("args", "message"), [
-    (["--plot", "x.gif"], "must end in .png, .svg, .pdf"),
-    (["--plot", "x.png", "--backend", "shape"], "--backend shape does not compute"),
-    (["--plot", "x.png", "--algorithm", "flash"], "never forms whole"),
-    (["--plot-flow", "x.png"], "--plot-flow x.png: the file name must end in .svg"),
-    (["--plot", "no/such/folder/x.png"], "the folder no/such/folder does not exist"),
-])
-def test_bad_pictures_are_one_line_exit_2(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, args: list[str], message: str) -> None:
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--plot", "x.gif"], "must end in .png, .svg, .pdf"),
+        (["--plot", "x.png", "--backend", "shape"], "--backend shape does not compute"),
+        (["--plot", "x.png", "--algorithm", "flash"], "never forms whole"),
+        (["--plot-flow", "x.png"], "--plot-flow x.png: the file name must end in .svg"),
+        (["--plot", "no/such/folder/x.png"], "the folder no/such/folder does not exist"),
+    ],
+)
+def test_bad_pictures_are_one_line_exit_2(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, args: list[str], message: str
+) -> None:
     pytest.importorskip("matplotlib")
     monkeypatch.chdir(tmp_path)
     code, _, err = run_cli("run", "--seq", "4", "--hidden", "8", "--heads", "2", *args)
@@ -100,12 +135,23 @@ def test_bad_pictures_are_one_line_exit_2(tmp_path: Path, monkeypatch: pytest.Mo
 
 
 def test_without_matplotlib_the_error_names_the_extra(tmp_path: Path) -> None:
-    code = ("import sys; sys.modules['matplotlib'] = None; sys.argv = ['attntrace', 'run', '--plot', "
-            f"{str(tmp_path / 'x.png')!r}]; from attntrace.cli import main; main()")
-    result = subprocess.run([sys.executable, "-c", code], env={**os.environ, "PYTHONPATH": str(SRC)},
-                            capture_output=True, text=True, timeout=60, check=False)
+    code = (
+        "import sys; sys.modules['matplotlib'] = None; sys.argv = ['attntrace', 'run', '--plot', "
+        f"{str(tmp_path / 'x.png')!r}]; from attntrace.cli import main; main()"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code],
+        env={**os.environ, "PYTHONPATH": str(SRC)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     assert result.returncode == 2
-    assert result.stderr == "attntrace: error: --plot needs matplotlib, which is not installed; pip install 'attntrace[plot]'\n"
+    assert (
+        result.stderr
+        == "attntrace: error: --plot needs matplotlib, which is not installed; pip install 'attntrace[plot]'\n"
+    )
     assert not (tmp_path / "x.png").exists()
 
 
@@ -128,15 +174,19 @@ def test_flow_draws_every_step_and_every_edge_without_overlap(config: AttentionC
     for g, step in zip(steps, trace.steps, strict=True):
         texts = [t.text for t in g.findall(f"{SVG}text")]
         assert texts == [step.name, format_shape(step.shape), format_axes(step.axes)]
-    edges = {(p.get("data-from"), p.get("data-to")) for p in root.findall(f"{SVG}path[@class='edge']")}
+    edges = {
+        (p.get("data-from"), p.get("data-to")) for p in root.findall(f"{SVG}path[@class='edge']")
+    }
     assert edges == {(i, s.name) for s in trace.steps for i in inputs(trace, s) if i in trace}
     assert {(i, s.name) for s in trace.steps for i in s.inputs if i in trace} <= edges
     boxes = layout(trace)
     for i, a in enumerate(boxes):
-        for b in boxes[i + 1:]:
+        for b in boxes[i + 1 :]:
             assert abs(a.x - b.x) >= BOX_W or abs(a.y - b.y) >= BOX_H, (a.step.name, b.step.name)
         for i_name in inputs(trace, a.step):  # data flows down the page
-            assert i_name not in trace or next(b for b in boxes if b.step.name == i_name).row < a.row
+            assert (
+                i_name not in trace or next(b for b in boxes if b.step.name == i_name).row < a.row
+            )
     assert (root.find(f"{SVG}rect[@class='loop']") is not None) == (config.algorithm == "flash")
 
 
@@ -157,7 +207,9 @@ def test_plot_flow_option_writes_the_file(tmp_path: Path) -> None:
     assert code == 0, err
     assert "steps (every tensor float32)" in stdout  # the table is still printed
     root = ET.parse(out).getroot()
-    assert len(root.findall(f"{SVG}g[@class='step']")) == len(trace_attention(AttentionConfig(kv_heads=4), "shape").steps)
+    assert len(root.findall(f"{SVG}g[@class='step']")) == len(
+        trace_attention(AttentionConfig(kv_heads=4), "shape").steps
+    )
     assert "http" not in out.read_text().replace("http://www.w3.org/2000/svg", "")
 
 
@@ -167,4 +219,7 @@ def test_the_readme_flow_picture_is_what_the_documented_command_draws() -> None:
     committed = (REPO / "docs" / "flow.svg").read_text(encoding="utf-8")
     assert committed == render_flow_svg(trace_attention(config, "shape"))
     readme = (REPO / "README.md").read_text(encoding="utf-8")
-    assert "--kv-heads 4 --rope --causal --seq 8 --hidden 64 --heads 8 --plot-flow docs/flow.svg" in readme
+    assert (
+        "--kv-heads 4 --rope --causal --seq 8 --hidden 64 --heads 8 --plot-flow docs/flow.svg"
+        in readme
+    )

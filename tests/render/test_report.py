@@ -20,9 +20,19 @@ from attntrace.render.report import render_report
 runner = CliRunner()
 ARGS = ("--seq", "12", "--hidden", "32", "--heads", "4", "--kv-heads", "2", "--causal")
 #: Headless Chromium as CI runs it: no sandbox (root), no GPU, nothing fetched in the background.
-CHROMIUM_FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                  "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                  "--host-resolver-rules=MAP * ~NOTFOUND", "--enable-logging=stderr", "--v=0")
+CHROMIUM_FLAGS = (
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--host-resolver-rules=MAP * ~NOTFOUND",
+    "--enable-logging=stderr",
+    "--v=0",
+)
 
 
 class _Parser(HTMLParser):
@@ -64,13 +74,17 @@ def test_report_fetches_nothing() -> None:
         assert not any(k in ("src", "href") for k in attrs), (tag, attrs)
     assert "@import" not in page
     assert "url(" not in page.replace("url(#arrow)", "")
-    assert re.findall(r"https?://[^\s\"'<>]+", page) == ["http://www.w3.org/2000/svg"] * page.count('xmlns="http://www.w3.org/2000/svg"')
+    assert re.findall(r"https?://[^\s\"'<>]+", page) == ["http://www.w3.org/2000/svg"] * page.count(
+        'xmlns="http://www.w3.org/2000/svg"'
+    )
 
 
 def test_long_sequences_are_pooled_and_flash_says_why_there_is_no_map() -> None:
     page = render_report(trace_attention(AttentionConfig(seq=200, hidden=8, heads=2)))
     assert "head 0, 40x40 blocks" in page
-    flash = render_report(trace_attention(AttentionConfig(seq=8, hidden=8, heads=2, algorithm="flash", block_size=4)))
+    flash = render_report(
+        trace_attention(AttentionConfig(seq=8, hidden=8, heads=2, algorithm="flash", block_size=4))
+    )
     assert "--algorithm flash never forms them whole" in flash
     assert "tile loop" in flash
 
@@ -93,15 +107,31 @@ def test_report_shows_the_whole_model_of_layers_or_the_presets_layer_count(tmp_p
     result = runner.invoke(app, ["report", "--out", str(out), *ARGS, "--layers", "3"])
     assert result.exit_code == 0, result.stderr
     page = out.read_text(encoding="utf-8")
-    want = model_figures(trace_attention(AttentionConfig(seq=12, hidden=32, heads=4, kv_heads=2,
-                                                         causal=True), "shape"), 3)
+    want = model_figures(
+        trace_attention(
+            AttentionConfig(seq=12, hidden=32, heads=4, kv_heads=2, causal=True), "shape"
+        ),
+        3,
+    )
     assert "<h2>Whole model: L=3 layers like this one, B=1, S=12</h2>" in page
     assert f"<td>{want.params:,}</td>" in page  # the exact count, as in the terminal's table
     assert want.kv_cache_bytes == 3 * 12 * 2 * 2 * 8 * 4  # L·N·2·g·d·bytes
     assert "<td>KV cache (float32)</td><td class=num>4.50 KiB</td>" in page
     assert page.index("<h2>Costs</h2>") < page.index("<h2>Whole model") < page.index("<h2>Config")
-    preset = runner.invoke(app, ["report", "--out", str(out), "--preset", "llama-3.1-8b",
-                                 "--seq", "4", "--backend", "shape"])
+    preset = runner.invoke(
+        app,
+        [
+            "report",
+            "--out",
+            str(out),
+            "--preset",
+            "llama-3.1-8b",
+            "--seq",
+            "4",
+            "--backend",
+            "shape",
+        ],
+    )
     assert preset.exit_code == 0, preset.stderr
     assert "<h2>Whole model: L=32 layers" in out.read_text(encoding="utf-8")
     runner.invoke(app, ["report", "--out", str(out), *ARGS])
@@ -126,9 +156,18 @@ def render_in_browser(page: Path, tmp_path: Path) -> tuple[np.ndarray, list[str]
     """A screenshot of ``page`` (as RGB floats) and the console messages it logged."""
     shot = tmp_path / f"{page.stem}.png"
     result = subprocess.run(
-        [chromium(), *CHROMIUM_FLAGS, f"--user-data-dir={tmp_path / 'profile'}", f"--screenshot={shot}",
-         "--window-size=1200,1600", page.as_uri()],
-        capture_output=True, text=True, timeout=120, check=False,
+        [
+            chromium(),
+            *CHROMIUM_FLAGS,
+            f"--user-data-dir={tmp_path / 'profile'}",
+            f"--screenshot={shot}",
+            "--window-size=1200,1600",
+            page.as_uri(),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
     )
     assert shot.exists(), result.stderr[-2000:]
     image = pytest.importorskip("matplotlib.image").imread(shot)[:, :, :3]
@@ -151,7 +190,10 @@ def test_report_renders_in_headless_chromium(tmp_path: Path) -> None:
 def test_the_console_check_catches_errors(tmp_path: Path) -> None:
     """The check above is not blind: a page that logs an error is caught."""
     page = tmp_path / "bad.html"
-    page.write_text('<!DOCTYPE html><p>x</p><script>console.error("probe"); missing();</script>', encoding="utf-8")
+    page.write_text(
+        '<!DOCTYPE html><p>x</p><script>console.error("probe"); missing();</script>',
+        encoding="utf-8",
+    )
     _, console = render_in_browser(page, tmp_path)
     assert any('"probe"' in line for line in console)
     assert any("Uncaught ReferenceError" in line for line in console)

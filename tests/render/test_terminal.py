@@ -19,7 +19,20 @@ from paths import SRC
 
 runner = CliRunner()
 #: A variant with the longest ops and axis labels (RoPE, GQA, a batch).
-VARIANT = ("--batch", "2", "--seq", "4", "--hidden", "16", "--heads", "8", "--kv-heads", "4", "--rope", "--causal")
+VARIANT = (
+    "--batch",
+    "2",
+    "--seq",
+    "4",
+    "--hidden",
+    "16",
+    "--heads",
+    "8",
+    "--kv-heads",
+    "4",
+    "--rope",
+    "--causal",
+)
 
 
 def run_cli(*args: str, columns: int = 80) -> tuple[int, str]:
@@ -35,12 +48,24 @@ def header(out: str, title: str) -> list[str]:
     return lines[start + 1].split()
 
 
-def cli(*args: str, env: dict[str, str] | None = None, shell: str | None = None) -> subprocess.CompletedProcess[str]:
+def cli(
+    *args: str, env: dict[str, str] | None = None, shell: str | None = None
+) -> subprocess.CompletedProcess[str]:
     environ = {**os.environ, "PYTHONPATH": str(SRC), "COLUMNS": "80", **(env or {})}
     environ.pop("FORCE_COLOR", None)
-    command: str | list[str] = shell if shell is not None else [sys.executable, "-m", "attntrace", *args]
-    return subprocess.run(command, env=environ, capture_output=True, text=True, timeout=60, check=False,
-                          shell=shell is not None, executable="/bin/bash" if shell is not None else None)
+    command: str | list[str] = (
+        shell if shell is not None else [sys.executable, "-m", "attntrace", *args]
+    )
+    return subprocess.run(
+        command,
+        env=environ,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        shell=shell is not None,
+        executable="/bin/bash" if shell is not None else None,
+    )
 
 
 @pytest.mark.parametrize("columns", [40, 60, 80, 200])
@@ -56,31 +81,73 @@ def test_same_columns_at_every_width_and_no_line_too_wide(columns: int) -> None:
     assert not [line for line in out.splitlines() if line != line.rstrip()]  # no trailing spaces
 
 
-@pytest.mark.parametrize(("columns", "config"), [
-    (30, AttentionConfig(kv_heads=4, rope=True)),  # drawn 60 wide (MIN_WIDTH): nothing cut
-    (60, AttentionConfig(kv_heads=4, rope=True)),
-    (80, AttentionConfig(batch=2, seq=4, hidden=16, heads=8, kv_heads=4, rope=True, causal=True)),
-])
+@pytest.mark.parametrize(
+    ("columns", "config"),
+    [
+        (30, AttentionConfig(kv_heads=4, rope=True)),  # drawn 60 wide (MIN_WIDTH): nothing cut
+        (60, AttentionConfig(kv_heads=4, rope=True)),
+        (
+            80,
+            AttentionConfig(batch=2, seq=4, hidden=16, heads=8, kv_heads=4, rope=True, causal=True),
+        ),
+    ],
+)
 def test_names_shapes_and_axes_are_never_cut(columns: int, config: AttentionConfig) -> None:
     args = ["--batch", str(config.batch)] if config.batch else []
-    args += ["--seq", str(config.seq), "--hidden", str(config.hidden), "--heads", str(config.heads), "--kv-heads", "4", "--rope"]
+    args += [
+        "--seq",
+        str(config.seq),
+        "--hidden",
+        str(config.hidden),
+        "--heads",
+        str(config.heads),
+        "--kv-heads",
+        "4",
+        "--rope",
+    ]
     _, out = run_cli("run", *args, *(["--causal"] if config.causal else []), columns=columns)
     trace = trace_attention(config)
-    rows = {line.split()[1]: line for line in out.split("steps (")[1].split("costs")[0].splitlines()
-            if re.match(r"\s*\d+ +[a-z_]+\s", line)}
+    rows = {
+        line.split()[1]: line
+        for line in out.split("steps (")[1].split("costs")[0].splitlines()
+        if re.match(r"\s*\d+ +[a-z_]+\s", line)
+    }
     for step in trace.steps:
         assert step.name in rows, step.name
-        assert re.search(rf"{re.escape(format_shape(step.shape))} +{re.escape(format_axes(step.axes))}", rows[step.name])
+        assert re.search(
+            rf"{re.escape(format_shape(step.shape))} +{re.escape(format_axes(step.axes))}",
+            rows[step.name],
+        )
         assert rows[step.name].endswith("bool") == (step.dtype == "bool")
-    chain = [line for line in out.split("\n\n")[0].splitlines() if line.startswith(("(", "→"))]  # the flow line
+    chain = [
+        line for line in out.split("\n\n")[0].splitlines() if line.startswith(("(", "→"))
+    ]  # the flow line
     assert len(chain) >= 2
     for line in chain:
         assert re.fullmatch(r"(→ )?\(\d+(, \d+)*\)( → \(\d+(, \d+)*\))*( →)?", line), line
 
 
-@given(st.lists(st.sampled_from(["q_proj", "k.repeat_interleave(2, dim=0)", "+", "*", "rotate_half(q)", "w_q.T",
-                                 "softmax(scaled, dim=-1)", "0.125", "sqrt(64)", "(S, h, d)"]), min_size=1, max_size=6),
-       st.integers(8, 40))
+@given(
+    st.lists(
+        st.sampled_from(
+            [
+                "q_proj",
+                "k.repeat_interleave(2, dim=0)",
+                "+",
+                "*",
+                "rotate_half(q)",
+                "w_q.T",
+                "softmax(scaled, dim=-1)",
+                "0.125",
+                "sqrt(64)",
+                "(S, h, d)",
+            ]
+        ),
+        min_size=1,
+        max_size=6,
+    ),
+    st.integers(8, 40),
+)
 def test_wrap_op_only_breaks_between_names(words: list[str], width: int) -> None:
     op = " ".join(words)
     lines = wrap_op(op, width).split("\n")
@@ -101,7 +168,9 @@ def test_ascii_stdout_falls_back_to_ascii() -> None:
     assert result.stderr == ""
 
 
-@pytest.mark.parametrize("args", [["run", "--help"], ["check", "--help"], ["run", "-f", "markdown", "--kv-heads", "4"]])
+@pytest.mark.parametrize(
+    "args", [["run", "--help"], ["check", "--help"], ["run", "-f", "markdown", "--kv-heads", "4"]]
+)
 def test_dumb_terminal_gets_ascii_too(args: list[str]) -> None:
     result = cli(*args, env={"TERM": "dumb", "PYTHONIOENCODING": "utf-8"})
     assert result.returncode == 0, result.stderr
@@ -109,7 +178,9 @@ def test_dumb_terminal_gets_ascii_too(args: list[str]) -> None:
 
 
 def test_piped_into_head_exits_0_quietly() -> None:
-    result = cli(shell=f"set -o pipefail; {sys.executable} -m attntrace run --seq 200 --values --values-limit 100000 | head -1")
+    result = cli(
+        shell=f"set -o pipefail; {sys.executable} -m attntrace run --seq 200 --values --values-limit 100000 | head -1"
+    )
     assert result.returncode == 0, result.stderr
     assert result.stdout.startswith("attntrace  multi-head self-attention")
     assert result.stderr == ""

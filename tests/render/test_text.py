@@ -10,9 +10,19 @@ from rich.console import Console
 from attntrace.text import inert, plain
 
 HOSTILE = [
-    "\x1b[31mred\x1b[0m", "\x1b]8;;https://evil.example\x07link\x1b]8;;\x07", "a\rb", "bell\x07",
-    "del\x7f", "c1\x9b31m", "rtl\u202eevil", "iso\u2066x\u2069", "nul\x00", "line\u2028sep",
-    "surrogate\udcff", "tab\tnew\nline", "\U000e0041tag",
+    "\x1b[31mred\x1b[0m",
+    "\x1b]8;;https://evil.example\x07link\x1b]8;;\x07",
+    "a\rb",
+    "bell\x07",
+    "del\x7f",
+    "c1\x9b31m",
+    "rtl\u202eevil",
+    "iso\u2066x\u2069",
+    "nul\x00",
+    "line\u2028sep",
+    "surrogate\udcff",
+    "tab\tnew\nline",
+    "\U000e0041tag",
 ]
 
 
@@ -44,8 +54,18 @@ def _rendered(text: str) -> str:
     return cap.get().rstrip("\n")
 
 
-@pytest.mark.parametrize("markup", ["[bold]x[/bold]", "[link=https://evil.example]click[/link]",
-                                    "[red]", "x\\", "\\[bold]", "[/]", "[@click=app.quit]q[/]"])
+@pytest.mark.parametrize(
+    "markup",
+    [
+        "[bold]x[/bold]",
+        "[link=https://evil.example]click[/link]",
+        "[red]",
+        "x\\",
+        "\\[bold]",
+        "[/]",
+        "[@click=app.quit]q[/]",
+    ],
+)
 def test_inert_markup_is_printed_literally(markup: str) -> None:
     # inside the markup of a message, as tables and reports use it
     assert _rendered(f"[dim]{inert(markup)}[/dim]") == markup

@@ -57,11 +57,23 @@ def write(path: Path, text: str) -> Path:
 # --- parsing ---------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("text", "dims"), [
-    ("12,3,3", (12, 3, 3)), ("(12, 3, 3)", (12, 3, 3)), ("[12, 3, 3]", (12, 3, 3)), ("12x3x3", (12, 3, 3)),
-    ("h,S,S", ("h", "S", "S")), ("B, h, S, 64", ("B", "h", "S", 64)), ("(768,)", (768,)), ("768", (768,)), ("()", ()),
-])
-def test_parse_shape_reads_every_documented_spelling(text: str, dims: tuple[int | str, ...]) -> None:
+@pytest.mark.parametrize(
+    ("text", "dims"),
+    [
+        ("12,3,3", (12, 3, 3)),
+        ("(12, 3, 3)", (12, 3, 3)),
+        ("[12, 3, 3]", (12, 3, 3)),
+        ("12x3x3", (12, 3, 3)),
+        ("h,S,S", ("h", "S", "S")),
+        ("B, h, S, 64", ("B", "h", "S", 64)),
+        ("(768,)", (768,)),
+        ("768", (768,)),
+        ("()", ()),
+    ],
+)
+def test_parse_shape_reads_every_documented_spelling(
+    text: str, dims: tuple[int | str, ...]
+) -> None:
     assert parse_shape(text) == dims
 
 
@@ -79,10 +91,15 @@ def test_parse_expectation_needs_step_equals_shape(text: str) -> None:
 
 def test_expectations_resolve_axis_letters_from_the_config() -> None:
     trace = trace_attention(AttentionConfig(batch=2, seq=5, hidden=16, heads=4), "shape")
-    ok = [parse_expectation(e) for e in ("scores=B,h,S,S", "q_heads=B,S,h,d", "k_t=2,4,4,5", "output=2x5x16")]
+    ok = [
+        parse_expectation(e)
+        for e in ("scores=B,h,S,S", "q_heads=B,S,h,d", "k_t=2,4,4,5", "output=2x5x16")
+    ]
     assert check_expectations(trace, ok) == ()
     (bad,) = check_expectations(trace, [parse_expectation("scores=h,S,S")])
-    assert bad == Mismatch("scores", "h,S,S = (4, 5, 5)", "(2, 4, 5, 5) (B, h, S, S)", "expect scores=h,S,S")
+    assert bad == Mismatch(
+        "scores", "h,S,S = (4, 5, 5)", "(2, 4, 5, 5) (B, h, S, S)", "expect scores=h,S,S"
+    )
 
 
 def test_batch_axis_of_an_unbatched_config_is_an_input_error() -> None:
@@ -95,14 +112,26 @@ def test_batch_axis_of_an_unbatched_config_is_an_input_error() -> None:
 
 
 def test_expect_all_hold_exits_0() -> None:
-    code, out, err = check_cli("--heads", "12", "--hidden", "768", "--expect", "scores=h,S,S", "-e", "output=3,768",
-                               "-e", "q=(12, 3, 64)")
+    code, out, err = check_cli(
+        "--heads",
+        "12",
+        "--hidden",
+        "768",
+        "--expect",
+        "scores=h,S,S",
+        "-e",
+        "output=3,768",
+        "-e",
+        "q=(12, 3, 64)",
+    )
     assert (code, err) == (EXIT_OK, "")
     assert "ok: 3 passed, 0 failed" in out
 
 
 def test_expect_failure_exits_1_with_step_expected_actual() -> None:
-    code, out, err = check_cli("--batch", "2", "-e", "scores=12,3,4", "-e", "output=B,S,H", "-e", "k_t=h,S,d")
+    code, out, err = check_cli(
+        "--batch", "2", "-e", "scores=12,3,4", "-e", "output=B,S,H", "-e", "k_t=h,S,d"
+    )
     assert code == EXIT_CHECK_FAILED
     assert err == ""
     assert "step" in out
@@ -118,19 +147,23 @@ def test_unknown_step_exits_2_listing_the_valid_names() -> None:
     code, out, err = check_cli("-e", "score=12,3,3")
     assert code == EXIT_USAGE
     assert out == ""
-    assert err.startswith("attntrace: error: unknown step 'score' (did you mean scores?); "
-                          "valid steps: x, q_proj,")
+    assert err.startswith(
+        "attntrace: error: unknown step 'score' (did you mean scores?); valid steps: x, q_proj,"
+    )
     assert "scores" in err
     assert "Traceback" not in err
 
 
-@pytest.mark.parametrize(("args", "message"), [
-    (("-e", "scores"), "write STEP=SHAPE"),
-    (("-e", "scores=h;S"), "cannot read the shape"),
-    (("-e", "scores=g,S,S"), "unknown axis 'g'"),
-    ((), "nothing to check"),
-    (("--heads", "5", "-e", "x=3,768"), "not divisible by --heads 5"),
-])
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("-e", "scores"), "write STEP=SHAPE"),
+        (("-e", "scores=h;S"), "cannot read the shape"),
+        (("-e", "scores=g,S,S"), "unknown axis 'g'"),
+        ((), "nothing to check"),
+        (("--heads", "5", "-e", "x=3,768"), "not divisible by --heads 5"),
+    ],
+)
 def test_bad_expect_input_exits_2(args: tuple[str, ...], message: str) -> None:
     code, out, err = check_cli(*args)
     assert code == EXIT_USAGE
@@ -152,14 +185,31 @@ def test_check_help_states_the_exit_codes() -> None:
 
 def test_golden_of_the_same_config_exits_0(tmp_path: Path) -> None:
     golden = save_golden(tmp_path / "trace.json", "--batch", "2", "--hidden", "16", "--heads", "4")
-    code, out, err = check_cli("--golden", str(golden), "--batch", "2", "--hidden", "16", "--heads", "4")
+    code, out, err = check_cli(
+        "--golden", str(golden), "--batch", "2", "--hidden", "16", "--heads", "4"
+    )
     assert (code, err) == (EXIT_OK, "")
     assert "ok: 26 passed, 0 failed" in out  # 18 steps + 8 parameters
 
 
-def test_golden_passes_on_every_backend_because_values_are_not_compared(tmp_path: Path, compute_backend: str) -> None:
-    golden = save_golden(tmp_path / "trace.json", "--hidden", "8", "--heads", "2", "--backend", compute_backend, "--seed", "1")
-    assert check_cli("--golden", str(golden), "--hidden", "8", "--heads", "2", "--seed", "7")[0] == EXIT_OK
+def test_golden_passes_on_every_backend_because_values_are_not_compared(
+    tmp_path: Path, compute_backend: str
+) -> None:
+    golden = save_golden(
+        tmp_path / "trace.json",
+        "--hidden",
+        "8",
+        "--heads",
+        "2",
+        "--backend",
+        compute_backend,
+        "--seed",
+        "1",
+    )
+    assert (
+        check_cli("--golden", str(golden), "--hidden", "8", "--heads", "2", "--seed", "7")[0]
+        == EXIT_OK
+    )
 
 
 def test_golden_made_by_one_config_fails_against_another(tmp_path: Path) -> None:
@@ -175,7 +225,18 @@ def test_golden_made_by_one_config_fails_against_another(tmp_path: Path) -> None
 
 def test_golden_reports_dtype_and_batch_differences(tmp_path: Path) -> None:
     golden = save_golden(tmp_path / "trace.json", "--hidden", "8", "--heads", "2")
-    code, out, _ = check_cli("--golden", str(golden), "--hidden", "8", "--heads", "2", "--dtype", "float64", "--batch", "1")
+    code, out, _ = check_cli(
+        "--golden",
+        str(golden),
+        "--hidden",
+        "8",
+        "--heads",
+        "2",
+        "--dtype",
+        "float64",
+        "--batch",
+        "1",
+    )
     assert code == EXIT_CHECK_FAILED
     assert "param w_q dtype" in out
     assert "float32" in out
@@ -188,7 +249,9 @@ def test_golden_reports_dtype_and_batch_differences(tmp_path: Path) -> None:
 def test_compare_golden_lists_missing_and_extra_steps() -> None:
     trace = trace_attention(AttentionConfig(seq=2, hidden=4, heads=2), "shape")
     doc = trace.to_dict()
-    doc["steps"] = [s for s in doc["steps"] if s["name"] != "k_t"] + [{**doc["steps"][0], "name": "extra"}]
+    doc["steps"] = [s for s in doc["steps"] if s["name"] != "k_t"] + [
+        {**doc["steps"][0], "name": "extra"}
+    ]
     assert compare_golden(trace, doc) == (
         Mismatch("step extra", "present", "missing", "step extra"),
         Mismatch("step k_t", "absent", "present", "step k_t"),
@@ -198,12 +261,22 @@ def test_compare_golden_lists_missing_and_extra_steps() -> None:
 BAD_GOLDENS = {
     "invalid-json": ('{"schema": "attntrace.trace/1",', "not valid JSON"),
     "not-an-object": ("[1, 2]", "must be a JSON object"),
-    "wrong-schema": ('{"schema": "other/2", "config": {}, "steps": [], "params": []}', '"schema" must be'),
-    "missing-steps": ('{"schema": "attntrace.trace/1", "config": {}, "params": []}', '"steps" must be a list'),
-    "shape-as-string": ('{"schema": "attntrace.trace/1", "config": {}, "params": [], "steps": [{"name": "x", "shape": "3x4", "dtype": "float32"}]}',
-                        "steps[0].shape must be a list of whole numbers"),
-    "dtype-missing": ('{"schema": "attntrace.trace/1", "config": {}, "steps": [], "params": [{"name": "w_q", "shape": [4, 4]}]}',
-                      "params[0].dtype must be a string"),
+    "wrong-schema": (
+        '{"schema": "other/2", "config": {}, "steps": [], "params": []}',
+        '"schema" must be',
+    ),
+    "missing-steps": (
+        '{"schema": "attntrace.trace/1", "config": {}, "params": []}',
+        '"steps" must be a list',
+    ),
+    "shape-as-string": (
+        '{"schema": "attntrace.trace/1", "config": {}, "params": [], "steps": [{"name": "x", "shape": "3x4", "dtype": "float32"}]}',
+        "steps[0].shape must be a list of whole numbers",
+    ),
+    "dtype-missing": (
+        '{"schema": "attntrace.trace/1", "config": {}, "steps": [], "params": [{"name": "w_q", "shape": [4, 4]}]}',
+        "params[0].dtype must be a string",
+    ),
     "not-utf8": (b"\xff\xfe{", "is not UTF-8 text"),
 }
 
@@ -222,8 +295,10 @@ def test_malformed_golden_exits_2_naming_the_file(tmp_path: Path, case: str) -> 
     assert len(err.splitlines()) == 1
 
 
-@pytest.mark.parametrize(("make", "message"), [(lambda p: p / "missing.json", "no such file"),
-                                                (lambda p: p, "is a directory")])
+@pytest.mark.parametrize(
+    ("make", "message"),
+    [(lambda p: p / "missing.json", "no such file"), (lambda p: p, "is a directory")],
+)
 def test_unreadable_golden_exits_2(tmp_path: Path, make: object, message: str) -> None:
     path = make(tmp_path)  # type: ignore[operator]
     code, _, err = check_cli("--golden", str(path))
@@ -268,11 +343,15 @@ def test_spec_where_all_hold_exits_0(tmp_path: Path) -> None:
 
 
 def test_spec_with_a_failing_config_exits_1_with_the_summary(tmp_path: Path) -> None:
-    spec = write(tmp_path / "shapes.toml", SPEC + """
+    spec = write(
+        tmp_path / "shapes.toml",
+        SPEC
+        + """
     [config.gpt2]
     seq = 1024
     expect = { scores = "h,S,512", context = "h,S,d" }
-    """)
+    """,
+    )
     code, out, err = check_cli("--spec", str(spec))
     assert code == EXIT_CHECK_FAILED
     assert err == ""
@@ -283,7 +362,9 @@ def test_spec_with_a_failing_config_exits_1_with_the_summary(tmp_path: Path) -> 
 
 def test_spec_golden_paths_are_relative_to_the_spec(tmp_path: Path) -> None:
     save_golden(tmp_path / "small.json", "--hidden", "8", "--heads", "2")
-    spec = write(tmp_path / "shapes.toml", """\
+    spec = write(
+        tmp_path / "shapes.toml",
+        """\
         [config.same]
         hidden = 8
         heads = 2
@@ -293,7 +374,8 @@ def test_spec_golden_paths_are_relative_to_the_spec(tmp_path: Path) -> None:
         hidden = 16
         heads = 2
         golden = "small.json"
-        """)
+        """,
+    )
     code, out, _ = check_cli("--spec", str(spec))
     assert code == EXIT_CHECK_FAILED
     assert "PASS  same  (26 checks)" in out
@@ -306,14 +388,32 @@ BAD_SPECS = {
     "no-configs": ("[defaults]\nseq = 3\n", "[config.NAME] tables"),
     "unknown-top-level": ("seq = 3\n[config.a]\n", "unknown top-level keys: seq"),
     "config-not-a-table": ("config = 3\n", "[config.NAME] tables"),
-    "wrong-type": ('[config.a]\nseq = "three"\n', "[config.a]: seq must be a whole number, got 'three'"),
+    "wrong-type": (
+        '[config.a]\nseq = "three"\n',
+        "[config.a]: seq must be a whole number, got 'three'",
+    ),
     "bool-size": ("[config.a]\nheads = true\n", "[config.a]: heads must be a whole number"),
-    "unknown-key": ("[config.a]\nsequence = 3\n", "[config.a]: unknown key 'sequence'; valid keys: batch, seq"),
-    "bad-config": ("[config.a]\nhidden = 10\nheads = 4\n", "[config.a]: --hidden 10 is not divisible by --heads 4"),
+    "unknown-key": (
+        "[config.a]\nsequence = 3\n",
+        "[config.a]: unknown key 'sequence'; valid keys: batch, seq",
+    ),
+    "bad-config": (
+        "[config.a]\nhidden = 10\nheads = 4\n",
+        "[config.a]: --hidden 10 is not divisible by --heads 4",
+    ),
     "expect-not-a-table": ('[config.a]\nexpect = "scores=1"\n', '"expect" must be a table'),
-    "expect-bad-shape": ("[config.a]\nexpect = { scores = 3.5 }\n", "expect.scores must be a shape"),
-    "unknown-step": ('[config.a]\nexpect = { score = "h,S,S" }\n', "[config.a]: unknown step 'score' (did you mean scores?); valid steps: x,"),
-    "unknown-axis": ('[config.a]\nexpect = { scores = "B,h,S,S" }\n', "[config.a]: unknown axis 'B'"),
+    "expect-bad-shape": (
+        "[config.a]\nexpect = { scores = 3.5 }\n",
+        "expect.scores must be a shape",
+    ),
+    "unknown-step": (
+        '[config.a]\nexpect = { score = "h,S,S" }\n',
+        "[config.a]: unknown step 'score' (did you mean scores?); valid steps: x,",
+    ),
+    "unknown-axis": (
+        '[config.a]\nexpect = { scores = "B,h,S,S" }\n',
+        "[config.a]: unknown axis 'B'",
+    ),
     "unknown-backend": ('[config.a]\nbackend = "jax"\n', "[config.a]: unknown backend 'jax'"),
     "missing-golden": ('[config.a]\ngolden = "nope.json"\n', "nope.json: no such file"),
 }
@@ -353,7 +453,9 @@ def test_spec_api_defaults_and_summary(tmp_path: Path) -> None:
     ]
     results = run_spec(cases)
     assert [r.ok for r in results] == [True, True]
-    assert summary([*results, CaseResult("x", 1, (Mismatch("a", "b", "c"),))]) == "2 passed, 1 failed"
+    assert (
+        summary([*results, CaseResult("x", 1, (Mismatch("a", "b", "c"),))]) == "2 passed, 1 failed"
+    )
 
 
 def test_load_golden_is_the_python_api_for_saved_traces(tmp_path: Path) -> None:

@@ -50,7 +50,9 @@ def write(path: Path, text: str) -> Path:
 
 
 def check_cli(*args: str, env: dict[str, str] | None = None) -> tuple[int, str, str]:
-    result = runner.invoke(app, ["check", *args], env={"COLUMNS": "100", "GITHUB_ACTIONS": "", **(env or {})})
+    result = runner.invoke(
+        app, ["check", *args], env={"COLUMNS": "100", "GITHUB_ACTIONS": "", **(env or {})}
+    )
     return result.exit_code, result.stdout, result.stderr
 
 
@@ -71,7 +73,10 @@ def test_a_bad_config_is_an_error_and_the_others_are_still_checked(mixed: Path) 
 
 
 def test_failures_without_errors_exit_1_and_verbose_lists_passes(tmp_path: Path) -> None:
-    spec = write(tmp_path / "s.toml", MIXED.replace("    [config.broken]\n    hidden = 10\n    heads = 4\n", ""))
+    spec = write(
+        tmp_path / "s.toml",
+        MIXED.replace("    [config.broken]\n    hidden = 10\n    heads = 4\n", ""),
+    )
     code, out, err = check_cli("--spec", str(spec), "-v")
     assert (code, err) == (EXIT_CHECK_FAILED, "")
     assert "  passed  expect scores=B,h,S,S" in out
@@ -105,9 +110,17 @@ def test_json_report(mixed: Path) -> None:
     assert doc["summary"] == {"configs": 3, "passed": 1, "failed": 1, "errors": 1, "checks": 5}
     assert [c["status"] for c in doc["configs"]] == ["passed", "error", "failed"]
     failed = [c for c in doc["checks"] if c["status"] == "failed"]
-    assert failed == [{"config": "gpt2", "check": "expect scores=h,S,512", "status": "failed", "line": 18,
-                       "message": "scores: expected h,S,512 = (12, 1024, 512), got (12, 1024, 1024) (h, S, S)",
-                       "step": None, "location": None}]  # step, location: only for check --trace
+    assert failed == [
+        {
+            "config": "gpt2",
+            "check": "expect scores=h,S,512",
+            "status": "failed",
+            "line": 18,
+            "message": "scores: expected h,S,512 = (12, 1024, 512), got (12, 1024, 1024) (h, S, S)",
+            "step": None,
+            "location": None,
+        }
+    ]  # step, location: only for check --trace
 
 
 def test_junit_validates_against_the_schema_one_testcase_per_check(mixed: Path) -> None:
@@ -118,7 +131,10 @@ def test_junit_validates_against_the_schema_one_testcase_per_check(mixed: Path) 
     assert (root.get("tests"), root.get("failures"), root.get("errors")) == ("5", "1", "1")
     suites = root.findall("testsuite")
     assert [s.get("name") for s in suites] == ["bert-base", "broken", "gpt2"]
-    assert [c.get("name") for c in suites[2].findall("testcase")] == ["expect scores=h,S,512", "expect context=h,S,d"]
+    assert [c.get("name") for c in suites[2].findall("testcase")] == [
+        "expect scores=h,S,512",
+        "expect context=h,S,d",
+    ]
     failure = suites[2].find("testcase/failure")
     assert failure is not None
     assert failure.text is not None
@@ -131,7 +147,9 @@ def test_junit_validates_against_the_schema_one_testcase_per_check(mixed: Path) 
 def test_the_schema_rejects_what_ci_readers_reject() -> None:
     """The schema is not a rubber stamp: a testcase without a name, or a count that is no number."""
     schema = xmlschema.XMLSchema(JUNIT_XSD)
-    good = render_junit([CaseResult("a", 1, (Mismatch("x", "(1,)", "(2,)", "expect x=1"),), checks=("expect x=1",))])
+    good = render_junit(
+        [CaseResult("a", 1, (Mismatch("x", "(1,)", "(2,)", "expect x=1"),), checks=("expect x=1",))]
+    )
     schema.validate(good)
     assert not schema.is_valid(good.replace('name="expect x=1" ', ""))
     assert not schema.is_valid(good.replace('tests="1"', 'tests="one"', 1))

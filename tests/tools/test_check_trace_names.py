@@ -14,7 +14,7 @@ from attntrace.cli import app
 pytest.importorskip("torch")
 runner = CliRunner()
 
-NANO = '''
+NANO = """
 import math, torch
 from torch import nn
 
@@ -31,13 +31,16 @@ class Attn(nn.Module):
         v = v.view(B, S, 4, 16).transpose(1, 2)
         y = ((q @ k.transpose(-2, -1)) / math.sqrt(16)).softmax(-1) @ v
         return self.c_proj(y.transpose(1, 2).reshape(B, S, H))
-'''
+"""
 
 
 def _check(tmp_path: Path, *args: str) -> tuple[int, str, str]:
     (tmp_path / "nano.py").write_text(NANO)
-    result = runner.invoke(app, ["check", "--trace", f"{tmp_path / 'nano.py'}:Attn", "--batch", "2",
-                                 "--seq", "5", *args], env={"COLUMNS": "120"})
+    result = runner.invoke(
+        app,
+        ["check", "--trace", f"{tmp_path / 'nano.py'}:Attn", "--batch", "2", "--seq", "5", *args],
+        env={"COLUMNS": "120"},
+    )
     return result.exit_code, result.stdout, result.stderr
 
 
@@ -49,12 +52,17 @@ def test_a_reference_name_checks_the_role_not_the_variable_of_that_name(tmp_path
 
 def test_a_golden_of_the_users_code_without_trace_is_refused(tmp_path: Path) -> None:
     golden = tmp_path / "golden.json"
-    golden.write_text(json.dumps({"schema": "attntrace.capture/1", "steps": [], "params": [],
-                                  "config": {}, "notes": []}))
+    golden.write_text(
+        json.dumps(
+            {"schema": "attntrace.capture/1", "steps": [], "params": [], "config": {}, "notes": []}
+        )
+    )
     result = runner.invoke(app, ["check", "--golden", str(golden)])
     assert result.exit_code == 2
-    assert result.stderr == ("attntrace: error: this golden is a trace of your code "
-                             "(attntrace.capture/1); add --trace TARGET\n")
+    assert result.stderr == (
+        "attntrace: error: this golden is a trace of your code "
+        "(attntrace.capture/1); add --trace TARGET\n"
+    )
 
 
 def test_every_check_says_which_step_of_the_code_it_read(tmp_path: Path) -> None:
@@ -71,8 +79,11 @@ def test_json_report_names_the_variable_and_its_line(tmp_path: Path) -> None:
     code, out, _ = _check(tmp_path, "--expect", "scores=B,h,S,d", "--format", "json")
     assert code == 1
     check = json.loads(out)["checks"][0]
-    assert (check["step"], check["location"], check["status"]) == ("matmul_1", "nano.py:16",
-                                                                   "failed")
+    assert (check["step"], check["location"], check["status"]) == (
+        "matmul_1",
+        "nano.py:16",
+        "failed",
+    )
     assert check["message"].endswith("(checked matmul_1 at nano.py:16)")
 
 
@@ -97,8 +108,9 @@ def test_var_needs_trace() -> None:
 
 
 def _run_golden(tmp_path: Path, *sizes: str) -> Path:
-    result = runner.invoke(app, ["run", "--batch", "2", "--hidden", "64", "--heads", "4",
-                                 *sizes, "--format", "json"])
+    result = runner.invoke(
+        app, ["run", "--batch", "2", "--hidden", "64", "--heads", "4", *sizes, "--format", "json"]
+    )
     assert result.exit_code == 0
     golden = tmp_path / "ref.json"
     golden.write_text(result.stdout)
@@ -115,8 +127,22 @@ def test_a_reference_golden_is_compared_role_by_role(tmp_path: Path) -> None:
     assert code == 1
     assert "note: the golden was made with seq=7 (your code S=5)" in out
     row = next(line for line in out.splitlines() if line.startswith("step scores shape"))
-    assert row.split()[3:] == ["(2,", "4,", "7,", "7)", "(2,", "4,", "5,", "5)", "(B,", "h,", "S,",
-                               "S)", "matmul_1", "(nano.py:16)"]
+    assert row.split()[3:] == [
+        "(2,",
+        "4,",
+        "7,",
+        "7)",
+        "(2,",
+        "4,",
+        "5,",
+        "5)",
+        "(B,",
+        "h,",
+        "S,",
+        "S)",
+        "matmul_1",
+        "(nano.py:16)",
+    ]
 
 
 def test_a_reference_golden_with_steps_the_code_lacks_notes_them(tmp_path: Path) -> None:
@@ -129,8 +155,11 @@ def test_a_reference_golden_with_steps_the_code_lacks_notes_them(tmp_path: Path)
 
 
 def test_a_spec_refuses_a_golden_of_the_users_code(tmp_path: Path) -> None:
-    (tmp_path / "mine.json").write_text(json.dumps({"schema": "attntrace.capture/1", "steps": [],
-                                                    "params": [], "config": {}, "notes": []}))
+    (tmp_path / "mine.json").write_text(
+        json.dumps(
+            {"schema": "attntrace.capture/1", "steps": [], "params": [], "config": {}, "notes": []}
+        )
+    )
     (tmp_path / "s.toml").write_text('[config.a]\ngolden = "mine.json"\n')
     result = runner.invoke(app, ["check", "--spec", str(tmp_path / "s.toml")])
     assert result.exit_code == 2

@@ -37,7 +37,9 @@ def test_unscaled_example_gives_the_notes_numbers() -> None:
     weights, output = note_output()
     np.testing.assert_allclose(steps["weights"], weights, rtol=1e-12)
     np.testing.assert_allclose(steps["output"], output, rtol=1e-12)
-    np.testing.assert_allclose(steps["output"][1], [1.99999397, 7.9639916, 0.05397641], rtol=1e-7)  # as the note prints
+    np.testing.assert_allclose(
+        steps["output"][1], [1.99999397, 7.9639916, 0.05397641], rtol=1e-7
+    )  # as the note prints
 
 
 def test_scaled_example_divides_the_scores_by_sqrt_3() -> None:
@@ -47,7 +49,9 @@ def test_scaled_example_divides_the_scores_by_sqrt_3() -> None:
     weights, output = note_output(1 / math.sqrt(3))
     np.testing.assert_allclose(steps["weights"], weights, rtol=1e-12)
     np.testing.assert_allclose(steps["output"], output, rtol=1e-12)
-    assert steps["weights"].max(axis=-1)[1] < worked_example()[4].value.max(axis=-1)[1]  # less peaked
+    assert (
+        steps["weights"].max(axis=-1)[1] < worked_example()[4].value.max(axis=-1)[1]
+    )  # less peaked
 
 
 def test_our_softmax_survives_what_overflows_the_notes() -> None:
@@ -64,10 +68,16 @@ def test_demo_command_prints_the_notes_matrices() -> None:
     result = CliRunner().invoke(app, ["demo"])
     assert result.exit_code == 0, result.output
     lines = rows(result.stdout)
-    for row in ("2 4 4", "4 16 12", "4 12 10",  # scores
-                "1.9366 6.6831 1.5951", "2.0000 7.9640 0.0540", "1.9997 7.7599 0.3584",  # output, unscaled
-                "1.8639 6.3194 1.7042",  # output, scaled
-                "6.03e-06 0.9820 0.0180"):  # weights row 1
+    for row in (
+        "2 4 4",
+        "4 16 12",
+        "4 12 10",  # scores
+        "1.9366 6.6831 1.5951",
+        "2.0000 7.9640 0.0540",
+        "1.9997 7.7599 0.3584",  # output, unscaled
+        "1.8639 6.3194 1.7042",  # output, scaled
+        "6.03e-06 0.9820 0.0180",
+    ):  # weights row 1
         assert row in lines, row
     assert "scaled = scores * 0.5774" in result.stdout
     assert "0.982 to 0.909" in result.stdout
@@ -77,6 +87,7 @@ def test_demo_command_prints_the_notes_matrices() -> None:
 
 # --- --scale ---------------------------------------------------------------------------------
 
+
 def test_parse_scale() -> None:
     assert (parse_scale("sqrt"), parse_scale("NONE"), parse_scale("0.25")) == (None, 1.0, 0.25)
     for bad in ("abc", "0", "-1", "inf", "nan"):
@@ -84,14 +95,21 @@ def test_parse_scale() -> None:
             parse_scale(bad)
 
 
-@pytest.mark.parametrize(("scale", "op"), [(None, "scores / sqrt(4)"), (1.0, "scores * 1 (unscaled)"), (0.3, "scores * 0.3")])
+@pytest.mark.parametrize(
+    ("scale", "op"),
+    [(None, "scores / sqrt(4)"), (1.0, "scores * 1 (unscaled)"), (0.3, "scores * 0.3")],
+)
 def test_scale_reaches_the_scaled_step(compute_backend: str, scale: float | None, op: str) -> None:
-    trace = trace_attention(AttentionConfig(seq=3, hidden=8, heads=2, scale=scale, dtype="float64"), compute_backend)
+    trace = trace_attention(
+        AttentionConfig(seq=3, hidden=8, heads=2, scale=scale, dtype="float64"), compute_backend
+    )
     factor = 0.5 if scale is None else scale
     assert trace["scaled"].op == op
     np.testing.assert_allclose(trace["scaled"].value, trace["scores"].value * factor, rtol=1e-12)
     expected = np.exp(trace["scaled"].value)
-    np.testing.assert_allclose(trace["weights"].value, expected / expected.sum(-1, keepdims=True), rtol=1e-12)
+    np.testing.assert_allclose(
+        trace["weights"].value, expected / expected.sum(-1, keepdims=True), rtol=1e-12
+    )
 
 
 def test_run_scale_option() -> None:

@@ -23,7 +23,9 @@ CONFIGS = [
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
-@pytest.mark.parametrize("base", CONFIGS, ids=lambda c: f"B{c.batch}-S{c.seq}-H{c.hidden}-h{c.heads}")
+@pytest.mark.parametrize(
+    "base", CONFIGS, ids=lambda c: f"B{c.batch}-S{c.seq}-H{c.hidden}-h{c.heads}"
+)
 def test_numpy_and_torch_agree_on_every_step(base: AttentionConfig, dtype: str) -> None:
     cfg = AttentionConfig(**{**base.__dict__, "dtype": dtype})
     np_trace, torch_trace = trace_attention(cfg, "numpy"), trace_attention(cfg, "torch")
@@ -31,12 +33,18 @@ def test_numpy_and_torch_agree_on_every_step(base: AttentionConfig, dtype: str) 
     for a, b in zip(np_trace.steps, torch_trace.steps, strict=True):
         assert a.shape == b.shape, a.name
         assert a.dtype == b.dtype == dtype, a.name
-        assert_allclose(a.value, b.value, rtol=TOLERANCE[dtype], atol=TOLERANCE[dtype], err_msg=a.name)
+        assert_allclose(
+            a.value, b.value, rtol=TOLERANCE[dtype], atol=TOLERANCE[dtype], err_msg=a.name
+        )
     for name, value in np_trace.params.items():
-        assert_allclose(value, torch_trace.params[name], rtol=0, atol=0, err_msg=name)  # same seed, same numbers
+        assert_allclose(
+            value, torch_trace.params[name], rtol=0, atol=0, err_msg=name
+        )  # same seed, same numbers
 
 
-def _torch_mha(cfg: AttentionConfig, params: dict[str, np.ndarray], x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _torch_mha(
+    cfg: AttentionConfig, params: dict[str, np.ndarray], x: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
     """Output and per-head weights of torch.nn.MultiheadAttention with our weights."""
     dtype = getattr(torch, cfg.dtype)
     mha = torch.nn.MultiheadAttention(cfg.hidden, cfg.heads, batch_first=True, dtype=dtype)
@@ -52,8 +60,12 @@ def _torch_mha(cfg: AttentionConfig, params: dict[str, np.ndarray], x: np.ndarra
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
-@pytest.mark.parametrize("base", CONFIGS, ids=lambda c: f"B{c.batch}-S{c.seq}-H{c.hidden}-h{c.heads}")
-def test_output_and_weights_equal_torch_multihead_attention(base: AttentionConfig, dtype: str, compute_backend: str) -> None:
+@pytest.mark.parametrize(
+    "base", CONFIGS, ids=lambda c: f"B{c.batch}-S{c.seq}-H{c.hidden}-h{c.heads}"
+)
+def test_output_and_weights_equal_torch_multihead_attention(
+    base: AttentionConfig, dtype: str, compute_backend: str
+) -> None:
     cfg = AttentionConfig(**{**base.__dict__, "dtype": dtype})
     trace = trace_attention(cfg, compute_backend)
     out, weights = _torch_mha(cfg, dict(trace.params), trace["x"].value)
@@ -90,7 +102,9 @@ def test_softmax_is_stable_for_huge_logits(backend: str, dtype: str) -> None:
 def test_the_notes_softmax_would_overflow_where_ours_does_not() -> None:
     logits = np.array([[1000.0, 999.0, 998.0]])
     with np.errstate(over="ignore", invalid="ignore"):
-        naive = np.exp(logits) / np.exp(logits).sum(axis=-1, keepdims=True)  # the study notes' soft_max
+        naive = np.exp(logits) / np.exp(logits).sum(
+            axis=-1, keepdims=True
+        )  # the study notes' soft_max
     assert np.isnan(naive).all()
     ours = get_backend("numpy").softmax(logits)
     assert np.isfinite(ours).all()
@@ -103,12 +117,23 @@ def test_attention_rows_sum_to_one() -> None:
 
 
 @settings(max_examples=200, deadline=None)
-@given(rows=st.lists(st.lists(st.one_of(st.floats(-80, 80, width=32), st.floats(-1e4, 1e4, width=32),
-                                        st.just(-np.inf)),
-                              min_size=1, max_size=12), min_size=1, max_size=6),
-       dtype=st.sampled_from(["float32", "float64"]))
+@given(
+    rows=st.lists(
+        st.lists(
+            st.one_of(
+                st.floats(-80, 80, width=32), st.floats(-1e4, 1e4, width=32), st.just(-np.inf)
+            ),
+            min_size=1,
+            max_size=12,
+        ),
+        min_size=1,
+        max_size=6,
+    ),
+    dtype=st.sampled_from(["float32", "float64"]),
+)
 def test_the_softmax_equals_float64_and_its_in_range_form_keeps_the_bits(
-        rows: list[list[float]], dtype: str) -> None:
+    rows: list[list[float]], dtype: str
+) -> None:
     width = max(map(len, rows))
     x = np.array([r + [-np.inf] * (width - len(r)) for r in rows], dtype=dtype)  # (R, N)
     be = get_backend("numpy")
@@ -120,8 +145,9 @@ def test_the_softmax_equals_float64_and_its_in_range_form_keeps_the_bits(
     want = e / np.where(e.sum(-1, keepdims=True) == 0, 1, e.sum(-1, keepdims=True))
     assert np.isfinite(got).all()
     np.testing.assert_array_equal(got[~alive], 0)
-    np.testing.assert_allclose(got[alive], want[alive], rtol=2e-5 if dtype == "float32" else 1e-12,
-                               atol=1e-30)
+    np.testing.assert_allclose(
+        got[alive], want[alive], rtol=2e-5 if dtype == "float32" else 1e-12, atol=1e-30
+    )
     reach = be.unshifted_range(dtype, width)
     if (np.abs(x[np.isfinite(x)]) <= reach).all():  # what eager's bounds would prove
         into = np.empty_like(x)

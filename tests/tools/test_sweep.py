@@ -21,7 +21,13 @@ def test_json_has_eager_and_flash_per_point() -> None:
     assert result.exit_code == 0, result.output
     points = json.loads(result.stdout)
     assert [(p["seq"], p["algorithm"]) for p in points] == [
-        (128, "eager"), (128, "flash"), (512, "eager"), (512, "flash"), (2048, "eager"), (2048, "flash")]
+        (128, "eager"),
+        (128, "flash"),
+        (512, "eager"),
+        (512, "flash"),
+        (2048, "eager"),
+        (2048, "flash"),
+    ]
     eager = {p["seq"]: p for p in points if p["algorithm"] == "eager"}
     flash = {p["seq"]: p for p in points if p["algorithm"] == "flash"}
     assert eager[2048]["score_bytes"] == 16 * eager[512]["score_bytes"]  # quadratic
@@ -30,16 +36,25 @@ def test_json_has_eager_and_flash_per_point() -> None:
 
 
 def test_csv_parses_and_lists_heads_and_hidden() -> None:
-    result = runner.invoke(app, ["sweep", "--seq", "64", "--heads", "4,8", "--hidden", "256,512", "--format", "csv"])
+    result = runner.invoke(
+        app, ["sweep", "--seq", "64", "--heads", "4,8", "--hidden", "256,512", "--format", "csv"]
+    )
     assert result.exit_code == 0, result.output
     rows = list(csv.DictReader(io.StringIO(result.stdout)))
     assert len(rows) == 2 * 2 * 2
-    assert {(r["heads"], r["hidden"]) for r in rows} == {("4", "256"), ("8", "256"), ("4", "512"), ("8", "512")}
+    assert {(r["heads"], r["hidden"]) for r in rows} == {
+        ("4", "256"),
+        ("8", "256"),
+        ("4", "512"),
+        ("8", "512"),
+    }
     assert all(int(r["flops"]) > 0 for r in rows)
 
 
 def test_table_and_bar_charts() -> None:
-    result = runner.invoke(app, ["sweep", "--seq", "128,1024", "--count", "macs"], env={"COLUMNS": "80"})
+    result = runner.invoke(
+        app, ["sweep", "--seq", "128,1024", "--count", "macs"], env={"COLUMNS": "80"}
+    )
     assert result.exit_code == 0, result.output
     assert "MACs" in result.stdout
     assert "score bytes held at once" in result.stdout
@@ -47,7 +62,22 @@ def test_table_and_bar_charts() -> None:
 
 
 def test_numpy_backend_sweep_computes() -> None:
-    result = runner.invoke(app, ["sweep", "--seq", "8,16", "--hidden", "16", "--heads", "2", "--backend", "numpy", "--format", "json"])
+    result = runner.invoke(
+        app,
+        [
+            "sweep",
+            "--seq",
+            "8,16",
+            "--hidden",
+            "16",
+            "--heads",
+            "2",
+            "--backend",
+            "numpy",
+            "--format",
+            "json",
+        ],
+    )
     assert result.exit_code == 0, result.output
     assert len(json.loads(result.stdout)) == 4
 
@@ -70,11 +100,15 @@ def test_stderr_holds_nothing_but_the_one_error_line() -> None:
     assert result.stderr.count("\n") == 1
 
 
-@pytest.mark.parametrize(("option", "value"), [("--seq", "128,,512"), ("--seq", "128,"),
-                                               ("--heads", ",4"), ("--algorithms", "eager,,flash")])
+@pytest.mark.parametrize(
+    ("option", "value"),
+    [("--seq", "128,,512"), ("--seq", "128,"), ("--heads", ",4"), ("--algorithms", "eager,,flash")],
+)
 def test_an_empty_list_entry_is_refused(option: str, value: str) -> None:
     result = runner.invoke(app, ["sweep", option, value])
     assert result.exit_code == 2
-    assert result.stderr == (f"attntrace: error: {option} has an empty entry in {value!r}; "
-                             "separate the values by single commas, e.g. "
-                             f"{'eager,flash' if option == '--algorithms' else '128,512,2048'}\n")
+    assert result.stderr == (
+        f"attntrace: error: {option} has an empty entry in {value!r}; "
+        "separate the values by single commas, e.g. "
+        f"{'eager,flash' if option == '--algorithms' else '128,512,2048'}\n"
+    )

@@ -17,24 +17,44 @@ from attntrace import AttentionConfig, trace_attention
 from attntrace.backends.numpy_backend import NumpyBackend
 from attntrace.backends.torch_backend import INSTALL_HINT
 from attntrace.cli import app
-from attntrace.tools.verify import MHA, SDPA, TOLERANCES, Tolerance, compare, tolerance, verify_attention
+from attntrace.tools.verify import (
+    MHA,
+    SDPA,
+    TOLERANCES,
+    Tolerance,
+    compare,
+    tolerance,
+    verify_attention,
+)
 from paths import REPO
 
 torch = pytest.importorskip("torch")
 GRID = [  # (batch, seq, hidden, heads, scale)
-    (None, 1, 8, 1, None), (None, 5, 16, 4, None), (2, 4, 16, 2, None), (None, 6, 64, 8, 1.0), (3, 3, 32, 4, 0.3),
+    (None, 1, 8, 1, None),
+    (None, 5, 16, 4, None),
+    (2, 4, 16, 2, None),
+    (None, 6, 64, 8, 1.0),
+    (3, 3, 32, 4, 0.3),
 ]
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 @pytest.mark.parametrize(("batch", "seq", "hidden", "heads", "scale"), GRID)
-def test_verify_passes_over_a_grid(dtype: str, batch: int | None, seq: int, hidden: int, heads: int, scale: float | None) -> None:
-    config = AttentionConfig(batch=batch, seq=seq, hidden=hidden, heads=heads, dtype=dtype, seed=seq, scale=scale)
+def test_verify_passes_over_a_grid(
+    dtype: str, batch: int | None, seq: int, hidden: int, heads: int, scale: float | None
+) -> None:
+    config = AttentionConfig(
+        batch=batch, seq=seq, hidden=hidden, heads=heads, dtype=dtype, seed=seq, scale=scale
+    )
     report = verify_attention(config)
     assert report.ok, report.failures
     assert [c.name for c in report.steps] == list(trace_attention(config, "shape").names)
     assert {(c.name, c.left, c.right) for c in report.references} == {
-        (name, be, ref) for name in ("output", "weights") for be in ("numpy", "torch") for ref in (MHA, SDPA)}
+        (name, be, ref)
+        for name in ("output", "weights")
+        for be in ("numpy", "torch")
+        for ref in (MHA, SDPA)
+    }
     assert max(c.max_abs for c in report.steps) < 100 * tolerance(config).atol
 
 
@@ -65,7 +85,9 @@ class WrongSoftmax(NumpyBackend):
         out: np.ndarray = e / e.sum(axis=-2, keepdims=True)
         return out
 
-    def softmax_(self, x: np.ndarray, scale: float = 1.0) -> np.ndarray:  # the in-place variant, as wrong
+    def softmax_(
+        self, x: np.ndarray, scale: float = 1.0
+    ) -> np.ndarray:  # the in-place variant, as wrong
         return self.softmax(x * x.dtype.type(scale))
 
     # eager's blocks, as wrong
@@ -80,7 +102,9 @@ class WrongSoftmax(NumpyBackend):
 def test_a_wrong_backend_fails_verify() -> None:
     from attntrace.backends import get_backend
 
-    report = verify_attention(AttentionConfig(seq=4, hidden=8, heads=2), backends=(WrongSoftmax(), get_backend("torch")))
+    report = verify_attention(
+        AttentionConfig(seq=4, hidden=8, heads=2), backends=(WrongSoftmax(), get_backend("torch"))
+    )
     assert not report.ok
     failed = {(c.name, c.left, c.right) for c in report.failures}
     assert ("weights", "wrong", "torch") in failed
@@ -90,7 +114,9 @@ def test_a_wrong_backend_fails_verify() -> None:
 
 
 def test_cli_verify_exits_0_within_tolerance() -> None:
-    result = CliRunner().invoke(app, ["verify", "--hidden", "8", "--heads", "2", "--batch", "2", "--dtype", "float64"])
+    result = CliRunner().invoke(
+        app, ["verify", "--hidden", "8", "--heads", "2", "--batch", "2", "--dtype", "float64"]
+    )
     assert result.exit_code == 0, result.output
     assert "PASS: all 26 comparisons within the float64 tolerance" in result.stdout
     assert "nn.MultiheadAttention" in result.stdout
@@ -113,10 +139,19 @@ def test_cli_verify_exits_1_beyond_tolerance(monkeypatch: pytest.MonkeyPatch) ->
 
 
 def test_cli_verify_without_torch_exits_2_with_the_install_hint() -> None:
-    code = "import sys; sys.modules['torch'] = None; sys.argv = ['attntrace', 'verify', '--hidden', '8', '--heads', '2']; " \
-           "from attntrace.cli import main; main()"
+    code = (
+        "import sys; sys.modules['torch'] = None; sys.argv = ['attntrace', 'verify', '--hidden', '8', '--heads', '2']; "
+        "from attntrace.cli import main; main()"
+    )
     env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120, check=False)
+    result = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        check=False,
+    )
     assert result.returncode == 2
     assert result.stderr.startswith("attntrace: error: ")
     assert INSTALL_HINT in result.stderr
@@ -124,7 +159,9 @@ def test_cli_verify_without_torch_exits_2_with_the_install_hint() -> None:
 
 
 def test_cli_verify_refuses_bfloat16() -> None:
-    result = CliRunner().invoke(app, ["verify", "--hidden", "8", "--heads", "2", "--dtype", "bfloat16"])
+    result = CliRunner().invoke(
+        app, ["verify", "--hidden", "8", "--heads", "2", "--dtype", "bfloat16"]
+    )
     assert result.exit_code == 2
     assert "numpy, which has no bfloat16" in result.stderr
 
@@ -133,7 +170,9 @@ def test_compare_fails_on_nan_and_on_a_shape_mismatch() -> None:
     tol = Tolerance(1e-4, 1e-5)
     assert not compare("x", "a", "b", np.array([np.nan]), np.array([1.0]), tol).ok
     assert not compare("x", "a", "b", np.zeros(3), np.zeros(4), tol).ok
-    assert compare("x", "a", "b", np.array([100.0, 0.0]), np.array([100.0, 5e-4]), tol).ok  # atol is relative to max|b|
+    assert compare(
+        "x", "a", "b", np.array([100.0, 0.0]), np.array([100.0, 5e-4]), tol
+    ).ok  # atol is relative to max|b|
     assert not compare("x", "a", "b", np.array([1.0, 0.0]), np.array([1.0, 5e-4]), tol).ok
 
 
@@ -144,10 +183,19 @@ def test_tolerance_widens_with_hidden() -> None:
 
 
 def test_importing_the_new_modules_imports_no_optional_library() -> None:
-    code = ("import sys, attntrace.files, attntrace.tools.verify, attntrace.tools.reference, attntrace.tools.demo, attntrace.cli; "
-            "print(sorted(m for m in ('torch', 'safetensors') if m in sys.modules))")
+    code = (
+        "import sys, attntrace.files, attntrace.tools.verify, attntrace.tools.reference, attntrace.tools.demo, attntrace.cli; "
+        "print(sorted(m for m in ('torch', 'safetensors') if m in sys.modules))"
+    )
     env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60, check=True)
+    result = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+        check=True,
+    )
     assert result.stdout.strip() == "[]"
 
 
@@ -156,16 +204,41 @@ def test_importing_the_new_modules_imports_no_optional_library() -> None:
 VARIANTS: dict[str, dict[str, Any]] = {
     "causal": {"batch": 2, "seq": 5, "hidden": 12, "heads": 3, "causal": True},
     "padding": {"batch": 3, "seq": 4, "hidden": 8, "heads": 2, "key_lengths": (4, 2, 1)},
-    "causal+padding": {"batch": 2, "seq": 5, "hidden": 8, "heads": 2, "causal": True, "key_lengths": (5, 2)},
+    "causal+padding": {
+        "batch": 2,
+        "seq": 5,
+        "hidden": 8,
+        "heads": 2,
+        "causal": True,
+        "key_lengths": (5, 2),
+    },
     "cross": {"batch": 2, "seq": 3, "kv_seq": 6, "hidden": 8, "heads": 2},
-    "cross kv-hidden causal": {"seq": 3, "kv_seq": 5, "kv_hidden": 6, "hidden": 8, "heads": 2, "causal": True},
+    "cross kv-hidden causal": {
+        "seq": 3,
+        "kv_seq": 5,
+        "kv_hidden": 6,
+        "hidden": 8,
+        "heads": 2,
+        "causal": True,
+    },
     "gqa": {"batch": 2, "seq": 4, "hidden": 16, "heads": 4, "kv_heads": 2},
     "mqa causal": {"seq": 5, "hidden": 16, "heads": 4, "kv_heads": 1, "causal": True},
     "head-dim no-bias": {"seq": 3, "hidden": 6, "heads": 2, "head_dim_override": 5, "bias": False},
     "no-bias": {"batch": 2, "seq": 3, "hidden": 8, "heads": 2, "bias": False, "scale": 0.5},
     "rope": {"batch": 2, "seq": 6, "hidden": 16, "heads": 2, "rope": True, "rope_base": 500.0},
-    "everything": {"batch": 2, "seq": 5, "hidden": 12, "heads": 4, "kv_heads": 2, "head_dim_override": 4,
-                   "kv_hidden": 7, "bias": False, "causal": True, "key_lengths": (5, 3), "rope": True},
+    "everything": {
+        "batch": 2,
+        "seq": 5,
+        "hidden": 12,
+        "heads": 4,
+        "kv_heads": 2,
+        "head_dim_override": 4,
+        "kv_hidden": 7,
+        "bias": False,
+        "causal": True,
+        "key_lengths": (5, 3),
+        "rope": True,
+    },
 }
 MHA_APPLIES = {"causal", "padding", "causal+padding", "cross", "cross kv-hidden causal", "no-bias"}
 
@@ -180,10 +253,13 @@ def test_verify_passes_for_every_variant(variant: str, dtype: str, algorithm: st
     assert [c.name for c in report.steps] == list(trace_attention(config, "shape").names)
     names = ("output", "weights") if algorithm == "eager" else ("output",)
     assert [(c.name, c.left, c.right) for c in report.references] == [
-        (name, be, ref) for be in ("numpy", "torch") for name in names for ref in (MHA, SDPA)]
+        (name, be, ref) for be in ("numpy", "torch") for name in names for ref in (MHA, SDPA)
+    ]
     mha = [c for c in report.references if c.right == MHA]
     assert all(c.skipped is None for c in mha) == (variant in MHA_APPLIES)
-    assert all(c.skipped is None and np.isfinite(c.max_abs) for c in report.references if c.right == SDPA)
+    assert all(
+        c.skipped is None and np.isfinite(c.max_abs) for c in report.references if c.right == SDPA
+    )
 
 
 def _masks() -> dict[str, np.ndarray]:
@@ -198,7 +274,9 @@ def _masks() -> dict[str, np.ndarray]:
 @pytest.mark.parametrize("kind", ["bool", "additive", "bool heads"])
 def test_verify_with_a_mask_file(kind: str, algorithm: str) -> None:
     mask = _masks()[kind]
-    config = AttentionConfig(batch=2, seq=4, hidden=8, heads=2, dtype="float64", algorithm=algorithm, block_size=3)
+    config = AttentionConfig(
+        batch=2, seq=4, hidden=8, heads=2, dtype="float64", algorithm=algorithm, block_size=3
+    )
     report = verify_attention(config, mask=mask)
     assert report.ok, report.failures
     if kind == "bool":  # a row without any key: SDPA gives zeros, nn.MultiheadAttention NaN
@@ -212,9 +290,22 @@ def test_rope_reference_is_the_complex_formulation_of_the_tests() -> None:
     from attntrace.tools.reference import rope_reference
 
     x = torch.from_numpy(np.random.default_rng(0).standard_normal((2, 3, 7, 8)))
-    d, angles = 8, torch.outer(torch.arange(7, dtype=torch.float64), 500.0 ** (-torch.arange(0, 8, 2, dtype=torch.float64) / 8))
-    z = torch.complex(x[..., : d // 2], x[..., d // 2:]) * torch.polar(torch.ones_like(angles), angles)
-    np.testing.assert_allclose(rope_reference(x, 500.0).numpy(), torch.cat((z.real, z.imag), -1).numpy(), rtol=1e-12, atol=1e-12)
+    d, angles = (
+        8,
+        torch.outer(
+            torch.arange(7, dtype=torch.float64),
+            500.0 ** (-torch.arange(0, 8, 2, dtype=torch.float64) / 8),
+        ),
+    )
+    z = torch.complex(x[..., : d // 2], x[..., d // 2 :]) * torch.polar(
+        torch.ones_like(angles), angles
+    )
+    np.testing.assert_allclose(
+        rope_reference(x, 500.0).numpy(),
+        torch.cat((z.real, z.imag), -1).numpy(),
+        rtol=1e-12,
+        atol=1e-12,
+    )
 
 
 def test_a_wrong_backend_fails_verify_on_a_variant() -> None:
@@ -240,7 +331,9 @@ class WrongTile(NumpyBackend):
 def test_a_wrong_flash_backend_fails_verify() -> None:
     from attntrace.backends import get_backend
 
-    config = AttentionConfig(batch=2, seq=5, hidden=8, heads=2, causal=True, algorithm="flash", block_size=2)
+    config = AttentionConfig(
+        batch=2, seq=5, hidden=8, heads=2, causal=True, algorithm="flash", block_size=2
+    )
     report = verify_attention(config, backends=(WrongTile(), get_backend("torch")))
     assert ("output", "wrong", SDPA) in {(c.name, c.left, c.right) for c in report.failures}
 
@@ -254,8 +347,11 @@ VARIANT_ARGS = [
 
 @pytest.mark.parametrize("args", VARIANT_ARGS, ids=["gqa-rope-masks", "cross", "flash"])
 def test_cli_verify_takes_the_variant_options(args: list[str]) -> None:
-    result = CliRunner().invoke(app, ["verify", "--hidden", "8", "--heads", "2", "--dtype", "float64", *args],
-                                env={"COLUMNS": "120"})
+    result = CliRunner().invoke(
+        app,
+        ["verify", "--hidden", "8", "--heads", "2", "--dtype", "float64", *args],
+        env={"COLUMNS": "120"},
+    )
     assert result.exit_code == 0, result.output
     assert "PASS: all" in result.stdout
 
@@ -263,25 +359,52 @@ def test_cli_verify_takes_the_variant_options(args: list[str]) -> None:
 def test_cli_verify_with_a_preset_and_a_mask_file(tmp_path: Path) -> None:
     path = tmp_path / "mask.npy"
     np.save(path, _masks()["bool"])
-    result = CliRunner().invoke(app, ["verify", "--preset", "llama-3-8b", "--hidden", "64", "--heads", "4", "--kv-heads", "2",
-                                      "--batch", "2", "--seq", "4", "--mask", str(path)], env={"COLUMNS": "120"})
+    result = CliRunner().invoke(
+        app,
+        [
+            "verify",
+            "--preset",
+            "llama-3-8b",
+            "--hidden",
+            "64",
+            "--heads",
+            "4",
+            "--kv-heads",
+            "2",
+            "--batch",
+            "2",
+            "--seq",
+            "4",
+            "--mask",
+            str(path),
+        ],
+        env={"COLUMNS": "120"},
+    )
     assert result.exit_code == 0, result.output
     assert "n/a: nn.MultiheadAttention has no grouped-query attention (--kv-heads)" in result.stdout
     assert "note: 4 query row(s) attend to no key" in result.stdout
     assert "(4 n/a)" in result.stdout
 
 
-def test_cli_verify_exits_1_for_a_wrong_backend_on_a_variant(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_cli_verify_exits_1_for_a_wrong_backend_on_a_variant(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     import attntrace.tools.verify as verify_module
 
     real = verify_module.get_backend
-    monkeypatch.setattr(verify_module, "get_backend", lambda name: WrongSoftmax() if name == "numpy" else real(name))
-    result = CliRunner().invoke(app, ["verify", "--hidden", "8", "--heads", "2", "--kv-heads", "1", "--causal", "--rope"])
+    monkeypatch.setattr(
+        verify_module, "get_backend", lambda name: WrongSoftmax() if name == "numpy" else real(name)
+    )
+    result = CliRunner().invoke(
+        app, ["verify", "--hidden", "8", "--heads", "2", "--kv-heads", "1", "--causal", "--rope"]
+    )
     assert result.exit_code == 1
     assert "output (wrong vs SDPA)" in result.stdout or "weights (wrong vs torch)" in result.stdout
 
 
 def test_cli_verify_refuses_rope_base_without_rope() -> None:
-    result = CliRunner().invoke(app, ["verify", "--hidden", "8", "--heads", "2", "--rope-base", "500"])
+    result = CliRunner().invoke(
+        app, ["verify", "--hidden", "8", "--heads", "2", "--rope-base", "500"]
+    )
     assert result.exit_code == 2
     assert "--rope" in result.stderr

@@ -237,8 +237,9 @@ class Backend(ABC, Generic[T]):
         hides); default False."""
         return False
 
-    def fused_attention(self, q: T, k: T, v: T, scale: float, mask: T | None,
-                        additive: bool, causal: bool = False) -> T | None:
+    def fused_attention(
+        self, q: T, k: T, v: T, scale: float, mask: T | None, additive: bool, causal: bool = False
+    ) -> T | None:
         """``softmax(q @ k^T * scale (+ mask)) @ v`` (B, h, S, d) from q (B, h, S, d), k, v
         (B, h, N, d) by the library's own fused kernel, which never forms the (S, N) matrix;
         ``mask`` broadcasts to the scores: True = attend, or added when ``additive``; a row

@@ -29,7 +29,13 @@ PARALLEL_MIN_NUMEL = 1 << 20
 LINEAR_POOL_MIN_NUMEL = 1 << 19
 #: Elements from which :meth:`NumpyBackend.transposed_copy` spreads its heads over the pool.
 TRANSPOSE_POOL_MIN_NUMEL = 1 << 19
-_BINARY = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.divide, "maximum": np.maximum}
+_BINARY = {
+    "add": np.add,
+    "sub": np.subtract,
+    "mul": np.multiply,
+    "div": np.divide,
+    "maximum": np.maximum,
+}
 
 
 class NumpyBackend(Backend[np.ndarray]):
@@ -122,8 +128,9 @@ class NumpyBackend(Backend[np.ndarray]):
         np.divide(e, _exp_sums(e), out=e)
         return e
 
-    def where(self, keep: np.ndarray, x: np.ndarray, fill: float, *,
-              inplace: bool = False) -> np.ndarray:
+    def where(
+        self, keep: np.ndarray, x: np.ndarray, fill: float, *, inplace: bool = False
+    ) -> np.ndarray:
         if inplace:
             np.copyto(x, x.dtype.type(fill), where=~keep)
             return x
@@ -297,8 +304,9 @@ def _shifted_exp_sums(x: np.ndarray, in_range: bool = False) -> np.ndarray:
 ROW_BUFFER_MIN = 256
 
 
-def by_rows(ufunc: np.ufunc, a: np.ndarray, b: np.ndarray | np.generic,
-            out: np.ndarray | None) -> np.ndarray:
+def by_rows(
+    ufunc: np.ufunc, a: np.ndarray, b: np.ndarray | np.generic, out: np.ndarray | None
+) -> np.ndarray:
     """``ufunc(a, b, out=out)``; where ``b`` is a column (..., 1) that the rows of ``a``
     (..., N) read (a row's max or sum), with numpy's ufunc buffer no longer than a row. With
     its default buffer numpy copies the column, repeated, into buffers spanning several rows

@@ -44,7 +44,9 @@ class ShapeBackend(Backend[ShapeTensor]):
     def linear(self, x: ShapeTensor, weight: ShapeTensor, bias: ShapeTensor | None) -> ShapeTensor:
         out_features, in_features = weight.shape
         if x.shape[-1] != in_features:
-            raise ConfigError(f"linear: input width {x.shape[-1]} != weight in_features {in_features}")
+            raise ConfigError(
+                f"linear: input width {x.shape[-1]} != weight in_features {in_features}"
+            )
         if bias is not None and bias.shape != (out_features,):
             raise ConfigError(f"linear: bias shape {bias.shape} != ({out_features},)")
         return ShapeTensor((*x.shape[:-1], out_features), x.dtype)
@@ -71,10 +73,9 @@ class ShapeBackend(Backend[ShapeTensor]):
     def softmax(self, x: ShapeTensor) -> ShapeTensor:
         return x
 
-
-
-    def where(self, keep: ShapeTensor, x: ShapeTensor, fill: float, *,
-              inplace: bool = False) -> ShapeTensor:
+    def where(
+        self, keep: ShapeTensor, x: ShapeTensor, fill: float, *, inplace: bool = False
+    ) -> ShapeTensor:
         return x if inplace else ShapeTensor(_broadcast(keep.shape, x.shape), x.dtype)
 
     def repeat_interleave(self, x: ShapeTensor, repeats: int, axis: int) -> ShapeTensor:
@@ -99,8 +100,9 @@ class ShapeBackend(Backend[ShapeTensor]):
 
     def rms_norm(self, x: ShapeTensor, weight: ShapeTensor, eps: float) -> ShapeTensor:
         if weight.shape != x.shape[-1:]:
-            raise ConfigError(f"rms_norm: weight {weight.shape} does not fit the last axis of "
-                              f"{x.shape}")
+            raise ConfigError(
+                f"rms_norm: weight {weight.shape} does not fit the last axis of {x.shape}"
+            )
         return x
 
     def tanh(self, x: ShapeTensor) -> ShapeTensor:
@@ -122,7 +124,9 @@ class ShapeBackend(Backend[ShapeTensor]):
     def exp(self, x: ShapeTensor, *, inplace: bool = False) -> ShapeTensor:
         return x
 
-    def binary(self, op: str, a: ShapeTensor, b: ShapeTensor, *, inplace: bool = False) -> ShapeTensor:
+    def binary(
+        self, op: str, a: ShapeTensor, b: ShapeTensor, *, inplace: bool = False
+    ) -> ShapeTensor:
         shape = _broadcast(a.shape, b.shape)
         if inplace and shape != a.shape:
             raise ConfigError(f"{op}: cannot write {shape} into {a.shape} in place")

@@ -26,7 +26,9 @@ def _import_torch() -> object:
     try:
         import torch
     except ImportError as exc:
-        raise BackendUnavailableError(f"the torch backend needs PyTorch, which is not installed; {INSTALL_HINT}") from exc
+        raise BackendUnavailableError(
+            f"the torch backend needs PyTorch, which is not installed; {INSTALL_HINT}"
+        ) from exc
     return torch
 
 
@@ -59,7 +61,9 @@ class TorchBackend(Backend["torch.Tensor"]):
         # numpy has no bfloat16: widen to float32 (exact, every bfloat16 is a float32)
         return (x.float() if x.dtype == self._torch.bfloat16 else x).numpy()
 
-    def linear(self, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
+    def linear(
+        self, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None
+    ) -> torch.Tensor:
         return self._torch.nn.functional.linear(x, weight, bias)
 
     def reshape(self, x: torch.Tensor, shape: Shape) -> torch.Tensor:
@@ -85,10 +89,9 @@ class TorchBackend(Backend["torch.Tensor"]):
         dead = self._torch.isneginf(x.amax(dim=-1, keepdim=True))
         return out.masked_fill_(dead, 0.0) if bool(dead.any()) else out
 
-
-
-    def where(self, keep: torch.Tensor, x: torch.Tensor, fill: float, *,
-              inplace: bool = False) -> torch.Tensor:
+    def where(
+        self, keep: torch.Tensor, x: torch.Tensor, fill: float, *, inplace: bool = False
+    ) -> torch.Tensor:
         if inplace:
             return x.masked_fill_(~keep, fill)
         return x.masked_fill(~keep, fill)  # masked_fill fills where True: the opposite polarity
@@ -154,9 +157,16 @@ class TorchBackend(Backend["torch.Tensor"]):
             dead = nan & self._torch.isneginf(x.amax(dim=-1, keepdim=True))
             out.masked_fill_(dead, 0.0)  # zeros, as softmax() and SDPA give them
 
-    def fused_attention(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float,
-                        mask: torch.Tensor | None, additive: bool,
-                        causal: bool = False) -> torch.Tensor | None:
+    def fused_attention(
+        self,
+        q: torch.Tensor,
+        k: torch.Tensor,
+        v: torch.Tensor,
+        scale: float,
+        mask: torch.Tensor | None,
+        additive: bool,
+        causal: bool = False,
+    ) -> torch.Tensor | None:
         tc = self._torch
         if q.dtype not in (tc.float32, tc.float64):  # half types: the blocks, as before
             return None
@@ -168,8 +178,11 @@ class TorchBackend(Backend["torch.Tensor"]):
         # without any key comes out as zeros on the CPU; the causal rule alone is is_causal,
         # what a torch user passes (SDPA then skips the hidden half of the work)
         sdpa = tc.nn.functional.scaled_dot_product_attention
-        out: torch.Tensor = sdpa(q, k, v, is_causal=True, scale=scale) if causal else \
-            sdpa(q, k, v, attn_mask=mask, scale=scale)  # (B, h, S, d)
+        out: torch.Tensor = (
+            sdpa(q, k, v, is_causal=True, scale=scale)
+            if causal
+            else sdpa(q, k, v, attn_mask=mask, scale=scale)
+        )  # (B, h, S, d)
         return out
 
     @contextmanager
@@ -193,7 +206,9 @@ class TorchBackend(Backend["torch.Tensor"]):
     def exp(self, x: torch.Tensor, *, inplace: bool = False) -> torch.Tensor:
         return x.exp_() if inplace else x.exp()
 
-    def binary(self, op: str, a: torch.Tensor, b: torch.Tensor, *, inplace: bool = False) -> torch.Tensor:
+    def binary(
+        self, op: str, a: torch.Tensor, b: torch.Tensor, *, inplace: bool = False
+    ) -> torch.Tensor:
         fn = getattr(self._torch, op)  # torch.add, sub, mul, div, maximum
         out: torch.Tensor = fn(a, b, out=a) if inplace else fn(a, b)
         return out

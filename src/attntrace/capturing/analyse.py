@@ -36,16 +36,26 @@ def _pass(
 def _transposed_weights(events: Sequence[Event]) -> frozenset[int]:
     """The transposes of a matrix from outside the code (``self.weight.T``): what
     ``x @ self.weight.T`` multiplies by is a projection's weights (Falcon's FalconLinear)."""
-    return frozenset(e.index for e in events if e.kind == "permute" and len(e.shape) == 2
-                     and e.inputs and all(i is None for i in e.inputs))
+    return frozenset(
+        e.index
+        for e in events
+        if e.kind == "permute"
+        and len(e.shape) == 2
+        and e.inputs
+        and all(i is None for i in e.inputs)
+    )
 
 
 def _is_projection(e: Event, weights: frozenset[int] = frozenset()) -> bool:
     """True for a linear layer, or ``x @ W`` with W from outside (or one of ``weights``)."""
     if e.kind == "linear":
         return True
-    return e.kind == "matmul" and len(e.inputs) == 2 and len(e.input_shapes[1]) == 2 and (
-        e.inputs[1] is None or e.inputs[1] in weights)
+    return (
+        e.kind == "matmul"
+        and len(e.inputs) == 2
+        and len(e.input_shapes[1]) == 2
+        and (e.inputs[1] is None or e.inputs[1] in weights)
+    )
 
 
 def cut_in_parts(events: Sequence[Event], weights: frozenset[int] = frozenset()) -> dict[int, int]:
@@ -111,7 +121,7 @@ def _taken_apart(e: Event) -> int | None:
         if len(shorter) == 1 and after[shorter[0]] < before[shorter[0]]:
             return shorter[0]
         return None
-    gone = [k for k in range(len(before)) if (*before[:k], *before[k + 1:]) == after]
+    gone = [k for k in range(len(before)) if (*before[:k], *before[k + 1 :]) == after]
     return gone[0] if gone else None
 
 

@@ -187,9 +187,14 @@ def picked(x: tuple[Axes, Shape], shape: Shape, picks: Sequence[int | None], siz
     ('B', 'g', '1', 'S', 'd')
     """
     axes, before = x
-    return tuple("1" if n == 1 and (k is None or before[k] != 1) else
-                 axes[k] if k is not None and before[k] == n else sizes.letter(n)
-                 for k, n in zip(picks, shape, strict=True))
+    return tuple(
+        "1"
+        if n == 1 and (k is None or before[k] != 1)
+        else axes[k]
+        if k is not None and before[k] == n
+        else sizes.letter(n)
+        for k, n in zip(picks, shape, strict=True)
+    )
 
 
 def fused_projection(shape: Shape, x: tuple[Axes, Shape], sizes: Sizes, parts: int = 3) -> Axes:
@@ -297,7 +302,7 @@ def split(
                 i, j = i + 1, j + 1
             elif after[j] == 1 and axes[i].startswith("g·") and sizes.known.get("g") == 1:
                 out[j], j = "g", j + 1  # g·d -> (1, d): the one key/value head
-                axes = (*axes[:i], axes[i].removeprefix("g·"), *axes[i + 1:])
+                axes = (*axes[:i], axes[i].removeprefix("g·"), *axes[i + 1 :])
             elif after[j] == 1:
                 out[j], j = "1", j + 1
             else:
@@ -354,8 +359,14 @@ def _regroup_many(
     if grouped is not None:
         return grouped
     if mixed is not None and UNKNOWN not in (a for a, _ in atoms):
-        mixed.append(Mixing(tuple(a for a, _ in atoms), tuple(n for _, n in atoms), after,
-                            _needed(atoms, after, sizes)))
+        mixed.append(
+            Mixing(
+                tuple(a for a, _ in atoms),
+                tuple(n for _, n in atoms),
+                after,
+                _needed(atoms, after, sizes),
+            )
+        )
     return [UNKNOWN] * len(after)
 
 
@@ -383,8 +394,13 @@ def _grouped(atoms: Sequence[tuple[str, int]], after: Shape, sizes: Sizes) -> li
         if size != n:
             return None
         joined = "·".join(group)
-        out.append(sizes.letter(n) if UNKNOWN in group
-                   else "H" if joined == "h·d" and sizes.known.get("H") == n else joined)
+        out.append(
+            sizes.letter(n)
+            if UNKNOWN in group
+            else "H"
+            if joined == "h·d" and sizes.known.get("H") == n
+            else joined
+        )
     return out if k == len(atoms) else None
 
 
@@ -477,7 +493,7 @@ def heads_part(axes: Axes, axis: int, start: int, stop: int, sizes: Sizes) -> Ax
     else:
         name = "g" if start else "h"
         name = name if sizes.known.setdefault(name, n) == n else UNKNOWN
-    return (*axes[:axis], name, *axes[axis + 1:])
+    return (*axes[:axis], name, *axes[axis + 1 :])
 
 
 def reduce(

@@ -62,8 +62,12 @@ def dtype_mismatch(error: BaseException) -> bool:
 
 
 #: How numpy and torch say that an allocation failed.
-_MEMORY_WORDS = ("unable to allocate", "can't allocate memory", "out of memory",
-                 "not enough memory")
+_MEMORY_WORDS = (
+    "unable to allocate",
+    "can't allocate memory",
+    "out of memory",
+    "not enough memory",
+)
 
 
 def is_memory_error(error: BaseException) -> bool:
@@ -83,8 +87,9 @@ def _memory(failure: Failure) -> Explanation:
     text = str(failure.error)
     asked = re.search(r"allocate (\d+) bytes", text)
     size = re.search(r"allocate ([\d.]+ [KMGTPE]i?B)", text)
-    amount = (_bytes(int(asked.group(1))) if asked
-              else size.group(1).replace(". ", " ") if size else "")  # numpy: "298. GiB"
+    amount = (
+        _bytes(int(asked.group(1))) if asked else size.group(1).replace(". ", " ") if size else ""
+    )  # numpy: "298. GiB"
     what = f"{amount}, more" if amount else "more memory"
     return Explanation(
         f"{failure.func} asked for {what} than this machine can give",
@@ -177,8 +182,11 @@ def _matmul_fix(a: Operand, b: Operand, na: str, nb: str) -> str:
         )
     if len(b.shape) >= 2 and a.shape[-1] == b.shape[-1]:
         wanted = (*a.axes[:-2], a.axes[-1], "N" if "N" in b.axes else "S")  # K^T: (…, d, S)
-        if len(b.axes) == len(wanted) and b.axes[:-2] != a.axes[:-2] \
-                and sorted(b.axes) == sorted(wanted):  # transposed, but over other axes
+        if (
+            len(b.axes) == len(wanted)
+            and b.axes[:-2] != a.axes[:-2]
+            and sorted(b.axes) == sorted(wanted)
+        ):  # transposed, but over other axes
             return (
                 f"{nb} is ({', '.join(b.axes)}), but K^T must be ({', '.join(wanted)}): "
                 "transpose only K's last two axes, K.transpose(-2, -1) (numpy: "
@@ -355,8 +363,10 @@ def mixing_note(location: str, source: str, mixing: Mixing) -> str:
 axes: reshape to (5, 4, 16), then transpose to (h, S, d)'
     """
     names = ", ".join(mixing.axes)
-    what = f"{location}: {source} reshapes ({names}) {_shape(mixing.sizes)} to " \
-           f"{_shape(mixing.after)}, mixing the axes"
+    what = (
+        f"{location}: {source} reshapes ({names}) {_shape(mixing.sizes)} to "
+        f"{_shape(mixing.after)}, mixing the axes"
+    )
     if mixing.needed is None:
         return f"{what}: its sizes do not line up with them; check the sizes it is given"
     order = ", ".join(mixing.needed)
@@ -381,15 +391,23 @@ axes are named by what the code does']
     """
     notes = []
     for letter, size in given.items():
-        hit = next(((e, axes) for e, axes in zip(events, found, strict=True)
-                    for a, n in zip(axes, e.shape, strict=True) if a == letter and n != size),
-                   None)
+        hit = next(
+            (
+                (e, axes)
+                for e, axes in zip(events, found, strict=True)
+                for a, n in zip(axes, e.shape, strict=True)
+                if a == letter and n != size
+            ),
+            None,
+        )
         if hit is not None:
             e, axes = hit
             actual = e.shape[axes.index(letter)]
-            notes.append(f"--axes {letter}={size}, but {letter} is {actual} at "
-                         f"{e.site.location}: {e.site.source} makes {_shape(e.shape)} "
-                         f"({', '.join(axes)}); the axes are named by what the code does")
+            notes.append(
+                f"--axes {letter}={size}, but {letter} is {actual} at "
+                f"{e.site.location}: {e.site.source} makes {_shape(e.shape)} "
+                f"({', '.join(axes)}); the axes are named by what the code does"
+            )
     return notes
 
 

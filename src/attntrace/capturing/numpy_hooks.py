@@ -219,8 +219,16 @@ class NumpyHooks:
             ]
             site = site_of(frame)
             for k, r in enumerate(outputs):
-                self.recorder.record(r, k, name, kind, site, operands, self.adapter,
-                                     ops.part_params(p, k, len(outputs)))
+                self.recorder.record(
+                    r,
+                    k,
+                    name,
+                    kind,
+                    site,
+                    operands,
+                    self.adapter,
+                    ops.part_params(p, k, len(outputs)),
+                )
         return result
 
 
@@ -323,7 +331,10 @@ class TracedArray(np.ndarray):
         if hooks is None:
             return np.ndarray.__getitem__(self.view(np.ndarray), _plain(key))
         return hooks.run(
-            lambda a, k: a[k], "getitem", (self, key), {},
+            lambda a, k: a[k],
+            "getitem",
+            (self, key),
+            {},
             lambda n: ("elementwise", ops.index_params(key, self.shape)),
         )
 

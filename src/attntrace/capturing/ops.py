@@ -190,8 +190,10 @@ def index_picks(key: Any, rank: int) -> tuple[int | None, ...] | None:
     (0, 1, 2, 3)
     """
     parts = key if isinstance(key, tuple) else (key,)
-    basic = all(p is None or p is Ellipsis or isinstance(p, slice) or _whole(p)
-                or _whole_list(p) for p in parts)
+    basic = all(
+        p is None or p is Ellipsis or isinstance(p, slice) or _whole(p) or _whole_list(p)
+        for p in parts
+    )
     used = sum(p is not None and p is not Ellipsis for p in parts)
     lists = sum(_whole_list(p) for p in parts)
     advanced = lists > 1 or (lists == 1 and any(_whole(p) for p in parts))
@@ -245,7 +247,7 @@ def _one_part(key: Any, rank: int) -> tuple[int, Any] | None:
         return None
     if Ellipsis in parts:
         at = parts.index(Ellipsis)
-        parts = (*parts[:at], *[slice(None)] * (rank - len(parts) + 1), *parts[at + 1:])
+        parts = (*parts[:at], *[slice(None)] * (rank - len(parts) + 1), *parts[at + 1 :])
     parts = (*parts, *[slice(None)] * (rank - len(parts)))
     cut = [(k, p) for k, p in enumerate(parts) if not (isinstance(p, slice) and p == slice(None))]
     return cut[0] if len(parts) == rank and len(cut) == 1 else None

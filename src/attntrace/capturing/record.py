@@ -233,8 +233,10 @@ class Capture:
         found, sizes = propagate(events, self._given)
         named = roles(events, found)
         self.notes = (
-            *(mixing_note(m.event.site.location, m.event.site.source, m.mixing)
-              for m in mixed_reshapes(events, found, sizes)),
+            *(
+                mixing_note(m.event.site.location, m.event.site.source, m.mixing)
+                for m in mixed_reshapes(events, found, sizes)
+            ),
             *contradicted_notes(self._given, events, found),
         )
         self._sizes = {k: v for k, v in sizes.known.items() if "·" not in k}
@@ -329,9 +331,7 @@ class Capture:
         fail = self._recorder.failure
         return self.document(None if fail is None else fail.error)
 
-    def document(
-        self, error: BaseException | None, frames: Sequence[Frame] = ()
-    ) -> dict[str, Any]:
+    def document(self, error: BaseException | None, frames: Sequence[Frame] = ()) -> dict[str, Any]:
         """The document of a run that ended with ``error`` (None: it ran through), as
         ``attntrace trace --format json`` prints it: ``failure`` is the op that raised it (its
         operands' shapes and axes, the rule and the fix of a shape error), or the last of the
@@ -362,10 +362,12 @@ class Capture:
             file, line, _, text = frames[-1] if frames else ("", 0, "", "")
             where = f"{os.path.basename(file)}:{line}" if file else ""
             return _failure(where, text, None, None, [], None, error)
-        operands = [{"name": o.name, "shape": list(o.shape), "axes": list(o.axes)}
-                    for o in fail.operands]
-        return _failure(fail.site.location, fail.site.source, fail.func, fail.kind, operands,
-                        told(fail), error)
+        operands = [
+            {"name": o.name, "shape": list(o.shape), "axes": list(o.axes)} for o in fail.operands
+        ]
+        return _failure(
+            fail.site.location, fail.site.source, fail.func, fail.kind, operands, told(fail), error
+        )
 
 
 Frame = tuple[str, int, str, str]  # file, line, function, source text (a traceback's frame)

@@ -118,8 +118,11 @@ class _Finder:
             return self._on_scores(e, ins)
         if first == "exp_scores" and e.func in ("divide", "true_divide", "div", "truediv"):
             return "weights", "weights"
-        if first in ("k", "v") and e.kind in ("repeat", "reshape") and "h" in axes and (
-            e.kind == "repeat" or "g" in self.axes[e.inputs[0] or 0]
+        if (
+            first in ("k", "v")
+            and e.kind in ("repeat", "reshape")
+            and "h" in axes
+            and (e.kind == "repeat" or "g" in self.axes[e.inputs[0] or 0])
         ):  # repeat_interleave, or HF's repeat_kv: k[:, :, None].expand(…).reshape(B, h, S, d)
             return first, f"{first}_rep"
         return first, ""

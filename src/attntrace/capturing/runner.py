@@ -141,8 +141,7 @@ def run_script(
     the packages ``into``)."""
     if imports_torch(path):
         import torch  # noqa: F401  (the capture hooks torch only when it is loaded)
-    with _script_context(path, argv), \
-            capture(axes=axes, keep_values=keep_values, into=into) as t:
+    with _script_context(path, argv), capture(axes=axes, keep_values=keep_values, into=into) as t:
         outcome = Outcome(t)
         try:
             runpy.run_path(str(path), run_name="__main__")
@@ -286,9 +285,11 @@ def _init_hint(exc: TypeError) -> str:
     'a layer built from a config object (a '
     """
     if re.search(r"\bargument[s]?: .*'config'", str(exc)):
-        return ("a layer built from a config object (a transformers attention) needs a small "
-                "file that builds it and calls it as its model does; trace that file's module "
-                "with --into transformers (README: Inside a library's attention)")
+        return (
+            "a layer built from a config object (a transformers attention) needs a small "
+            "file that builds it and calls it as its model does; trace that file's module "
+            "with --into transformers (README: Inside a library's attention)"
+        )
     return "pass its arguments with --init KEY=VALUE"
 
 
@@ -307,8 +308,9 @@ def build_callable(obj: Any, init: Mapping[str, Any], name: str) -> Any:
         try:
             return obj(**init)
         except TypeError as exc:
-            raise TargetError(f"cannot build {name}({_show(init)}): {exc}; {_init_hint(exc)}"
-                              ) from None
+            raise TargetError(
+                f"cannot build {name}({_show(init)}): {exc}; {_init_hint(exc)}"
+            ) from None
     if init:
         raise TargetError(f"--init builds an nn.Module class; {name} is not one")
     if isinstance(obj, type):

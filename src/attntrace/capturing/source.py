@@ -49,13 +49,17 @@ def package_folders(names: Sequence[str]) -> tuple[str, ...]:
     folders = []
     for name in names:
         if name.split(".")[0] in _NEVER_INTO:
-            raise ConfigError(f"--into {name} would record {name.split('.')[0]}'s own internals; "
-                              "name the package whose attention code you want to see, "
-                              "e.g. --into transformers")
+            raise ConfigError(
+                f"--into {name} would record {name.split('.')[0]}'s own internals; "
+                "name the package whose attention code you want to see, "
+                "e.g. --into transformers"
+            )
         places = _places(name)
         if not places:
-            raise ConfigError(f"--into {name}: no installed package {name!r}; give a name "
-                              "that python -c 'import NAME' imports, e.g. --into transformers")
+            raise ConfigError(
+                f"--into {name}: no installed package {name!r}; give a name "
+                "that python -c 'import NAME' imports, e.g. --into transformers"
+            )
         folders += places
     return tuple(folders)
 
@@ -209,8 +213,9 @@ def _stamp(filename: str) -> tuple[int, int] | None:
 
 
 @lru_cache(maxsize=256)
-def _assignments(filename: str, stamp: tuple[int, int] | None
-                 ) -> dict[Span, tuple[str, tuple[str, ...]]]:
+def _assignments(
+    filename: str, stamp: tuple[int, int] | None
+) -> dict[Span, tuple[str, tuple[str, ...]]]:
     """Every assignment of the file by the span of its value, from one walk of its tree (read
     again only when the file changed: ``stamp``); the first in walk order wins."""
     tree = _tree(filename)

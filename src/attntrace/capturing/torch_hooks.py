@@ -143,8 +143,17 @@ class TorchHooks:
             for k, out in enumerate(outputs):
                 kept = out.detach() if self.recorder.keep_values else out
                 rec = self.recorder
-                rec.record(kept, k, func, kind, site, operands, self.adapter,
-                           ops.part_params(params, k, len(outputs)), key=out)
+                rec.record(
+                    kept,
+                    k,
+                    func,
+                    kind,
+                    site,
+                    operands,
+                    self.adapter,
+                    ops.part_params(params, k, len(outputs)),
+                    key=out,
+                )
 
     def _failed(
         self,

@@ -42,9 +42,13 @@ def _is_root_help(argv: list[str]) -> bool:
     from attntrace.cli.root import HELP_NAMES
 
     main_module = sys.modules.get("__main__")
-    return (len(argv) == 2 and argv[1] in HELP_NAMES and os.path.basename(argv[0]) == "attntrace"
-            and getattr(main_module, "__package__", None) in (None, "")
-            and "_ATTNTRACE_COMPLETE" not in os.environ)
+    return (
+        len(argv) == 2
+        and argv[1] in HELP_NAMES
+        and os.path.basename(argv[0]) == "attntrace"
+        and getattr(main_module, "__package__", None) in (None, "")
+        and "_ATTNTRACE_COMPLETE" not in os.environ
+    )
 
 
 def _print_root_help() -> None:

@@ -24,13 +24,26 @@ R = TypeVar("R")
 #: presets (each defaulting to None: "not given"), the ``model`` group of
 #: :data:`OPTION_GROUPS`.
 MODEL_OPTIONS: dict[str, Any] = {
-    "kv_seq": opt.KvSeq, "kv_hidden": opt.KvHidden, "kv_heads": opt.KvHeads, "head_dim": opt.HeadDim,
-    "bias": opt.Bias, "causal": opt.Causal, "key_lengths": opt.KeyLengths, "rope": opt.Rope,
-    "rope_base": opt.RopeBase, "rope_style": opt.RopeStyle, "preset": opt.Preset,
+    "kv_seq": opt.KvSeq,
+    "kv_hidden": opt.KvHidden,
+    "kv_heads": opt.KvHeads,
+    "head_dim": opt.HeadDim,
+    "bias": opt.Bias,
+    "causal": opt.Causal,
+    "key_lengths": opt.KeyLengths,
+    "rope": opt.Rope,
+    "rope_base": opt.RopeBase,
+    "rope_style": opt.RopeStyle,
+    "preset": opt.Preset,
     "hf_config": opt.HfConfig,
-    "window": opt.Window, "model_dir": opt.ModelDir, "layer": opt.Layer,
-    "rope_scaling": opt.RopeScaling, "rotary_dims": opt.RotaryDims, "softcap": opt.Softcap,
-    "qk_norm": opt.QkNorm, "relative_bias": opt.RelativeBias,
+    "window": opt.Window,
+    "model_dir": opt.ModelDir,
+    "layer": opt.Layer,
+    "rope_scaling": opt.RopeScaling,
+    "rotary_dims": opt.RotaryDims,
+    "softcap": opt.Softcap,
+    "qk_norm": opt.QkNorm,
+    "relative_bias": opt.RelativeBias,
 }
 
 #: Options that several commands take alike, by group: each option's annotation (its Typer
@@ -39,14 +52,27 @@ MODEL_OPTIONS: dict[str, Any] = {
 #: place and hands the command their values as that one dict. One declaration serves run,
 #: report, check, verify, diff and sweep, so their options and defaults cannot drift apart.
 OPTION_GROUPS: dict[str, dict[str, tuple[Any, Any]]] = {
-    "sizes": {"batch": (opt.Batch, None), "seq": (opt.Seq, 3), "hidden": (opt.Hidden, None),
-              "heads": (opt.Heads, None)},
-    "numbers": {"dtype": (opt.DType, opt.DTypeName.float32), "seed": (opt.Seed, 0),
-                "scale": (opt.Scale, "sqrt")},
-    "computation": {"algorithm": (opt.Algorithm, opt.AlgorithmName.eager),
-                    "block_size": (opt.BlockSize, None)},
-    "files": {"weights": (opt.Weights, None), "layer_prefix": (opt.LayerPrefix, None),
-              "input_file": (opt.Input, None), "input_kv": (opt.InputKv, None)},
+    "sizes": {
+        "batch": (opt.Batch, None),
+        "seq": (opt.Seq, 3),
+        "hidden": (opt.Hidden, None),
+        "heads": (opt.Heads, None),
+    },
+    "numbers": {
+        "dtype": (opt.DType, opt.DTypeName.float32),
+        "seed": (opt.Seed, 0),
+        "scale": (opt.Scale, "sqrt"),
+    },
+    "computation": {
+        "algorithm": (opt.Algorithm, opt.AlgorithmName.eager),
+        "block_size": (opt.BlockSize, None),
+    },
+    "files": {
+        "weights": (opt.Weights, None),
+        "layer_prefix": (opt.LayerPrefix, None),
+        "input_file": (opt.Input, None),
+        "input_kv": (opt.InputKv, None),
+    },
     "model": {name: (annotation, None) for name, annotation in MODEL_OPTIONS.items()},
 }
 
@@ -73,22 +99,31 @@ def with_option_groups(command: Callable[..., R]) -> Callable[..., R]:
             continue
         if p.kind is not inspect.Parameter.KEYWORD_ONLY:
             raise TypeError(f"{command.__name__}: option group {p.name!r} must be keyword-only")
-        parameters += [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default,
-                                         annotation=annotation)
-                       for name, (annotation, default) in OPTION_GROUPS[p.name].items()]
+        parameters += [
+            inspect.Parameter(
+                name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=annotation
+            )
+            for name, (annotation, default) in OPTION_GROUPS[p.name].items()
+        ]
 
     @functools.wraps(command)
     def wrapper(*args: Any, **kwargs: Any) -> R:
-        values = {group: {name: kwargs.pop(name) for name in OPTION_GROUPS[group]}
-                  for group in groups}
+        values = {
+            group: {name: kwargs.pop(name) for name in OPTION_GROUPS[group]} for group in groups
+        }
         return command(*args, **values, **kwargs)
 
     wrapper.__signature__ = signature.replace(parameters=parameters)  # type: ignore[attr-defined]
     return wrapper
 
 
-def option_fields(*, scale: str | None = None, head_dim: int | None = None, key_lengths: str | None = None,
-                  **given: Any) -> dict[str, Any]:
+def option_fields(
+    *,
+    scale: str | None = None,
+    head_dim: int | None = None,
+    key_lengths: str | None = None,
+    **given: Any,
+) -> dict[str, Any]:
     """The AttentionConfig fields of the command-line options as typed (None: not given, so a
     preset's value or the default applies); enum choices become their values.
 
@@ -96,11 +131,17 @@ def option_fields(*, scale: str | None = None, head_dim: int | None = None, key_
     {'seq': 4, 'kv_heads': None, 'scale': 1.0, 'head_dim_override': 16, 'key_lengths': (3, 2)}
     """
     plain = {k: v.value if isinstance(v, Enum) else v for k, v in given.items()}
-    return {**plain, "scale": parse_scale(scale) if scale is not None else None,
-            "head_dim_override": head_dim, "key_lengths": parse_key_lengths(key_lengths)}
+    return {
+        **plain,
+        "scale": parse_scale(scale) if scale is not None else None,
+        "head_dim_override": head_dim,
+        "key_lengths": parse_key_lengths(key_lengths),
+    }
 
 
-def resolve_options(*, preset: str | None = None, hf_config: Path | None = None, **options: Any) -> AttentionConfig:
+def resolve_options(
+    *, preset: str | None = None, hf_config: Path | None = None, **options: Any
+) -> AttentionConfig:
     """The config of the options (see :func:`option_fields`) over a --preset or --hf-config.
 
     >>> resolve_options(preset="llama-3-8b", seq=16, kv_heads=None).kv_heads
@@ -112,8 +153,14 @@ def resolve_options(*, preset: str | None = None, hf_config: Path | None = None,
     prefix = options.pop("layer_prefix", None)
     if prefix is not None and model_dir is None:
         raise ConfigError("--layer-prefix picks a layer of --model DIR; add --model DIR")
-    fields, _ = resolve_fields(preset=preset, hf_config=hf_config, model_dir=model_dir, layer=layer,
-                               layer_prefix=prefix, **option_fields(**options))
+    fields, _ = resolve_fields(
+        preset=preset,
+        hf_config=hf_config,
+        model_dir=model_dir,
+        layer=layer,
+        layer_prefix=prefix,
+        **option_fields(**options),
+    )
     config = AttentionConfig(**fields)
     check_rope_base(options.get("rope_base"), config)
     return config
@@ -130,12 +177,18 @@ def parse_key_lengths(text: str | None) -> tuple[int, ...] | None:
     try:
         return tuple(int(part) for part in text.split(","))
     except ValueError:
-        raise ConfigError(f"--key-lengths takes whole numbers separated by commas, e.g. 3,2; got {text!r}") from None
+        raise ConfigError(
+            f"--key-lengths takes whole numbers separated by commas, e.g. 3,2; got {text!r}"
+        ) from None
 
 
 def config_from_files(
-    ctx: typer.Context, weights: Path | None, layer_prefix: str | None, input_file: Path | None,
-    input_kv: Path | None = None, **options: Any,
+    ctx: typer.Context,
+    weights: Path | None,
+    layer_prefix: str | None,
+    input_file: Path | None,
+    input_kv: Path | None = None,
+    **options: Any,
 ) -> tuple[AttentionConfig, dict[str, Any]]:
     """The config of the options (as :func:`resolve_options` takes them), with --weights /
     --input filling in the sizes not typed; also the tensors the files give.
@@ -201,8 +254,14 @@ def _word(value: Any) -> str:
     return str(value).lower() if isinstance(value, bool) else str(value)
 
 
-def _load(weights: Path | None, model_dir: Path | None, layer: int | None, layer_prefix: str | None,
-          sizes: dict[str, Any], known: dict[str, str]) -> Any:
+def _load(
+    weights: Path | None,
+    model_dir: Path | None,
+    layer: int | None,
+    layer_prefix: str | None,
+    sizes: dict[str, Any],
+    known: dict[str, str],
+) -> Any:
     """The layer of --weights FILE or of --model DIR (None: neither)."""
     if weights is not None and model_dir is not None:
         raise ConfigError("--model DIR brings its own weights; drop --weights (or --model)")
@@ -221,8 +280,17 @@ def _load(weights: Path | None, model_dir: Path | None, layer: int | None, layer
 
 
 #: The options a file may also state; typed ones must agree with it.
-_SIZE_OPTIONS = ("batch", "seq", "hidden", "heads", "scale", "head_dim", "kv_heads", "kv_hidden",
-                 "kv_seq")
+_SIZE_OPTIONS = (
+    "batch",
+    "seq",
+    "hidden",
+    "heads",
+    "scale",
+    "head_dim",
+    "kv_heads",
+    "kv_hidden",
+    "kv_seq",
+)
 
 
 def check_positions_said(loaded: Any, options: dict[str, Any]) -> None:

@@ -22,8 +22,18 @@ if TYPE_CHECKING:
     import typer._click as click
 
 # Styled, cell_len, from_markup and wrap: re-exported from attntrace.render.styled
-__all__ = ["Option", "Page", "Styled", "cell_len", "draw_page", "from_markup", "page_of",
-           "print_root_help", "root_help", "wrap"]
+__all__ = [
+    "Option",
+    "Page",
+    "Styled",
+    "cell_len",
+    "draw_page",
+    "from_markup",
+    "page_of",
+    "print_root_help",
+    "root_help",
+    "wrap",
+]
 
 
 class _Value:
@@ -51,8 +61,16 @@ class Option(_Value):
 
     __slots__ = ("help", "metavar", "names", "required")
 
-    def __init__(self, long: str, help: str, short: str = "", negative: str = "",
-                 negative_short: str = "", metavar: str = "", required: bool = False) -> None:
+    def __init__(
+        self,
+        long: str,
+        help: str,
+        short: str = "",
+        negative: str = "",
+        negative_short: str = "",
+        metavar: str = "",
+        required: bool = False,
+    ) -> None:
         self.names = (long, short, negative, negative_short)
         self.help, self.metavar, self.required = help, metavar, required
 
@@ -81,13 +99,15 @@ class Column:
 
     __slots__ = ("fill", "ratio", "width")
 
-    def __init__(self, width: int | None = None, ratio: int | None = None,
-                 fill: bool = False) -> None:
+    def __init__(
+        self, width: int | None = None, ratio: int | None = None, fill: bool = False
+    ) -> None:
         self.width, self.ratio, self.fill = width, ratio, fill
 
 
-def _ratio_reduce(total: int, ratios: list[int], maximums: list[int],
-                  values: list[int]) -> list[int]:
+def _ratio_reduce(
+    total: int, ratios: list[int], maximums: list[int], values: list[int]
+) -> list[int]:
     """``rich._ratio.ratio_reduce``: take ``total`` off ``values`` in proportion to ``ratios``."""
     ratios = [r if m else 0 for r, m in zip(ratios, maximums, strict=True)]
     total_ratio, remaining, out = sum(ratios), total, []
@@ -103,15 +123,17 @@ def _ratio_reduce(total: int, ratios: list[int], maximums: list[int],
     return out
 
 
-def _ratio_distribute(total: int, ratios: list[int],
-                      minimums: list[int] | None = None) -> list[int]:
+def _ratio_distribute(
+    total: int, ratios: list[int], minimums: list[int] | None = None
+) -> list[int]:
     """``rich._ratio.ratio_distribute``: split ``total`` in proportion to ``ratios``."""
     if minimums:
         ratios = [r if m else 0 for r, m in zip(ratios, minimums, strict=True)]
     total_ratio, remaining, out = sum(ratios), total, []
     for ratio, minimum in zip(ratios, minimums or [0] * len(ratios), strict=True):
-        share = (max(minimum, ceil(ratio * remaining / total_ratio)) if total_ratio > 0
-                 else remaining)
+        share = (
+            max(minimum, ceil(ratio * remaining / total_ratio)) if total_ratio > 0 else remaining
+        )
         out.append(share)
         total_ratio, remaining = total_ratio - ratio, remaining - share
     return out
@@ -131,8 +153,9 @@ def _collapse(widths: list[int], wrapable: list[bool], max_width: int) -> list[i
     return widths
 
 
-def _column_widths(columns: Sequence[Column], rows: Sequence[Sequence[Styled]],
-                   max_width: int) -> list[int]:
+def _column_widths(
+    columns: Sequence[Column], rows: Sequence[Sequence[Styled]], max_width: int
+) -> list[int]:
     """Each column's width with its padding, as ``rich.table.Table`` (expand=True,
     padding (0, 1), no edge padding) computes it."""
     n = len(columns)
@@ -144,8 +167,9 @@ def _column_widths(columns: Sequence[Column], rows: Sequence[Sequence[Styled]],
     if flexible:
         fixed = [0 if i in flexible else w for i, w in enumerate(natural)]
         ratios = [columns[i].ratio or 0 for i in flexible]
-        shares = _ratio_distribute(max_width - sum(fixed), ratios,
-                                  [(columns[i].width or 1) + pads[i] for i in flexible])
+        shares = _ratio_distribute(
+            max_width - sum(fixed), ratios, [(columns[i].width or 1) + pads[i] for i in flexible]
+        )
         for i, share in zip(flexible, shares, strict=True):
             widths[i] = fixed[i] + share
     total = sum(widths)
@@ -194,8 +218,9 @@ class Look:
 
     __slots__ = ("ascii", "colors", "styles", "width")
 
-    def __init__(self, width: int = 80, ascii: bool = False, styles: bool = False,
-                 colors: bool = False) -> None:
+    def __init__(
+        self, width: int = 80, ascii: bool = False, styles: bool = False, colors: bool = False
+    ) -> None:
         self.width, self.ascii, self.styles, self.colors = width, ascii, styles, colors
 
     @classmethod
@@ -207,8 +232,12 @@ class Look:
         dumb = terminal and env.get("TERM", "").lower() in ("dumb", "unknown")
         width = _width(env, dumb)
         encoding = (getattr(stream, "encoding", None) or "utf-8").lower()
-        return cls(width=width, ascii=not encoding.startswith("utf"), styles=terminal and not dumb,
-                   colors=terminal and not dumb and not env.get("NO_COLOR"))
+        return cls(
+            width=width,
+            ascii=not encoding.startswith("utf"),
+            styles=terminal and not dumb,
+            colors=terminal and not dumb and not env.get("NO_COLOR"),
+        )
 
 
 def _is_terminal(stream: object, env: os._Environ[str]) -> bool:
@@ -270,8 +299,11 @@ def _render(lines: list[Styled], look: Look) -> str:
 
 
 def _sgr(text: str, style: tuple[str, ...], look: Look) -> str:
-    codes = [SGR[word] for word in dict.fromkeys(style) if word in SGR
-             and (look.colors or int(SGR[word]) < 30)]
+    codes = [
+        SGR[word]
+        for word in dict.fromkeys(style)
+        if word in SGR and (look.colors or int(SGR[word]) < 30)
+    ]
     return f"\x1b[{';'.join(codes)}m{text}\x1b[0m" if codes else text
 
 
@@ -279,8 +311,12 @@ def page_of(group: click.Command, ctx: click.Context) -> Page:
     """The help page of a click group as Typer builds it (its root options among them)."""
     import inspect
 
-    return Page(_usage_text(group, ctx), inspect.cleandoc(group.help or ""),
-                inspect.cleandoc(group.epilog or ""), _options(group, ctx))
+    return Page(
+        _usage_text(group, ctx),
+        inspect.cleandoc(group.help or ""),
+        inspect.cleandoc(group.epilog or ""),
+        _options(group, ctx),
+    )
 
 
 def _options(group: click.Command, ctx: click.Context) -> tuple[Option, ...]:
@@ -289,14 +325,27 @@ def _options(group: click.Command, ctx: click.Context) -> tuple[Option, ...]:
     for param in group.get_params(ctx):
         if getattr(param, "hidden", False):
             continue
-        names = [",".join(o for o in opts if ("--" in o) == long)
-                 for opts in (param.opts, param.secondary_opts) for long in (True, False)]
+        names = [
+            ",".join(o for o in opts if ("--" in o) == long)
+            for opts in (param.opts, param.secondary_opts)
+            for long in (True, False)
+        ]
         metavar = param.make_metavar(ctx=ctx) if not getattr(param, "is_flag", False) else ""
-        help_text = "\n".join(p.replace("\n", " ").strip()
-                              for p in (getattr(param, "help", None) or "").split("\n\n"))
+        help_text = "\n".join(
+            p.replace("\n", " ").strip() for p in (getattr(param, "help", None) or "").split("\n\n")
+        )
         long, short, negative, negative_short = names
-        rows.append(Option(long, help_text.strip(), short, negative, negative_short,
-                           metavar if "bool" not in metavar.lower() else "", param.required))
+        rows.append(
+            Option(
+                long,
+                help_text.strip(),
+                short,
+                negative,
+                negative_short,
+                metavar if "bool" not in metavar.lower() else "",
+                param.required,
+            )
+        )
     return tuple(rows)
 
 
@@ -363,11 +412,16 @@ def draw_page(page: Page, commands: Sequence[tuple[str, str]]) -> str:
     options = _table(columns, _option_rows(page.options, hl), look.width - 4)
     lines += _panel("Options", options, look)
     name_width = max((len(name) for name, _ in commands), default=0)
-    rows = [[Styled().add(name, ("bold", "cyan")), hl(from_markup(summary.strip()))]
-            for name, summary in commands]
+    rows = [
+        [Styled().add(name, ("bold", "cyan")), hl(from_markup(summary.strip()))]
+        for name, summary in commands
+    ]
     if rows:
-        lines += _panel("Commands", _table([Column(width=name_width), Column(ratio=10)], rows,
-                                           look.width - 4), look)
+        lines += _panel(
+            "Commands",
+            _table([Column(width=name_width), Column(ratio=10)], rows, look.width - 4),
+            look,
+        )
     if page.epilog:
         lines += [Styled(), *_paragraphs(hl(from_markup(page.epilog)), look)]
     return _render(lines, look)

@@ -117,69 +117,245 @@ class CountName(StrEnum):
 
 COST = "Cost and scale"
 
-Batch = Annotated[int | None, typer.Option(help="B, batch size; omit for the unbatched (S, H) layout.", rich_help_panel=SIZES)]
+Batch = Annotated[
+    int | None,
+    typer.Option(
+        help="B, batch size; omit for the unbatched (S, H) layout.", rich_help_panel=SIZES
+    ),
+]
 Seq = Annotated[int, typer.Option(help="S, sequence length (tokens).", rich_help_panel=SIZES)]
-Hidden = Annotated[int | None, typer.Option(help="H, model width; must be divisible by --heads unless --head-dim is set \\[default: 768, or the preset's].", rich_help_panel=SIZES, show_default=False)]
-Heads = Annotated[int | None, typer.Option(help="h, number of attention heads; head_dim d = H / h \\[default: 12, or the preset's].", rich_help_panel=SIZES, show_default=False)]
-KvSeq = Annotated[int | None, typer.Option(help="N: cross-attention, keys and values from a second input of N tokens; scores (h, S, N).", rich_help_panel=VARIANTS)]
-KvHidden = Annotated[int | None, typer.Option(help="M: width of the key/value input (kdim/vdim of nn.MultiheadAttention); implies cross-attention.", rich_help_panel=VARIANTS)]
-KvHeads = Annotated[int | None, typer.Option(help="g: key/value heads, dividing --heads (grouped-query; 1 = multi-query); adds k_rep, v_rep and the KV-cache bytes per token.", rich_help_panel=VARIANTS)]
-HeadDim = Annotated[int | None, typer.Option(help="d decoupled from H / h, as in T5 and Gemma: q_proj (S, h·d), w_o (H, h·d).", rich_help_panel=VARIANTS)]
-Bias = Annotated[bool | None, typer.Option("--bias/--no-bias", help="Biases on the q, k, v and output layers \\[default: bias, or the preset's].", rich_help_panel=VARIANTS, show_default=False)]
-Causal = Annotated[bool | None, typer.Option("--causal/--no-causal", help="Query i attends keys 0..i (top-left aligned, as SDPA's is_causal); adds mask, masked.", rich_help_panel=VARIANTS, show_default=False)]
-KeyLengths = Annotated[str | None, typer.Option(help="Valid keys per batch item, e.g. 3,2 (needs --batch): a key padding mask (B, 1, 1, N).", rich_help_panel=VARIANTS)]
-MaskFile = Annotated[Path | None, typer.Option("--mask", help="A .npy mask broadcasting to the scores (B, h, S, N): booleans, True = attend (as SDPA; nn.MultiheadAttention's key_padding_mask is the opposite), or floats added to the scores.", rich_help_panel=VARIANTS, dir_okay=False)]
-Rope = Annotated[bool | None, typer.Option("--rope/--no-rope", help="Rotary position embedding on q and k (Llama convention); adds rope_cos, rope_sin, q_rot, k_rot.", rich_help_panel=VARIANTS, show_default=False)]
-RopeBase = Annotated[float | None, typer.Option(help="theta of --rope (rope_theta) \\[default: 10000, or the preset's].", rich_help_panel=VARIANTS, show_default=False)]
-RopeStyle = Annotated[RopeStyleName | None, typer.Option(
-    help="How --rope pairs the dims of a head: half rotates i with i + d/2 (Hugging Face "
-    "rotate_half, GPT-NeoX) or interleaved rotates 2i with 2i + 1 (Meta's Llama checkpoints, "
-    "GPT-J) \\[default: half, or the model's].", rich_help_panel=VARIANTS, show_default=False)]
-Window = Annotated[int | None, typer.Option(
-    help="W, sliding window: query i sees keys j > i - W (Mistral, Gemma 2; with --causal "
-    "also j <= i); adds window(W) to the mask.", rich_help_panel=VARIANTS)]
-RopeScaling = Annotated[str | None, typer.Option(
-    help="RoPE scaling: llama3 (Llama 3.1 defaults), linear:factor=F, dynamic:factor=F,"
-    "max_position_embeddings=P, yarn:factor=F,original_max_position_embeddings=P (key=value as in "
-    "a config's rope_scaling).", rich_help_panel=VARIANTS)]
-RotaryDims = Annotated[int | None, typer.Option(
-    help="R: partial RoPE, only the first R dims of each head rotate (GPT-NeoX rotary_pct, Phi "
-    "partial_rotary_factor).", rich_help_panel=VARIANTS)]
-Softcap = Annotated[float | None, typer.Option(
-    help="C: logit soft-capping, scores -> C*tanh(scores/C) before the mask (Gemma 2); "
-    "adds capped.",
-    rich_help_panel=VARIANTS)]
-QkNorm = Annotated[str | None, typer.Option(
-    help="RMSNorm of q and k with weights n_q, n_k: head (over d, Qwen3 and Gemma 3) or full "
-    "(over the projection width, OLMo 2); adds q_norm, k_norm.", rich_help_panel=VARIANTS)]
-RelativeBias = Annotated[str | None, typer.Option(
-    help="T5's relative position bias: BUCKETS,MAX_DISTANCE[,causal] (from the config's "
-    "relative_attention_num_buckets and _max_distance); a table rel_bias (buckets, h); adds "
-    "position_bias, biased.", rich_help_panel=VARIANTS)]
-ModelDir = Annotated[Path | None, typer.Option(
-    "--model", help="A saved Hugging Face model folder (config.json + model.safetensors, a sharded "
-    "index or pytorch_model.bin): sizes and variants of --layer from its config, weights from "
-    "the shard that holds them; typed options override it.", rich_help_panel=MODELS,
-    file_okay=False)]
-Layer = Annotated[int | None, typer.Option(
-    help="Which layer of --model (or of an --hf-config whose layers differ) \\[default: 0].",
-    rich_help_panel=MODELS, show_default=False)]
-Preset = Annotated[str | None, typer.Option(
-    autocompletion=complete_preset, help="Sizes of a real model, e.g. llama-3-8b (list: attntrace "
-    "presets); explicit flags override it.", rich_help_panel=MODELS)]
-HfConfig = Annotated[Path | None, typer.Option(help="Read the sizes from a Hugging Face config.json; explicit flags override it.", rich_help_panel=MODELS, dir_okay=False)]
-Backend = Annotated[BackendName, typer.Option(help="numpy (default), torch (pip install 'attntrace\\[torch]'), or shape (shapes only, any size).")]
+Hidden = Annotated[
+    int | None,
+    typer.Option(
+        help="H, model width; must be divisible by --heads unless --head-dim is set \\[default: 768, or the preset's].",
+        rich_help_panel=SIZES,
+        show_default=False,
+    ),
+]
+Heads = Annotated[
+    int | None,
+    typer.Option(
+        help="h, number of attention heads; head_dim d = H / h \\[default: 12, or the preset's].",
+        rich_help_panel=SIZES,
+        show_default=False,
+    ),
+]
+KvSeq = Annotated[
+    int | None,
+    typer.Option(
+        help="N: cross-attention, keys and values from a second input of N tokens; scores (h, S, N).",
+        rich_help_panel=VARIANTS,
+    ),
+]
+KvHidden = Annotated[
+    int | None,
+    typer.Option(
+        help="M: width of the key/value input (kdim/vdim of nn.MultiheadAttention); implies cross-attention.",
+        rich_help_panel=VARIANTS,
+    ),
+]
+KvHeads = Annotated[
+    int | None,
+    typer.Option(
+        help="g: key/value heads, dividing --heads (grouped-query; 1 = multi-query); adds k_rep, v_rep and the KV-cache bytes per token.",
+        rich_help_panel=VARIANTS,
+    ),
+]
+HeadDim = Annotated[
+    int | None,
+    typer.Option(
+        help="d decoupled from H / h, as in T5 and Gemma: q_proj (S, h·d), w_o (H, h·d).",
+        rich_help_panel=VARIANTS,
+    ),
+]
+Bias = Annotated[
+    bool | None,
+    typer.Option(
+        "--bias/--no-bias",
+        help="Biases on the q, k, v and output layers \\[default: bias, or the preset's].",
+        rich_help_panel=VARIANTS,
+        show_default=False,
+    ),
+]
+Causal = Annotated[
+    bool | None,
+    typer.Option(
+        "--causal/--no-causal",
+        help="Query i attends keys 0..i (top-left aligned, as SDPA's is_causal); adds mask, masked.",
+        rich_help_panel=VARIANTS,
+        show_default=False,
+    ),
+]
+KeyLengths = Annotated[
+    str | None,
+    typer.Option(
+        help="Valid keys per batch item, e.g. 3,2 (needs --batch): a key padding mask (B, 1, 1, N).",
+        rich_help_panel=VARIANTS,
+    ),
+]
+MaskFile = Annotated[
+    Path | None,
+    typer.Option(
+        "--mask",
+        help="A .npy mask broadcasting to the scores (B, h, S, N): booleans, True = attend (as SDPA; nn.MultiheadAttention's key_padding_mask is the opposite), or floats added to the scores.",
+        rich_help_panel=VARIANTS,
+        dir_okay=False,
+    ),
+]
+Rope = Annotated[
+    bool | None,
+    typer.Option(
+        "--rope/--no-rope",
+        help="Rotary position embedding on q and k (Llama convention); adds rope_cos, rope_sin, q_rot, k_rot.",
+        rich_help_panel=VARIANTS,
+        show_default=False,
+    ),
+]
+RopeBase = Annotated[
+    float | None,
+    typer.Option(
+        help="theta of --rope (rope_theta) \\[default: 10000, or the preset's].",
+        rich_help_panel=VARIANTS,
+        show_default=False,
+    ),
+]
+RopeStyle = Annotated[
+    RopeStyleName | None,
+    typer.Option(
+        help="How --rope pairs the dims of a head: half rotates i with i + d/2 (Hugging Face "
+        "rotate_half, GPT-NeoX) or interleaved rotates 2i with 2i + 1 (Meta's Llama checkpoints, "
+        "GPT-J) \\[default: half, or the model's].",
+        rich_help_panel=VARIANTS,
+        show_default=False,
+    ),
+]
+Window = Annotated[
+    int | None,
+    typer.Option(
+        help="W, sliding window: query i sees keys j > i - W (Mistral, Gemma 2; with --causal "
+        "also j <= i); adds window(W) to the mask.",
+        rich_help_panel=VARIANTS,
+    ),
+]
+RopeScaling = Annotated[
+    str | None,
+    typer.Option(
+        help="RoPE scaling: llama3 (Llama 3.1 defaults), linear:factor=F, dynamic:factor=F,"
+        "max_position_embeddings=P, yarn:factor=F,original_max_position_embeddings=P (key=value as in "
+        "a config's rope_scaling).",
+        rich_help_panel=VARIANTS,
+    ),
+]
+RotaryDims = Annotated[
+    int | None,
+    typer.Option(
+        help="R: partial RoPE, only the first R dims of each head rotate (GPT-NeoX rotary_pct, Phi "
+        "partial_rotary_factor).",
+        rich_help_panel=VARIANTS,
+    ),
+]
+Softcap = Annotated[
+    float | None,
+    typer.Option(
+        help="C: logit soft-capping, scores -> C*tanh(scores/C) before the mask (Gemma 2); "
+        "adds capped.",
+        rich_help_panel=VARIANTS,
+    ),
+]
+QkNorm = Annotated[
+    str | None,
+    typer.Option(
+        help="RMSNorm of q and k with weights n_q, n_k: head (over d, Qwen3 and Gemma 3) or full "
+        "(over the projection width, OLMo 2); adds q_norm, k_norm.",
+        rich_help_panel=VARIANTS,
+    ),
+]
+RelativeBias = Annotated[
+    str | None,
+    typer.Option(
+        help="T5's relative position bias: BUCKETS,MAX_DISTANCE[,causal] (from the config's "
+        "relative_attention_num_buckets and _max_distance); a table rel_bias (buckets, h); adds "
+        "position_bias, biased.",
+        rich_help_panel=VARIANTS,
+    ),
+]
+ModelDir = Annotated[
+    Path | None,
+    typer.Option(
+        "--model",
+        help="A saved Hugging Face model folder (config.json + model.safetensors, a sharded "
+        "index or pytorch_model.bin): sizes and variants of --layer from its config, weights from "
+        "the shard that holds them; typed options override it.",
+        rich_help_panel=MODELS,
+        file_okay=False,
+    ),
+]
+Layer = Annotated[
+    int | None,
+    typer.Option(
+        help="Which layer of --model (or of an --hf-config whose layers differ) \\[default: 0].",
+        rich_help_panel=MODELS,
+        show_default=False,
+    ),
+]
+Preset = Annotated[
+    str | None,
+    typer.Option(
+        autocompletion=complete_preset,
+        help="Sizes of a real model, e.g. llama-3-8b (list: attntrace "
+        "presets); explicit flags override it.",
+        rich_help_panel=MODELS,
+    ),
+]
+HfConfig = Annotated[
+    Path | None,
+    typer.Option(
+        help="Read the sizes from a Hugging Face config.json; explicit flags override it.",
+        rich_help_panel=MODELS,
+        dir_okay=False,
+    ),
+]
+Backend = Annotated[
+    BackendName,
+    typer.Option(
+        help="numpy (default), torch (pip install 'attntrace\\[torch]'), or shape (shapes only, any size)."
+    ),
+]
 DType = Annotated[DTypeName, typer.Option(help="Element type; bfloat16 needs --backend torch.")]
-VerifyDType = Annotated[DTypeName, typer.Option(
-    help="Element type of both computations; the tolerance follows it (float16, float32 or "
-    "float64: numpy, one side of every comparison, has no bfloat16).")]
-VerifyFormat = Annotated[ListingFormatName, typer.Option(
-    "--format", "-f", help="table (for people) or json (schema attntrace.verify/1: config, "
-    "tolerance, ok, and every comparison of steps and references).", rich_help_panel=OUTPUT)]
-PresetsFormat = Annotated[ListingFormatName, typer.Option(
-    "--format", "-f", help="table (for people) or json (schema attntrace.presets/1: every "
-    "preset's sizes, its config.json repository and whole-model figures).")]
-Seed = Annotated[int, typer.Option(help="Seed of x and the weights; the same seed gives the same values on every backend.")]
+VerifyDType = Annotated[
+    DTypeName,
+    typer.Option(
+        help="Element type of both computations; the tolerance follows it (float16, float32 or "
+        "float64: numpy, one side of every comparison, has no bfloat16)."
+    ),
+]
+VerifyFormat = Annotated[
+    ListingFormatName,
+    typer.Option(
+        "--format",
+        "-f",
+        help="table (for people) or json (schema attntrace.verify/1: config, "
+        "tolerance, ok, and every comparison of steps and references).",
+        rich_help_panel=OUTPUT,
+    ),
+]
+PresetsFormat = Annotated[
+    ListingFormatName,
+    typer.Option(
+        "--format",
+        "-f",
+        help="table (for people) or json (schema attntrace.presets/1: every "
+        "preset's sizes, its config.json repository and whole-model figures).",
+    ),
+]
+Seed = Annotated[
+    int,
+    typer.Option(
+        help="Seed of x and the weights; the same seed gives the same values on every backend."
+    ),
+]
+
+
 def _given_budget(ctx: typer.Context, value: str | None) -> str | None:
     """--max-memory also bounds the sizes input files declare, for the rest of the command."""
     if value is not None:  # read when first needed, so that a typo is the usual one-line error
@@ -189,70 +365,216 @@ def _given_budget(ctx: typer.Context, value: str | None) -> str | None:
     return value
 
 
-MaxMemory = Annotated[str | None, typer.Option(
-    help="Refuse runs (and input files) needing more than this, e.g. 8GiB "
-         "\\[default: half the available memory].",
-    callback=_given_budget)]
-Head = Annotated[int, typer.Option(help="Which head's attention weights to show.", rich_help_panel=OUTPUT)]
-BatchItem = Annotated[int, typer.Option(
-    help="Which batch item's attention weights to show (with --batch).", rich_help_panel=OUTPUT)]
-ValuesLimit = Annotated[int, typer.Option(
-    help="--values prints tensors of at most this many elements and names the others.",
-    rich_help_panel=OUTPUT, min=1)]
-Values = Annotated[bool, typer.Option("--values", help="Also print the numbers of every tensor small enough to read.", rich_help_panel=OUTPUT)]
-Format = Annotated[OutputFormat, typer.Option(
-    "--format", "-f", help="table (Rich, for people), or one document on stdout for scripts: json "
-    "(schema attntrace.trace/1), csv (one row per step), markdown; svg or html: the table view as "
-    "a picture (100 columns).", rich_help_panel=OUTPUT)]
-Plot = Annotated[Path | None, typer.Option(
-    "--plot", metavar="FILE.png|.svg|.pdf", help="Also draw the attention weights of every head as "
-    "a grid of heat maps (matplotlib: pip install 'attntrace\\[plot]').", rich_help_panel=OUTPUT,
-    dir_okay=False, show_default=False)]
-PlotFlow = Annotated[Path | None, typer.Option(
-    "--plot-flow", metavar="FILE.svg", help="Also draw the data flow of the trace (x into the q, "
-    "k, v paths, each step with its shape) as SVG.", rich_help_panel=OUTPUT, dir_okay=False,
-    show_default=False)]
-NoColor = Annotated[bool, typer.Option("--no-color", help="No colours (also when NO_COLOR is set); output that is not a terminal never has any.", rich_help_panel=OUTPUT)]
-CheckBackend = Annotated[BackendName, typer.Option(help="shape (default: no compute, any size, same shapes), numpy or torch.")]
+MaxMemory = Annotated[
+    str | None,
+    typer.Option(
+        help="Refuse runs (and input files) needing more than this, e.g. 8GiB "
+        "\\[default: half the available memory].",
+        callback=_given_budget,
+    ),
+]
+Head = Annotated[
+    int, typer.Option(help="Which head's attention weights to show.", rich_help_panel=OUTPUT)
+]
+BatchItem = Annotated[
+    int,
+    typer.Option(
+        help="Which batch item's attention weights to show (with --batch).", rich_help_panel=OUTPUT
+    ),
+]
+ValuesLimit = Annotated[
+    int,
+    typer.Option(
+        help="--values prints tensors of at most this many elements and names the others.",
+        rich_help_panel=OUTPUT,
+        min=1,
+    ),
+]
+Values = Annotated[
+    bool,
+    typer.Option(
+        "--values",
+        help="Also print the numbers of every tensor small enough to read.",
+        rich_help_panel=OUTPUT,
+    ),
+]
+Format = Annotated[
+    OutputFormat,
+    typer.Option(
+        "--format",
+        "-f",
+        help="table (Rich, for people), or one document on stdout for scripts: json "
+        "(schema attntrace.trace/1), csv (one row per step), markdown; svg or html: the table view as "
+        "a picture (100 columns).",
+        rich_help_panel=OUTPUT,
+    ),
+]
+Plot = Annotated[
+    Path | None,
+    typer.Option(
+        "--plot",
+        metavar="FILE.png|.svg|.pdf",
+        help="Also draw the attention weights of every head as "
+        "a grid of heat maps (matplotlib: pip install 'attntrace\\[plot]').",
+        rich_help_panel=OUTPUT,
+        dir_okay=False,
+        show_default=False,
+    ),
+]
+PlotFlow = Annotated[
+    Path | None,
+    typer.Option(
+        "--plot-flow",
+        metavar="FILE.svg",
+        help="Also draw the data flow of the trace (x into the q, "
+        "k, v paths, each step with its shape) as SVG.",
+        rich_help_panel=OUTPUT,
+        dir_okay=False,
+        show_default=False,
+    ),
+]
+NoColor = Annotated[
+    bool,
+    typer.Option(
+        "--no-color",
+        help="No colours (also when NO_COLOR is set); output that is not a terminal never has any.",
+        rich_help_panel=OUTPUT,
+    ),
+]
+CheckBackend = Annotated[
+    BackendName,
+    typer.Option(help="shape (default: no compute, any size, same shapes), numpy or torch."),
+]
 CHECKS = "Checks"
-Expect = Annotated[list[str] | None, typer.Option(
-    "--expect", "-e", metavar="STEP=SHAPE", autocompletion=complete_step, help="Expected shape of "
-    "a step, repeatable: scores=12,3,3, scores=12x3x3 or with axis letters scores=h,S,S (B S N M "
-    "H h g d, Br Bc with flash) and products k_proj=S,g*d.", rich_help_panel=CHECKS,
-    show_default=False)]
-CheckFormat = Annotated[CheckFormatName, typer.Option(
-    "--format", "-f", help="table (for people), json (schema attntrace.check/1) or junit (JUnit "
-    "XML for CI: one testcase per check).", rich_help_panel=CHECKS)]
-Verbose = Annotated[bool, typer.Option(
-    "--verbose", "-v", help="Also list every check that passed.", rich_help_panel=CHECKS)]
-Golden = Annotated[Path | None, typer.Option(
-    metavar="FILE.json",
-    help="Compare the shapes and dtypes of every step and parameter with a trace saved by: "
-    "attntrace run --format json > FILE.json. With --trace: a golden of your code (attntrace "
-    "trace --format json) step by step, or one of run by role.",
-    rich_help_panel=CHECKS, show_default=False)]
-Spec = Annotated[Path | None, typer.Option(metavar="FILE.toml", help="Check many configs at once; each \\[config.NAME] table gives sizes, variants or a preset, and an expect table. Replaces the size options.", rich_help_panel=CHECKS, show_default=False)]
-Algorithm = Annotated[AlgorithmName, typer.Option(help="eager (the whole (S, S) matrix) or flash (tile by tile, online softmax).", rich_help_panel=COST)]
-Threads = Annotated[int | None, typer.Option(
-    help="flash: threads splitting the query blocks, each block's maths on one thread "
-    "\\[default: the cores].",
-    rich_help_panel=COST)]
-BlockSize = Annotated[int | None, typer.Option(
-    help="flash: rows of a query block (Br) and of a key/value block (Bc) \\[default: Br = 128, "
-    "Bc as many keys as fit a 2 MiB tile].", rich_help_panel=COST, show_default=False)]
-Layers = Annotated[int | None, typer.Option(
-    help="L: also show the attention of a whole model of L layers like this one: parameters, "
-    "KV cache of every layer at --batch and --seq (in --dtype), FLOPs of one forward "
-    "\\[default: the layer count of --model, --hf-config or --preset, when known].",
-    rich_help_panel=COST, show_default=False)]
-Count = Annotated[CountName, typer.Option(help="Count arithmetic in flops or macs (1 MAC = 2 FLOPs).", rich_help_panel=COST)]
-Scale = Annotated[str, typer.Option(help="Factor on the scores: sqrt (1/√d, the paper), none (unscaled, as the study notes' worked example) or a number.")]
-Weights = Annotated[Path | None, typer.Option(help="Projection weights: .npz, .safetensors, .pt/.pth/.bin (attntrace, nn.MultiheadAttention, q_proj/o_proj or BERT names); sets --hidden.", rich_help_panel=FILES)]
-LayerPrefix = Annotated[str | None, typer.Option(
-    help="Which layer of --weights or --model, by the prefix of its tensor names, e.g. "
-    "model.layers.0.self_attn. (T5: decoder.block.0.layer.0.).", rich_help_panel=FILES)]
-Input = Annotated[Path | None, typer.Option("--input", help="x from a .npy file, (S, H) or (B, S, H); sets --seq and --batch.", rich_help_panel=FILES)]
-InputKv = Annotated[Path | None, typer.Option(
-    "--input-kv", help="x_kv of cross-attention from a .npy file, (N, M) or (B, N, M), e.g. an "
-    "encoder's output; sets --kv-seq and --kv-hidden.", rich_help_panel=FILES)]
-Save = Annotated[Path | None, typer.Option(help="Write every step and parameter to FILE.npz (atomically).", rich_help_panel=FILES)]
+Expect = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--expect",
+        "-e",
+        metavar="STEP=SHAPE",
+        autocompletion=complete_step,
+        help="Expected shape of "
+        "a step, repeatable: scores=12,3,3, scores=12x3x3 or with axis letters scores=h,S,S (B S N M "
+        "H h g d, Br Bc with flash) and products k_proj=S,g*d.",
+        rich_help_panel=CHECKS,
+        show_default=False,
+    ),
+]
+CheckFormat = Annotated[
+    CheckFormatName,
+    typer.Option(
+        "--format",
+        "-f",
+        help="table (for people), json (schema attntrace.check/1) or junit (JUnit "
+        "XML for CI: one testcase per check).",
+        rich_help_panel=CHECKS,
+    ),
+]
+Verbose = Annotated[
+    bool,
+    typer.Option(
+        "--verbose", "-v", help="Also list every check that passed.", rich_help_panel=CHECKS
+    ),
+]
+Golden = Annotated[
+    Path | None,
+    typer.Option(
+        metavar="FILE.json",
+        help="Compare the shapes and dtypes of every step and parameter with a trace saved by: "
+        "attntrace run --format json > FILE.json. With --trace: a golden of your code (attntrace "
+        "trace --format json) step by step, or one of run by role.",
+        rich_help_panel=CHECKS,
+        show_default=False,
+    ),
+]
+Spec = Annotated[
+    Path | None,
+    typer.Option(
+        metavar="FILE.toml",
+        help="Check many configs at once; each \\[config.NAME] table gives sizes, variants or a preset, and an expect table. Replaces the size options.",
+        rich_help_panel=CHECKS,
+        show_default=False,
+    ),
+]
+Algorithm = Annotated[
+    AlgorithmName,
+    typer.Option(
+        help="eager (the whole (S, S) matrix) or flash (tile by tile, online softmax).",
+        rich_help_panel=COST,
+    ),
+]
+Threads = Annotated[
+    int | None,
+    typer.Option(
+        help="flash: threads splitting the query blocks, each block's maths on one thread "
+        "\\[default: the cores].",
+        rich_help_panel=COST,
+    ),
+]
+BlockSize = Annotated[
+    int | None,
+    typer.Option(
+        help="flash: rows of a query block (Br) and of a key/value block (Bc) \\[default: Br = 128, "
+        "Bc as many keys as fit a 2 MiB tile].",
+        rich_help_panel=COST,
+        show_default=False,
+    ),
+]
+Layers = Annotated[
+    int | None,
+    typer.Option(
+        help="L: also show the attention of a whole model of L layers like this one: parameters, "
+        "KV cache of every layer at --batch and --seq (in --dtype), FLOPs of one forward "
+        "\\[default: the layer count of --model, --hf-config or --preset, when known].",
+        rich_help_panel=COST,
+        show_default=False,
+    ),
+]
+Count = Annotated[
+    CountName,
+    typer.Option(help="Count arithmetic in flops or macs (1 MAC = 2 FLOPs).", rich_help_panel=COST),
+]
+Scale = Annotated[
+    str,
+    typer.Option(
+        help="Factor on the scores: sqrt (1/√d, the paper), none (unscaled, as the study notes' worked example) or a number."
+    ),
+]
+Weights = Annotated[
+    Path | None,
+    typer.Option(
+        help="Projection weights: .npz, .safetensors, .pt/.pth/.bin (attntrace, nn.MultiheadAttention, q_proj/o_proj or BERT names); sets --hidden.",
+        rich_help_panel=FILES,
+    ),
+]
+LayerPrefix = Annotated[
+    str | None,
+    typer.Option(
+        help="Which layer of --weights or --model, by the prefix of its tensor names, e.g. "
+        "model.layers.0.self_attn. (T5: decoder.block.0.layer.0.).",
+        rich_help_panel=FILES,
+    ),
+]
+Input = Annotated[
+    Path | None,
+    typer.Option(
+        "--input",
+        help="x from a .npy file, (S, H) or (B, S, H); sets --seq and --batch.",
+        rich_help_panel=FILES,
+    ),
+]
+InputKv = Annotated[
+    Path | None,
+    typer.Option(
+        "--input-kv",
+        help="x_kv of cross-attention from a .npy file, (N, M) or (B, N, M), e.g. an "
+        "encoder's output; sets --kv-seq and --kv-hidden.",
+        rich_help_panel=FILES,
+    ),
+]
+Save = Annotated[
+    Path | None,
+    typer.Option(
+        help="Write every step and parameter to FILE.npz (atomically).", rich_help_panel=FILES
+    ),
+]

@@ -36,9 +36,13 @@ def load_command(name: str, group: TyperGroup) -> click.Command | None:
         if info.callback is None:
             continue
         if (info.name or typer.main.get_command_name(info.callback.__name__)) == name:
-            return flowed(typer.main.get_command_from_info(
-                info, pretty_exceptions_short=app.pretty_exceptions_short,
-                rich_markup_mode=group.rich_markup_mode))
+            return flowed(
+                typer.main.get_command_from_info(
+                    info,
+                    pretty_exceptions_short=app.pretty_exceptions_short,
+                    rich_markup_mode=group.rich_markup_mode,
+                )
+            )
     return None
 
 
@@ -128,7 +132,13 @@ class AttntraceGroup(TyperGroup):
 
         assert isinstance(self.commands, LazyCommands)
         built = self.commands.built
-        summaries = [(name, COMMANDS[name].summary if name in COMMANDS else
-                      (built[name].short_help or built[name].help or "").split("\n\n")[0])
-                     for name in self.commands]
+        summaries = [
+            (
+                name,
+                COMMANDS[name].summary
+                if name in COMMANDS
+                else (built[name].short_help or built[name].help or "").split("\n\n")[0],
+            )
+            for name in self.commands
+        ]
         sys.stdout.write(root_help(self, ctx, summaries))

@@ -12,10 +12,14 @@ from __future__ import annotations
 from attntrace.cli.fast_help import Option, Page
 
 #: The application's help: the description, then a line on where to start.
-HELP = ("Trace every intermediate tensor shape of multi-head attention.\n\n"
-        "Start with: [bold]attntrace run --heads 12 --hidden 768[/]")
-EPILOG = ("Exit codes: 0 success, 1 a check failed, 2 bad input or usage, "
-          "3 an internal error (a bug: please report it).")
+HELP = (
+    "Trace every intermediate tensor shape of multi-head attention.\n\n"
+    "Start with: [bold]attntrace run --heads 12 --hidden 768[/]"
+)
+EPILOG = (
+    "Exit codes: 0 success, 1 a check failed, 2 bad input or usage, "
+    "3 an internal error (a bug: please report it)."
+)
 VERSION_HELP = "Print the version and exit."
 #: The names that print a help (``context_settings`` of the application).
 HELP_NAMES = ("-h", "--help")
@@ -34,24 +38,42 @@ class CommandSpec:
 #: Every command, in the order of ``attntrace --help``. A new command: its module registers
 #: it with ``@app.command``; add it here with the first paragraph of its docstring.
 COMMANDS: dict[str, CommandSpec] = {
-    "run": CommandSpec("attntrace.cli.commands.cmd_run",
-                       "Run multi-head attention and print the shape of every step."),
-    "trace": CommandSpec("attntrace.cli.commands.cmd_trace", "Run your attention code and print the shape of "
-                         "every tensor op in your files."),
-    "check": CommandSpec("attntrace.cli.commands.cmd_check", "Check the shapes of a trace: exit 1 when one is "
-                         "not what you expect."),
-    "report": CommandSpec("attntrace.cli.commands.cmd_report", "Write one self-contained HTML page: steps, flow "
-                          "diagram, heat maps, costs, config."),
-    "presets": CommandSpec("attntrace.cli.commands.cmd_presets",
-                           "List the real models --preset knows, with their attention sizes."),
-    "sweep": CommandSpec("attntrace.cli.commands.cmd_sweep", "FLOPs, score bytes and peak memory over several "
-                         "sizes, eager beside flash."),
-    "verify": CommandSpec("attntrace.cli.commands.cmd_verify", "Check the trace against PyTorch's own "
-                          "attention; exit 1 beyond tolerance."),
-    "diff": CommandSpec("attntrace.cli.commands.cmd_diff", "Run your attention beside the reference with the "
-                        "same weights and input; name the bug."),
-    "demo": CommandSpec("attntrace.cli.commands.cmd_demo", "Walk through the study notes' worked 3×3 example, "
-                        "unscaled and scaled."),
+    "run": CommandSpec(
+        "attntrace.cli.commands.cmd_run",
+        "Run multi-head attention and print the shape of every step.",
+    ),
+    "trace": CommandSpec(
+        "attntrace.cli.commands.cmd_trace",
+        "Run your attention code and print the shape of every tensor op in your files.",
+    ),
+    "check": CommandSpec(
+        "attntrace.cli.commands.cmd_check",
+        "Check the shapes of a trace: exit 1 when one is not what you expect.",
+    ),
+    "report": CommandSpec(
+        "attntrace.cli.commands.cmd_report",
+        "Write one self-contained HTML page: steps, flow diagram, heat maps, costs, config.",
+    ),
+    "presets": CommandSpec(
+        "attntrace.cli.commands.cmd_presets",
+        "List the real models --preset knows, with their attention sizes.",
+    ),
+    "sweep": CommandSpec(
+        "attntrace.cli.commands.cmd_sweep",
+        "FLOPs, score bytes and peak memory over several sizes, eager beside flash.",
+    ),
+    "verify": CommandSpec(
+        "attntrace.cli.commands.cmd_verify",
+        "Check the trace against PyTorch's own attention; exit 1 beyond tolerance.",
+    ),
+    "diff": CommandSpec(
+        "attntrace.cli.commands.cmd_diff",
+        "Run your attention beside the reference with the same weights and input; name the bug.",
+    ),
+    "demo": CommandSpec(
+        "attntrace.cli.commands.cmd_demo",
+        "Walk through the study notes' worked 3×3 example, unscaled and scaled.",
+    ),
 }
 
 
@@ -64,8 +86,10 @@ PAGE = Page(
     options=(
         Option("--version", VERSION_HELP),
         Option("--install-completion", "Install completion for the current shell."),
-        Option("--show-completion", "Show completion for the current shell, to copy it or "
-               "customize the installation."),
+        Option(
+            "--show-completion",
+            "Show completion for the current shell, to copy it or customize the installation.",
+        ),
         Option("--help", "Show this message and exit.", short="-h"),
     ),
 )

@@ -22,8 +22,10 @@ P = ParamSpec("P")
 R = TypeVar("R")
 
 #: The line printed for an unexpected exception: a bug, never the user's fault.
-BUG_REPORT = ("internal error ({kind}: {detail}); this is a bug in attntrace {version}, "
-              "please report it with the command you ran")
+BUG_REPORT = (
+    "internal error ({kind}: {detail}); this is a bug in attntrace {version}, "
+    "please report it with the command you ran"
+)
 
 app = typer.Typer(
     name="attntrace",
@@ -52,8 +54,12 @@ def internal_error(exc: BaseException) -> typer.Exit:
 
     detail = " ".join(str(exc).split())
     detail = detail if len(detail) <= 200 else detail[:197] + "..."
-    return fail(BUG_REPORT.format(kind=type(exc).__name__, detail=detail or "no message",
-                                  version=__version__), EXIT_INTERNAL)
+    return fail(
+        BUG_REPORT.format(
+            kind=type(exc).__name__, detail=detail or "no message", version=__version__
+        ),
+        EXIT_INTERNAL,
+    )
 
 
 def _is_click_signal(exc: BaseException) -> bool:
@@ -122,8 +128,9 @@ def _print_version(value: bool) -> None:
 
 @app.callback()
 def root(
-    version: Annotated[bool, typer.Option("--version", callback=_print_version, is_eager=True,
-                                          help=VERSION_HELP)] = False,
+    version: Annotated[
+        bool, typer.Option("--version", callback=_print_version, is_eager=True, help=VERSION_HELP)
+    ] = False,
 ) -> None:
     """Options that apply before any command."""
 

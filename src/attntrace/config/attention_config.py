@@ -39,8 +39,16 @@ class AxisLabels(NamedTuple):
 
 
 #: Fields that :meth:`AttentionConfig.to_dict` leaves out while they have their default (off).
-OPTIONAL_FIELDS: tuple[str, ...] = ("window", "rope_scaling", "rotary_dims", "softcap", "qk_norm",
-                                     "qk_norm_eps", "relative_bias", "rope_style")
+OPTIONAL_FIELDS: tuple[str, ...] = (
+    "window",
+    "rope_scaling",
+    "rotary_dims",
+    "softcap",
+    "qk_norm",
+    "qk_norm_eps",
+    "relative_bias",
+    "rope_style",
+)
 
 #: How RoPE pairs the dimensions of a head: half rotates i with i + d/2 (Hugging Face's
 #: rotate_half, GPT-NeoX), interleaved rotates 2i with 2i + 1 (Meta's Llama code, GPT-J).
@@ -83,7 +91,9 @@ class AttentionConfig:
     dtype: str = "float32"  # one of DTYPE_BYTES
     seed: int = 0  # the same seed gives the same x and weights on every backend
     # --- variants (issue 5); the defaults give plain multi-head self-attention ---
-    kv_seq: int | None = None  # N, key/value length of cross-attention; None: self-attention (N = S)
+    kv_seq: int | None = (
+        None  # N, key/value length of cross-attention; None: self-attention (N = S)
+    )
     kv_hidden: int | None = None  # M, key/value input width (kdim/vdim); None: H
     kv_heads: int | None = None  # g, key/value heads (GQA; 1 is MQA); None: h
     head_dim_override: int | None = None  # d when decoupled from H / h (T5, Gemma); None: H / h
@@ -94,7 +104,9 @@ class AttentionConfig:
     rope_base: float = 10000.0  # theta of RoPE (rope_theta in a config.json)
     algorithm: str = "eager"  # one of ALGORITHMS: eager (the S×S matrix) or flash (tile by tile)
     block_size: int | None = None  # flash: Br = Bc = block_size; None: tile_sizes() chooses
-    scale: float | None = None  # factor on the scores; None is 1/sqrt(d) (the paper), 1.0 none (the notes)
+    scale: float | None = (
+        None  # factor on the scores; None is 1/sqrt(d) (the paper), 1.0 none (the notes)
+    )
     # --- variants of current models (issue 12); to_dict leaves them out while they are off ---
     window: int | None = None  # W, sliding window: query i sees keys j > i - W (Mistral, Gemma 2)
     rope_scaling: str | None = None  # "llama3", "linear:factor=8", "yarn:factor=4,..." (rope.py)
@@ -107,15 +119,21 @@ class AttentionConfig:
 
     def __post_init__(self) -> None:
         if self.key_lengths is not None and not isinstance(self.key_lengths, tuple):
-            object.__setattr__(self, "key_lengths", tuple(self.key_lengths))  # keep the config hashable
+            object.__setattr__(
+                self, "key_lengths", tuple(self.key_lengths)
+            )  # keep the config hashable
         self._check_sizes()
-        if self.scale is not None and (isinstance(self.scale, bool) or not isinstance(self.scale, int | float)
-                                       or not math.isfinite(self.scale) or self.scale <= 0):
-            raise ConfigError(f"--scale must be a positive number, 'sqrt' or 'none', got {self.scale!r}")
-        if self.dtype not in DTYPE_BYTES:
+        if self.scale is not None and (
+            isinstance(self.scale, bool)
+            or not isinstance(self.scale, int | float)
+            or not math.isfinite(self.scale)
+            or self.scale <= 0
+        ):
             raise ConfigError(
-                f"unknown dtype {self.dtype!r}; use one of {', '.join(DTYPE_BYTES)}"
+                f"--scale must be a positive number, 'sqrt' or 'none', got {self.scale!r}"
             )
+        if self.dtype not in DTYPE_BYTES:
+            raise ConfigError(f"unknown dtype {self.dtype!r}; use one of {', '.join(DTYPE_BYTES)}")
         self._check_algorithm()
         if self.head_dim_override is None and self.hidden % self.heads:
             raise ConfigError(
@@ -142,11 +160,13 @@ class AttentionConfig:
             from attntrace.engine.rope import parse_rope_scaling
 
             parse_rope_scaling(self.rope_scaling)
-        if r is not None and (isinstance(r, bool) or not isinstance(r, int) or r < 2 or r % 2
-                              or r > self.head_dim):
+        if r is not None and (
+            isinstance(r, bool) or not isinstance(r, int) or r < 2 or r % 2 or r > self.head_dim
+        ):
             raise ConfigError(f"--rotary-dims must be even, 2 to d = {self.head_dim}; got {r!r}")
-        if c is not None and (isinstance(c, bool) or not isinstance(c, int | float)
-                              or not math.isfinite(c) or c <= 0):
+        if c is not None and (
+            isinstance(c, bool) or not isinstance(c, int | float) or not math.isfinite(c) or c <= 0
+        ):
             raise ConfigError(f"--softcap must be a number > 0, got {c!r}")
         if self.qk_norm not in (None, "head", "full"):
             raise ConfigError(f"--qk-norm must be head or full, got {self.qk_norm!r}")
@@ -156,9 +176,16 @@ class AttentionConfig:
             parse_relative_bias(self.relative_bias)
 
     def _check_sizes(self) -> None:
-        for option, value in (("batch", self.batch), ("seq", self.seq), ("hidden", self.hidden),
-                              ("heads", self.heads), ("kv-seq", self.kv_seq), ("kv-hidden", self.kv_hidden),
-                              ("kv-heads", self.kv_heads), ("head-dim", self.head_dim_override)):
+        for option, value in (
+            ("batch", self.batch),
+            ("seq", self.seq),
+            ("hidden", self.hidden),
+            ("heads", self.heads),
+            ("kv-seq", self.kv_seq),
+            ("kv-hidden", self.kv_hidden),
+            ("kv-heads", self.kv_heads),
+            ("head-dim", self.head_dim_override),
+        ):
             if value is None and option not in ("seq", "hidden", "heads"):
                 continue
             if isinstance(value, bool) or not isinstance(value, int):
@@ -167,12 +194,17 @@ class AttentionConfig:
                 hint = " (omit --batch for the unbatched layout)" if option == "batch" else ""
                 raise ConfigError(f"--{option} must be at least 1, got {value}{hint}")
             if value > MAX_SIZE:
-                raise ConfigError(f"--{option} {_short(value)} is too large; "
-                                  f"the most is {MAX_SIZE}")
-        if (isinstance(self.seed, bool) or not isinstance(self.seed, int)
-                or not 0 <= self.seed < 2**64):
-            raise ConfigError(f"--seed must be a whole number from 0 to 2**64 - 1, "
-                              f"got {_short(self.seed)}")
+                raise ConfigError(
+                    f"--{option} {_short(value)} is too large; the most is {MAX_SIZE}"
+                )
+        if (
+            isinstance(self.seed, bool)
+            or not isinstance(self.seed, int)
+            or not 0 <= self.seed < 2**64
+        ):
+            raise ConfigError(
+                f"--seed must be a whole number from 0 to 2**64 - 1, got {_short(self.seed)}"
+            )
 
     def _check_variants(self) -> None:
         if self.kv_heads is not None and self.heads % self.kv_heads:
@@ -204,7 +236,8 @@ class AttentionConfig:
             raise ConfigError(
                 f"--key-lengths has {len(lengths)} length(s) but --batch is {self.batch}; "
                 "give one length per batch item, e.g. --key-lengths "
-                + ",".join(["3"] * min(self.batch, 4)) + (",..." if self.batch > 4 else "")
+                + ",".join(["3"] * min(self.batch, 4))
+                + (",..." if self.batch > 4 else "")
             )
         for n in lengths:
             if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= self.keys:
@@ -213,16 +246,19 @@ class AttentionConfig:
                     f"use lengths from 1 to {self.keys}"
                     + ("" if self.kv_seq is not None else " (or raise --seq)")
                 )
+
     def _check_algorithm(self) -> None:
         if self.algorithm not in ALGORITHMS:
-            raise ConfigError(f"unknown algorithm {self.algorithm!r}; use one of {', '.join(ALGORITHMS)}")
+            raise ConfigError(
+                f"unknown algorithm {self.algorithm!r}; use one of {', '.join(ALGORITHMS)}"
+            )
         size = self.block_size
         if size is None:
             return
         if isinstance(size, bool) or not isinstance(size, int) or not 1 <= size <= MAX_SIZE:
-            raise ConfigError(f"--block-size must be a whole number from 1 to {MAX_SIZE}, "
-                              f"got {_short(size)}")
-
+            raise ConfigError(
+                f"--block-size must be a whole number from 1 to {MAX_SIZE}, got {_short(size)}"
+            )
 
     def tile_sizes(self) -> dict[str, int]:
         """Br and Bc, the rows of one query block and one key/value block (flash only):
@@ -265,7 +301,11 @@ class AttentionConfig:
     @property
     def head_dim(self) -> int:
         """d: ``head_dim_override`` when set, else H / h."""
-        return self.head_dim_override if self.head_dim_override is not None else self.hidden // self.heads
+        return (
+            self.head_dim_override
+            if self.head_dim_override is not None
+            else self.hidden // self.heads
+        )
 
     @property
     def keys(self) -> int:
@@ -329,8 +369,13 @@ class AttentionConfig:
         h, g, d, H = self.heads, self.groups, self.head_dim, self.hidden
         q_width = "H" if h * d == H else "h·d"
         kv_width = q_width if not self.grouped else "H" if g * d == H else "g·d"
-        return AxisLabels("N" if self.kv_seq is not None else "S", "g" if self.grouped else "h",
-                          "M" if self.kv_hidden is not None else "H", q_width, kv_width)
+        return AxisLabels(
+            "N" if self.kv_seq is not None else "S",
+            "g" if self.grouped else "h",
+            "M" if self.kv_hidden is not None else "H",
+            q_width,
+            kv_width,
+        )
 
     def axis_sizes(self) -> dict[str, int]:
         """Size of every axis letter in this config (B, N, M, g only when they apply)."""
@@ -357,7 +402,9 @@ class AttentionConfig:
         sizes, total = self.axis_sizes(), 1
         for letter in label.split("·"):
             if letter not in sizes:
-                raise ConfigError(f"axis {letter!r} does not apply to this config; axes: {', '.join(sizes)}")
+                raise ConfigError(
+                    f"axis {letter!r} does not apply to this config; axes: {', '.join(sizes)}"
+                )
             total *= sizes[letter]
         return total
 
@@ -388,7 +435,9 @@ def parse_scale(text: str) -> float | None:
     try:
         value = float(word)
     except ValueError:
-        raise ConfigError(f"--scale must be sqrt, none or a positive number (e.g. 0.125), got {text!r}") from None
+        raise ConfigError(
+            f"--scale must be sqrt, none or a positive number (e.g. 0.125), got {text!r}"
+        ) from None
     if not math.isfinite(value) or value <= 0:
         raise ConfigError(f"--scale must be a positive number, 'sqrt' or 'none', got {text!r}")
     return value

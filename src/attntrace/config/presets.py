@@ -57,18 +57,28 @@ class Preset:
         """
         decoupled = self.heads * self.head_dim != self.hidden
         return {
-            "hidden": self.hidden, "heads": self.heads,
+            "hidden": self.hidden,
+            "heads": self.heads,
             "kv_heads": self.kv_heads if self.kv_heads != self.heads else None,
             "head_dim_override": self.head_dim if decoupled else None,
-            "rope": self.rope_theta is not None, "rope_base": self.rope_theta or 10000.0,
-            "causal": self.causal, "bias": self.bias, "window": self.window, "scale": self.scale,
-            "rope_scaling": self.rope_scaling, "rotary_dims": self.rotary_dims,
-            "softcap": self.softcap, "qk_norm": self.qk_norm, "qk_norm_eps": self.qk_norm_eps,
-            "relative_bias": self.relative_bias, "rope_style": self.rope_style,
+            "rope": self.rope_theta is not None,
+            "rope_base": self.rope_theta or 10000.0,
+            "causal": self.causal,
+            "bias": self.bias,
+            "window": self.window,
+            "scale": self.scale,
+            "rope_scaling": self.rope_scaling,
+            "rotary_dims": self.rotary_dims,
+            "softcap": self.softcap,
+            "qk_norm": self.qk_norm,
+            "qk_norm_eps": self.qk_norm_eps,
+            "relative_bias": self.relative_bias,
+            "rope_style": self.rope_style,
         }
 
-    def model_figures(self, seq: int | None = None, batch: int = 1,
-                      dtype: str = "float16") -> ModelFigures | None:
+    def model_figures(
+        self, seq: int | None = None, batch: int = 1, dtype: str = "float16"
+    ) -> ModelFigures | None:
         """Whole-model attention figures over all ``layers`` at ``seq`` tokens (default: the
         context length) and ``batch`` in ``dtype``, from a shape-only trace of one layer (the
         figures ``run --layers`` shows: :func:`attntrace.engine.costs.model_figures`); None when the
@@ -84,8 +94,9 @@ class Preset:
         from attntrace.engine.costs import model_figures
 
         n = seq if seq is not None else self.max_positions or 1
-        config = AttentionConfig(**{**self.config_fields(), "seq": n, "batch": batch,
-                                    "dtype": dtype})
+        config = AttentionConfig(
+            **{**self.config_fields(), "seq": n, "batch": batch, "dtype": dtype}
+        )
         return model_figures(trace_attention(config, "shape"), self.layers)
 
     @property
@@ -95,16 +106,19 @@ class Preset:
 
 
 #: Llama 3.1's rope_scaling (8B and 70B), as --rope-scaling takes it.
-_LLAMA31 = ("llama3:factor=8.0,low_freq_factor=1.0,high_freq_factor=4.0,"
-            "original_max_position_embeddings=8192.0")
+_LLAMA31 = (
+    "llama3:factor=8.0,low_freq_factor=1.0,high_freq_factor=4.0,"
+    "original_max_position_embeddings=8192.0"
+)
 
 _PRESETS = (
     # google-bert/bert-base-uncased: hidden_size 768, num_attention_heads 12,
     # max_position_embeddings 512, position_embedding_type "absolute" (no head_dim, no kv heads)
     Preset("bert-base", "google-bert/bert-base-uncased", 768, 12, 12, 64, None, 512, False, True),
     # google-bert/bert-large-uncased: hidden_size 1024, num_attention_heads 16, max_position_embeddings 512
-    Preset("bert-large", "google-bert/bert-large-uncased",
-           1024, 16, 16, 64, None, 512, False, True),
+    Preset(
+        "bert-large", "google-bert/bert-large-uncased", 1024, 16, 16, 64, None, 512, False, True
+    ),
     # openai-community/gpt2: n_embd 768, n_head 12, n_positions 1024 (c_attn has a bias)
     Preset("gpt2", "openai-community/gpt2", 768, 12, 12, 64, None, 1024, True, True),
     # openai-community/gpt2-xl: n_embd 1600, n_head 25, n_positions 1024
@@ -112,30 +126,78 @@ _PRESETS = (
     # google-t5/t5-base: d_model 768, num_heads 12, d_kv 64, n_positions 512 (relative position
     # buckets: relative_attention_num_buckets 32, relative_attention_max_distance 128 by default);
     # T5's linear layers have no bias and its scores are not scaled
-    Preset("t5-base", "google-t5/t5-base", 768, 12, 12, 64, None, 512, False, False,
-           scale=1.0, relative_bias="32,128"),
+    Preset(
+        "t5-base",
+        "google-t5/t5-base",
+        768,
+        12,
+        12,
+        64,
+        None,
+        512,
+        False,
+        False,
+        scale=1.0,
+        relative_bias="32,128",
+    ),
     # google-t5/t5-3b: d_model 1024, num_heads 32, d_kv 128 -> h·d = 4096 != d_model
-    Preset("t5-3b", "google-t5/t5-3b", 1024, 32, 32, 128, None, 512, False, False,
-           scale=1.0, relative_bias="32,128"),
+    Preset(
+        "t5-3b",
+        "google-t5/t5-3b",
+        1024,
+        32,
+        32,
+        128,
+        None,
+        512,
+        False,
+        False,
+        scale=1.0,
+        relative_bias="32,128",
+    ),
     # meta-llama/Llama-2-7b-hf: hidden_size 4096, num_attention_heads 32, num_key_value_heads 32,
     # max_position_embeddings 4096, no rope_theta (LlamaConfig default 10000.0), no attention bias
     Preset("llama-2-7b", "meta-llama/Llama-2-7b-hf", 4096, 32, 32, 128, 10000.0, 4096, True, False),
     # meta-llama/Meta-Llama-3-8B: hidden_size 4096, num_attention_heads 32, num_key_value_heads 8,
     # max_position_embeddings 8192, rope_theta 500000.0, attention_bias false
-    Preset("llama-3-8b", "meta-llama/Meta-Llama-3-8B",
-           4096, 32, 8, 128, 500000.0, 8192, True, False),
+    Preset(
+        "llama-3-8b", "meta-llama/Meta-Llama-3-8B", 4096, 32, 8, 128, 500000.0, 8192, True, False
+    ),
     # meta-llama/Meta-Llama-3-70B: hidden_size 8192, num_attention_heads 64, num_key_value_heads 8,
     # max_position_embeddings 8192, rope_theta 500000.0, attention_bias false
-    Preset("llama-3-70b", "meta-llama/Meta-Llama-3-70B",
-           8192, 64, 8, 128, 500000.0, 8192, True, False),
+    Preset(
+        "llama-3-70b", "meta-llama/Meta-Llama-3-70B", 8192, 64, 8, 128, 500000.0, 8192, True, False
+    ),
     # mistralai/Mistral-7B-v0.1: hidden_size 4096, num_attention_heads 32, num_key_value_heads 8,
     # max_position_embeddings 32768, rope_theta 10000.0, sliding_window 4096
-    Preset("mistral-7b", "mistralai/Mistral-7B-v0.1", 4096, 32, 8, 128, 10000.0, 32768, True, False,
-           window=4096),
+    Preset(
+        "mistral-7b",
+        "mistralai/Mistral-7B-v0.1",
+        4096,
+        32,
+        8,
+        128,
+        10000.0,
+        32768,
+        True,
+        False,
+        window=4096,
+    ),
     # Qwen/Qwen2-7B: hidden_size 3584, num_attention_heads 28, num_key_value_heads 4,
     # max_position_embeddings 131072, rope_theta 1000000.0; q/k/v have biases, o_proj has none
-    Preset("qwen2-7b", "Qwen/Qwen2-7B", 3584, 28, 4, 128, 1000000.0, 131072, True, True,
-           "o_proj has no bias (attntrace's biases are all or none)"),
+    Preset(
+        "qwen2-7b",
+        "Qwen/Qwen2-7B",
+        3584,
+        28,
+        4,
+        128,
+        1000000.0,
+        131072,
+        True,
+        True,
+        "o_proj has no bias (attntrace's biases are all or none)",
+    ),
     # google/gemma-7b: hidden_size 3072, num_attention_heads 16, num_key_value_heads 16,
     # head_dim 256 -> h·d = 4096 != hidden_size, max_position_embeddings 8192, rope_theta 10000.0,
     # attention_bias false
@@ -147,41 +209,99 @@ _PRESETS = (
     # original_max_position_embeddings 8192}, attention_bias false
     # checked against the config.json quoted in citsjtu2020/LLM-Prof sglang/Model_Config.md
     # (every field above but head_dim, absent there: 4096 / 32 = 128)
-    Preset("llama-3.1-8b", "meta-llama/Llama-3.1-8B",
-           4096, 32, 8, 128, 500000.0, 131072, True, False,
-           rope_scaling=_LLAMA31, layers=32),
+    Preset(
+        "llama-3.1-8b",
+        "meta-llama/Llama-3.1-8B",
+        4096,
+        32,
+        8,
+        128,
+        500000.0,
+        131072,
+        True,
+        False,
+        rope_scaling=_LLAMA31,
+        layers=32,
+    ),
     # meta-llama/Llama-3.1-70B: hidden_size 8192, num_attention_heads 64, num_key_value_heads 8,
     # max_position_embeddings 131072, rope_theta 500000.0, num_hidden_layers 80, rope_scaling as 8B
     # checked against Lightning-AI/litgpt's config for
     # huggingface.co/meta-llama/Meta-Llama-3.1-70B/blob/main/config.json (80 layers, 64/8 heads,
     # 8192 wide, block 131072, base 500000, llama3 factor 8, 1, 4, 8192)
-    Preset("llama-3.1-70b", "meta-llama/Llama-3.1-70B",
-           8192, 64, 8, 128, 500000.0, 131072, True, False,
-           rope_scaling=_LLAMA31, layers=80),
+    Preset(
+        "llama-3.1-70b",
+        "meta-llama/Llama-3.1-70B",
+        8192,
+        64,
+        8,
+        128,
+        500000.0,
+        131072,
+        True,
+        False,
+        rope_scaling=_LLAMA31,
+        layers=80,
+    ),
     # meta-llama/Llama-3.2-1B: hidden_size 2048, num_attention_heads 32, num_key_value_heads 8,
     # head_dim 64, max_position_embeddings 131072, rope_theta 500000.0, num_hidden_layers 16,
     # rope_scaling {rope_type llama3, factor 32.0, low_freq_factor 1.0, high_freq_factor 4.0,
     # original_max_position_embeddings 8192}
     # checked against the config.json quoted in kevinstephano/thunder_model_blocks
     # hf_llama/llama_config.py (Llama-3.2-1B-Instruct, same architecture)
-    Preset("llama-3.2-1b", "meta-llama/Llama-3.2-1B",
-           2048, 32, 8, 64, 500000.0, 131072, True, False,
-           rope_scaling="llama3:factor=32.0,low_freq_factor=1.0,high_freq_factor=4.0,"
-                        "original_max_position_embeddings=8192.0", layers=16),
+    Preset(
+        "llama-3.2-1b",
+        "meta-llama/Llama-3.2-1B",
+        2048,
+        32,
+        8,
+        64,
+        500000.0,
+        131072,
+        True,
+        False,
+        rope_scaling="llama3:factor=32.0,low_freq_factor=1.0,high_freq_factor=4.0,"
+        "original_max_position_embeddings=8192.0",
+        layers=16,
+    ),
     # Qwen/Qwen2.5-7B: hidden_size 3584, num_attention_heads 28, num_key_value_heads 4,
     # max_position_embeddings 131072, rope_theta 1000000.0, num_hidden_layers 28,
     # use_sliding_window false; q/k/v have biases, o_proj has none
     # checked against a public transformers.Qwen2Config copied "From
     # https://huggingface.co/Qwen/Qwen2.5-7B/blob/main/config.json" and litgpt's Qwen2.5-7B
-    Preset("qwen2.5-7b", "Qwen/Qwen2.5-7B", 3584, 28, 4, 128, 1000000.0, 131072, True, True,
-           "o_proj has no bias (attntrace's biases are all or none)", layers=28),
+    Preset(
+        "qwen2.5-7b",
+        "Qwen/Qwen2.5-7B",
+        3584,
+        28,
+        4,
+        128,
+        1000000.0,
+        131072,
+        True,
+        True,
+        "o_proj has no bias (attntrace's biases are all or none)",
+        layers=28,
+    ),
     # Qwen/Qwen3-8B: hidden_size 4096, num_attention_heads 32, num_key_value_heads 8, head_dim 128,
     # max_position_embeddings 40960, rope_theta 1000000, num_hidden_layers 36, attention_bias false,
     # rms_norm_eps 1e-06 (q_norm, k_norm over head_dim)
     # checked against a public test's Qwen3Config copied from
     # https://huggingface.co/Qwen/Qwen3-8B/blob/main/config.json (all fields above)
-    Preset("qwen3-8b", "Qwen/Qwen3-8B", 4096, 32, 8, 128, 1000000.0, 40960, True, False,
-           layers=36, qk_norm="head", qk_norm_eps=1e-6),
+    Preset(
+        "qwen3-8b",
+        "Qwen/Qwen3-8B",
+        4096,
+        32,
+        8,
+        128,
+        1000000.0,
+        40960,
+        True,
+        False,
+        layers=36,
+        qk_norm="head",
+        qk_norm_eps=1e-6,
+    ),
     # google/gemma-2-9b: hidden_size 3584, num_attention_heads 16, num_key_value_heads 8,
     # head_dim 256, query_pre_attn_scalar 256, attn_logit_softcapping 50.0, sliding_window 4096
     # (every other layer, from layer 0), max_position_embeddings 8192, rope_theta 10000.0,
@@ -190,8 +310,21 @@ _PRESETS = (
     # (attention_scores_scalar 256, softcap 50.0, window 4096 on layers 0, 2, 4, ...) and
     # transformers' PaliGemma 2 converter (9b: query_pre_attn_scalar 256); maxtext's 224 is not
     # the Hub file's value
-    Preset("gemma-2-9b", "google/gemma-2-9b", 3584, 16, 8, 256, 10000.0, 8192, True, False,
-           "even layers slide over 4096 keys: add --window 4096 for them", softcap=50.0, layers=42),
+    Preset(
+        "gemma-2-9b",
+        "google/gemma-2-9b",
+        3584,
+        16,
+        8,
+        256,
+        10000.0,
+        8192,
+        True,
+        False,
+        "even layers slide over 4096 keys: add --window 4096 for them",
+        softcap=50.0,
+        layers=42,
+    ),
     # google/gemma-3-4b-pt, text_config: hidden_size 2560, num_attention_heads 8,
     # num_key_value_heads 4, head_dim 256, query_pre_attn_scalar 256, sliding_window 1024
     # (5 of every 6 layers),
@@ -200,9 +333,23 @@ _PRESETS = (
     # num_hidden_layers 34, rms_norm_eps 1e-06 (q_norm, k_norm); the preset is a global layer
     # checked against a public Gemma 3 text_config that "match[es] google/gemma-3-4b-pt" and a
     # gemma3_text 4B test config with rope_scaling {factor 8.0, rope_type linear}
-    Preset("gemma-3-4b", "google/gemma-3-4b-pt", 2560, 8, 4, 256, 1000000.0, 131072, True, False,
-           "sliding layers (5 of 6): --window 1024 --rope-base 10000, no scaling",
-           rope_scaling="linear:factor=8.0", layers=34, qk_norm="head", qk_norm_eps=1e-6),
+    Preset(
+        "gemma-3-4b",
+        "google/gemma-3-4b-pt",
+        2560,
+        8,
+        4,
+        256,
+        1000000.0,
+        131072,
+        True,
+        False,
+        "sliding layers (5 of 6): --window 1024 --rope-base 10000, no scaling",
+        rope_scaling="linear:factor=8.0",
+        layers=34,
+        qk_norm="head",
+        qk_norm_eps=1e-6,
+    ),
     # mistralai/Mistral-7B-v0.3: hidden_size 4096, num_attention_heads 32, num_key_value_heads 8,
     # max_position_embeddings 32768, rope_theta 1000000.0, sliding_window null, num_hidden_layers 32
     # checked: sizes and 32768 against a public MistralForCausalLM config of
@@ -211,24 +358,58 @@ _PRESETS = (
     # 26857050), whose "Mistral-7B-v0.3" entry cites
     # huggingface.co/mistralai/Mistral-7B-v0.3/blob/main/config.json and sets rope_base=1000000
     # (block_size 32768, n_layer 32, n_query_groups 8, bias False), as the v0.2 model card says
-    Preset("mistral-7b-v0.3", "mistralai/Mistral-7B-v0.3",
-           4096, 32, 8, 128, 1000000.0, 32768, True, False,
-           layers=32),
+    Preset(
+        "mistral-7b-v0.3",
+        "mistralai/Mistral-7B-v0.3",
+        4096,
+        32,
+        8,
+        128,
+        1000000.0,
+        32768,
+        True,
+        False,
+        layers=32,
+    ),
     # microsoft/Phi-3-mini-4k-instruct: hidden_size 3072, num_attention_heads 32,
     # num_key_value_heads 32, max_position_embeddings 4096, rope_theta 10000.0,
     # sliding_window 2047, num_hidden_layers 32; q, k, v fused in qkv_proj, no biases
     # checked against several public copies of this repository's config.json (all fields above,
     # attention_bias false)
-    Preset("phi-3-mini", "microsoft/Phi-3-mini-4k-instruct",
-           3072, 32, 32, 96, 10000.0, 4096, True, False,
-           window=2047, layers=32),
+    Preset(
+        "phi-3-mini",
+        "microsoft/Phi-3-mini-4k-instruct",
+        3072,
+        32,
+        32,
+        96,
+        10000.0,
+        4096,
+        True,
+        False,
+        window=2047,
+        layers=32,
+    ),
     # allenai/OLMo-2-1124-7B: hidden_size 4096, num_attention_heads 32, num_key_value_heads 32,
     # max_position_embeddings 4096, rope_theta 500000, attention_bias false, num_hidden_layers 32,
     # rms_norm_eps 1e-06 (q_norm, k_norm over all heads)
     # checked against a public test fixture, "Mirror of allenai/OLMo-2-1124-7B/config.json"
     # (rope_theta 500000.0 there)
-    Preset("olmo-2-7b", "allenai/OLMo-2-1124-7B", 4096, 32, 32, 128, 500000.0, 4096, True, False,
-           layers=32, qk_norm="full", qk_norm_eps=1e-6),
+    Preset(
+        "olmo-2-7b",
+        "allenai/OLMo-2-1124-7B",
+        4096,
+        32,
+        32,
+        128,
+        500000.0,
+        4096,
+        True,
+        False,
+        layers=32,
+        qk_norm="full",
+        qk_norm_eps=1e-6,
+    ),
 )
 
 #: Presets by name, in the order ``attntrace presets`` lists them.
@@ -253,12 +434,16 @@ def get_preset(name: str) -> Preset:
 
         near = difflib.get_close_matches(name.lower(), PRESETS, n=1, cutoff=0.6)
         hint = f" (did you mean {near[0]}?)" if near else ""
-        raise ConfigError(f"unknown preset {name!r}{hint}; use one of {', '.join(PRESETS)} "
-                          "(see: attntrace presets)")
+        raise ConfigError(
+            f"unknown preset {name!r}{hint}; use one of {', '.join(PRESETS)} "
+            "(see: attntrace presets)"
+        )
     return found
 
 
-def resolve_config(*, preset: str | None = None, hf_config: Path | str | None = None, **explicit: Any) -> AttentionConfig:
+def resolve_config(
+    *, preset: str | None = None, hf_config: Path | str | None = None, **explicit: Any
+) -> AttentionConfig:
     """An AttentionConfig from a preset or a config.json, overridden by the explicit fields
     (those that are not None).
 
@@ -270,10 +455,15 @@ def resolve_config(*, preset: str | None = None, hf_config: Path | str | None = 
     return AttentionConfig(**fields)
 
 
-def resolve_fields(*, preset: str | None = None, hf_config: Path | str | None = None,
-                   model_dir: Path | None = None, layer: int | None = None,
-                   layer_prefix: str | None = None,
-                   **explicit: Any) -> tuple[dict[str, Any], dict[str, str]]:
+def resolve_fields(
+    *,
+    preset: str | None = None,
+    hf_config: Path | str | None = None,
+    model_dir: Path | None = None,
+    layer: int | None = None,
+    layer_prefix: str | None = None,
+    **explicit: Any,
+) -> tuple[dict[str, Any], dict[str, str]]:
     """Every AttentionConfig field (not validated yet: files may still change the sizes): the
     defaults, then a preset's or config.json's, then the explicit ones that are not None. Also
     the fields the preset or config.json set, each with its source (``--preset NAME``).
@@ -307,8 +497,9 @@ def resolve_fields(*, preset: str | None = None, hf_config: Path | str | None = 
     return {**defaults, **base, **given}, dict.fromkeys(base, source)
 
 
-def layer_count(*, preset: str | None = None, hf_config: Path | str | None = None,
-                model_dir: Path | None = None) -> int | None:
+def layer_count(
+    *, preset: str | None = None, hf_config: Path | str | None = None, model_dir: Path | None = None
+) -> int | None:
     """L, the layers of the model the settings come from: num_hidden_layers (n_layer, ...) of
     --model's or --hf-config's config, a preset's ``layers``; None when none says it.
 
@@ -350,5 +541,7 @@ def _load_json(path: Path) -> dict[str, Any]:
 
     data = load_json(path, what="--hf-config")  # a regular file, size-capped, strict JSON
     if not isinstance(data, dict):
-        raise InputFileError(f"--hf-config {path} holds a JSON {type(data).__name__}, not an object; give a model's config.json")
+        raise InputFileError(
+            f"--hf-config {path} holds a JSON {type(data).__name__}, not an object; give a model's config.json"
+        )
     return data

@@ -194,8 +194,7 @@ def _softmax_axis(s: Setting) -> Iterator[Bug]:
         )
         yield Bug(
             f"softmax-sum-axis-{axis}",
-            f"softmax's sum over the wrong axis (axis={axis}, {axes[axis]}; the max over the "
-            "keys)",
+            f"softmax's sum over the wrong axis (axis={axis}, {axes[axis]}; the max over the keys)",
             "divide by the sum over the keys, the last axis: e / e.sum(axis=-1, keepdims=True)",
             "weights",
             {"weights": wrong_sum},
@@ -209,8 +208,7 @@ def _scaling(s: Setting) -> Iterator[Bug]:
         (right * right, "scaling applied twice", "scaled-twice"),
         (1.0, "scores not scaled", "unscaled"),
         (1 / d, "scores scaled by 1/d instead of 1/√d", "scaled-1/d"),
-        (1 / math.sqrt(cfg.hidden), "scores scaled by 1/√H instead of 1/√d",
-         "scaled-1/sqrt(H)"),
+        (1 / math.sqrt(cfg.hidden), "scores scaled by 1/√H instead of 1/√d", "scaled-1/sqrt(H)"),
         (math.sqrt(d), "scores multiplied by √d instead of divided", "scaled-sqrt(d)"),
     ]
     for factor, name, key in factors:
@@ -267,10 +265,13 @@ def _mask(s: Setting) -> Iterator[Bug]:
 
     cfg = s.config
     if "mask" not in s.ref and cfg.seq == cfg.keys:
-        yield Bug("causal-unexpected", "a causal mask the reference was not asked for",
-                  "pass --causal when the model is causal (a decoder); "
-                  "else drop the mask / is_causal",
-                  "scaled", config={"causal": True})
+        yield Bug(
+            "causal-unexpected",
+            "a causal mask the reference was not asked for",
+            "pass --causal when the model is causal (a decoder); else drop the mask / is_causal",
+            "scaled",
+            config={"causal": True},
+        )
     if "mask" not in s.ref or s.ref["mask"].dtype != "bool":
         return
 
@@ -357,10 +358,14 @@ def _repeat(s: Setting) -> Iterator[Bug]:
 
 #: What each --rope-style pairs, and how to say the other is wrong.
 _PAIRINGS = {
-    "half": ("halves (i, i + d/2)", "rotate dimension i with i + d/2 (rotate_half), as Hugging "
-             "Face Llama does"),
-    "interleaved": ("neighbours (2i, 2i+1)", "rotate dimension 2i with 2i + 1, as Meta's "
-                    "original checkpoints and GPT-J do"),
+    "half": (
+        "halves (i, i + d/2)",
+        "rotate dimension i with i + d/2 (rotate_half), as Hugging Face Llama does",
+    ),
+    "interleaved": (
+        "neighbours (2i, 2i+1)",
+        "rotate dimension 2i with 2i + 1, as Meta's original checkpoints and GPT-J do",
+    ),
 }
 
 
@@ -372,8 +377,7 @@ def _rope(s: Setting) -> Iterator[Bug]:
     wrong_pairs = dataclasses.replace(cfg, rope_style=other)
     yield Bug(
         f"rope-{other}",
-        f"RoPE pairs {_PAIRINGS[other][0]} where the weights expect "
-        f"{_PAIRINGS[cfg.rope_style][0]}",
+        f"RoPE pairs {_PAIRINGS[other][0]} where the weights expect {_PAIRINGS[cfg.rope_style][0]}",
         f"{_PAIRINGS[cfg.rope_style][1]}; or, if your model pairs "
         f"{_PAIRINGS[other][0]}, diff it with --rope-style {other}",
         "q_rot",

@@ -225,8 +225,7 @@ def _linear_params(name: str, called: list[Any]) -> dict[str, np.ndarray | None]
     if len(called) == 2 and w[0].shape[0] == 3 * w[1].shape[0]:  # one packed in-projection
         return {**_unpacked(w[0], b[0], "qkv"), "w_o": w[1], "b_o": b[1]}
     if len(called) == 3 and w[1].shape[0] % 2 == 0:  # q, then k and v packed
-        return {"w_q": w[0], "b_q": b[0], **_unpacked(w[1], b[1], "kv"),
-                "w_o": w[2], "b_o": b[2]}
+        return {"w_q": w[0], "b_q": b[0], **_unpacked(w[1], b[1], "kv"), "w_o": w[2], "b_o": b[2]}
     if len(called) != 4:
         raise ConfigError(
             f"{name}'s forward calls {len(called)} nn.Linear layer(s); diff needs q, k, v, o "

@@ -50,8 +50,24 @@ StepReplacement = Callable[[Mapping[str, "np.ndarray"], Any], Any]
 
 #: The public step names, in order (a contract: JSON, npz files and checks use them).
 STEP_NAMES: tuple[str, ...] = (
-    "x", "q_proj", "k_proj", "v_proj", "q_heads", "k_heads", "v_heads", "q", "k", "v", "k_t",
-    "scores", "scaled", "weights", "context", "context_heads", "merged", "output",
+    "x",
+    "q_proj",
+    "k_proj",
+    "v_proj",
+    "q_heads",
+    "k_heads",
+    "v_heads",
+    "q",
+    "k",
+    "v",
+    "k_t",
+    "scores",
+    "scaled",
+    "weights",
+    "context",
+    "context_heads",
+    "merged",
+    "output",
 )
 
 #: The steps each variant adds (only when it is on), and the step each group follows.
@@ -72,9 +88,15 @@ def step_names(config: AttentionConfig, *, mask: bool = False) -> tuple[str, ...
     >>> step_names(AttentionConfig(batch=2, kv_heads=4, causal=True))[9:17]
     ('v', 'k_rep', 'v_rep', 'k_t', 'scores', 'scaled', 'mask', 'masked')
     """
-    on = {"cross": config.cross, "rope": config.rope, "grouped": config.grouped,
-          "mask": config.masked or mask, "softcap": config.softcap is not None,
-          "qk_norm": config.qk_norm is not None, "relative": config.relative_bias is not None}
+    on = {
+        "cross": config.cross,
+        "rope": config.rope,
+        "grouped": config.grouped,
+        "mask": config.masked or mask,
+        "softcap": config.softcap is not None,
+        "qk_norm": config.qk_norm is not None,
+        "relative": config.relative_bias is not None,
+    }
     names = list(STEP_NAMES)
     # later inserts first keep the indices
     for variant in ("mask", "relative", "softcap", "grouped", "rope", "qk_norm", "cross"):
@@ -137,7 +159,9 @@ def trace_attention(
     """
     name = backend if isinstance(backend, str) else backend.name
     workers = check_threads(threads)
-    shapes = trace_attention(config, "shape", mask=mask) if name != "shape" else None  # sizes and costs, no arrays
+    shapes = (
+        trace_attention(config, "shape", mask=mask) if name != "shape" else None
+    )  # sizes and costs, no arrays
     if shapes is not None and shapes.total_flops < SMALL_WORK_FLOPS:
         single_threaded_blas()  # before numpy is imported: waking BLAS threads costs more than tiny maths
     be = get_backend(backend) if isinstance(backend, str) else backend
@@ -149,27 +173,43 @@ def trace_attention(
     # flash: none
     whole_mask = {"mask": plan.source} if plan and config.algorithm == "eager" else {}
     relative = relative_sources(config) if config.algorithm == "eager" else {}  # flash: per tile
-    seeded = {**random_sources(config), **rope_sources(config), **relative,
-              **whole_mask}
+    seeded = {**random_sources(config), **rope_sources(config), **relative, **whole_mask}
     sources = with_tensors(config, seeded, tensors or {})
     keep = keep_values if be.computes else False
     with warnings.catch_warnings():
         # overflow, invalid: counted per step instead
         warnings.simplefilter("ignore", RuntimeWarning)
-        trace = _record(config, be, sources, plan, keep_values=keep,
-                        remake=remake, hold=check_hold(config, hold),
-                        replace=replace, threads=workers, shapes=shapes)
+        trace = _record(
+            config,
+            be,
+            sources,
+            plan,
+            keep_values=keep,
+            remake=remake,
+            hold=check_hold(config, hold),
+            replace=replace,
+            threads=workers,
+            shapes=shapes,
+        )
     for note in trace.notes:
         if not note.startswith(NONFINITE_NOTE):  # non-finite values are reported by the note alone
             warnings.warn(note, MaskWarning, stacklevel=2)
     return trace
 
 
-def _record(config: AttentionConfig, be: Backend[T], sources: Mapping[str, Source | None],
-            plan: MaskPlan | None, *, keep_values: bool | Collection[str],
-            remake: Collection[str] = (), hold: tuple[int, ...] | None = None,
-            replace: Mapping[str, StepReplacement] | None = None, threads: int = 1,
-            shapes: Trace | None = None) -> Trace:
+def _record(
+    config: AttentionConfig,
+    be: Backend[T],
+    sources: Mapping[str, Source | None],
+    plan: MaskPlan | None,
+    *,
+    keep_values: bool | Collection[str],
+    remake: Collection[str] = (),
+    hold: tuple[int, ...] | None = None,
+    replace: Mapping[str, StepReplacement] | None = None,
+    threads: int = 1,
+    shapes: Trace | None = None,
+) -> Trace:
     """Create the tensors of ``sources`` on ``be`` (a None source is a left-out bias), run the
     algorithm through the cost meter and collect the records (``shapes``: the shape trace of the
     same config, whose totals flash's tiles take)."""
@@ -185,7 +225,13 @@ def _record(config: AttentionConfig, be: Backend[T], sources: Mapping[str, Sourc
     _attend(config, cast("Backend[T]", recorder.meter), recorder, inputs, params, plan)
     keep_params = bool(keep_values)  # True, or a non-empty collection of step names
     parameters = tuple(
-        Param(name, be.shape(t), be.dtype(t), be.to_numpy(t) if keep_params else None, axes=names[name])
+        Param(
+            name,
+            be.shape(t),
+            be.dtype(t),
+            be.to_numpy(t) if keep_params else None,
+            axes=names[name],
+        )
         for name, t in params.items()
     )
     steps = recorder.finish()
@@ -193,8 +239,9 @@ def _record(config: AttentionConfig, be: Backend[T], sources: Mapping[str, Sourc
     return Trace(config, be.name, steps, parameters, notes=notes, peak_bytes=peak_live_bytes(steps))
 
 
-def _recipe(be: Backend[T], make: Callable[[], T],
-            part: Callable[[tuple[int, ...]], T] | None) -> Lazy:
+def _recipe(
+    be: Backend[T], make: Callable[[], T], part: Callable[[tuple[int, ...]], T] | None
+) -> Lazy:
     """The :class:`Lazy` values of a step: ``make()`` (and ``part(index)``) as numpy arrays.
     It holds the backend, never the recorder: a cycle would keep every step alive."""
     one = None if part is None else (lambda at: be.to_numpy(part(at)))
@@ -206,8 +253,9 @@ def _recipe(be: Backend[T], make: Callable[[], T],
 POOL_MIN_SOURCE_NUMEL = 1 << 20
 
 
-def _make_tensors(be: Backend[T], sources: Mapping[str, Source | None],
-                  threads: int) -> dict[str, T]:
+def _make_tensors(
+    be: Backend[T], sources: Mapping[str, Source | None], threads: int
+) -> dict[str, T]:
     """Every source that is not None made into a tensor of ``be``: on ``threads`` threads
     when they are large (the same values: every seeded source draws from its own generator).
 
@@ -225,15 +273,20 @@ def _make_tensors(be: Backend[T], sources: Mapping[str, Source | None],
 
     # each block of rows of a large drawn source is a task of its own: x is drawn on every core
     rows = {name: source.parts.empty() for name, source in todo.items() if source.parts}
-    fills = [functools.partial(block.fill, rows[name][block.start:block.stop])
-             for name, source in todo.items() if source.parts for block in source.parts.blocks]
+    fills = [
+        functools.partial(block.fill, rows[name][block.start : block.stop])
+        for name, source in todo.items()
+        if source.parts
+        for block in source.parts.blocks
+    ]
     whole = [name for name in todo if name not in rows]
     tasks = [*fills, *(functools.partial(be.tensor, todo[name]) for name in whole)]
     results = list(pool(threads).map(_call, tasks))  # in order: the blocks, then the rest
-    made: dict[str, T] = dict(zip(whole, cast("list[T]", results[len(fills):]), strict=True))
+    made: dict[str, T] = dict(zip(whole, cast("list[T]", results[len(fills) :]), strict=True))
     for name, values in rows.items():  # (rows, last axis), every block filled
-        made[name] = be.tensor(replace(todo[name], make=given(values.reshape(todo[name].shape)),
-                                       parts=None))
+        made[name] = be.tensor(
+            replace(todo[name], make=given(values.reshape(todo[name].shape)), parts=None)
+        )
     return {name: made[name] for name in todo}
 
 
@@ -256,9 +309,11 @@ def nonfinite_notes(steps: Sequence[Step]) -> tuple[str, ...]:
     if not bad:
         return ()
     first = bad[0]
-    return (f"{NONFINITE_NOTE} (NaN or inf) first appear at step {first.name!r}: "
-            f"{first.nonfinite:,} of {first.numel * first.repeat:,} values; "
-            f"{len(bad)} step(s) hold some",)
+    return (
+        f"{NONFINITE_NOTE} (NaN or inf) first appear at step {first.name!r}: "
+        f"{first.nonfinite:,} of {first.numel * first.repeat:,} values; "
+        f"{len(bad)} step(s) hold some",
+    )
 
 
 @dataclass(frozen=True)
@@ -275,8 +330,13 @@ class _Layout:
     def of(cls, config: AttentionConfig) -> _Layout:
         batched = config.batch is not None
         sizes = (config.batch,) if config.batch is not None else ()
-        return cls(("B",) if batched else (), sizes, config.labels(), config.rotary_dims,
-                   config.rope_style == "interleaved")
+        return cls(
+            ("B",) if batched else (),
+            sizes,
+            config.labels(),
+            config.rotary_dims,
+            config.rope_style == "interleaved",
+        )
 
     @property
     def n(self) -> int:
@@ -296,8 +356,14 @@ class _Layout:
         return (*self.lead, *axes)
 
 
-def _attend(config: AttentionConfig, be: Backend[T], rec: _Recorder[T], t: Mapping[str, T], p: Mapping[str, T],
-            plan: MaskPlan | None) -> T:
+def _attend(
+    config: AttentionConfig,
+    be: Backend[T],
+    rec: _Recorder[T],
+    t: Mapping[str, T],
+    p: Mapping[str, T],
+    plan: MaskPlan | None,
+) -> T:
     """The algorithm: a straight sequence of stages of backend calls, each call recorded as a
     named step. Shapes are written batched; without --batch the leading B is absent."""
     lay = _Layout.of(config)
@@ -321,42 +387,69 @@ def _attend(config: AttentionConfig, be: Backend[T], rec: _Recorder[T], t: Mappi
         relative = (t["rel_onehot"], p["rel_bias"]) if config.relative_bias is not None else None
         weights = _weigh(config, be, rec, lay, q, k, t.get("mask"), plan, relative)  # (B, h, S, N)
         v_name = "v_rep" if config.grouped else "v"
-        context = rec.step("context", be.matmul(weights, v), f"weights @ {v_name}", lay.ax("h", "S", "d"))  # (B, h, S, d)
+        context = rec.step(
+            "context", be.matmul(weights, v), f"weights @ {v_name}", lay.ax("h", "S", "d")
+        )  # (B, h, S, d)
     return _merge(config, be, rec, lay, context, p)  # (B, S, H)
 
 
-def _project(config: AttentionConfig, be: Backend[T], rec: _Recorder[T], lay: _Layout, t: Mapping[str, T],
-             p: Mapping[str, T]) -> tuple[T, T, T]:
+def _project(
+    config: AttentionConfig,
+    be: Backend[T],
+    rec: _Recorder[T],
+    lay: _Layout,
+    t: Mapping[str, T],
+    p: Mapping[str, T],
+) -> tuple[T, T, T]:
     """x (and x_kv) -> q_proj, k_proj, v_proj -> split into heads -> heads first."""
     lab = lay.lab
     x = rec.step("x", t["x"], "x", lay.ax("S", "H"))  # (B, S, H)
-    kv_in = rec.step("x_kv", t["x_kv"], "x_kv", lay.ax(lab.keys, lab.kv_in)) if config.cross else x  # (B, N, M)
+    kv_in = (
+        rec.step("x_kv", t["x_kv"], "x_kv", lay.ax(lab.keys, lab.kv_in)) if config.cross else x
+    )  # (B, N, M)
     kv_name = "x_kv" if config.cross else "x"
     # per projection: input, its name, sequence label and size, heads label and count, width label
-    spec = {"q": (x, "x", "S", config.seq, "h", config.heads, lab.q_width),
-            "k": (kv_in, kv_name, lab.keys, config.keys, lab.kv_heads, config.groups, lab.kv_width),
-            "v": (kv_in, kv_name, lab.keys, config.keys, lab.kv_heads, config.groups, lab.kv_width)}
+    spec = {
+        "q": (x, "x", "S", config.seq, "h", config.heads, lab.q_width),
+        "k": (kv_in, kv_name, lab.keys, config.keys, lab.kv_heads, config.groups, lab.kv_width),
+        "v": (kv_in, kv_name, lab.keys, config.keys, lab.kv_heads, config.groups, lab.kv_width),
+    }
     proj = {
-        c: rec.step(f"{c}_proj", be.linear(src, p[f"w_{c}"], p.get(f"b_{c}")),
-                    _linear_op(name, c, p), lay.ax(seq, width))
+        c: rec.step(
+            f"{c}_proj",
+            be.linear(src, p[f"w_{c}"], p.get(f"b_{c}")),
+            _linear_op(name, c, p),
+            lay.ax(seq, width),
+        )
         for c, (src, name, seq, _, _, _, width) in spec.items()
     }  # (B, S, h·d), (B, N, g·d), (B, N, g·d)
     if config.qk_norm == "full":  # OLMo 2: RMSNorm over the whole projection, before the heads
         proj["q"], proj["k"] = _qk_norm(config, be, rec, lay, proj["q"], proj["k"], p)
     d = config.head_dim
     split = {
-        c: rec.view(f"{c}_heads", be.reshape(proj[c], (*lay.sizes, n_seq, n_heads, d)),
-                    f"{c}_proj.view({lay.dims}{seq}, {heads}, d)", lay.ax(seq, heads, "d"))
+        c: rec.view(
+            f"{c}_heads",
+            be.reshape(proj[c], (*lay.sizes, n_seq, n_heads, d)),
+            f"{c}_proj.view({lay.dims}{seq}, {heads}, d)",
+            lay.ax(seq, heads, "d"),
+        )
         for c, (_, _, seq, n_seq, heads, n_heads, _) in spec.items()
     }  # (B, S, h, d), (B, N, g, d), (B, N, g, d)
     q, k, v = (
-        rec.view(c, be.transpose(split[c], lay.n, lay.n + 1), f"{c}_heads.transpose({lay.swap})", lay.ax(heads, seq, "d"))
+        rec.view(
+            c,
+            be.transpose(split[c], lay.n, lay.n + 1),
+            f"{c}_heads.transpose({lay.swap})",
+            lay.ax(heads, seq, "d"),
+        )
         for c, (_, _, seq, _, heads, _, _) in spec.items()
     )  # (B, h, S, d), (B, g, N, d), (B, g, N, d)
     return q, k, v
 
 
-def _rotate(be: Backend[T], rec: _Recorder[T], lay: _Layout, t: Mapping[str, T], q: T, k: T) -> tuple[T, T]:
+def _rotate(
+    be: Backend[T], rec: _Recorder[T], lay: _Layout, t: Mapping[str, T], q: T, k: T
+) -> tuple[T, T]:
     """RoPE: the cos/sin tables of the positions, then q and k rotated, dimension i with
     i + d/2 (--rope-style half) or 2i with 2i + 1 (interleaved)."""
     lab = lay.lab
@@ -364,15 +457,24 @@ def _rotate(be: Backend[T], rec: _Recorder[T], lay: _Layout, t: Mapping[str, T],
     sin = rec.step("rope_sin", t["rope_sin"], "sin(pos * base^(-2i/d))", ("S", "d"))  # (S, d)
     if lay.rotary is not None or lay.pairs:  # partial RoPE, or pairs of neighbours
         return _rotate_part(be, rec, lay, q, k, cos, sin)
-    q_rot = rec.step("q_rot", be.add(be.mul(q, cos), be.mul(be.rotate_half(q), sin)),
-                     "q * cos + rotate_half(q) * sin", lay.ax("h", "S", "d"))  # (B, h, S, d)
-    k_rot = rec.step("k_rot", be.add(be.mul(k, cos), be.mul(be.rotate_half(k), sin)),
-                     "k * cos + rotate_half(k) * sin", lay.ax(lab.kv_heads, lab.keys, "d"))  # (B, g, S, d)
+    q_rot = rec.step(
+        "q_rot",
+        be.add(be.mul(q, cos), be.mul(be.rotate_half(q), sin)),
+        "q * cos + rotate_half(q) * sin",
+        lay.ax("h", "S", "d"),
+    )  # (B, h, S, d)
+    k_rot = rec.step(
+        "k_rot",
+        be.add(be.mul(k, cos), be.mul(be.rotate_half(k), sin)),
+        "k * cos + rotate_half(k) * sin",
+        lay.ax(lab.kv_heads, lab.keys, "d"),
+    )  # (B, g, S, d)
     return q_rot, k_rot
 
 
-def _rotate_part(be: Backend[T], rec: _Recorder[T], lay: _Layout, q: T, k: T, cos: T,
-                 sin: T) -> tuple[T, T]:
+def _rotate_part(
+    be: Backend[T], rec: _Recorder[T], lay: _Layout, q: T, k: T, cos: T, sin: T
+) -> tuple[T, T]:
     """Partial RoPE (--rotary-dims R): cos is 1 and sin 0 beyond R, so those dims pass; with
     --rope-style interleaved the pairs are neighbours (2i, 2i + 1) (rotate_pairs)."""
     r = lay.rotary or be.shape(q)[-1]
@@ -382,36 +484,67 @@ def _rotate_part(be: Backend[T], rec: _Recorder[T], lay: _Layout, q: T, k: T, co
     q_rot = be.add(be.mul(q, cos), be.mul(turn(q, r), sin))  # (B, h, S, d)
     q_rot = rec.step("q_rot", q_rot, f"q * cos + {name}(q{part}) * sin", lay.ax("h", "S", "d"))
     k_rot = be.add(be.mul(k, cos), be.mul(turn(k, r), sin))  # (B, g, S, d)
-    k_rot = rec.step("k_rot", k_rot, f"k * cos + {name}(k{part}) * sin",
-                     lay.ax(lay.lab.kv_heads, lay.lab.keys, "d"))
+    k_rot = rec.step(
+        "k_rot",
+        k_rot,
+        f"k * cos + {name}(k{part}) * sin",
+        lay.ax(lay.lab.kv_heads, lay.lab.keys, "d"),
+    )
     return q_rot, k_rot
 
 
-def _repeat_kv(config: AttentionConfig, be: Backend[T], rec: _Recorder[T], lay: _Layout, k: T, v: T) -> tuple[T, T]:
+def _repeat_kv(
+    config: AttentionConfig, be: Backend[T], rec: _Recorder[T], lay: _Layout, k: T, v: T
+) -> tuple[T, T]:
     """GQA/MQA: each of the g key/value heads serves h / g consecutive query heads."""
     r, src = config.heads // config.groups, "k_rot" if config.rope else "k"
-    k_rep = rec.step("k_rep", be.repeat_interleave(k, r, lay.n), f"{src}.repeat_interleave({r}, dim={lay.n})",
-                     lay.ax("h", lay.lab.keys, "d"))  # (B, h, N, d)
-    v_rep = rec.step("v_rep", be.repeat_interleave(v, r, lay.n), f"v.repeat_interleave({r}, dim={lay.n})",
-                     lay.ax("h", lay.lab.keys, "d"))  # (B, h, N, d)
+    k_rep = rec.step(
+        "k_rep",
+        be.repeat_interleave(k, r, lay.n),
+        f"{src}.repeat_interleave({r}, dim={lay.n})",
+        lay.ax("h", lay.lab.keys, "d"),
+    )  # (B, h, N, d)
+    v_rep = rec.step(
+        "v_rep",
+        be.repeat_interleave(v, r, lay.n),
+        f"v.repeat_interleave({r}, dim={lay.n})",
+        lay.ax("h", lay.lab.keys, "d"),
+    )  # (B, h, N, d)
     return k_rep, v_rep
 
 
-def _weigh(config: AttentionConfig, be: Backend[T], rec: _Recorder[T], lay: _Layout, q: T, k: T,
-           mask: T | None, plan: MaskPlan | None, relative: tuple[T, T] | None = None) -> T:
+def _weigh(
+    config: AttentionConfig,
+    be: Backend[T],
+    rec: _Recorder[T],
+    lay: _Layout,
+    q: T,
+    k: T,
+    mask: T | None,
+    plan: MaskPlan | None,
+    relative: tuple[T, T] | None = None,
+) -> T:
     """k_t -> scores -> scaled -> (mask, masked) -> softmax weights."""
     N, d = lay.lab.keys, config.head_dim
     q_name = "q_rot" if config.rope else "q"
     k_name = "k_rep" if config.grouped else "k_rot" if config.rope else "k"
     hSN = lay.ax("h", "S", N)
-    k_t = rec.view("k_t", be.transpose(k, -2, -1), f"{k_name}.transpose(-2, -1)", lay.ax("h", "d", N))  # (B, h, d, N)
+    k_t = rec.view(
+        "k_t", be.transpose(k, -2, -1), f"{k_name}.transpose(-2, -1)", lay.ax("h", "d", N)
+    )  # (B, h, d, N)
     factor = config.score_scale
-    scale_op = f"scores / sqrt({d})" if config.scale is None else f"scores * {config.scale:g}" + (" (unscaled)" if config.scale == 1 else "")
+    scale_op = (
+        f"scores / sqrt({d})"
+        if config.scale is None
+        else f"scores * {config.scale:g}" + (" (unscaled)" if config.scale == 1 else "")
+    )
     fast = mask is None and not (rec.keeps("scores") or rec.keeps("scaled"))
     if fast:  # nobody sees the unscaled scores: fold the scale into q (S·d multiplies, not S·N)
         q_scaled = be.scale(q, factor)  # (B, h, S, d)
         rec.meter.discard()  # charged below, as the traced algorithm does it
-        scores = rec.step("scores", be.matmul(q_scaled, k_t), f"{q_name} @ k_t", hSN, contract="d")  # (B, h, S, N)
+        scores = rec.step(
+            "scores", be.matmul(q_scaled, k_t), f"{q_name} @ k_t", hSN, contract="d"
+        )  # (B, h, S, N)
         rec.meter.charge("scale", scores, out=scores)
         scaled = rec.step("scaled", scores, scale_op, hSN)  # (B, h, S, N), already scaled
     else:
@@ -430,8 +563,17 @@ def _weigh(config: AttentionConfig, be: Backend[T], rec: _Recorder[T], lay: _Lay
     return rec.step("weights", softmax(scaled), f"softmax({last}, dim=-1)", hSN)  # (B, h, S, N)
 
 
-def _attend_rows(config: AttentionConfig, be: Backend[T], rec: _Recorder[T], lay: _Layout,
-                 q: T, k: T, v: T, mask: T | None, plan: MaskPlan | None) -> T:
+def _attend_rows(
+    config: AttentionConfig,
+    be: Backend[T],
+    rec: _Recorder[T],
+    lay: _Layout,
+    q: T,
+    k: T,
+    v: T,
+    mask: T | None,
+    plan: MaskPlan | None,
+) -> T:
     """k_t -> scores -> scaled -> (capped) -> (mask, masked) -> weights -> context, made block
     of query rows by block of query rows (:mod:`attntrace.engine.eager`), then each step recorded
     with the cost of the whole operation it stands for."""
@@ -439,11 +581,22 @@ def _attend_rows(config: AttentionConfig, be: Backend[T], rec: _Recorder[T], lay
     q_name = "q_rot" if config.rope else "q"
     k_name = "k_rep" if config.grouped else "k_rot" if config.rope else "k"
     # (B, h, d, N)
-    k_t = rec.view("k_t", be.transpose(k, -2, -1), f"{k_name}.transpose(-2, -1)",
-                   lay.ax("h", "d", N))
-    rows = Rows(raw, q, k_t, v, config.score_scale, config.softcap, mask if plan else None,
-                plan is not None and plan.additive, rec.threads, causal=config.causal,
-                window=config.window)
+    k_t = rec.view(
+        "k_t", be.transpose(k, -2, -1), f"{k_name}.transpose(-2, -1)", lay.ax("h", "d", N)
+    )
+    rows = Rows(
+        raw,
+        q,
+        k_t,
+        v,
+        config.score_scale,
+        config.softcap,
+        mask if plan else None,
+        plan is not None and plan.additive,
+        rec.threads,
+        causal=config.causal,
+        window=config.window,
+    )
     rows = bounded(rows) if raw.computes else rows
     # (B, h, S, d) by the library's own kernel, or None
     fused = _fused_context(rows, q, k, v, causal=plan is not None and plan.op == "causal")
@@ -454,25 +607,33 @@ def _attend_rows(config: AttentionConfig, be: Backend[T], rec: _Recorder[T], lay
     weights = raw.empty(rows.shape, rows.dtype) if kept else raw.stand_in(rows.shape, rows.dtype)
     S, h, d = config.seq, config.heads, config.head_dim
     # (B, h, S, d), a view of (B, S, h, d): merging the heads afterwards copies nothing
-    context = fused if fused is not None else \
-        raw.transpose(raw.empty((*lay.sizes, S, h, d), rows.dtype), lay.n, lay.n + 1)
+    context = (
+        fused
+        if fused is not None
+        else raw.transpose(raw.empty((*lay.sizes, S, h, d), rows.dtype), lay.n, lay.n + 1)
+    )
     held = _held(rec, rows) if not kept and fused is None else {}  # {at: (S, N)} or {}
-    found = _run_rows(rec, rows, weights if kept else None, context, held) if fused is None \
-        else {}
+    found = _run_rows(rec, rows, weights if kept else None, context, held) if fused is None else {}
     hSN = lay.ax("h", "S", N)
     cap = config.softcap
-    ops = {"scores": f"{q_name} @ k_t",
-           "capped": f"{cap:g} * tanh(scaled / {cap:g})" if cap else "",
-           "scaled": f"scores / sqrt({d})" if config.scale is None else
-           f"scores * {config.scale:g}" + (" (unscaled)" if config.scale == 1 else "")}
+    ops = {
+        "scores": f"{q_name} @ k_t",
+        "capped": f"{cap:g} * tanh(scaled / {cap:g})" if cap else "",
+        "scaled": f"scores / sqrt({d})"
+        if config.scale is None
+        else f"scores * {config.scale:g}" + (" (unscaled)" if config.scale == 1 else ""),
+    }
     # (B, h, S, N)
     last = rec.made("scores", rows, ops["scores"], hSN, [("matmul", (q, k_t))], found)
     for name in rows.chain[1:]:
         if name == "masked" and mask is not None and plan is not None:
             # (B, 1, S, N), or any shape broadcasting to the scores
             mask = _record_mask(config, be, rec, lay, mask, plan)
-            charge, op = (("add", (last, mask)), "scaled + mask") if plan.additive else \
-                (("where", (mask, last)), "where(mask, scaled, -inf)")
+            charge, op = (
+                (("add", (last, mask)), "scaled + mask")
+                if plan.additive
+                else (("where", (mask, last)), "where(mask, scaled, -inf)")
+            )
             last = rec.made("masked", rows, op, hSN, [charge], found)  # (B, h, S, N)
         elif name == "capped":
             charges = [("scale", (last,)), ("tanh", ()), ("scale", ())]
@@ -491,16 +652,25 @@ def _attend_rows(config: AttentionConfig, be: Backend[T], rec: _Recorder[T], lay
     proven = rows.finite and "context" not in rec.replace  # by the bounds (eager.bounded)
     if proven:  # nothing to count, here or in merged (the same values)
         rec.proven_finite.add("context")
-    return rec.step("context", context, f"weights @ {v_name}", lay.ax("h", "S", "d"),
-                    nonfinite=0 if proven else None)
+    return rec.step(
+        "context",
+        context,
+        f"weights @ {v_name}",
+        lay.ax("h", "S", "d"),
+        nonfinite=0 if proven else None,
+    )
 
 
 def _held(rec: _Recorder[T], rows: Rows[T]) -> dict[tuple[int, ...], T]:
     """An (S, N) buffer for the weights of the lead index ``hold`` when they are remade (not
     kept whole) on a computing backend: the blocks of that head write their weights there, so
     a view of that head reads them without making them again."""
-    if rec.hold is None or "weights" not in rec.remake or not rec.keeps("weights") \
-            or not rows.be.computes:
+    if (
+        rec.hold is None
+        or "weights" not in rec.remake
+        or not rec.keeps("weights")
+        or not rows.be.computes
+    ):
         return {}
     return {rec.hold: rows.be.empty(rows.shape[-2:], rows.dtype)}  # (S, N)
 
@@ -527,7 +697,8 @@ def check_hold(config: AttentionConfig, hold: tuple[int, ...] | None) -> tuple[i
         want = f"give (batch item, head) with batch item in 0..{config.batch - 1} and {heads}"
     index = tuple(hold)
     if len(index) != len(lead) or not all(
-            isinstance(i, int) and 0 <= i < n for i, n in zip(index, lead, strict=True)):
+        isinstance(i, int) and 0 <= i < n for i, n in zip(index, lead, strict=True)
+    ):
         raise ConfigError(f"hold={hold!r} is not a head of these sizes; {want}")
     return index
 
@@ -544,8 +715,13 @@ def _fused_context(rows: Rows[T], q: T, k: T, v: T, causal: bool = False) -> T |
     return be.fused_attention(q, k, v, rows.factor, rows.mask, rows.additive, causal)
 
 
-def _run_rows(rec: _Recorder[T], rows: Rows[T], weights: T | None, context: T,
-              held: Mapping[tuple[int, ...], T]) -> dict[str, int]:
+def _run_rows(
+    rec: _Recorder[T],
+    rows: Rows[T],
+    weights: T | None,
+    context: T,
+    held: Mapping[tuple[int, ...], T],
+) -> dict[str, int]:
     """Compute the blocks (on a computing backend); the non-finite values of each step of the
     chain: none when bounds on q, k, v prove every value finite, else counted block by block.
     ``held``: (S, N) buffers for the weights of some lead indices (see :func:`_held`)."""
@@ -556,8 +732,15 @@ def _run_rows(rec: _Recorder[T], rows: Rows[T], weights: T | None, context: T,
     return tally.found if tally is not None else {}
 
 
-def _qk_norm(config: AttentionConfig, be: Backend[T], rec: _Recorder[T], lay: _Layout, q: T, k: T,
-             p: Mapping[str, T]) -> tuple[T, T]:
+def _qk_norm(
+    config: AttentionConfig,
+    be: Backend[T],
+    rec: _Recorder[T],
+    lay: _Layout,
+    q: T,
+    k: T,
+    p: Mapping[str, T],
+) -> tuple[T, T]:
     """RMSNorm of q and k with their weights n_q, n_k: per head over d, or over the width."""
     eps = config.qk_norm_eps if config.qk_norm_eps is not None else 1e-6
     lab = lay.lab
@@ -573,8 +756,9 @@ def _qk_norm(config: AttentionConfig, be: Backend[T], rec: _Recorder[T], lay: _L
     return q_n, k_n
 
 
-def _relative(be: Backend[T], rec: _Recorder[T], lay: _Layout, scaled: T, last: str, onehot: T,
-              table: T) -> T:
+def _relative(
+    be: Backend[T], rec: _Recorder[T], lay: _Layout, scaled: T, last: str, onehot: T, table: T
+) -> T:
     """T5: the bias of each (query, key) bucket and head, added to the scores."""
     N = lay.lab.keys
     picked = be.matmul(onehot, table)  # (S, N, buckets) @ (buckets, h) -> (S, N, h)
@@ -591,22 +775,45 @@ def _softcap(cap: float, be: Backend[T], rec: _Recorder[T], lay: _Layout, scaled
     return rec.step("capped", capped, op, lay.ax("h", "S", lay.lab.keys))
 
 
-def _apply_mask(config: AttentionConfig, be: Backend[T], rec: _Recorder[T], lay: _Layout, scaled: T, mask: T,
-                plan: MaskPlan) -> T:
+def _apply_mask(
+    config: AttentionConfig,
+    be: Backend[T],
+    rec: _Recorder[T],
+    lay: _Layout,
+    scaled: T,
+    mask: T,
+    plan: MaskPlan,
+) -> T:
     """The combined mask, then the scores it leaves (-inf where a key is masked)."""
-    mask = _record_mask(config, be, rec, lay, mask, plan)  # (B, 1, S, N), or any shape broadcasting to the scores
+    mask = _record_mask(
+        config, be, rec, lay, mask, plan
+    )  # (B, 1, S, N), or any shape broadcasting to the scores
     if plan.additive:
-        masked = rec.step("masked", be.add(scaled, mask), "scaled + mask", lay.ax("h", "S", lay.lab.keys))  # (B, h, S, N)
+        masked = rec.step(
+            "masked", be.add(scaled, mask), "scaled + mask", lay.ax("h", "S", lay.lab.keys)
+        )  # (B, h, S, N)
     else:
-        masked = rec.step("masked", be.where(mask, scaled, -math.inf), "where(mask, scaled, -inf)",
-                          lay.ax("h", "S", lay.lab.keys))  # (B, h, S, N)
+        masked = rec.step(
+            "masked",
+            be.where(mask, scaled, -math.inf),
+            "where(mask, scaled, -inf)",
+            lay.ax("h", "S", lay.lab.keys),
+        )  # (B, h, S, N)
     return masked
 
 
-def _record_mask(config: AttentionConfig, be: Backend[T], rec: _Recorder[T], lay: _Layout, mask: T,
-                 plan: MaskPlan) -> T:
+def _record_mask(
+    config: AttentionConfig,
+    be: Backend[T],
+    rec: _Recorder[T],
+    lay: _Layout,
+    mask: T,
+    plan: MaskPlan,
+) -> T:
     """The ``mask`` step, with a note when it leaves query rows without any key."""
-    mask = rec.step("mask", mask, plan.op, plan.axes)  # (B, 1, S, N), or any shape broadcasting to the scores
+    mask = rec.step(
+        "mask", mask, plan.op, plan.axes
+    )  # (B, 1, S, N), or any shape broadcasting to the scores
     values = be.to_numpy(mask)
     scores = (*lay.sizes, config.heads, config.seq, config.keys)  # (B, h, S, N)
     if values is not None and (dead := dead_rows(values, plan.additive, scores)):
@@ -618,8 +825,9 @@ def _declare_mask(config: AttentionConfig, rec: _Recorder[T], lay: _Layout, plan
     """Flash's ``mask`` step: the rules, made into the whole mask only if its value is read;
     counts the query rows it leaves without any key, block by block."""
     whole = plan.source
-    rec.declare("mask", whole.shape, whole.dtype, f"{plan.op} (made tile by tile)", plan.axes,
-                whole.make)
+    rec.declare(
+        "mask", whole.shape, whole.dtype, f"{plan.op} (made tile by tile)", plan.axes, whole.make
+    )
     if rec.be.computes:
         scores = (*lay.sizes, config.heads, config.seq, config.keys)  # (B, h, S, N)
         if dead := dead_rows_by_block(plan, scores, config.blocks[0]):
@@ -627,22 +835,44 @@ def _declare_mask(config: AttentionConfig, rec: _Recorder[T], lay: _Layout, plan
 
 
 def _dead_note(dead: int) -> str:
-    return (f"{dead} query row(s) attend to no key (every key masked): their weights and context "
-            "are zeros, as in torch's scaled_dot_product_attention, not NaN")
+    return (
+        f"{dead} query row(s) attend to no key (every key masked): their weights and context "
+        "are zeros, as in torch's scaled_dot_product_attention, not NaN"
+    )
 
 
-def _merge(config: AttentionConfig, be: Backend[T], rec: _Recorder[T], lay: _Layout, context: T,
-           p: Mapping[str, T]) -> T:
+def _merge(
+    config: AttentionConfig,
+    be: Backend[T],
+    rec: _Recorder[T],
+    lay: _Layout,
+    context: T,
+    p: Mapping[str, T],
+) -> T:
     """context -> sequence first -> merged heads -> output linear layer."""
     width = lay.lab.q_width
-    heads_last = rec.view("context_heads", be.transpose(context, lay.n, lay.n + 1), f"context.transpose({lay.swap})",
-                          lay.ax("S", "h", "d"))  # (B, S, h, d)
+    heads_last = rec.view(
+        "context_heads",
+        be.transpose(context, lay.n, lay.n + 1),
+        f"context.transpose({lay.swap})",
+        lay.ax("S", "h", "d"),
+    )  # (B, S, h, d)
     proven = 0 if "context" in rec.proven_finite else None  # the values of context, reshaped
     # (B, S, h·d)
     flat = be.reshape(heads_last, (*lay.sizes, config.seq, config.heads * config.head_dim))
-    merged = rec.step("merged", flat, f"context_heads.reshape({lay.dims}S, {width})",
-                      lay.ax("S", width), nonfinite=proven)
-    return rec.step("output", be.linear(merged, p["w_o"], p.get("b_o")), _linear_op("merged", "o", p), lay.ax("S", "H"))  # (B, S, H)
+    merged = rec.step(
+        "merged",
+        flat,
+        f"context_heads.reshape({lay.dims}S, {width})",
+        lay.ax("S", width),
+        nonfinite=proven,
+    )
+    return rec.step(
+        "output",
+        be.linear(merged, p["w_o"], p.get("b_o")),
+        _linear_op("merged", "o", p),
+        lay.ax("S", "H"),
+    )  # (B, S, H)
 
 
 def _linear_op(x: str, c: str, p: Mapping[str, object]) -> str:
@@ -657,10 +887,17 @@ class _Recorder(Generic[T]):
     FLOPs are the charges since the previous step. Steps recorded again under the same name
     (the tiles of flash) add their FLOPs and count as repeats of the first record."""
 
-    def __init__(self, be: Backend[T], config: AttentionConfig, keep_values: bool | Collection[str],
-                 replace: Mapping[str, StepReplacement] | None = None, threads: int = 1,
-                 shapes: Trace | None = None, remake: Collection[str] = (),
-                 hold: tuple[int, ...] | None = None) -> None:
+    def __init__(
+        self,
+        be: Backend[T],
+        config: AttentionConfig,
+        keep_values: bool | Collection[str],
+        replace: Mapping[str, StepReplacement] | None = None,
+        threads: int = 1,
+        shapes: Trace | None = None,
+        remake: Collection[str] = (),
+        hold: tuple[int, ...] | None = None,
+    ) -> None:
         self.be, self.keep_values, self.replace = be, keep_values, replace or {}
         self.remake = frozenset(remake)  # kept as recipes made on first read, not held
         self.hold = hold  # the lead index whose part of the remade weights is held
@@ -669,7 +906,9 @@ class _Recorder(Generic[T]):
         self._lock = threading.Lock()
         self.meter: CostMeter[T] = CostMeter(be)
         self.registry = Registry()
-        self.lead: tuple[str, ...] = ("B",) if config.batched else ()  # the batch axis, for flash's tile axes
+        self.lead: tuple[str, ...] = (
+            ("B",) if config.batched else ()
+        )  # the batch axis, for flash's tile axes
         self.steps: list[Step] = []
         self.notes: list[str] = []  # warnings about the values, e.g. fully masked query rows
         self._repeats: dict[str, list[int]] = {}  # name -> [extra flops, extra repeats]
@@ -681,10 +920,20 @@ class _Recorder(Generic[T]):
         keep = self.keep_values
         return keep if isinstance(keep, bool) else name in keep
 
-    def step(self, name: str, value: T, op: str, axes: tuple[str, ...], *, view: bool = False,
-             contract: str | None = None, times: int = 1,
-             again: Callable[[], T] | None = None, nonfinite: int | None = None,
-             part: Callable[[tuple[int, ...]], T] | None = None) -> T:
+    def step(
+        self,
+        name: str,
+        value: T,
+        op: str,
+        axes: tuple[str, ...],
+        *,
+        view: bool = False,
+        contract: str | None = None,
+        times: int = 1,
+        again: Callable[[], T] | None = None,
+        nonfinite: int | None = None,
+        part: Callable[[tuple[int, ...]], T] | None = None,
+    ) -> T:
         """Record ``value`` as step ``name``; ``contract`` names a contracted axis the recorder
         cannot see (an input that is no step); ``times`` counts identical repeats; ``again``
         makes the same values anew (on the plain backend), kept instead of ``value`` when the
@@ -701,14 +950,35 @@ class _Recorder(Generic[T]):
         assert len(shape) == len(axes), f"{name}: {shape} vs {axes}"  # a bug, not user input
         charges, inputs = self.meter.take()
         flops, terms = resolve(charges, shape, axes, self.registry, contract)
-        names = tuple(dict.fromkeys(found[0] for found in map(self.registry.lookup, inputs) if found))
+        names = tuple(
+            dict.fromkeys(found[0] for found in map(self.registry.lookup, inputs) if found)
+        )
         be = self.be  # the recipe must not hold the recorder: a cycle would keep every step alive
-        stored = None if not self.keeps(name) else be.to_numpy(value) if again is None else \
-            cast("np.ndarray", _recipe(be, again, part))  # made on first read
+        stored = (
+            None
+            if not self.keeps(name)
+            else be.to_numpy(value)
+            if again is None
+            else cast("np.ndarray", _recipe(be, again, part))
+        )  # made on first read
         bad = (self._nonfinite(name, value, view) if nonfinite is None else nonfinite) * times
-        self.steps.append(Step(name, shape, self.be.dtype(value), stored, index=len(self.steps),
-                               op=op, axes=axes, view=view, flops=flops * times, terms=terms,
-                               inputs=names, repeat=times, nonfinite=bad))
+        self.steps.append(
+            Step(
+                name,
+                shape,
+                self.be.dtype(value),
+                stored,
+                index=len(self.steps),
+                op=op,
+                axes=axes,
+                view=view,
+                flops=flops * times,
+                terms=terms,
+                inputs=names,
+                repeat=times,
+                nonfinite=bad,
+            )
+        )
         self._repeats[name] = [0, 0, 0]
         self.registry.add(value, name, axes)
         return value
@@ -725,9 +995,16 @@ class _Recorder(Generic[T]):
         self.registry.add(value, name, axes)
         return value
 
-    def made(self, name: str, rows: Rows[T], op: str, axes: tuple[str, ...],
-             charges: Sequence[tuple[str, tuple[T, ...]]], found: Mapping[str, int],
-             held: Mapping[tuple[int, ...], T] | None = None) -> T:
+    def made(
+        self,
+        name: str,
+        rows: Rows[T],
+        op: str,
+        axes: tuple[str, ...],
+        charges: Sequence[tuple[str, tuple[T, ...]]],
+        found: Mapping[str, int],
+        held: Mapping[tuple[int, ...], T] | None = None,
+    ) -> T:
         """Record step ``name`` of the blocked chain (:mod:`attntrace.engine.eager`): a stand-in of
         no memory, charged as the backend operations ``charges`` on whole tensors would be,
         its values (when kept) made again by the same blocks on first read; the (S, N) parts
@@ -741,8 +1018,9 @@ class _Recorder(Generic[T]):
         def part(at: tuple[int, ...]) -> T:
             return parts[at] if at in parts else rows.make(name, at)
 
-        return self.step(name, value, op, axes, again=again, nonfinite=found.get(name, 0),
-                         part=part)
+        return self.step(
+            name, value, op, axes, again=again, nonfinite=found.get(name, 0), part=part
+        )
 
     def nonfinite(self, name: str, value: T) -> int:
         """NaN and ±inf in ``value`` by the rule of step ``name`` (see :meth:`_nonfinite`)."""
@@ -769,13 +1047,21 @@ class _Recorder(Generic[T]):
             return int(np.count_nonzero(np.isnan(array) | np.isposinf(array)))
         return int(array.size - np.count_nonzero(np.isfinite(array)))
 
-    def declare(self, name: str, shape: tuple[int, ...], dtype: str, op: str, axes: tuple[str, ...],
-                make: Callable[[], np.ndarray]) -> None:
+    def declare(
+        self,
+        name: str,
+        shape: tuple[int, ...],
+        dtype: str,
+        op: str,
+        axes: tuple[str, ...],
+        make: Callable[[], np.ndarray],
+    ) -> None:
         """Record step ``name`` that no buffer holds (a view of nothing: no memory); its values,
         when kept, are ``make()`` on first read."""
         value = cast("np.ndarray", Lazy(make)) if self.keeps(name) else None
-        self.steps.append(Step(name, shape, dtype, value, index=len(self.steps), op=op, axes=axes,
-                               view=True))
+        self.steps.append(
+            Step(name, shape, dtype, value, index=len(self.steps), op=op, axes=axes, view=True)
+        )
         self._repeats[name] = [0, 0, 0]
 
     def view(self, name: str, value: T, op: str, axes: tuple[str, ...], *, times: int = 1) -> T:
@@ -792,8 +1078,11 @@ class _Recorder(Generic[T]):
         first = {s.name: s for s in self.steps}
         for name in names:
             total = self.shapes[name]
-            self._repeats[name] = [total.flops - first[name].flops,
-                                   total.repeat - first[name].repeat, nonfinite.get(name, 0)]
+            self._repeats[name] = [
+                total.flops - first[name].flops,
+                total.repeat - first[name].repeat,
+                nonfinite.get(name, 0),
+            ]
 
     def refresh(self, name: str, value: T) -> None:
         """Take the values of step ``name`` from ``value`` at the end (a buffer filled later)."""
@@ -802,18 +1091,30 @@ class _Recorder(Generic[T]):
 
     def finish(self) -> tuple[Step, ...]:
         """The recorded steps, repeats and late values added in."""
-        steps = [replace(s, value=self.be.to_numpy(self._late[s.name])) if s.name in self._late else s for s in self.steps]
+        steps = [
+            replace(s, value=self.be.to_numpy(self._late[s.name])) if s.name in self._late else s
+            for s in self.steps
+        ]
         return tuple(
-            replace(s, flops=s.flops + self._repeats[s.name][0],
-                    repeat=s.repeat + self._repeats[s.name][1],
-                    nonfinite=s.nonfinite + self._repeats[s.name][2])
-            if any(self._repeats[s.name]) else s
+            replace(
+                s,
+                flops=s.flops + self._repeats[s.name][0],
+                repeat=s.repeat + self._repeats[s.name][1],
+                nonfinite=s.nonfinite + self._repeats[s.name][2],
+            )
+            if any(self._repeats[s.name])
+            else s
             for s in steps
         )
 
 
-def estimate_bytes(config: AttentionConfig, keep_values: bool = True, shapes: Trace | None = None, *,
-                   mask: np.ndarray | None = None) -> tuple[int, Step]:
+def estimate_bytes(
+    config: AttentionConfig,
+    keep_values: bool = True,
+    shapes: Trace | None = None,
+    *,
+    mask: np.ndarray | None = None,
+) -> tuple[int, Step]:
     """Bytes a compute backend needs for ``config`` and the largest step, from shapes alone.
 
     With ``keep_values`` every step that is not a view stays alive; otherwise the trace's peak
@@ -844,10 +1145,13 @@ def _check_tiles(config: AttentionConfig, shapes: Trace) -> None:
             f"--algorithm flash with tiles of {' x '.join(map(str, config.blocks))} visits "
             f"{tiles:,} tiles, "
             f"more than {MAX_TILES:,} computed one by one; raise --block-size or trace shapes only "
-            "with --backend shape")
+            "with --backend shape"
+        )
 
 
-def _check_memory(config: AttentionConfig, max_memory: int | None, keep_values: bool, shapes: Trace) -> None:
+def _check_memory(
+    config: AttentionConfig, max_memory: int | None, keep_values: bool, shapes: Trace
+) -> None:
     needed, largest = estimate_bytes(config, keep_values, shapes)
     where = f"{largest.name} {largest.shape} alone is {format_bytes(largest.nbytes)}"
     advice = "lower --seq/--hidden/--batch, or trace shapes only with --backend shape"

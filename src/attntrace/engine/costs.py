@@ -40,16 +40,43 @@ Terms = tuple[tuple[int, str], ...]
 SOFTMAX_FLOPS_PER_ELEMENT = 5
 
 #: Backend attributes that are not operations (never charged).
-_NOT_OPS = frozenset({"tensor", "shape", "dtype", "to_numpy", "check_dtype", "name", "dtypes",
-                      "computes", "one_thread_each"})
+_NOT_OPS = frozenset(
+    {
+        "tensor",
+        "shape",
+        "dtype",
+        "to_numpy",
+        "check_dtype",
+        "name",
+        "dtypes",
+        "computes",
+        "one_thread_each",
+    }
+)
 #: Operations that move or allocate memory without arithmetic.
-_FREE_OPS = frozenset({"reshape", "transpose", "narrow", "full", "write", "contiguous",
-                       "repeat_interleave", "rotate_half",
-                       "rotate_part", "rotate_pairs"})  # copies, and a sign flip counted as a copy
+_FREE_OPS = frozenset(
+    {
+        "reshape",
+        "transpose",
+        "narrow",
+        "full",
+        "write",
+        "contiguous",
+        "repeat_interleave",
+        "rotate_half",
+        "rotate_part",
+        "rotate_pairs",
+    }
+)  # copies, and a sign flip counted as a copy
 #: Elementwise operations and their FLOPs per output element.
-_PER_ELEMENT = {"scale": 1, "exp": 1, "binary": 1, "rms_norm": 4,
-                "softmax": SOFTMAX_FLOPS_PER_ELEMENT,
-                "softmax_": SOFTMAX_FLOPS_PER_ELEMENT}
+_PER_ELEMENT = {
+    "scale": 1,
+    "exp": 1,
+    "binary": 1,
+    "rms_norm": 4,
+    "softmax": SOFTMAX_FLOPS_PER_ELEMENT,
+    "softmax_": SOFTMAX_FLOPS_PER_ELEMENT,
+}
 
 
 @dataclass(frozen=True)
@@ -232,8 +259,13 @@ class _Strong:
         return self.value
 
 
-def resolve(charges: Iterable[Charge], shape: Shape, axes: tuple[str, ...], registry: Registry,
-            contract: str | None = None) -> tuple[int, Terms]:
+def resolve(
+    charges: Iterable[Charge],
+    shape: Shape,
+    axes: tuple[str, ...],
+    registry: Registry,
+    contract: str | None = None,
+) -> tuple[int, Terms]:
     """FLOPs and formula terms of ``charges`` for a step of ``shape`` with ``axes``.
 
     Letters come from the step's axes when a charge has the step's shape (else the sizes are
@@ -280,7 +312,9 @@ def peak_live_bytes(steps: Sequence[Step]) -> int:
     owner: dict[str, str] = {}
     last: dict[str, int] = {}
     for i, step in enumerate(steps):
-        owner[step.name] = owner.get(step.inputs[0], step.inputs[0]) if step.view and step.inputs else step.name
+        owner[step.name] = (
+            owner.get(step.inputs[0], step.inputs[0]) if step.view and step.inputs else step.name
+        )
         for name in step.inputs:
             if name in owner:
                 last[owner[name]] = i
@@ -289,9 +323,11 @@ def peak_live_bytes(steps: Sequence[Step]) -> int:
     born = {step.name: i for i, step in enumerate(steps) if owner[step.name] == step.name}
     # a view of nothing (flash's mask, made tile by tile) holds no memory
     size = {step.name: 0 if step.view else step.nbytes for step in steps if step.name in born}
-    return max(
-        sum(size[n] for n, b in born.items() if b <= i <= last[n]) for i in range(len(steps))
-    ) if steps else 0
+    return (
+        max(sum(size[n] for n, b in born.items() if b <= i <= last[n]) for i in range(len(steps)))
+        if steps
+        else 0
+    )
 
 
 #: Parameters one layer holds for every layer: T5's relative bias table lives in block 0 only.
@@ -317,10 +353,16 @@ class ModelFigures:
         >>> ModelFigures(2, 1, 4, "float32", 10, 64, 7).to_dict()["macs"]
         3.5
         """
-        return {"layers": self.layers, "batch": self.batch, "keys": self.keys,
-                "dtype": self.dtype, "params": self.params,
-                "kv_cache_bytes": self.kv_cache_bytes, "flops": self.flops,
-                "macs": exact_count(self.flops, "macs")}
+        return {
+            "layers": self.layers,
+            "batch": self.batch,
+            "keys": self.keys,
+            "dtype": self.dtype,
+            "params": self.params,
+            "kv_cache_bytes": self.kv_cache_bytes,
+            "flops": self.flops,
+            "macs": exact_count(self.flops, "macs"),
+        }
 
 
 def model_figures(trace: Trace, layers: int) -> ModelFigures:
@@ -345,6 +387,12 @@ def model_figures(trace: Trace, layers: int) -> ModelFigures:
     shared = sum(p.numel for p in trace.parameters if p.name in SHARED_PARAMS)
     batch = cfg.batch or 1
     cache = layers * batch * cfg.keys * cfg.kv_cache_bytes_per_token
-    return ModelFigures(layers, batch, cfg.keys, cfg.dtype,
-                        layers * (trace.param_count - shared) + shared, cache,
-                        layers * trace.total_flops)
+    return ModelFigures(
+        layers,
+        batch,
+        cfg.keys,
+        cfg.dtype,
+        layers * (trace.param_count - shared) + shared,
+        cache,
+        layers * trace.total_flops,
+    )

@@ -51,12 +51,17 @@ BLOCK_BYTES = 2 << 20
 POOL_MIN_NUMEL = 1 << 18
 #: The machine epsilon of each dtype: a sum of d products is off by at most d·eps, relative.
 EPSILON: dict[str, float] = {
-    "float16": 2.0**-10, "bfloat16": 2.0**-7, "float32": 2.0**-23, "float64": 2.0**-52,
+    "float16": 2.0**-10,
+    "bfloat16": 2.0**-7,
+    "float32": 2.0**-23,
+    "float64": 2.0**-52,
 }
 #: The largest finite value of each dtype (the bound that proves every score finite).
 FINITE_MAX: dict[str, float] = {
-    "float16": 65504.0, "bfloat16": 3.3895313892515355e38,
-    "float32": 3.4028234663852886e38, "float64": 1.7976931348623157e308,
+    "float16": 65504.0,
+    "bfloat16": 3.3895313892515355e38,
+    "float32": 3.4028234663852886e38,
+    "float64": 1.7976931348623157e308,
 }
 
 #: ``count(step name, block) -> NaN and ±inf in it`` (the recorder's rule for that step).
@@ -157,12 +162,23 @@ class Rows(Generic[T]):
         """Whether the run may leave out the keys the rules hide: the mask makes them -inf
         whatever the scores were, no step before it is counted block by block, and the
         backend's product of fewer columns has the bits of the whole's."""
-        return self.finite and self.mask is not None and not self.additive \
-            and (self.causal or self.window is not None) and self.be.slices_exactly
+        return (
+            self.finite
+            and self.mask is not None
+            and not self.additive
+            and (self.causal or self.window is not None)
+            and self.be.slices_exactly
+        )
 
-    def scores(self, block: Block, upto: str, tally: Tally[T] | None = None,
-               out: T | None = None, head: Head[T] | None = None,
-               keys: tuple[int, int] | None = None) -> T:
+    def scores(
+        self,
+        block: Block,
+        upto: str,
+        tally: Tally[T] | None = None,
+        out: T | None = None,
+        head: Head[T] | None = None,
+        keys: tuple[int, int] | None = None,
+    ) -> T:
         """Step ``upto`` of the chain for ``block``: (1, 1, Br, N), in ``out`` or a new buffer
         (or a new one of the soft-cap or a mask); with ``tally``, the non-finite values of
         each step of the chain are counted. ``head``: the views of the block's lead index,
@@ -195,8 +211,13 @@ class Rows(Generic[T]):
             return self.be.binary("add", s, mask, inplace=True)
         return self.be.where(mask, s, -math.inf)
 
-    def run(self, weights: T | None, context: T, tally: Tally[T] | None = None,
-            held: Mapping[tuple[int, ...], T] | None = None) -> None:
+    def run(
+        self,
+        weights: T | None,
+        context: T,
+        tally: Tally[T] | None = None,
+        held: Mapping[tuple[int, ...], T] | None = None,
+    ) -> None:
         """Fill ``context`` (B, h, S, d), and ``weights`` (B, h, S, N) unless None; with
         ``tally``, count the non-finite values of every step (None: proven all finite).
         ``held`` maps lead indices to (S, N) buffers that get the weights of that index alone
@@ -206,8 +227,13 @@ class Rows(Generic[T]):
         heads: dict[tuple[int, ...], tuple[Head[T], T | None, T]] = {}
         ones = tuple(1 for _ in self.shape[:-2])
         for at in itertools.product(*(range(n) for n in self.shape[:-2])):
-            w_at = _pick(be, weights, at) if weights is not None else \
-                be.reshape(held[at], (*ones, *self.shape[-2:])) if held and at in held else None
+            w_at = (
+                _pick(be, weights, at)
+                if weights is not None
+                else be.reshape(held[at], (*ones, *self.shape[-2:]))
+                if held and at in held
+                else None
+            )
             heads[at] = (self.head(at), w_at, _pick(be, context, at))  # w_at: (1, 1, S, N)
 
         def one(block: Block) -> None:
@@ -215,14 +241,25 @@ class Rows(Generic[T]):
             views, w_at, c_at = heads[at]
             shape = self.block_shape(block)
             j0, j1 = self.keys(block) if skips else (0, self.shape[-1])
-            s = self.scores(block, self.chain[-1], tally, scratch.get("s", shape), views,
-                            (j0, j1) if skips else None)  # (1, 1, Br, N)
+            s = self.scores(
+                block,
+                self.chain[-1],
+                tally,
+                scratch.get("s", shape),
+                views,
+                (j0, j1) if skips else None,
+            )  # (1, 1, Br, N)
             c = _rows(be, c_at, i0, i1)  # (1, 1, Br, d), a view of the context
             v = be.narrow(views.v, -2, j0, j1)  # (1, 1, j1 - j0, d)
             sums = be.softmax_sums_(s, self.in_range)  # (1, 1, Br, 1); s: exp(s - shift)
             seen = w_at is not None or tally is not None  # the weights are kept or counted
-            w = s if not seen and sums is not None else \
-                scratch.get("w", shape) if w_at is None else _rows(be, w_at, i0, i1)
+            w = (
+                s
+                if not seen and sums is not None
+                else scratch.get("w", shape)
+                if w_at is None
+                else _rows(be, w_at, i0, i1)
+            )
             if sums is None:  # one softmax kernel: context = weights @ v
                 be.softmax_into(s, w, self.in_range)  # (1, 1, Br, N), exactly 0 outside j0..j1
                 be.matmul_into(be.narrow(w, -1, j0, j1), v, c)  # (1, 1, Br, d)
@@ -243,8 +280,9 @@ class Rows(Generic[T]):
         thread, reused from block to block."""
         be, lead = self.be, self.shape[:-2]
         # (B, h, S, N), or (1, 1, S, N) for one lead index
-        out = be.empty(self.shape if at is None else (*(1 for _ in lead), *self.shape[-2:]),
-                       self.dtype)
+        out = be.empty(
+            self.shape if at is None else (*(1 for _ in lead), *self.shape[-2:]), self.dtype
+        )
         last = self.chain[-1] if upto == "weights" else upto
         scratch = _Scratch(be, self.dtype)
 
@@ -360,9 +398,11 @@ def bounded(rows: Rows[T]) -> Rows[T]:
     slack = 1 + 2 * (d + 2) * EPSILON[rows.dtype]  # the rounding of the scores and of the norms
     scores = q_top * k_top * slack  # NaN or inf when q or k holds one: not proven
     finite = not rows.additive and bool(
-        scores < limit and scores * rows.factor < limit and v_top < limit)
-    reach = scores * rows.factor if rows.cap is None else \
-        min(scores * rows.factor, rows.cap * slack)  # |C·tanh(s / C)| <= C
+        scores < limit and scores * rows.factor < limit and v_top < limit
+    )
+    reach = (
+        scores * rows.factor if rows.cap is None else min(scores * rows.factor, rows.cap * slack)
+    )  # |C·tanh(s / C)| <= C
     in_range = finite and reach <= be.unshifted_range(rows.dtype, rows.shape[-1])
     return replace(rows, finite=finite, in_range=in_range)
 

@@ -48,8 +48,19 @@ T = TypeVar("T")
 
 #: Steps of the tiled algorithm, in the order of one tile (after x ... v of the eager chain).
 FLASH_STEPS: tuple[str, ...] = (
-    "context", "q_block", "q_scaled", "k_block", "v_block", "k_block_t", "s_tile", "m", "p_tile",
-    "alpha", "l", "o_acc", "o_block",
+    "context",
+    "q_block",
+    "q_scaled",
+    "k_block",
+    "v_block",
+    "k_block_t",
+    "s_tile",
+    "m",
+    "p_tile",
+    "alpha",
+    "l",
+    "o_acc",
+    "o_block",
 )
 #: Steps a mask adds to each tile, after ``s_tile`` (the whole ``mask`` step comes before
 #: ``context``).
@@ -62,8 +73,10 @@ TILE_STEPS: tuple[str, ...] = (*FLASH_STEPS, *FLASH_VARIANT_STEPS, *FLASH_MASK_S
 
 #: The most negative finite value of each dtype: the start of the running max ``m``.
 LOWEST: dict[str, float] = {
-    "float16": -65504.0, "bfloat16": -3.3895313892515355e38,
-    "float32": -3.4028234663852886e38, "float64": -1.7976931348623157e308,
+    "float16": -65504.0,
+    "bfloat16": -3.3895313892515355e38,
+    "float32": -3.4028234663852886e38,
+    "float64": -1.7976931348623157e308,
 }
 
 #: A block of rows: (start, stop, how many blocks of this size it stands for).
@@ -116,17 +129,28 @@ class Band:
         """
         (i0, i1, times), (j0, j1, n) = rows, cols
         # visited key blocks c of query block b: lo(b) <= c < hi(b), both floor-linear in b
-        seen = n * times if not self.causal else \
-            _clamped_floor_sum(times, self.rows, i1 - 1 - j0 + self.cols, self.cols, n)
+        seen = (
+            n * times
+            if not self.causal
+            else _clamped_floor_sum(times, self.rows, i1 - 1 - j0 + self.cols, self.cols, n)
+        )
         if self.window is None:
             return seen
-        return seen - _clamped_floor_sum(times, self.rows, i0 - self.window - j1 + 1 + self.cols,
-                                         self.cols, n)
+        return seen - _clamped_floor_sum(
+            times, self.rows, i0 - self.window - j1 + 1 + self.cols, self.cols, n
+        )
 
 
-def tiles(seq: int, keys: int, size: int, *, causal: bool = False, every: bool = True,
-          key_size: int | None = None,
-          window: int | None = None) -> Iterator[tuple[Block, list[Block]]]:
+def tiles(
+    seq: int,
+    keys: int,
+    size: int,
+    *,
+    causal: bool = False,
+    every: bool = True,
+    key_size: int | None = None,
+    window: int | None = None,
+) -> Iterator[tuple[Block, list[Block]]]:
     """Each query block (``size`` rows) with the key/value blocks (``key_size`` rows, default
     ``size``) it visits (see :class:`Band`), ``times`` of a key block being the number of tiles
     it stands for.
@@ -142,8 +166,14 @@ def tiles(seq: int, keys: int, size: int, *, causal: bool = False, every: bool =
     kv_blocks = list(blocks(keys, band.cols, every))
     for rows in blocks(seq, size, every):
         i0, i1, _ = rows
-        counts = [(j0, j1, band.count(rows, (j0, j1, n)) if not every
-                   else int(band.visits(i0, i1, j0, j1))) for j0, j1, n in kv_blocks]
+        counts = [
+            (
+                j0,
+                j1,
+                band.count(rows, (j0, j1, n)) if not every else int(band.visits(i0, i1, j0, j1)),
+            )
+            for j0, j1, n in kv_blocks
+        ]
         yield rows, [(j0, j1, n) for j0, j1, n in counts if n]
 
 
@@ -172,6 +202,7 @@ def _clamped_floor_sum(n: int, a: int, c: int, m: int, top: int) -> int:
     >>> _clamped_floor_sum(9, 2, -5, 3, 3) == want
     True
     """
+
     def first(value: int) -> int:  # the first i >= 0 with (a * i + c) // m >= value, at most n
         return min(n, max(0, -(-(value * m - c) // a)))
 
@@ -192,8 +223,15 @@ def skipped_tiles(config: AttentionConfig) -> int:
         return 0
     rows, cols = config.blocks
     total = math.ceil(config.seq / rows) * math.ceil(config.keys / cols)
-    plan = tiles(config.seq, config.keys, rows, causal=config.causal, every=False, key_size=cols,
-                 window=config.window)
+    plan = tiles(
+        config.seq,
+        config.keys,
+        rows,
+        causal=config.causal,
+        every=False,
+        key_size=cols,
+        window=config.window,
+    )
     return total - sum(n for _, visited in plan for *_, n in visited)
 
 
@@ -203,7 +241,8 @@ def _skipped_op(config: AttentionConfig) -> str:
     if not skipped:
         return ""
     where = {(True, False): "above the diagonal", (False, True): "outside the window"}.get(
-        (config.causal, config.window is not None), "above the diagonal or outside the window")
+        (config.causal, config.window is not None), "above the diagonal or outside the window"
+    )
     return f" ({skipped} tiles {where} skipped)"
 
 
@@ -279,8 +318,16 @@ class _Flash(Generic[T]):
         return self.rest or self
 
 
-def flash_context(config: AttentionConfig, be: Backend[T], rec: _Recorder[T], q: T, k: T, v: T,
-                  plan: MaskPlan | None = None, table: T | None = None) -> T:
+def flash_context(
+    config: AttentionConfig,
+    be: Backend[T],
+    rec: _Recorder[T],
+    q: T,
+    k: T,
+    v: T,
+    plan: MaskPlan | None = None,
+    table: T | None = None,
+) -> T:
     """context (B, h, S, d) from q (B, h, S, d), k, v (B, h, N, d), query block by query block;
     the mask of ``plan`` is made and applied tile by tile (never whole), as are --softcap and
     T5's relative bias (``table``: rel_bias (buckets, h)).
@@ -300,15 +347,37 @@ def flash_context(config: AttentionConfig, be: Backend[T], rec: _Recorder[T], q:
     scale_op = f"q_block / sqrt({d})" if scale is None else f"q_block * {scale:g}"
     keeps = any(rec.keeps(n) for n in TILE_STEPS)
     s_op = "q_scaled @ k_block_t" + _skipped_op(config)
-    f = _Flash(be, rec, q, k, v, config.score_scale, scale_op, s_op, not keeps, plan,
-               config.softcap, table, _onehot(config))
+    f = _Flash(
+        be,
+        rec,
+        q,
+        k,
+        v,
+        config.score_scale,
+        scale_op,
+        s_op,
+        not keeps,
+        plan,
+        config.softcap,
+        table,
+        _onehot(config),
+    )
     *lead, h, S = be.shape(q)[:-1]
     # (B, h, S, d), a view of (B, S, h, d): merging the heads afterwards copies nothing
     zeros = be.transpose(be.full((*lead, S, h, d), 0.0, be.dtype(q)), -3, -2)
     out = rec.step("context", zeros, "zeros(B, h, S, d), filled by o_block", f.ax("S", "d"))
     rows, cols = config.blocks
-    work = list(tiles(be.shape(q)[-2], be.shape(k)[-2], rows, causal=config.causal,
-                      every=be.computes, key_size=cols, window=config.window))
+    work = list(
+        tiles(
+            be.shape(q)[-2],
+            be.shape(k)[-2],
+            rows,
+            causal=config.causal,
+            every=be.computes,
+            key_size=cols,
+            window=config.window,
+        )
+    )
     if not be.computes:  # the shape backend: every distinct tile recorded, weighted by its count
         for block in work:
             _run(f, out, block)
@@ -345,8 +414,9 @@ def _tile_steps(rec: _Recorder[Any]) -> tuple[str, ...]:
     return tuple(n for n in TILE_STEPS if n != "context" and rec.has(n))
 
 
-def _surely_finite(config: AttentionConfig, be: Backend[T], tensors: tuple[T | None, ...],
-                   plan: MaskPlan | None) -> bool:
+def _surely_finite(
+    config: AttentionConfig, be: Backend[T], tensors: tuple[T | None, ...], plan: MaskPlan | None
+) -> bool:
     """Whether no tile step can hold NaN or inf, by a bound on ``tensors`` = q, k, v and T5's
     table (or None): all finite, no score beyond a quarter of the dtype's range
     (|s| <= d * max|q| * scale * max|k| + max|table|), nor the output sum
@@ -356,8 +426,9 @@ def _surely_finite(config: AttentionConfig, be: Backend[T], tensors: tuple[T | N
     arrays = [be.to_numpy(t) if t is not None else None for t in tensors]
     if any(a is None for a in arrays[:3]):
         return False
-    tops = [max(float(a.max()), -float(a.min())) if a is not None and a.size else 0.0
-            for a in arrays]  # NaN or inf when the array holds one
+    tops = [
+        max(float(a.max()), -float(a.min())) if a is not None and a.size else 0.0 for a in arrays
+    ]  # NaN or inf when the array holds one
     if not all(math.isfinite(t) for t in tops):
         return False
     limit = -LOWEST[config.dtype] / 4
@@ -387,8 +458,7 @@ def _run_blocks(threads: int, run: Callable[[Any], None], work: list[Any]) -> No
     spread(run, work, threads)  # re-raises the first error of a block
 
 
-def _query_block(f: _Flash[T], q_block: T, rows: tuple[int, int], kv: list[Block],
-                 times: int) -> T:
+def _query_block(f: _Flash[T], q_block: T, rows: tuple[int, int], kv: list[Block], times: int) -> T:
     """The output rows of one query block: visit its key/value blocks with the online softmax."""
     be, rec = f.be, f.rec
     q_scaled = be.scale(q_block, f.factor)  # (B, h, Br, d)
@@ -406,8 +476,9 @@ def _query_block(f: _Flash[T], q_block: T, rows: tuple[int, int], kv: list[Block
     return rec.step("o_block", o_block, "o_acc / l[..., None]", f.ax("Br", "d"), times=times)
 
 
-def _tile(f: _Flash[T], q_scaled: T, state: tuple[T, T, T], box: tuple[int, int, int, int],
-          times: int) -> tuple[T, T, T]:
+def _tile(
+    f: _Flash[T], q_scaled: T, state: tuple[T, T, T], box: tuple[int, int, int, int], times: int
+) -> tuple[T, T, T]:
     """One (Br, Bc) tile: scores (masked), the new row max, probabilities, rescaled sum and
     output."""
     be, rec, ip = f.be, f.rec, f.inplace
@@ -418,8 +489,9 @@ def _tile(f: _Flash[T], q_scaled: T, state: tuple[T, T, T], box: tuple[int, int,
     v_block = be.narrow(f.v, -2, j0, j1)  # (B, h, Bc, d)
     v_block = rec.view("v_block", v_block, "v[..., j:j+Bc, :]", f.ax("Bc", "d"), times=times)
     k_block_t = be.transpose(k_block, -2, -1)  # (B, h, d, Bc)
-    k_block_t = rec.view("k_block_t", k_block_t, "k_block.transpose(-2, -1)", f.ax("d", "Bc"),
-                         times=times)
+    k_block_t = rec.view(
+        "k_block_t", k_block_t, "k_block.transpose(-2, -1)", f.ax("d", "Bc"), times=times
+    )
     s = be.matmul(q_scaled, k_block_t)  # (B, h, Br, Bc)
     s = rec.step("s_tile", s, f.s_op, f.ax("Br", "Bc"), times=times)
     s_name = "s_tile"
@@ -441,8 +513,9 @@ def _tile(f: _Flash[T], q_scaled: T, state: tuple[T, T, T], box: tuple[int, int,
     pv = be.matmul(p, v_block)  # (B, h, Br, d)
     o = be.binary("mul", o_old, f.col(alpha), inplace=ip)  # (B, h, Br, d)
     o = be.binary("add", o, pv, inplace=True)  # (B, h, Br, d)
-    o = rec.step("o_acc", o, "alpha[..., None] * o_acc + p_tile @ v_block", f.ax("Br", "d"),
-                 times=times)
+    o = rec.step(
+        "o_acc", o, "alpha[..., None] * o_acc + p_tile @ v_block", f.ax("Br", "d"), times=times
+    )
     return m, l, o
 
 
@@ -462,8 +535,9 @@ def _mask_tile(f: _Flash[T], s: T, s_name: str, box: tuple[int, int, int, int], 
         added = be.binary("add", s, tile, inplace=f.inplace)  # (B, h, Br, Bc)
         return rec.step("s_masked", added, f"{s_name} + mask_tile", f.ax("Br", "Bc"), times=times)
     kept = be.where(tile, s, -math.inf, inplace=f.inplace)  # (B, h, Br, Bc)
-    return rec.step("s_masked", kept, f"where(mask_tile, {s_name}, -inf)", f.ax("Br", "Bc"),
-                    times=times)
+    return rec.step(
+        "s_masked", kept, f"where(mask_tile, {s_name}, -inf)", f.ax("Br", "Bc"), times=times
+    )
 
 
 def _capped(f: _Flash[T], s: T, cap: float, times: int) -> T:

@@ -16,6 +16,7 @@ from attntrace.errors import ConfigError
 if TYPE_CHECKING:
     import numpy as np
 
+
 def param_axes(config: AttentionConfig) -> dict[str, tuple[str, ...]]:
     """Parameter names in order with their axes: w_q (h·d, H), w_k and w_v (g·d, M),
     w_o (H, h·d), and the biases unless ``config.bias`` is False.
@@ -25,18 +26,24 @@ def param_axes(config: AttentionConfig) -> dict[str, tuple[str, ...]]:
     """
     lab = config.labels()
     axes = {
-        "w_q": (lab.q_width, "H"), "b_q": (lab.q_width,),
-        "w_k": (lab.kv_width, lab.kv_in), "b_k": (lab.kv_width,),
-        "w_v": (lab.kv_width, lab.kv_in), "b_v": (lab.kv_width,),
-        "w_o": ("H", lab.q_width), "b_o": ("H",),
+        "w_q": (lab.q_width, "H"),
+        "b_q": (lab.q_width,),
+        "w_k": (lab.kv_width, lab.kv_in),
+        "b_k": (lab.kv_width,),
+        "w_v": (lab.kv_width, lab.kv_in),
+        "b_v": (lab.kv_width,),
+        "w_o": ("H", lab.q_width),
+        "b_o": ("H",),
     }
     axes = {name: a for name, a in axes.items() if config.bias or name.startswith("w_")}
     if config.relative_bias is not None:  # T5's table: one bias per bucket and head
         axes["rel_bias"] = (config.relative_bias.split(",")[0].strip(), "h")
     if config.qk_norm is not None:  # the RMSNorm weights of q and k: (d,) per head, or the width
         full = config.qk_norm == "full"
-        axes |= {"n_q": (lab.q_width,) if full else ("d",),
-                 "n_k": (lab.kv_width,) if full else ("d",)}
+        axes |= {
+            "n_q": (lab.q_width,) if full else ("d",),
+            "n_k": (lab.kv_width,) if full else ("d",),
+        }
     return axes
 
 
@@ -77,7 +84,9 @@ def random_sources(config: AttentionConfig) -> dict[str, Source]:
             sources[name] = Source(shape, config.dtype, _ones(shape))
             continue
         in_features = config.size(params[f"w_{name[-1]}"][1])  # a bias shares its weight's bound
-        sources[name] = _uniform_source(name, shape_of(axes, config), 1.0 / math.sqrt(in_features), config)
+        sources[name] = _uniform_source(
+            name, shape_of(axes, config), 1.0 / math.sqrt(in_features), config
+        )
     return sources
 
 
@@ -103,7 +112,13 @@ def with_tensors(
                 raise ConfigError(f"{name} cannot be left out; only the biases are optional")
             merged[name] = None
             continue
-        axes = input_axes(config) if name == "x" else kv_input_axes(config) if name == "x_kv" else params[name]
+        axes = (
+            input_axes(config)
+            if name == "x"
+            else kv_input_axes(config)
+            if name == "x_kv"
+            else params[name]
+        )
         expected = shape_of(axes, config)
         if tuple(value.shape) != expected:
             raise ConfigError(
@@ -173,18 +188,23 @@ def _normal_source(name: str, shape: Shape, config: AttentionConfig) -> Source:
 
         return np.empty((rows, shape[-1] if shape else 1), dtype=dtype)
 
-    parts = Parts(empty,
-                  tuple(RowBlock(i0, min(i0 + DRAW_ROWS, rows), block(i0 // DRAW_ROWS))
-                        for i0 in range(0, rows, DRAW_ROWS)))
+    parts = Parts(
+        empty,
+        tuple(
+            RowBlock(i0, min(i0 + DRAW_ROWS, rows), block(i0 // DRAW_ROWS))
+            for i0 in range(0, rows, DRAW_ROWS)
+        ),
+    )
 
     def make() -> np.ndarray:
         values = parts.empty()
         for b in parts.blocks:
-            b.fill(values[b.start:b.stop])
+            b.fill(values[b.start : b.stop])
         return values.reshape(shape)
 
-    return Source(shape, config.dtype, make, drawn=True,
-                  parts=parts if len(parts.blocks) > 1 else None)
+    return Source(
+        shape, config.dtype, make, drawn=True, parts=parts if len(parts.blocks) > 1 else None
+    )
 
 
 def _uniform_source(name: str, shape: Shape, bound: float, config: AttentionConfig) -> Source:
@@ -192,7 +212,9 @@ def _uniform_source(name: str, shape: Shape, bound: float, config: AttentionConf
 
     def make() -> np.ndarray:
         rng = _rng(name, config.seed)
-        values: np.ndarray = rng.random(shape) if config.dtype == "float64" else rng.random(shape, dtype="float32")
+        values: np.ndarray = (
+            rng.random(shape) if config.dtype == "float64" else rng.random(shape, dtype="float32")
+        )
         values *= 2 * bound
         values -= bound
         return values

@@ -42,7 +42,8 @@ class MaskPlan:
     additive: bool  # True: scaled + mask; False: scaled where mask else -inf
     # (i0, i1, j0, j1) -> the mask of query rows i0:i1 and keys j0:j1
     box: Callable[[int, int, int, int], np.ndarray] | None = field(
-        default=None, repr=False, compare=False)
+        default=None, repr=False, compare=False
+    )
 
     def tile(self, i0: int, i1: int, j0: int, j1: int) -> Source:
         """The mask of query rows i0:i1 and keys j0:j1 (axes of size 1 stay 1), made from the
@@ -77,16 +78,22 @@ def load_mask(path: Path | str) -> np.ndarray:
     try:
         loaded = np.load(path, allow_pickle=False)
     except (OSError, ValueError, EOFError) as exc:
-        raise InputFileError(f"cannot read --mask {path}: {' '.join(str(exc).split())}; save one with numpy.save") from None
+        raise InputFileError(
+            f"cannot read --mask {path}: {' '.join(str(exc).split())}; save one with numpy.save"
+        ) from None
     if not isinstance(loaded, np.ndarray):
-        raise InputFileError(f"--mask {path} is not a single array (.npz?); save one array with numpy.save")
+        raise InputFileError(
+            f"--mask {path} is not a single array (.npz?); save one array with numpy.save"
+        )
     if loaded.dtype != np.bool_ and not np.issubdtype(loaded.dtype, np.floating):
         raise InputFileError(
             f"--mask {path} holds {loaded.dtype}; save booleans (True = attend) or floats (added to the scores), "
             "e.g. mask.astype(bool)"
         )
     if loaded.dtype != np.bool_ and (np.isnan(loaded).any() or np.isposinf(loaded).any()):
-        raise InputFileError(f"--mask {path} holds NaN or +inf; a float mask may hold finite numbers and -inf")
+        raise InputFileError(
+            f"--mask {path} holds NaN or +inf; a float mask may hold finite numbers and -inf"
+        )
     return loaded
 
 
@@ -127,7 +134,9 @@ def check_mask(shape: Shape, config: AttentionConfig) -> Shape:
     """``shape`` when it broadcasts to the scores, else a ConfigError naming shapes that do."""
     axes = scores_axes(config)
     target = tuple(config.size(a) for a in axes)
-    fits = 0 < len(shape) <= len(target) and all(m in (1, n) for m, n in zip(shape[::-1], target[::-1], strict=False))
+    fits = 0 < len(shape) <= len(target) and all(
+        m in (1, n) for m, n in zip(shape[::-1], target[::-1], strict=False)
+    )
     if not fits:
         named = ", ".join(axes)
         raise ConfigError(
@@ -141,7 +150,9 @@ def dead_rows(mask: np.ndarray, additive: bool, scores_shape: Shape) -> int:
     """How many query rows of the scores ``mask`` leaves without any key."""
     import numpy as np
 
-    dead = np.isneginf(mask).all(axis=-1) if additive else ~mask.any(axis=-1)  # mask shape without N
+    dead = (
+        np.isneginf(mask).all(axis=-1) if additive else ~mask.any(axis=-1)
+    )  # mask shape without N
     return int(np.broadcast_to(dead, scores_shape[:-1]).sum())
 
 
@@ -171,8 +182,13 @@ def dead_rows_by_block(plan: MaskPlan, scores_shape: Shape, block: int) -> int:
     return dead
 
 
-def _box(config: AttentionConfig, user: np.ndarray | None, shape: Shape, rows: tuple[int, int],
-         cols: tuple[int, int]) -> np.ndarray:
+def _box(
+    config: AttentionConfig,
+    user: np.ndarray | None,
+    shape: Shape,
+    rows: tuple[int, int],
+    cols: tuple[int, int],
+) -> np.ndarray:
     """The combined mask of ``shape`` (the whole mask's) for query ``rows`` and key ``cols``
     (half-open ranges; an axis of size 1 stays 1): the one place the rules are written."""
     import numpy as np
@@ -200,9 +216,9 @@ def _box(config: AttentionConfig, user: np.ndarray | None, shape: Shape, rows: t
 def _spans(shape: Shape, rows: tuple[int, int], cols: tuple[int, int]) -> tuple[slice, ...]:
     """The index of query ``rows`` and key ``cols`` into an array of ``shape`` that broadcasts
     to the scores (its last two axes, right-aligned; an axis of size 1 is taken whole)."""
-    last = ((rows, cols)[-len(shape):] if len(shape) < 2 else (rows, cols))
+    last = (rows, cols)[-len(shape) :] if len(shape) < 2 else (rows, cols)
     lead = (slice(None),) * (len(shape) - len(last))
-    tail = zip(shape[-len(last):], last, strict=True)
+    tail = zip(shape[-len(last) :], last, strict=True)
     return (*lead, *(slice(None) if n == 1 else slice(*span) for n, span in tail))
 
 
@@ -214,7 +230,7 @@ def _tile_shape(shape: Shape, rows: tuple[int, int], cols: tuple[int, int]) -> S
 
 def _axes(shape: Shape, config: AttentionConfig) -> tuple[str, ...]:
     """The scores' axis letters for ``shape``, right-aligned; "1" where the mask broadcasts."""
-    axes = scores_axes(config)[-len(shape):]
+    axes = scores_axes(config)[-len(shape) :]
     return tuple(a if m == config.size(a) else "1" for m, a in zip(shape, axes, strict=True))
 
 

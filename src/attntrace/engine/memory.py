@@ -15,9 +15,23 @@ MAX_BYTES = 2**60
 #: Fraction of the available memory a run may use when no --max-memory is given.
 DEFAULT_FRACTION = 0.5
 
-_UNITS = {"": 1, "b": 1, "k": 1000, "kb": 1000, "m": 1000**2, "mb": 1000**2, "g": 1000**3,
-          "gb": 1000**3, "t": 1000**4, "tb": 1000**4, "kib": 1024, "mib": 1024**2,
-          "gib": 1024**3, "tib": 1024**4, "pib": 1024**5}
+_UNITS = {
+    "": 1,
+    "b": 1,
+    "k": 1000,
+    "kb": 1000,
+    "m": 1000**2,
+    "mb": 1000**2,
+    "g": 1000**3,
+    "gb": 1000**3,
+    "t": 1000**4,
+    "tb": 1000**4,
+    "kib": 1024,
+    "mib": 1024**2,
+    "gib": 1024**3,
+    "tib": 1024**4,
+    "pib": 1024**5,
+}
 
 
 def format_bytes(n: int | float) -> str:
@@ -47,12 +61,14 @@ def parse_size(text: str) -> int:
     match = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*([a-zA-Z]*)\s*", text)
     unit = match.group(2).lower() if match else ""
     if not match or unit not in _UNITS:
-        raise ConfigError(f"cannot read the size {text[:40]!r}; "
-                          "write it like 512MiB, 8GiB or 2000000000")
+        raise ConfigError(
+            f"cannot read the size {text[:40]!r}; write it like 512MiB, 8GiB or 2000000000"
+        )
     size = float(match.group(1)) * _UNITS[unit]
     if not size < MAX_BYTES:
-        raise ConfigError(f"the size {text[:40]!r} is too large; "
-                          f"the most is {format_bytes(MAX_BYTES)}")
+        raise ConfigError(
+            f"the size {text[:40]!r} is too large; the most is {format_bytes(MAX_BYTES)}"
+        )
     return int(size)
 
 
@@ -147,7 +163,9 @@ def check_budget(needed: int, budget: int | None, largest: str, advice: str) -> 
     fraction of the available memory)."""
     limit = default_budget() if budget is None else budget
     if needed > limit:
-        origin = "--max-memory" if budget is not None else f"{DEFAULT_FRACTION:.0%} of available memory"
+        origin = (
+            "--max-memory" if budget is not None else f"{DEFAULT_FRACTION:.0%} of available memory"
+        )
         raise MemoryBudgetError(
             f"this trace needs about {format_bytes(needed)} ({largest}) but the budget is "
             f"{format_bytes(limit)} ({origin}); {advice}"

@@ -46,7 +46,8 @@ def check_threads(threads: int | None) -> int:
         return cores()
     if not 1 <= threads <= 1024:
         raise ConfigError(
-            f"--threads {threads} is out of range; use 1 to 1024 (default: {cores()}, the cores)")
+            f"--threads {threads} is out of range; use 1 to 1024 (default: {cores()}, the cores)"
+        )
     return threads
 
 
@@ -112,8 +113,9 @@ _END = object()
 PARTS_MIN_NUMEL = 1 << 20
 
 
-def map_parts(fn: Callable[..., R], *arrays: np.ndarray, keep: tuple[int, ...] = (),
-              pooled: bool = True) -> list[R]:
+def map_parts(
+    fn: Callable[..., R], *arrays: np.ndarray, keep: tuple[int, ...] = (), pooled: bool = True
+) -> list[R]:
     """``fn`` on views of ``arrays`` (of one shape; the first decides) that together hold each
     element once, in order, the same part of each array in one call (``np.copyto`` as ``fn``
     copies one into another): one part per core along the longest axis not in ``keep`` (axes

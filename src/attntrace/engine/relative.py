@@ -39,11 +39,14 @@ def parse_relative_bias(text: str) -> RelativeBias:
     try:
         buckets, distance = int(parts[0]), int(parts[1])
     except (ValueError, IndexError):
-        raise ConfigError("--relative-bias takes BUCKETS,MAX_DISTANCE[,causal], e.g. 32,128; "
-                          f"got {text!r}") from None
+        raise ConfigError(
+            f"--relative-bias takes BUCKETS,MAX_DISTANCE[,causal], e.g. 32,128; got {text!r}"
+        ) from None
     if buckets < 4 or buckets % 2 or distance < 2 or parts[2:] not in ([], ["causal"]):
-        raise ConfigError(f"--relative-bias {text!r}: an even bucket count >= 4, a distance >= 2, "
-                          "optionally causal")
+        raise ConfigError(
+            f"--relative-bias {text!r}: an even bucket count >= 4, a distance >= 2, "
+            "optionally causal"
+        )
     return RelativeBias(buckets, distance, not parts[2:])
 
 

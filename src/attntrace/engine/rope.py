@@ -53,13 +53,20 @@ def rope_sources(config: AttentionConfig) -> dict[str, Source]:
     import numpy as np
 
     shape = (config.seq, config.head_dim)
-    if (config.rope_scaling is not None or config.rotary_dims is not None
-            or config.rope_style != "half"):  # issue 12's variants
-        return {"rope_cos": Source(shape, config.dtype, lambda: rope_tables(config)[0]),
-                "rope_sin": Source(shape, config.dtype, lambda: rope_tables(config)[1])}
+    if (
+        config.rope_scaling is not None
+        or config.rotary_dims is not None
+        or config.rope_style != "half"
+    ):  # issue 12's variants
+        return {
+            "rope_cos": Source(shape, config.dtype, lambda: rope_tables(config)[0]),
+            "rope_sin": Source(shape, config.dtype, lambda: rope_tables(config)[1]),
+        }
 
     def table(fn: str) -> Source:
-        return Source(shape, config.dtype, lambda: getattr(np, fn)(rope_angles(*shape, config.rope_base)))
+        return Source(
+            shape, config.dtype, lambda: getattr(np, fn)(rope_angles(*shape, config.rope_base))
+        )
 
     return {"rope_cos": table("cos"), "rope_sin": table("sin")}
 
@@ -68,11 +75,22 @@ def rope_sources(config: AttentionConfig) -> dict[str, Source]:
 ROPE_SCALINGS: dict[str, dict[str, float | None]] = {
     "linear": {"factor": None},
     "dynamic": {"factor": None, "max_position_embeddings": None},
-    "yarn": {"factor": None, "original_max_position_embeddings": None, "attention_factor": 0.0,
-             "beta_fast": 32.0, "beta_slow": 1.0, "mscale": 0.0, "mscale_all_dim": 0.0,
-             "truncate": 1.0},
-    "llama3": {"factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
-               "original_max_position_embeddings": 8192.0},
+    "yarn": {
+        "factor": None,
+        "original_max_position_embeddings": None,
+        "attention_factor": 0.0,
+        "beta_fast": 32.0,
+        "beta_slow": 1.0,
+        "mscale": 0.0,
+        "mscale_all_dim": 0.0,
+        "truncate": 1.0,
+    },
+    "llama3": {
+        "factor": 8.0,
+        "low_freq_factor": 1.0,
+        "high_freq_factor": 4.0,
+        "original_max_position_embeddings": 8192.0,
+    },
 }
 
 
@@ -86,8 +104,9 @@ def parse_rope_scaling(text: str) -> tuple[str, dict[str, float]]:
     """
     kind, _, rest = text.partition(":")
     if kind not in ROPE_SCALINGS:
-        raise ConfigError(f"--rope-scaling {text!r}: unknown type {kind!r}; "
-                          f"use one of {', '.join(ROPE_SCALINGS)}")
+        raise ConfigError(
+            f"--rope-scaling {text!r}: unknown type {kind!r}; use one of {', '.join(ROPE_SCALINGS)}"
+        )
     known = ROPE_SCALINGS[kind]
     given: dict[str, float] = {}
     for item in filter(None, rest.split(",")):
@@ -105,8 +124,9 @@ def parse_rope_scaling(text: str) -> tuple[str, dict[str, float]]:
     return kind, {k: given[k] if k in given else float(v or 0.0) for k, v in known.items()}
 
 
-def inv_frequencies(dim: int, base: float, scaling: str | None = None,
-                    seq: int = 1) -> tuple[np.ndarray, float]:
+def inv_frequencies(
+    dim: int, base: float, scaling: str | None = None, seq: int = 1
+) -> tuple[np.ndarray, float]:
     """The inverse frequencies (dim/2,) of ``dim`` rotated dimensions and the factor on cos and
     sin, as transformers' rope init functions compute them (in float64 here).
 
@@ -125,7 +145,7 @@ def inv_frequencies(dim: int, base: float, scaling: str | None = None,
     if kind == "dynamic":  # NTK: a larger base once the sequence outgrows max_position_embeddings
         top, factor = p["max_position_embeddings"], p["factor"]
         grown = float(base) * ((factor * max(seq, top) / top) - (factor - 1)) ** (dim / (dim - 2))
-        return grown ** -exponents, 1.0
+        return grown**-exponents, 1.0
     if kind == "llama3":
         return _llama3(float(base) ** -exponents, p), 1.0
     return _yarn(dim, float(base), exponents, p)
@@ -135,8 +155,15 @@ def _llama3(inv: np.ndarray, p: dict[str, float]) -> np.ndarray:
     """Llama 3.1: long wavelengths divided by factor, short ones kept, a smooth ramp between."""
     import numpy as np
 
-    factor, low, high, old = (p[k] for k in ("factor", "low_freq_factor", "high_freq_factor",
-                                                 "original_max_position_embeddings"))
+    factor, low, high, old = (
+        p[k]
+        for k in (
+            "factor",
+            "low_freq_factor",
+            "high_freq_factor",
+            "original_max_position_embeddings",
+        )
+    )
     wavelen = 2 * np.pi / inv  # (dim/2,)
     scaled = np.where(wavelen > old / low, inv / factor, inv)
     smooth = (old / wavelen - low) / (high - low)
@@ -144,8 +171,9 @@ def _llama3(inv: np.ndarray, p: dict[str, float]) -> np.ndarray:
     return np.where(medium, (1 - smooth) * scaled / factor + smooth * scaled, scaled)
 
 
-def _yarn(dim: int, base: float, exponents: np.ndarray,
-          p: dict[str, float]) -> tuple[np.ndarray, float]:
+def _yarn(
+    dim: int, base: float, exponents: np.ndarray, p: dict[str, float]
+) -> tuple[np.ndarray, float]:
     """YaRN: interpolation blended with extrapolation along a ramp; cos and sin scaled."""
     import math
 
@@ -158,7 +186,9 @@ def _yarn(dim: int, base: float, exponents: np.ndarray,
 
     attention = p.get("attention_factor") or (
         mscale(factor, p["mscale"]) / mscale(factor, p["mscale_all_dim"])
-        if p.get("mscale") and p.get("mscale_all_dim") else mscale(factor))
+        if p.get("mscale") and p.get("mscale_all_dim")
+        else mscale(factor)
+    )
 
     def correction(rotations: float) -> float:
         return (dim * math.log(old / (rotations * 2 * math.pi))) / (2 * math.log(base))
@@ -168,7 +198,7 @@ def _yarn(dim: int, base: float, exponents: np.ndarray,
         low, high = math.floor(low), math.ceil(high)
     low, high = max(low, 0), min(high, dim - 1)
     ramp = np.clip((np.arange(dim // 2, dtype=np.float64) - low) / ((high - low) or 0.001), 0, 1)
-    pos_freqs = base ** exponents
+    pos_freqs = base**exponents
     extrapolation = 1 - ramp
     inv = (1 / (factor * pos_freqs)) * (1 - extrapolation) + (1 / pos_freqs) * extrapolation
     return inv, float(attention)

@@ -27,14 +27,27 @@ SAFETENSORS_HEADER_LIMIT = 100 * 1024**2
 #: The most entries a .npz or .safetensors file may list.
 MAX_ENTRIES = 100_000
 #: Bytes per element of the safetensors dtypes attntrace can read.
-SAFETENSORS_DTYPES: dict[str, int] = {"F64": 8, "F32": 4, "F16": 2, "BF16": 2, "I64": 8, "I32": 4,
-                                      "I16": 2, "I8": 1, "U8": 1, "BOOL": 1}
+SAFETENSORS_DTYPES: dict[str, int] = {
+    "F64": 8,
+    "F32": 4,
+    "F16": 2,
+    "BF16": 2,
+    "I64": 8,
+    "I32": 4,
+    "I16": 2,
+    "I8": 1,
+    "U8": 1,
+    "BOOL": 1,
+}
 
 
 #: The end of the error line for a file that holds pickled objects (never loaded), with the fix.
-PICKLE_REFUSED = ("carries pickled Python objects; attntrace never unpickles, so it was refused "
-                  "and nothing in it ran; save plain arrays instead (numpy.save of a float "
-                  "array, torch.save of a state_dict of tensors, or a .safetensors file)")
+PICKLE_REFUSED = (
+    "carries pickled Python objects; attntrace never unpickles, so it was refused "
+    "and nothing in it ran; save plain arrays instead (numpy.save of a float "
+    "array, torch.save of a state_dict of tensors, or a .safetensors file)"
+)
+
 
 @dataclass(frozen=True)
 class Declared:
@@ -54,7 +67,8 @@ def check_bytes(path: Path, name: str, nbytes: int) -> None:
         raise MemoryBudgetError(
             f"{plain(path)}: {plain(name)} declares {format_bytes(nbytes)}, more than the memory "
             f"budget of {format_bytes(budget)} ({origin}); "
-            "check that this is the right file, or raise --max-memory")
+            "check that this is the right file, or raise --max-memory"
+        )
 
 
 def npy_header(f: IO[bytes], path: Path, name: str = "x") -> Declared:
@@ -74,8 +88,10 @@ def npy_header(f: IO[bytes], path: Path, name: str = "x") -> Declared:
         shape, _, dtype = reader(f, max_header_size=NPY_HEADER_LIMIT)
     except (ValueError, OSError, EOFError, SyntaxError, TypeError) as exc:
         reason = plain(" ".join(str(exc).split())[:200])
-        raise InputFileError(f"{plain(path)}: damaged numpy data ({plain(name)}: a bad .npy "
-                             f"header, {reason}); write it again with numpy.save") from None
+        raise InputFileError(
+            f"{plain(path)}: damaged numpy data ({plain(name)}: a bad .npy "
+            f"header, {reason}); write it again with numpy.save"
+        ) from None
     if dtype.hasobject:
         raise InputFileError(f"{plain(path)}: {plain(name)} {PICKLE_REFUSED}")
     return Declared(tuple(int(n) for n in shape), str(dtype), math.prod(shape) * dtype.itemsize)
@@ -88,9 +104,11 @@ def check_npy(path: Path, what: str = "") -> Declared:
         declared = npy_header(f, path, "the array")
         data_bytes = os.fstat(f.fileno()).st_size - f.tell()
     if declared.nbytes > data_bytes:
-        raise InputFileError(f"{plain(path)}: declares {declared.shape} {declared.dtype} but holds "
-                             f"only {data_bytes} bytes of data (truncated?); write it again with "
-                             "numpy.save")
+        raise InputFileError(
+            f"{plain(path)}: declares {declared.shape} {declared.dtype} but holds "
+            f"only {data_bytes} bytes of data (truncated?); write it again with "
+            "numpy.save"
+        )
     check_bytes(path, "the array", declared.nbytes)
     return declared
 
@@ -106,7 +124,8 @@ def check_npz(path: Path) -> dict[str, Declared]:
                 infos = z.infolist()
                 if len(infos) > MAX_ENTRIES:
                     raise InputFileError(
-                        f"{plain(path)}: lists {len(infos)} entries; the most is {MAX_ENTRIES}")
+                        f"{plain(path)}: lists {len(infos)} entries; the most is {MAX_ENTRIES}"
+                    )
                 for info in infos:
                     name = info.filename.removesuffix(".npy")
                     check_bytes(path, name, info.file_size)
@@ -115,10 +134,17 @@ def check_npz(path: Path) -> dict[str, Declared]:
                     check_bytes(path, name, max(declared.nbytes, info.file_size))
                     total += max(declared.nbytes, info.file_size)
                     found[name] = declared
-        except (zipfile.BadZipFile, zipfile.LargeZipFile, NotImplementedError, EOFError,
-                OSError) as exc:
-            raise InputFileError(f"{plain(path)}: truncated or damaged .npz file ({plain(exc)}); "
-                                 "write it again with numpy.savez") from None
+        except (
+            zipfile.BadZipFile,
+            zipfile.LargeZipFile,
+            NotImplementedError,
+            EOFError,
+            OSError,
+        ) as exc:
+            raise InputFileError(
+                f"{plain(path)}: truncated or damaged .npz file ({plain(exc)}); "
+                "write it again with numpy.savez"
+            ) from None
     check_bytes(path, "all its arrays together", total)
     return found
 
@@ -131,26 +157,33 @@ def safetensors_header(path: Path) -> tuple[dict[str, Declared], dict[str, str]]
         first = f.read(8)
         length = int.from_bytes(first, "little") if len(first) == 8 else -1
         if not 2 <= length <= min(SAFETENSORS_HEADER_LIMIT, size - 8):
-            raise InputFileError(f"{plain(path)}: not a valid .safetensors file (its header "
-                                 f"length {length} does not fit the file); write it again with "
-                                 "safetensors")
+            raise InputFileError(
+                f"{plain(path)}: not a valid .safetensors file (its header "
+                f"length {length} does not fit the file); write it again with "
+                "safetensors"
+            )
         text = f.read(length).decode("utf-8", "replace")
     doc = parse_json(text, f"{plain(path)} (safetensors header)")
     if not isinstance(doc, dict) or len(doc) > MAX_ENTRIES:
-        raise InputFileError(f"{plain(path)}: not a valid .safetensors file (its header is not a "
-                             "table of tensors)")
+        raise InputFileError(
+            f"{plain(path)}: not a valid .safetensors file (its header is not a table of tensors)"
+        )
     meta = doc.pop("__metadata__", None) or {}
     if not isinstance(meta, dict) or not all(isinstance(v, str) for v in meta.values()):
-        raise InputFileError(f"{plain(path)}: not a valid .safetensors file (its __metadata__ "
-                             "must map names to strings); write it again with safetensors")
+        raise InputFileError(
+            f"{plain(path)}: not a valid .safetensors file (its __metadata__ "
+            "must map names to strings); write it again with safetensors"
+        )
     data = size - 8 - length
     return {name: _tensor_entry(path, name, entry, data) for name, entry in doc.items()}, meta
 
 
 def _tensor_entry(path: Path, name: str, entry: Any, data: int) -> Declared:
     def bad(why: str) -> InputFileError:
-        return InputFileError(f"{plain(path)}: not a valid .safetensors file (tensor "
-                              f"{plain(repr(name))} {why}); write it again with safetensors")
+        return InputFileError(
+            f"{plain(path)}: not a valid .safetensors file (tensor "
+            f"{plain(repr(name))} {why}); write it again with safetensors"
+        )
 
     if not isinstance(entry, dict):
         raise bad("is not described by a table")

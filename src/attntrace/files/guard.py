@@ -111,7 +111,8 @@ def read_bytes(path: str | os.PathLike[str], limit: int = TEXT_LIMIT, what: str 
     name = _name(path, what)
     too_big = InputFileError(
         f"{name}: is larger than {format_bytes(limit)}, the most attntrace reads from such a file; "
-        "check that this is the right file")
+        "check that this is the right file"
+    )
     with open_regular(path, what) as f:
         if (size := os.fstat(f.fileno()).st_size) > limit:
             raise too_big
@@ -144,11 +145,16 @@ def read_text(path: str | os.PathLike[str], limit: int = TEXT_LIMIT, what: str =
         bad = data[exc.start]
         raise InputFileError(
             f"{_name(path, what)}: is not UTF-8 text (byte 0x{bad:02x} at offset {exc.start}); "
-            "save it as UTF-8") from None
+            "save it as UTF-8"
+        ) from None
 
 
-def load_json(path: str | os.PathLike[str], limit: int = TEXT_LIMIT, what: str = "",
-              max_depth: int = MAX_DEPTH) -> Any:
+def load_json(
+    path: str | os.PathLike[str],
+    limit: int = TEXT_LIMIT,
+    what: str = "",
+    max_depth: int = MAX_DEPTH,
+) -> Any:
     """The JSON document in ``path``, read with :func:`read_text` and parsed by
     :func:`parse_json`.
 
@@ -176,22 +182,29 @@ def parse_json(text: str, source: str, max_depth: int = MAX_DEPTH) -> Any:
     attntrace.errors.InputFileError: example: is not strict JSON: the key 'a' appears twice; ...
     """
     try:
-        doc = json.loads(text, parse_constant=_refuse_constant, parse_float=_finite_float,
-                         object_pairs_hook=_unique_keys)
+        doc = json.loads(
+            text,
+            parse_constant=_refuse_constant,
+            parse_float=_finite_float,
+            object_pairs_hook=_unique_keys,
+        )
     except json.JSONDecodeError as exc:
         raise InputFileError(
             f"{source}: is not valid JSON ({plain(exc.msg)} at line {exc.lineno} column "
-            f"{exc.colno}); fix the file") from None
+            f"{exc.colno}); fix the file"
+        ) from None
     except _StrictError as exc:
         raise InputFileError(f"{source}: is not strict JSON: {exc}; fix the file") from None
     except RecursionError:
-        raise InputFileError(f"{source}: nests lists or objects deeper than {max_depth} levels; "
-                             "fix the file") from None
+        raise InputFileError(
+            f"{source}: nests lists or objects deeper than {max_depth} levels; fix the file"
+        ) from None
     except ValueError as exc:  # an integer of more than sys.get_int_max_str_digits() digits
         raise InputFileError(f"{source}: is not valid JSON ({plain(exc)}); fix the file") from None
     if nesting_depth(doc) > max_depth:
-        raise InputFileError(f"{source}: nests lists or objects deeper than {max_depth} levels; "
-                             "fix the file")
+        raise InputFileError(
+            f"{source}: nests lists or objects deeper than {max_depth} levels; fix the file"
+        )
     return doc
 
 
@@ -235,8 +248,15 @@ def nesting_depth(doc: Any) -> int:
 # --- typed fields of JSON documents ---------------------------------------------------------
 
 
-def json_int(doc: Mapping[str, Any], key: str, source: str, *, lo: int = 0,
-             hi: int = 2**31 - 1, default: int | None = None) -> int | None:
+def json_int(
+    doc: Mapping[str, Any],
+    key: str,
+    source: str,
+    *,
+    lo: int = 0,
+    hi: int = 2**31 - 1,
+    default: int | None = None,
+) -> int | None:
     """``doc[key]`` as a whole number in ``[lo, hi]`` (``true`` and ``2.0`` are refused);
     ``default`` when the key is absent or null.
 
@@ -255,8 +275,15 @@ def json_int(doc: Mapping[str, Any], key: str, source: str, *, lo: int = 0,
     return value
 
 
-def json_float(doc: Mapping[str, Any], key: str, source: str, *, lo: float = -math.inf,
-               hi: float = math.inf, default: float | None = None) -> float | None:
+def json_float(
+    doc: Mapping[str, Any],
+    key: str,
+    source: str,
+    *,
+    lo: float = -math.inf,
+    hi: float = math.inf,
+    default: float | None = None,
+) -> float | None:
     """``doc[key]`` as a finite number in ``[lo, hi]`` (integers accepted, ``true`` refused).
 
     >>> json_float({"rope_theta": 10000}, "rope_theta", "config.json", lo=1.0)
@@ -276,8 +303,9 @@ def json_float(doc: Mapping[str, Any], key: str, source: str, *, lo: float = -ma
     return number
 
 
-def json_bool(doc: Mapping[str, Any], key: str, source: str,
-              default: bool | None = None) -> bool | None:
+def json_bool(
+    doc: Mapping[str, Any], key: str, source: str, default: bool | None = None
+) -> bool | None:
     """``doc[key]`` when it is ``true`` or ``false`` (the string ``"false"`` and 0 are refused).
 
     >>> json_bool({"bias": "false"}, "bias", "config.json")  # doctest: +ELLIPSIS
@@ -293,8 +321,14 @@ def json_bool(doc: Mapping[str, Any], key: str, source: str,
     return value
 
 
-def json_str(doc: Mapping[str, Any], key: str, source: str, *, max_len: int = 1000,
-             default: str | None = None) -> str | None:
+def json_str(
+    doc: Mapping[str, Any],
+    key: str,
+    source: str,
+    *,
+    max_len: int = 1000,
+    default: str | None = None,
+) -> str | None:
     """``doc[key]`` when it is a string of at most ``max_len`` characters.
 
     >>> json_str({"model_type": 7}, "model_type", "config.json")  # doctest: +ELLIPSIS

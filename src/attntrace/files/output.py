@@ -15,8 +15,9 @@ from typing import BinaryIO
 from attntrace.errors import InputFileError
 
 
-def write_output(path: Path, content: bytes | Callable[[BinaryIO], None], *,
-                 what: str = "written") -> None:
+def write_output(
+    path: Path, content: bytes | Callable[[BinaryIO], None], *, what: str = "written"
+) -> None:
     """Write ``content`` (bytes, or a function writing into a binary file) to ``path`` through a
     temporary file in the same folder and a rename: ``path`` is then complete, or as it was.
     ``what`` names the result in errors (``nothing was saved``).

@@ -64,7 +64,10 @@ class LazyArrays(Mapping[str, "np.ndarray"]):
 
     def under(self, prefix: str) -> LazyArrays:
         """The arrays whose names start with ``prefix``, named without it."""
-        return LazyArrays((n[len(prefix):] for n in self._names if n.startswith(prefix)), lambda n: self._load(prefix + n))
+        return LazyArrays(
+            (n[len(prefix) :] for n in self._names if n.startswith(prefix)),
+            lambda n: self._load(prefix + n),
+        )
 
 
 def read_arrays(path: Path) -> tuple[LazyArrays, dict[str, str]]:
@@ -80,15 +83,21 @@ def read_arrays(path: Path) -> tuple[LazyArrays, dict[str, str]]:
     """
     suffix = path.suffix.lower()
     if suffix not in WEIGHT_SUFFIXES:
-        raise InputFileError(f"{path}: unknown weights format {suffix or '(no suffix)'!r}; use one of {', '.join(WEIGHT_SUFFIXES)}")
+        raise InputFileError(
+            f"{path}: unknown weights format {suffix or '(no suffix)'!r}; use one of {', '.join(WEIGHT_SUFFIXES)}"
+        )
     head = _head(path)
     if suffix == ".npz":
         arrays, meta = _read_npz(path, head)
         return LazyArrays(arrays, arrays.__getitem__), meta
     if suffix == ".safetensors":
         return _read_safetensors(path)
-    if not head.startswith((_ZIP_MAGIC, b"\x80")):  # torch.save writes a zip; legacy files are pickles
-        raise InputFileError(f"{path}: not a readable PyTorch state dict (empty, truncated or another format)")
+    if not head.startswith(
+        (_ZIP_MAGIC, b"\x80")
+    ):  # torch.save writes a zip; legacy files are pickles
+        raise InputFileError(
+            f"{path}: not a readable PyTorch state dict (empty, truncated or another format)"
+        )
     return _read_torch(path, mmap=head.startswith(_ZIP_MAGIC)), {}
 
 
@@ -100,10 +109,14 @@ def read_npy(path: Path) -> np.ndarray:
     if path.suffix.lower() == ".npz":
         arrays, _ = _read_npz(path, head)
         if "x" not in arrays:
-            raise InputFileError(f"{path}: has no array named 'x'; save the input as x, or pass a .npy file")
+            raise InputFileError(
+                f"{path}: has no array named 'x'; save the input as x, or pass a .npy file"
+            )
         return arrays["x"]
     if path.suffix.lower() != ".npy":
-        raise InputFileError(f"{path}: --input takes a .npy file (numpy.save) or a .npz with an 'x' entry")
+        raise InputFileError(
+            f"{path}: --input takes a .npy file (numpy.save) or a .npz with an 'x' entry"
+        )
     if not head.startswith(_NPY_MAGIC):
         raise _not_format(path, head, ".npy")
     dec.check_npy(path)
@@ -112,7 +125,9 @@ def read_npy(path: Path) -> np.ndarray:
     except ValueError as exc:
         raise _refused_or_broken(path, exc) from None
     except (OSError, EOFError) as exc:
-        raise InputFileError(f"{path}: truncated or damaged .npy file ({exc}); write it again with numpy.save") from None
+        raise InputFileError(
+            f"{path}: truncated or damaged .npy file ({exc}); write it again with numpy.save"
+        ) from None
     return _float_array(path, "x", value)
 
 
@@ -123,8 +138,9 @@ def _head(path: Path) -> bytes:
         try:
             return f.read(16)
         except OSError as exc:
-            raise InputFileError(f"{plain(path)}: cannot be read "
-                                 f"({plain(exc.strerror or exc)})") from None
+            raise InputFileError(
+                f"{plain(path)}: cannot be read ({plain(exc.strerror or exc)})"
+            ) from None
 
 
 def _not_format(path: Path, head: bytes, kind: str) -> InputFileError:
@@ -158,7 +174,9 @@ def _read_npz(path: Path, head: bytes) -> tuple[dict[str, np.ndarray], dict[str,
     except ValueError as exc:
         raise _refused_or_broken(path, exc) from None
     except (zipfile.BadZipFile, OSError, EOFError, KeyError) as exc:
-        raise InputFileError(f"{path}: truncated or damaged .npz file ({exc}); write it again with numpy.savez") from None
+        raise InputFileError(
+            f"{path}: truncated or damaged .npz file ({exc}); write it again with numpy.savez"
+        ) from None
     return arrays, meta
 
 
@@ -166,14 +184,17 @@ def _read_safetensors(path: Path) -> tuple[LazyArrays, dict[str, str]]:
     try:
         from safetensors import safe_open
     except ImportError:
-        raise BackendUnavailableError(f"{path}: reading .safetensors needs the safetensors package; {SAFETENSORS_HINT}") from None
+        raise BackendUnavailableError(
+            f"{path}: reading .safetensors needs the safetensors package; {SAFETENSORS_HINT}"
+        ) from None
     table, meta = dec.safetensors_header(path)  # validated, sizes known before any data is read
     try:
         with safe_open(str(path), framework="np") as f:
             names = list(f.keys())
     except Exception as exc:  # SafetensorError derives from Exception only
-        raise InputFileError(f"{plain(path)}: not a valid .safetensors file "
-                             f"({plain(exc)})") from None
+        raise InputFileError(
+            f"{plain(path)}: not a valid .safetensors file ({plain(exc)})"
+        ) from None
 
     def load(name: str) -> np.ndarray:
         dec.check_bytes(path, name, table[name].nbytes * (2 if table[name].dtype == "BF16" else 1))
@@ -192,8 +213,9 @@ def _safetensor(path: Path, name: str) -> np.ndarray:
     except TypeError:  # "data type 'bfloat16' not understood"
         return _torch_safetensor(path, name)
     except Exception as exc:
-        raise InputFileError(f"{plain(path)}: not a valid .safetensors file "
-                             f"({plain(exc)})") from None
+        raise InputFileError(
+            f"{plain(path)}: not a valid .safetensors file ({plain(exc)})"
+        ) from None
     return value
 
 
@@ -226,16 +248,21 @@ def _read_torch(path: Path, *, mmap: bool) -> LazyArrays:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             loaded = torch.load(str(path), map_location="cpu", weights_only=True, mmap=mmap)
-    except pickle.UnpicklingError as exc:  # the weights-only unpickler met something that is not a tensor
+    except (
+        pickle.UnpicklingError
+    ) as exc:  # the weights-only unpickler met something that is not a tensor
         found = re.search(r"GLOBAL (\S+)", str(exc))
         asked = f" (it asked for {plain(found.group(1))[:80]})" if found else ""
         raise InputFileError(f"{plain(path)}: {_PICKLE_REFUSED}{asked}") from None
     except Exception:  # RuntimeError (a damaged zip), EOFError, RecursionError ...
-        raise InputFileError(f"{plain(path)}: not a readable PyTorch state dict "
-                             "(empty, truncated or another format)") from None
+        raise InputFileError(
+            f"{plain(path)}: not a readable PyTorch state dict (empty, truncated or another format)"
+        ) from None
     if not isinstance(loaded, dict):
-        raise InputFileError(f"{plain(path)}: holds a {type(loaded).__name__}, not a state dict; "
-                             "save model.state_dict()")
+        raise InputFileError(
+            f"{plain(path)}: holds a {type(loaded).__name__}, not a state dict; "
+            "save model.state_dict()"
+        )
     flat = _flatten(loaded, path)
     return LazyArrays(flat, lambda name: _to_numpy(torch, flat[name], path, name))
 
@@ -250,12 +277,15 @@ def _check_torch_size(path: Path, *, zipped: bool) -> None:
         with open_regular(path) as raw, zipfile.ZipFile(raw) as z:
             pickles = [i for i in z.infolist() if i.filename.endswith(".pkl")]
     except (zipfile.BadZipFile, OSError, EOFError, NotImplementedError):
-        raise InputFileError(f"{plain(path)}: not a readable PyTorch state dict "
-                             "(a damaged zip)") from None
+        raise InputFileError(
+            f"{plain(path)}: not a readable PyTorch state dict (a damaged zip)"
+        ) from None
     if any(i.file_size > PICKLE_LIMIT for i in pickles):
-        raise InputFileError(f"{plain(path)}: its pickled structure is larger than "
-                             f"{PICKLE_LIMIT >> 20} MiB, "
-                             "far more than a state dict needs; save model.state_dict() alone")
+        raise InputFileError(
+            f"{plain(path)}: its pickled structure is larger than "
+            f"{PICKLE_LIMIT >> 20} MiB, "
+            "far more than a state dict needs; save model.state_dict() alone"
+        )
 
 
 def _flatten(tree: dict[Any, Any], path: Path) -> dict[str, Any]:
@@ -276,9 +306,11 @@ def _flatten(tree: dict[Any, Any], path: Path) -> dict[str, Any]:
         key, value = item
         if isinstance(value, dict):
             if id(value) in seen or len(stack) >= STATE_DEPTH or entries > STATE_ENTRIES:
-                raise InputFileError(f"{plain(path)}: its dicts are shared, cyclic, "
-                                     f"nested deeper than {STATE_DEPTH} or hold more than "
-                                     f"{STATE_ENTRIES:,} entries; save model.state_dict()")
+                raise InputFileError(
+                    f"{plain(path)}: its dicts are shared, cyclic, "
+                    f"nested deeper than {STATE_DEPTH} or hold more than "
+                    f"{STATE_ENTRIES:,} entries; save model.state_dict()"
+                )
             seen.add(id(value))
             stack.append((iter(value.items()), f"{prefix}{key}."))
         elif isinstance(value, torch.Tensor):
@@ -289,8 +321,10 @@ def _flatten(tree: dict[Any, Any], path: Path) -> dict[str, Any]:
 def _to_numpy(torch: Any, t: Any, path: Path | None = None, name: str = "") -> np.ndarray:
     where = f"{plain(path)}: {plain(name)}" if path is not None else "a tensor"
     if t.layout != torch.strided or t.is_quantized or t.device.type == "meta" or t.is_complex():
-        raise InputFileError(f"{where} is a {t.layout}, {t.dtype} tensor on {t.device.type}; "
-                             "save dense floating-point weights")
+        raise InputFileError(
+            f"{where} is a {t.layout}, {t.dtype} tensor on {t.device.type}; "
+            "save dense floating-point weights"
+        )
     if path is not None:
         widened = 2 if t.dtype == torch.bfloat16 else 1
         dec.check_bytes(path, name, t.numel() * t.element_size() * widened)
@@ -300,8 +334,9 @@ def _to_numpy(torch: Any, t: Any, path: Path | None = None, name: str = "") -> n
     try:
         value: np.ndarray = t.numpy()
     except (TypeError, RuntimeError) as exc:
-        raise InputFileError(f"{where} cannot be read as numpy ({plain(exc)}); "
-                             "save float weights") from None
+        raise InputFileError(
+            f"{where} cannot be read as numpy ({plain(exc)}); save float weights"
+        ) from None
     return value
 
 
@@ -311,7 +346,9 @@ def _torch(path: Path, what: str) -> Any:
     except ImportError:
         from attntrace.backends.torch_backend import INSTALL_HINT
 
-        raise BackendUnavailableError(f"{path}: reading {what} needs PyTorch; {INSTALL_HINT}") from None
+        raise BackendUnavailableError(
+            f"{path}: reading {what} needs PyTorch; {INSTALL_HINT}"
+        ) from None
     return torch
 
 
@@ -321,6 +358,10 @@ def _float_array(path: Path, name: str, value: Any) -> np.ndarray:
 
     if not isinstance(value, np.ndarray) or value.dtype.kind != "f":
         kind = getattr(getattr(value, "dtype", None), "name", type(value).__name__)
-        raise InputFileError(f"{path}: {name} is {kind}, not floating point; save it as float32 or float64")
+        raise InputFileError(
+            f"{path}: {name} is {kind}, not floating point; save it as float32 or float64"
+        )
     native = np.ascontiguousarray(value, dtype=value.dtype.newbyteorder("="))
-    return native if native.flags.writeable else native.copy()  # torch.from_numpy warns on read-only arrays
+    return (
+        native if native.flags.writeable else native.copy()
+    )  # torch.from_numpy warns on read-only arrays

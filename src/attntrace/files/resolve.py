@@ -15,8 +15,12 @@ if TYPE_CHECKING:
 
 
 def resolve_run(
-    options: Mapping[str, Any], explicit: set[str], weights: LoadedWeights | None = None,
-    x: np.ndarray | None = None, *, known: Mapping[str, str] | None = None,
+    options: Mapping[str, Any],
+    explicit: set[str],
+    weights: LoadedWeights | None = None,
+    x: np.ndarray | None = None,
+    *,
+    known: Mapping[str, str] | None = None,
     x_kv: np.ndarray | None = None,
 ) -> tuple[AttentionConfig, dict[str, np.ndarray | None]]:
     """The config and the user tensors of a run. ``options`` holds every AttentionConfig field
@@ -38,20 +42,28 @@ def resolve_run(
     for name, (value, where) in stated.items():
         flag = "--" + name.replace("_", "-")
         if name in explicit and options[name] != value:
-            raise ConfigError(f"{flag} {_show(name, options[name])} conflicts with {where}, "
-                              f"which gives {_show(name, value)}; drop {flag}")
+            raise ConfigError(
+                f"{flag} {_show(name, options[name])} conflicts with {where}, "
+                f"which gives {_show(name, value)}; drop {flag}"
+            )
         if name in known and name not in explicit and options[name] != value:
             shown = _show(name, options[name])
-            raise ConfigError(f"{known[name]} gives {name} {shown}, but {where} "
-                              f"gives {_show(name, value)}; use the config of these weights")
+            raise ConfigError(
+                f"{known[name]} gives {name} {shown}, but {where} "
+                f"gives {_show(name, value)}; use the config of these weights"
+            )
         values[name] = value
     if weights is not None and "heads" not in {*stated, *explicit, *known}:
         hidden = values["hidden"]
-        raise ConfigError(f"the weights do not say how many heads there are; pass --heads (for H={hidden}: {_nearby_divisors(hidden, 8)})")
+        raise ConfigError(
+            f"the weights do not say how many heads there are; pass --heads (for H={hidden}: {_nearby_divisors(hidden, 8)})"
+        )
     if weights is not None:
         values.update(_head_layout(weights, values["heads"], options, explicit, known))
     tensors: dict[str, np.ndarray | None] = dict(weights.params) if weights is not None else {}
-    if weights is not None and all(tensors[f"b_{c}"] is None for c in "qkvo"):  # Llama & co: no biases at all
+    if weights is not None and all(
+        tensors[f"b_{c}"] is None for c in "qkvo"
+    ):  # Llama & co: no biases at all
         values["bias"] = False
         tensors = {name: t for name, t in tensors.items() if not name.startswith("b_")}
     if x is not None:
@@ -61,8 +73,13 @@ def resolve_run(
     return AttentionConfig(**values), tensors
 
 
-def _head_layout(weights: LoadedWeights, heads: int, options: Mapping[str, Any], explicit: set[str],
-                 known: Mapping[str, str]) -> dict[str, Any]:
+def _head_layout(
+    weights: LoadedWeights,
+    heads: int,
+    options: Mapping[str, Any],
+    explicit: set[str],
+    known: Mapping[str, str],
+) -> dict[str, Any]:
     """head_dim, kv_heads and kv_hidden as the weight shapes give them for ``heads`` heads:
     d = (h·d) / h, g = (g·d) / d, M = in_features of w_k. None where they are the plain values.
 
@@ -70,24 +87,34 @@ def _head_layout(weights: LoadedWeights, heads: int, options: Mapping[str, Any],
     """
     name = weights.path.name
     if weights.q_width % heads:
-        raise ConfigError(f"the weights ({name}) have q width {weights.q_width}, which {heads} heads cannot split; "
-                          f"pass --heads dividing {weights.q_width}")
+        raise ConfigError(
+            f"the weights ({name}) have q width {weights.q_width}, which {heads} heads cannot split; "
+            f"pass --heads dividing {weights.q_width}"
+        )
     d = weights.q_width // heads
     if weights.kv_width % d:
-        raise ConfigError(f"the weights ({name}) have k/v width {weights.kv_width}, not a multiple of head_dim {d}; check --heads")
-    layout = {"head_dim_override": d if weights.q_width != weights.hidden else None,
-              "kv_heads": weights.kv_width // d if weights.kv_width != weights.q_width else None,
-              "kv_hidden": weights.kv_in if weights.kv_in != weights.hidden else None}
+        raise ConfigError(
+            f"the weights ({name}) have k/v width {weights.kv_width}, not a multiple of head_dim {d}; check --heads"
+        )
+    layout = {
+        "head_dim_override": d if weights.q_width != weights.hidden else None,
+        "kv_heads": weights.kv_width // d if weights.kv_width != weights.q_width else None,
+        "kv_hidden": weights.kv_in if weights.kv_in != weights.hidden else None,
+    }
     for field, value in layout.items():
         option = "head_dim" if field == "head_dim_override" else field
         if option in explicit and options[field] != value:
-            raise ConfigError(f"--{option.replace('_', '-')} {options[field]} conflicts with the weights ({name}), "
-                              f"which give {value if value is not None else 'none'}; drop --{option.replace('_', '-')}")
+            raise ConfigError(
+                f"--{option.replace('_', '-')} {options[field]} conflicts with the weights ({name}), "
+                f"which give {value if value is not None else 'none'}; drop --{option.replace('_', '-')}"
+            )
         if field in known and option not in explicit and options[field] != value:
             shown = _show(field, options[field])
-            raise ConfigError(f"{known[field]} gives {field} {shown}, but the "
-                              f"weights ({name}) give {_show(field, value)} for {heads} heads; "
-                              "use the config of these weights")
+            raise ConfigError(
+                f"{known[field]} gives {field} {shown}, but the "
+                f"weights ({name}) give {_show(field, value)} for {heads} heads; "
+                "use the config of these weights"
+            )
     return layout
 
 
@@ -99,8 +126,9 @@ def _x_sizes(x: np.ndarray) -> dict[str, Any]:
     raise ConfigError(f"the input x is {tuple(x.shape)}; it must be (S, H) or (B, S, H)")
 
 
-def _stated(weights: LoadedWeights | None, x: np.ndarray | None,
-            x_kv: np.ndarray | None) -> dict[str, tuple[Any, str]]:
+def _stated(
+    weights: LoadedWeights | None, x: np.ndarray | None, x_kv: np.ndarray | None
+) -> dict[str, tuple[Any, str]]:
     """field -> (value, which file says so), for every size the files give."""
     stated: dict[str, tuple[Any, str]] = {}
     if weights is not None:
@@ -126,7 +154,9 @@ def _x_kv_sizes(x_kv: np.ndarray) -> dict[str, Any]:
 
 def _state(stated: dict[str, tuple[Any, str]], name: str, value: Any, where: str) -> None:
     if name in stated and stated[name][0] != value:
-        raise ConfigError(f"{where} gives {name} {_show(name, value)}, but {stated[name][1]} gives {_show(name, stated[name][0])}; make the files agree")
+        raise ConfigError(
+            f"{where} gives {name} {_show(name, value)}, but {stated[name][1]} gives {_show(name, stated[name][0])}; make the files agree"
+        )
     stated.setdefault(name, (value, where))
 
 

@@ -95,9 +95,13 @@ class LoadedWeights:
         return self._shape("w_k")[1]
 
 
-def load_weights(path: Path, layer_prefix: str | None = None, *,
-                 schemes: tuple[Scheme, ...] | None = None,
-                 info: LayoutInfo | None = None) -> LoadedWeights:
+def load_weights(
+    path: Path,
+    layer_prefix: str | None = None,
+    *,
+    schemes: tuple[Scheme, ...] | None = None,
+    info: LayoutInfo | None = None,
+) -> LoadedWeights:
     """The attention layer in ``path`` (under ``layer_prefix`` when given), in our names.
 
     >>> import numpy as np, tempfile, pathlib
@@ -117,9 +121,15 @@ def layer_weights(arrays: LazyArrays, path: Path, layer_prefix: str | None = Non
     return load_layer(path, arrays, {}, layer_prefix)
 
 
-def load_layer(path: Path, arrays: LazyArrays, meta: Mapping[str, str], layer_prefix: str | None,
-               *, schemes: tuple[Scheme, ...] | None = None,
-               info: LayoutInfo | None = None) -> LoadedWeights:
+def load_layer(
+    path: Path,
+    arrays: LazyArrays,
+    meta: Mapping[str, str],
+    layer_prefix: str | None,
+    *,
+    schemes: tuple[Scheme, ...] | None = None,
+    info: LayoutInfo | None = None,
+) -> LoadedWeights:
     """The attention layer among ``arrays`` (read from ``path``; a folder's shards for --model),
     found with ``schemes`` (default :data:`SCHEMES`); ``info`` splits the fused layouts."""
     prefix, scheme = _pick_layer(path, arrays, layer_prefix, schemes or SCHEMES)
@@ -132,24 +142,35 @@ def load_layer(path: Path, arrays: LazyArrays, meta: Mapping[str, str], layer_pr
     return LoadedWeights(path, scheme.name, prefix, params, _hints(path, meta), family)
 
 
-def _pick_layer(path: Path, arrays: Arrays, layer_prefix: str | None,
-                schemes: tuple[Scheme, ...]) -> tuple[str, Scheme]:
+def _pick_layer(
+    path: Path, arrays: Arrays, layer_prefix: str | None, schemes: tuple[Scheme, ...]
+) -> tuple[str, Scheme]:
     found = layer_candidates(arrays, schemes)
     if layer_prefix is not None:
-        wanted = [layer_prefix, *([] if layer_prefix.endswith(".") or not layer_prefix else [layer_prefix + "."])]
+        wanted = [
+            layer_prefix,
+            *([] if layer_prefix.endswith(".") or not layer_prefix else [layer_prefix + "."]),
+        ]
         for prefix, scheme in found:
             if prefix in wanted:
                 return prefix, scheme
-        raise InputFileError(f"{path}: no attention layer under --layer-prefix {layer_prefix!r}; {_listing(found, arrays)}")
+        raise InputFileError(
+            f"{path}: no attention layer under --layer-prefix {layer_prefix!r}; {_listing(found, arrays)}"
+        )
     if len(found) == 1:
         return found[0]
     if not found:
-        raise InputFileError(f"{path}: no attention weights in a known naming scheme; {_listing(found, arrays)}")
-    raise InputFileError(f"{path}: holds {len(found)} attention layers; pick one with --layer-prefix, {_listing(found, arrays)}")
+        raise InputFileError(
+            f"{path}: no attention weights in a known naming scheme; {_listing(found, arrays)}"
+        )
+    raise InputFileError(
+        f"{path}: holds {len(found)} attention layers; pick one with --layer-prefix, {_listing(found, arrays)}"
+    )
 
 
-def layer_candidates(arrays: Arrays,
-                     schemes: tuple[Scheme, ...] | None = None) -> list[tuple[str, Scheme]]:
+def layer_candidates(
+    arrays: Arrays, schemes: tuple[Scheme, ...] | None = None
+) -> list[tuple[str, Scheme]]:
     """Every (prefix, scheme) of an attention layer in ``arrays``, in file order; a layout inside
     another layer (a BERT layer's ``attention.self.query``) counts as part of that layer."""
     found = _candidates(arrays, schemes or SCHEMES)
@@ -183,15 +204,33 @@ def _mha(layer: Arrays, path: Path) -> dict[str, np.ndarray | None]:
     """nn.MultiheadAttention: the packed in-projection is [w_q; w_k; w_v] stacked on rows."""
     import numpy as np
 
-    packed = _rename(layer, path, {"w_in": "in_proj_weight", "b_in": "in_proj_bias",
-                                   "w_o": "out_proj.weight", "b_o": "out_proj.bias"})
+    packed = _rename(
+        layer,
+        path,
+        {
+            "w_in": "in_proj_weight",
+            "b_in": "in_proj_bias",
+            "w_o": "out_proj.weight",
+            "b_o": "out_proj.bias",
+        },
+    )
     w_in, b_in = packed.pop("w_in"), packed.pop("b_in")
     assert w_in is not None
     if w_in.ndim != 2 or w_in.shape[0] != 3 * w_in.shape[1]:
-        raise InputFileError(f"{path}: in_proj_weight is {w_in.shape}, not (3H, H); kdim/vdim other than H is not supported")
+        raise InputFileError(
+            f"{path}: in_proj_weight is {w_in.shape}, not (3H, H); kdim/vdim other than H is not supported"
+        )
     ws = np.split(w_in, 3)
     bs = np.split(b_in, 3) if b_in is not None and b_in.shape == (w_in.shape[0],) else [b_in] * 3
-    return {"w_q": ws[0], "b_q": bs[0], "w_k": ws[1], "b_k": bs[1], "w_v": ws[2], "b_v": bs[2], **packed}
+    return {
+        "w_q": ws[0],
+        "b_q": bs[0],
+        "w_k": ws[1],
+        "b_k": bs[1],
+        "w_v": ws[2],
+        "b_v": bs[2],
+        **packed,
+    }
 
 
 def _qkvo(layer: Arrays, path: Path) -> dict[str, np.ndarray | None]:
@@ -205,13 +244,27 @@ def _qkvo(layer: Arrays, path: Path) -> dict[str, np.ndarray | None]:
 
 
 def _bert(layer: Arrays, path: Path) -> dict[str, np.ndarray | None]:
-    return _rename(layer, path, _module_names({"q": "attention.self.query", "k": "attention.self.key",
-                                               "v": "attention.self.value", "o": "attention.output.dense"}))
+    return _rename(
+        layer,
+        path,
+        _module_names(
+            {
+                "q": "attention.self.query",
+                "k": "attention.self.key",
+                "v": "attention.self.value",
+                "o": "attention.output.dense",
+            }
+        ),
+    )
 
 
 def _module_names(modules: dict[str, str]) -> dict[str, str]:
     """w_c -> <module>.weight and b_c -> <module>.bias for each projection c."""
-    return {f"{kind}_{c}": f"{m}.{'weight' if kind == 'w' else 'bias'}" for c, m in modules.items() for kind in "wb"}
+    return {
+        f"{kind}_{c}": f"{m}.{'weight' if kind == 'w' else 'bias'}"
+        for c, m in modules.items()
+        for kind in "wb"
+    }
 
 
 def _rename(layer: Arrays, path: Path, names: dict[str, str]) -> dict[str, np.ndarray | None]:
@@ -221,7 +274,9 @@ def _rename(layer: Arrays, path: Path, names: dict[str, str]) -> dict[str, np.nd
         if theirs in layer:
             out[ours] = _float_array(path, theirs, layer[theirs])
         elif ours.startswith("w"):
-            raise InputFileError(f"{path}: {theirs} is missing; the layer needs all four projection weights")
+            raise InputFileError(
+                f"{path}: {theirs} is missing; the layer needs all four projection weights"
+            )
         else:
             out[ours] = None
     return out
@@ -235,15 +290,26 @@ def _check_shapes(path: Path, prefix: str, params: dict[str, np.ndarray | None])
     for name in ("w_q", "w_k", "w_v", "w_o"):
         weight = params[name]
         if weight is not None and weight.ndim != 2:
-            raise InputFileError(f"{path}: {prefix}{name} is {weight.shape}, not a matrix (out_features, in_features)")
+            raise InputFileError(
+                f"{path}: {prefix}{name} is {weight.shape}, not a matrix (out_features, in_features)"
+            )
     (q_width, hidden), kv_shape = w_q.shape, tuple(w_k.shape)
-    expected = {"w_k": kv_shape, "w_v": kv_shape, "w_o": (hidden, q_width),
-                "b_q": (q_width,), "b_k": (kv_shape[0],), "b_v": (kv_shape[0],), "b_o": (hidden,)}
+    expected = {
+        "w_k": kv_shape,
+        "w_v": kv_shape,
+        "w_o": (hidden, q_width),
+        "b_q": (q_width,),
+        "b_k": (kv_shape[0],),
+        "b_v": (kv_shape[0],),
+        "b_o": (hidden,),
+    }
     for name, shape in expected.items():
         value = params[name]
         if value is not None and tuple(value.shape) != shape:
-            raise InputFileError(f"{path}: {prefix}{name} is {tuple(value.shape)}, expected {shape} "
-                                 f"from w_q {tuple(w_q.shape)} and w_k {kv_shape}")
+            raise InputFileError(
+                f"{path}: {prefix}{name} is {tuple(value.shape)}, expected {shape} "
+                f"from w_q {tuple(w_q.shape)} and w_k {kv_shape}"
+            )
 
 
 def _hints(path: Path, meta: Mapping[str, str]) -> dict[str, Any]:
@@ -258,22 +324,25 @@ def _hints(path: Path, meta: Mapping[str, str]) -> dict[str, Any]:
     if "config" in meta:
         saved = parse_json(meta["config"], source)
         if not isinstance(saved, dict):
-            raise InputFileError(f"{source} is not a JSON object; "
-                                 "save it again with attntrace run --save")
+            raise InputFileError(
+                f"{source} is not a JSON object; save it again with attntrace run --save"
+            )
         if "heads" in saved:
             hints["heads"] = json_int(saved, "heads", source, lo=1, hi=MAX_SIZE)
         if "dtype" in saved:
             hints["dtype"] = json_str(saved, "dtype", source, max_len=20)
             if hints["dtype"] not in DTYPE_BYTES:
-                raise InputFileError(f"{source}: field 'dtype' must be one of "
-                                     f"{', '.join(DTYPE_BYTES)}")
+                raise InputFileError(
+                    f"{source}: field 'dtype' must be one of {', '.join(DTYPE_BYTES)}"
+                )
         if "scale" in saved:
             hints["scale"] = json_float(saved, "scale", source, lo=1e-300)
     for key in ("num_heads", "num_attention_heads", "n_head"):
         value = meta.get(key, "")
         if value.isdigit() and value.isascii():
-            hints["heads"] = json_int({key: int(value[:12])}, key, f"{plain(path)}: its metadata",
-                                      lo=1, hi=MAX_SIZE)
+            hints["heads"] = json_int(
+                {key: int(value[:12])}, key, f"{plain(path)}: its metadata", lo=1, hi=MAX_SIZE
+            )
     return hints
 
 

@@ -67,8 +67,14 @@ NO_BIAS_TYPES = frozenset(
     }
 )
 #: Families whose q and k are RMS-normalised before RoPE: per head or over the whole width.
-QK_NORM_TYPES = {"qwen3": "head", "qwen3_moe": "head", "gemma3": "head", "gemma3_text": "head",
-                 "olmo2": "full", "olmo3": "full"}
+QK_NORM_TYPES = {
+    "qwen3": "head",
+    "qwen3_moe": "head",
+    "gemma3": "head",
+    "gemma3_text": "head",
+    "olmo2": "full",
+    "olmo3": "full",
+}
 #: The default θ of families whose config may leave it out.
 DEFAULT_THETA = 10000.0
 
@@ -411,6 +417,7 @@ def refuse_unmodelled(cfg: Mapping[str, Any], path: Path | str, model_type: str)
 
 def shown(value: Any) -> str:
     """A JSON value as a short, terminal-safe text for an error message."""
-    text = (json.dumps(value) if not isinstance(value, int) or abs(value) < 10**30
-            else "a huge number")
+    text = (
+        json.dumps(value) if not isinstance(value, int) or abs(value) < 10**30 else "a huge number"
+    )
     return plain(text if len(text) <= 40 else text[:37] + "...")

@@ -122,18 +122,25 @@ def _falcon_groups(path: Path, shape: tuple[int, ...], h: int) -> int:
     return g
 
 
-def _falcon_grouped(layer: Arrays, path: Path, w: np.ndarray, b: np.ndarray | None, h: int,
-                    g: int) -> Params:
+def _falcon_grouped(
+    layer: Arrays, path: Path, w: np.ndarray, b: np.ndarray | None, h: int, g: int
+) -> Params:
     """Falcon's new_decoder_architecture rows (g, h/g + 2, d): per group h/g queries, k, v."""
     r = h // g
     d = w.shape[0] // (g * (r + 2))
-    q, k, v, bq, bk, bv = (_take(x, g, r + 2, d, s) for x in (w, b)
-                           for s in (slice(0, r), r, r + 1))
+    q, k, v, bq, bk, bv = (
+        _take(x, g, r + 2, d, s) for x in (w, b) for s in (slice(0, r), r, r + 1)
+    )
     return _fused(layer, path, (q, k, v), (bq, bk, bv), "dense")
 
 
-def _fused(layer: Arrays, path: Path, weights: tuple[np.ndarray | None, ...],
-           biases: tuple[np.ndarray | None, ...], out: str) -> Params:
+def _fused(
+    layer: Arrays,
+    path: Path,
+    weights: tuple[np.ndarray | None, ...],
+    biases: tuple[np.ndarray | None, ...],
+    out: str,
+) -> Params:
     """Our names for q, k, v split from a fused projection, and the output projection ``out``."""
     (q, k, v), (bq, bk, bv) = weights, biases
     w_o, b_o = _get(layer, path, f"{out}.weight"), _get(layer, path, f"{out}.bias", False)

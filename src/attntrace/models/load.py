@@ -41,8 +41,9 @@ DECODER = re.compile(r"(?:^|\.)decoder\.")
 T5_CROSS = re.compile(r"(?:^|\.)decoder\.block\.\d+\.layer\.1\.$")
 
 
-def _fields(path: Path, config: dict[str, Any], layer: int | None,
-            prefix: str | None = None) -> dict[str, Any]:
+def _fields(
+    path: Path, config: dict[str, Any], layer: int | None, prefix: str | None = None
+) -> dict[str, Any]:
     """The fields of ``layer`` of the folder's config; Meta's own folders pair neighbours; a
     layer of an encoder-decoder's decoder stack (T5) is read as its decoder config says it."""
     if prefix is not None and DECODER.search(prefix) and config.get("is_encoder_decoder", True):
@@ -65,7 +66,9 @@ def check_cross(loaded: LoadedWeights, kv_seq: int | None) -> None:
 
 
 def load_model_layer(
-    path: Path, layer: int | None, layer_prefix: str | None = None,
+    path: Path,
+    layer: int | None,
+    layer_prefix: str | None = None,
     rope_style: str | None = None,
 ) -> LoadedWeights:
     """The weights of layer ``layer`` (default 0) of the folder, read from its shard only, for a
@@ -76,8 +79,9 @@ def load_model_layer(
     prefix = layer_prefix if layer_prefix is not None else _prefix(path, arrays, n)
     section = config_section(folder.config)
     fields = _fields(path, folder.config, n, prefix)
-    info = LayoutInfo(fields["heads"], fields["kv_heads"], section,
-                      rope_style or fields["rope_style"])
+    info = LayoutInfo(
+        fields["heads"], fields["kv_heads"], section, rope_style or fields["rope_style"]
+    )
     loaded = load_layer(path, arrays, {}, prefix, schemes=ALL_SCHEMES, info=info)
     if fields.get("relative_bias") and "rel_bias" not in loaded.params:  # T5: block 0 holds it
         first = re.sub(r"\.block\.\d+\.", ".block.0.", prefix, count=1)

@@ -26,6 +26,8 @@ def text_renderer(fmt: str, count: str = "flops") -> Callable[[Trace], str]:
     from attntrace.render.markdown import render_markdown
 
     renderers: dict[str, Callable[[Trace], str]] = {
-        "json": render_json, "csv": partial(render_csv, count=count), "markdown": partial(render_markdown, count=count),
+        "json": render_json,
+        "csv": partial(render_csv, count=count),
+        "markdown": partial(render_markdown, count=count),
     }
     return renderers[fmt]

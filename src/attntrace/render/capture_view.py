@@ -75,14 +75,28 @@ def captured_table(steps: Sequence[CapturedStep], width: int = 120) -> Table:
     inputs = width >= 110  # operand shapes too when there is room
     cells = [_cells(s, one_file, inputs, dtype_column) for s in steps]
     widths = _widths(cells, width, inputs, dtype_column)
-    styles = {"#": "dim", "step": "bold", "role": "green", "line": "dim", "code": "",
-              "shape": "cyan", "axes": "magenta", "dtype": "dim"}
+    styles = {
+        "#": "dim",
+        "step": "bold",
+        "role": "green",
+        "line": "dim",
+        "code": "",
+        "shape": "cyan",
+        "axes": "magenta",
+        "dtype": "dim",
+    }
     right = {"#", "shape"} | ({"line"} if one_file else set())
     for name, wide in widths.items():
         header = "operands → shape" if name == "shape" and inputs else name
-        table.add_column(header, style=styles[name], no_wrap=True, overflow="ellipsis",
-                         justify="right" if name in right else "left",
-                         min_width=wide, max_width=wide)
+        table.add_column(
+            header,
+            style=styles[name],
+            no_wrap=True,
+            overflow="ellipsis",
+            justify="right" if name in right else "left",
+            min_width=wide,
+            max_width=wide,
+        )
     for row in cells:
         row["line"] = _tail(row["line"], widths["line"])  # file:line keeps its line number
         table.add_row(*(row[name] for name in widths))
@@ -91,18 +105,25 @@ def captured_table(steps: Sequence[CapturedStep], width: int = 120) -> Table:
 
 def _tail(text: str, width: int) -> str:
     """``text`` cut from the left to ``width``: ``…ling_llama.py:243``."""
-    return text if len(text) <= width else "…" + text[len(text) - width + 1:]
+    return text if len(text) <= width else "…" + text[len(text) - width + 1 :]
 
 
 def _cells(s: CapturedStep, one_file: bool, inputs: bool, dtype: bool) -> dict[str, str]:
     """The text of each column of one step's row."""
     shapes = " ".join(format_shape(i) for i in s.input_shapes)
     where = s.location.rpartition(":")[2] if one_file and ":" in s.location else s.location
-    return {"#": str(s.index), "step": inert(s.name), "role": s.role, "line": inert(where),
-            "code": inert(s.source),
-            "shape": f"{shapes} → {format_shape(s.shape)}" if shapes and inputs
-            else format_shape(s.shape),
-            "axes": format_axes(s.axes), **({"dtype": s.dtype} if dtype else {})}
+    return {
+        "#": str(s.index),
+        "step": inert(s.name),
+        "role": s.role,
+        "line": inert(where),
+        "code": inert(s.source),
+        "shape": f"{shapes} → {format_shape(s.shape)}"
+        if shapes and inputs
+        else format_shape(s.shape),
+        "axes": format_axes(s.axes),
+        **({"dtype": s.dtype} if dtype else {}),
+    }
 
 
 #: The columns that give way on a narrow console, in order, each down to 8 wide ("#" then goes
@@ -110,16 +131,18 @@ def _cells(s: CapturedStep, one_file: bool, inputs: bool, dtype: bool) -> dict[s
 _GIVE_WAY = ("code", "line", "step", "role")
 
 
-def _widths(cells: Sequence[dict[str, str]], width: int, inputs: bool,
-            dtype: bool) -> dict[str, int]:
+def _widths(
+    cells: Sequence[dict[str, str]], width: int, inputs: bool, dtype: bool
+) -> dict[str, int]:
     """Each column's width: as wide as its longest cell (step 12, role 13, code a quarter
     of the console at most), less for those of :data:`_GIVE_WAY` where the console is narrow."""
     names = ["#", "step", "role", "line", "code", "shape", "axes", *(["dtype"] if dtype else [])]
     caps = {"step": 12, "role": 13, "code": max(16, width // 4)}  # role: context_heads
     headers = {"shape": "operands → shape" if inputs else "shape"}
-    widths = {n: min(caps.get(n, width), max([len(headers.get(n, n)),
-                                              *(len(row[n]) for row in cells)]))
-              for n in names}
+    widths = {
+        n: min(caps.get(n, width), max([len(headers.get(n, n)), *(len(row[n]) for row in cells)]))
+        for n in names
+    }
     excess = sum(widths.values()) + 2 * len(widths) - 1 - width  # a space of padding, one between
     for name in _GIVE_WAY:
         cut = max(0, min(excess, widths[name] - 8))
@@ -252,6 +275,17 @@ def render_capture_csv(capture: Capture) -> str:
     writer.writerow(CAPTURE_CSV_COLUMNS)
     for s in capture.steps:
         unknown = ["", "", "", ""]  # view, flops, formula, nonfinite
-        writer.writerow([s.index, s.name, s.op, format_shape_x(s.shape), " ".join(s.axes),
-                         s.dtype, s.nbytes, *unknown, s.role])
+        writer.writerow(
+            [
+                s.index,
+                s.name,
+                s.op,
+                format_shape_x(s.shape),
+                " ".join(s.axes),
+                s.dtype,
+                s.nbytes,
+                *unknown,
+                s.role,
+            ]
+        )
     return out.getvalue()

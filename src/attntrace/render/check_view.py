@@ -13,8 +13,9 @@ from attntrace.text import inert, plain
 from attntrace.tools.check import CaseResult, summary
 
 
-def render_results(results: Sequence[CaseResult], console: Console, *, spec: bool = False,
-                   verbose: bool = False) -> None:
+def render_results(
+    results: Sequence[CaseResult], console: Console, *, spec: bool = False, verbose: bool = False
+) -> None:
     """Print one line per config (spec mode), its error, the notes, the checks that passed
     (``verbose``), a table of failures and a summary."""
     for r in results:
@@ -37,15 +38,22 @@ def status_line(r: CaseResult) -> Text:
     if r.error:
         return Text.assemble(("ERROR", "bold red"), f"  {plain(r.name)}: {plain(r.error)}")
     word, style = ("PASS", "bold green") if r.ok else ("FAIL", "bold red")
-    return Text.assemble((word, style),
-                         f"  {plain(r.name)}  ({r.checked} check{'s' if r.checked != 1 else ''})")
+    return Text.assemble(
+        (word, style), f"  {plain(r.name)}  ({r.checked} check{'s' if r.checked != 1 else ''})"
+    )
 
 
 def failures_table(results: Sequence[CaseResult], *, spec: bool = False) -> Table:
     """One row per failed check: (config,) what, expected, actual (, the step of your code
     that the check read: ``check --trace``)."""
-    table = Table(title="failed checks", box=RULE_BOX, show_edge=False, padding=(0, 1, 0, 0),
-                  title_justify="left", title_style="bold")
+    table = Table(
+        title="failed checks",
+        box=RULE_BOX,
+        show_edge=False,
+        padding=(0, 1, 0, 0),
+        title_justify="left",
+        title_style="bold",
+    )
     if spec:
         table.add_column("config", style="bold")
     table.add_column("step" if not spec else "check", style="bold")

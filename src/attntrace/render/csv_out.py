@@ -17,8 +17,19 @@ from attntrace.engine.costs import exact_count, format_terms
 from attntrace.trace import Records
 
 #: The CSV header, in order (a contract for scripts; new columns are only ever appended).
-CSV_COLUMNS = ("index", "name", "op", "shape", "axes", "dtype", "bytes", "view", "flops", "formula",
-               "nonfinite")
+CSV_COLUMNS = (
+    "index",
+    "name",
+    "op",
+    "shape",
+    "axes",
+    "dtype",
+    "bytes",
+    "view",
+    "flops",
+    "formula",
+    "nonfinite",
+)
 
 
 def format_shape_x(shape: tuple[int, ...]) -> str:
@@ -49,6 +60,18 @@ def render_csv(trace: Records, count: str = "flops") -> str:
         view = "true" if s.view else "false"
         cost = exact_count(s.flops, count), format_terms(s.terms, count)
         shape = format_shape_x(s.shape)
-        writer.writerow([s.index, s.name, s.op, shape, " ".join(s.axes), s.dtype, s.nbytes, view,
-                         *cost, s.nonfinite])
+        writer.writerow(
+            [
+                s.index,
+                s.name,
+                s.op,
+                shape,
+                " ".join(s.axes),
+                s.dtype,
+                s.nbytes,
+                view,
+                *cost,
+                s.nonfinite,
+            ]
+        )
     return out.getvalue()

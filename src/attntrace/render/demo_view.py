@@ -23,7 +23,12 @@ def matrix_view(step: DemoStep) -> Group:
         table.add_column(justify="right")
     for row in step.value:
         table.add_row(*(str(int(v)) if whole else format_number(float(v)) for v in row))
-    return Group(Text.assemble((step.name, "bold cyan"), f" = {step.op}" if step.op != "given" else " (given)"), table)
+    return Group(
+        Text.assemble(
+            (step.name, "bold cyan"), f" = {step.op}" if step.op != "given" else " (given)"
+        ),
+        table,
+    )
 
 
 def format_number(value: float) -> str:

@@ -72,8 +72,9 @@ def diff_table(report: DiffReport, width: int = 200) -> Table:
     ):
         just: Any = justify
         names = name in ("user step", "where")  # the cells that give way when space runs out
-        table.add_column(name, justify=just, no_wrap=not names, overflow="ellipsis",
-                         min_width=len(name))
+        table.add_column(
+            name, justify=just, no_wrap=not names, overflow="ellipsis", min_width=len(name)
+        )
     first = report.first
     for i, row in enumerate(report.rows):
         style = (

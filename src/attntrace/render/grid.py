@@ -82,8 +82,14 @@ class Prose:
 
     __slots__ = ("no_wrap", "pad", "runs", "style")
 
-    def __init__(self, runs: Sequence[str | tuple[str, str]], style: str = "", *,
-                 no_wrap: bool = False, pad: bool = False) -> None:
+    def __init__(
+        self,
+        runs: Sequence[str | tuple[str, str]],
+        style: str = "",
+        *,
+        no_wrap: bool = False,
+        pad: bool = False,
+    ) -> None:
         self.runs = [(run, "") if isinstance(run, str) else run for run in runs]
         self.style, self.no_wrap, self.pad = style, no_wrap, pad
 
@@ -97,8 +103,11 @@ class Prose:
         plain = self.plain
         if width < 1 or not one_cell_each(plain):
             return None
-        owners = list(itertools.chain.from_iterable(
-            [k if style else -1] * len(text) for k, (text, style) in enumerate(self.runs)))
+        owners = list(
+            itertools.chain.from_iterable(
+                [k if style else -1] * len(text) for k, (text, style) in enumerate(self.runs)
+            )
+        )
         out, start = [], 0
         for raw in plain.split("\n"):
             end, offsets = start + len(raw), []
@@ -123,7 +132,7 @@ class Prose:
         for key, group in itertools.groupby(keys):
             n = len(list(group))
             run_style = self.runs[key][1] if key >= 0 else ""
-            line.append((text[i:i + n], tuple(s for s in (self.style, run_style) if s)))
+            line.append((text[i : i + n], tuple(s for s in (self.style, run_style) if s)))
             i += n
         return line
 
@@ -139,12 +148,29 @@ class Prose:
 class Column:
     """A column of a :class:`Grid`, with the options of ``Table.add_column`` used here."""
 
-    __slots__ = ("footer", "header", "header_style", "justify", "min_width", "no_wrap",
-                 "overflow", "style")
+    __slots__ = (
+        "footer",
+        "header",
+        "header_style",
+        "justify",
+        "min_width",
+        "no_wrap",
+        "overflow",
+        "style",
+    )
 
-    def __init__(self, header: str = "", footer: str = "", *, justify: str = "left",
-                 style: str = "", header_style: str = "", no_wrap: bool = False,
-                 overflow: str = "ellipsis", min_width: int | None = None) -> None:
+    def __init__(
+        self,
+        header: str = "",
+        footer: str = "",
+        *,
+        justify: str = "left",
+        style: str = "",
+        header_style: str = "",
+        no_wrap: bool = False,
+        overflow: str = "ellipsis",
+        min_width: int | None = None,
+    ) -> None:
         self.header, self.footer, self.justify, self.style = header, footer, justify, style
         self.header_style, self.no_wrap, self.overflow = header_style, no_wrap, overflow
         self.min_width = min_width
@@ -166,8 +192,17 @@ class Grid:
     S        3
     """
 
-    def __init__(self, title: str = "", *, caption: str = "", rule: bool = True, pad: int = 1,
-                 pad_edge: bool = True, footer: bool = False, title_style: str = "bold") -> None:
+    def __init__(
+        self,
+        title: str = "",
+        *,
+        caption: str = "",
+        rule: bool = True,
+        pad: int = 1,
+        pad_edge: bool = True,
+        footer: bool = False,
+        title_style: str = "bold",
+    ) -> None:
         self.title, self.caption, self.rule, self.pad = title, caption, rule, pad
         self.pad_edge, self.footer, self.title_style = pad_edge, footer, title_style
         self.columns: list[Column] = []
@@ -191,8 +226,12 @@ class Grid:
         in the table's header style and the column's, body cells in the column's style."""
         cols = self.columns
         out: list[tuple[str, list[Cell], list[tuple[str, ...]]]] = [
-            ("head", [c.header for c in cols], [_names("table.header", c.header_style)
-                                                   for c in cols])]
+            (
+                "head",
+                [c.header for c in cols],
+                [_names("table.header", c.header_style) for c in cols],
+            )
+        ]
         body = [_names(c.style) for c in cols]
         out += [("body", row, body) for row in self.rows]
         if self.footer:
@@ -248,14 +287,18 @@ class Grid:
             out += caption
         return out
 
-    def _row(self, kind: str, cells: list[Cell], styles: list[tuple[str, ...]],
-             widths: list[int]) -> list[Line]:
+    def _row(
+        self, kind: str, cells: list[Cell], styles: list[tuple[str, ...]], widths: list[int]
+    ) -> list[Line]:
         """One row's lines: each cell justified, padded, in its style; shorter cells get
         blank lines (below, or above in the header), columns a one-space divider."""
         pads, columns = self._pads(), self.columns
-        blocks = [_cell_lines(cell, column, width - pad, pad, style)
-                  for cell, column, width, pad, style in zip(cells, columns, widths, pads, styles,
-                                                             strict=True)]
+        blocks = [
+            _cell_lines(cell, column, width - pad, pad, style)
+            for cell, column, width, pad, style in zip(
+                cells, columns, widths, pads, styles, strict=True
+            )
+        ]
         height = max(map(len, blocks))
         lines: list[Line] = []
         for k in range(height):
@@ -276,18 +319,33 @@ class Grid:
 
         from attntrace.render.terminal import RULE_BOX
 
-        table = Table(title=self.title or None, box=RULE_BOX if self.rule else None,
-                      show_edge=False, padding=(0, self.pad, 0, 0), pad_edge=self.pad_edge,
-                      title_justify="left", title_style=self.title_style,
-                      show_footer=self.footer, caption=self.caption or None,
-                      caption_justify="left")
+        table = Table(
+            title=self.title or None,
+            box=RULE_BOX if self.rule else None,
+            show_edge=False,
+            padding=(0, self.pad, 0, 0),
+            pad_edge=self.pad_edge,
+            title_justify="left",
+            title_style=self.title_style,
+            show_footer=self.footer,
+            caption=self.caption or None,
+            caption_justify="left",
+        )
         for c in self.columns:
-            table.add_column(c.header, c.footer, justify=c.justify,  # type: ignore[arg-type]
-                             style=c.style, header_style=c.header_style, no_wrap=c.no_wrap,
-                             overflow=c.overflow, min_width=c.min_width)  # type: ignore[arg-type]
+            table.add_column(
+                c.header,
+                c.footer,
+                justify=c.justify,  # type: ignore[arg-type]
+                style=c.style,
+                header_style=c.header_style,
+                no_wrap=c.no_wrap,
+                overflow=c.overflow,  # type: ignore[arg-type]
+                min_width=c.min_width,
+            )
         for row in self.rows:
-            table.add_row(*(cell if isinstance(cell, str) else Text(cell[0], style=cell[1])
-                            for cell in row))
+            table.add_row(
+                *(cell if isinstance(cell, str) else Text(cell[0], style=cell[1]) for cell in row)
+            )
         return table
 
 
@@ -296,8 +354,9 @@ def _names(*styles: str) -> tuple[str, ...]:
     return tuple(s for s in styles if s)
 
 
-def _cell_lines(cell: Cell, column: Column, inner: int, pad: int,
-                style: tuple[str, ...]) -> list[Line]:
+def _cell_lines(
+    cell: Cell, column: Column, inner: int, pad: int, style: tuple[str, ...]
+) -> list[Line]:
     """A cell as Rich's ``Padding`` around its ``Text`` yields it: per line, the justified
     text in the cell's style (plus the Text's own), then the padding in the cell's style."""
     text, own = (cell, "") if isinstance(cell, str) else cell

@@ -17,6 +17,9 @@ def render_json(trace: Trace, preset: str | None = None) -> str:
     >>> doc["steps"][0]["shape"], doc["attntrace_version"] == __version__, doc["preset"]
     ([3, 768], True, 'gpt2')
     """
-    doc = {**trace.to_dict(), "attntrace_version": __version__,
-           **({"preset": preset} if preset else {})}
+    doc = {
+        **trace.to_dict(),
+        "attntrace_version": __version__,
+        **({"preset": preset} if preset else {}),
+    }
     return json.dumps(doc, indent=2, allow_nan=False) + "\n"  # strict JSON, always

@@ -24,8 +24,12 @@ def render_markdown(trace: Trace, count: str = "flops") -> str:
     | 11 | scores | `q @ k_t` | (12, 3, 3) | (h, S, S) | float32 | 432 B | 13.82 k | `2·h·S·S·d` |
     """
     cfg = trace.config
-    sizes = ", ".join(f"{axis}={size}" for axis, size in {**cfg.axis_sizes(), **cfg.tile_sizes()}.items())
-    caption = f"**attntrace** multi-head self-attention: {sizes} ({trace.backend} backend, {cfg.dtype})"
+    sizes = ", ".join(
+        f"{axis}={size}" for axis, size in {**cfg.axis_sizes(), **cfg.tile_sizes()}.items()
+    )
+    caption = (
+        f"**attntrace** multi-head self-attention: {sizes} ({trace.backend} backend, {cfg.dtype})"
+    )
     notes = "".join(f"> **warning:** {note}\n\n" for note in trace.notes)
     whole = whole_model_line(trace, count)
     tail = f"\n{whole.plain}\n" if whole is not None else ""  # run --layers L
@@ -36,13 +40,36 @@ def steps_table(trace: Trace, count: str = "flops") -> str:
     """One row per step and a total row; a flash tile step shows one tile's shape, bytes and
     formula, and its FLOPs summed over every tile."""
     unit = "MACs" if count == "macs" else "FLOPs"
-    rows = [(str(s.index), s.name, f"`{s.op}`", format_shape(s.shape), format_axes(s.axes), s.dtype,
-             format_bytes(s.nbytes) + (" (view)" if s.view else ""), format_count(in_unit(s.flops, count)),
-             _formula(s, count)) for s in trace.steps]
-    total = ("", "**total**", "", "", "", "", f"peak {format_bytes(trace.peak_bytes)}",
-             f"**{format_count(in_unit(trace.total_flops, count))}**", "")
-    return pipe_table(("#", "step", "op", "shape", "axes", "dtype", "bytes", unit, "formula"), [*rows, total],
-                      right=(0, 3, 6, 7))
+    rows = [
+        (
+            str(s.index),
+            s.name,
+            f"`{s.op}`",
+            format_shape(s.shape),
+            format_axes(s.axes),
+            s.dtype,
+            format_bytes(s.nbytes) + (" (view)" if s.view else ""),
+            format_count(in_unit(s.flops, count)),
+            _formula(s, count),
+        )
+        for s in trace.steps
+    ]
+    total = (
+        "",
+        "**total**",
+        "",
+        "",
+        "",
+        "",
+        f"peak {format_bytes(trace.peak_bytes)}",
+        f"**{format_count(in_unit(trace.total_flops, count))}**",
+        "",
+    )
+    return pipe_table(
+        ("#", "step", "op", "shape", "axes", "dtype", "bytes", unit, "formula"),
+        [*rows, total],
+        right=(0, 3, 6, 7),
+    )
 
 
 def _formula(step: Step, count: str) -> str:
@@ -56,13 +83,32 @@ def params_table(trace: Trace) -> str:
     """One row per weight and bias, and a total row."""
     return pipe_table(
         ("parameter", "shape", "axes", "count", "bytes"),
-        [*((p.name, format_shape(p.shape), format_axes(p.axes), f"{p.numel:,}", format_bytes(p.nbytes)) for p in trace.parameters),
-         ("**total**", "", "", f"**{trace.param_count:,}**", f"**{format_bytes(trace.param_bytes)}**")],
+        [
+            *(
+                (
+                    p.name,
+                    format_shape(p.shape),
+                    format_axes(p.axes),
+                    f"{p.numel:,}",
+                    format_bytes(p.nbytes),
+                )
+                for p in trace.parameters
+            ),
+            (
+                "**total**",
+                "",
+                "",
+                f"**{trace.param_count:,}**",
+                f"**{format_bytes(trace.param_bytes)}**",
+            ),
+        ],
         right=(1, 3, 4),
     )
 
 
-def pipe_table(header: Sequence[str], rows: Sequence[Sequence[str]], right: Sequence[int] = ()) -> str:
+def pipe_table(
+    header: Sequence[str], rows: Sequence[Sequence[str]], right: Sequence[int] = ()
+) -> str:
     """A GitHub-flavoured markdown table; ``right`` lists the right-aligned columns.
 
     >>> print(pipe_table(["a", "b"], [["1", "x|y"]], right=[0]), end="")

@@ -146,8 +146,10 @@ def _whole_model(trace: Trace, count: str) -> list[str]:
     if title is None:
         return []
     rows = [list(row) for row in whole_model_rows(trace, count)]
-    return [f"<h2>{escape(title[0].upper() + title[1:])}</h2>",
-            _table(["attention of all layers", "value", "exact, or how it is counted"], rows, {1})]
+    return [
+        f"<h2>{escape(title[0].upper() + title[1:])}</h2>",
+        _table(["attention of all layers", "value", "exact, or how it is counted"], rows, {1}),
+    ]
 
 
 def _config(trace: Trace) -> str:

@@ -13,14 +13,27 @@ import re
 __all__ = ["SGR", "Styled", "breaks", "cell_len", "from_markup", "wrap"]
 
 #: SGR codes of the style words used in help texts (``[bold]``, ``[dim]``, colours).
-SGR = {"bold": "1", "dim": "2", "italic": "3", "underline": "4", "red": "31", "green": "32",
-       "yellow": "33", "blue": "34", "magenta": "35", "cyan": "36", "white": "37"}
+SGR = {
+    "bold": "1",
+    "dim": "2",
+    "italic": "3",
+    "underline": "4",
+    "red": "31",
+    "green": "32",
+    "yellow": "33",
+    "blue": "34",
+    "magenta": "35",
+    "cyan": "36",
+    "white": "37",
+}
 # Patterns as strings: ``re`` compiles each on first use only (compiling costs start-up time).
 _TAG = r"(\\*)\[([a-z#/@][^[]*?)]"
 _WORD = r"\s*\S+\s*"
 #: Typer's highlighter: -x switches green, --options cyan (later patterns win).
-_HIGHLIGHTS = ((r"(^|\W)(\-\w+)(?![a-zA-Z0-9])", ("bold", "green")),
-               (r"(^|\W)(\-\-[\w\-]+)(?![a-zA-Z0-9])", ("bold", "cyan")))
+_HIGHLIGHTS = (
+    (r"(^|\W)(\-\w+)(?![a-zA-Z0-9])", ("bold", "green")),
+    (r"(^|\W)(\-\-[\w\-]+)(?![a-zA-Z0-9])", ("bold", "cyan")),
+)
 
 
 class Styled:
@@ -76,7 +89,7 @@ def from_markup(markup: str, style: tuple[str, ...] = ()) -> Styled:
     if "[" not in markup:
         return Styled(markup, [style] * len(markup))
     for match in re.finditer(_TAG, markup):
-        out.add(markup[pos:match.start()], stack[-1])
+        out.add(markup[pos : match.start()], stack[-1])
         pos = match.end()
         slashes, tag = match.groups()
         backslashes, escaped = divmod(len(slashes), 2)
@@ -121,7 +134,7 @@ def wrap(text: Styled, width: int, fold: bool = True) -> list[Styled]:
     lines: list[Styled] = []
     start_of_line = 0
     for line in text.text.split("\n"):
-        piece = text[start_of_line:start_of_line + len(line)]
+        piece = text[start_of_line : start_of_line + len(line)]
         start_of_line += len(line) + 1
         fits = cell_len(line.rstrip()) <= width
         bounds = [0, *([] if fits else breaks(line, width, fold)), len(line)]
@@ -146,7 +159,7 @@ def breaks(line: str, width: int, fold: bool = True) -> list[int]:
             breaks += [start] if start else []
             offset = cell_len(word)
         elif length > width:  # fold the word over several lines
-            chunks = [word[i:i + width] for i in range(0, len(word), width)]
+            chunks = [word[i : i + width] for i in range(0, len(word), width)]
             for chunk in chunks[:-1]:
                 breaks += [start] if start else []
                 start += len(chunk)
@@ -160,7 +173,7 @@ def breaks(line: str, width: int, fold: bool = True) -> list[int]:
 
 def _fit(text: Styled, width: int) -> Styled:
     """The line without trailing spaces, cut to ``width`` cells with an ellipsis if longer."""
-    text = text[:len(text.text.rstrip())]
+    text = text[: len(text.text.rstrip())]
     if cell_len(text.text) <= width:
         return text
     style = text.styles[-1]

@@ -24,8 +24,9 @@ def _label(p: SweepPoint) -> str:
 def sweep_table(points: Sequence[SweepPoint], count: str = "flops", dtype: str = "") -> Table:
     """One row per point; ``dtype`` (of every byte figure, the KV cache's too) in the title."""
     title = f"sweep (bytes of {dtype})" if dtype else "sweep"
-    table = Table(title=title, title_justify="left", title_style="bold", box=None,
-                  padding=(0, 1, 0, 0))
+    table = Table(
+        title=title, title_justify="left", title_style="bold", box=None, padding=(0, 1, 0, 0)
+    )
     for name in ("S", "h", "H", "algorithm"):
         table.add_column(name, justify="right" if len(name) == 1 else "left")
     unit = "MACs" if count == "macs" else "FLOPs"
@@ -37,16 +38,31 @@ def sweep_table(points: Sequence[SweepPoint], count: str = "flops", dtype: str =
         table.add_column(f"{unit} x{layers}", justify="right", no_wrap=True)
     for p in points:
         whole = p.whole_model
-        model = ([format_bytes(whole.kv_cache_bytes), format_count(in_unit(whole.flops, count))]
-                 if whole is not None else [])
-        table.add_row(str(p.seq), str(p.heads), str(p.hidden), Text(p.algorithm, style=_STYLE.get(p.algorithm, "")),
-                      format_count(in_unit(p.flops, count)), format_bytes(p.score_bytes), format_bytes(p.peak_bytes),
-                      format_bytes(p.kv_cache_bytes_per_token), *model)
+        model = (
+            [format_bytes(whole.kv_cache_bytes), format_count(in_unit(whole.flops, count))]
+            if whole is not None
+            else []
+        )
+        table.add_row(
+            str(p.seq),
+            str(p.heads),
+            str(p.hidden),
+            Text(p.algorithm, style=_STYLE.get(p.algorithm, "")),
+            format_count(in_unit(p.flops, count)),
+            format_bytes(p.score_bytes),
+            format_bytes(p.peak_bytes),
+            format_bytes(p.kv_cache_bytes_per_token),
+            *model,
+        )
     return table
 
 
-def bar_chart(points: Sequence[SweepPoint], title: str, value: Callable[[SweepPoint], float],
-              fmt: Callable[[float], str]) -> Group:
+def bar_chart(
+    points: Sequence[SweepPoint],
+    title: str,
+    value: Callable[[SweepPoint], float],
+    fmt: Callable[[float], str],
+) -> Group:
     """Horizontal bars on a linear scale (the quadratic growth shows), one per point."""
     top = max((value(p) for p in points), default=0) or 1
     width = max(len(_label(p)) for p in points)
@@ -54,18 +70,28 @@ def bar_chart(points: Sequence[SweepPoint], title: str, value: Callable[[SweepPo
     for p in points:
         n = value(p)
         bar = "█" * max(1, round(BAR_WIDTH * n / top)) if n else ""
-        lines.append(Text.assemble(f"{_label(p):>{width}} ", (f"{p.algorithm:<5} ", "dim"),
-                                   (bar, _STYLE.get(p.algorithm, "")), f" {fmt(n)}"))
+        lines.append(
+            Text.assemble(
+                f"{_label(p):>{width}} ",
+                (f"{p.algorithm:<5} ", "dim"),
+                (bar, _STYLE.get(p.algorithm, "")),
+                f" {fmt(n)}",
+            )
+        )
     return Group(*lines)
 
 
-def sweep_view(points: Sequence[SweepPoint], count: str = "flops",
-               dtype: str = "") -> RenderableType:
+def sweep_view(
+    points: Sequence[SweepPoint], count: str = "flops", dtype: str = ""
+) -> RenderableType:
     """The table and the three bar charts."""
     unit = "MACs" if count == "macs" else "FLOPs"
     return Group(
-        sweep_table(points, count, dtype), Text(""),
-        bar_chart(points, unit, lambda p: in_unit(p.flops, count), format_count), Text(""),
-        bar_chart(points, "score bytes held at once", lambda p: p.score_bytes, format_bytes), Text(""),
+        sweep_table(points, count, dtype),
+        Text(""),
+        bar_chart(points, unit, lambda p: in_unit(p.flops, count), format_count),
+        Text(""),
+        bar_chart(points, "score bytes held at once", lambda p: p.score_bytes, format_bytes),
+        Text(""),
         bar_chart(points, "peak live activations", lambda p: p.peak_bytes, format_bytes),
     )

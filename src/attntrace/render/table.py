@@ -44,9 +44,17 @@ def format_axes(axes: tuple[str, ...]) -> str:
     return "(" + ", ".join(axes) + ("," if len(axes) == 1 else "") + ")"
 
 
-def render_trace(trace: Trace, console: Console, *, head: int = 0, values: bool = False,
-                 count: str = "flops", batch_item: int = 0,
-                 values_limit: int = VALUES_MAX_NUMEL, fast: bool = True) -> None:
+def render_trace(
+    trace: Trace,
+    console: Console,
+    *,
+    head: int = 0,
+    values: bool = False,
+    count: str = "flops",
+    batch_item: int = 0,
+    values_limit: int = VALUES_MAX_NUMEL,
+    fast: bool = True,
+) -> None:
     """Print the whole table view of ``trace`` on ``console``; ``count`` is flops or macs.
 
     ``head`` and ``batch_item`` pick the attention weights shown; ``values`` prints the numbers
@@ -54,22 +62,44 @@ def render_trace(trace: Trace, console: Console, *, head: int = 0, values: bool 
     part (the output is the same; tests compare the two).
     """
     width = console.width
-    pieces = trace_pieces(trace, width, "->" if console.options.ascii_only else "→", head=head,
-                          values=values, count=count, batch_item=batch_item,
-                          values_limit=values_limit)
+    pieces = trace_pieces(
+        trace,
+        width,
+        "->" if console.options.ascii_only else "→",
+        head=head,
+        values=values,
+        count=count,
+        batch_item=batch_item,
+        values_limit=values_limit,
+    )
     show(console, pieces, fast)
 
 
-def trace_pieces(trace: Trace, width: int, arrow: str = "→", *, head: int = 0,
-                 values: bool = False, count: str = "flops", batch_item: int = 0,
-                 values_limit: int = VALUES_MAX_NUMEL) -> list[Piece]:
+def trace_pieces(
+    trace: Trace,
+    width: int,
+    arrow: str = "→",
+    *,
+    head: int = 0,
+    values: bool = False,
+    count: str = "flops",
+    batch_item: int = 0,
+    values_limit: int = VALUES_MAX_NUMEL,
+) -> list[Piece]:
     """The parts of the table view at console ``width``, in order (see :func:`render_trace`)."""
     tight = width < TIGHT_WIDTH
     pieces: list[Piece] = [_title(trace)]
     if trace.origin:
         pieces.append(Prose([trace.origin], "dim"))
-    pieces += [_flow(trace, width, arrow), BLANK, steps_grid(trace, width), BLANK,
-               costs_grid(trace, count, tight=tight), BLANK, params_grid(trace, tight=tight)]
+    pieces += [
+        _flow(trace, width, arrow),
+        BLANK,
+        steps_grid(trace, width),
+        BLANK,
+        costs_grid(trace, count, tight=tight),
+        BLANK,
+        params_grid(trace, tight=tight),
+    ]
     if (cache := _kv_cache(trace)) is not None:
         pieces.append(cache)
     if (whole := whole_model_grid(trace, count, tight=tight)) is not None:
@@ -89,9 +119,18 @@ def title_line(trace: Trace) -> Text:
 def _title(trace: Trace) -> Prose:
     cfg = trace.config
     sizes = "  ".join(f"{axis}={size}" for axis, size in cfg.axis_sizes().items())
-    algorithm = f"  flash Br={cfg.tile_sizes()['Br']} Bc={cfg.tile_sizes()['Bc']}" if cfg.algorithm == "flash" else ""
-    return Prose([("attntrace", "bold"), f"  {describe(cfg)}  {sizes}  ",
-                  (f"{trace.backend} {cfg.dtype}{algorithm}", "cyan")])
+    algorithm = (
+        f"  flash Br={cfg.tile_sizes()['Br']} Bc={cfg.tile_sizes()['Bc']}"
+        if cfg.algorithm == "flash"
+        else ""
+    )
+    return Prose(
+        [
+            ("attntrace", "bold"),
+            f"  {describe(cfg)}  {sizes}  ",
+            (f"{trace.backend} {cfg.dtype}{algorithm}", "cyan"),
+        ]
+    )
 
 
 def costs_table(trace: Trace, count: str = "flops", *, tight: bool = False) -> Table:
@@ -111,23 +150,33 @@ def costs_grid(trace: Trace, count: str = "flops", *, tight: bool = False) -> Gr
     ['1', 'q_proj', '3.54 M']
     """
     unit = "MACs" if count == "macs" else "FLOPs"
-    caption = (f"peak: activations alive at once; parameters {format_bytes(trace.param_bytes)}; "
-               f"KV cache {format_bytes(trace.kv_cache_bytes_per_token)} per token "
-               f"({trace.config.dtype})")
+    caption = (
+        f"peak: activations alive at once; parameters {format_bytes(trace.param_bytes)}; "
+        f"KV cache {format_bytes(trace.kv_cache_bytes_per_token)} per token "
+        f"({trace.config.dtype})"
+    )
     table = _grid(f"costs ({unit}; 1 MAC = 2 FLOPs)", footer=True, tight=tight, caption=caption)
     table.add_column(Column("#", justify="right", style="dim"))
     table.add_column(Column("step", "total", style="bold"))
-    table.add_column(Column(unit, format_count(in_unit(trace.total_flops, count)),
-                            justify="right", no_wrap=True))
+    table.add_column(
+        Column(unit, format_count(in_unit(trace.total_flops, count)), justify="right", no_wrap=True)
+    )
     table.add_column(Column("formula", overflow="fold"))
-    table.add_column(Column("bytes", f"peak {format_bytes(trace.peak_bytes)}", justify="right",
-                            no_wrap=True))
+    table.add_column(
+        Column("bytes", f"peak {format_bytes(trace.peak_bytes)}", justify="right", no_wrap=True)
+    )
     table.add_column(Column("tiles", justify="right", style="dim", no_wrap=True))
     for step in trace.steps:
         if step.view:
             continue
-        table.add_row(str(step.index), step.name, format_count(in_unit(step.flops, count)), format_terms(step.terms, count),
-                      format_bytes(step.nbytes), str(step.repeat) if step.repeat > 1 else "")
+        table.add_row(
+            str(step.index),
+            step.name,
+            format_count(in_unit(step.flops, count)),
+            format_terms(step.terms, count),
+            format_bytes(step.nbytes),
+            str(step.repeat) if step.repeat > 1 else "",
+        )
     return table
 
 
@@ -170,10 +219,19 @@ def describe(cfg: AttentionConfig) -> str:
     >>> describe(AttentionConfig(kv_heads=1, causal=True, rope=True, bias=False))
     'multi-query causal self-attention with RoPE, no bias'
     """
-    kind = "multi-head" if not cfg.grouped else "multi-query" if cfg.groups == 1 else "grouped-query"
-    words = [kind, *(["causal"] if cfg.causal else []), "cross-attention" if cfg.cross else "self-attention"]
-    extras = [*(["RoPE"] if cfg.rope else []), *(["key padding"] if cfg.key_lengths is not None else []),
-              *(["no bias"] if not cfg.bias else [])]
+    kind = (
+        "multi-head" if not cfg.grouped else "multi-query" if cfg.groups == 1 else "grouped-query"
+    )
+    words = [
+        kind,
+        *(["causal"] if cfg.causal else []),
+        "cross-attention" if cfg.cross else "self-attention",
+    ]
+    extras = [
+        *(["RoPE"] if cfg.rope else []),
+        *(["key padding"] if cfg.key_lengths is not None else []),
+        *(["no bias"] if not cfg.bias else []),
+    ]
     return " ".join(words) + (" with " + ", ".join(extras) if extras else "")
 
 
@@ -188,11 +246,15 @@ def _kv_cache(trace: Trace) -> Prose | None:
     if cfg.kv_heads is None:
         return None
     full = 2 * cfg.heads * cfg.head_dim * cfg.itemsize
-    return Prose([f"KV cache: 2 (k, v) x g={cfg.groups} x d={cfg.head_dim} x {cfg.itemsize} B "
-                f"({cfg.dtype}) = "
-                f"{format_bytes(cfg.kv_cache_bytes_per_token)} per token and layer "
-                f"({full // cfg.kv_cache_bytes_per_token}x less than {format_bytes(full)} "
-                f"with h={cfg.heads} kv-heads)"])
+    return Prose(
+        [
+            f"KV cache: 2 (k, v) x g={cfg.groups} x d={cfg.head_dim} x {cfg.itemsize} B "
+            f"({cfg.dtype}) = "
+            f"{format_bytes(cfg.kv_cache_bytes_per_token)} per token and layer "
+            f"({full // cfg.kv_cache_bytes_per_token}x less than {format_bytes(full)} "
+            f"with h={cfg.heads} kv-heads)"
+        ]
+    )
 
 
 def whole_model_line(trace: Trace, count: str = "flops") -> Text | None:
@@ -214,9 +276,11 @@ def whole_model_line(trace: Trace, count: str = "flops") -> Text | None:
         return None
     unit = "MACs" if count == "macs" else "FLOPs"
     keys = trace.config.labels().keys  # S, or N for cross-attention
-    return Text(f"whole model, L={f.layers} layers at B={f.batch}, {keys}={f.keys}: attention "
-                f"parameters {format_count(f.params)}, KV cache {format_bytes(f.kv_cache_bytes)} "
-                f"({f.dtype}), {format_count(in_unit(f.flops, count))} {unit} per forward")
+    return Text(
+        f"whole model, L={f.layers} layers at B={f.batch}, {keys}={f.keys}: attention "
+        f"parameters {format_count(f.params)}, KV cache {format_bytes(f.kv_cache_bytes)} "
+        f"({f.dtype}), {format_count(in_unit(f.flops, count))} {unit} per forward"
+    )
 
 
 def whole_model_table(trace: Trace, count: str = "flops", *, tight: bool = False) -> Table | None:
@@ -263,9 +327,11 @@ def whole_model_rows(trace: Trace, count: str = "flops") -> list[tuple[str, str,
         return []
     unit = "MACs" if count == "macs" else "FLOPs"
     cache, flops = format_bytes(f.kv_cache_bytes), format_count(in_unit(f.flops, count))
-    return [("parameters", format_count(f.params), f"{f.params:,}"),
-            (f"KV cache ({f.dtype})", cache, "L·B·N·2·g·d·bytes"),
-            (f"{unit} per forward", flops, "L x the total above")]
+    return [
+        ("parameters", format_count(f.params), f"{f.params:,}"),
+        (f"KV cache ({f.dtype})", cache, "L·B·N·2·g·d·bytes"),
+        (f"{unit} per forward", flops, "L x the total above"),
+    ]
 
 
 def steps_table(trace: Trace, width: int = 80) -> Table:
@@ -284,16 +350,30 @@ def steps_grid(trace: Trace, width: int = 80) -> Grid:
     dtypes = [step.dtype for step in trace.steps]
     common = max(set(dtypes), key=dtypes.count)  # the title names it; the column only the others
     dtype_column = len(set(dtypes)) > 1
-    title = (f"steps ({common} unless the dtype column says otherwise)" if dtype_column
-             else f"steps (every tensor {common})")
-    rows = [[str(s.index), s.name, s.op, format_shape(s.shape), format_axes(s.axes),
-             *([s.dtype if s.dtype != common else ""] if dtype_column else [])]
-            for s in trace.steps]
+    title = (
+        f"steps ({common} unless the dtype column says otherwise)"
+        if dtype_column
+        else f"steps (every tensor {common})"
+    )
+    rows = [
+        [
+            str(s.index),
+            s.name,
+            s.op,
+            format_shape(s.shape),
+            format_axes(s.axes),
+            *([s.dtype if s.dtype != common else ""] if dtype_column else []),
+        ]
+        for s in trace.steps
+    ]
     headers = ["#", "step", "op", "shape", "axes", "dtype"]
     tight = width < TIGHT_WIDTH
     gap = 1 if tight else 2  # the box's space between columns, and the padding unless tight
-    fixed = sum(max(len(headers[i]), *(len(r[i]) for r in rows)) + gap
-                for i in range(len(rows[0])) if i != 2)
+    fixed = sum(
+        max(len(headers[i]), *(len(r[i]) for r in rows)) + gap
+        for i in range(len(rows[0]))
+        if i != 2
+    )
     op_width = max(width - fixed - gap + 1, 1)
     table = _grid(title, tight=tight)
     table.add_column(Column("#", justify="right", style="dim", no_wrap=True))
@@ -346,8 +426,15 @@ def _table(title: str, *, show_footer: bool = False, tight: bool = False) -> Tab
 
     from attntrace.render.terminal import RULE_BOX
 
-    return Table(title=title, box=RULE_BOX, show_edge=False, padding=(0, 0 if tight else 1, 0, 0),
-                 title_justify="left", title_style="bold", show_footer=show_footer)
+    return Table(
+        title=title,
+        box=RULE_BOX,
+        show_edge=False,
+        padding=(0, 0 if tight else 1, 0, 0),
+        title_justify="left",
+        title_style="bold",
+        show_footer=show_footer,
+    )
 
 
 def _grid(title: str, *, footer: bool = False, tight: bool = False, caption: str = "") -> Grid:
@@ -369,12 +456,19 @@ def params_grid(trace: Trace, *, tight: bool = False) -> Grid:
     table.add_column(Column("count", f"{trace.param_count:,}", justify="right"))
     table.add_column(Column("bytes", format_bytes(trace.param_bytes), justify="right"))
     for p in trace.parameters:
-        table.add_row(p.name, format_shape(p.shape), format_axes(p.axes), f"{p.numel:,}", format_bytes(p.nbytes))
+        table.add_row(
+            p.name,
+            format_shape(p.shape),
+            format_axes(p.axes),
+            f"{p.numel:,}",
+            format_bytes(p.nbytes),
+        )
     return table
 
 
-def attention_view(trace: Trace, head: int, *, batch_item: int = 0,
-                   width: int = 80) -> RenderableType:
+def attention_view(
+    trace: Trace, head: int, *, batch_item: int = 0, width: int = 80
+) -> RenderableType:
     """The attention weights of one head and batch item as a heat map; beyond S = 16 (or N = 16)
     pooled into blocks that fit ``width`` columns, followed by a few summary numbers."""
     from rich.console import Group
@@ -400,8 +494,11 @@ def _attention(trace: Trace, head: int, batch_item: int, width: int) -> list[Pie
     assert matrix is not None
     masked = trace["masked"].part(index) if "masked" in trace else None  # (S, N): -inf where masked
     hidden = None if masked is None else masked == float("-inf")  # (S, N)
-    rule = ("each row sums to 1" if hidden is None
-            else "masked keys: ·; each row sums to 1, or 0 if every key is masked")
+    rule = (
+        "each row sums to 1"
+        if hidden is None
+        else "masked keys: ·; each row sums to 1, or 0 if every key is masked"
+    )
     if max(matrix.shape) <= HEATMAP_MAX_SEQ:
         full = pool(matrix, matrix.shape[0], matrix.shape[1], hidden)
         return _heatmap(full, f"attention weights, {where} (rows: queries, columns: keys; {rule})")
@@ -427,15 +524,18 @@ def fit_pool(matrix: np.ndarray, hidden: np.ndarray | None, width: int) -> Poole
     return pool(matrix, HEATMAP_MAX_SEQ, 1, hidden)
 
 
-
 def heatmap_width(pooled: Pooled) -> int:
     """Columns the heat map of ``pooled`` takes: labels, cells, the sum column, one space each."""
     rows, cols = pooled.values.shape
     compact = cols > 8
     label = max(len(pooled.row_label(r)) for r in range(rows))
-    cells = [max(len(pooled.col_label(c)),
-                 *(len(_cell_text(float(v), compact)) for v in pooled.values[:, c]))
-             for c in range(cols)]
+    cells = [
+        max(
+            len(pooled.col_label(c)),
+            *(len(_cell_text(float(v), compact)) for v in pooled.values[:, c]),
+        )
+        for c in range(cols)
+    ]
     return int(label + sum(cells) + len("1.00") + cols + 1)
 
 
@@ -463,7 +563,8 @@ def _heatmap(pooled: Pooled, title: str) -> list[Piece]:
     for i in range(rows):
         cells: list[tuple[str, str]] = [
             ("·", "dim") if masked is not None and masked[i][j] else _heat_cell(v, compact)
-            for j, v in enumerate(shown[i])]
+            for j, v in enumerate(shown[i])
+        ]
         table.add_row(pooled.row_label(i), *cells, f"{sums[i]:.2f}")
     return [Prose([title], "italic"), table]
 
@@ -545,7 +646,8 @@ def _values(trace: Trace, limit: int = VALUES_MAX_NUMEL) -> list[Piece]:
     import numpy as np
 
     parts: list[Piece] = [
-        Prose([f"values (tensors of at most {limit:,} elements; --values-limit)"], "bold")]
+        Prose([f"values (tensors of at most {limit:,} elements; --values-limit)"], "bold")
+    ]
     skipped = []
     for record in (*trace.steps, *trace.parameters):
         if not record.has_values:
@@ -556,13 +658,22 @@ def _values(trace: Trace, limit: int = VALUES_MAX_NUMEL) -> list[Piece]:
         value = record.value
         assert value is not None  # has_values
         body = np.array2string(value, precision=4, suppress_small=True, max_line_width=78)
-        parts.append(Prose([(f"{record.name} {format_shape(record.shape)}", "bold cyan"), "\n",
-                            body]))
+        parts.append(
+            Prose([(f"{record.name} {format_shape(record.shape)}", "bold cyan"), "\n", body])
+        )
     if skipped:
-        parts.append(Prose([f"skipped (more than {limit:,} elements): " + ", ".join(skipped)],
-                           "dim"))
+        parts.append(
+            Prose([f"skipped (more than {limit:,} elements): " + ", ".join(skipped)], "dim")
+        )
     if len(parts) == 1 + bool(skipped):
-        parts.append(Prose([f"every tensor has more than {limit:,} elements; "
-                            "raise --values-limit or try "
-                            "smaller sizes, e.g. --hidden 4 --heads 2"], "dim"))
+        parts.append(
+            Prose(
+                [
+                    f"every tensor has more than {limit:,} elements; "
+                    "raise --values-limit or try "
+                    "smaller sizes, e.g. --hidden 4 --heads 2"
+                ],
+                "dim",
+            )
+        )
     return parts

@@ -15,11 +15,23 @@ def render_verify(report: VerifyReport, console: Console) -> None:
     """Print both comparison tables and the verdict."""
     cfg, tol = report.config, report.tolerance
     sizes = "  ".join(f"{axis}={size}" for axis, size in cfg.axis_sizes().items())
-    console.print(Text.assemble(("attntrace verify", "bold"), f"  {sizes}  ", (cfg.dtype, "cyan"),
-                                f"  rtol {tol.rtol:.1e} atol {tol.atol:.1e}"))
+    console.print(
+        Text.assemble(
+            ("attntrace verify", "bold"),
+            f"  {sizes}  ",
+            (cfg.dtype, "cyan"),
+            f"  rtol {tol.rtol:.1e} atol {tol.atol:.1e}",
+        )
+    )
     left, right = report.steps[0].left, report.steps[0].right
     console.print(comparison_table(f"every step, {left} vs {right}", report.steps, with_ref=False))
-    console.print(comparison_table("output and attention weights vs PyTorch's own attention", report.references, with_ref=True))
+    console.print(
+        comparison_table(
+            "output and attention weights vs PyTorch's own attention",
+            report.references,
+            with_ref=True,
+        )
+    )
     for reason in dict.fromkeys(c.skipped for c in report.references if c.skipped):
         console.print(Text(f"n/a: {reason}", style="dim"))
     for note in report.notes:
@@ -41,7 +53,9 @@ def comparison_table(title: str, rows: tuple[Comparison, ...], *, with_ref: bool
     for c in rows:
         names = [c.name, c.left, c.right] if with_ref else [c.name]
         if c.skipped:
-            table.add_row(*names, format_shape(c.shape), "n/a", "n/a", Text("–", style="dim"), style="dim")
+            table.add_row(
+                *names, format_shape(c.shape), "n/a", "n/a", Text("–", style="dim"), style="dim"
+            )
             continue
         mark = Text("✓", style="green") if c.ok else Text("✗", style="bold red")
         table.add_row(*names, format_shape(c.shape), f"{c.max_abs:.2e}", f"{c.max_rel:.2e}", mark)
@@ -54,9 +68,13 @@ def verdict(report: VerifyReport) -> Text:
     skipped = len(report.steps) + len(report.references) - total
     na = f" ({skipped} n/a)" if skipped else ""
     if report.ok:
-        return Text(f"PASS: all {total} comparisons within the {report.config.dtype} tolerance{na}", style="bold green")
+        return Text(
+            f"PASS: all {total} comparisons within the {report.config.dtype} tolerance{na}",
+            style="bold green",
+        )
     bad = ", ".join(f"{c.name} ({c.left} vs {c.right})" for c in report.failures[:4])
     more = f" and {len(report.failures) - 4} more" if len(report.failures) > 4 else ""
-    return Text(f"FAIL: {len(report.failures)} of {total} comparisons beyond the tolerance: {bad}{more}", style="bold red")
-
-
+    return Text(
+        f"FAIL: {len(report.failures)} of {total} comparisons beyond the tolerance: {bad}{more}",
+        style="bold red",
+    )

@@ -57,8 +57,10 @@ class Expectation:
         >>> parse_expectation("k_proj=S,g*d").resolve({"S": 3, "g": 8, "d": 128})
         (3, 1024)
         """
-        return tuple(d if isinstance(d, int) else math.prod(self._size(f, sizes) for f in d.split("·"))
-                     for d in self.dims)
+        return tuple(
+            d if isinstance(d, int) else math.prod(self._size(f, sizes) for f in d.split("·"))
+            for d in self.dims
+        )
 
     def _size(self, factor: str, sizes: Mapping[str, int]) -> int:
         if factor.isdigit():
@@ -67,15 +69,20 @@ class Expectation:
             hint = _VARIANT_AXES.get(factor, "")
             raise ConfigError(
                 f"unknown axis {factor!r} in {self.step}={self.text}; axes of this config: "
-                f"{', '.join(f'{a}={n}' for a, n in sizes.items())}" + (f" ({factor} {hint})" if hint else "")
+                f"{', '.join(f'{a}={n}' for a, n in sizes.items())}"
+                + (f" ({factor} {hint})" if hint else "")
             )
         return sizes[factor]
 
 
 #: Axis letters that exist only with their variant, and when.
 _VARIANT_AXES = {
-    "B": "only with --batch", "N": "only with --kv-seq", "M": "only with --kv-hidden",
-    "g": "only with --kv-heads below --heads", "Br": "only with --algorithm flash", "Bc": "only with --algorithm flash",
+    "B": "only with --batch",
+    "N": "only with --kv-seq",
+    "M": "only with --kv-hidden",
+    "g": "only with --kv-heads below --heads",
+    "Br": "only with --algorithm flash",
+    "Bc": "only with --algorithm flash",
 }
 
 
@@ -145,13 +152,19 @@ def parse_shape(text: str) -> tuple[Dim, ...]:
     >>> parse_shape("(768,)"), parse_shape("()"), parse_shape("S, g*d"), parse_shape("S,h·d")
     ((768,), (), ('S', 'g·d'), ('S', 'h·d'))
     """
-    body = text.strip().removeprefix("(").removesuffix(")").removeprefix("[").removesuffix("]").strip()
-    parts = body.split(",") if "," in body or not re.fullmatch(r"\d+(x\d+)*", body) else body.split("x")
+    body = (
+        text.strip().removeprefix("(").removesuffix(")").removeprefix("[").removesuffix("]").strip()
+    )
+    parts = (
+        body.split(",") if "," in body or not re.fullmatch(r"\d+(x\d+)*", body) else body.split("x")
+    )
     dims = [p.strip() for p in parts]
     if dims and not dims[-1]:
         dims.pop()  # "(768,)"
     if any(not _DIM.fullmatch(d) for d in dims):
-        raise ConfigError(f"cannot read the shape {text!r}; write it like 12,3,3 or 12x3x3 or h,S,S or S,g*d")
+        raise ConfigError(
+            f"cannot read the shape {text!r}; write it like 12,3,3 or 12x3x3 or h,S,S or S,g*d"
+        )
     return tuple(int(d) if d.isdigit() else re.sub(r"\s*[·*]\s*", "·", d) for d in dims)
 
 
@@ -163,7 +176,9 @@ def parse_expectation(text: str) -> Expectation:
     """
     step, sep, shape = text.partition("=")
     if not sep or not step.strip():
-        raise ConfigError(f"cannot read --expect {text!r}; write STEP=SHAPE, e.g. scores=12,3,3 or scores=h,S,S")
+        raise ConfigError(
+            f"cannot read --expect {text!r}; write STEP=SHAPE, e.g. scores=12,3,3 or scores=h,S,S"
+        )
     return Expectation(step.strip(), parse_shape(shape))
 
 
@@ -181,10 +196,18 @@ def check_expectations(trace: Records, expectations: Iterable[Expectation]) -> t
         numbers = all(isinstance(d, int) for d in e.dims)
         written = str(expected) if numbers else f"{e.text} = {expected}"
         if step is None:
-            failed.append(Mismatch(e.step, written, unplayed(trace, e.step),
-                                   f"expect {e.step}={e.text}"))
+            failed.append(
+                Mismatch(e.step, written, unplayed(trace, e.step), f"expect {e.step}={e.text}")
+            )
         elif step.shape != expected:
-            failed.append(Mismatch(e.step, written, f"{step.shape} ({', '.join(step.axes)})", f"expect {e.step}={e.text}"))
+            failed.append(
+                Mismatch(
+                    e.step,
+                    written,
+                    f"{step.shape} ({', '.join(step.axes)})",
+                    f"expect {e.step}={e.text}",
+                )
+            )
     return tuple(failed)
 
 
@@ -225,8 +248,10 @@ def find_step(trace: Records, name: str) -> Step | None:
     variable = name.removeprefix(VARIABLE_PREFIX)
     if not is_capture(trace):
         if variable != name:
-            raise ConfigError(f"{name!r} names a variable of your code; {VARIABLE_PREFIX} needs "
-                              f"--trace (the reference's steps are {', '.join(trace.names)})")
+            raise ConfigError(
+                f"{name!r} names a variable of your code; {VARIABLE_PREFIX} needs "
+                f"--trace (the reference's steps are {', '.join(trace.names)})"
+            )
         return trace[name]
     steps = trace.steps
     roles = [getattr(s, "role", "") for s in steps]
@@ -235,8 +260,10 @@ def find_step(trace: Records, name: str) -> Step | None:
     found = next((s for s in steps if s.name == variable), None)
     if found is None:
         played = ", ".join(r for r in roles if r) or "none"
-        raise ConfigError(f"unknown step {name!r}; give a reference step (the step playing it: "
-                          f"{played}) or a variable of your code ({', '.join(trace.names)})")
+        raise ConfigError(
+            f"unknown step {name!r}; give a reference step (the step playing it: "
+            f"{played}) or a variable of your code ({', '.join(trace.names)})"
+        )
     return found
 
 
@@ -244,8 +271,11 @@ def unplayed(trace: Records, role: str) -> str:
     """The actual side of a check of a role no step of the user's code plays."""
     played = ", ".join(r for s in trace.steps if (r := getattr(s, "role", "")))
     same = next((s for s in trace.steps if s.name == role), None)
-    hint = (f"; your variable {role} is at {where(same)[1]}: to check it write "
-            f"{VARIABLE_PREFIX}{role}" if same is not None else "")
+    hint = (
+        f"; your variable {role} is at {where(same)[1]}: to check it write {VARIABLE_PREFIX}{role}"
+        if same is not None
+        else ""
+    )
     return f"no step plays {role} (roles found: {played or 'none'}){hint}"
 
 
@@ -260,8 +290,12 @@ def where(step: Step) -> tuple[str, str]:
     return step.name, str(getattr(step, "location", ""))
 
 
-def check_trace(trace: Records, expectations: Sequence[Expectation],
-                golden: Mapping[str, Any] | None = None, name: str = "") -> CaseResult:
+def check_trace(
+    trace: Records,
+    expectations: Sequence[Expectation],
+    golden: Mapping[str, Any] | None = None,
+    name: str = "",
+) -> CaseResult:
     """Every expectation and (if given) the golden document, against ``trace``.
 
     For a capture of your code (``check --trace``) ``targets`` says which step each check read;
@@ -285,8 +319,9 @@ def check_trace(trace: Records, expectations: Sequence[Expectation],
             return CaseResult(name, len(checks), mismatches, notes, tuple(checks), targets=targets)
         mismatches += compare_golden(trace, golden)
         steps = {r["name"]: None for r in golden["steps"]} | dict.fromkeys(trace.names)
-        params = ({r["name"]: None for r in golden["params"]}
-                  | {p.name: None for p in trace.parameters})
+        params = {r["name"]: None for r in golden["params"]} | {
+            p.name: None for p in trace.parameters
+        }
         checks += [f"step {n}" for n in steps] + [f"param {n}" for n in params]
         if is_capture(trace):
             targets |= {f"step {s.name}": where(s) for s in trace.steps}
@@ -304,13 +339,14 @@ def golden_fits(golden: Mapping[str, Any], trace: Records | None = None) -> None
     attntrace.errors.ConfigError: this golden is a trace of your code (attntrace.capture/1); ...
     """
     if golden.get("schema") == CAPTURE_SCHEMA_ID and (trace is None or not is_capture(trace)):
-        raise ConfigError(f"this golden is a trace of your code ({CAPTURE_SCHEMA_ID}); "
-                          "add --trace TARGET")
+        raise ConfigError(
+            f"this golden is a trace of your code ({CAPTURE_SCHEMA_ID}); add --trace TARGET"
+        )
 
 
-def compare_roles(trace: Records, golden: Mapping[str, Any]
-                  ) -> tuple[tuple[Mismatch, ...], list[str], dict[str, tuple[str, str]],
-                             tuple[str, ...]]:
+def compare_roles(
+    trace: Records, golden: Mapping[str, Any]
+) -> tuple[tuple[Mismatch, ...], list[str], dict[str, tuple[str, str]], tuple[str, ...]]:
     """A reference golden against a capture of your code: each golden step against the step
     playing its role, by shape (dtypes and parameters are the code's own business).
 
@@ -328,13 +364,24 @@ def compare_roles(trace: Records, golden: Mapping[str, Any]
         checks.append(check)
         targets[check] = where(step)
         if list(step.shape) != record["shape"]:
-            mismatches.append(Mismatch(f"{check} shape", str(tuple(record["shape"])),
-                                       f"{step.shape} ({', '.join(step.axes)})", check))
+            mismatches.append(
+                Mismatch(
+                    f"{check} shape",
+                    str(tuple(record["shape"])),
+                    f"{step.shape} ({', '.join(step.axes)})",
+                    check,
+                )
+            )
     if not checks:
-        raise ConfigError("no step of your code plays a step of the golden; save one of your "
-                          "code with: attntrace trace TARGET --format json")
-    notes = [f"not compared, no step of your code plays them: {', '.join(not_played)}"
-             ] if not_played else []
+        raise ConfigError(
+            "no step of your code plays a step of the golden; save one of your "
+            "code with: attntrace trace TARGET --format json"
+        )
+    notes = (
+        [f"not compared, no step of your code plays them: {', '.join(not_played)}"]
+        if not_played
+        else []
+    )
     names = {r["name"] for r in golden["steps"]}
     extra = [r for s in trace.steps if (r := getattr(s, "role", "")) and r not in names]
     notes += [f"your code also plays steps the golden lacks: {', '.join(extra)}"] if extra else []
@@ -347,9 +394,11 @@ _SIZE_KEYS = {"batch": "B", "seq": "S", "hidden": "H", "heads": "h"}
 
 
 def _size_notes(sizes: Mapping[str, int], config: Mapping[str, Any]) -> list[str]:
-    diffs = [f"{key}={config[key]!r} (your code {axis}={sizes[axis]})"
-             for key, axis in _SIZE_KEYS.items()
-             if config.get(key) is not None and axis in sizes and config[key] != sizes[axis]]
+    diffs = [
+        f"{key}={config[key]!r} (your code {axis}={sizes[axis]})"
+        for key, axis in _SIZE_KEYS.items()
+        if config.get(key) is not None and axis in sizes and config[key] != sizes[axis]
+    ]
     return [f"the golden was made with {', '.join(diffs)}"] if diffs else []
 
 
@@ -362,8 +411,9 @@ def load_golden(path: Path) -> dict[str, Any]:
     try:
         doc = parse_json(text, f"golden file {plain(path)}")
     except InputFileError as exc:
-        raise InputFileError(f"{exc}; save a golden with: "
-                             f"attntrace run --format json > {plain(path)}") from None
+        raise InputFileError(
+            f"{exc}; save a golden with: attntrace run --format json > {plain(path)}"
+        ) from None
     try:
         validate_golden(doc)
     except ConfigError as exc:
@@ -400,7 +450,9 @@ def _validate_record(record: object, where: str) -> None:
         if not isinstance(record.get(key), str):
             raise ConfigError(f"{where}.{key} must be a string, got {record.get(key)!r}")
     shape = record.get("shape")
-    if not isinstance(shape, list) or any(isinstance(n, bool) or not isinstance(n, int) for n in shape):
+    if not isinstance(shape, list) or any(
+        isinstance(n, bool) or not isinstance(n, int) for n in shape
+    ):
         raise ConfigError(f"{where}.shape must be a list of whole numbers, got {shape!r}")
 
 
@@ -408,20 +460,38 @@ def compare_golden(trace: Records, golden: Mapping[str, Any]) -> tuple[Mismatch,
     """Differences in the shapes and dtypes of steps and parameters (values are not compared)."""
     actual_steps = {s.name: (list(s.shape), s.dtype) for s in trace.steps}
     actual_params = {p.name: (list(p.shape), p.dtype) for p in trace.parameters}
-    return (*_compare("step", golden["steps"], actual_steps), *_compare("param", golden["params"], actual_params))
+    return (
+        *_compare("step", golden["steps"], actual_steps),
+        *_compare("param", golden["params"], actual_params),
+    )
 
 
-def _compare(kind: str, golden: list[dict[str, Any]], actual: Mapping[str, tuple[list[int], str]]) -> list[Mismatch]:
+def _compare(
+    kind: str, golden: list[dict[str, Any]], actual: Mapping[str, tuple[list[int], str]]
+) -> list[Mismatch]:
     expected = {r["name"]: (r["shape"], r["dtype"]) for r in golden}
     out = []
     for name in [*expected, *(n for n in actual if n not in expected)]:
         if name not in actual or name not in expected:
-            out.append(Mismatch(f"{kind} {name}", "present" if name in expected else "absent",
-                                "present" if name in actual else "missing", f"{kind} {name}"))
+            out.append(
+                Mismatch(
+                    f"{kind} {name}",
+                    "present" if name in expected else "absent",
+                    "present" if name in actual else "missing",
+                    f"{kind} {name}",
+                )
+            )
             continue
         (g_shape, g_dtype), (a_shape, a_dtype) = expected[name], actual[name]
         if g_shape != a_shape:
-            out.append(Mismatch(f"{kind} {name} shape", str(tuple(g_shape)), str(tuple(a_shape)), f"{kind} {name}"))
+            out.append(
+                Mismatch(
+                    f"{kind} {name} shape",
+                    str(tuple(g_shape)),
+                    str(tuple(a_shape)),
+                    f"{kind} {name}",
+                )
+            )
         if g_dtype != a_dtype:
             out.append(Mismatch(f"{kind} {name} dtype", g_dtype, a_dtype, f"{kind} {name}"))
     return out
@@ -431,7 +501,9 @@ def config_notes(trace: Trace, golden: Mapping[str, Any]) -> tuple[str, ...]:
     """How the golden's config differs from the traced one (the usual cause of a failure)."""
     mine = trace.config.to_dict()
     theirs = golden["config"]
-    diffs = [f"{k}={theirs[k]!r} (now {mine[k]!r})" for k in mine if k in theirs and theirs[k] != mine[k]]
+    diffs = [
+        f"{k}={theirs[k]!r} (now {mine[k]!r})" for k in mine if k in theirs and theirs[k] != mine[k]
+    ]
     return (f"the golden was made with {', '.join(diffs)}",) if diffs else ()
 
 
@@ -467,8 +539,9 @@ def load_spec(path: Path, backend: str = "shape", *, keep_going: bool = False) -
     InputFileError naming the file and the config; with ``keep_going`` a bad config comes back
     as a SpecCase whose ``error`` says why (the file itself must still be a spec).
     """
-    too_deep = InputFileError(f"{plain(path)}: nests tables or arrays deeper than "
-                              f"{MAX_DEPTH} levels; fix the file")
+    too_deep = InputFileError(
+        f"{plain(path)}: nests tables or arrays deeper than {MAX_DEPTH} levels; fix the file"
+    )
     text = read_text(path, what="spec file")
     try:
         doc = tomllib.loads(text)
@@ -493,8 +566,14 @@ def load_spec(path: Path, backend: str = "shape", *, keep_going: bool = False) -
         except InputFileError as exc:
             if not keep_going:
                 raise
-            case = SpecCase(name, AttentionConfig(), backend, (), origin=f"{path}: [config.{name}]",
-                            error=str(exc))
+            case = SpecCase(
+                name,
+                AttentionConfig(),
+                backend,
+                (),
+                origin=f"{path}: [config.{name}]",
+                error=str(exc),
+            )
         cases.append(replace(case, lines=_case_lines(lines, name, case.expectations)))
     return cases
 
@@ -520,8 +599,9 @@ def spec_lines(text: str) -> dict[str, int]:
     return out
 
 
-def _case_lines(lines: Mapping[str, int], name: str,
-                expectations: Sequence[Expectation]) -> dict[str, int]:
+def _case_lines(
+    lines: Mapping[str, int], name: str, expectations: Sequence[Expectation]
+) -> dict[str, int]:
     """The spec lines of a config and of each of its expectations (0: not found)."""
     where = lines.get(f"config.{name}", 0)
     out = {"": where}
@@ -538,8 +618,12 @@ def _spec_case(path: Path, name: str, defaults: Mapping[str, object], table: obj
         merged = {**defaults, **table}
         expect = merged.get("expect", {})
         if not isinstance(expect, dict):
-            raise ConfigError('"expect" must be a table of STEP = "SHAPE" entries, e.g. scores = "h,S,S"')
-        expectations = tuple(Expectation(step, _spec_shape(step, value)) for step, value in expect.items())
+            raise ConfigError(
+                '"expect" must be a table of STEP = "SHAPE" entries, e.g. scores = "h,S,S"'
+            )
+        expectations = tuple(
+            Expectation(step, _spec_shape(step, value)) for step, value in expect.items()
+        )
         backend, golden = merged["backend"], merged.get("golden")
         if not isinstance(backend, str) or not (golden is None or isinstance(golden, str)):
             raise ConfigError('"backend" and "golden" must be strings')
@@ -579,7 +663,9 @@ def _config_fields(table: Mapping[str, object]) -> dict[str, Any]:
     names = [f.name for f in fields(AttentionConfig)]
     unknown = [k for k in table if k not in names and k not in SPEC_KEYS]
     if unknown:
-        raise ConfigError(f"unknown key {unknown[0]!r}; valid keys: {', '.join([*names, *SPEC_KEYS])}")
+        raise ConfigError(
+            f"unknown key {unknown[0]!r}; valid keys: {', '.join([*names, *SPEC_KEYS])}"
+        )
     if "head_dim" in table and "head_dim_override" in table:
         raise ConfigError("use either head_dim or head_dim_override, not both")
     aliased = {("head_dim_override" if k == "head_dim" else k): v for k, v in table.items()}
@@ -596,7 +682,11 @@ def _config_fields(table: Mapping[str, object]) -> dict[str, Any]:
 def _is_instance(value: object, hint: Any) -> bool:
     if isinstance(value, bool) and hint is not bool and bool not in typing.get_args(hint):
         return False  # TOML true is not a size
-    if isinstance(value, int) and not isinstance(value, bool) and float in (hint, *typing.get_args(hint)):
+    if (
+        isinstance(value, int)
+        and not isinstance(value, bool)
+        and float in (hint, *typing.get_args(hint))
+    ):
         return True  # rope_base = 500000 is a number too
     try:
         return isinstance(value, hint)
@@ -613,13 +703,16 @@ def _type_name(hint: Any) -> str:
 def _spec_shape(step: str, value: object) -> tuple[Dim, ...]:
     if isinstance(value, str):
         return parse_shape(value)
-    if isinstance(value, list) and all(isinstance(d, int | str) and not isinstance(d, bool) for d in value):
+    if isinstance(value, list) and all(
+        isinstance(d, int | str) and not isinstance(d, bool) for d in value
+    ):
         return parse_shape(",".join(str(d) for d in value))
     raise ConfigError(f'expect.{step} must be a shape like "h,S,S" or [12, 3, 3], got {value!r}')
 
 
-def run_spec(cases: Sequence[SpecCase], max_memory: int | None = None, *,
-             keep_going: bool = False) -> list[CaseResult]:
+def run_spec(
+    cases: Sequence[SpecCase], max_memory: int | None = None, *, keep_going: bool = False
+) -> list[CaseResult]:
     """Trace every case and check it; unknown steps or axes raise, naming the case (with
     ``keep_going`` they make that case's result an error and the others are still checked)."""
     results = []
@@ -640,9 +733,11 @@ def _run_case(case: SpecCase, max_memory: int | None) -> CaseResult:
 
     golden = load_golden(case.golden) if case.golden else None
     if golden is not None and golden["schema"] == CAPTURE_SCHEMA_ID:
-        raise InputFileError(f"{case.origin or case.name}: golden {plain(case.golden)} is a "
-                             "trace of your code; a spec's golden is saved by: "
-                             "attntrace run --format json")
+        raise InputFileError(
+            f"{case.origin or case.name}: golden {plain(case.golden)} is a "
+            "trace of your code; a spec's golden is saved by: "
+            "attntrace run --format json"
+        )
     try:
         trace = trace_attention(case.config, case.backend, max_memory=max_memory, keep_values=False)
         return check_trace(trace, case.expectations, golden, case.name)
@@ -658,13 +753,32 @@ def summary(results: Sequence[CaseResult]) -> str:
     """
     failed = sum(not r.ok and not r.error for r in results)
     errors = sum(bool(r.error) for r in results)
-    return (f"{len(results) - failed - errors} passed, {failed} failed"
-            + (f", {errors} error{'s' * (errors > 1)}" if errors else ""))
+    return f"{len(results) - failed - errors} passed, {failed} failed" + (
+        f", {errors} error{'s' * (errors > 1)}" if errors else ""
+    )
 
 
 __all__ = [
-    "VARIABLE_PREFIX", "CaseResult", "Expectation", "Mismatch", "SpecCase", "check_expectations",
-    "check_trace", "compare_golden", "compare_roles", "find_step", "golden_fits", "is_capture",
-    "load_golden", "load_spec", "parse_expectation", "parse_shape", "reference_names", "run_spec",
-    "spec_lines", "summary", "validate_golden", "where",
+    "VARIABLE_PREFIX",
+    "CaseResult",
+    "Expectation",
+    "Mismatch",
+    "SpecCase",
+    "check_expectations",
+    "check_trace",
+    "compare_golden",
+    "compare_roles",
+    "find_step",
+    "golden_fits",
+    "is_capture",
+    "load_golden",
+    "load_spec",
+    "parse_expectation",
+    "parse_shape",
+    "reference_names",
+    "run_spec",
+    "spec_lines",
+    "summary",
+    "validate_golden",
+    "where",
 ]

@@ -45,7 +45,11 @@ def worked_example(scale: float | None = None) -> tuple[DemoStep, ...]:
     """
     be = get_backend("numpy")
     q, k, v = (be.tensor(_source(m)) for m in (QUERY, KEY, VALUE))
-    steps = [DemoStep("Query", "given", q), DemoStep("Key", "given", k), DemoStep("Value", "given", v)]
+    steps = [
+        DemoStep("Query", "given", q),
+        DemoStep("Key", "given", k),
+        DemoStep("Value", "given", v),
+    ]
     scores = be.matmul(q, be.transpose(k, -2, -1))
     steps.append(DemoStep("scores", "Query @ Key.T", scores))
     if scale is not None:

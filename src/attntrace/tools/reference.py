@@ -24,11 +24,15 @@ from attntrace.config.attention_config import AttentionConfig
 if TYPE_CHECKING:
     import numpy as np
 
-MHA, SDPA = "nn.MultiheadAttention", "SDPA"  # SDPA: torch.nn.functional.scaled_dot_product_attention
+MHA, SDPA = (
+    "nn.MultiheadAttention",
+    "SDPA",
+)  # SDPA: torch.nn.functional.scaled_dot_product_attention
 
 
-def torch_references(config: AttentionConfig, inputs: Mapping[str, np.ndarray | None],
-                     mask: np.ndarray | None = None) -> dict[str, dict[str, np.ndarray] | str]:
+def torch_references(
+    config: AttentionConfig, inputs: Mapping[str, np.ndarray | None], mask: np.ndarray | None = None
+) -> dict[str, dict[str, np.ndarray] | str]:
     """{reference: {"output": ..., "weights": ...}} from SDPA and nn.MultiheadAttention, as
     numpy; a reference that does not apply to ``config`` maps to the reason.
 
@@ -106,7 +110,11 @@ def _dead(attn_mask: Any) -> Any:
     """Per query row (the mask's shape without N): True when every key is masked."""
     import torch
 
-    return (~attn_mask).all(dim=-1) if attn_mask.dtype == torch.bool else torch.isneginf(attn_mask).all(dim=-1)
+    return (
+        (~attn_mask).all(dim=-1)
+        if attn_mask.dtype == torch.bool
+        else torch.isneginf(attn_mask).all(dim=-1)
+    )
 
 
 def rope_reference(x: Any, base: float) -> Any:
@@ -128,11 +136,15 @@ def rope_reference(x: Any, base: float) -> Any:
     freqs_cis = torch.polar(torch.ones_like(angles), angles)  # (S, d/2) complex
     perm = torch.arange(d).reshape(2, d // 2).T.flatten()  # (d,) pairs i, i + d/2 side by side
     pairs = x[..., perm].to(torch.float64).reshape(*x.shape[:-1], d // 2, 2)  # (..., S, d/2, 2)
-    rotated = torch.view_as_real(torch.view_as_complex(pairs.contiguous()) * freqs_cis).flatten(-2)  # (..., S, d)
+    rotated = torch.view_as_real(torch.view_as_complex(pairs.contiguous()) * freqs_cis).flatten(
+        -2
+    )  # (..., S, d)
     return rotated[..., torch.argsort(perm)].to(x.dtype)
 
 
-def _sdpa(config: AttentionConfig, t: Mapping[str, Any], attn_mask: Any, is_causal: bool) -> tuple[Any, Any]:
+def _sdpa(
+    config: AttentionConfig, t: Mapping[str, Any], attn_mask: Any, is_causal: bool
+) -> tuple[Any, Any]:
     """(output (B, S, H), weights (B, h, S, N)) by F.linear and SDPA."""
     import torch
 
@@ -147,7 +159,11 @@ def _sdpa(config: AttentionConfig, t: Mapping[str, Any], attn_mask: Any, is_caus
         y = y.reshape(*y.shape[:-1], n, config.head_dim).transpose(1, 2)
         return _rms(y, t[f"n_{c}"], config) if config.qk_norm == "head" and c in "qk" else y
 
-    q, k, v = heads(x, "q", config.heads), heads(kv, "k", config.groups), heads(kv, "v", config.groups)
+    q, k, v = (
+        heads(x, "q", config.heads),
+        heads(kv, "k", config.groups),
+        heads(kv, "v", config.groups),
+    )
     if config.rope and config.rope_style == "interleaved":
         q, k = rope_pairs_reference(q, config), rope_pairs_reference(k, config)
     elif config.rope and (config.rope_scaling is not None or config.rotary_dims is not None):
@@ -159,16 +175,26 @@ def _sdpa(config: AttentionConfig, t: Mapping[str, Any], attn_mask: Any, is_caus
         is_causal = False
     if config.softcap is not None:  # capped first: the bias and the mask are added after
         return _eager_softcap(config, t, q, k, v, attn_mask, is_causal)
-    sdpa = {"attn_mask": attn_mask, "is_causal": is_causal, "scale": config.scale, "enable_gqa": config.grouped}
-    context = F.scaled_dot_product_attention(q, k, v, **sdpa)  # (B, h, S, d); scale None: SDPA's own 1/√d
+    sdpa = {
+        "attn_mask": attn_mask,
+        "is_causal": is_causal,
+        "scale": config.scale,
+        "enable_gqa": config.grouped,
+    }
+    context = F.scaled_dot_product_attention(
+        q, k, v, **sdpa
+    )  # (B, h, S, d); scale None: SDPA's own 1/√d
     eye = torch.eye(config.keys, dtype=q.dtype).expand(*v.shape[:-1], config.keys)  # (B, g, N, N)
-    weights = F.scaled_dot_product_attention(q, k, eye, **sdpa)  # softmax(...) @ I = the weights (B, h, S, N)
+    weights = F.scaled_dot_product_attention(
+        q, k, eye, **sdpa
+    )  # softmax(...) @ I = the weights (B, h, S, N)
     output = F.linear(context.transpose(1, 2).flatten(-2), t["w_o"], t.get("b_o"))  # (B, S, H)
     return (output, weights) if config.batched else (output[0], weights[0])
 
 
-def _with_relative_bias(config: AttentionConfig, table: Any, attn_mask: Any,
-                        is_causal: bool) -> Any:
+def _with_relative_bias(
+    config: AttentionConfig, table: Any, attn_mask: Any, is_causal: bool
+) -> Any:
     """T5's position bias (h, S, N) from the table, as a float mask with the other masks."""
     import torch
 
@@ -237,8 +263,15 @@ def rope_pairs_reference(x: Any, config: AttentionConfig) -> Any:
     return torch.cat((rotated.to(x.dtype), x[..., r:]), dim=-1)  # (..., S, d)
 
 
-def _eager_softcap(config: AttentionConfig, t: Mapping[str, Any], q: Any, k: Any, v: Any,
-                   attn_mask: Any, is_causal: bool) -> tuple[Any, Any]:
+def _eager_softcap(
+    config: AttentionConfig,
+    t: Mapping[str, Any],
+    q: Any,
+    k: Any,
+    v: Any,
+    attn_mask: Any,
+    is_causal: bool,
+) -> tuple[Any, Any]:
     """SDPA has no soft-capping: the scores written out, C * tanh(s / C), then the mask (a
     float mask holds T5's position bias too)."""
     import torch
@@ -259,12 +292,21 @@ def _eager_softcap(config: AttentionConfig, t: Mapping[str, Any], q: Any, k: Any
     return (output, weights) if config.batched else (output[0], weights[0])
 
 
-def _mha(config: AttentionConfig, t: Mapping[str, Any], attn_mask: Any, is_causal: bool) -> tuple[Any, Any]:
+def _mha(
+    config: AttentionConfig, t: Mapping[str, Any], attn_mask: Any, is_causal: bool
+) -> tuple[Any, Any]:
     """(output, weights) of nn.MultiheadAttention with the same weights and mask."""
     import torch
 
-    mha = torch.nn.MultiheadAttention(config.hidden, config.heads, bias=config.bias, batch_first=True,
-                                      kdim=config.kv_width, vdim=config.kv_width, dtype=t["x"].dtype).eval()
+    mha = torch.nn.MultiheadAttention(
+        config.hidden,
+        config.heads,
+        bias=config.bias,
+        batch_first=True,
+        kdim=config.kv_width,
+        vdim=config.kv_width,
+        dtype=t["x"].dtype,
+    ).eval()
     # MHA always multiplies q by 1/√d; another --scale is folded into w_q and b_q (the same maths)
     fold = 1.0 if config.scale is None else config.score_scale * math.sqrt(config.head_dim)
     if mha.in_proj_weight is not None:  # kdim = vdim = H: one (3H, H) matrix
@@ -293,7 +335,12 @@ def _mha_mask(config: AttentionConfig, attn_mask: Any, is_causal: bool) -> Any:
     mask = ~attn_mask if attn_mask.dtype == torch.bool else attn_mask
     if mask.dim() <= 2:
         return mask.expand(config.seq, config.keys)  # (S, N)
-    scores = (*((config.batch,) if config.batch is not None else ()), config.heads, config.seq, config.keys)
+    scores = (
+        *((config.batch,) if config.batch is not None else ()),
+        config.heads,
+        config.seq,
+        config.keys,
+    )
     return mask.expand(scores).reshape(-1, config.seq, config.keys)  # (B·h, S, N)
 
 

@@ -59,7 +59,9 @@ def parse_list(text: str, option: str) -> list[int]:
     try:
         values = [int(part) for part in text.split(",") if part.strip()]
     except ValueError:
-        raise ConfigError(f"{option} takes whole numbers separated by commas, e.g. 128,512,2048; got {text!r}") from None
+        raise ConfigError(
+            f"{option} takes whole numbers separated by commas, e.g. 128,512,2048; got {text!r}"
+        ) from None
     if not values:
         raise ConfigError(f"{option} needs at least one value")
     if len(values) > MAX_VALUES:
@@ -71,8 +73,10 @@ def _no_empty_entry(text: str, option: str, example: str) -> None:
     """Refuse ``a,,b``, ``a,`` and ``,a``: a value left out is a typo, not nothing."""
     parts = text.split(",")
     if len(parts) > 1 and any(not part.strip() for part in parts):
-        raise ConfigError(f"{option} has an empty entry in {text!r}; separate the values by "
-                          f"single commas, e.g. {example}")
+        raise ConfigError(
+            f"{option} has an empty entry in {text!r}; separate the values by "
+            f"single commas, e.g. {example}"
+        )
 
 
 def parse_algorithms(text: str) -> list[str]:
@@ -85,12 +89,19 @@ def parse_algorithms(text: str) -> list[str]:
     names = [part.strip() for part in text.split(",") if part.strip()]
     unknown = [n for n in names if n not in ALGORITHMS]
     if unknown or not names:
-        raise ConfigError(f"--algorithms takes {' and/or '.join(ALGORITHMS)} separated by commas; got {text!r}")
+        raise ConfigError(
+            f"--algorithms takes {' and/or '.join(ALGORITHMS)} separated by commas; got {text!r}"
+        )
     return names
 
 
-def sweep_configs(base: AttentionConfig, seqs: Iterable[int], heads: Iterable[int], hiddens: Iterable[int],
-                  algorithms: Sequence[str] = ALGORITHMS) -> list[AttentionConfig]:
+def sweep_configs(
+    base: AttentionConfig,
+    seqs: Iterable[int],
+    heads: Iterable[int],
+    hiddens: Iterable[int],
+    algorithms: Sequence[str] = ALGORITHMS,
+) -> list[AttentionConfig]:
     """Every combination of the sizes, each with every algorithm (eager beside flash).
 
     >>> [(c.seq, c.algorithm) for c in sweep_configs(AttentionConfig(), [8, 16], [12], [768])]
@@ -99,15 +110,23 @@ def sweep_configs(base: AttentionConfig, seqs: Iterable[int], heads: Iterable[in
     hd_list, h_list, s_list = list(hiddens), list(heads), list(seqs)
     count = len(hd_list) * len(h_list) * len(s_list) * len(algorithms)
     if count > MAX_POINTS:
-        raise ConfigError(f"the sweep has {count:,} configurations "
-                          "(--hidden x --heads x --seq x --algorithms); "
-                          f"the most is {MAX_POINTS}; give fewer values")
-    return [replace(base, seq=s, heads=h, hidden=hd, algorithm=a)
-            for hd, h, s, a in product(hd_list, h_list, s_list, algorithms)]
+        raise ConfigError(
+            f"the sweep has {count:,} configurations "
+            "(--hidden x --heads x --seq x --algorithms); "
+            f"the most is {MAX_POINTS}; give fewer values"
+        )
+    return [
+        replace(base, seq=s, heads=h, hidden=hd, algorithm=a)
+        for hd, h, s, a in product(hd_list, h_list, s_list, algorithms)
+    ]
 
 
-def measure(config: AttentionConfig, backend: str = "shape", max_memory: int | None = None,
-            layers: int | None = None) -> SweepPoint:
+def measure(
+    config: AttentionConfig,
+    backend: str = "shape",
+    max_memory: int | None = None,
+    layers: int | None = None,
+) -> SweepPoint:
     """One point of the sweep (with ``layers``: also the figures of a whole model of L such
     layers, :func:`attntrace.engine.costs.model_figures`).
 
@@ -120,23 +139,38 @@ def measure(config: AttentionConfig, backend: str = "shape", max_memory: int | N
 
     t = trace_attention(config, backend, max_memory=max_memory, keep_values=False)
     whole = model_figures(t, layers) if layers is not None else None
-    return SweepPoint(config.seq, config.heads, config.hidden, config.algorithm, t.total_flops,
-                      t.score_bytes, t.peak_bytes, t.param_bytes, t.kv_cache_bytes_per_token,
-                      whole)
+    return SweepPoint(
+        config.seq,
+        config.heads,
+        config.hidden,
+        config.algorithm,
+        t.total_flops,
+        t.score_bytes,
+        t.peak_bytes,
+        t.param_bytes,
+        t.kv_cache_bytes_per_token,
+        whole,
+    )
 
 
-def run_sweep(configs: Sequence[AttentionConfig], backend: str = "shape", max_memory: int | None = None,
-              advance: Callable[[], None] | None = None,
-              layers: int | None = None) -> list[SweepPoint]:
+def run_sweep(
+    configs: Sequence[AttentionConfig],
+    backend: str = "shape",
+    max_memory: int | None = None,
+    advance: Callable[[], None] | None = None,
+    layers: int | None = None,
+) -> list[SweepPoint]:
     """:func:`measure` every config; ``advance`` is called after each (a progress bar).
     A compute backend gives the same numbers as the shape backend, only slower: a sweep whose
     arithmetic would take minutes there is refused up front."""
     if backend != "shape":
         work = sum(measure(c).flops for c in configs)
         if work > MAX_COMPUTE_FLOPS:
-            raise ConfigError(f"this sweep computes {work:.2e} FLOPs on {backend}, "
-                              f"more than {MAX_COMPUTE_FLOPS:.0e}; "
-                              "--backend shape gives the same FLOPs and bytes at once")
+            raise ConfigError(
+                f"this sweep computes {work:.2e} FLOPs on {backend}, "
+                f"more than {MAX_COMPUTE_FLOPS:.0e}; "
+                "--backend shape gives the same FLOPs and bytes at once"
+            )
     points = []
     for config in configs:
         points.append(measure(config, backend, max_memory, layers))

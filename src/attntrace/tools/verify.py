@@ -57,7 +57,17 @@ from attntrace.trace import Shape, Trace
 if TYPE_CHECKING:
     import numpy as np
 
-__all__ = ["MHA", "SDPA", "TOLERANCES", "Comparison", "Tolerance", "VerifyReport", "compare", "tolerance", "verify_attention"]
+__all__ = [
+    "MHA",
+    "SDPA",
+    "TOLERANCES",
+    "Comparison",
+    "Tolerance",
+    "VerifyReport",
+    "compare",
+    "tolerance",
+    "verify_attention",
+]
 
 
 @dataclass(frozen=True)
@@ -84,7 +94,9 @@ def tolerance(config: AttentionConfig) -> Tolerance:
     Tolerance(rtol=0.0002, atol=2e-05)
     """
     if config.dtype not in TOLERANCES:
-        raise ConfigError(f"verify compares with numpy, which has no {config.dtype}; use --dtype {', '.join(TOLERANCES)}")
+        raise ConfigError(
+            f"verify compares with numpy, which has no {config.dtype}; use --dtype {', '.join(TOLERANCES)}"
+        )
     base, factor = TOLERANCES[config.dtype], math.sqrt(max(config.hidden, 64) / 64)
     return Tolerance(rtol=base.rtol * factor, atol=base.atol * factor)
 
@@ -152,14 +164,22 @@ def verify_attention(
     check_verify_memory(config, mask, max_memory)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", MaskWarning)  # kept in the report's notes instead
-        a, b = (trace_attention(config, be, mask=mask, max_memory=max_memory, tensors=tensors) for be in (first, second))
-    steps = tuple(compare(s.name, a.backend, b.backend, s.value, b[s.name].value, tol) for s in a.steps)
+        a, b = (
+            trace_attention(config, be, mask=mask, max_memory=max_memory, tensors=tensors)
+            for be in (first, second)
+        )
+    steps = tuple(
+        compare(s.name, a.backend, b.backend, s.value, b[s.name].value, tol) for s in a.steps
+    )
     refs = torch_references(config, _inputs(config, tensors), mask)
-    return VerifyReport(config, tol, steps, _against(a, refs, tol) + _against(b, refs, tol), a.notes)
+    return VerifyReport(
+        config, tol, steps, _against(a, refs, tol) + _against(b, refs, tol), a.notes
+    )
 
 
-def check_verify_memory(config: AttentionConfig, mask: np.ndarray | None,
-                        max_memory: int | None) -> None:
+def check_verify_memory(
+    config: AttentionConfig, mask: np.ndarray | None, max_memory: int | None
+) -> None:
     """Everything verify holds at once: two full traces (every value kept) and the torch
     references, each of which forms the (B, h, S, N) weights and the output again.
 
@@ -177,13 +197,21 @@ def check_verify_memory(config: AttentionConfig, mask: np.ndarray | None,
     scores = 4 * config.heads * config.seq * config.keys * (config.batch or 1) * config.itemsize
     # weights, masks, output
     reference_bytes = 2 * (scores + shapes.param_bytes + shapes["output"].nbytes)
-    where = (f"two traces and the torch references; {largest.name} {largest.shape} alone is "
-             f"{format_bytes(largest.nbytes)}")
-    check_budget(2 * trace_bytes + reference_bytes, max_memory, where,
-                 "lower --seq/--hidden/--batch (verify compares values, so it needs them all)")
+    where = (
+        f"two traces and the torch references; {largest.name} {largest.shape} alone is "
+        f"{format_bytes(largest.nbytes)}"
+    )
+    check_budget(
+        2 * trace_bytes + reference_bytes,
+        max_memory,
+        where,
+        "lower --seq/--hidden/--batch (verify compares values, so it needs them all)",
+    )
 
 
-def _against(trace: Trace, refs: Mapping[str, Mapping[str, np.ndarray] | str], tol: Tolerance) -> tuple[Comparison, ...]:
+def _against(
+    trace: Trace, refs: Mapping[str, Mapping[str, np.ndarray] | str], tol: Tolerance
+) -> tuple[Comparison, ...]:
     """The output and weights of ``trace`` against each reference (flash has no weights)."""
     rows = []
     for name in ("output", "weights"):
@@ -191,19 +219,34 @@ def _against(trace: Trace, refs: Mapping[str, Mapping[str, np.ndarray] | str], t
             continue
         for ref, values in refs.items():
             if isinstance(values, str):
-                rows.append(Comparison(name, trace.backend, ref, trace[name].shape, math.nan, math.nan, True, values))
+                rows.append(
+                    Comparison(
+                        name,
+                        trace.backend,
+                        ref,
+                        trace[name].shape,
+                        math.nan,
+                        math.nan,
+                        True,
+                        values,
+                    )
+                )
             else:
                 rows.append(compare(name, trace.backend, ref, trace[name].value, values[name], tol))
     return tuple(rows)
 
 
-def _inputs(config: AttentionConfig, tensors: Mapping[str, np.ndarray | None] | None) -> dict[str, np.ndarray | None]:
+def _inputs(
+    config: AttentionConfig, tensors: Mapping[str, np.ndarray | None] | None
+) -> dict[str, np.ndarray | None]:
     """The exact x and parameters the backends get (seeded, or the user's)."""
     sources = with_tensors(config, random_sources(config), tensors or {})
     return {name: None if s is None else s.make() for name, s in sources.items()}
 
 
-def compare(name: str, left: str, right: str, a: np.ndarray | None, b: np.ndarray | None, tol: Tolerance) -> Comparison:
+def compare(
+    name: str, left: str, right: str, a: np.ndarray | None, b: np.ndarray | None, tol: Tolerance
+) -> Comparison:
     """``a`` against ``b`` (the reference) in float64.
 
     >>> import numpy as np
@@ -228,5 +271,3 @@ def compare(name: str, left: str, right: str, a: np.ndarray | None, b: np.ndarra
     max_rel = float((diff / np.maximum(size, m * tol.atol / tol.rtol)).max(initial=0.0))
     ok = bool(np.all(diff <= tol.atol * m + tol.rtol * size))  # False for any NaN or inf in diff
     return Comparison(name, left, right, tuple(a.shape), max_abs, max_rel, ok)
-
-

@@ -61,6 +61,7 @@ def check(
     from attntrace.cli.configure import resolve_options
     from attntrace.engine.memory import parse_size
     from attntrace.tools.check import load_spec, run_spec
+
     budget = parse_size(max_memory) if max_memory is not None else None
     if into and trace_target is None:
         raise ConfigError("--into needs --trace: it names a package whose code --trace records")
@@ -69,17 +70,28 @@ def check(
 
         if spec is not None:
             raise ConfigError("--trace cannot be combined with --spec; give --expect or --golden")
-        inputs = (sizes["batch"], sizes["seq"], sizes["hidden"], numbers["dtype"].value,
-                  numbers["seed"])
-        results = [check_captured(trace_target, init or [], inputs, expect or [], golden, no_color,
-                                  into=into or ())]
+        inputs = (
+            sizes["batch"],
+            sizes["seq"],
+            sizes["hidden"],
+            numbers["dtype"].value,
+            numbers["seed"],
+        )
+        results = [
+            check_captured(
+                trace_target, init or [], inputs, expect or [], golden, no_color, into=into or ()
+            )
+        ]
     elif spec is not None:
         if expect or golden is not None:
-            raise ConfigError("--spec cannot be combined with --expect or --golden; put them into the spec file")
+            raise ConfigError(
+                "--spec cannot be combined with --expect or --golden; put them into the spec file"
+            )
         results = run_spec(load_spec(spec, backend.value, keep_going=True), budget, keep_going=True)
     else:
-        config = resolve_options(**model, **sizes, **numbers, **computation,
-                                 layer_prefix=layer_prefix)
+        config = resolve_options(
+            **model, **sizes, **numbers, **computation, layer_prefix=layer_prefix
+        )
         results = [check_one(config, backend.value, expect or [], golden, budget)]
     report(results, fmt, spec, verbose=verbose, no_color=no_color)
     for r in results:
@@ -91,8 +103,14 @@ def check(
         raise typer.Exit(EXIT_CHECK_FAILED)
 
 
-def report(results: list[CaseResult], fmt: opt.CheckFormatName, spec: Path | None, *, verbose: bool,
-           no_color: bool) -> None:
+def report(
+    results: list[CaseResult],
+    fmt: opt.CheckFormatName,
+    spec: Path | None,
+    *,
+    verbose: bool,
+    no_color: bool,
+) -> None:
     """Print the results as ``fmt`` on stdout, and GitHub annotations when GITHUB_ACTIONS=true
     (on stdout after a table; on stderr when stdout holds a JSON or XML document)."""
     from attntrace.render.check_report import github_annotations, render_json_report, render_junit
@@ -101,20 +119,29 @@ def report(results: list[CaseResult], fmt: opt.CheckFormatName, spec: Path | Non
     if fmt is opt.CheckFormatName.table:
         render_results(results, console(no_color), spec=spec is not None, verbose=verbose)
     else:
-        sys.stdout.write((render_json_report if fmt is opt.CheckFormatName.json
-                          else render_junit)(results, spec))
+        sys.stdout.write(
+            (render_json_report if fmt is opt.CheckFormatName.json else render_junit)(results, spec)
+        )
     if os.environ.get("GITHUB_ACTIONS") == "true":
         stream = sys.stdout if fmt is opt.CheckFormatName.table else sys.stderr
         stream.write("".join(f"{line}\n" for line in github_annotations(results, spec)))
 
 
-def check_one(config: AttentionConfig, backend: str, expect: list[str], golden: Path | None, budget: int | None) -> CaseResult:
+def check_one(
+    config: AttentionConfig,
+    backend: str,
+    expect: list[str],
+    golden: Path | None,
+    budget: int | None,
+) -> CaseResult:
     """Trace ``config`` and check it against the --expect values and the --golden file."""
     from attntrace.engine.attention import trace_attention
     from attntrace.tools.check import check_trace, golden_fits, load_golden, parse_expectation
 
     if not expect and golden is None:
-        raise ConfigError("nothing to check; give --expect STEP=SHAPE, --golden FILE or --spec FILE.toml")
+        raise ConfigError(
+            "nothing to check; give --expect STEP=SHAPE, --golden FILE or --spec FILE.toml"
+        )
     expectations = [parse_expectation(e) for e in expect]
     reference = load_golden(golden) if golden is not None else None
     if reference is not None:

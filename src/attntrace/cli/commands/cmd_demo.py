@@ -23,16 +23,24 @@ def demo() -> None:
     from attntrace.tools.demo import overflow_example, scaling_effect, sqrt_scale, worked_example
 
     out = console()
-    render_demo("1. As the notes compute it: weights = softmax(Query @ Key.T), no scaling",
-                worked_example(), out)
+    render_demo(
+        "1. As the notes compute it: weights = softmax(Query @ Key.T), no scaling",
+        worked_example(),
+        out,
+    )
     out.print()
-    render_demo(f"2. Scaled as in the Transformer: softmax(Query @ Key.T / √3), factor {sqrt_scale():.4f}",
-                worked_example(sqrt_scale())[3:], out)  # Query, Key, Value as above
+    render_demo(
+        f"2. Scaled as in the Transformer: softmax(Query @ Key.T / √3), factor {sqrt_scale():.4f}",
+        worked_example(sqrt_scale())[3:],
+        out,
+    )  # Query, Key, Value as above
     out.print()
     out.print(Text("What the scaling changes, and why", style="bold underline"))
     note, ours = overflow_example()
-    lines = [*scaling_effect(),
-             f"The notes' soft_max computes exp(z) directly: for the row [1000, 1000] it gives {note.tolist()} "
-             f"(exp overflows to inf, inf/inf = nan). attntrace subtracts the row maximum first and gives {ours.tolist()}."]
+    lines = [
+        *scaling_effect(),
+        f"The notes' soft_max computes exp(z) directly: for the row [1000, 1000] it gives {note.tolist()} "
+        f"(exp overflows to inf, inf/inf = nan). attntrace subtracts the row maximum first and gives {ours.tolist()}.",
+    ]
     for line in lines:
         out.print(Text(f"- {line}"))

@@ -36,16 +36,39 @@ def presets(fmt: opt.PresetsFormat = opt.ListingFormatName.table) -> None:
     if fmt is opt.ListingFormatName.json:
         sys.stdout.write(json.dumps(presets_document(), indent=2) + "\n")
         return
-    table = Table(title="presets (numbers from each model's config.json on the Hugging Face Hub)", box=box.SIMPLE_HEAD,
-                  show_edge=False, padding=(0, 1, 0, 0), title_justify="left", title_style="bold")
-    for name, justify in (("preset", "left"), ("h", "right"), ("g", "right"), ("H", "right"), ("d", "right"),
-                          ("rope_theta", "right"), ("causal", "left"), ("KV/token", "right"),
-                          ("config.json of", "left")):
+    table = Table(
+        title="presets (numbers from each model's config.json on the Hugging Face Hub)",
+        box=box.SIMPLE_HEAD,
+        show_edge=False,
+        padding=(0, 1, 0, 0),
+        title_justify="left",
+        title_style="bold",
+    )
+    for name, justify in (
+        ("preset", "left"),
+        ("h", "right"),
+        ("g", "right"),
+        ("H", "right"),
+        ("d", "right"),
+        ("rope_theta", "right"),
+        ("causal", "left"),
+        ("KV/token", "right"),
+        ("config.json of", "left"),
+    ):
         table.add_column(name, justify=justify, overflow="fold")  # type: ignore[arg-type]
     for p in PRESETS.values():
         theta = f"{p.rope_theta:g}" if p.rope_theta is not None else "-"
-        table.add_row(p.name, str(p.heads), str(p.kv_heads), str(p.hidden), str(p.head_dim), theta,
-                      "yes" if p.causal else "no", format_bytes(p.kv_cache_bytes_per_token), p.repo)
+        table.add_row(
+            p.name,
+            str(p.heads),
+            str(p.kv_heads),
+            str(p.hidden),
+            str(p.head_dim),
+            theta,
+            "yes" if p.causal else "no",
+            format_bytes(p.kv_cache_bytes_per_token),
+            p.repo,
+        )
     console().print(table)
     console().print()
     console().print(_whole_models())
@@ -57,16 +80,27 @@ def _whole_models() -> Table:
     from attntrace.engine.costs import format_count
     from attntrace.engine.memory import format_bytes
 
-    table = Table(title="whole model: attention of all L layers at the context length (batch 1, "
-                  "KV cache in float16; FLOPs of one forward over the full S x S)",
-                  box=box.SIMPLE_HEAD, show_edge=False, padding=(0, 1, 0, 0), title_justify="left",
-                  title_style="bold")
+    table = Table(
+        title="whole model: attention of all L layers at the context length (batch 1, "
+        "KV cache in float16; FLOPs of one forward over the full S x S)",
+        box=box.SIMPLE_HEAD,
+        show_edge=False,
+        padding=(0, 1, 0, 0),
+        title_justify="left",
+        title_style="bold",
+    )
     for name in ("preset", "L", "context", "attn params", "KV cache", "attn FLOPs"):
         table.add_column(name, justify="left" if name == "preset" else "right")
     for p in PRESETS.values():
         if (f := p.model_figures()) is not None:
-            table.add_row(p.name, str(f.layers), str(f.keys), format_count(f.params),
-                          format_bytes(f.kv_cache_bytes), format_count(f.flops))
+            table.add_row(
+                p.name,
+                str(f.layers),
+                str(f.keys),
+                format_count(f.params),
+                format_bytes(f.kv_cache_bytes),
+                format_count(f.flops),
+            )
     return table
 
 
@@ -85,6 +119,11 @@ def presets_document() -> dict[str, Any]:
     out = []
     for p in PRESETS.values():
         figures = p.model_figures()
-        out.append({**dataclasses.asdict(p), "kv_cache_bytes_per_token": p.kv_cache_bytes_per_token,
-                    "whole_model": figures.to_dict() if figures is not None else None})
+        out.append(
+            {
+                **dataclasses.asdict(p),
+                "kv_cache_bytes_per_token": p.kv_cache_bytes_per_token,
+                "whole_model": figures.to_dict() if figures is not None else None,
+            }
+        )
     return {"schema": PRESETS_SCHEMA, "presets": out}

@@ -8,7 +8,12 @@ from typing import Annotated, Any
 import typer
 
 from attntrace.cli import options as opt
-from attntrace.cli.commands.cmd_run import check_batch_item, check_layers, trace_from_options, with_whole_model
+from attntrace.cli.commands.cmd_run import (
+    check_batch_item,
+    check_layers,
+    trace_from_options,
+    with_whole_model,
+)
 from attntrace.cli.configure import with_option_groups
 from attntrace.cli.root import EPILOG
 from attntrace.cli.typer_app import app, cli_errors
@@ -69,8 +74,17 @@ def report(
         check_layers(layers)
 
     trace = trace_from_options(
-        ctx, model, validate, {"weights", "masked"}, **sizes, **numbers, **computation,
-        **files, mask=mask, backend=backend, max_memory=max_memory,
+        ctx,
+        model,
+        validate,
+        {"weights", "masked"},
+        **sizes,
+        **numbers,
+        **computation,
+        **files,
+        mask=mask,
+        backend=backend,
+        max_memory=max_memory,
     )
     trace = with_whole_model(trace, layers, model)
     write_output(

@@ -80,11 +80,23 @@ def run(
 
     # only what is shown; the table view reads one head: that head is made when it is read
     keep = True if values or save else {"weights", "masked"} if fmt.view or plot else False
-    remake = {"weights"} if fmt is opt.OutputFormat.table and keep is not True and not plot \
-        else set()
+    remake = (
+        {"weights"} if fmt is opt.OutputFormat.table and keep is not True and not plot else set()
+    )
     trace = trace_from_options(
-        ctx, model, validate, keep, remake=remake, **sizes, **numbers, **computation, **files,
-        mask=mask, backend=backend, max_memory=max_memory, threads=threads,
+        ctx,
+        model,
+        validate,
+        keep,
+        remake=remake,
+        **sizes,
+        **numbers,
+        **computation,
+        **files,
+        mask=mask,
+        backend=backend,
+        max_memory=max_memory,
+        threads=threads,
         shown=(batch_item, head),
     )
     trace = with_whole_model(trace, layers, model)
@@ -96,8 +108,13 @@ def run(
     for note in trace.notes:
         if note.startswith(NONFINITE_NOTE):  # exit 0, and one line on stderr whatever the format
             sys.stderr.write(f"attntrace: warning: {plain(note)}\n")
-    view: dict[str, Any] = {"head": head, "batch_item": batch_item, "values": values,
-                            "values_limit": values_limit, "count": count.value}
+    view: dict[str, Any] = {
+        "head": head,
+        "batch_item": batch_item,
+        "values": values,
+        "values_limit": values_limit,
+        "count": count.value,
+    }
     if fmt is opt.OutputFormat.table:
         render_trace(trace, console(no_color), **view)
     elif fmt.picture:
@@ -113,12 +130,22 @@ def run(
 
 
 def trace_from_options(
-    ctx: typer.Context, model: dict[str, Any], validate: Callable[[AttentionConfig], None],
-    keep: bool | set[str], *,
-    mask: Path | None, backend: opt.BackendName, max_memory: str | None, weights: Path | None,
-    layer_prefix: str | None, input_file: Path | None, input_kv: Path | None = None,
-    threads: int | None = None, remake: Collection[str] = (),
-    shown: tuple[int, int] | None = None, **options: Any,
+    ctx: typer.Context,
+    model: dict[str, Any],
+    validate: Callable[[AttentionConfig], None],
+    keep: bool | set[str],
+    *,
+    mask: Path | None,
+    backend: opt.BackendName,
+    max_memory: str | None,
+    weights: Path | None,
+    layer_prefix: str | None,
+    input_file: Path | None,
+    input_kv: Path | None = None,
+    threads: int | None = None,
+    remake: Collection[str] = (),
+    shown: tuple[int, int] | None = None,
+    **options: Any,
 ) -> Trace:
     """The trace that run's options describe (also ``report``'s): config from the options and
     files, checked by ``validate``, traced keeping the values of ``keep`` (those of ``remake``
@@ -128,17 +155,26 @@ def trace_from_options(
     from attntrace.engine.masks import MaskWarning, load_mask
     from attntrace.engine.memory import parse_size
 
-    config, tensors = config_from_files(ctx, weights, layer_prefix, input_file, input_kv,
-                                        **model, **options)
+    config, tensors = config_from_files(
+        ctx, weights, layer_prefix, input_file, input_kv, **model, **options
+    )
     validate(config)
     user_mask = load_mask(mask) if mask is not None else None
     budget = parse_size(max_memory) if max_memory is not None else None
     hold = None if shown is None or not remake else shown if config.batched else shown[1:]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", MaskWarning)  # the renderers show Trace.notes instead
-        trace = trace_attention(config, backend.value, mask=user_mask, max_memory=budget,
-                                keep_values=keep, remake=remake, hold=hold, tensors=tensors,
-                                threads=threads)
+        trace = trace_attention(
+            config,
+            backend.value,
+            mask=user_mask,
+            max_memory=budget,
+            keep_values=keep,
+            remake=remake,
+            hold=hold,
+            tensors=tensors,
+            threads=threads,
+        )
     if origin := origin_line(ctx, model, config):
         trace = dataclasses.replace(trace, origin=origin)
     return trace
@@ -160,16 +196,20 @@ def with_whole_model(trace: Trace, layers: int | None, model: dict[str, Any]) ->
 def check_layers(layers: int | None) -> None:
     """--layers counts layers: at least one."""
     if layers is not None and layers < 1:
-        raise ConfigError(f"--layers must be a whole number >= 1 (the model's layers), "
-                          f"got {layers}")
+        raise ConfigError(
+            f"--layers must be a whole number >= 1 (the model's layers), got {layers}"
+        )
 
 
 def check_head(head: int, config: AttentionConfig) -> None:
     """--head must name one of the config's heads."""
     if not 0 <= head < config.heads:
         # --head picks the head shown; --heads is the head count (an easy slip to make)
-        count = f" (--head picks the head shown; the count is --heads {head})" \
-            if head >= config.heads else ""
+        count = (
+            f" (--head picks the head shown; the count is --heads {head})"
+            if head >= config.heads
+            else ""
+        )
         raise ConfigError(f"--head {head} does not exist; use 0 to {config.heads - 1}{count}")
 
 
@@ -180,8 +220,10 @@ def check_pictures(plot: Path | None, plot_flow: Path | None, backend: opt.Backe
 
         check_plot_path(plot)
         if backend is opt.BackendName.shape:
-            raise ConfigError("--plot draws the attention weights, which --backend shape "
-                              "does not compute; use numpy or torch")
+            raise ConfigError(
+                "--plot draws the attention weights, which --backend shape "
+                "does not compute; use numpy or torch"
+            )
     if plot_flow is not None and plot_flow.suffix.lower() != ".svg":
         raise ConfigError(f"--plot-flow {plot_flow}: the file name must end in .svg")
 
@@ -203,13 +245,17 @@ def check_batch_item(item: int, config: AttentionConfig) -> None:
     """--batch-item must name one of the batch's items (only 0 without --batch)."""
     size = config.batch if config.batch is not None else 1
     if not 0 <= item < size:
-        fix = (f"use 0 to {size - 1}" if config.batch is not None
-               else "add --batch or drop --batch-item")
+        fix = (
+            f"use 0 to {size - 1}"
+            if config.batch is not None
+            else "add --batch or drop --batch-item"
+        )
         raise ConfigError(f"--batch-item {item} does not exist; {fix}")
 
 
 def check_values(values: bool, fmt: opt.OutputFormat) -> None:
     """--values prints numbers in the table view only (and its svg and html pictures)."""
     if values and not fmt.view:
-        raise ConfigError(f"--values only works with --format table, svg or html, not {fmt.value}; "
-                          "drop --values")
+        raise ConfigError(
+            f"--values only works with --format table, svg or html, not {fmt.value}; drop --values"
+        )

@@ -20,13 +20,45 @@ class SweepFormat(StrEnum):
     csv = "csv"
 
 
-SeqList = Annotated[str, typer.Option("--seq", help="S values, comma-separated.", rich_help_panel=opt.SIZES)]
-HeadsList = Annotated[str | None, typer.Option("--heads", help="h values, comma-separated \\[default: 12, or the preset's].", rich_help_panel=opt.SIZES, show_default=False)]
-HiddenList = Annotated[str | None, typer.Option("--hidden", help="H values, comma-separated \\[default: 768, or the preset's].", rich_help_panel=opt.SIZES, show_default=False)]
-Algorithms = Annotated[str | None, typer.Option("--algorithms", help="Which algorithms to run at every size, comma-separated \\[default: eager,flash].", rich_help_panel=opt.COST, show_default=False)]
-Format = Annotated[SweepFormat, typer.Option(
-    "--format", "-f", help="table (with bar charts), json or csv.", rich_help_panel=opt.OUTPUT)]
-SweepBackend = Annotated[opt.BackendName, typer.Option(help="shape (default: any size, no arrays), numpy or torch.")]
+SeqList = Annotated[
+    str, typer.Option("--seq", help="S values, comma-separated.", rich_help_panel=opt.SIZES)
+]
+HeadsList = Annotated[
+    str | None,
+    typer.Option(
+        "--heads",
+        help="h values, comma-separated \\[default: 12, or the preset's].",
+        rich_help_panel=opt.SIZES,
+        show_default=False,
+    ),
+]
+HiddenList = Annotated[
+    str | None,
+    typer.Option(
+        "--hidden",
+        help="H values, comma-separated \\[default: 768, or the preset's].",
+        rich_help_panel=opt.SIZES,
+        show_default=False,
+    ),
+]
+Algorithms = Annotated[
+    str | None,
+    typer.Option(
+        "--algorithms",
+        help="Which algorithms to run at every size, comma-separated \\[default: eager,flash].",
+        rich_help_panel=opt.COST,
+        show_default=False,
+    ),
+]
+Format = Annotated[
+    SweepFormat,
+    typer.Option(
+        "--format", "-f", help="table (with bar charts), json or csv.", rich_help_panel=opt.OUTPUT
+    ),
+]
+SweepBackend = Annotated[
+    opt.BackendName, typer.Option(help="shape (default: any size, no arrays), numpy or torch.")
+]
 
 
 @app.command()
@@ -64,22 +96,32 @@ def sweep(
     from attntrace.cli.configure import resolve_options
     from attntrace.config.attention_config import ALGORITHMS
     from attntrace.engine.memory import parse_size
-    from attntrace.tools.sweep import parse_algorithms, parse_list, run_sweep, sweep_configs, to_csv, to_json
+    from attntrace.tools.sweep import (
+        parse_algorithms,
+        parse_list,
+        run_sweep,
+        sweep_configs,
+        to_csv,
+        to_json,
+    )
 
     err = Console(stderr=True)
-    base = resolve_options(**model, batch=batch, dtype=dtype, block_size=block_size,
-                           layer_prefix=layer_prefix)
-    configs = sweep_configs(base, parse_list(seq, "--seq"),
-                            parse_list(heads, "--heads") if heads is not None else [base.heads],
-                            parse_list(hidden, "--hidden") if hidden is not None else [base.hidden],
-                            parse_algorithms(algorithms) if algorithms is not None else list(ALGORITHMS))
+    base = resolve_options(
+        **model, batch=batch, dtype=dtype, block_size=block_size, layer_prefix=layer_prefix
+    )
+    configs = sweep_configs(
+        base,
+        parse_list(seq, "--seq"),
+        parse_list(heads, "--heads") if heads is not None else [base.heads],
+        parse_list(hidden, "--hidden") if hidden is not None else [base.hidden],
+        parse_algorithms(algorithms) if algorithms is not None else list(ALGORITHMS),
+    )
     budget = parse_size(max_memory) if max_memory is not None else None
     n_layers = sweep_layers(layers, model)
     # a bar only on a terminal: a transient bar still ends a piped stderr with a blank line
     with Progress(console=err, transient=True, disable=not err.is_terminal) as progress:
         task = progress.add_task("sweep", total=len(configs))
-        points = run_sweep(configs, backend.value, budget, lambda: progress.advance(task),
-                           n_layers)
+        points = run_sweep(configs, backend.value, budget, lambda: progress.advance(task), n_layers)
     if output is SweepFormat.table:
         from attntrace.render.sweep_view import sweep_view
 

@@ -180,7 +180,10 @@ def trace(
                 raise _usage("--init needs FILE.py:NAME or package.module:NAME, not a script")
             # the table and the documents show shapes: no values are kept (and copied)
             outcome = run_script(
-                spec.path or Path(target), spec.argv, axes=letters, keep_values=False,
+                spec.path or Path(target),
+                spec.argv,
+                axes=letters,
+                keep_values=False,
                 into=into or (),
             )
         else:
@@ -188,7 +191,11 @@ def trace(
                 batch, seq, hidden, dtype.value, seed, array.value if array else None, input_file
             )
             outcome = run_target(
-                spec, parse_init(init or []), inputs, axes=letters, keep_values=False,
+                spec,
+                parse_init(init or []),
+                inputs,
+                axes=letters,
+                keep_values=False,
                 into=into or (),
             )
     show(outcome, fmt.value, no_color, target)

@@ -27,8 +27,10 @@ VERIFY_SCHEMA = "attntrace.verify/1"
 def _verify_help(command: F) -> F:
     """verify's own --dtype help (the shared one speaks of a --backend verify does not have)."""
     signature = inspect.signature(command)
-    parameters = [p.replace(annotation=opt.VerifyDType) if p.name == "dtype" else p
-                  for p in signature.parameters.values()]
+    parameters = [
+        p.replace(annotation=opt.VerifyDType) if p.name == "dtype" else p
+        for p in signature.parameters.values()
+    ]
     command.__signature__ = signature.replace(parameters=parameters)  # type: ignore[attr-defined]
     return command
 
@@ -107,6 +109,13 @@ def _comparison(c: Comparison) -> dict[str, Any]:
     def number(x: float) -> float | None:
         return x if c.skipped is None and math.isfinite(x) else None
 
-    return {"name": c.name, "left": c.left, "right": c.right, "shape": list(c.shape),
-            "max_abs": number(c.max_abs), "max_rel": number(c.max_rel),
-            "ok": c.ok, "skipped": c.skipped}
+    return {
+        "name": c.name,
+        "left": c.left,
+        "right": c.right,
+        "shape": list(c.shape),
+        "max_abs": number(c.max_abs),
+        "max_rel": number(c.max_rel),
+        "ok": c.ok,
+        "skipped": c.skipped,
+    }
