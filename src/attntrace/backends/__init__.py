@@ -7,13 +7,22 @@ import os
 import sys
 from typing import Any
 
-from attntrace.backends.base import Backend, Source
+from attntrace.backends.base import Backend, FastPath, Source, fast_path
 from attntrace.errors import ConfigError
 
 #: Backend names, in the order the CLI lists them.
 BACKENDS: tuple[str, ...] = ("numpy", "torch", "shape")
 
-__all__ = ["BACKENDS", "Backend", "Source", "blas_pinned", "get_backend", "single_threaded_blas"]
+__all__ = [
+    "BACKENDS",
+    "Backend",
+    "FastPath",
+    "Source",
+    "blas_pinned",
+    "fast_path",
+    "get_backend",
+    "single_threaded_blas",
+]
 
 #: Below this many FLOPs a run is too small for BLAS threads to pay off: waking them costs more
 #: than the arithmetic (30 ms against 0.2 ms for a (3, 768) @ (768, 768) on a busy 2-core machine).

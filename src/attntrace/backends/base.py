@@ -1,4 +1,12 @@
-"""The small interface every backend implements; the attention algorithm uses nothing else.
+"""The interface of a backend, in two parts.
+
+:class:`Backend` holds the core operations every backend implements (linear, reshape,
+transpose, matmul, softmax, masked fill, ...): the attention algorithm is written once against
+them. :class:`FastPath` is optional: the speed variants of some of them (in place, into a
+given buffer, a fused kernel) that the numpy and torch backends add and eager's blocks
+(:mod:`attntrace.engine.eager`) use. The engine asks for it once, with :func:`fast_path`: a
+backend of the core alone (the shape backend, or one a user writes) gets the same operations
+made of its core ones.
 
 A backend never imports its library at module level of :mod:`attntrace`: the registry in
 :mod:`attntrace.backends` imports a backend module only when that backend is asked for.
@@ -8,9 +16,9 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, ClassVar, Generic, TypeVar
+from typing import TYPE_CHECKING, ClassVar, Generic, Protocol, TypeVar, cast, runtime_checkable
 
 from attntrace.errors import ConfigError
 
@@ -59,7 +67,8 @@ class RowBlock:
 
 
 class Backend(ABC, Generic[T]):
-    """Operations on tensors of type ``T``; each returns a new tensor or a view."""
+    """The core operations on tensors of type ``T``; each returns a new tensor or a view.
+    Shapes are written batched, (B, h, S, d); any leading axes broadcast the same way."""
 
     name: ClassVar[str]
     dtypes: ClassVar[tuple[str, ...]]  # the dtype names this backend supports
@@ -96,7 +105,7 @@ class Backend(ABC, Generic[T]):
 
     @abstractmethod
     def linear(self, x: T, weight: T, bias: T | None) -> T:
-        """``x @ weight.T + bias`` with weight (out_features, in_features)."""
+        """``x @ weight.T + bias``: x (..., in), weight (out, in), bias (out,) -> (..., out)."""
 
     @abstractmethod
     def reshape(self, x: T, shape: Shape) -> T:
@@ -108,7 +117,7 @@ class Backend(ABC, Generic[T]):
 
     @abstractmethod
     def matmul(self, a: T, b: T) -> T:
-        """Batched matrix product ``a @ b`` over the last two axes."""
+        """``a @ b`` over the last two axes: (..., M, K) @ (..., K, N) -> (..., M, N)."""
 
     @abstractmethod
     def scale(self, x: T, factor: float) -> T:
@@ -116,7 +125,7 @@ class Backend(ABC, Generic[T]):
 
     @abstractmethod
     def softmax(self, x: T) -> T:
-        """Softmax over the last axis; numerically stable (finite for logits of any size).
+        """Softmax over the last axis (..., N) -> (..., N); finite for logits of any size.
 
         A row whose logits are all -inf (every key masked) gives zeros, never NaN, as torch's
         ``scaled_dot_product_attention`` does."""
@@ -140,13 +149,11 @@ class Backend(ABC, Generic[T]):
 
     @abstractmethod
     def repeat_interleave(self, x: T, repeats: int, axis: int) -> T:
-        """Each slice along ``axis`` repeated ``repeats`` times in a row: [a, b] -> [a, a, b, b]."""
+        """Each slice along ``axis`` repeated ``repeats`` times: (B, g, N, d) -> (B, g·r, N, d)."""
 
     @abstractmethod
     def rotate_half(self, x: T) -> T:
-        """``concat(-x2, x1)`` of the two halves x1, x2 of the last axis (RoPE, Llama convention)."""
-
-    # --- operations of current models' variants (issue 12) ---
+        """``concat(-x2, x1)`` of the halves x1, x2 of the last axis (..., d) (RoPE, Llama's)."""
 
     @abstractmethod
     def rotate_part(self, x: T, dims: int) -> T:
@@ -168,95 +175,7 @@ class Backend(ABC, Generic[T]):
         """``x / sqrt(mean(x**2, -1) + eps) * weight`` over the last axis (q/k norms), computed
         in at least float32 as transformers' RMSNorm does, returned in the dtype of ``x``."""
 
-    def softmax_(self, x: T, scale: float = 1.0) -> T:
-        """Softmax of ``x * scale`` (the same bits as :meth:`scale` then :meth:`softmax`) over
-        the last axis, reusing the memory of ``x`` where the library allows (``x`` must not be
-        used afterwards); the scale is not charged (the caller records it as its own step)."""
-        return self.softmax(x if scale == 1.0 else self.scale(x, scale))
-
-    # The operations of eager's blocked kernel (attntrace.engine.eager): each (Br, N) block of scores
-    # is made, softmaxed and multiplied by v while in cache, written once where it is kept.
-
-    def empty(self, shape: Shape, dtype: str) -> T:
-        """A new tensor of ``shape`` whose values are not set (the caller writes every one)."""
-        return self.full(shape, 0.0, dtype)
-
-    def stand_in(self, shape: Shape, dtype: str) -> T:
-        """A tensor of ``shape`` that holds no memory of its own (one zero, broadcast): it
-        stands for a step whose values are made block by block elsewhere."""
-        return self.full(shape, 0.0, dtype)
-
-    def contiguous(self, x: T) -> T:
-        """``x`` in a buffer of its own, in row-major order (BLAS reads it faster)."""
-        out = self.empty(self.shape(x), self.dtype(x))
-        self.write(out, 0, 0, x)
-        return out
-
-    def transposed_copy(self, x: T) -> T:
-        """``x`` (..., N, d) as (..., d, N) in a buffer of its own, in row-major order (the
-        k_t that eager's blocks multiply by: BLAS reads a row-major (d, N) fastest)."""
-        return self.contiguous(self.transpose(self.contiguous(x), -2, -1))
-
-    def matmul_into(self, a: T, b: T, out: T) -> None:
-        """``out[...] = a @ b`` (:meth:`matmul`'s bits), in the memory of ``out``."""
-        self.write(out, 0, 0, self.matmul(a, b))
-
-    def scale_(self, x: T, factor: float) -> T:
-        """:meth:`scale` (the same bits), in the memory of ``x`` where the library allows."""
-        return self.scale(x, factor)
-
-    def softmax_into(self, x: T, out: T, in_range: bool = False) -> None:
-        """``out[...] = softmax(x)`` with the bits of :meth:`softmax` (zeros for a row of only
-        -inf); ``x`` may be overwritten and must not be ``out``. ``in_range``: the caller
-        proves every finite value of ``x`` within ±:meth:`unshifted_range` (a backend may
-        then leave out the row max: the bits are the same)."""
-        self.write(out, 0, 0, self.softmax(x))
-
-    def softmax_sums_(self, x: T, in_range: bool = False) -> T | None:
-        """The two halves of :meth:`softmax_into`: ``x`` overwritten by its exponentials (the
-        row max subtracted where the softmax subtracts it) and their row sums (..., 1) returned,
-        1 for a row of only -inf, so that ``x / sums`` has the bits of :meth:`softmax`; None
-        (default, ``x`` untouched) when the library's softmax is one kernel that cannot be
-        split."""
-        return None
-
-    def divide_into(self, a: T, b: T, out: T) -> None:
-        """``out[...] = a / b``, ``b`` broadcasting to ``a``."""
-        self.write(out, 0, 0, self.binary("div", a, b))
-
-    def unshifted_range(self, dtype: str, keys: int) -> float:
-        """R such that a softmax over ``keys`` keys whose finite scores all lie within ±R
-        needs no row max subtracted (exp() can neither overflow nor lose precision there) and
-        this backend's softmax then subtracts none; 0.0 (default): it always subtracts it."""
-        return 0.0
-
-    @property
-    def slices_exactly(self) -> bool:
-        """Whether ``matmul_into`` of some columns of ``b`` alone gives the bits of those
-        columns of the whole product (eager then leaves out the keys a causal or window rule
-        hides); default False."""
-        return False
-
-    def fused_attention(
-        self, q: T, k: T, v: T, scale: float, mask: T | None, additive: bool, causal: bool = False
-    ) -> T | None:
-        """``softmax(q @ k^T * scale (+ mask)) @ v`` (B, h, S, d) from q (B, h, S, d), k, v
-        (B, h, N, d) by the library's own fused kernel, which never forms the (S, N) matrix;
-        ``mask`` broadcasts to the scores: True = attend, or added when ``additive``; a row
-        without any key gives zeros. ``causal``: the mask is the causal rule alone (key j
-        hidden from query i when j > i), which the kernel may apply itself instead of reading
-        the mask. None when the library has no such kernel (default): the eager blocks run
-        instead."""
-        return None
-
-    # The operations of the tiled (flash) algorithm.
-
-    @contextmanager
-    def one_thread_each(self) -> Iterator[None]:
-        """A context in which each operation runs on one thread, so that independent blocks of
-        work can run on several threads at once without the library's own threads fighting
-        them for the cores (default: nothing to limit)."""
-        yield
+    # --- the operations of the tiled (flash) algorithm, and of eager's blocks ---
 
     @abstractmethod
     def narrow(self, x: T, axis: int, start: int, stop: int) -> T:
@@ -281,8 +200,171 @@ class Backend(ABC, Generic[T]):
 
     @abstractmethod
     def reduce_max(self, x: T) -> T:
-        """Maximum over the last axis, which is dropped."""
+        """Maximum over the last axis, which is dropped: (..., N) -> (...)."""
 
     @abstractmethod
     def reduce_sum(self, x: T) -> T:
-        """Sum over the last axis, which is dropped."""
+        """Sum over the last axis, which is dropped: (..., N) -> (...)."""
+
+
+@runtime_checkable
+class FastPath(Protocol[T]):
+    """The optional speed variants of the core operations (numpy and torch implement them):
+    each gives the bits of the core operations it names, only faster or in less memory.
+    :func:`fast_path` gives them made of the core operations to a backend without them."""
+
+    def softmax_(self, x: T, scale: float = 1.0) -> T:
+        """Softmax of ``x * scale`` (the bits of ``scale`` then ``softmax``) over the last axis,
+        in the memory of ``x`` where the library allows (``x`` is not used afterwards); the
+        scale is not charged (the caller records it as its own step)."""
+        ...
+
+    def empty(self, shape: Shape, dtype: str) -> T:
+        """A new tensor of ``shape`` whose values are not set (the caller writes every one)."""
+        ...
+
+    def stand_in(self, shape: Shape, dtype: str) -> T:
+        """A tensor of ``shape`` that holds no memory of its own (one zero, broadcast): it
+        stands for a step whose values are made block by block elsewhere."""
+        ...
+
+    def contiguous(self, x: T) -> T:
+        """``x`` in a buffer of its own, in row-major order (BLAS reads it faster)."""
+        ...
+
+    def transposed_copy(self, x: T) -> T:
+        """``x`` (..., N, d) as (..., d, N) in a row-major buffer of its own (the k_t that
+        eager's blocks multiply by: BLAS reads a row-major (d, N) fastest)."""
+        ...
+
+    def matmul_into(self, a: T, b: T, out: T) -> None:
+        """``out[...] = a @ b`` (the bits of ``matmul``), (..., M, K) @ (..., K, N) into
+        (..., M, N) in the memory of ``out``."""
+        ...
+
+    def scale_(self, x: T, factor: float) -> T:
+        """``scale`` (the same bits), in the memory of ``x`` where the library allows."""
+        ...
+
+    def softmax_into(self, x: T, out: T, in_range: bool = False) -> None:
+        """``out[...] = softmax(x)`` over the last axis with the bits of ``softmax`` (zeros
+        for a row of only -inf); ``x`` may be overwritten and is not ``out``. ``in_range``:
+        the caller proves every finite value of ``x`` within ±:meth:`unshifted_range` (the row
+        max may then be left out: the same bits)."""
+        ...
+
+    def softmax_sums_(self, x: T, in_range: bool = False) -> T | None:
+        """The two halves of :meth:`softmax_into`: ``x`` (..., N) overwritten by its
+        exponentials (less the row max where the softmax subtracts it) and their row sums
+        (..., 1) returned, 1 for a row of only -inf, so that ``x / sums`` has the bits of
+        ``softmax``; None (``x`` untouched) when the library's softmax is one kernel."""
+        ...
+
+    def divide_into(self, a: T, b: T, out: T) -> None:
+        """``out[...] = a / b``, ``b`` (..., 1) broadcasting to ``a`` (..., N)."""
+        ...
+
+    def unshifted_range(self, dtype: str, keys: int) -> float:
+        """R such that a softmax over ``keys`` keys whose finite scores all lie within ±R
+        needs no row max (exp() neither overflows nor loses precision) and this backend's
+        softmax then subtracts none; 0.0: it always subtracts it."""
+        ...
+
+    @property
+    def slices_exactly(self) -> bool:
+        """Whether ``matmul_into`` of some columns of ``b`` alone gives the bits of those
+        columns of the whole product (eager then leaves out the keys a causal or window rule
+        hides)."""
+        ...
+
+    def fused_attention(
+        self, q: T, k: T, v: T, scale: float, mask: T | None, additive: bool, causal: bool = False
+    ) -> T | None:
+        """``softmax(q @ k^T * scale (+ mask)) @ v`` (B, h, S, d) from q (B, h, S, d), k, v
+        (B, h, N, d) by the library's fused kernel (no (S, N) matrix); ``mask`` broadcasts to
+        the scores: True = attend, or added when ``additive``; a row without any key gives
+        zeros; ``causal``: the mask is the causal rule alone (the kernel may apply it itself).
+        None when the library has no such kernel: eager's blocks run instead."""
+        ...
+
+    def one_thread_each(self) -> AbstractContextManager[None]:
+        """A context in which each operation runs on one thread, so that independent blocks of
+        work run on several threads at once without the library's own threads fighting them
+        for the cores."""
+        ...
+
+
+class CoreFastPath(Generic[T]):
+    """:class:`FastPath` made of the core operations of ``be``: the same bits, none of the
+    speed (for a backend of the core alone).
+
+    >>> from attntrace.backends.shape_backend import ShapeBackend
+    >>> fast = fast_path(ShapeBackend())
+    >>> type(fast).__name__, fast.stand_in((2, 3), "float32").shape, fast.slices_exactly
+    ('CoreFastPath', (2, 3), False)
+    """
+
+    def __init__(self, be: Backend[T]) -> None:
+        self.be = be
+
+    def softmax_(self, x: T, scale: float = 1.0) -> T:
+        return self.be.softmax(x if scale == 1.0 else self.be.scale(x, scale))
+
+    def empty(self, shape: Shape, dtype: str) -> T:
+        return self.be.full(shape, 0.0, dtype)
+
+    def stand_in(self, shape: Shape, dtype: str) -> T:
+        return self.be.full(shape, 0.0, dtype)
+
+    def contiguous(self, x: T) -> T:
+        out = self.empty(self.be.shape(x), self.be.dtype(x))
+        self.be.write(out, 0, 0, x)
+        return out
+
+    def transposed_copy(self, x: T) -> T:
+        return self.contiguous(self.be.transpose(self.contiguous(x), -2, -1))
+
+    def matmul_into(self, a: T, b: T, out: T) -> None:
+        self.be.write(out, 0, 0, self.be.matmul(a, b))
+
+    def scale_(self, x: T, factor: float) -> T:
+        return self.be.scale(x, factor)
+
+    def softmax_into(self, x: T, out: T, in_range: bool = False) -> None:
+        self.be.write(out, 0, 0, self.be.softmax(x))
+
+    def softmax_sums_(self, x: T, in_range: bool = False) -> T | None:
+        return None
+
+    def divide_into(self, a: T, b: T, out: T) -> None:
+        self.be.write(out, 0, 0, self.be.binary("div", a, b))
+
+    def unshifted_range(self, dtype: str, keys: int) -> float:
+        return 0.0
+
+    @property
+    def slices_exactly(self) -> bool:
+        return False
+
+    def fused_attention(
+        self, q: T, k: T, v: T, scale: float, mask: T | None, additive: bool, causal: bool = False
+    ) -> T | None:
+        return None
+
+    @contextmanager
+    def one_thread_each(self) -> Iterator[None]:
+        yield
+
+
+def fast_path(be: Backend[T]) -> FastPath[T]:
+    """The speed variants of ``be``: the backend itself when it implements :class:`FastPath`,
+    else the same operations made of its core ones (:class:`CoreFastPath`). The one check.
+
+    >>> from attntrace.backends import get_backend
+    >>> numpy = get_backend("numpy")
+    >>> fast_path(numpy) is numpy
+    True
+    """
+    if isinstance(be, FastPath):
+        return cast("FastPath[T]", be)
+    return CoreFastPath(be)

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
-from attntrace.backends.base import Backend, Shape, Source
+from attntrace.backends.base import Backend, FastPath, Shape, Source
 from attntrace.config.attention_config import MASK_DTYPE
 from attntrace.errors import BackendUnavailableError
 
@@ -32,8 +32,8 @@ def _import_torch() -> object:
     return torch
 
 
-class TorchBackend(Backend["torch.Tensor"]):
-    """Attention operations on ``torch.Tensor`` on the CPU."""
+class TorchBackend(Backend["torch.Tensor"], FastPath["torch.Tensor"]):
+    """Attention operations on ``torch.Tensor`` on the CPU: the core ones and the fast path."""
 
     name = "torch"
     pools_checks = False
@@ -143,6 +143,9 @@ class TorchBackend(Backend["torch.Tensor"]):
     def contiguous(self, x: torch.Tensor) -> torch.Tensor:
         return x.contiguous()
 
+    def transposed_copy(self, x: torch.Tensor) -> torch.Tensor:
+        return x.contiguous().transpose(-2, -1).contiguous()  # (..., d, N), row-major
+
     def matmul_into(self, a: torch.Tensor, b: torch.Tensor, out: torch.Tensor) -> None:
         self._torch.matmul(a, b, out=out)
 
@@ -156,6 +159,19 @@ class TorchBackend(Backend["torch.Tensor"]):
         if bool(nan.any()):
             dead = nan & self._torch.isneginf(x.amax(dim=-1, keepdim=True))
             out.masked_fill_(dead, 0.0)  # zeros, as softmax() and SDPA give them
+
+    def softmax_sums_(self, x: torch.Tensor, in_range: bool = False) -> None:
+        return None  # torch's softmax is one kernel: softmax_into, then weights @ v
+
+    def divide_into(self, a: torch.Tensor, b: torch.Tensor, out: torch.Tensor) -> None:
+        self._torch.div(a, b, out=out)
+
+    def unshifted_range(self, dtype: str, keys: int) -> float:
+        return 0.0  # torch's softmax always subtracts the row max
+
+    @property
+    def slices_exactly(self) -> bool:
+        return False  # MKL picks its kernels by size: fewer columns, maybe other bits
 
     def fused_attention(
         self,

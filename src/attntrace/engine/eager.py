@@ -4,13 +4,13 @@ For each (batch item, head, block of query rows) one thread of the pool runs the
 a (Br, N) block: ``s = q @ k_t``, the scale, the soft-cap, the mask, the softmax (written once
 into the weights when they are kept) and the block's rows of ``context = weights @ v``, taken
 as ``(exp @ v) / sums`` where the backend's softmax splits in two
-(:meth:`Backend.softmax_sums_`): the weights are then never written when nobody reads them. No
+(:meth:`FastPath.softmax_sums_`): the weights are then never written when nobody reads them. No
 (S, N) matrix is ever read again in a pass of its own. The steps before the weights
 (``scores``, ``scaled``, ``capped``, ``masked``) are kept as :class:`attntrace.trace.Lazy`
 recipes that run the same blocks again up to that step: reading them gives the exact bits the
-softmax read. Each block's BLAS runs on one thread (:meth:`Backend.one_thread_each`), so a
+softmax read. Each block's BLAS runs on one thread (:meth:`FastPath.one_thread_each`), so a
 block gives the same bits on any number of threads, now or when a recipe runs later. A backend
-with a fused kernel of its own (torch's SDPA, :meth:`Backend.fused_attention`) makes the
+with a fused kernel of its own (torch's SDPA, :meth:`FastPath.fused_attention`) makes the
 context instead, when every value is proven finite; ``weights`` is then a recipe too, and
 :meth:`Rows.make` makes one head of a recipe alone for a view of that head.
 
@@ -28,16 +28,22 @@ import itertools
 import math
 import threading
 import warnings
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 from typing import TYPE_CHECKING, Generic, TypeVar
 
-from attntrace.engine.parallel import in_pool, map_parts, spread
+from attntrace.backends.base import fast_path
+from attntrace.engine.masks import record_mask
+from attntrace.engine.parallel import extremes, in_pool, map_parts, spread
 
 if TYPE_CHECKING:
     import numpy as np
 
-    from attntrace.backends.base import Backend
+    from attntrace.backends.base import Backend, FastPath
+    from attntrace.config.attention_config import AttentionConfig
+    from attntrace.engine.masks import MaskPlan
+    from attntrace.engine.recorder import Recorder
 
 T = TypeVar("T")
 
@@ -104,7 +110,12 @@ class Rows(Generic[T]):
     finite: bool = False  # proven: every score, weight and context value is finite
     causal: bool = False  # the mask hides key j > query i (it holds the rule too)
     window: int | None = None  # the mask hides key j <= query i - W
-    in_range: bool = False  # proven: the softmax needs no row max (Backend.unshifted_range)
+    in_range: bool = False  # proven: the softmax needs no row max (FastPath.unshifted_range)
+
+    @cached_property
+    def fast(self) -> FastPath[T]:
+        """The backend's speed variants, or the same made of its core operations."""
+        return fast_path(self.be)
 
     @property
     def chain(self) -> tuple[str, ...]:
@@ -167,7 +178,7 @@ class Rows(Generic[T]):
             and self.mask is not None
             and not self.additive
             and (self.causal or self.window is not None)
-            and self.be.slices_exactly
+            and self.fast.slices_exactly
         )
 
     def scores(
@@ -184,18 +195,19 @@ class Rows(Generic[T]):
         each step of the chain are counted. ``head``: the views of the block's lead index,
         when the caller already has them. ``keys`` (j0, j1): only those scores are made (the
         others are left as they were, for a mask that hides them)."""
-        be, (at, i0, i1) = self.be, block
+        be, fast, (at, i0, i1) = self.be, self.fast, block
         views = self.head(at) if head is None else head
-        s = be.empty(self.block_shape(block), self.dtype) if out is None else out  # (1, 1, Br, N)
+        # (1, 1, Br, N)
+        s = fast.empty(self.block_shape(block), self.dtype) if out is None else out
         if keys is None:
-            be.matmul_into(_rows(be, views.q, i0, i1), views.k_t, s)
+            fast.matmul_into(_rows(be, views.q, i0, i1), views.k_t, s)
         else:
             j0, j1 = keys  # (1, 1, Br, d) @ (1, 1, d, j1 - j0)
             k_t = be.narrow(views.k_t, -1, j0, j1)
-            be.matmul_into(_rows(be, views.q, i0, i1), k_t, be.narrow(s, -1, j0, j1))
+            fast.matmul_into(_rows(be, views.q, i0, i1), k_t, be.narrow(s, -1, j0, j1))
         for name in self.chain:
             if name == "scaled":
-                s = be.scale_(s, self.factor)  # (1, 1, Br, N)
+                s = fast.scale_(s, self.factor)  # (1, 1, Br, N)
             elif name == "capped" and self.cap is not None:
                 s = be.scale(be.tanh(be.scale(s, 1.0 / self.cap)), self.cap)  # C·tanh(s / C)
             elif name == "masked" and views.mask is not None:
@@ -222,7 +234,7 @@ class Rows(Generic[T]):
         ``tally``, count the non-finite values of every step (None: proven all finite).
         ``held`` maps lead indices to (S, N) buffers that get the weights of that index alone
         (those of a head that a view will read, when ``weights`` is None)."""
-        be, scratch = self.be, _Scratch(self.be, self.dtype)
+        be, fast, scratch = self.be, self.fast, _Scratch(self.fast, self.be, self.dtype)
         skips = tally is None and self.skips()
         heads: dict[tuple[int, ...], tuple[Head[T], T | None, T]] = {}
         ones = tuple(1 for _ in self.shape[:-2])
@@ -251,7 +263,7 @@ class Rows(Generic[T]):
             )  # (1, 1, Br, N)
             c = _rows(be, c_at, i0, i1)  # (1, 1, Br, d), a view of the context
             v = be.narrow(views.v, -2, j0, j1)  # (1, 1, j1 - j0, d)
-            sums = be.softmax_sums_(s, self.in_range)  # (1, 1, Br, 1); s: exp(s - shift)
+            sums = fast.softmax_sums_(s, self.in_range)  # (1, 1, Br, 1); s: exp(s - shift)
             seen = w_at is not None or tally is not None  # the weights are kept or counted
             w = (
                 s
@@ -261,12 +273,12 @@ class Rows(Generic[T]):
                 else _rows(be, w_at, i0, i1)
             )
             if sums is None:  # one softmax kernel: context = weights @ v
-                be.softmax_into(s, w, self.in_range)  # (1, 1, Br, N), exactly 0 outside j0..j1
-                be.matmul_into(be.narrow(w, -1, j0, j1), v, c)  # (1, 1, Br, d)
+                fast.softmax_into(s, w, self.in_range)  # (1, 1, Br, N), 0 outside j0..j1
+                fast.matmul_into(be.narrow(w, -1, j0, j1), v, c)  # (1, 1, Br, d)
             else:  # context = (exp @ v) / sums: no pass writes weights that nobody reads
                 if seen:
-                    be.divide_into(s, sums, w)  # (1, 1, Br, N): the bits of softmax()
-                be.matmul_into(be.narrow(s, -1, j0, j1), v, c)  # (1, 1, Br, d)
+                    fast.divide_into(s, sums, w)  # (1, 1, Br, N): the bits of softmax()
+                fast.matmul_into(be.narrow(s, -1, j0, j1), v, c)  # (1, 1, Br, d)
                 be.binary("div", c, sums, inplace=True)  # (1, 1, Br, d)
             if tally is not None:
                 tally.add("weights", w)
@@ -278,23 +290,26 @@ class Rows(Generic[T]):
         by block (a Lazy recipe); with ``at``, only the (S, N) of that lead index. Each block
         is written where it belongs: the scores of ``weights`` go through a buffer of the
         thread, reused from block to block."""
-        be, lead = self.be, self.shape[:-2]
+        be, fast, lead = self.be, self.fast, self.shape[:-2]
         # (B, h, S, N), or (1, 1, S, N) for one lead index
-        out = be.empty(
+        out = fast.empty(
             self.shape if at is None else (*(1 for _ in lead), *self.shape[-2:]), self.dtype
         )
         last = self.chain[-1] if upto == "weights" else upto
-        scratch = _Scratch(be, self.dtype)
+        scratch = _Scratch(fast, be, self.dtype)
+        # the keys that run() leaves out, masked whatever their scores: the bits it read
+        skips = upto in ("masked", "weights") and self.skips()
 
         def one(block: Block) -> None:
             where, i0, i1 = block
             shape = self.block_shape(block)
+            keys = self.keys(block) if skips else None
             rows = _pick(be, out, where, (i0, i1))  # (1, 1, Br, N): a view of out
             if upto == "weights":
-                s = self.scores(block, last, out=scratch.get("s", shape))  # (1, 1, Br, N)
-                be.softmax_into(s, rows, self.in_range)
+                s = self.scores(block, last, out=scratch.get("s", shape), keys=keys)
+                fast.softmax_into(s, rows, self.in_range)  # (1, 1, Br, N)
                 return
-            s = self.scores(block, upto, out=rows)  # (1, 1, Br, N)
+            s = self.scores(block, upto, out=rows, keys=keys)  # (1, 1, Br, N)
             if s is not rows:  # the soft-cap and the mask make new buffers
                 be.write(rows, -2, 0, s)
 
@@ -309,12 +324,176 @@ class Rows(Generic[T]):
         threads)."""
         work = self.blocks() if work is None else work
         numel = len(work) * math.prod(self.block_shape(work[0])) if work else 0
-        with self.be.one_thread_each():
+        with self.fast.one_thread_each():
             if self.threads == 1 or in_pool() or numel < POOL_MIN_NUMEL:
                 for block in work:
                     fn(block)
             else:
                 spread(fn, work, self.threads)  # re-raises the first error of a block
+
+
+def attend(
+    config: AttentionConfig,
+    rec: Recorder[T],
+    q: T,
+    k_t: T,
+    v: T,
+    *,
+    mask: T | None,
+    plan: MaskPlan | None,
+    ops: Mapping[str, str],
+) -> T:
+    """The score chain of q (B, h, S, d), k_t (B, h, d, N), v (B, h, N, d): scores -> scaled
+    -> (capped) -> (mask, masked) -> weights -> context (B, h, S, d), made block of query rows
+    by block (or by the backend's fused kernel), then each step recorded with the cost of the
+    whole operation it stands for and ``ops[step]`` as its op. The speed paths live here: the
+    bounds that prove every value finite (nothing to count), the fused kernel, remade or held
+    weights (``rec.remake``, ``rec.hold``).
+
+    >>> from attntrace import AttentionConfig, trace_attention
+    >>> t = trace_attention(AttentionConfig(seq=5, hidden=8, heads=2, causal=True))
+    >>> [s.name for s in t.steps][10:17]
+    ['k_t', 'scores', 'scaled', 'mask', 'masked', 'weights', 'context']
+    """
+    raw = rec.be
+    rows = _rows_of(config, raw, q, k_t, v, mask, plan, rec.threads)
+    causal = plan is not None and plan.op == "causal"
+    fused = _fused_context(rows, q, raw.transpose(k_t, -2, -1), v, causal)  # (B, h, S, d) or None
+    rows = contiguous(rows) if raw.computes and fused is None else rows  # for the blocks
+    # held in a buffer the blocks fill; else (fused, or asked to) a recipe, made when read
+    kept = rec.keeps("weights") and raw.computes and fused is None and "weights" not in rec.remake
+    fast = rows.fast
+    # (B, h, S, N)
+    weights = fast.empty(rows.shape, rows.dtype) if kept else fast.stand_in(rows.shape, rows.dtype)
+    *lead, h, S, d = raw.shape(q)
+    # (B, h, S, d), a view of (B, S, h, d): merging the heads afterwards copies nothing
+    context = (
+        fused
+        if fused is not None
+        else raw.transpose(fast.empty((*lead, S, h, d), rows.dtype), -3, -2)
+    )
+    held = _held(rec, rows) if not kept and fused is None else {}  # {at: (S, N)} or {}
+    found = _run_rows(rec, rows, weights if kept else None, context, held) if fused is None else {}
+    axes = (*rec.lead, "h", "S", config.labels().keys)  # (B, h, S, N)
+    last = _made(rec, "scores", rows, ops["scores"], axes, [("matmul", (q, k_t))], found)
+    for name in rows.chain[1:]:
+        charges: list[tuple[str, tuple[T, ...]]] = [("scale", (last,))]
+        if name == "masked" and mask is not None and plan is not None:
+            mask = record_mask(rec, mask, plan, rows.shape)  # (B, 1, S, N), or broadcasting
+            charges = [("add", (last, mask))] if plan.additive else [("where", (mask, last))]
+        elif name == "capped":
+            charges = [("scale", (last,)), ("tanh", ()), ("scale", ())]
+        last = _made(rec, name, rows, ops[name], axes, charges, found)  # (B, h, S, N)
+    if kept:  # the buffer the blocks filled
+        rec.meter.charge("softmax", last, out=weights)
+        weights = rec.step(
+            "weights", weights, ops["weights"], axes, nonfinite=found.get("weights", 0)
+        )
+    else:  # made again by the blocks when read (if kept), as the steps before it
+        softmax = [("softmax", (last,))]
+        weights = _made(rec, "weights", rows, ops["weights"], axes, softmax, found, held)
+    rec.meter.charge("matmul", weights, v, out=context)
+    proven = rows.finite and "context" not in rec.replace  # by the bounds (see bounded)
+    if proven:  # nothing to count, here or in merged (the same values)
+        rec.proven_finite.add("context")
+    hSd = (*axes[:-1], "d")  # (B, h, S, d)
+    return rec.step("context", context, ops["context"], hSd, nonfinite=0 if proven else None)
+
+
+def _rows_of(
+    config: AttentionConfig,
+    be: Backend[T],
+    q: T,
+    k_t: T,
+    v: T,
+    mask: T | None,
+    plan: MaskPlan | None,
+    threads: int,
+) -> Rows[T]:
+    """What every block reads, with the bounds of :func:`bounded` on a computing backend."""
+    rows = Rows(
+        be=be,
+        q=q,
+        k_t=k_t,
+        v=v,
+        factor=config.score_scale,
+        cap=config.softcap,
+        mask=mask if plan else None,
+        additive=plan is not None and plan.additive,
+        threads=threads,
+        causal=config.causal,
+        window=config.window,
+    )
+    return bounded(rows) if be.computes else rows
+
+
+def _made(
+    rec: Recorder[T],
+    name: str,
+    rows: Rows[T],
+    op: str,
+    axes: tuple[str, ...],
+    charges: Sequence[tuple[str, tuple[T, ...]]],
+    found: Mapping[str, int],
+    held: Mapping[tuple[int, ...], T] | None = None,
+) -> T:
+    """Record step ``name`` of the blocked chain: a stand-in of no memory, charged as the
+    backend operations ``charges`` on whole tensors would be, its values (when kept) made again
+    by the same blocks on first read; the (S, N) parts of ``held`` (filled by the blocks) are
+    read as they are."""
+    value = rows.fast.stand_in(rows.shape, rows.dtype)  # (B, h, S, N)
+    for op_name, args in charges:
+        rec.meter.charge(op_name, *args, out=value)
+    again = (lambda: rows.make(name)) if rows.be.computes else None
+    parts = dict(held or {})
+
+    def part(at: tuple[int, ...]) -> T:
+        return parts[at] if at in parts else rows.make(name, at)
+
+    nonfinite = found.get(name, 0)
+    return rec.step(name, value, op, axes, again=again, nonfinite=nonfinite, part=part)
+
+
+def _held(rec: Recorder[T], rows: Rows[T]) -> dict[tuple[int, ...], T]:
+    """An (S, N) buffer for the weights of the lead index ``rec.hold`` when they are remade
+    (not kept whole) on a computing backend: the blocks of that head write their weights there,
+    so a view of that head reads them without making them again."""
+    if (
+        rec.hold is None
+        or "weights" not in rec.remake
+        or not rec.keeps("weights")
+        or not rows.be.computes
+    ):
+        return {}
+    return {rec.hold: rows.fast.empty(rows.shape[-2:], rows.dtype)}  # (S, N)
+
+
+def _fused_context(rows: Rows[T], q: T, k: T, v: T, causal: bool = False) -> T | None:
+    """The context of q (B, h, S, d), k, v (B, h, N, d) as recorded, by the backend's fused
+    kernel (torch's SDPA: the bits a user gets calling it on these tensors), when the chain has
+    nothing it lacks (no soft-cap) and every value is proven finite (nothing to count block by
+    block); else None. The (S, N) steps are then recipes, weights too. ``causal``: the mask
+    is the causal rule alone."""
+    if not rows.be.computes or not rows.finite or rows.cap is not None:
+        return None
+    return rows.fast.fused_attention(q, k, v, rows.factor, rows.mask, rows.additive, causal)
+
+
+def _run_rows(
+    rec: Recorder[T],
+    rows: Rows[T],
+    weights: T | None,
+    context: T,
+    held: Mapping[tuple[int, ...], T],
+) -> dict[str, int]:
+    """Compute the blocks (on a computing backend); the non-finite values of each step of the
+    chain: none when bounds on q, k, v prove every value finite, else counted block by block.
+    ``held``: (S, N) buffers for the weights of some lead indices (see :func:`_held`)."""
+    if not rows.be.computes:
+        return {}
+    tally = None if rows.finite else Tally(rec.nonfinite)
+    rows.run(weights, context, tally, held)
+    return tally.found if tally is not None else {}
 
 
 @dataclass(frozen=True)
@@ -338,14 +517,14 @@ class _Scratch(Generic[T]):
     """Buffers of each thread, reused from block to block: a new buffer per block would be
     new memory to map (page faults) every time."""
 
-    def __init__(self, be: Backend[T], dtype: str) -> None:
-        self.be, self.dtype, self._local = be, dtype, threading.local()
+    def __init__(self, fast: FastPath[T], be: Backend[T], dtype: str) -> None:
+        self.fast, self.be, self.dtype, self._local = fast, be, dtype, threading.local()
 
     def get(self, key: str, shape: tuple[int, ...]) -> T:
         """A buffer of ``shape`` (fewer rows than the first request: a view of its first rows)."""
         have = getattr(self._local, key, None)
         if have is None or self.be.shape(have)[-2] < shape[-2]:
-            have = self.be.empty(shape, self.dtype)
+            have = self.fast.empty(shape, self.dtype)
             setattr(self._local, key, have)
         return self.be.narrow(have, -2, 0, shape[-2])
 
@@ -376,7 +555,7 @@ def bounded(rows: Rows[T]) -> Rows[T]:
     [0, 1], so |context| <= max|v|. Otherwise (or with a float mask, which adds values of its
     own) they are counted block by block. ``in_range`` is set too when the same bound (or the
     soft-cap) keeps every score the softmax reads within the backend's
-    :meth:`~attntrace.backends.base.Backend.unshifted_range`: its row max is not needed.
+    :meth:`~attntrace.backends.base.FastPath.unshifted_range`: its row max is not needed.
 
     >>> import numpy as np
     >>> from attntrace.backends import get_backend
@@ -403,7 +582,7 @@ def bounded(rows: Rows[T]) -> Rows[T]:
     reach = (
         scores * rows.factor if rows.cap is None else min(scores * rows.factor, rows.cap * slack)
     )  # |C·tanh(s / C)| <= C
-    in_range = finite and reach <= be.unshifted_range(rows.dtype, rows.shape[-1])
+    in_range = finite and reach <= rows.fast.unshifted_range(rows.dtype, rows.shape[-1])
     return replace(rows, finite=finite, in_range=in_range)
 
 
@@ -414,18 +593,7 @@ def contiguous(rows: Rows[T]) -> Rows[T]:
     measurable as (Br, d) and < 5 % as (N, d): less than copying them)."""
     be = rows.be
     # (B, h, d, N), from k (B, h, N, d): rows of the projection
-    return replace(rows, k_t=be.transposed_copy(be.transpose(rows.k_t, -2, -1)))
-
-
-def extremes(a: np.ndarray) -> tuple[np.generic, np.generic]:
-    """The max and the min of a non-empty ``a`` (both NaN when it holds one): two passes, no
-    temporary.
-
-    >>> import numpy as np
-    >>> [float(x) for x in extremes(np.array([3.0, -1.0, 2.0]))]
-    [3.0, -1.0]
-    """
-    return a.max(), a.min()
+    return replace(rows, k_t=rows.fast.transposed_copy(be.transpose(rows.k_t, -2, -1)))
 
 
 def _largest(a: np.ndarray | None, pooled: bool = True) -> float:

@@ -38,11 +38,12 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 from attntrace.config.attention_config import AttentionConfig
+from attntrace.engine.masks import declare_mask
 
 if TYPE_CHECKING:
     from attntrace.backends.base import Backend, Source
-    from attntrace.engine.attention import _Recorder
     from attntrace.engine.masks import MaskPlan
+    from attntrace.engine.recorder import Recorder
 
 T = TypeVar("T")
 
@@ -261,7 +262,7 @@ class _Quiet(Generic[T]):
     recorded (the shape trace holds the totals); non-finite values are counted only when
     ``count`` (when the bound of :func:`_surely_finite` does not rule them out)."""
 
-    def __init__(self, rec: _Recorder[T], count: bool, register: bool = False) -> None:
+    def __init__(self, rec: Recorder[T], count: bool, register: bool = False) -> None:
         self.lead, self.rec, self.count = rec.lead, rec, count
         self.register = register  # name the values, as inputs of the recorded o_block
         self.bad: Counter[str] = Counter()
@@ -269,7 +270,7 @@ class _Quiet(Generic[T]):
 
     def step(self, name: str, value: T, op: str, axes: tuple[str, ...], *, times: int = 1) -> T:
         if self.count:
-            bad = self.rec._nonfinite(name, value, False)  # the recorder's rule
+            bad = self.rec.nonfinite(name, value)  # the recorder's rule
             with self._lock:
                 self.bad[name] += bad
         if self.register:
@@ -321,7 +322,7 @@ class _Flash(Generic[T]):
 def flash_context(
     config: AttentionConfig,
     be: Backend[T],
-    rec: _Recorder[T],
+    rec: Recorder[T],
     q: T,
     k: T,
     v: T,
@@ -348,20 +349,22 @@ def flash_context(
     keeps = any(rec.keeps(n) for n in TILE_STEPS)
     s_op = "q_scaled @ k_block_t" + _skipped_op(config)
     f = _Flash(
-        be,
-        rec,
-        q,
-        k,
-        v,
-        config.score_scale,
-        scale_op,
-        s_op,
-        not keeps,
-        plan,
-        config.softcap,
-        table,
-        _onehot(config),
+        be=be,
+        rec=rec,
+        q=q,
+        k=k,
+        v=v,
+        factor=config.score_scale,
+        scale_op=scale_op,
+        s_op=s_op,
+        inplace=not keeps,
+        plan=plan,
+        cap=config.softcap,
+        table=table,
+        onehot=_onehot(config),
     )
+    if plan is not None:  # (B, 1, S, N), made tile by tile
+        declare_mask(rec, plan, (*be.shape(q)[:-1], config.keys), config.blocks[0])
     *lead, h, S = be.shape(q)[:-1]
     # (B, h, S, d), a view of (B, S, h, d): merging the heads afterwards copies nothing
     zeros = be.transpose(be.full((*lead, S, h, d), 0.0, be.dtype(q)), -3, -2)
@@ -392,7 +395,7 @@ def flash_context(
     def run(block: tuple[Block, list[Block]]) -> None:
         _run(f if block is first else others, out, block)
 
-    with be.one_thread_each():  # many small matmuls: the threads split blocks, not each matmul
+    with rec.fast.one_thread_each():  # many small matmuls: threads split blocks, not matmuls
         # the first block, then the longest (the last ones, with --causal): all on the pool
         _run_blocks(rec.threads, run, [first, *work[:0:-1]])
     rec.settle(_tile_steps(rec), quiet.bad)
@@ -409,7 +412,7 @@ def _onehot(config: AttentionConfig) -> Callable[[int, int, int, int], Source] |
     return onehot_tile(config)
 
 
-def _tile_steps(rec: _Recorder[Any]) -> tuple[str, ...]:
+def _tile_steps(rec: Recorder[Any]) -> tuple[str, ...]:
     """The steps flash records once per tile or block (all of them but ``context``)."""
     return tuple(n for n in TILE_STEPS if n != "context" and rec.has(n))
 

@@ -122,8 +122,8 @@ def with_tensors(
         expected = shape_of(axes, config)
         if tuple(value.shape) != expected:
             raise ConfigError(
-                f"{name} has shape {tuple(value.shape)}, but the sizes give ({', '.join(axes)}) = {expected}; "
-                "make the size options match the files"
+                f"{name} has shape {tuple(value.shape)}, but the sizes give "
+                f"({', '.join(axes)}) = {expected}; make the size options match the files"
             )
         merged[name] = Source(expected, config.dtype, given(value))
     return merged

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from attntrace.backends.base import Shape, Source
 from attntrace.config.attention_config import MASK_DTYPE, AttentionConfig
@@ -23,6 +23,10 @@ from attntrace.errors import ConfigError, InputFileError
 
 if TYPE_CHECKING:
     import numpy as np
+
+    from attntrace.engine.recorder import Recorder
+
+T = TypeVar("T")
 
 #: The steps a mask adds, in order (after ``scaled``, before ``weights``).
 MASK_STEPS: tuple[str, ...] = ("mask", "masked")
@@ -87,8 +91,8 @@ def load_mask(path: Path | str) -> np.ndarray:
         )
     if loaded.dtype != np.bool_ and not np.issubdtype(loaded.dtype, np.floating):
         raise InputFileError(
-            f"--mask {path} holds {loaded.dtype}; save booleans (True = attend) or floats (added to the scores), "
-            "e.g. mask.astype(bool)"
+            f"--mask {path} holds {loaded.dtype}; save booleans (True = attend) or floats "
+            "(added to the scores), e.g. mask.astype(bool)"
         )
     if loaded.dtype != np.bool_ and (np.isnan(loaded).any() or np.isposinf(loaded).any()):
         raise InputFileError(
@@ -100,7 +104,8 @@ def load_mask(path: Path | str) -> np.ndarray:
 def build_mask(config: AttentionConfig, user: np.ndarray | None = None) -> MaskPlan | None:
     """The combined mask of ``config`` (causal, key lengths) and ``user``, or None if none.
 
-    >>> plan = build_mask(AttentionConfig(batch=2, seq=3, hidden=8, heads=2, causal=True, key_lengths=(3, 2)))
+    >>> config = AttentionConfig(batch=2, seq=3, hidden=8, heads=2, causal=True, key_lengths=(3, 2))
+    >>> plan = build_mask(config)
     >>> plan.source.shape, plan.axes, plan.op
     ((2, 1, 3, 3), ('B', '1', 'S', 'S'), 'causal & key_lengths')
     >>> plan.source.make()[1, 0].astype(int).tolist()
@@ -154,6 +159,38 @@ def dead_rows(mask: np.ndarray, additive: bool, scores_shape: Shape) -> int:
         np.isneginf(mask).all(axis=-1) if additive else ~mask.any(axis=-1)
     )  # mask shape without N
     return int(np.broadcast_to(dead, scores_shape[:-1]).sum())
+
+
+def record_mask(rec: Recorder[T], mask: T, plan: MaskPlan, scores: Shape) -> T:
+    """The ``mask`` step (B, 1, S, N), or any shape broadcasting to the ``scores`` shape
+    (B, h, S, N), with a note when it leaves query rows without any key."""
+    mask = rec.step("mask", mask, plan.op, plan.axes)
+    values = rec.be.to_numpy(mask)
+    if values is not None and (dead := dead_rows(values, plan.additive, scores)):
+        rec.notes.append(dead_note(dead))
+    return mask
+
+
+def declare_mask(rec: Recorder[T], plan: MaskPlan, scores: Shape, block: int) -> None:
+    """Flash's ``mask`` step: the rules, made into the whole mask only if its value is read;
+    counts the query rows it leaves without any key, ``block`` query rows at a time."""
+    whole = plan.source
+    op = f"{plan.op} (made tile by tile)"
+    rec.declare("mask", whole.shape, whole.dtype, op, plan.axes, whole.make)
+    if rec.be.computes and (dead := dead_rows_by_block(plan, scores, block)):
+        rec.notes.append(dead_note(dead))
+
+
+def dead_note(dead: int) -> str:
+    """The note about ``dead`` query rows that attend to no key.
+
+    >>> dead_note(2)[:36]
+    '2 query row(s) attend to no key (eve'
+    """
+    return (
+        f"{dead} query row(s) attend to no key (every key masked): their weights and context "
+        "are zeros, as in torch's scaled_dot_product_attention, not NaN"
+    )
 
 
 def window_band(seq: int, keys: int, window: int) -> np.ndarray:

@@ -4,7 +4,7 @@ numpy and torch release the GIL inside their kernels, so a pool of Python thread
 blocks on every core. Inside the pool each kernel must stay on one thread: a multi-threaded BLAS
 under many small matmuls spins its own threads against ours (and against any other process on
 the cores), which made flash 20x slower on a busy machine. See
-:meth:`attntrace.backends.base.Backend.one_thread_each`.
+:meth:`attntrace.backends.base.FastPath.one_thread_each`.
 """
 
 from __future__ import annotations
@@ -142,3 +142,14 @@ def map_parts(
     lead = (slice(None),) * axis
     parts = [(*lead, slice(a, b)) for a, b in itertools.pairwise(cuts) if b > a]
     return list(pool(n).map(lambda part: fn(*(a[part] for a in arrays)), parts))
+
+
+def extremes(a: np.ndarray) -> tuple[np.generic, np.generic]:
+    """The max and the min of a non-empty ``a`` (both NaN when it holds one): two passes, no
+    temporary (a part of :func:`map_parts` each).
+
+    >>> import numpy as np
+    >>> [float(x) for x in extremes(np.array([3.0, -1.0, 2.0]))]
+    [3.0, -1.0]
+    """
+    return a.max(), a.min()
