@@ -460,7 +460,8 @@ def test_window_counts_tiles_in_closed_form_at_huge_sizes() -> None:
     )
     trace = trace_attention(cfg, "shape")
     blocks_ = 131072 // 128
-    # each query block sees the 4096 / 128 = 32 key blocks before it (fewer at the start) and its own
+    # each query block sees the 4096 / 128 = 32 key blocks before it (fewer at the start) and
+    # its own
     assert trace["s_tile"].repeat == sum(min(b, 32) + 1 for b in range(blocks_))
     assert skipped_tiles(cfg) == blocks_ * blocks_ - trace["s_tile"].repeat
 

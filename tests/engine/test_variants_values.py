@@ -22,7 +22,8 @@ F = torch.nn.functional
 
 
 def rope_complex(x: Any, base: float) -> Any:
-    """RoPE as a complex rotation: (x_i + i x_{i+d/2}) * exp(i * pos * base^(-2i/d)); x (B, n, S, d)."""
+    """RoPE as a complex rotation: (x_i + i x_{i+d/2}) * exp(i * pos * base^(-2i/d));
+    x (B, n, S, d)."""
     seq, d = x.shape[-2], x.shape[-1]
     freqs = base ** (-torch.arange(0, d, 2, dtype=torch.float64) / d)  # (d/2,)
     angles = torch.outer(torch.arange(seq, dtype=torch.float64), freqs)  # (S, d/2)

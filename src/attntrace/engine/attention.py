@@ -1,9 +1,13 @@
 """Multi-head attention, written once against the backend interface, recording every
-intermediate tensor as a named step.
+intermediate tensor as a named step (:class:`~attntrace.engine.recorder.Recorder`).
 
 The step order follows the study notes: x -> Q, K, V (three linear layers) -> split heads ->
 heads first -> K transposed -> scores = Q @ K^T -> scaled -> softmax -> context = weights @ V
--> sequence first -> merge heads -> output linear layer.
+-> sequence first -> merge heads -> output linear layer. :func:`_attend` is that chain. From
+the scores to the context, :func:`attntrace.engine.eager.attend` makes the same steps block of
+query rows by block, with the speed paths (bounds, a fused kernel, remade weights);
+:func:`_weigh` is the same chain on whole (S, N) tensors (T5's bias, attntrace diff), and
+:mod:`attntrace.engine.flash` the tiled algorithm.
 
 Variants add their own steps, only when they are on (:data:`VARIANT_STEPS`): ``x_kv`` after
 ``x`` (cross-attention), ``rope_cos, rope_sin, q_rot, k_rot`` after ``v`` (RoPE),
@@ -313,8 +317,9 @@ NONFINITE_NOTE = "non-finite values"
 def nonfinite_notes(steps: Sequence[Step]) -> tuple[str, ...]:
     """One note naming the first step with NaN or ±inf, how many and in how many steps.
 
-    >>> print(*nonfinite_notes([Step("x", (2,), "float32"),
-    ...                         Step("scores", (2, 2), "float32", nonfinite=3)]))
+    >>> x = Step(name="x", shape=(2,), dtype="float32")
+    >>> scores = Step(name="scores", shape=(2, 2), dtype="float32", nonfinite=3)
+    >>> print(*nonfinite_notes([x, scores]))
     non-finite values (NaN or inf) first appear at step 'scores': 3 of 4 values; 1 step(s) hold some
     """
     bad = [s for s in steps if s.nonfinite]
@@ -428,10 +433,8 @@ def _project(
     lab = lay.lab
     x = rec.step("x", t["x"], "x", lay.ax("S", "H"))  # (B, S, H)
     inputs = {"x": x}
-    if config.cross:
-        inputs["x_kv"] = rec.step(
-            "x_kv", t["x_kv"], "x_kv", lay.ax(lab.keys, lab.kv_in)
-        )  # (B, N, M)
+    if config.cross:  # (B, N, M)
+        inputs["x_kv"] = rec.step("x_kv", t["x_kv"], "x_kv", lay.ax(lab.keys, lab.kv_in))
     of_q = _Projection(
         source="x", seq="S", n_seq=config.seq, heads="h", n_heads=config.heads, width=lab.q_width
     )
@@ -534,9 +537,8 @@ def _weigh(
     if mask is not None and plan is not None:
         scores_shape = (*lay.sizes, config.heads, config.seq, config.keys)  # (B, h, S, N)
         mask = record_mask(rec, mask, plan, scores_shape)  # (B, 1, S, N), or broadcasting
-        masked = (
-            be.add(scaled, mask) if plan.additive else be.where(mask, scaled, -math.inf)
-        )  # (B, h, S, N)
+        # (B, h, S, N): a float mask added, or -inf where a bool mask is False
+        masked = be.add(scaled, mask) if plan.additive else be.where(mask, scaled, -math.inf)
         scaled = rec.step("masked", masked, ops["masked"], hSN)
     if fold and not (rec.keeps("scaled") or rec.keeps("capped")):  # nobody sees its input
         weights = rec.fast.softmax_(scaled)  # (B, h, S, N), in place

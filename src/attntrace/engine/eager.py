@@ -159,7 +159,8 @@ class Rows(Generic[T]):
         >>> import numpy as np
         >>> from attntrace.backends import get_backend
         >>> q = np.ones((1, 8, 4), dtype=np.float32)  # (h, S, d)
-        >>> rows = Rows(get_backend("numpy"), q, q.swapaxes(-2, -1), q, 0.5, causal=True, window=3)
+        >>> be, k_t = get_backend("numpy"), q.swapaxes(-2, -1)
+        >>> rows = Rows(be=be, q=q, k_t=k_t, v=q, factor=0.5, causal=True, window=3)
         >>> rows.keys(((0,), 4, 6))  # queries 4 and 5 see keys 2..5
         (2, 6)
         """
@@ -560,10 +561,11 @@ def bounded(rows: Rows[T]) -> Rows[T]:
     >>> import numpy as np
     >>> from attntrace.backends import get_backend
     >>> q = np.ones((2, 3, 4), dtype=np.float32)  # (h, S, d)
-    >>> rows = bounded(Rows(get_backend("numpy"), q, q.swapaxes(-2, -1), q, 0.5))
+    >>> be, k_t = get_backend("numpy"), q.swapaxes(-2, -1)
+    >>> rows = bounded(Rows(be=be, q=q, k_t=k_t, v=q, factor=0.5))
     >>> rows.finite, rows.in_range
     (True, True)
-    >>> bounded(Rows(get_backend("numpy"), q * 1e19, q.swapaxes(-2, -1) * 1e19, q, 0.5)).finite
+    >>> bounded(Rows(be=be, q=q * 1e19, k_t=k_t * 1e19, v=q, factor=0.5)).finite
     False
     """
     be = rows.be

@@ -81,7 +81,7 @@ def random_sources(config: AttentionConfig) -> dict[str, Source]:
             continue
         if name.startswith("n_"):  # RMSNorm weights start at one, as torch initialises them
             shape = shape_of(axes, config)
-            sources[name] = Source(shape, config.dtype, _ones(shape))
+            sources[name] = Source(shape=shape, dtype=config.dtype, make=_ones(shape))
             continue
         in_features = config.size(params[f"w_{name[-1]}"][1])  # a bias shares its weight's bound
         sources[name] = _uniform_source(
@@ -125,7 +125,7 @@ def with_tensors(
                 f"{name} has shape {tuple(value.shape)}, but the sizes give "
                 f"({', '.join(axes)}) = {expected}; make the size options match the files"
             )
-        merged[name] = Source(expected, config.dtype, given(value))
+        merged[name] = Source(shape=expected, dtype=config.dtype, make=given(value))
     return merged
 
 
@@ -203,7 +203,11 @@ def _normal_source(name: str, shape: Shape, config: AttentionConfig) -> Source:
         return values.reshape(shape)
 
     return Source(
-        shape, config.dtype, make, drawn=True, parts=parts if len(parts.blocks) > 1 else None
+        shape=shape,
+        dtype=config.dtype,
+        make=make,
+        drawn=True,
+        parts=parts if len(parts.blocks) > 1 else None,
     )
 
 
@@ -219,4 +223,4 @@ def _uniform_source(name: str, shape: Shape, bound: float, config: AttentionConf
         values -= bound
         return values
 
-    return Source(shape, config.dtype, make, drawn=True)
+    return Source(shape=shape, dtype=config.dtype, make=make, drawn=True)

@@ -60,7 +60,7 @@ class MaskPlan:
         assert self.box is not None  # build_mask always sets it
         make = self.box
         shape = _tile_shape(self.source.shape, (i0, i1), (j0, j1))
-        return Source(shape, self.source.dtype, lambda: make(i0, i1, j0, j1))
+        return Source(shape=shape, dtype=self.source.dtype, make=lambda: make(i0, i1, j0, j1))
 
 
 def scores_axes(config: AttentionConfig) -> tuple[str, ...]:
@@ -130,9 +130,9 @@ def build_mask(config: AttentionConfig, user: np.ndarray | None = None) -> MaskP
         return _box(config, user, shape, (i0, i1), (j0, j1))
 
     dtype = config.dtype if additive else MASK_DTYPE
-    whole = Source(shape, dtype, lambda: box(0, config.seq, 0, config.keys))
+    whole = Source(shape=shape, dtype=dtype, make=lambda: box(0, config.seq, 0, config.keys))
     op = " & ".join(name for name, _ in parts)
-    return MaskPlan(whole, _axes(shape, config), op, additive, box)
+    return MaskPlan(source=whole, axes=_axes(shape, config), op=op, additive=additive, box=box)
 
 
 def check_mask(shape: Shape, config: AttentionConfig) -> Shape:
