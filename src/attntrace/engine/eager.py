@@ -376,15 +376,7 @@ def attend(
     held = _held(rec, rows) if not kept and fused is None else {}  # {at: (S, N)} or {}
     found = _run_rows(rec, rows, weights if kept else None, context, held) if fused is None else {}
     axes = (*rec.lead, "h", "S", config.labels().keys)  # (B, h, S, N)
-    last = _made(rec, "scores", rows, ops["scores"], axes, [("matmul", (q, k_t))], found)
-    for name in rows.chain[1:]:
-        charges: list[tuple[str, tuple[T, ...]]] = [("scale", (last,))]
-        if name == "masked" and mask is not None and plan is not None:
-            mask = record_mask(rec, mask, plan, rows.shape)  # (B, 1, S, N), or broadcasting
-            charges = [("add", (last, mask))] if plan.additive else [("where", (mask, last))]
-        elif name == "capped":
-            charges = [("scale", (last,)), ("tanh", ()), ("scale", ())]
-        last = _made(rec, name, rows, ops[name], axes, charges, found)  # (B, h, S, N)
+    last = _record_scores(rec, rows, q, k_t, mask, plan, ops, axes, found)  # (B, h, S, N)
     if kept:  # the buffer the blocks filled
         rec.meter.charge("softmax", last, out=weights)
         weights = rec.step(
@@ -399,6 +391,31 @@ def attend(
         rec.proven_finite.add("context")
     hSd = (*axes[:-1], "d")  # (B, h, S, d)
     return rec.step("context", context, ops["context"], hSd, nonfinite=0 if proven else None)
+
+
+def _record_scores(
+    rec: Recorder[T],
+    rows: Rows[T],
+    q: T,
+    k_t: T,
+    mask: T | None,
+    plan: MaskPlan | None,
+    ops: Mapping[str, str],
+    axes: tuple[str, ...],
+    found: Mapping[str, int],
+) -> T:
+    """Record the steps of the chain before the weights (scores, scaled, capped, mask,
+    masked), each charged as the operation on whole tensors it stands for; the last one."""
+    last = _made(rec, "scores", rows, ops["scores"], axes, [("matmul", (q, k_t))], found)
+    for name in rows.chain[1:]:
+        charges: list[tuple[str, tuple[T, ...]]] = [("scale", (last,))]
+        if name == "masked" and mask is not None and plan is not None:
+            mask = record_mask(rec, mask, plan, rows.shape)  # (B, 1, S, N), or broadcasting
+            charges = [("add", (last, mask))] if plan.additive else [("where", (mask, last))]
+        elif name == "capped":
+            charges = [("scale", (last,)), ("tanh", ()), ("scale", ())]
+        last = _made(rec, name, rows, ops[name], axes, charges, found)  # (B, h, S, N)
+    return last
 
 
 def _rows_of(
