@@ -1,12 +1,13 @@
-"""(A copy of the shared start-up floor, ../shared/bench/minimal_run.py, so that bench.py runs anywhere.)
-
-The start-up floor for `attntrace run --heads 12 --hidden 768`: the least a hand-written
+"""The start-up floor for `attntrace run --heads 12 --hidden 768`: the least a hand-written
 script needs to print the same kind of output (seeded weights, the 18-step attention on numpy,
-a Rich table of the steps, the parameters and one head's weights), parsed by Typer.
+Rich tables of the steps with their ops and axes, the costs, the parameters and one head's
+weights, as `attntrace run` prints them), parsed by Typer; Rich draws every table.
 
     python minimal_run.py --heads 12 --hidden 768
 
 Benchmarks compare attntrace against this script, run the same way, in the same process order.
+(A copy of the shared start-up floor, ../shared/bench/minimal_run.py, so that bench.py runs
+anywhere; formatted with ruff, the code unchanged.)
 """
 
 import numpy as np
@@ -56,24 +57,70 @@ def run(seq: int = 3, hidden: int = 768, heads: int = 12, seed: int = 0) -> None
         ("merged", merged),
         ("output", output),
     ]
+    ops = (
+        ["x"] + [f"x @ w_{c}.T + b_{c}" for c in "qkv"] + [f"{c}_proj.view(S, h, d)" for c in "qkv"]
+    )
+    ops += [f"{c}_heads.transpose(0, 1)" for c in "qkv"]
+    ops += [
+        "k.transpose(-2, -1)",
+        "q @ k_t",
+        f"scores / sqrt({d})",
+        "softmax(scaled, dim=-1)",
+        "weights @ v",
+        "context.transpose(0, 1)",
+        "context_heads.reshape(S, H)",
+        "merged @ w_o.T + b_o",
+    ]
+    axes = (
+        ["(S, H)"] * 4 + ["(S, h, d)"] * 3 + ["(h, S, d)"] * 3 + ["(h, d, S)"] + ["(h, S, S)"] * 3
+    )
+    axes += ["(h, S, d)", "(S, h, d)", "(S, H)", "(S, H)"]
     console = Console()
-    table = Table(title="steps")
-    for col in ("#", "step", "shape", "dtype"):
+    console.print(
+        f"attntrace  multi-head self-attention  S={seq}  H={hidden}  h={heads}  d={d}  "
+        "numpy float32"
+    )
+    console.print(
+        " → ".join(
+            str(t.shape)
+            for n, t in steps
+            if n in ("x", "q_heads", "q", "scores", "context", "context_heads", "output")
+        )
+    )
+    table = Table(title="steps (every tensor float32)")
+    for col in ("#", "step", "op", "shape", "axes"):
         table.add_column(col)
-    for i, (name, t) in enumerate(steps):
-        table.add_row(str(i), name, str(t.shape), str(t.dtype))
+    for i, ((name, t), op, ax) in enumerate(zip(steps, ops, axes, strict=True)):
+        table.add_row(str(i), name, op, str(t.shape), ax)
     console.print(table)
+    costs = Table(title="costs (FLOPs; 1 MAC = 2 FLOPs)")
+    for col in ("#", "step", "FLOPs", "bytes"):
+        costs.add_column(col)
+    flops = {
+        "q_proj": 2 * seq * hidden * hidden,
+        "scores": 2 * heads * seq * seq * d,
+        "context": 2 * heads * seq * seq * d,
+        "output": 2 * seq * hidden * hidden,
+    }
+    for i, (name, t) in enumerate(steps):
+        costs.add_row(str(i), name, f"{flops.get(name, 0):,}", f"{t.nbytes:,}")
+    costs.add_row("", "total", f"{sum(flops.values()):,}", f"{sum(t.nbytes for _, t in steps):,}")
+    console.print(costs)
     params = Table(title="parameters")
-    for col in ("name", "shape", "count"):
+    for col in ("name", "shape", "axes", "count", "bytes"):
         params.add_column(col)
     for name, t in p.items():
-        params.add_row(name, str(t.shape), f"{t.size:,}")
+        params.add_row(
+            name, str(t.shape), "(H, H)" if t.ndim == 2 else "(H,)", f"{t.size:,}", f"{t.nbytes:,}"
+        )
     console.print(params)
     heat = Table(title="attention weights, head 0")
+    heat.add_column("")
     for j in range(seq):
         heat.add_column(f"k{j}")
-    for row in weights[0]:
-        heat.add_row(*(f"{w:.3f}" for w in row))
+    heat.add_column("sum")
+    for i, row in enumerate(weights[0]):
+        heat.add_row(f"q{i}", *(f"{w:.3f}" for w in row), f"{row.sum():.2f}")
     console.print(heat)
 
 

@@ -1,4 +1,5 @@
-"""benchmarks/bench.py --quick runs every section end to end (a smoke test: no timing is asserted)."""
+"""benchmarks/bench.py --quick runs every section end to end (a smoke test: no timing is
+asserted)."""
 
 from __future__ import annotations
 
@@ -30,7 +31,8 @@ def test_bench_quick_prints_every_section_as_a_markdown_page() -> None:
         "| start-up | attntrace run --heads 12 --hidden 768",
         "| command line | attntrace run --batch 1",
         "| compute | trace_attention(cfg) numpy flash",
-        "| compute, same work | attntrace run, no tuning flags (in process) | torch script in process",
+        "| compute, same work | attntrace run, no tuning flags (in process) | torch script in "
+        "process",
         "| contended | flash slowdown / eager slowdown",
         "| memory, mask causal | numpy flash",
     ):

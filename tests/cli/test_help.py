@@ -1,5 +1,10 @@
 """``attntrace --help`` is drawn without Rich and without importing any command: it must stay what
-Typer's own Rich help prints, and each command must still be found (and only that one loaded)."""
+Typer's own Rich help prints, and each command must still be found (and only that one loaded).
+
+The byte-for-byte comparisons with Typer's drawing (``@pinned_versions``) hold for the Typer and
+Rich versions fast_help was verified against, the test extra's pins; with any other version
+they skip, and Typer draws the help (checked here too, with any version, as are the commands,
+options and summaries the help shows)."""
 
 from __future__ import annotations
 
@@ -10,16 +15,33 @@ import os
 import re
 import subprocess
 import sys
+import tomllib
+from typing import TypeVar
 
 import pytest
 import typer
 import typer.main
 import typer.rich_utils
 
-from attntrace.cli import app
+from attntrace.cli import app, fast_help
 from attntrace.cli.registry import COMMANDS, AttntraceGroup
 from attntrace.render.terminal import PlainStream
 from paths import REPO
+
+T = TypeVar("T")
+INSTALLED = {name: fast_help.installed_version(name) for name in fast_help.VERIFIED}
+#: Why a @pinned_versions test skips, in one line.
+OTHER_VERSIONS = (
+    "byte for byte against Typer {typer} and Rich {rich} only (the test extra's pins); "
+    "installed: Typer {installed[typer]}, Rich {installed[rich]}"
+).format(**fast_help.VERIFIED, installed=INSTALLED)
+
+
+def pinned_versions(test: T) -> T:
+    """Mark ``test`` as a byte-for-byte comparison with what Typer and Rich draw: it runs with
+    the versions fast_help was verified against, and skips with any other."""
+    skip = pytest.mark.skipif(INSTALLED != fast_help.VERIFIED, reason=OTHER_VERSIONS)
+    return pytest.mark.pinned_versions(skip(test))  # type: ignore[no-any-return]
 
 
 def _both(monkeypatch: pytest.MonkeyPatch, ascii_only: bool | None, **env: str) -> tuple[str, str]:
@@ -56,6 +78,7 @@ def _both(monkeypatch: pytest.MonkeyPatch, ascii_only: bool | None, **env: str) 
     return texts[0], texts[1]
 
 
+@pinned_versions
 @pytest.mark.parametrize("columns", [30, 40, 60, 80, 100, 120, 200])
 def test_top_level_help_is_what_typers_rich_help_prints(
     monkeypatch: pytest.MonkeyPatch, columns: int
@@ -66,6 +89,7 @@ def test_top_level_help_is_what_typers_rich_help_prints(
     assert all(len(line) <= columns for line in ours.splitlines())
 
 
+@pinned_versions
 def test_ascii_stdout_gets_the_same_ascii_boxes(monkeypatch: pytest.MonkeyPatch) -> None:
     rich, ours = _both(monkeypatch, True, COLUMNS="90")
     assert ours == rich
@@ -73,6 +97,7 @@ def test_ascii_stdout_gets_the_same_ascii_boxes(monkeypatch: pytest.MonkeyPatch)
     assert "+- Options -" in ours
 
 
+@pinned_versions
 def test_colours_on_a_terminal_style_the_same_text(monkeypatch: pytest.MonkeyPatch) -> None:
     rich, ours = _both(monkeypatch, None, COLUMNS="100", FORCE_COLOR="1")
     plain, _ = _both(monkeypatch, None, COLUMNS="100")
@@ -90,6 +115,8 @@ def test_colours_on_a_terminal_style_the_same_text(monkeypatch: pytest.MonkeyPat
 def test_absurdly_narrow_terminals_still_get_a_help(
     monkeypatch: pytest.MonkeyPatch, columns: str
 ) -> None:
+    """The fast path's own drawing (used whatever the versions here), where Rich's has no room."""
+    monkeypatch.setattr(fast_help, "_checked", {"ok": True})
     _, ours = _both(monkeypatch, None, COLUMNS=columns)
     assert "Usage:" in ours.replace("\n", "").replace(" ", "") or "Usag" in ours
 
@@ -119,33 +146,47 @@ PROBE = """
 import sys
 sys.argv = ["attntrace", *{args!r}]
 from attntrace.cli import main
+{setup}
 try:
     main()
 except SystemExit as exc:
     print("EXIT:", exc.code, file=sys.stderr)
-loaded = sorted(m for m in sys.modules if m.startswith(("attntrace.cli.", "rich", "numpy", "typer")))
+watched = ("attntrace.cli.", "rich", "numpy", "typer")
+loaded = sorted(m for m in sys.modules if m.startswith(watched))
 print("LOADED:", " ".join(loaded), file=sys.stderr)
 """
+#: The probe's setup for a Typer that fast_help was not verified against.
+UNVERIFIED = "import attntrace.cli.fast_help as f; f.VERIFIED = {'typer': '0.0.1', 'rich': '0.0.1'}"
 
 
-def _loaded(*args: str) -> set[str]:
-    env = {**os.environ, "PYTHONPATH": str(REPO / "src"), "COLUMNS": "100"}
+def _probe(*args: str, setup: str = "", columns: int = 100) -> tuple[set[str], str]:
+    """(the modules loaded, stdout) of ``attntrace ARGS`` run by :func:`attntrace.cli.main`."""
+    env = {**os.environ, "PYTHONPATH": str(REPO / "src"), "COLUMNS": str(columns)}
+    for name in ("TERMINAL_WIDTH", "FORCE_COLOR", "NO_COLOR", "TTY_COMPATIBLE", "PY_COLORS"):
+        env.pop(name, None)
     done = subprocess.run(
-        [sys.executable, "-c", PROBE.format(args=list(args))],
+        [sys.executable, "-c", PROBE.format(args=list(args), setup=setup)],
         capture_output=True,
         text=True,
         env=env,
         timeout=120,
         check=False,
     )
-    return set(done.stderr.strip().splitlines()[-1].split()[1:])
+    assert "EXIT: 0" in done.stderr, done.stderr
+    return set(done.stderr.strip().splitlines()[-1].split()[1:]), done.stdout
 
 
+def _loaded(*args: str) -> set[str]:
+    return _probe(*args)[0]
+
+
+@pinned_versions
 def test_top_level_help_imports_no_command_no_rich_and_no_typer() -> None:
     assert _loaded("--help") == {"attntrace.cli.fast_help", "attntrace.cli.root"}
     assert _loaded("-h") == {"attntrace.cli.fast_help", "attntrace.cli.root"}
 
 
+@pinned_versions
 def test_the_static_page_is_the_one_typers_group_gives() -> None:
     from attntrace.cli.fast_help import page_of
     from attntrace.cli.root import PAGE
@@ -157,11 +198,12 @@ def test_the_static_page_is_the_one_typers_group_gives() -> None:
 
 
 HELP_BY = {
-    "fast path": "import sys; sys.argv = ['attntrace', {flag!r}]; from attntrace.cli import main; main()",
-    "typer": "import sys; sys.argv = ['attntrace', {flag!r}]; from attntrace.cli.typer_app import main; main()",
+    "fast path": "from attntrace.cli import main",
+    "typer": "from attntrace.cli.typer_app import main",
 }
 
 
+@pinned_versions
 @pytest.mark.parametrize(
     "env",
     [
@@ -194,7 +236,11 @@ def test_help_without_typer_prints_what_typer_prints(env: dict[str, str], flag: 
     outs = {}
     for name, code in HELP_BY.items():
         done = subprocess.run(
-            [sys.executable, "-c", code.format(flag=flag)],
+            [
+                sys.executable,
+                "-c",
+                f"import sys; sys.argv = ['attntrace', {flag!r}]; {code}; main()",
+            ],
             capture_output=True,
             timeout=120,
             env={**base, "PYTHONPATH": str(REPO / "src"), **env},
@@ -204,6 +250,56 @@ def test_help_without_typer_prints_what_typer_prints(env: dict[str, str], flag: 
         outs[name] = done.stdout
     assert outs["fast path"] == outs["typer"]
     assert b"Commands" in outs["fast path"]
+
+
+def test_the_fast_path_knows_the_installed_versions_as_importlib_metadata_does() -> None:
+    import importlib.metadata
+
+    for name in ("typer", "rich", "numpy", "pytest", "hypothesis"):
+        assert fast_help.installed_version(name) == importlib.metadata.version(name), name
+    assert fast_help.installed_version("attntrace-no-such-thing") is None
+
+
+def test_the_verified_versions_are_the_test_extras_pins() -> None:
+    extra = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    pins = dict(pin.split("==") for pin in extra["test"] if "==" in pin)
+    assert {name: pins[name] for name in fast_help.VERIFIED} == fast_help.VERIFIED
+
+
+def test_with_any_other_typer_or_rich_typer_draws_the_help(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    def not_used(*args: object) -> str:
+        raise AssertionError("the fast path drew the help for versions it does not know")
+
+    monkeypatch.setattr(fast_help, "VERIFIED", {"typer": "0.0.1", "rich": "0.0.1"})
+    monkeypatch.setattr(fast_help, "_checked", {})
+    monkeypatch.setattr(fast_help, "root_help", not_used)
+    assert not fast_help.verified()
+    rich, through_the_group = _both(monkeypatch, False, COLUMNS="100")
+    assert through_the_group == rich
+    assert "Commands" in rich
+    loaded, out = _probe("--help", setup=UNVERIFIED)
+    assert "typer.rich_utils" in loaded  # Typer drew it
+    assert "Usage: attntrace [OPTIONS] COMMAND [ARGS]..." in out
+
+
+@pytest.mark.parametrize("setup", ["", UNVERIFIED], ids=["as installed", "other versions"])
+def test_the_top_level_help_shows_every_command_and_option(setup: str) -> None:
+    """With any Typer and Rich, drawn here or by Typer: usage, description, the root options,
+    each command with its summary, the exit codes."""
+    from attntrace.cli.root import EPILOG, PAGE
+
+    _, out = _probe("--help", setup=setup, columns=200)
+    lines = [" ".join(line.strip(" │|").split()) for line in out.splitlines()]
+    assert "Usage: attntrace [OPTIONS] COMMAND [ARGS]..." in lines
+    assert "Trace every intermediate tensor shape of multi-head attention." in lines
+    assert "Start with: attntrace run --heads 12 --hidden 768" in lines
+    for option in PAGE.options:
+        assert any(line.startswith(option.names[0]) and option.help in line for line in lines)
+    for name, spec in COMMANDS.items():
+        assert f"{name} {spec.summary}" in lines, name
+    assert EPILOG in lines
 
 
 def test_python_dash_m_and_other_arguments_still_go_through_typer(

@@ -1,4 +1,5 @@
-"""The terminal heat map at any length: pooled blocks beyond S = 16, --batch-item, --values-limit."""
+"""The terminal heat map at any length: pooled blocks beyond S = 16, --batch-item,
+--values-limit."""
 
 from __future__ import annotations
 

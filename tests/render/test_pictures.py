@@ -148,9 +148,9 @@ def test_without_matplotlib_the_error_names_the_extra(tmp_path: Path) -> None:
         check=False,
     )
     assert result.returncode == 2
-    assert (
-        result.stderr
-        == "attntrace: error: --plot needs matplotlib, which is not installed; pip install 'attntrace[plot]'\n"
+    assert result.stderr == (
+        "attntrace: error: --plot needs matplotlib, which is not installed; "
+        "pip install 'attntrace[plot]'\n"
     )
     assert not (tmp_path / "x.png").exists()
 

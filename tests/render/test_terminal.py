@@ -178,9 +178,8 @@ def test_dumb_terminal_gets_ascii_too(args: list[str]) -> None:
 
 
 def test_piped_into_head_exits_0_quietly() -> None:
-    result = cli(
-        shell=f"set -o pipefail; {sys.executable} -m attntrace run --seq 200 --values --values-limit 100000 | head -1"
-    )
+    run = f"{sys.executable} -m attntrace run --seq 200 --values --values-limit 100000"
+    result = cli(shell=f"set -o pipefail; {run} | head -1")
     assert result.returncode == 0, result.stderr
     assert result.stdout.startswith("attntrace  multi-head self-attention")
     assert result.stderr == ""

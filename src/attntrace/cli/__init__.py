@@ -2,7 +2,8 @@
 
 The application lives in :mod:`attntrace.cli.typer_app` and is imported on first use of
 ``app``; each command's module is imported when that command runs (attntrace.cli.root.COMMANDS
-lists them, in the order of ``attntrace --help``). ``attntrace --help`` itself imports neither:
+lists them, in the order of ``attntrace --help``). ``attntrace --help`` itself imports neither
+where :mod:`attntrace.cli.fast_help` was verified against the installed Typer and Rich: then
 :func:`main` draws it from :mod:`attntrace.cli.root`, in a fraction of Typer's import time.
 """
 
@@ -27,10 +28,14 @@ def __getattr__(name: str) -> object:
 
 
 def main() -> None:
-    """Console-script entry point: ``attntrace --help`` without Typer, anything else through
-    the Typer application (:func:`attntrace.cli.typer_app.main`)."""
+    """Console-script entry point: ``attntrace --help`` without Typer (with the Typer and Rich
+    versions that drawing was verified against), anything else through the Typer application
+    (:func:`attntrace.cli.typer_app.main`)."""
     if _is_root_help(sys.argv):
-        _print_root_help()
+        from attntrace.cli.fast_help import verified
+
+        if verified():
+            _print_root_help()
     from attntrace.cli.typer_app import main as typer_main
 
     typer_main()

@@ -1,94 +1,273 @@
-"""``attntrace --help`` without importing Rich: the panels Typer draws with Rich, drawn here.
+"""An optimisation of ``attntrace --help``: exactly what Typer draws, drawn without Typer or Rich.
 
-Typer's Rich help (``typer.rich_utils``) imports Rich's console, tables, Markdown and tracebacks,
-more than twice what ``import typer`` costs, before it prints one line. The top-level help is
-small (the usage line, the description, four options, one line per command), so this module
-lays it out with the same rules (Rich's column widths and word wrapping, rounded or ASCII
-boxes, the same highlighting on a terminal) from the commands' one-line summaries, without
-importing any command. tests/cli/test_help.py compares it with Typer's own rendering.
+This module is an optimisation and nothing else. Typer draws the top-level help with Rich
+(``typer.rich_utils``), importing Typer, Rich's console, tables, Markdown and tracebacks: about
+0.3 s before it prints one line. The top-level help is small (the usage line, the description,
+four options, one line per command), so this module draws the same page from
+:mod:`attntrace.cli.root` alone, with Rich's rules as Typer applies them (column widths, word
+wrap, rounded or ASCII boxes, highlighting on a terminal), without importing any command.
+
+Its output must be byte for byte what Typer draws, and that is verified for one Typer and one
+Rich version only (:data:`VERIFIED`, the versions pinned in pyproject's ``test`` extra;
+tests/cli/test_help.py compares the two). :func:`verified` checks the installed versions at
+first use, from their ``.dist-info`` folders (neither Typer nor Rich is imported): with any
+other version, Typer draws the help. Nothing else in attntrace lays out text by hand; every
+other view is drawn by Rich.
 """
 
 from __future__ import annotations
 
+import itertools
 import os
+import re
 import sys
 from collections.abc import Callable, Sequence
 from math import ceil
 from typing import TYPE_CHECKING
 
-from attntrace.render.styled import SGR, Styled, cell_len, from_markup, wrap
+from attntrace.cli.root import COMMANDS, PAGE, Option, Page
 
 if TYPE_CHECKING:
     import typer._click as click
 
-# Styled, cell_len, from_markup and wrap: re-exported from attntrace.render.styled
 __all__ = [
-    "Option",
-    "Page",
+    "VERIFIED",
     "Styled",
     "cell_len",
     "draw_page",
     "from_markup",
+    "installed_version",
     "page_of",
     "print_root_help",
     "root_help",
+    "verified",
     "wrap",
 ]
 
-
-class _Value:
-    """Equality, hash and repr from ``_key()``: what a frozen dataclass gives, without the
-    ``exec`` a dataclass costs at import (``--help`` would pay for it)."""
-
-    __slots__ = ()
-
-    def _key(self) -> tuple[object, ...]:
-        raise NotImplementedError
-
-    def __eq__(self, other: object) -> bool:
-        return type(other) is type(self) and self._key() == other._key()
-
-    def __hash__(self) -> int:
-        return hash(self._key())
-
-    def __repr__(self) -> str:
-        return f"{type(self).__name__}{self._key()!r}"
+#: The Typer and Rich versions this module was verified against, byte for byte with what Typer
+#: draws (tests/cli/test_help.py; the ``test`` extra of pyproject.toml pins the same versions).
+VERIFIED = {"typer": "0.28.0", "rich": "15.0.0"}
+_checked: dict[str, bool] = {}
 
 
-class Option(_Value):
-    """One row of the Options panel: the names in Typer's four columns (long, short, negative
-    long, negative short), the value's metavar (empty for a flag), the help, required or not."""
-
-    __slots__ = ("help", "metavar", "names", "required")
-
-    def __init__(
-        self,
-        long: str,
-        help: str,
-        short: str = "",
-        negative: str = "",
-        negative_short: str = "",
-        metavar: str = "",
-        required: bool = False,
-    ) -> None:
-        self.names = (long, short, negative, negative_short)
-        self.help, self.metavar, self.required = help, metavar, required
-
-    def _key(self) -> tuple[object, ...]:
-        return (*self.names, self.metavar, self.help, self.required)
+def verified() -> bool:
+    """Whether the installed Typer and Rich are the :data:`VERIFIED` versions (looked up once):
+    only then is the help drawn here; otherwise Typer draws it."""
+    if "ok" not in _checked:
+        _checked["ok"] = all(installed_version(n) == v for n, v in VERIFIED.items())
+    return _checked["ok"]
 
 
-class Page(_Value):
-    """What a group's help shows, as plain strings: the usage line, the help (its first
-    paragraph the description, the rest dimmed), the epilog and the options."""
+def installed_version(name: str) -> str | None:
+    """The version ``importlib.metadata.version(name)`` gives (the ``Version`` field of the
+    first ``<name>-<version>.dist-info`` folder on ``sys.path``), or None where there is none
+    or it is not a plain ``.dist-info``. Read here: importing ``importlib.metadata`` (email,
+    zipfile, csv...) costs about as much as drawing the whole help.
 
-    __slots__ = ("epilog", "help", "options", "usage")
+    >>> import importlib.metadata
+    >>> installed_version("rich") == importlib.metadata.version("rich")
+    True
+    >>> installed_version("no-such-distribution") is None
+    True
+    """
+    wanted = re.sub(r"[-_.]+", "_", name).lower()
+    for folder in sys.path:
+        try:
+            children = os.listdir(folder or ".")
+        except OSError:
+            continue
+        for child in children:
+            low = child.lower()
+            if not low.endswith((".dist-info", ".egg-info")):
+                continue
+            stem = low.rpartition(".")[0].partition("-")[0]
+            if re.sub(r"[-_.]+", "_", stem) == wanted:
+                return _metadata_version(os.path.join(folder or ".", child))
+    return None
 
-    def __init__(self, usage: str, help: str, epilog: str, options: tuple[Option, ...]) -> None:
-        self.usage, self.help, self.epilog, self.options = usage, help, epilog, options
 
-    def _key(self) -> tuple[object, ...]:
-        return (self.usage, self.help, self.epilog, self.options)
+def _metadata_version(folder: str) -> str | None:
+    """The ``Version:`` header of ``folder``'s METADATA (None for an egg or a broken folder)."""
+    try:
+        with open(os.path.join(folder, "METADATA"), encoding="utf-8") as metadata:
+            for line in metadata:
+                if not line.strip():
+                    break  # the headers end at the first empty line
+                if line.startswith("Version:"):
+                    return line.partition(":")[2].strip()
+    except OSError:
+        pass
+    return None
+
+
+#: SGR codes of the style words used in help texts (``[bold]``, ``[dim]``, colours).
+SGR = {
+    "bold": "1",
+    "dim": "2",
+    "italic": "3",
+    "underline": "4",
+    "red": "31",
+    "green": "32",
+    "yellow": "33",
+    "blue": "34",
+    "magenta": "35",
+    "cyan": "36",
+    "white": "37",
+}
+# Patterns as strings: ``re`` compiles each on first use only (compiling costs start-up time).
+_TAG = r"(\\*)\[([a-z#/@][^[]*?)]"
+_WORD = r"\s*\S+\s*"
+#: Typer's highlighter: -x switches green, --options cyan (later patterns win).
+_HIGHLIGHTS = (
+    (r"(^|\W)(\-\w+)(?![a-zA-Z0-9])", ("bold", "green")),
+    (r"(^|\W)(\-\-[\w\-]+)(?![a-zA-Z0-9])", ("bold", "cyan")),
+)
+
+
+class Styled:
+    """Text with one tuple of style words per character (a plain class: no dataclass machinery
+    to import or build on the way to the help).
+
+    >>> Styled("try --heads 12").highlight().styles[4:6]
+    [('bold', 'cyan'), ('bold', 'cyan')]
+    """
+
+    __slots__ = ("styles", "text")
+
+    def __init__(self, text: str = "", styles: list[tuple[str, ...]] | None = None) -> None:
+        self.text = text
+        self.styles: list[tuple[str, ...]] = styles if styles is not None else [()] * len(text)
+
+    def add(self, text: str, style: tuple[str, ...] = ()) -> Styled:
+        self.text += text
+        self.styles += [style] * len(text)
+        return self
+
+    def extend(self, other: Styled) -> Styled:
+        self.text += other.text
+        self.styles += other.styles
+        return self
+
+    def __getitem__(self, span: slice) -> Styled:
+        return Styled(self.text[span], self.styles[span])
+
+    def highlight(self) -> Styled:
+        """Options and switches styled as Typer's ``OptionHighlighter`` does."""
+        if "-" not in self.text:
+            return self
+        for pattern, style in _HIGHLIGHTS:
+            recolour: dict[tuple[str, ...], tuple[str, ...]] = {}
+            for match in re.finditer(pattern, self.text):
+                for i in range(*match.span(2)):  # the later colour replaces the earlier
+                    old = self.styles[i]
+                    if old not in recolour:
+                        kept = (w for w in old if w not in SGR or int(SGR[w]) < 30)
+                        recolour[old] = tuple(dict.fromkeys((*kept, *style)))
+                    self.styles[i] = recolour[old]
+        return self
+
+
+def from_markup(markup: str, style: tuple[str, ...] = ()) -> Styled:
+    """Rich console markup (``[bold]…[/]``, ``\\[`` for a bracket) as styled text.
+
+    >>> from_markup("run [bold]--heads 12[/] \\\\[default: 1]").text
+    'run --heads 12 [default: 1]'
+    """
+    out, stack, pos = Styled(), [style], 0
+    if "[" not in markup:
+        return Styled(markup, [style] * len(markup))
+    for match in re.finditer(_TAG, markup):
+        out.add(markup[pos : match.start()], stack[-1])
+        pos = match.end()
+        slashes, tag = match.groups()
+        backslashes, escaped = divmod(len(slashes), 2)
+        out.add("\\" * backslashes, stack[-1])
+        if escaped:
+            out.add(f"[{tag}]", stack[-1])
+        elif tag.startswith("/"):
+            stack = stack[:-1] if len(stack) > 1 else stack
+        else:
+            stack.append((*stack[-1], *tag.split()))
+    return out.add(markup[pos:], stack[-1])
+
+
+def cell_len(text: str) -> int:
+    """Terminal cells: East Asian wide characters take two.
+
+    >>> cell_len("3×3"), cell_len("注意")
+    (3, 4)
+    """
+    if text.isascii():
+        return len(text)
+    wide = [c for c in text if c >= "\u1100"]  # no wide character comes earlier
+    if not wide:
+        return len(text)
+    import unicodedata
+
+    return len(text) + sum(unicodedata.east_asian_width(c) in "WF" for c in wide)
+
+
+def wrap(text: Styled, width: int, fold: bool = True) -> list[Styled]:
+    """Rich's word wrap (``rich._wrap.divide_line``), trailing spaces off; a word longer than
+    the width is folded over lines, or (in table cells) cut with an ellipsis.
+
+    >>> [line.text for line in wrap(Styled("Show completion for the shell"), 12)]
+    ['Show', 'completion', 'for the', 'shell']
+    >>> [line.text for line in wrap(Styled("--install-completion"), 8, fold=False)]
+    ['--insta…']
+    """
+    width = max(width, 1)
+    if "\n" not in text.text and cell_len(text.text.rstrip()) <= width:  # most table cells
+        return [_fit(text, width)]
+    lines: list[Styled] = []
+    start_of_line = 0
+    for line in text.text.split("\n"):
+        piece = text[start_of_line : start_of_line + len(line)]
+        start_of_line += len(line) + 1
+        fits = cell_len(line.rstrip()) <= width
+        bounds = [0, *([] if fits else breaks(line, width, fold)), len(line)]
+        lines += [_fit(piece[a:b], width) for a, b in itertools.pairwise(bounds)]
+    return lines
+
+
+def breaks(line: str, width: int, fold: bool = True) -> list[int]:
+    """Where ``rich._wrap.divide_line`` breaks ``line`` (offsets into it); a word longer than
+    ``width`` is folded over lines (``fold``) or left whole to be cut.
+
+    >>> breaks("Show completion for the shell", 12)
+    [5, 16, 24]
+    """
+    breaks, offset = [], 0
+    for match in re.finditer(_WORD, line):
+        start, word = match.start(), match.group()
+        length = cell_len(word.rstrip())
+        if width - offset >= length:
+            offset += cell_len(word)
+        elif length > width and not fold:
+            breaks += [start] if start else []
+            offset = cell_len(word)
+        elif length > width:  # fold the word over several lines
+            chunks = [word[i : i + width] for i in range(0, len(word), width)]
+            for chunk in chunks[:-1]:
+                breaks += [start] if start else []
+                start += len(chunk)
+            breaks += [start] if start else []
+            offset = cell_len(chunks[-1])
+        elif offset and start:
+            breaks.append(start)
+            offset = cell_len(word)
+    return breaks
+
+
+def _fit(text: Styled, width: int) -> Styled:
+    """The line without trailing spaces, cut to ``width`` cells with an ellipsis if longer."""
+    text = text[: len(text.text.rstrip())]
+    if cell_len(text.text) <= width:
+        return text
+    style = text.styles[-1]
+    while text.text and cell_len(text.text) > width - 1:
+        text = text[:-1]
+    return text.add("…", style)
 
 
 class Column:
@@ -396,7 +575,6 @@ def root_help(group: click.Command, ctx: click.Context, commands: Sequence[tuple
 def draw_page(page: Page, commands: Sequence[tuple[str, str]]) -> str:
     """``page`` laid out as Typer's Rich help lays it out, for the console stdout is.
 
-    >>> from attntrace.cli.root import PAGE
     >>> print(draw_page(PAGE, [("run", "Run it.")]).splitlines()[1])
      Usage: attntrace [OPTIONS] COMMAND [ARGS]...
     """
@@ -429,7 +607,5 @@ def draw_page(page: Page, commands: Sequence[tuple[str, str]]) -> str:
 
 def print_root_help() -> None:
     """Write ``attntrace --help`` to stdout from :mod:`attntrace.cli.root` alone: no Typer."""
-    from attntrace.cli.root import COMMANDS, PAGE
-
     sys.stdout.write(draw_page(PAGE, [(name, spec.summary) for name, spec in COMMANDS.items()]))
     sys.stdout.write("\n")  # where click echoes its (empty) help formatter after format_help

@@ -111,7 +111,8 @@ class LazyCommands(MutableMapping[str, click.Command]):
 
 
 class AttntraceGroup(TyperGroup):
-    """Typer's group with lazy commands and a top-level help drawn without Rich.
+    """Typer's group with lazy commands and a top-level help drawn without Rich (where
+    :func:`attntrace.cli.fast_help.verified`).
 
     >>> import typer.main
     >>> from attntrace.cli import app
@@ -128,8 +129,11 @@ class AttntraceGroup(TyperGroup):
         return list(self.commands)
 
     def format_help(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
-        from attntrace.cli.fast_help import root_help
+        from attntrace.cli.fast_help import root_help, verified
 
+        if not verified():  # a Typer or Rich it was not verified against: Typer draws
+            super().format_help(ctx, formatter)
+            return
         assert isinstance(self.commands, LazyCommands)
         built = self.commands.built
         summaries = [

@@ -9,8 +9,6 @@ tests/cli/test_help.py checks that the page drawn from here is the one Typer's g
 
 from __future__ import annotations
 
-from attntrace.cli.fast_help import Option, Page
-
 #: The application's help: the description, then a line on where to start.
 HELP = (
     "Trace every intermediate tensor shape of multi-head attention.\n\n"
@@ -23,6 +21,61 @@ EPILOG = (
 VERSION_HELP = "Print the version and exit."
 #: The names that print a help (``context_settings`` of the application).
 HELP_NAMES = ("-h", "--help")
+
+
+class _Value:
+    """Equality, hash and repr from ``_key()``: what a frozen dataclass gives, without the
+    ``exec`` a dataclass costs at import (``--help`` would pay for it)."""
+
+    __slots__ = ()
+
+    def _key(self) -> tuple[object, ...]:
+        raise NotImplementedError
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is type(self) and self._key() == other._key()
+
+    def __hash__(self) -> int:
+        return hash(self._key())
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}{self._key()!r}"
+
+
+class Option(_Value):
+    """One row of the Options panel: the names in Typer's four columns (long, short, negative
+    long, negative short), the value's metavar (empty for a flag), the help, required or not."""
+
+    __slots__ = ("help", "metavar", "names", "required")
+
+    def __init__(
+        self,
+        long: str,
+        help: str,
+        short: str = "",
+        negative: str = "",
+        negative_short: str = "",
+        metavar: str = "",
+        required: bool = False,
+    ) -> None:
+        self.names = (long, short, negative, negative_short)
+        self.help, self.metavar, self.required = help, metavar, required
+
+    def _key(self) -> tuple[object, ...]:
+        return (*self.names, self.metavar, self.help, self.required)
+
+
+class Page(_Value):
+    """What a group's help shows, as plain strings: the usage line, the help (its first
+    paragraph the description, the rest dimmed), the epilog and the options."""
+
+    __slots__ = ("epilog", "help", "options", "usage")
+
+    def __init__(self, usage: str, help: str, epilog: str, options: tuple[Option, ...]) -> None:
+        self.usage, self.help, self.epilog, self.options = usage, help, epilog, options
+
+    def _key(self) -> tuple[object, ...]:
+        return (self.usage, self.help, self.epilog, self.options)
 
 
 class CommandSpec:

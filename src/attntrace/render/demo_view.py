@@ -16,7 +16,8 @@ def render_demo(title: str, steps: tuple[DemoStep, ...], console: Console) -> No
 
 
 def matrix_view(step: DemoStep) -> Group:
-    """``name = op`` and the matrix: as integers when all are whole, else by :func:`format_number`."""
+    """``name = op`` and the matrix: as integers when all are whole, else by
+    :func:`format_number`."""
     table = Table(box=None, show_header=False, pad_edge=False, padding=(0, 1, 0, 2))
     whole = all(float(v).is_integer() for v in step.value.flat)
     for _ in range(step.value.shape[1]):

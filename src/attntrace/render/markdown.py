@@ -20,8 +20,9 @@ def render_markdown(trace: Trace, count: str = "flops") -> str:
     >>> text = render_markdown(trace_attention(AttentionConfig(), "shape"))
     >>> print(text.splitlines()[0])
     **attntrace** multi-head self-attention: S=3, H=768, h=12, d=64 (shape backend, float32)
-    >>> print(text.splitlines()[15])
-    | 11 | scores | `q @ k_t` | (12, 3, 3) | (h, S, S) | float32 | 432 B | 13.82 k | `2·h·S·S·d` |
+    >>> print(text.splitlines()[15])  # doctest: +NORMALIZE_WHITESPACE
+    | 11 | scores | `q @ k_t` | (12, 3, 3) | (h, S, S) | float32 | 432 B |
+    13.82 k | `2·h·S·S·d` |
     """
     cfg = trace.config
     sizes = ", ".join(

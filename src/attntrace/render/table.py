@@ -1,9 +1,8 @@
 """The Rich rendering of a trace: steps table, parameter table, attention heat map, values.
 
-Each part is made as a :class:`~attntrace.render.grid.Prose` or
-:class:`~attntrace.render.grid.Grid`: :func:`render_trace` lays them out without Rich's
-measuring passes where that is exact, and lets Rich draw the others; the functions that return
-Rich objects (``steps_table``, ``attention_view``...) build them from the same parts.
+Every part is a Rich renderable (a ``rich.text.Text``, a ``rich.table.Table``): the functions
+that return them (``steps_table``, ``costs_table``, ``attention_view``...) are the view's
+pieces, and :func:`render_trace` prints them in order. Rich lays out every table.
 """
 
 from __future__ import annotations
@@ -18,13 +17,12 @@ from attntrace.engine.costs import count as in_unit
 from attntrace.engine.costs import format_count, format_terms
 from attntrace.engine.memory import format_bytes
 from attntrace.engine.parallel import map_parts
-from attntrace.render.grid import BLANK, Column, Grid, Piece, Prose, show
 from attntrace.render.pooling import POOLING, Pooled, block_starts, pool, span_labels
 from attntrace.trace import Trace
 
 if TYPE_CHECKING:
     import numpy as np
-    from rich.console import Console, Group, RenderableType
+    from rich.console import Console, RenderableType
     from rich.table import Table
     from rich.text import Text
 
@@ -53,18 +51,30 @@ def render_trace(
     count: str = "flops",
     batch_item: int = 0,
     values_limit: int = VALUES_MAX_NUMEL,
-    fast: bool = True,
 ) -> None:
     """Print the whole table view of ``trace`` on ``console``; ``count`` is flops or macs.
 
     ``head`` and ``batch_item`` pick the attention weights shown; ``values`` prints the numbers
-    of every tensor of at most ``values_limit`` elements. ``fast=False`` has Rich lay out every
-    part (the output is the same; tests compare the two).
+    of every tensor of at most ``values_limit`` elements.
+
+    >>> import io
+    >>> from rich.console import Console
+    >>> from attntrace import AttentionConfig, trace_attention
+    >>> console = Console(file=io.StringIO(), width=80)
+    >>> render_trace(trace_attention(AttentionConfig(), "shape"), console)
+    >>> print("\\n".join(line.rstrip() for line in console.file.getvalue().splitlines()[:8]))
+    attntrace  multi-head self-attention  S=3  H=768  h=12  d=64  shape float32
+    (3, 768) → (3, 12, 64) → (12, 3, 64) → (12, 3, 3) → (12, 3, 64) → (3, 12, 64) →
+    (3, 768)
+    <BLANKLINE>
+    steps (every tensor float32)
+     #  step           op                                 shape  axes
+    ───────────────────────────────────────────────────────────────────────
+     0  x              x                               (3, 768)  (S, H)
     """
-    width = console.width
     pieces = trace_pieces(
         trace,
-        width,
+        console.width,
         "->" if console.options.ascii_only else "→",
         head=head,
         values=values,
@@ -72,7 +82,8 @@ def render_trace(
         batch_item=batch_item,
         values_limit=values_limit,
     )
-    show(console, pieces, fast)
+    for piece in pieces:
+        console.print(piece)
 
 
 def trace_pieces(
@@ -85,38 +96,44 @@ def trace_pieces(
     count: str = "flops",
     batch_item: int = 0,
     values_limit: int = VALUES_MAX_NUMEL,
-) -> list[Piece]:
+) -> list[RenderableType]:
     """The parts of the table view at console ``width``, in order (see :func:`render_trace`)."""
+    from rich.console import NewLine
+    from rich.text import Text
+
     tight = width < TIGHT_WIDTH
-    pieces: list[Piece] = [_title(trace)]
+    pieces: list[RenderableType] = [title_line(trace)]
     if trace.origin:
-        pieces.append(Prose([trace.origin], "dim"))
+        pieces.append(Text(trace.origin, "dim"))
     pieces += [
-        _flow(trace, width, arrow),
-        BLANK,
-        steps_grid(trace, width),
-        BLANK,
-        costs_grid(trace, count, tight=tight),
-        BLANK,
-        params_grid(trace, tight=tight),
+        flow_line(trace, width, arrow),
+        NewLine(),
+        steps_table(trace, width),
+        NewLine(),
+        costs_table(trace, count, tight=tight),
+        NewLine(),
+        params_table(trace, tight=tight),
     ]
-    if (cache := _kv_cache(trace)) is not None:
+    if (cache := kv_cache_line(trace)) is not None:
         pieces.append(cache)
-    if (whole := whole_model_grid(trace, count, tight=tight)) is not None:
-        pieces += [BLANK, whole]
-    pieces += [BLANK, *_attention(trace, head, batch_item, width)]
-    pieces += [Prose([f"warning: {note}"], "yellow") for note in trace.notes]
+    if (whole := whole_model_table(trace, count, tight=tight)) is not None:
+        pieces += [NewLine(), whole]
+    pieces += [NewLine(), *_attention(trace, head, batch_item, width)]
+    pieces += [Text(f"warning: {note}", "yellow") for note in trace.notes]
     if values:
-        pieces += [BLANK, *_values(trace, values_limit)]
+        pieces += [NewLine(), *_values(trace, values_limit)]
     return pieces
 
 
 def title_line(trace: Trace) -> Text:
-    """One line naming the config: sizes, backend, dtype."""
-    return _title(trace).rich()
+    """One line naming the config: sizes, backend, dtype.
 
+    >>> from attntrace import AttentionConfig, trace_attention
+    >>> print(title_line(trace_attention(AttentionConfig(seq=4, hidden=8, heads=2), "shape")))
+    attntrace  multi-head self-attention  S=4  H=8  h=2  d=4  shape float32
+    """
+    from rich.text import Text
 
-def _title(trace: Trace) -> Prose:
     cfg = trace.config
     sizes = "  ".join(f"{axis}={size}" for axis, size in cfg.axis_sizes().items())
     algorithm = (
@@ -124,12 +141,10 @@ def _title(trace: Trace) -> Prose:
         if cfg.algorithm == "flash"
         else ""
     )
-    return Prose(
-        [
-            ("attntrace", "bold"),
-            f"  {describe(cfg)}  {sizes}  ",
-            (f"{trace.backend} {cfg.dtype}{algorithm}", "cyan"),
-        ]
+    return Text.assemble(
+        ("attntrace", "bold"),
+        f"  {describe(cfg)}  {sizes}  ",
+        (f"{trace.backend} {cfg.dtype}{algorithm}", "cyan"),
     )
 
 
@@ -138,16 +153,18 @@ def costs_table(trace: Trace, count: str = "flops", *, tight: bool = False) -> T
 
     Views cost nothing and own no memory; tile steps (flash) show one tile's bytes and the
     number of tiles, and their FLOPs summed over every tile. The footer holds the totals.
-    """
-    return costs_grid(trace, count, tight=tight).rich()
 
-
-def costs_grid(trace: Trace, count: str = "flops", *, tight: bool = False) -> Grid:
-    """The table of :func:`costs_table`, to lay out.
-
+    >>> import io
+    >>> from rich.console import Console
     >>> from attntrace import AttentionConfig, trace_attention
-    >>> costs_grid(trace_attention(AttentionConfig(), "shape")).rows[1][:3]
-    ['1', 'q_proj', '3.54 M']
+    >>> console = Console(file=io.StringIO(), width=80)
+    >>> console.print(costs_table(trace_attention(AttentionConfig(), "shape")))
+    >>> print("\\n".join(line.rstrip() for line in console.file.getvalue().splitlines()[:5]))
+    costs (FLOPs; 1 MAC = 2 FLOPs)
+     #  step       FLOPs  formula                 bytes  tiles
+    ───────────────────────────────────────────────────────────
+     0  x              0  0                    9.00 KiB
+     1  q_proj    3.54 M  2·S·H·H + S·H        9.00 KiB
     """
     unit = "MACs" if count == "macs" else "FLOPs"
     caption = (
@@ -155,17 +172,17 @@ def costs_grid(trace: Trace, count: str = "flops", *, tight: bool = False) -> Gr
         f"KV cache {format_bytes(trace.kv_cache_bytes_per_token)} per token "
         f"({trace.config.dtype})"
     )
-    table = _grid(f"costs ({unit}; 1 MAC = 2 FLOPs)", footer=True, tight=tight, caption=caption)
-    table.add_column(Column("#", justify="right", style="dim"))
-    table.add_column(Column("step", "total", style="bold"))
-    table.add_column(
-        Column(unit, format_count(in_unit(trace.total_flops, count)), justify="right", no_wrap=True)
+    total = format_count(in_unit(trace.total_flops, count))
+    peak = f"peak {format_bytes(trace.peak_bytes)}"
+    table = _table(
+        f"costs ({unit}; 1 MAC = 2 FLOPs)", show_footer=True, tight=tight, caption=caption
     )
-    table.add_column(Column("formula", overflow="fold"))
-    table.add_column(
-        Column("bytes", f"peak {format_bytes(trace.peak_bytes)}", justify="right", no_wrap=True)
-    )
-    table.add_column(Column("tiles", justify="right", style="dim", no_wrap=True))
+    table.add_column("#", justify="right", style="dim")
+    table.add_column("step", "total", style="bold")
+    table.add_column(unit, total, justify="right", no_wrap=True)
+    table.add_column("formula", overflow="fold")
+    table.add_column("bytes", peak, justify="right", no_wrap=True)
+    table.add_column("tiles", justify="right", style="dim", no_wrap=True)
     for step in trace.steps:
         if step.view:
             continue
@@ -194,10 +211,8 @@ def flow_line(trace: Trace, width: int = 10_000, arrow: str = "→") -> Text:
     -> (12, 3, 3) -> (12, 3, 64) ->
     (3, 12, 64) -> (3, 768)
     """
-    return _flow(trace, width, arrow).rich()
+    from rich.text import Text
 
-
-def _flow(trace: Trace, width: int = 10_000, arrow: str = "→") -> Prose:
     shapes = [format_shape(trace[name].shape) for name in FLOW_STEPS if name in trace]
     lines = [shapes[0]]
     for shape in shapes[1:]:
@@ -208,7 +223,7 @@ def _flow(trace: Trace, width: int = 10_000, arrow: str = "→") -> Prose:
             lines.append(shape)
         else:  # the arrow starts the next one
             lines.append(f"{arrow} {shape}")
-    return Prose(["\n".join(lines)], "cyan", no_wrap=True)
+    return Text("\n".join(lines), "cyan", no_wrap=True)
 
 
 def describe(cfg: AttentionConfig) -> str:
@@ -236,24 +251,26 @@ def describe(cfg: AttentionConfig) -> str:
 
 
 def kv_cache_line(trace: Trace) -> Text | None:
-    """The KV-cache bytes per token and layer, when kv-heads are set (else None)."""
-    line = _kv_cache(trace)
-    return None if line is None else line.rich()
+    """The KV-cache bytes per token and layer, when kv-heads are set (else None).
 
+    >>> from attntrace import AttentionConfig, trace_attention
+    >>> print(kv_cache_line(trace_attention(AttentionConfig(kv_heads=4), "shape")))
+    ... # doctest: +NORMALIZE_WHITESPACE
+    KV cache: 2 (k, v) x g=4 x d=64 x 4 B (float32) = 2.00 KiB per token and layer
+    (3x less than 6.00 KiB with h=12 kv-heads)
+    """
+    from rich.text import Text
 
-def _kv_cache(trace: Trace) -> Prose | None:
     cfg = trace.config
     if cfg.kv_heads is None:
         return None
     full = 2 * cfg.heads * cfg.head_dim * cfg.itemsize
-    return Prose(
-        [
-            f"KV cache: 2 (k, v) x g={cfg.groups} x d={cfg.head_dim} x {cfg.itemsize} B "
-            f"({cfg.dtype}) = "
-            f"{format_bytes(cfg.kv_cache_bytes_per_token)} per token and layer "
-            f"({full // cfg.kv_cache_bytes_per_token}x less than {format_bytes(full)} "
-            f"with h={cfg.heads} kv-heads)"
-        ]
+    return Text(
+        f"KV cache: 2 (k, v) x g={cfg.groups} x d={cfg.head_dim} x {cfg.itemsize} B "
+        f"({cfg.dtype}) = "
+        f"{format_bytes(cfg.kv_cache_bytes_per_token)} per token and layer "
+        f"({full // cfg.kv_cache_bytes_per_token}x less than {format_bytes(full)} "
+        f"with h={cfg.heads} kv-heads)"
     )
 
 
@@ -285,19 +302,13 @@ def whole_model_line(trace: Trace, count: str = "flops") -> Text | None:
 
 def whole_model_table(trace: Trace, count: str = "flops", *, tight: bool = False) -> Table | None:
     """The figures of :func:`whole_model_line` as a table of three rows (None without them)."""
-    grid = whole_model_grid(trace, count, tight=tight)
-    return None if grid is None else grid.rich()
-
-
-def whole_model_grid(trace: Trace, count: str = "flops", *, tight: bool = False) -> Grid | None:
-    """The table of :func:`whole_model_table`, to lay out (None without the figures)."""
     title = whole_model_title(trace)
     if title is None:
         return None
-    table = _grid(title, tight=tight)
-    table.add_column(Column("attention of all layers"))
-    table.add_column(Column("", justify="right"))
-    table.add_column(Column("", style="dim"))
+    table = _table(title, tight=tight)
+    table.add_column("attention of all layers")
+    table.add_column("", justify="right")
+    table.add_column("", style="dim")
     for row in whole_model_rows(trace, count):
         table.add_row(*row)
     return table
@@ -335,12 +346,6 @@ def whole_model_rows(trace: Trace, count: str = "flops") -> list[tuple[str, str,
 
 
 def steps_table(trace: Trace, width: int = 80) -> Table:
-    """One row per step: index, name, operation, shape, named axes (and dtype when they differ);
-    see :func:`steps_grid`."""
-    return steps_grid(trace, width).rich()
-
-
-def steps_grid(trace: Trace, width: int = 80) -> Grid:
     """One row per step: index, name, operation, shape, named axes (and dtype when they differ).
 
     The same columns at every width: the most common dtype goes into the title, a dtype column
@@ -375,14 +380,14 @@ def steps_grid(trace: Trace, width: int = 80) -> Grid:
         if i != 2
     )
     op_width = max(width - fixed - gap + 1, 1)
-    table = _grid(title, tight=tight)
-    table.add_column(Column("#", justify="right", style="dim", no_wrap=True))
-    table.add_column(Column("step", style="bold", no_wrap=True))
-    table.add_column(Column("op", overflow="fold"))
-    table.add_column(Column("shape", justify="right", style="cyan", no_wrap=True))
-    table.add_column(Column("axes", style="magenta", no_wrap=True))
+    table = _table(title, tight=tight)
+    table.add_column("#", justify="right", style="dim", no_wrap=True)
+    table.add_column("step", style="bold", no_wrap=True)
+    table.add_column("op", overflow="fold")
+    table.add_column("shape", justify="right", style="cyan", no_wrap=True)
+    table.add_column("axes", style="magenta", no_wrap=True)
     if dtype_column:
-        table.add_column(Column("dtype", style="dim", no_wrap=True))
+        table.add_column("dtype", style="dim", no_wrap=True)
     for row in rows:
         table.add_row(*row[:2], wrap_op(row[2], op_width), *row[3:])
     return table
@@ -419,9 +424,11 @@ _OP_BREAKS = re.compile(r"(?<= )|(?<=\()|(?<!\d)(?=\.)")
 TIGHT_WIDTH = 80
 
 
-def _table(title: str, *, show_footer: bool = False, tight: bool = False) -> Table:
+def _table(
+    title: str, *, show_footer: bool = False, tight: bool = False, caption: str | None = None
+) -> Table:
     """A compact table: two spaces between columns (one when ``tight``), a rule under the
-    header, no outer box."""
+    header, no outer box; the title and the ``caption`` (if any) left-justified."""
     from rich.table import Table
 
     from attntrace.render.terminal import RULE_BOX
@@ -434,27 +441,19 @@ def _table(title: str, *, show_footer: bool = False, tight: bool = False) -> Tab
         title_justify="left",
         title_style="bold",
         show_footer=show_footer,
+        caption=caption,
+        caption_justify="left",
     )
-
-
-def _grid(title: str, *, footer: bool = False, tight: bool = False, caption: str = "") -> Grid:
-    """The layout of :func:`_table`, to fill."""
-    return Grid(title, caption=caption, pad=0 if tight else 1, footer=footer)
 
 
 def params_table(trace: Trace, *, tight: bool = False) -> Table:
     """One row per weight and bias, with a total."""
-    return params_grid(trace, tight=tight).rich()
-
-
-def params_grid(trace: Trace, *, tight: bool = False) -> Grid:
-    """The table of :func:`params_table`, to lay out."""
-    table = _grid("parameters", footer=True, tight=tight)
-    table.add_column(Column("name", "total", style="bold"))
-    table.add_column(Column("shape", justify="right", style="cyan"))
-    table.add_column(Column("axes", style="magenta"))
-    table.add_column(Column("count", f"{trace.param_count:,}", justify="right"))
-    table.add_column(Column("bytes", format_bytes(trace.param_bytes), justify="right"))
+    table = _table("parameters", show_footer=True, tight=tight)
+    table.add_column("name", "total", style="bold")
+    table.add_column("shape", justify="right", style="cyan")
+    table.add_column("axes", style="magenta")
+    table.add_column("count", f"{trace.param_count:,}", justify="right")
+    table.add_column("bytes", format_bytes(trace.param_bytes), justify="right")
     for p in trace.parameters:
         table.add_row(
             p.name,
@@ -474,21 +473,23 @@ def attention_view(
     from rich.console import Group
 
     pieces = _attention(trace, head, batch_item, width)
-    return pieces[0].rich() if len(pieces) == 1 else Group(*(p.rich() for p in pieces))
+    return pieces[0] if len(pieces) == 1 else Group(*pieces)
 
 
-def _attention(trace: Trace, head: int, batch_item: int, width: int) -> list[Piece]:
+def _attention(trace: Trace, head: int, batch_item: int, width: int) -> list[RenderableType]:
     """The parts of :func:`attention_view`: a title and a heat map (and a summary when
     pooled), or one line saying why there is none."""
+    from rich.text import Text
+
     where = f"head {head}" + (f" of batch item {batch_item}" if trace.config.batched else "")
     if "weights" not in trace:
         algorithm = trace.config.algorithm
         why = f"never formed whole by --algorithm {algorithm} (tile by tile)"
-        return [Prose([f"attention weights, {where}: {why}"], "dim")]
+        return [Text(f"attention weights, {where}: {why}", "dim")]
     step = trace["weights"]
     if not step.has_values:
         why = f"no values on the {trace.backend} backend"
-        return [Prose([f"attention weights, {where}: {why}"], "dim")]
+        return [Text(f"attention weights, {where}: {why}", "dim")]
     index = (batch_item, head) if trace.config.batched else (head,)
     matrix = step.part(index)  # (S, N): of a recipe, this head's alone
     assert matrix is not None
@@ -506,7 +507,7 @@ def _attention(trace: Trace, head: int, batch_item: int, width: int) -> list[Pie
     sizes = f"{pooled.values.shape[0]}x{pooled.values.shape[1]} blocks"
     masks = "; every key masked: ·" if hidden is not None else ""
     title = f"attention weights, {where}: {matrix.shape} pooled into {sizes} ({POOLING}{masks})"
-    return [*_heatmap(pooled, title), _summary(matrix)]
+    return [*_heatmap(pooled, title), weights_summary(matrix)]
 
 
 def fit_pool(matrix: np.ndarray, hidden: np.ndarray | None, width: int) -> Pooled:
@@ -539,34 +540,30 @@ def heatmap_width(pooled: Pooled) -> int:
     return int(label + sum(cells) + len("1.00") + cols + 1)
 
 
-def heatmap(pooled: Pooled, title: str) -> Group:
-    """A grid of the numbers, each cell shaded by its value (darker = more attention);
-    cells (or blocks) whose every key is masked show a dim ``·``."""
-    from rich.console import Group
+def _heatmap(pooled: Pooled, title: str) -> list[RenderableType]:
+    """The title, then a grid of the numbers, each cell shaded by its value (darker = more
+    attention); cells (or blocks) whose every key is masked show a dim ``·``."""
+    from rich.table import Table
+    from rich.text import Text
 
-    return Group(*(piece.rich() for piece in _heatmap(pooled, title)))
-
-
-def _heatmap(pooled: Pooled, title: str) -> list[Piece]:
-    """The title and grid of :func:`heatmap`."""
     values, hidden = pooled.values, pooled.hidden
     rows, cols = values.shape
     compact = cols > 8  # two decimals without the leading zero keep 16 columns within 80
-    table = Grid(rule=False, pad=1, pad_edge=False)
-    table.add_column(Column("", style="dim", justify="right"))
+    table = Table(box=None, show_edge=False, padding=(0, 1, 0, 0), pad_edge=False)
+    table.add_column("", style="dim", justify="right")
     for j in range(cols):
-        table.add_column(Column(pooled.col_label(j), justify="right", header_style="dim"))
-    table.add_column(Column("sum", justify="right", style="dim", min_width=3))
+        table.add_column(pooled.col_label(j), justify="right", header_style="dim")
+    table.add_column("sum", justify="right", style="dim", min_width=3)
     shown = values.tolist()  # Python floats: far quicker to format, one by one, than numpy's
     masked = hidden.tolist() if hidden is not None else None
     sums = [float(row.sum()) for row in values]  # as each row was summed before
     for i in range(rows):
-        cells: list[tuple[str, str]] = [
-            ("·", "dim") if masked is not None and masked[i][j] else _heat_cell(v, compact)
+        cells = [
+            Text("·", "dim") if masked is not None and masked[i][j] else _heat_cell(v, compact)
             for j, v in enumerate(shown[i])
         ]
         table.add_row(pooled.row_label(i), *cells, f"{sums[i]:.2f}")
-    return [Prose([title], "italic"), table]
+    return [Text(title, "italic"), table]
 
 
 def _cell_text(value: float, compact: bool) -> str:
@@ -574,24 +571,21 @@ def _cell_text(value: float, compact: bool) -> str:
     return text[1:] if compact and value < 0.995 else text  # ".42"
 
 
-def _heat_cell(value: float, compact: bool) -> tuple[str, str]:
-    """A cell's text and style: shaded by the value (or bold red if not finite)."""
+def _heat_cell(value: float, compact: bool) -> Text:
+    """A cell: its text shaded by the value (or bold red if not finite)."""
+    from rich.text import Text
+
     if not math.isfinite(value):  # NaN or ±inf: shown, never shaded
-        return f"{value}", "bold red"
+        return Text(f"{value}", "bold red")
     text = _cell_text(value, compact)
     level = int(55 + 200 * min(max(value, 0.0), 1.0))
     ink = "white" if value < 0.5 else "black"
-    return text, f"{ink} on rgb({level // 3},{level // 2},{level})"
-
-
-def weights_summary(matrix: np.ndarray) -> Text:
-    """What a long attention matrix looks like, in a few numbers."""
-    return _summary(matrix).rich()
+    return Text(text, f"{ink} on rgb({level // 3},{level // 2},{level})")
 
 
 @dataclass(frozen=True)
 class _RowFacts:
-    """What :func:`_summary` needs of some whole rows of an attention matrix."""
+    """What :func:`weights_summary` needs of some whole rows of an attention matrix."""
 
     rows: int  # how many
     sums: np.ndarray  # (rows,): each row's sum
@@ -613,8 +607,10 @@ def _row_facts(part: np.ndarray) -> _RowFacts:
     return _RowFacts(part.shape[0], part.sum(axis=-1), top, float(part.flat[top]), entropies)
 
 
-def _summary(matrix: np.ndarray) -> Prose:
+def weights_summary(matrix: np.ndarray) -> Text:
+    """What a long attention matrix looks like, in a few numbers."""
     import numpy as np
+    from rich.text import Text
 
     seq = matrix.shape[-1]  # N, the keys a row spreads over
     parts = map_parts(_row_facts, matrix, keep=(-1,))  # rows of the matrix, on every core
@@ -630,23 +626,17 @@ def _summary(matrix: np.ndarray) -> Prose:
         f"  largest weight {parts[best].largest:.4f} (query {top[0]} -> key {top[1]})",
         f"  mean row entropy {entropy:.3f} nats (uniform attention: ln {seq} = {np.log(seq):.3f})",
     ]
-    return Prose(["\n".join(lines)])
+    return Text("\n".join(lines))
 
 
-def values_view(trace: Trace, limit: int = VALUES_MAX_NUMEL) -> RenderableType:
+def _values(trace: Trace, limit: int = VALUES_MAX_NUMEL) -> list[RenderableType]:
     """The numbers of every step and parameter of at most ``limit`` elements (as the notes print
-    them), then the names of the tensors skipped for being larger."""
-    from rich.console import Group
-
-    return Group(*(piece.rich() for piece in _values(trace, limit)))
-
-
-def _values(trace: Trace, limit: int = VALUES_MAX_NUMEL) -> list[Piece]:
-    """The lines of :func:`values_view`, one piece per tensor."""
+    them), one piece per tensor, then the names of the tensors skipped for being larger."""
     import numpy as np
+    from rich.text import Text
 
-    parts: list[Piece] = [
-        Prose([f"values (tensors of at most {limit:,} elements; --values-limit)"], "bold")
+    parts: list[RenderableType] = [
+        Text(f"values (tensors of at most {limit:,} elements; --values-limit)", "bold")
     ]
     skipped = []
     for record in (*trace.steps, *trace.parameters):
@@ -659,20 +649,15 @@ def _values(trace: Trace, limit: int = VALUES_MAX_NUMEL) -> list[Piece]:
         assert value is not None  # has_values
         body = np.array2string(value, precision=4, suppress_small=True, max_line_width=78)
         parts.append(
-            Prose([(f"{record.name} {format_shape(record.shape)}", "bold cyan"), "\n", body])
+            Text.assemble((f"{record.name} {format_shape(record.shape)}", "bold cyan"), "\n", body)
         )
     if skipped:
-        parts.append(
-            Prose([f"skipped (more than {limit:,} elements): " + ", ".join(skipped)], "dim")
-        )
+        parts.append(Text(f"skipped (more than {limit:,} elements): " + ", ".join(skipped), "dim"))
     if len(parts) == 1 + bool(skipped):
         parts.append(
-            Prose(
-                [
-                    f"every tensor has more than {limit:,} elements; "
-                    "raise --values-limit or try "
-                    "smaller sizes, e.g. --hidden 4 --heads 2"
-                ],
+            Text(
+                f"every tensor has more than {limit:,} elements; raise --values-limit or try "
+                "smaller sizes, e.g. --hidden 4 --heads 2",
                 "dim",
             )
         )
