@@ -15,11 +15,10 @@ from rich.cells import cell_len
 from rich.console import Console
 
 from attntrace import AttentionConfig, trace_attention
-from attntrace.engine.costs import model_figures
 from attntrace.render.grid import BLANK, ONE_CELL, Column, Grid, Piece, Prose, show
 from attntrace.render.table import render_trace, trace_pieces
 from attntrace.render.terminal import PlainStream
-from attntrace.trace import Trace
+from attntrace.trace import Trace, model_figures
 
 CONSOLES: dict[str, Callable[[io.StringIO, int], Console]] = {
     "file": lambda f, w: Console(file=f, width=w),

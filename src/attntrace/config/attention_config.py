@@ -355,10 +355,20 @@ class AttentionConfig:
         """Bytes of one element in ``dtype``."""
         return DTYPE_BYTES[self.dtype]
 
+    def kv_cache_bytes(self, tokens: int = 1, dtype: str | None = None) -> int:
+        """Bytes a KV cache of ``tokens`` tokens stores per layer: k and v, g heads of d values
+        each, in ``dtype`` (default: the config's). The one definition of the KV-cache figure.
+
+        >>> cfg = AttentionConfig(hidden=4096, heads=32, kv_heads=8)
+        >>> cfg.kv_cache_bytes(), cfg.kv_cache_bytes(tokens=10, dtype="float16")
+        (8192, 40960)
+        """
+        return 2 * self.groups * self.head_dim * DTYPE_BYTES[dtype or self.dtype] * tokens
+
     @property
     def kv_cache_bytes_per_token(self) -> int:
-        """Bytes a KV cache stores per token and layer: k and v, g heads of d values each."""
-        return 2 * self.groups * self.head_dim * self.itemsize
+        """Bytes a KV cache stores per token and layer: :meth:`kv_cache_bytes` of one token."""
+        return self.kv_cache_bytes()
 
     def labels(self) -> AxisLabels:
         """The axis labels of keys, kv-heads and projection widths in this config.

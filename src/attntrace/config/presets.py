@@ -11,11 +11,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from dataclasses import fields as dataclass_fields
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from attntrace.config.attention_config import AttentionConfig
-from attntrace.engine.costs import ModelFigures
 from attntrace.errors import ConfigError, InputFileError
+
+if TYPE_CHECKING:
+    from attntrace.trace import ModelFigures
 
 
 @dataclass(frozen=True)
@@ -81,7 +83,7 @@ class Preset:
     ) -> ModelFigures | None:
         """Whole-model attention figures over all ``layers`` at ``seq`` tokens (default: the
         context length) and ``batch`` in ``dtype``, from a shape-only trace of one layer (the
-        figures ``run --layers`` shows: :func:`attntrace.engine.costs.model_figures`); None when the
+        figures ``run --layers`` shows: :func:`attntrace.trace.model_figures`); None when the
         layer count is not known.
 
         >>> f = PRESETS["llama-3.1-8b"].model_figures()
@@ -90,19 +92,30 @@ class Preset:
         """
         if self.layers is None:
             return None
+        # the one import of the engine by config/ (docs/architecture.md): at call time only
         from attntrace.engine.attention import trace_attention
-        from attntrace.engine.costs import model_figures
+        from attntrace.trace import model_figures
 
         n = seq if seq is not None else self.max_positions or 1
-        config = AttentionConfig(
-            **{**self.config_fields(), "seq": n, "batch": batch, "dtype": dtype}
-        )
+        config = self.attention_config(seq=n, batch=batch, dtype=dtype)
         return model_figures(trace_attention(config, "shape"), self.layers)
+
+    def attention_config(self, **overrides: Any) -> AttentionConfig:
+        """The AttentionConfig of this preset, with ``overrides`` (``seq=8``...).
+
+        >>> PRESETS["gpt2"].attention_config(seq=8).causal
+        True
+        """
+        return AttentionConfig(**{**self.config_fields(), **overrides})
 
     @property
     def kv_cache_bytes_per_token(self) -> int:
-        """KV-cache bytes per token and layer in float16 (2 bytes): 2 * g * d * 2."""
-        return 2 * self.kv_heads * self.head_dim * 2
+        """KV-cache bytes per token and layer in float16: :meth:`AttentionConfig.kv_cache_bytes`.
+
+        >>> PRESETS["llama-3-8b"].kv_cache_bytes_per_token  # 2 (k, v) * 8 * 128 * 2 B
+        4096
+        """
+        return self.attention_config().kv_cache_bytes(dtype="float16")
 
 
 #: Llama 3.1's rope_scaling (8B and 70B), as --rope-scaling takes it.

@@ -159,7 +159,8 @@ def check_diff_memory(config: AttentionConfig, max_memory: int | None = None) ->
     attntrace.errors.MemoryBudgetError: this trace needs about 30.62 GiB (diff holds ...
     """
     from attntrace.engine.attention import estimate_bytes
-    from attntrace.engine.memory import check_budget, format_bytes
+    from attntrace.engine.memory import check_budget
+    from attntrace.units import format_bytes
 
     one, largest = estimate_bytes(config, True)
     where = (

@@ -34,12 +34,13 @@ from attntrace.engine.masks import (
     dead_rows,
     dead_rows_by_block,
 )
-from attntrace.engine.memory import check_budget, format_bytes
+from attntrace.engine.memory import check_budget
 from attntrace.engine.parallel import check_threads, in_pool, map_parts, pool
 from attntrace.engine.relative import RELATIVE_STEPS, relative_sources
 from attntrace.engine.rope import ROPE_STEPS, rope_sources
 from attntrace.errors import ConfigError
 from attntrace.trace import Lazy, Param, Step, Trace
+from attntrace.units import format_bytes
 
 if TYPE_CHECKING:
     import numpy as np

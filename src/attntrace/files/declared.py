@@ -60,7 +60,8 @@ class Declared:
 
 def check_bytes(path: Path, name: str, nbytes: int) -> None:
     """Refuse an array whose declared bytes exceed the memory budget (before reading it)."""
-    from attntrace.engine.memory import file_budget, format_bytes
+    from attntrace.engine.memory import file_budget
+    from attntrace.units import format_bytes
 
     budget, origin = file_budget()
     if nbytes > budget:

@@ -27,8 +27,8 @@ from attntrace.errors import ConfigError, InputFileError
 from attntrace.files.guard import MAX_DEPTH, nesting_depth, parse_json, read_text
 from attntrace.text import plain
 from attntrace.trace import SCHEMA_ID, Records, Shape, Step, Trace, UnknownStepError
+from attntrace.units import Dim, format_shape, parse_shape
 
-Dim = int | str  # a size, or an axis letter resolved from the config
 #: The schema of ``attntrace trace --format json``: a golden for ``check --trace``.
 CAPTURE_SCHEMA_ID = "attntrace.capture/1"
 
@@ -137,35 +137,6 @@ class CaseResult:
         """The names of the checks that held."""
         failed = {m.subject or m.what for m in self.mismatches}
         return tuple(c for c in self.checks if c not in failed)
-
-
-#: One size of a shape: a number, an axis letter, or a product of them (``g·d``, ``g*d``, ``2·d``).
-_DIM = re.compile(r"\d+|(?:\d+|[A-Za-z]\w*)(?:\s*[·*]\s*(?:\d+|[A-Za-z]\w*))+|[A-Za-z]\w*")
-
-
-def parse_shape(text: str) -> tuple[Dim, ...]:
-    """A shape written as ``12,3,3``, ``(12, 3, 3)``, ``[12, 3, 3]``, ``12x3x3`` or ``h,S,S``;
-    a product of axes is written ``g·d`` or ``g*d``.
-
-    >>> parse_shape("(12, 3, 64)"), parse_shape("12x3x3"), parse_shape("B, h, S, 3")
-    ((12, 3, 64), (12, 3, 3), ('B', 'h', 'S', 3))
-    >>> parse_shape("(768,)"), parse_shape("()"), parse_shape("S, g*d"), parse_shape("S,h·d")
-    ((768,), (), ('S', 'g·d'), ('S', 'h·d'))
-    """
-    body = (
-        text.strip().removeprefix("(").removesuffix(")").removeprefix("[").removesuffix("]").strip()
-    )
-    parts = (
-        body.split(",") if "," in body or not re.fullmatch(r"\d+(x\d+)*", body) else body.split("x")
-    )
-    dims = [p.strip() for p in parts]
-    if dims and not dims[-1]:
-        dims.pop()  # "(768,)"
-    if any(not _DIM.fullmatch(d) for d in dims):
-        raise ConfigError(
-            f"cannot read the shape {text!r}; write it like 12,3,3 or 12x3x3 or h,S,S or S,g*d"
-        )
-    return tuple(int(d) if d.isdigit() else re.sub(r"\s*[·*]\s*", "·", d) for d in dims)
 
 
 def parse_expectation(text: str) -> Expectation:
@@ -367,7 +338,7 @@ def compare_roles(
             mismatches.append(
                 Mismatch(
                     f"{check} shape",
-                    str(tuple(record["shape"])),
+                    format_shape(record["shape"]),
                     f"{step.shape} ({', '.join(step.axes)})",
                     check,
                 )
@@ -487,8 +458,8 @@ def _compare(
             out.append(
                 Mismatch(
                     f"{kind} {name} shape",
-                    str(tuple(g_shape)),
-                    str(tuple(a_shape)),
+                    format_shape(g_shape),
+                    format_shape(a_shape),
                     f"{kind} {name}",
                 )
             )
@@ -774,7 +745,6 @@ __all__ = [
     "load_golden",
     "load_spec",
     "parse_expectation",
-    "parse_shape",
     "reference_names",
     "run_spec",
     "spec_lines",

@@ -190,7 +190,8 @@ def check_verify_memory(
     attntrace.errors.MemoryBudgetError: this trace needs about 12.22 GiB (two traces and ...
     """
     from attntrace.engine.attention import estimate_bytes
-    from attntrace.engine.memory import check_budget, format_bytes
+    from attntrace.engine.memory import check_budget
+    from attntrace.units import format_bytes
 
     shapes = trace_attention(config, "shape", mask=mask)
     trace_bytes, largest = estimate_bytes(config, True, shapes)
