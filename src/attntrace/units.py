@@ -10,6 +10,7 @@ these. Nothing here imports more than the standard library and :mod:`attntrace.e
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 
 from attntrace.errors import ConfigError
 
@@ -141,7 +142,7 @@ def format_terms(terms: Terms, count: str = "flops") -> str:
 # --- shapes and axes ---------------------------------------------------------------------------
 
 
-def format_shape(shape: tuple[int, ...]) -> str:
+def format_shape(shape: Sequence[int]) -> str:
     """A shape as a Python tuple.
 
     >>> format_shape((12, 3, 64)), format_shape((768,)), format_shape(())

@@ -268,11 +268,12 @@ class Capture:
         if e.value is None:
             return None
         adapter = self._adapters.get(id(type(e.value)))
-        if adapter is None or adapter.version(e.value) < 0:
-            from attntrace.capturing.numpy_hooks import copy_shared
+        if adapter is None:  # a plain ndarray: no hooks made it
+            from attntrace.capturing.copies import copy_shared
 
             return copy_shared(e.value, memo)
-        if e.version >= 0 and adapter.version(e.value) != e.version:
+        now = adapter.version(e.value)  # -1: the library keeps no version counter (numpy)
+        if now >= 0 and e.version >= 0 and now != e.version:
             return None  # changed in place where attntrace could not see it
         return adapter.to_numpy(e.value, memo)
 

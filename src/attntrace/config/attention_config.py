@@ -18,6 +18,7 @@ from dataclasses import asdict, dataclass
 from dataclasses import fields as dataclass_fields
 from typing import Any, NamedTuple
 
+from attntrace.config.variants import parse_relative_bias, parse_rope_scaling
 from attntrace.errors import ConfigError
 
 #: Bytes per element of every dtype attntrace knows; backends support a subset.
@@ -157,8 +158,6 @@ class AttentionConfig:
         if self.rope_style != "half" and not self.rope:
             raise ConfigError("--rope-style interleaved pairs the dims RoPE rotates; add --rope")
         if self.rope_scaling is not None:
-            from attntrace.engine.rope import parse_rope_scaling
-
             parse_rope_scaling(self.rope_scaling)
         if r is not None and (
             isinstance(r, bool) or not isinstance(r, int) or r < 2 or r % 2 or r > self.head_dim
@@ -171,8 +170,6 @@ class AttentionConfig:
         if self.qk_norm not in (None, "head", "full"):
             raise ConfigError(f"--qk-norm must be head or full, got {self.qk_norm!r}")
         if self.relative_bias is not None:
-            from attntrace.engine.relative import parse_relative_bias
-
             parse_relative_bias(self.relative_bias)
 
     def _check_sizes(self) -> None:

@@ -198,7 +198,8 @@ def _with_relative_bias(
     """T5's position bias (h, S, N) from the table, as a float mask with the other masks."""
     import torch
 
-    from attntrace.engine.relative import buckets, parse_relative_bias
+    from attntrace.config.variants import parse_relative_bias
+    from attntrace.engine.relative import buckets
 
     spec = parse_relative_bias(config.relative_bias or "")
     index = torch.from_numpy(buckets(config.seq, config.keys, spec))  # (S, N)
