@@ -378,7 +378,8 @@ def contradicted_notes(
 
     >>> from attntrace.capturing.source import Site
     >>> site = Site("a.py:4", "x.view(3, 8, 96)")
-    >>> split = Event(0, "view_1", "reshape", "view", (3, 8, 96), "float32", (None,), (), site)
+    >>> split = Event(index=0, name="view_1", kind="reshape", func="view", shape=(3, 8, 96),
+    ...               dtype="float32", inputs=(None,), input_shapes=(), site=site)
     >>> contradicted_notes({"h": 12, "d": 96}, [split], [("S", "h", "d")])
     ['--axes h=12, but h is 8 at a.py:4: x.view(3, 8, 96) makes (3, 8, 96) (S, h, d); the \
 axes are named by what the code does']

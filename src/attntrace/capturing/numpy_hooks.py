@@ -86,12 +86,12 @@ def numpy_adapter() -> Adapter:
         return _array(_plain(a), copy=True)
 
     return Adapter(
-        lambda a: tuple(a.shape),
-        lambda a: str(a.dtype),
-        copy_shared,
-        lambda a, b: bool(_shares(_plain(a), _plain(b))),
-        copy,
-        lambda a: -1,
+        shape=lambda a: tuple(a.shape),
+        dtype=lambda a: str(a.dtype),
+        to_numpy=copy_shared,
+        shares=lambda a, b: bool(_shares(_plain(a), _plain(b))),
+        copy=copy,
+        version=lambda a: -1,
     )
 
 

@@ -410,7 +410,9 @@ def _params(inputs: Inputs, hidden: int, torch_side: bool) -> dict[str, Any]:
     from attntrace.engine.inputs import random_sources
 
     dtype = "float32" if inputs.dtype == "bfloat16" else inputs.dtype
-    config = AttentionConfig(inputs.batch, inputs.seq, hidden, 1, dtype, inputs.seed)
+    config = AttentionConfig(
+        batch=inputs.batch, seq=inputs.seq, hidden=hidden, heads=1, dtype=dtype, seed=inputs.seed
+    )
     made = {k: s.make() for k, s in random_sources(config).items() if k != "x"}
     if not torch_side:
         return made

@@ -377,11 +377,11 @@ class AttentionConfig:
         q_width = "H" if h * d == H else "h·d"
         kv_width = q_width if not self.grouped else "H" if g * d == H else "g·d"
         return AxisLabels(
-            "N" if self.kv_seq is not None else "S",
-            "g" if self.grouped else "h",
-            "M" if self.kv_hidden is not None else "H",
-            q_width,
-            kv_width,
+            keys="N" if self.kv_seq is not None else "S",
+            kv_heads="g" if self.grouped else "h",
+            kv_in="M" if self.kv_hidden is not None else "H",
+            q_width=q_width,
+            kv_width=kv_width,
         )
 
     def axis_sizes(self) -> dict[str, int]:

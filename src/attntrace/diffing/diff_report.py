@@ -279,12 +279,12 @@ def run_diff(
         rows = counterparts(rows, mistaken, user)
     source = "its state dict" if layer.weights is None else layer.weights.scheme
     return DiffReport(
-        config,
-        layer.name,
-        f"{source}" if layer.weights else "the reference's, as fn(x, params)",
-        tol,
-        rows,
-        diagnosis,
+        config=config,
+        target=layer.name,
+        weights=f"{source}" if layer.weights else "the reference's, as fn(x, params)",
+        tolerance=tol,
+        rows=rows,
+        diagnosis=diagnosis,
     )
 
 

@@ -92,13 +92,20 @@ def _function_layer(fn: Callable[..., Any]) -> Layer:
         )
     module = inspect.getmodule(fn)
     flavour = "torch" if module is not None and "torch" in vars(module) else "numpy"
-    return Layer(name, flavour, None, {}, fn)
+    return Layer(name=name, flavour=flavour, weights=None, hints={}, call=fn)
 
 
 def _module_layer(module: Any, seq: int, batch: int | None) -> Layer:
     name = f"{type(module).__name__} (nn.Module)"
     weights = state_dict_weights(module) or _called_linears(module, seq, batch)
-    return Layer(name, "torch", weights, module_hints(module), lambda x, p: module(x), module)
+    return Layer(
+        name=name,
+        flavour="torch",
+        weights=weights,
+        hints=module_hints(module),
+        call=lambda x, p: module(x),
+        module=module,
+    )
 
 
 def module_hints(module: Any) -> dict[str, Any]:

@@ -139,7 +139,14 @@ def load_layer(
     params = split(layer, path, info) if split is not None else scheme.names(layer, path)
     _check_shapes(path, prefix, params)
     family = "llama" if scheme.marker == "q_proj.weight" and "o_proj.weight" in layer else ""
-    return LoadedWeights(path, scheme.name, prefix, params, _hints(path, meta), family)
+    return LoadedWeights(
+        path=path,
+        scheme=scheme.name,
+        prefix=prefix,
+        params=params,
+        hints=_hints(path, meta),
+        family=family,
+    )
 
 
 def _pick_layer(

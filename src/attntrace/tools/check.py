@@ -287,7 +287,14 @@ def check_trace(
             mismatches += found
             checks += golden_checks
             targets |= golden_targets
-            return CaseResult(name, len(checks), mismatches, notes, tuple(checks), targets=targets)
+            return CaseResult(
+                name=name,
+                checked=len(checks),
+                mismatches=mismatches,
+                notes=notes,
+                checks=tuple(checks),
+                targets=targets,
+            )
         mismatches += compare_golden(trace, golden)
         steps = {r["name"]: None for r in golden["steps"]} | dict.fromkeys(trace.names)
         params = {r["name"]: None for r in golden["params"]} | {
@@ -297,7 +304,14 @@ def check_trace(
         if is_capture(trace):
             targets |= {f"step {s.name}": where(s) for s in trace.steps}
         notes = config_notes(trace, golden) if isinstance(trace, Trace) else ()
-    return CaseResult(name, len(checks), mismatches, notes, tuple(checks), targets=targets)
+    return CaseResult(
+        name=name,
+        checked=len(checks),
+        mismatches=mismatches,
+        notes=notes,
+        checks=tuple(checks),
+        targets=targets,
+    )
 
 
 def golden_fits(golden: Mapping[str, Any], trace: Records | None = None) -> None:
@@ -600,7 +614,14 @@ def _spec_case(path: Path, name: str, defaults: Mapping[str, object], table: obj
             raise ConfigError('"backend" and "golden" must be strings')
         golden_path = path.parent / golden if golden else None
         config = AttentionConfig(**_layered_fields(path, defaults, table))
-        return SpecCase(name, config, backend, expectations, golden_path, where)
+        return SpecCase(
+            name=name,
+            config=config,
+            backend=backend,
+            expectations=expectations,
+            golden=golden_path,
+            origin=where,
+        )
     except ConfigError as exc:
         raise InputFileError(f"{where}: {exc}") from None
 

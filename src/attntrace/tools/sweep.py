@@ -140,16 +140,16 @@ def measure(
     t = trace_attention(config, backend, max_memory=max_memory, keep_values=False)
     whole = model_figures(t, layers) if layers is not None else None
     return SweepPoint(
-        config.seq,
-        config.heads,
-        config.hidden,
-        config.algorithm,
-        t.total_flops,
-        t.score_bytes,
-        t.peak_bytes,
-        t.param_bytes,
-        t.kv_cache_bytes_per_token,
-        whole,
+        seq=config.seq,
+        heads=config.heads,
+        hidden=config.hidden,
+        algorithm=config.algorithm,
+        flops=t.total_flops,
+        score_bytes=t.score_bytes,
+        peak_bytes=t.peak_bytes,
+        param_bytes=t.param_bytes,
+        kv_cache_bytes_per_token=t.kv_cache_bytes_per_token,
+        whole_model=whole,
     )
 
 

@@ -173,7 +173,11 @@ def verify_attention(
     )
     refs = torch_references(config, _inputs(config, tensors), mask)
     return VerifyReport(
-        config, tol, steps, _against(a, refs, tol) + _against(b, refs, tol), a.notes
+        config=config,
+        tolerance=tol,
+        steps=steps,
+        references=_against(a, refs, tol) + _against(b, refs, tol),
+        notes=a.notes,
     )
 
 
@@ -222,14 +226,14 @@ def _against(
             if isinstance(values, str):
                 rows.append(
                     Comparison(
-                        name,
-                        trace.backend,
-                        ref,
-                        trace[name].shape,
-                        math.nan,
-                        math.nan,
-                        True,
-                        values,
+                        name=name,
+                        left=trace.backend,
+                        right=ref,
+                        shape=trace[name].shape,
+                        max_abs=math.nan,
+                        max_rel=math.nan,
+                        ok=True,
+                        skipped=values,
                     )
                 )
             else:
@@ -261,7 +265,15 @@ def compare(
 
     if a is None or b is None or a.shape != b.shape:
         shape = tuple(a.shape) if a is not None else ()
-        return Comparison(name, left, right, shape, math.inf, math.inf, False)
+        return Comparison(
+            name=name,
+            left=left,
+            right=right,
+            shape=shape,
+            max_abs=math.inf,
+            max_rel=math.inf,
+            ok=False,
+        )
     a64, b64 = a.astype(np.float64), b.astype(np.float64)
     same = a64 == b64  # equal infinities (the -inf of masked scores) are equal, not inf - inf = NaN
     with np.errstate(invalid="ignore"):
@@ -271,4 +283,12 @@ def compare(
     max_abs = float(diff.max(initial=0.0))
     max_rel = float((diff / np.maximum(size, m * tol.atol / tol.rtol)).max(initial=0.0))
     ok = bool(np.all(diff <= tol.atol * m + tol.rtol * size))  # False for any NaN or inf in diff
-    return Comparison(name, left, right, tuple(a.shape), max_abs, max_rel, ok)
+    return Comparison(
+        name=name,
+        left=left,
+        right=right,
+        shape=tuple(a.shape),
+        max_abs=max_abs,
+        max_rel=max_rel,
+        ok=ok,
+    )
