@@ -431,7 +431,7 @@ def _width(call: Any) -> int:
     torch = sys.modules.get("torch")
     if torch is None or not isinstance(call, torch.nn.Module):
         return 768
-    from attntrace.diffing.layer import state_dict_weights
+    from attntrace.files.schemes import state_dict_weights
 
     try:
         weights = state_dict_weights(call)

@@ -359,3 +359,34 @@ SCHEMES: tuple[Scheme, ...] = (
     Scheme("q_proj/k_proj/v_proj/o_proj", "q_proj.weight", _qkvo),
     Scheme("BERT", "attention.self.query.weight", _bert),
 )
+
+
+def state_dict_weights(module: Any) -> LoadedWeights | None:
+    """The module's attention weights by a known naming scheme, or None when none fits.
+
+    ``diff`` loads a module's weights this way (:mod:`attntrace.diffing.layer`), and ``trace``
+    reads the width of its seeded x from them (:mod:`attntrace.capturing.runner`).
+
+    >>> import torch
+    >>> mha = torch.nn.MultiheadAttention(8, 2)
+    >>> state_dict_weights(mha).params["w_q"].shape
+    (8, 8)
+    >>> state_dict_weights(torch.nn.Linear(4, 4)) is None
+    True
+    """
+    state = {k: v for k, v in module.state_dict().items() if v.is_floating_point()}
+    arrays = LazyArrays(state, lambda key: torch_to_numpy(state[key]))
+    try:
+        return layer_weights(arrays, Path(f"{type(module).__name__}.state_dict()"))
+    except InputFileError as exc:
+        if "no attention weights in a known naming scheme" in str(exc):
+            return None
+        raise
+
+
+def torch_to_numpy(t: Any) -> np.ndarray:
+    """A numpy copy of the torch tensor ``t`` (bfloat16, which numpy lacks, as float32)."""
+    import numpy as np
+
+    t = t.detach().cpu()
+    return np.array((t.float() if str(t.dtype) == "torch.bfloat16" else t).numpy())
