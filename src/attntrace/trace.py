@@ -205,7 +205,8 @@ class Trace:
         """Shape of the step called ``name`` (an unknown name raises, listing the valid ones).
 
         >>> from attntrace import AttentionConfig, trace_attention
-        >>> trace_attention(AttentionConfig(batch=2, seq=3, hidden=768, heads=12), "shape").shape("scores")
+        >>> t = trace_attention(AttentionConfig(batch=2, seq=3, hidden=768, heads=12), "shape")
+        >>> t.shape("scores")
         (2, 12, 3, 3)
         """
         return self[name].shape
@@ -252,7 +253,8 @@ class Trace:
 
     @property
     def score_bytes(self) -> int:
-        """Bytes of the attention scores held at once: (h, S, N) eager, one (h, Br, Bc) tile flash."""
+        """Bytes of the attention scores held at once: (h, S, N) eager, one (h, Br, Bc) tile
+        with flash."""
         return (self["scores"] if "scores" in self else self["s_tile"]).nbytes
 
     @property

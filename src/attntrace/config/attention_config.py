@@ -139,7 +139,8 @@ class AttentionConfig:
         if self.head_dim_override is None and self.hidden % self.heads:
             raise ConfigError(
                 f"--hidden {self.hidden} is not divisible by --heads {self.heads}; "
-                f"valid head counts for hidden {self.hidden}: {_nearby_divisors(self.hidden, self.heads)} "
+                f"valid head counts for hidden {self.hidden}: "
+                f"{_nearby_divisors(self.hidden, self.heads)} "
                 "(or set --head-dim)"
             )
         self._check_variants()

@@ -139,7 +139,8 @@ _PRESETS = (
         causal=False,
         bias=True,
     ),
-    # google-bert/bert-large-uncased: hidden_size 1024, num_attention_heads 16, max_position_embeddings 512
+    # google-bert/bert-large-uncased: hidden_size 1024, num_attention_heads 16,
+    # max_position_embeddings 512
     Preset(
         name="bert-large",
         repo="google-bert/bert-large-uncased",
@@ -637,6 +638,7 @@ def _load_json(path: Path) -> dict[str, Any]:
     data = load_json(path, what="--hf-config")  # a regular file, size-capped, strict JSON
     if not isinstance(data, dict):
         raise InputFileError(
-            f"--hf-config {path} holds a JSON {type(data).__name__}, not an object; give a model's config.json"
+            f"--hf-config {path} holds a JSON {type(data).__name__}, not an object; give a model's "
+            "config.json"
         )
     return data

@@ -194,7 +194,8 @@ def _softmax_axis(s: Setting) -> Iterator[Bug]:
         )
         yield Bug(
             key=f"softmax-sum-axis-{axis}",
-            name=f"softmax's sum over the wrong axis (axis={axis}, {axes[axis]}; the max over the keys)",
+            name=f"softmax's sum over the wrong axis (axis={axis}, {axes[axis]}; "
+            "the max over the keys)",
             fix="divide by the sum over the keys, the last axis: e / e.sum(axis=-1, keepdims=True)",
             at="weights",
             replace={"weights": wrong_sum},
@@ -377,7 +378,8 @@ def _rope(s: Setting) -> Iterator[Bug]:
     wrong_pairs = dataclasses.replace(cfg, rope_style=other)
     yield Bug(
         key=f"rope-{other}",
-        name=f"RoPE pairs {_PAIRINGS[other][0]} where the weights expect {_PAIRINGS[cfg.rope_style][0]}",
+        name=f"RoPE pairs {_PAIRINGS[other][0]} where the weights expect "
+        f"{_PAIRINGS[cfg.rope_style][0]}",
         fix=f"{_PAIRINGS[cfg.rope_style][1]}; or, if your model pairs "
         f"{_PAIRINGS[other][0]}, diff it with --rope-style {other}",
         at="q_rot",

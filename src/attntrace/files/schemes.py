@@ -162,7 +162,8 @@ def _pick_layer(
             if prefix in wanted:
                 return prefix, scheme
         raise InputFileError(
-            f"{path}: no attention layer under --layer-prefix {layer_prefix!r}; {_listing(found, arrays)}"
+            f"{path}: no attention layer under --layer-prefix {layer_prefix!r}; "
+            f"{_listing(found, arrays)}"
         )
     if len(found) == 1:
         return found[0]
@@ -171,7 +172,8 @@ def _pick_layer(
             f"{path}: no attention weights in a known naming scheme; {_listing(found, arrays)}"
         )
     raise InputFileError(
-        f"{path}: holds {len(found)} attention layers; pick one with --layer-prefix, {_listing(found, arrays)}"
+        f"{path}: holds {len(found)} attention layers; pick one with --layer-prefix, "
+        f"{_listing(found, arrays)}"
     )
 
 
@@ -225,7 +227,8 @@ def _mha(layer: Arrays, path: Path) -> dict[str, np.ndarray | None]:
     assert w_in is not None
     if w_in.ndim != 2 or w_in.shape[0] != 3 * w_in.shape[1]:
         raise InputFileError(
-            f"{path}: in_proj_weight is {w_in.shape}, not (3H, H); kdim/vdim other than H is not supported"
+            f"{path}: in_proj_weight is {w_in.shape}, not (3H, H); kdim/vdim other than H is not "
+            "supported"
         )
     ws = np.split(w_in, 3)
     bs = np.split(b_in, 3) if b_in is not None and b_in.shape == (w_in.shape[0],) else [b_in] * 3
@@ -298,7 +301,8 @@ def _check_shapes(path: Path, prefix: str, params: dict[str, np.ndarray | None])
         weight = params[name]
         if weight is not None and weight.ndim != 2:
             raise InputFileError(
-                f"{path}: {prefix}{name} is {weight.shape}, not a matrix (out_features, in_features)"
+                f"{path}: {prefix}{name} is {weight.shape}, not a matrix (out_features, "
+                "in_features)"
             )
     (q_width, hidden), kv_shape = w_q.shape, tuple(w_k.shape)
     expected = {

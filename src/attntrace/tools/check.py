@@ -5,7 +5,8 @@ Pure logic: parse, trace, compare, and return :class:`CaseResult` records. Print
 
 >>> from attntrace import AttentionConfig, trace_attention
 >>> trace = trace_attention(AttentionConfig(seq=3, hidden=768, heads=12), "shape")
->>> check_expectations(trace, [parse_expectation("scores=h,S,S"), parse_expectation("output=3x768")])
+>>> expected = [parse_expectation("scores=h,S,S"), parse_expectation("output=3x768")]
+>>> check_expectations(trace, expected)
 ()
 >>> check_expectations(trace, [parse_expectation("scores=(12, 3, 4)")])[0].actual
 '(12, 3, 3) (h, S, S)'
@@ -409,7 +410,9 @@ def load_golden(path: Path) -> dict[str, Any]:
 def validate_golden(doc: object) -> None:
     """Raise ConfigError naming the first key that a golden comparison cannot read.
 
-    >>> validate_golden({"schema": "attntrace.trace/1", "config": {}, "steps": [{"name": "x", "shape": "3x4", "dtype": "float32"}], "params": []})
+    >>> step = {"name": "x", "shape": "3x4", "dtype": "float32"}
+    >>> golden = {"schema": "attntrace.trace/1", "config": {}, "steps": [step], "params": []}
+    >>> validate_golden(golden)
     Traceback (most recent call last):
     ...
     attntrace.errors.ConfigError: steps[0].shape must be a list of whole numbers, got '3x4'
@@ -540,8 +543,8 @@ def load_spec(path: Path, backend: str = "shape", *, keep_going: bool = False) -
     configs, defaults = doc.get("config"), doc.get("defaults", {})
     if unknown or not isinstance(configs, dict) or not configs or not isinstance(defaults, dict):
         raise InputFileError(
-            f"{path}: a spec has [config.NAME] tables (at least one) and optionally a [defaults] table"
-            + (f"; unknown top-level keys: {', '.join(sorted(unknown))}" if unknown else "")
+            f"{path}: a spec has [config.NAME] tables (at least one) and optionally a [defaults] "
+            "table" + (f"; unknown top-level keys: {', '.join(sorted(unknown))}" if unknown else "")
         )
     lines = spec_lines(text)
     cases = []

@@ -95,7 +95,8 @@ def tolerance(config: AttentionConfig) -> Tolerance:
     """
     if config.dtype not in TOLERANCES:
         raise ConfigError(
-            f"verify compares with numpy, which has no {config.dtype}; use --dtype {', '.join(TOLERANCES)}"
+            f"verify compares with numpy, which has no {config.dtype}; use --dtype "
+            f"{', '.join(TOLERANCES)}"
         )
     base, factor = TOLERANCES[config.dtype], math.sqrt(max(config.hidden, 64) / 64)
     return Tolerance(rtol=base.rtol * factor, atol=base.atol * factor)
@@ -154,7 +155,9 @@ def verify_attention(
     >>> report = verify_attention(AttentionConfig(seq=3, hidden=8, heads=2))
     >>> report.ok, [c.right for c in report.references][:2]
     (True, ['nn.MultiheadAttention', 'SDPA'])
-    >>> gqa = verify_attention(AttentionConfig(seq=4, hidden=8, heads=2, kv_heads=1, causal=True, rope=True))
+    >>> gqa = verify_attention(
+    ...     AttentionConfig(seq=4, hidden=8, heads=2, kv_heads=1, causal=True, rope=True)
+    ... )
     >>> gqa.ok, gqa.references[0].skipped
     (True, 'nn.MultiheadAttention has no grouped-query attention (--kv-heads)')
     """
@@ -255,10 +258,11 @@ def compare(
     """``a`` against ``b`` (the reference) in float64.
 
     >>> import numpy as np
-    >>> c = compare("x", "a", "b", np.array([1.0, 2.0]), np.array([1.0, 2.001]), Tolerance(1e-4, 1e-5))
+    >>> tol = Tolerance(1e-4, 1e-5)
+    >>> c = compare("x", "a", "b", np.array([1.0, 2.0]), np.array([1.0, 2.001]), tol)
     >>> round(c.max_abs, 6), c.ok
     (0.001, False)
-    >>> compare("masked", "a", "b", np.array([-np.inf, 1.0]), np.array([-np.inf, 1.0]), Tolerance(1e-4, 1e-5)).ok
+    >>> compare("masked", "a", "b", np.array([-np.inf, 1.0]), np.array([-np.inf, 1.0]), tol).ok
     True
     """
     import numpy as np

@@ -105,7 +105,8 @@ def _whole_models() -> Table:
 
 def presets_document() -> dict[str, Any]:
     """Every preset as ``--format json`` prints it (schema ``attntrace.presets/1``): the fields
-    of :class:`attntrace.config.presets.Preset`, its KV-cache bytes per token and layer in float16, and
+    of :class:`attntrace.config.presets.Preset`, its KV-cache bytes per token and layer in
+    float16, and
     ``whole_model`` (all layers at the context length, batch 1; null without a layer count).
 
     >>> doc = presets_document()
