@@ -288,23 +288,16 @@ def check_trace(
             mismatches += found
             checks += golden_checks
             targets |= golden_targets
-            return CaseResult(
-                name=name,
-                checked=len(checks),
-                mismatches=mismatches,
-                notes=notes,
-                checks=tuple(checks),
-                targets=targets,
-            )
-        mismatches += compare_golden(trace, golden)
-        steps = {r["name"]: None for r in golden["steps"]} | dict.fromkeys(trace.names)
-        params = {r["name"]: None for r in golden["params"]} | {
-            p.name: None for p in trace.parameters
-        }
-        checks += [f"step {n}" for n in steps] + [f"param {n}" for n in params]
-        if is_capture(trace):
-            targets |= {f"step {s.name}": where(s) for s in trace.steps}
-        notes = config_notes(trace, golden) if isinstance(trace, Trace) else ()
+        else:
+            mismatches += compare_golden(trace, golden)
+            steps = {r["name"]: None for r in golden["steps"]} | dict.fromkeys(trace.names)
+            params = {r["name"]: None for r in golden["params"]} | {
+                p.name: None for p in trace.parameters
+            }
+            checks += [f"step {n}" for n in steps] + [f"param {n}" for n in params]
+            if is_capture(trace):
+                targets |= {f"step {s.name}": where(s) for s in trace.steps}
+            notes = config_notes(trace, golden) if isinstance(trace, Trace) else ()
     return CaseResult(
         name=name,
         checked=len(checks),
