@@ -10,9 +10,9 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, cast
 
-from attntrace.config.attention_config import ELEMENT_BYTES, AttentionConfig
-from attntrace.engine.costs import ModelFigures, exact_count, format_terms
-from attntrace.errors import AttntraceError
+from attntrace.config.attention_config import ELEMENT_BYTES, MAX_SIZE, AttentionConfig
+from attntrace.errors import AttntraceError, ConfigError
+from attntrace.units import exact_count, format_terms
 
 if TYPE_CHECKING:
     import numpy as np
@@ -205,7 +205,8 @@ class Trace:
         """Shape of the step called ``name`` (an unknown name raises, listing the valid ones).
 
         >>> from attntrace import AttentionConfig, trace_attention
-        >>> trace_attention(AttentionConfig(batch=2, seq=3, hidden=768, heads=12), "shape").shape("scores")
+        >>> t = trace_attention(AttentionConfig(batch=2, seq=3, hidden=768, heads=12), "shape")
+        >>> t.shape("scores")
         (2, 12, 3, 3)
         """
         return self[name].shape
@@ -246,14 +247,14 @@ class Trace:
 
     @property
     def kv_cache_bytes_per_token(self) -> int:
-        """Bytes a KV cache stores per token and batch item: the K and V of every (kv-)head."""
-        k, v = self["k"], self["v"]
-        tokens = k.shape[-2] * (self.config.batch or 1)
-        return (k.nbytes + v.nbytes) // tokens
+        """Bytes a KV cache stores per token and batch item: the K and V of every (kv-)head
+        (:meth:`AttentionConfig.kv_cache_bytes`)."""
+        return self.config.kv_cache_bytes_per_token
 
     @property
     def score_bytes(self) -> int:
-        """Bytes of the attention scores held at once: (h, S, N) eager, one (h, Br, Bc) tile flash."""
+        """Bytes of the attention scores held at once: (h, S, N) eager, one (h, Br, Bc) tile
+        with flash."""
         return (self["scores"] if "scores" in self else self["s_tile"]).nbytes
 
     @property
@@ -309,6 +310,73 @@ class Trace:
             "kv_cache_bytes_per_token": self.kv_cache_bytes_per_token,
             "score_bytes": self.score_bytes,
         }
+
+
+#: Parameters one layer holds for every layer: T5's relative bias table lives in block 0 only.
+SHARED_PARAMS = frozenset({"rel_bias"})
+
+
+@dataclass(frozen=True, kw_only=True)
+class ModelFigures:
+    """The attention of a whole model of ``layers`` layers like the traced one: every layer's
+    parameters, the KV cache of every layer, and the FLOPs of one forward."""
+
+    layers: int  # L
+    batch: int  # B (1 for the unbatched layout)
+    keys: int  # N: tokens the cache holds (S for self-attention)
+    dtype: str  # the dtype of the cache and the parameters
+    params: int  # elements of all layers' attention parameters (a shared table counted once)
+    kv_cache_bytes: int  # L * B * N * 2 (k, v) * g * d * itemsize
+    flops: int  # L * the trace's FLOPs: one forward of every layer's attention
+
+    def to_dict(self) -> dict[str, Any]:
+        """The figures as plain JSON-ready values (``whole_model`` of ``--format json``).
+
+        >>> figures = ModelFigures(
+        ...     layers=2, batch=1, keys=4, dtype="float32", params=10, kv_cache_bytes=64, flops=7
+        ... )
+        >>> figures.to_dict()["macs"]
+        3.5
+        """
+        return {
+            "layers": self.layers,
+            "batch": self.batch,
+            "keys": self.keys,
+            "dtype": self.dtype,
+            "params": self.params,
+            "kv_cache_bytes": self.kv_cache_bytes,
+            "flops": self.flops,
+            "macs": exact_count(self.flops, "macs"),
+        }
+
+
+def model_figures(trace: Trace, layers: int) -> ModelFigures:
+    """Whole-model figures of ``layers`` layers like ``trace``'s: its FLOPs and parameters times
+    L (T5's shared bias table once), and the KV cache of every key of every layer.
+
+    >>> from attntrace import AttentionConfig, trace_attention
+    >>> config = AttentionConfig(batch=2, seq=8, hidden=64, heads=4, kv_heads=2)
+    >>> t = trace_attention(config, "shape")
+    >>> f = model_figures(t, 12)
+    >>> f.params == 12 * t.param_count, f.flops == 12 * t.total_flops
+    (True, True)
+    >>> f.kv_cache_bytes  # 12 layers * 2 items * 8 tokens * 2 (k, v) * 2 kv-heads * 16 * 4 B
+    49152
+    """
+    if isinstance(layers, bool) or not isinstance(layers, int) or not 1 <= layers <= MAX_SIZE:
+        raise ConfigError(f"--layers must be a whole number >= 1, got {layers!r}")
+    cfg = trace.config
+    shared = sum(p.numel for p in trace.parameters if p.name in SHARED_PARAMS)
+    batch = cfg.batch or 1
+    return ModelFigures(
+        layers=layers,
+        batch=batch,
+        keys=cfg.keys,
+        dtype=cfg.dtype,
+        params=layers * (trace.param_count - shared) + shared,
+        kv_cache_bytes=layers * cfg.kv_cache_bytes(tokens=batch * cfg.keys),
+        flops=layers * trace.total_flops,
+    )
 
 
 class UnknownStepError(AttntraceError, KeyError):

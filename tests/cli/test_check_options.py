@@ -19,9 +19,9 @@ from attntrace.tools.check import (
     check_expectations,
     load_spec,
     parse_expectation,
-    parse_shape,
     run_spec,
 )
+from attntrace.units import parse_shape
 
 runner = CliRunner()
 

@@ -10,7 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from attntrace import AttentionConfig, MemoryBudgetError, trace_attention
-from attntrace.engine.costs import SOFTMAX_FLOPS_PER_ELEMENT, format_terms
+from attntrace.engine.costs import SOFTMAX_FLOPS_PER_ELEMENT
+from attntrace.units import format_terms
 
 
 def closed_form(cfg: AttentionConfig) -> dict[str, int]:

@@ -17,7 +17,7 @@ from typer.testing import CliRunner
 from attntrace import AttentionConfig, trace_attention
 from attntrace.cli import app
 from attntrace.render.flow import BOX_H, BOX_W, inputs, layout, render_flow_svg
-from attntrace.render.table import format_axes, format_shape
+from attntrace.units import format_axes, format_shape
 from paths import REPO, SRC
 
 SVG = "{http://www.w3.org/2000/svg}"

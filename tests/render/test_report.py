@@ -101,7 +101,7 @@ def test_report_command_writes_the_file(tmp_path: Path) -> None:
 
 
 def test_report_shows_the_whole_model_of_layers_or_the_presets_layer_count(tmp_path: Path) -> None:
-    from attntrace.engine.costs import model_figures
+    from attntrace.trace import model_figures
 
     out = tmp_path / "report.html"
     result = runner.invoke(app, ["report", "--out", str(out), *ARGS, "--layers", "3"])

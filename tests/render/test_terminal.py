@@ -14,7 +14,8 @@ from typer.testing import CliRunner
 
 from attntrace import AttentionConfig, trace_attention
 from attntrace.cli import app
-from attntrace.render.table import format_axes, format_shape, wrap_op
+from attntrace.render.table import wrap_op
+from attntrace.units import format_axes, format_shape
 from paths import SRC
 
 runner = CliRunner()

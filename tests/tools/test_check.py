@@ -22,10 +22,10 @@ from attntrace.tools.check import (
     load_golden,
     load_spec,
     parse_expectation,
-    parse_shape,
     run_spec,
     summary,
 )
+from attntrace.units import parse_shape
 from paths import REPO
 
 runner = CliRunner()

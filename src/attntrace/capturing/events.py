@@ -10,7 +10,7 @@ from attntrace.capturing.source import Site
 Shape = tuple[int, ...]
 
 
-@dataclass
+@dataclass(kw_only=True)
 class Event:
     """One operation of the user's code as the hooks saw it (mutable while capturing).
 
@@ -41,7 +41,7 @@ class Operand:
     axes: tuple[str, ...]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Failure:
     """The operation that raised: where, what it was, its operands and the exception."""
 

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 from attntrace.capturing.axes import Mixing
 from attntrace.capturing.events import Event, Failure, Operand
+from attntrace.units import format_bytes
 
 _SHAPE_WORDS = (
     "shape",
@@ -88,7 +89,11 @@ def _memory(failure: Failure) -> Explanation:
     asked = re.search(r"allocate (\d+) bytes", text)
     size = re.search(r"allocate ([\d.]+ [KMGTPE]i?B)", text)
     amount = (
-        _bytes(int(asked.group(1))) if asked else size.group(1).replace(". ", " ") if size else ""
+        format_bytes(int(asked.group(1)))
+        if asked
+        else size.group(1).replace(". ", " ")
+        if size
+        else ""
     )  # numpy: "298. GiB"
     what = f"{amount}, more" if amount else "more memory"
     return Explanation(
@@ -97,17 +102,6 @@ def _memory(failure: Failure) -> Explanation:
         "scores grow with S², the other tensors with S",
         kind="out of memory",
     )
-
-
-def _bytes(n: int) -> str:
-    """``n`` bytes in binary units.
-
-    >>> _bytes(1280000000000)
-    '1.16 TiB'
-    """
-    from attntrace.engine.memory import format_bytes
-
-    return format_bytes(n)
 
 
 def is_shape_error(failure: Failure) -> bool:
@@ -384,7 +378,8 @@ def contradicted_notes(
 
     >>> from attntrace.capturing.source import Site
     >>> site = Site("a.py:4", "x.view(3, 8, 96)")
-    >>> split = Event(0, "view_1", "reshape", "view", (3, 8, 96), "float32", (None,), (), site)
+    >>> split = Event(index=0, name="view_1", kind="reshape", func="view", shape=(3, 8, 96),
+    ...               dtype="float32", inputs=(None,), input_shapes=(), site=site)
     >>> contradicted_notes({"h": 12, "d": 96}, [split], [("S", "h", "d")])
     ['--axes h=12, but h is 8 at a.py:4: x.view(3, 8, 96) makes (3, 8, 96) (S, h, d); the \
 axes are named by what the code does']

@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from attntrace.capturing import ops
+from attntrace.capturing import copies, ops
 from attntrace.capturing.record import Adapter, Recorder
 from attntrace.capturing.source import pass_through_folders, site_of, user_frame
 
@@ -69,31 +69,14 @@ def _wrap(value: Any) -> Any:
 
 
 def copy_shared(value: Any, memo: dict[int, Any]) -> np.ndarray:
-    """A copy of ``value``; arrays that are views of one buffer (a reshape, a transpose) get
-    views of one copy of that buffer (``memo`` holds the copies by buffer), so each buffer is
-    copied once.
+    """A copy of ``value`` (a traced array is copied as the ndarray it is), views of one buffer
+    sharing one copy of it: :func:`attntrace.capturing.copies.copy_shared`.
 
-    >>> a = np.arange(6.0).reshape(2, 3)
-    >>> memo = {}
-    >>> b, c = copy_shared(a, memo), copy_shared(a.T, memo)
-    >>> np.shares_memory(b, c), np.shares_memory(a, b), c.tolist()
-    (True, False, [[0.0, 3.0], [1.0, 4.0], [2.0, 5.0]])
+    >>> a = np.arange(6.0).reshape(2, 3).view(TracedArray)
+    >>> type(copy_shared(a, {})).__name__
+    'ndarray'
     """
-    plain = _plain(value)
-    owner = plain
-    while isinstance(owner.base, np.ndarray):
-        owner = owner.base
-    if owner is plain or not (owner.flags.c_contiguous or owner.flags.f_contiguous):
-        return _array(plain, copy=True)
-    if id(owner) not in memo:
-        copied = _array(owner, copy=True, order="K")
-        copied.flags.writeable = False  # shared by the views below: read-only
-        memo[id(owner)] = (owner, copied)
-    copied = memo[id(owner)][1]
-    offset = plain.__array_interface__["data"][0] - owner.__array_interface__["data"][0]
-    view = np.ndarray(plain.shape, plain.dtype, copied.data, offset, plain.strides)
-    view.flags.writeable = False
-    return view
+    return copies.copy_shared(_plain(value), memo)
 
 
 def numpy_adapter() -> Adapter:
@@ -103,12 +86,12 @@ def numpy_adapter() -> Adapter:
         return _array(_plain(a), copy=True)
 
     return Adapter(
-        lambda a: tuple(a.shape),
-        lambda a: str(a.dtype),
-        copy_shared,
-        lambda a, b: bool(_shares(_plain(a), _plain(b))),
-        copy,
-        lambda a: -1,
+        shape=lambda a: tuple(a.shape),
+        dtype=lambda a: str(a.dtype),
+        to_numpy=copy_shared,
+        shares=lambda a, b: bool(_shares(_plain(a), _plain(b))),
+        copy=copy,
+        version=lambda a: -1,
     )
 
 

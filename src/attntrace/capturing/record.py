@@ -61,7 +61,7 @@ _ITEMSIZE = {
 }
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Adapter:
     """How one array library's values are read: shape, dtype, numpy copy, shared memory."""
 
@@ -110,18 +110,18 @@ class Recorder:
         find it by ``key`` (the user's tensor, when ``out`` is a detached alias of it)."""
         index = len(self.events)
         event = Event(
-            index,
-            self._name(site, func, k),
-            kind,
-            func,
-            adapter.shape(out),
-            adapter.dtype(out),
-            tuple(self.lookup(o) for o in operands),
-            tuple(adapter.shape(o) for o in operands),
-            site,
-            dict(params or {}),
-            out if self.keep_values else None,
-            adapter.version(out),
+            index=index,
+            name=self._name(site, func, k),
+            kind=kind,
+            func=func,
+            shape=adapter.shape(out),
+            dtype=adapter.dtype(out),
+            inputs=tuple(self.lookup(o) for o in operands),
+            input_shapes=tuple(adapter.shape(o) for o in operands),
+            site=site,
+            params=dict(params or {}),
+            value=out if self.keep_values else None,
+            version=adapter.version(out),
         )
         self.events.append(event)
         key = out if key is None else key
@@ -163,7 +163,14 @@ class Recorder:
         """Remember the first operation that raised (axes are named when the trace is read)."""
         if self.failure is None:
             ops = tuple(Operand(n, s, ()) for n, s in operands)
-            self.failure = Failure(func, kind, site, ops, error, dict(params or {}))
+            self.failure = Failure(
+                func=func,
+                kind=kind,
+                site=site,
+                operands=ops,
+                error=error,
+                params=dict(params or {}),
+            )
 
     def operand_name(self, obj: object) -> str:
         index = self.lookup(obj)
@@ -212,7 +219,14 @@ class Capture:
         self._refresh()
         named = [(o.name, o.shape, self._axes_by_name(o.name, o.shape)) for o in fail.operands]
         operands = tuple(Operand(n, s, a) for n, s, a in named)
-        return Failure(fail.func, fail.kind, fail.site, operands, fail.error, fail.params)
+        return Failure(
+            func=fail.func,
+            kind=fail.kind,
+            site=fail.site,
+            operands=operands,
+            error=fail.error,
+            params=fail.params,
+        )
 
     def _axes_by_name(self, name: str, shape: Shape) -> tuple[str, ...]:
         from attntrace.capturing.axes import Sizes
@@ -268,11 +282,12 @@ class Capture:
         if e.value is None:
             return None
         adapter = self._adapters.get(id(type(e.value)))
-        if adapter is None or adapter.version(e.value) < 0:
-            from attntrace.capturing.numpy_hooks import copy_shared
+        if adapter is None:  # a plain ndarray: no hooks made it
+            from attntrace.capturing.copies import copy_shared
 
             return copy_shared(e.value, memo)
-        if e.version >= 0 and adapter.version(e.value) != e.version:
+        now = adapter.version(e.value)  # -1: the library keeps no version counter (numpy)
+        if now >= 0 and e.version >= 0 and now != e.version:
             return None  # changed in place where attntrace could not see it
         return adapter.to_numpy(e.value, memo)
 

@@ -25,7 +25,6 @@ class _Finder:
         self.events, self.axes = events, axes
         self.line: dict[int, str] = {}  # event -> lineage: x, x_kv, q, k, v, k_t, scores, …
         self.given: set[str] = set()
-        self.projections = 0
 
     def role(self, e: Event) -> str:
         ins = [self.line.get(i, "") if i is not None else "" for i in e.inputs]

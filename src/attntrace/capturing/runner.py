@@ -410,7 +410,9 @@ def _params(inputs: Inputs, hidden: int, torch_side: bool) -> dict[str, Any]:
     from attntrace.engine.inputs import random_sources
 
     dtype = "float32" if inputs.dtype == "bfloat16" else inputs.dtype
-    config = AttentionConfig(inputs.batch, inputs.seq, hidden, 1, dtype, inputs.seed)
+    config = AttentionConfig(
+        batch=inputs.batch, seq=inputs.seq, hidden=hidden, heads=1, dtype=dtype, seed=inputs.seed
+    )
     made = {k: s.make() for k, s in random_sources(config).items() if k != "x"}
     if not torch_side:
         return made
@@ -429,7 +431,7 @@ def _width(call: Any) -> int:
     torch = sys.modules.get("torch")
     if torch is None or not isinstance(call, torch.nn.Module):
         return 768
-    from attntrace.diffing.layer import state_dict_weights
+    from attntrace.files.schemes import state_dict_weights
 
     try:
         weights = state_dict_weights(call)

@@ -315,10 +315,10 @@ def torch_adapter() -> Adapter:
         return int(t._version)
 
     return Adapter(
-        lambda t: tuple(t.shape),
-        lambda t: str(t.dtype).removeprefix("torch."),
-        to_numpy,
-        shares,
-        copy,
-        version,
+        shape=lambda t: tuple(t.shape),
+        dtype=lambda t: str(t.dtype).removeprefix("torch."),
+        to_numpy=to_numpy,
+        shares=shares,
+        copy=copy,
+        version=version,
     )

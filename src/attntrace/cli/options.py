@@ -127,7 +127,8 @@ Seq = Annotated[int, typer.Option(help="S, sequence length (tokens).", rich_help
 Hidden = Annotated[
     int | None,
     typer.Option(
-        help="H, model width; must be divisible by --heads unless --head-dim is set \\[default: 768, or the preset's].",
+        help="H, model width; must be divisible by --heads unless --head-dim is set "
+        "\\[default: 768, or the preset's].",
         rich_help_panel=SIZES,
         show_default=False,
     ),
@@ -143,21 +144,24 @@ Heads = Annotated[
 KvSeq = Annotated[
     int | None,
     typer.Option(
-        help="N: cross-attention, keys and values from a second input of N tokens; scores (h, S, N).",
+        help="N: cross-attention, keys and values from a second input of N tokens; "
+        "scores (h, S, N).",
         rich_help_panel=VARIANTS,
     ),
 ]
 KvHidden = Annotated[
     int | None,
     typer.Option(
-        help="M: width of the key/value input (kdim/vdim of nn.MultiheadAttention); implies cross-attention.",
+        help="M: width of the key/value input (kdim/vdim of nn.MultiheadAttention); implies "
+        "cross-attention.",
         rich_help_panel=VARIANTS,
     ),
 ]
 KvHeads = Annotated[
     int | None,
     typer.Option(
-        help="g: key/value heads, dividing --heads (grouped-query; 1 = multi-query); adds k_rep, v_rep and the KV-cache bytes per token.",
+        help="g: key/value heads, dividing --heads (grouped-query; 1 = multi-query); "
+        "adds k_rep, v_rep and the KV-cache bytes per token.",
         rich_help_panel=VARIANTS,
     ),
 ]
@@ -181,7 +185,8 @@ Causal = Annotated[
     bool | None,
     typer.Option(
         "--causal/--no-causal",
-        help="Query i attends keys 0..i (top-left aligned, as SDPA's is_causal); adds mask, masked.",
+        help="Query i attends keys 0..i (top-left aligned, as SDPA's is_causal); "
+        "adds mask, masked.",
         rich_help_panel=VARIANTS,
         show_default=False,
     ),
@@ -189,7 +194,8 @@ Causal = Annotated[
 KeyLengths = Annotated[
     str | None,
     typer.Option(
-        help="Valid keys per batch item, e.g. 3,2 (needs --batch): a key padding mask (B, 1, 1, N).",
+        help="Valid keys per batch item, e.g. 3,2 (needs --batch): a key padding mask "
+        "(B, 1, 1, N).",
         rich_help_panel=VARIANTS,
     ),
 ]
@@ -197,7 +203,9 @@ MaskFile = Annotated[
     Path | None,
     typer.Option(
         "--mask",
-        help="A .npy mask broadcasting to the scores (B, h, S, N): booleans, True = attend (as SDPA; nn.MultiheadAttention's key_padding_mask is the opposite), or floats added to the scores.",
+        help="A .npy mask broadcasting to the scores (B, h, S, N): booleans, True = attend (as "
+        "SDPA; nn.MultiheadAttention's key_padding_mask is the opposite), or floats added to "
+        "the scores.",
         rich_help_panel=VARIANTS,
         dir_okay=False,
     ),
@@ -206,7 +214,8 @@ Rope = Annotated[
     bool | None,
     typer.Option(
         "--rope/--no-rope",
-        help="Rotary position embedding on q and k (Llama convention); adds rope_cos, rope_sin, q_rot, k_rot.",
+        help="Rotary position embedding on q and k (Llama convention); "
+        "adds rope_cos, rope_sin, q_rot, k_rot.",
         rich_help_panel=VARIANTS,
         show_default=False,
     ),
@@ -241,8 +250,8 @@ RopeScaling = Annotated[
     str | None,
     typer.Option(
         help="RoPE scaling: llama3 (Llama 3.1 defaults), linear:factor=F, dynamic:factor=F,"
-        "max_position_embeddings=P, yarn:factor=F,original_max_position_embeddings=P (key=value as in "
-        "a config's rope_scaling).",
+        "max_position_embeddings=P, yarn:factor=F,original_max_position_embeddings=P "
+        "(key=value as in a config's rope_scaling).",
         rich_help_panel=VARIANTS,
     ),
 ]
@@ -318,7 +327,8 @@ HfConfig = Annotated[
 Backend = Annotated[
     BackendName,
     typer.Option(
-        help="numpy (default), torch (pip install 'attntrace\\[torch]'), or shape (shapes only, any size)."
+        help="numpy (default), torch (pip install 'attntrace\\[torch]'), or shape (shapes "
+        "only, any size).",
     ),
 ]
 DType = Annotated[DTypeName, typer.Option(help="Element type; bfloat16 needs --backend torch.")]
@@ -404,8 +414,8 @@ Format = Annotated[
         "--format",
         "-f",
         help="table (Rich, for people), or one document on stdout for scripts: json "
-        "(schema attntrace.trace/1), csv (one row per step), markdown; svg or html: the table view as "
-        "a picture (100 columns).",
+        "(schema attntrace.trace/1), csv (one row per step), markdown; svg or html: the table "
+        "view as a picture (100 columns).",
         rich_help_panel=OUTPUT,
     ),
 ]
@@ -453,9 +463,8 @@ Expect = Annotated[
         "-e",
         metavar="STEP=SHAPE",
         autocompletion=complete_step,
-        help="Expected shape of "
-        "a step, repeatable: scores=12,3,3, scores=12x3x3 or with axis letters scores=h,S,S (B S N M "
-        "H h g d, Br Bc with flash) and products k_proj=S,g*d.",
+        help="Expected shape of a step, repeatable: scores=12,3,3, scores=12x3x3 or with axis "
+        "letters scores=h,S,S (B S N M H h g d, Br Bc with flash) and products k_proj=S,g*d.",
         rich_help_panel=CHECKS,
         show_default=False,
     ),
@@ -491,7 +500,8 @@ Spec = Annotated[
     Path | None,
     typer.Option(
         metavar="FILE.toml",
-        help="Check many configs at once; each \\[config.NAME] table gives sizes, variants or a preset, and an expect table. Replaces the size options.",
+        help="Check many configs at once; each \\[config.NAME] table gives sizes, variants or a "
+        "preset, and an expect table. Replaces the size options.",
         rich_help_panel=CHECKS,
         show_default=False,
     ),
@@ -514,8 +524,8 @@ Threads = Annotated[
 BlockSize = Annotated[
     int | None,
     typer.Option(
-        help="flash: rows of a query block (Br) and of a key/value block (Bc) \\[default: Br = 128, "
-        "Bc as many keys as fit a 2 MiB tile].",
+        help="flash: rows of a query block (Br) and of a key/value block (Bc) \\[default: Br = "
+        "128, Bc as many keys as fit a 2 MiB tile].",
         rich_help_panel=COST,
         show_default=False,
     ),
@@ -537,13 +547,15 @@ Count = Annotated[
 Scale = Annotated[
     str,
     typer.Option(
-        help="Factor on the scores: sqrt (1/√d, the paper), none (unscaled, as the study notes' worked example) or a number."
+        help="Factor on the scores: sqrt (1/√d, the paper), none (unscaled, as the study "
+        "notes' worked example) or a number.",
     ),
 ]
 Weights = Annotated[
     Path | None,
     typer.Option(
-        help="Projection weights: .npz, .safetensors, .pt/.pth/.bin (attntrace, nn.MultiheadAttention, q_proj/o_proj or BERT names); sets --hidden.",
+        help="Projection weights: .npz, .safetensors, .pt/.pth/.bin (attntrace, "
+        "nn.MultiheadAttention, q_proj/o_proj or BERT names); sets --hidden.",
         rich_help_panel=FILES,
     ),
 ]

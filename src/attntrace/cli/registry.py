@@ -10,24 +10,34 @@ from __future__ import annotations
 
 import importlib
 import sys
-from collections.abc import Iterator, MutableMapping
-from typing import Any
+from collections.abc import Callable, Iterator, MutableMapping
+from typing import TYPE_CHECKING, Any
 
 from typer import _click as click
 from typer.core import TyperGroup
 
 from attntrace.cli.root import COMMANDS, CommandSpec
 
-__all__ = ["COMMANDS", "AttntraceGroup", "CommandSpec", "LazyCommands", "flow", "load_command"]
+if TYPE_CHECKING:
+    import typer
+
+__all__ = [
+    "COMMANDS",
+    "AttntraceGroup",
+    "CommandSpec",
+    "LazyCommands",
+    "bound_group",
+    "flow",
+    "load_command",
+]
 
 
-def load_command(name: str, group: TyperGroup) -> click.Command | None:
-    """Import ``name``'s module (it registers the command on the app) and build its click
-    command the way Typer builds every command of a group."""
+def load_command(name: str, group: AttntraceGroup) -> click.Command | None:
+    """Import ``name``'s module (it registers the command on the group's app) and build its
+    click command the way Typer builds every command of a group."""
     import typer.main
 
-    from attntrace.cli.typer_app import app
-
+    app = group.typer_app()
     spec = COMMANDS.get(name)
     if spec is None:
         return None
@@ -80,7 +90,7 @@ def flow(text: str | None) -> str | None:
 class LazyCommands(MutableMapping[str, click.Command]):
     """The group's commands: every name known at once, each command built on first access."""
 
-    def __init__(self, group: TyperGroup, built: MutableMapping[str, click.Command]) -> None:
+    def __init__(self, group: AttntraceGroup, built: MutableMapping[str, click.Command]) -> None:
         self.group = group
         # commands whose module was imported before the group was made come built by Typer
         self.built = {name: flowed(command) for name, command in built.items()}
@@ -112,7 +122,8 @@ class LazyCommands(MutableMapping[str, click.Command]):
 
 class AttntraceGroup(TyperGroup):
     """Typer's group with lazy commands and a top-level help drawn without Rich (where
-    :func:`attntrace.cli.fast_help.verified`).
+    :func:`attntrace.cli.fast_help.verified`); the app whose commands it builds comes from
+    :func:`bound_group` (the registry never imports the app).
 
     >>> import typer.main
     >>> from attntrace.cli import app
@@ -120,6 +131,11 @@ class AttntraceGroup(TyperGroup):
     >>> group.list_commands(None)[:3], group.get_command(None, "presets").name
     (['run', 'trace', 'check'], 'presets')
     """
+
+    @staticmethod
+    def typer_app() -> typer.Typer:
+        """The Typer application the commands register on (given by :func:`bound_group`)."""
+        raise NotImplementedError("make the group class with bound_group(lambda: app)")
 
     def __init__(self, **attrs: Any) -> None:
         super().__init__(**attrs)
@@ -146,3 +162,17 @@ class AttntraceGroup(TyperGroup):
             for name in self.commands
         ]
         sys.stdout.write(root_help(self, ctx, summaries))
+
+
+def bound_group(application: Callable[[], typer.Typer]) -> type[AttntraceGroup]:
+    """The group class of the app that ``application()`` returns, read when a command is first
+    built (after the app exists): ``typer.Typer(cls=bound_group(lambda: app))``.
+
+    >>> bound_group(lambda: None).typer_app() is None
+    True
+    """
+
+    class Bound(AttntraceGroup):
+        typer_app = staticmethod(application)
+
+    return Bound

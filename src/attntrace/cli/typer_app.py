@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Annotated, ParamSpec, TypeVar
 
 import typer
 
-from attntrace.cli.registry import AttntraceGroup
+from attntrace.cli.registry import bound_group
 from attntrace.cli.root import EPILOG, HELP, HELP_NAMES, VERSION_HELP
 from attntrace.errors import EXIT_INTERNAL, EXIT_USAGE, AttntraceError
 
@@ -27,9 +27,10 @@ BUG_REPORT = (
     "please report it with the command you ran"
 )
 
-app = typer.Typer(
+app: typer.Typer = typer.Typer(
     name="attntrace",
-    cls=AttntraceGroup,  # commands imported when used; --help drawn without importing Rich
+    # commands imported when used; --help drawn without importing Rich
+    cls=bound_group(lambda: app),
     help=HELP,
     epilog=EPILOG,
     no_args_is_help=True,

@@ -18,6 +18,7 @@ from dataclasses import asdict, dataclass
 from dataclasses import fields as dataclass_fields
 from typing import Any, NamedTuple
 
+from attntrace.config.variants import parse_relative_bias, parse_rope_scaling
 from attntrace.errors import ConfigError
 
 #: Bytes per element of every dtype attntrace knows; backends support a subset.
@@ -138,7 +139,8 @@ class AttentionConfig:
         if self.head_dim_override is None and self.hidden % self.heads:
             raise ConfigError(
                 f"--hidden {self.hidden} is not divisible by --heads {self.heads}; "
-                f"valid head counts for hidden {self.hidden}: {_nearby_divisors(self.hidden, self.heads)} "
+                f"valid head counts for hidden {self.hidden}: "
+                f"{_nearby_divisors(self.hidden, self.heads)} "
                 "(or set --head-dim)"
             )
         self._check_variants()
@@ -157,8 +159,6 @@ class AttentionConfig:
         if self.rope_style != "half" and not self.rope:
             raise ConfigError("--rope-style interleaved pairs the dims RoPE rotates; add --rope")
         if self.rope_scaling is not None:
-            from attntrace.engine.rope import parse_rope_scaling
-
             parse_rope_scaling(self.rope_scaling)
         if r is not None and (
             isinstance(r, bool) or not isinstance(r, int) or r < 2 or r % 2 or r > self.head_dim
@@ -171,8 +171,6 @@ class AttentionConfig:
         if self.qk_norm not in (None, "head", "full"):
             raise ConfigError(f"--qk-norm must be head or full, got {self.qk_norm!r}")
         if self.relative_bias is not None:
-            from attntrace.engine.relative import parse_relative_bias
-
             parse_relative_bias(self.relative_bias)
 
     def _check_sizes(self) -> None:
@@ -355,10 +353,20 @@ class AttentionConfig:
         """Bytes of one element in ``dtype``."""
         return DTYPE_BYTES[self.dtype]
 
+    def kv_cache_bytes(self, tokens: int = 1, dtype: str | None = None) -> int:
+        """Bytes a KV cache of ``tokens`` tokens stores per layer: k and v, g heads of d values
+        each, in ``dtype`` (default: the config's). The one definition of the KV-cache figure.
+
+        >>> cfg = AttentionConfig(hidden=4096, heads=32, kv_heads=8)
+        >>> cfg.kv_cache_bytes(), cfg.kv_cache_bytes(tokens=10, dtype="float16")
+        (8192, 40960)
+        """
+        return 2 * self.groups * self.head_dim * DTYPE_BYTES[dtype or self.dtype] * tokens
+
     @property
     def kv_cache_bytes_per_token(self) -> int:
-        """Bytes a KV cache stores per token and layer: k and v, g heads of d values each."""
-        return 2 * self.groups * self.head_dim * self.itemsize
+        """Bytes a KV cache stores per token and layer: :meth:`kv_cache_bytes` of one token."""
+        return self.kv_cache_bytes()
 
     def labels(self) -> AxisLabels:
         """The axis labels of keys, kv-heads and projection widths in this config.
@@ -370,11 +378,11 @@ class AttentionConfig:
         q_width = "H" if h * d == H else "h·d"
         kv_width = q_width if not self.grouped else "H" if g * d == H else "g·d"
         return AxisLabels(
-            "N" if self.kv_seq is not None else "S",
-            "g" if self.grouped else "h",
-            "M" if self.kv_hidden is not None else "H",
-            q_width,
-            kv_width,
+            keys="N" if self.kv_seq is not None else "S",
+            kv_heads="g" if self.grouped else "h",
+            kv_in="M" if self.kv_hidden is not None else "H",
+            q_width=q_width,
+            kv_width=kv_width,
         )
 
     def axis_sizes(self) -> dict[str, int]:

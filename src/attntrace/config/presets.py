@@ -11,11 +11,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from dataclasses import fields as dataclass_fields
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from attntrace.config.attention_config import AttentionConfig
-from attntrace.engine.costs import ModelFigures
 from attntrace.errors import ConfigError, InputFileError
+
+if TYPE_CHECKING:
+    from attntrace.trace import ModelFigures
 
 
 @dataclass(frozen=True)
@@ -81,7 +83,7 @@ class Preset:
     ) -> ModelFigures | None:
         """Whole-model attention figures over all ``layers`` at ``seq`` tokens (default: the
         context length) and ``batch`` in ``dtype``, from a shape-only trace of one layer (the
-        figures ``run --layers`` shows: :func:`attntrace.engine.costs.model_figures`); None when the
+        figures ``run --layers`` shows: :func:`attntrace.trace.model_figures`); None when the
         layer count is not known.
 
         >>> f = PRESETS["llama-3.1-8b"].model_figures()
@@ -90,19 +92,30 @@ class Preset:
         """
         if self.layers is None:
             return None
+        # the one import of the engine by config/ (docs/architecture.md): at call time only
         from attntrace.engine.attention import trace_attention
-        from attntrace.engine.costs import model_figures
+        from attntrace.trace import model_figures
 
         n = seq if seq is not None else self.max_positions or 1
-        config = AttentionConfig(
-            **{**self.config_fields(), "seq": n, "batch": batch, "dtype": dtype}
-        )
+        config = self.attention_config(seq=n, batch=batch, dtype=dtype)
         return model_figures(trace_attention(config, "shape"), self.layers)
+
+    def attention_config(self, **overrides: Any) -> AttentionConfig:
+        """The AttentionConfig of this preset, with ``overrides`` (``seq=8``...).
+
+        >>> PRESETS["gpt2"].attention_config(seq=8).causal
+        True
+        """
+        return AttentionConfig(**{**self.config_fields(), **overrides})
 
     @property
     def kv_cache_bytes_per_token(self) -> int:
-        """KV-cache bytes per token and layer in float16 (2 bytes): 2 * g * d * 2."""
-        return 2 * self.kv_heads * self.head_dim * 2
+        """KV-cache bytes per token and layer in float16: :meth:`AttentionConfig.kv_cache_bytes`.
+
+        >>> PRESETS["llama-3-8b"].kv_cache_bytes_per_token  # 2 (k, v) * 8 * 128 * 2 B
+        4096
+        """
+        return self.attention_config().kv_cache_bytes(dtype="float16")
 
 
 #: Llama 3.1's rope_scaling (8B and 70B), as --rope-scaling takes it.
@@ -114,94 +127,177 @@ _LLAMA31 = (
 _PRESETS = (
     # google-bert/bert-base-uncased: hidden_size 768, num_attention_heads 12,
     # max_position_embeddings 512, position_embedding_type "absolute" (no head_dim, no kv heads)
-    Preset("bert-base", "google-bert/bert-base-uncased", 768, 12, 12, 64, None, 512, False, True),
-    # google-bert/bert-large-uncased: hidden_size 1024, num_attention_heads 16, max_position_embeddings 512
     Preset(
-        "bert-large", "google-bert/bert-large-uncased", 1024, 16, 16, 64, None, 512, False, True
+        name="bert-base",
+        repo="google-bert/bert-base-uncased",
+        hidden=768,
+        heads=12,
+        kv_heads=12,
+        head_dim=64,
+        rope_theta=None,
+        max_positions=512,
+        causal=False,
+        bias=True,
+    ),
+    # google-bert/bert-large-uncased: hidden_size 1024, num_attention_heads 16,
+    # max_position_embeddings 512
+    Preset(
+        name="bert-large",
+        repo="google-bert/bert-large-uncased",
+        hidden=1024,
+        heads=16,
+        kv_heads=16,
+        head_dim=64,
+        rope_theta=None,
+        max_positions=512,
+        causal=False,
+        bias=True,
     ),
     # openai-community/gpt2: n_embd 768, n_head 12, n_positions 1024 (c_attn has a bias)
-    Preset("gpt2", "openai-community/gpt2", 768, 12, 12, 64, None, 1024, True, True),
+    Preset(
+        name="gpt2",
+        repo="openai-community/gpt2",
+        hidden=768,
+        heads=12,
+        kv_heads=12,
+        head_dim=64,
+        rope_theta=None,
+        max_positions=1024,
+        causal=True,
+        bias=True,
+    ),
     # openai-community/gpt2-xl: n_embd 1600, n_head 25, n_positions 1024
-    Preset("gpt2-xl", "openai-community/gpt2-xl", 1600, 25, 25, 64, None, 1024, True, True),
+    Preset(
+        name="gpt2-xl",
+        repo="openai-community/gpt2-xl",
+        hidden=1600,
+        heads=25,
+        kv_heads=25,
+        head_dim=64,
+        rope_theta=None,
+        max_positions=1024,
+        causal=True,
+        bias=True,
+    ),
     # google-t5/t5-base: d_model 768, num_heads 12, d_kv 64, n_positions 512 (relative position
     # buckets: relative_attention_num_buckets 32, relative_attention_max_distance 128 by default);
     # T5's linear layers have no bias and its scores are not scaled
     Preset(
-        "t5-base",
-        "google-t5/t5-base",
-        768,
-        12,
-        12,
-        64,
-        None,
-        512,
-        False,
-        False,
+        name="t5-base",
+        repo="google-t5/t5-base",
+        hidden=768,
+        heads=12,
+        kv_heads=12,
+        head_dim=64,
+        rope_theta=None,
+        max_positions=512,
+        causal=False,
+        bias=False,
         scale=1.0,
         relative_bias="32,128",
     ),
     # google-t5/t5-3b: d_model 1024, num_heads 32, d_kv 128 -> h·d = 4096 != d_model
     Preset(
-        "t5-3b",
-        "google-t5/t5-3b",
-        1024,
-        32,
-        32,
-        128,
-        None,
-        512,
-        False,
-        False,
+        name="t5-3b",
+        repo="google-t5/t5-3b",
+        hidden=1024,
+        heads=32,
+        kv_heads=32,
+        head_dim=128,
+        rope_theta=None,
+        max_positions=512,
+        causal=False,
+        bias=False,
         scale=1.0,
         relative_bias="32,128",
     ),
     # meta-llama/Llama-2-7b-hf: hidden_size 4096, num_attention_heads 32, num_key_value_heads 32,
     # max_position_embeddings 4096, no rope_theta (LlamaConfig default 10000.0), no attention bias
-    Preset("llama-2-7b", "meta-llama/Llama-2-7b-hf", 4096, 32, 32, 128, 10000.0, 4096, True, False),
+    Preset(
+        name="llama-2-7b",
+        repo="meta-llama/Llama-2-7b-hf",
+        hidden=4096,
+        heads=32,
+        kv_heads=32,
+        head_dim=128,
+        rope_theta=10000.0,
+        max_positions=4096,
+        causal=True,
+        bias=False,
+    ),
     # meta-llama/Meta-Llama-3-8B: hidden_size 4096, num_attention_heads 32, num_key_value_heads 8,
     # max_position_embeddings 8192, rope_theta 500000.0, attention_bias false
     Preset(
-        "llama-3-8b", "meta-llama/Meta-Llama-3-8B", 4096, 32, 8, 128, 500000.0, 8192, True, False
+        name="llama-3-8b",
+        repo="meta-llama/Meta-Llama-3-8B",
+        hidden=4096,
+        heads=32,
+        kv_heads=8,
+        head_dim=128,
+        rope_theta=500000.0,
+        max_positions=8192,
+        causal=True,
+        bias=False,
     ),
     # meta-llama/Meta-Llama-3-70B: hidden_size 8192, num_attention_heads 64, num_key_value_heads 8,
     # max_position_embeddings 8192, rope_theta 500000.0, attention_bias false
     Preset(
-        "llama-3-70b", "meta-llama/Meta-Llama-3-70B", 8192, 64, 8, 128, 500000.0, 8192, True, False
+        name="llama-3-70b",
+        repo="meta-llama/Meta-Llama-3-70B",
+        hidden=8192,
+        heads=64,
+        kv_heads=8,
+        head_dim=128,
+        rope_theta=500000.0,
+        max_positions=8192,
+        causal=True,
+        bias=False,
     ),
     # mistralai/Mistral-7B-v0.1: hidden_size 4096, num_attention_heads 32, num_key_value_heads 8,
     # max_position_embeddings 32768, rope_theta 10000.0, sliding_window 4096
     Preset(
-        "mistral-7b",
-        "mistralai/Mistral-7B-v0.1",
-        4096,
-        32,
-        8,
-        128,
-        10000.0,
-        32768,
-        True,
-        False,
+        name="mistral-7b",
+        repo="mistralai/Mistral-7B-v0.1",
+        hidden=4096,
+        heads=32,
+        kv_heads=8,
+        head_dim=128,
+        rope_theta=10000.0,
+        max_positions=32768,
+        causal=True,
+        bias=False,
         window=4096,
     ),
     # Qwen/Qwen2-7B: hidden_size 3584, num_attention_heads 28, num_key_value_heads 4,
     # max_position_embeddings 131072, rope_theta 1000000.0; q/k/v have biases, o_proj has none
     Preset(
-        "qwen2-7b",
-        "Qwen/Qwen2-7B",
-        3584,
-        28,
-        4,
-        128,
-        1000000.0,
-        131072,
-        True,
-        True,
-        "o_proj has no bias (attntrace's biases are all or none)",
+        name="qwen2-7b",
+        repo="Qwen/Qwen2-7B",
+        hidden=3584,
+        heads=28,
+        kv_heads=4,
+        head_dim=128,
+        rope_theta=1000000.0,
+        max_positions=131072,
+        causal=True,
+        bias=True,
+        note="o_proj has no bias (attntrace's biases are all or none)",
     ),
     # google/gemma-7b: hidden_size 3072, num_attention_heads 16, num_key_value_heads 16,
     # head_dim 256 -> h·d = 4096 != hidden_size, max_position_embeddings 8192, rope_theta 10000.0,
     # attention_bias false
-    Preset("gemma-7b", "google/gemma-7b", 3072, 16, 16, 256, 10000.0, 8192, True, False),
+    Preset(
+        name="gemma-7b",
+        repo="google/gemma-7b",
+        hidden=3072,
+        heads=16,
+        kv_heads=16,
+        head_dim=256,
+        rope_theta=10000.0,
+        max_positions=8192,
+        causal=True,
+        bias=False,
+    ),
     # --- models in use now (issue 12); each from the repository's config.json ---
     # meta-llama/Llama-3.1-8B: hidden_size 4096, num_attention_heads 32, num_key_value_heads 8,
     # head_dim 128, max_position_embeddings 131072, rope_theta 500000.0, num_hidden_layers 32,
@@ -210,16 +306,16 @@ _PRESETS = (
     # checked against the config.json quoted in citsjtu2020/LLM-Prof sglang/Model_Config.md
     # (every field above but head_dim, absent there: 4096 / 32 = 128)
     Preset(
-        "llama-3.1-8b",
-        "meta-llama/Llama-3.1-8B",
-        4096,
-        32,
-        8,
-        128,
-        500000.0,
-        131072,
-        True,
-        False,
+        name="llama-3.1-8b",
+        repo="meta-llama/Llama-3.1-8B",
+        hidden=4096,
+        heads=32,
+        kv_heads=8,
+        head_dim=128,
+        rope_theta=500000.0,
+        max_positions=131072,
+        causal=True,
+        bias=False,
         rope_scaling=_LLAMA31,
         layers=32,
     ),
@@ -229,16 +325,16 @@ _PRESETS = (
     # huggingface.co/meta-llama/Meta-Llama-3.1-70B/blob/main/config.json (80 layers, 64/8 heads,
     # 8192 wide, block 131072, base 500000, llama3 factor 8, 1, 4, 8192)
     Preset(
-        "llama-3.1-70b",
-        "meta-llama/Llama-3.1-70B",
-        8192,
-        64,
-        8,
-        128,
-        500000.0,
-        131072,
-        True,
-        False,
+        name="llama-3.1-70b",
+        repo="meta-llama/Llama-3.1-70B",
+        hidden=8192,
+        heads=64,
+        kv_heads=8,
+        head_dim=128,
+        rope_theta=500000.0,
+        max_positions=131072,
+        causal=True,
+        bias=False,
         rope_scaling=_LLAMA31,
         layers=80,
     ),
@@ -249,16 +345,16 @@ _PRESETS = (
     # checked against the config.json quoted in kevinstephano/thunder_model_blocks
     # hf_llama/llama_config.py (Llama-3.2-1B-Instruct, same architecture)
     Preset(
-        "llama-3.2-1b",
-        "meta-llama/Llama-3.2-1B",
-        2048,
-        32,
-        8,
-        64,
-        500000.0,
-        131072,
-        True,
-        False,
+        name="llama-3.2-1b",
+        repo="meta-llama/Llama-3.2-1B",
+        hidden=2048,
+        heads=32,
+        kv_heads=8,
+        head_dim=64,
+        rope_theta=500000.0,
+        max_positions=131072,
+        causal=True,
+        bias=False,
         rope_scaling="llama3:factor=32.0,low_freq_factor=1.0,high_freq_factor=4.0,"
         "original_max_position_embeddings=8192.0",
         layers=16,
@@ -269,17 +365,17 @@ _PRESETS = (
     # checked against a public transformers.Qwen2Config copied "From
     # https://huggingface.co/Qwen/Qwen2.5-7B/blob/main/config.json" and litgpt's Qwen2.5-7B
     Preset(
-        "qwen2.5-7b",
-        "Qwen/Qwen2.5-7B",
-        3584,
-        28,
-        4,
-        128,
-        1000000.0,
-        131072,
-        True,
-        True,
-        "o_proj has no bias (attntrace's biases are all or none)",
+        name="qwen2.5-7b",
+        repo="Qwen/Qwen2.5-7B",
+        hidden=3584,
+        heads=28,
+        kv_heads=4,
+        head_dim=128,
+        rope_theta=1000000.0,
+        max_positions=131072,
+        causal=True,
+        bias=True,
+        note="o_proj has no bias (attntrace's biases are all or none)",
         layers=28,
     ),
     # Qwen/Qwen3-8B: hidden_size 4096, num_attention_heads 32, num_key_value_heads 8, head_dim 128,
@@ -288,16 +384,16 @@ _PRESETS = (
     # checked against a public test's Qwen3Config copied from
     # https://huggingface.co/Qwen/Qwen3-8B/blob/main/config.json (all fields above)
     Preset(
-        "qwen3-8b",
-        "Qwen/Qwen3-8B",
-        4096,
-        32,
-        8,
-        128,
-        1000000.0,
-        40960,
-        True,
-        False,
+        name="qwen3-8b",
+        repo="Qwen/Qwen3-8B",
+        hidden=4096,
+        heads=32,
+        kv_heads=8,
+        head_dim=128,
+        rope_theta=1000000.0,
+        max_positions=40960,
+        causal=True,
+        bias=False,
         layers=36,
         qk_norm="head",
         qk_norm_eps=1e-6,
@@ -311,17 +407,17 @@ _PRESETS = (
     # transformers' PaliGemma 2 converter (9b: query_pre_attn_scalar 256); maxtext's 224 is not
     # the Hub file's value
     Preset(
-        "gemma-2-9b",
-        "google/gemma-2-9b",
-        3584,
-        16,
-        8,
-        256,
-        10000.0,
-        8192,
-        True,
-        False,
-        "even layers slide over 4096 keys: add --window 4096 for them",
+        name="gemma-2-9b",
+        repo="google/gemma-2-9b",
+        hidden=3584,
+        heads=16,
+        kv_heads=8,
+        head_dim=256,
+        rope_theta=10000.0,
+        max_positions=8192,
+        causal=True,
+        bias=False,
+        note="even layers slide over 4096 keys: add --window 4096 for them",
         softcap=50.0,
         layers=42,
     ),
@@ -334,17 +430,17 @@ _PRESETS = (
     # checked against a public Gemma 3 text_config that "match[es] google/gemma-3-4b-pt" and a
     # gemma3_text 4B test config with rope_scaling {factor 8.0, rope_type linear}
     Preset(
-        "gemma-3-4b",
-        "google/gemma-3-4b-pt",
-        2560,
-        8,
-        4,
-        256,
-        1000000.0,
-        131072,
-        True,
-        False,
-        "sliding layers (5 of 6): --window 1024 --rope-base 10000, no scaling",
+        name="gemma-3-4b",
+        repo="google/gemma-3-4b-pt",
+        hidden=2560,
+        heads=8,
+        kv_heads=4,
+        head_dim=256,
+        rope_theta=1000000.0,
+        max_positions=131072,
+        causal=True,
+        bias=False,
+        note="sliding layers (5 of 6): --window 1024 --rope-base 10000, no scaling",
         rope_scaling="linear:factor=8.0",
         layers=34,
         qk_norm="head",
@@ -359,16 +455,16 @@ _PRESETS = (
     # huggingface.co/mistralai/Mistral-7B-v0.3/blob/main/config.json and sets rope_base=1000000
     # (block_size 32768, n_layer 32, n_query_groups 8, bias False), as the v0.2 model card says
     Preset(
-        "mistral-7b-v0.3",
-        "mistralai/Mistral-7B-v0.3",
-        4096,
-        32,
-        8,
-        128,
-        1000000.0,
-        32768,
-        True,
-        False,
+        name="mistral-7b-v0.3",
+        repo="mistralai/Mistral-7B-v0.3",
+        hidden=4096,
+        heads=32,
+        kv_heads=8,
+        head_dim=128,
+        rope_theta=1000000.0,
+        max_positions=32768,
+        causal=True,
+        bias=False,
         layers=32,
     ),
     # microsoft/Phi-3-mini-4k-instruct: hidden_size 3072, num_attention_heads 32,
@@ -377,16 +473,16 @@ _PRESETS = (
     # checked against several public copies of this repository's config.json (all fields above,
     # attention_bias false)
     Preset(
-        "phi-3-mini",
-        "microsoft/Phi-3-mini-4k-instruct",
-        3072,
-        32,
-        32,
-        96,
-        10000.0,
-        4096,
-        True,
-        False,
+        name="phi-3-mini",
+        repo="microsoft/Phi-3-mini-4k-instruct",
+        hidden=3072,
+        heads=32,
+        kv_heads=32,
+        head_dim=96,
+        rope_theta=10000.0,
+        max_positions=4096,
+        causal=True,
+        bias=False,
         window=2047,
         layers=32,
     ),
@@ -396,16 +492,16 @@ _PRESETS = (
     # checked against a public test fixture, "Mirror of allenai/OLMo-2-1124-7B/config.json"
     # (rope_theta 500000.0 there)
     Preset(
-        "olmo-2-7b",
-        "allenai/OLMo-2-1124-7B",
-        4096,
-        32,
-        32,
-        128,
-        500000.0,
-        4096,
-        True,
-        False,
+        name="olmo-2-7b",
+        repo="allenai/OLMo-2-1124-7B",
+        hidden=4096,
+        heads=32,
+        kv_heads=32,
+        head_dim=128,
+        rope_theta=500000.0,
+        max_positions=4096,
+        causal=True,
+        bias=False,
         layers=32,
         qk_norm="full",
         qk_norm_eps=1e-6,
@@ -542,6 +638,7 @@ def _load_json(path: Path) -> dict[str, Any]:
     data = load_json(path, what="--hf-config")  # a regular file, size-capped, strict JSON
     if not isinstance(data, dict):
         raise InputFileError(
-            f"--hf-config {path} holds a JSON {type(data).__name__}, not an object; give a model's config.json"
+            f"--hf-config {path} holds a JSON {type(data).__name__}, not an object; give a model's "
+            "config.json"
         )
     return data

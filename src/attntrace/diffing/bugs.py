@@ -97,12 +97,12 @@ def _projection_layout(s: Setting) -> Iterator[Bug]:
             return _cast(done[src] @ w + (0 if b is None else b), value)
 
         yield Bug(
-            f"untransposed-w_{c}",
-            f"x @ W instead of x @ W.T in the {c} projection",
-            f"a weight is (out_features, in_features): write x @ w_{c}.T "
+            key=f"untransposed-w_{c}",
+            name=f"x @ W instead of x @ W.T in the {c} projection",
+            fix=f"a weight is (out_features, in_features): write x @ w_{c}.T "
             "(or use nn.Linear / F.linear)",
-            step,
-            {step: wrong},
+            at=step,
+            replace={step: wrong},
         )
 
 
@@ -137,12 +137,12 @@ def _split(s: Setting) -> Iterator[Bug]:
 
     for which in ("qkv", "q", "k", "v"):
         yield Bug(
-            f"split-no-transpose-{which}",
-            f"heads of {', '.join(which)} split without the transpose",
-            "split with .view(B, S, h, d).transpose(1, 2); "
+            key=f"split-no-transpose-{which}",
+            name=f"heads of {', '.join(which)} split without the transpose",
+            fix="split with .view(B, S, h, d).transpose(1, 2); "
             "a bare view(B, h, S, d) mixes tokens into heads",
-            which[0],
-            {c: wrong(c) for c in which},
+            at=which[0],
+            replace={c: wrong(c) for c in which},
         )
 
 
@@ -154,11 +154,11 @@ def _merge(s: Setting) -> Iterator[Bug]:
         return done["context"].reshape(shape)  # (B, S, H) straight from (B, h, S, d)
 
     yield Bug(
-        "merge-no-transpose",
-        "heads merged without transposing back",
-        "transpose back first: context.transpose(1, 2).reshape(B, S, H)",
-        "merged",
-        {"merged": wrong},
+        key="merge-no-transpose",
+        name="heads merged without transposing back",
+        fix="transpose back first: context.transpose(1, 2).reshape(B, S, H)",
+        at="merged",
+        replace={"merged": wrong},
     )
 
 
@@ -186,18 +186,19 @@ def _softmax_axis(s: Setting) -> Iterator[Bug]:
             return _cast(_softmax(done[last], axis, max_axis=-1), value)  # (B, h, S, N)
 
         yield Bug(
-            f"softmax-axis-{axis}",
-            f"softmax over the wrong axis (dim={axis}, {axes[axis]})",
-            "take the softmax over the keys, the last axis: softmax(scores, dim=-1)",
-            "weights",
-            {"weights": wrong},
+            key=f"softmax-axis-{axis}",
+            name=f"softmax over the wrong axis (dim={axis}, {axes[axis]})",
+            fix="take the softmax over the keys, the last axis: softmax(scores, dim=-1)",
+            at="weights",
+            replace={"weights": wrong},
         )
         yield Bug(
-            f"softmax-sum-axis-{axis}",
-            f"softmax's sum over the wrong axis (axis={axis}, {axes[axis]}; the max over the keys)",
-            "divide by the sum over the keys, the last axis: e / e.sum(axis=-1, keepdims=True)",
-            "weights",
-            {"weights": wrong_sum},
+            key=f"softmax-sum-axis-{axis}",
+            name=f"softmax's sum over the wrong axis (axis={axis}, {axes[axis]}; "
+            "the max over the keys)",
+            fix="divide by the sum over the keys, the last axis: e / e.sum(axis=-1, keepdims=True)",
+            at="weights",
+            replace={"weights": wrong_sum},
         )
 
 
@@ -241,22 +242,22 @@ def _k_transpose(s: Setting) -> Iterator[Bug]:
             return done[s.k_name].transpose(order)  # (B, h, d, N) by another order
 
         yield Bug(
-            f"k-permute{order}",
-            f"K transposed over the wrong axes (permute{order})",
-            "swap only the last two axes of k: k.transpose(-2, -1)",
-            "k_t",
-            {"k_t": wrong},
+            key=f"k-permute{order}",
+            name=f"K transposed over the wrong axes (permute{order})",
+            fix="swap only the last two axes of k: k.transpose(-2, -1)",
+            at="k_t",
+            replace={"k_t": wrong},
         )
 
     def reshaped(done: Done, value: np.ndarray) -> np.ndarray:
         return done[s.k_name].reshape(shape)  # (B, h, d, N) by a reshape
 
     yield Bug(
-        "k-reshape",
-        "K reshaped to (…, d, S) instead of transposed",
-        "transpose, don't reshape: k.transpose(-2, -1)",
-        "k_t",
-        {"k_t": reshaped},
+        key="k-reshape",
+        name="K reshaped to (…, d, S) instead of transposed",
+        fix="transpose, don't reshape: k.transpose(-2, -1)",
+        at="k_t",
+        replace={"k_t": reshaped},
     )
 
 
@@ -279,11 +280,11 @@ def _mask(s: Setting) -> Iterator[Bug]:
         return np.where(done["mask"], -np.inf, done["scaled"]).astype(value.dtype)  # (B, h, S, N)
 
     yield Bug(
-        "mask-inverted",
-        "mask polarity inverted (the kept keys are masked)",
-        "mask where the mask says *not* to attend: masked_fill(~keep, -inf), or flip the mask",
-        "masked",
-        {"masked": inverted},
+        key="mask-inverted",
+        name="mask polarity inverted (the kept keys are masked)",
+        fix="mask where the mask says *not* to attend: masked_fill(~keep, -inf), or flip the mask",
+        at="masked",
+        replace={"masked": inverted},
     )
     if cfg.causal and cfg.key_lengths is None:
         for offset, name in (
@@ -297,20 +298,20 @@ def _mask(s: Setting) -> Iterator[Bug]:
                 )
 
             yield Bug(
-                f"causal-offset{offset:+d}",
-                name,
-                "a query attends keys up to and including itself: "
+                key=f"causal-offset{offset:+d}",
+                name=name,
+                fix="a query attends keys up to and including itself: "
                 "torch.tril(ones(S, S)), masked where 0 "
                 "(or torch.triu(ones, diagonal=1) as the positions to mask)",
-                "mask",
-                {"mask": shifted},
+                at="mask",
+                replace={"mask": shifted},
             )
     yield Bug(
-        "mask-missing",
-        "mask not applied",
-        "apply the mask to the scaled scores before the softmax",
-        "masked",
-        {"masked": lambda done, value: done["scaled"]},
+        key="mask-missing",
+        name="mask not applied",
+        fix="apply the mask to the scaled scores before the softmax",
+        at="masked",
+        replace={"masked": lambda done, value: done["scaled"]},
     )
     for fill, how in ((0.0, "zeros"), (-np.inf, "-inf")):
 
@@ -319,12 +320,12 @@ def _mask(s: Setting) -> Iterator[Bug]:
             return np.where(done["mask"], _softmax(done["scaled"], -1), fill).astype(value.dtype)
 
         yield Bug(
-            f"mask-after-softmax-{how}",
-            f"mask applied after the softmax (masked weights set to {how})",
-            "mask the scaled scores with -inf *before* the softmax, "
+            key=f"mask-after-softmax-{how}",
+            name=f"mask applied after the softmax (masked weights set to {how})",
+            fix="mask the scaled scores with -inf *before* the softmax, "
             "so each row sums to 1 over the kept keys",
-            "masked",
-            {"masked": lambda done, value: done["scaled"], "weights": after},
+            at="masked",
+            replace={"masked": lambda done, value: done["scaled"], "weights": after},
         )
 
 
@@ -348,11 +349,11 @@ def _repeat(s: Setting) -> Iterator[Bug]:
 
     for which, label in ((("k_rep", "v_rep"), "k and v"), (("k_rep",), "k"), (("v_rep",), "v")):
         yield Bug(
-            f"gqa-tile-{'-'.join(w[0] for w in which)}",
-            f"kv heads of {label} expanded with repeat/tile instead of repeat_interleave",
-            f"each kv head serves {r} consecutive query heads: k.repeat_interleave({r}, dim=1)",
-            which[0],
-            {name: tiled(name) for name in which},
+            key=f"gqa-tile-{'-'.join(w[0] for w in which)}",
+            name=f"kv heads of {label} expanded with repeat/tile instead of repeat_interleave",
+            fix=f"each kv head serves {r} consecutive query heads: k.repeat_interleave({r}, dim=1)",
+            at=which[0],
+            replace={name: tiled(name) for name in which},
         )
 
 
@@ -376,29 +377,30 @@ def _rope(s: Setting) -> Iterator[Bug]:
     other = "interleaved" if cfg.rope_style == "half" else "half"
     wrong_pairs = dataclasses.replace(cfg, rope_style=other)
     yield Bug(
-        f"rope-{other}",
-        f"RoPE pairs {_PAIRINGS[other][0]} where the weights expect {_PAIRINGS[cfg.rope_style][0]}",
-        f"{_PAIRINGS[cfg.rope_style][1]}; or, if your model pairs "
+        key=f"rope-{other}",
+        name=f"RoPE pairs {_PAIRINGS[other][0]} where the weights expect "
+        f"{_PAIRINGS[cfg.rope_style][0]}",
+        fix=f"{_PAIRINGS[cfg.rope_style][1]}; or, if your model pairs "
         f"{_PAIRINGS[other][0]}, diff it with --rope-style {other}",
-        "q_rot",
-        {"q_rot": _rotated("q", wrong_pairs), "k_rot": _rotated("k", wrong_pairs)},
+        at="q_rot",
+        replace={"q_rot": _rotated("q", wrong_pairs), "k_rot": _rotated("k", wrong_pairs)},
     )
     for base in (10000.0, 500000.0, 1000000.0, 100000.0):
         if base != cfg.rope_base:
             yield Bug(
-                f"rope-theta-{base:g}",
-                f"RoPE with θ = {base:g} instead of {cfg.rope_base:g}",
-                f"use the model's rope_theta = {cfg.rope_base:g}",
-                "q_rot",
-                _tables(cfg, base, 0),
+                key=f"rope-theta-{base:g}",
+                name=f"RoPE with θ = {base:g} instead of {cfg.rope_base:g}",
+                fix=f"use the model's rope_theta = {cfg.rope_base:g}",
+                at="q_rot",
+                replace=_tables(cfg, base, 0),
             )
     for start in (1, 2):
         yield Bug(
-            f"rope-positions-from-{start}",
-            f"RoPE positions start at {start}, not 0",
-            "rotate position p by p·θᵢ with positions 0, 1, …, S-1 (torch.arange(S))",
-            "q_rot",
-            _tables(cfg, cfg.rope_base, start),
+            key=f"rope-positions-from-{start}",
+            name=f"RoPE positions start at {start}, not 0",
+            fix="rotate position p by p·θᵢ with positions 0, 1, …, S-1 (torch.arange(S))",
+            at="q_rot",
+            replace=_tables(cfg, cfg.rope_base, start),
         )
 
 
@@ -430,9 +432,9 @@ def _rotated(name: str, cfg: AttentionConfig) -> StepReplacement:
 def _output(s: Setting) -> Iterator[Bug]:
     if s.ref["merged"].shape == s.ref["output"].shape:
         yield Bug(
-            "output-missing",
-            "output projection missing",
-            "end with the output projection: o_proj(merged)",
-            "output",
-            {"output": lambda done, value: done["merged"]},
+            key="output-missing",
+            name="output projection missing",
+            fix="end with the output projection: o_proj(merged)",
+            at="output",
+            replace={"output": lambda done, value: done["merged"]},
         )

@@ -137,16 +137,18 @@ def _test(
     firsts = [(m.name, hit[0]) for m in changed if (hit := hits[m.name][0]) is not None]
     fresh = [(m.name, hit[0]) for m in changed if (hit := hits[m.name][1]) is not None]
     step, who = (firsts if bug.blame_first else fresh)[0]
+    # a step the mistake adds (the mask of an unasked-for causal) is set against the
+    # reference's step at the place of the mistake
+    max_abs, max_rel = _numbers(who, s.ref[step] if step in s.ref else s.ref[bug.at], user)
     return Diagnosis(
-        step,
-        bug.key,
-        bug.name,
-        bug.fix,
-        who.location,
-        who.source,
-        # a step the mistake adds (the mask of an unasked-for causal) is set against the
-        # reference's step at the place of the mistake
-        *_numbers(who, s.ref[step] if step in s.ref else s.ref[bug.at], user),
+        step=step,
+        bug=bug.key,
+        name=bug.name,
+        fix=bug.fix,
+        location=who.location,
+        source=who.source,
+        max_abs=max_abs,
+        max_rel=max_rel,
         explained_abs=proof[1].max_abs,
     )
 
@@ -194,12 +196,12 @@ def _unexplained(row: Row, closest: tuple[float, Bug] | None) -> Diagnosis:
         "" if who is not None else f"; the user's code has no tensor in the role of {row.step.name}"
     )
     return Diagnosis(
-        row.step.name,
-        None,
-        f"no known bug reproduces it{near}{missing}",
-        f"compare {row.step.name} with the reference: {row.step.op}",
-        who.location if who else "",
-        who.source if who else "",
-        abs_,
-        rel,
+        step=row.step.name,
+        bug=None,
+        name=f"no known bug reproduces it{near}{missing}",
+        fix=f"compare {row.step.name} with the reference: {row.step.op}",
+        location=who.location if who else "",
+        source=who.source if who else "",
+        max_abs=abs_,
+        max_rel=rel,
     )

@@ -159,7 +159,8 @@ def check_diff_memory(config: AttentionConfig, max_memory: int | None = None) ->
     attntrace.errors.MemoryBudgetError: this trace needs about 30.62 GiB (diff holds ...
     """
     from attntrace.engine.attention import estimate_bytes
-    from attntrace.engine.memory import check_budget, format_bytes
+    from attntrace.engine.memory import check_budget
+    from attntrace.units import format_bytes
 
     one, largest = estimate_bytes(config, True)
     where = (
@@ -278,12 +279,12 @@ def run_diff(
         rows = counterparts(rows, mistaken, user)
     source = "its state dict" if layer.weights is None else layer.weights.scheme
     return DiffReport(
-        config,
-        layer.name,
-        f"{source}" if layer.weights else "the reference's, as fn(x, params)",
-        tol,
-        rows,
-        diagnosis,
+        config=config,
+        target=layer.name,
+        weights=f"{source}" if layer.weights else "the reference's, as fn(x, params)",
+        tolerance=tol,
+        rows=rows,
+        diagnosis=diagnosis,
     )
 
 

@@ -92,13 +92,22 @@ def _function_layer(fn: Callable[..., Any]) -> Layer:
         )
     module = inspect.getmodule(fn)
     flavour = "torch" if module is not None and "torch" in vars(module) else "numpy"
-    return Layer(name, flavour, None, {}, fn)
+    return Layer(name=name, flavour=flavour, weights=None, hints={}, call=fn)
 
 
 def _module_layer(module: Any, seq: int, batch: int | None) -> Layer:
+    from attntrace.files.schemes import state_dict_weights
+
     name = f"{type(module).__name__} (nn.Module)"
     weights = state_dict_weights(module) or _called_linears(module, seq, batch)
-    return Layer(name, "torch", weights, module_hints(module), lambda x, p: module(x), module)
+    return Layer(
+        name=name,
+        flavour="torch",
+        weights=weights,
+        hints=module_hints(module),
+        call=lambda x, p: module(x),
+        module=module,
+    )
 
 
 def module_hints(module: Any) -> dict[str, Any]:
@@ -129,33 +138,6 @@ def _hint(field_name: str, value: Any) -> Any:
     if field_name == "rope_base":
         return float(value)
     return value if isinstance(value, int) else None
-
-
-def state_dict_weights(module: Any) -> LoadedWeights | None:
-    """The module's attention weights by a known naming scheme, or None when none fits.
-
-    ``diff`` loads a module's weights this way, and ``trace`` reads the width of its seeded x
-    from them.
-
-    >>> import torch
-    >>> mha = torch.nn.MultiheadAttention(8, 2)
-    >>> state_dict_weights(mha).params["w_q"].shape
-    (8, 8)
-    >>> state_dict_weights(torch.nn.Linear(4, 4)) is None
-    True
-    """
-    from attntrace.errors import InputFileError
-    from attntrace.files.readers import LazyArrays
-    from attntrace.files.schemes import layer_weights
-
-    state = {k: v for k, v in module.state_dict().items() if v.is_floating_point()}
-    arrays = LazyArrays(state, lambda key: _to_numpy(state[key]))
-    try:
-        return layer_weights(arrays, Path(f"{type(module).__name__}.state_dict()"))
-    except InputFileError as exc:
-        if "no attention weights in a known naming scheme" in str(exc):
-            return None
-        raise
 
 
 def _called_linears(module: Any, seq: int, batch: int | None) -> LoadedWeights:
@@ -220,8 +202,10 @@ def _probe(module: Any, shape: tuple[int, ...], dtype: Any) -> None:
 def _linear_params(name: str, called: list[Any]) -> dict[str, np.ndarray | None]:
     """w_q … b_o from the nn.Linear layers in call order: q, k, v, o; a packed qkv (3·H rows)
     and o; or q, a packed kv (k's rows, then v's: ``to_kv(x).chunk(2, dim=-1)``) and o."""
-    w = [_to_numpy(m.weight) for m in called]
-    b = [None if m.bias is None else _to_numpy(m.bias) for m in called]
+    from attntrace.files.schemes import torch_to_numpy
+
+    w = [torch_to_numpy(m.weight) for m in called]
+    b = [None if m.bias is None else torch_to_numpy(m.bias) for m in called]
     if len(called) == 2 and w[0].shape[0] == 3 * w[1].shape[0]:  # one packed in-projection
         return {**_unpacked(w[0], b[0], "qkv"), "w_o": w[1], "b_o": b[1]}
     if len(called) == 3 and w[1].shape[0] % 2 == 0:  # q, then k and v packed
@@ -254,10 +238,3 @@ def _unpacked(
     for part, w_part, b_part in zip(parts, weights, biases, strict=True):
         out[f"w_{part}"], out[f"b_{part}"] = w_part, b_part
     return out
-
-
-def _to_numpy(t: Any) -> np.ndarray:
-    import numpy as np
-
-    t = t.detach().cpu()
-    return np.array((t.float() if str(t.dtype) == "torch.bfloat16" else t).numpy())

@@ -53,7 +53,7 @@ def fingerprint(a: np.ndarray) -> Fingerprint:
     import numpy as np
 
     if a.dtype == np.bool_:  # a mask may be stored either way round (True = keep or = masked)
-        return Fingerprint(int(a.size), 0, 0.0, 0.0, 0.0)
+        return Fingerprint(numel=int(a.size), masked=0, total=0.0, size=0.0, peak=0.0)
     kept, total, size, peak = 0, 0.0, 0.0, 0.0
     for block in blocks(a.shape):  # float64 a block at a time: no copy of the whole tensor
         part = a[block]
@@ -63,7 +63,9 @@ def fingerprint(a: np.ndarray) -> Fingerprint:
         total += float(values.sum())
         size += float(np.abs(values).sum())
         peak = max(peak, float(np.abs(values).max(initial=0.0)))
-    return Fingerprint(int(a.size), int(a.size) - kept, total, size, peak)
+    return Fingerprint(
+        numel=int(a.size), masked=int(a.size) - kept, total=total, size=size, peak=peak
+    )
 
 
 #: Elements compared at once: the float64 temporaries of a comparison stay a few MiB each.

@@ -54,12 +54,12 @@ def run_user(
     kept = [(s, _numpy(s.value)) for s in t.steps if s.value is not None]
     steps = tuple(
         UserStep(
-            i,
-            s.name,
-            value,
-            getattr(s, "location", ""),
-            getattr(s, "source", ""),
-            getattr(s, "role", ""),
+            index=i,
+            name=s.name,
+            value=value,
+            location=getattr(s, "location", ""),
+            source=getattr(s, "source", ""),
+            role=getattr(s, "role", ""),
         )
         for i, (s, value) in enumerate((s, v) for s, v in kept if v.dtype.kind in "fb")
     )

@@ -31,13 +31,14 @@ from attntrace.engine.costs import peak_live_bytes
 from attntrace.engine.flash import flash_context
 from attntrace.engine.inputs import given, param_axes, random_sources, with_tensors
 from attntrace.engine.masks import MASK_STEPS, MaskPlan, MaskWarning, build_mask, record_mask
-from attntrace.engine.memory import check_budget, format_bytes
+from attntrace.engine.memory import check_budget
 from attntrace.engine.parallel import check_threads, in_pool, pool
 from attntrace.engine.recorder import Recorder, StepReplacement
 from attntrace.engine.relative import RELATIVE_STEPS, relative_sources
 from attntrace.engine.rope import ROPE_STEPS, rope_sources
 from attntrace.errors import ConfigError
 from attntrace.trace import Param, Step, Trace
+from attntrace.units import format_bytes
 
 if TYPE_CHECKING:
     import numpy as np

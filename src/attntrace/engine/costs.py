@@ -28,13 +28,14 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
+from attntrace.units import Terms
+
 if TYPE_CHECKING:
     from attntrace.backends.base import Backend
-    from attntrace.trace import Step, Trace
+    from attntrace.trace import Step
 
 T = TypeVar("T")
 Shape = tuple[int, ...]
-Terms = tuple[tuple[int, str], ...]
 
 #: FLOPs per element of a softmax over the last axis: max, subtract, exp, sum, divide.
 SOFTMAX_FLOPS_PER_ELEMENT = 5
@@ -88,60 +89,6 @@ class Charge:
     shape: Shape
     k: int = 1
     k_of: object = None  # the input whose last axis is contracted, or None
-
-
-def format_terms(terms: Terms, count: str = "flops") -> str:
-    """A formula from its terms; ``count="macs"`` halves every coefficient.
-
-    >>> format_terms(((2, "h·S·S·d"),))
-    '2·h·S·S·d'
-    >>> format_terms(((2, "S·H·H"), (1, "S·H")), "macs")
-    'S·H·H + 0.5·S·H'
-    >>> format_terms(())
-    '0'
-    """
-    parts = []
-    for coef, letters in terms:
-        c = coef / 2 if count == "macs" else coef
-        text = f"{c:g}" if c != int(c) else str(int(c))
-        parts.append(letters if text == "1" else f"{text}·{letters}" if letters else text)
-    return " + ".join(parts) or "0"
-
-
-def count(flops: int | float, unit: str = "flops") -> float:
-    """FLOPs in the unit the user asked for (``macs``: one multiply-add, half the FLOPs).
-
-    >>> count(10, "macs")
-    5.0
-    """
-    return flops / 2 if unit == "macs" else float(flops)
-
-
-def exact_count(flops: int, unit: str = "flops") -> int | float:
-    """FLOPs in ``unit`` without rounding, for documents: a whole number unless ``macs`` of an odd
-    count (a lone add, e.g. a bias, is half a MAC).
-
-    >>> exact_count(2**61 + 2, "macs"), exact_count(5, "macs"), exact_count(5)
-    (1152921504606846977, 2.5, 5)
-    """
-    if unit != "macs":
-        return flops
-    return flops // 2 if flops % 2 == 0 else flops / 2
-
-
-def format_count(n: float) -> str:
-    """A count in SI units, short enough for a table: ``1.2 G``.
-
-    >>> format_count(1234567), format_count(0), format_count(5.5e15)
-    ('1.23 M', '0', '5.50 P')
-    """
-    if n < 1000:
-        return f"{n:g}"
-    for unit in ("k", "M", "G", "T", "P", "E"):
-        n /= 1000
-        if n < 1000 or unit == "E":
-            break
-    return f"{n:.2f} {unit}"
 
 
 class CostMeter(Generic[T]):
@@ -327,72 +274,4 @@ def peak_live_bytes(steps: Sequence[Step]) -> int:
         max(sum(size[n] for n, b in born.items() if b <= i <= last[n]) for i in range(len(steps)))
         if steps
         else 0
-    )
-
-
-#: Parameters one layer holds for every layer: T5's relative bias table lives in block 0 only.
-SHARED_PARAMS = frozenset({"rel_bias"})
-
-
-@dataclass(frozen=True)
-class ModelFigures:
-    """The attention of a whole model of ``layers`` layers like the traced one: every layer's
-    parameters, the KV cache of every layer, and the FLOPs of one forward."""
-
-    layers: int  # L
-    batch: int  # B (1 for the unbatched layout)
-    keys: int  # N: tokens the cache holds (S for self-attention)
-    dtype: str  # the dtype of the cache and the parameters
-    params: int  # elements of all layers' attention parameters (a shared table counted once)
-    kv_cache_bytes: int  # L * B * N * 2 (k, v) * g * d * itemsize
-    flops: int  # L * the trace's FLOPs: one forward of every layer's attention
-
-    def to_dict(self) -> dict[str, Any]:
-        """The figures as plain JSON-ready values (``whole_model`` of ``--format json``).
-
-        >>> ModelFigures(2, 1, 4, "float32", 10, 64, 7).to_dict()["macs"]
-        3.5
-        """
-        return {
-            "layers": self.layers,
-            "batch": self.batch,
-            "keys": self.keys,
-            "dtype": self.dtype,
-            "params": self.params,
-            "kv_cache_bytes": self.kv_cache_bytes,
-            "flops": self.flops,
-            "macs": exact_count(self.flops, "macs"),
-        }
-
-
-def model_figures(trace: Trace, layers: int) -> ModelFigures:
-    """Whole-model figures of ``layers`` layers like ``trace``'s: its FLOPs and parameters times
-    L (T5's shared bias table once), and the KV cache of every key of every layer.
-
-    >>> from attntrace import AttentionConfig, trace_attention
-    >>> config = AttentionConfig(batch=2, seq=8, hidden=64, heads=4, kv_heads=2)
-    >>> t = trace_attention(config, "shape")
-    >>> f = model_figures(t, 12)
-    >>> f.params == 12 * t.param_count, f.flops == 12 * t.total_flops
-    (True, True)
-    >>> f.kv_cache_bytes  # 12 layers * 2 items * 8 tokens * 2 (k, v) * 2 kv-heads * 16 * 4 B
-    49152
-    """
-    from attntrace.config.attention_config import MAX_SIZE
-    from attntrace.errors import ConfigError
-
-    if isinstance(layers, bool) or not isinstance(layers, int) or not 1 <= layers <= MAX_SIZE:
-        raise ConfigError(f"--layers must be a whole number >= 1, got {layers!r}")
-    cfg = trace.config
-    shared = sum(p.numel for p in trace.parameters if p.name in SHARED_PARAMS)
-    batch = cfg.batch or 1
-    cache = layers * batch * cfg.keys * cfg.kv_cache_bytes_per_token
-    return ModelFigures(
-        layers,
-        batch,
-        cfg.keys,
-        cfg.dtype,
-        layers * (trace.param_count - shared) + shared,
-        cache,
-        layers * trace.total_flops,
     )

@@ -2,74 +2,16 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from pathlib import Path
 
-from attntrace.errors import ConfigError, MemoryBudgetError
+from attntrace.errors import MemoryBudgetError
+from attntrace.units import format_bytes, parse_size
 
-#: The largest size --max-memory takes (1 EiB): every byte count stays an exact integer.
-MAX_BYTES = 2**60
 #: Fraction of the available memory a run may use when no --max-memory is given.
 DEFAULT_FRACTION = 0.5
-
-_UNITS = {
-    "": 1,
-    "b": 1,
-    "k": 1000,
-    "kb": 1000,
-    "m": 1000**2,
-    "mb": 1000**2,
-    "g": 1000**3,
-    "gb": 1000**3,
-    "t": 1000**4,
-    "tb": 1000**4,
-    "kib": 1024,
-    "mib": 1024**2,
-    "gib": 1024**3,
-    "tib": 1024**4,
-    "pib": 1024**5,
-}
-
-
-def format_bytes(n: int | float) -> str:
-    """Bytes in binary units.
-
-    >>> format_bytes(4398046511104)
-    '4.00 TiB'
-    >>> format_bytes(432)
-    '432 B'
-    """
-    if n < 1024:
-        return f"{int(n)} B"
-    value = float(n)
-    for unit in ("KiB", "MiB", "GiB", "TiB", "PiB", "EiB"):
-        value /= 1024
-        if value < 1024 or unit == "EiB":
-            break
-    return f"{value:.2f} {unit}"
-
-
-def parse_size(text: str) -> int:
-    """A size like ``512MiB``, ``2G`` or ``1000000`` in bytes.
-
-    >>> parse_size("1.5GiB")
-    1610612736
-    """
-    match = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*([a-zA-Z]*)\s*", text)
-    unit = match.group(2).lower() if match else ""
-    if not match or unit not in _UNITS:
-        raise ConfigError(
-            f"cannot read the size {text[:40]!r}; write it like 512MiB, 8GiB or 2000000000"
-        )
-    size = float(match.group(1)) * _UNITS[unit]
-    if not size < MAX_BYTES:
-        raise ConfigError(
-            f"the size {text[:40]!r} is too large; the most is {format_bytes(MAX_BYTES)}"
-        )
-    return int(size)
 
 
 def available_memory() -> int:
@@ -131,7 +73,7 @@ _GIVEN: ContextVar[int | str | None] = ContextVar("attntrace_max_memory", defaul
 @contextmanager
 def given_budget(budget: int | str | None) -> Iterator[None]:
     """Within the block, :func:`file_budget` is ``budget`` (the user's --max-memory, in bytes
-    or as typed: it is read by :func:`parse_size` when first needed).
+    or as typed: it is read by :func:`attntrace.units.parse_size` when first needed).
 
     >>> with given_budget("1KiB"):
     ...     file_budget()

@@ -10,44 +10,17 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING
 
 from attntrace.backends.base import Source
 from attntrace.config.attention_config import AttentionConfig
-from attntrace.errors import ConfigError
+from attntrace.config.variants import RelativeBias, parse_relative_bias
 
 if TYPE_CHECKING:
     import numpy as np
 
 #: The steps the bias adds after ``scaled``.
 RELATIVE_STEPS: tuple[str, ...] = ("position_bias", "biased")
-
-
-class RelativeBias(NamedTuple):
-    buckets: int
-    max_distance: int
-    bidirectional: bool
-
-
-def parse_relative_bias(text: str) -> RelativeBias:
-    """``BUCKETS,MAX_DISTANCE`` (an encoder: both directions) or ``...,causal`` (a decoder).
-
-    >>> parse_relative_bias("32,128")
-    RelativeBias(buckets=32, max_distance=128, bidirectional=True)
-    """
-    parts = [p.strip() for p in text.split(",")]
-    try:
-        buckets, distance = int(parts[0]), int(parts[1])
-    except (ValueError, IndexError):
-        raise ConfigError(
-            f"--relative-bias takes BUCKETS,MAX_DISTANCE[,causal], e.g. 32,128; got {text!r}"
-        ) from None
-    if buckets < 4 or buckets % 2 or distance < 2 or parts[2:] not in ([], ["causal"]):
-        raise ConfigError(
-            f"--relative-bias {text!r}: an even bucket count >= 4, a distance >= 2, "
-            "optionally causal"
-        )
-    return RelativeBias(buckets, distance, not parts[2:])
 
 
 def buckets(seq: int, keys: int, bias: RelativeBias, start: tuple[int, int] = (0, 0)) -> np.ndarray:

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 
 from attntrace.backends.base import Source
 from attntrace.config.attention_config import AttentionConfig
-from attntrace.errors import ConfigError
+from attntrace.config.variants import parse_rope_scaling
 
 if TYPE_CHECKING:
     import numpy as np
@@ -69,59 +69,6 @@ def rope_sources(config: AttentionConfig) -> dict[str, Source]:
         )
 
     return {"rope_cos": table("cos"), "rope_sin": table("sin")}
-
-
-#: RoPE scaling types (transformers' ROPE_INIT_FUNCTIONS) and their parameters; None: required.
-ROPE_SCALINGS: dict[str, dict[str, float | None]] = {
-    "linear": {"factor": None},
-    "dynamic": {"factor": None, "max_position_embeddings": None},
-    "yarn": {
-        "factor": None,
-        "original_max_position_embeddings": None,
-        "attention_factor": 0.0,
-        "beta_fast": 32.0,
-        "beta_slow": 1.0,
-        "mscale": 0.0,
-        "mscale_all_dim": 0.0,
-        "truncate": 1.0,
-    },
-    "llama3": {
-        "factor": 8.0,
-        "low_freq_factor": 1.0,
-        "high_freq_factor": 4.0,
-        "original_max_position_embeddings": 8192.0,
-    },
-}
-
-
-def parse_rope_scaling(text: str) -> tuple[str, dict[str, float]]:
-    """``TYPE`` or ``TYPE:key=value,...`` -> the type and every parameter (defaults filled in).
-
-    >>> parse_rope_scaling("linear:factor=4")
-    ('linear', {'factor': 4.0})
-    >>> parse_rope_scaling("llama3")[1]["original_max_position_embeddings"]
-    8192.0
-    """
-    kind, _, rest = text.partition(":")
-    if kind not in ROPE_SCALINGS:
-        raise ConfigError(
-            f"--rope-scaling {text!r}: unknown type {kind!r}; use one of {', '.join(ROPE_SCALINGS)}"
-        )
-    known = ROPE_SCALINGS[kind]
-    given: dict[str, float] = {}
-    for item in filter(None, rest.split(",")):
-        key, _, value = item.partition("=")
-        try:
-            given[key.strip()] = float(value)
-        except ValueError:
-            raise ConfigError(f"--rope-scaling {text!r}: {item!r} is not key=number") from None
-    unknown = set(given) - set(known)
-    missing = [k for k, v in known.items() if v is None and k not in given]
-    if unknown or missing:
-        names = sorted(unknown) or missing
-        what = ("unknown " if unknown else "missing ") + ", ".join(names)
-        raise ConfigError(f"--rope-scaling {text!r}: {what}; {kind} takes {', '.join(known)}")
-    return kind, {k: given[k] if k in given else float(v or 0.0) for k, v in known.items()}
 
 
 def inv_frequencies(

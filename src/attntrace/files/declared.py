@@ -11,14 +11,11 @@ import os
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any
+from typing import IO, Any
 
 from attntrace.errors import InputFileError, MemoryBudgetError
 from attntrace.files.guard import open_regular, parse_json
 from attntrace.text import plain
-
-if TYPE_CHECKING:
-    import numpy as np
 
 #: Longest header a .npy file may have (numpy's own default limit).
 NPY_HEADER_LIMIT = 10_000
@@ -60,7 +57,8 @@ class Declared:
 
 def check_bytes(path: Path, name: str, nbytes: int) -> None:
     """Refuse an array whose declared bytes exceed the memory budget (before reading it)."""
-    from attntrace.engine.memory import file_budget, format_bytes
+    from attntrace.engine.memory import file_budget
+    from attntrace.units import format_bytes
 
     budget, origin = file_budget()
     if nbytes > budget:
@@ -202,8 +200,3 @@ def _tensor_entry(path: Path, name: str, entry: Any, data: int) -> Declared:
 
 def _whole(n: object) -> bool:
     return isinstance(n, int) and not isinstance(n, bool)
-
-
-def array_nbytes(value: np.ndarray) -> int:
-    """Bytes a loaded array takes once made contiguous (what :func:`check_bytes` guards)."""
-    return int(value.size) * int(value.dtype.itemsize)

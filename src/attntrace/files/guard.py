@@ -106,7 +106,7 @@ def read_bytes(path: str | os.PathLike[str], limit: int = TEXT_LIMIT, what: str 
     ...
     attntrace.errors.InputFileError: .../big.txt: is larger than 10 B, the most attntrace reads ...
     """
-    from attntrace.engine.memory import format_bytes
+    from attntrace.units import format_bytes
 
     name = _name(path, what)
     too_big = InputFileError(

@@ -84,7 +84,8 @@ def read_arrays(path: Path) -> tuple[LazyArrays, dict[str, str]]:
     suffix = path.suffix.lower()
     if suffix not in WEIGHT_SUFFIXES:
         raise InputFileError(
-            f"{path}: unknown weights format {suffix or '(no suffix)'!r}; use one of {', '.join(WEIGHT_SUFFIXES)}"
+            f"{path}: unknown weights format {suffix or '(no suffix)'!r}; use one of "
+            f"{', '.join(WEIGHT_SUFFIXES)}"
         )
     head = _head(path)
     if suffix == ".npz":

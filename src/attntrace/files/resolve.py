@@ -29,7 +29,8 @@ def resolve_run(
     disagrees with them is an error naming both.
 
     >>> import numpy as np
-    >>> opts = {"batch": None, "seq": 3, "hidden": 768, "heads": 2, "dtype": "float32", "seed": 0, "scale": None}
+    >>> opts = {"batch": None, "seq": 3, "hidden": 768, "heads": 2, "dtype": "float32",
+    ...         "seed": 0, "scale": None}
     >>> cfg, tensors = resolve_run(opts, {"heads"}, x=np.zeros((2, 5, 8)))
     >>> cfg.batch, cfg.seq, cfg.hidden, cfg.heads, list(tensors)
     (2, 5, 8, 2, ['x'])
@@ -56,7 +57,8 @@ def resolve_run(
     if weights is not None and "heads" not in {*stated, *explicit, *known}:
         hidden = values["hidden"]
         raise ConfigError(
-            f"the weights do not say how many heads there are; pass --heads (for H={hidden}: {_nearby_divisors(hidden, 8)})"
+            f"the weights do not say how many heads there are; pass --heads (for H={hidden}: "
+            f"{_nearby_divisors(hidden, 8)})"
         )
     if weights is not None:
         values.update(_head_layout(weights, values["heads"], options, explicit, known))
@@ -88,13 +90,15 @@ def _head_layout(
     name = weights.path.name
     if weights.q_width % heads:
         raise ConfigError(
-            f"the weights ({name}) have q width {weights.q_width}, which {heads} heads cannot split; "
+            f"the weights ({name}) have q width {weights.q_width}, which {heads} heads cannot "
+            "split; "
             f"pass --heads dividing {weights.q_width}"
         )
     d = weights.q_width // heads
     if weights.kv_width % d:
         raise ConfigError(
-            f"the weights ({name}) have k/v width {weights.kv_width}, not a multiple of head_dim {d}; check --heads"
+            f"the weights ({name}) have k/v width {weights.kv_width}, not a multiple of head_dim "
+            f"{d}; check --heads"
         )
     layout = {
         "head_dim_override": d if weights.q_width != weights.hidden else None,
@@ -105,8 +109,10 @@ def _head_layout(
         option = "head_dim" if field == "head_dim_override" else field
         if option in explicit and options[field] != value:
             raise ConfigError(
-                f"--{option.replace('_', '-')} {options[field]} conflicts with the weights ({name}), "
-                f"which give {value if value is not None else 'none'}; drop --{option.replace('_', '-')}"
+                f"--{option.replace('_', '-')} {options[field]} conflicts with the weights "
+                f"({name}), "
+                f"which give {value if value is not None else 'none'}; drop "
+                f"--{option.replace('_', '-')}"
             )
         if field in known and option not in explicit and options[field] != value:
             shown = _show(field, options[field])
@@ -155,7 +161,8 @@ def _x_kv_sizes(x_kv: np.ndarray) -> dict[str, Any]:
 def _state(stated: dict[str, tuple[Any, str]], name: str, value: Any, where: str) -> None:
     if name in stated and stated[name][0] != value:
         raise ConfigError(
-            f"{where} gives {name} {_show(name, value)}, but {stated[name][1]} gives {_show(name, stated[name][0])}; make the files agree"
+            f"{where} gives {name} {_show(name, value)}, but {stated[name][1]} gives "
+            f"{_show(name, stated[name][0])}; make the files agree"
         )
     stated.setdefault(name, (value, where))
 

@@ -21,7 +21,8 @@ def trace_arrays(trace: Trace) -> dict[str, object]:
     missing = [s.name for s in (*trace.steps, *trace.parameters) if s.value is None]
     if missing:
         raise ConfigError(
-            f"--save needs values, but the {trace.backend} backend keeps none; use --backend numpy or torch"
+            f"--save needs values, but the {trace.backend} backend keeps none; use --backend numpy "
+            "or torch"
         )
     arrays: dict[str, object] = {r.name: r.value for r in (*trace.steps, *trace.parameters)}
     meta = {**trace.config.to_dict(), "backend": trace.backend, "format": SAVE_FORMAT}
@@ -45,7 +46,8 @@ def save_trace(trace: Trace, path: Path) -> None:
 
     if path.suffix.lower() != ".npz":
         raise ConfigError(
-            f"--save writes a .npz file; give a name ending in .npz, e.g. --save {path.stem or 'trace'}.npz"
+            "--save writes a .npz file; give a name ending in .npz, e.g. --save "
+            f"{path.stem or 'trace'}.npz"
         )
     arrays = trace_arrays(trace)
     write_output(path, lambda f: np.savez(f, **arrays), what="saved")  # type: ignore[arg-type]

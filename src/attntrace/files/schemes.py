@@ -139,7 +139,14 @@ def load_layer(
     params = split(layer, path, info) if split is not None else scheme.names(layer, path)
     _check_shapes(path, prefix, params)
     family = "llama" if scheme.marker == "q_proj.weight" and "o_proj.weight" in layer else ""
-    return LoadedWeights(path, scheme.name, prefix, params, _hints(path, meta), family)
+    return LoadedWeights(
+        path=path,
+        scheme=scheme.name,
+        prefix=prefix,
+        params=params,
+        hints=_hints(path, meta),
+        family=family,
+    )
 
 
 def _pick_layer(
@@ -155,7 +162,8 @@ def _pick_layer(
             if prefix in wanted:
                 return prefix, scheme
         raise InputFileError(
-            f"{path}: no attention layer under --layer-prefix {layer_prefix!r}; {_listing(found, arrays)}"
+            f"{path}: no attention layer under --layer-prefix {layer_prefix!r}; "
+            f"{_listing(found, arrays)}"
         )
     if len(found) == 1:
         return found[0]
@@ -164,7 +172,8 @@ def _pick_layer(
             f"{path}: no attention weights in a known naming scheme; {_listing(found, arrays)}"
         )
     raise InputFileError(
-        f"{path}: holds {len(found)} attention layers; pick one with --layer-prefix, {_listing(found, arrays)}"
+        f"{path}: holds {len(found)} attention layers; pick one with --layer-prefix, "
+        f"{_listing(found, arrays)}"
     )
 
 
@@ -218,7 +227,8 @@ def _mha(layer: Arrays, path: Path) -> dict[str, np.ndarray | None]:
     assert w_in is not None
     if w_in.ndim != 2 or w_in.shape[0] != 3 * w_in.shape[1]:
         raise InputFileError(
-            f"{path}: in_proj_weight is {w_in.shape}, not (3H, H); kdim/vdim other than H is not supported"
+            f"{path}: in_proj_weight is {w_in.shape}, not (3H, H); kdim/vdim other than H is not "
+            "supported"
         )
     ws = np.split(w_in, 3)
     bs = np.split(b_in, 3) if b_in is not None and b_in.shape == (w_in.shape[0],) else [b_in] * 3
@@ -291,7 +301,8 @@ def _check_shapes(path: Path, prefix: str, params: dict[str, np.ndarray | None])
         weight = params[name]
         if weight is not None and weight.ndim != 2:
             raise InputFileError(
-                f"{path}: {prefix}{name} is {weight.shape}, not a matrix (out_features, in_features)"
+                f"{path}: {prefix}{name} is {weight.shape}, not a matrix (out_features, "
+                "in_features)"
             )
     (q_width, hidden), kv_shape = w_q.shape, tuple(w_k.shape)
     expected = {
@@ -352,3 +363,34 @@ SCHEMES: tuple[Scheme, ...] = (
     Scheme("q_proj/k_proj/v_proj/o_proj", "q_proj.weight", _qkvo),
     Scheme("BERT", "attention.self.query.weight", _bert),
 )
+
+
+def state_dict_weights(module: Any) -> LoadedWeights | None:
+    """The module's attention weights by a known naming scheme, or None when none fits.
+
+    ``diff`` loads a module's weights this way (:mod:`attntrace.diffing.layer`), and ``trace``
+    reads the width of its seeded x from them (:mod:`attntrace.capturing.runner`).
+
+    >>> import torch
+    >>> mha = torch.nn.MultiheadAttention(8, 2)
+    >>> state_dict_weights(mha).params["w_q"].shape
+    (8, 8)
+    >>> state_dict_weights(torch.nn.Linear(4, 4)) is None
+    True
+    """
+    state = {k: v for k, v in module.state_dict().items() if v.is_floating_point()}
+    arrays = LazyArrays(state, lambda key: torch_to_numpy(state[key]))
+    try:
+        return layer_weights(arrays, Path(f"{type(module).__name__}.state_dict()"))
+    except InputFileError as exc:
+        if "no attention weights in a known naming scheme" in str(exc):
+            return None
+        raise
+
+
+def torch_to_numpy(t: Any) -> np.ndarray:
+    """A numpy copy of the torch tensor ``t`` (bfloat16, which numpy lacks, as float32)."""
+    import numpy as np
+
+    t = t.detach().cpu()
+    return np.array((t.float() if str(t.dtype) == "torch.bfloat16" else t).numpy())

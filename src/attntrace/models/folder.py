@@ -51,10 +51,6 @@ class ModelFolder:
 
         return LazyArrays(self.weight_map, load)
 
-    @property
-    def shards(self) -> tuple[Path, ...]:
-        return tuple(dict.fromkeys(self.weight_map.values()))
-
 
 def open_folder(path: Path) -> ModelFolder:
     """The folder at ``path``: its config and tensor map (only headers and index files read)."""

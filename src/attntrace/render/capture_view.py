@@ -10,9 +10,10 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from attntrace.render.csv_out import CSV_COLUMNS, format_shape_x
-from attntrace.render.table import _table, format_axes, format_shape
+from attntrace.render.csv_out import CSV_COLUMNS
+from attntrace.render.table import _table
 from attntrace.text import inert, plain
+from attntrace.units import format_axes, format_shape, format_shape_x
 
 if TYPE_CHECKING:
     from attntrace.capturing.explain import Explanation

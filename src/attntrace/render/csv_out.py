@@ -13,8 +13,8 @@ from __future__ import annotations
 import csv
 import io
 
-from attntrace.engine.costs import exact_count, format_terms
 from attntrace.trace import Records
+from attntrace.units import exact_count, format_shape_x, format_terms
 
 #: The CSV header, in order (a contract for scripts; new columns are only ever appended).
 CSV_COLUMNS = (
@@ -30,15 +30,6 @@ CSV_COLUMNS = (
     "formula",
     "nonfinite",
 )
-
-
-def format_shape_x(shape: tuple[int, ...]) -> str:
-    """A shape as ``12x3x3``.
-
-    >>> format_shape_x((12, 3, 3)), format_shape_x((768,))
-    ('12x3x3', '768')
-    """
-    return "x".join(str(n) for n in shape)
 
 
 def render_csv(trace: Records, count: str = "flops") -> str:

@@ -12,8 +12,9 @@ from rich.text import Text
 
 from attntrace.diffing.align import DIFFERS, FUSED, MATCH, Row
 from attntrace.diffing.diff_report import DiffReport
-from attntrace.render.table import _table, format_shape
+from attntrace.render.table import _table
 from attntrace.text import plain
+from attntrace.units import format_shape
 
 #: The mark of each row status.
 MARKS = {

@@ -12,8 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from xml.sax.saxutils import escape
 
-from attntrace.render.table import format_axes, format_shape
 from attntrace.trace import Step, Trace
+from attntrace.units import format_axes, format_shape
 
 BOX_W, BOX_H = 190, 58  # a step's box
 GAP_X, GAP_Y = 40, 34  # between boxes

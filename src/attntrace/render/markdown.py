@@ -4,11 +4,16 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from attntrace.engine.costs import count as in_unit
-from attntrace.engine.costs import format_count, format_terms
-from attntrace.engine.memory import format_bytes
-from attntrace.render.table import format_axes, format_shape, whole_model_line
+from attntrace.render.table import whole_model_line
 from attntrace.trace import Step, Trace
+from attntrace.units import (
+    format_axes,
+    format_bytes,
+    format_count,
+    format_shape,
+    format_terms,
+    in_unit,
+)
 
 
 def render_markdown(trace: Trace, count: str = "flops") -> str:

@@ -11,19 +11,18 @@ from __future__ import annotations
 from html import escape
 from typing import TYPE_CHECKING
 
-from attntrace.engine.costs import count as in_unit
-from attntrace.engine.costs import format_count, format_terms
-from attntrace.engine.memory import format_bytes
 from attntrace.render.flow import render_flow_svg
 from attntrace.render.pooling import pool
-from attntrace.render.table import (
-    describe,
-    format_axes,
-    format_shape,
-    whole_model_rows,
-    whole_model_title,
-)
+from attntrace.render.table import describe, whole_model_rows, whole_model_title
 from attntrace.trace import Trace
+from attntrace.units import (
+    format_axes,
+    format_bytes,
+    format_count,
+    format_shape,
+    format_terms,
+    in_unit,
+)
 
 if TYPE_CHECKING:
     import numpy as np

@@ -8,10 +8,8 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from attntrace.engine.costs import count as in_unit
-from attntrace.engine.costs import format_count
-from attntrace.engine.memory import format_bytes
 from attntrace.tools.sweep import SweepPoint
+from attntrace.units import format_bytes, format_count, in_unit
 
 BAR_WIDTH = 36
 _STYLE = {"eager": "red", "flash": "green"}

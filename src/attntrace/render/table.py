@@ -13,12 +13,17 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from attntrace.config.attention_config import AttentionConfig
-from attntrace.engine.costs import count as in_unit
-from attntrace.engine.costs import format_count, format_terms
-from attntrace.engine.memory import format_bytes
 from attntrace.engine.parallel import map_parts
 from attntrace.render.pooling import POOLING, Pooled, block_starts, pool, span_labels
 from attntrace.trace import Trace
+from attntrace.units import (
+    format_axes,
+    format_bytes,
+    format_count,
+    format_shape,
+    format_terms,
+    in_unit,
+)
 
 if TYPE_CHECKING:
     import numpy as np
@@ -30,16 +35,6 @@ if TYPE_CHECKING:
 HEATMAP_MAX_SEQ = 16
 #: Tensors with at most this many elements have their values printed by --values.
 VALUES_MAX_NUMEL = 256
-
-
-def format_shape(shape: tuple[int, ...]) -> str:
-    """A shape as a Python tuple: ``(12, 3, 64)``, ``(768,)``."""
-    return str(tuple(shape))
-
-
-def format_axes(axes: tuple[str, ...]) -> str:
-    """Axis letters as a tuple: ``(h, S, d)``."""
-    return "(" + ", ".join(axes) + ("," if len(axes) == 1 else "") + ")"
 
 
 def render_trace(
@@ -279,7 +274,7 @@ def whole_model_line(trace: Trace, count: str = "flops") -> Text | None:
 
     >>> import dataclasses
     >>> from attntrace import AttentionConfig, trace_attention
-    >>> from attntrace.engine.costs import model_figures
+    >>> from attntrace.trace import model_figures
     >>> t = trace_attention(AttentionConfig(seq=4, hidden=8, heads=2), "shape")
     >>> t = dataclasses.replace(t, whole_model=model_figures(t, 3))
     >>> print(whole_model_line(t))  # doctest: +NORMALIZE_WHITESPACE
@@ -328,7 +323,7 @@ def whole_model_rows(trace: Trace, count: str = "flops") -> list[tuple[str, str,
 
     >>> import dataclasses
     >>> from attntrace import AttentionConfig, trace_attention
-    >>> from attntrace.engine.costs import model_figures
+    >>> from attntrace.trace import model_figures
     >>> t = trace_attention(AttentionConfig(seq=4, hidden=8, heads=2), "shape")
     >>> whole_model_rows(dataclasses.replace(t, whole_model=model_figures(t, 3)))[0]
     ('parameters', '864', '864')

@@ -7,8 +7,9 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from attntrace.render.table import _table, format_shape
+from attntrace.render.table import _table
 from attntrace.tools.verify import Comparison, VerifyReport
+from attntrace.units import format_shape
 
 
 def render_verify(report: VerifyReport, console: Console) -> None:

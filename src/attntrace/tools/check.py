@@ -5,7 +5,8 @@ Pure logic: parse, trace, compare, and return :class:`CaseResult` records. Print
 
 >>> from attntrace import AttentionConfig, trace_attention
 >>> trace = trace_attention(AttentionConfig(seq=3, hidden=768, heads=12), "shape")
->>> check_expectations(trace, [parse_expectation("scores=h,S,S"), parse_expectation("output=3x768")])
+>>> expected = [parse_expectation("scores=h,S,S"), parse_expectation("output=3x768")]
+>>> check_expectations(trace, expected)
 ()
 >>> check_expectations(trace, [parse_expectation("scores=(12, 3, 4)")])[0].actual
 '(12, 3, 3) (h, S, S)'
@@ -27,8 +28,8 @@ from attntrace.errors import ConfigError, InputFileError
 from attntrace.files.guard import MAX_DEPTH, nesting_depth, parse_json, read_text
 from attntrace.text import plain
 from attntrace.trace import SCHEMA_ID, Records, Shape, Step, Trace, UnknownStepError
+from attntrace.units import Dim, format_shape, parse_shape
 
-Dim = int | str  # a size, or an axis letter resolved from the config
 #: The schema of ``attntrace trace --format json``: a golden for ``check --trace``.
 CAPTURE_SCHEMA_ID = "attntrace.capture/1"
 
@@ -137,35 +138,6 @@ class CaseResult:
         """The names of the checks that held."""
         failed = {m.subject or m.what for m in self.mismatches}
         return tuple(c for c in self.checks if c not in failed)
-
-
-#: One size of a shape: a number, an axis letter, or a product of them (``g·d``, ``g*d``, ``2·d``).
-_DIM = re.compile(r"\d+|(?:\d+|[A-Za-z]\w*)(?:\s*[·*]\s*(?:\d+|[A-Za-z]\w*))+|[A-Za-z]\w*")
-
-
-def parse_shape(text: str) -> tuple[Dim, ...]:
-    """A shape written as ``12,3,3``, ``(12, 3, 3)``, ``[12, 3, 3]``, ``12x3x3`` or ``h,S,S``;
-    a product of axes is written ``g·d`` or ``g*d``.
-
-    >>> parse_shape("(12, 3, 64)"), parse_shape("12x3x3"), parse_shape("B, h, S, 3")
-    ((12, 3, 64), (12, 3, 3), ('B', 'h', 'S', 3))
-    >>> parse_shape("(768,)"), parse_shape("()"), parse_shape("S, g*d"), parse_shape("S,h·d")
-    ((768,), (), ('S', 'g·d'), ('S', 'h·d'))
-    """
-    body = (
-        text.strip().removeprefix("(").removesuffix(")").removeprefix("[").removesuffix("]").strip()
-    )
-    parts = (
-        body.split(",") if "," in body or not re.fullmatch(r"\d+(x\d+)*", body) else body.split("x")
-    )
-    dims = [p.strip() for p in parts]
-    if dims and not dims[-1]:
-        dims.pop()  # "(768,)"
-    if any(not _DIM.fullmatch(d) for d in dims):
-        raise ConfigError(
-            f"cannot read the shape {text!r}; write it like 12,3,3 or 12x3x3 or h,S,S or S,g*d"
-        )
-    return tuple(int(d) if d.isdigit() else re.sub(r"\s*[·*]\s*", "·", d) for d in dims)
 
 
 def parse_expectation(text: str) -> Expectation:
@@ -316,17 +288,24 @@ def check_trace(
             mismatches += found
             checks += golden_checks
             targets |= golden_targets
-            return CaseResult(name, len(checks), mismatches, notes, tuple(checks), targets=targets)
-        mismatches += compare_golden(trace, golden)
-        steps = {r["name"]: None for r in golden["steps"]} | dict.fromkeys(trace.names)
-        params = {r["name"]: None for r in golden["params"]} | {
-            p.name: None for p in trace.parameters
-        }
-        checks += [f"step {n}" for n in steps] + [f"param {n}" for n in params]
-        if is_capture(trace):
-            targets |= {f"step {s.name}": where(s) for s in trace.steps}
-        notes = config_notes(trace, golden) if isinstance(trace, Trace) else ()
-    return CaseResult(name, len(checks), mismatches, notes, tuple(checks), targets=targets)
+        else:
+            mismatches += compare_golden(trace, golden)
+            steps = {r["name"]: None for r in golden["steps"]} | dict.fromkeys(trace.names)
+            params = {r["name"]: None for r in golden["params"]} | {
+                p.name: None for p in trace.parameters
+            }
+            checks += [f"step {n}" for n in steps] + [f"param {n}" for n in params]
+            if is_capture(trace):
+                targets |= {f"step {s.name}": where(s) for s in trace.steps}
+            notes = config_notes(trace, golden) if isinstance(trace, Trace) else ()
+    return CaseResult(
+        name=name,
+        checked=len(checks),
+        mismatches=mismatches,
+        notes=notes,
+        checks=tuple(checks),
+        targets=targets,
+    )
 
 
 def golden_fits(golden: Mapping[str, Any], trace: Records | None = None) -> None:
@@ -367,7 +346,7 @@ def compare_roles(
             mismatches.append(
                 Mismatch(
                     f"{check} shape",
-                    str(tuple(record["shape"])),
+                    format_shape(record["shape"]),
                     f"{step.shape} ({', '.join(step.axes)})",
                     check,
                 )
@@ -424,7 +403,9 @@ def load_golden(path: Path) -> dict[str, Any]:
 def validate_golden(doc: object) -> None:
     """Raise ConfigError naming the first key that a golden comparison cannot read.
 
-    >>> validate_golden({"schema": "attntrace.trace/1", "config": {}, "steps": [{"name": "x", "shape": "3x4", "dtype": "float32"}], "params": []})
+    >>> step = {"name": "x", "shape": "3x4", "dtype": "float32"}
+    >>> golden = {"schema": "attntrace.trace/1", "config": {}, "steps": [step], "params": []}
+    >>> validate_golden(golden)
     Traceback (most recent call last):
     ...
     attntrace.errors.ConfigError: steps[0].shape must be a list of whole numbers, got '3x4'
@@ -487,8 +468,8 @@ def _compare(
             out.append(
                 Mismatch(
                     f"{kind} {name} shape",
-                    str(tuple(g_shape)),
-                    str(tuple(a_shape)),
+                    format_shape(g_shape),
+                    format_shape(a_shape),
                     f"{kind} {name}",
                 )
             )
@@ -555,8 +536,8 @@ def load_spec(path: Path, backend: str = "shape", *, keep_going: bool = False) -
     configs, defaults = doc.get("config"), doc.get("defaults", {})
     if unknown or not isinstance(configs, dict) or not configs or not isinstance(defaults, dict):
         raise InputFileError(
-            f"{path}: a spec has [config.NAME] tables (at least one) and optionally a [defaults] table"
-            + (f"; unknown top-level keys: {', '.join(sorted(unknown))}" if unknown else "")
+            f"{path}: a spec has [config.NAME] tables (at least one) and optionally a [defaults] "
+            "table" + (f"; unknown top-level keys: {', '.join(sorted(unknown))}" if unknown else "")
         )
     lines = spec_lines(text)
     cases = []
@@ -629,7 +610,14 @@ def _spec_case(path: Path, name: str, defaults: Mapping[str, object], table: obj
             raise ConfigError('"backend" and "golden" must be strings')
         golden_path = path.parent / golden if golden else None
         config = AttentionConfig(**_layered_fields(path, defaults, table))
-        return SpecCase(name, config, backend, expectations, golden_path, where)
+        return SpecCase(
+            name=name,
+            config=config,
+            backend=backend,
+            expectations=expectations,
+            golden=golden_path,
+            origin=where,
+        )
     except ConfigError as exc:
         raise InputFileError(f"{where}: {exc}") from None
 
@@ -774,7 +762,6 @@ __all__ = [
     "load_golden",
     "load_spec",
     "parse_expectation",
-    "parse_shape",
     "reference_names",
     "run_spec",
     "spec_lines",

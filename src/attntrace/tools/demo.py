@@ -73,12 +73,15 @@ def scaling_effect() -> list[str]:
     d = len(QUERY[0])
     top_plain, top_scaled = plain["weights"].max(axis=-1), scaled["weights"].max(axis=-1)
     return [
-        f"Every score is divided by √d = √{d} = {math.sqrt(d):.3f}; the order of the scores in a row stays the same.",
+        f"Every score is divided by √d = √{d} = {math.sqrt(d):.3f}; the order of the scores in a "
+        "row stays the same.",
         "The softmax becomes less peaked: the largest weight of each row goes from "
         + ", ".join(f"{a:.3f} to {b:.3f}" for a, b in zip(top_plain, top_scaled, strict=True))
         + ", so each output mixes more of the other Value rows.",
-        "Why it exists: with query and key entries of variance 1, a dot product of d of them has variance d. "
-        "For d = 64 the scores spread about ±8, softmax saturates to nearly one-hot and its gradients vanish. "
+        "Why it exists: with query and key entries of variance 1, a dot product of d of them has "
+        "variance d. "
+        "For d = 64 the scores spread about ±8, softmax saturates to nearly one-hot and its "
+        "gradients vanish. "
         "Dividing by √d brings the variance back to 1 whatever d is.",
     ]
 

@@ -60,7 +60,8 @@ def reference_mask(config: AttentionConfig, user: np.ndarray | None) -> tuple[An
 
     >>> reference_mask(AttentionConfig(causal=True), None)
     (None, True)
-    >>> keep, _ = reference_mask(AttentionConfig(batch=2, seq=3, hidden=8, heads=2, causal=True, key_lengths=(3, 1)), None)
+    >>> padded = AttentionConfig(batch=2, seq=3, hidden=8, heads=2, causal=True, key_lengths=(3, 1))
+    >>> keep, _ = reference_mask(padded, None)
     >>> keep.shape, keep[1, 0].int().tolist()
     (torch.Size([2, 1, 3, 3]), [[1, 0, 0], [1, 0, 0], [1, 0, 0]])
     """
@@ -125,7 +126,8 @@ def rope_reference(x: Any, base: float) -> Any:
     Computed in float64; x (..., S, d).
 
     >>> import torch
-    >>> rope_reference(torch.tensor([[1.0, 0.0], [1.0, 0.0]], dtype=torch.float64), 10000.0).round(decimals=4).tolist()
+    >>> x = torch.tensor([[1.0, 0.0], [1.0, 0.0]], dtype=torch.float64)
+    >>> rope_reference(x, 10000.0).round(decimals=4).tolist()
     [[1.0, 0.0], [0.5403, 0.8415]]
     """
     import torch
@@ -198,7 +200,8 @@ def _with_relative_bias(
     """T5's position bias (h, S, N) from the table, as a float mask with the other masks."""
     import torch
 
-    from attntrace.engine.relative import buckets, parse_relative_bias
+    from attntrace.config.variants import parse_relative_bias
+    from attntrace.engine.relative import buckets
 
     spec = parse_relative_bias(config.relative_bias or "")
     index = torch.from_numpy(buckets(config.seq, config.keys, spec))  # (S, N)

@@ -15,8 +15,8 @@ from itertools import product
 from typing import TYPE_CHECKING
 
 from attntrace.config.attention_config import ALGORITHMS, AttentionConfig
-from attntrace.engine.costs import ModelFigures
 from attntrace.errors import ConfigError
+from attntrace.trace import ModelFigures
 
 if TYPE_CHECKING:
     pass
@@ -128,28 +128,28 @@ def measure(
     layers: int | None = None,
 ) -> SweepPoint:
     """One point of the sweep (with ``layers``: also the figures of a whole model of L such
-    layers, :func:`attntrace.engine.costs.model_figures`).
+    layers, :func:`attntrace.trace.model_figures`).
 
     >>> p = measure(AttentionConfig(seq=4096, hidden=768, heads=12), layers=12)
     >>> p.score_bytes == 12 * 4096 * 4096 * 4, p.whole_model.flops == 12 * p.flops
     (True, True)
     """
     from attntrace.engine.attention import trace_attention
-    from attntrace.engine.costs import model_figures
+    from attntrace.trace import model_figures
 
     t = trace_attention(config, backend, max_memory=max_memory, keep_values=False)
     whole = model_figures(t, layers) if layers is not None else None
     return SweepPoint(
-        config.seq,
-        config.heads,
-        config.hidden,
-        config.algorithm,
-        t.total_flops,
-        t.score_bytes,
-        t.peak_bytes,
-        t.param_bytes,
-        t.kv_cache_bytes_per_token,
-        whole,
+        seq=config.seq,
+        heads=config.heads,
+        hidden=config.hidden,
+        algorithm=config.algorithm,
+        flops=t.total_flops,
+        score_bytes=t.score_bytes,
+        peak_bytes=t.peak_bytes,
+        param_bytes=t.param_bytes,
+        kv_cache_bytes_per_token=t.kv_cache_bytes_per_token,
+        whole_model=whole,
     )
 
 

@@ -95,7 +95,8 @@ def tolerance(config: AttentionConfig) -> Tolerance:
     """
     if config.dtype not in TOLERANCES:
         raise ConfigError(
-            f"verify compares with numpy, which has no {config.dtype}; use --dtype {', '.join(TOLERANCES)}"
+            f"verify compares with numpy, which has no {config.dtype}; use --dtype "
+            f"{', '.join(TOLERANCES)}"
         )
     base, factor = TOLERANCES[config.dtype], math.sqrt(max(config.hidden, 64) / 64)
     return Tolerance(rtol=base.rtol * factor, atol=base.atol * factor)
@@ -154,7 +155,9 @@ def verify_attention(
     >>> report = verify_attention(AttentionConfig(seq=3, hidden=8, heads=2))
     >>> report.ok, [c.right for c in report.references][:2]
     (True, ['nn.MultiheadAttention', 'SDPA'])
-    >>> gqa = verify_attention(AttentionConfig(seq=4, hidden=8, heads=2, kv_heads=1, causal=True, rope=True))
+    >>> gqa = verify_attention(
+    ...     AttentionConfig(seq=4, hidden=8, heads=2, kv_heads=1, causal=True, rope=True)
+    ... )
     >>> gqa.ok, gqa.references[0].skipped
     (True, 'nn.MultiheadAttention has no grouped-query attention (--kv-heads)')
     """
@@ -173,7 +176,11 @@ def verify_attention(
     )
     refs = torch_references(config, _inputs(config, tensors), mask)
     return VerifyReport(
-        config, tol, steps, _against(a, refs, tol) + _against(b, refs, tol), a.notes
+        config=config,
+        tolerance=tol,
+        steps=steps,
+        references=_against(a, refs, tol) + _against(b, refs, tol),
+        notes=a.notes,
     )
 
 
@@ -190,7 +197,8 @@ def check_verify_memory(
     attntrace.errors.MemoryBudgetError: this trace needs about 12.22 GiB (two traces and ...
     """
     from attntrace.engine.attention import estimate_bytes
-    from attntrace.engine.memory import check_budget, format_bytes
+    from attntrace.engine.memory import check_budget
+    from attntrace.units import format_bytes
 
     shapes = trace_attention(config, "shape", mask=mask)
     trace_bytes, largest = estimate_bytes(config, True, shapes)
@@ -221,14 +229,14 @@ def _against(
             if isinstance(values, str):
                 rows.append(
                     Comparison(
-                        name,
-                        trace.backend,
-                        ref,
-                        trace[name].shape,
-                        math.nan,
-                        math.nan,
-                        True,
-                        values,
+                        name=name,
+                        left=trace.backend,
+                        right=ref,
+                        shape=trace[name].shape,
+                        max_abs=math.nan,
+                        max_rel=math.nan,
+                        ok=True,
+                        skipped=values,
                     )
                 )
             else:
@@ -250,17 +258,26 @@ def compare(
     """``a`` against ``b`` (the reference) in float64.
 
     >>> import numpy as np
-    >>> c = compare("x", "a", "b", np.array([1.0, 2.0]), np.array([1.0, 2.001]), Tolerance(1e-4, 1e-5))
+    >>> tol = Tolerance(1e-4, 1e-5)
+    >>> c = compare("x", "a", "b", np.array([1.0, 2.0]), np.array([1.0, 2.001]), tol)
     >>> round(c.max_abs, 6), c.ok
     (0.001, False)
-    >>> compare("masked", "a", "b", np.array([-np.inf, 1.0]), np.array([-np.inf, 1.0]), Tolerance(1e-4, 1e-5)).ok
+    >>> compare("masked", "a", "b", np.array([-np.inf, 1.0]), np.array([-np.inf, 1.0]), tol).ok
     True
     """
     import numpy as np
 
     if a is None or b is None or a.shape != b.shape:
         shape = tuple(a.shape) if a is not None else ()
-        return Comparison(name, left, right, shape, math.inf, math.inf, False)
+        return Comparison(
+            name=name,
+            left=left,
+            right=right,
+            shape=shape,
+            max_abs=math.inf,
+            max_rel=math.inf,
+            ok=False,
+        )
     a64, b64 = a.astype(np.float64), b.astype(np.float64)
     same = a64 == b64  # equal infinities (the -inf of masked scores) are equal, not inf - inf = NaN
     with np.errstate(invalid="ignore"):
@@ -270,4 +287,12 @@ def compare(
     max_abs = float(diff.max(initial=0.0))
     max_rel = float((diff / np.maximum(size, m * tol.atol / tol.rtol)).max(initial=0.0))
     ok = bool(np.all(diff <= tol.atol * m + tol.rtol * size))  # False for any NaN or inf in diff
-    return Comparison(name, left, right, tuple(a.shape), max_abs, max_rel, ok)
+    return Comparison(
+        name=name,
+        left=left,
+        right=right,
+        shape=tuple(a.shape),
+        max_abs=max_abs,
+        max_rel=max_rel,
+        ok=ok,
+    )

@@ -59,8 +59,8 @@ def check(
     With GITHUB_ACTIONS=true, failures are also annotations on the spec's lines.
     """
     from attntrace.cli.configure import resolve_options
-    from attntrace.engine.memory import parse_size
     from attntrace.tools.check import load_spec, run_spec
+    from attntrace.units import parse_size
 
     budget = parse_size(max_memory) if max_memory is not None else None
     if into and trace_target is None:

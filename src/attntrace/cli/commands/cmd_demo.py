@@ -39,8 +39,10 @@ def demo() -> None:
     note, ours = overflow_example()
     lines = [
         *scaling_effect(),
-        f"The notes' soft_max computes exp(z) directly: for the row [1000, 1000] it gives {note.tolist()} "
-        f"(exp overflows to inf, inf/inf = nan). attntrace subtracts the row maximum first and gives {ours.tolist()}.",
+        "The notes' soft_max computes exp(z) directly: for the row [1000, 1000] it gives "
+        f"{note.tolist()} "
+        "(exp overflows to inf, inf/inf = nan). attntrace subtracts the row maximum first and "
+        f"gives {ours.tolist()}.",
     ]
     for line in lines:
         out.print(Text(f"- {line}"))

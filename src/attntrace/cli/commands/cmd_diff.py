@@ -81,8 +81,8 @@ def diff(
     from attntrace.cli.configure import _typed, resolve_options
     from attntrace.diffing.target import diff_target
     from attntrace.diffing.user_side import UserCodeError
-    from attntrace.engine.memory import parse_size
     from attntrace.render.diff_view import render_diff, render_diff_json
+    from attntrace.units import parse_size
 
     typed = {
         name for name in ("batch", "seq", "hidden", "heads", "dtype", "scale") if _typed(ctx, name)

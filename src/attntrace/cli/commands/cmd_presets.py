@@ -31,7 +31,7 @@ def presets(fmt: opt.PresetsFormat = opt.ListingFormatName.table) -> None:
       [bold]attntrace run --preset llama-3-8b --seq 4 --backend shape[/]
     """
     from attntrace.config.presets import PRESETS
-    from attntrace.engine.memory import format_bytes
+    from attntrace.units import format_bytes
 
     if fmt is opt.ListingFormatName.json:
         sys.stdout.write(json.dumps(presets_document(), indent=2) + "\n")
@@ -77,8 +77,7 @@ def presets(fmt: opt.PresetsFormat = opt.ListingFormatName.table) -> None:
 def _whole_models() -> Table:
     """All layers of the presets whose layer count is known, at their context length."""
     from attntrace.config.presets import PRESETS
-    from attntrace.engine.costs import format_count
-    from attntrace.engine.memory import format_bytes
+    from attntrace.units import format_bytes, format_count
 
     table = Table(
         title="whole model: attention of all L layers at the context length (batch 1, "
@@ -106,7 +105,8 @@ def _whole_models() -> Table:
 
 def presets_document() -> dict[str, Any]:
     """Every preset as ``--format json`` prints it (schema ``attntrace.presets/1``): the fields
-    of :class:`attntrace.config.presets.Preset`, its KV-cache bytes per token and layer in float16, and
+    of :class:`attntrace.config.presets.Preset`, its KV-cache bytes per token and layer in
+    float16, and
     ``whole_model`` (all layers at the context length, batch 1; null without a layer count).
 
     >>> doc = presets_document()

@@ -153,7 +153,7 @@ def trace_from_options(
     see :func:`attntrace.trace_attention`)."""
     from attntrace.engine.attention import trace_attention
     from attntrace.engine.masks import MaskWarning, load_mask
-    from attntrace.engine.memory import parse_size
+    from attntrace.units import parse_size
 
     config, tensors = config_from_files(
         ctx, weights, layer_prefix, input_file, input_kv, **model, **options
@@ -187,7 +187,7 @@ def with_whole_model(trace: Trace, layers: int | None, model: dict[str, Any]) ->
     if layers is None and all(v is None for v in sources.values()):
         return trace  # nothing says a layer count (and nothing to import)
     from attntrace.config.presets import layer_count
-    from attntrace.engine.costs import model_figures
+    from attntrace.trace import model_figures
 
     n = layers if layers is not None else layer_count(**sources)
     return trace if n is None else dataclasses.replace(trace, whole_model=model_figures(trace, n))

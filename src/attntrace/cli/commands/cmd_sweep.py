@@ -95,7 +95,6 @@ def sweep(
 
     from attntrace.cli.configure import resolve_options
     from attntrace.config.attention_config import ALGORITHMS
-    from attntrace.engine.memory import parse_size
     from attntrace.tools.sweep import (
         parse_algorithms,
         parse_list,
@@ -104,6 +103,7 @@ def sweep(
         to_csv,
         to_json,
     )
+    from attntrace.units import parse_size
 
     err = Console(stderr=True)
     base = resolve_options(

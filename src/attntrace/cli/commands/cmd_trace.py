@@ -188,7 +188,13 @@ def trace(
             )
         else:
             inputs = Inputs(
-                batch, seq, hidden, dtype.value, seed, array.value if array else None, input_file
+                batch=batch,
+                seq=seq,
+                hidden=hidden,
+                dtype=dtype.value,
+                seed=seed,
+                array=array.value if array else None,
+                input_file=input_file,
             )
             outcome = run_target(
                 spec,
@@ -279,7 +285,7 @@ def check_captured(
             outcome = run_script(spec.path or Path(target), (), keep_values=False, into=into)
         else:
             batch, seq, hidden, dtype, seed = sizes
-            inputs = Inputs(batch, seq, hidden, dtype, seed)
+            inputs = Inputs(batch=batch, seq=seq, hidden=hidden, dtype=dtype, seed=seed)
             outcome = run_target(spec, parse_init(init), inputs, keep_values=False, into=into)
     if outcome.error is not None:
         show(outcome, "none", no_color, target)

@@ -65,9 +65,9 @@ def verify(
     """
     from attntrace.cli.configure import config_from_files
     from attntrace.engine.masks import load_mask
-    from attntrace.engine.memory import parse_size
     from attntrace.render.verify_view import render_verify
     from attntrace.tools.verify import verify_attention
+    from attntrace.units import parse_size
 
     config, tensors = config_from_files(ctx, **files, **model, **sizes, **numbers, **computation)
     user_mask = load_mask(mask) if mask is not None else None

@@ -1,0 +1,195 @@
+"""Every formatter and parser of sizes, counts, bytes, shapes and axes, in one place.
+
+Renderers, commands and error messages write a figure the same way because they all call
+these. Nothing here imports more than the standard library and :mod:`attntrace.errors`.
+
+>>> format_bytes(432), format_count(1234567), format_shape((12, 3, 64)), format_axes(("h",))
+('432 B', '1.23 M', '(12, 3, 64)', '(h,)')
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+from attntrace.errors import ConfigError
+
+#: A formula as terms ``(coefficient, "h·S·S·d")`` in axis letters (a step's FLOPs).
+Terms = tuple[tuple[int, str], ...]
+#: One size of a written shape: a number, or an axis letter (or product) the config resolves.
+Dim = int | str
+
+# --- bytes -------------------------------------------------------------------------------------
+
+#: The largest size --max-memory takes (1 EiB): every byte count stays an exact integer.
+MAX_BYTES = 2**60
+
+#: The units :func:`parse_size` reads (lower case), in bytes.
+_SIZE_UNITS = {
+    "": 1,
+    "b": 1,
+    "k": 1000,
+    "kb": 1000,
+    "m": 1000**2,
+    "mb": 1000**2,
+    "g": 1000**3,
+    "gb": 1000**3,
+    "t": 1000**4,
+    "tb": 1000**4,
+    "kib": 1024,
+    "mib": 1024**2,
+    "gib": 1024**3,
+    "tib": 1024**4,
+    "pib": 1024**5,
+}
+
+
+def format_bytes(n: int | float) -> str:
+    """Bytes in binary units.
+
+    >>> format_bytes(4398046511104)
+    '4.00 TiB'
+    >>> format_bytes(432), format_bytes(1280000000000)
+    ('432 B', '1.16 TiB')
+    """
+    if n < 1024:
+        return f"{int(n)} B"
+    value = float(n)
+    for unit in ("KiB", "MiB", "GiB", "TiB", "PiB", "EiB"):
+        value /= 1024
+        if value < 1024 or unit == "EiB":
+            break
+    return f"{value:.2f} {unit}"
+
+
+def parse_size(text: str) -> int:
+    """A size like ``512MiB``, ``2G`` or ``1000000`` in bytes.
+
+    >>> parse_size("1.5GiB"), parse_size("2k")
+    (1610612736, 2000)
+    """
+    match = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*([a-zA-Z]*)\s*", text)
+    unit = match.group(2).lower() if match else ""
+    if not match or unit not in _SIZE_UNITS:
+        raise ConfigError(
+            f"cannot read the size {text[:40]!r}; write it like 512MiB, 8GiB or 2000000000"
+        )
+    size = float(match.group(1)) * _SIZE_UNITS[unit]
+    if not size < MAX_BYTES:
+        raise ConfigError(
+            f"the size {text[:40]!r} is too large; the most is {format_bytes(MAX_BYTES)}"
+        )
+    return int(size)
+
+
+# --- counts (FLOPs, MACs, parameters) ----------------------------------------------------------
+
+
+def in_unit(flops: int | float, unit: str = "flops") -> float:
+    """FLOPs in the unit the user asked for (``macs``: one multiply-add, half the FLOPs).
+
+    >>> in_unit(10, "macs"), in_unit(10)
+    (5.0, 10.0)
+    """
+    return flops / 2 if unit == "macs" else float(flops)
+
+
+def exact_count(flops: int, unit: str = "flops") -> int | float:
+    """FLOPs in ``unit`` without rounding, for documents: a whole number unless ``macs`` of an odd
+    count (a lone add, e.g. a bias, is half a MAC).
+
+    >>> exact_count(2**61 + 2, "macs"), exact_count(5, "macs"), exact_count(5)
+    (1152921504606846977, 2.5, 5)
+    """
+    if unit != "macs":
+        return flops
+    return flops // 2 if flops % 2 == 0 else flops / 2
+
+
+def format_count(n: float) -> str:
+    """A count in SI units, short enough for a table: ``1.2 G``.
+
+    >>> format_count(1234567), format_count(0), format_count(5.5e15)
+    ('1.23 M', '0', '5.50 P')
+    """
+    if n < 1000:
+        return f"{n:g}"
+    for unit in ("k", "M", "G", "T", "P", "E"):
+        n /= 1000
+        if n < 1000 or unit == "E":
+            break
+    return f"{n:.2f} {unit}"
+
+
+def format_terms(terms: Terms, count: str = "flops") -> str:
+    """A formula from its terms; ``count="macs"`` halves every coefficient.
+
+    >>> format_terms(((2, "h·S·S·d"),))
+    '2·h·S·S·d'
+    >>> format_terms(((2, "S·H·H"), (1, "S·H")), "macs")
+    'S·H·H + 0.5·S·H'
+    >>> format_terms(())
+    '0'
+    """
+    parts = []
+    for coef, letters in terms:
+        c = coef / 2 if count == "macs" else coef
+        text = f"{c:g}" if c != int(c) else str(int(c))
+        parts.append(letters if text == "1" else f"{text}·{letters}" if letters else text)
+    return " + ".join(parts) or "0"
+
+
+# --- shapes and axes ---------------------------------------------------------------------------
+
+
+def format_shape(shape: Sequence[int]) -> str:
+    """A shape as a Python tuple.
+
+    >>> format_shape((12, 3, 64)), format_shape((768,)), format_shape(())
+    ('(12, 3, 64)', '(768,)', '()')
+    """
+    return str(tuple(shape))
+
+
+def format_shape_x(shape: tuple[int, ...]) -> str:
+    """A shape as ``12x3x3`` (CSV cells).
+
+    >>> format_shape_x((12, 3, 3)), format_shape_x((768,))
+    ('12x3x3', '768')
+    """
+    return "x".join(str(n) for n in shape)
+
+
+def format_axes(axes: tuple[str, ...]) -> str:
+    """Axis letters as a tuple.
+
+    >>> format_axes(("h", "S", "d")), format_axes(("H",))
+    ('(h, S, d)', '(H,)')
+    """
+    return "(" + ", ".join(axes) + ("," if len(axes) == 1 else "") + ")"
+
+
+#: One size of a shape: a number, an axis letter, or a product of them (``g·d``, ``g*d``, ``2·d``).
+_DIM = re.compile(r"\d+|(?:\d+|[A-Za-z]\w*)(?:\s*[·*]\s*(?:\d+|[A-Za-z]\w*))+|[A-Za-z]\w*")
+
+
+def parse_shape(text: str) -> tuple[Dim, ...]:
+    """A shape written as ``12,3,3``, ``(12, 3, 3)``, ``[12, 3, 3]``, ``12x3x3`` or ``h,S,S``;
+    a product of axes is written ``g·d`` or ``g*d``.
+
+    >>> parse_shape("(12, 3, 64)"), parse_shape("12x3x3"), parse_shape("B, h, S, 3")
+    ((12, 3, 64), (12, 3, 3), ('B', 'h', 'S', 3))
+    >>> parse_shape("(768,)"), parse_shape("()"), parse_shape("S, g*d"), parse_shape("S,h·d")
+    ((768,), (), ('S', 'g·d'), ('S', 'h·d'))
+    """
+    body = text.strip().removeprefix("(").removesuffix(")")
+    body = body.removeprefix("[").removesuffix("]").strip()
+    by_x = "," not in body and re.fullmatch(r"\d+(x\d+)*", body)
+    dims = [p.strip() for p in body.split("x" if by_x else ",")]
+    if dims and not dims[-1]:
+        dims.pop()  # "(768,)"
+    if any(not _DIM.fullmatch(d) for d in dims):
+        raise ConfigError(
+            f"cannot read the shape {text!r}; write it like 12,3,3 or 12x3x3 or h,S,S or S,g*d"
+        )
+    return tuple(int(d) if d.isdigit() else re.sub(r"\s*[·*]\s*", "·", d) for d in dims)
