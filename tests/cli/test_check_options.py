@@ -1,4 +1,5 @@
-"""`check` and `sweep` take run's size, variant and preset options, and mean the same by them."""
+"""`check` and `sweep` take run's size, variant and preset options, and mean the same by them;
+sweep, verify and presets take --format/-f as run does."""
 
 from __future__ import annotations
 
@@ -471,3 +472,10 @@ def test_sweep_option_errors_exit_2(args: tuple[str, ...], message: str) -> None
     code, _, err = cli("sweep", "--seq", "64", *args)
     assert code == EXIT_USAGE
     assert message in err
+
+
+@pytest.mark.parametrize("command", ["sweep", "verify", "presets"])
+def test_format_has_the_short_flag(command: str) -> None:
+    result = runner.invoke(app, [command, "--help"], env={"COLUMNS": "200"})
+    assert result.exit_code == 0
+    assert any("--format" in x and " -f " in x for x in result.output.splitlines())

@@ -78,23 +78,6 @@ def test_preset_runs_and_flags_override_it() -> None:
     assert "H=4096  h=32  g=1  d=128" in out
 
 
-def test_presets_command_lists_every_preset() -> None:
-    result = runner.invoke(app, ["presets"], env={"COLUMNS": "120"})
-    assert result.exit_code == 0
-    for name in (
-        "bert-base",
-        "gpt2-xl",
-        "t5-base",
-        "llama-3-70b",
-        "mistral-7b",
-        "qwen2-7b",
-        "gemma-7b",
-    ):
-        assert name in result.stdout
-    assert "500000" in result.stdout
-    assert "meta-llama/Meta-Llama-3-70B" in result.stdout
-
-
 def test_hf_config_run(tmp_path: Path) -> None:
     path = tmp_path / "config.json"
     path.write_text(

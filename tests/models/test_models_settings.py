@@ -1,6 +1,7 @@
-"""The silent-wrong cases of issue 12, each checked against transformers itself: θ kept in
-transformers 5's rope_parameters, --weights with --hf-config / --preset, sizes from files before
-validation, a Llama layer from weights alone, and sliding windows."""
+"""Where a layer's settings come from, each checked against transformers itself: θ and scaling kept
+in transformers 5's rope_parameters, --weights with --hf-config / --preset, sizes from the files
+before validation, a Llama layer from weights alone (rope and causal must be said), and sliding
+windows."""
 
 from __future__ import annotations
 
