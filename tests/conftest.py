@@ -26,7 +26,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 @pytest.fixture
 def golden(request: pytest.FixtureRequest) -> Callable[[str, str], None]:
-    """Compare text with tests/data/golden/<test name>[-<suffix>].txt; --update-golden rewrites it."""
+    """Compare text with tests/data/golden/<test name>[-<suffix>].txt; --update-golden rewrites
+    it."""
 
     def check(text: str, suffix: str = "") -> None:
         name = request.node.name.replace("[", "-").replace("]", "").replace("/", "_")

@@ -195,7 +195,10 @@ def test_check_takes_every_variant_option(args: tuple[str, ...], expect: tuple[s
         (("--heads", "12", "--kv-heads", "5", "-e", "x=S,H"), "kv-heads"),
         (
             ("-e", "k=g,S,d"),
-            "unknown axis 'g' in k=g,S,d; axes of this config: S=3, H=768, h=12, d=64 (g only with --kv-heads below --heads)",
+            (
+                "unknown axis 'g' in k=g,S,d; axes of this config: S=3, H=768, h=12, d=64 (g "
+                "only with --kv-heads below --heads)"
+            ),
         ),
         (("-e", "s_tile=h,Br,Bc"), "unknown step 's_tile'"),
         (("--key-lengths", "3,x", "-e", "x=S,H"), "--key-lengths takes whole numbers"),

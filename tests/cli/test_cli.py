@@ -103,7 +103,10 @@ def test_head_selects_the_heat_map() -> None:
         (["--heads", "0"], "--heads must be at least 1"),
         (
             ["--dtype", "bfloat16"],
-            "the numpy backend has no dtype bfloat16; use one of float16, float32, float64 or --backend torch",
+            (
+                "the numpy backend has no dtype bfloat16; use one of float16, float32, float64 "
+                "or --backend torch"
+            ),
         ),
         (["--head", "12"], "--head 12 does not exist; use 0 to 11"),
         (["--max-memory", "lots"], "cannot read the size 'lots'"),
@@ -177,7 +180,8 @@ def test_huge_sizes_are_refused_at_once_without_allocating() -> None:
     code = (
         "import tracemalloc; tracemalloc.start();"
         "from typer.testing import CliRunner; from attntrace.cli import app;"
-        "r = CliRunner().invoke(app, ['run', '--seq', '2000000', '--hidden', '8192', '--heads', '64']);"
+        "r = CliRunner().invoke(app, ['run', '--seq', '2000000', '--hidden', '8192', "
+        "'--heads', '64']);"
         "peak = tracemalloc.get_traced_memory()[1]; print(r.exit_code, peak < 50_000_000)"
     )
     proc = _python("-c", code)

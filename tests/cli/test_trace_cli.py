@@ -208,8 +208,9 @@ def test_markdown_and_csv_documents() -> None:
     code, out = _run(str(EXAMPLES / "seed_001_numpy.py"), "--format", "markdown")
     assert code == 0
     assert (
-        "| 14 | Query_3 |  | seed_001_numpy.py:45 | `np.reshape(Query, [values_length, num_attention_heads, "
-        "attention_head_size])` | (3, 768) | (3, 8, 96) | (S, h, d) | float64 |" in out
+        "| 14 | Query_3 |  | seed_001_numpy.py:45 | `np.reshape(Query, [values_length, "
+        "num_attention_heads, attention_head_size])` | (3, 768) | (3, 8, 96) | (S, h, d) "
+        "| float64 |" in out
     )
 
 

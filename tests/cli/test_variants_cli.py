@@ -210,7 +210,10 @@ def test_missing_mask_file(tmp_path: Path) -> None:
             'num_attention_heads must be a whole number from 1 to 2147483647, got "12"',
         ),
         (
-            '{"num_attention_heads": 32, "hidden_size": 4096, "rope_scaling": {"rope_type": "longrope"}}',
+            (
+                '{"num_attention_heads": 32, "hidden_size": 4096, "rope_scaling": '
+                '{"rope_type": "longrope"}}'
+            ),
             "rope scaling 'longrope' is not modelled",
         ),
         ('{"num_attention_heads": 32, "hidden_size": 4096, "alibi": true}', "ALiBi"),

@@ -140,7 +140,8 @@ def test_cli_verify_exits_1_beyond_tolerance(monkeypatch: pytest.MonkeyPatch) ->
 
 def test_cli_verify_without_torch_exits_2_with_the_install_hint() -> None:
     code = (
-        "import sys; sys.modules['torch'] = None; sys.argv = ['attntrace', 'verify', '--hidden', '8', '--heads', '2']; "
+        "import sys; sys.modules['torch'] = None; sys.argv = ['attntrace', 'verify', "
+        "'--hidden', '8', '--heads', '2']; "
         "from attntrace.cli import main; main()"
     )
     env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
