@@ -3,6 +3,7 @@ a corpus of hostile files, generated on demand (nothing hostile is stored in the
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import pickle
@@ -151,6 +152,10 @@ HOSTILE_NAMES: tuple[str, ...] = (
 )
 
 
+#: The files of the corpus that torch.save writes: made only where torch is installed.
+TORCH_FILES = ("dict-bomb.pt", "deep.pt")
+
+
 def hostile_files(root: Path) -> dict[str, Path]:
     """Every kind of hostile file, by a short name (created once under ``root``)."""
     root.mkdir(parents=True, exist_ok=True)
@@ -225,7 +230,8 @@ def hostile_files(root: Path) -> dict[str, Path]:
     add("latin1.json").write_bytes(b'{"caf\xe9": 1}')
     add("payload.pt").write_bytes(pickle.dumps({"w": _Payload()}))
     np.save(add("payload.npy"), np.array([_Payload()], dtype=object), allow_pickle=True)
-    _torch_files(add("dict-bomb.pt"), add("deep.pt"))
+    if importlib.util.find_spec("torch") is not None:  # only torch.save writes them
+        _torch_files(*(add(name) for name in TORCH_FILES))
     add("empty.npz").write_bytes(b"")
     add("truncated.npz").write_bytes(b"PK\x03\x04" + bytes(40))
     return files

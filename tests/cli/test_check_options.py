@@ -1,4 +1,5 @@
-"""`check` and `sweep` take run's size, variant and preset options, and mean the same by them."""
+"""`check` and `sweep` take run's size, variant and preset options, and mean the same by them;
+sweep, verify and presets take --format/-f as run does."""
 
 from __future__ import annotations
 
@@ -194,7 +195,10 @@ def test_check_takes_every_variant_option(args: tuple[str, ...], expect: tuple[s
         (("--heads", "12", "--kv-heads", "5", "-e", "x=S,H"), "kv-heads"),
         (
             ("-e", "k=g,S,d"),
-            "unknown axis 'g' in k=g,S,d; axes of this config: S=3, H=768, h=12, d=64 (g only with --kv-heads below --heads)",
+            (
+                "unknown axis 'g' in k=g,S,d; axes of this config: S=3, H=768, h=12, d=64 (g "
+                "only with --kv-heads below --heads)"
+            ),
         ),
         (("-e", "s_tile=h,Br,Bc"), "unknown step 's_tile'"),
         (("--key-lengths", "3,x", "-e", "x=S,H"), "--key-lengths takes whole numbers"),
@@ -471,3 +475,10 @@ def test_sweep_option_errors_exit_2(args: tuple[str, ...], message: str) -> None
     code, _, err = cli("sweep", "--seq", "64", *args)
     assert code == EXIT_USAGE
     assert message in err
+
+
+@pytest.mark.parametrize("command", ["sweep", "verify", "presets"])
+def test_format_has_the_short_flag(command: str) -> None:
+    result = runner.invoke(app, [command, "--help"], env={"COLUMNS": "200"})
+    assert result.exit_code == 0
+    assert any("--format" in x and " -f " in x for x in result.output.splitlines())

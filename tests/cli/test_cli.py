@@ -1,16 +1,21 @@
-"""The `attntrace run` command through Typer's CliRunner and as a real process."""
+"""The `attntrace run` command through Typer's CliRunner and as a real process: its tables, its
+JSON (version and preset), the dtype of its KV-cache figures, its one-line errors."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
 from collections.abc import Callable
 
+import jsonschema
 import pytest
 from typer.testing import CliRunner
 
+import attntrace
 from attntrace.cli import app
+from attntrace.schemas import trace_schema
 from paths import SRC
 
 runner = CliRunner()
@@ -98,7 +103,10 @@ def test_head_selects_the_heat_map() -> None:
         (["--heads", "0"], "--heads must be at least 1"),
         (
             ["--dtype", "bfloat16"],
-            "the numpy backend has no dtype bfloat16; use one of float16, float32, float64 or --backend torch",
+            (
+                "the numpy backend has no dtype bfloat16; use one of float16, float32, float64 "
+                "or --backend torch"
+            ),
         ),
         (["--head", "12"], "--head 12 does not exist; use 0 to 11"),
         (["--max-memory", "lots"], "cannot read the size 'lots'"),
@@ -172,7 +180,8 @@ def test_huge_sizes_are_refused_at_once_without_allocating() -> None:
     code = (
         "import tracemalloc; tracemalloc.start();"
         "from typer.testing import CliRunner; from attntrace.cli import app;"
-        "r = CliRunner().invoke(app, ['run', '--seq', '2000000', '--hidden', '8192', '--heads', '64']);"
+        "r = CliRunner().invoke(app, ['run', '--seq', '2000000', '--hidden', '8192', "
+        "'--heads', '64']);"
         "peak = tracemalloc.get_traced_memory()[1]; print(r.exit_code, peak < 50_000_000)"
     )
     proc = _python("-c", code)
@@ -199,3 +208,30 @@ def test_usage_errors_of_the_real_process_are_one_line(args: list[str], message:
     assert proc.stderr.startswith("attntrace: error: "), proc.stderr
     assert message in proc.stderr
     assert proc.stderr.count("\n") == 1
+
+
+def stdout_of(*args: str) -> str:
+    """What a successful command prints at 100 columns."""
+    result = runner.invoke(app, list(args), env={"COLUMNS": "100", "NO_COLOR": "1"})
+    assert result.exit_code == 0, result.stderr
+    return result.stdout
+
+
+def test_json_carries_the_version_and_the_preset() -> None:
+    doc = json.loads(stdout_of("run", "--preset", "gpt2", "--backend", "shape", "-f", "json"))
+    jsonschema.Draft202012Validator(trace_schema()).validate(doc)
+    assert doc["attntrace_version"] == attntrace.__version__
+    assert doc["preset"] == "gpt2"
+    plain = json.loads(stdout_of("run", "--backend", "shape", "-f", "json"))
+    assert "preset" not in plain
+    assert plain["attntrace_version"] == attntrace.__version__
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16"])
+def test_every_kv_cache_figure_states_its_dtype(dtype: str) -> None:
+    out = " ".join(
+        stdout_of("run", "--kv-heads", "4", "--backend", "shape", "--dtype", dtype).split()
+    )
+    itemsize = {"float32": 4, "float16": 2}[dtype]
+    assert f"x {itemsize} B ({dtype}) =" in out  # the KV-cache line under the parameters
+    assert f"per token ({dtype})" in out  # the caption of the costs table

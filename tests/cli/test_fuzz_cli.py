@@ -6,12 +6,13 @@ command is fuzzed without touching this file."""
 from __future__ import annotations
 
 import dataclasses
+import enum
 import os
 import shutil
 import signal
 import tempfile
 from collections.abc import Iterator
-from pathlib import Path
+from pathlib import Path, PurePath
 from typing import Any
 
 import pytest
@@ -136,17 +137,33 @@ def corpus() -> Iterator[dict[str, Path]]:
     shutil.rmtree(_ROOT, ignore_errors=True)
 
 
+def _kind(param: Any) -> tuple[str, list[object] | None]:
+    """ "path", "number" or "other", and the choices if the option has them: from click's
+    ParamType (Typer < 0.29) or from the annotation (Typer >= 0.29 keeps no ``type``)."""
+    if hasattr(param, "type"):
+        name = type(param.type).__name__
+        kind = "path" if "Path" in name else "other"
+        kind = "number" if name in ("IntParamType", "FloatParamType") else kind
+        return kind, getattr(param.type, "choices", None)
+    annotation = param.type_descriptor.annotation
+    if isinstance(annotation, type) and issubclass(annotation, enum.Enum):
+        return "other", [member.value for member in annotation]
+    if isinstance(annotation, type) and issubclass(annotation, PurePath):
+        return "path", None
+    return ("number" if annotation in (int, float) else "other"), None
+
+
 def _values(param: Any) -> st.SearchStrategy[list[str]]:
     """Argument lists for one option: its name(s) and a hostile value."""
     names = st.sampled_from([*param.opts, *param.secondary_opts])
     if param.is_flag:
         return names.map(lambda n: [n])
-    kind = type(param.type).__name__
-    if hasattr(param.type, "choices"):
-        pool = [*map(str, param.type.choices), *WORDS[:6]]
-    elif "Path" in kind:
+    kind, choices = _kind(param)
+    if choices is not None:
+        pool = [*map(str, choices), *WORDS[:6]]
+    elif kind == "path":
         pool = PATHS
-    elif kind in ("IntParamType", "FloatParamType"):
+    elif kind == "number":
         pool = NUMBERS + WORDS[:5]
     else:
         pool = NUMBERS + WORDS + PATHS[:3]

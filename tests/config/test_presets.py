@@ -329,7 +329,7 @@ CONFIG_JSON: dict[str, tuple[str, dict[str, Any]]] = {
 PRESET_LAYER = {"gemma-2-9b": 1, "gemma-3-4b": 5}
 
 
-def test_the_issue_presets_exist() -> None:
+def test_the_common_model_families_have_presets() -> None:
     required = {
         "bert-base",
         "bert-large",

@@ -45,7 +45,10 @@ VARIANTS: list[Variant] = [
         "notes-split",
         "notes_torch",
         {
-            "output = tensor.view(batch_size, seq_len, self.num_heads, head_dim).transpose(1, 2)": "output = tensor.view(batch_size, self.num_heads, seq_len, head_dim)"
+            (
+                "output = tensor.view(batch_size, seq_len, self.num_heads, "
+                "head_dim).transpose(1, 2)"
+            ): "output = tensor.view(batch_size, self.num_heads, seq_len, head_dim)"
         },
         "split-no-transpose-qkv",
         "@0",
@@ -55,7 +58,10 @@ VARIANTS: list[Variant] = [
         "llama-split-k",
         "llama_torch",
         {
-            "k = self.k_proj(x).view(bsz, q_len, self.num_key_value_heads, self.head_dim).transpose(1, 2)": "k = self.k_proj(x).view(bsz, self.num_key_value_heads, q_len, self.head_dim)"
+            (
+                "k = self.k_proj(x).view(bsz, q_len, self.num_key_value_heads, "
+                "self.head_dim).transpose(1, 2)"
+            ): "k = self.k_proj(x).view(bsz, self.num_key_value_heads, q_len, self.head_dim)"
         },
         "split-no-transpose-k",
         "@0",
@@ -65,7 +71,13 @@ VARIANTS: list[Variant] = [
         "numpy-split-q",
         "notes_numpy",
         {
-            "Query = np.reshape(Query, [values_length, num_attention_heads, attention_head_size])": "Query = np.reshape(Query, [num_attention_heads, values_length, attention_head_size])",
+            (
+                "Query = np.reshape(Query, [values_length, num_attention_heads, "
+                "attention_head_size])"
+            ): (
+                "Query = np.reshape(Query, [num_attention_heads, values_length, "
+                "attention_head_size])"
+            ),
             "Query = np.transpose(Query, [1, 0, 2])": "Query = np.transpose(Query, [0, 1, 2])",
         },
         "split-no-transpose-q",
@@ -76,7 +88,10 @@ VARIANTS: list[Variant] = [
         "notes-merge",
         "notes_torch",
         {
-            "output = tensor.transpose(1, 2).contiguous().view(batch_size, seq_len, num_heads * head_dim)": "output = tensor.contiguous().view(batch_size, seq_len, num_heads * head_dim)"
+            (
+                "output = tensor.transpose(1, 2).contiguous().view(batch_size, seq_len, "
+                "num_heads * head_dim)"
+            ): "output = tensor.contiguous().view(batch_size, seq_len, num_heads * head_dim)"
         },
         "merge-no-transpose",
         "@0",
@@ -94,7 +109,10 @@ VARIANTS: list[Variant] = [
         "llama-merge",
         "llama_torch",
         {
-            "context = context.transpose(1, 2).reshape(bsz, q_len, self.num_heads * self.head_dim)": "context = context.reshape(bsz, q_len, self.num_heads * self.head_dim)"
+            (
+                "context = context.transpose(1, 2).reshape(bsz, q_len, self.num_heads * "
+                "self.head_dim)"
+            ): "context = context.reshape(bsz, q_len, self.num_heads * self.head_dim)"
         },
         "merge-no-transpose",
         "@0",
@@ -105,7 +123,9 @@ VARIANTS: list[Variant] = [
         "notes-softmax-2",
         "notes_torch",
         {
-            "attn_weights = F.softmax(scaled_weights, dim=-1)": "attn_weights = F.softmax(scaled_weights, dim=-2)"
+            "attn_weights = F.softmax(scaled_weights, dim=-1)": (
+                "attn_weights = F.softmax(scaled_weights, dim=-2)"
+            )
         },
         "softmax-axis-2",
         "@0",
@@ -115,7 +135,9 @@ VARIANTS: list[Variant] = [
         "notes-softmax-heads",
         "notes_torch",
         {
-            "attn_weights = F.softmax(scaled_weights, dim=-1)": "attn_weights = F.softmax(scaled_weights, dim=1)"
+            "attn_weights = F.softmax(scaled_weights, dim=-1)": (
+                "attn_weights = F.softmax(scaled_weights, dim=1)"
+            )
         },
         "softmax-axis-1",
         "@0",
@@ -125,8 +147,12 @@ VARIANTS: list[Variant] = [
         "numpy-softmax-0",
         "notes_numpy",
         {
-            "t = np.exp(z - np.max(z, axis=-1, keepdims=True))": "t = np.exp(z - np.max(z, axis=1, keepdims=True))",
-            "a = t / np.expand_dims(np.sum(t, axis=-1), -1)": "a = t / np.expand_dims(np.sum(t, axis=1), 1)",
+            "t = np.exp(z - np.max(z, axis=-1, keepdims=True))": (
+                "t = np.exp(z - np.max(z, axis=1, keepdims=True))"
+            ),
+            "a = t / np.expand_dims(np.sum(t, axis=-1), -1)": (
+                "a = t / np.expand_dims(np.sum(t, axis=1), 1)"
+            ),
         },
         "softmax-axis-1",
         "@1",
@@ -136,7 +162,9 @@ VARIANTS: list[Variant] = [
         "numpy-softmax-sum-only",
         "notes_numpy",
         {
-            "a = t / np.expand_dims(np.sum(t, axis=-1), -1)": "a = t / np.expand_dims(np.sum(t, axis=1), 1)"
+            "a = t / np.expand_dims(np.sum(t, axis=-1), -1)": (
+                "a = t / np.expand_dims(np.sum(t, axis=1), 1)"
+            )
         },
         "softmax-sum-axis-1",
         "@0",
@@ -155,7 +183,9 @@ VARIANTS: list[Variant] = [
         "notes-unscaled",
         "notes_torch",
         {
-            "attn_weights = F.softmax(scaled_weights, dim=-1)": "attn_weights = F.softmax(raw_weights, dim=-1)"
+            "attn_weights = F.softmax(scaled_weights, dim=-1)": (
+                "attn_weights = F.softmax(raw_weights, dim=-1)"
+            )
         },
         "unscaled",
         "@0",
@@ -173,7 +203,9 @@ VARIANTS: list[Variant] = [
         "notes-scale-twice",
         "notes_torch",
         {
-            "attn_weights = F.softmax(scaled_weights, dim=-1)": "attn_weights = F.softmax(scaled_weights / scale_factor, dim=-1)"
+            "attn_weights = F.softmax(scaled_weights, dim=-1)": (
+                "attn_weights = F.softmax(scaled_weights / scale_factor, dim=-1)"
+            )
         },
         "scaled-twice",
         "@0",
@@ -191,7 +223,9 @@ VARIANTS: list[Variant] = [
         "llama-scale-mul",
         "llama_torch",
         {
-            "scores = scores / math.sqrt(self.head_dim)": "scores = scores * math.sqrt(self.head_dim)"
+            "scores = scores / math.sqrt(self.head_dim)": (
+                "scores = scores * math.sqrt(self.head_dim)"
+            )
         },
         "scaled-sqrt(d)",
         "@0",
@@ -202,7 +236,10 @@ VARIANTS: list[Variant] = [
         "notes-k-reshape",
         "notes_torch",
         {
-            "raw_weights = torch.matmul(Q, K.transpose(-2, -1))": "raw_weights = torch.matmul(Q, K.reshape(K.shape[0], K.shape[1], K.shape[3], K.shape[2]))"
+            "raw_weights = torch.matmul(Q, K.transpose(-2, -1))": (
+                "raw_weights = torch.matmul(Q, K.reshape(K.shape[0], K.shape[1], K.shape[3], "
+                "K.shape[2]))"
+            )
         },
         "k-reshape",
         "@0",
@@ -221,7 +258,9 @@ VARIANTS: list[Variant] = [
         "numpy-xW-q",
         "notes_numpy",
         {
-            'Query = x @ params["w_q"].T + params["b_q"]': 'Query = x @ params["w_q"] + params["b_q"]'
+            'Query = x @ params["w_q"].T + params["b_q"]': (
+                'Query = x @ params["w_q"] + params["b_q"]'
+            )
         },
         "untransposed-w_q",
         "@0",
@@ -231,7 +270,9 @@ VARIANTS: list[Variant] = [
         "numpy-xW-o",
         "notes_numpy",
         {
-            'return out @ params["w_o"].T + params["b_o"]': 'return out @ params["w_o"] + params["b_o"]'
+            'return out @ params["w_o"].T + params["b_o"]': (
+                'return out @ params["w_o"] + params["b_o"]'
+            )
         },
         "untransposed-w_o",
         "@0",
@@ -242,8 +283,12 @@ VARIANTS: list[Variant] = [
         "numpy-swap-qv",
         "notes_numpy",
         {
-            'Query = x @ params["w_q"].T + params["b_q"]': 'Query = x @ params["w_v"].T + params["b_v"]',
-            'Value = x @ params["w_v"].T + params["b_v"]': 'Value = x @ params["w_q"].T + params["b_q"]',
+            'Query = x @ params["w_q"].T + params["b_q"]': (
+                'Query = x @ params["w_v"].T + params["b_v"]'
+            ),
+            'Value = x @ params["w_v"].T + params["b_v"]': (
+                'Value = x @ params["w_q"].T + params["b_q"]'
+            ),
         },
         "swapped-qv",
         "@0",
@@ -253,8 +298,20 @@ VARIANTS: list[Variant] = [
         "llama-swap-kv",
         "llama_torch",
         {
-            "k = self.k_proj(x).view(bsz, q_len, self.num_key_value_heads, self.head_dim).transpose(1, 2)": "k = self.v_proj(x).view(bsz, q_len, self.num_key_value_heads, self.head_dim).transpose(1, 2)",
-            "v = self.v_proj(x).view(bsz, q_len, self.num_key_value_heads, self.head_dim).transpose(1, 2)": "v = self.k_proj(x).view(bsz, q_len, self.num_key_value_heads, self.head_dim).transpose(1, 2)",
+            (
+                "k = self.k_proj(x).view(bsz, q_len, self.num_key_value_heads, "
+                "self.head_dim).transpose(1, 2)"
+            ): (
+                "k = self.v_proj(x).view(bsz, q_len, self.num_key_value_heads, "
+                "self.head_dim).transpose(1, 2)"
+            ),
+            (
+                "v = self.v_proj(x).view(bsz, q_len, self.num_key_value_heads, "
+                "self.head_dim).transpose(1, 2)"
+            ): (
+                "v = self.k_proj(x).view(bsz, q_len, self.num_key_value_heads, "
+                "self.head_dim).transpose(1, 2)"
+            ),
         },
         "swapped-kv",
         "@0",
@@ -264,8 +321,18 @@ VARIANTS: list[Variant] = [
         "llama-swap-qk",
         "llama_torch",
         {
-            "q = self.q_proj(x).view(bsz, q_len, self.num_heads, self.head_dim).transpose(1, 2)": "q = self.k_proj(x).view(bsz, q_len, self.num_heads, self.head_dim).transpose(1, 2)",
-            "k = self.k_proj(x).view(bsz, q_len, self.num_key_value_heads, self.head_dim).transpose(1, 2)": "k = self.q_proj(x).view(bsz, q_len, self.num_key_value_heads, self.head_dim).transpose(1, 2)",
+            (
+                "q = self.q_proj(x).view(bsz, q_len, self.num_heads, self.head_dim).transpose(1, 2)"
+            ): (
+                "q = self.k_proj(x).view(bsz, q_len, self.num_heads, self.head_dim).transpose(1, 2)"
+            ),
+            (
+                "k = self.k_proj(x).view(bsz, q_len, self.num_key_value_heads, "
+                "self.head_dim).transpose(1, 2)"
+            ): (
+                "k = self.q_proj(x).view(bsz, q_len, self.num_key_value_heads, "
+                "self.head_dim).transpose(1, 2)"
+            ),
         },
         "swapped-qk",
         "@0",
@@ -276,7 +343,9 @@ VARIANTS: list[Variant] = [
         "llama-mask-inverted",
         "llama_torch",
         {
-            'scores = scores.masked_fill(future, float("-inf"))': 'scores = scores.masked_fill(~future, float("-inf"))'
+            'scores = scores.masked_fill(future, float("-inf"))': (
+                'scores = scores.masked_fill(~future, float("-inf"))'
+            )
         },
         "mask-inverted",
         "@0",
@@ -286,7 +355,9 @@ VARIANTS: list[Variant] = [
         "llama-causal-diagonal",
         "llama_torch",
         {
-            "future = torch.triu(torch.ones(q_len, q_len, dtype=torch.bool), diagonal=1)": "future = torch.triu(torch.ones(q_len, q_len, dtype=torch.bool), diagonal=0)"
+            "future = torch.triu(torch.ones(q_len, q_len, dtype=torch.bool), diagonal=1)": (
+                "future = torch.triu(torch.ones(q_len, q_len, dtype=torch.bool), diagonal=0)"
+            )
         },
         "causal-offset-1",
         "@0",
@@ -296,7 +367,9 @@ VARIANTS: list[Variant] = [
         "llama-causal-future",
         "llama_torch",
         {
-            "future = torch.triu(torch.ones(q_len, q_len, dtype=torch.bool), diagonal=1)": "future = torch.triu(torch.ones(q_len, q_len, dtype=torch.bool), diagonal=2)"
+            "future = torch.triu(torch.ones(q_len, q_len, dtype=torch.bool), diagonal=1)": (
+                "future = torch.triu(torch.ones(q_len, q_len, dtype=torch.bool), diagonal=2)"
+            )
         },
         "causal-offset+1",
         "@0",
@@ -306,7 +379,9 @@ VARIANTS: list[Variant] = [
         "llama-mask-after-softmax",
         "llama_torch",
         {
-            'scores = scores.masked_fill(future, float("-inf"))': "weights = torch.softmax(scores, dim=-1)",
+            'scores = scores.masked_fill(future, float("-inf"))': (
+                "weights = torch.softmax(scores, dim=-1)"
+            ),
             "weights = torch.softmax(scores, dim=-1)": "weights = weights.masked_fill(future, 0.0)",
         },
         "mask-after-softmax-zeros",
@@ -326,7 +401,9 @@ VARIANTS: list[Variant] = [
         "llama-gqa-tile",
         "llama_torch",
         {
-            "k_rep = k_rot.repeat_interleave(groups, dim=1)": "k_rep = k_rot.repeat(1, groups, 1, 1)",
+            "k_rep = k_rot.repeat_interleave(groups, dim=1)": (
+                "k_rep = k_rot.repeat(1, groups, 1, 1)"
+            ),
             "v_rep = v.repeat_interleave(groups, dim=1)": "v_rep = v.repeat(1, groups, 1, 1)",
         },
         "gqa-tile-k-v",
@@ -346,7 +423,9 @@ VARIANTS: list[Variant] = [
         "llama-rope-pairs",
         "llama_torch",
         {
-            "return torch.cat((-x[..., half:], x[..., :half]), dim=-1)": "return torch.stack((-x[..., 1::2], x[..., 0::2]), dim=-1).flatten(-2)",
+            "return torch.cat((-x[..., half:], x[..., :half]), dim=-1)": (
+                "return torch.stack((-x[..., 1::2], x[..., 0::2]), dim=-1).flatten(-2)"
+            ),
             "emb = torch.cat((freqs, freqs), dim=-1)": "emb = freqs.repeat_interleave(2, dim=-1)",
         },
         "rope-interleaved",
@@ -357,7 +436,13 @@ VARIANTS: list[Variant] = [
         "llama-rope-theta",
         "llama_torch",
         {
-            "inv_freq = 1.0 / (self.rope_theta ** (torch.arange(0, self.head_dim, 2, dtype=torch.float64) / self.head_dim))": "inv_freq = 1.0 / (500000.0 ** (torch.arange(0, self.head_dim, 2, dtype=torch.float64) / self.head_dim))"
+            (
+                "inv_freq = 1.0 / (self.rope_theta ** (torch.arange(0, self.head_dim, 2, "
+                "dtype=torch.float64) / self.head_dim))"
+            ): (
+                "inv_freq = 1.0 / (500000.0 ** (torch.arange(0, self.head_dim, 2, "
+                "dtype=torch.float64) / self.head_dim))"
+            )
         },
         "rope-theta-500000",
         "return emb.cos().to(dtype), emb.sin().to(dtype)",
@@ -443,7 +528,9 @@ def test_rope_positions_offset_leaves_attention_unchanged(tmp_path: Path) -> Non
 
 
 _PAIRS = {
-    "return torch.cat((-x[..., half:], x[..., :half]), dim=-1)": "return torch.stack((-x[..., 1::2], x[..., 0::2]), dim=-1).flatten(-2)",
+    "return torch.cat((-x[..., half:], x[..., :half]), dim=-1)": (
+        "return torch.stack((-x[..., 1::2], x[..., 0::2]), dim=-1).flatten(-2)"
+    ),
     "emb = torch.cat((freqs, freqs), dim=-1)": "emb = freqs.repeat_interleave(2, dim=-1)",
 }
 

@@ -270,11 +270,17 @@ BAD_GOLDENS = {
         '"steps" must be a list',
     ),
     "shape-as-string": (
-        '{"schema": "attntrace.trace/1", "config": {}, "params": [], "steps": [{"name": "x", "shape": "3x4", "dtype": "float32"}]}',
+        (
+            '{"schema": "attntrace.trace/1", "config": {}, "params": [], "steps": [{"name": '
+            '"x", "shape": "3x4", "dtype": "float32"}]}'
+        ),
         "steps[0].shape must be a list of whole numbers",
     ),
     "dtype-missing": (
-        '{"schema": "attntrace.trace/1", "config": {}, "steps": [], "params": [{"name": "w_q", "shape": [4, 4]}]}',
+        (
+            '{"schema": "attntrace.trace/1", "config": {}, "steps": [], "params": [{"name": '
+            '"w_q", "shape": [4, 4]}]}'
+        ),
         "params[0].dtype must be a string",
     ),
     "not-utf8": (b"\xff\xfe{", "is not UTF-8 text"),

@@ -168,10 +168,11 @@ def test_github_annotations_point_at_spec_lines(mixed: Path) -> None:
     assert code == EXIT_USAGE
     annotations = [line for line in out.splitlines() if line.startswith("::error")]
     assert annotations == [
-        f"::error file={mixed},line=10,title=attntrace check broken::config: {mixed}: [config.broken]: "
-        "--hidden 10 is not divisible by --heads 4; valid head counts for hidden 10: 1, 2, 5, 10 (or set --head-dim)",
-        f"::error file={mixed},line=18,title=attntrace check gpt2::expect scores=h,S,512: scores: expected "
-        "h,S,512 = (12, 1024, 512), got (12, 1024, 1024) (h, S, S)",
+        f"::error file={mixed},line=10,title=attntrace check broken::config: {mixed}: "
+        "[config.broken]: --hidden 10 is not divisible by --heads 4; valid head counts for "
+        "hidden 10: 1, 2, 5, 10 (or set --head-dim)",
+        f"::error file={mixed},line=18,title=attntrace check gpt2::expect scores=h,S,512: "
+        "scores: expected h,S,512 = (12, 1024, 512), got (12, 1024, 1024) (h, S, S)",
     ]
 
 

@@ -1,4 +1,5 @@
-"""attntrace demo prints the study notes' numbers; --scale none|sqrt|FLOAT reaches the scaled step."""
+"""attntrace demo prints the study notes' numbers; --scale none|sqrt|FLOAT reaches the scaled
+step."""
 
 from __future__ import annotations
 

@@ -112,3 +112,14 @@ def test_an_empty_list_entry_is_refused(option: str, value: str) -> None:
         "separate the values by single commas, e.g. "
         f"{'eager,flash' if option == '--algorithms' else '128,512,2048'}\n"
     )
+
+
+def test_the_sweep_table_states_the_dtype_of_its_bytes() -> None:
+    result = runner.invoke(
+        app,
+        ["sweep", "--seq", "128", "--dtype", "float16", "--backend", "shape"],
+        env={"COLUMNS": "100", "NO_COLOR": "1"},
+    )
+    assert result.exit_code == 0, result.stderr
+    out = result.stdout
+    assert out.startswith("sweep (bytes of float16)")

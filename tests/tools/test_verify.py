@@ -140,7 +140,8 @@ def test_cli_verify_exits_1_beyond_tolerance(monkeypatch: pytest.MonkeyPatch) ->
 
 def test_cli_verify_without_torch_exits_2_with_the_install_hint() -> None:
     code = (
-        "import sys; sys.modules['torch'] = None; sys.argv = ['attntrace', 'verify', '--hidden', '8', '--heads', '2']; "
+        "import sys; sys.modules['torch'] = None; sys.argv = ['attntrace', 'verify', "
+        "'--hidden', '8', '--heads', '2']; "
         "from attntrace.cli import main; main()"
     )
     env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
@@ -182,9 +183,10 @@ def test_tolerance_widens_with_hidden() -> None:
     assert wide.rtol == pytest.approx(8 * TOLERANCES["float32"].rtol)
 
 
-def test_importing_the_new_modules_imports_no_optional_library() -> None:
+def test_importing_files_tools_and_cli_imports_no_optional_library() -> None:
     code = (
-        "import sys, attntrace.files, attntrace.tools.verify, attntrace.tools.reference, attntrace.tools.demo, attntrace.cli; "
+        "import sys, attntrace.files, attntrace.tools.verify, attntrace.tools.reference, "
+        "attntrace.tools.demo, attntrace.cli; "
         "print(sorted(m for m in ('torch', 'safetensors') if m in sys.modules))"
     )
     env = {**os.environ, "PYTHONPATH": str(REPO / "src")}

@@ -1,10 +1,11 @@
-"""Small consistencies between commands: verify's own --dtype help, --format/-f on sweep, verify
-and presets, and the JSON documents of verify and presets."""
+"""``attntrace verify`` on the command line: its --dtype help, its JSON document (strict JSON even
+for a failure), its one-line refusal of bfloat16, and a pass for every variant option."""
 
 from __future__ import annotations
 
 import json
 import math
+from typing import Any
 
 import pytest
 from typer.testing import CliRunner
@@ -18,6 +19,10 @@ runner = CliRunner()
 WIDE = {"COLUMNS": "200"}
 
 
+def invoke(*args: object) -> Any:
+    return runner.invoke(app, [str(a) for a in args])
+
+
 def test_verify_dtype_help_names_no_backend_and_says_bfloat16_is_refused() -> None:
     result = runner.invoke(app, ["verify", "--help"], env=WIDE)
     assert result.exit_code == 0
@@ -29,33 +34,6 @@ def test_verify_dtype_help_names_no_backend_and_says_bfloat16_is_refused() -> No
     assert (
         "bfloat16 needs --backend torch" in runner.invoke(app, ["run", "--help"], env=WIDE).output
     )  # run keeps its own
-
-
-@pytest.mark.parametrize("command", ["sweep", "verify", "presets"])
-def test_format_has_the_short_flag(command: str) -> None:
-    result = runner.invoke(app, [command, "--help"], env=WIDE)
-    assert result.exit_code == 0
-    assert any("--format" in x and " -f " in x for x in result.output.splitlines())
-
-
-def test_presets_json_lists_every_preset_with_its_sizes() -> None:
-    result = runner.invoke(app, ["presets", "-f", "json"])
-    assert result.exit_code == 0
-    doc = json.loads(result.stdout)
-    assert doc["schema"] == "attntrace.presets/1"
-    by_name = {p["name"]: p for p in doc["presets"]}
-    llama = by_name["llama-3.1-8b"]
-    assert (llama["heads"], llama["kv_heads"], llama["hidden"], llama["head_dim"]) == (
-        32,
-        8,
-        4096,
-        128,
-    )
-    assert llama["kv_cache_bytes_per_token"] == 2 * 8 * 128 * 2  # k and v, g·d, float16
-    assert llama["whole_model"]["layers"] == 32
-    assert by_name["bert-base"]["whole_model"] is None  # no layer count known
-    table = runner.invoke(app, ["presets"], env=WIDE).output
-    assert all(name in table for name in by_name)  # the same presets as the table
 
 
 def test_verify_json_document() -> None:
@@ -96,3 +74,36 @@ def test_verify_bfloat16_is_one_line_even_with_json() -> None:
         "attntrace: error: verify compares with numpy, which has no "
         "bfloat16; use --dtype float16, float32, float64\n"
     )
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("--window", 2, "--causal"),
+        ("--window", 2, "--causal", "--algorithm", "flash", "--block-size", 2),
+        ("--softcap", 0.5, "--causal", "--batch", 2, "--key-lengths", "5,3"),
+        ("--softcap", 0.5, "--causal", "--window", 3, "--algorithm", "flash", "--block-size", 2),
+        ("--relative-bias", "8,16", "--scale", "none", "--algorithm", "flash", "--block-size", 2),
+        ("--softcap", 2, "--relative-bias", "8,16", "--causal"),  # capped, then bias, then mask
+        ("--softcap", 2, "--relative-bias", "8,16", "--algorithm", "flash", "--block-size", 2),
+        ("--qk-norm", "head", "--rope"),
+        ("--qk-norm", "full", "--kv-heads", 1),
+        ("--rope", "--rotary-dims", 2),
+        ("--rope", "--rope-scaling", "linear:factor=2"),
+        ("--rope", "--rope-scaling", "dynamic:factor=2,max_position_embeddings=2"),
+        (
+            "--rope",
+            "--rope-scaling",
+            "yarn:factor=4,original_max_position_embeddings=2",
+            "--kv-heads",
+            1,
+        ),
+        ("--rope", "--rope-scaling", "llama3:factor=8,original_max_position_embeddings=4"),
+    ],
+    ids=lambda a: " ".join(map(str, a)),
+)
+def test_verify_passes_for_every_variant(args: tuple[object, ...]) -> None:
+    pytest.importorskip("torch")
+    result = invoke("verify", "--hidden", 8, "--heads", 2, "--seq", 5, *args)
+    assert result.exit_code == 0, result.output
+    assert "PASS" in result.stdout

@@ -1,6 +1,7 @@
-"""The silent-wrong cases of issue 12, each checked against transformers itself: θ kept in
-transformers 5's rope_parameters, --weights with --hf-config / --preset, sizes from files before
-validation, a Llama layer from weights alone, and sliding windows."""
+"""Where a layer's settings come from, each checked against transformers itself: θ and scaling kept
+in transformers 5's rope_parameters, --weights with --hf-config / --preset, sizes from the files
+before validation, a Llama layer from weights alone (rope and causal must be said), and sliding
+windows."""
 
 from __future__ import annotations
 
@@ -198,7 +199,8 @@ def test_sliding_window_shorter_than_the_sequence_gives_mistral_forward(
     out = run_layer(
         tmp_path, got.x, "--layer-prefix", "model.layers.0.self_attn.", "--key-lengths", "7,5"
     )
-    # rows of real tokens (a padded query that sees only padding: transformers spreads it evenly, SDPA zeros)
+    # rows of real tokens (a padded query that sees only padding: transformers spreads it
+    # evenly, SDPA zeros)
     for b, real in ((0, 7), (1, 5)):
         np.testing.assert_allclose(out["weights"][b, :, :real], got.weights[b, :, :real], atol=1e-5)
         np.testing.assert_allclose(out["output"][b, :real], got.output[b, :real], atol=1e-5)

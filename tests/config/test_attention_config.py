@@ -1,5 +1,6 @@
-"""Issue 12's variants (--window, --rope-scaling, --rotary-dims, --softcap, --qk-norm): their
-steps in order on every backend, verify against torch for each, and one-line errors."""
+"""AttentionConfig's variant fields (window, softcap, qk_norm, rotary_dims, rope_scaling): each
+brings its steps, in order, on every backend; a bad value is a ConfigError that names the fix;
+to_dict leaves out what is off."""
 
 from __future__ import annotations
 
@@ -7,17 +8,10 @@ from typing import Any
 
 import numpy as np
 import pytest
-from typer.testing import CliRunner
 
 from attntrace import AttentionConfig, trace_attention
-from attntrace.cli import app
 from attntrace.engine.attention import step_names
 from attntrace.errors import ConfigError
-
-
-def invoke(*args: object) -> Any:
-    return CliRunner().invoke(app, [str(a) for a in args])
-
 
 VARIANTS: dict[str, tuple[dict[str, Any], tuple[str, ...]]] = {
     "window": ({"window": 2, "causal": True}, ("scaled", "mask", "masked", "weights")),
@@ -54,39 +48,6 @@ def test_variant_steps_in_order_on_every_backend(name: str, backend: str) -> Non
     if "q_norm" in trace.names:
         assert trace["q_norm"].flops == 4 * int(np.prod(trace.shape("q_norm")))
         assert [p.name for p in trace.parameters][-2:] == ["n_q", "n_k"]
-
-
-@pytest.mark.parametrize(
-    "args",
-    [
-        ("--window", 2, "--causal"),
-        ("--window", 2, "--causal", "--algorithm", "flash", "--block-size", 2),
-        ("--softcap", 0.5, "--causal", "--batch", 2, "--key-lengths", "5,3"),
-        ("--softcap", 0.5, "--causal", "--window", 3, "--algorithm", "flash", "--block-size", 2),
-        ("--relative-bias", "8,16", "--scale", "none", "--algorithm", "flash", "--block-size", 2),
-        ("--softcap", 2, "--relative-bias", "8,16", "--causal"),  # capped, then bias, then mask
-        ("--softcap", 2, "--relative-bias", "8,16", "--algorithm", "flash", "--block-size", 2),
-        ("--qk-norm", "head", "--rope"),
-        ("--qk-norm", "full", "--kv-heads", 1),
-        ("--rope", "--rotary-dims", 2),
-        ("--rope", "--rope-scaling", "linear:factor=2"),
-        ("--rope", "--rope-scaling", "dynamic:factor=2,max_position_embeddings=2"),
-        (
-            "--rope",
-            "--rope-scaling",
-            "yarn:factor=4,original_max_position_embeddings=2",
-            "--kv-heads",
-            1,
-        ),
-        ("--rope", "--rope-scaling", "llama3:factor=8,original_max_position_embeddings=4"),
-    ],
-    ids=lambda a: " ".join(map(str, a)),
-)
-def test_verify_passes_for_every_variant(args: tuple[object, ...]) -> None:
-    pytest.importorskip("torch")
-    result = invoke("verify", "--hidden", 8, "--heads", 2, "--seq", 5, *args)
-    assert result.exit_code == 0, result.output
-    assert "PASS" in result.stdout
 
 
 @pytest.mark.parametrize(
