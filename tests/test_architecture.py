@@ -18,14 +18,6 @@ from paths import SRC
 
 PACKAGE = SRC / "attntrace"
 
-#: Circles other branches are breaking right now: broken on branch helper-a/-b; emptied at merge.
-ALLOWED_CIRCLES: frozenset[frozenset[str]] = frozenset(
-    {
-        frozenset({"attntrace.engine.attention", "attntrace.engine.flash"}),  # helper-a
-        frozenset({"attntrace.cli.fast_help", "attntrace.cli.root"}),  # helper-b
-    }
-)
-
 #: (importer, imported): the one import across a floor that the public API needs, with why.
 ALLOWED_CROSSINGS: Mapping[tuple[str, str], str] = {
     ("attntrace.config.presets", "attntrace.engine.attention"): (
@@ -218,17 +210,11 @@ def test_nothing_outside_cli_imports_cli() -> None:
 def test_no_import_circle_between_modules() -> None:
     """Every strongly connected component of the module graph is one module; what two
     modules both need moves down a floor (docs/architecture.md)."""
-    found = [c for c in circles() if c not in ALLOWED_CIRCLES]
+    found = circles()
     lines = [
         str(i) for c in found for i in imports() if i.source in c and i.target in c
     ]  # the imports that close each circle, file:line
     _none(lines, "import circles (the imports that close them)")
-
-
-def test_every_allowed_circle_is_still_a_circle() -> None:
-    """Once a branch breaks one of them, its entry goes (the allow-list only shrinks)."""
-    stale = [" <-> ".join(sorted(c)) for c in ALLOWED_CIRCLES if c not in circles()]
-    _none(stale, "circles broken: remove them from ALLOWED_CIRCLES")
 
 
 def test_no_two_modules_share_a_file_name() -> None:
