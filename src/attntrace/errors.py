@@ -19,6 +19,12 @@ class BackendUnavailableError(AttntraceError, ImportError):
     """A backend whose library is not installed."""
 
 
+#: How to get PyTorch, for every message about a missing torch (the CPU wheel, never a CUDA build).
+TORCH_INSTALL_HINT = (
+    "install it with: pip install 'attntrace[torch]' (or pip install torch==2.13.0)"
+)
+
+
 class MemoryBudgetError(AttntraceError, MemoryError):
     """The tensors of a trace would not fit into the memory budget."""
 

@@ -384,3 +384,24 @@ def test_an_allocation_the_machine_cannot_give_is_told_with_its_size(tmp_path: P
     code, out = _run(str(tmp_path / "big_torch.py"))
     assert code == 1
     assert "matmul asked for 1.16 TiB, more than this machine can give" in " ".join(out.split())
+
+
+def test_a_torch_script_without_torch_is_one_line_naming_the_install() -> None:
+    """Where torch is not installed (blocked here), a script that imports it is refused in one
+    line with exit 2, before it runs: not an internal error."""
+    script = DATA / "broken" / "t01_k_not_transposed.py"
+    code = (
+        "import sys; sys.modules['torch'] = None; "
+        f"sys.argv = ['attntrace', 'trace', {str(script)!r}]; "
+        "from attntrace.cli import main; main()"
+    )
+    env = {"PYTHONPATH": str(REPO / "src"), "PATH": "/usr/bin:/bin"}
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, check=False
+    )
+    assert result.returncode == 2
+    assert result.stdout == ""
+    assert result.stderr.splitlines() == [
+        "attntrace: error: t01_k_not_transposed.py imports torch, which is not installed; "
+        "install it with: pip install 'attntrace[torch]' (or pip install torch==2.13.0)"
+    ]

@@ -12,10 +12,9 @@ import pytest
 from rich.console import Console
 
 from attntrace import AttentionConfig, trace_attention
-from attntrace.engine.costs import model_figures
 from attntrace.render.table import TIGHT_WIDTH, render_trace, trace_pieces
 from attntrace.render.terminal import PlainStream
-from attntrace.trace import Trace
+from attntrace.trace import Trace, model_figures
 
 CONSOLES: dict[str, Callable[[io.StringIO, int], Console]] = {
     "file": lambda f, w: Console(file=f, width=w),

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 from attntrace.backends.base import Backend, FastPath, Shape, Source
 from attntrace.config.attention_config import MASK_DTYPE
-from attntrace.errors import BackendUnavailableError
+from attntrace.errors import TORCH_INSTALL_HINT, BackendUnavailableError
 
 if TYPE_CHECKING:
     import numpy as np
@@ -19,15 +19,13 @@ if TYPE_CHECKING:
 #: Buffers of at least this many elements are allocated by numpy, in huge pages (see empty()).
 HUGE_PAGES_NUMEL = 1 << 20
 
-INSTALL_HINT = "install it with: pip install 'attntrace[torch]' (or pip install torch==2.13.0)"
-
 
 def _import_torch() -> object:
     try:
         import torch
     except ImportError as exc:
         raise BackendUnavailableError(
-            f"the torch backend needs PyTorch, which is not installed; {INSTALL_HINT}"
+            f"the torch backend needs PyTorch, which is not installed; {TORCH_INSTALL_HINT}"
         ) from exc
     return torch
 

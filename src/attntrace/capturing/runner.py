@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from attntrace.capturing.session import Session, capture
-from attntrace.errors import AttntraceError
+from attntrace.errors import TORCH_INSTALL_HINT, AttntraceError, BackendUnavailableError
 
 
 class TargetError(AttntraceError):
@@ -108,6 +108,16 @@ def imports_torch(path: Path, seen: set[Path] | None = None) -> bool:
     return False
 
 
+def _import_torch(path: Path) -> None:
+    """Load torch before a script that imports it runs; without torch, one line saying so."""
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        raise BackendUnavailableError(
+            f"{path.name} imports torch, which is not installed; {TORCH_INSTALL_HINT}"
+        ) from None
+
+
 @contextmanager
 def _script_context(path: Path, argv: Sequence[str]) -> Iterator[None]:
     saved_argv, saved_path = sys.argv[:], sys.path[:]
@@ -140,7 +150,7 @@ def run_script(
     """Run the script as ``python script.py ARGS`` would, capturing its ops (and those of
     the packages ``into``)."""
     if imports_torch(path):
-        import torch  # noqa: F401  (the capture hooks torch only when it is loaded)
+        _import_torch(path)  # the capture hooks torch only when it is loaded
     with _script_context(path, argv), capture(axes=axes, keep_values=keep_values, into=into) as t:
         outcome = Outcome(t)
         try:

@@ -345,10 +345,10 @@ def _torch(path: Path, what: str) -> Any:
     try:
         import torch
     except ImportError:
-        from attntrace.backends.torch_backend import INSTALL_HINT
+        from attntrace.errors import TORCH_INSTALL_HINT
 
         raise BackendUnavailableError(
-            f"{path}: reading {what} needs PyTorch; {INSTALL_HINT}"
+            f"{path}: reading {what} needs PyTorch; {TORCH_INSTALL_HINT}"
         ) from None
     return torch
 
