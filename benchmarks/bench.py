@@ -148,9 +148,8 @@ def ratios(
         out[name] = ratio
         target = targets.get(name)
         verdict = "" if target is None else "ok" if ratio <= target else "MISSED"
-        rep.say(
-            f"  {name:<52} median {med * 1e3:8.1f} ms  best {min(ts) * 1e3:8.1f} ms  {ratio:5.2f}x  {verdict}"
-        )
+        times = f"median {med * 1e3:8.1f} ms  best {min(ts) * 1e3:8.1f} ms"
+        rep.say(f"  {name:<52} {times}  {ratio:5.2f}x  {verdict}")
         if name != baseline:  # best against best too: a busy moment moves a median by 10 % here
             best = min(ts) / min(times[baseline])
             paired = paired_ratio(ts, times[baseline])
@@ -364,7 +363,8 @@ RUN_IN_PROCESS = "attntrace run, no tuning flags (in process)"
 def compute_fns(
     sizes: tuple[int, int, int, int], mask: str = "none", names: tuple[str, ...] | None = None
 ) -> dict[str, Callable[[], object]]:
-    """torch F.linear + SDPA (the baseline) and attntrace through its defaults, on the same arrays."""
+    """torch F.linear + SDPA (the baseline) and attntrace through its defaults, on the same
+    arrays."""
     import torch
     import torch.nn.functional as F  # noqa: N812  (the name in the torch docs)
 
@@ -685,9 +685,8 @@ def memory(rep: Report, sizes: tuple[int, int, int, int], quick: bool = False) -
                 ratio = mib[name] / base
                 ratio_text = f"{ratio:.2f}×"
                 verdict = "" if target is None else "ok" if ratio <= target else "MISSED"
-            rep.say(
-                f"  mask {mask:<12} {name:<40} {size(mib[name]):>10}  SDPA {size(base):>10}  {ratio_text:>8}  {verdict}"
-            )
+            sizes = f"{size(mib[name]):>10}  SDPA {size(base):>10}"
+            rep.say(f"  mask {mask:<12} {name:<40} {sizes}  {ratio_text:>8}  {verdict}")
             rep.row(
                 f"memory, mask {mask}",
                 name,
