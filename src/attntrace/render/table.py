@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from attntrace.config.attention_config import AttentionConfig
@@ -259,13 +259,12 @@ def kv_cache_line(trace: Trace) -> Text | None:
     cfg = trace.config
     if cfg.kv_heads is None:
         return None
-    full = 2 * cfg.heads * cfg.head_dim * cfg.itemsize
+    per_token = cfg.kv_cache_bytes()
+    full = replace(cfg, kv_heads=None).kv_cache_bytes()  # the same attention without groups
     return Text(
         f"KV cache: 2 (k, v) x g={cfg.groups} x d={cfg.head_dim} x {cfg.itemsize} B "
-        f"({cfg.dtype}) = "
-        f"{format_bytes(cfg.kv_cache_bytes_per_token)} per token and layer "
-        f"({full // cfg.kv_cache_bytes_per_token}x less than {format_bytes(full)} "
-        f"with h={cfg.heads} kv-heads)"
+        f"({cfg.dtype}) = {format_bytes(per_token)} per token and layer "
+        f"({full // per_token}x less than {format_bytes(full)} with h={cfg.heads} kv-heads)"
     )
 
 
