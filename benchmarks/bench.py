@@ -148,8 +148,8 @@ def ratios(
         out[name] = ratio
         target = targets.get(name)
         verdict = "" if target is None else "ok" if ratio <= target else "MISSED"
-        times = f"median {med * 1e3:8.1f} ms  best {min(ts) * 1e3:8.1f} ms"
-        rep.say(f"  {name:<52} {times}  {ratio:5.2f}x  {verdict}")
+        timing = f"median {med * 1e3:8.1f} ms  best {min(ts) * 1e3:8.1f} ms"
+        rep.say(f"  {name:<52} {timing}  {ratio:5.2f}x  {verdict}")
         if name != baseline:  # best against best too: a busy moment moves a median by 10 % here
             best = min(ts) / min(times[baseline])
             paired = paired_ratio(ts, times[baseline])
