@@ -590,3 +590,16 @@ Save = Annotated[
         help="Write every step and parameter to FILE.npz (atomically).", rich_help_panel=FILES
     ),
 ]
+DocumentFile = Annotated[
+    Path | None,
+    typer.Option(
+        "--output",
+        "-o",
+        metavar="FILE",
+        help="Write what the command prints (any --format) to FILE instead of stdout, "
+        "atomically: FILE is complete or as it was, never half-written.",
+        rich_help_panel=OUTPUT,
+        dir_okay=False,
+        show_default=False,
+    ),
+]

@@ -4,10 +4,11 @@ No ``from __future__ import annotations`` here: Typer reads the root options' an
 strings would be compiled and evaluated on every start.
 """
 
+import contextlib
 import functools
 import sys
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Annotated, ParamSpec, TypeVar
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Annotated, Any, ParamSpec, TypeVar
 
 import typer
 
@@ -16,6 +17,8 @@ from attntrace.cli.root import EPILOG, HELP, HELP_NAMES, VERSION_HELP
 from attntrace.errors import EXIT_INTERNAL, EXIT_USAGE, AttntraceError
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from rich.console import Console
 
 P = ParamSpec("P")
@@ -99,24 +102,219 @@ def console(no_color: bool = False) -> "Console":
 
 def cli_errors(command: Callable[P, R]) -> Callable[P, R]:
     """Turn the project's errors (and running out of memory) into one line and exit code 2,
-    and any other exception into the one bug-report line and exit code 3."""
+    and any other exception into the one bug-report line and exit code 3.
+
+    Also the one place where every command's output is made all or nothing: the outputs are
+    checked before any work (:func:`refuse_outputs`), ``--output FILE`` receives what the command
+    prints, written atomically when it ends with exit code 0 or 1, stdout is flushed and checked
+    (a full disk or a closed stdout is one line and exit code 2), and the warnings of libraries
+    are held back until the command has succeeded, so an exit 2 prints exactly one line."""
 
     @functools.wraps(command)
     def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
-        try:
-            return command(*args, **kwargs)
-        except AttntraceError as exc:
-            raise fail(str(exc)) from None
-        except MemoryError:
-            raise fail("out of memory; lower the sizes or set a smaller --max-memory") from None
-        except BrokenPipeError:
-            raise  # the reader of stdout went away: main() ends quietly
-        except Exception as exc:
-            if _is_click_signal(exc):
-                raise
-            raise internal_error(exc) from None
+        output = kwargs.pop("output_file", None)
+        with held_notices():
+            try:
+                refuse_outputs(kwargs, output)
+                with to_document(output):
+                    result = command(*args, **kwargs)
+                flush_stdout()
+                return result
+            except AttntraceError as exc:
+                raise fail(str(exc)) from None
+            except MemoryError:
+                raise fail("out of memory; lower the sizes or set a smaller --max-memory") from None
+            except BrokenPipeError:
+                raise  # the reader of stdout went away: main() ends quietly
+            except Exception as exc:
+                if _is_click_signal(exc):
+                    flush_stdout_or_fail(exc)
+                    raise
+                raise internal_error(exc) from None
 
     return wrapper
+
+
+def exit_code_of(exc: BaseException) -> int:
+    """The exit code an exception ends the command with (3: an unexpected one)."""
+    if isinstance(exc, SystemExit):
+        code = exc.code
+        return 0 if code is None else code if isinstance(code, int) else 1
+    code = getattr(exc, "exit_code", None)
+    return code if isinstance(code, int) else EXIT_INTERNAL
+
+
+@contextlib.contextmanager
+def held_notices() -> Iterator[None]:
+    """Hold back the warnings (and log records: matplotlib's font cache) that libraries issue
+    during a command; shown as they would have been when it ends with exit code 0 or 1,
+    dropped when it fails, so that an exit 2 prints its one line and nothing else."""
+    import logging
+    import warnings
+
+    root = logging.getLogger()
+    held: Any = (
+        _held_class()() if not root.handlers else None
+    )  # else the program's own logging config
+    if held is not None:
+        root.addHandler(held)
+    catcher = warnings.catch_warnings(record=True)
+    caught = catcher.__enter__()
+    ok = False
+    try:
+        yield
+        ok = True
+    except BaseException as exc:
+        ok = exit_code_of(exc) in (0, 1)
+        raise
+    finally:
+        catcher.__exit__(None, None, None)
+        if held is not None:
+            root.removeHandler(held)
+        if ok:
+            for w in caught:
+                warnings.showwarning(w.message, w.category, w.filename, w.lineno, w.file, w.line)
+            last = logging.lastResort
+            for record in held.records if held is not None else []:
+                if last is not None and record.levelno >= last.level:
+                    last.handle(record)
+
+
+@functools.cache
+def _held_class() -> type:
+    import logging
+
+    class Held(logging.Handler):
+        """Keeps the records that Python would print on stderr (logging.lastResort)."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.records: list[logging.LogRecord] = []
+
+        def emit(self, record: logging.LogRecord) -> None:
+            self.records.append(record)
+
+    return Held
+
+
+@contextlib.contextmanager
+def to_document(output: object) -> Iterator[None]:
+    """``--output FILE``: what the command prints goes into FILE, written atomically (complete,
+    or the file as it was) when the command ends with exit code 0 or 1; stdout gets nothing."""
+    from pathlib import Path
+
+    if not isinstance(output, Path):
+        yield
+        return
+    import io
+
+    from attntrace.files.output import write_output
+    from attntrace.render.terminal import PlainStream
+
+    buffer = io.BytesIO()
+    text = io.TextIOWrapper(buffer, encoding="utf-8")
+    saved, sys.stdout = sys.stdout, PlainStream(text)
+
+    def write() -> None:
+        sys.stdout.flush()
+        text.flush()
+        write_output(output, buffer.getvalue())
+
+    try:
+        yield
+    except BaseException as exc:
+        if exit_code_of(exc) in (0, 1):
+            write()
+        raise
+    else:
+        write()
+    finally:
+        sys.stdout = saved
+
+
+def flush_stdout() -> None:
+    """Flush stdout; a write it refuses (other than a reader that went away) is a
+    :class:`~attntrace.render.terminal.StdoutError`."""
+    from attntrace.render.terminal import stdout_error
+
+    if sys.stdout is None:
+        return
+    try:
+        sys.stdout.flush()
+    except BrokenPipeError:
+        raise
+    except (OSError, ValueError) as exc:  # ValueError: a closed file
+        raise stdout_error(exc if isinstance(exc, OSError) else OSError(9, str(exc))) from None
+
+
+def flush_stdout_or_fail(exc: BaseException) -> None:
+    """Before a command's own exit code (1: a check failed) goes out: stdout complete, or the
+    one line and exit code 2 instead."""
+    if getattr(exc, "exit_code", 0) not in (0, 1):
+        return
+    try:
+        flush_stdout()
+    except AttntraceError as error:
+        raise fail(str(error)) from None
+
+
+#: The parameters of a command that name files it writes, and their options.
+OUTPUT_OPTIONS = {
+    "save": "--save",
+    "out": "--out",
+    "plot": "--plot",
+    "plot_flow": "--plot-flow",
+    "output_file": "--output",
+}
+#: Options whose name is not their parameter's.
+_INPUT_FLAGS = {"input_file": "--input", "model_dir": "--model", "target": "TARGET"}
+
+
+def refuse_outputs(params: dict[str, object], output: object) -> None:
+    """Refuse an output path that is one of the command's inputs (every other path it takes,
+    the files of a model folder, the file of a trace TARGET), a FIFO, a device, a directory, a
+    symbolic link, or the path of another output: before any work is done."""
+    from pathlib import Path
+
+    outputs = {
+        flag: value
+        for name, flag in OUTPUT_OPTIONS.items()
+        if isinstance(value := output if name == "output_file" else params.get(name), Path)
+    }
+    if not outputs:
+        return
+    from attntrace.files.output import refuse_inputs
+
+    inputs: dict[str, list[Path]] = {}
+    for name, value in params.items():
+        if name in OUTPUT_OPTIONS:
+            continue
+        flag = _INPUT_FLAGS.get(name, "--" + name.replace("_", "-"))
+        paths = _paths(value, target=name == "target")
+        if paths:
+            inputs[flag] = paths
+    refuse_inputs(outputs, inputs)
+
+
+def _paths(value: object, *, target: bool = False) -> list["Path"]:
+    """The files a parameter's value names: a path, the files of a folder, the paths of a list,
+    the file of a TARGET (``FILE.py:NAME`` or a script)."""
+    import os
+    from pathlib import Path
+
+    if target and isinstance(value, str):
+        head = value.rpartition(":")[0] if ":" in value else value
+        return [Path(part) for part in {head, value} if part and os.path.isfile(part)]
+    if isinstance(value, list | tuple):
+        return [p for item in value for p in _paths(item)]
+    if not isinstance(value, Path):
+        return []
+    if value.is_dir():
+        try:
+            return [Path(entry.path) for entry in os.scandir(value)]
+        except OSError:
+            return []
+    return [value]
 
 
 def _print_version(value: bool) -> None:
@@ -141,11 +339,15 @@ def main() -> None:
     same one line on stderr and exit code 2 as every other bad input."""
     from attntrace.render.terminal import plain
 
+    reopen_closed_std_streams()
     sys.stdout = plain(sys.stdout)  # help too: ASCII when needed, quiet when piped into head
     try:
         code = app(standalone_mode=False)
+        flush_stdout()
     except BrokenPipeError:
         quiet_broken_pipe()
+    except AttntraceError as exc:  # stdout refused the help or a usage line
+        sys.exit(fail(str(exc)).exit_code)
     except Exception as exc:
         # Typer >= 0.27 vendors click; both raise ClickException subclasses with these two members.
         if not (hasattr(exc, "format_message") and hasattr(exc, "exit_code")):
@@ -161,8 +363,30 @@ def main() -> None:
     except typer.Abort:
         sys.exit(130)
     finally:
-        sys.stdout.flush()
+        with contextlib.suppress(OSError, ValueError, AttntraceError):
+            sys.stdout.flush()
     sys.exit(code if isinstance(code, int) else 0)
+
+
+def reopen_closed_std_streams() -> None:
+    """``attntrace run >&-``: a closed descriptor 0, 1 or 2 is reopened on /dev/null, so that no
+    file attntrace opens (a temporary file, a child's pipe) takes its number. stdout is opened
+    read-only there: a write to it fails, and is reported as one line (exit code 2) instead of
+    a document silently lost."""
+    import os
+
+    for fd, flags in ((0, os.O_RDONLY), (1, os.O_RDONLY), (2, os.O_WRONLY)):
+        try:
+            os.fstat(fd)
+        except OSError:
+            new = os.open(os.devnull, flags)
+            if new != fd:
+                os.dup2(new, fd)
+                os.close(new)
+            if fd == 1:
+                sys.stdout = open(1, "w", encoding="utf-8", closefd=False)  # noqa: SIM115
+            elif fd == 2:
+                sys.stderr = open(2, "w", encoding="utf-8", closefd=False)  # noqa: SIM115
 
 
 def quiet_broken_pipe() -> None:

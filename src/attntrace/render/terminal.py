@@ -8,10 +8,13 @@ has gone (``attntrace run | head -1``) the rest of the output is dropped without
 
 from __future__ import annotations
 
+import errno
 import io
 import os
 import re
 from typing import TYPE_CHECKING, TextIO
+
+from attntrace.errors import AttntraceError
 
 if TYPE_CHECKING:
     from rich.box import Box
@@ -52,6 +55,26 @@ def __getattr__(name: str) -> Box:
 
     globals()[name] = box = Box("    \n    \n ── \n    \n    \n    \n    \n    \n", ascii=True)
     return box
+
+
+class StdoutError(AttntraceError):
+    """stdout refused the output (a full disk, a closed descriptor): the document on it is
+    incomplete, which the CLI reports in one line with exit code 2."""
+
+
+def stdout_error(exc: OSError) -> StdoutError:
+    """The one-line error for a failed write to stdout.
+
+    >>> print(stdout_error(OSError(errno.ENOSPC, "No space left on device")))
+    cannot write to stdout (No space left on device): the output is incomplete; free some \
+space or write it to a file with --output FILE
+    """
+    why = "it is closed" if exc.errno == errno.EBADF else exc.strerror or str(exc)
+    fix = "free some space or " if exc.errno in (errno.ENOSPC, errno.EDQUOT) else ""
+    return StdoutError(
+        f"cannot write to stdout ({why}): the output is incomplete; {fix}write it to a file "
+        "with --output FILE"
+    )
 
 
 def needs_ascii(stream: TextIO) -> bool:
@@ -134,6 +157,9 @@ class PlainStream(io.TextIOBase):
                 self.stream.flush()
             except BrokenPipeError:
                 self._close_quietly()
+            except OSError as exc:
+                self._close_quietly()
+                raise stdout_error(exc) from None
 
     def _emit(self, text: str) -> None:
         if self.broken:
@@ -142,10 +168,14 @@ class PlainStream(io.TextIOBase):
             self.stream.write(to_ascii(text) if self.ascii_only else text)
         except BrokenPipeError:
             self._close_quietly()
+        except OSError as exc:  # a full disk, a closed descriptor: reported once, the rest dropped
+            self._close_quietly()
+            raise stdout_error(exc) from None
 
     def _close_quietly(self) -> None:
-        """The reader has gone: drop the rest, and point the descriptor at /dev/null so that
-        Python's own flush at exit does not print a traceback either."""
+        """The reader has gone (or the file cannot take more): drop the rest, and point the
+        descriptor at /dev/null so that Python's own flush at exit does not print a traceback
+        (or exit 120) either."""
         self.broken = True
         try:
             devnull = os.open(os.devnull, os.O_WRONLY)

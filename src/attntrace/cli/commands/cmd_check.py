@@ -39,6 +39,7 @@ def check(
     init: Init = None,
     into: Into = None,
     fmt: opt.CheckFormat = opt.CheckFormatName.table,
+    output_file: opt.DocumentFile = None,  # written by cli_errors: to_document
     verbose: opt.Verbose = False,
     no_color: opt.NoColor = False,
     model: dict[str, Any],

@@ -62,6 +62,7 @@ def diff(
     input_file: opt.Input = None,
     max_memory: opt.MaxMemory = None,
     fmt: Fmt = DiffFormat.table,
+    output_file: opt.DocumentFile = None,  # written by cli_errors: to_document
     no_color: opt.NoColor = False,
     model: dict[str, Any],
 ) -> None:

@@ -19,7 +19,10 @@ PRESETS_SCHEMA = "attntrace.presets/1"
 
 @app.command("presets")
 @cli_errors
-def presets(fmt: opt.PresetsFormat = opt.ListingFormatName.table) -> None:
+def presets(
+    fmt: opt.PresetsFormat = opt.ListingFormatName.table,
+    output_file: opt.DocumentFile = None,  # written by cli_errors: to_document
+) -> None:
     """List the real models --preset knows, with their attention sizes.
 
     Heads, kv-heads, hidden, head_dim, RoPE theta and the KV-cache bytes per token and layer

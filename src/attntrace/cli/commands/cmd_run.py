@@ -36,6 +36,7 @@ def run(
     values: opt.Values = False,
     values_limit: opt.ValuesLimit = 256,
     fmt: opt.Format = opt.OutputFormat.table,
+    output_file: opt.DocumentFile = None,  # written by cli_errors: to_document
     no_color: opt.NoColor = False,
     computation: dict[str, Any],
     threads: opt.Threads = None,

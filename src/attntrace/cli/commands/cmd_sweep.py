@@ -78,6 +78,7 @@ def sweep(
     layers: opt.Layers = None,
     layer_prefix: opt.LayerPrefix = None,
     output: Format = SweepFormat.table,
+    output_file: opt.DocumentFile = None,  # written by cli_errors: to_document
     *,
     model: dict[str, Any],
 ) -> None:

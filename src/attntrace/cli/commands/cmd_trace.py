@@ -157,6 +157,7 @@ def trace(
     axes: Axes = None,
     into: Into = None,
     fmt: TraceFormat = TraceFormatName.table,
+    output_file: opt.DocumentFile = None,  # written by cli_errors: to_document
     no_color: opt.NoColor = False,
 ) -> None:
     """Run your attention code and print the shape of every tensor op in your files.

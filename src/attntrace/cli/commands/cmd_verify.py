@@ -50,6 +50,7 @@ def verify(
     files: dict[str, Any],
     model: dict[str, Any],
     fmt: opt.VerifyFormat = opt.ListingFormatName.table,
+    output_file: opt.DocumentFile = None,  # written by cli_errors: to_document
 ) -> None:
     """Check the trace against PyTorch's own attention; exit 1 beyond tolerance.
 
