@@ -8,7 +8,7 @@ import contextlib
 import functools
 import sys
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, Annotated, Any, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, ParamSpec, TextIO, TypeVar
 
 import typer
 
@@ -340,7 +340,8 @@ def main() -> None:
     from attntrace.render.terminal import plain
 
     reopen_closed_std_streams()
-    sys.stdout = plain(sys.stdout)  # help too: ASCII when needed, quiet when piped into head
+    # help too: ASCII when needed, quiet when piped into head, every write complete or refused
+    sys.stdout = plain(complete_writes(sys.stdout))
     try:
         code = app(standalone_mode=False)
         flush_stdout()
@@ -366,6 +367,24 @@ def main() -> None:
         with contextlib.suppress(OSError, ValueError, AttntraceError):
             sys.stdout.flush()
     sys.exit(code if isinstance(code, int) else 0)
+
+
+def complete_writes(stream: TextIO) -> TextIO:
+    """``stream`` over a buffered writer: with ``PYTHONUNBUFFERED=1`` stdout writes straight to
+    the raw file, where Python drops the rest of a short write (a file reaching its size limit)
+    without a word; a buffered writer writes the rest, and that write's failure is raised."""
+    import io
+
+    raw = getattr(stream, "buffer", None)
+    if not isinstance(raw, io.FileIO):
+        return stream
+    try:
+        writer = io.BufferedWriter(io.FileIO(stream.fileno(), "w", closefd=False))
+    except (OSError, ValueError):
+        return stream
+    return io.TextIOWrapper(
+        writer, encoding=stream.encoding, errors=stream.errors, line_buffering=True
+    )
 
 
 def reopen_closed_std_streams() -> None:
