@@ -48,7 +48,9 @@ def fail(message: str, code: int = EXIT_USAGE) -> typer.Exit:
     Whatever the message quotes from a file or the command line is made inert here."""
     from attntrace.text import plain
 
-    sys.stderr.write(f"attntrace: error: {plain(' '.join(message.split()))}\n")
+    with contextlib.suppress(OSError, ValueError, AttributeError):  # stderr itself refused it
+        sys.stderr.write(f"attntrace: error: {plain(' '.join(message.split()))}\n")
+        sys.stderr.flush()
     return typer.Exit(code)
 
 
