@@ -270,3 +270,24 @@ def test_exit_2_is_one_line_in_process(
     assert result.code == 2
     assert result.out == ""
     assert not (tmp_path / "x.json").exists()
+
+
+@pytest.mark.parametrize("args", [("--help",), ("run", "--help"), ("--version",)], ids=" ".join)
+def test_help_on_a_full_disk_is_one_line(tmp_path: Path, args: tuple[str, ...]) -> None:
+    # argv[0] "attntrace": the top-level help is drawn by the fast path, without Typer
+    code = (
+        "import sys; from attntrace.cli import main;"
+        "sys.argv = ['attntrace', *sys.argv[1:]]; main()"
+    )
+    with open("/dev/full", "w") as full:
+        proc = subprocess.run(
+            [sys.executable, "-c", code, *args],
+            stdout=full,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=_env(tmp_path),
+            cwd=tmp_path,
+            timeout=180,
+            check=False,
+        )
+    _one_line(proc, "No space left on device")

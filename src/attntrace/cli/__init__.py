@@ -60,9 +60,15 @@ def _print_root_help() -> None:
     """Write the top-level help (ASCII where stdout needs it) and exit 0; quietly when the
     reader of stdout went away, as every other command does."""
     from attntrace.cli.fast_help import print_root_help
-    from attntrace.render.terminal import plain
+    from attntrace.render.terminal import (
+        StdoutError,
+        complete_writes,
+        plain,
+        reopen_closed_std_streams,
+    )
 
-    sys.stdout = plain(sys.stdout)
+    reopen_closed_std_streams()
+    sys.stdout = plain(complete_writes(sys.stdout))
     try:
         print_root_help()
         sys.stdout.flush()
@@ -70,4 +76,7 @@ def _print_root_help() -> None:
         from attntrace.cli.typer_app import quiet_broken_pipe
 
         quiet_broken_pipe()
+    except StdoutError as exc:  # a full disk, a closed stdout: one line, as every command
+        sys.stderr.write(f"attntrace: error: {exc}\n")
+        sys.exit(2)
     sys.exit(0)

@@ -8,7 +8,7 @@ import contextlib
 import functools
 import sys
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, Annotated, Any, ParamSpec, TextIO, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, ParamSpec, TypeVar
 
 import typer
 
@@ -339,7 +339,7 @@ def root(
 def main() -> None:
     """Console-script entry point: usage errors (a typo in an option, a bad choice) become the
     same one line on stderr and exit code 2 as every other bad input."""
-    from attntrace.render.terminal import plain
+    from attntrace.render.terminal import complete_writes, plain, reopen_closed_std_streams
 
     reopen_closed_std_streams()
     # help too: ASCII when needed, quiet when piped into head, every write complete or refused
@@ -369,45 +369,6 @@ def main() -> None:
         with contextlib.suppress(OSError, ValueError, AttntraceError):
             sys.stdout.flush()
     sys.exit(code if isinstance(code, int) else 0)
-
-
-def complete_writes(stream: TextIO) -> TextIO:
-    """``stream`` over a buffered writer: with ``PYTHONUNBUFFERED=1`` stdout writes straight to
-    the raw file, where Python drops the rest of a short write (a file reaching its size limit)
-    without a word; a buffered writer writes the rest, and that write's failure is raised."""
-    import io
-
-    raw = getattr(stream, "buffer", None)
-    if not isinstance(raw, io.FileIO):
-        return stream
-    try:
-        writer = io.BufferedWriter(io.FileIO(stream.fileno(), "w", closefd=False))
-    except (OSError, ValueError):
-        return stream
-    return io.TextIOWrapper(
-        writer, encoding=stream.encoding, errors=stream.errors, line_buffering=True
-    )
-
-
-def reopen_closed_std_streams() -> None:
-    """``attntrace run >&-``: a closed descriptor 0, 1 or 2 is reopened on /dev/null, so that no
-    file attntrace opens (a temporary file, a child's pipe) takes its number. stdout is opened
-    read-only there: a write to it fails, and is reported as one line (exit code 2) instead of
-    a document silently lost."""
-    import os
-
-    for fd, flags in ((0, os.O_RDONLY), (1, os.O_RDONLY), (2, os.O_WRONLY)):
-        try:
-            os.fstat(fd)
-        except OSError:
-            new = os.open(os.devnull, flags)
-            if new != fd:
-                os.dup2(new, fd)
-                os.close(new)
-            if fd == 1:
-                sys.stdout = open(1, "w", encoding="utf-8", closefd=False)  # noqa: SIM115
-            elif fd == 2:
-                sys.stderr = open(2, "w", encoding="utf-8", closefd=False)  # noqa: SIM115
 
 
 def quiet_broken_pipe() -> None:

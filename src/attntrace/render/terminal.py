@@ -12,6 +12,7 @@ import errno
 import io
 import os
 import re
+import sys
 from typing import TYPE_CHECKING, TextIO
 
 from attntrace.errors import AttntraceError
@@ -190,3 +191,38 @@ def plain(stream: TextIO) -> TextIO:
     if isinstance(stream, PlainStream):
         return stream
     return PlainStream(stream)  # type: ignore[return-value]
+
+
+def complete_writes(stream: TextIO) -> TextIO:
+    """``stream`` over a buffered writer: with ``PYTHONUNBUFFERED=1`` stdout writes straight to
+    the raw file, where Python drops the rest of a short write (a file reaching its size limit)
+    without a word; a buffered writer writes the rest, and that write's failure is raised."""
+    raw = getattr(stream, "buffer", None)
+    if not isinstance(raw, io.FileIO):
+        return stream
+    try:
+        writer = io.BufferedWriter(io.FileIO(stream.fileno(), "w", closefd=False))
+    except (OSError, ValueError):
+        return stream
+    return io.TextIOWrapper(
+        writer, encoding=stream.encoding, errors=stream.errors, line_buffering=True
+    )
+
+
+def reopen_closed_std_streams() -> None:
+    """``attntrace run >&-``: a closed descriptor 0, 1 or 2 is reopened on /dev/null, so that no
+    file attntrace opens (a temporary file, a child's pipe) takes its number. stdout is opened
+    read-only there: a write to it fails, and is reported as one line (exit code 2) instead of
+    a document silently lost."""
+    for fd, flags in ((0, os.O_RDONLY), (1, os.O_RDONLY), (2, os.O_WRONLY)):
+        try:
+            os.fstat(fd)
+        except OSError:
+            new = os.open(os.devnull, flags)
+            if new != fd:
+                os.dup2(new, fd)
+                os.close(new)
+            if fd == 1:
+                sys.stdout = open(1, "w", encoding="utf-8", closefd=False)  # noqa: SIM115
+            elif fd == 2:
+                sys.stderr = open(2, "w", encoding="utf-8", closefd=False)  # noqa: SIM115
