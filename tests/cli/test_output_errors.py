@@ -276,8 +276,7 @@ def test_exit_2_is_one_line_in_process(
 def test_help_on_a_full_disk_is_one_line(tmp_path: Path, args: tuple[str, ...]) -> None:
     # argv[0] "attntrace": the top-level help is drawn by the fast path, without Typer
     code = (
-        "import sys; from attntrace.cli import main;"
-        "sys.argv = ['attntrace', *sys.argv[1:]]; main()"
+        "import sys; from attntrace.cli import main;sys.argv = ['attntrace', *sys.argv[1:]]; main()"
     )
     with open("/dev/full", "w") as full:
         proc = subprocess.run(
