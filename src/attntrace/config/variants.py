@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import NamedTuple
 
 from attntrace.errors import ConfigError
@@ -57,9 +58,14 @@ def parse_rope_scaling(text: str) -> RopeScaling:
     for item in filter(None, rest.split(",")):
         key, _, value = item.partition("=")
         try:
-            given[key.strip()] = float(value)
+            number = float(value)
         except ValueError:
             raise ConfigError(f"--rope-scaling {text!r}: {item!r} is not key=number") from None
+        if not math.isfinite(number):  # "inf", "nan", or 400 digits
+            raise ConfigError(
+                f"--rope-scaling {key.strip()!r}: {value[:40]!r} is not a finite number"
+            )
+        given[key.strip()] = number
     unknown = set(given) - set(known)
     missing = [k for k, v in known.items() if v is None and k not in given]
     if unknown or missing:
