@@ -175,3 +175,51 @@ def test_which_layers_slide_follows_each_family(
     for layer, slides in enumerate(kinds):
         expected = "sliding_attention" if slides else "full_attention"
         assert layer_type(base, "c", layer) == expected
+
+
+def _bad_values(kind: object) -> list[object]:
+    """Values outside ``kind`` (a kind of attntrace.models.hf_config.FIELDS)."""
+    wrong_type: list[object] = ["7", [1], {"a": 1}]
+    if kind == "flag":
+        return [*wrong_type, 1, 0, "false"]
+    if kind in ("name", "names", "object"):
+        return [5, 2.5, True] + ([["x", 5], "x"] if kind == "names" else [])
+    assert isinstance(kind, tuple)
+    low = 0 if kind[0] == "number0" else 1
+    values: list[object] = [*wrong_type, True, -1, HUGE, -HUGE]
+    if kind[0] == "whole":
+        return [*values, 2.5, kind[1] - 1, 2**31]
+    return [*values, 2.0] if kind[1] == 1.0 else values + ([0] if low else [-0.5])
+
+
+def _generated() -> list[tuple[str, object]]:
+    from attntrace.models.hf_config import FIELDS
+
+    return [(name, value) for name, kind in FIELDS.items() for value in _bad_values(kind)]
+
+
+@pytest.mark.parametrize(("field", "value"), _generated(), ids=lambda v: str(v)[:20])
+def test_every_field_of_the_table_refuses_values_outside_its_kind(
+    tmp_path: Path, field: str, value: object
+) -> None:
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({**LLAMA, field: value}))
+    outcome = invoke("run", "--backend", "shape", "--hf-config", str(path))
+    outcome.assert_contained()
+    assert outcome.code == 2, (field, value, outcome)
+    assert f" {field} " in outcome.err, outcome.err
+
+
+@pytest.mark.parametrize("group", ["rope_scaling", "rope_parameters"])
+def test_every_scaling_field_refuses_values_outside_its_kind(tmp_path: Path, group: str) -> None:
+    from attntrace.models.hf_config import SCALING_FIELDS
+
+    for key, kind in SCALING_FIELDS.items():
+        for value in _bad_values(kind):
+            path = tmp_path / "config.json"
+            scaling = {"rope_type": "linear", "factor": 2.0, key: value}
+            path.write_text(json.dumps({**LLAMA, group: scaling}))
+            outcome = invoke("run", "--backend", "shape", "--hf-config", str(path))
+            outcome.assert_contained()
+            assert outcome.code == 2, (key, value, outcome)
+            assert f" {group}.{key} " in outcome.err, outcome.err
