@@ -121,3 +121,21 @@ def test_a_golden_of_too_many_records_is_refused_naming_the_cap(
     path.write_text(json.dumps(doc))
     outcome = invoke("check", "--golden", str(path))
     _one_line(outcome, str(MAX_GOLDEN_RECORDS), "MAX_GOLDEN_RECORDS")
+
+
+@pytest.mark.parametrize(
+    ("scaling", "named"),
+    [
+        ("linear:factor=-1", "factor"),
+        ("linear:factor=0", "factor"),
+        (f"linear:factor={_number(400)}", "factor"),
+        (f"linear:factor={_number(5000)}", "factor"),
+        ("linear:factor=nan", "factor"),
+        ("dynamic:factor=2,max_position_embeddings=-5", "max_position_embeddings"),
+        ("yarn:factor=4,original_max_position_embeddings=0", "original_max_position_embeddings"),
+        ("yarn:factor=4,original_max_position_embeddings=8,beta_fast=-1", "beta_fast"),
+        ("llama3:low_freq_factor=4", "high_freq_factor"),
+    ],
+)
+def test_a_rope_scaling_value_out_of_range_is_one_line(scaling: str, named: str) -> None:
+    _one_line(invoke("run", "--backend", "shape", "--rope", "--rope-scaling", scaling), named)
