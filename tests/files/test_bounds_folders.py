@@ -202,3 +202,12 @@ def test_report_counts_nan_weights(tmp_path: Path, value: float) -> None:
     assert "<th>NaN or inf</th>" in page
     assert "red = NaN or inf" in page
     assert 'fill="#d62728"' in page
+
+
+@pytest.mark.parametrize("length", [255, 256, 4096, 5000])
+def test_a_model_path_of_any_length_is_one_line(tmp_path: Path, length: int) -> None:
+    for path in (tmp_path / ("a" * length), tmp_path.joinpath(*["b" * 200] * (length // 200))):
+        outcome = invoke("run", "--model", str(path))
+        outcome.assert_contained()
+        assert outcome.code == 2, outcome
+        assert "--model" in outcome.err

@@ -67,19 +67,34 @@ def open_folder(path: Path) -> ModelFolder:
 
 def folder_config(path: Path) -> dict[str, Any]:
     """config.json of the folder (or Meta's params.json, as a Llama config); no weights read."""
-    if not path.is_dir():
+    if not _is_dir(path):
         raise InputFileError(
             f"--model {path}: not a folder; give a saved model's folder "
             "(config.json and model.safetensors), or use --weights FILE"
         )
-    if (path / "config.json").is_file():
+    if _is_file(path / "config.json"):
         return read_json(closed(path, path / "config.json"))
-    if (path / "params.json").is_file():
+    if _is_file(path / "params.json"):
         params = read_json(closed(path, path / "params.json"))
         config = {"model_type": "llama", **params}  # Meta's own format
         _refuse_meta_features(path, config)
         return config
     raise InputFileError(f"--model {path}: has no config.json (or Meta's params.json)")
+
+
+def _is_file(path: Path) -> bool:
+    """``Path.is_file`` without its OSErrors (a name too long, a loop): False."""
+    try:
+        return path.is_file()
+    except (OSError, ValueError):
+        return False
+
+
+def _is_dir(path: Path) -> bool:
+    try:
+        return path.is_dir()
+    except (OSError, ValueError):
+        return False
 
 
 def is_meta(path: Path) -> bool:
@@ -92,14 +107,14 @@ def is_meta(path: Path) -> bool:
     >>> is_meta(d), is_meta(d.parent)
     (True, False)
     """
-    return not (path / "config.json").is_file() and (path / "params.json").is_file()
+    return not _is_file(path / "config.json") and _is_file(path / "params.json")
 
 
 def _weight_map(path: Path) -> dict[str, Path]:
     for index, single in WEIGHT_FILES:
-        if (path / index).is_file():
+        if _is_file(path / index):
             return _index(path, index)
-        if (path / single).is_file():
+        if _is_file(path / single):
             file = closed(path, path / single)
             return dict.fromkeys(read_arrays(file)[0], file)
     meta = sorted(path.glob("consolidated.*.pth"))
@@ -135,7 +150,7 @@ def _index(path: Path, name: str) -> dict[str, Path]:
             raise InputFileError(
                 f"{path / name}: shard {shard!r} of {tensor!r} is not a file name in the folder"
             )
-        if not (path / shard).is_file():
+        if not _is_file(path / shard):
             raise InputFileError(
                 f"{path / name}: shard {shard} (of {tensor}) is missing from the folder"
             )
