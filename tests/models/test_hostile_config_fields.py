@@ -93,7 +93,6 @@ CASES: list[tuple[dict[str, object], dict[str, object], str]] = [
     (LLAMA, {"head_dim": -1}, "head_dim"),
     (LLAMA, {"layer_types": "full"}, "layer_types"),
     (LLAMA, {"layer_types": [1, 2]}, "layer_types"),
-    (LLAMA, {"layer_types": ["chunked_attention"] * 2}, "layer_types"),
     (LLAMA, {"text_config": 5}, "text_config"),
     (LLAMA, {"is_decoder": 1}, "is_decoder"),
     (LLAMA, {"use_bidirectional_attention": "no"}, "use_bidirectional_attention"),
@@ -223,3 +222,13 @@ def test_every_scaling_field_refuses_values_outside_its_kind(tmp_path: Path, gro
             outcome.assert_contained()
             assert outcome.code == 2, (key, value, outcome)
             assert f" {group}.{key} " in outcome.err, outcome.err
+
+
+@pytest.mark.parametrize("kind", ["chunked_attention", "linear_attention", "x", ""])
+def test_a_layer_type_not_modelled_is_refused_for_that_layer(tmp_path: Path, kind: str) -> None:
+    path = _write(tmp_path, {**LLAMA, "layer_types": [kind, "full_attention"]})
+    outcome = invoke("run", "--backend", "shape", "--hf-config", str(path), "--layer", "0")
+    outcome.assert_contained()
+    assert outcome.code == 2, outcome
+    assert " layer_types[0] is " in outcome.err
+    assert invoke("run", "--backend", "shape", "--hf-config", str(path), "--layer", "1").code == 0

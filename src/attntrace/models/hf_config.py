@@ -154,14 +154,17 @@ def _layer_rule(
             raise ConfigError(
                 f"{plain(path)}: layer_types must be a list of layer type names, got {shown(given)}"
             )
-        unknown = sorted(set(given) - set(LAYER_KINDS))
-        if unknown:
-            raise ConfigError(
-                f"{plain(path)}: layer_types holds {shown(unknown[0])}, which attntrace does "
-                f"not model; it models {', '.join(LAYER_KINDS)}"
-            )
         types = list(given)
-        return len(types), types.__getitem__, frozenset(types)
+
+        def listed(i: int) -> str:
+            if types[i] not in LAYER_KINDS:
+                raise ConfigError(
+                    f"{plain(path)}: layer_types[{i}] is {shown(types[i])}, which attntrace "
+                    f"does not model; it models {', '.join(LAYER_KINDS)}"
+                )
+            return str(types[i])
+
+        return len(types), listed, frozenset(types)
     if cfg.get("sliding_window") is None:
         return 0, _full, frozenset()
     model_type = str(cfg.get("model_type", ""))
