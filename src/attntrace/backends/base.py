@@ -15,7 +15,7 @@ A backend never imports its library at module level of :mod:`attntrace`: the reg
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar, Generic, Protocol, TypeVar, cast, runtime_checkable
@@ -51,10 +51,11 @@ class Source:
 class Parts:
     """The blocks of rows (of all axes but the last) of a :class:`Source`: ``empty()`` is the
     (rows, last axis) array of ``make``'s dtype that they fill, ``blocks`` each fill rows
-    ``start:stop`` of it in place."""
+    ``start:stop`` of it in place; a lazy sequence where there are many, so that making a
+    source costs nothing before a backend computes it."""
 
     empty: Callable[[], np.ndarray]
-    blocks: tuple[RowBlock, ...]
+    blocks: Sequence[RowBlock]
 
 
 @dataclass(frozen=True)

@@ -31,6 +31,7 @@ def main() -> None:
     """Console-script entry point: ``attntrace --help`` without Typer (with the Typer and Rich
     versions that drawing was verified against), anything else through the Typer application
     (:func:`attntrace.cli.typer_app.main`)."""
+    _bound_widths(os.environ)
     if _is_root_help(sys.argv):
         from attntrace.cli.fast_help import verified
 
@@ -39,6 +40,25 @@ def main() -> None:
     from attntrace.cli.typer_app import main as typer_main
 
     typer_main()
+
+
+#: The widest terminal attntrace draws for: COLUMNS (LINES, TERMINAL_WIDTH) above it, however
+#: many digits (Python refuses to read 4,300), are read as this.
+MAX_COLUMNS = 10_000
+
+
+def _bound_widths(env: os._Environ[str]) -> None:
+    """Terminal sizes of the environment that Rich and Typer read with ``int()``, bounded.
+
+    >>> env = {"COLUMNS": "9" * 5000, "LINES": "40"}
+    >>> _bound_widths(env)  # type: ignore[arg-type]
+    >>> env["COLUMNS"], env["LINES"]
+    ('10000', '40')
+    """
+    for name in ("COLUMNS", "LINES", "TERMINAL_WIDTH"):
+        value = env.get(name, "").strip()
+        if value.isdigit() and (len(value) > len(str(MAX_COLUMNS)) or int(value) > MAX_COLUMNS):
+            env[name] = str(MAX_COLUMNS)
 
 
 def _is_root_help(argv: list[str]) -> bool:

@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import NamedTuple
 
 from attntrace.errors import ConfigError
@@ -57,9 +58,14 @@ def parse_rope_scaling(text: str) -> RopeScaling:
     for item in filter(None, rest.split(",")):
         key, _, value = item.partition("=")
         try:
-            given[key.strip()] = float(value)
+            number = float(value)
         except ValueError:
             raise ConfigError(f"--rope-scaling {text!r}: {item!r} is not key=number") from None
+        if not math.isfinite(number):  # "inf", "nan", or 400 digits
+            raise ConfigError(
+                f"--rope-scaling {key.strip()!r}: {value[:40]!r} is not a finite number"
+            )
+        given[key.strip()] = number
     unknown = set(given) - set(known)
     missing = [k for k, v in known.items() if v is None and k not in given]
     if unknown or missing:
@@ -67,7 +73,24 @@ def parse_rope_scaling(text: str) -> RopeScaling:
         what = ("unknown " if unknown else "missing ") + ", ".join(names)
         raise ConfigError(f"--rope-scaling {text!r}: {what}; {kind} takes {', '.join(known)}")
     params = {k: given[k] if k in given else float(v or 0.0) for k, v in known.items()}
+    for name, amount in params.items():
+        floor = name in _ZERO_IS_DEFAULT or name == "truncate"
+        if not (amount >= 0 if floor else amount > 0):
+            raise ConfigError(
+                f"--rope-scaling {kind}: {name} must be {'>= 0' if floor else '> 0'}, "
+                f"got {amount:g}"
+            )
+    if kind == "llama3" and not params["high_freq_factor"] > params["low_freq_factor"]:
+        raise ConfigError(
+            "--rope-scaling llama3: high_freq_factor must be larger than low_freq_factor "
+            f"(the ramp between them divides by the difference), got {params['high_freq_factor']:g}"
+            f" and {params['low_freq_factor']:g}"
+        )
     return RopeScaling(kind, params)
+
+
+#: yarn's parameters where 0 stands for "derive it" (transformers' defaults).
+_ZERO_IS_DEFAULT = frozenset({"attention_factor", "mscale", "mscale_all_dim"})
 
 
 class RelativeBias(NamedTuple):

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import math
 import zlib
-from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, overload
 
 from attntrace.backends.base import Parts, RowBlock, Shape, Source
 from attntrace.config.attention_config import AttentionConfig
@@ -188,13 +188,7 @@ def _normal_source(name: str, shape: Shape, config: AttentionConfig) -> Source:
 
         return np.empty((rows, shape[-1] if shape else 1), dtype=dtype)
 
-    parts = Parts(
-        empty,
-        tuple(
-            RowBlock(i0, min(i0 + DRAW_ROWS, rows), block(i0 // DRAW_ROWS))
-            for i0 in range(0, rows, DRAW_ROWS)
-        ),
-    )
+    parts = Parts(empty, _RowBlocks(rows, block))
 
     def make() -> np.ndarray:
         values = parts.empty()
@@ -209,6 +203,31 @@ def _normal_source(name: str, shape: Shape, config: AttentionConfig) -> Source:
         drawn=True,
         parts=parts if len(parts.blocks) > 1 else None,
     )
+
+
+class _RowBlocks(Sequence[RowBlock]):
+    """The blocks of :data:`DRAW_ROWS` rows of ``rows`` rows, made when asked for: a source of
+    2³¹ rows (the shape backend's, which never draws) costs no more than one of 3."""
+
+    def __init__(self, rows: int, block: Callable[[int], Callable[[np.ndarray], None]]) -> None:
+        self._rows, self._block = rows, block
+
+    def __len__(self) -> int:
+        return (self._rows + DRAW_ROWS - 1) // DRAW_ROWS
+
+    @overload
+    def __getitem__(self, index: int) -> RowBlock: ...
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[RowBlock]: ...
+    def __getitem__(self, index: int | slice) -> RowBlock | Sequence[RowBlock]:
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(len(self)))]
+        if index < 0:
+            index += len(self)
+        if not 0 <= index < len(self):
+            raise IndexError(index)
+        start = index * DRAW_ROWS
+        return RowBlock(start, min(start + DRAW_ROWS, self._rows), self._block(index))
 
 
 def _uniform_source(name: str, shape: Shape, bound: float, config: AttentionConfig) -> Source:

@@ -84,11 +84,11 @@ def npy_header(f: IO[bytes], path: Path, name: str = "x") -> Declared:
         fmt = np.lib.format
         reader = fmt.read_array_header_1_0 if version == (1, 0) else fmt.read_array_header_2_0
         shape, _, dtype = reader(f, max_header_size=NPY_HEADER_LIMIT)
-    except (ValueError, OSError, EOFError, SyntaxError, TypeError) as exc:
-        reason = plain(" ".join(str(exc).split())[:200])
+    except (ValueError, OSError, EOFError, SyntaxError, TypeError):
+        # numpy's message quotes the header: the file's own bytes, never shown
         raise InputFileError(
             f"{plain(path)}: damaged numpy data ({plain(name)}: a bad .npy "
-            f"header, {reason}); write it again with numpy.save"
+            "header); write it again with numpy.save"
         ) from None
     if dtype.hasobject:
         raise InputFileError(f"{plain(path)}: {plain(name)} {PICKLE_REFUSED}")
@@ -155,10 +155,9 @@ def safetensors_header(path: Path) -> tuple[dict[str, Declared], dict[str, str]]
         first = f.read(8)
         length = int.from_bytes(first, "little") if len(first) == 8 else -1
         if not 2 <= length <= min(SAFETENSORS_HEADER_LIMIT, size - 8):
-            raise InputFileError(
-                f"{plain(path)}: not a valid .safetensors file (its header "
-                f"length {length} does not fit the file); write it again with "
-                "safetensors"
+            raise InputFileError(  # the length is the file's own bytes: never shown
+                f"{plain(path)}: not a valid .safetensors file (its first 8 bytes do not "
+                "give a header length that fits the file); write it again with safetensors"
             )
         text = f.read(length).decode("utf-8", "replace")
     doc = parse_json(text, f"{plain(path)} (safetensors header)")

@@ -304,6 +304,12 @@ def _check_shapes(path: Path, prefix: str, params: dict[str, np.ndarray | None])
                 f"{path}: {prefix}{name} is {weight.shape}, not a matrix (out_features, "
                 "in_features)"
             )
+    for name, value in params.items():
+        if value is not None and 0 in value.shape:
+            raise InputFileError(
+                f"{path}: {prefix}{name} has the zero-size shape {tuple(value.shape)}; "
+                "every tensor of a layer needs at least one element (save it again)"
+            )
     (q_width, hidden), kv_shape = w_q.shape, tuple(w_k.shape)
     expected = {
         "w_k": kv_shape,

@@ -9,6 +9,7 @@ original folders: ``params.json`` plus one ``consolidated.00.pth``.
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -17,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from attntrace.errors import ConfigError, InputFileError
 from attntrace.files.readers import LazyArrays, read_arrays
+from attntrace.text import plain
 
 if TYPE_CHECKING:
     import numpy as np
@@ -47,6 +49,12 @@ class ModelFolder:
             shard = self.weight_map[name]
             if shard not in opened:
                 opened[shard] = read_arrays(shard)[0]
+            if name not in opened[shard]:  # the index lies about where the tensor is
+                raise InputFileError(
+                    f"--model {plain(self.path)}: its index puts {plain(repr(name))[:120]} in "
+                    f"{plain(shard.name)}, which does not hold it; save the model again with "
+                    "save_pretrained"
+                )
             return opened[shard][name]
 
         return LazyArrays(self.weight_map, load)
@@ -59,18 +67,34 @@ def open_folder(path: Path) -> ModelFolder:
 
 def folder_config(path: Path) -> dict[str, Any]:
     """config.json of the folder (or Meta's params.json, as a Llama config); no weights read."""
-    if not path.is_dir():
+    if not _is_dir(path):
         raise InputFileError(
             f"--model {path}: not a folder; give a saved model's folder "
             "(config.json and model.safetensors), or use --weights FILE"
         )
-    if (path / "config.json").is_file():
-        return read_json(path / "config.json")
-    if (path / "params.json").is_file():
-        config = {"model_type": "llama", **read_json(path / "params.json")}  # Meta's own format
+    if _is_file(path / "config.json"):
+        return read_json(closed(path, path / "config.json"))
+    if _is_file(path / "params.json"):
+        params = read_json(closed(path, path / "params.json"))
+        config = {"model_type": "llama", **params}  # Meta's own format
         _refuse_meta_features(path, config)
         return config
     raise InputFileError(f"--model {path}: has no config.json (or Meta's params.json)")
+
+
+def _is_file(path: Path) -> bool:
+    """``Path.is_file`` without its OSErrors (a name too long, a loop): False."""
+    try:
+        return path.is_file()
+    except (OSError, ValueError):
+        return False
+
+
+def _is_dir(path: Path) -> bool:
+    try:
+        return path.is_dir()
+    except (OSError, ValueError):
+        return False
 
 
 def is_meta(path: Path) -> bool:
@@ -83,15 +107,16 @@ def is_meta(path: Path) -> bool:
     >>> is_meta(d), is_meta(d.parent)
     (True, False)
     """
-    return not (path / "config.json").is_file() and (path / "params.json").is_file()
+    return not _is_file(path / "config.json") and _is_file(path / "params.json")
 
 
 def _weight_map(path: Path) -> dict[str, Path]:
     for index, single in WEIGHT_FILES:
-        if (path / index).is_file():
+        if _is_file(path / index):
             return _index(path, index)
-        if (path / single).is_file():
-            return dict.fromkeys(read_arrays(path / single)[0], path / single)
+        if _is_file(path / single):
+            file = closed(path, path / single)
+            return dict.fromkeys(read_arrays(file)[0], file)
     meta = sorted(path.glob("consolidated.*.pth"))
     if len(meta) > 1:
         raise InputFileError(
@@ -99,7 +124,8 @@ def _weight_map(path: Path) -> dict[str, Path]:
             "across model-parallel ranks; convert the checkpoint to Hugging Face format"
         )
     if meta:
-        return dict.fromkeys(read_arrays(meta[0])[0], meta[0])
+        file = closed(path, meta[0])
+        return dict.fromkeys(read_arrays(file)[0], file)
     names = " or ".join(single for _, single in WEIGHT_FILES)
     raise InputFileError(
         f"--model {path}: no weights found ({names}, their .index.json, or consolidated.00.pth)"
@@ -108,7 +134,7 @@ def _weight_map(path: Path) -> dict[str, Path]:
 
 def _index(path: Path, name: str) -> dict[str, Path]:
     """The weight_map of a sharded checkpoint; every shard must be a file in the folder."""
-    doc = read_json(path / name)
+    doc = read_json(closed(path, path / name))
     weight_map = doc.get("weight_map")
     if not isinstance(weight_map, Mapping) or not weight_map:
         raise InputFileError(
@@ -124,12 +150,46 @@ def _index(path: Path, name: str) -> dict[str, Path]:
             raise InputFileError(
                 f"{path / name}: shard {shard!r} of {tensor!r} is not a file name in the folder"
             )
-        if not (path / shard).is_file():
+        if not _is_file(path / shard):
             raise InputFileError(
                 f"{path / name}: shard {shard} (of {tensor}) is missing from the folder"
             )
-        out[str(tensor)] = path / shard
+        out[str(tensor)] = closed(path, path / shard)
     return out
+
+
+def closed(folder: Path, file: Path) -> Path:
+    """``file`` of ``folder`` when it is the folder's own: a plain file in it, or a symbolic
+    link that resolves inside the folder or inside the Hugging Face cache entry that holds it
+    (``models--ORG--NAME/``, whose ``snapshots/REV/`` files link into its ``blobs/``). Any other
+    link is refused in one line naming it: a model folder never reads a file outside itself.
+
+    >>> import tempfile, pathlib
+    >>> d = pathlib.Path(tempfile.mkdtemp())
+    >>> (d / "config.json").symlink_to("/etc/hostname")
+    >>> closed(d, d / "config.json")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    attntrace.errors.InputFileError: --model ...: config.json is a symbolic link to a file ...
+    """
+    home = os.path.realpath(folder)
+    target = os.path.realpath(file)
+    roots = [home]
+    snapshots = os.path.dirname(home)
+    entry = os.path.dirname(snapshots)
+    if (
+        os.path.basename(snapshots) == "snapshots"
+        and os.path.basename(entry).startswith("models--")
+        and os.path.isdir(os.path.join(entry, "blobs"))
+    ):
+        roots.append(entry)  # the cache entry: its snapshots' links point into its blobs/
+    if any(target.startswith(root + os.sep) for root in roots):
+        return file
+    raise InputFileError(
+        f"--model {plain(folder)}: {plain(file.name)} is a symbolic link to a file outside "
+        "the folder (and outside the Hugging Face cache that holds it), which attntrace does "
+        "not follow; copy the file into the folder"
+    )
 
 
 def read_json(path: Path, limit: int = JSON_LIMIT) -> dict[str, Any]:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -117,45 +117,101 @@ def int_field(
 
 def layer_type(cfg: Mapping[str, Any], path: Path | str, layer: int | None) -> str:
     """``full_attention`` or ``sliding_attention`` for ``layer`` (None: every layer must agree).
+    Closed forms of the families' rules: the cost is the same for 2 layers and for 2³¹ − 1.
 
     >>> layer_type({"model_type": "gemma2", "num_hidden_layers": 4, "sliding_window": 8}, "c", 1)
     'full_attention'
     """
-    types = _layer_types(cfg, path)
-    if not types:
+    n, kind_of, kinds = _layer_rule(cfg, path)
+    if n == 0:
         return "full_attention"
-    if layer is None or len(types) == 1:
-        if len(set(types)) > 1:
+    if layer is None or n == 1:
+        if len(kinds) > 1:
             raise ConfigError(
-                f"{path}: its layers differ ({', '.join(sorted(set(types)))}); "
-                f"pick one with --layer N (0 to {len(types) - 1})"
+                f"{path}: its layers differ ({', '.join(sorted(kinds))}); "
+                f"pick one with --layer N (0 to {n - 1})"
             )
-        return types[0]
-    if not 0 <= layer < len(types):
+        return kind_of(0)
+    if not 0 <= layer < n:
         raise ConfigError(
-            f"{path}: --layer {layer} does not exist; the model has layers 0 to {len(types) - 1}"
+            f"{path}: --layer {layer} does not exist; the model has layers 0 to {n - 1}"
         )
-    return types[layer]
+    return kind_of(layer)
 
 
-def _layer_types(cfg: Mapping[str, Any], path: Path | str) -> list[str]:
-    """The type of every layer, as transformers' config classes derive it ([]: all full)."""
+#: The layer types attntrace models (transformers' ``layer_types`` values).
+LAYER_KINDS = ("full_attention", "sliding_attention")
+
+
+def _layer_rule(
+    cfg: Mapping[str, Any], path: Path | str
+) -> tuple[int, Callable[[int], str], frozenset[str]]:
+    """The number of layers (0: all full), the type of layer i, and the set of types, as
+    transformers' config classes derive them, without a list of the layers."""
     given = cfg.get("layer_types")
-    if isinstance(given, list) and all(isinstance(t, str) for t in given):
-        return list(given)
+    if given is not None:
+        if not isinstance(given, list) or not given or not all(isinstance(t, str) for t in given):
+            raise ConfigError(
+                f"{plain(path)}: layer_types must be a list of layer type names, got {shown(given)}"
+            )
+        types = list(given)
+
+        def listed(i: int) -> str:
+            if types[i] not in LAYER_KINDS:
+                raise ConfigError(
+                    f"{plain(path)}: layer_types[{i}] is {shown(types[i])}, which attntrace "
+                    f"does not model; it models {', '.join(LAYER_KINDS)}"
+                )
+            return str(types[i])
+
+        return len(types), listed, frozenset(types)
     if cfg.get("sliding_window") is None:
-        return []
+        return 0, _full, frozenset()
     model_type = str(cfg.get("model_type", ""))
     rule = _SLIDING_RULES.get(model_type)
     n = int_field(cfg, LAYERS, path, required=rule is not None)
     if rule is None:  # Mistral, Mixtral, Phi-3, Qwen2 ...: every layer
-        return ["sliding_attention"] * (n or 1) if n or _uses_window(cfg) else []
+        if n or _uses_window(cfg):
+            return n or 1, lambda i: "sliding_attention", frozenset({"sliding_attention"})
+        return 0, _full, frozenset()
     assert n is not None
-    return (
-        ["sliding_attention" if rule(cfg, i) else "full_attention" for i in range(n)]
-        if _uses_window(cfg)
-        else []
-    )
+    if not _uses_window(cfg):
+        return 0, _full, frozenset()
+    slides, kinds = rule(cfg, path, n)
+
+    def kind_of(i: int) -> str:
+        return "sliding_attention" if slides(i) else "full_attention"
+
+    return n, kind_of, kinds
+
+
+def _full(i: int) -> str:
+    return "full_attention"
+
+
+def _every(period_field: str | None, default: int) -> Any:
+    """Gemma's rule: every layer slides but each ``period``-th (Gemma 2: every other)."""
+
+    def rule(cfg: Mapping[str, Any], path: Path | str, n: int) -> tuple[Any, frozenset[str]]:
+        period = default
+        if period_field is not None and cfg.get(period_field) is not None:
+            period = _whole(cfg[period_field], period_field, path, 1)
+        kinds = {"sliding_attention"} if period > 1 else set()
+        if n >= period:
+            kinds.add("full_attention")
+        return (lambda i: bool((i + 1) % period)), frozenset(kinds)
+
+    return rule
+
+
+def _from_layer(cfg: Mapping[str, Any], path: Path | str, n: int) -> tuple[Any, frozenset[str]]:
+    """Qwen's rule: layers from max_window_layers on slide."""
+    first = cfg.get("max_window_layers")
+    first = 0 if first is None else _whole(first, "max_window_layers", path, 0)
+    kinds = {"sliding_attention"} if first < n else set()
+    if first > 0:
+        kinds.add("full_attention")
+    return (lambda i: i >= first), frozenset(kinds)
 
 
 def _uses_window(cfg: Mapping[str, Any]) -> bool:
@@ -168,12 +224,21 @@ def _uses_window(cfg: Mapping[str, Any]) -> bool:
 #: Which layers slide, by family, where the config has no layer_types: Gemma2Config (every
 #: other layer), Gemma3TextConfig (sliding_window_pattern, 6), Qwen2Config (from max_window_layers).
 _SLIDING_RULES: dict[str, Any] = {
-    "gemma2": lambda cfg, i: bool((i + 1) % 2),
-    "gemma3": lambda cfg, i: bool((i + 1) % cfg.get("sliding_window_pattern", 6)),
-    "gemma3_text": lambda cfg, i: bool((i + 1) % cfg.get("sliding_window_pattern", 6)),
-    "qwen2": lambda cfg, i: i >= cfg.get("max_window_layers", 0),
-    "qwen3": lambda cfg, i: i >= cfg.get("max_window_layers", 0),
+    "gemma2": _every(None, 2),
+    "gemma3": _every("sliding_window_pattern", 6),
+    "gemma3_text": _every("sliding_window_pattern", 6),
+    "qwen2": _from_layer,
+    "qwen3": _from_layer,
 }
+
+
+def _whole(value: Any, name: str, path: Path | str, low: int, high: int = MAX_SIZE) -> int:
+    """``value`` of the field ``name``: a whole number from ``low`` to ``high``."""
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise ConfigError(
+            f"{plain(path)}: {name} must be a whole number from {low} to {high}, got {shown(value)}"
+        )
+    return value
 
 
 def window(cfg: Mapping[str, Any], path: Path | str, kind: str) -> int | None:
@@ -223,6 +288,123 @@ def rope_parameters(cfg: Mapping[str, Any], kind: str) -> dict[str, Any]:
     return params
 
 
+#: Every config.json field attntrace reads, by kind: ``("whole", low)``, a whole number from
+#: ``low`` to MAX_SIZE; ``("number", high)``, a finite number > 0 (and <= ``high``);
+#: ``("number0", high)``, the same or 0; ``"flag"``, true or false; ``"name"``, a string;
+#: ``"names"``, a list of strings; ``"object"``, a JSON object. Null is "absent" for each.
+FIELDS: dict[str, Any] = {
+    **dict.fromkeys((*HEADS, *HIDDEN, *HEAD_DIM, *KV_HEADS, *LAYERS), ("whole", 1)),
+    "sliding_window": ("whole", 1),
+    "sliding_window_pattern": ("whole", 1),
+    "max_window_layers": ("whole", 0),
+    "max_position_embeddings": ("whole", 1),
+    "relative_attention_num_buckets": ("whole", 1),
+    "relative_attention_max_distance": ("whole", 1),
+    "rotary_dim": ("whole", 1),
+    "rope_theta": ("number", 1e300),
+    "rope_local_base_freq": ("number", 1e300),
+    "rotary_emb_base": ("number", 1e300),
+    "query_pre_attn_scalar": ("number", 1e300),
+    "attn_logit_softcapping": ("number", 1e300),
+    "rms_norm_eps": ("number", 1.0),
+    "partial_rotary_factor": ("number", 1.0),
+    "rotary_pct": ("number", 1.0),
+    "attention_bias": "flag",
+    "use_sliding_window": "flag",
+    "is_decoder": "flag",
+    "is_encoder_decoder": "flag",
+    "use_bidirectional_attention": "flag",
+    "new_decoder_architecture": "flag",
+    "multi_query": "flag",
+    "bias": "flag",
+    "model_type": "name",
+    "architectures": "names",
+    "rope_scaling": "object",
+    "rope_parameters": "object",
+    "text_config": "object",
+}
+#: The fields of a RoPE scaling object (rope_scaling, rope_parameters), by kind as above.
+SCALING_FIELDS: dict[str, Any] = {
+    "rope_type": "name",
+    "type": "name",
+    "rope_theta": ("number", 1e300),
+    "factor": ("number", 1e300),
+    "low_freq_factor": ("number", 1e300),
+    "high_freq_factor": ("number", 1e300),
+    "original_max_position_embeddings": ("whole", 1),
+    "attention_factor": ("number", 1e300),
+    "beta_fast": ("number", 1e300),
+    "beta_slow": ("number", 1e300),
+    "mscale": ("number0", 1e300),
+    "mscale_all_dim": ("number0", 1e300),
+    "truncate": "flag",
+    "partial_rotary_factor": ("number", 1.0),
+}
+
+
+def check_fields(cfg: Mapping[str, Any], path: Path | str) -> None:
+    """Every field attntrace reads has its type and range, or one error naming the field
+    (``rope_scaling.factor``; ``rope_parameters.sliding_attention.rope_theta``).
+
+    >>> check_fields({"rope_scaling": {"rope_type": "linear", "factor": "two"}}, "c.json")
+    Traceback (most recent call last):
+    ...
+    attntrace.errors.ConfigError: c.json: rope_scaling.factor must be a number > 0, got "two"
+    """
+    for name, kind in FIELDS.items():
+        _check(cfg.get(name), name, kind, path)
+    for name in ("rope_scaling", "rope_parameters"):
+        group = cfg.get(name)
+        if not isinstance(group, Mapping):
+            continue
+        nested = [(k, v) for k, v in group.items() if k in LAYER_KINDS]
+        for kind_name, inner in nested:
+            if not isinstance(inner, Mapping):
+                raise ConfigError(
+                    f"{plain(path)}: {name}.{kind_name} must be a JSON object, got {shown(inner)}"
+                )
+            _check_group(inner, f"{name}.{kind_name}", path)
+        _check_group(group, name, path)
+
+
+def _check_group(group: Mapping[str, Any], name: str, path: Path | str) -> None:
+    for key, kind in SCALING_FIELDS.items():
+        _check(group.get(key), f"{name}.{key}", kind, path)
+
+
+#: The plain kinds of :data:`FIELDS`: what a value must be, and how the error says it.
+_KINDS: dict[str, tuple[Any, str]] = {
+    "flag": (lambda v: isinstance(v, bool), "true or false"),
+    "name": (lambda v: isinstance(v, str), "a string"),
+    "names": (
+        lambda v: isinstance(v, list) and all(isinstance(x, str) for x in v),
+        "a list of strings",
+    ),
+    "object": (lambda v: isinstance(v, Mapping), "a JSON object"),
+}
+
+
+def _check(value: Any, name: str, kind: Any, path: Path | str) -> None:
+    if value is None:
+        return
+    where = plain(path)
+    if isinstance(kind, str):
+        fits, what = _KINDS[kind]
+        if not fits(value):
+            raise ConfigError(f"{where}: {name} must be {what}, got {shown(value)}")
+        return
+    if kind[0] == "whole":
+        _whole(value, name, path, kind[1])
+        return
+    high, low = kind[1], ">= 0" if kind[0] == "number0" else "> 0"
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ConfigError(f"{where}: {name} must be a number {low}, got {shown(value)}")
+    floor = value >= 0 if low == ">= 0" else value > 0
+    if not floor or not value <= high:
+        bound = "" if high >= 1e300 else f" and at most {high:g}"
+        raise ConfigError(f"{where}: {name} must be a number {low}{bound}, got {shown(value)}")
+
+
 def attention_fields(
     cfg: Mapping[str, Any], path: Path | str, layer: int | None = None
 ) -> dict[str, Any]:
@@ -235,7 +417,9 @@ def attention_fields(
     >>> f["kv_heads"], f["window"], f["rope_base"], f["causal"], f["bias"]
     (2, 16, 1000000.0, True, False)
     """
+    _check(cfg.get("text_config"), "text_config", "object", path)
     cfg = config_section(cfg)
+    check_fields(cfg, path)
     heads, hidden = int_field(cfg, HEADS, path), int_field(cfg, HIDDEN, path)
     assert heads is not None  # a required field
     assert hidden is not None
@@ -335,9 +519,15 @@ def rope_variants(cfg: Mapping[str, Any], path: Path | str, kind: str, d: int) -
         if scaling == "dynamic":
             values["max_position_embeddings"] = cfg.get("max_position_embeddings", 2048)
         if scaling == "yarn" and "factor" not in values:  # DeepSeek-V3: from the context lengths
-            values["factor"] = (
-                cfg["max_position_embeddings"] / values["original_max_position_embeddings"]
-            )
+            lengths = ("max_position_embeddings", "original_max_position_embeddings")
+            longest, original = cfg.get(lengths[0]), values.get(lengths[1])
+            if longest is None or original is None:
+                missing = lengths[0] if longest is None else lengths[1]
+                raise ConfigError(
+                    f"{plain(path)}: yarn rope scaling needs factor, or {missing} to derive "
+                    "it from; add rope_scaling.factor"
+                )
+            values["factor"] = longest / original  # whole numbers >= 1 (check_fields)
         if "truncate" in values:
             values["truncate"] = float(bool(values["truncate"]))
         out["rope_scaling"] = f"{scaling}:" + ",".join(

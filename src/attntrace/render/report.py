@@ -8,6 +8,7 @@ CI run as it is.
 
 from __future__ import annotations
 
+import math
 from html import escape
 from typing import TYPE_CHECKING
 
@@ -99,11 +100,17 @@ def _table(headers: list[str], rows: list[list[str]], numeric: set[int] | None =
 
 
 def _steps(trace: Trace) -> str:
+    """The steps; with a column of their NaN and ±inf counts when any step holds some (as the
+    CSV's ``nonfinite`` and run's warning count them)."""
     rows = [
         [str(s.index), s.name, s.op, format_shape(s.shape), format_axes(s.axes), s.dtype]
         for s in trace.steps
     ]
-    return _table(["#", "step", "op", "shape", "axes", "dtype"], rows, {0, 3})
+    headers = ["#", "step", "op", "shape", "axes", "dtype"]
+    if any(s.nonfinite for s in trace.steps):
+        rows = [[*row, str(s.nonfinite)] for row, s in zip(rows, trace.steps, strict=True)]
+        return _table([*headers, "NaN or inf"], rows, {0, 3, 6})
+    return _table(headers, rows, {0, 3})
 
 
 def _costs(trace: Trace, count: str) -> str:
@@ -165,6 +172,8 @@ def _heads(trace: Trace, batch_item: int) -> str:
             else f"the {trace.backend} backend computes no values"
         )
         return f'<p class="note">No attention weights: {escape(why)}.</p>'
+    import numpy as np
+
     from attntrace.render.plot import head_weights
 
     weights, hidden = head_weights(trace, batch_item)  # (h, S, N), (h, S, N) or None
@@ -175,7 +184,8 @@ def _heads(trace: Trace, batch_item: int) -> str:
     where = f" of batch item {batch_item}" if trace.config.batched else ""
     return (
         f'<p class="note">Rows: queries, columns: keys{escape(where)}; '
-        "darker = more attention, grey = masked; "
+        "darker = more attention, grey = masked"
+        f"{', red = NaN or inf' if not np.isfinite(weights).all() else ''}; "
         f'hover a cell for its value.</p>\n<div class="heads">{"".join(figures)}</div>'
     )
 
@@ -190,7 +200,7 @@ def _head_svg(matrix: np.ndarray, hidden: np.ndarray | None, head: int) -> str:
             value = float(pooled.values[i, j])
             fill = "#b8b8b8" if masked else _shade(value)
             label = f"{pooled.row_label(i)} -> {pooled.col_label(j)}: " + (
-                "masked" if masked else f"{value:.4f}"
+                "masked" if masked else f"{value:.4f}" if math.isfinite(value) else str(value)
             )
             cells.append(
                 f'<rect x="{j * CELL}" y="{i * CELL}" width="{CELL}" height="{CELL}" fill="{fill}">'
@@ -205,8 +215,18 @@ def _head_svg(matrix: np.ndarray, hidden: np.ndarray | None, head: int) -> str:
     )
 
 
+#: The colour of a cell whose value is NaN or ±inf.
+NONFINITE_FILL = "#d62728"
+
+
 def _shade(value: float) -> str:
-    """White (0) to dark blue (1)."""
+    """White (0) to dark blue (1); red for NaN and ±inf.
+
+    >>> _shade(0.0), _shade(1.0), _shade(float("nan"))
+    ('#ffffff', '#103478', '#d62728')
+    """
+    if not math.isfinite(value):
+        return NONFINITE_FILL
     v = min(max(value, 0.0), 1.0)
     r, g, b = (int(255 + (t - 255) * v) for t in (16, 52, 120))
     return f"#{r:02x}{g:02x}{b:02x}"

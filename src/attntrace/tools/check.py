@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import math
 import re
+import sys
 import tomllib
 import typing
 from collections.abc import Iterable, Mapping, Sequence
@@ -140,6 +141,21 @@ class CaseResult:
         return tuple(c for c in self.checks if c not in failed)
 
 
+#: The most digits a size of an expected shape may have: 2⁶³ has 19, and no tensor is larger.
+MAX_DIM_DIGITS = 19
+
+
+def _bounded_shape(text: str, where: str) -> tuple[Dim, ...]:
+    """:func:`parse_shape` of ``text``, a number of more than :data:`MAX_DIM_DIGITS` digits
+    refused first (Python itself refuses to read 4,300)."""
+    if re.search(rf"\d{{{MAX_DIM_DIGITS + 1}}}", text):
+        raise ConfigError(
+            f"{where}: a size has more than {MAX_DIM_DIGITS} digits, larger than any tensor; "
+            "write the shape's sizes as numbers up to 2**63 or axis letters"
+        )
+    return parse_shape(text)
+
+
 def parse_expectation(text: str) -> Expectation:
     """``STEP=SHAPE`` as given to ``--expect``.
 
@@ -151,7 +167,7 @@ def parse_expectation(text: str) -> Expectation:
         raise ConfigError(
             f"cannot read --expect {text!r}; write STEP=SHAPE, e.g. scores=12,3,3 or scores=h,S,S"
         )
-    return Expectation(step.strip(), parse_shape(shape))
+    return Expectation(step.strip(), _bounded_shape(shape, f"--expect {plain(step.strip())}"))
 
 
 def check_expectations(trace: Records, expectations: Iterable[Expectation]) -> tuple[Mismatch, ...]:
@@ -413,13 +429,18 @@ def validate_golden(doc: object) -> None:
     if not isinstance(doc, dict):
         raise ConfigError(f"the document must be a JSON object, got {type(doc).__name__}")
     if doc.get("schema") not in (SCHEMA_ID, CAPTURE_SCHEMA_ID):
-        raise ConfigError(f'"schema" must be {SCHEMA_ID!r}, got {doc.get("schema")!r}')
+        raise ConfigError(f'"schema" must be {SCHEMA_ID!r}, got {_short(doc.get("schema"))}')
     if not isinstance(doc.get("config"), dict):
         raise ConfigError('"config" must be an object')
     for key in ("steps", "params"):
         records = doc.get(key)
         if not isinstance(records, list):
             raise ConfigError(f'"{key}" must be a list, got {type(records).__name__}')
+        if len(records) > MAX_GOLDEN_RECORDS:
+            raise ConfigError(
+                f'"{key}" lists {len(records)} records; the most a golden may list is '
+                f"{MAX_GOLDEN_RECORDS} (MAX_GOLDEN_RECORDS)"
+            )
         for i, record in enumerate(records):
             _validate_record(record, f"{key}[{i}]")
 
@@ -429,12 +450,12 @@ def _validate_record(record: object, where: str) -> None:
         raise ConfigError(f"{where} must be an object")
     for key in ("name", "dtype"):
         if not isinstance(record.get(key), str):
-            raise ConfigError(f"{where}.{key} must be a string, got {record.get(key)!r}")
+            raise ConfigError(f"{where}.{key} must be a string, got {_short(record.get(key))}")
     shape = record.get("shape")
     if not isinstance(shape, list) or any(
         isinstance(n, bool) or not isinstance(n, int) for n in shape
     ):
-        raise ConfigError(f"{where}.shape must be a list of whole numbers, got {shape!r}")
+        raise ConfigError(f"{where}.shape must be a list of whole numbers, got {_short(shape)}")
 
 
 def compare_golden(trace: Records, golden: Mapping[str, Any]) -> tuple[Mismatch, ...]:
@@ -506,6 +527,14 @@ class SpecCase:
     lines: Mapping[str, int] = field(default_factory=dict)  # see CaseResult.lines
 
 
+#: The largest spec file read (bytes): a spec of a thousand configs takes about 100 KiB.
+SPEC_LIMIT = 1024**2
+#: The most configs a spec may have; each one is traced.
+MAX_SPEC_CONFIGS = 4096
+#: The most steps (and the most params) a golden may list: a trace has about 30 steps, a
+#: capture of a whole model a few thousand.
+MAX_GOLDEN_RECORDS = 20_000
+
 #: Keys of a spec config that are not AttentionConfig fields.
 SPEC_KEYS = ("backend", "expect", "golden", "preset", "hf_config", "head_dim")
 #: Keys that name where the sizes come from (as --preset and --hf-config).
@@ -523,13 +552,18 @@ def load_spec(path: Path, backend: str = "shape", *, keep_going: bool = False) -
     too_deep = InputFileError(
         f"{plain(path)}: nests tables or arrays deeper than {MAX_DEPTH} levels; fix the file"
     )
-    text = read_text(path, what="spec file")
+    text = read_text(path, SPEC_LIMIT, what="spec file")
     try:
         doc = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise InputFileError(f"{plain(path)}: not valid TOML ({plain(exc)})") from None
     except RecursionError:
         raise too_deep from None
+    except ValueError:  # an integer of more than sys.get_int_max_str_digits() digits
+        raise InputFileError(
+            f"{plain(path)}: holds an integer of more than "
+            f"{sys.get_int_max_str_digits()} digits; fix the file"
+        ) from None
     if nesting_depth(doc) > MAX_DEPTH:
         raise too_deep
     unknown = set(doc) - {"defaults", "config"}
@@ -538,6 +572,11 @@ def load_spec(path: Path, backend: str = "shape", *, keep_going: bool = False) -
         raise InputFileError(
             f"{path}: a spec has [config.NAME] tables (at least one) and optionally a [defaults] "
             "table" + (f"; unknown top-level keys: {', '.join(sorted(unknown))}" if unknown else "")
+        )
+    if len(configs) > MAX_SPEC_CONFIGS:
+        raise InputFileError(
+            f"{plain(path)}: has {len(configs)} configs; the most a spec may have is "
+            f"{MAX_SPEC_CONFIGS} (MAX_SPEC_CONFIGS); split it into several specs"
         )
     lines = spec_lines(text)
     cases = []
@@ -689,13 +728,24 @@ def _type_name(hint: Any) -> str:
 
 
 def _spec_shape(step: str, value: object) -> tuple[Dim, ...]:
+    where = f"expect.{plain(step)}"
     if isinstance(value, str):
-        return parse_shape(value)
+        return _bounded_shape(value, where)
     if isinstance(value, list) and all(
         isinstance(d, int | str) and not isinstance(d, bool) for d in value
     ):
-        return parse_shape(",".join(str(d) for d in value))
-    raise ConfigError(f'expect.{step} must be a shape like "h,S,S" or [12, 3, 3], got {value!r}')
+        if any(isinstance(d, int) and abs(d) >= 10**MAX_DIM_DIGITS for d in value):
+            return _bounded_shape("9" * (MAX_DIM_DIGITS + 1), where)  # the same refusal
+        return _bounded_shape(",".join(str(d) for d in value), where)
+    raise ConfigError(f'{where} must be a shape like "h,S,S" or [12, 3, 3], got {_short(value)}')
+
+
+def _short(value: object) -> str:
+    """A value of a user's file for an error message: terminal-safe, at most 60 characters."""
+    if isinstance(value, int) and abs(value) >= 10**30:
+        return "a huge number"
+    text = plain(repr(value)) if not isinstance(value, list | dict) or len(value) < 50 else "…"
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def run_spec(
