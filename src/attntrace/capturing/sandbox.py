@@ -1,8 +1,8 @@
 """The user's code run in a child process, for the CLI's ``trace`` and ``check --trace``.
 
 The child (``python -m attntrace.capturing.sandbox``: :func:`child_main`) runs the target
-under :func:`capture` with a time limit (faulthandler's watchdog in the child, a hard kill by the parent after it) and an
-address-space limit (``RLIMIT_AS``: what it had mapped before the user's code, plus the
+under :func:`capture` with a time limit (faulthandler's watchdog in the child, a hard kill by
+the parent after it) and an address-space limit (``RLIMIT_AS``: what it had mapped before the user's code, plus the
 budget). It streams every recorded event to the parent as a JSON line on a pipe of its own,
 as it is recorded, so a child that is killed, aborts, calls ``os._exit`` or hangs still leaves
 the steps it ran. Its stdout and stderr are read by the parent and written to attntrace's
