@@ -1,15 +1,17 @@
 """The user's code run in a child process, for the CLI's ``trace`` and ``check --trace``.
 
 The child (``python -m attntrace.capturing.sandbox``: :func:`child_main`) runs the target
-under :func:`capture` with a time limit (faulthandler's watchdog in the child, a hard kill by
-the parent after it) and an address-space limit (``RLIMIT_AS``: what it had mapped before the user's code, plus the
-budget). It streams every recorded event to the parent as a JSON line on a pipe of its own,
-as it is recorded, so a child that is killed, aborts, calls ``os._exit`` or hangs still leaves
-the steps it ran. Its stdout and stderr are read by the parent and written to attntrace's
-stderr, every escape made inert. Nothing the child sends is unpickled: JSON only.
+under :func:`capture` with a time limit (faulthandler's watchdog in the child, a hard kill
+by the parent after it) and an address-space limit (``RLIMIT_AS``: what it had mapped
+before the user's code, plus the budget). It streams every recorded event to the parent as
+a JSON line on a pipe of its own, as it is recorded, so a child that is killed, aborts,
+calls ``os._exit`` or hangs still leaves the steps it ran. Its stdout and stderr are read by
+the parent and written out with every escape made inert. Nothing the child sends is
+unpickled: JSON only.
 
-The parent builds the :class:`~attntrace.capturing.session.Session` from the events and works
-out axes and roles itself, so a well-behaved target gives what the in-process capture gives.
+The parent builds the :class:`~attntrace.capturing.session.Session` from the events and
+works out axes and roles itself, so a well-behaved target gives what the in-process capture
+gives.
 """
 
 from __future__ import annotations
