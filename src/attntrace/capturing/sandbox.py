@@ -38,6 +38,9 @@ from attntrace.errors import AttntraceError
 
 #: ``--timeout``'s default, in seconds.
 DEFAULT_TIMEOUT = 60.0
+#: Bytes of address space the child may map beyond the budget: attntrace's own work, thread
+#: stacks and the allocator's arenas.
+SLACK = 2 * 2**30
 #: Seconds the parent allows past the time limit (start-up, faulthandler's dump) before it
 #: kills the child itself.
 GRACE = 15.0
@@ -71,13 +74,15 @@ def run_in_child(
     timeout: float = DEFAULT_TIMEOUT,
     budget: int | None = None,
     prints: Any = None,
-) -> Outcome | Ended:
+    module: str = "attntrace.capturing.sandbox",
+) -> Outcome | Ended | dict[str, Any]:
     """Run ``request`` (``{"kind": "script", "path", "argv"}`` or ``{"kind": "target",
     "target", "init", "inputs"}``, plus ``into``) in a child; the :class:`Outcome` of a run
     that ended normally (the user's exception included), an :class:`Ended` for one that did
     not, or the child's :class:`AttntraceError` (bad target, failed import or build) raised
-    here. The child's stdout goes to ``prints`` (default: attntrace's stderr), its stderr to
-    attntrace's stderr."""
+    here (a :class:`ChildError`); a dict for a ``module`` (the child's ``python -m``) whose
+    runner returns one (diff's report, rendered in the child). The child's stdout goes to
+    ``prints`` (default: attntrace's stderr), its stderr to attntrace's stderr."""
     if budget is None:
         from attntrace.engine.memory import default_budget
 
@@ -95,7 +100,7 @@ def run_in_child(
     }
     try:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "attntrace.capturing.sandbox", json.dumps(payload)],
+            [sys.executable, "-m", module, json.dumps(payload)],
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
@@ -183,12 +188,15 @@ def _result(
     killed: bool,
     timeout: float,
     axes: Mapping[str, int] | None,
-) -> Outcome | Ended:
+) -> Outcome | Ended | dict[str, Any]:
     from attntrace.capturing.record import Recorder
 
     end = got.end
     if end is not None and end["end"] == "bad":
-        raise AttntraceError(str(end.get("message", "")))
+        raise ChildError(str(end.get("message", "")), int(end.get("code", 2)))
+    data = end.get("data") if end is not None and end["end"] == "result" else None
+    if isinstance(data, dict):
+        return {str(k): v for k, v in data.items()}
     recorder = Recorder(keep_values=False)
     recorder.events = got.events
     session = Session(recorder, axes)
@@ -357,8 +365,22 @@ def _decode(value: Any) -> Any:
 # --- the child -----------------------------------------------------------------------------
 
 
-def child_main() -> None:
-    """The child's whole life: read the request, limit itself, run, report, exit."""
+Runner = Callable[[Callable[[Event], None]], "Outcome | dict[str, Any]"]
+
+
+class ChildError(AttntraceError):
+    """The child's own one-line error (bad target, failed import or build), with its exit
+    code (2, or 1 for a diff whose code raised)."""
+
+    def __init__(self, message: str, code: int = 2) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+def child_main(prepare: Callable[[Mapping[str, Any]], Runner] | None = None) -> None:
+    """The child's whole life: read the request, limit itself, run, report, exit. ``prepare``
+    makes what runs (default: a trace's capture); a runner that returns a dict reports it as
+    the result."""
     request = json.loads(sys.argv[1])
     sys.path[:] = request["path"]
     fd = int(request["fd"])
@@ -378,14 +400,14 @@ def child_main() -> None:
     _thread_hook(send)
     _limit_core()
     try:
-        run = _prepare(request)
-        _limit_memory(int(request["budget"]))
-        faulthandler.dump_traceback_later(
+        run = (prepare or _prepare)(request)
+        faulthandler.dump_traceback_later(  # its thread started before the memory limit
             float(request["timeout"]), exit=True, file=int(request["dump"])
         )
+        _limit_memory(int(request["budget"]))
         outcome = run(lambda e: send({"event": _event_dict(e)}))
     except AttntraceError as exc:
-        send({"end": "bad", "message": str(exc)})
+        send({"end": "bad", "message": str(exc), "code": int(getattr(exc, "exit_code", 2))})
         exit_now(0)
     except MemoryError:
         send({"end": "bad", "message": "out of memory; lower the sizes or the budget"})
@@ -397,11 +419,14 @@ def child_main() -> None:
         send({"end": "base", "error": _error_dict(exc), "frames": _user_frames(exc)})
         exit_now(0)
     faulthandler.cancel_dump_traceback_later()
-    send(_done(outcome))
+    if isinstance(outcome, dict):
+        send({"end": "result", "data": outcome})
+    else:
+        send(_done(outcome))
     exit_now(0)
 
 
-def _prepare(request: Mapping[str, Any]) -> Callable[[Callable[[Event], None]], Outcome]:
+def _prepare(request: Mapping[str, Any]) -> Runner:
     """What the child runs, with torch loaded first when the target will need it."""
     from attntrace.capturing.runner import (
         Inputs,
@@ -445,7 +470,8 @@ def _limit_core() -> None:
 
 
 def _limit_memory(budget: int) -> None:
-    """The address space the child has mapped now, plus the budget, as its hard ceiling."""
+    """The address space the child has mapped now, plus the budget (and :data:`SLACK`), as
+    its ceiling."""
     import resource
 
     mapped = 0
@@ -457,7 +483,7 @@ def _limit_memory(budget: int) -> None:
     except (OSError, ValueError):
         return
     soft, hard = resource.getrlimit(resource.RLIMIT_AS)
-    want = mapped + budget
+    want = mapped + budget + SLACK
     if hard != resource.RLIM_INFINITY:
         want = min(want, hard)
     if soft != resource.RLIM_INFINITY:

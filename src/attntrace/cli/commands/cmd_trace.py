@@ -182,7 +182,10 @@ def sandboxed(
     from attntrace.capturing.sandbox import run_in_child
 
     prints = sys.stdout if table else sys.stderr
-    return run_in_child(request, axes=letters, timeout=timeout, prints=prints)
+    result = run_in_child(request, axes=letters, timeout=timeout, prints=prints)
+    if isinstance(result, dict):
+        raise RuntimeError("the child of trace answered a report")
+    return result
 
 
 @app.command(epilog=EPILOG)
