@@ -199,9 +199,19 @@ def _failed(outcome: Outcome, exc: BaseException) -> None:
     outcome.exit_code = 1
     outcome.frames = [
         (f.filename, f.lineno or 0, f.name, f.line or "")
-        for f in traceback.extract_tb(exc.__traceback__)
+        for f in traceback.StackSummary.extract(tb_frames(exc.__traceback__))
         if is_user_file(f.filename)
     ]
+
+
+def tb_frames(tb: Any, keep: int = 500) -> list[tuple[Any, int]]:
+    """The (frame, line) pairs of a traceback, only its ``keep`` outermost and ``keep``
+    innermost of a deep one (a recursion of millions of frames is read in moments)."""
+    pairs: list[tuple[Any, int]] = []
+    while tb is not None:
+        pairs.append((tb.tb_frame, tb.tb_lineno))
+        tb = tb.tb_next
+    return pairs if len(pairs) <= 2 * keep else pairs[:keep] + pairs[-keep:]
 
 
 def load_target(target: Target) -> tuple[Any, Any]:
@@ -338,7 +348,8 @@ def _at(exc: BaseException) -> str:
 
     from attntrace.capturing.source import is_user_file
 
-    frames = [f for f in traceback.extract_tb(exc.__traceback__) if is_user_file(f.filename)]
+    found = traceback.StackSummary.extract(tb_frames(exc.__traceback__))
+    frames = [f for f in found if is_user_file(f.filename)]
     if not frames:
         return ""
     return f" at {os.path.basename(frames[-1].filename)}:{frames[-1].lineno}"

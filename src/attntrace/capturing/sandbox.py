@@ -531,11 +531,12 @@ def _error_dict(exc: BaseException) -> dict[str, Any]:
 def _user_frames(exc: BaseException) -> list[list[Any]]:
     import traceback
 
+    from attntrace.capturing.runner import tb_frames
     from attntrace.capturing.source import is_user_file
 
     return [
         [f.filename, f.lineno or 0, f.name, f.line or ""]
-        for f in traceback.extract_tb(exc.__traceback__)
+        for f in traceback.StackSummary.extract(tb_frames(exc.__traceback__))
         if is_user_file(f.filename)
     ]
 

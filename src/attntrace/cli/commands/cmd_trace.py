@@ -175,14 +175,19 @@ def _target_request(
 
 
 def sandboxed(
-    request: dict[str, Any], letters: dict[str, int], timeout: float, *, table: bool = False
+    request: dict[str, Any],
+    letters: dict[str, int],
+    timeout: float,
+    *,
+    table: bool = False,
+    budget: int | None = None,
 ) -> Outcome | Ended:
     """The request run in a child process (see :mod:`attntrace.capturing.sandbox`); the
     code's prints on stdout beside a table, on stderr beside a document."""
     from attntrace.capturing.sandbox import run_in_child
 
     prints = sys.stdout if table else sys.stderr
-    result = run_in_child(request, axes=letters, timeout=timeout, prints=prints)
+    result = run_in_child(request, axes=letters, timeout=timeout, budget=budget, prints=prints)
     if isinstance(result, dict):
         raise RuntimeError("the child of trace answered a report")
     return result
@@ -205,6 +210,7 @@ def trace(
     into: Into = None,
     fmt: TraceFormat = TraceFormatName.table,
     timeout: Timeout = 60.0,
+    max_memory: opt.MaxMemory = None,
     no_color: opt.NoColor = False,
 ) -> None:
     """Run your attention code and print the shape of every tensor op in your files.
@@ -237,8 +243,15 @@ def trace(
             "input_file": None if input_file is None else str(input_file),
         }
         request = _target_request(target, parse_init(init or []), inputs, into or ())
-    result = sandboxed(request, letters, timeout, table=fmt.value == "table")
+    budget = None if max_memory is None else _size(max_memory)
+    result = sandboxed(request, letters, timeout, table=fmt.value == "table", budget=budget)
     show(result, fmt.value, no_color, target)
+
+
+def _size(text: str) -> int:
+    from attntrace.units import parse_size
+
+    return parse_size(text)
 
 
 def _axes(text: str | None) -> dict[str, int]:
