@@ -56,7 +56,8 @@ Timeout = Annotated[
         metavar="SECONDS",
         min=0.1,
         help="Stop the code under test after this many seconds (it runs in a child process, "
-        "its memory limited to --max-memory or the default budget); exit 1.",
+        "its memory limited to --max-memory or the default budget); exit 1 \\[default: 60].",
+        show_default=False,
     ),
 ]
 

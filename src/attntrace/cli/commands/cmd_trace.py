@@ -147,8 +147,10 @@ Timeout = Annotated[
         metavar="SECONDS",
         min=0.1,
         help="Stop the code under test after this many seconds (it runs in a child process, "
-        "its memory limited to the budget); what it ran is shown, exit 1.",
+        "its memory limited to --max-memory or the default budget); what it ran is shown, "
+        "exit 1 \\[default: 60].",
         rich_help_panel=CODE,
+        show_default=False,
     ),
 ]
 
@@ -320,6 +322,7 @@ def check_captured(
     *,
     into: Sequence[str] = (),
     timeout: float = 60.0,
+    budget: int | None = None,
 ) -> CaseResult:
     """``check --trace``: run the target (in a child, ``timeout`` seconds at most) and check
     its captured steps (by name or role); ``into`` as for trace."""
@@ -339,7 +342,7 @@ def check_captured(
         batch, seq, hidden, dtype, seed = sizes
         inputs = {"batch": batch, "seq": seq, "hidden": hidden, "dtype": dtype, "seed": seed}
         request = _target_request(target, parse_init(init), inputs, into)
-    result = sandboxed(request, {}, timeout)
+    result = sandboxed(request, {}, timeout, budget=budget)
     if isinstance(result, Ended) or result.error is not None:
         show(result, "none", no_color, target)
     outcome = result.outcome if isinstance(result, Ended) else result
