@@ -23,6 +23,10 @@ HEAD = "import numpy as np\nx = np.ones((3, 8))\nq = x.reshape(3, 2, 4)\n"
 #: name: (the misbehaviour, the outcome line on stderr it must give)
 PROGRAMS: dict[str, tuple[str, str]] = {
     "loop": ("while True: pass\n", "the code under test ran past 2 s at {f}:4"),
+    "watchdog_cancelled": (
+        "import faulthandler\nfaulthandler.cancel_dump_traceback_later()\nwhile True: pass\n",
+        "the code under test ran past 2 s at {f}:6",
+    ),
     "sleep": ("import time\ntime.sleep(100)\n", "the code under test ran past 2 s at {f}:5"),
     "os_exit": (
         "import os\nos._exit(7)\n",

@@ -41,9 +41,11 @@ DEFAULT_TIMEOUT = 60.0
 #: Bytes of address space the child may map beyond the budget: attntrace's own work, thread
 #: stacks and the allocator's arenas.
 SLACK = 2 * 2**30
-#: Seconds the parent allows past the time limit (start-up, faulthandler's dump) before it
-#: kills the child itself.
-GRACE = 15.0
+#: Seconds the parent allows past the time limit (faulthandler's dump) before it kills the
+#: child itself; the time limit starts when the child says the user's code starts.
+GRACE = 3.0
+#: Seconds the child may take to start (Python, numpy, torch) before the user's code runs.
+STARTUP = 120.0
 
 Frame = tuple[str, int, str, str]
 
@@ -64,6 +66,7 @@ class Ended:
 class _Collected:
     events: list[Event] = field(default_factory=list)
     end: dict[str, Any] | None = None
+    started: threading.Event = field(default_factory=threading.Event)
     thread: dict[str, Any] | None = None
 
 
@@ -121,9 +124,9 @@ def run_in_child(
         r.start()
     killed = False
     try:
-        proc.wait(timeout=timeout + GRACE)
-    except subprocess.TimeoutExpired:
-        killed = True
+        killed = not _waited(proc, got, timeout)
+        if killed:  # its watchdog did not fire: SIGABRT makes faulthandler name the line
+            _abort(proc)
     finally:
         _kill(proc)
     for r in readers:
@@ -132,6 +135,33 @@ def run_in_child(
     dumped = dump.read().decode("utf-8", "replace")
     dump.close()
     return _result(got, proc.returncode, dumped, killed, timeout, axes)
+
+
+def _waited(proc: subprocess.Popen[bytes], got: _Collected, timeout: float) -> bool:
+    """Wait for the child to end: :data:`STARTUP` seconds for it to start the user's code,
+    then ``timeout`` and :data:`GRACE`; False when it is still running."""
+    import time
+
+    start = time.monotonic()
+    while not got.started.wait(0.05):
+        if proc.poll() is not None:
+            return True
+        if time.monotonic() - start > STARTUP:
+            return False
+    try:
+        proc.wait(timeout=timeout + GRACE)
+    except subprocess.TimeoutExpired:
+        return False
+    return True
+
+
+def _abort(proc: subprocess.Popen[bytes]) -> None:
+    import signal
+
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.kill(proc.pid, signal.SIGABRT)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        proc.wait(timeout=1)
 
 
 def _kill(proc: subprocess.Popen[bytes]) -> None:
@@ -155,6 +185,8 @@ def _read_channel(fd: int, got: _Collected) -> None:
             try:
                 if "event" in message:
                     got.events.append(_event(message["event"], len(got.events)))
+                elif "started" in message:
+                    got.started.set()
                 elif "thread" in message and got.thread is None:
                     got.thread = message["thread"]
                 elif "end" in message and got.end is None:
@@ -405,6 +437,7 @@ def child_main(prepare: Callable[[Mapping[str, Any]], Runner] | None = None) -> 
             float(request["timeout"]), exit=True, file=int(request["dump"])
         )
         _limit_memory(int(request["budget"]))
+        send({"started": True})
         outcome = run(lambda e: send({"event": _event_dict(e)}))
     except AttntraceError as exc:
         send({"end": "bad", "message": str(exc), "code": int(getattr(exc, "exit_code", 2))})
