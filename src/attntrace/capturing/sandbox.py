@@ -49,6 +49,9 @@ STARTUP = 120.0
 
 Frame = tuple[str, int, str, str]
 
+#: Packages whose targets need torch: the child loads it before the time limit starts.
+TORCH_PACKAGES = frozenset({"torch", "transformers", "timm", "x_transformers", "vit_pytorch"})
+
 
 class SandboxStop(Exception):  # noqa: N818 (the type name of the document)
     """What ended a child that did not finish (stands in for the error of the document)."""
@@ -487,8 +490,9 @@ def _prepare(request: Mapping[str, Any]) -> Runner:
         given["input_file"] = Path(given["input_file"])
     inputs = Inputs(**given)
     init = _decode(request["init"])
-    if spec.path is not None and imports_torch(spec.path):
-        with contextlib.suppress(ImportError):
+    top = (spec.module or "").split(".")[0]
+    if (spec.path is not None and imports_torch(spec.path)) or top in TORCH_PACKAGES:
+        with contextlib.suppress(ImportError):  # loaded before the clock starts
             import torch  # noqa: F401
     return lambda stream: run_target(
         spec, init, inputs, axes=axes, keep_values=False, into=into, stream=stream
