@@ -276,3 +276,20 @@ def test_check_trace_of_an_aborting_script_is_one_line_exit_1(tmp_path: Path) ->
     assert result.stderr.splitlines() == [
         "attntrace: the code under test ended the process with exit status 7 at gone.py:3"
     ]
+
+
+@pytest.mark.parametrize("command", ["trace", "diff", "check"])
+def test_the_time_limit_and_its_default_are_in_the_help(command: str) -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "attntrace", command, "--help"],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=60,
+        cwd=REPO,
+        env={**os.environ, "COLUMNS": "300"},
+    )
+    assert result.returncode == 0
+    line = next(ln for ln in result.stdout.splitlines() if "--timeout" in ln)
+    assert "Stop the code under test after this many seconds" in line
+    assert "[default: 60]" in " ".join(result.stdout.split())
