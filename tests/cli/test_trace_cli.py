@@ -294,7 +294,10 @@ def test_sys_exit_on_import_is_one_error_line(tmp_path: Path) -> None:
     user.write_text("raise SystemExit(4)\n")
     result = runner.invoke(app, ["trace", f"{user}:attention"])
     assert result.exit_code == 2
-    assert result.stderr.strip() == f"attntrace: error: importing {user} failed: SystemExit: 4"
+    assert (
+        result.stderr.strip()
+        == f"attntrace: error: importing {user} failed: SystemExit: 4 at bye.py:1"
+    )
 
 
 def test_an_edited_file_is_read_again_by_the_next_trace(tmp_path: Path) -> None:

@@ -86,6 +86,14 @@ def test_a_diff_over_the_budget_is_refused_before_the_code_runs_at_that_size(
     assert "--seq" in line
     assert "1.00 MiB" in line
     assert "scores (2, 4, 64, 64)" in line
+    # the CLI runs the code in a child; the same refusal in process shows which calls ran
+    from attntrace import AttentionConfig
+    from attntrace.diffing.target import diff_target
+    from attntrace.errors import MemoryBudgetError
+
+    config = AttentionConfig(batch=2, seq=64, hidden=64, heads=4)
+    with pytest.raises(MemoryBudgetError):
+        diff_target(f"{target}:Attention", [], config, {"batch", "seq", "heads"}, None, 2**20)
     module = next(m for m in list(sys.modules.values()) if getattr(m, "__file__", "") == target)
     calls = module.CALLS
     assert calls

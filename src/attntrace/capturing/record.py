@@ -85,6 +85,8 @@ class Recorder:
         self._names: set[str] = set()
         self._counts: dict[str, int] = {}
         self._repeats: dict[str, int] = {}  # the last suffix given to each name
+        #: called with each event as it is recorded (the sandboxed child streams them out)
+        self.stream: Callable[[Event], None] | None = None
 
     def lookup(self, obj: object) -> int | None:
         """The event that produced ``obj`` (None for tensors from outside the capture)."""
@@ -124,6 +126,12 @@ class Recorder:
             version=adapter.version(out),
         )
         self.events.append(event)
+        if self.stream is not None:
+            self.busy, was = True, self.busy
+            try:
+                self.stream(event)
+            finally:
+                self.busy = was
         key = out if key is None else key
         try:
             self._ids[id(key)] = (weakref.ref(key), index)

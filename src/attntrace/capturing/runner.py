@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from attntrace.capturing.events import Event
 from attntrace.capturing.session import Session, capture
 from attntrace.errors import TORCH_INSTALL_HINT, AttntraceError, BackendUnavailableError
 
@@ -108,6 +109,21 @@ def imports_torch(path: Path, seen: set[Path] | None = None) -> bool:
     return False
 
 
+def check_torch(path: Path) -> None:
+    """Refuse a script that imports torch where torch cannot be imported, in one line, before
+    anything runs (torch is found, not imported)."""
+    if not imports_torch(path):
+        return
+    try:
+        found = importlib.util.find_spec("torch") is not None
+    except (ImportError, ValueError):
+        found = False
+    if not found:
+        raise BackendUnavailableError(
+            f"{path.name} imports torch, which is not installed; {TORCH_INSTALL_HINT}"
+        )
+
+
 def _import_torch(path: Path) -> None:
     """Load torch before a script that imports it runs; without torch, one line saying so."""
     try:
@@ -146,12 +162,15 @@ def run_script(
     axes: Mapping[str, int] | None = None,
     keep_values: bool = True,
     into: Sequence[str] = (),
+    stream: Callable[[Event], None] | None = None,
 ) -> Outcome:
     """Run the script as ``python script.py ARGS`` would, capturing its ops (and those of
-    the packages ``into``)."""
+    the packages ``into``; ``stream`` is given each raw event as it is recorded). It runs in
+    this process; the CLI runs it in a child (:mod:`attntrace.capturing.sandbox`)."""
     if imports_torch(path):
         _import_torch(path)  # the capture hooks torch only when it is loaded
-    with _script_context(path, argv), capture(axes=axes, keep_values=keep_values, into=into) as t:
+    context = capture(axes=axes, keep_values=keep_values, into=into, stream=stream)
+    with _script_context(path, argv), context as t:
         outcome = Outcome(t)
         try:
             runpy.run_path(str(path), run_name="__main__")
@@ -180,9 +199,19 @@ def _failed(outcome: Outcome, exc: BaseException) -> None:
     outcome.exit_code = 1
     outcome.frames = [
         (f.filename, f.lineno or 0, f.name, f.line or "")
-        for f in traceback.extract_tb(exc.__traceback__)
+        for f in traceback.StackSummary.extract(tb_frames(exc.__traceback__))
         if is_user_file(f.filename)
     ]
+
+
+def tb_frames(tb: Any, keep: int = 500) -> list[tuple[Any, int]]:
+    """The (frame, line) pairs of a traceback, only its ``keep`` outermost and ``keep``
+    innermost of a deep one (a recursion of millions of frames is read in moments)."""
+    pairs: list[tuple[Any, int]] = []
+    while tb is not None:
+        pairs.append((tb.tb_frame, tb.tb_lineno))
+        tb = tb.tb_next
+    return pairs if len(pairs) <= 2 * keep else pairs[:keep] + pairs[-keep:]
 
 
 def load_target(target: Target) -> tuple[Any, Any]:
@@ -242,23 +271,35 @@ def run_target(
     axes: Mapping[str, int] | None = None,
     keep_values: bool = True,
     into: Sequence[str] = (),
+    stream: Callable[[Event], None] | None = None,
 ) -> Outcome:
     """Build NAME (a module class with ``init``, a module, or a function) and call it on a
-    seeded x (B, S, H) / (S, H), capturing the ops (and those of the packages ``into``)."""
+    seeded x (B, S, H) / (S, H), capturing the ops (and those of the packages ``into``;
+    ``stream`` as for :func:`run_script`). An exception of the user's code while it is
+    imported or built (``__init__``, a property) is a :class:`TargetError` with its message
+    and ``file:line``; one while it is called is the outcome's error."""
     obj, module = import_target(target)
-    call = build_callable(obj, init, target.name or "")
-    torch_side = _wants_torch(obj, call, module, inputs.array)
-    if not torch_side and inputs.dtype == "bfloat16":
-        raise TargetError(
-            f"numpy has no bfloat16, and {target.name} is called with a numpy array; "
-            "add --array torch, or pick --dtype float16, float32 or float64"
-        )
-    if torch_side:
-        call = in_dtype(call, inputs.dtype, built=isinstance(obj, type))
-    x = _input(inputs, _width(call) if inputs.hidden is None else inputs.hidden, torch_side)
-    apply = attention_call(call, lambda: _params(inputs, int(x.shape[-1]), torch_side))
+    try:
+        call = build_callable(obj, init, target.name or "")
+        torch_side = _wants_torch(obj, call, module, inputs.array)
+        if not torch_side and inputs.dtype == "bfloat16":
+            raise TargetError(
+                f"numpy has no bfloat16, and {target.name} is called with a numpy array; "
+                "add --array torch, or pick --dtype float16, float32 or float64"
+            )
+        if torch_side:
+            call = in_dtype(call, inputs.dtype, built=isinstance(obj, type))
+        x = _input(inputs, _width(call) if inputs.hidden is None else inputs.hidden, torch_side)
+        apply = attention_call(call, lambda: _params(inputs, int(x.shape[-1]), torch_side))
+    except AttntraceError:
+        raise
+    except (Exception, SystemExit) as exc:  # the user's __init__ or property raised
+        raise TargetError(f"building {target.name} failed: {user_message(exc)}") from None
     letters = ("B", "S", "H") if x.ndim == 3 else ("S", "H") if x.ndim == 2 else None
-    with capture(axes=axes, keep_values=keep_values, torch=torch_side, into=into) as t:
+    context = capture(
+        axes=axes, keep_values=keep_values, torch=torch_side, into=into, stream=stream
+    )
+    with context as t:
         outcome = Outcome(t)
         x = _root(t, x, letters)
         try:
@@ -283,8 +324,35 @@ def import_target(target: Target) -> tuple[Any, Any]:
         raise
     except (Exception, SystemExit) as exc:  # sys.exit() on import ends nothing but the import
         raise TargetError(
-            f"importing {target.path or target.module} failed: {type(exc).__name__}: {exc}"
+            f"importing {target.path or target.module} failed: {user_message(exc)}"
         ) from None
+
+
+def user_message(exc: BaseException) -> str:
+    """``Type: message at file.py:LINE``, the line the innermost frame of the user's code
+    where ``exc`` was raised (no ``at`` when none of its frames is the user's).
+
+    >>> user_message(ValueError("embed_dim must be positive"))
+    'ValueError: embed_dim must be positive'
+    """
+    text = str(exc).strip()
+    head = f"{type(exc).__name__}: {text.splitlines()[0] if text else ''}".rstrip(": ")
+    return head + _at(exc)
+
+
+def _at(exc: BaseException) -> str:
+    """`` at file.py:LINE`` of the innermost frame of the user's code in ``exc``'s
+    traceback, or "" when none is theirs."""
+    import os
+    import traceback
+
+    from attntrace.capturing.source import is_user_file
+
+    found = traceback.StackSummary.extract(tb_frames(exc.__traceback__))
+    frames = [f for f in found if is_user_file(f.filename)]
+    if not frames:
+        return ""
+    return f" at {os.path.basename(frames[-1].filename)}:{frames[-1].lineno}"
 
 
 def _init_hint(exc: TypeError) -> str:
@@ -319,8 +387,12 @@ def build_callable(obj: Any, init: Mapping[str, Any], name: str) -> Any:
             return obj(**init)
         except TypeError as exc:
             raise TargetError(
-                f"cannot build {name}({_show(init)}): {exc}; {_init_hint(exc)}"
+                f"cannot build {name}({_show(init)}): {exc}{_at(exc)}; {_init_hint(exc)}"
             ) from None
+        except AttntraceError:
+            raise
+        except (Exception, SystemExit) as exc:  # the user's own check of its arguments
+            raise TargetError(f"cannot build {name}({_show(init)}): {user_message(exc)}") from None
     if init:
         raise TargetError(f"--init builds an nn.Module class; {name} is not one")
     if isinstance(obj, type):

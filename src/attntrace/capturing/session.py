@@ -13,11 +13,11 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 
-from attntrace.capturing.events import Failure, Operand
+from attntrace.capturing.events import Event, Failure, Operand
 from attntrace.capturing.record import CAPTURE_SCHEMA_ID, Capture, CapturedStep, Recorder
 
 
@@ -51,6 +51,7 @@ def capture(
     numpy: bool = True,
     torch: bool | None = None,
     into: Sequence[str] = (),
+    stream: Callable[[Event], None] | None = None,
 ) -> Iterator[Session]:
     """Record every tensor operation the user's code runs inside the block.
 
@@ -59,13 +60,18 @@ def capture(
     ``keep_values=False`` records shapes only. ``axes`` gives sizes of axis letters
     (``{"h": 12, "d": 64}``) to name the axes that sizes alone cannot. ``into`` names
     installed packages whose code counts as the user's (``["transformers"]``: the ops inside
-    its attention modules, not one row per module call).
+    its attention modules, not one row per module call). ``stream`` is called with each
+    raw event as it is recorded.
+
+    The block runs in this process: the user's code is not time- or memory-limited here (the
+    CLI's ``trace`` runs it in a child process, :mod:`attntrace.capturing.sandbox`).
     """
     from attntrace.capturing.source import forget, package_folders, trace_into
 
     places = package_folders(into)
     forget()
     recorder = Recorder(keep_values)
+    recorder.stream = stream
     session = Session(recorder, axes)
     hooks: list[Any] = []
     try:

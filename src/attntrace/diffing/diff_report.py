@@ -119,7 +119,10 @@ def diff(
     :mod:`attntrace.diffing.layer`) beside the reference attention of ``config`` with the same
     weights and input ``x`` (seeded when None), and diagnose the first step that differs.
     A module's own sizes (its weights, ``num_heads`` …) fill in and must agree with ``config``;
-    ``x`` gives the batch and sequence length. ``max_memory``: see :func:`check_diff_memory`."""
+    ``x`` gives the batch and sequence length. ``max_memory``: see :func:`check_diff_memory`.
+
+    ``target`` runs in this process, without a time or memory limit (the CLI's ``attntrace
+    diff`` runs it in a child process: ``--timeout`` and the budget)."""
     options = asdict(config if config is not None else AttentionConfig())
     given = set() if config is None else _non_default(config)
     from attntrace.diffing.layer import as_layer

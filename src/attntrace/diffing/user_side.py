@@ -16,6 +16,8 @@ if TYPE_CHECKING:
 class UserCodeError(AttntraceError):
     """The user's attention raised; diff cannot compare what never ran (exit 1)."""
 
+    exit_code = 1
+
 
 @dataclass(frozen=True)
 class UserStep:

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 import typer
 
 from attntrace.cli import options as opt
-from attntrace.cli.commands.cmd_trace import Init, Into, TraceTarget
+from attntrace.cli.commands.cmd_trace import Init, Into, Timeout, TraceTarget
 from attntrace.cli.configure import with_option_groups
 from attntrace.cli.root import EPILOG
 from attntrace.cli.typer_app import app, cli_errors, console, fail
@@ -38,6 +38,7 @@ def check(
     trace_target: TraceTarget = None,
     init: Init = None,
     into: Into = None,
+    timeout: Timeout = 60.0,
     fmt: opt.CheckFormat = opt.CheckFormatName.table,
     output_file: opt.DocumentFile = None,  # written by cli_errors: to_document
     verbose: opt.Verbose = False,
@@ -80,7 +81,15 @@ def check(
         )
         results = [
             check_captured(
-                trace_target, init or [], inputs, expect or [], golden, no_color, into=into or ()
+                trace_target,
+                init or [],
+                inputs,
+                expect or [],
+                golden,
+                no_color,
+                into=into or (),
+                timeout=timeout,
+                budget=budget,
             )
         ]
     elif spec is not None:

@@ -49,6 +49,19 @@ Fmt = Annotated[
 ]
 
 
+Timeout = Annotated[
+    float,
+    typer.Option(
+        "--timeout",
+        metavar="SECONDS",
+        min=0.1,
+        help="Stop the code under test after this many seconds (it runs in a child process, "
+        "its memory limited to --max-memory or the default budget); exit 1 \\[default: 60].",
+        show_default=False,
+    ),
+]
+
+
 @app.command(epilog=EPILOG)
 @cli_errors
 @with_option_groups
@@ -63,6 +76,7 @@ def diff(
     max_memory: opt.MaxMemory = None,
     fmt: Fmt = DiffFormat.table,
     output_file: opt.DocumentFile = None,  # written by cli_errors: to_document
+    timeout: Timeout = 60.0,
     no_color: opt.NoColor = False,
     model: dict[str, Any],
 ) -> None:
@@ -79,10 +93,12 @@ def diff(
     Example:
       [bold]attntrace diff my_attn.py:Attention --init num_heads=4 --batch 2 --seq 8[/]
     """
+    import sys
+
+    from attntrace.capturing.sandbox import ChildError
     from attntrace.cli.configure import _typed, resolve_options
-    from attntrace.diffing.target import diff_target
-    from attntrace.diffing.user_side import UserCodeError
-    from attntrace.render.diff_view import render_diff, render_diff_json
+    from attntrace.diffing.target import diff_in_child
+    from attntrace.text import plain
     from attntrace.units import parse_size
 
     typed = {
@@ -91,13 +107,37 @@ def diff(
     typed |= {name for name, value in model.items() if value is not None}
     config = resolve_options(**model, **sizes, **numbers)
     budget = parse_size(max_memory) if max_memory is not None else None
-    try:
-        report = diff_target(target, init or [], config, typed, input_file, budget)
-    except UserCodeError as exc:
-        raise fail(str(exc), EXIT_CHECK_FAILED) from None
+    out = console(no_color)
+    view: dict[str, Any] = {"format": fmt.value}
+    if fmt is DiffFormat.table:
+        view |= {
+            "width": out.width,
+            "color_system": out.color_system,
+            "terminal": out.is_terminal,
+            "no_color": out.no_color,
+            "encoding": out.encoding,
+        }
+    try:  # the user's code runs in a child process: time and memory limited
+        result = diff_in_child(
+            target,
+            init or [],
+            config,
+            typed,
+            input_file,
+            budget,
+            view=view,
+            timeout=timeout,
+            prints=sys.stderr,
+        )
+    except ChildError as exc:
+        raise fail(str(exc), exc.code) from None
+    if isinstance(result, str):  # the child did not finish: one line saying why
+        sys.stderr.write(f"attntrace: {plain(result)}\n")
+        raise typer.Exit(EXIT_CHECK_FAILED)
     if fmt is DiffFormat.json:
-        typer.echo(render_diff_json(report), nl=False)
+        typer.echo(str(result.get("text", "")), nl=False)
     else:
-        render_diff(report, console(no_color))
-    if not report.ok:
+        out.file.write(str(result.get("text", "")))
+        out.file.flush()
+    if not result.get("ok"):
         raise typer.Exit(EXIT_CHECK_FAILED)

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import sys
-from contextlib import AbstractContextManager
+from collections.abc import Sequence
 from enum import StrEnum
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -16,11 +16,10 @@ from attntrace.cli.typer_app import app, cli_errors, console
 from attntrace.errors import EXIT_CHECK_FAILED
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
-
     from rich.console import Console
 
     from attntrace.capturing.runner import Outcome
+    from attntrace.capturing.sandbox import Ended
     from attntrace.tools.check import CaseResult
 
 CODE = "Your code"
@@ -141,6 +140,61 @@ TraceInput = Annotated[
 ]
 
 
+Timeout = Annotated[
+    float,
+    typer.Option(
+        "--timeout",
+        metavar="SECONDS",
+        min=0.1,
+        help="Stop the code under test after this many seconds (it runs in a child process, "
+        "its memory limited to --max-memory or the default budget); what it ran is shown, "
+        "exit 1 \\[default: 60].",
+        rich_help_panel=CODE,
+        show_default=False,
+    ),
+]
+
+
+def _script_request(path: Path, argv: Sequence[str], into: Sequence[str]) -> dict[str, Any]:
+    from attntrace.capturing.runner import check_torch
+
+    check_torch(path)
+    return {"kind": "script", "script": str(path), "argv": list(argv), "into": list(into)}
+
+
+def _target_request(
+    target: str, init: dict[str, Any], inputs: dict[str, Any], into: Sequence[str]
+) -> dict[str, Any]:
+    from attntrace.capturing.sandbox import _encode
+
+    return {
+        "kind": "target",
+        "target": target,
+        "init": _encode(init),
+        "inputs": inputs,
+        "into": list(into),
+    }
+
+
+def sandboxed(
+    request: dict[str, Any],
+    letters: dict[str, int],
+    timeout: float,
+    *,
+    table: bool = False,
+    budget: int | None = None,
+) -> Outcome | Ended:
+    """The request run in a child process (see :mod:`attntrace.capturing.sandbox`); the
+    code's prints on stdout beside a table, on stderr beside a document."""
+    from attntrace.capturing.sandbox import run_in_child
+
+    prints = sys.stdout if table else sys.stderr
+    result = run_in_child(request, axes=letters, timeout=timeout, budget=budget, prints=prints)
+    if isinstance(result, dict):
+        raise RuntimeError("the child of trace answered a report")
+    return result
+
+
 @app.command(epilog=EPILOG)
 @cli_errors
 def trace(
@@ -158,6 +212,8 @@ def trace(
     into: Into = None,
     fmt: TraceFormat = TraceFormatName.table,
     output_file: opt.DocumentFile = None,  # written by cli_errors: to_document
+    timeout: Timeout = 60.0,
+    max_memory: opt.MaxMemory = None,
     no_color: opt.NoColor = False,
 ) -> None:
     """Run your attention code and print the shape of every tensor op in your files.
@@ -170,49 +226,35 @@ def trace(
     [bold]attntrace trace attn.py:Attention --init embed_dim=768 --batch 2[/]
     [bold]attntrace trace attn.py:Attention --format json[/]   for scripts
     """
-    from attntrace.capturing.runner import Inputs, parse_init, parse_target, run_script, run_target
+    from attntrace.capturing.runner import parse_init, parse_target
 
     letters = _axes(axes)
     spec = parse_target(target, args or [])
-    # a document on stdout (json, csv, markdown) gets the code's own prints moved to stderr
-    with _prints_to_stderr(fmt.value != "table"):
-        if spec.name is None:
-            if init:
-                raise _usage("--init needs FILE.py:NAME or package.module:NAME, not a script")
-            # the table and the documents show shapes: no values are kept (and copied)
-            outcome = run_script(
-                spec.path or Path(target),
-                spec.argv,
-                axes=letters,
-                keep_values=False,
-                into=into or (),
-            )
-        else:
-            inputs = Inputs(
-                batch=batch,
-                seq=seq,
-                hidden=hidden,
-                dtype=dtype.value,
-                seed=seed,
-                array=array.value if array else None,
-                input_file=input_file,
-            )
-            outcome = run_target(
-                spec,
-                parse_init(init or []),
-                inputs,
-                axes=letters,
-                keep_values=False,
-                into=into or (),
-            )
-    show(outcome, fmt.value, no_color, target)
+    if spec.name is None:
+        if init:
+            raise _usage("--init needs FILE.py:NAME or package.module:NAME, not a script")
+        # the table and the documents show shapes: no values are kept (and copied)
+        request = _script_request(spec.path or Path(target), spec.argv, into or ())
+    else:
+        inputs = {
+            "batch": batch,
+            "seq": seq,
+            "hidden": hidden,
+            "dtype": dtype.value,
+            "seed": seed,
+            "array": array.value if array else None,
+            "input_file": None if input_file is None else str(input_file),
+        }
+        request = _target_request(target, parse_init(init or []), inputs, into or ())
+    budget = None if max_memory is None else _size(max_memory)
+    result = sandboxed(request, letters, timeout, table=fmt.value == "table", budget=budget)
+    show(result, fmt.value, no_color, target)
 
 
-def _prints_to_stderr(on: bool) -> AbstractContextManager[object]:
-    import sys
-    from contextlib import nullcontext, redirect_stdout
+def _size(text: str) -> int:
+    from attntrace.units import parse_size
 
-    return redirect_stdout(sys.stderr) if on else nullcontext()
+    return parse_size(text)
 
 
 def _axes(text: str | None) -> dict[str, int]:
@@ -227,12 +269,18 @@ def _usage(message: str) -> Exception:
     return ConfigError(message)
 
 
-def show(outcome: Outcome, fmt: str, no_color: bool, title: str) -> None:
-    """Print the capture (and what broke); exit 1 when the user's code raised."""
+def show(result: Outcome | Ended, fmt: str, no_color: bool, title: str) -> None:
+    """Print the capture (and what broke); exit 1 when the user's code raised. A child that
+    did not end normally: the steps it ran, then one line saying what happened (exit 1)."""
     from attntrace.capturing.explain import told
+    from attntrace.capturing.sandbox import Ended
     from attntrace.render.capture_view import render_capture, render_error, render_failure
 
+    ended = result if isinstance(result, Ended) else None
+    outcome = result.outcome if isinstance(result, Ended) else result
     t = outcome.capture
+    if ended is not None and outcome.error is not None and fmt != "json":
+        outcome.error = None  # the one line says it; the document's failure too (json)
     out = console(no_color)
     if fmt == "table":
         render_capture(t, out, title=title)
@@ -240,6 +288,11 @@ def show(outcome: Outcome, fmt: str, no_color: bool, title: str) -> None:
         from attntrace.render.capture_view import render_document
 
         typer.echo(render_document(t, fmt, outcome.error, outcome.frames), nl=False)
+    if ended is not None:
+        from attntrace.text import plain
+
+        sys.stderr.write(f"attntrace: {plain(ended.line)}\n")
+        raise typer.Exit(EXIT_CHECK_FAILED)
     if outcome.error is None:
         if outcome.exit_code:  # sys.exit(N): the user's code failed, in attntrace's codes
             sys.stderr.write(f"attntrace: the traced code called sys.exit({outcome.exit_code})\n")
@@ -269,10 +322,13 @@ def check_captured(
     no_color: bool,
     *,
     into: Sequence[str] = (),
+    timeout: float = 60.0,
+    budget: int | None = None,
 ) -> CaseResult:
-    """``check --trace``: run the target and check its captured steps (by name or role);
-    ``into`` as for trace."""
-    from attntrace.capturing.runner import Inputs, parse_init, parse_target, run_script, run_target
+    """``check --trace``: run the target (in a child, ``timeout`` seconds at most) and check
+    its captured steps (by name or role); ``into`` as for trace."""
+    from attntrace.capturing.runner import parse_init, parse_target
+    from attntrace.capturing.sandbox import Ended
     from attntrace.errors import ConfigError
     from attntrace.tools.check import check_trace, load_golden, parse_expectation
 
@@ -281,13 +337,14 @@ def check_captured(
     expectations = [parse_expectation(e) for e in expect]
     reference = load_golden(golden) if golden is not None else None
     spec = parse_target(target)
-    with _prints_to_stderr(True):
-        if spec.name is None:
-            outcome = run_script(spec.path or Path(target), (), keep_values=False, into=into)
-        else:
-            batch, seq, hidden, dtype, seed = sizes
-            inputs = Inputs(batch=batch, seq=seq, hidden=hidden, dtype=dtype, seed=seed)
-            outcome = run_target(spec, parse_init(init), inputs, keep_values=False, into=into)
-    if outcome.error is not None:
-        show(outcome, "none", no_color, target)
+    if spec.name is None:
+        request = _script_request(spec.path or Path(target), (), into)
+    else:
+        batch, seq, hidden, dtype, seed = sizes
+        inputs = {"batch": batch, "seq": seq, "hidden": hidden, "dtype": dtype, "seed": seed}
+        request = _target_request(target, parse_init(init), inputs, into)
+    result = sandboxed(request, {}, timeout, budget=budget)
+    if isinstance(result, Ended) or result.error is not None:
+        show(result, "none", no_color, target)
+    outcome = result.outcome if isinstance(result, Ended) else result
     return check_trace(outcome.capture, expectations, reference, target)
