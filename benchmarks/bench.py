@@ -685,8 +685,8 @@ def memory(rep: Report, sizes: tuple[int, int, int, int], quick: bool = False) -
                 ratio = mib[name] / base
                 ratio_text = f"{ratio:.2f}×"
                 verdict = "" if target is None else "ok" if ratio <= target else "MISSED"
-            sizes = f"{size(mib[name]):>10}  SDPA {size(base):>10}"
-            rep.say(f"  mask {mask:<12} {name:<40} {sizes}  {ratio_text:>8}  {verdict}")
+            peaks = f"{size(mib[name]):>10}  SDPA {size(base):>10}"
+            rep.say(f"  mask {mask:<12} {name:<40} {peaks}  {ratio_text:>8}  {verdict}")
             rep.row(
                 f"memory, mask {mask}",
                 name,
