@@ -19,10 +19,71 @@ class BackendUnavailableError(AttntraceError, ImportError):
     """A backend whose library is not installed."""
 
 
-#: How to get PyTorch, for every message about a missing torch (the CPU wheel, never a CUDA build).
-TORCH_INSTALL_HINT = (
-    "install it with: pip install 'attntrace[torch]' (or pip install torch==2.13.0)"
-)
+#: The requirements of each optional extra, as pyproject.toml declares them (a test keeps them
+#: equal): installing the requirement alone works wherever attntrace came from.
+EXTRAS = {"torch": "torch>=2.1", "plot": "matplotlib>=3.8", "safetensors": "safetensors>=0.4"}
+
+
+def install_hint(extra: str) -> str:
+    """How to get an optional extra, as a command that works from where attntrace was installed.
+
+    A checkout (``pip install .`` or ``-e .``, or a source tree on ``PYTHONPATH``) is named by
+    its folder, a git URL or a wheel by what pip recorded (PEP 610's ``direct_url.json``); the
+    requirement alone always works and comes second.
+
+    >>> hint = install_hint("plot")
+    >>> hint.startswith("install it with: pip install ") and "matplotlib>=3.8" in hint
+    True
+    """
+    import shlex
+
+    alone = f"pip install {shlex.quote(EXTRAS[extra])}"
+    source = _install_source()
+    if source is None:
+        return f"install it with: {alone}"
+    source = source.format(extra=extra)
+    return f"install it with: pip install {source} (or just the library: {alone})"
+
+
+def _install_source() -> str | None:
+    """What ``pip install`` takes to install attntrace again, with ``{extra}`` where the extra
+    goes; None when that cannot be told (then the requirement alone is the hint)."""
+    import json
+    import shlex
+    from importlib import metadata
+    from pathlib import Path
+    from urllib.parse import unquote, urlparse
+
+    try:
+        dist = metadata.distribution("attntrace")
+        direct = json.loads(dist.read_text("direct_url.json") or "null")
+    except (metadata.PackageNotFoundError, ValueError):
+        dist, direct = None, None
+    here = Path(__file__).resolve().parent  # src/attntrace in a checkout
+    root = here.parent.parent
+    if here.parent.name == "src" and (root / "pyproject.toml").is_file():  # a source tree
+        installed = isinstance(direct, dict) and direct.get("url") == root.as_uri()
+        editable = installed and direct.get("dir_info", {}).get("editable", False)
+        return ("-e " if editable else "") + shlex.quote(f"{root}[{{extra}}]")
+    if not isinstance(direct, dict):  # from a package index, or not installed at all
+        return None if dist is None else shlex.quote("attntrace[{extra}]")
+    url = str(direct.get("url", ""))
+    if "vcs_info" in direct:
+        vcs = direct["vcs_info"]
+        rev = vcs.get("requested_revision") or vcs.get("commit_id")
+        url = f"{vcs.get('vcs', 'git')}+{url}" + (f"@{rev}" if rev else "")
+    elif not Path(unquote(urlparse(url).path)).exists():  # a folder or wheel since removed
+        return None
+    elif "dir_info" in direct:
+        return shlex.quote(f"{unquote(urlparse(url).path)}[{{extra}}]")
+    return shlex.quote(f"attntrace[{{extra}}] @ {url}")
+
+
+def __getattr__(name: str) -> str:
+    """``TORCH_INSTALL_HINT``: the torch hint, made when first read (it reads pip's records)."""
+    if name == "TORCH_INSTALL_HINT":
+        return install_hint("torch")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 class MemoryBudgetError(AttntraceError, MemoryError):

@@ -15,6 +15,7 @@ from typer.testing import CliRunner
 
 import attntrace
 from attntrace.cli import app
+from attntrace.errors import install_hint
 from attntrace.schemas import trace_schema
 from paths import SRC
 
@@ -141,7 +142,7 @@ def test_torch_missing_names_the_install(monkeypatch: pytest.MonkeyPatch) -> Non
     monkeypatch.setitem(sys.modules, "torch", None)  # import torch now raises ImportError
     code, _, err = run_cli("run", "--backend", "torch")
     assert code == 2
-    assert "pip install 'attntrace[torch]'" in err
+    assert install_hint("torch") in err
 
 
 def _python(*code_or_args: str) -> subprocess.CompletedProcess[str]:

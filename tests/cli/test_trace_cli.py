@@ -13,6 +13,7 @@ import pytest
 from typer.testing import CliRunner
 
 from attntrace.cli import app
+from attntrace.errors import install_hint
 from paths import DATA, REPO
 
 EXAMPLES = REPO / "examples"
@@ -406,5 +407,5 @@ def test_a_torch_script_without_torch_is_one_line_naming_the_install() -> None:
     assert result.stdout == ""
     assert result.stderr.splitlines() == [
         "attntrace: error: t01_k_not_transposed.py imports torch, which is not installed; "
-        "install it with: pip install 'attntrace[torch]' (or pip install torch==2.13.0)"
+        + install_hint("torch")
     ]

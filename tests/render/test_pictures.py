@@ -16,6 +16,7 @@ from typer.testing import CliRunner
 
 from attntrace import AttentionConfig, trace_attention
 from attntrace.cli import app
+from attntrace.errors import install_hint
 from attntrace.render.flow import BOX_H, BOX_W, inputs, layout, render_flow_svg
 from attntrace.units import format_axes, format_shape
 from paths import REPO, SRC
@@ -150,7 +151,7 @@ def test_without_matplotlib_the_error_names_the_extra(tmp_path: Path) -> None:
     assert result.returncode == 2
     assert result.stderr == (
         "attntrace: error: --plot needs matplotlib, which is not installed; "
-        "pip install 'attntrace[plot]'\n"
+        f"{install_hint('plot')}\n"
     )
     assert not (tmp_path / "x.png").exists()
 

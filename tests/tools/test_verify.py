@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 from attntrace import AttentionConfig, trace_attention
 from attntrace.backends.numpy_backend import NumpyBackend
 from attntrace.cli import app
-from attntrace.errors import TORCH_INSTALL_HINT
+from attntrace.errors import install_hint
 from attntrace.tools.verify import (
     MHA,
     SDPA,
@@ -155,7 +155,7 @@ def test_cli_verify_without_torch_exits_2_with_the_install_hint() -> None:
     )
     assert result.returncode == 2
     assert result.stderr.startswith("attntrace: error: ")
-    assert TORCH_INSTALL_HINT in result.stderr
+    assert install_hint("torch") in result.stderr
     assert result.stderr.count("\n") == 1
 
 

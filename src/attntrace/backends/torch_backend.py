@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 from attntrace.backends.base import Backend, FastPath, Shape, Source
 from attntrace.config.attention_config import MASK_DTYPE
-from attntrace.errors import TORCH_INSTALL_HINT, BackendUnavailableError
+from attntrace.errors import BackendUnavailableError, install_hint
 
 if TYPE_CHECKING:
     import numpy as np
@@ -25,7 +25,7 @@ def _import_torch() -> object:
         import torch
     except ImportError as exc:
         raise BackendUnavailableError(
-            f"the torch backend needs PyTorch, which is not installed; {TORCH_INSTALL_HINT}"
+            f"the torch backend needs PyTorch, which is not installed; {install_hint('torch')}"
         ) from exc
     return torch
 

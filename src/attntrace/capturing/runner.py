@@ -18,7 +18,7 @@ from typing import Any
 
 from attntrace.capturing.events import Event
 from attntrace.capturing.session import Session, capture
-from attntrace.errors import TORCH_INSTALL_HINT, AttntraceError, BackendUnavailableError
+from attntrace.errors import AttntraceError, BackendUnavailableError, install_hint
 
 
 class TargetError(AttntraceError):
@@ -120,7 +120,7 @@ def check_torch(path: Path) -> None:
         found = False
     if not found:
         raise BackendUnavailableError(
-            f"{path.name} imports torch, which is not installed; {TORCH_INSTALL_HINT}"
+            f"{path.name} imports torch, which is not installed; {install_hint('torch')}"
         )
 
 
@@ -130,7 +130,7 @@ def _import_torch(path: Path) -> None:
         import torch  # noqa: F401
     except ImportError:
         raise BackendUnavailableError(
-            f"{path.name} imports torch, which is not installed; {TORCH_INSTALL_HINT}"
+            f"{path.name} imports torch, which is not installed; {install_hint('torch')}"
         ) from None
 
 

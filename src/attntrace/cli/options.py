@@ -327,7 +327,7 @@ HfConfig = Annotated[
 Backend = Annotated[
     BackendName,
     typer.Option(
-        help="numpy (default), torch (pip install 'attntrace\\[torch]'), or shape (shapes "
+        help="numpy (default), torch (the torch extra: attntrace\\[torch]), or shape (shapes "
         "only, any size).",
     ),
 ]
@@ -425,7 +425,7 @@ Plot = Annotated[
         "--plot",
         metavar="FILE.png|.svg|.pdf",
         help="Also draw the attention weights of every head as "
-        "a grid of heat maps (matplotlib: pip install 'attntrace\\[plot]').",
+        "a grid of heat maps (matplotlib: the plot extra, attntrace\\[plot]).",
         rich_help_panel=OUTPUT,
         dir_okay=False,
         show_default=False,

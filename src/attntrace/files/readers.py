@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from attntrace.errors import BackendUnavailableError, InputFileError
+from attntrace.errors import BackendUnavailableError, InputFileError, install_hint
 from attntrace.files import declared as dec
 from attntrace.files.guard import open_regular
 from attntrace.text import plain
@@ -26,7 +26,6 @@ if TYPE_CHECKING:
 
 #: File suffixes of weights files, and what reads them.
 WEIGHT_SUFFIXES: tuple[str, ...] = (".npz", ".safetensors", ".pt", ".pth", ".bin")
-SAFETENSORS_HINT = "install it with: pip install 'attntrace[safetensors]'"
 
 _ZIP_MAGIC = b"PK\x03\x04"
 _NPY_MAGIC = b"\x93NUMPY"
@@ -186,7 +185,8 @@ def _read_safetensors(path: Path) -> tuple[LazyArrays, dict[str, str]]:
         from safetensors import safe_open
     except ImportError:
         raise BackendUnavailableError(
-            f"{path}: reading .safetensors needs the safetensors package; {SAFETENSORS_HINT}"
+            f"{path}: reading .safetensors needs the safetensors package; "
+            + install_hint("safetensors")
         ) from None
     table, meta = dec.safetensors_header(path)  # validated, sizes known before any data is read
     try:
@@ -345,10 +345,8 @@ def _torch(path: Path, what: str) -> Any:
     try:
         import torch
     except ImportError:
-        from attntrace.errors import TORCH_INSTALL_HINT
-
         raise BackendUnavailableError(
-            f"{path}: reading {what} needs PyTorch; {TORCH_INSTALL_HINT}"
+            f"{path}: reading {what} needs PyTorch; {install_hint('torch')}"
         ) from None
     return torch
 

@@ -11,7 +11,7 @@ import math
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from attntrace.errors import BackendUnavailableError, ConfigError
+from attntrace.errors import BackendUnavailableError, ConfigError, install_hint
 from attntrace.trace import Trace
 
 if TYPE_CHECKING:
@@ -20,7 +20,6 @@ if TYPE_CHECKING:
 PLOT_FORMATS = (".png", ".svg", ".pdf")
 #: The colour of masked cells: a grey outside the colour map.
 MASKED_COLOUR = "#b8b8b8"
-INSTALL = "pip install 'attntrace[plot]'"
 
 
 def _pyplot() -> Any:
@@ -29,7 +28,7 @@ def _pyplot() -> Any:
         import matplotlib
     except ImportError:
         raise BackendUnavailableError(
-            f"--plot needs matplotlib, which is not installed; {INSTALL}"
+            f"--plot needs matplotlib, which is not installed; {install_hint('plot')}"
         ) from None
     matplotlib.use("Agg", force=True)
     import matplotlib.pyplot as plt

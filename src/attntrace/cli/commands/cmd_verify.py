@@ -57,8 +57,8 @@ def verify(
     numpy vs torch at every step, and the output and attention weights vs
     nn.MultiheadAttention and F.scaled_dot_product_attention, for every variant (masks,
     cross, GQA, RoPE, presets, --algorithm flash). Exit 0 when every difference is within
-    the dtype's tolerance, 1 when one is not, 2 when torch is missing. Needs torch:
-    pip install 'attntrace\\[torch]'.
+    the dtype's tolerance, 1 when one is not, 2 when torch is missing (the line says how to
+    install it). Needs torch: the torch extra, attntrace\\[torch].
 
     \b
     Example:
