@@ -288,12 +288,12 @@ def test_with_any_other_typer_or_rich_typer_draws_the_help(
 def test_the_top_level_help_shows_every_command_and_option(setup: str) -> None:
     """With any Typer and Rich, drawn here or by Typer: usage, description, the root options,
     each command with its summary, the exit codes."""
-    from attntrace.cli.root import EPILOG, PAGE
+    from attntrace.cli.root import ABOUT, EPILOG, PAGE
 
     _, out = _probe("--help", setup=setup, columns=200)
     lines = [" ".join(line.strip(" │|").split()) for line in out.splitlines()]
     assert "Usage: attntrace [OPTIONS] COMMAND [ARGS]..." in lines
-    assert "Trace every intermediate tensor shape of multi-head attention." in lines
+    assert ABOUT in lines
     assert "Start with: attntrace run --heads 12 --hidden 768" in lines
     for option in PAGE.options:
         assert any(line.startswith(option.names[0]) and option.help in line for line in lines)

@@ -9,11 +9,14 @@ tests/cli/test_help.py checks that the page drawn from here is the one Typer's g
 
 from __future__ import annotations
 
-#: The application's help: the description, then a line on where to start.
-HELP = (
-    "Trace every intermediate tensor shape of multi-head attention.\n\n"
-    "Start with: [bold]attntrace run --heads 12 --hidden 768[/]"
+#: What attntrace is, in one paragraph: the first of ``attntrace --help``, of the README and of
+#: the documentation site's home page (tests/docs/test_front_door.py keeps the three equal).
+ABOUT = (
+    "Trace every intermediate tensor shape of multi-head attention (the reference, your own "
+    "code or a real model's layer): each tensor's named axes, the op that made it and its cost."
 )
+#: The application's help: the description, then a line on where to start.
+HELP = f"{ABOUT}\n\nStart with: [bold]attntrace run --heads 12 --hidden 768[/]"
 EPILOG = (
     "Exit codes: 0 success, 1 a check failed, 2 bad input or usage, "
     "3 an internal error (a bug: please report it)."
