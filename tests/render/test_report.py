@@ -2,37 +2,19 @@
 
 from __future__ import annotations
 
-import os
 import re
-import shutil
-import subprocess
 from html.parser import HTMLParser
 from pathlib import Path
 
-import numpy as np
-import pytest
 from typer.testing import CliRunner
 
 from attntrace import AttentionConfig, trace_attention
 from attntrace.cli import app
 from attntrace.render.report import render_report
+from browser import render_in_browser
 
 runner = CliRunner()
 ARGS = ("--seq", "12", "--hidden", "32", "--heads", "4", "--kv-heads", "2", "--causal")
-#: Headless Chromium as CI runs it: no sandbox (root), no GPU, nothing fetched in the background.
-CHROMIUM_FLAGS = (
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--host-resolver-rules=MAP * ~NOTFOUND",
-    "--enable-logging=stderr",
-    "--v=0",
-)
 
 
 class _Parser(HTMLParser):
@@ -140,39 +122,6 @@ def test_report_shows_the_whole_model_of_layers_or_the_presets_layer_count(tmp_p
     assert bad.exit_code == 2
     assert "--layers must be a whole number >= 1" in bad.stderr
     assert not (tmp_path / "r.html").exists()  # refused before anything is written
-
-
-def chromium() -> str:
-    """The headless browser: Debian's chromium, which .ci/run installs; CI never skips."""
-    path = shutil.which("chromium") or shutil.which("chromium-browser")
-    if path is None:
-        if os.environ.get("CI"):
-            pytest.fail("chromium is missing; .ci/run installs it with apt-get install -y chromium")
-        pytest.skip("chromium is not installed (apt-get install -y chromium)")
-    return path
-
-
-def render_in_browser(page: Path, tmp_path: Path) -> tuple[np.ndarray, list[str]]:
-    """A screenshot of ``page`` (as RGB floats) and the console messages it logged."""
-    shot = tmp_path / f"{page.stem}.png"
-    result = subprocess.run(
-        [
-            chromium(),
-            *CHROMIUM_FLAGS,
-            f"--user-data-dir={tmp_path / 'profile'}",
-            f"--screenshot={shot}",
-            "--window-size=1200,1600",
-            page.as_uri(),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    assert shot.exists(), result.stderr[-2000:]
-    image = pytest.importorskip("matplotlib.image").imread(shot)[:, :, :3]
-    console = [line for line in result.stderr.splitlines() if ":CONSOLE" in line]
-    return image, console
 
 
 def test_report_renders_in_headless_chromium(tmp_path: Path) -> None:

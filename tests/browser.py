@@ -1,0 +1,71 @@
+"""Headless Chromium for the tests that look at a page (the report, the documentation site): find
+it, take a screenshot, collect what the page logged to its console."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+#: Headless Chromium as CI runs it: no sandbox (root), no GPU, nothing fetched in the background.
+CHROMIUM_FLAGS = (
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1",  # the site test serves locally
+    "--enable-logging=stderr",
+    "--v=0",
+)
+
+
+def chromium() -> str:
+    """The headless browser: Debian's chromium, which .ci/run installs; CI never skips."""
+    path = shutil.which("chromium") or shutil.which("chromium-browser")
+    if path is None:
+        if os.environ.get("CI"):
+            pytest.fail("chromium is missing; .ci/run installs it with apt-get install -y chromium")
+        if os.geteuid() != 0:
+            pytest.skip(
+                "chromium is not installed and installing it needs root: "
+                "ask for Debian's chromium package, or put a chromium on PATH"
+            )
+        pytest.skip("chromium is not installed (apt-get install -y chromium)")
+    return path
+
+
+def render_in_browser(
+    page: Path | str, tmp_path: Path, size: str = "1200,1600"
+) -> tuple[np.ndarray, list[str]]:
+    """A screenshot of ``page`` (a file, or a URL) as RGB floats, and the console messages it
+    logged."""
+    url = page.as_uri() if isinstance(page, Path) else page
+    name = page.stem if isinstance(page, Path) else "page"
+    shot = tmp_path / f"{name}.png"
+    result = subprocess.run(
+        [
+            chromium(),
+            *CHROMIUM_FLAGS,
+            f"--user-data-dir={tmp_path / 'profile'}",
+            f"--screenshot={shot}",
+            f"--window-size={size}",
+            url,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert shot.exists(), result.stderr[-2000:]
+    image = pytest.importorskip("matplotlib.image").imread(shot)[:, :, :3]
+    shot.unlink()  # the next page of the same name gets a fresh file
+    console = [line for line in result.stderr.splitlines() if ":CONSOLE" in line]
+    return image, console
