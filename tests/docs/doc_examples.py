@@ -10,8 +10,10 @@ The rules a page follows (docs/development.md says them to writers):
 - A last output line ``[exit N]`` says the command exits N (else it must exit 0).
 - ``…`` on a line of its own stands for any number of lines; ``…`` inside a line for any text
   in that line: figures that vary from machine to machine (free memory, timings, paths).
-- Compared after normalising widths: runs of spaces count as one space, a run of box-drawing
-  rule characters as one, and trailing spaces are ignored.
+- Compared after normalising widths and rounding noise: runs of spaces count as one space, a
+  run of box-drawing rule characters as one, trailing spaces are ignored, and a difference of
+  1e-5 or less written in e-notation (``4.8e-07``, ``0.00e+00``: what ``verify`` and ``diff``
+  print for two sums taken in another order, which depends on the BLAS) reads as ``ε``.
 
 ``pytest tests/docs --update-golden`` writes the real output under each command that differs
 (put back any ``…`` it replaced).
@@ -36,6 +38,8 @@ PROMPT = "$ "
 _FENCE = re.compile(r"^```console[ \t]*\n(.*?)^```[ \t]*$", re.MULTILINE | re.DOTALL)
 _EXIT = re.compile(r"^\[exit (\d+)\]$")
 _RULE = re.compile(r"[─━═-]{3,}")
+#: Rounding noise: a number in e-notation of at most 1e-5 (or exactly zero).
+_NOISE = re.compile(r"(?<![\w.])(?:\d\.\d+e-(?:0[5-9]|[1-9]\d)|0\.0+e[+-]00)(?![\w.])")
 ELLIPSIS = "…"
 
 
@@ -112,8 +116,9 @@ def run(example: Example, cwd: Path) -> tuple[int, list[str]]:
 
 
 def normalise(line: str) -> str:
-    """A line with widths taken out: rules shortened, runs of spaces made one, no trailing."""
-    return " ".join(_RULE.sub("─", line).split())
+    """A line with widths and rounding noise taken out: rules shortened, runs of spaces made
+    one, no trailing spaces, differences of 1e-5 or less made ``ε``."""
+    return " ".join(_NOISE.sub("ε", _RULE.sub("─", line)).split())
 
 
 def _line_matches(expected: str, actual: str) -> bool:
