@@ -35,7 +35,8 @@ from paths import REPO, SRC
 PAGES = (REPO / "README.md", *sorted((REPO / "docs").rglob("*.md")))
 WIDTH = 100
 PROMPT = "$ "
-_FENCE = re.compile(r"^```console[ \t]*\n(.*?)^```[ \t]*$", re.MULTILINE | re.DOTALL)
+#: A console block, at the start of a line or indented (inside a list item).
+_FENCE = re.compile(r"^([ \t]*)```console[ \t]*\n(.*?)^\1```[ \t]*$", re.MULTILINE | re.DOTALL)
 _EXIT = re.compile(r"^\[exit (\d+)\]$")
 _RULE = re.compile(r"[─━═-]{3,}")
 #: Rounding noise: a number in e-notation of at most 1e-5 (or exactly zero).
@@ -51,6 +52,7 @@ class Example:
     line: int  # 1-based line of the command in the page
     command: str
     expected: tuple[str, ...]
+    indent: str = ""  # of the block (inside a list item)
 
     @property
     def id(self) -> str:
@@ -77,12 +79,13 @@ def examples(page: Path, text: str | None = None) -> list[Example]:
     text = page.read_text(encoding="utf-8") if text is None else text
     found = []
     for block in _FENCE.finditer(text):
-        first = text.count("\n", 0, block.start(1)) + 1
-        lines = block.group(1).rstrip("\n").split("\n")
+        first = text.count("\n", 0, block.start(2)) + 1
+        indent = block.group(1)
+        lines = [line.removeprefix(indent) for line in block.group(2).rstrip("\n").split("\n")]
         starts = [i for i, line in enumerate(lines) if line.startswith(PROMPT)]
         for at, end in zip(starts, [*starts[1:], len(lines)], strict=True):
-            command = lines[at][len(PROMPT) :]
-            found.append(Example(page, first + at, command, tuple(lines[at + 1 : end])))
+            command, expected = lines[at][len(PROMPT) :], tuple(lines[at + 1 : end])
+            found.append(Example(page, first + at, command, expected, indent))
     return found
 
 
@@ -158,6 +161,6 @@ def update(example: Example, actual: list[str], code: int) -> None:
     now = [e for e in examples(example.page, text) if e.command == example.command]
     at = next(e for e in now if e.expected == example.expected).line  # earlier updates moved it
     lines = text.split("\n")
-    new = [*actual, *([f"[exit {code}]"] if code else [])]
+    new = [example.indent + line for line in [*actual, *([f"[exit {code}]"] if code else [])]]
     lines[at : at + len(example.expected)] = new
     example.page.write_text("\n".join(lines), encoding="utf-8")
