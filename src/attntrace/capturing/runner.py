@@ -462,11 +462,22 @@ def attention_call(call: Any, params: Callable[[], Mapping[str, Any]]) -> Callab
     torch = sys.modules.get("torch")
     module = torch is not None and isinstance(call, torch.nn.Module)
     needed = _required(call.forward if module else call)
+    if needed == 3 and getattr(call, "batch_first", None) is False:  # it takes (S, B, H)
+        return lambda x: _sequence_first(call, x)
     if needed == 3:
         return lambda x: _first(call(x, x, x))
     if needed == 2 and not module:
         return lambda x: _first(call(x, params()))
     return lambda x: _first(call(x))
+
+
+def _sequence_first(call: Any, x: Any) -> Any:
+    """``call`` (``nn.MultiheadAttention(batch_first=False)``) on x (B, S, H) given as (S, B, H),
+    its output turned back to (B, S, H); x (S, H) as it is."""
+    if x.ndim != 3:
+        return _first(call(x, x, x))
+    t = x.transpose(0, 1)  # (S, B, H)
+    return _first(call(t, t, t)).transpose(0, 1)  # (B, S, H)
 
 
 def _required(fn: Any) -> int:

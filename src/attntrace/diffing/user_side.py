@@ -49,8 +49,10 @@ def run_user(
     except AttntraceError:
         raise
     except (Exception, SystemExit) as exc:  # sys.exit() in the user's code is theirs too
+        from attntrace.capturing.runner import user_message
+
         raise UserCodeError(
-            f"the code under test raised {type(exc).__name__}: {exc}; "
+            f"the code under test raised {user_message(exc)}; "
             "run attntrace trace on it to see the shapes up to the failure"
         ) from exc
     kept = [(s, _numpy(s.value)) for s in t.steps if s.value is not None]
