@@ -269,7 +269,9 @@ def run_diff(
     ref = trace_attention(config, "numpy", tensors=tensors)
     params = {k: v for k, v in tensors.items() if k not in ("x", "x_kv") and v is not None}
     check_deterministic(layer, lambda: _call(layer, config, _untracked, tensors["x"], params))
-    steps, out = run_user(lambda track: _call(layer, config, track, tensors["x"], params))
+    steps, out = run_user(
+        lambda track: _call(layer, config, track, tensors["x"], params), layer.into
+    )
     tol = tolerance(config)
     user = UserSteps(
         (

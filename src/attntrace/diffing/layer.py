@@ -45,6 +45,7 @@ class Layer:
     call: Callable[[Any, Mapping[str, Any]], Any] = field(default=lambda x, p: None, repr=False)
     module: Any = field(default=None, repr=False)  # the nn.Module, for a copy in another dtype
     notes: tuple[str, ...] = ()  # what diff did to run it ("run in eval mode (dropout off)")
+    into: tuple[str, ...] = ()  # packages whose ops are recorded (a library class's own)
 
 
 def as_layer(target: Any, *, seq: int = 3, batch: int | None = None) -> Layer:
@@ -97,12 +98,20 @@ def _function_layer(fn: Callable[..., Any]) -> Layer:
 
 
 def _module_layer(module: Any, seq: int, batch: int | None) -> Layer:
-    from attntrace.files.schemes import state_dict_weights
+    from attntrace.diffing.names import module_weights
+    from attntrace.files.schemes import LayoutInfo
 
     name = f"{type(module).__name__} (nn.Module)"
     notes = eval_mode(module)
     forward = module_forward(module)
-    weights = state_dict_weights(module)
+    hints = module_hints(module)
+    config = getattr(module, "config", None)
+    section = config.to_dict() if hasattr(config, "to_dict") else {}
+    library = getattr(type(module), "attntrace_transparent", False)
+    if library:  # a transformers class attntrace built: its config says the rest
+        hints = library_hints(module, section)
+    info = LayoutInfo(hints.get("heads"), hints.get("kv_heads"), section)
+    weights = module_weights(module.attn if library else module, info)
     if weights is None:
         weights = _called_linears(module, forward, seq, batch)
         notes += (CALL_ORDER_NOTE,)
@@ -110,11 +119,37 @@ def _module_layer(module: Any, seq: int, batch: int | None) -> Layer:
         name=name,
         flavour="torch",
         weights=weights,
-        hints=module_hints(module),
+        hints=hints,
         call=lambda x, p: forward(x),
         module=module,
         notes=notes,
+        into=("transformers",) if library else (),
     )
+
+
+#: Fields of a transformers config that the weights give (and check) themselves.
+_FROM_WEIGHTS = ("hidden", "head_dim_override", "bias", "kv_heads")
+
+
+def library_hints(module: Any, section: dict[str, Any]) -> dict[str, Any]:
+    """The AttentionConfig fields the config of a transformers class states (as ``--model``
+    reads a config.json), for layer ``layer_idx``; kv_heads kept to check the weights."""
+    from attntrace.models.hf_config import attention_fields
+
+    layer = getattr(module.attn, "layer_idx", None)
+    fields = attention_fields(
+        section, f"{type(module).__name__}'s config", layer if isinstance(layer, int) else 0
+    )
+    if not getattr(module.attn, "is_causal", fields["causal"]) and fields["causal"]:
+        fields["causal"] = False  # an encoder's layer (BERT, T5's encoder)
+    if fields.get("relative_bias") and "relative_attention_bias" not in dict(
+        module.attn.named_modules()
+    ):
+        fields["relative_bias"] = None  # a T5 layer without the table adds no bias
+    hints = {k: v for k, v in fields.items() if k not in _FROM_WEIGHTS}
+    if fields.get("kv_heads"):
+        hints["kv_heads"] = fields["kv_heads"]
+    return hints
 
 
 #: What the report says when no weight names were known and the projections were taken in the

@@ -36,15 +36,16 @@ class UserStep:
 
 
 def run_user(
-    call: Callable[[Callable[[Any], Any]], Any],
+    call: Callable[[Callable[[Any], Any]], Any], into: tuple[str, ...] = ()
 ) -> tuple[tuple[UserStep, ...], np.ndarray]:
     """Run ``call(track)`` (the user's attention on ``track(x)``; ``track`` marks a numpy
-    input for capture) under capture: the captured steps with values, and what it returned,
-    as numpy. The user's exceptions become :class:`UserCodeError`."""
+    input for capture) under capture (with the ops of the packages ``into``): the captured
+    steps with values, and what it returned, as numpy. The user's exceptions become
+    :class:`UserCodeError`."""
     from attntrace.capturing.session import capture
 
     try:
-        with capture() as t:
+        with capture(into=into) as t:
             out = call(t.track)
     except AttntraceError:
         raise
