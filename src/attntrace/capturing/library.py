@@ -125,11 +125,10 @@ def _config_kwargs(
         "intermediate_size": 4 * hidden,
         "head_dim": sizes.get("head_dim") or hidden // heads,
     }
-    if sizes.get("kv_heads"):
-        kv = "num_key_value_heads" if "num_key_value_heads" in names else "num_kv_heads"
-        wanted[kv] = int(sizes["kv_heads"])
-        if kv == "num_kv_heads":
-            wanted["new_decoder_architecture"] = True  # Falcon: grouped kv heads
+    kv = "num_key_value_heads" if "num_key_value_heads" in names else "num_kv_heads"
+    wanted[kv] = int(sizes.get("kv_heads") or heads)  # the family's default would not fit h
+    if sizes.get("kv_heads") and kv == "num_kv_heads":
+        wanted["new_decoder_architecture"] = True  # Falcon: grouped kv heads
     out = {alias.get(k, k): v for k, v in wanted.items() if alias.get(k, k) in names}
     unknown = [k for k in init if k not in own and k not in names and k not in alias]
     if unknown:
@@ -192,7 +191,7 @@ def call(torch: Any, attn: Any, rotary: Any, config: Any, x: Any) -> Any:
     return out if x.ndim == 3 else out[0]
 
 
-def _mask(torch: Any, attn: Any, config: Any, B: int, S: int, dtype: Any) -> Any:
+def _mask(torch: Any, attn: Any, config: Any, B: int, S: int, dtype: Any) -> Any:  # noqa: N803
     """The additive (B, 1, S, S) mask of a causal layer (and its sliding window), or None."""
     causal = getattr(attn, "is_causal", None)
     if causal is None:

@@ -61,7 +61,12 @@ def diagnose(
         if bug.needs_match and status.get(bug.needs_match) != MATCH:
             continue
         mistaken = _run(bug, setting, tensors)
-        found = _test(bug, setting, mistaken, user, used, (order, order[first.step.name]))
+        # no tensor of the code holds the right scaled scores: the scale is missing or wrong
+        # where the scores are made (``q @ k.T`` with no ``* scaling``), not where they are used
+        blamed = bug
+        if bug.at == "scaled" and status.get("scaled") != MATCH:
+            blamed = replace(bug, blame_first=True)
+        found = _test(blamed, setting, mistaken, user, used, (order, order[first.step.name]))
         if found is None:
             gap = _gap(first, mistaken, user)
             if gap < (closest[0] if closest else math.inf):
