@@ -112,6 +112,9 @@ def _module_layer(module: Any, seq: int, batch: int | None) -> Layer:
         hints = library_hints(module, section)
     info = LayoutInfo(hints.get("heads"), hints.get("kv_heads"), section)
     weights = module_weights(module.attn if library else module, info)
+    if weights is not None and weights.prefix and not library:  # the layer is a submodule's
+        sub = module.get_submodule(weights.prefix.rstrip("."))
+        hints = {**module_hints(sub), **hints}
     if weights is None:
         weights = _called_linears(module, forward, seq, batch)
         notes += (CALL_ORDER_NOTE,)
