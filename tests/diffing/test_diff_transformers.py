@@ -245,6 +245,9 @@ def test_trace_and_diff_cli_without_a_wrapper_file() -> None:
     assert tuple(roles["k_rep"]["shape"]) == (2, 4, 5, 16)
     assert tuple(roles["weights"]["axes"]) == ("B", "h", "S", "S")
     assert roles["masked"]["location"].startswith("modeling_llama.py:")
+    alone = CliRunner().invoke(app, ["trace", *args, "--no-into", "-f", "json"])
+    assert alone.exit_code == 0, alone.output
+    assert not any("modeling" in s["location"] for s in json.loads(alone.stdout)["steps"])
     diffed = CliRunner().invoke(
         app, ["diff", *args, "--hidden", "64", "--heads", "4", "-f", "json"]
     )
