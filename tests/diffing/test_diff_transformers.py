@@ -243,6 +243,10 @@ def test_trace_and_diff_cli_without_a_wrapper_file() -> None:
     assert traced.exit_code == 0, traced.output
     roles = {s["role"]: s for s in json.loads(traced.stdout)["steps"] if s["role"]}
     assert tuple(roles["k_rep"]["shape"]) == (2, 4, 5, 16)
+    assert (roles["q_rot"]["axes"], roles["k_rot"]["axes"]) == (
+        ["B", "h", "S", "d"],
+        ["B", "g", "S", "d"],
+    )
     assert tuple(roles["weights"]["axes"]) == ("B", "h", "S", "S")
     assert roles["masked"]["location"].startswith("modeling_llama.py:")
     alone = CliRunner().invoke(app, ["trace", *args, "--no-into", "-f", "json"])

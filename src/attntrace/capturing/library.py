@@ -49,11 +49,13 @@ def find_class(module: str, name: str) -> Any | None:
     package does not export attention classes), or None when there is none."""
     if module != PACKAGE or not name[:1].isupper():
         return None
-    from transformers.models.auto.configuration_auto import CONFIG_MAPPING_NAMES
+    from transformers.models.auto import configuration_auto
+
+    names: dict[str, str] = dict(getattr(configuration_auto, "CONFIG_MAPPING_NAMES", {}))
 
     found = [
         (len(config) - len("Config"), model_type)
-        for model_type, config in CONFIG_MAPPING_NAMES.items()
+        for model_type, config in names.items()
         if name.lower().startswith(config[: -len("Config")].lower())
     ]
     for _, model_type in sorted(found, reverse=True):  # Qwen2 before Qwen, Gemma2 before Gemma
@@ -153,7 +155,7 @@ def _takes_rope(cls: Any) -> bool:
 def called(torch: Any, attn: Any, rotary: Any, config: Any) -> Any:
     """A module holding ``attn`` whose forward(x) calls it as its model does."""
 
-    class Called(torch.nn.Module):  # type: ignore[misc,name-defined]
+    class Called(torch.nn.Module):  # type: ignore[misc]
         attntrace_transparent = True  # capture records the ops inside attn, not one row
 
         def __init__(self) -> None:

@@ -106,7 +106,8 @@ def _module_layer(module: Any, seq: int, batch: int | None) -> Layer:
     forward = module_forward(module)
     hints = module_hints(module)
     config = getattr(module, "config", None)
-    section = config.to_dict() if hasattr(config, "to_dict") else {}
+    to_dict = getattr(config, "to_dict", None)
+    section = to_dict() if callable(to_dict) else {}
     library = getattr(type(module), "attntrace_transparent", False)
     if library:  # a transformers class attntrace built: its config says the rest
         hints = library_hints(module, section)
