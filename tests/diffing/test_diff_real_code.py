@@ -184,6 +184,18 @@ NANO_BUGS = [
 ]
 
 
+NANO_BUGS.append(
+    (
+        "y = torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=None, "
+        "dropout_p=self.dropout if self.training else 0, is_causal=True)",
+        "y = torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=None, "
+        "dropout_p=self.dropout if self.training else 0, is_causal=False)",
+        "mask-missing",
+        True,
+    )
+)
+
+
 @pytest.mark.parametrize(("old", "new", "bug", "flash"), NANO_BUGS, ids=[b[2] for b in NANO_BUGS])
 def test_a_bug_planted_in_nanogpt_is_named_at_its_line(
     tmp_path: Path, old: str, new: str, bug: str, flash: bool

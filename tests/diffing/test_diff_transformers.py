@@ -178,6 +178,62 @@ PLANTED: list[tuple[str, str, str, str, dict[str, Any]]] = [
         MASK_MISSING,
         {},
     ),
+    (
+        "phi3",
+        "attn_weights = nn.functional.softmax(attn_weights, dim=-1",
+        "attn_weights = nn.functional.softmax(attn_weights, dim=-2",
+        "softmax-axis-2",
+        {},
+    ),
+    (
+        "qwen3",
+        "attn_weights = torch.matmul(query, key_states.transpose(2, 3)) * scaling",
+        "attn_weights = torch.matmul(query, key_states.transpose(2, 3))",
+        "unscaled",
+        {},
+    ),
+    (
+        "gemma",
+        "attn_weights = nn.functional.softmax(attn_weights, dim=-1",
+        "attn_weights = nn.functional.softmax(attn_weights, dim=-2",
+        "softmax-axis-2",
+        {},
+    ),
+    (
+        "gpt2",
+        "attn_weights = torch.matmul(query, key.transpose(-1, -2)) * scaling",
+        "attn_weights = torch.matmul(query, key.transpose(-1, -2))",
+        "unscaled",
+        {},
+    ),
+    (
+        "bert",
+        "attn_weights = torch.matmul(query, key.transpose(2, 3)) * scaling",
+        "attn_weights = torch.matmul(query, key.transpose(2, 3)) * scaling**2",
+        "scaled-1/d",
+        {},
+    ),
+    (
+        "llama",
+        "attn_output = attn_output.transpose(1, 2).contiguous()",
+        "attn_output = attn_output.contiguous()",
+        "merge-no-transpose@attn_output = attn_output.reshape(*input_shape, -1).contiguous()",
+        {},
+    ),
+    (
+        "falcon",
+        "attention_scores = F.softmax(attention_scores + attention_mask, dim=-1",
+        "attention_scores = F.softmax(attention_scores + attention_mask, dim=-2",
+        "softmax-axis-2",
+        {"multi_query": False},
+    ),
+    (
+        "falcon",
+        "attention_scores /= math.sqrt(self.head_dim)",
+        "attention_scores /= self.head_dim",
+        "scaled-1/d",
+        {"multi_query": False},
+    ),
 ]
 
 CLASSES = {
@@ -187,6 +243,10 @@ CLASSES = {
     "t5": "T5Attention",
     "qwen2": "Qwen2Attention",
     "mistral": "MistralAttention",
+    "phi3": "Phi3Attention",
+    "qwen3": "Qwen3Attention",
+    "gemma": "GemmaAttention",
+    "falcon": "FalconAttention",
 }
 
 
@@ -226,8 +286,9 @@ def test_a_bug_planted_in_a_verbatim_copy_is_named_at_its_line(
     key, _, blamed = bug.partition("@")
     if key:
         assert d.bug == key, (d.name, d.step, d.location)
-        assert d.source.strip() in (blamed or new), (d.location, d.source)
-        if not blamed:
+        if blamed:
+            assert d.source.strip() in blamed, (d.location, d.source)
+        else:
             assert d.location == f"{file}:{line}", (d.location, d.source)
 
 
