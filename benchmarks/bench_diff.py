@@ -1,12 +1,18 @@
 """``attntrace diff`` of a correct module beside ``attntrace verify`` at the same sizes.
 
     python benchmarks/bench_diff.py [--repeat 3] [--batch 1 --seq 512 --hidden 1024 --heads 16]
+                                    [--target user|hf]
 
 Both run in this process, interleaved (verify, diff, verify, ...), each --repeat times; the
 ratio uses the medians. The goal of issue 11: diff ≤ 3× verify at (1, 512, 1024, 16). verify
 runs numpy and torch step by step plus nn.MultiheadAttention and SDPA; diff runs the user's
 module under capture, the numpy reference, and the alignment of every step by value (a correct
 module has no divergence, so no bug is tried). Exit 1 when the ratio misses the goal.
+
+``--target hf`` (issue 30) diffs ``transformers:LlamaAttention`` instead, built as ``attntrace
+diff transformers:LlamaAttention`` builds it (config from the sizes, random init, its rotary
+embedding and causal mask), its steps followed inside transformers; verify then runs the same
+causal RoPE attention with the module's weights.
 """
 
 from __future__ import annotations
@@ -51,6 +57,18 @@ def module(hidden: int, heads: int) -> object:
     return Attention()
 
 
+def library_module(hidden: int, heads: int) -> object:
+    """transformers' LlamaAttention as ``attntrace diff transformers:LlamaAttention`` builds it."""
+    import torch
+
+    from attntrace.capturing.library import build, find_class
+
+    torch.manual_seed(0)
+    return build(
+        find_class("transformers", "LlamaAttention"), {}, {"hidden": hidden, "heads": heads}
+    )
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--repeat", type=int, default=3)
@@ -58,6 +76,7 @@ def main() -> int:
     parser.add_argument("--seq", type=int, default=512)
     parser.add_argument("--hidden", type=int, default=1024)
     parser.add_argument("--heads", type=int, default=16)
+    parser.add_argument("--target", choices=("user", "hf"), default="user")
     args = parser.parse_args()
     from attntrace import AttentionConfig, diff
     from attntrace.diffing.layer import as_layer
@@ -65,9 +84,20 @@ def main() -> int:
 
     config = AttentionConfig(batch=args.batch, seq=args.seq, hidden=args.hidden, heads=args.heads)
     attention = module(args.hidden, args.heads)
+    if args.target == "hf":
+        attention = library_module(args.hidden, args.heads)
+        config = AttentionConfig(
+            batch=args.batch,
+            seq=args.seq,
+            hidden=args.hidden,
+            heads=args.heads,
+            rope=True,
+            causal=True,
+            bias=False,
+        )
     weights = as_layer(attention).weights
     assert weights is not None
-    tensors = dict(weights.params)  # verify gets the module's own weights
+    tensors = {k: v for k, v in weights.params.items() if v is not None}  # the module's own
     times: dict[str, list[float]] = {"verify": [], "diff": []}
     for _ in range(args.repeat):
         start = time.perf_counter()
@@ -77,7 +107,7 @@ def main() -> int:
         assert diff(attention, config).ok
         times["diff"].append(time.perf_counter() - start)
     v, d = (statistics.median(times[k]) for k in ("verify", "diff"))
-    sizes = f"(B, S, H, h) = ({args.batch}, {args.seq}, {args.hidden}, {args.heads})"
+    sizes = f"{args.target} (B, S, H, h) = ({args.batch}, {args.seq}, {args.hidden}, {args.heads})"
     print(
         f"{sizes}: verify {v:.3f} s, diff {d:.3f} s (medians of {args.repeat}); "
         f"diff / verify = {d / v:.2f} (goal <= {GOAL:g})"

@@ -95,9 +95,8 @@ def test_a_diff_over_the_budget_is_refused_before_the_code_runs_at_that_size(
     with pytest.raises(MemoryBudgetError):
         diff_target(f"{target}:Attention", [], config, {"batch", "seq", "heads"}, None, 2**20)
     module = next(m for m in list(sys.modules.values()) if getattr(m, "__file__", "") == target)
-    calls = module.CALLS
-    assert calls
-    assert all(shape[1] < 64 for shape in calls), calls  # only the short probe ran
+    calls = module.CALLS  # none: timm's names give the weights; else only the short probe
+    assert all(shape[1] < 64 for shape in calls), calls
 
 
 def test_a_diff_within_the_budget_runs(tmp_path: Path) -> None:

@@ -124,6 +124,9 @@ class _Finder:
             and (e.kind == "repeat" or "g" in self.axes[e.inputs[0] or 0])
         ):  # repeat_interleave, or HF's repeat_kv: k[:, :, None].expand(…).reshape(B, h, S, d)
             return first, f"{first}_rep"
+        added = e.kind == "elementwise" and e.func.removesuffix("_") == "add"
+        if first in ("q", "k") and added and ins == [first, first]:  # q·cos + rotate_half(q)·sin
+            return first, f"{first}_rot"
         return first, ""
 
     def _fused_part(self, e: Event, axes: Axes, fused: str = "qkv_proj") -> tuple[str, str]:

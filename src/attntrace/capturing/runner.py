@@ -225,6 +225,12 @@ def load_target(target: Target) -> tuple[Any, Any]:
         except ImportError as exc:
             raise TargetError(f"cannot import {target.module}: {exc}") from None
     name = target.name or ""
+    if not hasattr(module, name) and target.module is not None:
+        from attntrace.capturing.library import find_class
+
+        found = find_class(target.module, name)
+        if found is not None:
+            return found, sys.modules[found.__module__]
     if not hasattr(module, name):
         where = target.path or target.module
         found = sorted(n for n, v in vars(module).items() if callable(v) and not n.startswith("_"))[
@@ -279,8 +285,9 @@ def run_target(
     imported or built (``__init__``, a property) is a :class:`TargetError` with its message
     and ``file:line``; one while it is called is the outcome's error."""
     obj, module = import_target(target)
+    into = library_into(obj, into)
     try:
-        call = build_callable(obj, init, target.name or "")
+        call = build_callable(obj, init, target.name or "", {"hidden": inputs.hidden})
         torch_side = _wants_torch(obj, call, module, inputs.array)
         if not torch_side and inputs.dtype == "bfloat16":
             raise TargetError(
@@ -309,6 +316,22 @@ def run_target(
         except Exception as exc:
             _failed(outcome, exc)
     return outcome
+
+
+def library_into(obj: Any, into: Sequence[str]) -> tuple[str, ...]:
+    """The packages whose ops are recorded: ``into``, or for a library's class (transformers:
+    LlamaAttention) its package, so that its steps are seen (``--no-into``: ``("",)``, none).
+
+    >>> library_into(dict, ()), library_into(dict, ("einops",)), library_into(dict, ("",))
+    ((), ('einops',), ())
+    """
+    from attntrace.capturing.library import PACKAGE, is_library_class
+
+    if tuple(into) == ("",):
+        return ()
+    if not into and is_library_class(obj):
+        return (PACKAGE,)
+    return tuple(into)
 
 
 def import_target(target: Target) -> tuple[Any, Any]:
@@ -371,9 +394,13 @@ def _init_hint(exc: TypeError) -> str:
     return "pass its arguments with --init KEY=VALUE"
 
 
-def build_callable(obj: Any, init: Mapping[str, Any], name: str) -> Any:
-    """What attntrace calls for ``obj``: an ``nn.Module`` class built with ``init``, else
-    ``obj`` itself when it is callable (a module instance or a function).
+def build_callable(
+    obj: Any, init: Mapping[str, Any], name: str, sizes: Mapping[str, Any] | None = None
+) -> Any:
+    """What attntrace calls for ``obj``: an ``nn.Module`` class built with ``init`` (a
+    transformers attention class from a config of ``sizes``: hidden, heads, kv_heads, see
+    :mod:`attntrace.capturing.library`), else ``obj`` itself when it is callable (a module
+    instance or a function).
 
     >>> build_callable(len, {}, "len")([1, 2])
     2
@@ -383,7 +410,11 @@ def build_callable(obj: Any, init: Mapping[str, Any], name: str) -> Any:
         torch is not None and isinstance(obj, type) and issubclass(obj, torch.nn.Module)
     )
     if is_module_class:
+        from attntrace.capturing.library import build, is_library_class
+
         try:
+            if is_library_class(obj):
+                return build(obj, init, sizes or {})
             return obj(**init)
         except TypeError as exc:
             raise TargetError(
@@ -462,11 +493,22 @@ def attention_call(call: Any, params: Callable[[], Mapping[str, Any]]) -> Callab
     torch = sys.modules.get("torch")
     module = torch is not None and isinstance(call, torch.nn.Module)
     needed = _required(call.forward if module else call)
+    if needed == 3 and getattr(call, "batch_first", None) is False:  # it takes (S, B, H)
+        return lambda x: _sequence_first(call, x)
     if needed == 3:
         return lambda x: _first(call(x, x, x))
     if needed == 2 and not module:
         return lambda x: _first(call(x, params()))
     return lambda x: _first(call(x))
+
+
+def _sequence_first(call: Any, x: Any) -> Any:
+    """``call`` (``nn.MultiheadAttention(batch_first=False)``) on x (B, S, H) given as (S, B, H),
+    its output turned back to (B, S, H); x (S, H) as it is."""
+    if x.ndim != 3:
+        return _first(call(x, x, x))
+    t = x.transpose(0, 1)  # (S, B, H)
+    return _first(call(t, t, t)).transpose(0, 1)  # (B, S, H)
 
 
 def _required(fn: Any) -> int:

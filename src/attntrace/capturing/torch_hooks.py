@@ -236,6 +236,10 @@ def _arg_names(module: object) -> tuple[str, ...]:
 
 
 def _user_forward(module: object) -> bool:
+    """Whether the module's forward is the user's (its ops recorded one by one), or attntrace's
+    own caller of a library class (:mod:`attntrace.capturing.library`), which is seen through."""
+    if getattr(type(module), "attntrace_transparent", False):
+        return True
     code = _forward_code(module)
     return code is not None and is_user_file(code.co_filename)  # cached per file
 

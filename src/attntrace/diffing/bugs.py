@@ -175,7 +175,8 @@ def _softmax(x: np.ndarray, axis: int, max_axis: int | None = None) -> np.ndarra
 
 
 def _softmax_axis(s: Setting) -> Iterator[Bug]:
-    last = "masked" if "masked" in s.ref else "scaled"
+    names = [step.name for step in s.ref.steps]
+    last = names[names.index("weights") - 1]  # what the softmax reads: masked, biased, scaled
     axes = s.ref["weights"].axes
     for axis in range(len(axes) - 1):
 

@@ -49,29 +49,41 @@ def diagnose(
     if not differ:
         return None, None
     first = next((r for r in differ if r.user is not None), differ[0])  # the first the code shows
+    returned = next((r for r in differ if r.user is not None and r.user.name == "returned"), None)
+    opaque = returned is not None and not any(
+        r.status == MATCH for r in rows[1:] if r is not returned
+    )  # nothing between x and the output is seen right: only the output can be judged
+    if opaque:
+        assert returned is not None
+        first = returned
     order = {r.step.name: i for i, r in enumerate(rows)}
     used = {r.user.index for r in rows if r.status == MATCH and r.user is not None}
     status = {r.step.name: r.status for r in rows}
     closest: tuple[float, Bug] | None = None
     partial: tuple[Diagnosis, Trace] | None = None  # the first to reproduce the divergence only
-    at = order[first.step.name]
+    at = len(rows) if opaque else order[first.step.name]
     possible = [b for b in catalogue(setting) if order.get(b.at, math.inf) <= at]  # not after it
     possible.sort(key=lambda b: at - order[b.at])  # the bugs that start at the divergence first
     for bug in possible:
         if bug.needs_match and status.get(bug.needs_match) != MATCH:
             continue
         mistaken = _run(bug, setting, tensors)
-        found = _test(bug, setting, mistaken, user, used, (order, order[first.step.name]))
+        # no tensor of the code holds the right scaled scores: the scale is missing or wrong
+        # where the scores are made (``q @ k.T`` with no ``* scaling``), not where they are used
+        blamed = bug
+        if bug.at == "scaled" and status.get("scaled") != MATCH:
+            blamed = replace(bug, blame_first=True)
+        found = _test(blamed, setting, mistaken, user, used, (order, order[first.step.name]))
         if found is None:
             gap = _gap(first, mistaken, user)
             if gap < (closest[0] if closest else math.inf):
                 closest = (gap, bug)
         elif _reproduces_output(mistaken, user):
             return found, mistaken  # the whole run explained: the one bug there is
-        elif partial is None:
+        elif partial is None and not opaque:  # with only the output seen, it must reproduce it
             partial = (found, mistaken)
         del mistaken  # one replayed trace alive at a time (each holds every step's values)
-    return partial or (_unexplained(first, closest), None)
+    return partial or (_unexplained(first, closest, hidden=opaque), None)
 
 
 def counterparts(rows: Sequence[Row], mistaken: Trace, user: UserSteps) -> tuple[Row, ...]:
@@ -184,7 +196,9 @@ def _numbers(who: UserStep, ref: Any, user: UserSteps) -> tuple[float, float]:
     return (found.max_abs, found.max_rel) if found is not None else (math.inf, math.inf)
 
 
-def _unexplained(row: Row, closest: tuple[float, Bug] | None) -> Diagnosis:
+def _unexplained(row: Row, closest: tuple[float, Bug] | None, hidden: bool = False) -> Diagnosis:
+    """No known bug reproduces the divergence at ``row``; ``hidden``: no step before it is
+    visible (a fused kernel, SDPA or a C++ op made it from x), so the report says only that."""
     who = row.user
     abs_, rel = (
         (row.agreement.max_abs, row.agreement.max_rel) if row.agreement else (math.nan, math.nan)
@@ -195,6 +209,20 @@ def _unexplained(row: Row, closest: tuple[float, Bug] | None) -> Diagnosis:
     missing = (
         "" if who is not None else f"; the user's code has no tensor in the role of {row.step.name}"
     )
+    if hidden and who is not None:
+        return Diagnosis(
+            step=row.step.name,
+            bug=None,
+            name="the output differs, and only the output is visible: the steps inside are not "
+            "visible (a fused kernel, scaled_dot_product_attention or a C++ op made it from x), "
+            f"so where it goes wrong cannot be told; no known bug reproduces it{near}",
+            fix="run attntrace trace on it to see its ops, or compute the attention step by "
+            "step (math path) to compare each step",
+            location=who.location,
+            source=who.source,
+            max_abs=abs_,
+            max_rel=rel,
+        )
     return Diagnosis(
         step=row.step.name,
         bug=None,

@@ -58,6 +58,7 @@ class DiffReport:
     tolerance: Tolerance
     rows: tuple[Row, ...]
     diagnosis: Diagnosis | None
+    notes: tuple[str, ...] = ()  # how the code was run ("run in eval mode (dropout off)")
 
     @property
     def ok(self) -> bool:
@@ -84,6 +85,7 @@ class DiffReport:
             "tolerance": {"rtol": self.tolerance.rtol, "atol": self.tolerance.atol},
             "rows": [_row_dict(r) for r in self.rows],
             "diagnosis": None if d is None else {k: _finite(v) for k, v in asdict(d).items()},
+            "notes": list(self.notes),
         }
 
 
@@ -266,7 +268,10 @@ def run_diff(
     tensors = {k: None if v is None else np.asarray(v).astype(dtype) for k, v in tensors.items()}
     ref = trace_attention(config, "numpy", tensors=tensors)
     params = {k: v for k, v in tensors.items() if k not in ("x", "x_kv") and v is not None}
-    steps, out = run_user(lambda track: _call(layer, config, track, tensors["x"], params))
+    check_deterministic(layer, lambda: _call(layer, config, _untracked, tensors["x"], params))
+    steps, out = run_user(
+        lambda track: _call(layer, config, track, tensors["x"], params), layer.into
+    )
     tol = tolerance(config)
     user = UserSteps(
         (
@@ -288,6 +293,41 @@ def run_diff(
         tolerance=tol,
         rows=rows,
         diagnosis=diagnosis,
+        notes=layer.notes,
+    )
+
+
+def _untracked(x: Any) -> Any:
+    return x
+
+
+def check_deterministic(layer: Layer, call: Any) -> None:
+    """Refuse code whose output is not the same on two calls on the same x (dropout in
+    training mode, sampling): diff would take its noise for a bug.
+
+    >>> import numpy as np
+    >>> from attntrace.diffing.layer import Layer
+    >>> rng = np.random.default_rng(0)
+    >>> check_deterministic(Layer("noisy()", "numpy", None), lambda: rng.standard_normal(3))
+    Traceback (most recent call last):
+    ...
+    attntrace.errors.ConfigError: noisy() is not deterministic: two calls on the same x ...
+    """
+    import numpy as np
+
+    from attntrace.diffing.user_side import _first_tensor, _numpy
+
+    try:
+        first, second = (_numpy(_first_tensor(call())) for _ in range(2))
+    except (Exception, SystemExit):
+        return  # the traced call reports the user's error, with its line
+    if first.shape == second.shape and np.array_equal(first, second, equal_nan=True):
+        return
+    gap = np.abs(first.astype(np.float64) - second.astype(np.float64)).max(initial=0.0)
+    raise ConfigError(
+        f"{layer.name} is not deterministic: two calls on the same x differ (by {gap:.3g}) "
+        "even in eval mode; diff cannot tell a bug from that randomness: seed it or turn "
+        "the random op off (dropout called with training=True, sampling)"
     )
 
 
@@ -303,10 +343,13 @@ def _call(
     if layer.module is not None and any(
         p.dtype != getattr(torch, config.dtype) for p in layer.module.parameters()
     ):
+        from attntrace.diffing.layer import module_forward
+
         module = copy.deepcopy(layer.module).to(
             getattr(torch, config.dtype)
         )  # the user's stays as it is
-        call = lambda x, p: module(x)  # noqa: E731
+        forward = module_forward(module)
+        call = lambda x, p: forward(x)  # noqa: E731
     with torch.no_grad():
         return call(
             torch.from_numpy(x.copy()), {k: torch.from_numpy(v.copy()) for k, v in params.items()}

@@ -44,6 +44,8 @@ class Layer:
     hints: dict[str, Any] = field(default_factory=dict)  # sizes the module states
     call: Callable[[Any, Mapping[str, Any]], Any] = field(default=lambda x, p: None, repr=False)
     module: Any = field(default=None, repr=False)  # the nn.Module, for a copy in another dtype
+    notes: tuple[str, ...] = ()  # what diff did to run it ("run in eval mode (dropout off)")
+    into: tuple[str, ...] = ()  # packages whose ops are recorded (a library class's own)
 
 
 def as_layer(target: Any, *, seq: int = 3, batch: int | None = None) -> Layer:
@@ -96,18 +98,92 @@ def _function_layer(fn: Callable[..., Any]) -> Layer:
 
 
 def _module_layer(module: Any, seq: int, batch: int | None) -> Layer:
-    from attntrace.files.schemes import state_dict_weights
+    from attntrace.diffing.names import module_weights
+    from attntrace.files.schemes import LayoutInfo
 
     name = f"{type(module).__name__} (nn.Module)"
-    weights = state_dict_weights(module) or _called_linears(module, seq, batch)
+    notes = eval_mode(module)
+    forward = module_forward(module)
+    hints = module_hints(module)
+    config = getattr(module, "config", None)
+    to_dict = getattr(config, "to_dict", None)
+    section = to_dict() if callable(to_dict) else {}
+    library = getattr(type(module), "attntrace_transparent", False)
+    if library:  # a transformers class attntrace built: its config says the rest
+        hints = library_hints(module, section)
+    info = LayoutInfo(hints.get("heads"), hints.get("kv_heads"), section)
+    weights = module_weights(module.attn if library else module, info)
+    if weights is not None and weights.prefix and not library:  # the layer is a submodule's
+        sub = module.get_submodule(weights.prefix.rstrip("."))
+        hints = {**module_hints(sub), **hints}
+    if weights is None:
+        weights = _called_linears(module, forward, seq, batch)
+        notes += (CALL_ORDER_NOTE,)
     return Layer(
         name=name,
         flavour="torch",
         weights=weights,
-        hints=module_hints(module),
-        call=lambda x, p: module(x),
+        hints=hints,
+        call=lambda x, p: forward(x),
         module=module,
+        notes=notes,
+        into=("transformers",) if library else (),
     )
+
+
+#: Fields of a transformers config that the weights give (and check) themselves.
+_FROM_WEIGHTS = ("hidden", "head_dim_override", "bias", "kv_heads")
+
+
+def library_hints(module: Any, section: dict[str, Any]) -> dict[str, Any]:
+    """The AttentionConfig fields the config of a transformers class states (as ``--model``
+    reads a config.json), for layer ``layer_idx``; kv_heads kept to check the weights."""
+    from attntrace.models.hf_config import attention_fields
+
+    layer = getattr(module.attn, "layer_idx", None)
+    fields = attention_fields(
+        section, f"{type(module).__name__}'s config", layer if isinstance(layer, int) else 0
+    )
+    if not getattr(module.attn, "is_causal", fields["causal"]) and fields["causal"]:
+        fields["causal"] = False  # an encoder's layer (BERT, T5's encoder)
+    if fields.get("relative_bias") and "relative_attention_bias" not in dict(
+        module.attn.named_modules()
+    ):
+        fields["relative_bias"] = None  # a T5 layer without the table adds no bias
+    hints = {k: v for k, v in fields.items() if k not in _FROM_WEIGHTS}
+    if fields.get("kv_heads"):
+        hints["kv_heads"] = fields["kv_heads"]
+    return hints
+
+
+#: What the report says when no weight names were known and the projections were taken in the
+#: order forward calls them.
+CALL_ORDER_NOTE = (
+    "weights taken in the order forward calls its nn.Linear layers (q, k, v, o): no known "
+    "names in its state dict"
+)
+
+
+def eval_mode(module: Any) -> tuple[str, ...]:
+    """Put ``module`` in eval mode (dropout off), as diff runs it; the note saying so when some
+    submodule was training.
+
+    >>> import torch
+    >>> eval_mode(torch.nn.Dropout(0.1)), eval_mode(torch.nn.Dropout(0.1).eval())
+    (('run in eval mode (dropout off); it was in train mode',), ())
+    """
+    if not any(m.training for m in module.modules()):
+        return ()
+    module.eval()
+    return ("run in eval mode (dropout off); it was in train mode",)
+
+
+def module_forward(module: Any) -> Callable[[Any], Any]:
+    """How diff calls ``module`` on x: as trace calls it (``module(x, x, x)`` for one that takes
+    query, key and value: ``nn.MultiheadAttention``), the first item of a returned tuple."""
+    from attntrace.capturing.runner import attention_call
+
+    return attention_call(module, dict)
 
 
 def module_hints(module: Any) -> dict[str, Any]:
@@ -140,7 +216,9 @@ def _hint(field_name: str, value: Any) -> Any:
     return value if isinstance(value, int) else None
 
 
-def _called_linears(module: Any, seq: int, batch: int | None) -> LoadedWeights:
+def _called_linears(
+    module: Any, forward: Callable[[Any], Any], seq: int, batch: int | None
+) -> LoadedWeights:
     """w_q, w_k, w_v, w_o from the nn.Linear children in the order a probe forward calls them
     (one packed (3·H, H) projection counts as q, k, v)."""
     import torch
@@ -160,7 +238,8 @@ def _called_linears(module: Any, seq: int, batch: int | None) -> LoadedWeights:
         )
     first = next(m for m in module.modules() if isinstance(m, torch.nn.Linear))
     try:
-        _probe(module, (*((batch,) if batch else ()), seq, first.in_features), first.weight.dtype)
+        shape = (*((batch,) if batch else ()), seq, first.in_features)
+        _probe(forward, shape, first.weight.dtype)
     finally:
         for hook in hooks:
             hook.remove()
@@ -178,8 +257,8 @@ def _called_linears(module: Any, seq: int, batch: int | None) -> LoadedWeights:
 PROBE_SEQ = 4
 
 
-def _probe(module: Any, shape: tuple[int, ...], dtype: Any) -> None:
-    """Call ``module`` on zeros of ``shape`` with the sequence cut to PROBE_SEQ, and on the
+def _probe(forward: Callable[[Any], Any], shape: tuple[int, ...], dtype: Any) -> None:
+    """Call ``forward`` on zeros of ``shape`` with the sequence cut to PROBE_SEQ, and on the
     whole ``shape`` only when the short one raises (code that needs that exact length)."""
     import torch
 
@@ -187,14 +266,15 @@ def _probe(module: Any, shape: tuple[int, ...], dtype: Any) -> None:
     for size in dict.fromkeys((short, shape)):
         try:
             with torch.no_grad():
-                module(torch.zeros(size, dtype=dtype))
+                forward(torch.zeros(size, dtype=dtype))
             return
         except (Exception, SystemExit) as exc:  # sys.exit() in the user's code is theirs too
             error = exc
+    from attntrace.capturing.runner import user_message
     from attntrace.diffing.user_side import UserCodeError
 
     raise UserCodeError(
-        f"the code under test raised {type(error).__name__} on x of shape {shape}: {error}; "
+        f"the code under test raised {user_message(error)} (on x of shape {shape}); "
         "check --seq/--batch, or run attntrace trace on it to see the shapes up to the failure"
     ) from None
 

@@ -33,7 +33,7 @@ def diff_target(
             f"diff needs a NAME in the target, e.g. {text}:Attention (an nn.Module or a function)"
         )
     try:
-        layer, x = _build(spec, parse_init(init), config, input_file)
+        layer, x = _build(spec, parse_init(init), config, input_file, typed)
     except AttntraceError:
         raise
     except (Exception, SystemExit) as exc:  # the user's __init__ or a property raised
@@ -46,7 +46,11 @@ def diff_target(
 
 
 def _build(
-    spec: Any, init: dict[str, Any], config: AttentionConfig, input_file: Path | None
+    spec: Any,
+    init: dict[str, Any],
+    config: AttentionConfig,
+    input_file: Path | None,
+    typed: set[str] = frozenset(),  # type: ignore[assignment]
 ) -> tuple[Any, Any]:
     from attntrace.capturing.runner import build_callable, import_target
 
@@ -57,7 +61,13 @@ def _build(
         torch.manual_seed(
             config.seed
         )  # a class's weights: the same on every run of the same --seed
-    target = build_callable(obj, init, spec.name)
+    sizes = {  # what a transformers class's config is built from: the sizes the user typed
+        "hidden": config.hidden if "hidden" in typed else None,
+        "heads": config.heads if "heads" in typed else None,
+        "kv_heads": config.kv_heads if "kv_heads" in typed else None,
+        "head_dim": config.head_dim_override if "head_dim_override" in typed else None,
+    }
+    target = build_callable(obj, init, spec.name, sizes)
     x = None
     if input_file is not None:
         from attntrace.files import read_npy

@@ -36,21 +36,24 @@ class UserStep:
 
 
 def run_user(
-    call: Callable[[Callable[[Any], Any]], Any],
+    call: Callable[[Callable[[Any], Any]], Any], into: tuple[str, ...] = ()
 ) -> tuple[tuple[UserStep, ...], np.ndarray]:
     """Run ``call(track)`` (the user's attention on ``track(x)``; ``track`` marks a numpy
-    input for capture) under capture: the captured steps with values, and what it returned,
-    as numpy. The user's exceptions become :class:`UserCodeError`."""
+    input for capture) under capture (with the ops of the packages ``into``): the captured
+    steps with values, and what it returned, as numpy. The user's exceptions become
+    :class:`UserCodeError`."""
     from attntrace.capturing.session import capture
 
     try:
-        with capture() as t:
+        with capture(into=into) as t:
             out = call(t.track)
     except AttntraceError:
         raise
     except (Exception, SystemExit) as exc:  # sys.exit() in the user's code is theirs too
+        from attntrace.capturing.runner import user_message
+
         raise UserCodeError(
-            f"the code under test raised {type(exc).__name__}: {exc}; "
+            f"the code under test raised {user_message(exc)}; "
             "run attntrace trace on it to see the shapes up to the failure"
         ) from exc
     kept = [(s, _numpy(s.value)) for s in t.steps if s.value is not None]

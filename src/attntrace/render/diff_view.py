@@ -47,6 +47,8 @@ def render_diff(report: DiffReport, console: Console) -> None:
             style="dim",
         )
     )
+    for note in report.notes:
+        console.print(Text(plain(note), style="dim"))
     console.print(diff_table(report, console.width))
     console.print(diagnosis_text(report))
 

@@ -93,6 +93,16 @@ Into = Annotated[
         show_default=False,
     ),
 ]
+NoInto = Annotated[
+    bool,
+    typer.Option(
+        "--no-into",
+        help="A library's class (transformers:LlamaAttention) as one row: do not record the ops "
+        "inside its package (recorded by default for such a target).",
+        rich_help_panel=CODE,
+        show_default=False,
+    ),
+]
 Array = Annotated[
     ArrayName | None,
     typer.Option(
@@ -210,6 +220,7 @@ def trace(
     input_file: TraceInput = None,
     axes: Axes = None,
     into: Into = None,
+    no_into: NoInto = False,
     fmt: TraceFormat = TraceFormatName.table,
     output_file: opt.DocumentFile = None,  # written by cli_errors: to_document
     timeout: Timeout = 60.0,
@@ -245,7 +256,8 @@ def trace(
             "array": array.value if array else None,
             "input_file": None if input_file is None else str(input_file),
         }
-        request = _target_request(target, parse_init(init or []), inputs, into or ())
+        packages = ("",) if no_into else tuple(into or ())  # ("",): none, even by default
+        request = _target_request(target, parse_init(init or []), inputs, packages)
     budget = None if max_memory is None else _size(max_memory)
     result = sandboxed(request, letters, timeout, table=fmt.value == "table", budget=budget)
     show(result, fmt.value, no_color, target)

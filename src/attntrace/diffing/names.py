@@ -1,0 +1,177 @@
+"""A module's attention weights read by its own names, before diff falls back on the order its
+forward calls its ``nn.Linear`` layers. Beside the schemes and layouts of
+:mod:`attntrace.files.schemes` and :mod:`attntrace.models.layouts` (nn.MultiheadAttention's
+``in_proj_weight``, q_proj … o_proj, BERT's query/key/value, GPT-2's Conv1D ``c_attn``,
+Falcon's ``query_key_value``, Phi-3's ``qkv_proj``), the names of the code people run:
+
+=====================  =====================================  ===============================
+code                   names                                  split
+=====================  =====================================  ===============================
+timm ``Attention``     qkv (3H, H), proj                      rows [q; k; v] (``reshape(B, N,
+                                                              3, h, d)``)
+vit-pytorch            to_qkv (3·h·d, H), to_out.0            ``chunk(3, dim=-1)``: [q; k; v]
+x-transformers         to_q, to_k and to_v or to_kv, to_out   to_kv's rows [k; v]
+nanoGPT                c_attn (3H, H) nn.Linear, c_proj       ``split(n_embd, dim=2)``: [q; k; v]
+T5 ``T5Attention``     q, k, v, o; relative_attention_bias    plain; the table as rel_bias
+=====================  =====================================  ===============================
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from attntrace.errors import InputFileError
+from attntrace.files.readers import LazyArrays, _float_array
+from attntrace.files.schemes import SCHEMES, Arrays, LayoutInfo, LoadedWeights, Scheme, load_layer
+
+if TYPE_CHECKING:
+    import numpy as np
+
+Params = dict[str, "np.ndarray | None"]
+
+
+def _get(layer: Arrays, path: Path, name: str) -> np.ndarray | None:
+    return _float_array(path, name, layer[name]) if name in layer else None
+
+
+def _need(layer: Arrays, path: Path, name: str) -> np.ndarray:
+    found = _get(layer, path, name)
+    if found is None:
+        raise InputFileError(f"{path}: {name} is missing; the layer needs all its projections")
+    return found
+
+
+def _thirds(w: np.ndarray | None) -> list[np.ndarray | None]:
+    import numpy as np
+
+    return [None] * 3 if w is None else [np.ascontiguousarray(p) for p in np.split(w, 3)]
+
+
+def _packed(layer: Arrays, path: Path, packed: str, out: tuple[str, ...]) -> Params:
+    """q, k, v stacked on the rows of ``packed``; the output projection the first of ``out``
+    that the module has."""
+    w_q, w_k, w_v = _thirds(_need(layer, path, f"{packed}.weight"))
+    b_q, b_k, b_v = _thirds(_get(layer, path, f"{packed}.bias"))
+    o = next((name for name in out if f"{name}.weight" in layer), out[0])
+    return {
+        "w_q": w_q,
+        "b_q": b_q,
+        "w_k": w_k,
+        "b_k": b_k,
+        "w_v": w_v,
+        "b_v": b_v,
+        "w_o": _need(layer, path, f"{o}.weight"),
+        "b_o": _get(layer, path, f"{o}.bias"),
+    }
+
+
+def timm(layer: Arrays, path: Path) -> Params:
+    """timm's ``qkv`` and ``proj``."""
+    return _packed(layer, path, "qkv", ("proj",))
+
+
+def to_qkv(layer: Arrays, path: Path) -> Params:
+    """vit-pytorch's ``to_qkv`` and ``to_out`` (a Linear, or Sequential(Linear, Dropout))."""
+    return _packed(layer, path, "to_qkv", ("to_out.0", "to_out"))
+
+
+def to_q(layer: Arrays, path: Path) -> Params:
+    """x-transformers' (and vit-pytorch's cross) ``to_q`` with ``to_k``/``to_v`` or a packed
+    ``to_kv`` whose rows are [k; v] (``to_kv(x).chunk(2, dim=-1)``)."""
+    import numpy as np
+
+    params: Params = {
+        "w_q": _need(layer, path, "to_q.weight"),
+        "b_q": _get(layer, path, "to_q.bias"),
+    }
+    if "to_kv.weight" in layer:
+        w, b = _need(layer, path, "to_kv.weight"), _get(layer, path, "to_kv.bias")
+        params["w_k"], params["w_v"] = (np.ascontiguousarray(p) for p in np.split(w, 2))
+        params["b_k"], params["b_v"] = (None, None) if b is None else np.split(b, 2)
+    else:
+        for c in "kv":
+            params[f"w_{c}"] = _need(layer, path, f"to_{c}.weight")
+            params[f"b_{c}"] = _get(layer, path, f"to_{c}.bias")
+    o = "to_out.0" if "to_out.0.weight" in layer else "to_out"
+    return {
+        **params,
+        "w_o": _need(layer, path, f"{o}.weight"),
+        "b_o": _get(layer, path, f"{o}.bias"),
+    }
+
+
+def c_attn(layer: Arrays, path: Path, info: LayoutInfo) -> Params:
+    """``c_attn``/``c_proj``: GPT-2's Conv1D (weight (in, out) = (H, 3H)) or nanoGPT's
+    nn.Linear (weight (out, in) = (3H, H))."""
+    from attntrace.models.layouts import gpt2
+
+    w = _need(layer, path, "c_attn.weight")
+    if w.ndim == 2 and w.shape[1] == 3 * w.shape[0]:
+        return gpt2(layer, path, info)  # Conv1D stores (in, out)
+    return _packed(layer, path, "c_attn", ("c_proj",))
+
+
+def t5_attention(layer: Arrays, path: Path) -> Params:
+    """A bare ``T5Attention``: q, k, v, o without biases; its relative bias table, if it has
+    one, as rel_bias."""
+    params: Params = {}
+    for c in "qkvo":
+        params[f"w_{c}"], params[f"b_{c}"] = _need(layer, path, f"{c}.weight"), None
+    table = _get(layer, path, "relative_attention_bias.weight")
+    return {**params, **({"rel_bias": table} if table is not None else {})}
+
+
+def _plain(split: Any) -> Any:
+    return lambda layer, path, info: split(layer, path)
+
+
+def _schemes() -> tuple[Scheme, ...]:
+    from attntrace.models.layouts import LAYOUTS
+
+    ours = (
+        Scheme("c_attn/c_proj (GPT-2 Conv1D, nanoGPT)", "c_attn.weight", _unused, c_attn),
+        Scheme("qkv/proj (timm)", "qkv.weight", _unused, _plain(timm)),
+        Scheme("to_qkv/to_out (vit-pytorch)", "to_qkv.weight", _unused, _plain(to_qkv)),
+        Scheme("to_q/to_kv/to_out (x-transformers)", "to_q.weight", _unused, _plain(to_q)),
+        Scheme("T5Attention q/k/v/o", "q.weight", _unused, _plain(t5_attention)),
+    )
+    return (*SCHEMES, *(s for s in LAYOUTS if s.marker != "c_attn.weight"), *ours)
+
+
+def _unused(layer: Arrays, path: Path) -> Params:
+    raise AssertionError("read with the scheme's split function")  # pragma: no cover
+
+
+def module_weights(module: Any, info: LayoutInfo) -> LoadedWeights | None:
+    """The attention weights of ``module`` by its own names (``info``: its head counts and
+    config, which the fused layouts need), or None when no name is known.
+
+    >>> import torch
+    >>> class Attention(torch.nn.Module):  # timm's names
+    ...     def __init__(self):
+    ...         super().__init__()
+    ...         self.qkv, self.proj = torch.nn.Linear(8, 24), torch.nn.Linear(8, 8)
+    >>> w = module_weights(Attention(), LayoutInfo(heads=2))
+    >>> w.scheme, w.params["w_k"].shape
+    ('qkv/proj (timm)', (8, 8))
+    """
+    from attntrace.files.schemes import torch_to_numpy
+
+    state = {k: v for k, v in module.state_dict().items() if v.is_floating_point()}
+    arrays = LazyArrays(state, lambda key: torch_to_numpy(state[key]))
+    path = Path(f"{type(module).__name__}.state_dict()")
+    try:
+        return load_layer(path, arrays, {}, _top(arrays), schemes=_schemes(), info=info)
+    except InputFileError as exc:
+        if "no attention weights in a known naming scheme" in str(exc):
+            return None
+        raise
+
+
+def _top(arrays: Mapping[str, Any]) -> str | None:
+    """The module's own layer (prefix ""), when its names are those of a scheme: its weights,
+    not those of a submodule that happens to hold a marker."""
+    markers = {s.marker for s in _schemes()}
+    return "" if any(key in markers for key in arrays) else None
