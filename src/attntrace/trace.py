@@ -121,6 +121,8 @@ class Step(Tensor):
     )
     # NaN and ±inf values it produced, over every repeat (-inf of masking not counted)
     nonfinite: int = 0
+    phase: str = "forward"  # "backward" for a gradient step (d_...) of a trace with --backward
+    saved: bool = False  # kept by the forward for the backward (traces with --backward)
 
     @property
     def formula(self) -> str:
@@ -176,6 +178,7 @@ class Trace:
     )
     origin: str = ""  # where the settings come from: --model DIR (layer N), typed overrides
     whole_model: ModelFigures | None = None  # L layers like this one (run --layers, --model)
+    training: Training | None = None  # the backward's figures (--backward), else None
 
     def __getitem__(self, name: str) -> Step:
         for step in self.steps:
@@ -310,6 +313,37 @@ class Trace:
             "kv_cache_bytes_per_token": self.kv_cache_bytes_per_token,
             "score_bytes": self.score_bytes,
         }
+
+
+@dataclass(frozen=True, kw_only=True)
+class Training:
+    """What one layer's backward costs and what its forward keeps for it, for the algorithm
+    traced and its alternatives (``backward`` of ``--format json``, schema version 2).
+
+    ``saved_bytes`` are the bytes of the steps marked ``saved`` (eager attention's, as autograd
+    keeps them; x alone with ``recompute``); ``peak_bytes`` the most bytes alive in the
+    backward: the saved steps, the live gradients and the parameters' gradients."""
+
+    d_output: str  # "seeded" (drawn from the seed) or "given" (--grad-output)
+    recompute: bool  # --recompute: the forward keeps x alone and runs again in the backward
+    saved_bytes: int
+    peak_bytes: int
+    forward_flops: int
+    backward_flops: int  # the gradient steps' (and the forward's again with --recompute)
+    eager_saved_bytes: int  # what eager attention keeps (the weights among them)
+    flash_saved_bytes: int  # flash: x, q, k, v, the output and the log-sum-exp (B, h, S)
+    flash_lse_bytes: int
+    flash_tiles: int  # (S, N) tiles flash's backward makes again (FlashAttention-2's order)
+    flash_recompute_flops: int  # their scores and exponentials
+    recompute_saved_bytes: int  # --recompute: the layer's input(s) alone
+    megatron_bytes: int  # 11·s·b·h + 5·a·s²·b (16-bit, dropout included)
+    ours_16bit_bytes: int  # eager_saved_bytes at 2 bytes an element
+    megatron_terms: tuple[tuple[str, int], ...]  # megatron - ours, term by term (bytes)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The figures as plain JSON-ready values."""
+        out = {k: v for k, v in self.__dict__.items() if k != "megatron_terms"}
+        return {**out, "megatron_terms": dict(self.megatron_terms)}
 
 
 #: Parameters one layer holds for every layer: T5's relative bias table lives in block 0 only.

@@ -1,0 +1,120 @@
+"""The backward steps (attntrace.engine.backward) against torch autograd: every gradient, the
+saved bytes, the FLOPs by hand, the refusals."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from attntrace import AttentionConfig, trace_attention
+
+torch = pytest.importorskip("torch")
+
+from tests.engine.torch_backward import autograd_of  # noqa: E402
+
+
+def _grads(trace):  # type: ignore[no-untyped-def]
+    names = ["d_x", "d_x_kv", *(f"d_{p.name}" for p in trace.parameters)]
+    return {n: trace[n].value for n in names if n in trace}
+
+
+VARIANTS = {
+    "plain": {},
+    "batched": {"batch": 2},
+    "causal": {"batch": 2, "causal": True},
+    "window": {"causal": True, "window": 2},
+    "gqa": {"batch": 2, "kv_heads": 2},
+    "mqa": {"kv_heads": 1, "causal": True},
+    "rope": {"rope": True},
+    "rope_gqa": {"batch": 2, "rope": True, "kv_heads": 2, "causal": True},
+    "rope_pairs": {"rope": True, "rope_style": "interleaved"},
+    "rope_partial": {"rope": True, "rotary_dims": 2},
+    "cross": {"batch": 2, "kv_seq": 7, "kv_hidden": 12},
+    "softcap": {"softcap": 2.0, "causal": True},
+    "no_bias": {"bias": False, "kv_heads": 2},
+}
+
+
+@pytest.mark.parametrize("variant", sorted(VARIANTS))
+def test_gradients_equal_autograd_float64(variant: str) -> None:
+    config = AttentionConfig(
+        seq=5, hidden=16, heads=4, dtype="float64", seed=3, **VARIANTS[variant]
+    )
+    trace = trace_attention(config, backward=True)
+    want, saved = autograd_of(trace)
+    got = _grads(trace)
+    assert set(got) == set(want)
+    for name, value in want.items():
+        np.testing.assert_allclose(got[name], value, rtol=1e-10, atol=1e-12, err_msg=name)
+    assert trace.training is not None
+    assert trace.training.saved_bytes == saved  # what autograd keeps, one count per storage
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    batch=st.sampled_from([None, 1, 2]),
+    seq=st.integers(1, 6),
+    heads=st.sampled_from([1, 2, 4]),
+    d=st.sampled_from([2, 4]),
+    groups=st.sampled_from([1, 2, 4]),
+    causal=st.booleans(),
+    rope=st.booleans(),
+    kv_seq=st.sampled_from([None, 3]),
+    seed=st.integers(0, 9),
+)
+def test_gradients_equal_autograd_over_configs(
+    batch: int | None,
+    seq: int,
+    heads: int,
+    d: int,
+    groups: int,
+    causal: bool,
+    rope: bool,
+    kv_seq: int | None,
+    seed: int,
+) -> None:
+    groups = min(groups, heads)
+    config = AttentionConfig(
+        batch=batch,
+        seq=seq,
+        hidden=heads * d,
+        heads=heads,
+        kv_heads=groups if groups != heads else None,
+        causal=causal and kv_seq is None,
+        rope=rope and kv_seq is None,
+        kv_seq=kv_seq,
+        dtype="float64",
+        seed=seed,
+    )
+    trace = trace_attention(config, backward=True)
+    want, saved = autograd_of(trace)
+    for name, value in want.items():
+        np.testing.assert_allclose(trace[name].value, value, rtol=1e-10, atol=1e-12, err_msg=name)
+    assert trace.training is not None
+    assert trace.training.saved_bytes == saved
+
+
+def test_float32_gradients_within_verify_tolerance(compute_backend: str) -> None:
+    from attntrace.tools.verify import tolerance
+
+    config = AttentionConfig(batch=2, seq=8, hidden=32, heads=4, kv_heads=2, rope=True, causal=True)
+    trace = trace_attention(config, compute_backend, backward=True)
+    want, _ = autograd_of(trace, wide=True)  # float64 autograd on the same float32 numbers
+    tol = tolerance(config)
+    for name, value in want.items():
+        scale = max(1.0, float(np.abs(value).max()))  # verify's atol is relative to the largest
+        np.testing.assert_allclose(
+            trace[name].value, value, rtol=tol.rtol, atol=tol.atol * scale, err_msg=name
+        )
+
+
+def test_torch_backend_float64_equals_autograd() -> None:
+    config = AttentionConfig(
+        batch=2, seq=5, hidden=16, heads=4, kv_heads=2, softcap=3.0, causal=True, dtype="float64"
+    )
+    trace = trace_attention(config, "torch", backward=True)
+    want, _ = autograd_of(trace)
+    for name, value in want.items():
+        np.testing.assert_allclose(trace[name].value, value, rtol=1e-10, atol=1e-12, err_msg=name)
