@@ -21,6 +21,9 @@ Shape = tuple[int, ...]
 
 #: The ``schema`` value of :meth:`Trace.to_dict`; bumped only when a documented key changes.
 SCHEMA_ID = "attntrace.trace/1"
+#: The ``schema`` of a trace with backward steps (``--backward``): version 1 plus each step's
+#: ``pass`` and ``saved``, and the ``backward`` section (``trace-2.schema.json``).
+SCHEMA_ID_2 = "attntrace.trace/2"
 
 
 @dataclass(frozen=True)
@@ -290,15 +293,17 @@ class Trace:
         (13824, 6912, '2·h·S·S·d', 432)
         """
         axis_sizes = {**self.config.axis_sizes(), **self.config.tile_sizes()}
+        two = self.training is not None
         return {
-            "schema": SCHEMA_ID,
+            "schema": SCHEMA_ID_2 if two else SCHEMA_ID,
             "config": {**self.config.to_dict(), "backend": self.backend, "axis_sizes": axis_sizes},
-            "steps": [_step_dict(s) for s in self.steps],
+            "steps": [_step_dict(s, two) for s in self.steps],
             "params": [_param_dict(p) for p in self.parameters],
             "totals": self._totals_dict(),
             "notes": list(self.notes),
             **({"origin": self.origin} if self.origin else {}),
             **({"whole_model": self.whole_model.to_dict()} if self.whole_model else {}),
+            **({"backward": self.training.to_dict()} if self.training else {}),
         }
 
     def _totals_dict(self) -> dict[str, Any]:
@@ -362,6 +367,9 @@ class ModelFigures:
     params: int  # elements of all layers' attention parameters (a shared table counted once)
     kv_cache_bytes: int  # L * B * N * 2 (k, v) * g * d * itemsize
     flops: int  # L * the trace's FLOPs: one forward of every layer's attention
+    saved_bytes: int | None = None  # --backward: L * what one layer keeps for the backward
+    backward_flops: int | None = None  # --backward: L * one layer's backward
+    train_flops_per_token: float | None = None  # (forward + backward) / (B·S)
 
     def to_dict(self) -> dict[str, Any]:
         """The figures as plain JSON-ready values (``whole_model`` of ``--format json``).
@@ -381,6 +389,11 @@ class ModelFigures:
             "kv_cache_bytes": self.kv_cache_bytes,
             "flops": self.flops,
             "macs": exact_count(self.flops, "macs"),
+            **{
+                key: value
+                for key in ("saved_bytes", "backward_flops", "train_flops_per_token")
+                if (value := getattr(self, key)) is not None
+            },
         }
 
 
@@ -409,8 +422,28 @@ def model_figures(trace: Trace, layers: int) -> ModelFigures:
         dtype=cfg.dtype,
         params=layers * (trace.param_count - shared) + shared,
         kv_cache_bytes=layers * cfg.kv_cache_bytes(tokens=batch * cfg.keys),
-        flops=layers * trace.total_flops,
+        flops=layers * forward_flops(trace),
+        **_training_figures(trace, layers, batch * cfg.seq),
     )
+
+
+def forward_flops(trace: Trace) -> int:
+    """The FLOPs of the forward steps alone (a trace with --backward holds both passes)."""
+    return sum(s.flops for s in trace.steps if s.phase == "forward")
+
+
+def _training_figures(trace: Trace, layers: int, tokens: int) -> dict[str, Any]:
+    """--backward: what L layers keep for the backward, their backward FLOPs, and the FLOPs of
+    one training step per token (forward and backward of every layer)."""
+    t = trace.training
+    if t is None:
+        return {}
+    per_token = layers * (t.forward_flops + t.backward_flops) / tokens
+    return {
+        "saved_bytes": layers * t.saved_bytes,
+        "backward_flops": layers * t.backward_flops,
+        "train_flops_per_token": per_token,
+    }
 
 
 class UnknownStepError(AttntraceError, KeyError):
@@ -427,7 +460,8 @@ class UnknownStepError(AttntraceError, KeyError):
         return str(self.args[0])
 
 
-def _step_dict(step: Step) -> dict[str, Any]:
+def _step_dict(step: Step, two: bool = False) -> dict[str, Any]:
+    extra = {"pass": step.phase, "saved": step.saved} if two else {}
     return {
         "index": step.index,
         "name": step.name,
@@ -442,6 +476,7 @@ def _step_dict(step: Step) -> dict[str, Any]:
         "formula": step.formula,
         "repeat": step.repeat,
         "nonfinite": step.nonfinite,
+        **extra,
     }
 
 

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 from attntrace.config.attention_config import AttentionConfig
 from attntrace.engine.parallel import map_parts
 from attntrace.render.pooling import POOLING, Pooled, block_starts, pool, span_labels
-from attntrace.trace import Trace
+from attntrace.trace import ModelFigures, Trace
 from attntrace.units import (
     format_axes,
     format_bytes,
@@ -113,6 +113,10 @@ def trace_pieces(
         pieces.append(cache)
     if (whole := whole_model_table(trace, count, tight=tight)) is not None:
         pieces += [NewLine(), whole]
+    if trace.training is not None:
+        from attntrace.render.training import training_table
+
+        pieces += [NewLine(), training_table(trace, tight=tight)]
     pieces += [NewLine(), *_attention(trace, head, batch_item, width)]
     pieces += [Text(f"warning: {note}", "yellow") for note in trace.notes]
     if values:
@@ -335,7 +339,24 @@ def whole_model_rows(trace: Trace, count: str = "flops") -> list[tuple[str, str,
     return [
         ("parameters", format_count(f.params), f"{f.params:,}"),
         (f"KV cache ({f.dtype})", cache, "L·B·N·2·g·d·bytes"),
-        (f"{unit} per forward", flops, "L x the total above"),
+        (f"{unit} per forward", flops, "L x the forward steps above"),
+        *_whole_training_rows(f, count),
+    ]
+
+
+def _whole_training_rows(f: ModelFigures, count: str) -> list[tuple[str, str, str]]:
+    """--backward: what every layer keeps for the backward, its FLOPs, per training token."""
+    if f.saved_bytes is None or f.backward_flops is None or f.train_flops_per_token is None:
+        return []
+    unit = "MACs" if count == "macs" else "FLOPs"
+    return [
+        ("saved for the backward", format_bytes(f.saved_bytes), "L x one layer's"),
+        (f"{unit} per backward", format_count(in_unit(f.backward_flops, count)), "L x one layer's"),
+        (
+            f"{unit} per training token",
+            format_count(in_unit(round(f.train_flops_per_token), count)),
+            "L x (forward + backward) / (B·S)",
+        ),
     ]
 
 
