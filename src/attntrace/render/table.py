@@ -113,10 +113,8 @@ def trace_pieces(
         pieces.append(cache)
     if (whole := whole_model_table(trace, count, tight=tight)) is not None:
         pieces += [NewLine(), whole]
-    if trace.training is not None:
-        from attntrace.render.training import training_table
-
-        pieces += [NewLine(), training_table(trace, tight=tight)]
+    if (training := training_table(trace, tight=tight)) is not None:
+        pieces += [NewLine(), training]
     pieces += [NewLine(), *_attention(trace, head, batch_item, width)]
     pieces += [Text(f"warning: {note}", "yellow") for note in trace.notes]
     if values:
@@ -308,6 +306,21 @@ def whole_model_table(trace: Trace, count: str = "flops", *, tight: bool = False
     table.add_column("", justify="right")
     table.add_column("", style="dim")
     for row in whole_model_rows(trace, count):
+        table.add_row(*row)
+    return table
+
+
+def training_table(trace: Trace, *, tight: bool = False) -> Table | None:
+    """The figures of the backward (--backward) as a table; None without them."""
+    if trace.training is None:
+        return None
+    from attntrace.render.training import training_rows
+
+    table = _table(f"training: d_output {trace.training.d_output}", tight=tight)
+    table.add_column("backward")
+    table.add_column("", justify="right")
+    table.add_column("", style="dim")
+    for row in training_rows(trace):
         table.add_row(*row)
     return table
 

@@ -9,8 +9,6 @@ from typing import TYPE_CHECKING
 from attntrace.units import format_bytes, format_count
 
 if TYPE_CHECKING:
-    from rich.table import Table
-
     from attntrace.trace import Trace
 
 
@@ -60,18 +58,3 @@ def training_rows(trace: Trace) -> list[tuple[str, str, str]]:
         ),
     ]
 
-
-def training_table(trace: Trace, *, tight: bool = False) -> Table | None:
-    """:func:`training_rows` as a table (None without --backward)."""
-    rows = training_rows(trace)
-    if not rows:
-        return None
-    from attntrace.render.table import _table
-
-    table = _table(f"training: d_output {trace.training and trace.training.d_output}", tight=tight)
-    table.add_column("backward")
-    table.add_column("", justify="right")
-    table.add_column("", style="dim")
-    for row in rows:
-        table.add_row(*row)
-    return table
