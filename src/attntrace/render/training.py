@@ -24,7 +24,9 @@ def training_rows(trace: Trace) -> list[tuple[str, str, str]]:
     if f is None:
         return []
     saved = ", ".join(s.name for s in trace.steps if s.saved)
-    terms = "; ".join(f"{name} {format_bytes(b)}" for name, b in f.megatron_terms if b)
+    terms = "; ".join(
+        f"{name} {'−' if b < 0 else ''}{format_bytes(abs(b))}" for name, b in f.megatron_terms if b
+    )
     mode = "--recompute" if f.recompute else "eager"
     return [
         (f"saved for the backward ({mode})", format_bytes(f.saved_bytes), saved),
