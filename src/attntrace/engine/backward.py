@@ -162,7 +162,7 @@ def backward_steps(
         "∂L/∂output" + (" (given)" if d_output is not None else " (seeded normal)"),
         out.axes,
     )  # (B, S, H)
-    mask = forward["mask"] if "mask" in forward else None
+    mask = next((s for s in forward.steps if s.name == "mask"), None)
     _backward(chain, cast("Backend[T]", rec.meter), rec, d_out, mask=mask)
     return rec.finish()
 

@@ -59,4 +59,3 @@ def training_rows(trace: Trace) -> list[tuple[str, str, str]]:
             f"backward = {f.backward_flops / max(f.forward_flops, 1):.2f} x forward",
         ),
     ]
-
