@@ -3,7 +3,8 @@
     python benchmarks/bench_backward.py            # (B, S, H, h) = (1, 2048, 1024, 16)
     python benchmarks/bench_backward.py --quick    # (1, 256, 128, 4), a smoke test
 
-Candidate: ``attntrace.engine.backward.backward_steps`` on the numpy backend, from a forward
+Candidate: ``attntrace.engine.backward.backward_steps`` on the numpy backend (keeping no
+values: autograd keeps none either), from a forward
 trace that kept its values (the backward alone is timed). Baseline: torch autograd's backward
 through ``F.linear`` + ``F.scaled_dot_product_attention`` (math kernel on CPU) on the same
 arrays and the same d_output (the forward alone is not timed). Interleaved runs; medians.
@@ -38,7 +39,7 @@ def main() -> None:
     d_out = np.random.default_rng(0).standard_normal((B, S, H)).astype(np.float32)
 
     def ours() -> None:
-        backward_steps(forward, numpy, d_output=d_out, keep_values=True)
+        backward_steps(forward, numpy, d_output=d_out, keep_values=False)
 
     leaves = {"x": forward["x"].value, **forward.params}
 

@@ -118,3 +118,13 @@ def test_torch_backend_float64_equals_autograd() -> None:
     want, _ = autograd_of(trace)
     for name, value in want.items():
         np.testing.assert_allclose(trace[name].value, value, rtol=1e-10, atol=1e-12, err_msg=name)
+
+
+def test_keeping_one_gradient_gives_the_same_values() -> None:
+    config = AttentionConfig(batch=2, seq=6, hidden=16, heads=4, causal=True, dtype="float64")
+    whole = trace_attention(config, backward=True)
+    one = trace_attention(config, backward=True, keep_values={"d_x", "d_w_q"})
+    np.testing.assert_allclose(one["d_x"].value, whole["d_x"].value, rtol=1e-12, atol=0)
+    np.testing.assert_allclose(one["d_w_q"].value, whole["d_w_q"].value, rtol=1e-12, atol=0)
+    assert one["d_weights"].value is None
+    assert one["weights"].value is None  # read by the backward, then dropped

@@ -130,10 +130,11 @@ def backward_steps(
     be: Backend[T],
     *,
     d_output: np.ndarray | None = None,
-    keep_values: bool = True,
+    keep_values: bool | Collection[str] = True,
 ) -> tuple[Step, ...]:
     """The backward steps of ``forward`` (a trace whose saved steps kept their values on a
-    computing backend), from ``d_output`` (default: standard normal drawn from the seed).
+    computing backend), from ``d_output`` (default: standard normal drawn from the seed),
+    keeping the values of ``keep_values`` (True, False or step names).
 
     >>> from attntrace import AttentionConfig, trace_attention
     >>> from attntrace.backends import get_backend
@@ -146,7 +147,7 @@ def backward_steps(
     """
     config = forward.config
     check_backward(config)
-    keep = keep_values and be.computes
+    keep = keep_values if be.computes else False
     rec: Recorder[T] = Recorder(be, config, keep)
     fwd = {s.name: _tensor(be, s) for s in forward.steps if s.name in _READ}
     fwd |= {p.name: _tensor(be, p) for p in forward.parameters}
@@ -228,9 +229,14 @@ def _through_softmax(
     )
     d_v = be.matmul(be.transpose(weights, -2, -1), d_context)  # (B, h, N, d)
     d_v = rec.step(f"d_{v_name}", d_v, "weightsᵀ @ d_context", c.ax("h", N, "d"), contract="S")
-    rows = be.reduce_sum(be.mul(d_weights, weights))  # (B, h, S)
+    product = be.mul(d_weights, weights)  # (B, h, S, N)
+    rows = be.reduce_sum(product)  # (B, h, S)
     rows = be.reshape(rows, (*be.shape(rows), 1))  # (B, h, S, 1)
-    d_logits = be.mul(weights, be.binary("sub", d_weights, rows))  # (B, h, S, N)
+    # nobody reads d_weights or the product again: one (S, N) buffer instead of three
+    spare = be.computes and not rec.keeps("d_weights")
+    d_logits = be.binary("sub", d_weights, rows, inplace=spare)  # (B, h, S, N)
+    d_logits = be.binary("mul", d_logits, weights, inplace=spare)  # (B, h, S, N)
+    del product
     rec.meter.discard()  # mul, row sum, sub, mul: 4 per element, in the step's letters
     for _ in range(4):
         rec.meter.charge("binary", out=d_logits)
@@ -425,7 +431,7 @@ def with_backward(
     >>> t["d_x"].phase, t["weights"].saved, t.training.saved_bytes
     ('backward', True, 768)
     """
-    bwd = backward_steps(forward, be, d_output=grad_output, keep_values=keep_values is True)
+    bwd = backward_steps(forward, be, d_output=grad_output, keep_values=keep_values)
     config, names = forward.config, forward.names
     bool_mask = "mask" in forward and forward["mask"].dtype == "bool"
     eager = set(saved_names(config, names, bool_mask))
