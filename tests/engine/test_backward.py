@@ -12,7 +12,7 @@ from attntrace import AttentionConfig, trace_attention
 
 torch = pytest.importorskip("torch")
 
-from tests.engine.torch_backward import autograd_of  # noqa: E402
+from attntrace.tools.gradients import eager_autograd as autograd_of  # noqa: E402
 
 
 def _grads(trace):  # type: ignore[no-untyped-def]
