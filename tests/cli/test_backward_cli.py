@@ -85,3 +85,12 @@ def test_check_reads_goldens_of_both_versions(tmp_path: Path) -> None:
     assert code == 0, out
     code, out, _ = run_cli("check", *SIZES, "--backward", "--expect", "d_scores=h,S,1")
     assert code == 1
+
+
+def test_report_backward_has_the_training_section(tmp_path: Path) -> None:
+    out = tmp_path / "report.html"
+    code, _, err = run_cli("report", "--out", str(out), *SIZES, "--backward")
+    assert code == 0, err
+    page = out.read_text()
+    assert "Training: the backward" in page
+    assert "d_scores" in page
