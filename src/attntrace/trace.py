@@ -344,11 +344,17 @@ class Training:
     megatron_bytes: int  # 11·s·b·h + 5·a·s²·b (16-bit, dropout included)
     ours_16bit_bytes: int  # eager_saved_bytes at 2 bytes an element
     megatron_terms: tuple[tuple[str, int], ...]  # megatron - ours, term by term (bytes)
+    #: kept for the backward but no step (T5's one-hot of the buckets): (name, bytes)
+    saved_extra: tuple[tuple[str, int], ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         """The figures as plain JSON-ready values."""
-        out = {k: v for k, v in self.__dict__.items() if k != "megatron_terms"}
-        return {**out, "megatron_terms": dict(self.megatron_terms)}
+        out = {k: v for k, v in self.__dict__.items() if k not in ("megatron_terms", "saved_extra")}
+        return {
+            **out,
+            "megatron_terms": dict(self.megatron_terms),
+            "saved_extra": dict(self.saved_extra),
+        }
 
 
 #: Parameters one layer holds for every layer: T5's relative bias table lives in block 0 only.

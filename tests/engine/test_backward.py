@@ -34,6 +34,8 @@ VARIANTS = {
     "cross": {"batch": 2, "kv_seq": 7, "kv_hidden": 12},
     "softcap": {"softcap": 2.0, "causal": True},
     "no_bias": {"bias": False, "kv_heads": 2},
+    "t5": {"relative_bias": "8,16", "batch": 2},
+    "t5_causal": {"relative_bias": "8,16", "causal": True, "scale": 1.0},
 }
 
 

@@ -122,7 +122,6 @@ def test_shape_backend_answers_a_long_backward_without_torch() -> None:
     ("fields", "named"),
     [
         ({"qk_norm": "head"}, "--qk-norm"),
-        ({"relative_bias": "32,128"}, "--relative-bias"),
         ({"algorithm": "flash"}, "--algorithm flash"),
     ],
 )
@@ -138,3 +137,16 @@ def test_grad_output_of_another_shape_is_refused() -> None:
         trace_attention(
             AttentionConfig(seq=4, hidden=8, heads=2), backward=True, grad_output=np.ones((3, 8))
         )
+
+
+def test_t5_table_gradient_and_its_one_hot_in_the_saved_bytes() -> None:
+    config = AttentionConfig(batch=2, seq=6, hidden=8, heads=2, relative_bias="8,16")
+    t = trace_attention(config, "shape", backward=True)
+    assert t["d_rel_bias"].shape == (8, 2)
+    assert t["d_rel_bias"].flops == 2 * 8 * 2 * 6 * 6  # onehotᵀ (buckets, S·N) @ (S·N, h)
+    assert t["d_position_bias"].flops == 2 * 2 * 6 * 6  # the sum over B
+    f = t.training
+    assert f is not None
+    assert dict(f.saved_extra) == {"rel_onehot": 6 * 6 * 8 * 4}
+    assert f.saved_bytes == sum(s.nbytes for s in t.steps if s.saved) + 6 * 6 * 8 * 4
+    assert sum(dict(f.megatron_terms).values()) == f.megatron_bytes - f.ours_16bit_bytes

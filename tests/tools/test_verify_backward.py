@@ -27,6 +27,7 @@ runner = CliRunner()
         {"kv_heads": 1, "rope": True},
         {"kv_seq": 5, "kv_hidden": 6},
         {"softcap": 2.0, "scale": 0.3},
+        {"relative_bias": "8,16", "batch": 2, "causal": True},
     ],
 )
 def test_verify_backward_passes_for_each_variant(fields: dict[str, object]) -> None:

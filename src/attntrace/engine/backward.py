@@ -18,7 +18,8 @@ Variants: the mask zeroes the gradient where it hid a key (``where(mask, d_maske
 soft-cap multiplies by ``1 − (capped/c)²``, grouped-query attention sums the gradients of the
 h/g query heads that shared a key/value head, RoPE rotates back (``d_q = d_q_rot·cos −
 rotate_half(d_q_rot·sin)``), cross-attention's keys and values give ``d_x_kv``. q/k norm, T5's
-bias table and the flash algorithm's tiled backward are refused (:func:`check_backward`).
+the flash algorithm's tiled backward are refused (:func:`check_backward`). T5's bias
+table gets its gradient: each bucket's sum over its (query, key) pairs.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from attntrace.backends.base import Backend, Source
 from attntrace.engine.costs import peak_live_bytes
 from attntrace.engine.inputs import normal_source, param_axes
 from attntrace.engine.recorder import Recorder
+from attntrace.engine.relative import relative_sources
 from attntrace.errors import ConfigError
 from attntrace.trace import Training
 
@@ -55,7 +57,6 @@ __all__ = [
 #: Variants whose backward is not written yet: ``--backward`` refuses them in one line.
 BACKWARD_REFUSED: dict[str, str] = {
     "qk_norm": "--qk-norm",
-    "relative_bias": "--relative-bias (T5's table)",
     "flash": "--algorithm flash (its tiled backward)",
 }
 
@@ -73,7 +74,6 @@ def check_backward(config: AttentionConfig) -> None:
     """
     on = {
         "qk_norm": config.qk_norm is not None,
-        "relative_bias": config.relative_bias is not None,
         "flash": config.algorithm == "flash",
     }
     for variant, is_on in on.items():
@@ -151,6 +151,7 @@ def backward_steps(
     rec: Recorder[T] = Recorder(be, config, keep)
     fwd = {s.name: _tensor(be, s) for s in forward.steps if s.name in _READ}
     fwd |= {p.name: _tensor(be, p) for p in forward.parameters}
+    fwd |= {name: be.tensor(source) for name, source in relative_sources(config).items()}
     for s in forward.steps:
         if s.name in fwd:
             rec.registry.add(fwd[s.name], s.name, s.axes)
@@ -246,9 +247,16 @@ def _through_softmax(
 
 
 def _softmax_input(config: AttentionConfig, masked: bool) -> str:
-    """The name of the step the softmax read: masked, capped or scaled."""
+    """The name of the step the softmax read: masked, biased, capped or scaled."""
     if masked:
         return "masked"
+    return _below_mask(config)
+
+
+def _below_mask(config: AttentionConfig) -> str:
+    """The step the mask read: biased (T5), capped or scaled."""
+    if config.relative_bias is not None:
+        return "biased"
     return "capped" if config.softcap is not None else "scaled"
 
 
@@ -256,13 +264,17 @@ def _to_scores(c: _Chain, be: Backend[T], rec: Recorder[T], d_logits: T, mask: S
     """Back through the mask (zeroed where it hid a key), the soft-cap and the scale."""
     cfg, hSN = c.config, c.ax("h", "S", c.config.labels().keys)
     d = d_logits  # (B, h, S, N)
-    below = "capped" if cfg.softcap is not None else "scaled"
+    below = _below_mask(cfg)
     if mask is not None:
         if mask.dtype == "bool":
             d = be.where(c.fwd["mask"], d, 0.0)  # (B, h, S, N): no gradient where it hid a key
             d = rec.step(f"d_{below}", d, "where(mask, d_masked, 0)", hSN)
         else:  # an added mask has a gradient of one: the same values
             d = rec.view(f"d_{below}", d, "d_masked (an added mask passes it on)", hSN)
+    if cfg.relative_bias is not None:
+        _relative_back(c, be, rec, d)
+        below = "capped" if cfg.softcap is not None else "scaled"
+        d = rec.view(f"d_{below}", d, "d_biased (the bias is added: the same gradient)", hSN)
     if cfg.softcap is not None:
         cap = cfg.softcap
         t = be.scale(c.fwd["capped"], 1.0 / cap)  # (B, h, S, N): tanh(scaled / c)
@@ -270,6 +282,29 @@ def _to_scores(c: _Chain, be: Backend[T], rec: Recorder[T], d_logits: T, mask: S
         d = rec.step("d_scaled", d, f"d_capped ⊙ (1 − (capped / {cap:g})²)", hSN)
     d_scores = be.scale(d, cfg.score_scale)  # (B, h, S, N)
     return rec.step("d_scores", d_scores, f"d_scaled * {cfg.score_scale:.6g}", hSN)
+
+
+def _relative_back(c: _Chain, be: Backend[T], rec: Recorder[T], d_biased: T) -> None:
+    """T5: the bias's gradient summed over the batch, then each bucket's over its (i, j)
+    pairs: d_rel_bias = onehotᵀ @ d_position_bias (buckets, h)."""
+    cfg, N = c.config, c.config.labels().keys
+    S, h = cfg.seq, cfg.heads
+    d = d_biased  # (B, h, S, N)
+    if c.lead:  # (B, h·S·N) -> (h·S·N, B) -> summed over B
+        columns = be.transpose(be.reshape(d, (cfg.batch or 1, h * S * cfg.keys)), 0, 1)
+        d = be.reshape(be.reduce_sum(columns), (h, S, cfg.keys))  # (h, S, N)
+        rec.meter.discard()  # one add per summed element, in the step's letters
+        rec.meter.charge("reduce_sum", columns, out=d)
+        d = rec.step("d_position_bias", d, "d_biased.sum(0)", ("h", "S", N), contract="B")
+    else:
+        d = rec.view("d_position_bias", d, "d_biased", ("h", "S", N))
+    pairs = be.reshape(be.transpose(be.transpose(d, 0, 2), 0, 1), (S * cfg.keys, h))  # (S·N, h)
+    onehot = c.fwd["rel_onehot"]  # (S, N, buckets)
+    rows = be.reshape(onehot, (S * cfg.keys, be.shape(onehot)[-1]))  # (S·N, buckets)
+    d_table = be.matmul(be.transpose(rows, 0, 1), pairs)  # (buckets, h)
+    axes = param_axes(cfg)["rel_bias"]
+    op = "rel_onehotᵀ @ d_position_bias (each bucket's pairs summed)"
+    rec.step("d_rel_bias", d_table, op, axes, contract=f"S·{N}")
 
 
 def _to_heads(c: _Chain, be: Backend[T], rec: Recorder[T], d_scores: T, d_v: T) -> tuple[T, T, T]:
@@ -447,6 +482,18 @@ def with_backward(
     n = len(steps)
     steps += tuple(replace(s, index=n + s.index, phase="backward") for s in bwd)
     training = _figures(forward, bwd, flash, eager, inputs, recompute, grad_output is not None)
+    if config.relative_bias is not None:  # the one-hot that picks the table's rows (no step)
+        onehot = relative_sources(config)["rel_onehot"]
+        extra = math.prod(onehot.shape)
+        training = replace(
+            training,
+            saved_bytes=training.saved_bytes + (0 if recompute else extra * config.itemsize),
+            eager_saved_bytes=training.eager_saved_bytes + extra * config.itemsize,
+            peak_bytes=training.peak_bytes + extra * config.itemsize,
+            ours_16bit_bytes=training.ours_16bit_bytes + 2 * extra,
+            megatron_terms=_add_term(training.megatron_terms, -2 * extra),
+            saved_extra=(("rel_onehot", extra * config.itemsize),),
+        )
     return replace(forward, steps=steps, training=training)
 
 
@@ -519,3 +566,8 @@ def _megatron(
         ("kept by our variants", -sum(b16(n) for n in eager - layout - {"weights"})),
     )
     return megatron, terms, ours
+
+
+def _add_term(terms: tuple[tuple[str, int], ...], extra: int) -> tuple[tuple[str, int], ...]:
+    """``terms`` with ``extra`` added to the variants' term."""
+    return tuple((n, b + extra if n == "kept by our variants" else b) for n, b in terms)

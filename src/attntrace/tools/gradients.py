@@ -138,6 +138,11 @@ def _eager(trace: Trace, p: dict[str, Any]) -> Any:
     s = (q @ k.transpose(-2, -1)) * cfg.score_scale  # (B, h, S, N)
     if cfg.softcap is not None:
         s = cfg.softcap * torch.tanh(s / cfg.softcap)
+    if cfg.relative_bias is not None:  # T5: the table's rows picked by a one-hot product
+        from attntrace.engine.relative import relative_sources
+
+        onehot = torch.tensor(relative_sources(cfg)["rel_onehot"].make()).to(s.dtype)
+        s = s + (onehot @ p["rel_bias"]).permute(2, 0, 1)  # (S, N, h) -> (h, S, N)
     if "mask" in trace:
         mask = torch.tensor(trace["mask"].value)
         s = torch.where(mask, s, -math.inf) if mask.dtype == torch.bool else s + mask.to(s.dtype)
