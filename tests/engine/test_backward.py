@@ -130,3 +130,42 @@ def test_keeping_one_gradient_gives_the_same_values() -> None:
     np.testing.assert_allclose(one["d_w_q"].value, whole["d_w_q"].value, rtol=1e-12, atol=0)
     assert one["d_weights"].value is None
     assert one["weights"].value is None  # read by the backward, then dropped
+
+
+@settings(max_examples=10, deadline=None)
+@given(
+    batch=st.sampled_from([None, 2]),
+    seq=st.integers(1, 5),
+    groups=st.sampled_from([1, 2, 4]),
+    causal=st.booleans(),
+    rope=st.booleans(),
+    softcap=st.sampled_from([None, 3.0]),
+    relative=st.booleans(),
+)
+def test_torch_backend_gradients_over_configs(
+    batch: int | None,
+    seq: int,
+    groups: int,
+    causal: bool,
+    rope: bool,
+    softcap: float | None,
+    relative: bool,
+) -> None:
+    config = AttentionConfig(
+        batch=batch,
+        seq=seq,
+        hidden=16,
+        heads=4,
+        kv_heads=groups if groups != 4 else None,
+        causal=causal,
+        rope=rope,
+        softcap=softcap,
+        relative_bias="8,16" if relative else None,
+        dtype="float64",
+    )
+    trace = trace_attention(config, "torch", backward=True)
+    want, saved = autograd_of(trace)
+    for name, value in want.items():
+        np.testing.assert_allclose(trace[name].value, value, rtol=1e-10, atol=1e-12, err_msg=name)
+    assert trace.training is not None
+    assert trace.training.saved_bytes == saved

@@ -177,8 +177,8 @@ def trace_attention(
     name = backend if isinstance(backend, str) else backend.name
     workers = check_threads(threads)
     shapes = (
-        trace_attention(config, "shape", mask=mask) if name != "shape" else None
-    )  # sizes and costs, no arrays
+        trace_attention(config, "shape", mask=mask, backward=backward) if name != "shape" else None
+    )  # sizes and costs, no arrays (the backward's in the memory estimate too)
     if shapes is not None and shapes.total_flops < SMALL_WORK_FLOPS:
         # before numpy is imported: waking BLAS threads costs more than tiny maths
         single_threaded_blas()
