@@ -66,10 +66,10 @@ def test_recompute_and_grad_output_need_backward() -> None:
     code, _, err = run_cli("run", *SIZES, "--recompute")
     assert code == 2
     assert "needs --backward" in err
-    code, _, err = run_cli("run", *SIZES, "--backward", "--qk-norm", "head")
+    code, _, err = run_cli("run", *SIZES, "--backward", "--algorithm", "flash")
     assert code == 2
     assert err.count("\n") == 1
-    assert "--qk-norm" in err
+    assert "--algorithm flash" in err
 
 
 def test_check_reads_goldens_of_both_versions(tmp_path: Path) -> None:

@@ -36,6 +36,10 @@ VARIANTS = {
     "no_bias": {"bias": False, "kv_heads": 2},
     "t5": {"relative_bias": "8,16", "batch": 2},
     "t5_causal": {"relative_bias": "8,16", "causal": True, "scale": 1.0},
+    "qk_norm": {"qk_norm": "head", "batch": 2},
+    "qk_norm_rope_gqa": {"qk_norm": "head", "rope": True, "kv_heads": 2, "causal": True},
+    "qk_norm_full": {"qk_norm": "full", "batch": 2, "qk_norm_eps": 1e-5},
+    "qk_norm_full_gqa": {"qk_norm": "full", "kv_heads": 2, "rope": True},
 }
 
 
@@ -141,6 +145,7 @@ def test_keeping_one_gradient_gives_the_same_values() -> None:
     rope=st.booleans(),
     softcap=st.sampled_from([None, 3.0]),
     relative=st.booleans(),
+    qk_norm=st.sampled_from([None, "head", "full"]),
 )
 def test_torch_backend_gradients_over_configs(
     batch: int | None,
@@ -150,6 +155,7 @@ def test_torch_backend_gradients_over_configs(
     rope: bool,
     softcap: float | None,
     relative: bool,
+    qk_norm: str | None,
 ) -> None:
     config = AttentionConfig(
         batch=batch,
@@ -161,6 +167,7 @@ def test_torch_backend_gradients_over_configs(
         rope=rope,
         softcap=softcap,
         relative_bias="8,16" if relative else None,
+        qk_norm=qk_norm,
         dtype="float64",
     )
     trace = trace_attention(config, "torch", backward=True)

@@ -121,7 +121,6 @@ def test_shape_backend_answers_a_long_backward_without_torch() -> None:
 @pytest.mark.parametrize(
     ("fields", "named"),
     [
-        ({"qk_norm": "head"}, "--qk-norm"),
         ({"algorithm": "flash"}, "--algorithm flash"),
     ],
 )

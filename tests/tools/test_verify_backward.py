@@ -28,6 +28,7 @@ runner = CliRunner()
         {"kv_seq": 5, "kv_hidden": 6},
         {"softcap": 2.0, "scale": 0.3},
         {"relative_bias": "8,16", "batch": 2, "causal": True},
+        {"qk_norm": "head", "rope": True, "kv_heads": 1},
     ],
 )
 def test_verify_backward_passes_for_each_variant(fields: dict[str, object]) -> None:
@@ -62,5 +63,5 @@ def test_verify_backward_from_the_command_line() -> None:
     saved = [r for r in doc["references"] if r["name"] == "saved bytes"]
     assert saved[0]["ok"] is True
     assert saved[0]["max_abs"] == 0.0
-    result = runner.invoke(app, [*args[:-1], "--qk-norm", "head"], env={"COLUMNS": "100"})
+    result = runner.invoke(app, [*args[:-1], "--algorithm", "flash"], env={"COLUMNS": "100"})
     assert result.exit_code == 2

@@ -17,9 +17,10 @@ The gradient of step ``s`` is the step ``d_s``; the chain, for plain self-attent
 Variants: the mask zeroes the gradient where it hid a key (``where(mask, d_masked, 0)``), the
 soft-cap multiplies by ``1 − (capped/c)²``, grouped-query attention sums the gradients of the
 h/g query heads that shared a key/value head, RoPE rotates back (``d_q = d_q_rot·cos −
-rotate_half(d_q_rot·sin)``), cross-attention's keys and values give ``d_x_kv``. q/k norm, T5's
-the flash algorithm's tiled backward are refused (:func:`check_backward`). T5's bias
-table gets its gradient: each bucket's sum over its (query, key) pairs.
+rotate_half(d_q_rot·sin)``), cross-attention's keys and values give ``d_x_kv``, T5's bias
+table gets its gradient (each bucket's sum over its (query, key) pairs) and the q/k norms go
+back through their RMSNorm (``d_n_q``, ``d_n_k``). The flash algorithm's tiled backward is
+refused (:func:`check_backward`).
 """
 
 from __future__ import annotations
@@ -56,7 +57,6 @@ __all__ = [
 
 #: Variants whose backward is not written yet: ``--backward`` refuses them in one line.
 BACKWARD_REFUSED: dict[str, str] = {
-    "qk_norm": "--qk-norm",
     "flash": "--algorithm flash (its tiled backward)",
 }
 
@@ -67,13 +67,12 @@ def check_backward(config: AttentionConfig) -> None:
     >>> from attntrace import AttentionConfig
     >>> check_backward(AttentionConfig(seq=3, hidden=8, heads=2, causal=True, kv_heads=1))
     >>> try:
-    ...     check_backward(AttentionConfig(seq=3, hidden=8, heads=2, qk_norm="head"))
+    ...     check_backward(AttentionConfig(seq=3, hidden=8, heads=2, algorithm="flash"))
     ... except ConfigError as error:
     ...     print(error)
-    --backward does not cover --qk-norm yet; leave out one of the two
+    --backward does not cover --algorithm flash (its tiled backward) yet; leave out one of the two
     """
     on = {
-        "qk_norm": config.qk_norm is not None,
         "flash": config.algorithm == "flash",
     }
     for variant, is_on in on.items():
@@ -94,10 +93,13 @@ def saved_names(
     >>> saved_names(config, step_names(config), bool_mask=False)
     ('x', 'q_proj', 'k_proj', 'v_proj', 'weights', 'merged')
     """
-    q = "q_rot" if config.rope else "q_proj"
-    k = "k_rep" if config.grouped else "k_rot" if config.rope else "k_proj"
+    normed = config.qk_norm is not None
+    q = "q_rot" if config.rope else "q_norm" if normed else "q_proj"
+    k = "k_rep" if config.grouped else "k_rot" if config.rope else "k_norm" if normed else "k_proj"
     v = "v_rep" if config.grouped else "v_proj"
     saved = {"x", "x_kv", q, k, v, "rope_cos", "rope_sin", "capped", "weights", "merged"}
+    if normed:  # RMSNorm keeps its input (and r and x·r, no steps: :func:`saved_extra`)
+        saved |= {"q_proj", "k_proj"}
     if bool_mask:
         saved.add("mask")  # where(mask, scaled, -inf) keeps its condition; an added mask nothing
     return tuple(name for name in names if name in saved)
@@ -172,7 +174,7 @@ def backward_steps(
 #: The forward steps (and views) whose values the backward reads.
 _READ = frozenset(
     {"x", "x_kv", "q", "q_rot", "k", "k_rot", "k_rep", "v", "v_rep", "rope_cos", "rope_sin"}
-    | {"capped", "weights", "merged", "mask"}
+    | {"capped", "weights", "merged", "mask", "q_proj", "k_proj", "q_norm", "k_norm"}
 )
 
 
@@ -310,8 +312,9 @@ def _relative_back(c: _Chain, be: Backend[T], rec: Recorder[T], d_biased: T) -> 
 def _to_heads(c: _Chain, be: Backend[T], rec: Recorder[T], d_scores: T, d_v: T) -> tuple[T, T, T]:
     """d_q and d_k from the scores' matmul; GQA's sums over the repeated heads; RoPE back."""
     cfg, lab = c.config, c.config.labels()
-    q_name = "q_rot" if cfg.rope else "q"
-    k_name = "k_rep" if cfg.grouped else "k_rot" if cfg.rope else "k"
+    head_norm = cfg.qk_norm == "head"
+    q_name = "q_rot" if cfg.rope else "q_norm" if head_norm else "q"
+    k_name = "k_rep" if cfg.grouped else "k_rot" if cfg.rope else "k_norm" if head_norm else "k"
     d_q = be.matmul(d_scores, c.fwd[k_name])  # (B, h, S, d)
     d_q = rec.step(f"d_{q_name}", d_q, f"d_scores @ {k_name}", c.ax("h", "S", "d"))
     d_k_t = be.matmul(be.transpose(c.fwd[q_name], -2, -1), d_scores)  # (B, h, d, N)
@@ -324,7 +327,44 @@ def _to_heads(c: _Chain, be: Backend[T], rec: Recorder[T], d_scores: T, d_v: T) 
         d_k, d_v = _sum_groups(c, be, rec, d_k, d_v)  # (B, g, N, d) each
     if cfg.rope:
         d_q, d_k = _unrotate(c, be, rec, d_q, d_k)  # (B, h, S, d), (B, g, N, d)
+    if head_norm:
+        d_q = _unnorm(c, be, rec, "q", d_q, c.ax("h", "S", "d"))  # (B, h, S, d)
+        d_k = _unnorm(c, be, rec, "k", d_k, c.ax(lab.kv_heads, lab.keys, "d"))  # (B, g, N, d)
     return d_q, d_k, d_v
+
+
+def _unnorm(
+    c: _Chain, be: Backend[T], rec: Recorder[T], x: str, d_y: T, axes: tuple[str, ...]
+) -> T:
+    """RMSNorm back, y = u ⊙ n with u = x·r, r = 1/√(mean(x²) + eps) over the last axis D:
+    d_x = r·(g − u·mean(g ⊙ u)) with g = d_y ⊙ n, and d_n = Σ_rows d_y ⊙ u."""
+    cfg = c.config
+    eps = cfg.qk_norm_eps if cfg.qk_norm_eps is not None else 1e-6
+    full = cfg.qk_norm == "full"
+    src = c.fwd[f"{x}_proj" if full else x]  # (B, h, S, d), or (B, S, h·d) with --qk-norm full
+    D = be.shape(src)[-1]
+    ms = be.scale(be.reduce_sum(be.mul(src, src)), 1.0 / D)  # (B, h, S)
+    r = be.rsqrt(be.add(ms, be.full((1,), eps, be.dtype(src))))  # (B, h, S)
+    r = be.reshape(r, (*be.shape(r), 1))  # (B, h, S, 1)
+    u = be.mul(src, r)  # (B, h, S, d): the normalized x
+    g = be.mul(d_y, c.fwd[f"n_{x}"])  # (B, h, S, d)
+    m = be.scale(be.reduce_sum(be.mul(g, u)), 1.0 / D)  # (B, h, S)
+    m = be.reshape(m, (*be.shape(m), 1))  # (B, h, S, 1)
+    d_x = be.mul(be.binary("sub", g, be.mul(u, m)), r)  # (B, h, S, d)
+    rec.meter.discard()  # x², its sum, u, g, g ⊙ u, its sum, u·m, −, ·r: 9 per element
+    for _ in range(9):
+        rec.meter.charge("binary", out=d_x)
+    name = f"d_{x}_proj" if full else f"d_{x}"
+    op = f"r ⊙ (g − u·mean(g ⊙ u)), g = d_{x}_norm ⊙ n_{x}, u = {x}·r"
+    d_x = rec.step(name, d_x, op, axes)
+    rows = be.transpose(be.reshape(be.mul(d_y, u), (_rows(be, u), D)), 0, 1)  # (d, B·h·S)
+    d_n = be.reduce_sum(rows)  # (d,)
+    rec.meter.discard()  # the product and its sum: 2 per element of u
+    rec.meter.charge("reduce_sum", rows, out=d_n)
+    rec.meter.charge("reduce_sum", rows, out=d_n)
+    op = f"(d_{x}_norm ⊙ {x}·r).sum(rows)"
+    rec.step(f"d_n_{x}", d_n, op, param_axes(cfg)[f"n_{x}"], contract="·".join(axes[:-1]))
+    return d_x
 
 
 def _sum_groups(c: _Chain, be: Backend[T], rec: Recorder[T], d_k: T, d_v: T) -> tuple[T, T]:
@@ -362,7 +402,8 @@ def _unrotate(c: _Chain, be: Backend[T], rec: Recorder[T], d_q: T, d_k: T) -> tu
         turned = be.rotate_pairs(turned, dims) if pairs else be.rotate_part(turned, dims)
         back = be.binary("sub", be.mul(d, cos), turned)  # (B, h, S, d)
         op = f"d_{x}_rot * cos − {name}(d_{x}_rot * sin)"
-        out.append(rec.step(f"d_{x}", back, op, axes))
+        below = f"{x}_norm" if cfg.qk_norm == "head" else x
+        out.append(rec.step(f"d_{below}", back, op, axes))
     return out[0], out[1]
 
 
@@ -382,7 +423,10 @@ def _to_inputs(c: _Chain, be: Backend[T], rec: Recorder[T], d_q: T, d_k: T, d_v:
         )
         d_proj = be.reshape(d_heads, (*c.sizes, n_seq, n_heads * cfg.head_dim))  # (B, S, h·d)
         op = f"d_{x}_heads.reshape({', '.join((*c.lead, seq))}, {width})"
-        flat[x] = rec.step(f"d_{x}_proj", d_proj, op, c.ax(seq, width))
+        normed = cfg.qk_norm == "full" and x in "qk"
+        flat[x] = rec.step(f"d_{x}_norm" if normed else f"d_{x}_proj", d_proj, op, c.ax(seq, width))
+        if normed:  # OLMo 2: the norm over the whole projection, before the heads
+            flat[x] = _unnorm(c, be, rec, x, flat[x], c.ax(seq, width))
     source = "x_kv" if cfg.cross else "x"
     for x in "qkv":
         _weight_grads(c, be, rec, flat[x], "x" if x == "q" else source, x)
@@ -442,7 +486,7 @@ def with_saved(keep: bool | Collection[str]) -> bool | set[str]:
     """``keep_values`` widened by the forward steps the backward reads.
 
     >>> sorted(with_saved({"weights"}))[:3]
-    ['capped', 'k', 'k_rep']
+    ['capped', 'k', 'k_norm']
     """
     return True if keep is True else set(_READ) | (set(keep) if keep else set())
 
@@ -482,17 +526,17 @@ def with_backward(
     n = len(steps)
     steps += tuple(replace(s, index=n + s.index, phase="backward") for s in bwd)
     training = _figures(forward, bwd, flash, eager, inputs, recompute, grad_output is not None)
-    if config.relative_bias is not None:  # the one-hot that picks the table's rows (no step)
-        onehot = relative_sources(config)["rel_onehot"]
-        extra = math.prod(onehot.shape)
+    extras = saved_extra(forward)
+    if extras:
+        n = sum(numel for _, numel in extras)
         training = replace(
             training,
-            saved_bytes=training.saved_bytes + (0 if recompute else extra * config.itemsize),
-            eager_saved_bytes=training.eager_saved_bytes + extra * config.itemsize,
-            peak_bytes=training.peak_bytes + extra * config.itemsize,
-            ours_16bit_bytes=training.ours_16bit_bytes + 2 * extra,
-            megatron_terms=_add_term(training.megatron_terms, -2 * extra),
-            saved_extra=(("rel_onehot", extra * config.itemsize),),
+            saved_bytes=training.saved_bytes + (0 if recompute else n * config.itemsize),
+            eager_saved_bytes=training.eager_saved_bytes + n * config.itemsize,
+            peak_bytes=training.peak_bytes + n * config.itemsize,
+            ours_16bit_bytes=training.ours_16bit_bytes + 2 * n,
+            megatron_terms=_add_term(training.megatron_terms, -2 * n),
+            saved_extra=tuple((name, numel * config.itemsize) for name, numel in extras),
         )
     return replace(forward, steps=steps, training=training)
 
@@ -566,6 +610,28 @@ def _megatron(
         ("kept by our variants", -sum(b16(n) for n in eager - layout - {"weights"})),
     )
     return megatron, terms, ours
+
+
+def saved_extra(forward: Trace) -> tuple[tuple[str, int], ...]:
+    """What the forward keeps for the backward that is no step, as (name, elements): T5's
+    one-hot of the buckets (it picks the table's rows); the RMSNorm of --qk-norm keeps r (one
+    per row) and the normalized x·r.
+
+    >>> from attntrace import AttentionConfig, trace_attention
+    >>> t = trace_attention(AttentionConfig(seq=3, hidden=8, heads=2, qk_norm="head"), "shape")
+    >>> saved_extra(t)
+    (('q_norm.r', 6), ('q_norm.x·r', 24), ('k_norm.r', 6), ('k_norm.x·r', 24))
+    """
+    config = forward.config
+    out: list[tuple[str, int]] = []
+    if config.relative_bias is not None:
+        out.append(("rel_onehot", math.prod(relative_sources(config)["rel_onehot"].shape)))
+    if config.qk_norm is not None:
+        for x in "qk":
+            source = forward[f"{x}_proj" if config.qk_norm == "full" else x]
+            rows = source.numel // source.shape[-1]
+            out += [(f"{x}_norm.r", rows), (f"{x}_norm.x·r", source.numel)]
+    return tuple(out)
 
 
 def _add_term(terms: tuple[tuple[str, int], ...], extra: int) -> tuple[tuple[str, int], ...]:

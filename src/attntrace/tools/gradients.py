@@ -122,10 +122,16 @@ def _eager(trace: Trace, p: dict[str, Any]) -> Any:
     lead = (cfg.batch,) if cfg.batch is not None else ()
     n, d = len(lead), cfg.head_dim
     x, x_kv = p["x"], p.get("x_kv", p["x"])
-    q = F.linear(x, p["w_q"], p.get("b_q")).view(*lead, cfg.seq, cfg.heads, d).transpose(n, n + 1)
-    k = F.linear(x_kv, p["w_k"], p.get("b_k")).view(*lead, cfg.keys, cfg.groups, d)
-    v = F.linear(x_kv, p["w_v"], p.get("b_v")).view(*lead, cfg.keys, cfg.groups, d)
-    k, v = k.transpose(n, n + 1), v.transpose(n, n + 1)  # (B, g, N, d)
+    q = F.linear(x, p["w_q"], p.get("b_q"))  # (B, S, h·d)
+    k = F.linear(x_kv, p["w_k"], p.get("b_k"))  # (B, N, g·d)
+    v = F.linear(x_kv, p["w_v"], p.get("b_v"))
+    if cfg.qk_norm == "full":  # OLMo 2: over the whole projection
+        q, k = _rms(q, p["n_q"], cfg), _rms(k, p["n_k"], cfg)
+    q = q.view(*lead, cfg.seq, cfg.heads, d).transpose(n, n + 1)  # (B, h, S, d)
+    k = k.view(*lead, cfg.keys, cfg.groups, d).transpose(n, n + 1)  # (B, g, N, d)
+    v = v.view(*lead, cfg.keys, cfg.groups, d).transpose(n, n + 1)
+    if cfg.qk_norm == "head":
+        q, k = _rms(q, p["n_q"], cfg), _rms(k, p["n_k"], cfg)
     if cfg.rope:
         cos = torch.tensor(trace["rope_cos"].value).to(x.dtype)  # (S, d)
         sin = torch.tensor(trace["rope_sin"].value).to(x.dtype)
@@ -149,6 +155,16 @@ def _eager(trace: Trace, p: dict[str, Any]) -> Any:
     context = torch.softmax(s, dim=-1) @ v  # (B, h, S, d)
     merged = context.transpose(n, n + 1).reshape(*lead, cfg.seq, cfg.heads * d)
     return F.linear(merged, p["w_o"], p.get("b_o"))
+
+
+def _rms(x: Any, weight: Any, cfg: Any) -> Any:
+    """RMSNorm as transformers writes it (LlamaRMSNorm): in at least float32."""
+    import torch
+
+    eps = cfg.qk_norm_eps if cfg.qk_norm_eps is not None else 1e-6
+    wide = x.to(torch.promote_types(x.dtype, torch.float32))
+    variance = wide.pow(2).mean(-1, keepdim=True)
+    return weight * (wide * torch.rsqrt(variance + eps)).to(x.dtype)
 
 
 def _rotate(x: Any, dims: int, pairs: bool) -> Any:
