@@ -94,3 +94,18 @@ def test_report_backward_has_the_training_section(tmp_path: Path) -> None:
     page = out.read_text()
     assert "Training: the backward" in page
     assert "d_scores" in page
+
+
+def test_csv_and_markdown_carry_the_backward_steps() -> None:
+    code, out, _ = run_cli("run", *SIZES, "--backward", "--format", "csv")
+    assert code == 0
+    lines = out.splitlines()
+    assert lines[0].endswith(",nonfinite,pass,saved")
+    rows = {line.split(",")[1]: line for line in lines[1:]}
+    assert rows["weights"].endswith(",forward,true")
+    assert rows["d_scores"].endswith(",backward,false")
+    code, out, _ = run_cli("run", *SIZES, "--format", "csv")
+    assert out.splitlines()[0].endswith(",nonfinite")  # unchanged without --backward
+    code, out, _ = run_cli("run", *SIZES, "--backward", "--format", "markdown")
+    assert code == 0
+    assert "| d_scores |" in out
