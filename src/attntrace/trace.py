@@ -21,6 +21,9 @@ Shape = tuple[int, ...]
 
 #: The ``schema`` value of :meth:`Trace.to_dict`; bumped only when a documented key changes.
 SCHEMA_ID = "attntrace.trace/1"
+#: The ``schema`` of a trace with backward steps (``--backward``): version 1 plus each step's
+#: ``pass`` and ``saved``, and the ``backward`` section (``trace-2.schema.json``).
+SCHEMA_ID_2 = "attntrace.trace/2"
 
 
 @dataclass(frozen=True)
@@ -121,6 +124,8 @@ class Step(Tensor):
     )
     # NaN and ±inf values it produced, over every repeat (-inf of masking not counted)
     nonfinite: int = 0
+    phase: str = "forward"  # "backward" for a gradient step (d_...) of a trace with --backward
+    saved: bool = False  # kept by the forward for the backward (traces with --backward)
 
     @property
     def formula(self) -> str:
@@ -176,6 +181,7 @@ class Trace:
     )
     origin: str = ""  # where the settings come from: --model DIR (layer N), typed overrides
     whole_model: ModelFigures | None = None  # L layers like this one (run --layers, --model)
+    training: Training | None = None  # the backward's figures (--backward), else None
 
     def __getitem__(self, name: str) -> Step:
         for step in self.steps:
@@ -287,15 +293,17 @@ class Trace:
         (13824, 6912, '2·h·S·S·d', 432)
         """
         axis_sizes = {**self.config.axis_sizes(), **self.config.tile_sizes()}
+        two = self.training is not None
         return {
-            "schema": SCHEMA_ID,
+            "schema": SCHEMA_ID_2 if two else SCHEMA_ID,
             "config": {**self.config.to_dict(), "backend": self.backend, "axis_sizes": axis_sizes},
-            "steps": [_step_dict(s) for s in self.steps],
+            "steps": [_step_dict(s, two) for s in self.steps],
             "params": [_param_dict(p) for p in self.parameters],
             "totals": self._totals_dict(),
             "notes": list(self.notes),
             **({"origin": self.origin} if self.origin else {}),
             **({"whole_model": self.whole_model.to_dict()} if self.whole_model else {}),
+            **({"backward": self.training.to_dict()} if self.training else {}),
         }
 
     def _totals_dict(self) -> dict[str, Any]:
@@ -309,6 +317,43 @@ class Trace:
             "peak_bytes": self.peak_bytes,
             "kv_cache_bytes_per_token": self.kv_cache_bytes_per_token,
             "score_bytes": self.score_bytes,
+        }
+
+
+@dataclass(frozen=True, kw_only=True)
+class Training:
+    """What one layer's backward costs and what its forward keeps for it, for the algorithm
+    traced and its alternatives (``backward`` of ``--format json``, schema version 2).
+
+    ``saved_bytes`` are the bytes of the steps marked ``saved`` (eager attention's, as autograd
+    keeps them; x alone with ``recompute``); ``peak_bytes`` the most bytes alive in the
+    backward: the saved steps, the live gradients and the parameters' gradients."""
+
+    d_output: str  # "seeded" (drawn from the seed) or "given" (--grad-output)
+    recompute: bool  # --recompute: the forward keeps x alone and runs again in the backward
+    saved_bytes: int
+    peak_bytes: int
+    forward_flops: int
+    backward_flops: int  # the gradient steps' (and the forward's again with --recompute)
+    eager_saved_bytes: int  # what eager attention keeps (the weights among them)
+    flash_saved_bytes: int  # flash: x, q, k, v, the output and the log-sum-exp (B, h, S)
+    flash_lse_bytes: int
+    flash_tiles: int  # (S, N) tiles flash's backward makes again (FlashAttention-2's order)
+    flash_recompute_flops: int  # their scores and exponentials
+    recompute_saved_bytes: int  # --recompute: the layer's input(s) alone
+    megatron_bytes: int  # 11·s·b·h + 5·a·s²·b (16-bit, dropout included)
+    ours_16bit_bytes: int  # eager_saved_bytes at 2 bytes an element
+    megatron_terms: tuple[tuple[str, int], ...]  # megatron - ours, term by term (bytes)
+    #: kept for the backward but no step (T5's one-hot of the buckets): (name, bytes)
+    saved_extra: tuple[tuple[str, int], ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        """The figures as plain JSON-ready values."""
+        out = {k: v for k, v in self.__dict__.items() if k not in ("megatron_terms", "saved_extra")}
+        return {
+            **out,
+            "megatron_terms": dict(self.megatron_terms),
+            "saved_extra": dict(self.saved_extra),
         }
 
 
@@ -328,6 +373,9 @@ class ModelFigures:
     params: int  # elements of all layers' attention parameters (a shared table counted once)
     kv_cache_bytes: int  # L * B * N * 2 (k, v) * g * d * itemsize
     flops: int  # L * the trace's FLOPs: one forward of every layer's attention
+    saved_bytes: int | None = None  # --backward: L * what one layer keeps for the backward
+    backward_flops: int | None = None  # --backward: L * one layer's backward
+    train_flops_per_token: float | None = None  # (forward + backward) / (B·S)
 
     def to_dict(self) -> dict[str, Any]:
         """The figures as plain JSON-ready values (``whole_model`` of ``--format json``).
@@ -347,6 +395,11 @@ class ModelFigures:
             "kv_cache_bytes": self.kv_cache_bytes,
             "flops": self.flops,
             "macs": exact_count(self.flops, "macs"),
+            **{
+                key: value
+                for key in ("saved_bytes", "backward_flops", "train_flops_per_token")
+                if (value := getattr(self, key)) is not None
+            },
         }
 
 
@@ -375,8 +428,28 @@ def model_figures(trace: Trace, layers: int) -> ModelFigures:
         dtype=cfg.dtype,
         params=layers * (trace.param_count - shared) + shared,
         kv_cache_bytes=layers * cfg.kv_cache_bytes(tokens=batch * cfg.keys),
-        flops=layers * trace.total_flops,
+        flops=layers * forward_flops(trace),
+        **_training_figures(trace, layers, batch * cfg.seq),
     )
+
+
+def forward_flops(trace: Trace) -> int:
+    """The FLOPs of the forward steps alone (a trace with --backward holds both passes)."""
+    return sum(s.flops for s in trace.steps if s.phase == "forward")
+
+
+def _training_figures(trace: Trace, layers: int, tokens: int) -> dict[str, Any]:
+    """--backward: what L layers keep for the backward, their backward FLOPs, and the FLOPs of
+    one training step per token (forward and backward of every layer)."""
+    t = trace.training
+    if t is None:
+        return {}
+    per_token = layers * (t.forward_flops + t.backward_flops) / tokens
+    return {
+        "saved_bytes": layers * t.saved_bytes,
+        "backward_flops": layers * t.backward_flops,
+        "train_flops_per_token": per_token,
+    }
 
 
 class UnknownStepError(AttntraceError, KeyError):
@@ -393,7 +466,8 @@ class UnknownStepError(AttntraceError, KeyError):
         return str(self.args[0])
 
 
-def _step_dict(step: Step) -> dict[str, Any]:
+def _step_dict(step: Step, two: bool = False) -> dict[str, Any]:
+    extra = {"pass": step.phase, "saved": step.saved} if two else {}
     return {
         "index": step.index,
         "name": step.name,
@@ -408,6 +482,7 @@ def _step_dict(step: Step) -> dict[str, Any]:
         "formula": step.formula,
         "repeat": step.repeat,
         "nonfinite": step.nonfinite,
+        **extra,
     }
 
 

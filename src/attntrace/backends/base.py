@@ -176,6 +176,11 @@ class Backend(ABC, Generic[T]):
         """``x / sqrt(mean(x**2, -1) + eps) * weight`` over the last axis (q/k norms), computed
         in at least float32 as transformers' RMSNorm does, returned in the dtype of ``x``."""
 
+    def rsqrt(self, x: T) -> T:
+        """Elementwise ``1 / sqrt(x)`` (the backward of the q/k norms). Not abstract: a backend
+        written before it raises ConfigError when the backward of --qk-norm asks for it."""
+        raise ConfigError(f"the {self.name} backend has no rsqrt, which --backward --qk-norm needs")
+
     # --- the operations of the tiled (flash) algorithm, and of eager's blocks ---
 
     @abstractmethod

@@ -165,6 +165,10 @@ class NumpyBackend(Backend[np.ndarray], FastPath[np.ndarray]):
         out: np.ndarray = np.tanh(x)
         return out
 
+    def rsqrt(self, x: np.ndarray) -> np.ndarray:
+        out: np.ndarray = 1 / np.sqrt(x)
+        return out
+
     def softmax_(self, x: np.ndarray, scale: float = 1.0) -> np.ndarray:
         rows = x.reshape(-1, x.shape[-1])  # (B·h·S, N), a view of the contiguous scores
         factor = None if scale == 1.0 else x.dtype.type(scale)

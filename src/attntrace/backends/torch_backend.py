@@ -122,6 +122,9 @@ class TorchBackend(Backend["torch.Tensor"], FastPath["torch.Tensor"]):
     def tanh(self, x: torch.Tensor) -> torch.Tensor:
         return x.tanh()
 
+    def rsqrt(self, x: torch.Tensor) -> torch.Tensor:
+        return x.rsqrt()
+
     def empty(self, shape: Shape, dtype: str) -> torch.Tensor:
         if math.prod(shape) < HUGE_PAGES_NUMEL:
             return self._torch.empty(shape, dtype=self._dtypes[dtype])

@@ -530,6 +530,34 @@ BlockSize = Annotated[
         show_default=False,
     ),
 ]
+Backward = Annotated[
+    bool,
+    typer.Option(
+        "--backward",
+        help="Also the backward pass: every gradient step from d_output back to d_x and each "
+        "weight, what the forward keeps for it (eager, flash, --recompute) and its FLOPs.",
+        rich_help_panel=COST,
+    ),
+]
+Recompute = Annotated[
+    bool,
+    typer.Option(
+        "--recompute",
+        help="With --backward: activation recomputation; the forward keeps x alone and runs "
+        "again in the backward.",
+        rich_help_panel=COST,
+    ),
+]
+GradOutput = Annotated[
+    Path | None,
+    typer.Option(
+        metavar="FILE.npy",
+        help="With --backward: d_output, the gradient the backward starts from, of the output's "
+        "shape \\[default: standard normal drawn from --seed].",
+        rich_help_panel=COST,
+        show_default=False,
+    ),
+]
 Layers = Annotated[
     int | None,
     typer.Option(

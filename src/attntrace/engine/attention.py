@@ -17,6 +17,7 @@ Variants add their own steps, only when they are on (:data:`VARIANT_STEPS`): ``x
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 import warnings
@@ -27,6 +28,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar, cast
 from attntrace.backends import SMALL_WORK_FLOPS, Backend, Source, get_backend, single_threaded_blas
 from attntrace.config.attention_config import AttentionConfig, AxisLabels
 from attntrace.engine import eager
+from attntrace.engine.backward import check_backward, with_backward, with_saved
 from attntrace.engine.costs import peak_live_bytes
 from attntrace.engine.flash import flash_context
 from attntrace.engine.inputs import given, param_axes, random_sources, with_tensors
@@ -129,6 +131,9 @@ def trace_attention(
     tensors: Mapping[str, np.ndarray | None] | None = None,
     threads: int | None = None,
     replace: Mapping[str, StepReplacement] | None = None,
+    backward: bool = False,
+    grad_output: np.ndarray | None = None,
+    recompute: bool = False,
 ) -> Trace:
     """Run multi-head attention for ``config`` on ``backend`` and record every step.
 
@@ -153,6 +158,9 @@ def trace_attention(
     maps a step name to ``fn(values so far, value) -> value``: the algorithm goes on with the
     replacement (``attntrace diff`` tests a suspected mistake this way). ``threads``: how many
     threads run flash's query blocks (each with a one-threaded BLAS; default: every usable core).
+    ``backward``: the gradient steps follow the forward's, from ``grad_output`` (default: drawn
+    from the seed) back to d_x and every parameter (:mod:`attntrace.engine.backward`);
+    ``recompute``: the forward keeps x alone and runs again in the backward.
 
     >>> t = trace_attention(AttentionConfig(seq=3, hidden=768, heads=12))
     >>> t["scores"].shape, t["output"].shape
@@ -169,8 +177,8 @@ def trace_attention(
     name = backend if isinstance(backend, str) else backend.name
     workers = check_threads(threads)
     shapes = (
-        trace_attention(config, "shape", mask=mask) if name != "shape" else None
-    )  # sizes and costs, no arrays
+        trace_attention(config, "shape", mask=mask, backward=backward) if name != "shape" else None
+    )  # sizes and costs, no arrays (the backward's in the memory estimate too)
     if shapes is not None and shapes.total_flops < SMALL_WORK_FLOPS:
         # before numpy is imported: waking BLAS threads costs more than tiny maths
         single_threaded_blas()
@@ -186,6 +194,9 @@ def trace_attention(
     seeded = {**random_sources(config), **rope_sources(config), **relative, **whole_mask}
     sources = with_tensors(config, seeded, tensors or {})
     keep = keep_values if be.computes else False
+    if backward:  # the steps the backward reads keep their values
+        check_backward(config)
+        keep = with_saved(keep) if be.computes else False
     with warnings.catch_warnings():
         # overflow, invalid: counted per step instead
         warnings.simplefilter("ignore", RuntimeWarning)
@@ -200,6 +211,16 @@ def trace_attention(
             replace=replace,
             threads=workers,
             shapes=shapes,
+        )
+    if backward:
+        flash = trace_attention(dataclasses.replace(config, algorithm="flash"), "shape", mask=mask)
+        trace = with_backward(
+            trace,
+            be,
+            flash=flash,
+            grad_output=grad_output,
+            keep_values=keep_values,
+            recompute=recompute,
         )
     for note in trace.notes:
         if not note.startswith(NONFINITE_NOTE):  # non-finite values are reported by the note alone

@@ -138,6 +138,16 @@ def _ones(shape: Shape) -> Callable[[], np.ndarray]:
     return make
 
 
+def normal_source(name: str, shape: Shape, config: AttentionConfig) -> Source:
+    """Standard normal values of ``shape`` drawn from (seed, ``name``): the stream of a tensor
+    the config does not name (the backward's ``d_output``).
+
+    >>> normal_source("d_output", (3, 8), AttentionConfig(seq=3, hidden=8, heads=2)).shape
+    (3, 8)
+    """
+    return _normal_source(name, shape, config)
+
+
 def given(value: np.ndarray) -> Callable[[], np.ndarray]:
     """A ``Source.make`` that returns the user's array (the backend casts it to the dtype)."""
     return lambda: value

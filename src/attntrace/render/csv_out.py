@@ -31,6 +31,10 @@ CSV_COLUMNS = (
     "nonfinite",
 )
 
+#: Appended with --backward: the pass of each step and whether the forward keeps it for the
+#: backward.
+BACKWARD_COLUMNS = ("pass", "saved")
+
 
 def render_csv(trace: Records, count: str = "flops") -> str:
     """The steps of ``trace`` as CSV text with a header row (``\\n`` line endings).
@@ -46,8 +50,12 @@ def render_csv(trace: Records, count: str = "flops") -> str:
     """
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
-    writer.writerow((*CSV_COLUMNS[:-3], count, *CSV_COLUMNS[-2:]))
+    backward = getattr(trace, "training", None) is not None  # --backward: two more columns
+    writer.writerow(
+        (*CSV_COLUMNS[:-3], count, *CSV_COLUMNS[-2:], *BACKWARD_COLUMNS[: backward * 2])
+    )
     for s in trace.steps:
+        extra = [s.phase, "true" if s.saved else "false"] if backward else []
         view = "true" if s.view else "false"
         cost = exact_count(s.flops, count), format_terms(s.terms, count)
         shape = format_shape_x(s.shape)
@@ -63,6 +71,7 @@ def render_csv(trace: Records, count: str = "flops") -> str:
                 view,
                 *cost,
                 s.nonfinite,
+                *extra,
             ]
         )
     return out.getvalue()

@@ -70,6 +70,7 @@ def render_report(trace: Trace, *, batch_item: int = 0, count: str = "flops") ->
         "<h2>Costs</h2>",
         _costs(trace, count),
         *_whole_model(trace, count),
+        *_training(trace),
         "<h2>Config</h2>",
         _config(trace),
     ]
@@ -156,6 +157,16 @@ def _whole_model(trace: Trace, count: str) -> list[str]:
         f"<h2>{escape(title[0].upper() + title[1:])}</h2>",
         _table(["attention of all layers", "value", "exact, or how it is counted"], rows, {1}),
     ]
+
+
+def _training(trace: Trace) -> list[str]:
+    """The backward's figures (--backward): what the forward keeps, eager against flash."""
+    from attntrace.render.training import training_rows
+
+    rows = [list(row) for row in training_rows(trace)]
+    if not rows:
+        return []
+    return ["<h2>Training: the backward</h2>", _table(["backward", "value", "what"], rows, {1})]
 
 
 def _config(trace: Trace) -> str:

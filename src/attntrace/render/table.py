@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 from attntrace.config.attention_config import AttentionConfig
 from attntrace.engine.parallel import map_parts
 from attntrace.render.pooling import POOLING, Pooled, block_starts, pool, span_labels
-from attntrace.trace import Trace
+from attntrace.trace import ModelFigures, Trace
 from attntrace.units import (
     format_axes,
     format_bytes,
@@ -113,6 +113,8 @@ def trace_pieces(
         pieces.append(cache)
     if (whole := whole_model_table(trace, count, tight=tight)) is not None:
         pieces += [NewLine(), whole]
+    if (training := training_table(trace, tight=tight)) is not None:
+        pieces += [NewLine(), training]
     pieces += [NewLine(), *_attention(trace, head, batch_item, width)]
     pieces += [Text(f"warning: {note}", "yellow") for note in trace.notes]
     if values:
@@ -308,6 +310,21 @@ def whole_model_table(trace: Trace, count: str = "flops", *, tight: bool = False
     return table
 
 
+def training_table(trace: Trace, *, tight: bool = False) -> Table | None:
+    """The figures of the backward (--backward) as a table; None without them."""
+    if trace.training is None:
+        return None
+    from attntrace.render.training import training_rows
+
+    table = _table(f"training: d_output {trace.training.d_output}", tight=tight)
+    table.add_column("backward")
+    table.add_column("", justify="right")
+    table.add_column("", style="dim")
+    for row in training_rows(trace):
+        table.add_row(*row)
+    return table
+
+
 def whole_model_title(trace: Trace) -> str | None:
     """The heading of the whole-model figures (None without them)."""
     f = trace.whole_model
@@ -335,7 +352,24 @@ def whole_model_rows(trace: Trace, count: str = "flops") -> list[tuple[str, str,
     return [
         ("parameters", format_count(f.params), f"{f.params:,}"),
         (f"KV cache ({f.dtype})", cache, "L·B·N·2·g·d·bytes"),
-        (f"{unit} per forward", flops, "L x the total above"),
+        (f"{unit} per forward", flops, "L x the forward steps above"),
+        *_whole_training_rows(f, count),
+    ]
+
+
+def _whole_training_rows(f: ModelFigures, count: str) -> list[tuple[str, str, str]]:
+    """--backward: what every layer keeps for the backward, its FLOPs, per training token."""
+    if f.saved_bytes is None or f.backward_flops is None or f.train_flops_per_token is None:
+        return []
+    unit = "MACs" if count == "macs" else "FLOPs"
+    return [
+        ("saved for the backward", format_bytes(f.saved_bytes), "L x one layer's"),
+        (f"{unit} per backward", format_count(in_unit(f.backward_flops, count)), "L x one layer's"),
+        (
+            f"{unit} per training token",
+            format_count(in_unit(round(f.train_flops_per_token), count)),
+            "L x (forward + backward) / (B·S)",
+        ),
     ]
 
 

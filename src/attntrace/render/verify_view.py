@@ -28,7 +28,12 @@ def render_verify(report: VerifyReport, console: Console) -> None:
     console.print(comparison_table(f"every step, {left} vs {right}", report.steps, with_ref=False))
     console.print(
         comparison_table(
-            "output and attention weights vs PyTorch's own attention",
+            "output and attention weights vs PyTorch's own attention"
+            + (
+                " (and every gradient vs autograd)"
+                if any(c.name == "d_x" for c in report.references)
+                else ""
+            ),
             report.references,
             with_ref=True,
         )

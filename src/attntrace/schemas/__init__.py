@@ -20,6 +20,19 @@ def trace_schema() -> dict[str, Any]:
     return _schema(TRACE_SCHEMA_FILE)
 
 
+#: The file name of the schema of ``attntrace run --backward --format json`` (version 2).
+TRACE_SCHEMA_2_FILE = "trace-2.schema.json"
+
+
+def trace_schema_2() -> dict[str, Any]:
+    """The JSON Schema of the trace document with the backward, ``attntrace.trace/2``.
+
+    >>> trace_schema_2()["properties"]["schema"]["const"]
+    'attntrace.trace/2'
+    """
+    return _schema(TRACE_SCHEMA_2_FILE)
+
+
 #: The file name of the schema of ``attntrace diff --format json`` / ``DiffReport.to_dict()``.
 DIFF_SCHEMA_FILE = "diff-1.schema.json"
 

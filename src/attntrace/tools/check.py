@@ -28,7 +28,7 @@ from attntrace.config.attention_config import AttentionConfig, parse_scale
 from attntrace.errors import ConfigError, InputFileError
 from attntrace.files.guard import MAX_DEPTH, nesting_depth, parse_json, read_text
 from attntrace.text import plain
-from attntrace.trace import SCHEMA_ID, Records, Shape, Step, Trace, UnknownStepError
+from attntrace.trace import SCHEMA_ID, SCHEMA_ID_2, Records, Shape, Step, Trace, UnknownStepError
 from attntrace.units import Dim, format_shape, parse_shape
 
 #: The schema of ``attntrace trace --format json``: a golden for ``check --trace``.
@@ -299,7 +299,7 @@ def check_trace(
     notes: tuple[str, ...] = ()
     if golden is not None:
         golden_fits(golden, trace)
-        if is_capture(trace) and golden["schema"] == SCHEMA_ID:
+        if is_capture(trace) and golden["schema"] in (SCHEMA_ID, SCHEMA_ID_2):
             found, golden_checks, golden_targets, notes = compare_roles(trace, golden)
             mismatches += found
             checks += golden_checks
@@ -428,7 +428,7 @@ def validate_golden(doc: object) -> None:
     """
     if not isinstance(doc, dict):
         raise ConfigError(f"the document must be a JSON object, got {type(doc).__name__}")
-    if doc.get("schema") not in (SCHEMA_ID, CAPTURE_SCHEMA_ID):
+    if doc.get("schema") not in (SCHEMA_ID, SCHEMA_ID_2, CAPTURE_SCHEMA_ID):
         raise ConfigError(f'"schema" must be {SCHEMA_ID!r}, got {_short(doc.get("schema"))}')
     if not isinstance(doc.get("config"), dict):
         raise ConfigError('"config" must be an object')

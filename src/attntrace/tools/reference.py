@@ -299,6 +299,21 @@ def _mha(
     config: AttentionConfig, t: Mapping[str, Any], attn_mask: Any, is_causal: bool
 ) -> tuple[Any, Any]:
     """(output, weights) of nn.MultiheadAttention with the same weights and mask."""
+    mha = mha_module(config, t)
+    x = t["x"]  # (B, S, H) or (S, H): MHA takes both
+    kv = t["x_kv"] if config.cross else x
+    mask = _mha_mask(config, attn_mask, is_causal)
+    return mha(x, kv, kv, attn_mask=mask, need_weights=True, average_attn_weights=False)  # type: ignore[no-any-return]
+
+
+def mha_query_factor(config: AttentionConfig) -> float:
+    """What :func:`mha_module` multiplies w_q and b_q by: MHA always scales q by 1/√d, another
+    --scale is folded into them (the same maths)."""
+    return 1.0 if config.scale is None else config.score_scale * math.sqrt(config.head_dim)
+
+
+def mha_module(config: AttentionConfig, t: Mapping[str, Any]) -> Any:
+    """nn.MultiheadAttention holding the weights of ``t`` (call under ``torch.no_grad()``)."""
     import torch
 
     mha = torch.nn.MultiheadAttention(
@@ -310,8 +325,7 @@ def _mha(
         vdim=config.kv_width,
         dtype=t["x"].dtype,
     ).eval()
-    # MHA always multiplies q by 1/√d; another --scale is folded into w_q and b_q (the same maths)
-    fold = 1.0 if config.scale is None else config.score_scale * math.sqrt(config.head_dim)
+    fold = mha_query_factor(config)
     if mha.in_proj_weight is not None:  # kdim = vdim = H: one (3H, H) matrix
         mha.in_proj_weight.copy_(torch.cat([t["w_q"] * fold, t["w_k"], t["w_v"]]))
     else:  # --kv-hidden: separate q (H, H), k and v (H, M)
@@ -321,10 +335,7 @@ def _mha(
         mha.in_proj_bias.copy_(torch.cat([t["b_q"] * fold, t["b_k"], t["b_v"]]))
         mha.out_proj.bias.copy_(t["b_o"])
     mha.out_proj.weight.copy_(t["w_o"])
-    x = t["x"]  # (B, S, H) or (S, H): MHA takes both
-    kv = t["x_kv"] if config.cross else x
-    mask = _mha_mask(config, attn_mask, is_causal)
-    return mha(x, kv, kv, attn_mask=mask, need_weights=True, average_attn_weights=False)  # type: ignore[no-any-return]
+    return mha
 
 
 def _mha_mask(config: AttentionConfig, attn_mask: Any, is_causal: bool) -> Any:

@@ -147,10 +147,13 @@ def verify_attention(
     tensors: Mapping[str, np.ndarray | None] | None = None,
     mask: np.ndarray | None = None,
     max_memory: int | None = None,
+    backward: bool = False,
 ) -> VerifyReport:
     """Compare the traces of two backends (numpy and torch unless given) step by step, and
     their output and attention weights with PyTorch's own attention. ``mask`` is a user mask
-    as in :func:`attntrace.trace_attention`.
+    as in :func:`attntrace.trace_attention`. ``backward``: the backward steps too, and every
+    gradient (x and each parameter) and the saved bytes against torch autograd
+    (:mod:`attntrace.tools.gradients`).
 
     >>> report = verify_attention(AttentionConfig(seq=3, hidden=8, heads=2))
     >>> report.ok, [c.right for c in report.references][:2]
@@ -168,20 +171,55 @@ def verify_attention(
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", MaskWarning)  # kept in the report's notes instead
         a, b = (
-            trace_attention(config, be, mask=mask, max_memory=max_memory, tensors=tensors)
+            trace_attention(
+                config, be, mask=mask, max_memory=max_memory, tensors=tensors, backward=backward
+            )
             for be in (first, second)
         )
     steps = tuple(
         compare(s.name, a.backend, b.backend, s.value, b[s.name].value, tol) for s in a.steps
     )
     refs = torch_references(config, _inputs(config, tensors), mask)
+    grads = _gradients(a, b, mask, tol) if backward else ()
     return VerifyReport(
         config=config,
         tolerance=tol,
         steps=steps,
-        references=_against(a, refs, tol) + _against(b, refs, tol),
+        references=_against(a, refs, tol) + _against(b, refs, tol) + grads,
         notes=a.notes,
     )
+
+
+def _gradients(
+    a: Trace, b: Trace, mask: np.ndarray | None, tol: Tolerance
+) -> tuple[Comparison, ...]:
+    """Every gradient of x and the parameters of both traces against torch autograd's, and
+    the saved bytes against what autograd saves for the same eager computation."""
+    from attntrace.tools.gradients import EAGER, eager_autograd, torch_gradients
+
+    rows: list[Comparison] = []
+    for trace in (a, b):
+        refs = torch_gradients(trace, mask)
+        names = [s.name for s in trace.steps if s.name in _GRADIENT_NAMES or s.name[2:4] in _W_B]
+        rows += _against(trace, refs, tol, names=tuple(names))
+    _, saved = eager_autograd(a)
+    ours = a.training.saved_bytes if a.training is not None else 0
+    rows.append(
+        Comparison(
+            name="saved bytes",
+            left=a.backend,
+            right=f"{EAGER} (saved_tensors_hooks)",
+            shape=(),
+            max_abs=float(abs(ours - saved)),
+            max_rel=float(abs(ours - saved)) / max(saved, 1),
+            ok=ours == saved,
+        )
+    )
+    return tuple(rows)
+
+
+_GRADIENT_NAMES = frozenset({"d_x", "d_x_kv"})
+_W_B = frozenset({"w_", "b_"})
 
 
 def check_verify_memory(
@@ -218,11 +256,15 @@ def check_verify_memory(
 
 
 def _against(
-    trace: Trace, refs: Mapping[str, Mapping[str, np.ndarray] | str], tol: Tolerance
+    trace: Trace,
+    refs: Mapping[str, Mapping[str, np.ndarray] | str],
+    tol: Tolerance,
+    names: tuple[str, ...] = ("output", "weights"),
 ) -> tuple[Comparison, ...]:
-    """The output and weights of ``trace`` against each reference (flash has no weights)."""
+    """The ``names`` of ``trace`` (output and weights) against each reference (flash has no
+    weights)."""
     rows = []
-    for name in ("output", "weights"):
+    for name in names:
         if name not in trace:
             continue
         for ref, values in refs.items():

@@ -44,6 +44,7 @@ def check(
     verbose: opt.Verbose = False,
     no_color: opt.NoColor = False,
     model: dict[str, Any],
+    backward: opt.Backward = False,
 ) -> None:
     """Check the shapes of a trace: exit 1 when one is not what you expect.
 
@@ -102,7 +103,7 @@ def check(
         config = resolve_options(
             **model, **sizes, **numbers, **computation, layer_prefix=layer_prefix
         )
-        results = [check_one(config, backend.value, expect or [], golden, budget)]
+        results = [check_one(config, backend.value, expect or [], golden, budget, backward)]
     report(results, fmt, spec, verbose=verbose, no_color=no_color)
     for r in results:
         if r.error:
@@ -143,8 +144,10 @@ def check_one(
     expect: list[str],
     golden: Path | None,
     budget: int | None,
+    backward: bool = False,
 ) -> CaseResult:
-    """Trace ``config`` and check it against the --expect values and the --golden file."""
+    """Trace ``config`` and check it against the --expect values and the --golden file (with
+    the backward steps under --backward, or when the golden is a version-2 document)."""
     from attntrace.engine.attention import trace_attention
     from attntrace.tools.check import check_trace, golden_fits, load_golden, parse_expectation
 
@@ -156,5 +159,10 @@ def check_one(
     reference = load_golden(golden) if golden is not None else None
     if reference is not None:
         golden_fits(reference)  # before tracing: a golden of the user's code needs --trace
-    trace = trace_attention(config, backend, max_memory=budget, keep_values=False)
+    from attntrace.trace import SCHEMA_ID_2
+
+    backward = backward or (reference is not None and reference.get("schema") == SCHEMA_ID_2)
+    trace = trace_attention(
+        config, backend, max_memory=budget, keep_values=False, backward=backward
+    )
     return check_trace(trace, expectations, reference)

@@ -12,6 +12,7 @@ from attntrace.cli.commands.cmd_run import (
     check_batch_item,
     check_layers,
     trace_from_options,
+    training_options,
     with_whole_model,
 )
 from attntrace.cli.configure import with_option_groups
@@ -52,6 +53,7 @@ def report(
     layers: opt.Layers = None,
     files: dict[str, Any],
     model: dict[str, Any],
+    backward: opt.Backward = False,
 ) -> None:
     """Write one self-contained HTML page: steps, flow diagram, heat maps, costs, config.
 
@@ -85,6 +87,7 @@ def report(
         mask=mask,
         backend=backend,
         max_memory=max_memory,
+        training=training_options(backward, False, None),
     )
     trace = with_whole_model(trace, layers, model)
     write_output(

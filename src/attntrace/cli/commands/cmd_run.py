@@ -47,6 +47,9 @@ def run(
     plot: opt.Plot = None,
     plot_flow: opt.PlotFlow = None,
     model: dict[str, Any],
+    backward: opt.Backward = False,
+    recompute: opt.Recompute = False,
+    grad_output: opt.GradOutput = None,
 ) -> None:
     """Run multi-head attention and print the shape of every step.
 
@@ -99,6 +102,7 @@ def run(
         max_memory=max_memory,
         threads=threads,
         shown=(batch_item, head),
+        training=training_options(backward, recompute, grad_output),
     )
     trace = with_whole_model(trace, layers, model)
     if save is not None:
@@ -146,6 +150,7 @@ def trace_from_options(
     threads: int | None = None,
     remake: Collection[str] = (),
     shown: tuple[int, int] | None = None,
+    training: dict[str, Any] | None = None,
     **options: Any,
 ) -> Trace:
     """The trace that run's options describe (also ``report``'s): config from the options and
@@ -175,10 +180,27 @@ def trace_from_options(
             hold=hold,
             tensors=tensors,
             threads=threads,
+            **(training or {}),
         )
     if origin := origin_line(ctx, model, config):
         trace = dataclasses.replace(trace, origin=origin)
     return trace
+
+
+def training_options(backward: bool, recompute: bool, grad_output: Path | None) -> dict[str, Any]:
+    """The keyword arguments of trace_attention that --backward, --recompute and --grad-output
+    give (none without --backward; the other two need it)."""
+    if not backward:
+        if recompute or grad_output is not None:
+            given = "--recompute" if recompute else "--grad-output"
+            raise ConfigError(f"{given} needs --backward; add --backward")
+        return {}
+    grad = None
+    if grad_output is not None:
+        from attntrace.files.readers import read_npy
+
+        grad = read_npy(grad_output)
+    return {"backward": True, "recompute": recompute, "grad_output": grad}
 
 
 def with_whole_model(trace: Trace, layers: int | None, model: dict[str, Any]) -> Trace:

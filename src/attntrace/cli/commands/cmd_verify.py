@@ -51,6 +51,7 @@ def verify(
     model: dict[str, Any],
     fmt: opt.VerifyFormat = opt.ListingFormatName.table,
     output_file: opt.DocumentFile = None,  # written by cli_errors: to_document
+    backward: opt.Backward = False,
 ) -> None:
     """Check the trace against PyTorch's own attention; exit 1 beyond tolerance.
 
@@ -58,7 +59,9 @@ def verify(
     nn.MultiheadAttention and F.scaled_dot_product_attention, for every variant (masks,
     cross, GQA, RoPE, presets, --algorithm flash). Exit 0 when every difference is within
     the dtype's tolerance, 1 when one is not, 2 when torch is missing (the line says how to
-    install it). Needs torch: the torch extra, attntrace\\[torch].
+    install it). --backward: every gradient too, against torch autograd (plain eager torch,
+    SDPA, nn.MultiheadAttention), and the saved bytes against what autograd saves. Needs torch:
+    the torch extra, attntrace\[torch].
 
     \b
     Example:
@@ -73,7 +76,9 @@ def verify(
     config, tensors = config_from_files(ctx, **files, **model, **sizes, **numbers, **computation)
     user_mask = load_mask(mask) if mask is not None else None
     budget = parse_size(max_memory) if max_memory is not None else None
-    report = verify_attention(config, tensors=tensors, mask=user_mask, max_memory=budget)
+    report = verify_attention(
+        config, tensors=tensors, mask=user_mask, max_memory=budget, backward=backward
+    )
     if fmt is opt.ListingFormatName.json:
         sys.stdout.write(json.dumps(verify_document(report), indent=2) + "\n")
     else:

@@ -1,0 +1,111 @@
+"""`run --backward` / `check --backward` from the command line: the table, the version-2 JSON
+(valid against its schema), --grad-output, --recompute, goldens of versions 1 and 2, errors."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import jsonschema
+import numpy as np
+from typer.testing import CliRunner
+
+from attntrace.cli import app
+from attntrace.schemas import trace_schema, trace_schema_2
+
+runner = CliRunner()
+SIZES = ("--seq", "4", "--hidden", "8", "--heads", "2")
+
+
+def run_cli(*args: str) -> tuple[int, str, str]:
+    result = runner.invoke(app, list(args), env={"COLUMNS": "100", "NO_COLOR": "1"})
+    return result.exit_code, result.stdout, result.stderr
+
+
+def test_run_backward_prints_the_gradient_steps_and_the_training_table() -> None:
+    code, out, err = run_cli("run", *SIZES, "--backward")
+    assert code == 0, err
+    for text in ("d_scaled", "4·h·S·S", "d_w_q", "d_x", "flash keeps", "Megatron (16-bit)"):
+        assert text in out
+
+
+def test_json_of_version_2_is_valid_and_version_1_stays_without_backward() -> None:
+    code, out, _ = run_cli("run", *SIZES, "--backward", "--layers", "2", "--format", "json")
+    assert code == 0
+    doc = json.loads(out)
+    jsonschema.validate(doc, trace_schema_2())
+    assert doc["schema"] == "attntrace.trace/2"
+    steps = {s["name"]: s for s in doc["steps"]}
+    assert steps["d_scores"]["pass"] == "backward"
+    assert steps["weights"]["saved"] is True
+    assert steps["scores"]["saved"] is False
+    assert doc["backward"]["saved_bytes"] == sum(s["bytes"] for s in doc["steps"] if s["saved"])
+    assert doc["whole_model"]["saved_bytes"] == 2 * doc["backward"]["saved_bytes"]
+    code, out, _ = run_cli("run", *SIZES, "--format", "json")
+    plain = json.loads(out)
+    jsonschema.validate(plain, trace_schema())
+    assert plain["schema"] == "attntrace.trace/1"
+    assert "pass" not in plain["steps"][0]
+
+
+def test_grad_output_file_is_the_start_of_the_backward(tmp_path: Path) -> None:
+    grad = tmp_path / "grad.npy"
+    np.save(grad, np.ones((4, 8), dtype=np.float32))
+    code, out, err = run_cli(
+        "run", *SIZES, "--backward", "--grad-output", str(grad), "--format", "json"
+    )
+    assert code == 0, err
+    assert json.loads(out)["backward"]["d_output"] == "given"
+    np.save(grad, np.ones((3, 8), dtype=np.float32))
+    code, _, err = run_cli("run", *SIZES, "--backward", "--grad-output", str(grad))
+    assert code == 2
+    assert "--grad-output has shape (3, 8)" in err
+
+
+def test_recompute_and_grad_output_need_backward() -> None:
+    code, _, err = run_cli("run", *SIZES, "--recompute")
+    assert code == 2
+    assert "needs --backward" in err
+    code, _, err = run_cli("run", *SIZES, "--backward", "--algorithm", "flash")
+    assert code == 2
+    assert err.count("\n") == 1
+    assert "--algorithm flash" in err
+
+
+def test_check_reads_goldens_of_both_versions(tmp_path: Path) -> None:
+    for extra, name in (((), "one.json"), (("--backward",), "two.json")):
+        code, out, _ = run_cli("run", *SIZES, *extra, "--format", "json")
+        assert code == 0
+        (tmp_path / name).write_text(out)
+    code, out, err = run_cli("check", *SIZES, "--golden", str(tmp_path / "one.json"))
+    assert code == 0, out + err
+    code, out, err = run_cli("check", *SIZES, "--golden", str(tmp_path / "two.json"))
+    assert code == 0, out + err  # a version-2 golden traces the backward too
+    code, out, _ = run_cli("check", *SIZES, "--backward", "--expect", "d_scores=h,S,S")
+    assert code == 0, out
+    code, out, _ = run_cli("check", *SIZES, "--backward", "--expect", "d_scores=h,S,1")
+    assert code == 1
+
+
+def test_report_backward_has_the_training_section(tmp_path: Path) -> None:
+    out = tmp_path / "report.html"
+    code, _, err = run_cli("report", "--out", str(out), *SIZES, "--backward")
+    assert code == 0, err
+    page = out.read_text()
+    assert "Training: the backward" in page
+    assert "d_scores" in page
+
+
+def test_csv_and_markdown_carry_the_backward_steps() -> None:
+    code, out, _ = run_cli("run", *SIZES, "--backward", "--format", "csv")
+    assert code == 0
+    lines = out.splitlines()
+    assert lines[0].endswith(",nonfinite,pass,saved")
+    rows = {line.split(",")[1]: line for line in lines[1:]}
+    assert rows["weights"].endswith(",forward,true")
+    assert rows["d_scores"].endswith(",backward,false")
+    code, out, _ = run_cli("run", *SIZES, "--format", "csv")
+    assert out.splitlines()[0].endswith(",nonfinite")  # unchanged without --backward
+    code, out, _ = run_cli("run", *SIZES, "--backward", "--format", "markdown")
+    assert code == 0
+    assert "| d_scores |" in out
