@@ -169,8 +169,11 @@ def format_axes(axes: tuple[str, ...]) -> str:
     return "(" + ", ".join(axes) + ("," if len(axes) == 1 else "") + ")"
 
 
-#: One size of a shape: a number, an axis letter, or a product of them (``g·d``, ``g*d``, ``2·d``).
-_DIM = re.compile(r"\d+|(?:\d+|[A-Za-z]\w*)(?:\s*[·*]\s*(?:\d+|[A-Za-z]\w*))+|[A-Za-z]\w*")
+#: One size of a shape: a number, an axis letter, a product of them (``g·d``, ``g*d``, ``2·d``),
+#: or a sum or difference of those (``N+1``, ``N+S``, ``W-1+S``: the keys of a --past step).
+_FACTOR = r"(?:\d+|[A-Za-z]\w*)"
+_PRODUCT = rf"{_FACTOR}(?:\s*[·*]\s*{_FACTOR})*"
+_DIM = re.compile(rf"{_PRODUCT}(?:\s*[+-]\s*{_PRODUCT})*")
 
 
 def parse_shape(text: str) -> tuple[Dim, ...]:
@@ -181,6 +184,8 @@ def parse_shape(text: str) -> tuple[Dim, ...]:
     ((12, 3, 64), (12, 3, 3), ('B', 'h', 'S', 3))
     >>> parse_shape("(768,)"), parse_shape("()"), parse_shape("S, g*d"), parse_shape("S,h·d")
     ((768,), (), ('S', 'g·d'), ('S', 'h·d'))
+    >>> parse_shape("B,h,1,N + 1")
+    ('B', 'h', 1, 'N+1')
     """
     body = text.strip().removeprefix("(").removesuffix(")")
     body = body.removeprefix("[").removesuffix("]").strip()
@@ -192,4 +197,7 @@ def parse_shape(text: str) -> tuple[Dim, ...]:
         raise ConfigError(
             f"cannot read the shape {text!r}; write it like 12,3,3 or 12x3x3 or h,S,S or S,g*d"
         )
-    return tuple(int(d) if d.isdigit() else re.sub(r"\s*[·*]\s*", "·", d) for d in dims)
+    return tuple(
+        int(d) if d.isdigit() else re.sub(r"\s*([+-])\s*", r"\1", re.sub(r"\s*[·*]\s*", "·", d))
+        for d in dims
+    )

@@ -44,6 +44,7 @@ MODEL_OPTIONS: dict[str, Any] = {
     "softcap": opt.Softcap,
     "qk_norm": opt.QkNorm,
     "relative_bias": opt.RelativeBias,
+    "past": opt.Past,
 }
 
 #: Options that several commands take alike, by group: each option's annotation (its Typer

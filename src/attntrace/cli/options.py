@@ -199,6 +199,16 @@ KeyLengths = Annotated[
         rich_help_panel=VARIANTS,
     ),
 ]
+Past = Annotated[
+    int | None,
+    typer.Option(
+        help="N, tokens already in the KV cache: the S new tokens (--seq 1: one decode step) "
+        "sit at positions N..N+S-1; the steps read k_cache, v_cache (B, g, N, d) and attend "
+        "to N+S keys (the causal mask aligned bottom-right).",
+        rich_help_panel=VARIANTS,
+        min=0,
+    ),
+]
 MaskFile = Annotated[
     Path | None,
     typer.Option(

@@ -602,7 +602,8 @@ def _append(
     cache_ax = lay.ax(lab.kv_heads, config.cache_label, "d")  # (B, g, N, d)
     all_ax = lay.ax(lab.kv_heads, lab.keys, "d")  # (B, g, N+S, d)
     k_new = "k_rot" if config.rope else "k_norm" if config.qk_norm == "head" else "k"
-    caches = [rec.step(f"{c}_cache", t[f"{c}_cache"], "read", cache_ax) for c in "kv"]
+    read = f"cache of {config.cache_label} earlier tokens"
+    caches = [rec.step(f"{c}_cache", t[f"{c}_cache"], read, cache_ax) for c in "kv"]
     joined = []
     for c, cache, new, new_name in (("k", caches[0], k, k_new), ("v", caches[1], v, "v")):
         shape = (*be.shape(new)[:-2], config.keys, config.head_dim)  # (B, g, N+S, d)
@@ -659,8 +660,9 @@ def _rotate(
     """RoPE: the cos/sin tables of the positions, then q and k rotated, dimension i with
     i + d/2 (--rope-style half) or 2i with 2i + 1 (interleaved)."""
     lab = lay.lab
-    cos = rec.step("rope_cos", t["rope_cos"], "cos(pos * base^(-2i/d))", ("S", "d"))  # (S, d)
-    sin = rec.step("rope_sin", t["rope_sin"], "sin(pos * base^(-2i/d))", ("S", "d"))  # (S, d)
+    at = ", pos = N..N+S-1" if lay.new_keys == "S" and lab.keys != "S" else ""  # --past
+    cos = rec.step("rope_cos", t["rope_cos"], f"cos(pos * base^(-2i/d)){at}", ("S", "d"))  # (S, d)
+    sin = rec.step("rope_sin", t["rope_sin"], f"sin(pos * base^(-2i/d)){at}", ("S", "d"))  # (S, d)
     if lay.rotary is not None or lay.pairs:  # partial RoPE, or pairs of neighbours
         return _rotate_part(be, rec, lay, q, k, cos, sin)
     q_rot = rec.step(
