@@ -75,6 +75,12 @@ OPTION_GROUPS: dict[str, dict[str, tuple[Any, Any]]] = {
         "input_kv": (opt.InputKv, None),
     },
     "model": {name: (annotation, None) for name, annotation in MODEL_OPTIONS.items()},
+    "serving": {  # the roofline and KV cache figures (engine/serving.py)
+        "peak_flops": (opt.PeakFlops, None),
+        "bandwidth": (opt.Bandwidth, None),
+        "memory": (opt.Memory, None),
+        "cache_dtype": (opt.CacheDType, None),
+    },
 }
 
 

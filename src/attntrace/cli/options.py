@@ -550,6 +550,42 @@ Layers = Annotated[
         show_default=False,
     ),
 ]
+SERVING = "Serving (prefill, decode and the KV cache)"
+PeakFlops = Annotated[
+    str | None,
+    typer.Option(
+        help="The machine's peak arithmetic, e.g. 989T or 1.98PFLOP/s, for the roofline of the "
+        "serving figures \\[default: H100 SXM, 989 TFLOP/s dense bf16].",
+        rich_help_panel=SERVING,
+        show_default=False,
+    ),
+]
+Bandwidth = Annotated[
+    str | None,
+    typer.Option(
+        help="The machine's memory bandwidth, e.g. 3.35TB/s, for the roofline of the serving "
+        "figures \\[default: H100 SXM, 3.35 TB/s HBM3].",
+        rich_help_panel=SERVING,
+        show_default=False,
+    ),
+]
+Memory = Annotated[
+    str | None,
+    typer.Option(
+        help="Memory the KV cache may take, e.g. 80GiB: how many requests of N+S tokens fit "
+        "(every layer: --layers, --preset, --model).",
+        rich_help_panel=SERVING,
+    ),
+]
+CacheDType = Annotated[
+    str | None,
+    typer.Option(
+        help="The KV cache's dtypes for the serving figures, e.g. float8 or float16,float8 "
+        "\\[default: float16, bfloat16, float8].",
+        rich_help_panel=SERVING,
+        show_default=False,
+    ),
+]
 Count = Annotated[
     CountName,
     typer.Option(help="Count arithmetic in flops or macs (1 MAC = 2 FLOPs).", rich_help_panel=COST),

@@ -24,6 +24,9 @@ from attntrace.errors import ConfigError
 
 #: Bytes per element of every dtype attntrace knows; backends support a subset.
 DTYPE_BYTES: dict[str, int] = {"float16": 2, "bfloat16": 2, "float32": 4, "float64": 8}
+#: Bytes per element of a KV cache: the compute dtypes, and float8 (e4m3/e5m2), which servers
+#: store the cache in but attntrace does not compute in.
+CACHE_DTYPE_BYTES: dict[str, int] = {**DTYPE_BYTES, "float8": 1}
 #: The dtype of boolean masks (a mask step), which is no compute dtype.
 MASK_DTYPE = "bool"
 #: Bytes per element of every tensor a trace can record.
@@ -403,8 +406,10 @@ class AttentionConfig:
         >>> cfg = AttentionConfig(hidden=4096, heads=32, kv_heads=8)
         >>> cfg.kv_cache_bytes(), cfg.kv_cache_bytes(tokens=10, dtype="float16")
         (8192, 40960)
+        >>> cfg.kv_cache_bytes(dtype="float8")  # a server's cache may be 1 byte an element
+        2048
         """
-        return 2 * self.groups * self.head_dim * DTYPE_BYTES[dtype or self.dtype] * tokens
+        return 2 * self.groups * self.head_dim * CACHE_DTYPE_BYTES[dtype or self.dtype] * tokens
 
     @property
     def kv_cache_bytes_per_token(self) -> int:

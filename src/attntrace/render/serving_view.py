@@ -1,0 +1,159 @@
+"""The serving figures of ``run`` (``--past``, ``--peak-flops``, ``--memory``...): the roofline
+of this step beside the prefill of the same tokens, each step's traffic as traced, and the KV
+cache a server holds. Reads :class:`attntrace.engine.serving.ServingFigures`; computes nothing.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from attntrace.engine.serving import Machine, ServingFigures, Traffic, requests_note
+from attntrace.render.table import _table
+from attntrace.trace import Trace
+from attntrace.units import format_bytes, format_count, format_rate, in_unit
+
+if TYPE_CHECKING:
+    from rich.console import RenderableType
+    from rich.table import Table
+
+
+def serving_pieces(
+    trace: Trace, count: str = "flops", *, tight: bool = False
+) -> list[RenderableType]:
+    """The serving tables of ``trace`` (none without figures): roofline, steps, KV cache.
+
+    >>> import dataclasses, io
+    >>> from rich.console import Console
+    >>> from attntrace import AttentionConfig, trace_attention
+    >>> from attntrace.engine.serving import serving_figures
+    >>> t = trace_attention(AttentionConfig(seq=1, past=4095, hidden=64, heads=4), "shape")
+    >>> t = dataclasses.replace(t, serving=serving_figures(t))
+    >>> console = Console(file=io.StringIO(), width=100)
+    >>> for piece in serving_pieces(t):
+    ...     console.print(piece)
+    >>> print(console.file.getvalue().splitlines()[0].rstrip())
+    roofline of one layer (fused kernels)
+    """
+    from rich.console import NewLine
+
+    f = trace.serving
+    if not isinstance(f, ServingFigures):
+        return []
+    return [
+        roofline_table(trace, f, count, tight=tight),
+        NewLine(),
+        traffic_table(f.steps, count, tight=tight),
+        NewLine(),
+        cache_table(f, tight=tight),
+    ]
+
+
+def roofline_table(trace: Trace, f: ServingFigures, count: str, *, tight: bool = False) -> Table:
+    """This step (and the prefill of the same N + S tokens) fused: FLOPs, bytes, intensity,
+    the side of the ridge and the roofline's time."""
+    m = f.machine
+    cfg = trace.config
+    here = f"decode: S={cfg.seq} new, N={cfg.past:,} cached; " if cfg.past else ""
+    also = f"prefill: the {cfg.positions:,} tokens at once; " if f.prefill else ""
+    table = _table(
+        "roofline of one layer (fused kernels)",
+        tight=tight,
+        caption=f"{here}{also}{m.name}: {format_rate(m.peak_flops, 'FLOP/s')}, "
+        f"{format_rate(m.bandwidth, 'B/s')}, ridge {m.ridge:,.0f} FLOPs/B "
+        "(--peak-flops, --bandwidth); below the ridge: memory-bound",
+    )
+    unit = "MACs" if count == "macs" else "FLOPs"
+    for name, justify in (
+        ("phase", "left"),
+        ("kernel", "left"),
+        (unit, "right"),
+        ("read", "right"),
+        ("written", "right"),
+        (f"{unit}/B", "right"),
+        ("bound", "left"),
+        ("time", "right"),
+    ):
+        table.add_column(name, justify=justify, no_wrap=True)  # type: ignore[arg-type]
+    phases = [("decode" if cfg.past else "prefill", f.step)]
+    if f.prefill:
+        phases.append(("prefill", f.prefill))
+    for phase, kernels in phases:
+        for i, t in enumerate(kernels):
+            table.add_row(phase if i == 0 else "", *_traffic_cells(t, m, count))
+    return table
+
+
+def _traffic_cells(t: Traffic, m: Machine, count: str) -> list[str]:
+    intensity = in_unit(t.flops, count) / t.moved if t.moved else 0.0
+    return [
+        t.name,
+        format_count(in_unit(t.flops, count)),
+        format_bytes(t.read),
+        format_bytes(t.written),
+        f"{intensity:,.1f}",
+        m.bound(t).removesuffix("-bound"),
+        _seconds(m.seconds(t)),
+    ]
+
+
+def _seconds(s: float) -> str:
+    """A short time: ``12.3 µs``, ``4.56 ms``, ``1.2 s``.
+
+    >>> _seconds(1.23e-5), _seconds(0.00456), _seconds(1.2)
+    ('12.3 µs', '4.56 ms', '1.2 s')
+    """
+    if s < 1e-3:
+        return f"{s * 1e6:.3g} µs"
+    if s < 1:
+        return f"{s * 1e3:.3g} ms"
+    return f"{s:.3g} s"
+
+
+def traffic_table(steps: tuple[Traffic, ...], count: str, *, tight: bool = False) -> Table:
+    """Each step as traced (materialised): FLOPs, bytes read and written, intensity."""
+    unit = "MACs" if count == "macs" else "FLOPs"
+    table = _table(
+        "memory traffic as traced (every step materialised; views move nothing)",
+        show_footer=True,
+        tight=tight,
+    )
+    flops = sum(t.flops for t in steps)
+    read, written = sum(t.read for t in steps), sum(t.written for t in steps)
+    table.add_column("step", footer="total")
+    table.add_column(unit, justify="right", footer=format_count(in_unit(flops, count)))
+    table.add_column("read", justify="right", footer=format_bytes(read))
+    table.add_column("written", justify="right", footer=format_bytes(written))
+    total = in_unit(flops, count) / (read + written) if read + written else 0.0
+    table.add_column(f"{unit}/B", justify="right", footer=f"{total:,.2f}")
+    for t in steps:
+        if t.moved or t.flops:
+            ratio = in_unit(t.flops, count) / t.moved if t.moved else 0.0
+            table.add_row(
+                t.name,
+                format_count(in_unit(t.flops, count)),
+                format_bytes(t.read),
+                format_bytes(t.written),
+                f"{ratio:,.2f}",
+            )
+    return table
+
+
+def cache_table(f: ServingFigures, *, tight: bool = False) -> Table:
+    """The KV cache per token and per request of N + S tokens for each cache dtype, and the
+    requests that fit in --memory."""
+    c = f.cache
+    layers = f"{c.layers} layers" if c.layers > 1 else "1 layer (add --layers L or --preset)"
+    table = _table(
+        f"KV cache of {layers}, requests of {c.context:,} tokens",
+        tight=tight,
+        caption=requests_note(c),
+    )
+    table.add_column("cache dtype")
+    table.add_column("per token", justify="right")
+    table.add_column("per request", justify="right")
+    memory = format_bytes(c.memory) if c.memory is not None else "--memory"
+    table.add_column(f"requests in {memory}", justify="right")
+    for r in c.rows:
+        fits = f"{r.fits:,}" if r.fits is not None else "-"
+        table.add_row(r.dtype, format_bytes(r.per_token), format_bytes(r.per_request), fits)
+    return table
