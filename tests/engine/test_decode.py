@@ -5,6 +5,7 @@ equals the last S rows of a prefill of N + S tokens whose first N keys and value
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -197,3 +198,21 @@ def test_cache_tensors_of_the_wrong_shape_are_refused() -> None:
     config = AttentionConfig(seq=1, past=4, hidden=8, heads=2)
     with pytest.raises(ConfigError, match=r"k_cache has shape \(2, 3, 4\), but the sizes give"):
         trace_attention(config, tensors={"k_cache": np.zeros((2, 3, 4))})
+
+
+def test_a_decode_step_in_markdown_matches_golden(golden: Callable[[str], None]) -> None:
+    from attntrace.render import text_renderer
+
+    config = AttentionConfig(
+        batch=2,
+        seq=1,
+        past=4096,
+        hidden=4096,
+        heads=32,
+        kv_heads=8,
+        causal=True,
+        rope=True,
+        bias=False,
+        dtype="bfloat16",
+    )
+    golden(text_renderer("markdown")(trace_attention(config, "shape")))
