@@ -98,3 +98,17 @@ def test_bad_serving_options_are_one_line(args: tuple[str, ...], message: str) -
     assert code == 2
     assert message in err
     assert "Traceback" not in err
+
+
+def test_run_page_size_shows_the_paged_cache() -> None:
+    args = ("run", *SMALL, "--batch", "3", "--seq", "1", "--past", "40", "--backend", "shape")
+    code, out, err = invoke(*args, "--key-lengths", "41,20,3", "--page-size", "16")
+    assert (code, err) == (0, "")
+    assert "paged KV cache of one layer, blocks of P=16 tokens" in out
+    assert "(3, 3)" in out  # the block table
+    assert "(6, 16, 2, 4)" in out  # the pool: 3 + 2 + 1 blocks of 41, 20, 3 tokens
+    assert "gather: k[b] = k_pool[block_table[b]]" in out
+    code, out, _ = invoke(*args, "--key-lengths", "41,20,3", "--page-size", "16", "-f", "json")
+    paged = json.loads(out)["serving"]["paged"]
+    assert paged["blocks"] == [3, 2, 1]
+    assert paged["waste_tokens"] == 48 - 41 + 32 - 20 + 16 - 3

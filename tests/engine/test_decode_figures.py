@@ -15,6 +15,7 @@ from attntrace.engine.serving import (
     cache_figures,
     fused_traffic,
     machine,
+    paged_figures,
     serving_figures,
     step_traffic,
 )
@@ -107,3 +108,29 @@ def test_a_sliding_window_caps_what_a_request_holds() -> None:
 def test_an_unknown_cache_dtype_is_one_line() -> None:
     with pytest.raises(ConfigError, match="--cache-dtype 'int4' is not a cache dtype; use one"):
         cache_figures(SMALL, dtypes=("int4",))
+
+
+def test_a_paged_cache_by_hand() -> None:
+    # a ragged batch of 4,096, 1,000 and 17 tokens in blocks of 16; g=8, d=128, float32
+    config = AttentionConfig(
+        batch=3, seq=1, past=4095, hidden=4096, heads=32, kv_heads=8, key_lengths=(4096, 1000, 17)
+    )
+    p = paged_figures(config, 16)
+    assert p.blocks == (256, 63, 2)  # ⌈4096/16⌉, ⌈1000/16⌉, ⌈17/16⌉
+    assert p.table_shape == (3, 256)
+    assert p.pool_shape == (321, 16, 8, 128)
+    assert p.gathered_shape == (3, 8, 4096, 128)
+    assert p.waste_tokens == (1008 - 1000) + (32 - 17) == 23
+    slot = 2 * 8 * 128 * 4  # k and v of one token
+    assert p.pool_bytes == 321 * 16 * slot
+    assert p.waste_bytes == 23 * slot
+    assert p.padded_bytes == 3 * 4096 * slot
+    assert p.table_bytes == 3 * 256 * 4
+    assert p.pool_bytes == (4096 + 1000 + 17 + 23) * slot
+
+
+def test_without_key_lengths_every_sequence_holds_n_plus_s() -> None:
+    p = paged_figures(AttentionConfig(batch=2, seq=1, past=40, hidden=8, heads=2), 16)
+    assert (p.blocks, p.waste_tokens, p.table_shape) == ((3, 3), 2 * 7, (2, 3))
+    with pytest.raises(ConfigError, match="--page-size must be a whole number >= 1"):
+        paged_figures(SMALL, 0)

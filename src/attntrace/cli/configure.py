@@ -80,6 +80,7 @@ OPTION_GROUPS: dict[str, dict[str, tuple[Any, Any]]] = {
         "bandwidth": (opt.Bandwidth, None),
         "memory": (opt.Memory, None),
         "cache_dtype": (opt.CacheDType, None),
+        "page_size": (opt.PageSize, None),
     },
 }
 

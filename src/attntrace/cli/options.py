@@ -586,6 +586,15 @@ CacheDType = Annotated[
         show_default=False,
     ),
 ]
+PageSize = Annotated[
+    int | None,
+    typer.Option(
+        help="P: a paged KV cache (vLLM's blocks of P tokens): block table, pool, gather and "
+        "the waste in last blocks; a ragged batch with --key-lengths.",
+        rich_help_panel=SERVING,
+        min=1,
+    ),
+]
 Count = Annotated[
     CountName,
     typer.Option(help="Count arithmetic in flops or macs (1 MAC = 2 FLOPs).", rich_help_panel=COST),

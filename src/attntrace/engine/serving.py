@@ -247,6 +247,65 @@ def cache_figures(
 
 
 @dataclass(frozen=True, kw_only=True)
+class PagedFigures:
+    """A paged KV cache (vLLM's blocks of P tokens) for one layer: each sequence's tokens live
+    in whole blocks of a shared pool; its row of the block table lists them in order, and a
+    gather rebuilds its keys: ``k[b] = k_pool[block_table[b]].reshape(-1, g, d)[:L_b]``."""
+
+    page_size: int  # P, tokens per block
+    lengths: tuple[int, ...]  # L_b, tokens of each sequence (--key-lengths, else N + S)
+    blocks: tuple[int, ...]  # ⌈L_b / P⌉ blocks of each sequence
+    table_shape: tuple[int, int]  # (B, ⌈max L / P⌉), the block table (int32)
+    pool_shape: tuple[int, ...]  # (num_blocks, P, g, d), for k and for v
+    gathered_shape: tuple[int, ...]  # (B, g, max L, d): each sequence's keys after the gather
+    waste_tokens: int  # slots left empty in the last block of each sequence
+    pool_bytes: int  # k and v pools
+    waste_bytes: int  # the empty slots of both pools
+    padded_bytes: int  # a contiguous cache padded to the longest sequence, k and v
+    table_bytes: int  # the block table, int32
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            name: list(v) if isinstance(v, tuple) else v
+            for name, v in dataclasses.asdict(self).items()
+        }
+
+
+def paged_figures(config: AttentionConfig, page_size: int) -> PagedFigures:
+    """The paged cache of ``config``'s keys and values in blocks of ``page_size`` tokens.
+
+    >>> p = paged_figures(AttentionConfig(batch=2, seq=1, past=99, hidden=64, heads=4,
+    ...                                   key_lengths=(100, 37)), page_size=16)
+    >>> p.blocks, p.table_shape, p.pool_shape, p.waste_tokens  # 7 + 3 blocks; 12 + 11 empty
+    ((7, 3), (2, 7), (10, 16, 4, 16), 23)
+    """
+    if isinstance(page_size, bool) or not isinstance(page_size, int) or page_size < 1:
+        raise ConfigError(
+            f"--page-size must be a whole number >= 1 (tokens a block), got {page_size!r}"
+        )
+    batch = config.batch or 1
+    lengths = config.key_lengths or (config.keys,) * batch
+    blocks = tuple(-(-n // page_size) for n in lengths)
+    g, d, b = config.groups, config.head_dim, config.itemsize
+    slot = 2 * g * d * b  # k and v of one token
+    longest = max(lengths)
+    waste = sum(n * page_size for n in blocks) - sum(lengths)
+    return PagedFigures(
+        page_size=page_size,
+        lengths=tuple(lengths),
+        blocks=blocks,
+        table_shape=(batch, max(blocks)),
+        pool_shape=(sum(blocks), page_size, g, d),
+        gathered_shape=(batch, g, longest, d),
+        waste_tokens=waste,
+        pool_bytes=sum(blocks) * page_size * slot,
+        waste_bytes=waste * slot,
+        padded_bytes=batch * longest * slot,
+        table_bytes=batch * max(blocks) * 4,
+    )
+
+
+@dataclass(frozen=True, kw_only=True)
 class ServingFigures:
     """Everything ``run``'s serving view shows: the fused figures of this step (and of the
     prefill of the same N + S tokens when it is a --past step) against ``machine``, each step's
@@ -257,9 +316,11 @@ class ServingFigures:
     prefill: tuple[Traffic, ...]  # the same of a prefill of N + S tokens; () without --past
     steps: tuple[Traffic, ...]  # each step as traced
     cache: CacheFigures
+    paged: PagedFigures | None = None  # --page-size P
 
     def to_dict(self) -> dict[str, Any]:
         return {
+            **({"paged": self.paged.to_dict()} if self.paged is not None else {}),
             "machine": self.machine.to_dict(),
             "step": [_phase(t, self.machine) for t in self.step],
             "prefill": [_phase(t, self.machine) for t in self.prefill],
@@ -279,6 +340,7 @@ def serving_figures(
     layers: int = 1,
     memory: int | None = None,
     cache_dtypes: tuple[str, ...] = CACHE_DTYPES,
+    page_size: int | None = None,
 ) -> ServingFigures:
     """The serving view of ``trace`` (see :class:`ServingFigures`); the prefill beside a --past
     step is traced on the shape backend (sizes only, any length).
@@ -302,6 +364,7 @@ def serving_figures(
         prefill=prefill,
         steps=step_traffic(trace),
         cache=cache_figures(config, layers, memory, cache_dtypes),
+        paged=paged_figures(config, page_size) if page_size is not None else None,
     )
 
 
@@ -324,11 +387,13 @@ __all__ = [
     "DEFAULT_PEAK_FLOPS",
     "CacheFigures",
     "Machine",
+    "PagedFigures",
     "ServingFigures",
     "Traffic",
     "cache_figures",
     "fused_traffic",
     "machine",
+    "paged_figures",
     "serving_figures",
     "step_traffic",
 ]

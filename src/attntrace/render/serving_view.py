@@ -7,7 +7,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from attntrace.engine.serving import Machine, ServingFigures, Traffic, requests_note
+from attntrace.engine.serving import (
+    Machine,
+    PagedFigures,
+    ServingFigures,
+    Traffic,
+    requests_note,
+)
 from attntrace.render.table import _table
 from attntrace.trace import Trace
 from attntrace.units import format_bytes, format_count, format_rate, in_unit
@@ -45,6 +51,7 @@ def serving_pieces(
         traffic_table(f.steps, count, tight=tight),
         NewLine(),
         cache_table(f, tight=tight),
+        *([NewLine(), paged_table(f.paged, tight=tight)] if f.paged is not None else []),
     ]
 
 
@@ -156,4 +163,39 @@ def cache_table(f: ServingFigures, *, tight: bool = False) -> Table:
     for r in c.rows:
         fits = f"{r.fits:,}" if r.fits is not None else "-"
         table.add_row(r.dtype, format_bytes(r.per_token), format_bytes(r.per_request), fits)
+    return table
+
+
+def paged_table(p: PagedFigures, *, tight: bool = False) -> Table:
+    """The paged cache of one layer: block table, pool, gather, and the waste in last blocks."""
+    from rich.markup import escape
+
+    from attntrace.units import format_shape
+
+    table = _table(
+        f"paged KV cache of one layer, blocks of P={p.page_size} tokens",
+        tight=tight,
+        caption=escape("gather: k[b] = k_pool[block_table[b]].reshape(-1, g, d)[:L_b], v alike"),
+    )
+    table.add_column("what")
+    table.add_column("shape", justify="right")
+    table.add_column("bytes", justify="right")
+    lengths = ", ".join(f"{n:,}" for n in p.lengths[:4]) + (", ..." if len(p.lengths) > 4 else "")
+    blocks = ", ".join(f"{n:,}" for n in p.blocks[:4]) + (", ..." if len(p.blocks) > 4 else "")
+    table.add_row(f"tokens L_b ({lengths}) in blocks ({blocks})", "", "")
+    table.add_row(
+        "block table (B, ⌈max L / P⌉), int32",
+        format_shape(p.table_shape),
+        format_bytes(p.table_bytes),
+    )
+    table.add_row(
+        "k_pool, v_pool (num_blocks, P, g, d)",
+        format_shape(p.pool_shape),
+        format_bytes(p.pool_bytes),
+    )
+    table.add_row("gathered k, v (B, g, max L, d)", format_shape(p.gathered_shape), "")
+    table.add_row(
+        f"waste: {p.waste_tokens:,} empty slots in last blocks", "", format_bytes(p.waste_bytes)
+    )
+    table.add_row("a contiguous cache padded to max L", "", format_bytes(p.padded_bytes))
     return table

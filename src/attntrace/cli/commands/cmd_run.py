@@ -223,6 +223,7 @@ def with_serving(trace: Trace, serving: dict[str, Any]) -> Trace:
         layers=trace.whole_model.layers if trace.whole_model is not None else 1,
         memory=memory,
         cache_dtypes=tuple(d.strip() for d in dtypes.split(",")) if dtypes else CACHE_DTYPES,
+        page_size=serving["page_size"],
     )
     return dataclasses.replace(trace, serving=figures)
 
