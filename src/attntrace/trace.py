@@ -152,6 +152,12 @@ class Records(Protocol):
     def axis_sizes(self) -> dict[str, int]: ...
 
 
+class Document(Protocol):
+    """Figures a trace may carry that its JSON document includes (engine/serving.py's)."""
+
+    def to_dict(self) -> dict[str, Any]: ...
+
+
 @dataclass(frozen=True)
 class Param(Tensor):
     """One weight or bias of the attention layer (torch convention: weight is (out, in))."""
@@ -182,6 +188,7 @@ class Trace:
     origin: str = ""  # where the settings come from: --model DIR (layer N), typed overrides
     whole_model: ModelFigures | None = None  # L layers like this one (run --layers, --model)
     training: Training | None = None  # the backward's figures (--backward), else None
+    serving: Document | None = None  # run --past: the roofline and KV cache figures (serving.py)
 
     def __getitem__(self, name: str) -> Step:
         for step in self.steps:
@@ -304,6 +311,7 @@ class Trace:
             **({"origin": self.origin} if self.origin else {}),
             **({"whole_model": self.whole_model.to_dict()} if self.whole_model else {}),
             **({"backward": self.training.to_dict()} if self.training else {}),
+            **({"serving": self.serving.to_dict()} if self.serving else {}),
         }
 
     def _totals_dict(self) -> dict[str, Any]:

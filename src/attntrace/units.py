@@ -82,6 +82,42 @@ def parse_size(text: str) -> int:
     return int(size)
 
 
+#: SI prefixes of a rate (--peak-flops 989T, --bandwidth 3.35TB/s).
+_RATE_PREFIXES = {"": 1.0, "k": 1e3, "m": 1e6, "g": 1e9, "t": 1e12, "p": 1e15}
+
+
+def parse_rate(text: str, what: str, example: str) -> float:
+    """A rate per second such as ``989e12``, ``989T``, ``989 TFLOP/s`` or ``3.35TB/s`` (SI
+    prefixes, decimal); ``what`` names the option in the error, ``example`` shows one.
+
+    >>> parse_rate("989T", "--peak-flops", "989T"), parse_rate("3.35 TB/s", "--bandwidth", "")
+    (989000000000000.0, 3350000000000.0)
+    >>> parse_rate("1.2e15", "--peak-flops", "989T")
+    1200000000000000.0
+    """
+    match = re.fullmatch(
+        r"\s*([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*([kKmMgGtTpP]?)(?:FLOPS?|B)?(?:/s)?\s*",
+        text,
+        flags=re.IGNORECASE,
+    )
+    value = float(match.group(1)) * _RATE_PREFIXES[match.group(2).lower()] if match else 0.0
+    if not match or not 0 < value < float("inf"):
+        raise ConfigError(f"cannot read {what} {text[:40]!r}; write a rate like {example}")
+    return value
+
+
+def format_rate(value: float, unit: str) -> str:
+    """A rate with an SI prefix: ``989 TFLOP/s``, ``3.35 TB/s``.
+
+    >>> format_rate(989e12, "FLOP/s"), format_rate(3.35e12, "B/s"), format_rate(12.0, "B/s")
+    ('989 TFLOP/s', '3.35 TB/s', '12 B/s')
+    """
+    for prefix, size in (("P", 1e15), ("T", 1e12), ("G", 1e9), ("M", 1e6), ("k", 1e3)):
+        if value >= size:
+            return f"{value / size:.3g} {prefix}{unit}"
+    return f"{value:.3g} {unit}"
+
+
 # --- counts (FLOPs, MACs, parameters) ----------------------------------------------------------
 
 
@@ -169,8 +205,11 @@ def format_axes(axes: tuple[str, ...]) -> str:
     return "(" + ", ".join(axes) + ("," if len(axes) == 1 else "") + ")"
 
 
-#: One size of a shape: a number, an axis letter, or a product of them (``g·d``, ``g*d``, ``2·d``).
-_DIM = re.compile(r"\d+|(?:\d+|[A-Za-z]\w*)(?:\s*[·*]\s*(?:\d+|[A-Za-z]\w*))+|[A-Za-z]\w*")
+#: One size of a shape: a number, an axis letter, a product of them (``g·d``, ``g*d``, ``2·d``),
+#: or a sum or difference of those (``N+1``, ``N+S``, ``W-1+S``: the keys of a --past step).
+_FACTOR = r"(?:\d+|[A-Za-z]\w*)"
+_PRODUCT = rf"{_FACTOR}(?:\s*[·*]\s*{_FACTOR})*"
+_DIM = re.compile(rf"{_PRODUCT}(?:\s*[+-]\s*{_PRODUCT})*")
 
 
 def parse_shape(text: str) -> tuple[Dim, ...]:
@@ -181,6 +220,8 @@ def parse_shape(text: str) -> tuple[Dim, ...]:
     ((12, 3, 64), (12, 3, 3), ('B', 'h', 'S', 3))
     >>> parse_shape("(768,)"), parse_shape("()"), parse_shape("S, g*d"), parse_shape("S,h·d")
     ((768,), (), ('S', 'g·d'), ('S', 'h·d'))
+    >>> parse_shape("B,h,1,N + 1")
+    ('B', 'h', 1, 'N+1')
     """
     body = text.strip().removeprefix("(").removesuffix(")")
     body = body.removeprefix("[").removesuffix("]").strip()
@@ -192,4 +233,7 @@ def parse_shape(text: str) -> tuple[Dim, ...]:
         raise ConfigError(
             f"cannot read the shape {text!r}; write it like 12,3,3 or 12x3x3 or h,S,S or S,g*d"
         )
-    return tuple(int(d) if d.isdigit() else re.sub(r"\s*[·*]\s*", "·", d) for d in dims)
+    return tuple(
+        int(d) if d.isdigit() else re.sub(r"\s*([+-])\s*", r"\1", re.sub(r"\s*[·*]\s*", "·", d))
+        for d in dims
+    )

@@ -44,6 +44,7 @@ MODEL_OPTIONS: dict[str, Any] = {
     "softcap": opt.Softcap,
     "qk_norm": opt.QkNorm,
     "relative_bias": opt.RelativeBias,
+    "past": opt.Past,
 }
 
 #: Options that several commands take alike, by group: each option's annotation (its Typer
@@ -74,6 +75,13 @@ OPTION_GROUPS: dict[str, dict[str, tuple[Any, Any]]] = {
         "input_kv": (opt.InputKv, None),
     },
     "model": {name: (annotation, None) for name, annotation in MODEL_OPTIONS.items()},
+    "serving": {  # the roofline and KV cache figures (engine/serving.py)
+        "peak_flops": (opt.PeakFlops, None),
+        "bandwidth": (opt.Bandwidth, None),
+        "memory": (opt.Memory, None),
+        "cache_dtype": (opt.CacheDType, None),
+        "page_size": (opt.PageSize, None),
+    },
 }
 
 

@@ -199,6 +199,16 @@ KeyLengths = Annotated[
         rich_help_panel=VARIANTS,
     ),
 ]
+Past = Annotated[
+    int | None,
+    typer.Option(
+        help="N, tokens already in the KV cache: the S new tokens (--seq 1: one decode step) "
+        "sit at positions N..N+S-1; the steps read k_cache, v_cache (B, g, N, d) and attend "
+        "to N+S keys (the causal mask aligned bottom-right).",
+        rich_help_panel=VARIANTS,
+        min=0,
+    ),
+]
 MaskFile = Annotated[
     Path | None,
     typer.Option(
@@ -566,6 +576,51 @@ Layers = Annotated[
         "\\[default: the layer count of --model, --hf-config or --preset, when known].",
         rich_help_panel=COST,
         show_default=False,
+    ),
+]
+SERVING = "Serving (prefill, decode and the KV cache)"
+PeakFlops = Annotated[
+    str | None,
+    typer.Option(
+        help="The machine's peak arithmetic, e.g. 989T or 1.98PFLOP/s, for the roofline of the "
+        "serving figures \\[default: H100 SXM, 989 TFLOP/s dense bf16].",
+        rich_help_panel=SERVING,
+        show_default=False,
+    ),
+]
+Bandwidth = Annotated[
+    str | None,
+    typer.Option(
+        help="The machine's memory bandwidth, e.g. 3.35TB/s, for the roofline of the serving "
+        "figures \\[default: H100 SXM, 3.35 TB/s HBM3].",
+        rich_help_panel=SERVING,
+        show_default=False,
+    ),
+]
+Memory = Annotated[
+    str | None,
+    typer.Option(
+        help="Memory the KV cache may take, e.g. 80GiB: how many requests of N+S tokens fit "
+        "(every layer: --layers, --preset, --model).",
+        rich_help_panel=SERVING,
+    ),
+]
+CacheDType = Annotated[
+    str | None,
+    typer.Option(
+        help="The KV cache's dtypes for the serving figures, e.g. float8 or float16,float8 "
+        "\\[default: float16, bfloat16, float8].",
+        rich_help_panel=SERVING,
+        show_default=False,
+    ),
+]
+PageSize = Annotated[
+    int | None,
+    typer.Option(
+        help="P: a paged KV cache (vLLM's blocks of P tokens): block table, pool, gather and "
+        "the waste in last blocks; a ragged batch with --key-lengths.",
+        rich_help_panel=SERVING,
+        min=1,
     ),
 ]
 Count = Annotated[

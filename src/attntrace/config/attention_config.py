@@ -14,6 +14,7 @@ differ from H), and ``1`` names a broadcast axis of a mask.
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import asdict, dataclass
 from dataclasses import fields as dataclass_fields
 from typing import Any, NamedTuple
@@ -23,6 +24,9 @@ from attntrace.errors import ConfigError
 
 #: Bytes per element of every dtype attntrace knows; backends support a subset.
 DTYPE_BYTES: dict[str, int] = {"float16": 2, "bfloat16": 2, "float32": 4, "float64": 8}
+#: Bytes per element of a KV cache: the compute dtypes, and float8 (e4m3/e5m2), which servers
+#: store the cache in but attntrace does not compute in.
+CACHE_DTYPE_BYTES: dict[str, int] = {**DTYPE_BYTES, "float8": 1}
 #: The dtype of boolean masks (a mask step), which is no compute dtype.
 MASK_DTYPE = "bool"
 #: Bytes per element of every tensor a trace can record.
@@ -49,6 +53,7 @@ OPTIONAL_FIELDS: tuple[str, ...] = (
     "qk_norm_eps",
     "relative_bias",
     "rope_style",
+    "past",
 )
 
 #: How RoPE pairs the dimensions of a head: half rotates i with i + d/2 (Hugging Face's
@@ -117,6 +122,8 @@ class AttentionConfig:
     qk_norm_eps: float | None = None  # epsilon of --qk-norm (rms_norm_eps); None: 1e-6
     relative_bias: str | None = None  # T5: "BUCKETS,MAX_DISTANCE[,causal]", a bias per bucket
     rope_style: str = "half"  # one of ROPE_STYLES: pairs (i, i + d/2) or (2i, 2i + 1)
+    # --- the serving view (issue 34) ---
+    past: int = 0  # N, tokens already in the KV cache: the S new tokens sit at N..N+S-1
 
     def __post_init__(self) -> None:
         if self.key_lengths is not None and not isinstance(self.key_lengths, tuple):
@@ -143,8 +150,23 @@ class AttentionConfig:
                 f"{_nearby_divisors(self.hidden, self.heads)} "
                 "(or set --head-dim)"
             )
+        self._check_past()
         self._check_variants()
         self._check_model_variants()
+
+    def _check_past(self) -> None:
+        """--past N: a decode (or chunked prefill) step of self-attention against a cache."""
+        n = self.past
+        if isinstance(n, bool) or not isinstance(n, int) or not 0 <= n <= MAX_SIZE - self.seq:
+            raise ConfigError(
+                f"--past must be a whole number from 0 to {MAX_SIZE - self.seq} "
+                f"(tokens already in the KV cache), got {_short(n)}"
+            )
+        if n and self.cross:
+            raise ConfigError(
+                "--past caches the keys of self-attention; drop --kv-seq/--kv-hidden "
+                "(cross-attention reads its encoder keys whole)"
+            )
 
     def _check_model_variants(self) -> None:
         """The variants of current models (issue 12): --window, RoPE's scaling and rotary
@@ -238,10 +260,11 @@ class AttentionConfig:
                 + (",..." if self.batch > 4 else "")
             )
         for n in lengths:
-            if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= self.keys:
+            top = self.kv_seq if self.kv_seq is not None else self.positions
+            if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= top:
                 raise ConfigError(
-                    f"--key-lengths {_short(n)} does not fit the {self.keys} keys; "
-                    f"use lengths from 1 to {self.keys}"
+                    f"--key-lengths {_short(n)} does not fit the {top} keys; "
+                    f"use lengths from 1 to {top}"
                     + ("" if self.kv_seq is not None else " (or raise --seq)")
                 )
 
@@ -307,8 +330,31 @@ class AttentionConfig:
 
     @property
     def keys(self) -> int:
-        """N, the number of keys: kv_seq for cross-attention, else S."""
-        return self.kv_seq if self.kv_seq is not None else self.seq
+        """N, the number of keys: kv_seq for cross-attention, else S; with --past the cache
+        read and the S new keys (:attr:`cached` + S).
+
+        >>> AttentionConfig(seq=1, past=9).keys, AttentionConfig(seq=2, past=9, window=4).keys
+        (10, 5)
+        """
+        if self.kv_seq is not None:
+            return self.kv_seq
+        return self.cached + self.seq
+
+    @property
+    def cached(self) -> int:
+        """Keys read from the KV cache (--past): all N, or with --window W the W - 1 a sliding
+        cache keeps (the most the first new query sees, as transformers' sliding layer keeps).
+        It is also where query 0's own key sits among the keys (the causal diagonal's offset).
+
+        >>> AttentionConfig(past=100).cached, AttentionConfig(past=100, window=8).cached
+        (100, 7)
+        """
+        return self.past if self.window is None else min(self.past, self.window - 1)
+
+    @property
+    def positions(self) -> int:
+        """Positions of the sequence so far, N + S (the cache's and the new tokens')."""
+        return self.past + self.seq
 
     @property
     def kv_width(self) -> int:
@@ -360,8 +406,10 @@ class AttentionConfig:
         >>> cfg = AttentionConfig(hidden=4096, heads=32, kv_heads=8)
         >>> cfg.kv_cache_bytes(), cfg.kv_cache_bytes(tokens=10, dtype="float16")
         (8192, 40960)
+        >>> cfg.kv_cache_bytes(dtype="float8")  # a server's cache may be 1 byte an element
+        2048
         """
-        return 2 * self.groups * self.head_dim * DTYPE_BYTES[dtype or self.dtype] * tokens
+        return 2 * self.groups * self.head_dim * CACHE_DTYPE_BYTES[dtype or self.dtype] * tokens
 
     @property
     def kv_cache_bytes_per_token(self) -> int:
@@ -378,12 +426,18 @@ class AttentionConfig:
         q_width = "H" if h * d == H else "h·d"
         kv_width = q_width if not self.grouped else "H" if g * d == H else "g·d"
         return AxisLabels(
-            keys="N" if self.kv_seq is not None else "S",
+            keys="N" if self.kv_seq is not None else f"{self.cache_label}+S" if self.past else "S",
             kv_heads="g" if self.grouped else "h",
             kv_in="M" if self.kv_hidden is not None else "H",
             q_width=q_width,
             kv_width=kv_width,
         )
+
+    @property
+    def cache_label(self) -> str:
+        """The label of the cache's key axis (--past): N, or W-1 when a sliding window keeps
+        fewer keys than N."""
+        return "N" if self.cached == self.past else "W-1"
 
     def axis_sizes(self) -> dict[str, int]:
         """Size of every axis letter in this config (B, N, M, g only when they apply)."""
@@ -391,6 +445,10 @@ class AttentionConfig:
         sizes["S"] = self.seq
         if self.kv_seq is not None:
             sizes["N"] = self.kv_seq
+        if self.past:
+            sizes["N"] = self.past
+            if self.window is not None:
+                sizes["W"] = self.window
         sizes["H"] = self.hidden
         if self.kv_hidden is not None:
             sizes["M"] = self.kv_hidden
@@ -400,13 +458,19 @@ class AttentionConfig:
         return {**sizes, "d": self.head_dim}
 
     def size(self, label: str) -> int:
-        """Size of an axis label: a letter, a product such as ``h·d``, or a digit (``1``).
+        """Size of an axis label: a letter, a product such as ``h·d``, a digit (``1``), or a sum
+        of those such as ``N+S`` or ``W-1+S`` (--past).
 
         >>> AttentionConfig(hidden=64, heads=2, head_dim_override=16).size("h·d")
         32
+        >>> AttentionConfig(seq=2, past=7, window=4).size("W-1+S")
+        5
         """
         if label.isdigit():
             return int(label)
+        if "+" in label or "-" in label:
+            terms = re.findall(r"([+-]?)([^+-]+)", label)
+            return sum((-1 if sign == "-" else 1) * self.size(term.strip()) for sign, term in terms)
         sizes, total = self.axis_sizes(), 1
         for letter in label.split("·"):
             if letter not in sizes:

@@ -11,8 +11,10 @@ query rows by block, with the speed paths (bounds, a fused kernel, remade weight
 
 Variants add their own steps, only when they are on (:data:`VARIANT_STEPS`): ``x_kv`` after
 ``x`` (cross-attention), ``rope_cos, rope_sin, q_rot, k_rot`` after ``v`` (RoPE),
-``k_rep, v_rep`` after those (grouped-query attention), ``mask, masked`` after ``scaled``
-(causal, key padding or a mask file). The steps of :data:`STEP_NAMES` keep their names and order.
+``k_cache, v_cache, k_all, v_all`` after those (--past: the KV cache read and the keys and
+values after the new ones are appended), ``k_rep, v_rep`` after those (grouped-query
+attention), ``mask, masked`` after ``scaled`` (causal, key padding or a mask file). The steps
+of :data:`STEP_NAMES` keep their names and order.
 """
 
 from __future__ import annotations
@@ -46,6 +48,7 @@ if TYPE_CHECKING:
     import numpy as np
 
 __all__ = [
+    "CACHE_STEPS",
     "NONFINITE_NOTE",
     "STEP_NAMES",
     "VARIANT_STEPS",
@@ -58,6 +61,10 @@ __all__ = [
 ]
 
 T = TypeVar("T")
+
+#: The steps --past adds: the KV cache read (B, g, N, d), then the keys and values after the S
+#: new ones are appended (B, g, N+S, d), which attention reads and the next step caches.
+CACHE_STEPS: tuple[str, ...] = ("k_cache", "v_cache", "k_all", "v_all")
 
 #: The public step names, in order (a contract: JSON, npz files and checks use them).
 STEP_NAMES: tuple[str, ...] = (
@@ -86,6 +93,7 @@ VARIANT_STEPS: dict[str, tuple[str, tuple[str, ...]]] = {
     "cross": ("x", ("x_kv",)),
     "rope": ("v", ROPE_STEPS),
     "grouped": ("v", ("k_rep", "v_rep")),  # after the RoPE steps when both are on
+    "past": ("v", CACHE_STEPS),  # after RoPE, before k_rep: the cache holds rotated keys
     "mask": ("scaled", MASK_STEPS),
     "softcap": ("scaled", ("capped",)),  # before the mask steps
     "relative": ("scaled", RELATIVE_STEPS),  # after the soft-cap, before the mask
@@ -107,10 +115,11 @@ def step_names(config: AttentionConfig, *, mask: bool = False) -> tuple[str, ...
         "softcap": config.softcap is not None,
         "qk_norm": config.qk_norm is not None,
         "relative": config.relative_bias is not None,
+        "past": config.past > 0,
     }
     names = list(STEP_NAMES)
     # later inserts first keep the indices
-    for variant in ("mask", "relative", "softcap", "grouped", "rope", "qk_norm", "cross"):
+    for variant in ("mask", "relative", "softcap", "grouped", "past", "rope", "qk_norm", "cross"):
         after, added = VARIANT_STEPS[variant]
         after = "v_proj" if variant == "qk_norm" and config.qk_norm == "full" else after
         if on[variant]:
@@ -364,6 +373,7 @@ class _Layout:
     lab: AxisLabels
     rotary: int | None = None  # R of partial RoPE (--rotary-dims), else None
     pairs: bool = False  # --rope-style interleaved: RoPE rotates (2i, 2i + 1), not (i, i + d/2)
+    new_keys: str = "S"  # the label of the keys x makes: S (with --past too), N (cross)
 
     @classmethod
     def of(cls, config: AttentionConfig) -> _Layout:
@@ -375,6 +385,7 @@ class _Layout:
             lab=config.labels(),
             rotary=config.rotary_dims,
             pairs=config.rope_style == "interleaved",
+            new_keys="S" if config.past else config.labels().keys,
         )
 
     @property
@@ -422,13 +433,15 @@ def _attend(
         q, k = _qk_norm(config, be, rec, lay, q, k, p)  # (B, h, S, d), (B, g, N, d)
     if config.rope:
         q, k = _rotate(be, rec, lay, t, q, k)  # (B, h, S, d), (B, g, N, d)
+    if config.past:
+        k, v = _append(config, be, rec, lay, t, k, v)  # (B, g, N+S, d) each
     if config.grouped:
         k, v = _repeat_kv(config, be, rec, lay, k, v)  # (B, h, N, d) each
     if config.algorithm == "flash":  # tile by tile: no (S, N) matrix is ever formed
         table = p.get("rel_bias")  # T5's (buckets, h), or None
         context = flash_context(config, be, rec, q, k, v, plan, table)  # (B, h, S, d)
         return _merge(config, be, rec, lay, context, p)  # (B, S, H)
-    k_name = "k_rep" if config.grouped else "k_rot" if config.rope else "k"
+    k_name = "k_rep" if config.grouped else _kv_names(config)[0]
     k_t = be.transpose(k, -2, -1)  # (B, h, d, N)
     k_t = rec.view("k_t", k_t, f"{k_name}.transpose(-2, -1)", lay.ax("h", "d", lay.lab.keys))
     ops = _chain_ops(config, plan)
@@ -462,8 +475,8 @@ def _project(
     )
     of_kv = _Projection(
         source="x_kv" if config.cross else "x",
-        seq=lab.keys,
-        n_seq=config.keys,
+        seq=lay.new_keys,
+        n_seq=config.keys if config.cross else config.seq,  # --past: the S new tokens' k, v
         heads=lab.kv_heads,
         n_heads=config.groups,
         width=lab.kv_width,
@@ -517,7 +530,7 @@ def _chain_ops(config: AttentionConfig, plan: MaskPlan | None) -> dict[str, str]
         if plan is not None and plan.additive
         else "where(mask, scaled, -inf)",
         "weights": f"softmax({last}, dim=-1)",
-        "context": f"weights @ {'v_rep' if config.grouped else 'v'}",
+        "context": f"weights @ {'v_rep' if config.grouped else _kv_names(config)[1]}",
     }
 
 
@@ -574,13 +587,55 @@ def _repeat_kv(
     config: AttentionConfig, be: Backend[T], rec: Recorder[T], lay: _Layout, k: T, v: T
 ) -> tuple[T, T]:
     """GQA/MQA: each of the g key/value heads serves h / g consecutive query heads."""
-    r, src = config.heads // config.groups, "k_rot" if config.rope else "k"
+    r, (k_src, v_src) = config.heads // config.groups, _kv_names(config)
     hNd = lay.ax("h", lay.lab.keys, "d")
     k_rep = be.repeat_interleave(k, r, lay.n)  # (B, h, N, d)
-    k_rep = rec.step("k_rep", k_rep, f"{src}.repeat_interleave({r}, dim={lay.n})", hNd)
+    k_rep = rec.step("k_rep", k_rep, f"{k_src}.repeat_interleave({r}, dim={lay.n})", hNd)
     v_rep = be.repeat_interleave(v, r, lay.n)  # (B, h, N, d)
-    v_rep = rec.step("v_rep", v_rep, f"v.repeat_interleave({r}, dim={lay.n})", hNd)
+    v_rep = rec.step("v_rep", v_rep, f"{v_src}.repeat_interleave({r}, dim={lay.n})", hNd)
     return k_rep, v_rep
+
+
+def _kv_names(config: AttentionConfig) -> tuple[str, str]:
+    """The steps attention reads its keys and values from (before GQA's repeat).
+
+    >>> _kv_names(AttentionConfig(rope=True)), _kv_names(AttentionConfig(past=4))
+    (('k_rot', 'v'), ('k_all', 'v_all'))
+    """
+    if config.past:
+        return "k_all", "v_all"
+    return ("k_rot" if config.rope else "k"), "v"
+
+
+def _append(
+    config: AttentionConfig,
+    be: Backend[T],
+    rec: Recorder[T],
+    lay: _Layout,
+    t: Mapping[str, T],
+    k: T,
+    v: T,
+) -> tuple[T, T]:
+    """--past: the KV cache of the earlier tokens is read, and the S new keys (rotated, when
+    RoPE is on) and values are appended along the sequence axis: what attention reads, and
+    what the cache holds after the step (a sliding window's cache then keeps the last W-1)."""
+    lab = lay.lab
+    cache_ax = lay.ax(lab.kv_heads, config.cache_label, "d")  # (B, g, N, d)
+    all_ax = lay.ax(lab.kv_heads, lab.keys, "d")  # (B, g, N+S, d)
+    k_new = "k_rot" if config.rope else "k_norm" if config.qk_norm == "head" else "k"
+    read = f"cache of {config.cache_label} earlier tokens"
+    caches = [rec.step(f"{c}_cache", t[f"{c}_cache"], read, cache_ax) for c in "kv"]
+    joined = []
+    for c, cache, new, new_name in (("k", caches[0], k, k_new), ("v", caches[1], v, "v")):
+        shape = (*be.shape(new)[:-2], config.keys, config.head_dim)  # (B, g, N+S, d)
+        out = be.full(shape, 0.0, be.dtype(new))  # (B, g, N+S, d)
+        if config.cached:  # (--window 1 keeps none)
+            be.write(out, lay.n + 1, 0, cache)  # the cache's N keys first
+        be.write(out, lay.n + 1, config.cached, new)  # then the S new ones
+        rec.meter.inputs.extend((cache, new))  # what the step reads (writes return nothing)
+        op = f"cat({c}_cache, {new_name}, dim={lay.n + 1})"
+        joined.append(rec.step(f"{c}_all", out, op, all_ax))
+    return joined[0], joined[1]
 
 
 def _relative(
@@ -609,9 +664,9 @@ def _qk_norm(
     eps = config.qk_norm_eps if config.qk_norm_eps is not None else 1e-6
     lab = lay.lab
     if config.qk_norm == "full":
-        q_axes, k_axes = lay.ax("S", lab.q_width), lay.ax(lab.keys, lab.kv_width)
+        q_axes, k_axes = lay.ax("S", lab.q_width), lay.ax(lay.new_keys, lab.kv_width)
     else:
-        q_axes, k_axes = lay.ax("h", "S", "d"), lay.ax(lab.kv_heads, lab.keys, "d")
+        q_axes, k_axes = lay.ax("h", "S", "d"), lay.ax(lab.kv_heads, lay.new_keys, "d")
     src = "_proj" if config.qk_norm == "full" else ""
     q_n = be.rms_norm(q, p["n_q"], eps)  # (B, h, S, d), or (B, S, h·d) with --qk-norm full
     q_n = rec.step("q_norm", q_n, f"rms_norm(q{src}) * n_q", q_axes)
@@ -626,8 +681,9 @@ def _rotate(
     """RoPE: the cos/sin tables of the positions, then q and k rotated, dimension i with
     i + d/2 (--rope-style half) or 2i with 2i + 1 (interleaved)."""
     lab = lay.lab
-    cos = rec.step("rope_cos", t["rope_cos"], "cos(pos * base^(-2i/d))", ("S", "d"))  # (S, d)
-    sin = rec.step("rope_sin", t["rope_sin"], "sin(pos * base^(-2i/d))", ("S", "d"))  # (S, d)
+    at = ", pos = N..N+S-1" if lay.new_keys == "S" and lab.keys != "S" else ""  # --past
+    cos = rec.step("rope_cos", t["rope_cos"], f"cos(pos * base^(-2i/d)){at}", ("S", "d"))  # (S, d)
+    sin = rec.step("rope_sin", t["rope_sin"], f"sin(pos * base^(-2i/d)){at}", ("S", "d"))  # (S, d)
     if lay.rotary is not None or lay.pairs:  # partial RoPE, or pairs of neighbours
         return _rotate_part(be, rec, lay, q, k, cos, sin)
     q_rot = rec.step(
@@ -640,7 +696,7 @@ def _rotate(
         "k_rot",
         be.add(be.mul(k, cos), be.mul(be.rotate_half(k), sin)),
         "k * cos + rotate_half(k) * sin",
-        lay.ax(lab.kv_heads, lab.keys, "d"),
+        lay.ax(lab.kv_heads, lay.new_keys, "d"),
     )  # (B, g, S, d)
     return q_rot, k_rot
 
@@ -661,7 +717,7 @@ def _rotate_part(
         "k_rot",
         k_rot,
         f"k * cos + {name}(k{part}) * sin",
-        lay.ax(lay.lab.kv_heads, lay.lab.keys, "d"),
+        lay.ax(lay.lab.kv_heads, lay.new_keys, "d"),
     )
     return q_rot, k_rot
 

@@ -226,7 +226,9 @@ def resolve(
             found = registry.lookup(c.k_of)
             letter = found[1][-1] if found and found[1] else contract
             letters.append(letter or str(c.k))
-        terms.append((c.coef, "·".join(sorted(letters, key=_letter_rank))))
+        ordered = sorted(letters, key=_letter_rank)
+        # a sum of axes (--past: N+S) is one factor: written (N+S)
+        terms.append((c.coef, "·".join(f"({a})" if "+" in a or "-" in a else a for a in ordered)))
     return flops, _merge_terms(terms)
 
 
@@ -235,6 +237,8 @@ AXIS_ORDER: tuple[str, ...] = ("B", "h", "g", "S", "N", "Br", "Bc", "H", "d")
 
 
 def _letter_rank(letter: str) -> int:
+    if "+" in letter:  # --past: the keys N+S (or W-1+S) rank as N
+        letter = "N"
     return AXIS_ORDER.index(letter) if letter in AXIS_ORDER else len(AXIS_ORDER)
 
 

@@ -110,6 +110,7 @@ class Rows(Generic[T]):
     finite: bool = False  # proven: every score, weight and context value is finite
     causal: bool = False  # the mask hides key j > query i (it holds the rule too)
     window: int | None = None  # the mask hides key j <= query i - W
+    offset: int = 0  # --past: query i's own key is key i + offset (the mask aligned bottom-right)
     in_range: bool = False  # proven: the softmax needs no row max (FastPath.unshifted_range)
 
     @cached_property
@@ -166,6 +167,7 @@ class Rows(Generic[T]):
         """
         _, i0, i1 = block
         N = self.shape[-1]
+        i0, i1 = i0 + self.offset, i1 + self.offset  # the queries' own keys
         j0 = max(0, i0 - self.window + 1) if self.window is not None else 0
         j1 = min(N, i1) if self.causal else N
         return (j0, j1) if j0 < j1 else (0, N)
@@ -441,6 +443,7 @@ def _rows_of(
         threads=threads,
         causal=config.causal,
         window=config.window,
+        offset=config.cached,
     )
     return bounded(rows) if be.computes else rows
 

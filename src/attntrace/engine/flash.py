@@ -151,6 +151,7 @@ def tiles(
     every: bool = True,
     key_size: int | None = None,
     window: int | None = None,
+    offset: int = 0,
 ) -> Iterator[tuple[Block, list[Block]]]:
     """Each query block (``size`` rows) with the key/value blocks (``key_size`` rows, default
     ``size``) it visits (see :class:`Band`), ``times`` of a key block being the number of tiles
@@ -166,12 +167,14 @@ def tiles(
     band = Band(size, key_size or size, causal, window)
     kv_blocks = list(blocks(keys, band.cols, every))
     for rows in blocks(seq, size, every):
-        i0, i1, _ = rows
+        i0, i1, times = rows
+        # --past: the band of query i is that of key i + offset (aligned bottom-right)
+        at = (i0 + offset, i1 + offset, times)
         counts = [
             (
                 j0,
                 j1,
-                band.count(rows, (j0, j1, n)) if not every else int(band.visits(i0, i1, j0, j1)),
+                band.count(at, (j0, j1, n)) if not every else int(band.visits(*at[:2], j0, j1)),
             )
             for j0, j1, n in kv_blocks
         ]
@@ -232,6 +235,7 @@ def skipped_tiles(config: AttentionConfig) -> int:
         every=False,
         key_size=cols,
         window=config.window,
+        offset=config.cached,
     )
     return total - sum(n for _, visited in plan for *_, n in visited)
 
@@ -379,6 +383,7 @@ def flash_context(
             every=be.computes,
             key_size=cols,
             window=config.window,
+            offset=config.cached,
         )
     )
     if not be.computes:  # the shape backend: every distinct tile recorded, weighted by its count

@@ -58,6 +58,17 @@ def kv_input_axes(config: AttentionConfig) -> tuple[str, ...]:
     return (*(("B",) if config.batched else ()), lab.keys, lab.kv_in)
 
 
+def cache_axes(config: AttentionConfig) -> tuple[str, ...]:
+    """Axes of the KV cache read by a --past step, k_cache and v_cache: (B, g, N, d), or
+    (B, g, W-1, d) when a sliding window keeps fewer keys than N."""
+    lab = config.labels()
+    return (*(("B",) if config.batched else ()), lab.kv_heads, config.cache_label, "d")
+
+
+#: The names of the KV cache a --past step reads (user arrays may replace them: --cache FILE).
+CACHE_NAMES: tuple[str, ...] = ("k_cache", "v_cache")
+
+
 def shape_of(axes: tuple[str, ...], config: AttentionConfig) -> Shape:
     """The sizes of ``axes`` in ``config`` (letters, products such as ``h·d``, or digits)."""
     return tuple(config.size(a) for a in axes)
@@ -72,6 +83,9 @@ def random_sources(config: AttentionConfig) -> dict[str, Source]:
     ((3, 8), (8, 8))
     """
     sources = {"x": _normal_source("x", shape_of(input_axes(config), config), config)}
+    if config.past:  # the keys and values of the N earlier tokens, as if a prefill made them
+        for name in CACHE_NAMES:
+            sources[name] = _normal_source(name, shape_of(cache_axes(config), config), config)
     if config.cross:
         sources["x_kv"] = _normal_source("x_kv", shape_of(kv_input_axes(config), config), config)
     params = param_axes(config)
@@ -108,7 +122,7 @@ def with_tensors(
         if name not in merged:
             raise ConfigError(f"unknown tensor {name!r}; attntrace takes {', '.join(merged)}")
         if value is None:
-            if name in ("x", "x_kv", "w_q", "w_k", "w_v", "w_o"):
+            if name in ("x", "x_kv", "w_q", "w_k", "w_v", "w_o", *CACHE_NAMES):
                 raise ConfigError(f"{name} cannot be left out; only the biases are optional")
             merged[name] = None
             continue
@@ -117,6 +131,8 @@ def with_tensors(
             if name == "x"
             else kv_input_axes(config)
             if name == "x_kv"
+            else cache_axes(config)
+            if name in CACHE_NAMES
             else params[name]
         )
         expected = shape_of(axes, config)

@@ -113,8 +113,9 @@ def build_mask(config: AttentionConfig, user: np.ndarray | None = None) -> MaskP
     """
     parts: list[tuple[str, Shape]] = []
     lead = (config.batch,) if config.batch is not None else ()
-    if config.causal:
-        parts.append(("causal", (config.seq, config.keys)))  # (S, N)
+    if config.causal:  # with --past aligned bottom-right: query i sees keys up to N + i
+        name = "causal(bottom-right)" if config.past else "causal"
+        parts.append((name, (config.seq, config.keys)))  # (S, N)
     if config.key_lengths is not None:
         parts.append(("key_lengths", (*lead, 1, 1, config.keys)))  # (B, 1, 1, N)
     if config.window is not None:
@@ -230,14 +231,17 @@ def _box(
     (half-open ranges; an axis of size 1 stays 1): the one place the rules are written."""
     import numpy as np
 
-    query = np.arange(*rows)[:, None]  # (Br, 1)
+    # positions: with --past the S queries sit at N..N+S-1 and the keys end at the last query
+    # (aligned bottom-right); key j's position is j + N - cached, query i's is i + N
+    query = np.arange(*rows)[:, None] + config.cached  # (Br, 1), in the keys' frame
     key = np.arange(*cols)  # (Bc,)
     keep = np.ones((1,) * len(shape), dtype=bool)
     if config.causal:
         keep = keep & (key <= query)  # (Br, Bc): key j <= query i
     if config.key_lengths is not None:
         lengths = np.asarray(config.key_lengths).reshape(-1, 1, 1, 1)  # (B, 1, 1, 1)
-        keep = keep & (key < lengths)  # (B, 1, 1, Bc)
+        first = config.past - config.cached  # the position of key 0 (a sliding cache's start)
+        keep = keep & (key + first < lengths)  # (B, 1, 1, Bc)
     if config.window is not None:
         keep = keep & (key > query - config.window)  # (Br, Bc): the band of window_band
     out_shape = _tile_shape(shape, rows, cols)

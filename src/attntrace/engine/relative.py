@@ -61,7 +61,9 @@ def relative_sources(config: AttentionConfig) -> dict[str, Source]:
     shape = (config.seq, config.keys, bias.buckets)
 
     def make() -> np.ndarray:
-        onehot: np.ndarray = np.eye(bias.buckets)[buckets(config.seq, config.keys, bias)]
+        # --past: query i is key i + cached's position
+        at = buckets(config.seq, config.keys, bias, (config.cached, 0))  # (S, N)
+        onehot: np.ndarray = np.eye(bias.buckets)[at]
         return onehot  # (S, N, buckets)
 
     return {"rel_onehot": Source(shape, config.dtype, make)}
@@ -82,7 +84,8 @@ def onehot_tile(config: AttentionConfig) -> Callable[[int, int, int, int], Sourc
 
     def tile(i0: int, i1: int, j0: int, j1: int) -> Source:
         def make() -> np.ndarray:
-            onehot: np.ndarray = np.eye(bias.buckets)[buckets(i1 - i0, j1 - j0, bias, (i0, j0))]
+            at = (i0 + config.cached, j0)  # --past: query i is key i + cached's position
+            onehot: np.ndarray = np.eye(bias.buckets)[buckets(i1 - i0, j1 - j0, bias, at)]
             return onehot  # (Br, Bc, buckets)
 
         return Source((i1 - i0, j1 - j0, bias.buckets), config.dtype, make)

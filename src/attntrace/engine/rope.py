@@ -27,16 +27,20 @@ if TYPE_CHECKING:
 ROPE_STEPS: tuple[str, ...] = ("rope_cos", "rope_sin", "q_rot", "k_rot")
 
 
-def rope_angles(seq: int, head_dim: int, base: float) -> np.ndarray:
-    """The angle of every position and dimension, duplicated over the two halves: (S, d).
+def rope_angles(seq: int, head_dim: int, base: float, start: int = 0) -> np.ndarray:
+    """The angle of every position and dimension, duplicated over the two halves: (S, d);
+    ``start``: the first position (--past N: the new tokens sit at N..N+S-1).
 
     >>> rope_angles(3, 4, 10000.0).round(4).tolist()
     [[0.0, 0.0, 0.0, 0.0], [1.0, 0.01, 1.0, 0.01], [2.0, 0.02, 2.0, 0.02]]
+    >>> rope_angles(1, 4, 10000.0, start=2).round(4).tolist()
+    [[2.0, 0.02, 2.0, 0.02]]
     """
     import numpy as np
 
     inv_freq = float(base) ** (-np.arange(0, head_dim, 2, dtype=np.float64) / head_dim)  # (d/2,)
-    angles = np.outer(np.arange(seq, dtype=np.float64), inv_freq)  # (S, d/2)
+    positions = np.arange(start, start + seq, dtype=np.float64)  # (S,)
+    angles = np.outer(positions, inv_freq)  # (S, d/2)
     return np.concatenate((angles, angles), axis=-1)  # (S, d)
 
 
@@ -65,7 +69,9 @@ def rope_sources(config: AttentionConfig) -> dict[str, Source]:
 
     def table(fn: str) -> Source:
         return Source(
-            shape, config.dtype, lambda: getattr(np, fn)(rope_angles(*shape, config.rope_base))
+            shape,
+            config.dtype,
+            lambda: getattr(np, fn)(rope_angles(*shape, config.rope_base, config.past)),
         )
 
     return {"rope_cos": table("cos"), "rope_sin": table("sin")}
@@ -168,8 +174,9 @@ def rope_tables(config: AttentionConfig) -> tuple[np.ndarray, np.ndarray]:
 
     d = config.head_dim
     r = config.rotary_dims or d
-    inv, factor = inv_frequencies(r, config.rope_base, config.rope_scaling, config.seq)
-    angles = np.outer(np.arange(config.seq, dtype=np.float64), inv)  # (S, R/2)
+    inv, factor = inv_frequencies(r, config.rope_base, config.rope_scaling, config.positions)
+    positions = np.arange(config.past, config.positions, dtype=np.float64)  # (S,): N..N+S-1
+    angles = np.outer(positions, inv)  # (S, R/2)
     pairs = config.rope_style == "interleaved"  # theta_0, theta_0, theta_1, ... else halves
     # (S, R)
     angles = np.repeat(angles, 2, axis=-1) if pairs else np.concatenate((angles, angles), axis=-1)

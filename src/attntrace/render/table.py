@@ -230,6 +230,8 @@ def describe(cfg: AttentionConfig) -> str:
     'multi-head self-attention'
     >>> describe(AttentionConfig(kv_heads=1, causal=True, rope=True, bias=False))
     'multi-query causal self-attention with RoPE, no bias'
+    >>> describe(AttentionConfig(seq=1, past=4096, causal=True))
+    'multi-head causal self-attention; decode step against a KV cache of 4,096'
     """
     kind = (
         "multi-head" if not cfg.grouped else "multi-query" if cfg.groups == 1 else "grouped-query"
@@ -244,7 +246,10 @@ def describe(cfg: AttentionConfig) -> str:
         *(["key padding"] if cfg.key_lengths is not None else []),
         *(["no bias"] if not cfg.bias else []),
     ]
-    return " ".join(words) + (" with " + ", ".join(extras) if extras else "")
+    # --past: S new tokens against the cache (one token: a decode step)
+    step = "" if not cfg.past else "; decode step" if cfg.seq == 1 else f"; {cfg.seq} new tokens"
+    cache = f" against a KV cache of {cfg.past:,}" if cfg.past else ""
+    return " ".join(words) + (" with " + ", ".join(extras) if extras else "") + step + cache
 
 
 def kv_cache_line(trace: Trace) -> Text | None:

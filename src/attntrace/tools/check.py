@@ -58,10 +58,16 @@ class Expectation:
 
         >>> parse_expectation("k_proj=S,g*d").resolve({"S": 3, "g": 8, "d": 128})
         (3, 1024)
+        >>> parse_expectation("scores=h,1,N+1").resolve({"N": 4096, "h": 32})
+        (32, 1, 4097)
         """
-        return tuple(
-            d if isinstance(d, int) else math.prod(self._size(f, sizes) for f in d.split("·"))
-            for d in self.dims
+        return tuple(d if isinstance(d, int) else self._sum(d, sizes) for d in self.dims)
+
+    def _sum(self, dim: str, sizes: Mapping[str, int]) -> int:
+        """A sum or difference of products of axes (``N+1``, ``W-1+S``, ``g·d``)."""
+        return sum(
+            (-1 if sign == "-" else 1) * math.prod(self._size(f, sizes) for f in term.split("·"))
+            for sign, term in re.findall(r"([+-]?)([^+-]+)", dim)
         )
 
     def _size(self, factor: str, sizes: Mapping[str, int]) -> int:
@@ -80,7 +86,8 @@ class Expectation:
 #: Axis letters that exist only with their variant, and when.
 _VARIANT_AXES = {
     "B": "only with --batch",
-    "N": "only with --kv-seq",
+    "N": "only with --kv-seq or --past",
+    "W": "only with --window and --past",
     "M": "only with --kv-hidden",
     "g": "only with --kv-heads below --heads",
     "Br": "only with --algorithm flash",

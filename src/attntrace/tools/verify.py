@@ -179,7 +179,12 @@ def verify_attention(
     steps = tuple(
         compare(s.name, a.backend, b.backend, s.value, b[s.name].value, tol) for s in a.steps
     )
-    refs = torch_references(config, _inputs(config, tensors), mask)
+    if config.past:  # a decode step: SDPA on the concatenated cache, transformers' own layer
+        from attntrace.tools.verify_past import past_references
+
+        refs = past_references(config, _inputs(config, tensors))
+    else:
+        refs = torch_references(config, _inputs(config, tensors), mask)
     grads = _gradients(a, b, mask, tol) if backward else ()
     return VerifyReport(
         config=config,
@@ -259,15 +264,21 @@ def _against(
     trace: Trace,
     refs: Mapping[str, Mapping[str, np.ndarray] | str],
     tol: Tolerance,
-    names: tuple[str, ...] = ("output", "weights"),
+    names: tuple[str, ...] | None = None,
 ) -> tuple[Comparison, ...]:
-    """The ``names`` of ``trace`` (output and weights) against each reference (flash has no
-    weights)."""
+    """The ``names`` of ``trace`` against each reference: by default the output and weights
+    (flash has no weights) and, with --past, the keys and values after the append and the
+    cache after the step; --backward passes the gradients' names."""
     rows = []
-    for name in names:
-        if name not in trace:
+    for name in COMPARED if names is None else names:
+        mine = _compared_value(trace, name)
+        if mine is None:
             continue
         for ref, values in refs.items():
+            if not isinstance(values, str) and name not in values:
+                continue
+            if isinstance(values, str) and name in PAST_ONLY:
+                continue
             if isinstance(values, str):
                 rows.append(
                     Comparison(
@@ -282,8 +293,34 @@ def _against(
                     )
                 )
             else:
-                rows.append(compare(name, trace.backend, ref, trace[name].value, values[name], tol))
+                rows.append(compare(name, trace.backend, ref, mine, values[name], _of(ref, tol)))
     return tuple(rows)
+
+
+def _of(ref: str, tol: Tolerance) -> Tolerance:
+    """The tolerance against ``ref``: float32's at least when its softmax runs in float32."""
+    from attntrace.tools.verify_past import SOFTMAX_FLOAT32
+
+    if SOFTMAX_FLOAT32 not in ref:
+        return tol
+    f32 = TOLERANCES["float32"]
+    return Tolerance(rtol=max(tol.rtol, f32.rtol), atol=max(tol.atol, f32.atol))
+
+
+#: What verify compares with the references: the output, the weights and (--past) the keys
+#: and values attention read after the append, and what the cache holds after the step.
+COMPARED = ("output", "weights", "k_all", "v_all", "k_cache_after", "v_cache_after")
+PAST_ONLY = COMPARED[2:]
+
+
+def _compared_value(trace: Trace, name: str) -> np.ndarray | None:
+    """The trace's value of ``name`` (``k_cache_after``: its k_all as a cache keeps it)."""
+    if name.endswith("_cache_after") and trace.config.past:
+        from attntrace.tools.verify_past import cache_after
+
+        values = trace[f"{name[0]}_all"].value
+        return None if values is None else cache_after(trace.config, values)
+    return trace[name].value if name in trace else None
 
 
 def _inputs(

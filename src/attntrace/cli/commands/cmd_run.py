@@ -47,6 +47,7 @@ def run(
     plot: opt.Plot = None,
     plot_flow: opt.PlotFlow = None,
     model: dict[str, Any],
+    serving: dict[str, Any],
     backward: opt.Backward = False,
     recompute: opt.Recompute = False,
     grad_output: opt.GradOutput = None,
@@ -63,6 +64,7 @@ def run(
     --causal, --kv-heads 4, --rope  the variants of real models
     --preset llama-3-8b             a real model's sizes
     --backend shape                 any size, no arrays (--seq 131072)
+    --past 4096 --seq 1             one decode step against a KV cache
     --weights model.safetensors     real weights
     --save trace.npz                keep every tensor
 
@@ -105,6 +107,7 @@ def run(
         training=training_options(backward, recompute, grad_output),
     )
     trace = with_whole_model(trace, layers, model)
+    trace = with_serving(trace, serving)
     if save is not None:
         from attntrace.files import save_trace
 
@@ -122,6 +125,11 @@ def run(
     }
     if fmt is opt.OutputFormat.table:
         render_trace(trace, console(no_color), **view)
+        if trace.serving is not None:  # --past, or a serving option
+            from attntrace.render.serving_view import serving_pieces
+
+            for piece in ["", *serving_pieces(trace, count.value)]:
+                console(no_color).print(piece)
     elif fmt.picture:
         from attntrace.render.export import export_trace
 
@@ -214,6 +222,32 @@ def with_whole_model(trace: Trace, layers: int | None, model: dict[str, Any]) ->
 
     n = layers if layers is not None else layer_count(**sources)
     return trace if n is None else dataclasses.replace(trace, whole_model=model_figures(trace, n))
+
+
+def with_serving(trace: Trace, serving: dict[str, Any]) -> Trace:
+    """``trace`` with its serving figures (roofline, KV cache) when it is a --past step or a
+    serving option is given; the cache of as many layers as the whole model's figures."""
+    if not trace.config.past and all(v is None for v in serving.values()):
+        return trace
+    from attntrace.engine.serving import CACHE_DTYPES, machine, serving_figures
+    from attntrace.units import parse_rate, parse_size
+
+    peak, bandwidth = serving["peak_flops"], serving["bandwidth"]
+    roofline = machine(
+        parse_rate(peak, "--peak-flops", "989T or 1.98e15") if peak is not None else None,
+        parse_rate(bandwidth, "--bandwidth", "3.35TB/s") if bandwidth is not None else None,
+    )
+    memory = parse_size(serving["memory"]) if serving["memory"] is not None else None
+    dtypes = serving["cache_dtype"]
+    figures = serving_figures(
+        trace,
+        roofline=roofline,
+        layers=trace.whole_model.layers if trace.whole_model is not None else 1,
+        memory=memory,
+        cache_dtypes=tuple(d.strip() for d in dtypes.split(",")) if dtypes else CACHE_DTYPES,
+        page_size=serving["page_size"],
+    )
+    return dataclasses.replace(trace, serving=figures)
 
 
 def check_layers(layers: int | None) -> None:
