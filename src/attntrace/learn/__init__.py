@@ -1,7 +1,7 @@
 """Learning attention with attntrace: every step in words, in English and Chinese.
 
 One catalogue of messages per language (:mod:`catalogue_en`, :mod:`catalogue_zh`), the same
-keys in each; :mod:`explain` fills a step's message with this run's numbers; :mod:`lang` picks
+keys in each; :mod:`words` fills a step's message with this run's numbers; :mod:`lang` picks
 the language (``--lang``, else the locale).
 
 >>> from attntrace import AttentionConfig, trace_attention
@@ -12,7 +12,7 @@ the language (``--lang``, else the locale).
 
 from __future__ import annotations
 
-from attntrace.learn.explain import explain_step, explain_trace
+from attntrace.learn.words import explain_step, explain_trace
 from attntrace.learn.lang import LANGS, Lang, check_lang, default_lang, message
 
 __all__ = [

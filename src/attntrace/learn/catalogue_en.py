@@ -2,7 +2,7 @@
 
 Keys are step names (``scores``), a step name and its variant (``scaled.none``), an extra
 sentence a variant adds to a step (``extra.grouped``), or a word of the interface (``ui.step``).
-Placeholders are the run's figures (:func:`attntrace.learn.explain.step_facts`). Every key here
+Placeholders are the run's figures (:func:`attntrace.learn.words.step_facts`). Every key here
 exists in every other catalogue, with the same placeholders (a test checks).
 """
 

@@ -31,6 +31,8 @@ if TYPE_CHECKING:
     from rich.table import Table
     from rich.text import Text
 
+    from attntrace.learn import Lang
+
 #: Sequences up to this length get the full heat map; longer ones are pooled into this many blocks.
 HEATMAP_MAX_SEQ = 16
 #: Tensors with at most this many elements have their values printed by --values.
@@ -46,11 +48,14 @@ def render_trace(
     count: str = "flops",
     batch_item: int = 0,
     values_limit: int = VALUES_MAX_NUMEL,
+    explain: bool = False,
+    lang: Lang = "en",
 ) -> None:
     """Print the whole table view of ``trace`` on ``console``; ``count`` is flops or macs.
 
     ``head`` and ``batch_item`` pick the attention weights shown; ``values`` prints the numbers
-    of every tensor of at most ``values_limit`` elements.
+    of every tensor of at most ``values_limit`` elements; ``explain`` says what each step does
+    (:mod:`attntrace.learn`); ``lang`` is the language of those words and the steps' headers.
 
     >>> import io
     >>> from rich.console import Console
@@ -76,6 +81,8 @@ def render_trace(
         count=count,
         batch_item=batch_item,
         values_limit=values_limit,
+        explain=explain,
+        lang=lang,
     )
     for piece in pieces:
         console.print(piece)
@@ -91,6 +98,8 @@ def trace_pieces(
     count: str = "flops",
     batch_item: int = 0,
     values_limit: int = VALUES_MAX_NUMEL,
+    explain: bool = False,
+    lang: Lang = "en",
 ) -> list[RenderableType]:
     """The parts of the table view at console ``width``, in order (see :func:`render_trace`)."""
     from rich.console import NewLine
@@ -103,7 +112,8 @@ def trace_pieces(
     pieces += [
         flow_line(trace, width, arrow),
         NewLine(),
-        steps_table(trace, width),
+        steps_table(trace, width, lang),
+        *([NewLine(), explain_table(trace, lang, tight=tight)] if explain else []),
         NewLine(),
         costs_table(trace, count, tight=tight),
         NewLine(),
@@ -339,7 +349,32 @@ def whole_model_rows(trace: Trace, count: str = "flops") -> list[tuple[str, str,
     ]
 
 
-def steps_table(trace: Trace, width: int = 80) -> Table:
+def explain_table(trace: Trace, lang: Lang = "en", *, tight: bool = False) -> Table:
+    """What each step does, in words with this run's numbers: one row per step.
+
+    >>> import io
+    >>> from rich.console import Console
+    >>> from attntrace import AttentionConfig, trace_attention
+    >>> console = Console(file=io.StringIO(), width=80)
+    >>> console.print(explain_table(trace_attention(AttentionConfig(), "shape"), "zh"))
+    >>> print("\\n".join(line.rstrip() for line in console.file.getvalue().splitlines()[:4]))
+    每一步做什么
+     #  步骤     解释
+    ────────────────────────────────────────────────────────────────────────────────
+     0  x        输入：3 个词，每个词编码为 768 维的向量（词嵌入），每行一个词：(3,
+    """
+    from attntrace.learn import explain_trace, message
+
+    table = _table(message("ui.explanations", lang), tight=tight)
+    table.add_column("#", justify="right", style="dim", no_wrap=True)
+    table.add_column(message("ui.step", lang), style="bold", no_wrap=True)
+    table.add_column(message("ui.explanation", lang), overflow="fold", ratio=1)
+    for step, text in zip(trace.steps, explain_trace(trace, lang).values(), strict=True):
+        table.add_row(str(step.index), step.name, text)
+    return table
+
+
+def steps_table(trace: Trace, width: int = 80, lang: Lang = "en") -> Table:
     """One row per step: index, name, operation, shape, named axes (and dtype when they differ).
 
     The same columns at every width: the most common dtype goes into the title, a dtype column
@@ -349,11 +384,12 @@ def steps_table(trace: Trace, width: int = 80) -> Table:
     dtypes = [step.dtype for step in trace.steps]
     common = max(set(dtypes), key=dtypes.count)  # the title names it; the column only the others
     dtype_column = len(set(dtypes)) > 1
-    title = (
-        f"steps ({common} unless the dtype column says otherwise)"
-        if dtype_column
-        else f"steps (every tensor {common})"
-    )
+    from rich.cells import cell_len
+
+    from attntrace.learn import message
+
+    key = "ui.steps_title_mixed" if dtype_column else "ui.steps_title"
+    title = message(key, lang, dtype=common)
     rows = [
         [
             str(s.index),
@@ -365,23 +401,24 @@ def steps_table(trace: Trace, width: int = 80) -> Table:
         ]
         for s in trace.steps
     ]
-    headers = ["#", "step", "op", "shape", "axes", "dtype"]
+    words = {key: message(f"ui.{key}", lang) for key in ("step", "op", "shape", "axes", "dtype")}
+    headers = ["#", *words.values()]
     tight = width < TIGHT_WIDTH
     gap = 1 if tight else 2  # the box's space between columns, and the padding unless tight
     fixed = sum(
-        max(len(headers[i]), *(len(r[i]) for r in rows)) + gap
+        max(cell_len(headers[i]), *(len(r[i]) for r in rows)) + gap
         for i in range(len(rows[0]))
         if i != 2
     )
     op_width = max(width - fixed - gap + 1, 1)
     table = _table(title, tight=tight)
     table.add_column("#", justify="right", style="dim", no_wrap=True)
-    table.add_column("step", style="bold", no_wrap=True)
-    table.add_column("op", overflow="fold")
-    table.add_column("shape", justify="right", style="cyan", no_wrap=True)
-    table.add_column("axes", style="magenta", no_wrap=True)
+    table.add_column(words["step"], style="bold", no_wrap=True)
+    table.add_column(words["op"], overflow="fold")
+    table.add_column(words["shape"], justify="right", style="cyan", no_wrap=True)
+    table.add_column(words["axes"], style="magenta", no_wrap=True)
     if dtype_column:
-        table.add_column("dtype", style="dim", no_wrap=True)
+        table.add_column(words["dtype"], style="dim", no_wrap=True)
     for row in rows:
         table.add_row(*row[:2], wrap_op(row[2], op_width), *row[3:])
     return table
