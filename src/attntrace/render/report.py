@@ -158,8 +158,17 @@ def _whole_model(trace: Trace, count: str) -> list[str]:
     ]
 
 
+def _setting(key: str, value: object) -> str:
+    """A config value as the report's table writes it: the default scale as the factor it is.
+
+    >>> _setting("scale", None), _setting("scale", 1.0), _setting("heads", 12)
+    ('1/√d', '1.0', '12')
+    """
+    return "1/√d" if key == "scale" and value is None else str(value)
+
+
 def _config(trace: Trace) -> str:
-    rows = [[key, str(value)] for key, value in trace.config.to_dict().items()]
+    rows = [[key, _setting(key, value)] for key, value in trace.config.to_dict().items()]
     return _table(["key", "value"], [*rows, ["backend", trace.backend]])
 
 
