@@ -12,8 +12,8 @@ the language (``--lang``, else the locale).
 
 from __future__ import annotations
 
-from attntrace.learn.words import explain_step, explain_trace
 from attntrace.learn.lang import LANGS, Lang, check_lang, default_lang, message
+from attntrace.learn.words import explain_step, explain_trace
 
 __all__ = [
     "LANGS",
