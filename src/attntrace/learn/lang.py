@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from typing import Literal, cast
+from typing import Literal
 
 from attntrace.errors import ConfigError
 
@@ -43,9 +43,10 @@ def check_lang(lang: str | None) -> Lang:
     """
     if lang is None:
         return default_lang()
-    if lang not in LANGS:
-        raise ConfigError(f"--lang must be one of {', '.join(LANGS)}, got {lang!r}")
-    return cast("Lang", lang)
+    for known in LANGS:
+        if lang == known:
+            return known
+    raise ConfigError(f"--lang must be one of {', '.join(LANGS)}, got {lang!r}")
 
 
 def catalogue(lang: Lang) -> Mapping[str, str]:

@@ -109,11 +109,14 @@ def trace_pieces(
     pieces: list[RenderableType] = [title_line(trace)]
     if trace.origin:
         pieces.append(Text(trace.origin, "dim"))
+    words: list[RenderableType] = (
+        [NewLine(), explain_table(trace, lang, tight=tight)] if explain else []
+    )
     pieces += [
         flow_line(trace, width, arrow),
         NewLine(),
         steps_table(trace, width, lang),
-        *([NewLine(), explain_table(trace, lang, tight=tight)] if explain else []),
+        *words,
         NewLine(),
         costs_table(trace, count, tight=tight),
         NewLine(),
