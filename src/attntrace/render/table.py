@@ -362,9 +362,9 @@ def explain_table(trace: Trace, lang: Lang = "en", *, tight: bool = False) -> Ta
     >>> console.print(explain_table(trace_attention(AttentionConfig(), "shape"), "zh"))
     >>> print("\\n".join(line.rstrip() for line in console.file.getvalue().splitlines()[:4]))
     每一步做什么
-     #  步骤     解释
+     #  步骤           解释
     ────────────────────────────────────────────────────────────────────────────────
-     0  x        输入：3 个词，每个词编码为 768 维的向量（词嵌入），每行一个词：(3,
+     0  x              输入：3 个词，每个词编码为 768
     """
     from attntrace.learn import explain_trace, message
 
