@@ -8,12 +8,11 @@ CI run as it is.
 
 from __future__ import annotations
 
-import math
 from html import escape
 from typing import TYPE_CHECKING
 
 from attntrace.render.flow import render_flow_svg
-from attntrace.render.pooling import pool
+from attntrace.render.heatmap_svg import head_svg
 from attntrace.render.table import describe, whole_model_rows, whole_model_title
 from attntrace.trace import Trace
 from attntrace.units import (
@@ -27,10 +26,6 @@ from attntrace.units import (
 
 if TYPE_CHECKING:
     import numpy as np
-
-#: Heat maps larger than this many cells a side are pooled into blocks (as in the terminal).
-REPORT_MAX_CELLS = 48
-CELL = 14  # pixels of one heat-map cell
 
 STYLE = """
 body { font-family: system-ui, -apple-system, "Segoe UI", sans-serif; margin: 24px;
@@ -200,42 +195,4 @@ def _heads(trace: Trace, batch_item: int) -> str:
 
 
 def _head_svg(matrix: np.ndarray, hidden: np.ndarray | None, head: int) -> str:
-    pooled = pool(matrix, REPORT_MAX_CELLS, REPORT_MAX_CELLS, hidden)
-    rows, cols = pooled.values.shape
-    cells = []
-    for i in range(rows):
-        for j in range(cols):
-            masked = pooled.hidden is not None and bool(pooled.hidden[i, j])
-            value = float(pooled.values[i, j])
-            fill = "#b8b8b8" if masked else _shade(value)
-            label = f"{pooled.row_label(i)} -> {pooled.col_label(j)}: " + (
-                "masked" if masked else f"{value:.4f}" if math.isfinite(value) else str(value)
-            )
-            cells.append(
-                f'<rect x="{j * CELL}" y="{i * CELL}" width="{CELL}" height="{CELL}" fill="{fill}">'
-                f"<title>{escape(label)}</title></rect>"
-            )
-    blocks = "" if pooled.values.shape == matrix.shape else f", {rows}x{cols} blocks"
-    return (
-        '<figure><svg xmlns="http://www.w3.org/2000/svg" '
-        f'width="{cols * CELL}" height="{rows * CELL}">'
-        + "".join(cells)
-        + f"</svg><figcaption>head {head}{blocks}</figcaption></figure>"
-    )
-
-
-#: The colour of a cell whose value is NaN or ±inf.
-NONFINITE_FILL = "#d62728"
-
-
-def _shade(value: float) -> str:
-    """White (0) to dark blue (1); red for NaN and ±inf.
-
-    >>> _shade(0.0), _shade(1.0), _shade(float("nan"))
-    ('#ffffff', '#103478', '#d62728')
-    """
-    if not math.isfinite(value):
-        return NONFINITE_FILL
-    v = min(max(value, 0.0), 1.0)
-    r, g, b = (int(255 + (t - 255) * v) for t in (16, 52, 120))
-    return f"#{r:02x}{g:02x}{b:02x}"
+    return head_svg(matrix, hidden, f"head {head}")
