@@ -8,9 +8,9 @@ import json
 import os
 
 import pytest
+from test_notebook import check_html
 
 from paths import SRC
-from test_notebook import check_html
 
 nbformat = pytest.importorskip("nbformat")
 nbclient = pytest.importorskip("nbclient")
@@ -54,9 +54,10 @@ def test_an_executed_notebook_displays_a_trace_a_capture_and_a_diff_as_html(
         assert "text/html" in data
         assert data["text/plain"].startswith("<")  # the short repr
         check_html(data["text/html"])
-    trace, capture, diff, explained = (o[0].data["text/html"] for o in outputs[1:])
+    trace, capture, diffed, explained = (o[0].data["text/html"] for o in outputs[1:])
     assert trace.count("<figure>") == 4
     assert "q_heads" in trace
     assert "reshape" in capture
     assert "DiffReport" in outputs[3][0].data["text/plain"]
+    assert "attend" in diffed
     assert "相似度分数" in explained
