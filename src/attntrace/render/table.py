@@ -83,6 +83,7 @@ def render_trace(
         values_limit=values_limit,
         explain=explain,
         lang=lang,
+        palette=console.color_system or "truecolor",
     )
     for piece in pieces:
         console.print(piece)
@@ -100,8 +101,10 @@ def trace_pieces(
     values_limit: int = VALUES_MAX_NUMEL,
     explain: bool = False,
     lang: Lang = "en",
+    palette: str = "truecolor",
 ) -> list[RenderableType]:
-    """The parts of the table view at console ``width``, in order (see :func:`render_trace`)."""
+    """The parts of the table view at console ``width``, in order (see :func:`render_trace`);
+    ``palette`` is the console's colour system (the heat map's colours are chosen for it)."""
     from rich.console import NewLine
     from rich.text import Text
 
@@ -126,7 +129,7 @@ def trace_pieces(
         pieces.append(cache)
     if (whole := whole_model_table(trace, count, tight=tight)) is not None:
         pieces += [NewLine(), whole]
-    pieces += [NewLine(), *_attention(trace, head, batch_item, width)]
+    pieces += [NewLine(), *_attention(trace, head, batch_item, width, palette)]
     pieces += [Text(f"warning: {note}", "yellow") for note in trace.notes]
     if values:
         pieces += [NewLine(), *_values(trace, values_limit)]
@@ -510,7 +513,9 @@ def attention_view(
     return pieces[0] if len(pieces) == 1 else Group(*pieces)
 
 
-def _attention(trace: Trace, head: int, batch_item: int, width: int) -> list[RenderableType]:
+def _attention(
+    trace: Trace, head: int, batch_item: int, width: int, palette: str = "truecolor"
+) -> list[RenderableType]:
     """The parts of :func:`attention_view`: a title and a heat map (and a summary when
     pooled), or one line saying why there is none."""
     from rich.text import Text
@@ -536,12 +541,13 @@ def _attention(trace: Trace, head: int, batch_item: int, width: int) -> list[Ren
     )
     if max(matrix.shape) <= HEATMAP_MAX_SEQ:
         full = pool(matrix, matrix.shape[0], matrix.shape[1], hidden)
-        return _heatmap(full, f"attention weights, {where} (rows: queries, columns: keys; {rule})")
+        title = f"attention weights, {where} (rows: queries, columns: keys; {rule})"
+        return _heatmap(full, title, palette)
     pooled = fit_pool(matrix, hidden, width)
     sizes = f"{pooled.values.shape[0]}x{pooled.values.shape[1]} blocks"
     masks = "; every key masked: ·" if hidden is not None else ""
     title = f"attention weights, {where}: {matrix.shape} pooled into {sizes} ({POOLING}{masks})"
-    return [*_heatmap(pooled, title), weights_summary(matrix)]
+    return [*_heatmap(pooled, title, palette), weights_summary(matrix)]
 
 
 def fit_pool(matrix: np.ndarray, hidden: np.ndarray | None, width: int) -> Pooled:
@@ -574,7 +580,7 @@ def heatmap_width(pooled: Pooled) -> int:
     return int(label + sum(cells) + len("1.00") + cols + 1)
 
 
-def _heatmap(pooled: Pooled, title: str) -> list[RenderableType]:
+def _heatmap(pooled: Pooled, title: str, palette: str = "truecolor") -> list[RenderableType]:
     """The title, then a grid of the numbers, each cell shaded by its value (darker = more
     attention); cells (or blocks) whose every key is masked show a dim ``·``."""
     from rich.table import Table
@@ -593,7 +599,9 @@ def _heatmap(pooled: Pooled, title: str) -> list[RenderableType]:
     sums = [float(row.sum()) for row in values]  # as each row was summed before
     for i in range(rows):
         cells = [
-            Text("·", "dim") if masked is not None and masked[i][j] else _heat_cell(v, compact)
+            Text("·", "dim")
+            if masked is not None and masked[i][j]
+            else _heat_cell(v, compact, palette)
             for j, v in enumerate(shown[i])
         ]
         table.add_row(pooled.row_label(i), *cells, f"{sums[i]:.2f}")
@@ -605,16 +613,46 @@ def _cell_text(value: float, compact: bool) -> str:
     return text[1:] if compact and value < 0.995 else text  # ".42"
 
 
-def _heat_cell(value: float, compact: bool) -> Text:
+#: The heat map on a 16-colour terminal: (ink, background) from weight 0 to 1 in five steps,
+#: each pair legible in every theme (the background is always set: a light or dark terminal
+#: shows the same cells). A blue ramp downsampled to 16 colours would be one grey for all.
+STANDARD_HEAT: tuple[tuple[str, str], ...] = (
+    ("bright_white", "black"),
+    ("bright_white", "blue"),
+    ("black", "cyan"),
+    ("black", "yellow"),
+    ("black", "bright_white"),
+)
+
+
+def heat_style(value: float, palette: str = "truecolor") -> str:
+    """The Rich style of a cell of weight ``value`` on a console of colour system ``palette``
+    (standard and windows: :data:`STANDARD_HEAT`; 256 and truecolor: a blue ramp).
+
+    >>> heat_style(0.0, "standard"), heat_style(1.0, "standard")
+    ('bright_white on black', 'black on bright_white')
+    >>> heat_style(1.0)
+    'rgb(0,0,0) on rgb(85,127,255)'
+    """
+    v = min(max(value, 0.0), 1.0)
+    if palette in ("standard", "windows"):
+        ink, paper = STANDARD_HEAT[min(int(v * len(STANDARD_HEAT)), len(STANDARD_HEAT) - 1)]
+        return f"{ink} on {paper}"
+    level = int(55 + 200 * v)
+    paper = (level // 3, level // 2, level)
+    # ink picked by the cell's luminance (sRGB weights, roughly): white on dark, black on light
+    light = 0.2126 * (paper[0] / 255) ** 2.2 + 0.7152 * (paper[1] / 255) ** 2.2 > 0.1
+    ink = "rgb(0,0,0)" if light else "rgb(255,255,255)"
+    return f"{ink} on rgb({paper[0]},{paper[1]},{paper[2]})"
+
+
+def _heat_cell(value: float, compact: bool, palette: str = "truecolor") -> Text:
     """A cell: its text shaded by the value (or bold red if not finite)."""
     from rich.text import Text
 
     if not math.isfinite(value):  # NaN or ±inf: shown, never shaded
         return Text(f"{value}", "bold red")
-    text = _cell_text(value, compact)
-    level = int(55 + 200 * min(max(value, 0.0), 1.0))
-    ink = "white" if value < 0.5 else "black"
-    return Text(text, f"{ink} on rgb({level // 3},{level // 2},{level})")
+    return Text(_cell_text(value, compact), heat_style(value, palette))
 
 
 @dataclass(frozen=True)
