@@ -4,6 +4,7 @@ schema), the markdown; the language from the locale; csv refused in one line."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import jsonschema
 import pytest
@@ -86,3 +87,14 @@ def test_an_unknown_language_is_refused() -> None:
     code, _, err = run_cli("run", *SMALL, "--lang", "fr")
     assert code == 2
     assert "fr" in err
+
+
+def test_report_explain_adds_a_column_of_words(tmp_path: Path) -> None:
+    page = tmp_path / "r.html"
+    code, _, err = run_cli("report", "--out", str(page), *SMALL, "--explain", "--lang", "zh")
+    assert code == 0, err
+    text = page.read_text(encoding="utf-8")
+    assert "<th>解释</th>" in text
+    assert "拼接多头" in text
+    code, _, _ = run_cli("report", "--out", str(page), *SMALL)
+    assert "<th>explanation</th>" not in page.read_text(encoding="utf-8")

@@ -27,6 +27,8 @@ from attntrace.units import (
 if TYPE_CHECKING:
     import numpy as np
 
+    from attntrace.learn import Lang
+
 STYLE = """
 body { font-family: system-ui, -apple-system, "Segoe UI", sans-serif; margin: 24px;
        color: #1b2a3a; }
@@ -40,8 +42,11 @@ figcaption { font-size: 12px; text-align: center; } .note { color: #666; font-si
 """
 
 
-def render_report(trace: Trace, *, batch_item: int = 0, count: str = "flops") -> str:
-    """The whole page as one HTML document.
+def render_report(
+    trace: Trace, *, batch_item: int = 0, count: str = "flops", explain: Lang | None = None
+) -> str:
+    """The whole page as one HTML document; ``explain`` (a language) adds what each step does
+    to the steps table.
 
     >>> from attntrace import AttentionConfig, trace_attention
     >>> page = render_report(trace_attention(AttentionConfig(seq=4, hidden=8, heads=2)))
@@ -59,7 +64,7 @@ def render_report(trace: Trace, *, batch_item: int = 0, count: str = "flops") ->
         "<h2>Data flow</h2>",
         render_flow_svg(trace),
         "<h2>Steps</h2>",
-        _steps(trace),
+        _steps(trace, explain),
         "<h2>Attention weights</h2>",
         _heads(trace, batch_item),
         "<h2>Costs</h2>",
@@ -94,18 +99,24 @@ def _table(headers: list[str], rows: list[list[str]], numeric: set[int] | None =
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
-def _steps(trace: Trace) -> str:
+def _steps(trace: Trace, explain: Lang | None = None) -> str:
     """The steps; with a column of their NaN and ±inf counts when any step holds some (as the
-    CSV's ``nonfinite`` and run's warning count them)."""
+    CSV's ``nonfinite`` and run's warning count them), and of what they do with ``explain``."""
     rows = [
         [str(s.index), s.name, s.op, format_shape(s.shape), format_axes(s.axes), s.dtype]
         for s in trace.steps
     ]
-    headers = ["#", "step", "op", "shape", "axes", "dtype"]
+    headers, numeric = ["#", "step", "op", "shape", "axes", "dtype"], {0, 3}
     if any(s.nonfinite for s in trace.steps):
         rows = [[*row, str(s.nonfinite)] for row, s in zip(rows, trace.steps, strict=True)]
-        return _table([*headers, "NaN or inf"], rows, {0, 3, 6})
-    return _table(headers, rows, {0, 3})
+        headers, numeric = [*headers, "NaN or inf"], {0, 3, 6}
+    if explain is not None:
+        from attntrace.learn import explain_trace, message
+
+        words = explain_trace(trace, explain)
+        rows = [[*row, words[s.name]] for row, s in zip(rows, trace.steps, strict=True)]
+        headers = [*headers, message("ui.explanation", explain)]
+    return _table(headers, rows, numeric)
 
 
 def _costs(trace: Trace, count: str) -> str:
