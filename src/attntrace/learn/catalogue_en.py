@@ -130,6 +130,34 @@ MESSAGES: dict[str, str] = {
     "pass unchanged.",
     "extra.interleaved": "The rotated pairs are neighbours (2i, 2i + 1).",
     "extra.tiles": "Runs {tiles} times, once per tile; the shape is one tile's.",
+    # --- demo: the notes' worked example ------------------------------------------------------
+    "demo.title_plain": "1. As the notes compute it: weights = softmax(Query @ Key.T), no scaling",
+    "demo.title_scaled": "2. Scaled as in the Transformer: softmax(Query @ Key.T / √{d}), factor "
+    "{factor}",
+    "demo.why_title": "What the scaling changes, and why",
+    "demo.given": "given",
+    "demo.Query": "Row i: what token i looks for ({S} tokens × {d} numbers).",
+    "demo.Key": "Row j: what token j offers to be found by ({N} tokens × {d} numbers).",
+    "demo.Value": "Row j: what token j passes on when attended to ({N} tokens × {dv} numbers).",
+    "demo.scores": "Row i, column j: query i · key j, the similarity score: ({S}, {d}) @ "
+    "({d}, {N}) → ({S}, {N}).",
+    "demo.scaled": "Every score times 1/√{d} = {factor}: the order in a row stays, the spread "
+    "shrinks.",
+    "demo.weights": "Softmax of each row: exp(score) divided by the row's sum of exp; every row "
+    "sums to 1.",
+    "demo.output": "Row i: token i's weights times the Value rows, a weighted average: "
+    "({S}, {N}) @ ({N}, {dv}) → ({S}, {dv}).",
+    "demo.divided": "Every score is divided by √d = √{d} = {sqrt_d}; the order of the scores in "
+    "a row stays the same.",
+    "demo.peaked": "The softmax becomes less peaked: the largest weight of each row goes "
+    "{changes}, so each output mixes more of the other Value rows.",
+    "demo.why": "Why it exists: with query and key entries of variance 1, a dot product of d of "
+    "them has variance d. For d = 64 the scores spread about ±8, softmax saturates to nearly "
+    "one-hot and its gradients vanish. Dividing by √d brings the variance back to 1 whatever d "
+    "is.",
+    "demo.overflow": "The notes' soft_max computes exp(z) directly: for the row [1000, 1000] it "
+    "gives {note} (exp overflows to inf, inf/inf = nan). attntrace subtracts the row maximum "
+    "first and gives {ours}.",
     # --- the interface -------------------------------------------------------------------------
     "ui.unknown": "{name} = {op}: {shape}, axes {axes}.",
     "ui.explanations": "what each step does",

@@ -104,6 +104,27 @@ MESSAGES: dict[str, str] = {
     "extra.partial_rope": "一个头的 {d} 个数里只有前 {R} 个旋转，其余不变。",
     "extra.interleaved": "旋转的是相邻的两个数 (2i, 2i + 1)。",
     "extra.tiles": "运行 {tiles} 次，每块一次；形状是一块的。",
+    # --- demo：笔记里的例子 ---------------------------------------------------------------------
+    "demo.title_plain": "1. 和笔记一样计算：weights = softmax(Query @ Key.T)，不缩放",
+    "demo.title_scaled": "2. 和 Transformer 一样缩放：softmax(Query @ Key.T / √{d})，系数 {factor}",
+    "demo.why_title": "缩放改变了什么，为什么要缩放",
+    "demo.given": "给定",
+    "demo.Query": "第 i 行：第 i 个词在找什么（{S} 个词 × {d} 个数）。",
+    "demo.Key": "第 j 行：第 j 个词能被什么找到（{N} 个词 × {d} 个数）。",
+    "demo.Value": "第 j 行：第 j 个词被关注时传出去的内容（{N} 个词 × {dv} 个数）。",
+    "demo.scores": "第 i 行第 j 列：查询 i · 键 j，即相似度分数：({S}, {d}) @ ({d}, {N}) → "
+    "({S}, {N})。",
+    "demo.scaled": "每个分数乘以 1/√{d} = {factor}：每行的大小顺序不变，差距变小。",
+    "demo.weights": "对每一行做 softmax 归一化：exp(分数) 除以这一行 exp 的总和；每行之和为 1。",
+    "demo.output": "第 i 行：第 i 个词的权重乘以各行 Value，即加权平均（加权求和）：({S}, {N}) @ "
+    "({N}, {dv}) → ({S}, {dv})。",
+    "demo.divided": "每个分数除以 √d = √{d} = {sqrt_d}；每一行分数的大小顺序不变。",
+    "demo.peaked": "softmax 变得不那么尖锐：每行最大的权重从 {changes}，所以每个输出混入更多其他"
+    "行的 Value。",
+    "demo.why": "为什么要缩放：如果查询和键的每个数方差为 1，d 个数的点积方差为 d。d = 64 时分数"
+    "大约分布在 ±8，softmax 饱和成几乎 one-hot，梯度消失。除以 √d 让方差无论 d 多大都回到 1。",
+    "demo.overflow": "笔记里的 soft_max 直接计算 exp(z)：对 [1000, 1000] 这一行得到 {note}"
+    "（exp 溢出为 inf，inf/inf = nan）。attntrace 先减去每行的最大值，得到 {ours}。",
     # --- 界面 ----------------------------------------------------------------------------------
     "ui.unknown": "{name} = {op}：{shape}，维度 {axes}。",
     "ui.explanations": "每一步做什么",

@@ -639,11 +639,11 @@ def heat_style(value: float, palette: str = "truecolor") -> str:
         ink, paper = STANDARD_HEAT[min(int(v * len(STANDARD_HEAT)), len(STANDARD_HEAT) - 1)]
         return f"{ink} on {paper}"
     level = int(55 + 200 * v)
-    paper = (level // 3, level // 2, level)
+    r, g, b = level // 3, level // 2, level
     # ink picked by the cell's luminance (sRGB weights, roughly): white on dark, black on light
-    light = 0.2126 * (paper[0] / 255) ** 2.2 + 0.7152 * (paper[1] / 255) ** 2.2 > 0.1
+    light = 0.2126 * (r / 255) ** 2.2 + 0.7152 * (g / 255) ** 2.2 > 0.1
     ink = "rgb(0,0,0)" if light else "rgb(255,255,255)"
-    return f"{ink} on rgb({paper[0]},{paper[1]},{paper[2]})"
+    return f"{ink} on rgb({r},{g},{b})"
 
 
 def _heat_cell(value: float, compact: bool, palette: str = "truecolor") -> Text:
