@@ -15,8 +15,8 @@ from hypothesis import strategies as st
 from attntrace import AttentionConfig, trace_attention
 from attntrace.errors import ConfigError
 from attntrace.learn import LANGS, default_lang, explain_step, explain_trace
-from attntrace.learn.words import message_keys, step_facts
 from attntrace.learn.lang import catalogue, check_lang
+from attntrace.learn.words import message_keys, step_facts
 from attntrace.trace import Step, Trace
 from attntrace.units import format_shape
 
