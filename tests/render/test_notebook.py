@@ -159,3 +159,24 @@ def test_a_sweep_is_still_a_list_of_points() -> None:
     points = run_sweep([AttentionConfig(seq=4)])
     assert isinstance(points, list)
     assert points == [measure(AttentionConfig(seq=4))]
+
+
+def test_the_notebook_view_renders_in_headless_chromium_with_visible_heat_maps(
+    tmp_path: Any,
+) -> None:
+    """The HTML Jupyter shows, opened in a browser: no console message, not blank, and heat
+    maps with contrast (the darkest cell far from the lightest)."""
+    from test_report import render_in_browser
+
+    page = tmp_path / "notebook.html"
+    view = html(small_trace(causal=True), explain=True)
+    page.write_text(f'<!DOCTYPE html><meta charset="utf-8"><body>{view}</body>', "utf-8")
+    image, console = render_in_browser(page, tmp_path)
+    assert console == []
+    assert (image < 0.9).any(axis=2).mean() > 0.02  # not blank
+    luminance = image @ np.array([0.2126, 0.7152, 0.0722])  # (rows, cols)
+    blue = (image[:, :, 2] - image[:, :, 0]) > 0.3  # the heat maps' blue cells
+    assert blue.sum() > 200
+    assert luminance[blue].min() < 0.25  # the largest weights: dark blue
+    tinted = (image[:, :, 2] - image[:, :, 0]) > 0.02
+    assert (tinted & (luminance > 0.65)).sum() > 200  # light blue cells too: visible contrast
