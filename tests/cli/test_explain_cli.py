@@ -12,6 +12,9 @@ from typer.testing import CliRunner
 
 from attntrace.cli import app
 from attntrace.schemas import trace_schema
+from paths import REPO
+
+EXAMPLES = REPO / "examples"
 
 runner = CliRunner()
 SMALL = ("--seq", "3", "--hidden", "8", "--heads", "2")
@@ -98,3 +101,16 @@ def test_report_explain_adds_a_column_of_words(tmp_path: Path) -> None:
     assert "拼接多头" in text
     code, _, _ = run_cli("report", "--out", str(page), *SMALL)
     assert "<th>explanation</th>" not in page.read_text(encoding="utf-8")
+
+
+def test_trace_explain_says_what_the_users_lines_do_with_their_sizes() -> None:
+    notes = str(EXAMPLES / "seed_001_numpy.py")
+    code, out, err = run_cli("trace", notes, "--explain", "--lang", "zh")
+    assert code == 0, err
+    text = flat(out)
+    assert "每一步做什么" in text
+    assert "seed_001_numpy.py:29" in text  # scores = Query @ Key.T, on the user's line
+    assert "相似度分数" in text
+    code, out, err = run_cli("trace", notes, "--explain", "--format", "json")
+    assert code == 2
+    assert "trace --explain works with --format table" in err

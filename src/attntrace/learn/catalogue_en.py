@@ -173,4 +173,6 @@ MESSAGES: dict[str, str] = {
     "ui.head": "head",
     "ui.query": "query",
     "ui.key": "key",
+    "ui.role": "role",
+    "ui.line": "line",
 }

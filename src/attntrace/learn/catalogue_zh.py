@@ -140,4 +140,6 @@ MESSAGES: dict[str, str] = {
     "ui.head": "头",
     "ui.query": "查询",
     "ui.key": "键",
+    "ui.role": "角色",
+    "ui.line": "位置",
 }

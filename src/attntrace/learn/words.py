@@ -14,13 +14,21 @@ from collections.abc import Mapping
 
 from attntrace.config.attention_config import AttentionConfig
 from attntrace.learn.lang import Lang, catalogue, message
-from attntrace.trace import Step, Trace
+from attntrace.trace import Records, Step, Trace
 from attntrace.units import format_axes, format_shape
 
 #: What separates two sentences: a space in English, nothing after Chinese punctuation.
 SENTENCE_GAP: dict[Lang, str] = {"en": " ", "zh": ""}
 
-__all__ = ["SENTENCE_GAP", "explain_step", "explain_trace", "message_keys", "number", "step_facts"]
+__all__ = [
+    "SENTENCE_GAP",
+    "explain_roles",
+    "explain_step",
+    "explain_trace",
+    "message_keys",
+    "number",
+    "step_facts",
+]
 
 
 def number(x: float) -> str:
@@ -173,3 +181,61 @@ def _input_shapes(trace: Trace, step: Step) -> list[str]:
         **{s.name: s.shape for s in trace.steps},
     }
     return [format_shape(known[name]) for name in step.inputs if name in known]
+
+
+def explain_roles(records: Records, lang: Lang = "en") -> dict[str, str]:
+    """What each step of the user's code that plays a reference step (its ``role``) does, in
+    words with the user's own sizes and shapes (``attntrace trace --explain``); steps without a
+    role, or a capture whose sizes make no attention, get none.
+
+    >>> import numpy as np
+    >>> import attntrace
+    >>> with attntrace.capture() as t:
+    ...     x = t.track(np.ones((3, 8)))
+    ...     q = x.reshape(3, 2, 4).transpose(1, 0, 2)
+    ...     scores = q @ q.transpose(0, 2, 1)
+    >>> print(explain_roles(t)["scores"])  # doctest: +NORMALIZE_WHITESPACE
+    The similarity scores: the dot product of every query with every key, 4 products summed
+    per pair. Row i, column j: how well token i's query matches token j's key. (2, 3, 4) @
+    (2, 4, 3) → (2, 3, 3).
+    """
+    config = _config_of(records.axis_sizes())
+    if config is None:
+        return {}
+    from attntrace.engine.attention import trace_attention
+
+    reference = trace_attention(config, "shape")
+    words: dict[str, str] = {}
+    for step in records.steps:
+        role = getattr(step, "role", "")
+        if not role or role not in reference:
+            continue
+        facts = {**step_facts(reference, reference[role]), "shape": format_shape(step.shape)}
+        shapes = [format_shape(s) for s in getattr(step, "input_shapes", ())]
+        if shapes:
+            facts |= {"src": shapes[0], "in0": shapes[0], "in1": shapes[-1]}
+        keys = message_keys(config, reference[role])
+        words[step.name] = SENTENCE_GAP[lang].join(message(k, lang, **facts) for k in keys)
+    return words
+
+
+def _config_of(sizes: Mapping[str, int]) -> AttentionConfig | None:
+    """The reference config of the sizes a capture found (None when they make none)."""
+    from attntrace.errors import ConfigError
+
+    h, d = sizes.get("h"), sizes.get("d")
+    if h is None or d is None or "S" not in sizes:
+        return None
+    g = sizes.get("g")
+    try:
+        return AttentionConfig(
+            batch=sizes.get("B"),
+            seq=sizes["S"],
+            hidden=sizes.get("H", h * d),
+            heads=h,
+            head_dim_override=d if sizes.get("H", h * d) != h * d else None,
+            kv_heads=g if g is not None and g != h else None,
+            kv_seq=sizes["N"] if sizes.get("N", sizes["S"]) != sizes["S"] else None,
+        )
+    except ConfigError:
+        return None

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 from attntrace.config.attention_config import AttentionConfig
 from attntrace.engine.parallel import map_parts
 from attntrace.render.pooling import POOLING, Pooled, block_starts, pool, span_labels
-from attntrace.trace import Trace
+from attntrace.trace import Records, Trace
 from attntrace.units import (
     format_axes,
     format_bytes,
@@ -377,6 +377,27 @@ def explain_table(trace: Trace, lang: Lang = "en", *, tight: bool = False) -> Ta
     table.add_column(message("ui.explanation", lang), overflow="fold", ratio=1)
     for step, text in zip(trace.steps, explain_trace(trace, lang).values(), strict=True):
         table.add_row(str(step.index), step.name, text)
+    return table
+
+
+def roles_table(records: Records, lang: Lang = "en") -> Table | None:
+    """What each step of the user's code that plays a reference step does, on the user's line
+    (``attntrace trace --explain``); None when no step plays one."""
+    from attntrace.learn import message
+    from attntrace.learn.words import explain_roles
+
+    words = explain_roles(records, lang)
+    if not words:
+        return None
+    table = _table(message("ui.explanations", lang))
+    table.add_column(message("ui.step", lang), style="bold", no_wrap=True)
+    table.add_column(message("ui.role", lang), style="magenta", no_wrap=True)
+    table.add_column(message("ui.line", lang), style="dim", no_wrap=True)
+    table.add_column(message("ui.explanation", lang), overflow="fold", ratio=1)
+    for step in records.steps:
+        if step.name in words:
+            where = getattr(step, "location", "")
+            table.add_row(step.name, getattr(step, "role", ""), where, words[step.name])
     return table
 
 
