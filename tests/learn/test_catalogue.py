@@ -206,3 +206,16 @@ def test_the_numbers_in_a_sentence_are_this_runs(config: AttentionConfig, lang: 
         written = {"0", "1", "2"}  # the catalogues' own: "sums to 1", "weight 0", "2i + 1"
         stray = _numbers(words[step.name]) - run - written
         assert not stray, (step.name, words[step.name], stray)
+
+
+@pytest.mark.parametrize("lang", LANGS)
+def test_a_users_mask_file_has_its_sentences_bool_and_additive(lang: str) -> None:
+    import numpy as np
+
+    config = AttentionConfig(seq=3, hidden=8, heads=2, causal=True)
+    for mask, masked in ((np.ones((3, 3), bool), "masked"), (np.zeros((3, 3)), "masked.additive")):
+        trace = trace_attention(config, "shape", mask=mask)
+        assert message_keys(config, trace["mask"]) == ("mask", "extra.causal", "extra.mask_file")
+        assert message_keys(config, trace["masked"]) == (masked,)
+        words = explain_trace(trace, check_lang(lang))
+        assert format_shape(trace["mask"].shape) in words["mask"]
