@@ -175,4 +175,15 @@ MESSAGES: dict[str, str] = {
     "ui.key": "key",
     "ui.role": "role",
     "ui.line": "line",
+    "ui.costs_title": "costs ({unit}; 1 MAC = 2 FLOPs)",
+    "ui.costs_caption": "peak: activations alive at once; parameters {params}; KV cache {kv} per "
+    "token ({dtype})",
+    "ui.peak": "peak {bytes}",
+    "ui.total": "total",
+    "ui.formula": "formula",
+    "ui.bytes": "bytes",
+    "ui.tiles": "tiles",
+    "ui.parameters": "parameters",
+    "ui.name": "name",
+    "ui.count": "count",
 }

@@ -121,9 +121,9 @@ def trace_pieces(
         steps_table(trace, width, lang),
         *words,
         NewLine(),
-        costs_table(trace, count, tight=tight),
+        costs_table(trace, count, tight=tight, lang=lang),
         NewLine(),
-        params_table(trace, tight=tight),
+        params_table(trace, tight=tight, lang=lang),
     ]
     if (cache := kv_cache_line(trace)) is not None:
         pieces.append(cache)
@@ -159,7 +159,9 @@ def title_line(trace: Trace) -> Text:
     )
 
 
-def costs_table(trace: Trace, count: str = "flops", *, tight: bool = False) -> Table:
+def costs_table(
+    trace: Trace, count: str = "flops", *, tight: bool = False, lang: Lang = "en"
+) -> Table:
     """What each step costs: FLOPs (or MACs) with the formula, and the bytes of its tensor.
 
     Views cost nothing and own no memory; tile steps (flash) show one tile's bytes and the
@@ -177,23 +179,26 @@ def costs_table(trace: Trace, count: str = "flops", *, tight: bool = False) -> T
      0  x              0  0                    9.00 KiB
      1  q_proj    3.54 M  2·S·H·H + S·H        9.00 KiB
     """
+    from attntrace.learn import message
+
     unit = "MACs" if count == "macs" else "FLOPs"
-    caption = (
-        f"peak: activations alive at once; parameters {format_bytes(trace.param_bytes)}; "
-        f"KV cache {format_bytes(trace.kv_cache_bytes_per_token)} per token "
-        f"({trace.config.dtype})"
+    caption = message(
+        "ui.costs_caption",
+        lang,
+        params=format_bytes(trace.param_bytes),
+        kv=format_bytes(trace.kv_cache_bytes_per_token),
+        dtype=trace.config.dtype,
     )
     total = format_count(in_unit(trace.total_flops, count))
-    peak = f"peak {format_bytes(trace.peak_bytes)}"
-    table = _table(
-        f"costs ({unit}; 1 MAC = 2 FLOPs)", show_footer=True, tight=tight, caption=caption
-    )
+    peak = message("ui.peak", lang, bytes=format_bytes(trace.peak_bytes))
+    title = message("ui.costs_title", lang, unit=unit)
+    table = _table(title, show_footer=True, tight=tight, caption=caption)
     table.add_column("#", justify="right", style="dim")
-    table.add_column("step", "total", style="bold")
+    table.add_column(message("ui.step", lang), message("ui.total", lang), style="bold")
     table.add_column(unit, total, justify="right", no_wrap=True)
-    table.add_column("formula", overflow="fold")
-    table.add_column("bytes", peak, justify="right", no_wrap=True)
-    table.add_column("tiles", justify="right", style="dim", no_wrap=True)
+    table.add_column(message("ui.formula", lang), overflow="fold")
+    table.add_column(message("ui.bytes", lang), peak, justify="right", no_wrap=True)
+    table.add_column(message("ui.tiles", lang), justify="right", style="dim", no_wrap=True)
     for step in trace.steps:
         if step.view:
             continue
@@ -504,14 +509,16 @@ def _table(
     )
 
 
-def params_table(trace: Trace, *, tight: bool = False) -> Table:
+def params_table(trace: Trace, *, tight: bool = False, lang: Lang = "en") -> Table:
     """One row per weight and bias, with a total."""
-    table = _table("parameters", show_footer=True, tight=tight)
-    table.add_column("name", "total", style="bold")
-    table.add_column("shape", justify="right", style="cyan")
-    table.add_column("axes", style="magenta")
-    table.add_column("count", f"{trace.param_count:,}", justify="right")
-    table.add_column("bytes", format_bytes(trace.param_bytes), justify="right")
+    from attntrace.learn import message
+
+    table = _table(message("ui.parameters", lang), show_footer=True, tight=tight)
+    table.add_column(message("ui.name", lang), message("ui.total", lang), style="bold")
+    table.add_column(message("ui.shape", lang), justify="right", style="cyan")
+    table.add_column(message("ui.axes", lang), style="magenta")
+    table.add_column(message("ui.count", lang), f"{trace.param_count:,}", justify="right")
+    table.add_column(message("ui.bytes", lang), format_bytes(trace.param_bytes), justify="right")
     for p in trace.parameters:
         table.add_row(
             p.name,
