@@ -25,6 +25,7 @@ if TYPE_CHECKING:  # the names below are imported on first use (``attntrace --he
     from attntrace.config.attention_config import DTYPE_BYTES, AttentionConfig
     from attntrace.config.presets import PRESETS, resolve_config
     from attntrace.diffing.diff_report import DiffReport, diff
+    from attntrace.display import show
     from attntrace.engine.attention import (
         STEP_NAMES,
         VARIANT_STEPS,
@@ -46,6 +47,7 @@ _LAZY = {
     **dict.fromkeys(["DTYPE_BYTES", "AttentionConfig"], "attntrace.config.attention_config"),
     **dict.fromkeys(["DiffReport", "diff"], "attntrace.diffing.diff_report"),
     "MaskWarning": "attntrace.engine.masks",
+    "show": "attntrace.display",
     **dict.fromkeys(["PRESETS", "resolve_config"], "attntrace.config.presets"),
     **dict.fromkeys(["Param", "Step", "Trace"], "attntrace.trace"),
 }
@@ -81,6 +83,7 @@ __all__ = [
     "estimate_bytes",
     "get_backend",
     "resolve_config",
+    "show",
     "step_names",
     "trace_attention",
 ]

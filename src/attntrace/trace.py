@@ -196,6 +196,16 @@ class Trace:
                 return step
         raise UnknownStepError(name, self.names)
 
+    def __repr__(self) -> str:
+        sizes = " ".join(f"{axis}={n}" for axis, n in self.axis_sizes().items())
+        return f"<Trace {sizes}: {len(self.steps)} steps, {self.backend} {self.config.dtype}>"
+
+    def _repr_html_(self) -> str:
+        """Jupyter's view: the steps, the heat maps, the flow (:mod:`attntrace.display`)."""
+        from attntrace.display import html
+
+        return html(self)
+
     def __iter__(self) -> Iterator[Step]:
         return iter(self.steps)
 

@@ -193,7 +193,7 @@ def test_check_trace_by_role_and_golden(tmp_path: Path) -> None:
             "--golden",
             str(golden),
             "--expect",
-            "scores_2=h,S,S",
+            "scores_3=h,S,S",  # scores_2 is the note's scores = soft_max(scores)
             "--expect",
             "weights=S,S",
         ],

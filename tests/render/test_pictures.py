@@ -68,7 +68,7 @@ def test_plot_has_one_panel_per_head_and_a_colour_bar(
     args = [
         "run",
         "--seq",
-        "10",
+        "20",  # beyond 16 tokens: no numbers in the cells (they would split the colour regions)
         "--hidden",
         str(8 * heads),
         "--heads",
@@ -224,3 +224,21 @@ def test_the_readme_flow_picture_is_what_the_documented_command_draws() -> None:
         "--kv-heads 4 --rope --causal --seq 8 --hidden 64 --heads 8 --plot-flow docs/flow.svg"
         in readme
     )
+
+
+def test_small_plots_label_the_tokens_and_write_each_weight_in_its_cell(tmp_path: Path) -> None:
+    """Up to 16 tokens every cell holds its weight and the axes say q0.., k0.. (issue 31)."""
+    matplotlib = pytest.importorskip("matplotlib")
+    from attntrace import AttentionConfig, trace_attention
+    from attntrace.render.plot import plot_heads
+
+    trace = trace_attention(AttentionConfig(seq=5, hidden=32, heads=4, causal=True))
+    svg = tmp_path / "heads.svg"
+    with matplotlib.rc_context({"svg.fonttype": "none"}):  # text as <text>, not paths
+        assert plot_heads(trace, svg) == 4
+    text = svg.read_text(encoding="utf-8")
+    assert text.count(">1.00<") == 4  # query 0 sees key 0 only: weight 1 in every head
+    for label in (">q4<", ">k4<", ">k0<"):
+        assert label in text
+    weights = trace["weights"].value
+    assert f">{weights[2, 4, 1]:.2f}<" in text

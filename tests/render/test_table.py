@@ -143,7 +143,7 @@ def test_each_console_kind_gets_the_same_text(kind: str) -> None:
 
 def test_colours_shade_the_heat_map_cells() -> None:
     out = _drawn(*_trace("long, pooled"), "truecolor", 100)
-    assert "\x1b[37;48;2;" in out  # shaded cells: white on rgb
+    assert "\x1b[38;2;255;255;255;48;2;" in out  # shaded cells: white on rgb
     assert "\x1b[1m" in out  # bold titles and step names
 
 

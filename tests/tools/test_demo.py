@@ -81,7 +81,7 @@ def test_demo_command_prints_the_notes_matrices() -> None:
     ):  # weights row 1
         assert row in lines, row
     assert "scaled = scores * 0.5774" in result.stdout
-    assert "0.982 to 0.909" in result.stdout
+    assert "0.982 → 0.909" in result.stdout
     assert "[nan, nan]" in result.stdout
     assert "variance" in result.stdout
 
@@ -123,3 +123,53 @@ def test_run_scale_option() -> None:
     bad = invoke("--scale", "big")
     assert bad.exit_code == 2
     assert "--scale must be sqrt, none or a positive number" in bad.stderr
+
+
+# --- your own numbers, in either language (issue 31) ------------------------------------------
+
+
+def test_demo_takes_your_own_matrices_inline_and_from_npy(tmp_path: Any) -> None:
+    q, k = np.array([[1.0, 0.0], [0.0, 1.0]]), np.array([[1.0, 1.0], [0.0, 2.0], [3.0, 0.0]])
+    v = np.array([[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]])
+    np.save(tmp_path / "v.npy", v.astype(np.int64))  # whole numbers, as the notes write them
+    result = CliRunner().invoke(
+        app,
+        ["demo", "--query", "1,0; 0,1", "--key", "1 1; 0 2; 3 0", "--value", f"{tmp_path}/v.npy"],
+        env={"COLUMNS": "200", "LANG": "C"},
+    )
+    assert result.exit_code == 0, result.output
+    weights = np.exp(q @ k.T)
+    weights /= weights.sum(-1, keepdims=True)
+    expected = weights @ v  # an independent softmax, unscaled as the notes
+    lines = rows(result.stdout)
+    assert " ".join(f"{x:.4f}" for x in expected[0]) in lines
+    assert "Row i, column j: query i · key j, the similarity score: (2, 2) @ (2, 3) → (2, 3)." in (
+        " ".join(result.stdout.split())
+    )
+    assert "softmax(Query @ Key.T / √2), factor 0.7071" in result.stdout
+
+
+def test_demo_speaks_chinese_with_the_notes_words() -> None:
+    result = CliRunner().invoke(app, ["demo", "--lang", "zh"], env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    for words in ("相似度分数", "归一化", "加权求和", "缩放改变了什么", "0.982 → 0.909"):
+        assert words in result.stdout
+    assert "4 16 12" in rows(result.stdout)  # the numbers as they are
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--query", "1,0; 0,1"], "--query has 2 numbers per row and --key 3"),
+        (["--value", "1,2"], "--key has 3 rows and --value 1"),
+        (["--query", "1,x"], "--query '1,x': write numbers"),
+        (["--key", "1,2; 3"], "--key: every row needs the same count of numbers"),
+        (["--query", "nan,1,2"], "--query: every number must be finite"),
+        (["--query", "missing.npy"], "cannot read --query"),
+    ],
+)
+def test_demo_refuses_matrices_that_do_not_fit_in_one_line(args: list[str], message: str) -> None:
+    result = CliRunner().invoke(app, ["demo", *args])
+    assert result.exit_code == 2
+    assert message in result.stderr
+    assert result.stderr.strip().count("\n") == 0

@@ -328,6 +328,16 @@ class Capture:
     def __len__(self) -> int:
         return len(self.steps)
 
+    def __repr__(self) -> str:
+        roles = sum(bool(s.role) for s in self.steps)
+        return f"<attntrace capture: {len(self.steps)} steps, {roles} with a role>"
+
+    def _repr_html_(self) -> str:
+        """Jupyter's view: the steps table (:mod:`attntrace.display`)."""
+        from attntrace.display import html
+
+        return html(self)
+
     def __contains__(self, name: object) -> bool:
         try:
             return isinstance(name, str) and self[name] is not None

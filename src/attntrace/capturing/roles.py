@@ -17,7 +17,14 @@ _FUSED_LAST = tuple((f,) for f in FUSED)  # the last axes of a fused projection
 def roles(events: Sequence[Event], axes: Sequence[Axes]) -> list[str]:
     """The role of every event ("" when it plays none); each role is given once."""
     found = _Finder(events, axes)
-    return [found.role(e) for e in events]
+    out = [found.role(e) for e in events]
+    if (
+        "x" in out
+        and "scores" in out
+        and events[out.index("scores")].inputs[:1] == (events[out.index("x")].index,)
+    ):  # the notes' Query @ Key.T: a matrix given as the query itself, no input x projected
+        out[out.index("x")] = ""
+    return out
 
 
 class _Finder:

@@ -143,9 +143,49 @@ class Site:
 
 
 def site_of(frame: FrameType) -> Site:
-    """The :class:`Site` of the instruction ``frame`` is executing."""
+    """The :class:`Site` of the instruction ``frame`` is executing. A helper's last assignment
+    of the variable it returns (``output = …; return output``) takes the name its caller
+    assigns the call to (``Q = split_heads(Q, …)`` names it ``Q``)."""
     code = frame.f_code  # equal code objects of two files compare equal: the name is in the key
-    return _site(code.co_filename, code, frame.f_lasti, frame.f_lineno)
+    site = _site(code.co_filename, code, frame.f_lasti, frame.f_lineno)
+    caller = frame.f_back
+    line = int(site.location.rsplit(":", 1)[1])
+    returned = bool(site.target) and _returned(code).get(site.target) == line
+    if returned and caller is not None and is_user_file(caller.f_code.co_filename):
+        named = site_of(caller).target
+        return Site(site.location, site.source, named, site.targets) if named else site
+    return site
+
+
+@lru_cache(maxsize=1024)
+def _returned(code: CodeType) -> dict[str, int]:
+    """The names the function of ``code`` returns (``return NAME``), each with the line of its
+    last assignment in that function."""
+    tree = _tree(code.co_filename)
+    func = next(
+        (
+            node
+            for node in (ast.walk(tree) if tree is not None else ())
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
+            and node.name == code.co_name
+            and min([node.lineno, *(d.lineno for d in node.decorator_list)]) == code.co_firstlineno
+        ),
+        None,
+    )
+    if func is None:
+        return {}
+    names = {
+        n.value.id
+        for n in ast.walk(func)
+        if isinstance(n, ast.Return) and isinstance(n.value, ast.Name)
+    }
+    last: dict[str, int] = {}
+    for node in ast.walk(func):
+        if isinstance(node, ast.Assign) and node.value is not None:
+            for target in node.targets:
+                if isinstance(target, ast.Name) and target.id in names:
+                    last[target.id] = max(last.get(target.id, 0), node.value.lineno)
+    return last
 
 
 def forget() -> None:

@@ -686,3 +686,30 @@ DocumentFile = Annotated[
         show_default=False,
     ),
 ]
+
+
+class LangName(StrEnum):
+    """Languages of the words (--lang): explanations, table headers and titles."""
+
+    en = "en"
+    zh = "zh"
+
+
+Explain = Annotated[
+    bool,
+    typer.Option(
+        "--explain",
+        help="Say in words what each step does and why its shape is what it is, with this "
+        "run's numbers (JSON: an explanation per step).",
+        rich_help_panel=OUTPUT,
+    ),
+]
+Lang = Annotated[
+    LangName | None,
+    typer.Option(
+        help="Language of the explanations and headers: en or zh (default: zh when LC_ALL, "
+        "LC_MESSAGES or LANG is zh_*, else en). Step names, JSON keys and shapes stay as they are.",
+        rich_help_panel=OUTPUT,
+        show_default=False,
+    ),
+]

@@ -118,6 +118,10 @@ COMMANDS: dict[str, CommandSpec] = {
         "attntrace.cli.commands.cmd_sweep",
         "FLOPs, score bytes and peak memory over several sizes, eager beside flash.",
     ),
+    "compare": CommandSpec(
+        "attntrace.cli.commands.cmd_compare",
+        "Set two configurations side by side: the steps whose shape or op changes, FLOPs, bytes.",
+    ),
     "verify": CommandSpec(
         "attntrace.cli.commands.cmd_verify",
         "Check the trace against PyTorch's own attention; exit 1 beyond tolerance.",

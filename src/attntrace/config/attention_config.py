@@ -110,9 +110,9 @@ class AttentionConfig:
     rope_base: float = 10000.0  # theta of RoPE (rope_theta in a config.json)
     algorithm: str = "eager"  # one of ALGORITHMS: eager (the S×S matrix) or flash (tile by tile)
     block_size: int | None = None  # flash: Br = Bc = block_size; None: tile_sizes() chooses
-    scale: float | None = (
-        None  # factor on the scores; None is 1/sqrt(d) (the paper), 1.0 none (the notes)
-    )
+    # factor on the scores; None (or "sqrt") is 1/sqrt(d) (the paper), 1.0 (or "none") none
+    # (the notes): the words of --scale are read into those values
+    scale: float | None = None
     # --- variants of current models (issue 12); to_dict leaves them out while they are off ---
     window: int | None = None  # W, sliding window: query i sees keys j > i - W (Mistral, Gemma 2)
     rope_scaling: str | None = None  # "llama3", "linear:factor=8", "yarn:factor=4,..." (rope.py)
@@ -131,6 +131,8 @@ class AttentionConfig:
                 self, "key_lengths", tuple(self.key_lengths)
             )  # keep the config hashable
         self._check_sizes()
+        if isinstance(self.scale, str):  # the words of --scale: "sqrt", "none"
+            object.__setattr__(self, "scale", parse_scale(self.scale))
         if self.scale is not None and (
             isinstance(self.scale, bool)
             or not isinstance(self.scale, int | float)

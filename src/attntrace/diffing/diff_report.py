@@ -60,6 +60,17 @@ class DiffReport:
     diagnosis: Diagnosis | None
     notes: tuple[str, ...] = ()  # how the code was run ("run in eval mode (dropout off)")
 
+    def __repr__(self) -> str:
+        first = self.first
+        where = "every step matches" if first is None else f"first differs at {first.step.name}"
+        return f"<DiffReport {self.target}: {len(self.rows)} steps, {where}>"
+
+    def _repr_html_(self) -> str:
+        """Jupyter's view: the aligned steps and the diagnosis (:mod:`attntrace.display`)."""
+        from attntrace.display import html
+
+        return html(self)
+
     @property
     def ok(self) -> bool:
         """True when every step the user's code makes matches the reference."""

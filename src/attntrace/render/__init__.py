@@ -6,14 +6,18 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from attntrace.learn import Lang
     from attntrace.trace import Trace
 
 
-def text_renderer(fmt: str, count: str = "flops") -> Callable[[Trace], str]:
+def text_renderer(
+    fmt: str, count: str = "flops", explain: Lang | None = None
+) -> Callable[[Trace], str]:
     """The renderer of a text format (json, csv, markdown): a function Trace -> str.
 
     ``count`` (flops or macs) names the unit of the csv and markdown cost columns; the JSON
-    always has both ``flops`` and ``macs``.
+    always has both ``flops`` and ``macs``. ``explain`` (a language) adds what each step does
+    in words to the json and markdown documents.
 
     >>> from attntrace import AttentionConfig, trace_attention
     >>> text_renderer("csv")(trace_attention(AttentionConfig(), "shape")).splitlines()[1]
@@ -26,8 +30,8 @@ def text_renderer(fmt: str, count: str = "flops") -> Callable[[Trace], str]:
     from attntrace.render.markdown import render_markdown
 
     renderers: dict[str, Callable[[Trace], str]] = {
-        "json": render_json,
+        "json": partial(render_json, explain=explain),
         "csv": partial(render_csv, count=count),
-        "markdown": partial(render_markdown, count=count),
+        "markdown": partial(render_markdown, count=count, explain=explain),
     }
     return renderers[fmt]

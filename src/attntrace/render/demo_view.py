@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from rich.console import Console, Group
 from rich.table import Table
 from rich.text import Text
@@ -9,14 +11,22 @@ from rich.text import Text
 from attntrace.tools.demo import DemoStep
 
 
-def render_demo(title: str, steps: tuple[DemoStep, ...], console: Console) -> None:
-    """Print a heading and every matrix of ``steps``, one under the other."""
+def render_demo(
+    title: str,
+    steps: tuple[DemoStep, ...],
+    console: Console,
+    *,
+    sentences: Mapping[str, str] | None = None,
+    given: str = "given",
+) -> None:
+    """Print a heading and every matrix of ``steps``, one under the other, each with its
+    sentence from ``sentences`` (by step name) when given."""
     console.print(Text(title, style="bold underline"))
-    console.print(Group(*(matrix_view(s) for s in steps)))
+    console.print(Group(*(matrix_view(s, (sentences or {}).get(s.name), given) for s in steps)))
 
 
-def matrix_view(step: DemoStep) -> Group:
-    """``name = op`` and the matrix: as integers when all are whole, else by
+def matrix_view(step: DemoStep, sentence: str | None = None, given: str = "given") -> Group:
+    """``name = op`` (and ``sentence``) and the matrix: as integers when all are whole, else by
     :func:`format_number`."""
     table = Table(box=None, show_header=False, pad_edge=False, padding=(0, 1, 0, 2))
     whole = all(float(v).is_integer() for v in step.value.flat)
@@ -24,12 +34,11 @@ def matrix_view(step: DemoStep) -> Group:
         table.add_column(justify="right")
     for row in step.value:
         table.add_row(*(str(int(v)) if whole else format_number(float(v)) for v in row))
-    return Group(
-        Text.assemble(
-            (step.name, "bold cyan"), f" = {step.op}" if step.op != "given" else " (given)"
-        ),
-        table,
+    head = Text.assemble(
+        (step.name, "bold cyan"), f" = {step.op}" if step.op != "given" else f" ({given})"
     )
+    words = [Text(f"  {sentence}", "dim")] if sentence else []
+    return Group(head, *words, table)
 
 
 def format_number(value: float) -> str:

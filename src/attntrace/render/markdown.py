@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from attntrace.render.table import whole_model_line
 from attntrace.trace import Step, Trace
@@ -15,11 +16,15 @@ from attntrace.units import (
     in_unit,
 )
 
+if TYPE_CHECKING:
+    from attntrace.learn import Lang
 
-def render_markdown(trace: Trace, count: str = "flops") -> str:
+
+def render_markdown(trace: Trace, count: str = "flops", explain: Lang | None = None) -> str:
     """A caption line, the trace's notes as quoted warnings (e.g. the first step with
     non-finite values), the steps table (with the cost of each step in FLOPs, or MACs with
-    ``count="macs"``, and a total row) and the parameters table (with a total row).
+    ``count="macs"``, and a total row) and the parameters table (with a total row); with
+    ``explain`` (a language), what each step does in words (:func:`explain_list`).
 
     >>> from attntrace import AttentionConfig, trace_attention
     >>> text = render_markdown(trace_attention(AttentionConfig(), "shape"))
@@ -39,7 +44,22 @@ def render_markdown(trace: Trace, count: str = "flops") -> str:
     notes = "".join(f"> **warning:** {note}\n\n" for note in trace.notes)
     whole = whole_model_line(trace, count)
     tail = f"\n{whole.plain}\n" if whole is not None else ""  # run --layers L
-    return f"{caption}\n\n{notes}{steps_table(trace, count)}\n{params_table(trace)}{tail}"
+    words = f"\n{explain_list(trace, explain)}" if explain is not None else ""
+    return f"{caption}\n\n{notes}{steps_table(trace, count)}{words}\n{params_table(trace)}{tail}"
+
+
+def explain_list(trace: Trace, lang: Lang = "en") -> str:
+    """A heading and one bullet per step: its name and what it does, with this run's numbers.
+
+    >>> from attntrace import AttentionConfig, trace_attention
+    >>> print(explain_list(trace_attention(AttentionConfig(), "shape")).splitlines()[4])
+    - **q_proj**: Multiplies each token's 768 numbers by the weight w_q (one linear layer \
+for every token at once) to make its query, what the token looks for: (3, 768) → (3, 768).
+    """
+    from attntrace.learn import explain_trace, message
+
+    lines = [f"- **{name}**: {text}" for name, text in explain_trace(trace, lang).items()]
+    return f"**{message('ui.explanations', lang)}**\n\n" + "\n".join(lines) + "\n"
 
 
 def steps_table(trace: Trace, count: str = "flops") -> str:

@@ -92,10 +92,9 @@ def plot_heads(trace: Trace, path: Path, *, batch_item: int = 0) -> int:
         image = ax.imshow(
             shown, cmap=cmap, vmin=0.0, vmax=1.0, interpolation="nearest", aspect="auto"
         )
-        ax.set_title(f"head {head}", fontsize=9)
-        ax.set_xlabel("keys", fontsize=8)
-        ax.set_ylabel("queries", fontsize=8)
-        ax.tick_params(labelsize=7)
+        _label(ax, rows, cols, head)
+        if max(rows, cols) <= NUMBERS_MAX_CELLS:
+            _numbers(ax, weights[head], hidden[head] if hidden is not None else None)
     fig.colorbar(
         image,
         ax=axes,
@@ -103,19 +102,46 @@ def plot_heads(trace: Trace, path: Path, *, batch_item: int = 0) -> int:
         label="attention weight" + ("  (grey: masked)" if hidden is not None else ""),
     )
     where = f", batch item {batch_item}" if trace.config.batched else ""
-    fig.suptitle(f"attention weights per head{where}: S={rows}, N={cols}", fontsize=10)
+    fig.suptitle(f"attention weights per head{where}: S={rows}, N={cols}", fontsize=13)
     from attntrace.files.output import write_output
 
     try:
         write_output(
             path,
             lambda f: fig.savefig(
-                f, format=path.suffix.lower()[1:], dpi=100, metadata=_metadata(path)
+                f, format=path.suffix.lower()[1:], dpi=150, metadata=_metadata(path)
             ),
         )
     finally:
         plt.close(fig)
     return heads
+
+
+#: Up to this many queries and keys, every cell of a panel holds its number.
+NUMBERS_MAX_CELLS = 16
+
+
+def _label(ax: Any, rows: int, cols: int, head: int) -> None:
+    """The panel's title and axes: q0, q1 … down, k0, k1 … across (every one up to 16)."""
+    ax.set_title(f"head {head}", fontsize=12)
+    ax.set_xlabel("keys", fontsize=11)
+    ax.set_ylabel("queries", fontsize=11)
+    if max(rows, cols) <= NUMBERS_MAX_CELLS:
+        ax.set_xticks(range(cols), [f"k{j}" for j in range(cols)])
+        ax.set_yticks(range(rows), [f"q{i}" for i in range(rows)])
+    ax.tick_params(labelsize=10)
+
+
+def _numbers(ax: Any, matrix: Any, hidden: Any) -> None:
+    """Each cell's weight written on it, dark on the light cells of viridis, light on dark."""
+    rows, cols = matrix.shape
+    for i in range(rows):
+        for j in range(cols):
+            if hidden is not None and hidden[i, j]:
+                continue
+            value = float(matrix[i, j])
+            ink = "black" if value > 0.55 else "white"
+            ax.text(j, i, f"{value:.2f}", ha="center", va="center", fontsize=9, color=ink)
 
 
 def _metadata(path: Path) -> dict[str, Any]:

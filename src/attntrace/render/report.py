@@ -8,12 +8,11 @@ CI run as it is.
 
 from __future__ import annotations
 
-import math
 from html import escape
 from typing import TYPE_CHECKING
 
 from attntrace.render.flow import render_flow_svg
-from attntrace.render.pooling import pool
+from attntrace.render.heatmap_svg import head_svg
 from attntrace.render.table import describe, whole_model_rows, whole_model_title
 from attntrace.trace import Trace
 from attntrace.units import (
@@ -28,9 +27,7 @@ from attntrace.units import (
 if TYPE_CHECKING:
     import numpy as np
 
-#: Heat maps larger than this many cells a side are pooled into blocks (as in the terminal).
-REPORT_MAX_CELLS = 48
-CELL = 14  # pixels of one heat-map cell
+    from attntrace.learn import Lang
 
 STYLE = """
 body { font-family: system-ui, -apple-system, "Segoe UI", sans-serif; margin: 24px;
@@ -45,8 +42,11 @@ figcaption { font-size: 12px; text-align: center; } .note { color: #666; font-si
 """
 
 
-def render_report(trace: Trace, *, batch_item: int = 0, count: str = "flops") -> str:
-    """The whole page as one HTML document.
+def render_report(
+    trace: Trace, *, batch_item: int = 0, count: str = "flops", explain: Lang | None = None
+) -> str:
+    """The whole page as one HTML document; ``explain`` (a language) adds what each step does
+    to the steps table.
 
     >>> from attntrace import AttentionConfig, trace_attention
     >>> page = render_report(trace_attention(AttentionConfig(seq=4, hidden=8, heads=2)))
@@ -64,7 +64,7 @@ def render_report(trace: Trace, *, batch_item: int = 0, count: str = "flops") ->
         "<h2>Data flow</h2>",
         render_flow_svg(trace),
         "<h2>Steps</h2>",
-        _steps(trace),
+        _steps(trace, explain),
         "<h2>Attention weights</h2>",
         _heads(trace, batch_item),
         "<h2>Costs</h2>",
@@ -100,18 +100,24 @@ def _table(headers: list[str], rows: list[list[str]], numeric: set[int] | None =
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
-def _steps(trace: Trace) -> str:
+def _steps(trace: Trace, explain: Lang | None = None) -> str:
     """The steps; with a column of their NaN and ±inf counts when any step holds some (as the
-    CSV's ``nonfinite`` and run's warning count them)."""
+    CSV's ``nonfinite`` and run's warning count them), and of what they do with ``explain``."""
     rows = [
         [str(s.index), s.name, s.op, format_shape(s.shape), format_axes(s.axes), s.dtype]
         for s in trace.steps
     ]
-    headers = ["#", "step", "op", "shape", "axes", "dtype"]
+    headers, numeric = ["#", "step", "op", "shape", "axes", "dtype"], {0, 3}
     if any(s.nonfinite for s in trace.steps):
         rows = [[*row, str(s.nonfinite)] for row, s in zip(rows, trace.steps, strict=True)]
-        return _table([*headers, "NaN or inf"], rows, {0, 3, 6})
-    return _table(headers, rows, {0, 3})
+        headers, numeric = [*headers, "NaN or inf"], {0, 3, 6}
+    if explain is not None:
+        from attntrace.learn import explain_trace, message
+
+        words = explain_trace(trace, explain)
+        rows = [[*row, words[s.name]] for row, s in zip(rows, trace.steps, strict=True)]
+        headers = [*headers, message("ui.explanation", explain)]
+    return _table(headers, rows, numeric)
 
 
 def _costs(trace: Trace, count: str) -> str:
@@ -169,8 +175,17 @@ def _training(trace: Trace) -> list[str]:
     return ["<h2>Training: the backward</h2>", _table(["backward", "value", "what"], rows, {1})]
 
 
+def _setting(key: str, value: object) -> str:
+    """A config value as the report's table writes it: the default scale as the factor it is.
+
+    >>> _setting("scale", None), _setting("scale", 1.0), _setting("heads", 12)
+    ('1/√d', '1.0', '12')
+    """
+    return "1/√d" if key == "scale" and value is None else str(value)
+
+
 def _config(trace: Trace) -> str:
-    rows = [[key, str(value)] for key, value in trace.config.to_dict().items()]
+    rows = [[key, _setting(key, value)] for key, value in trace.config.to_dict().items()]
     return _table(["key", "value"], [*rows, ["backend", trace.backend]])
 
 
@@ -202,42 +217,4 @@ def _heads(trace: Trace, batch_item: int) -> str:
 
 
 def _head_svg(matrix: np.ndarray, hidden: np.ndarray | None, head: int) -> str:
-    pooled = pool(matrix, REPORT_MAX_CELLS, REPORT_MAX_CELLS, hidden)
-    rows, cols = pooled.values.shape
-    cells = []
-    for i in range(rows):
-        for j in range(cols):
-            masked = pooled.hidden is not None and bool(pooled.hidden[i, j])
-            value = float(pooled.values[i, j])
-            fill = "#b8b8b8" if masked else _shade(value)
-            label = f"{pooled.row_label(i)} -> {pooled.col_label(j)}: " + (
-                "masked" if masked else f"{value:.4f}" if math.isfinite(value) else str(value)
-            )
-            cells.append(
-                f'<rect x="{j * CELL}" y="{i * CELL}" width="{CELL}" height="{CELL}" fill="{fill}">'
-                f"<title>{escape(label)}</title></rect>"
-            )
-    blocks = "" if pooled.values.shape == matrix.shape else f", {rows}x{cols} blocks"
-    return (
-        '<figure><svg xmlns="http://www.w3.org/2000/svg" '
-        f'width="{cols * CELL}" height="{rows * CELL}">'
-        + "".join(cells)
-        + f"</svg><figcaption>head {head}{blocks}</figcaption></figure>"
-    )
-
-
-#: The colour of a cell whose value is NaN or ±inf.
-NONFINITE_FILL = "#d62728"
-
-
-def _shade(value: float) -> str:
-    """White (0) to dark blue (1); red for NaN and ±inf.
-
-    >>> _shade(0.0), _shade(1.0), _shade(float("nan"))
-    ('#ffffff', '#103478', '#d62728')
-    """
-    if not math.isfinite(value):
-        return NONFINITE_FILL
-    v = min(max(value, 0.0), 1.0)
-    r, g, b = (int(255 + (t - 255) * v) for t in (16, 52, 120))
-    return f"#{r:02x}{g:02x}{b:02x}"
+    return head_svg(matrix, hidden, f"head {head}")

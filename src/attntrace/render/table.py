@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 from attntrace.config.attention_config import AttentionConfig
 from attntrace.engine.parallel import map_parts
 from attntrace.render.pooling import POOLING, Pooled, block_starts, pool, span_labels
-from attntrace.trace import ModelFigures, Trace
+from attntrace.trace import ModelFigures, Records, Trace
 from attntrace.units import (
     format_axes,
     format_bytes,
@@ -30,6 +30,8 @@ if TYPE_CHECKING:
     from rich.console import Console, RenderableType
     from rich.table import Table
     from rich.text import Text
+
+    from attntrace.learn import Lang
 
 #: Sequences up to this length get the full heat map; longer ones are pooled into this many blocks.
 HEATMAP_MAX_SEQ = 16
@@ -46,11 +48,14 @@ def render_trace(
     count: str = "flops",
     batch_item: int = 0,
     values_limit: int = VALUES_MAX_NUMEL,
+    explain: bool = False,
+    lang: Lang = "en",
 ) -> None:
     """Print the whole table view of ``trace`` on ``console``; ``count`` is flops or macs.
 
     ``head`` and ``batch_item`` pick the attention weights shown; ``values`` prints the numbers
-    of every tensor of at most ``values_limit`` elements.
+    of every tensor of at most ``values_limit`` elements; ``explain`` says what each step does
+    (:mod:`attntrace.learn`); ``lang`` is the language of those words and the steps' headers.
 
     >>> import io
     >>> from rich.console import Console
@@ -76,6 +81,9 @@ def render_trace(
         count=count,
         batch_item=batch_item,
         values_limit=values_limit,
+        explain=explain,
+        lang=lang,
+        palette=console.color_system or "truecolor",
     )
     for piece in pieces:
         console.print(piece)
@@ -91,8 +99,12 @@ def trace_pieces(
     count: str = "flops",
     batch_item: int = 0,
     values_limit: int = VALUES_MAX_NUMEL,
+    explain: bool = False,
+    lang: Lang = "en",
+    palette: str = "truecolor",
 ) -> list[RenderableType]:
-    """The parts of the table view at console ``width``, in order (see :func:`render_trace`)."""
+    """The parts of the table view at console ``width``, in order (see :func:`render_trace`);
+    ``palette`` is the console's colour system (the heat map's colours are chosen for it)."""
     from rich.console import NewLine
     from rich.text import Text
 
@@ -100,14 +112,18 @@ def trace_pieces(
     pieces: list[RenderableType] = [title_line(trace)]
     if trace.origin:
         pieces.append(Text(trace.origin, "dim"))
+    words: list[RenderableType] = (
+        [NewLine(), explain_table(trace, lang, tight=tight)] if explain else []
+    )
     pieces += [
         flow_line(trace, width, arrow),
         NewLine(),
-        steps_table(trace, width),
+        steps_table(trace, width, lang),
+        *words,
         NewLine(),
-        costs_table(trace, count, tight=tight),
+        costs_table(trace, count, tight=tight, lang=lang),
         NewLine(),
-        params_table(trace, tight=tight),
+        params_table(trace, tight=tight, lang=lang),
     ]
     if (cache := kv_cache_line(trace)) is not None:
         pieces.append(cache)
@@ -115,7 +131,7 @@ def trace_pieces(
         pieces += [NewLine(), whole]
     if (training := training_table(trace, tight=tight)) is not None:
         pieces += [NewLine(), training]
-    pieces += [NewLine(), *_attention(trace, head, batch_item, width)]
+    pieces += [NewLine(), *_attention(trace, head, batch_item, width, palette)]
     pieces += [Text(f"warning: {note}", "yellow") for note in trace.notes]
     if values:
         pieces += [NewLine(), *_values(trace, values_limit)]
@@ -145,7 +161,9 @@ def title_line(trace: Trace) -> Text:
     )
 
 
-def costs_table(trace: Trace, count: str = "flops", *, tight: bool = False) -> Table:
+def costs_table(
+    trace: Trace, count: str = "flops", *, tight: bool = False, lang: Lang = "en"
+) -> Table:
     """What each step costs: FLOPs (or MACs) with the formula, and the bytes of its tensor.
 
     Views cost nothing and own no memory; tile steps (flash) show one tile's bytes and the
@@ -163,23 +181,26 @@ def costs_table(trace: Trace, count: str = "flops", *, tight: bool = False) -> T
      0  x              0  0                    9.00 KiB
      1  q_proj    3.54 M  2·S·H·H + S·H        9.00 KiB
     """
+    from attntrace.learn import message
+
     unit = "MACs" if count == "macs" else "FLOPs"
-    caption = (
-        f"peak: activations alive at once; parameters {format_bytes(trace.param_bytes)}; "
-        f"KV cache {format_bytes(trace.kv_cache_bytes_per_token)} per token "
-        f"({trace.config.dtype})"
+    caption = message(
+        "ui.costs_caption",
+        lang,
+        params=format_bytes(trace.param_bytes),
+        kv=format_bytes(trace.kv_cache_bytes_per_token),
+        dtype=trace.config.dtype,
     )
     total = format_count(in_unit(trace.total_flops, count))
-    peak = f"peak {format_bytes(trace.peak_bytes)}"
-    table = _table(
-        f"costs ({unit}; 1 MAC = 2 FLOPs)", show_footer=True, tight=tight, caption=caption
-    )
+    peak = message("ui.peak", lang, bytes=format_bytes(trace.peak_bytes))
+    title = message("ui.costs_title", lang, unit=unit)
+    table = _table(title, show_footer=True, tight=tight, caption=caption)
     table.add_column("#", justify="right", style="dim")
-    table.add_column("step", "total", style="bold")
+    table.add_column(message("ui.step", lang), message("ui.total", lang), style="bold")
     table.add_column(unit, total, justify="right", no_wrap=True)
-    table.add_column("formula", overflow="fold")
-    table.add_column("bytes", peak, justify="right", no_wrap=True)
-    table.add_column("tiles", justify="right", style="dim", no_wrap=True)
+    table.add_column(message("ui.formula", lang), overflow="fold")
+    table.add_column(message("ui.bytes", lang), peak, justify="right", no_wrap=True)
+    table.add_column(message("ui.tiles", lang), justify="right", style="dim", no_wrap=True)
     for step in trace.steps:
         if step.view:
             continue
@@ -378,7 +399,53 @@ def _whole_training_rows(f: ModelFigures, count: str) -> list[tuple[str, str, st
     ]
 
 
-def steps_table(trace: Trace, width: int = 80) -> Table:
+def explain_table(trace: Trace, lang: Lang = "en", *, tight: bool = False) -> Table:
+    """What each step does, in words with this run's numbers: one row per step.
+
+    >>> import io
+    >>> from rich.console import Console
+    >>> from attntrace import AttentionConfig, trace_attention
+    >>> console = Console(file=io.StringIO(), width=80)
+    >>> console.print(explain_table(trace_attention(AttentionConfig(), "shape"), "zh"))
+    >>> print("\\n".join(line.rstrip() for line in console.file.getvalue().splitlines()[:4]))
+    每一步做什么
+     #  步骤           解释
+    ────────────────────────────────────────────────────────────────────────────────
+     0  x              输入：3 个词，每个词编码为 768
+    """
+    from attntrace.learn import explain_trace, message
+
+    table = _table(message("ui.explanations", lang), tight=tight)
+    table.add_column("#", justify="right", style="dim", no_wrap=True)
+    table.add_column(message("ui.step", lang), style="bold", no_wrap=True)
+    table.add_column(message("ui.explanation", lang), overflow="fold", ratio=1)
+    for step, text in zip(trace.steps, explain_trace(trace, lang).values(), strict=True):
+        table.add_row(str(step.index), step.name, text)
+    return table
+
+
+def roles_table(records: Records, lang: Lang = "en") -> Table | None:
+    """What each step of the user's code that plays a reference step does, on the user's line
+    (``attntrace trace --explain``); None when no step plays one."""
+    from attntrace.learn import message
+    from attntrace.learn.words import explain_roles
+
+    words = explain_roles(records, lang)
+    if not words:
+        return None
+    table = _table(message("ui.explanations", lang))
+    table.add_column(message("ui.step", lang), style="bold", no_wrap=True)
+    table.add_column(message("ui.role", lang), style="magenta", no_wrap=True)
+    table.add_column(message("ui.line", lang), style="dim", no_wrap=True)
+    table.add_column(message("ui.explanation", lang), overflow="fold", ratio=1)
+    for step in records.steps:
+        if step.name in words:
+            where = getattr(step, "location", "")
+            table.add_row(step.name, getattr(step, "role", ""), where, words[step.name])
+    return table
+
+
+def steps_table(trace: Trace, width: int = 80, lang: Lang = "en") -> Table:
     """One row per step: index, name, operation, shape, named axes (and dtype when they differ).
 
     The same columns at every width: the most common dtype goes into the title, a dtype column
@@ -388,11 +455,12 @@ def steps_table(trace: Trace, width: int = 80) -> Table:
     dtypes = [step.dtype for step in trace.steps]
     common = max(set(dtypes), key=dtypes.count)  # the title names it; the column only the others
     dtype_column = len(set(dtypes)) > 1
-    title = (
-        f"steps ({common} unless the dtype column says otherwise)"
-        if dtype_column
-        else f"steps (every tensor {common})"
-    )
+    from rich.cells import cell_len
+
+    from attntrace.learn import message
+
+    key = "ui.steps_title_mixed" if dtype_column else "ui.steps_title"
+    title = message(key, lang, dtype=common)
     rows = [
         [
             str(s.index),
@@ -404,23 +472,24 @@ def steps_table(trace: Trace, width: int = 80) -> Table:
         ]
         for s in trace.steps
     ]
-    headers = ["#", "step", "op", "shape", "axes", "dtype"]
+    words = {key: message(f"ui.{key}", lang) for key in ("step", "op", "shape", "axes", "dtype")}
+    headers = ["#", *words.values()]
     tight = width < TIGHT_WIDTH
     gap = 1 if tight else 2  # the box's space between columns, and the padding unless tight
     fixed = sum(
-        max(len(headers[i]), *(len(r[i]) for r in rows)) + gap
+        max(cell_len(headers[i]), *(len(r[i]) for r in rows)) + gap
         for i in range(len(rows[0]))
         if i != 2
     )
     op_width = max(width - fixed - gap + 1, 1)
     table = _table(title, tight=tight)
     table.add_column("#", justify="right", style="dim", no_wrap=True)
-    table.add_column("step", style="bold", no_wrap=True)
-    table.add_column("op", overflow="fold")
-    table.add_column("shape", justify="right", style="cyan", no_wrap=True)
-    table.add_column("axes", style="magenta", no_wrap=True)
+    table.add_column(words["step"], style="bold", no_wrap=True)
+    table.add_column(words["op"], overflow="fold")
+    table.add_column(words["shape"], justify="right", style="cyan", no_wrap=True)
+    table.add_column(words["axes"], style="magenta", no_wrap=True)
     if dtype_column:
-        table.add_column("dtype", style="dim", no_wrap=True)
+        table.add_column(words["dtype"], style="dim", no_wrap=True)
     for row in rows:
         table.add_row(*row[:2], wrap_op(row[2], op_width), *row[3:])
     return table
@@ -479,14 +548,16 @@ def _table(
     )
 
 
-def params_table(trace: Trace, *, tight: bool = False) -> Table:
+def params_table(trace: Trace, *, tight: bool = False, lang: Lang = "en") -> Table:
     """One row per weight and bias, with a total."""
-    table = _table("parameters", show_footer=True, tight=tight)
-    table.add_column("name", "total", style="bold")
-    table.add_column("shape", justify="right", style="cyan")
-    table.add_column("axes", style="magenta")
-    table.add_column("count", f"{trace.param_count:,}", justify="right")
-    table.add_column("bytes", format_bytes(trace.param_bytes), justify="right")
+    from attntrace.learn import message
+
+    table = _table(message("ui.parameters", lang), show_footer=True, tight=tight)
+    table.add_column(message("ui.name", lang), message("ui.total", lang), style="bold")
+    table.add_column(message("ui.shape", lang), justify="right", style="cyan")
+    table.add_column(message("ui.axes", lang), style="magenta")
+    table.add_column(message("ui.count", lang), f"{trace.param_count:,}", justify="right")
+    table.add_column(message("ui.bytes", lang), format_bytes(trace.param_bytes), justify="right")
     for p in trace.parameters:
         table.add_row(
             p.name,
@@ -509,7 +580,9 @@ def attention_view(
     return pieces[0] if len(pieces) == 1 else Group(*pieces)
 
 
-def _attention(trace: Trace, head: int, batch_item: int, width: int) -> list[RenderableType]:
+def _attention(
+    trace: Trace, head: int, batch_item: int, width: int, palette: str = "truecolor"
+) -> list[RenderableType]:
     """The parts of :func:`attention_view`: a title and a heat map (and a summary when
     pooled), or one line saying why there is none."""
     from rich.text import Text
@@ -535,12 +608,13 @@ def _attention(trace: Trace, head: int, batch_item: int, width: int) -> list[Ren
     )
     if max(matrix.shape) <= HEATMAP_MAX_SEQ:
         full = pool(matrix, matrix.shape[0], matrix.shape[1], hidden)
-        return _heatmap(full, f"attention weights, {where} (rows: queries, columns: keys; {rule})")
+        title = f"attention weights, {where} (rows: queries, columns: keys; {rule})"
+        return _heatmap(full, title, palette)
     pooled = fit_pool(matrix, hidden, width)
     sizes = f"{pooled.values.shape[0]}x{pooled.values.shape[1]} blocks"
     masks = "; every key masked: ·" if hidden is not None else ""
     title = f"attention weights, {where}: {matrix.shape} pooled into {sizes} ({POOLING}{masks})"
-    return [*_heatmap(pooled, title), weights_summary(matrix)]
+    return [*_heatmap(pooled, title, palette), weights_summary(matrix)]
 
 
 def fit_pool(matrix: np.ndarray, hidden: np.ndarray | None, width: int) -> Pooled:
@@ -573,7 +647,7 @@ def heatmap_width(pooled: Pooled) -> int:
     return int(label + sum(cells) + len("1.00") + cols + 1)
 
 
-def _heatmap(pooled: Pooled, title: str) -> list[RenderableType]:
+def _heatmap(pooled: Pooled, title: str, palette: str = "truecolor") -> list[RenderableType]:
     """The title, then a grid of the numbers, each cell shaded by its value (darker = more
     attention); cells (or blocks) whose every key is masked show a dim ``·``."""
     from rich.table import Table
@@ -592,7 +666,9 @@ def _heatmap(pooled: Pooled, title: str) -> list[RenderableType]:
     sums = [float(row.sum()) for row in values]  # as each row was summed before
     for i in range(rows):
         cells = [
-            Text("·", "dim") if masked is not None and masked[i][j] else _heat_cell(v, compact)
+            Text("·", "dim")
+            if masked is not None and masked[i][j]
+            else _heat_cell(v, compact, palette)
             for j, v in enumerate(shown[i])
         ]
         table.add_row(pooled.row_label(i), *cells, f"{sums[i]:.2f}")
@@ -604,16 +680,46 @@ def _cell_text(value: float, compact: bool) -> str:
     return text[1:] if compact and value < 0.995 else text  # ".42"
 
 
-def _heat_cell(value: float, compact: bool) -> Text:
+#: The heat map on a 16-colour terminal: (ink, background) from weight 0 to 1 in five steps,
+#: each pair legible in every theme (the background is always set: a light or dark terminal
+#: shows the same cells). A blue ramp downsampled to 16 colours would be one grey for all.
+STANDARD_HEAT: tuple[tuple[str, str], ...] = (
+    ("bright_white", "black"),
+    ("bright_white", "blue"),
+    ("black", "cyan"),
+    ("black", "yellow"),
+    ("black", "bright_white"),
+)
+
+
+def heat_style(value: float, palette: str = "truecolor") -> str:
+    """The Rich style of a cell of weight ``value`` on a console of colour system ``palette``
+    (standard and windows: :data:`STANDARD_HEAT`; 256 and truecolor: a blue ramp).
+
+    >>> heat_style(0.0, "standard"), heat_style(1.0, "standard")
+    ('bright_white on black', 'black on bright_white')
+    >>> heat_style(1.0)
+    'rgb(0,0,0) on rgb(85,127,255)'
+    """
+    v = min(max(value, 0.0), 1.0)
+    if palette in ("standard", "windows"):
+        ink, paper = STANDARD_HEAT[min(int(v * len(STANDARD_HEAT)), len(STANDARD_HEAT) - 1)]
+        return f"{ink} on {paper}"
+    level = int(55 + 200 * v)
+    r, g, b = level // 3, level // 2, level
+    # ink picked by the cell's luminance (sRGB weights, roughly): white on dark, black on light
+    light = 0.2126 * (r / 255) ** 2.2 + 0.7152 * (g / 255) ** 2.2 > 0.1
+    ink = "rgb(0,0,0)" if light else "rgb(255,255,255)"
+    return f"{ink} on rgb({r},{g},{b})"
+
+
+def _heat_cell(value: float, compact: bool, palette: str = "truecolor") -> Text:
     """A cell: its text shaded by the value (or bold red if not finite)."""
     from rich.text import Text
 
     if not math.isfinite(value):  # NaN or ±inf: shown, never shaded
         return Text(f"{value}", "bold red")
-    text = _cell_text(value, compact)
-    level = int(55 + 200 * min(max(value, 0.0), 1.0))
-    ink = "white" if value < 0.5 else "black"
-    return Text(text, f"{ink} on rgb({level // 3},{level // 2},{level})")
+    return Text(_cell_text(value, compact), heat_style(value, palette))
 
 
 @dataclass(frozen=True)

@@ -153,13 +153,30 @@ def measure(
     )
 
 
+class Sweep(list[SweepPoint]):
+    """The points of a sweep, in order: a list that shows itself in Jupyter (the table and the
+    bar charts, :mod:`attntrace.display`).
+
+    >>> Sweep([measure(AttentionConfig(seq=4)), measure(AttentionConfig(seq=8))])
+    <Sweep: 2 points>
+    """
+
+    def __repr__(self) -> str:
+        return f"<Sweep: {len(self)} points>"
+
+    def _repr_html_(self) -> str:
+        from attntrace.display import html
+
+        return html(self)
+
+
 def run_sweep(
     configs: Sequence[AttentionConfig],
     backend: str = "shape",
     max_memory: int | None = None,
     advance: Callable[[], None] | None = None,
     layers: int | None = None,
-) -> list[SweepPoint]:
+) -> Sweep:
     """:func:`measure` every config; ``advance`` is called after each (a progress bar).
     A compute backend gives the same numbers as the shape backend, only slower: a sweep whose
     arithmetic would take minutes there is refused up front."""
@@ -171,7 +188,7 @@ def run_sweep(
                 f"more than {MAX_COMPUTE_FLOPS:.0e}; "
                 "--backend shape gives the same FLOPs and bytes at once"
             )
-    points = []
+    points = Sweep()
     for config in configs:
         points.append(measure(config, backend, max_memory, layers))
         if advance is not None:

@@ -126,6 +126,16 @@ class VerifyReport:
     references: tuple[Comparison, ...]  # output and weights of each backend against each reference
     notes: tuple[str, ...] = ()  # the trace's notes, e.g. query rows without any key
 
+    def __repr__(self) -> str:
+        verdict = "ok" if self.ok else f"{len(self.failures)} failed"
+        return f"<VerifyReport: {self.compared} comparisons, {verdict}>"
+
+    def _repr_html_(self) -> str:
+        """Jupyter's view: every comparison and the verdict (:mod:`attntrace.display`)."""
+        from attntrace.display import html
+
+        return html(self)
+
     @property
     def ok(self) -> bool:
         return all(c.ok for c in (*self.steps, *self.references))

@@ -54,6 +54,8 @@ def report(
     files: dict[str, Any],
     model: dict[str, Any],
     backward: opt.Backward = False,
+    explain: opt.Explain = False,
+    lang: opt.Lang = None,
 ) -> None:
     """Write one self-contained HTML page: steps, flow diagram, heat maps, costs, config.
 
@@ -66,6 +68,7 @@ def report(
       [bold]attntrace report --out report.html --preset llama-3-8b --seq 16[/]
     """
     from attntrace.files.output import write_output
+    from attntrace.learn import check_lang
     from attntrace.render.report import render_report
 
     if out.suffix.lower() not in (".html", ".htm"):
@@ -90,7 +93,7 @@ def report(
         training=training_options(backward, False, None),
     )
     trace = with_whole_model(trace, layers, model)
-    write_output(
-        out, render_report(trace, batch_item=batch_item, count=count.value).encode("utf-8")
-    )
+    words = check_lang(lang.value if lang is not None else None) if explain else None
+    page = render_report(trace, batch_item=batch_item, count=count.value, explain=words)
+    write_output(out, page.encode("utf-8"))
     typer.echo(f"wrote {plain(out)}")

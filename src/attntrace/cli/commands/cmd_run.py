@@ -51,6 +51,8 @@ def run(
     backward: opt.Backward = False,
     recompute: opt.Recompute = False,
     grad_output: opt.GradOutput = None,
+    explain: opt.Explain = False,
+    lang: opt.Lang = None,
 ) -> None:
     """Run multi-head attention and print the shape of every step.
 
@@ -67,12 +69,14 @@ def run(
     --past 4096 --seq 1             one decode step against a KV cache
     --weights model.safetensors     real weights
     --save trace.npz                keep every tensor
+    --explain --lang zh             every step in words (English or Chinese)
 
     \b
     For scripts:
       [bold]attntrace run --format json | jq -c '.steps[] | [.name, .shape]'[/]
     """
     from attntrace.engine.attention import NONFINITE_NOTE
+    from attntrace.learn import check_lang
     from attntrace.render import text_renderer
     from attntrace.render.table import render_trace
     from attntrace.text import plain
@@ -83,6 +87,7 @@ def run(
         check_values(values, fmt)
         check_pictures(plot, plot_flow, backend)
         check_layers(layers)
+        check_explain(explain, fmt)
 
     # only what is shown; the table view reads one head: that head is made when it is read
     keep = True if values or save else {"weights", "masked"} if fmt.view or plot else False
@@ -123,6 +128,9 @@ def run(
         "values_limit": values_limit,
         "count": count.value,
     }
+    words = check_lang(lang.value if lang is not None else None)
+    if fmt.view:
+        view |= {"explain": explain, "lang": words}
     if fmt is opt.OutputFormat.table:
         render_trace(trace, console(no_color), **view)
         if trace.serving is not None:  # --past, or a serving option
@@ -137,9 +145,10 @@ def run(
     elif fmt is opt.OutputFormat.json:
         from attntrace.render.json_out import render_json
 
-        sys.stdout.write(render_json(trace, preset=model.get("preset")))
+        explained = words if explain else None
+        sys.stdout.write(render_json(trace, preset=model.get("preset"), explain=explained))
     else:
-        sys.stdout.write(text_renderer(fmt.value, count.value)(trace))
+        sys.stdout.write(text_renderer(fmt.value, count.value, words if explain else None)(trace))
 
 
 def trace_from_options(
@@ -308,6 +317,15 @@ def check_batch_item(item: int, config: AttentionConfig) -> None:
             else "add --batch or drop --batch-item"
         )
         raise ConfigError(f"--batch-item {item} does not exist; {fix}")
+
+
+def check_explain(explain: bool, fmt: opt.OutputFormat) -> None:
+    """--explain writes words into the table view, json and markdown; csv has no place."""
+    if explain and fmt is opt.OutputFormat.csv:
+        raise ConfigError(
+            "--explain works with --format table, json, markdown, svg or html, not csv; "
+            "drop --explain or pick one of those"
+        )
 
 
 def check_values(values: bool, fmt: opt.OutputFormat) -> None:

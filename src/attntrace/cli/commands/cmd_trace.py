@@ -20,6 +20,7 @@ if TYPE_CHECKING:
 
     from attntrace.capturing.runner import Outcome
     from attntrace.capturing.sandbox import Ended
+    from attntrace.learn import Lang
     from attntrace.tools.check import CaseResult
 
 CODE = "Your code"
@@ -226,6 +227,8 @@ def trace(
     timeout: Timeout = 60.0,
     max_memory: opt.MaxMemory = None,
     no_color: opt.NoColor = False,
+    explain: opt.Explain = False,
+    lang: opt.Lang = None,
 ) -> None:
     """Run your attention code and print the shape of every tensor op in your files.
 
@@ -259,8 +262,18 @@ def trace(
         packages = ("",) if no_into else tuple(into or ())  # ("",): none, even by default
         request = _target_request(target, parse_init(init or []), inputs, packages)
     budget = None if max_memory is None else _size(max_memory)
+    words = _explained(explain, lang, fmt.value)
     result = sandboxed(request, letters, timeout, table=fmt.value == "table", budget=budget)
-    show(result, fmt.value, no_color, target)
+    show(result, fmt.value, no_color, target, explain=words)
+
+
+def _explained(explain: bool, lang: opt.LangName | None, fmt: str) -> Lang | None:
+    """--explain's language (None without it); the words go into the table view only."""
+    from attntrace.learn import check_lang
+
+    if explain and fmt != "table":
+        raise _usage(f"trace --explain works with --format table, not {fmt}; drop --explain")
+    return check_lang(lang.value if lang is not None else None) if explain else None
 
 
 def _size(text: str) -> int:
@@ -281,7 +294,9 @@ def _usage(message: str) -> Exception:
     return ConfigError(message)
 
 
-def show(result: Outcome | Ended, fmt: str, no_color: bool, title: str) -> None:
+def show(
+    result: Outcome | Ended, fmt: str, no_color: bool, title: str, explain: Lang | None = None
+) -> None:
     """Print the capture (and what broke); exit 1 when the user's code raised. A child that
     did not end normally: the steps it ran, then one line saying what happened (exit 1)."""
     from attntrace.capturing.explain import told
@@ -296,6 +311,12 @@ def show(result: Outcome | Ended, fmt: str, no_color: bool, title: str) -> None:
     out = console(no_color)
     if fmt == "table":
         render_capture(t, out, title=title)
+        if explain is not None:
+            from attntrace.render.table import roles_table
+
+            if (words := roles_table(t, explain)) is not None:
+                out.print()
+                out.print(words)
     elif fmt != "none":
         from attntrace.render.capture_view import render_document
 

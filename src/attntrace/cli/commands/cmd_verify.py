@@ -61,7 +61,7 @@ def verify(
     the dtype's tolerance, 1 when one is not, 2 when torch is missing (the line says how to
     install it). --backward: every gradient too, against torch autograd (plain eager torch,
     SDPA, nn.MultiheadAttention), and the saved bytes against what autograd saves. Needs torch:
-    the torch extra, attntrace\[torch].
+    the torch extra, attntrace\\[torch].
 
     \b
     Example:

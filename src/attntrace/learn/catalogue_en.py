@@ -1,0 +1,189 @@
+"""The English messages: what each step does and why its shape is what it is.
+
+Keys are step names (``scores``), a step name and its variant (``scaled.none``), an extra
+sentence a variant adds to a step (``extra.grouped``), or a word of the interface (``ui.step``).
+Placeholders are the run's figures (:func:`attntrace.learn.words.step_facts`). Every key here
+exists in every other catalogue, with the same placeholders (a test checks).
+"""
+
+from __future__ import annotations
+
+MESSAGES: dict[str, str] = {
+    # --- the chain of the study notes ----------------------------------------------------------
+    "x": "The input: each of the {S} tokens is a vector of {H} numbers (its embedding), one row "
+    "per token: {shape}.",
+    "x_kv": "The sequence the queries read from (cross-attention): {N} tokens of {M} numbers "
+    "each, {shape}. Keys and values are made from it, queries from x.",
+    "q_proj": "Multiplies each token's {H} numbers by the weight w_q (one linear layer for every "
+    "token at once) to make its query, what the token looks for: {src} → {shape}.",
+    "k_proj": "Makes each token's key, what the token offers to be found by, with the weight "
+    "w_k: {src} → {shape}.",
+    "v_proj": "Makes each token's value, the content it passes on when it is attended to, with "
+    "the weight w_v: {src} → {shape}.",
+    "q_heads": "Splits the {hd} features of each of the {S} tokens into {h} heads of {d} "
+    "({h} × {d} = {hd}): {src} → {shape}. A view: no number moves.",
+    "k_heads": "Splits each token's key into {g} heads of {d}: {src} → {shape}. A view: no "
+    "number moves.",
+    "v_heads": "Splits each token's value into {g} heads of {d}: {src} → {shape}. A view: no "
+    "number moves.",
+    "q": "Swaps the token and head axes so that each of the {h} heads holds its own {S} × {d} "
+    "matrix and works like a separate batch: {src} → {shape}.",
+    "k": "Swaps the token and head axes: each of the {g} key heads holds its own {N} × {d} "
+    "matrix: {src} → {shape}.",
+    "v": "Swaps the token and head axes: each of the {g} value heads holds its own {N} × {d} "
+    "matrix: {src} → {shape}.",
+    "k_t": "Transposes the last two axes of every key head, {N} × {d} → {d} × {N}, so that "
+    "q @ k_t multiplies each query row by each key column: {src} → {shape}.",
+    "scores": "The similarity scores: the dot product of every query with every key, {d} "
+    "products summed per pair. Row i, column j: how well token i's query matches token j's "
+    "key. {in0} @ {in1} → {shape}.",
+    "scaled": "Divides every score by √{d} = {sqrt_d} so that the dot products of {d} numbers "
+    "keep a variance near 1 and the softmax does not saturate: {shape}, shape unchanged.",
+    "scaled.none": "Multiplies the scores by 1: unscaled, as the study notes' example. With "
+    "d = {d} they spread about √{d} = {sqrt_d} times wider than scaled ones: {shape}.",
+    "scaled.custom": "Multiplies every score by the model's scale {scale} (instead of 1/√{d} = "
+    "{inv_sqrt_d}): {shape}, shape unchanged.",
+    "weights": "Softmax along each row (normalisation): the exp of every score divided by the "
+    "row's sum. Row i: how much token i attends to each of the {N} tokens; every row sums to "
+    "1: {shape}.",
+    "context": "The weighted sum of the values: row i of each head is token i's {N} weights "
+    "times the {N} value rows, a mix of what every token offers. {in0} @ {in1} → {shape}.",
+    "context.flash": "The heads' output, {shape}, filled block of {Br} query rows by block by "
+    "o_block: flash attention never holds the whole {S} × {N} weight matrix.",
+    "context_heads": "Swaps heads and tokens back, so that each token holds its {h} heads "
+    "again: {src} → {shape}.",
+    "merged": "Concatenates the {h} heads of {d} numbers of each token into one vector of {hd}: "
+    "{src} → {shape}.",
+    "output": "The output layer w_o mixes the heads' results into each token's new {H} numbers: "
+    "{src} → {shape}, the shape of x.",
+    # --- variants ------------------------------------------------------------------------------
+    "k_rep": "Grouped-query attention: each of the {g} key heads serves {r} query heads, so it "
+    "is repeated {r} times to line up with the {h} query heads: {src} → {shape}.",
+    "v_rep": "Each of the {g} value heads is repeated {r} times, one copy per query head it "
+    "serves: {src} → {shape}.",
+    "rope_cos": "RoPE's cosines: position p turns pair i of a head by the angle "
+    "p · {base}^(-2i/{d}); one row per position: {shape}.",
+    "rope_sin": "RoPE's sines of the same angles, one row per position: {shape}.",
+    "q_rot": "Rotates every query by its position's angles (RoPE), so that q · k depends on how "
+    "far apart two tokens are: {src} → {shape}, shape unchanged.",
+    "k_rot": "Rotates every key by its position's angles (RoPE), as the queries: {src} → "
+    "{shape}, shape unchanged.",
+    "q_norm": "RMS-normalises each query head over its {d} numbers and multiplies by the learned "
+    "weight n_q, which keeps the scores from growing large: {shape}.",
+    "q_norm.full": "RMS-normalises each token's whole query projection of {hd} numbers and "
+    "multiplies by the learned weight n_q, before the split into heads: {shape}.",
+    "k_norm": "RMS-normalises each key head over its {d} numbers and multiplies by the learned "
+    "weight n_k: {shape}.",
+    "k_norm.full": "RMS-normalises each token's whole key projection of {kvw} numbers and "
+    "multiplies by the learned weight n_k, before the split into heads: {shape}.",
+    "capped": "Soft-caps the scores: {C} · tanh(score / {C}) keeps every score between -{C} and "
+    "{C}, so that no single score dominates the softmax: {shape}.",
+    "position_bias": "T5's relative position bias: each head learns one number per distance "
+    "bucket ({buckets} buckets, up to distance {max_distance}); entry (i, j) is the bias of "
+    "distance j - i: {shape}.",
+    "biased": "Adds the position bias to the scores, so that attention depends on how far apart "
+    "two tokens are: {in0} + {in1} → {shape}.",
+    "mask": "The mask says which keys each query may see ({op}): {shape}, the same for every head.",
+    "masked": "Puts -inf where the mask hides a key, so that the softmax gives that key a "
+    "weight of exactly 0: {shape}.",
+    "masked.additive": "Adds the mask's numbers to the scores (0 keeps a key, a large negative "
+    "number hides it): {shape}.",
+    # --- flash attention: tile by tile ---------------------------------------------------------
+    "q_block": "Flash attention takes {Br} query rows at a time ({blocks} blocks): {shape}.",
+    "q_scaled": "The query block multiplied by the scale {scale} once, before the products, "
+    "instead of scaling every score: {shape}.",
+    "k_block": "A block of {Bc} keys; every query block meets every key block ({tiles} tiles "
+    "in all): {shape}.",
+    "v_block": "The block of {Bc} values that goes with the key block: {shape}.",
+    "k_block_t": "The key block transposed, {Bc} × {d} → {d} × {Bc}: {shape}.",
+    "s_tile": "One tile of the scores, {Br} queries × {Bc} keys: {shape}. Only one tile lives at "
+    "a time, never the whole {S} × {N} matrix ({tiles} tiles).",
+    "s_capped": "Soft-caps the tile's scores to between -{C} and {C}: {shape}.",
+    "bias_tile": "The position bias of this tile's (query, key) pairs: {shape}.",
+    "s_biased": "The tile's scores plus their position bias: {shape}.",
+    "mask_tile": "The part of the mask for this tile, made from the rules ({op}): {shape}.",
+    "s_masked": "-inf where the tile's mask hides a key: {shape}.",
+    "m": "The running maximum of each query row over the key blocks seen so far: {shape}. The "
+    "softmax subtracts it, so that exp never overflows.",
+    "p_tile": "exp(score − running maximum) for the tile: the softmax's numerators, not yet "
+    "divided: {shape}.",
+    "alpha": "exp(old maximum − new maximum): rescales what was summed before when a larger "
+    "maximum appears: {shape}.",
+    "l": "The running sum of each row's numerators, the softmax's denominator: {shape}.",
+    "o_acc": "The running weighted sum of the values: the old sum times alpha plus "
+    "p_tile @ v_block: {shape}.",
+    "o_block": "The block's output: the weighted sum divided by the row sums l, which is "
+    "softmax(scores) @ v exactly: {shape}.",
+    # --- sentences a variant adds to a step ----------------------------------------------------
+    "extra.batch": "The leading {B} is the batch: {B} sequences go through at once, each on its "
+    "own.",
+    "extra.grouped": "With {g} key/value heads for {h} query heads, keys and values are {kvw} "
+    "wide, {r} times narrower than the queries (a smaller KV cache).",
+    "extra.cross": "Keys and values come from x_kv, {N} tokens, not from x.",
+    "extra.causal": "Causal: token i sees tokens 0 to i only, never a later one.",
+    "extra.window": "Sliding window: token i sees only the last {W} tokens (j > i − {W}).",
+    "extra.padding": "Key padding: batch item b sees only its first lengths[b] keys, "
+    "lengths = {lengths}; the rest is padding.",
+    "extra.mask_file": "The user's mask file decides for the rest.",
+    "extra.weights_masked": "Hidden keys get a weight of exactly 0.",
+    "extra.partial_rope": "Only the first {R} of the {d} numbers of a head rotate; the rest "
+    "pass unchanged.",
+    "extra.interleaved": "The rotated pairs are neighbours (2i, 2i + 1).",
+    "extra.tiles": "Runs {tiles} times, once per tile; the shape is one tile's.",
+    # --- demo: the notes' worked example ------------------------------------------------------
+    "demo.title_plain": "1. As the notes compute it: weights = softmax(Query @ Key.T), no scaling",
+    "demo.title_scaled": "2. Scaled as in the Transformer: softmax(Query @ Key.T / √{d}), factor "
+    "{factor}",
+    "demo.why_title": "What the scaling changes, and why",
+    "demo.given": "given",
+    "demo.Query": "Row i: what token i looks for ({S} tokens × {d} numbers).",
+    "demo.Key": "Row j: what token j offers to be found by ({N} tokens × {d} numbers).",
+    "demo.Value": "Row j: what token j passes on when attended to ({N} tokens × {dv} numbers).",
+    "demo.scores": "Row i, column j: query i · key j, the similarity score: ({S}, {d}) @ "
+    "({d}, {N}) → ({S}, {N}).",
+    "demo.scaled": "Every score times 1/√{d} = {factor}: the order in a row stays, the spread "
+    "shrinks.",
+    "demo.weights": "Softmax of each row: exp(score) divided by the row's sum of exp; every row "
+    "sums to 1.",
+    "demo.output": "Row i: token i's weights times the Value rows, a weighted average: "
+    "({S}, {N}) @ ({N}, {dv}) → ({S}, {dv}).",
+    "demo.divided": "Every score is divided by √d = √{d} = {sqrt_d}; the order of the scores in "
+    "a row stays the same.",
+    "demo.peaked": "The softmax becomes less peaked: the largest weight of each row goes "
+    "{changes}, so each output mixes more of the other Value rows.",
+    "demo.why": "Why it exists: with query and key entries of variance 1, a dot product of d of "
+    "them has variance d. For d = 64 the scores spread about ±8, softmax saturates to nearly "
+    "one-hot and its gradients vanish. Dividing by √d brings the variance back to 1 whatever d "
+    "is.",
+    "demo.overflow": "The notes' soft_max computes exp(z) directly: for the row [1000, 1000] it "
+    "gives {note} (exp overflows to inf, inf/inf = nan). attntrace subtracts the row maximum "
+    "first and gives {ours}.",
+    # --- the interface -------------------------------------------------------------------------
+    "ui.unknown": "{name} = {op}: {shape}, axes {axes}.",
+    "ui.explanations": "what each step does",
+    "ui.explanation": "explanation",
+    "ui.step": "step",
+    "ui.op": "op",
+    "ui.shape": "shape",
+    "ui.axes": "axes",
+    "ui.dtype": "dtype",
+    "ui.steps_title": "steps (every tensor {dtype})",
+    "ui.steps_title_mixed": "steps ({dtype} unless the dtype column says otherwise)",
+    "ui.attention_weights": "attention weights",
+    "ui.head": "head",
+    "ui.query": "query",
+    "ui.key": "key",
+    "ui.role": "role",
+    "ui.line": "line",
+    "ui.costs_title": "costs ({unit}; 1 MAC = 2 FLOPs)",
+    "ui.costs_caption": "peak: activations alive at once; parameters {params}; KV cache {kv} per "
+    "token ({dtype})",
+    "ui.peak": "peak {bytes}",
+    "ui.total": "total",
+    "ui.formula": "formula",
+    "ui.bytes": "bytes",
+    "ui.tiles": "tiles",
+    "ui.parameters": "parameters",
+    "ui.name": "name",
+    "ui.count": "count",
+}
