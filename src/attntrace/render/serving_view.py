@@ -51,7 +51,7 @@ def serving_pieces(
         traffic_table(f.steps, count, tight=tight),
         NewLine(),
         cache_table(f, tight=tight),
-        *([NewLine(), paged_table(f.paged, tight=tight)] if f.paged is not None else []),
+        *((NewLine(), paged_table(f.paged, tight=tight)) if f.paged is not None else ()),
     ]
 
 
