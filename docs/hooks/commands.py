@@ -1,10 +1,10 @@
 """mkdocs hook: the command reference (``reference/commands.md``), generated from the Typer app,
 so it cannot drift from ``attntrace --help``: the build fails when the page differs from a fresh
-generation (as does tests/docs/test_reference.py; ``pytest tests/docs --update-golden`` or
+generation (as does tests/docs/test_command_reference.py; ``pytest tests/docs --update-golden`` or
 ``python docs/hooks/commands.py`` writes it again).
 
 Every command with its help (examples included), usage, and every option with its names, default,
-choices or type, and help, grouped by the panels ``--help`` shows. tests/docs/test_reference.py
+choices or type, and help, grouped by the panels ``--help`` shows. tests/docs/test_command_reference.py
 checks the page against the app; ``mkdocs build --strict`` (in .ci/run) builds it.
 """
 
