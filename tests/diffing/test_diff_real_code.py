@@ -213,12 +213,17 @@ def test_a_bug_planted_in_nanogpt_is_named_at_its_line(
     assert d.location == f"{path.name}:{found[0] + 1}", (d.location, d.source)
 
 
-def test_x_transformers_attention_matches() -> None:
+@pytest.mark.parametrize("kv_heads", [None, 2])
+def test_x_transformers_attention_matches_with_its_steps_seen(kv_heads: int | None) -> None:
     pytest.importorskip("x_transformers")
     from x_transformers import Attention
 
     torch.manual_seed(0)
-    attn = Attention(dim=32, heads=4, dim_head=8, causal=True, dropout=0.1)
+    attn = Attention(dim=32, heads=4, kv_heads=kv_heads, dim_head=8, causal=True, dropout=0.1)
     report = diff(attn, AttentionConfig(batch=2, seq=5, hidden=32, heads=4, causal=True))
     assert report.ok, report.diagnosis
     assert report.weights == "to_q/to_kv/to_out (x-transformers)"
+    seen = {r.step.name for r in report.rows if r.status == "match" and r.user is not None}
+    assert {"q", "k", "v", "scores", "masked", "weights", "context", "output"} <= seen
+    tiled = [n for n in report.notes if n.startswith("compared with its own layout: x-transf")]
+    assert len(tiled) == (1 if kv_heads else 0)

@@ -283,7 +283,12 @@ def run_diff(
     )
     rows = align(ref, user)
     diagnosis, mistaken = diagnose(Setting(config, ref, tensors), rows, user, tensors)
-    if mistaken is not None:
+    notes = layer.notes
+    own = layer.own_layouts.get(diagnosis.bug or "") if diagnosis is not None else None
+    if own is not None and mistaken is not None:  # the module's layout on purpose, not a bug
+        rows, diagnosis = align(mistaken, user), None
+        notes += (f"compared with its own layout: {own}",)
+    elif mistaken is not None:
         rows = counterparts(rows, mistaken, user)
     source = "its state dict" if layer.weights is None else layer.weights.scheme
     return DiffReport(
@@ -293,7 +298,7 @@ def run_diff(
         tolerance=tol,
         rows=rows,
         diagnosis=diagnosis,
-        notes=layer.notes,
+        notes=notes,
     )
 
 

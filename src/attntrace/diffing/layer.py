@@ -46,6 +46,9 @@ class Layer:
     module: Any = field(default=None, repr=False)  # the nn.Module, for a copy in another dtype
     notes: tuple[str, ...] = ()  # what diff did to run it ("run in eval mode (dropout off)")
     into: tuple[str, ...] = ()  # packages whose ops are recorded (a library class's own)
+    #: a known bug's key -> why it is this module's layout on purpose (x-transformers tiles its
+    #: kv heads): when it explains the whole run, the run is compared with it
+    own_layouts: dict[str, str] = field(default_factory=dict)
 
 
 def as_layer(target: Any, *, seq: int = 3, batch: int | None = None) -> Layer:
@@ -127,8 +130,39 @@ def _module_layer(module: Any, seq: int, batch: int | None) -> Layer:
         call=lambda x, p: forward(x),
         module=module,
         notes=notes,
-        into=("transformers",) if library else (),
+        into=("transformers",) if library else _package(module),
+        own_layouts=_own_layouts(weights),
     )
+
+
+#: The layouts a family chooses on purpose that the reference writes otherwise.
+TILED_KV = (
+    "x-transformers tiles its kv heads (query head i reads kv head i mod g; "
+    "repeat 'b h ... -> b (r h) ...'), where the reference repeats each (i // (h/g))"
+)
+
+
+def _package(module: Any) -> tuple[str, ...]:
+    """The installed package that defines the module's class (x_transformers), whose ops diff
+    follows as trace --into does; () for the user's own class and torch's."""
+    import inspect
+
+    from attntrace.capturing.source import is_user_file
+
+    top = type(module).__module__.split(".")[0]
+    try:
+        where = inspect.getfile(type(module))
+    except (TypeError, OSError):
+        return ()
+    if top in ("torch", "numpy", "attntrace", "builtins", "__main__") or is_user_file(where):
+        return ()
+    return (top,)
+
+
+def _own_layouts(weights: LoadedWeights) -> dict[str, str]:
+    if weights.scheme.endswith("(x-transformers)"):
+        return {"gqa-tile-k-v": TILED_KV}
+    return {}
 
 
 #: Fields of a transformers config that the weights give (and check) themselves.
