@@ -36,6 +36,12 @@ def test_multihead_attention_with_dropout_in_train_mode_matches(
     assert out.user.shape == ((batch, 5, 32) if batch else (5, 32))
 
 
+def test_multihead_attention_with_kdim_is_refused_as_cross_attention() -> None:
+    mha = torch.nn.MultiheadAttention(32, 4, kdim=16, vdim=16)
+    with pytest.raises(ConfigError, match=r"\(kdim/vdim\): cross-attention; diff runs self-"):
+        diff(mha, AttentionConfig(batch=2, seq=5, hidden=32, heads=4))
+
+
 def test_transformer_encoder_layer_self_attention_in_train_mode_matches() -> None:
     torch.manual_seed(0)
     layer = torch.nn.TransformerEncoderLayer(d_model=32, nhead=4, dropout=0.1, batch_first=True)

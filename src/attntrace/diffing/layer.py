@@ -108,6 +108,11 @@ def _module_layer(module: Any, seq: int, batch: int | None) -> Layer:
     from attntrace.files.schemes import LayoutInfo
 
     name = f"{type(module).__name__} (nn.Module)"
+    if getattr(module, "_qkv_same_embed_dim", True) is False:  # nn.MultiheadAttention(kdim=…)
+        raise ConfigError(
+            f"{type(module).__name__} takes keys and values of another width (kdim/vdim): "
+            "cross-attention; diff runs self-attention code on x alone, so drop kdim and vdim"
+        )
     notes = eval_mode(module)
     forward = module_forward(module)
     hints = module_hints(module)
