@@ -123,6 +123,9 @@ def diff(
     A module's own sizes (its weights, ``num_heads`` …) fill in and must agree with ``config``;
     ``x`` gives the batch and sequence length. ``max_memory``: see :func:`check_diff_memory`.
 
+    A module is put in eval mode (dropout off; the report's notes say so) and must give the
+    same output on two calls on the same x.
+
     ``target`` runs in this process, without a time or memory limit (the CLI's ``attntrace
     diff`` runs it in a child process: ``--timeout`` and the budget)."""
     options = asdict(config if config is not None else AttentionConfig())
