@@ -391,17 +391,17 @@ def _at(exc: BaseException) -> str:
 
 
 def _init_hint(exc: TypeError) -> str:
-    """How to build a class that failed: --init for literals; a wrapper file for a config
-    object (a transformers layer), which --init cannot write.
+    """How to build a class that failed: --init for literals; a config object (a layer of a
+    model library) that --init cannot write is built by attntrace for transformers' classes.
 
     >>> _init_hint(TypeError("__init__() missing 1 required positional argument: 'config'"))[:38]
-    'a layer built from a config object (a '
+    'a layer built from a config object is '
     """
     if re.search(r"\bargument[s]?: .*'config'", str(exc)):
         return (
-            "a layer built from a config object (a transformers attention) needs a small "
-            "file that builds it and calls it as its model does; trace that file's module "
-            "with --into transformers (README: Inside a library's attention)"
+            "a layer built from a config object is built by attntrace for transformers' "
+            "attention classes (transformers:LlamaAttention); for another library, trace a "
+            "file that builds it and calls it as its model does"
         )
     return "pass its arguments with --init KEY=VALUE"
 
