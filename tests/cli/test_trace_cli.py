@@ -133,9 +133,9 @@ def test_module_class_target_with_init(tmp_path: Path) -> None:
         (["{examples}/seed_001_numpy.py", "--init", "a=1"], "--init needs"),
         (["pkg.mod:fn", "--init", "=3"], "cannot read --init"),
         (["{examples}/seed_001_numpy.py", "--axes", "h:12"], "cannot read --axes"),
-        pytest.param(
-            ["transformers.models.gpt2.modeling_gpt2:GPT2Attention"],
-            "a layer built from a config object",
+        pytest.param(  # a transformers class is built from its config (issue 30)
+            ["transformers:LlamaAttention", "--init", "no_such=1"],
+            "--init no_such: neither an argument of the class nor a field of LlamaConfig",
             marks=pytest.mark.skipif(
                 importlib.util.find_spec("transformers") is None, reason="needs transformers"
             ),

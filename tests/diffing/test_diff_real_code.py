@@ -36,6 +36,12 @@ def test_multihead_attention_with_dropout_in_train_mode_matches(
     assert out.user.shape == ((batch, 5, 32) if batch else (5, 32))
 
 
+def test_multihead_attention_with_kdim_is_refused_as_cross_attention() -> None:
+    mha = torch.nn.MultiheadAttention(32, 4, kdim=16, vdim=16)
+    with pytest.raises(ConfigError, match=r"\(kdim/vdim\): cross-attention; diff runs self-"):
+        diff(mha, AttentionConfig(batch=2, seq=5, hidden=32, heads=4))
+
+
 def test_transformer_encoder_layer_self_attention_in_train_mode_matches() -> None:
     torch.manual_seed(0)
     layer = torch.nn.TransformerEncoderLayer(d_model=32, nhead=4, dropout=0.1, batch_first=True)
@@ -213,12 +219,78 @@ def test_a_bug_planted_in_nanogpt_is_named_at_its_line(
     assert d.location == f"{path.name}:{found[0] + 1}", (d.location, d.source)
 
 
-def test_x_transformers_attention_matches() -> None:
+@pytest.mark.parametrize("kv_heads", [None, 2])
+def test_x_transformers_attention_matches_with_its_steps_seen(kv_heads: int | None) -> None:
     pytest.importorskip("x_transformers")
     from x_transformers import Attention
 
     torch.manual_seed(0)
-    attn = Attention(dim=32, heads=4, dim_head=8, causal=True, dropout=0.1)
+    attn = Attention(dim=32, heads=4, kv_heads=kv_heads, dim_head=8, causal=True, dropout=0.1)
     report = diff(attn, AttentionConfig(batch=2, seq=5, hidden=32, heads=4, causal=True))
     assert report.ok, report.diagnosis
     assert report.weights == "to_q/to_kv/to_out (x-transformers)"
+    seen = {r.step.name for r in report.rows if r.status == "match" and r.user is not None}
+    assert {"q", "k", "v", "scores", "masked", "weights", "context", "output"} <= seen
+    tiled = [n for n in report.notes if n.startswith("compared with its own layout: x-transf")]
+    assert len(tiled) == (1 if kv_heads else 0)
+
+
+VIT = CORPUS / "vit_pytorch_attention.py"
+
+#: vit-pytorch's lines, one edited each: (line as written, edit, bug, the line it is named at).
+VIT_BUGS = [
+    (
+        "dots = torch.matmul(q, k.transpose(-1, -2)) * self.scale",
+        "dots = torch.matmul(q, k.transpose(-1, -2))",
+        "unscaled",
+        "dots = torch.matmul(q, k.transpose(-1, -2))",
+    ),
+    (
+        "self.attend = nn.Softmax(dim = -1)",
+        "self.attend = nn.Softmax(dim = -2)",
+        "softmax-axis-2",
+        "attn = self.attend(dots)",
+    ),
+]
+
+
+def _vit(path: Path) -> Any:
+    import importlib.util
+    import sys
+
+    spec = importlib.util.spec_from_file_location(f"_vit_{path.stem}", path)
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    torch.manual_seed(0)
+    return module.Attention(dim=32, heads=4, dim_head=8, dropout=0.1)
+
+
+def test_vit_pytorch_attention_matches_after_its_own_norm() -> None:
+    pytest.importorskip("einops")
+    report = diff(_vit(VIT), AttentionConfig(batch=2, seq=5, hidden=32, heads=4))
+    assert report.ok, report.diagnosis
+    assert "the reference starts after the module's own norm (x = self.norm(x))" in report.notes
+    assert report.rows[0].user is not None
+    assert report.rows[0].user.location == "(normed)"
+
+
+@pytest.mark.parametrize(("old", "new", "bug", "blamed"), VIT_BUGS, ids=[b[2] for b in VIT_BUGS])
+def test_a_bug_planted_in_vit_pytorch_is_named_at_its_line(
+    tmp_path: Path, old: str, new: str, bug: str, blamed: str
+) -> None:
+    pytest.importorskip("einops")
+    lines = VIT.read_text().splitlines()
+    found = [i for i, line in enumerate(lines) if line.strip() == old]
+    assert len(found) == 1, old
+    lines[found[0]] = lines[found[0]].replace(old, new)
+    path = tmp_path / f"vit_{bug.replace('-', '_')}.py"
+    path.write_text("\n".join(lines) + "\n")
+    report = diff(_vit(path), AttentionConfig(batch=2, seq=5, hidden=32, heads=4))
+    d = report.diagnosis
+    assert d is not None
+    assert d.bug == bug, (d.name, d.step, d.location)
+    at = [i + 1 for i, line in enumerate(lines) if line.strip() == blamed]
+    assert d.location == f"{path.name}:{at[0]}", (d.location, d.source)

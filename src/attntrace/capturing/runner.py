@@ -319,19 +319,31 @@ def run_target(
 
 
 def library_into(obj: Any, into: Sequence[str]) -> tuple[str, ...]:
-    """The packages whose ops are recorded: ``into``, or for a library's class (transformers:
-    LlamaAttention) its package, so that its steps are seen (``--no-into``: ``("",)``, none).
+    """The packages whose ops are recorded: ``into``, or for an installed library's class
+    (transformers:LlamaAttention, x_transformers:Attention) its package, so that its steps are
+    seen (``--no-into``: ``("",)``, none). torch's own classes are not followed.
 
     >>> library_into(dict, ()), library_into(dict, ("einops",)), library_into(dict, ("",))
     ((), ('einops',), ())
     """
+    import inspect
+
     from attntrace.capturing.library import PACKAGE, is_library_class
+    from attntrace.capturing.source import is_user_file
 
     if tuple(into) == ("",):
         return ()
-    if not into and is_library_class(obj):
+    if into or not isinstance(obj, type):
+        return tuple(into)
+    if is_library_class(obj):
         return (PACKAGE,)
-    return tuple(into)
+    top = obj.__module__.split(".")[0]
+    try:
+        where = inspect.getfile(obj)
+    except (TypeError, OSError):
+        return ()
+    never = ("torch", "numpy", "attntrace", "builtins", "__main__")
+    return () if top in never or top.startswith("_") or is_user_file(where) else (top,)
 
 
 def import_target(target: Target) -> tuple[Any, Any]:
@@ -379,17 +391,17 @@ def _at(exc: BaseException) -> str:
 
 
 def _init_hint(exc: TypeError) -> str:
-    """How to build a class that failed: --init for literals; a wrapper file for a config
-    object (a transformers layer), which --init cannot write.
+    """How to build a class that failed: --init for literals; a config object (a layer of a
+    model library) that --init cannot write is built by attntrace for transformers' classes.
 
     >>> _init_hint(TypeError("__init__() missing 1 required positional argument: 'config'"))[:38]
-    'a layer built from a config object (a '
+    'a layer built from a config object is '
     """
     if re.search(r"\bargument[s]?: .*'config'", str(exc)):
         return (
-            "a layer built from a config object (a transformers attention) needs a small "
-            "file that builds it and calls it as its model does; trace that file's module "
-            "with --into transformers (README: Inside a library's attention)"
+            "a layer built from a config object is built by attntrace for transformers' "
+            "attention classes (transformers:LlamaAttention); for another library, trace a "
+            "file that builds it and calls it as its model does"
         )
     return "pass its arguments with --init KEY=VALUE"
 

@@ -134,6 +134,9 @@ def diff(
     A module's own sizes (its weights, ``num_heads`` …) fill in and must agree with ``config``;
     ``x`` gives the batch and sequence length. ``max_memory``: see :func:`check_diff_memory`.
 
+    A module is put in eval mode (dropout off; the report's notes say so) and must give the
+    same output on two calls on the same x.
+
     ``target`` runs in this process, without a time or memory limit (the CLI's ``attntrace
     diff`` runs it in a child process: ``--timeout`` and the budget)."""
     options = asdict(config if config is not None else AttentionConfig())
@@ -277,16 +280,19 @@ def run_diff(
     check_diff_memory(config, max_memory)
     dtype = np.dtype(config.dtype)
     tensors = {k: None if v is None else np.asarray(v).astype(dtype) for k, v in tensors.items()}
+    given = tensors["x"]  # what the code is called on
+    notes = layer.notes
+    if layer.prenorm is not None:  # the reference starts after the module's own norm
+        tensors["x"] = _normed(layer, config, given)
+        notes += ("the reference starts after the module's own norm (x = self.norm(x))",)
     ref = trace_attention(config, "numpy", tensors=tensors)
     params = {k: v for k, v in tensors.items() if k not in ("x", "x_kv") and v is not None}
-    check_deterministic(layer, lambda: _call(layer, config, _untracked, tensors["x"], params))
-    steps, out = run_user(
-        lambda track: _call(layer, config, track, tensors["x"], params), layer.into
-    )
+    check_deterministic(layer, lambda: _call(layer, config, _untracked, given, params))
+    steps, out = run_user(lambda track: _call(layer, config, track, given, params), layer.into)
     tol = tolerance(config)
     user = UserSteps(
         (
-            UserStep(-1, "x", tensors["x"], "(input)"),
+            UserStep(-1, "x", tensors["x"], "(input)" if layer.prenorm is None else "(normed)"),
             *steps,
             UserStep(len(steps), "returned", out, "(return value)"),
         ),
@@ -294,7 +300,11 @@ def run_diff(
     )
     rows = align(ref, user)
     diagnosis, mistaken = diagnose(Setting(config, ref, tensors), rows, user, tensors)
-    if mistaken is not None:
+    own = layer.own_layouts.get(diagnosis.bug or "") if diagnosis is not None else None
+    if own is not None and mistaken is not None:  # the module's layout on purpose, not a bug
+        rows, diagnosis = align(mistaken, user), None
+        notes += (f"compared with its own layout: {own}",)
+    elif mistaken is not None:
         rows = counterparts(rows, mistaken, user)
     source = "its state dict" if layer.weights is None else layer.weights.scheme
     return DiffReport(
@@ -304,8 +314,20 @@ def run_diff(
         tolerance=tol,
         rows=rows,
         diagnosis=diagnosis,
-        notes=layer.notes,
+        notes=notes,
     )
+
+
+def _normed(layer: Layer, config: AttentionConfig, x: np.ndarray) -> np.ndarray:
+    """x through the module's own pre-norm, in the config's dtype, as numpy."""
+    import torch
+
+    from attntrace.diffing.user_side import _numpy
+
+    assert layer.prenorm is not None
+    with torch.no_grad():
+        out = layer.prenorm(torch.from_numpy(x.copy()))
+    return _numpy(out).astype(config.dtype)
 
 
 def _untracked(x: Any) -> Any:

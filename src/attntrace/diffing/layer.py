@@ -13,6 +13,7 @@ the attention output (B, S, H) or (S, H), or a tuple whose first item it is.
 from __future__ import annotations
 
 import inspect
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -46,6 +47,11 @@ class Layer:
     module: Any = field(default=None, repr=False)  # the nn.Module, for a copy in another dtype
     notes: tuple[str, ...] = ()  # what diff did to run it ("run in eval mode (dropout off)")
     into: tuple[str, ...] = ()  # packages whose ops are recorded (a library class's own)
+    #: the norm the module applies to x first (vit-pytorch): the reference starts after it
+    prenorm: Callable[[Any], Any] | None = field(default=None, repr=False)
+    #: a known bug's key -> why it is this module's layout on purpose (x-transformers tiles its
+    #: kv heads): when it explains the whole run, the run is compared with it
+    own_layouts: dict[str, str] = field(default_factory=dict)
 
 
 def as_layer(target: Any, *, seq: int = 3, batch: int | None = None) -> Layer:
@@ -102,6 +108,11 @@ def _module_layer(module: Any, seq: int, batch: int | None) -> Layer:
     from attntrace.files.schemes import LayoutInfo
 
     name = f"{type(module).__name__} (nn.Module)"
+    if getattr(module, "_qkv_same_embed_dim", True) is False:  # nn.MultiheadAttention(kdim=…)
+        raise ConfigError(
+            f"{type(module).__name__} takes keys and values of another width (kdim/vdim): "
+            "cross-attention; diff runs self-attention code on x alone, so drop kdim and vdim"
+        )
     notes = eval_mode(module)
     forward = module_forward(module)
     hints = module_hints(module)
@@ -127,8 +138,72 @@ def _module_layer(module: Any, seq: int, batch: int | None) -> Layer:
         call=lambda x, p: forward(x),
         module=module,
         notes=notes,
-        into=("transformers",) if library else (),
+        into=("transformers",) if library else _package(module),
+        own_layouts=_own_layouts(weights),
+        prenorm=_prenorm(module),
     )
+
+
+#: ``x = self.norm(x)`` as the first statement of forward: a pre-norm inside the module.
+_PRENORM = re.compile(r"def forward\(self, (\w+)[^)]*\):\s*\n\s*\1 = self\.(\w+)\(\1\)")
+
+
+def _prenorm(module: Any) -> Callable[[Any], Any] | None:
+    """The norm (LayerNorm, RMSNorm) that forward applies to x first, or None.
+
+    >>> import torch
+    >>> class Attention(torch.nn.Module):
+    ...     def __init__(self):
+    ...         super().__init__()
+    ...         self.norm = torch.nn.LayerNorm(4)
+    ...     def forward(self, x):
+    ...         x = self.norm(x)
+    ...         return x
+    >>> _prenorm(Attention()) is not None, _prenorm(torch.nn.Linear(4, 4))
+    (True, None)
+    """
+    import inspect
+    import textwrap
+
+    try:
+        source = textwrap.dedent(inspect.getsource(type(module).forward))
+    except (TypeError, OSError):
+        return None
+    found = _PRENORM.search(source)
+    norm = getattr(module, found.group(2), None) if found else None
+    if norm is None or "norm" not in type(norm).__name__.lower():
+        return None
+    return norm  # type: ignore[no-any-return]
+
+
+#: The layouts a family chooses on purpose that the reference writes otherwise.
+TILED_KV = (
+    "x-transformers tiles its kv heads (query head i reads kv head i mod g; "
+    "repeat 'b h ... -> b (r h) ...'), where the reference repeats each (i // (h/g))"
+)
+
+
+def _package(module: Any) -> tuple[str, ...]:
+    """The installed package that defines the module's class (x_transformers), whose ops diff
+    follows as trace --into does; () for the user's own class and torch's."""
+    import inspect
+
+    from attntrace.capturing.source import is_user_file
+
+    top = type(module).__module__.split(".")[0]
+    try:
+        where = inspect.getfile(type(module))
+    except (TypeError, OSError):
+        return ()
+    if top in ("torch", "numpy", "attntrace", "builtins", "__main__") or is_user_file(where):
+        return ()
+    return (top,)
+
+
+def _own_layouts(weights: LoadedWeights) -> dict[str, str]:
+    if weights.scheme.endswith("(x-transformers)"):
+        return {"gqa-tile-k-v": TILED_KV}
+    return {}
 
 
 #: Fields of a transformers config that the weights give (and check) themselves.
