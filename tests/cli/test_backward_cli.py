@@ -109,3 +109,29 @@ def test_csv_and_markdown_carry_the_backward_steps() -> None:
     code, out, _ = run_cli("run", *SIZES, "--backward", "--format", "markdown")
     assert code == 0
     assert "| d_scores |" in out
+
+
+def test_sweep_backward_adds_saved_bytes_eager_beside_flash() -> None:
+    code, out, err = run_cli(
+        "sweep",
+        "--backward",
+        "--seq",
+        "64,256",
+        "--heads",
+        "4",
+        "--hidden",
+        "32",
+        "--format",
+        "json",
+    )
+    assert code == 0, err
+    points = {(p["seq"], p["algorithm"]): p for p in json.loads(out)}
+    eager, flash = points[(256, "eager")], points[(256, "flash")]
+    weights = 4 * 4 * 256 * 256  # float32 (h, S, S)
+    assert eager["saved_bytes"] == 4 * 256 * 32 * 5 + weights
+    assert flash["saved_bytes"] == 4 * 256 * 32 * 6 + 4 * 4 * 256  # + output, + log-sum-exp
+    assert flash["backward_flops"] > eager["backward_flops"]  # the tiles made again
+    code, out, _ = run_cli(
+        "sweep", "--seq", "64", "--heads", "4", "--hidden", "32", "--format", "csv"
+    )
+    assert "saved_bytes" not in out.splitlines()[0]  # unchanged without --backward
