@@ -135,3 +135,17 @@ def test_sweep_backward_adds_saved_bytes_eager_beside_flash() -> None:
         "sweep", "--seq", "64", "--heads", "4", "--hidden", "32", "--format", "csv"
     )
     assert "saved_bytes" not in out.splitlines()[0]  # unchanged without --backward
+
+
+def test_presets_backward_gives_training_figures_of_whole_models() -> None:
+    code, out, err = run_cli("presets", "--backward", "--format", "json")
+    assert code == 0, err
+    doc = json.loads(out)
+    llama = next(p for p in doc["presets"] if p["name"] == "llama-3.1-8b")["whole_model"]
+    assert llama["saved_bytes"] > 0
+    assert llama["backward_flops"] > llama["flops"]
+    per_token = (llama["flops"] + llama["backward_flops"]) / llama["keys"]
+    assert abs(llama["train_flops_per_token"] - per_token) <= 1e-6 * per_token
+    code, out, _ = run_cli("presets", "--format", "json")
+    plain = next(p for p in json.loads(out)["presets"] if p["name"] == "llama-3.1-8b")
+    assert "saved_bytes" not in plain["whole_model"]
