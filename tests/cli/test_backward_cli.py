@@ -149,3 +149,36 @@ def test_presets_backward_gives_training_figures_of_whole_models() -> None:
     code, out, _ = run_cli("presets", "--format", "json")
     plain = next(p for p in json.loads(out)["presets"] if p["name"] == "llama-3.1-8b")
     assert "saved_bytes" not in plain["whole_model"]
+
+
+def test_the_version_2_schema_is_valid_and_shipped_and_documents_validate() -> None:
+    from attntrace import AttentionConfig, trace_attention
+    from attntrace.schemas import TRACE_SCHEMA_2_FILE
+    from paths import SRC
+
+    jsonschema.Draft202012Validator.check_schema(trace_schema_2())
+    assert (SRC / "attntrace" / "schemas" / TRACE_SCHEMA_2_FILE).is_file()
+    variants: list[dict[str, object]] = [
+        {"batch": 2, "causal": True, "kv_heads": 2, "rope": True},
+        {"kv_seq": 5, "kv_hidden": 12, "softcap": 5.0},
+        {"relative_bias": "8,16", "qk_norm": "full"},
+    ]
+    for fields in variants:
+        config = AttentionConfig(seq=4, hidden=16, heads=4, **fields)  # type: ignore[arg-type]
+        doc = trace_attention(config, "shape", backward=True).to_dict()
+        jsonschema.Draft202012Validator(trace_schema_2()).validate(doc)
+        for step in doc["steps"]:  # the axes spell the shape, gradient steps too
+            assert [config.size(a) for a in step["axes"]] == step["shape"], step["name"]
+        assert sum(doc["backward"]["megatron_terms"].values()) == (
+            doc["backward"]["megatron_bytes"] - doc["backward"]["ours_16bit_bytes"]
+        )
+
+
+def test_save_writes_every_gradient_beside_the_forward(tmp_path: Path) -> None:
+    out = tmp_path / "trace.npz"
+    code, _, err = run_cli("run", *SIZES, "--backward", "--save", str(out))
+    assert code == 0, err
+    with np.load(out) as saved:
+        assert saved["d_x"].shape == (4, 8)
+        assert saved["d_w_q"].shape == (8, 8)
+        assert saved["weights"].shape == (2, 4, 4)
