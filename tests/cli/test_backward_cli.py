@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 import jsonschema
@@ -182,3 +183,12 @@ def test_save_writes_every_gradient_beside_the_forward(tmp_path: Path) -> None:
         assert saved["d_x"].shape == (4, 8)
         assert saved["d_w_q"].shape == (8, 8)
         assert saved["weights"].shape == (2, 4, 4)
+
+
+def test_run_backward_table_matches_golden(golden: Callable[[str], None]) -> None:
+    code, out, _ = run_cli(
+        "run", "--backward", "--batch", "2", "--seq", "3", "--hidden", "4", "--heads", "2"
+    )
+    assert code == 0
+    assert any(line.startswith("backward: (2, 3, 4) →") for line in out.splitlines()[:5])
+    golden(out)
