@@ -2,6 +2,11 @@
 
     python benchmarks/bench_backward.py            # (B, S, H, h) = (1, 2048, 1024, 16)
     python benchmarks/bench_backward.py --quick    # (1, 256, 128, 4), a smoke test
+    python benchmarks/bench_backward.py --shape    # llama-3-70b at 131072 tokens, shape backend
+
+``--shape``: ``attntrace run --backend shape --preset llama-3-70b --seq 131072`` with and
+without ``--backward`` in fresh processes, interleaved: the time ratio (target <= 1.5) and the
+peak resident memory of each (target < 80 MiB).
 
 Candidate: ``attntrace.engine.backward.backward_steps`` on the numpy backend (keeping no
 values: autograd keeps none either), from a forward
@@ -14,8 +19,12 @@ Target: ratio <= 1.5.
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
+import subprocess
+import sys
 import time
+from pathlib import Path
 
 import numpy as np
 
@@ -24,7 +33,11 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--shape", action="store_true")
     args = parser.parse_args()
+    if args.shape:
+        shape_backend(args.repeats)
+        return
     import torch
     import torch.nn.functional as fn
 
@@ -76,6 +89,41 @@ def main() -> None:
     print(f"torch autograd backward (F.linear + SDPA): median {statistics.median(base):.3f} s")
     print(f"attntrace numpy backward steps:            median {statistics.median(mine):.3f} s")
     print(f"ratio {ratio:.2f} (target <= 1.5)")
+
+
+def shape_backend(repeats: int) -> None:
+    """The shape backend's backward at llama-3-70b, 131072 tokens: time and memory."""
+    src = Path(__file__).resolve().parents[1] / "src"
+    env = {**os.environ, "PYTHONPATH": str(src)}
+    base = [sys.executable, "-m", "attntrace", "run", "--backend", "shape"]
+    base += ["--preset", "llama-3-70b", "--seq", "131072", "--format", "json"]
+
+    def one(extra: list[str]) -> tuple[float, float]:
+        code = (
+            "import resource, subprocess, sys, time; t = time.perf_counter(); "
+            "subprocess.run(sys.argv[1:], check=True, stdout=subprocess.DEVNULL); "
+            "print(time.perf_counter() - t, "
+            "resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024)"
+        )
+        out = subprocess.run(
+            [sys.executable, "-c", code, *base, *extra],
+            env=env,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.split()
+        return float(out[0]), float(out[1])
+
+    plain, backward = [], []
+    for _ in range(repeats):
+        plain.append(one([]))
+        backward.append(one(["--backward"]))
+    t0 = statistics.median(p[0] for p in plain)
+    t1 = statistics.median(p[0] for p in backward)
+    print(f"llama-3-70b, S=131072, shape backend, {repeats} fresh processes each")
+    print(f"run:            median {t0:.2f} s, peak {max(p[1] for p in plain):.1f} MiB")
+    print(f"run --backward: median {t1:.2f} s, peak {max(p[1] for p in backward):.1f} MiB")
+    print(f"ratio {t1 / t0:.2f} (target <= 1.5; memory target < 80 MiB)")
 
 
 if __name__ == "__main__":

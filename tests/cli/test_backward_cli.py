@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 import jsonschema
@@ -109,3 +110,85 @@ def test_csv_and_markdown_carry_the_backward_steps() -> None:
     code, out, _ = run_cli("run", *SIZES, "--backward", "--format", "markdown")
     assert code == 0
     assert "| d_scores |" in out
+
+
+def test_sweep_backward_adds_saved_bytes_eager_beside_flash() -> None:
+    code, out, err = run_cli(
+        "sweep",
+        "--backward",
+        "--seq",
+        "64,256",
+        "--heads",
+        "4",
+        "--hidden",
+        "32",
+        "--format",
+        "json",
+    )
+    assert code == 0, err
+    points = {(p["seq"], p["algorithm"]): p for p in json.loads(out)}
+    eager, flash = points[(256, "eager")], points[(256, "flash")]
+    weights = 4 * 4 * 256 * 256  # float32 (h, S, S)
+    assert eager["saved_bytes"] == 4 * 256 * 32 * 5 + weights
+    assert flash["saved_bytes"] == 4 * 256 * 32 * 6 + 4 * 4 * 256  # + output, + log-sum-exp
+    assert flash["backward_flops"] > eager["backward_flops"]  # the tiles made again
+    code, out, _ = run_cli(
+        "sweep", "--seq", "64", "--heads", "4", "--hidden", "32", "--format", "csv"
+    )
+    assert "saved_bytes" not in out.splitlines()[0]  # unchanged without --backward
+
+
+def test_presets_backward_gives_training_figures_of_whole_models() -> None:
+    code, out, err = run_cli("presets", "--backward", "--format", "json")
+    assert code == 0, err
+    doc = json.loads(out)
+    llama = next(p for p in doc["presets"] if p["name"] == "llama-3.1-8b")["whole_model"]
+    assert llama["saved_bytes"] > 0
+    assert llama["backward_flops"] > llama["flops"]
+    per_token = (llama["flops"] + llama["backward_flops"]) / llama["keys"]
+    assert abs(llama["train_flops_per_token"] - per_token) <= 1e-6 * per_token
+    code, out, _ = run_cli("presets", "--format", "json")
+    plain = next(p for p in json.loads(out)["presets"] if p["name"] == "llama-3.1-8b")
+    assert "saved_bytes" not in plain["whole_model"]
+
+
+def test_the_version_2_schema_is_valid_and_shipped_and_documents_validate() -> None:
+    from attntrace import AttentionConfig, trace_attention
+    from attntrace.schemas import TRACE_SCHEMA_2_FILE
+    from paths import SRC
+
+    jsonschema.Draft202012Validator.check_schema(trace_schema_2())
+    assert (SRC / "attntrace" / "schemas" / TRACE_SCHEMA_2_FILE).is_file()
+    variants: list[dict[str, object]] = [
+        {"batch": 2, "causal": True, "kv_heads": 2, "rope": True},
+        {"kv_seq": 5, "kv_hidden": 12, "softcap": 5.0},
+        {"relative_bias": "8,16", "qk_norm": "full"},
+    ]
+    for fields in variants:
+        config = AttentionConfig(seq=4, hidden=16, heads=4, **fields)  # type: ignore[arg-type]
+        doc = trace_attention(config, "shape", backward=True).to_dict()
+        jsonschema.Draft202012Validator(trace_schema_2()).validate(doc)
+        for step in doc["steps"]:  # the axes spell the shape, gradient steps too
+            assert [config.size(a) for a in step["axes"]] == step["shape"], step["name"]
+        assert sum(doc["backward"]["megatron_terms"].values()) == (
+            doc["backward"]["megatron_bytes"] - doc["backward"]["ours_16bit_bytes"]
+        )
+
+
+def test_save_writes_every_gradient_beside_the_forward(tmp_path: Path) -> None:
+    out = tmp_path / "trace.npz"
+    code, _, err = run_cli("run", *SIZES, "--backward", "--save", str(out))
+    assert code == 0, err
+    with np.load(out) as saved:
+        assert saved["d_x"].shape == (4, 8)
+        assert saved["d_w_q"].shape == (8, 8)
+        assert saved["weights"].shape == (2, 4, 4)
+
+
+def test_run_backward_table_matches_golden(golden: Callable[[str], None]) -> None:
+    code, out, _ = run_cli(
+        "run", "--backward", "--batch", "2", "--seq", "3", "--hidden", "4", "--heads", "2"
+    )
+    assert code == 0
+    assert any(line.startswith("backward: (2, 3, 4) →") for line in out.splitlines()[:5])
+    golden(out)

@@ -176,3 +176,21 @@ def test_torch_backend_gradients_over_configs(
         np.testing.assert_allclose(trace[name].value, value, rtol=1e-10, atol=1e-12, err_msg=name)
     assert trace.training is not None
     assert trace.training.saved_bytes == saved
+
+
+@pytest.mark.parametrize("kind", ["additive", "bool"])
+def test_a_user_mask_file_against_autograd(kind: str) -> None:
+    config = AttentionConfig(batch=2, seq=5, hidden=16, heads=4, dtype="float64")
+    rng = np.random.default_rng(1)
+    keep = rng.random((2, 1, 5, 5)) > 0.3
+    keep[..., 0] = True  # every query row keeps a key
+    mask = (
+        np.where(keep, 0.0, -np.inf) + rng.normal(size=keep.shape) if kind == "additive" else keep
+    )
+    trace = trace_attention(config, mask=mask, backward=True)
+    want, saved = autograd_of(trace)
+    for name, value in want.items():
+        np.testing.assert_allclose(trace[name].value, value, rtol=1e-10, atol=1e-12, err_msg=name)
+    assert trace.training is not None
+    assert trace.training.saved_bytes == saved  # a bool mask is kept, an added one is not
+    assert trace["mask"].saved is (kind == "bool")

@@ -79,12 +79,13 @@ class Preset:
         }
 
     def model_figures(
-        self, seq: int | None = None, batch: int = 1, dtype: str = "float16"
+        self, seq: int | None = None, batch: int = 1, dtype: str = "float16", backward: bool = False
     ) -> ModelFigures | None:
         """Whole-model attention figures over all ``layers`` at ``seq`` tokens (default: the
         context length) and ``batch`` in ``dtype``, from a shape-only trace of one layer (the
         figures ``run --layers`` shows: :func:`attntrace.trace.model_figures`); None when the
-        layer count is not known.
+        layer count is not known. ``backward``: with the training figures (saved bytes of all
+        layers, backward FLOPs, FLOPs per training token).
 
         >>> f = PRESETS["llama-3.1-8b"].model_figures()
         >>> f.layers, f.params, f.kv_cache_bytes // 2**30  # 16 GiB of KV cache at 131072 tokens
@@ -98,7 +99,7 @@ class Preset:
 
         n = seq if seq is not None else self.max_positions or 1
         config = self.attention_config(seq=n, batch=batch, dtype=dtype)
-        return model_figures(trace_attention(config, "shape"), self.layers)
+        return model_figures(trace_attention(config, "shape", backward=backward), self.layers)
 
     def attention_config(self, **overrides: Any) -> AttentionConfig:
         """The AttentionConfig of this preset, with ``overrides`` (``seq=8``...).

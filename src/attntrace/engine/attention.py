@@ -182,6 +182,9 @@ def trace_attention(
     >>> t = trace_attention(AttentionConfig(seq=3, hidden=768, heads=12))
     >>> t["scores"].formula, t["scores"].flops == 2 * 12 * 3 * 3 * 64
     ('2·h·S·S·d', True)
+    >>> t = trace_attention(AttentionConfig(seq=3, hidden=768, heads=12), backward=True)
+    >>> t["d_scores"].shape, t["d_scaled"].op
+    ((12, 3, 3), 'weights ⊙ (d_weights − rowsum(d_weights ⊙ weights))')
     """
     name = backend if isinstance(backend, str) else backend.name
     workers = check_threads(threads)

@@ -30,6 +30,10 @@ def sweep_table(points: Sequence[SweepPoint], count: str = "flops", dtype: str =
     unit = "MACs" if count == "macs" else "FLOPs"
     for name in (unit, "scores", "peak", "KV/token"):
         table.add_column(name, justify="right", no_wrap=True)
+    backward = any(p.saved_bytes is not None for p in points)
+    if backward:  # sweep --backward: what the forward keeps, and the backward's arithmetic
+        table.add_column("saved", justify="right", no_wrap=True)
+        table.add_column(f"bwd {unit}", justify="right", no_wrap=True)
     layers = next((p.whole_model.layers for p in points if p.whole_model is not None), None)
     if layers is not None:  # sweep --layers L: the whole model's cache and arithmetic
         table.add_column(f"KV x{layers}", justify="right", no_wrap=True)
@@ -50,9 +54,17 @@ def sweep_table(points: Sequence[SweepPoint], count: str = "flops", dtype: str =
             format_bytes(p.score_bytes),
             format_bytes(p.peak_bytes),
             format_bytes(p.kv_cache_bytes_per_token),
+            *_backward_cells(p, count),
             *model,
         )
     return table
+
+
+def _backward_cells(p: SweepPoint, count: str) -> list[str]:
+    """The saved bytes and backward FLOPs of a point (none without --backward)."""
+    if p.saved_bytes is None or p.backward_flops is None:
+        return []
+    return [format_bytes(p.saved_bytes), format_count(in_unit(p.backward_flops, count))]
 
 
 def bar_chart(
@@ -92,4 +104,14 @@ def sweep_view(
         bar_chart(points, "score bytes held at once", lambda p: p.score_bytes, format_bytes),
         Text(""),
         bar_chart(points, "peak live activations", lambda p: p.peak_bytes, format_bytes),
+        *(
+            (
+                Text(""),
+                bar_chart(
+                    points, "saved for the backward", lambda p: p.saved_bytes or 0, format_bytes
+                ),
+            )
+            if any(p.saved_bytes is not None for p in points)
+            else ()
+        ),
     )

@@ -115,8 +115,10 @@ def trace_pieces(
     words: list[RenderableType] = (
         [NewLine(), explain_table(trace, lang, tight=tight)] if explain else []
     )
+    pieces.append(flow_line(trace, width, arrow))
+    if trace.training is not None:  # --backward: the gradient's path back
+        pieces.append(flow_line(trace, width, arrow, BACKWARD_FLOW_STEPS, "backward: "))
     pieces += [
-        flow_line(trace, width, arrow),
         NewLine(),
         steps_table(trace, width, lang),
         *words,
@@ -219,7 +221,25 @@ def costs_table(
 FLOW_STEPS = ("x", "q_heads", "q", "scores", "context", "context_heads", "output")
 
 
-def flow_line(trace: Trace, width: int = 10_000, arrow: str = "→") -> Text:
+#: The backward's path through the same shapes, d_output back to d_x.
+BACKWARD_FLOW_STEPS = (
+    "d_output",
+    "d_context_heads",
+    "d_context",
+    "d_scores",
+    "d_q",
+    "d_q_heads",
+    "d_x",
+)
+
+
+def flow_line(
+    trace: Trace,
+    width: int = 10_000,
+    arrow: str = "→",
+    steps: tuple[str, ...] = FLOW_STEPS,
+    lead: str = "",
+) -> Text:
     """The card's chain of shapes: (3, 768) → (3, 12, 64) → (12, 3, 64) → (12, 3, 3) → …,
     wrapped after an arrow so that no line is wider than ``width`` and no shape is cut.
 
@@ -231,8 +251,8 @@ def flow_line(trace: Trace, width: int = 10_000, arrow: str = "→") -> Text:
     """
     from rich.text import Text
 
-    shapes = [format_shape(trace[name].shape) for name in FLOW_STEPS if name in trace]
-    lines = [shapes[0]]
+    shapes = [format_shape(trace[name].shape) for name in steps if name in trace]
+    lines = [lead + shapes[0]]
     for shape in shapes[1:]:
         if len(lines[-1]) + len(arrow) + len(shape) + 2 <= width:
             lines[-1] += f" {arrow} {shape}"

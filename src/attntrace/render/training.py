@@ -34,7 +34,7 @@ def training_rows(trace: Trace) -> list[tuple[str, str, str]]:
         (
             "flash keeps",
             format_bytes(f.flash_saved_bytes),
-            f"x, q, k, v, output, log-sum-exp (B, h, S) {format_bytes(f.flash_lse_bytes)}",
+            f"x, q, k, v, output, merged, log-sum-exp {format_bytes(f.flash_lse_bytes)}",
         ),
         (
             "flash recomputes",

@@ -36,6 +36,12 @@ class SweepPoint:
     param_bytes: int
     kv_cache_bytes_per_token: int
     whole_model: ModelFigures | None = None  # --layers L: the attention of L such layers
+    saved_bytes: int | None = None  # --backward: what the forward keeps for the backward
+    backward_flops: int | None = None  # --backward: the backward's FLOPs (flash: tiles again)
+
+
+#: The fields of a point that only sweep --backward fills (left out of JSON and CSV otherwise).
+BACKWARD_FIELDS = ("saved_bytes", "backward_flops")
 
 
 #: The most values one list option takes, and the most configurations a sweep runs.
@@ -126,9 +132,12 @@ def measure(
     backend: str = "shape",
     max_memory: int | None = None,
     layers: int | None = None,
+    backward: bool = False,
 ) -> SweepPoint:
     """One point of the sweep (with ``layers``: also the figures of a whole model of L such
-    layers, :func:`attntrace.trace.model_figures`).
+    layers, :func:`attntrace.trace.model_figures`; with ``backward``: what the forward keeps
+    for the backward and the backward's FLOPs, from the shape trace of the eager backward;
+    flash keeps x, q, k, v, its output and the log-sum-exp and makes its tiles again).
 
     >>> p = measure(AttentionConfig(seq=4096, hidden=768, heads=12), layers=12)
     >>> p.score_bytes == 12 * 4096 * 4096 * 4, p.whole_model.flops == 12 * p.flops
@@ -139,7 +148,9 @@ def measure(
 
     t = trace_attention(config, backend, max_memory=max_memory, keep_values=False)
     whole = model_figures(t, layers) if layers is not None else None
+    train = _training(config) if backward else {}
     return SweepPoint(
+        **train,
         seq=config.seq,
         heads=config.heads,
         hidden=config.hidden,
@@ -170,12 +181,27 @@ class Sweep(list[SweepPoint]):
         return html(self)
 
 
+def _training(config: AttentionConfig) -> dict[str, int]:
+    """--backward: saved bytes and backward FLOPs of ``config``'s algorithm."""
+    from attntrace.engine.attention import trace_attention
+
+    f = trace_attention(replace(config, algorithm="eager"), "shape", backward=True).training
+    assert f is not None  # a trace with backward=True has its figures
+    if config.algorithm == "flash":
+        return {
+            "saved_bytes": f.flash_saved_bytes,
+            "backward_flops": f.backward_flops + f.flash_recompute_flops,
+        }
+    return {"saved_bytes": f.eager_saved_bytes, "backward_flops": f.backward_flops}
+
+
 def run_sweep(
     configs: Sequence[AttentionConfig],
     backend: str = "shape",
     max_memory: int | None = None,
     advance: Callable[[], None] | None = None,
     layers: int | None = None,
+    backward: bool = False,
 ) -> Sweep:
     """:func:`measure` every config; ``advance`` is called after each (a progress bar).
     A compute backend gives the same numbers as the shape backend, only slower: a sweep whose
@@ -190,7 +216,7 @@ def run_sweep(
             )
     points = Sweep()
     for config in configs:
-        points.append(measure(config, backend, max_memory, layers))
+        points.append(measure(config, backend, max_memory, layers, backward))
         if advance is not None:
             advance()
     return points
@@ -199,6 +225,9 @@ def run_sweep(
 def _point(p: SweepPoint) -> dict[str, object]:
     """A point as plain values; ``whole_model`` only when --layers gave it."""
     row: dict[str, object] = {f.name: getattr(p, f.name) for f in fields(SweepPoint)}
+    for name in BACKWARD_FIELDS:
+        if row[name] is None:
+            del row[name]
     whole = row.pop("whole_model")
     return {**row, "whole_model": whole.to_dict()} if isinstance(whole, ModelFigures) else row
 
@@ -216,7 +245,9 @@ def to_csv(points: Sequence[SweepPoint]) -> str:
     """The points as CSV with a header row (and ``model_layers``, ``model_kv_cache_bytes``,
     ``model_flops`` columns with --layers)."""
     out = io.StringIO()
-    names = [f.name for f in fields(SweepPoint) if f.name != "whole_model"]
+    backward = any(p.saved_bytes is not None for p in points)
+    skip = {"whole_model", *(() if backward else BACKWARD_FIELDS)}
+    names = [f.name for f in fields(SweepPoint) if f.name not in skip]
     whole = any(p.whole_model is not None for p in points)
     extra = [f"model_{name}" for name in MODEL_COLUMNS] if whole else []
     writer = csv.DictWriter(out, [*names, *extra], lineterminator="\n")

@@ -22,12 +22,14 @@ PRESETS_SCHEMA = "attntrace.presets/1"
 def presets(
     fmt: opt.PresetsFormat = opt.ListingFormatName.table,
     output_file: opt.DocumentFile = None,  # written by cli_errors: to_document
+    backward: opt.Backward = False,
 ) -> None:
     """List the real models --preset knows, with their attention sizes.
 
     Heads, kv-heads, hidden, head_dim, RoPE theta and the KV-cache bytes per token and layer
     in float16, each from the model's config.json; for models with a known layer count L, the
-    KV cache of all layers at the context length (batch 1, float16).
+    KV cache of all layers at the context length (batch 1, float16); --backward: what all
+    layers keep for the backward (eager), their backward FLOPs and FLOPs per training token.
 
     \b
     Example:
@@ -37,7 +39,7 @@ def presets(
     from attntrace.units import format_bytes
 
     if fmt is opt.ListingFormatName.json:
-        sys.stdout.write(json.dumps(presets_document(), indent=2) + "\n")
+        sys.stdout.write(json.dumps(presets_document(backward), indent=2) + "\n")
         return
     table = Table(
         title="presets (numbers from each model's config.json on the Hugging Face Hub)",
@@ -74,10 +76,10 @@ def presets(
         )
     console().print(table)
     console().print()
-    console().print(_whole_models())
+    console().print(_whole_models(backward))
 
 
-def _whole_models() -> Table:
+def _whole_models(backward: bool = False) -> Table:
     """All layers of the presets whose layer count is known, at their context length."""
     from attntrace.config.presets import PRESETS
     from attntrace.units import format_bytes, format_count
@@ -91,10 +93,22 @@ def _whole_models() -> Table:
         title_justify="left",
         title_style="bold",
     )
-    for name in ("preset", "L", "context", "attn params", "KV cache", "attn FLOPs"):
+    names = ["preset", "L", "context", "attn params", "KV cache", "attn FLOPs"]
+    if backward:
+        names += ["saved for bwd", "bwd FLOPs", "FLOPs/token"]
+    for name in names:
         table.add_column(name, justify="left" if name == "preset" else "right")
     for p in PRESETS.values():
-        if (f := p.model_figures()) is not None:
+        if (f := p.model_figures(backward=backward)) is not None:
+            training = (
+                [
+                    format_bytes(f.saved_bytes or 0),
+                    format_count(f.backward_flops or 0),
+                    format_count(round(f.train_flops_per_token or 0)),
+                ]
+                if backward
+                else []
+            )
             table.add_row(
                 p.name,
                 str(f.layers),
@@ -102,11 +116,12 @@ def _whole_models() -> Table:
                 format_count(f.params),
                 format_bytes(f.kv_cache_bytes),
                 format_count(f.flops),
+                *training,
             )
     return table
 
 
-def presets_document() -> dict[str, Any]:
+def presets_document(backward: bool = False) -> dict[str, Any]:
     """Every preset as ``--format json`` prints it (schema ``attntrace.presets/1``): the fields
     of :class:`attntrace.config.presets.Preset`, its KV-cache bytes per token and layer in
     float16, and
@@ -121,7 +136,7 @@ def presets_document() -> dict[str, Any]:
 
     out = []
     for p in PRESETS.values():
-        figures = p.model_figures()
+        figures = p.model_figures(backward=backward)
         out.append(
             {
                 **dataclasses.asdict(p),

@@ -79,6 +79,7 @@ def sweep(
     layer_prefix: opt.LayerPrefix = None,
     output: Format = SweepFormat.table,
     output_file: opt.DocumentFile = None,  # written by cli_errors: to_document
+    backward: opt.Backward = False,
     *,
     model: dict[str, Any],
 ) -> None:
@@ -122,7 +123,9 @@ def sweep(
     # a bar only on a terminal: a transient bar still ends a piped stderr with a blank line
     with Progress(console=err, transient=True, disable=not err.is_terminal) as progress:
         task = progress.add_task("sweep", total=len(configs))
-        points = run_sweep(configs, backend.value, budget, lambda: progress.advance(task), n_layers)
+        points = run_sweep(
+            configs, backend.value, budget, lambda: progress.advance(task), n_layers, backward
+        )
     if output is SweepFormat.table:
         from attntrace.render.sweep_view import sweep_view
 
