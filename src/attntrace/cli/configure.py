@@ -73,6 +73,7 @@ OPTION_GROUPS: dict[str, dict[str, tuple[Any, Any]]] = {
         "layer_prefix": (opt.LayerPrefix, None),
         "input_file": (opt.Input, None),
         "input_kv": (opt.InputKv, None),
+        "cache_file": (opt.CacheFile, None),
     },
     "model": {name: (annotation, None) for name, annotation in MODEL_OPTIONS.items()},
     "serving": {  # the roofline and KV cache figures (engine/serving.py)
@@ -196,13 +197,20 @@ def config_from_files(
     layer_prefix: str | None,
     input_file: Path | None,
     input_kv: Path | None = None,
+    cache_file: Path | None = None,
     **options: Any,
 ) -> tuple[AttentionConfig, dict[str, Any]]:
     """The config of the options (as :func:`resolve_options` takes them), with --weights /
     --input filling in the sizes not typed; also the tensors the files give.
 
     Nothing is validated before the files have spoken: the default --hidden 768 never meets
-    a file's 28 heads, and --key-lengths finds the batch of an --input (B, S, H)."""
+    a file's 28 heads, and --key-lengths finds the batch of an --input (B, S, H).
+    --cache FILE gives k_cache and v_cache, and --past its N when not typed."""
+    if cache_file is not None:
+        config, tensors = config_from_files(
+            ctx, weights, layer_prefix, input_file, input_kv, **_with_past(cache_file, options)
+        )
+        return config, {**tensors, **_cache_tensors(cache_file, config, options.get("layer"))}
     model_dir = options.get("model_dir")
     if weights is None and input_file is None and model_dir is None and input_kv is None:
         if layer_prefix is not None:
@@ -228,6 +236,29 @@ def config_from_files(
     config, tensors = resolve_run(sizes, explicit, loaded, x, known=known, x_kv=x_kv)
     check_rope_base(options.get("rope_base"), config)
     return config, tensors
+
+
+def _with_past(cache_file: Path, options: dict[str, Any]) -> dict[str, Any]:
+    """``options`` with --past set to the cache's N when it is not typed."""
+    if options.get("past") is not None:
+        return options
+    from attntrace.files.cache_file import read_cache
+
+    k, _ = read_cache(cache_file, options.get("layer") or 0)
+    return {**options, "past": int(k.shape[-2])}
+
+
+def _cache_tensors(cache_file: Path, config: AttentionConfig, layer: int | None) -> dict[str, Any]:
+    """k_cache and v_cache of --cache FILE for ``config`` (the last W - 1 keys of a longer
+    cache with a sliding window); their shapes are checked where the tensors are used."""
+    from attntrace.files.cache_file import read_cache
+
+    if not config.past:
+        raise ConfigError("--cache is the KV cache of a --past step; add --past N (or drop it)")
+    k, v = read_cache(cache_file, layer or 0)
+    if config.window is not None and k.shape[-2] == config.past > config.cached:
+        k, v = k[..., config.past - config.cached :, :], v[..., config.past - config.cached :, :]
+    return {"k_cache": k, "v_cache": v}
 
 
 def origin_line(ctx: typer.Context | None, model: dict[str, Any], config: AttentionConfig) -> str:

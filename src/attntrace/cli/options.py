@@ -586,6 +586,16 @@ CacheDType = Annotated[
         show_default=False,
     ),
 ]
+CacheFile = Annotated[
+    Path | None,
+    typer.Option(
+        "--cache",
+        help="The KV cache a --past step reads: a .npz or .safetensors with k_cache and "
+        "v_cache (B, g, N, d) (or key_cache.L, layers.L.k_cache, a --save'd step's k_all); "
+        "--past defaults to its N.",
+        rich_help_panel=SERVING,
+    ),
+]
 PageSize = Annotated[
     int | None,
     typer.Option(

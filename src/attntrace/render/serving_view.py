@@ -45,14 +45,16 @@ def serving_pieces(
     f = trace.serving
     if not isinstance(f, ServingFigures):
         return []
-    return [
+    pieces: list[RenderableType] = [
         roofline_table(trace, f, count, tight=tight),
         NewLine(),
         traffic_table(f.steps, count, tight=tight),
         NewLine(),
         cache_table(f, tight=tight),
-        *([NewLine(), paged_table(f.paged, tight=tight)] if f.paged is not None else []),
     ]
+    if f.paged is not None:
+        pieces += [NewLine(), paged_table(f.paged, tight=tight)]
+    return pieces
 
 
 def roofline_table(trace: Trace, f: ServingFigures, count: str, *, tight: bool = False) -> Table:
