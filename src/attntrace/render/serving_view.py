@@ -151,7 +151,7 @@ def cache_table(f: ServingFigures, *, tight: bool = False) -> Table:
     """The KV cache per token and per request of N + S tokens for each cache dtype, and the
     requests that fit in --memory."""
     c = f.cache
-    layers = f"{c.layers} layers" if c.layers > 1 else "1 layer (add --layers L or --preset)"
+    layers = f"{c.layers} layers" if c.layers > 1 else "1 layer (add --layers L)"
     table = _table(
         f"KV cache of {layers}, requests of {c.context:,} tokens",
         tight=tight,
