@@ -88,7 +88,8 @@ def test_check_expects_n_plus_1_keys() -> None:
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (("--past", "-1"), "-1 is not in the range x>=0"),
+        (("--past", "-1"), "--past must be a whole number from 0, got -1"),
+        (("--past", "4,8"), "--past takes one number here (sweep takes a list"),
         (("--past", "3", "--kv-seq", "5"), "--past caches the keys of self-attention"),
         (("--peak-flops", "fast"), "cannot read --peak-flops 'fast'; write a rate like 989T"),
         (("--bandwidth", "-3"), "cannot read --bandwidth '-3'; write a rate like 3.35TB/s"),
@@ -183,3 +184,18 @@ def test_a_bad_cache_file_is_one_line(
     assert code == 2
     assert message in err
     assert len(err.strip().splitlines()) == 1
+
+
+def test_sweep_past_runs_decode_steps_over_context_lengths() -> None:
+    args = ("sweep", "--preset", "llama-3-8b", "--seq", "1", "--past", "1024,8192")
+    code, out, _ = invoke(*args, "--algorithms", "eager", "-f", "json")
+    assert code == 0
+    points = json.loads(out)
+    assert [p["past"] for p in points] == [1024, 8192]
+    # the scores (h, 1, N+1) grow with N: 32 heads x (N + 1) keys x 4 bytes
+    assert [p["score_bytes"] for p in points] == [32 * 1025 * 4, 32 * 8193 * 4]
+    code, out, _ = invoke(*args, "--algorithms", "eager")
+    assert code == 0
+    assert "N=8192 eager" in out
+    code, out, _ = invoke("sweep", "--seq", "8", "-f", "csv")
+    assert "past" not in out.splitlines()[0]  # a plain sweep's columns are unchanged

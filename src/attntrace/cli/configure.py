@@ -131,13 +131,16 @@ def option_fields(
     scale: str | None = None,
     head_dim: int | None = None,
     key_lengths: str | None = None,
+    past: str | int | None = None,
     **given: Any,
 ) -> dict[str, Any]:
     """The AttentionConfig fields of the command-line options as typed (None: not given, so a
     preset's value or the default applies); enum choices become their values.
 
     >>> option_fields(seq=4, scale="none", head_dim=16, key_lengths="3,2", kv_heads=None)
-    {'seq': 4, 'kv_heads': None, 'scale': 1.0, 'head_dim_override': 16, 'key_lengths': (3, 2)}
+    ... # doctest: +NORMALIZE_WHITESPACE
+    {'seq': 4, 'kv_heads': None, 'scale': 1.0, 'head_dim_override': 16, 'key_lengths': (3, 2),
+     'past': None}
     """
     plain = {k: v.value if isinstance(v, Enum) else v for k, v in given.items()}
     return {
@@ -145,7 +148,30 @@ def option_fields(
         "scale": parse_scale(scale) if scale is not None else None,
         "head_dim_override": head_dim,
         "key_lengths": parse_key_lengths(key_lengths),
+        "past": parse_past(past),
     }
+
+
+def parse_past(text: str | int | None) -> int | None:
+    """``--past N``: one whole number >= 0 (a list only for sweep).
+
+    >>> parse_past("4096"), parse_past(None), parse_past(7)
+    (4096, None, 7)
+    """
+    if text is None or isinstance(text, int):
+        return text
+    try:
+        value = int(text.strip())
+    except ValueError:
+        several = "," in text
+        raise ConfigError(
+            "--past takes one number here (sweep takes a list, e.g. --past 1024,4096)"
+            if several
+            else f"--past must be a whole number (tokens already in the KV cache), got {text!r}"
+        ) from None
+    if value < 0:
+        raise ConfigError(f"--past must be a whole number from 0, got {value}")
+    return value
 
 
 def resolve_options(

@@ -36,6 +36,7 @@ class SweepPoint:
     param_bytes: int
     kv_cache_bytes_per_token: int
     whole_model: ModelFigures | None = None  # --layers L: the attention of L such layers
+    past: int = 0  # N, the KV cache of a --past step (sweep --past 1024,4096: context lengths)
 
 
 #: The most values one list option takes, and the most configurations a sweep runs.
@@ -101,14 +102,18 @@ def sweep_configs(
     heads: Iterable[int],
     hiddens: Iterable[int],
     algorithms: Sequence[str] = ALGORITHMS,
+    pasts: Iterable[int] = (),
 ) -> list[AttentionConfig]:
-    """Every combination of the sizes, each with every algorithm (eager beside flash).
+    """Every combination of the sizes, each with every algorithm (eager beside flash), and
+    with ``pasts`` each context length of a --past step.
 
     >>> [(c.seq, c.algorithm) for c in sweep_configs(AttentionConfig(), [8, 16], [12], [768])]
     [(8, 'eager'), (8, 'flash'), (16, 'eager'), (16, 'flash')]
+    >>> [c.past for c in sweep_configs(AttentionConfig(), [1], [12], [768], ["eager"], [64, 128])]
+    [64, 128]
     """
-    hd_list, h_list, s_list = list(hiddens), list(heads), list(seqs)
-    count = len(hd_list) * len(h_list) * len(s_list) * len(algorithms)
+    hd_list, h_list, s_list, n_list = list(hiddens), list(heads), list(seqs), list(pasts)
+    count = len(hd_list) * len(h_list) * len(s_list) * len(algorithms) * max(1, len(n_list))
     if count > MAX_POINTS:
         raise ConfigError(
             f"the sweep has {count:,} configurations "
@@ -116,8 +121,8 @@ def sweep_configs(
             f"the most is {MAX_POINTS}; give fewer values"
         )
     return [
-        replace(base, seq=s, heads=h, hidden=hd, algorithm=a)
-        for hd, h, s, a in product(hd_list, h_list, s_list, algorithms)
+        replace(base, seq=s, heads=h, hidden=hd, algorithm=a, past=n)
+        for hd, h, n, s, a in product(hd_list, h_list, n_list or [base.past], s_list, algorithms)
     ]
 
 
@@ -150,6 +155,7 @@ def measure(
         param_bytes=t.param_bytes,
         kv_cache_bytes_per_token=t.kv_cache_bytes_per_token,
         whole_model=whole,
+        past=config.past,
     )
 
 
@@ -182,6 +188,8 @@ def run_sweep(
 def _point(p: SweepPoint) -> dict[str, object]:
     """A point as plain values; ``whole_model`` only when --layers gave it."""
     row: dict[str, object] = {f.name: getattr(p, f.name) for f in fields(SweepPoint)}
+    if not p.past:  # only --past sweeps carry it
+        del row["past"]
     whole = row.pop("whole_model")
     return {**row, "whole_model": whole.to_dict()} if isinstance(whole, ModelFigures) else row
 
@@ -199,7 +207,9 @@ def to_csv(points: Sequence[SweepPoint]) -> str:
     """The points as CSV with a header row (and ``model_layers``, ``model_kv_cache_bytes``,
     ``model_flops`` columns with --layers)."""
     out = io.StringIO()
+    past = any(p.past for p in points)  # the column of --past sweeps only
     names = [f.name for f in fields(SweepPoint) if f.name != "whole_model"]
+    names = [n for n in names if n != "past" or past]
     whole = any(p.whole_model is not None for p in points)
     extra = [f"model_{name}" for name in MODEL_COLUMNS] if whole else []
     writer = csv.DictWriter(out, [*names, *extra], lineterminator="\n")
