@@ -102,11 +102,20 @@ def test_the_step_is_the_tail_of_the_prefill(variant: dict[str, Any], backend: s
     window=st.one_of(st.none(), st.integers(1, 6)),
     softcap=st.one_of(st.none(), st.just(3.0)),
     algorithm=st.sampled_from(["eager", "flash"]),
+    backend=st.sampled_from(["numpy", "torch"]),
 )
-def test_any_step_is_the_tail_of_its_prefill(**drawn: Any) -> None:
+def test_any_step_is_the_tail_of_its_prefill(backend: str, **drawn: Any) -> None:
+    if backend == "torch":
+        pytest.importorskip("torch")
     block = {"block_size": 2} if drawn["algorithm"] == "flash" else {}
     config = AttentionConfig(**BASE, **drawn, **block)
-    assert_step_is_prefill_tail(config)
+    assert_step_is_prefill_tail(config, backend)
+    # the shape backend makes the same steps, shapes and FLOPs without arrays
+    shapes, values = trace_attention(config, "shape"), trace_attention(config, backend)
+    assert [(s.name, s.shape, s.axes) for s in shapes.steps] == [
+        (s.name, s.shape, s.axes) for s in values.steps
+    ]
+    assert shapes.total_flops == values.total_flops
 
 
 def test_float32_agrees_too() -> None:

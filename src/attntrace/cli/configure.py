@@ -73,6 +73,7 @@ OPTION_GROUPS: dict[str, dict[str, tuple[Any, Any]]] = {
         "layer_prefix": (opt.LayerPrefix, None),
         "input_file": (opt.Input, None),
         "input_kv": (opt.InputKv, None),
+        "cache_file": (opt.CacheFile, None),
     },
     "model": {name: (annotation, None) for name, annotation in MODEL_OPTIONS.items()},
     "serving": {  # the roofline and KV cache figures (engine/serving.py)
@@ -130,13 +131,16 @@ def option_fields(
     scale: str | None = None,
     head_dim: int | None = None,
     key_lengths: str | None = None,
+    past: str | int | None = None,
     **given: Any,
 ) -> dict[str, Any]:
     """The AttentionConfig fields of the command-line options as typed (None: not given, so a
     preset's value or the default applies); enum choices become their values.
 
     >>> option_fields(seq=4, scale="none", head_dim=16, key_lengths="3,2", kv_heads=None)
-    {'seq': 4, 'kv_heads': None, 'scale': 1.0, 'head_dim_override': 16, 'key_lengths': (3, 2)}
+    ... # doctest: +NORMALIZE_WHITESPACE
+    {'seq': 4, 'kv_heads': None, 'scale': 1.0, 'head_dim_override': 16, 'key_lengths': (3, 2),
+     'past': None}
     """
     plain = {k: v.value if isinstance(v, Enum) else v for k, v in given.items()}
     return {
@@ -144,7 +148,30 @@ def option_fields(
         "scale": parse_scale(scale) if scale is not None else None,
         "head_dim_override": head_dim,
         "key_lengths": parse_key_lengths(key_lengths),
+        "past": parse_past(past),
     }
+
+
+def parse_past(text: str | int | None) -> int | None:
+    """``--past N``: one whole number >= 0 (a list only for sweep).
+
+    >>> parse_past("4096"), parse_past(None), parse_past(7)
+    (4096, None, 7)
+    """
+    if text is None or isinstance(text, int):
+        return text
+    try:
+        value = int(text.strip())
+    except ValueError:
+        several = "," in text
+        raise ConfigError(
+            "--past takes one number here (sweep takes a list, e.g. --past 1024,4096)"
+            if several
+            else f"--past must be a whole number (tokens already in the KV cache), got {text!r}"
+        ) from None
+    if value < 0:
+        raise ConfigError(f"--past must be a whole number from 0, got {value}")
+    return value
 
 
 def resolve_options(
@@ -196,13 +223,20 @@ def config_from_files(
     layer_prefix: str | None,
     input_file: Path | None,
     input_kv: Path | None = None,
+    cache_file: Path | None = None,
     **options: Any,
 ) -> tuple[AttentionConfig, dict[str, Any]]:
     """The config of the options (as :func:`resolve_options` takes them), with --weights /
     --input filling in the sizes not typed; also the tensors the files give.
 
     Nothing is validated before the files have spoken: the default --hidden 768 never meets
-    a file's 28 heads, and --key-lengths finds the batch of an --input (B, S, H)."""
+    a file's 28 heads, and --key-lengths finds the batch of an --input (B, S, H).
+    --cache FILE gives k_cache and v_cache, and --past its N when not typed."""
+    if cache_file is not None:
+        config, tensors = config_from_files(
+            ctx, weights, layer_prefix, input_file, input_kv, **_with_past(cache_file, options)
+        )
+        return config, {**tensors, **_cache_tensors(cache_file, config, options.get("layer"))}
     model_dir = options.get("model_dir")
     if weights is None and input_file is None and model_dir is None and input_kv is None:
         if layer_prefix is not None:
@@ -228,6 +262,29 @@ def config_from_files(
     config, tensors = resolve_run(sizes, explicit, loaded, x, known=known, x_kv=x_kv)
     check_rope_base(options.get("rope_base"), config)
     return config, tensors
+
+
+def _with_past(cache_file: Path, options: dict[str, Any]) -> dict[str, Any]:
+    """``options`` with --past set to the cache's N when it is not typed."""
+    if options.get("past") is not None:
+        return options
+    from attntrace.files.cache_file import read_cache
+
+    k, _ = read_cache(cache_file, options.get("layer") or 0)
+    return {**options, "past": int(k.shape[-2])}
+
+
+def _cache_tensors(cache_file: Path, config: AttentionConfig, layer: int | None) -> dict[str, Any]:
+    """k_cache and v_cache of --cache FILE for ``config`` (the last W - 1 keys of a longer
+    cache with a sliding window); their shapes are checked where the tensors are used."""
+    from attntrace.files.cache_file import read_cache
+
+    if not config.past:
+        raise ConfigError("--cache is the KV cache of a --past step; add --past N (or drop it)")
+    k, v = read_cache(cache_file, layer or 0)
+    if config.window is not None and k.shape[-2] == config.past > config.cached:
+        k, v = k[..., config.past - config.cached :, :], v[..., config.past - config.cached :, :]
+    return {"k_cache": k, "v_cache": v}
 
 
 def origin_line(ctx: typer.Context | None, model: dict[str, Any], config: AttentionConfig) -> str:

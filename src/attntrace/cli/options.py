@@ -200,13 +200,13 @@ KeyLengths = Annotated[
     ),
 ]
 Past = Annotated[
-    int | None,
+    str | None,
     typer.Option(
         help="N, tokens already in the KV cache: the S new tokens (--seq 1: one decode step) "
         "sit at positions N..N+S-1; the steps read k_cache, v_cache (B, g, N, d) and attend "
-        "to N+S keys (the causal mask aligned bottom-right).",
+        "to N+S keys (the causal mask aligned bottom-right). sweep takes a list: 1024,4096.",
         rich_help_panel=VARIANTS,
-        min=0,
+        show_default=False,
     ),
 ]
 MaskFile = Annotated[
@@ -612,6 +612,16 @@ CacheDType = Annotated[
         "\\[default: float16, bfloat16, float8].",
         rich_help_panel=SERVING,
         show_default=False,
+    ),
+]
+CacheFile = Annotated[
+    Path | None,
+    typer.Option(
+        "--cache",
+        help="The KV cache a --past step reads: a .npz or .safetensors with k_cache and "
+        "v_cache (B, g, N, d) (or key_cache.L, layers.L.k_cache, a --save'd step's k_all); "
+        "--past defaults to its N.",
+        rich_help_panel=SERVING,
     ),
 ]
 PageSize = Annotated[

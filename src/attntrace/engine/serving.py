@@ -126,7 +126,7 @@ def machine(peak_flops: float | None = None, bandwidth: float | None = None) -> 
 
 def step_traffic(trace: Trace) -> tuple[Traffic, ...]:
     """Each step as traced: it reads its inputs (steps and parameters) and writes its output,
-    once per repeat (flash's tiles); a view writes nothing.
+    once per repeat (flash's tiles); a view reads and writes nothing.
 
     >>> from attntrace import AttentionConfig, trace_attention
     >>> t = trace_attention(AttentionConfig(seq=4, hidden=8, heads=2, bias=False), "shape")
@@ -139,7 +139,7 @@ def step_traffic(trace: Trace) -> tuple[Traffic, ...]:
         Traffic(
             name=s.name,
             flops=s.flops,
-            read=sum(sizes.get(name, 0) for name in s.inputs) * s.repeat,
+            read=0 if s.view else sum(sizes.get(name, 0) for name in s.inputs) * s.repeat,
             written=0 if s.view or not s.inputs else s.nbytes * s.repeat,
         )
         for s in trace.steps

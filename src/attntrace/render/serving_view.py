@@ -45,14 +45,16 @@ def serving_pieces(
     f = trace.serving
     if not isinstance(f, ServingFigures):
         return []
-    return [
+    pieces: list[RenderableType] = [
         roofline_table(trace, f, count, tight=tight),
         NewLine(),
         traffic_table(f.steps, count, tight=tight),
         NewLine(),
         cache_table(f, tight=tight),
-        *((NewLine(), paged_table(f.paged, tight=tight)) if f.paged is not None else ()),
     ]
+    if f.paged is not None:
+        pieces += [NewLine(), paged_table(f.paged, tight=tight)]
+    return pieces
 
 
 def roofline_table(trace: Trace, f: ServingFigures, count: str, *, tight: bool = False) -> Table:
@@ -149,7 +151,7 @@ def cache_table(f: ServingFigures, *, tight: bool = False) -> Table:
     """The KV cache per token and per request of N + S tokens for each cache dtype, and the
     requests that fit in --memory."""
     c = f.cache
-    layers = f"{c.layers} layers" if c.layers > 1 else "1 layer (add --layers L or --preset)"
+    layers = f"{c.layers} layers" if c.layers > 1 else "1 layer (add --layers L)"
     table = _table(
         f"KV cache of {layers}, requests of {c.context:,} tokens",
         tight=tight,

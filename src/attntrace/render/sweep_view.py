@@ -16,7 +16,7 @@ _STYLE = {"eager": "red", "flash": "green"}
 
 
 def _label(p: SweepPoint) -> str:
-    return f"S={p.seq} h={p.heads} H={p.hidden}"
+    return f"S={p.seq} h={p.heads} H={p.hidden}" + (f" N={p.past}" if p.past else "")
 
 
 def sweep_table(points: Sequence[SweepPoint], count: str = "flops", dtype: str = "") -> Table:
@@ -25,7 +25,8 @@ def sweep_table(points: Sequence[SweepPoint], count: str = "flops", dtype: str =
     table = Table(
         title=title, title_justify="left", title_style="bold", box=None, padding=(0, 1, 0, 0)
     )
-    for name in ("S", "h", "H", "algorithm"):
+    past = any(p.past for p in points)  # sweep --past: the cache's N
+    for name in ("S", *(["N"] if past else []), "h", "H", "algorithm"):
         table.add_column(name, justify="right" if len(name) == 1 else "left")
     unit = "MACs" if count == "macs" else "FLOPs"
     for name in (unit, "scores", "peak", "KV/token"):
@@ -47,6 +48,7 @@ def sweep_table(points: Sequence[SweepPoint], count: str = "flops", dtype: str =
         )
         table.add_row(
             str(p.seq),
+            *([f"{p.past:,}"] if past else []),
             str(p.heads),
             str(p.hidden),
             Text(p.algorithm, style=_STYLE.get(p.algorithm, "")),

@@ -38,6 +38,7 @@ class SweepPoint:
     whole_model: ModelFigures | None = None  # --layers L: the attention of L such layers
     saved_bytes: int | None = None  # --backward: what the forward keeps for the backward
     backward_flops: int | None = None  # --backward: the backward's FLOPs (flash: tiles again)
+    past: int = 0  # N, the KV cache of a --past step (sweep --past 1024,4096: context lengths)
 
 
 #: The fields of a point that only sweep --backward fills (left out of JSON and CSV otherwise).
@@ -107,14 +108,18 @@ def sweep_configs(
     heads: Iterable[int],
     hiddens: Iterable[int],
     algorithms: Sequence[str] = ALGORITHMS,
+    pasts: Iterable[int] = (),
 ) -> list[AttentionConfig]:
-    """Every combination of the sizes, each with every algorithm (eager beside flash).
+    """Every combination of the sizes, each with every algorithm (eager beside flash), and
+    with ``pasts`` each context length of a --past step.
 
     >>> [(c.seq, c.algorithm) for c in sweep_configs(AttentionConfig(), [8, 16], [12], [768])]
     [(8, 'eager'), (8, 'flash'), (16, 'eager'), (16, 'flash')]
+    >>> [c.past for c in sweep_configs(AttentionConfig(), [1], [12], [768], ["eager"], [64, 128])]
+    [64, 128]
     """
-    hd_list, h_list, s_list = list(hiddens), list(heads), list(seqs)
-    count = len(hd_list) * len(h_list) * len(s_list) * len(algorithms)
+    hd_list, h_list, s_list, n_list = list(hiddens), list(heads), list(seqs), list(pasts)
+    count = len(hd_list) * len(h_list) * len(s_list) * len(algorithms) * max(1, len(n_list))
     if count > MAX_POINTS:
         raise ConfigError(
             f"the sweep has {count:,} configurations "
@@ -122,8 +127,8 @@ def sweep_configs(
             f"the most is {MAX_POINTS}; give fewer values"
         )
     return [
-        replace(base, seq=s, heads=h, hidden=hd, algorithm=a)
-        for hd, h, s, a in product(hd_list, h_list, s_list, algorithms)
+        replace(base, seq=s, heads=h, hidden=hd, algorithm=a, past=n)
+        for hd, h, n, s, a in product(hd_list, h_list, n_list or [base.past], s_list, algorithms)
     ]
 
 
@@ -161,6 +166,7 @@ def measure(
         param_bytes=t.param_bytes,
         kv_cache_bytes_per_token=t.kv_cache_bytes_per_token,
         whole_model=whole,
+        past=config.past,
     )
 
 
@@ -228,6 +234,8 @@ def _point(p: SweepPoint) -> dict[str, object]:
     for name in BACKWARD_FIELDS:
         if row[name] is None:
             del row[name]
+    if not p.past:  # only --past sweeps carry it
+        del row["past"]
     whole = row.pop("whole_model")
     return {**row, "whole_model": whole.to_dict()} if isinstance(whole, ModelFigures) else row
 
@@ -246,7 +254,8 @@ def to_csv(points: Sequence[SweepPoint]) -> str:
     ``model_flops`` columns with --layers)."""
     out = io.StringIO()
     backward = any(p.saved_bytes is not None for p in points)
-    skip = {"whole_model", *(() if backward else BACKWARD_FIELDS)}
+    past = any(p.past for p in points)  # the column of --past sweeps only
+    skip = {"whole_model", *(() if backward else BACKWARD_FIELDS), *(() if past else ("past",))}
     names = [f.name for f in fields(SweepPoint) if f.name not in skip]
     whole = any(p.whole_model is not None for p in points)
     extra = [f"model_{name}" for name in MODEL_COLUMNS] if whole else []

@@ -88,7 +88,7 @@ def sweep(
     [bold]attntrace sweep --seq 128,512,2048,8192[/] shows the (S, S) scores growing 4x per
     doubling of S under eager, and flash's tile staying put. Takes run's variant, preset and
     model options (--model with --layer and --layer-prefix), e.g. --preset llama-3-70b
-    --seq 4096,131072.
+    --seq 4096,131072; --seq 1 --past 4096,131072 sweeps decode steps over context lengths.
     """
     import sys
 
@@ -108,6 +108,7 @@ def sweep(
     from attntrace.units import parse_size
 
     err = Console(stderr=True)
+    pasts = model.pop("past")  # sweep --past 1024,4096: context lengths of a decode step
     base = resolve_options(
         **model, batch=batch, dtype=dtype, block_size=block_size, layer_prefix=layer_prefix
     )
@@ -117,6 +118,7 @@ def sweep(
         parse_list(heads, "--heads") if heads is not None else [base.heads],
         parse_list(hidden, "--hidden") if hidden is not None else [base.hidden],
         parse_algorithms(algorithms) if algorithms is not None else list(ALGORITHMS),
+        parse_list(pasts, "--past") if pasts is not None else [],
     )
     budget = parse_size(max_memory) if max_memory is not None else None
     n_layers = sweep_layers(layers, model)
