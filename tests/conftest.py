@@ -6,6 +6,7 @@ from __future__ import annotations
 import ast
 import doctest
 import importlib.util
+import os
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
@@ -22,6 +23,15 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         action="store_true",
         help="rewrite tests/data/golden/* from the current output",
     )
+
+
+@pytest.fixture(autouse=True)
+def english_words(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Outputs in English whatever the machine's locale: a zh_* LANG would make --lang default
+    to Chinese (issue 31) and every expected output differ. Tests of the locale pass their own."""
+    for name in ("LC_ALL", "LC_MESSAGES", "LANG"):
+        if os.environ.get(name, "").lower().startswith("zh"):
+            monkeypatch.setenv(name, "C.UTF-8")
 
 
 @pytest.fixture

@@ -129,7 +129,8 @@ def test_csv_leaves_unknown_cells_empty_and_adds_the_role(tmp_path: Path) -> Non
     rows = list(csv.DictReader(io.StringIO(out)))
     assert tuple(rows[0]) == (*CSV_COLUMNS, "role")
     assert all(r["view"] == r["flops"] == r["formula"] == r["nonfinite"] == "" for r in rows)
-    assert {r["role"] for r in rows} >= {"x", "context_heads", "merged"}
+    assert {r["role"] for r in rows} >= {"scores", "context_heads", "merged"}
+    assert "x" not in {r["role"] for r in rows}  # the note's Query is the query, not x (issue 31)
     assert rows[-1]["shape"] == "3x768"
     assert int(rows[-1]["bytes"]) == 3 * 768 * 8
 

@@ -146,3 +146,25 @@ def test_the_console_check_catches_errors(tmp_path: Path) -> None:
     _, console = render_in_browser(page, tmp_path)
     assert any('"probe"' in line for line in console)
     assert any("Uncaught ReferenceError" in line for line in console)
+
+
+def test_the_reports_heat_maps_have_visible_contrast_and_labels(tmp_path: Path) -> None:
+    """Issue 31: the heat maps are not blank, their darkest and lightest cells far apart, and
+    each cell holds its number up to 16 tokens."""
+    out = tmp_path / "report.html"
+    args = ["report", "--out", str(out), "--seq", "5", "--hidden", "32", "--heads", "4"]
+    assert runner.invoke(app, [*args, "--causal"]).exit_code == 0
+    page = out.read_text(encoding="utf-8")
+    assert page.count(">q4</text>") == 4  # token labels on every head
+    assert page.count(">1.00</text>") == 4  # query 0 sees key 0 alone: its weight in the cell
+    # the maps alone, with the report's style: the page's flow diagram is taller than a screen
+    start, end = page.index('<div class="heads">'), page.index("<h2>Costs</h2>")
+    maps = tmp_path / "maps.html"
+    maps.write_text(page[: page.index("<body>") + 6] + page[start:end] + "</body></html>", "utf-8")
+    image, console = render_in_browser(maps, tmp_path)
+    assert console == []
+    luminance = image @ np.array([0.2126, 0.7152, 0.0722])  # (rows, cols)
+    blue = (image[:, :, 2] - image[:, :, 0]) > 0.3
+    assert luminance[blue].min() < 0.25  # dark cells of the largest weights
+    tinted = (image[:, :, 2] - image[:, :, 0]) > 0.02
+    assert (tinted & (luminance > 0.65)).sum() > 200  # and light ones: visible contrast
