@@ -73,6 +73,14 @@ def test_recompute_and_grad_output_need_backward() -> None:
     assert "--algorithm flash" in err
 
 
+def test_backward_of_a_decode_step_is_one_line() -> None:
+    code, out, err = run_cli("run", *SIZES, "--backward", "--past", "4")
+    assert (code, out) == (2, "")
+    assert err.count("\n") == 1
+    assert "--past N" in err
+    assert "Traceback" not in err
+
+
 def test_check_reads_goldens_of_both_versions(tmp_path: Path) -> None:
     for extra, name in (((), "one.json"), (("--backward",), "two.json")):
         code, out, _ = run_cli("run", *SIZES, *extra, "--format", "json")

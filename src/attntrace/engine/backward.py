@@ -58,6 +58,7 @@ __all__ = [
 #: Variants whose backward is not written yet: ``--backward`` refuses them in one line.
 BACKWARD_REFUSED: dict[str, str] = {
     "flash": "--algorithm flash (its tiled backward)",
+    "past": "--past N (a decode step against a KV cache: training keeps none)",
 }
 
 
@@ -74,6 +75,7 @@ def check_backward(config: AttentionConfig) -> None:
     """
     on = {
         "flash": config.algorithm == "flash",
+        "past": config.past > 0,
     }
     for variant, is_on in on.items():
         if is_on:
