@@ -23,6 +23,10 @@ from attntrace.units import format_shape
 #: One config per variant the engine has, eager and flash (--algorithm flash tiles).
 VARIANTS: dict[str, AttentionConfig] = {
     "plain": AttentionConfig(seq=3, hidden=8, heads=2),
+    "decode": AttentionConfig(seq=2, past=5, hidden=8, heads=2, causal=True),
+    "decode_window_gqa": AttentionConfig(
+        seq=1, past=6, hidden=16, heads=4, kv_heads=2, causal=True, window=3, rope=True
+    ),
     "batched": AttentionConfig(batch=2, seq=3, hidden=8, heads=2),
     "causal": AttentionConfig(seq=4, hidden=8, heads=2, causal=True),
     "window": AttentionConfig(seq=5, hidden=8, heads=2, causal=True, window=2),
@@ -114,6 +118,28 @@ def test_every_step_of_every_variant_has_its_own_sentence_with_its_shape(
         text = words[step.name]
         assert format_shape(step.shape) in text, text
         assert "{" not in text, text  # every placeholder filled
+
+
+@pytest.mark.parametrize("lang", LANGS)
+def test_every_gradient_step_has_its_sentence_naming_what_it_is_the_gradient_of(
+    lang: str,
+) -> None:
+    trace = trace_attention(AttentionConfig(seq=3, hidden=8, heads=2), "shape", backward=True)
+    words = explain_trace(trace, check_lang(lang))
+    gradients = [s for s in trace.steps if s.phase == "backward"]
+    assert len(gradients) > 10
+    for step in gradients:
+        assert message_keys(trace.config, step) == ("backward",)
+        text = words[step.name]
+        assert step.name.removeprefix("d_") in text, text
+        assert format_shape(step.shape) in text, text
+
+
+def test_a_decode_step_says_what_the_cache_holds() -> None:
+    t = _trace(VARIANTS["decode"])
+    assert "the keys of the 5 earlier tokens" in explain_step(t, "k_cache")
+    assert "之前 5 个词的 K 向量" in explain_step(t, "k_cache", "zh")
+    assert "→ (2, 7, 4)" in explain_step(t, "k_all")
 
 
 def test_a_variant_adds_its_own_sentences() -> None:

@@ -159,6 +159,22 @@ MESSAGES: dict[str, str] = {
     "gives {note} (exp overflows to inf, inf/inf = nan). attntrace subtracts the row maximum "
     "first and gives {ours}.",
     # --- the interface -------------------------------------------------------------------------
+    # --- a decode step (--past N): the KV cache -------------------------------------------------
+    "k.past": "Swaps the token and head axes of the {S} new tokens' keys: each of the {g} key "
+    "heads holds a {S} × {d} matrix, which goes after the cache: {src} → {shape}.",
+    "v.past": "Swaps the token and head axes of the {S} new tokens' values: each of the {g} "
+    "value heads holds a {S} × {d} matrix, which goes after the cache: {src} → {shape}.",
+    "k_cache": "The key cache: the keys of the {P} earlier tokens, computed in earlier steps "
+    "and kept, one {P} × {d} matrix per key head: {shape}. Nothing is computed for them again.",
+    "v_cache": "The value cache: the values of the {P} earlier tokens, one {P} × {d} matrix "
+    "per value head: {shape}.",
+    "k_all": "Appends the {S} new keys after the {P} cached ones on the token axis: {in0} and "
+    "{in1} → {shape}. This is the cache after the step; the new tokens sit at positions {P} "
+    "and on.",
+    "v_all": "Appends the {S} new values after the {P} cached ones: {in0} and {in1} → {shape}.",
+    # --- the backward (--backward) ---------------------------------------------------------------
+    "backward": "Backward pass: the gradient of the loss with respect to {of}, the same shape "
+    "as {of}: {shape}, computed as {op}.",
     "ui.unknown": "{name} = {op}: {shape}, axes {axes}.",
     "ui.explanations": "what each step does",
     "ui.explanation": "explanation",

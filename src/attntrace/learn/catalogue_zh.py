@@ -126,6 +126,19 @@ MESSAGES: dict[str, str] = {
     "demo.overflow": "笔记里的 soft_max 直接计算 exp(z)：对 [1000, 1000] 这一行得到 {note}"
     "（exp 溢出为 inf，inf/inf = nan）。attntrace 先减去每行的最大值，得到 {ours}。",
     # --- 界面 ----------------------------------------------------------------------------------
+    # --- 解码一步（--past N）：KV 缓存 ---
+    "k.past": "交换 {S} 个新词的 K 的词和头两个维度：{g} 个 K 头各自拥有一个 {S} × {d} 的矩阵，"
+    "随后接到缓存后面：{src} → {shape}。",
+    "v.past": "交换 {S} 个新词的 V 的词和头两个维度：{g} 个 V 头各自拥有一个 {S} × {d} 的矩阵，"
+    "随后接到缓存后面：{src} → {shape}。",
+    "k_cache": "K 缓存（KV cache）：之前 {P} 个词的 K 向量，在前面的步骤中已经算好并保存，"
+    "每个 K 头一个 {P} × {d} 的矩阵：{shape}。不需要重新计算。",
+    "v_cache": "V 缓存：之前 {P} 个词的 V 向量，每个 V 头一个 {P} × {d} 的矩阵：{shape}。",
+    "k_all": "把 {S} 个新词的 K 沿词的维度拼接到缓存的 {P} 个 K 后面：{in0} 和 {in1} → {shape}。"
+    "这就是这一步之后的缓存；新词的位置从 {P} 开始。",
+    "v_all": "把 {S} 个新词的 V 拼接到缓存的 {P} 个 V 后面：{in0} 和 {in1} → {shape}。",
+    # --- 反向传播（--backward） ---
+    "backward": "反向传播：损失对 {of} 的梯度，形状与 {of} 相同：{shape}，计算方式为 {op}。",
     "ui.unknown": "{name} = {op}：{shape}，维度 {axes}。",
     "ui.explanations": "每一步做什么",
     "ui.explanation": "解释",

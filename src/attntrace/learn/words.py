@@ -91,7 +91,14 @@ def _main_key(config: AttentionConfig, step: Step) -> str:
         return f"{name}.full"
     if name == "masked" and "+ mask" in step.op:
         return "masked.additive"
-    return name
+    return _view_key(config, step)
+
+
+def _view_key(config: AttentionConfig, step: Step) -> str:
+    """The key of the decode step's k and v (--past) and of every gradient step (--backward)."""
+    if step.name in ("k", "v") and config.past:
+        return f"{step.name}.past"
+    return "backward" if step.phase == "backward" else step.name
 
 
 def _extra_keys(config: AttentionConfig, step: Step) -> tuple[str, ...]:
@@ -140,6 +147,7 @@ def step_facts(trace: Trace, step: Step) -> dict[str, object]:
         "inv_sqrt_d": number(1 / math.sqrt(d)),
         "scale": number(cfg.score_scale),
         "tiles": step.repeat,
+        "of": step.name.removeprefix("d_"),
     }
 
 
@@ -148,6 +156,7 @@ def _size_facts(cfg: AttentionConfig) -> dict[str, object]:
     facts: dict[str, object] = {
         "S": cfg.seq,
         "N": cfg.keys,
+        "P": cfg.cached,
         "H": cfg.hidden,
         "M": cfg.kv_hidden if cfg.kv_hidden is not None else cfg.hidden,
         "h": cfg.heads,
