@@ -3,9 +3,10 @@ so it cannot drift from ``attntrace --help``: the build fails when the page diff
 generation (as does tests/docs/test_command_reference.py; ``pytest tests/docs --update-golden`` or
 ``python docs/hooks/commands.py`` writes it again).
 
-Every command with its help (examples included), usage, and every option with its names, default,
-choices or type, and help, grouped by the panels ``--help`` shows. tests/docs/test_command_reference.py
-checks the page against the app; ``mkdocs build --strict`` (in .ci/run) builds it.
+Every command with its help (examples included), usage, and every option with its names,
+default, choices or type, and help, grouped by the panels ``--help`` shows.
+tests/docs/test_command_reference.py checks the page against the app; ``mkdocs build --strict``
+(in .ci/run) builds it.
 """
 
 from __future__ import annotations
@@ -123,30 +124,13 @@ def reference() -> str:
     return "\n".join(lines).rstrip("\n") + "\n"
 
 
-#: Guides that other branches are writing (issue 32's merge brings them): while one is missing,
-#: a one-line page stands in for it so that the nav and the links to it hold. Once every one
-#: exists, this table can go.
-PENDING = {
-    "guides/learning.md": "Learning attention",
-    "guides/your-code.md": "Your own code",
-    "guides/training.md": "Training",
-    "guides/serving.md": "Serving",
-}
-
-
 def on_files(files: Any, config: Any) -> Any:
-    """Refuse a reference page that differs from the program; add a stand-in for each pending
-    guide not written yet (mkdocs 1.6: ``File.generated``)."""
+    """Refuse a reference page that differs from the program."""
     from mkdocs.exceptions import PluginError
-    from mkdocs.structure.files import File
 
     page = files.get_file_from_path(PAGE)
     if page is None or page.content_string != reference():
         raise PluginError(f"docs/{PAGE} differs from the program: python docs/hooks/commands.py")
-    for path, title in PENDING.items():
-        if files.get_file_from_path(path) is None:
-            stand_in = f"# {title}\n\nThis guide arrives with the feature it describes.\n"
-            files.append(File.generated(config, path, content=stand_in))
     return files
 
 
