@@ -37,6 +37,7 @@ def test_every_command_option_default_and_choice_is_on_the_page() -> None:
         "report",
         "presets",
         "sweep",
+        "compare",
         "verify",
         "diff",
         "demo",
