@@ -216,12 +216,12 @@ def test_plot_flow_option_writes_the_file(tmp_path: Path) -> None:
 
 def test_the_readme_flow_picture_is_what_the_documented_command_draws() -> None:
     """docs/flow.svg (shown at the top of the README) cannot go stale."""
-    config = AttentionConfig(seq=8, hidden=64, heads=8, kv_heads=4, rope=True, causal=True)
+    config = AttentionConfig(seq=5, hidden=32, heads=4, kv_heads=2, rope=True, causal=True)
     committed = (REPO / "docs" / "flow.svg").read_text(encoding="utf-8")
     assert committed == render_flow_svg(trace_attention(config, "shape"))
     readme = (REPO / "README.md").read_text(encoding="utf-8")
     assert (
-        "--kv-heads 4 --rope --causal --seq 8 --hidden 64 --heads 8 --plot-flow docs/flow.svg"
+        "--kv-heads 2 --rope --causal --seq 5 --hidden 32 --heads 4 --plot-flow docs/flow.svg"
         in readme
     )
 
