@@ -114,3 +114,18 @@ def test_trace_explain_says_what_the_users_lines_do_with_their_sizes() -> None:
     code, out, err = run_cli("trace", notes, "--explain", "--format", "json")
     assert code == 2
     assert "trace --explain works with --format table" in err
+
+
+def test_lang_zh_writes_the_heat_maps_title_and_the_reports_headings(tmp_path: Path) -> None:
+    code, out, _ = run_cli("run", *SMALL, "--batch", "2", "--lang", "zh")
+    assert code == 0
+    assert "注意力权重，第 0 个样本的第 0 个头（行：查询，列：键；每行之和为 1）" in out
+    page = tmp_path / "r.html"
+    code, _, _ = run_cli("report", *SMALL, "--out", str(page), "--lang", "zh")
+    assert code == 0
+    html = page.read_text(encoding="utf-8")
+    assert '<html lang="zh">' in html
+    for heading in ("数据流", "步骤", "注意力权重", "计算量与内存", "配置"):
+        assert f"<h2>{heading}</h2>" in html
+    code, english, _ = run_cli("run", *SMALL, "--batch", "2")
+    assert "attention weights, head 0 of batch item 0 (rows: queries, columns: keys;" in english

@@ -6,6 +6,7 @@ import re
 from html.parser import HTMLParser
 from pathlib import Path
 
+import numpy as np
 from typer.testing import CliRunner
 
 from attntrace import AttentionConfig, trace_attention

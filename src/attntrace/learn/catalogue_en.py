@@ -175,6 +175,16 @@ MESSAGES: dict[str, str] = {
     # --- the backward (--backward) ---------------------------------------------------------------
     "backward": "Backward pass: the gradient of the loss with respect to {of}, the same shape "
     "as {of}: {shape}, computed as {op}.",
+    "ui.report_flow": "Data flow",
+    "ui.report_steps": "Steps",
+    "ui.report_weights": "Attention weights",
+    "ui.report_costs": "Costs",
+    "ui.report_config": "Config",
+    "ui.where_head": "head {head}",
+    "ui.where_item": "head {head} of batch item {item}",
+    "ui.weights_rule": "each row sums to 1",
+    "ui.weights_rule_masked": "masked keys: ·; each row sums to 1, or 0 if every key is masked",
+    "ui.weights_title": "attention weights, {where} (rows: queries, columns: keys; {rule})",
     "ui.unknown": "{name} = {op}: {shape}, axes {axes}.",
     "ui.explanations": "what each step does",
     "ui.explanation": "explanation",

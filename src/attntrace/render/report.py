@@ -43,10 +43,15 @@ figcaption { font-size: 12px; text-align: center; } .note { color: #666; font-si
 
 
 def render_report(
-    trace: Trace, *, batch_item: int = 0, count: str = "flops", explain: Lang | None = None
+    trace: Trace,
+    *,
+    batch_item: int = 0,
+    count: str = "flops",
+    explain: Lang | None = None,
+    lang: Lang = "en",
 ) -> str:
     """The whole page as one HTML document; ``explain`` (a language) adds what each step does
-    to the steps table.
+    to the steps table; ``lang`` writes the page's headings in that language.
 
     >>> from attntrace import AttentionConfig, trace_attention
     >>> page = render_report(trace_attention(AttentionConfig(seq=4, hidden=8, heads=2)))
@@ -54,6 +59,7 @@ def render_report(
     True
     """
     from attntrace import __version__
+    from attntrace.learn.lang import message
 
     title = f"attntrace: {describe(trace.config)}"
     body = [
@@ -61,21 +67,21 @@ def render_report(
         f'<p class="note">{escape(_sizes(trace))}; '
         f"{escape(trace.backend)} {escape(trace.config.dtype)}; "
         f"attntrace {escape(__version__)}</p>",
-        "<h2>Data flow</h2>",
+        f"<h2>{message('ui.report_flow', lang)}</h2>",
         render_flow_svg(trace),
-        "<h2>Steps</h2>",
+        f"<h2>{message('ui.report_steps', lang)}</h2>",
         _steps(trace, explain),
-        "<h2>Attention weights</h2>",
+        f"<h2>{message('ui.report_weights', lang)}</h2>",
         _heads(trace, batch_item),
-        "<h2>Costs</h2>",
+        f"<h2>{message('ui.report_costs', lang)}</h2>",
         _costs(trace, count),
         *_whole_model(trace, count),
         *_training(trace),
-        "<h2>Config</h2>",
+        f"<h2>{message('ui.report_config', lang)}</h2>",
         _config(trace),
     ]
     return (
-        '<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
+        f'<!DOCTYPE html>\n<html lang="{lang}">\n<head>\n<meta charset="utf-8">\n'
         f"<title>{escape(title)}</title>\n<style>{STYLE}</style>\n</head>\n<body>\n"
         + "\n".join(body)
         + "\n</body>\n</html>\n"

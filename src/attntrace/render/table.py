@@ -133,7 +133,7 @@ def trace_pieces(
         pieces += [NewLine(), whole]
     if (training := training_table(trace, tight=tight)) is not None:
         pieces += [NewLine(), training]
-    pieces += [NewLine(), *_attention(trace, head, batch_item, width, palette)]
+    pieces += [NewLine(), *_attention(trace, head, batch_item, width, palette, lang)]
     pieces += [Text(f"warning: {note}", "yellow") for note in trace.notes]
     if values:
         pieces += [NewLine(), *_values(trace, values_limit)]
@@ -601,13 +601,21 @@ def attention_view(
 
 
 def _attention(
-    trace: Trace, head: int, batch_item: int, width: int, palette: str = "truecolor"
+    trace: Trace,
+    head: int,
+    batch_item: int,
+    width: int,
+    palette: str = "truecolor",
+    lang: Lang = "en",
 ) -> list[RenderableType]:
     """The parts of :func:`attention_view`: a title and a heat map (and a summary when
     pooled), or one line saying why there is none."""
     from rich.text import Text
 
-    where = f"head {head}" + (f" of batch item {batch_item}" if trace.config.batched else "")
+    from attntrace.learn.lang import message
+
+    key = "ui.where_item" if trace.config.batched else "ui.where_head"
+    where = message(key, lang, head=head, item=batch_item)
     if "weights" not in trace:
         algorithm = trace.config.algorithm
         why = f"never formed whole by --algorithm {algorithm} (tile by tile)"
@@ -621,14 +629,10 @@ def _attention(
     assert matrix is not None
     masked = trace["masked"].part(index) if "masked" in trace else None  # (S, N): -inf where masked
     hidden = None if masked is None else masked == float("-inf")  # (S, N)
-    rule = (
-        "each row sums to 1"
-        if hidden is None
-        else "masked keys: ·; each row sums to 1, or 0 if every key is masked"
-    )
+    rule = message("ui.weights_rule" if hidden is None else "ui.weights_rule_masked", lang)
     if max(matrix.shape) <= HEATMAP_MAX_SEQ:
         full = pool(matrix, matrix.shape[0], matrix.shape[1], hidden)
-        title = f"attention weights, {where} (rows: queries, columns: keys; {rule})"
+        title = message("ui.weights_title", lang, where=where, rule=rule)
         return _heatmap(full, title, palette)
     pooled = fit_pool(matrix, hidden, width)
     sizes = f"{pooled.values.shape[0]}x{pooled.values.shape[1]} blocks"

@@ -93,7 +93,10 @@ def report(
         training=training_options(backward, False, None),
     )
     trace = with_whole_model(trace, layers, model)
-    words = check_lang(lang.value if lang is not None else None) if explain else None
-    page = render_report(trace, batch_item=batch_item, count=count.value, explain=words)
+    language = check_lang(lang.value if lang is not None else None)
+    words = language if explain else None
+    page = render_report(
+        trace, batch_item=batch_item, count=count.value, explain=words, lang=language
+    )
     write_output(out, page.encode("utf-8"))
     typer.echo(f"wrote {plain(out)}")
