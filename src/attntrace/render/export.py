@@ -32,6 +32,7 @@ def record(draw: Callable[[Console], None], width: int = EXPORT_WIDTH) -> Consol
         force_terminal=True,
         legacy_windows=False,
         emoji=False,
+        force_jupyter=False,  # in a notebook too: record the text, display nothing
     )
     draw(console)
     return console

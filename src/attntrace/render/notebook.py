@@ -8,7 +8,6 @@ styles inline). Never an ANSI escape, never a script, nothing fetched.
 
 from __future__ import annotations
 
-import io
 import sys
 from collections.abc import Callable
 from html import escape
@@ -72,17 +71,9 @@ def show(obj: object, *, explain: bool = False, lang: str | None = None) -> None
 
 def rich_html(draw_on: Callable[[Console], None], width: int = 110) -> str:
     """What ``draw_on`` prints on a console, as a ``<pre>`` with the colours inline."""
-    from rich.console import Console
+    from attntrace.render.export import record
 
-    console = Console(
-        record=True,
-        file=io.StringIO(),
-        width=width,
-        color_system="truecolor",
-        force_terminal=True,
-        force_jupyter=False,
-    )
-    draw_on(console)
+    console = record(draw_on, width)
     return console.export_html(inline_styles=True, code_format=PRE)
 
 
