@@ -52,7 +52,7 @@ def explain_list(trace: Trace, lang: Lang = "en") -> str:
     """A heading and one bullet per step: its name and what it does, with this run's numbers.
 
     >>> from attntrace import AttentionConfig, trace_attention
-    >>> print(explain_list(trace_attention(AttentionConfig(), "shape")).splitlines()[4])
+    >>> print(explain_list(trace_attention(AttentionConfig(), "shape")).splitlines()[3])
     - **q_proj**: Multiplies each token's 768 numbers by the weight w_q (one linear layer \
 for every token at once) to make its query, what the token looks for: (3, 768) → (3, 768).
     """

@@ -617,13 +617,12 @@ def _attention(
     key = "ui.where_item" if trace.config.batched else "ui.where_head"
     where = message(key, lang, head=head, item=batch_item)
     if "weights" not in trace:
-        algorithm = trace.config.algorithm
-        why = f"never formed whole by --algorithm {algorithm} (tile by tile)"
-        return [Text(f"attention weights, {where}: {why}", "dim")]
+        why = message("ui.weights_tiled", lang, algorithm=trace.config.algorithm)
+        return [Text(message("ui.weights_none", lang, where=where, why=why), "dim")]
     step = trace["weights"]
     if not step.has_values:
-        why = f"no values on the {trace.backend} backend"
-        return [Text(f"attention weights, {where}: {why}", "dim")]
+        why = message("ui.weights_no_values", lang, backend=trace.backend)
+        return [Text(message("ui.weights_none", lang, where=where, why=why), "dim")]
     index = (batch_item, head) if trace.config.batched else (head,)
     matrix = step.part(index)  # (S, N): of a recipe, this head's alone
     assert matrix is not None
