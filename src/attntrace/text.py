@@ -16,6 +16,26 @@ warnings) and :func:`plain` for everything else (the one-line error on stderr, J
 
 from __future__ import annotations
 
+import os
+from collections.abc import Mapping
+
+#: The environment variables that name the locale, strongest first (as POSIX reads them).
+LOCALE_VARIABLES = ("LC_ALL", "LC_MESSAGES", "LANG")
+
+
+def locale_is_chinese(environ: Mapping[str, str] | None = None) -> bool:
+    """Whether the locale is Chinese (``zh_CN.UTF-8``, ``zh_TW``…): the first of LC_ALL,
+    LC_MESSAGES, LANG that is set and not empty decides.
+
+    >>> locale_is_chinese({"LANG": "zh_CN.UTF-8"}), locale_is_chinese({"LC_ALL": "C", "LANG": "zh"})
+    (True, False)
+    """
+    env = os.environ if environ is None else environ
+    for name in LOCALE_VARIABLES:
+        if value := env.get(name, ""):
+            return value.lower().startswith("zh")
+    return False
+
 
 def plain(s: object) -> str:
     """``s`` as a string with every non-printable character escaped (no markup escaping).

@@ -421,3 +421,27 @@ def test_a_commands_prose_flows_to_the_width_and_its_examples_stay_whole(
     narrow = [line.strip() for line in page]
     for example in _example_lines(name):
         assert example in narrow, (name, example)  # not broken across two lines
+
+
+@pinned_versions  # other versions: Typer draws the help, in English
+def test_a_chinese_locale_gets_the_summaries_in_the_notes_chinese() -> None:
+    """Issue 31: the first line of every command in ``attntrace --help`` follows the locale
+    (the help attntrace draws itself, with the Typer and Rich it was verified against)."""
+    from attntrace.cli.root import SUMMARIES_ZH
+
+    assert list(SUMMARIES_ZH) == list(COMMANDS)
+    for lang, expected, absent in (
+        ("zh_CN.UTF-8", SUMMARIES_ZH, COMMANDS["run"].summary),
+        ("C.UTF-8", {name: spec.summary for name, spec in COMMANDS.items()}, SUMMARIES_ZH["run"]),
+    ):
+        env = {**os.environ, "LANG": lang, "LC_ALL": "", "LC_MESSAGES": "", "COLUMNS": "200"}
+        out = subprocess.run(
+            [sys.executable, "-m", "attntrace", "--help"],
+            capture_output=True,
+            text=True,
+            env=env,
+            check=True,
+        ).stdout
+        for summary in expected.values():
+            assert summary in out, (lang, summary)
+        assert absent not in out

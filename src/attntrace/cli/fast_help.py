@@ -25,7 +25,7 @@ from collections.abc import Callable, Sequence
 from math import ceil
 from typing import TYPE_CHECKING
 
-from attntrace.cli.root import COMMANDS, PAGE, Option, Page
+from attntrace.cli.root import COMMANDS, PAGE, Option, Page, command_summary
 
 if TYPE_CHECKING:
     import typer._click as click
@@ -607,5 +607,6 @@ def draw_page(page: Page, commands: Sequence[tuple[str, str]]) -> str:
 
 def print_root_help() -> None:
     """Write ``attntrace --help`` to stdout from :mod:`attntrace.cli.root` alone: no Typer."""
-    sys.stdout.write(draw_page(PAGE, [(name, spec.summary) for name, spec in COMMANDS.items()]))
+    summaries = [(name, command_summary(name, spec.summary)) for name, spec in COMMANDS.items()]
+    sys.stdout.write(draw_page(PAGE, summaries))
     sys.stdout.write("\n")  # where click echoes its (empty) help formatter after format_help

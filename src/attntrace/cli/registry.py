@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from typer import _click as click
 from typer.core import TyperGroup
 
-from attntrace.cli.root import COMMANDS, CommandSpec
+from attntrace.cli.root import COMMANDS, CommandSpec, command_summary
 
 if TYPE_CHECKING:
     import typer
@@ -155,7 +155,7 @@ class AttntraceGroup(TyperGroup):
         summaries = [
             (
                 name,
-                COMMANDS[name].summary
+                command_summary(name, COMMANDS[name].summary)
                 if name in COMMANDS
                 else (built[name].short_help or built[name].help or "").split("\n\n")[0],
             )

@@ -137,6 +137,34 @@ COMMANDS: dict[str, CommandSpec] = {
 }
 
 
+#: The summaries of ``attntrace --help`` in the study notes' Chinese, shown when the locale is
+#: Chinese (LC_ALL, LC_MESSAGES, LANG: zh_*); tests/cli/test_help.py keeps their commands those
+#: of COMMANDS. Each command's own --help stays as its docstring says.
+SUMMARIES_ZH: dict[str, str] = {
+    "run": "运行多头注意力，打印每一步的形状。",
+    "trace": "运行你自己的注意力代码，打印你的文件里每个张量运算的形状。",
+    "check": "检查一次追踪的形状：与预期不符时退出码为 1。",
+    "report": "写出一个独立的 HTML 页面：步骤、数据流图、热力图、计算量、配置。",
+    "presets": "列出 --preset 认识的真实模型及其注意力尺寸。",
+    "sweep": "在多种尺寸下比较 FLOPs、分数矩阵字节数和峰值内存，eager 与 flash 并列。",
+    "compare": "把两种配置并排比较：形状或运算变化的步骤、FLOPs、字节数。",
+    "verify": "与 PyTorch 自己的注意力对比检查；超出容差时退出码为 1。",
+    "diff": "用相同的权重和输入，把你的注意力与参考实现并排运行，并指出 bug。",
+    "demo": "逐步演示学习笔记中 3×3 的例子：先不缩放，再缩放。",
+}
+
+
+def command_summary(name: str, summary: str) -> str:
+    """The summary of command ``name`` for ``attntrace --help``: Chinese when the locale is.
+
+    >>> command_summary("run", "Run it.") in ("Run it.", SUMMARIES_ZH["run"])
+    True
+    """
+    from attntrace.text import locale_is_chinese
+
+    return SUMMARIES_ZH.get(name, summary) if locale_is_chinese() else summary
+
+
 #: The top-level help page as Typer's group describes it (tests/cli/test_help.py compares the two):
 #: the root callback's ``--version``, Typer's completion options, and the help option.
 PAGE = Page(

@@ -6,17 +6,15 @@ around them change.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 from typing import Literal
 
 from attntrace.errors import ConfigError
+from attntrace.text import locale_is_chinese
 
 Lang = Literal["en", "zh"]
 #: The languages of the catalogues, the first the fallback.
 LANGS: tuple[Lang, ...] = ("en", "zh")
-#: The environment variables that name the locale, strongest first (as POSIX reads them).
-LOCALE_VARIABLES = ("LC_ALL", "LC_MESSAGES", "LANG")
 
 
 def default_lang(environ: Mapping[str, str] | None = None) -> Lang:
@@ -28,11 +26,7 @@ def default_lang(environ: Mapping[str, str] | None = None) -> Lang:
     >>> default_lang({})
     'en'
     """
-    env = os.environ if environ is None else environ
-    for name in LOCALE_VARIABLES:
-        if value := env.get(name, ""):
-            return "zh" if value.lower().startswith("zh") else "en"
-    return "en"
+    return "zh" if locale_is_chinese(environ) else "en"
 
 
 def check_lang(lang: str | None) -> Lang:
