@@ -109,7 +109,8 @@ def draw(obj: object, console: Console, *, explain: bool = False, lang: Lang = "
     else:
         from attntrace.render.sweep_view import sweep_view
 
-        console.print(sweep_view(cast("list[SweepPoint]", list(obj))))  # type: ignore[call-overload]
+        points = cast("list[SweepPoint]", list(obj))  # type: ignore[call-overload]
+        console.print(sweep_view(points))
 
 
 def check_shown(obj: object) -> None:

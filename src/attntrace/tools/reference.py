@@ -303,7 +303,9 @@ def _mha(
     x = t["x"]  # (B, S, H) or (S, H): MHA takes both
     kv = t["x_kv"] if config.cross else x
     mask = _mha_mask(config, attn_mask, is_causal)
-    return mha(x, kv, kv, attn_mask=mask, need_weights=True, average_attn_weights=False)  # type: ignore[no-any-return]
+    return mha(  # type: ignore[no-any-return]
+        x, kv, kv, attn_mask=mask, need_weights=True, average_attn_weights=False
+    )
 
 
 def mha_query_factor(config: AttentionConfig) -> float:
