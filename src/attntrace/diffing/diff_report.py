@@ -30,6 +30,7 @@ if TYPE_CHECKING:  # the machinery is imported when a diff runs: import attntrac
     import numpy as np
 
     from attntrace.diffing.align import Row
+    from attntrace.diffing.backward_diff import GradientReport
     from attntrace.diffing.diagnose import Diagnosis
     from attntrace.diffing.layer import Layer
     from attntrace.tools.verify import Tolerance
@@ -42,6 +43,7 @@ __all__ = [
     "probe_sizes",
     "resolve_layer",
     "run_diff",
+    "with_gradients",
 ]
 
 #: The ``schema`` value of :meth:`DiffReport.to_dict`.
@@ -59,6 +61,7 @@ class DiffReport:
     rows: tuple[Row, ...]
     diagnosis: Diagnosis | None
     notes: tuple[str, ...] = ()  # how the code was run ("run in eval mode (dropout off)")
+    backward: GradientReport | None = None  # the gradients compared (diff --backward)
 
     def __repr__(self) -> str:
         first = self.first
@@ -73,8 +76,9 @@ class DiffReport:
 
     @property
     def ok(self) -> bool:
-        """True when every step the user's code makes matches the reference."""
-        return all(r.ok for r in self.rows)
+        """True when every step the user's code makes matches the reference (and, with
+        ``backward``, every gradient)."""
+        return all(r.ok for r in self.rows) and (self.backward is None or self.backward.ok)
 
     @property
     def first(self) -> Row | None:
@@ -97,6 +101,7 @@ class DiffReport:
             "rows": [_row_dict(r) for r in self.rows],
             "diagnosis": None if d is None else {k: _finite(v) for k, v in asdict(d).items()},
             "notes": list(self.notes),
+            **({} if self.backward is None else {"backward": self.backward.to_dict()}),
         }
 
 
@@ -127,12 +132,14 @@ def diff(
     *,
     x: np.ndarray | None = None,
     max_memory: int | None = None,
+    backward: bool = False,
 ) -> DiffReport:
     """Run ``target`` (an ``nn.Module`` or a function ``fn(x, params)``, see
     :mod:`attntrace.diffing.layer`) beside the reference attention of ``config`` with the same
     weights and input ``x`` (seeded when None), and diagnose the first step that differs.
     A module's own sizes (its weights, ``num_heads`` …) fill in and must agree with ``config``;
     ``x`` gives the batch and sequence length. ``max_memory``: see :func:`check_diff_memory`.
+    ``backward``: the gradients too (:mod:`attntrace.diffing.backward_diff`).
 
     A module is put in eval mode (dropout off; the report's notes say so) and must give the
     same output on two calls on the same x.
@@ -145,7 +152,28 @@ def diff(
 
     layer = as_layer(target, **probe_sizes(options["seq"], options["batch"], x))
     cfg, tensors = resolve_layer(layer, options, given, x)
-    return run_diff(layer, cfg, tensors, max_memory=max_memory)
+    report = run_diff(layer, cfg, tensors, max_memory=max_memory)
+    return with_gradients(report, layer, tensors) if backward else report
+
+
+def with_gradients(report: DiffReport, layer: Layer, tensors: dict[str, Any]) -> DiffReport:
+    """``report`` with its ``backward`` section (``tensors``: x and the weights the diff ran
+    with, before their cast to the config's dtype): :mod:`attntrace.diffing.backward_diff`."""
+    import numpy as np
+
+    from attntrace.diffing.backward_diff import compare_gradients
+
+    cfg = report.config
+    cast = {k: None if v is None else np.asarray(v).astype(cfg.dtype) for k, v in tensors.items()}
+    section = compare_gradients(
+        layer,
+        cfg,
+        cast,
+        report.tolerance,
+        forward_ok=all(r.ok for r in report.rows),
+        normed=None if layer.prenorm is None else lambda x: _normed(layer, cfg, x),
+    )
+    return replace(report, backward=section)
 
 
 def probe_sizes(seq: int, batch: int | None, x: np.ndarray | None) -> dict[str, Any]:

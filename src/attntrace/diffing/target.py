@@ -9,7 +9,13 @@ from pathlib import Path
 from typing import Any
 
 from attntrace.config.attention_config import AttentionConfig
-from attntrace.diffing.diff_report import DiffReport, probe_sizes, resolve_layer, run_diff
+from attntrace.diffing.diff_report import (
+    DiffReport,
+    probe_sizes,
+    resolve_layer,
+    run_diff,
+    with_gradients,
+)
 from attntrace.diffing.layer import as_layer
 from attntrace.errors import AttntraceError, ConfigError
 
@@ -21,10 +27,11 @@ def diff_target(
     typed: set[str],
     input_file: Path | None,
     max_memory: int | None = None,
+    backward: bool = False,
 ) -> DiffReport:
     """Load ``text`` (FILE.py:NAME or package.module:NAME), build it with ``init``, and diff it
     under ``config`` (``typed``: the options the user gave, which the module must agree with;
-    ``max_memory``: the --max-memory budget in bytes)."""
+    ``max_memory``: the --max-memory budget in bytes; ``backward``: the gradients too)."""
     from attntrace.capturing.runner import TargetError, parse_init, parse_target, user_message
 
     spec = parse_target(text)
@@ -42,7 +49,8 @@ def diff_target(
     cfg, tensors = resolve_layer(
         layer, options, {"head_dim" if t == "head_dim_override" else t for t in typed}, x
     )
-    return run_diff(layer, cfg, tensors, max_memory=max_memory)
+    report = run_diff(layer, cfg, tensors, max_memory=max_memory)
+    return with_gradients(report, layer, tensors) if backward else report
 
 
 def _build(
@@ -88,6 +96,7 @@ def diff_in_child(
     view: dict[str, Any],
     timeout: float,
     prints: Any = None,
+    backward: bool = False,
 ) -> dict[str, Any] | str:
     """:func:`diff_target` run in a child process (time limit ``timeout``, memory limit
     ``max_memory`` or the default budget), the report rendered there as ``view`` asks
@@ -106,6 +115,7 @@ def diff_in_child(
         "input_file": None if input_file is None else str(input_file),
         "max_memory": max_memory,
         "view": view,
+        "backward": backward,
     }
     result = run_in_child(
         request,
@@ -137,6 +147,7 @@ def _prepare_diff(request: Mapping[str, Any]) -> Callable[[Callable[..., None]],
             set(request["typed"]),
             input_file,
             request["max_memory"],
+            bool(request.get("backward", False)),
         )
         return {"text": _render(report, view), "ok": report.ok}
 

@@ -233,6 +233,7 @@ def trace_attention(
             grad_output=grad_output,
             keep_values=keep_values,
             recompute=recompute,
+            mistaken=replace,
         )
     for note in trace.notes:
         if not note.startswith(NONFINITE_NOTE):  # non-finite values are reported by the note alone

@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 from attntrace.backends.base import Backend, Source
 from attntrace.engine.costs import peak_live_bytes
 from attntrace.engine.inputs import normal_source, param_axes
-from attntrace.engine.recorder import Recorder
+from attntrace.engine.recorder import Recorder, StepReplacement
 from attntrace.engine.relative import relative_sources
 from attntrace.errors import ConfigError
 from attntrace.trace import Training
@@ -135,10 +135,13 @@ def backward_steps(
     *,
     d_output: np.ndarray | None = None,
     keep_values: bool | Collection[str] = True,
+    mistaken: Mapping[str, StepReplacement] | None = None,
 ) -> tuple[Step, ...]:
     """The backward steps of ``forward`` (a trace whose saved steps kept their values on a
     computing backend), from ``d_output`` (default: standard normal drawn from the seed),
-    keeping the values of ``keep_values`` (True, False or step names).
+    keeping the values of ``keep_values`` (True, False or step names). ``mistaken`` maps
+    gradient names (``d_scaled`` …) to a mistaken computation, called with the values done so
+    far, the forward's included (``attntrace diff --backward`` names a backward bug with it).
 
     >>> from attntrace import AttentionConfig, trace_attention
     >>> from attntrace.backends import get_backend
@@ -152,7 +155,7 @@ def backward_steps(
     config = forward.config
     check_backward(config)
     keep = keep_values if be.computes else False
-    rec: Recorder[T] = Recorder(be, config, keep)
+    rec: Recorder[T] = Recorder(be, config, keep, replace=_with_forward(forward, mistaken))
     fwd = {s.name: _tensor(be, s) for s in forward.steps if s.name in _READ}
     fwd |= {p.name: _tensor(be, p) for p in forward.parameters}
     fwd |= {name: be.tensor(source) for name, source in relative_sources(config).items()}
@@ -171,6 +174,23 @@ def backward_steps(
     mask = next((s for s in forward.steps if s.name == "mask"), None)
     _backward(chain, cast("Backend[T]", rec.meter), rec, d_out, mask=mask)
     return rec.finish()
+
+
+def _with_forward(
+    forward: Trace, mistaken: Mapping[str, StepReplacement] | None
+) -> dict[str, StepReplacement]:
+    """The gradient replacements of ``mistaken``, each given the forward's values beside the
+    backward's (a mistaken softmax backward reads ``weights``)."""
+    wanted = {name: f for name, f in (mistaken or {}).items() if name.startswith("d_")}
+    if not wanted:
+        return {}
+    values = {s.name: s.value for s in forward.steps if s.value is not None}
+    values |= {p.name: p.value for p in forward.parameters if p.value is not None}
+
+    def wrap(f: StepReplacement) -> StepReplacement:
+        return lambda done, value: f({**values, **done}, value)
+
+    return {name: wrap(f) for name, f in wanted.items()}
 
 
 #: The forward steps (and views) whose values the backward reads.
@@ -501,6 +521,7 @@ def with_backward(
     grad_output: np.ndarray | None = None,
     keep_values: bool | Collection[str] = True,
     recompute: bool = False,
+    mistaken: Mapping[str, StepReplacement] | None = None,
 ) -> Trace:
     """``forward`` with its backward steps after its own, its saved steps marked and the
     figures of :class:`~attntrace.trace.Training` (``flash``: the shape trace of the same
@@ -512,7 +533,9 @@ def with_backward(
     >>> t["d_x"].phase, t["weights"].saved, t.training.saved_bytes
     ('backward', True, 768)
     """
-    bwd = backward_steps(forward, be, d_output=grad_output, keep_values=keep_values)
+    bwd = backward_steps(
+        forward, be, d_output=grad_output, keep_values=keep_values, mistaken=mistaken
+    )
     config, names = forward.config, forward.names
     bool_mask = "mask" in forward and forward["mask"].dtype == "bool"
     eager = set(saved_names(config, names, bool_mask))

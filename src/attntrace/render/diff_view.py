@@ -51,6 +51,10 @@ def render_diff(report: DiffReport, console: Console) -> None:
         console.print(Text(plain(note), style="dim"))
     console.print(diff_table(report, console.width))
     console.print(diagnosis_text(report))
+    if report.backward is not None:  # diff --backward
+        from attntrace.render.gradient_view import render_gradients
+
+        render_gradients(report.backward, report.config.dtype, console)
 
 
 def diff_table(report: DiffReport, width: int = 200) -> Table:
@@ -118,7 +122,7 @@ def _user_cells(row: Row, line_only: bool = False) -> tuple[Text | str, ...]:
 
 def diagnosis_text(report: DiffReport) -> Text:
     """The verdict: every step matches, or the first divergence with the bug, line and fix."""
-    if report.ok:
+    if all(r.ok for r in report.rows):  # the gradients have their own verdict
         shown = sum(r.status == MATCH for r in report.rows)
         return Text(
             f"MATCH: all {shown} steps the code makes agree with the reference within the "

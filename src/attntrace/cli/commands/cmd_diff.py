@@ -60,6 +60,15 @@ Timeout = Annotated[
         show_default=False,
     ),
 ]
+DiffBackward = Annotated[
+    bool,
+    typer.Option(
+        "--backward",
+        help="Also the gradients: your code run backward (autograd, or your own "
+        "autograd.Function) from the reference's d_output; d_x and each weight's gradient "
+        "compared, the first that differs and the backward bug named.",
+    ),
+]
 
 
 @app.command(epilog=EPILOG)
@@ -77,6 +86,7 @@ def diff(
     fmt: Fmt = DiffFormat.table,
     output_file: opt.DocumentFile = None,  # written by cli_errors: to_document
     timeout: Timeout = 60.0,
+    backward: DiffBackward = False,
     no_color: opt.NoColor = False,
     model: dict[str, Any],
 ) -> None:
@@ -128,6 +138,7 @@ def diff(
             view=view,
             timeout=timeout,
             prints=sys.stderr,
+            backward=backward,
         )
     except ChildError as exc:
         raise fail(str(exc), exc.code) from None
