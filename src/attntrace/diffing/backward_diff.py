@@ -133,14 +133,22 @@ def compare_gradients(
     tol: Tolerance,
     *,
     forward_ok: bool,
+    own_layout: bool = False,
     normed: Callable[[np.ndarray], np.ndarray] | None = None,
 ) -> GradientReport:
     """The user's gradients against the reference's backward (``tensors``: x as the code is
     called on it and the weights, as :func:`~attntrace.diffing.diff_report.run_diff` used
     them; ``normed``: the module's own pre-norm, which the reference starts after). Skipped,
-    with the reason, for numpy code (no autograd) and when the forward already differs."""
+    with the reason, for numpy code (no autograd), when the forward already differs and when
+    it was compared with the module's own layout (``own_layout``: x-transformers' tiled kv
+    heads, which the reference's backward does not write)."""
     if not forward_ok:
         return GradientReport(skipped="the forward differs: fix it first, then compare gradients")
+    if own_layout:
+        return GradientReport(
+            skipped="the forward was compared with the module's own layout of the kv heads; "
+            "the reference's backward repeats them its own way"
+        )
     if layer.flavour != "torch":
         return GradientReport(
             skipped=f"{layer.name} is numpy code: no autograd to run its backward"

@@ -171,6 +171,7 @@ def with_gradients(report: DiffReport, layer: Layer, tensors: dict[str, Any]) ->
         cast,
         report.tolerance,
         forward_ok=all(r.ok for r in report.rows),
+        own_layout=any(n.startswith("compared with its own layout") for n in report.notes),
         normed=None if layer.prenorm is None else lambda x: _normed(layer, cfg, x),
     )
     return replace(report, backward=section)

@@ -5,6 +5,11 @@ Each step is a box with its name, shape and named axes, one row per depth (the l
 ``x``) and one lane per path: x branches into the q, k and v lanes, which meet again at the
 scores and the context. Views (no new memory) have a dashed border; the steps of the flash
 algorithm's tile loop sit inside a loop frame that says how many times they run.
+
+With ``--backward`` the gradient steps follow below the forward's, in their own rows counted
+from ``d_output`` and in the lane of what they are the gradient of (``d_q`` under ``q``,
+``d_w_k`` under the k lane), drawn in red; the forward steps a gradient reads (what the forward
+keeps for the backward) reach it by a dashed arrow.
 """
 
 from __future__ import annotations
@@ -59,12 +64,14 @@ def layout(trace: Trace) -> list[Box]:
             )
         return depth[name]
 
-    for step in trace.steps:
+    forward = [s for s in trace.steps if s.phase != "backward"]
+    for step in forward:
         depth_of(step.name)
-    for step in trace.steps[1:]:  # a side input (mask, rope tables): just above its first use
-        users = [depth[s.name] for s in trace.steps if step.name in inputs(trace, s)]
+    for step in forward[1:]:  # a side input (mask, rope tables): just above its first use
+        users = [depth[s.name] for s in forward if step.name in inputs(trace, s)]
         if not any(i in trace for i in inputs(trace, step)) and users:
             depth[step.name] = min(users) - 1
+    depth |= _backward_rows(trace, 1 + max(depth.values(), default=-1))
     taken: set[tuple[int, int]] = set()
     boxes = []
     for step in trace.steps:
@@ -76,17 +83,37 @@ def layout(trace: Trace) -> list[Box]:
     return boxes
 
 
+def _backward_rows(trace: Trace, first: int) -> dict[str, int]:
+    """The rows of the gradient steps: from ``first`` (below the forward), each one below the
+    gradients it is made from (the forward steps it reads do not push it down)."""
+    rows: dict[str, int] = {}
+    for step in trace.steps:
+        if step.phase == "backward":
+            made_from = [rows[i] for i in inputs(trace, step) if i in rows]
+            rows[step.name] = 1 + max(made_from) if made_from else first
+    return rows
+
+
 #: Buffers that a later step writes into (flash: each finished query block lands in context).
 _WRITTEN_BY = {"context": "o_block"}
 
 
 def inputs(trace: Trace, step: Step) -> tuple[str, ...]:
-    """The steps ``step`` is made from, plus the step that fills it when it is a buffer."""
+    """The steps ``step`` is made from, plus the step that fills it when it is a buffer; a
+    bias's gradient (``d_b_q``, a sum over rows of what its weight's gradient reads) is made
+    from that same gradient (``d_q_proj``)."""
+    if step.name.startswith("d_b_") and not step.inputs:
+        weight = f"d_w_{step.name[4:]}"
+        return trace[weight].inputs[:1] if weight in trace else ()
     writer = _WRITTEN_BY.get(step.name, "")
     return (*step.inputs, writer) if writer in trace and writer not in step.inputs else step.inputs
 
 
 def _lane(name: str) -> int:
+    if name.startswith(("d_w_", "d_b_")):  # a parameter's gradient: its projection's lane
+        return _LANES.get(name[4], _CENTRE)
+    if name.startswith("d_"):  # a gradient: the lane of what it is the gradient of
+        return _lane(name[2:])
     if name in (
         "x",
         "scores",
@@ -146,22 +173,26 @@ def _edge(src: Box, dst: Box) -> str:
     x2, y2 = dst.x + BOX_W // 2, dst.y
     mid = (y1 + y2) // 2 if dst.row == src.row + 1 else y2 - GAP_Y // 2
     path = f"M {x1} {y1} V {mid} H {x2} V {y2}" if x1 != x2 else f"M {x1} {y1} V {y2}"
+    kept = src.step.phase != "backward" and dst.step.phase == "backward"  # read by the backward
+    style = ' stroke-dasharray="4 3" opacity="0.55"' if kept else ""
     return (
         f'<path class="edge" data-from="{escape(src.step.name)}" '
         f'data-to="{escape(dst.step.name)}" d="{path}" '
-        'fill="none" stroke="#555" stroke-width="1.3" marker-end="url(#arrow)"/>'
+        f'fill="none" stroke="#555" stroke-width="1.3"{style} marker-end="url(#arrow)"/>'
     )
 
 
 def _box(b: Box) -> str:
     s = b.step
-    fill = "#eef4fb" if not s.view else "#ffffff"
+    back = s.phase == "backward"  # a gradient: red, as the backward path
+    fill = "#ffffff" if s.view else "#fbeeee" if back else "#eef4fb"
+    stroke = "#a83b3b" if back else "#3b6ea8"
     dash = ' stroke-dasharray="5 3"' if s.view else ""
     cx = b.x + BOX_W // 2
     return (
         f'<g class="step" data-name="{escape(s.name)}">'
         f'<rect x="{b.x}" y="{b.y}" width="{BOX_W}" height="{BOX_H}" rx="6" fill="{fill}"'
-        ' stroke="#3b6ea8"'
+        f' stroke="{stroke}"'
         f' stroke-width="1.4"{dash}/>'
         f'<text x="{cx}" y="{b.y + 18}" text-anchor="middle" font-size="13" font-weight="bold"'
         ' fill="#1b2a3a">'
