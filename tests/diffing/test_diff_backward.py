@@ -241,3 +241,19 @@ def test_cli_backward_json_and_exit_codes(tmp_path: Path) -> None:
     assert bad.exit_code == 1, bad.output
     assert "DIFFERS from gradient d_w_q" in bad.output
     assert "the backward leaves out the scale" in bad.output
+
+
+def test_a_weight_diff_filled_in_is_not_compared() -> None:
+    """BERT's self-attention has no output projection: diff fills w_o in, so d_w_o is named in
+    the notes instead of compared; the rest match."""
+    pytest.importorskip("transformers")
+    from attntrace.capturing.library import build, find_class
+
+    torch.manual_seed(0)
+    module = build(find_class("transformers", "BertSelfAttention"), {}, {"hidden": 64, "heads": 4})
+    report = diff(module, AttentionConfig(batch=2, seq=5, hidden=64, heads=4), backward=True)
+    assert report.ok
+    assert report.backward is not None
+    assert any(n.startswith("d_w_o not compared") for n in report.backward.notes)
+    assert "d_w_o" not in {r.name for r in report.backward.rows}
+    assert {"d_w_q", "d_x"} <= {r.name for r in report.backward.rows}
