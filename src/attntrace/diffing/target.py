@@ -9,13 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from attntrace.config.attention_config import AttentionConfig
-from attntrace.diffing.diff_report import (
-    DiffReport,
-    probe_sizes,
-    resolve_layer,
-    run_diff,
-    with_gradients,
-)
+from attntrace.diffing.diff_report import DiffReport, probe_sizes, resolve_layer, run_diff
 from attntrace.diffing.layer import as_layer
 from attntrace.errors import AttntraceError, ConfigError
 
@@ -50,7 +44,11 @@ def diff_target(
         layer, options, {"head_dim" if t == "head_dim_override" else t for t in typed}, x
     )
     report = run_diff(layer, cfg, tensors, max_memory=max_memory)
-    return with_gradients(report, layer, tensors) if backward else report
+    if not backward:
+        return report
+    from attntrace.diffing.diff_report import with_gradients
+
+    return with_gradients(report, layer, tensors)
 
 
 def _build(
