@@ -92,11 +92,11 @@ def following(on: bool) -> Iterator[None]:
 
     mha = torch.nn.MultiheadAttention
     original = F.multi_head_attention_forward
+    helpers = (getattr(F, name, None) for name in ("_in_projection_packed", "_in_projection"))
     codes = {
         mha.forward.__code__,
         original.__code__,
-        F._in_projection_packed.__code__,
-        F._in_projection.__code__,
+        *(f.__code__ for f in helpers if f is not None),  # private: gone in another torch
     }
     fastpath = torch.backends.mha.get_fastpath_enabled()
     torch.backends.mha.set_fastpath_enabled(False)
