@@ -25,7 +25,9 @@ def roles(events: Sequence[Event], axes: Sequence[Axes]) -> list[str]:
         and events[out.index("scores")].inputs[:1] == (events[out.index("x")].index,)
     ):  # the notes' Query @ Key.T: a matrix given as the query itself, no input x projected
         out[out.index("x")] = ""
-    return out
+    from attntrace.capturing.roles_more import refine
+
+    return refine(events, axes, out, found.line)
 
 
 class _Finder:
