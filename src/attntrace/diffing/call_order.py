@@ -7,11 +7,9 @@ is reported in a note, naming it."""
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from attntrace.diffing.diff_report import DiffReport
     from attntrace.diffing.layer import Layer
 
 #: The scheme name of weights taken in the order forward calls its nn.Linear layers.
@@ -40,36 +38,31 @@ def swapped(tensors: Mapping[str, Any], a: str, b: str) -> dict[str, Any] | None
     return out
 
 
-def checked(
-    report: DiffReport,
+def swap_notes(
+    ok: bool,
     layer: Layer,
     tensors: Mapping[str, Any],
-    run: Callable[[dict[str, Any]], DiffReport],
-) -> DiffReport:
-    """``report`` with a note for each swap of two projections under which the module
-    agrees differently (``run`` diffs it with other weights), when its weights were taken
-    in call order; the verdict stays the one of the order forward calls them in."""
+    agrees: Callable[[dict[str, Any]], bool],
+) -> tuple[str, ...]:
+    """The notes for each swap of two projections under which the module agrees differently
+    from the diff whose verdict is ``ok`` (``agrees`` diffs it with other weights), when its
+    weights were taken in call order; that verdict stays."""
     if layer.weights is None or layer.weights.scheme != CALL_ORDER:
-        return report
+        return ()
     notes = []
     for a, b in SWAPS:
         other = swapped(tensors, a, b)
-        if other is None:
-            continue
-        again = run(other)
-        if again.ok and report.ok:
+        if other is None or not agrees(other):
+            continue  # a swap that does not agree: the order used is the one that fits
+        if ok:
             notes.append(
                 f"the assignment by call order is ambiguous: {a} and {b} swapped also MATCH; "
                 "name the projections (q_proj, k_proj, v_proj, o_proj) to tell them apart"
             )
-        elif again.ok:
+        else:
             notes.append(
                 f"with {a} and {b} swapped the module MATCHes: forward may call {b}'s "
                 f"projection before {a}'s, so the assignment by call order is not sure; "
                 "name the projections (q_proj, k_proj, v_proj, o_proj) to tell"
             )
-        elif report.ok:
-            continue  # a swap that breaks the match: the assignment is the one used
-    if not notes:
-        return report
-    return replace(report, notes=(*report.notes, *notes))
+    return tuple(notes)

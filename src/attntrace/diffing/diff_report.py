@@ -319,16 +319,17 @@ def run_diff(
         diagnosis=diagnosis,
         notes=notes,
     )
-    from attntrace.diffing.call_order import checked
+    from attntrace.diffing.call_order import swap_notes
 
     if not checking:
         return report
-    return checked(
-        report,
+    more = swap_notes(
+        report.ok,
         layer,
         tensors,
-        lambda t: run_diff(layer, config, t, max_memory=max_memory, checking=False),
+        lambda t: run_diff(layer, config, t, max_memory=max_memory, checking=False).ok,
     )
+    return replace(report, notes=(*report.notes, *more)) if more else report
 
 
 def _normed(layer: Layer, config: AttentionConfig, x: np.ndarray) -> np.ndarray:
