@@ -111,7 +111,7 @@ PLANTED: list[tuple[str, str, str, str, dict[str, Any]]] = [
         "llama",
         "query_states = self.q_proj(hidden_states).view(hidden_shape).transpose(1, 2)",
         "query_states = self.k_proj(hidden_states).view(hidden_shape).transpose(1, 2)",
-        "",  # q from the k projection: no known bug; diff must not say MATCH
+        "q-from-k",  # q from the k projection, named at its line
         {},
     ),
     (
@@ -133,7 +133,7 @@ PLANTED: list[tuple[str, str, str, str, dict[str, Any]]] = [
         "bert",
         "query_layer = self.query(hidden_states).view(*hidden_shape).transpose(1, 2)",
         "query_layer = self.key(hidden_states).view(*hidden_shape).transpose(1, 2)",
-        "",
+        "q-from-k",
         {},
     ),
     (

@@ -358,6 +358,8 @@ def _regroup_many(
     grouped = _grouped(atoms, after, sizes)
     if grouped is not None:
         return grouped
+    if (heads := _heads_into_batch(atoms, after, sizes)) is not None:
+        return heads
     if mixed is not None and UNKNOWN not in (a for a, _ in atoms):
         mixed.append(
             Mixing(
@@ -368,6 +370,36 @@ def _regroup_many(
             )
         )
     return [UNKNOWN] * len(after)
+
+
+def _heads_into_batch(
+    atoms: Sequence[tuple[str, int]], after: Shape, sizes: Sizes
+) -> list[str] | None:
+    """(S, B, H) viewed to (S, B·h, d) while h and d are not known yet (torch's
+    ``F.multi_head_attention_forward`` folds the heads into the batch): H split in the one
+    way that regroups in order, h and d then known.
+
+    >>> sizes = Sizes({"S": 3, "B": 2, "H": 64})
+    >>> _heads_into_batch([("S", 3), ("B", 2), ("H", 64)], (3, 8, 16), sizes), sizes.known["h"]
+    (['S', 'B·h', 'd'], 4)
+    """
+    names = [a for a, _ in atoms]
+    if names.count("H") != 1 or "h" in sizes.known or "d" in sizes.known:
+        return None
+    k = names.index("H")
+    width = atoms[k][1]
+    found = []
+    for h in range(2, width):
+        if width % h == 0:
+            tried = [*atoms[:k], ("h", h), ("d", width // h), *atoms[k + 1 :]]
+            grouped = _grouped(tried, after, Sizes({**sizes.known, "h": h, "d": width // h}))
+            if grouped is not None and "h" in "·".join(grouped).split("·"):
+                found.append((h, grouped))
+    if len(found) != 1:
+        return None
+    h, grouped = found[0]
+    sizes.bind(("h", "d"), (h, width // h))
+    return grouped
 
 
 def _atoms(axes: Axes, before: Shape, sizes: Sizes) -> list[tuple[str, int]]:

@@ -195,6 +195,8 @@ class Capture:
 
     parameters: tuple[Param, ...] = ()
     notes: tuple[str, ...] = ()
+    #: what attntrace did to see the steps (torch's fast path off …): told as ``note:`` lines
+    remarks: tuple[str, ...] = ()
 
     def __init__(
         self,
@@ -383,7 +385,7 @@ class Capture:
             "config": {"axis_sizes": self.axis_sizes()},
             "steps": [_step_dict(s) for s in steps],
             "params": [],
-            "notes": list(self.notes),
+            "notes": [*self.notes, *self.remarks],
             "failure": None if error is None else self._failure_dict(error, frames),
         }
 

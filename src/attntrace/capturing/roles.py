@@ -10,7 +10,8 @@ from attntrace.capturing.events import Event
 
 Axes = tuple[str, ...]
 
-_HEADS = ("h", "g")
+#: Axes of heads; torch's MultiheadAttention folds them into the batch: (B·h, S, d).
+_HEADS = ("h", "g", "B·h", "B·g")
 _FUSED_LAST = tuple((f,) for f in FUSED)  # the last axes of a fused projection
 
 
@@ -24,7 +25,9 @@ def roles(events: Sequence[Event], axes: Sequence[Axes]) -> list[str]:
         and events[out.index("scores")].inputs[:1] == (events[out.index("x")].index,)
     ):  # the notes' Query @ Key.T: a matrix given as the query itself, no input x projected
         out[out.index("x")] = ""
-    return out
+    from attntrace.capturing.roles_more import refine
+
+    return refine(events, axes, out, found.line)
 
 
 class _Finder:
@@ -64,7 +67,7 @@ class _Finder:
         return self._shaped(e, axes, ins, main)
 
     def _root(self, axes: Axes) -> tuple[str, str]:
-        if axes[-2:] == ("S", "H"):
+        if axes[-2:] == ("S", "H") or axes == ("S", "B", "H"):  # (S, B, H): sequence first
             return "x", "x"
         if axes[-2:] == ("N", "M"):
             return "x_kv", "x_kv"

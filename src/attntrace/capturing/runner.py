@@ -330,9 +330,12 @@ def library_into(obj: Any, into: Sequence[str]) -> tuple[str, ...]:
 
     from attntrace.capturing.library import PACKAGE, is_library_class
     from attntrace.capturing.source import is_user_file
+    from attntrace.capturing.torch_inside import MHA, follows
 
     if tuple(into) == ("",):
         return ()
+    if not into and follows(obj):  # torch's nn.MultiheadAttention: its ops, not one row
+        return (MHA,)
     if into or not isinstance(obj, type):
         return tuple(into)
     if is_library_class(obj):

@@ -240,6 +240,7 @@ def _result(
         error = _error(end["error"]) if end.get("error") else None
         outcome.error = error
         outcome.exit_code = int(end.get("exit_code", 0))
+        session.remarks = tuple(str(r) for r in end.get("remarks", ()))
         outcome.frames = [_frame(f) for f in end.get("frames", [])]
         fail = end.get("failure")
         if fail:
@@ -598,6 +599,7 @@ def _done(outcome: Outcome) -> dict[str, Any]:
         "error": None if error is None else _error_dict(error),
         "frames": [list(f) for f in outcome.frames],
         "failure": failure,
+        "remarks": list(outcome.capture.remarks),
     }
 
 

@@ -67,7 +67,9 @@ def capture(
     CLI's ``trace`` runs it in a child process, :mod:`attntrace.capturing.sandbox`).
     """
     from attntrace.capturing.source import forget, package_folders, trace_into
+    from attntrace.capturing.torch_inside import following, remarks, split
 
+    into, follow = split(into)
     places = package_folders(into)
     forget()
     recorder = Recorder(keep_values)
@@ -89,8 +91,11 @@ def capture(
             h.install()
             session._adapters[_adapter_key(h)] = h.adapter
         trace_into(places)
-        yield session
+        with following(follow):
+            yield session
     finally:
+        if follow:
+            session.remarks = remarks(recorder.events)
         trace_into(())
         for h in reversed(hooks):
             h.uninstall()

@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 from types import CodeType, FrameType
 
+from attntrace.capturing.torch_inside import is_followed_code
+
 #: Folders whose files are never the user's: the standard library, installed packages, and
 #: attntrace itself (its reference code is traced by ``run``, not by ``trace``).
 _LIBRARY_DIRS: tuple[str, ...] = tuple(
@@ -120,6 +122,8 @@ def user_frame(skip: int = 1, *, through: tuple[str, ...] = ()) -> FrameType | N
     """
     frame: FrameType | None = sys._getframe(skip + 1)
     while frame is not None:
+        if is_followed_code(frame.f_code):  # torch's own attention, followed (--into)
+            return frame
         name = frame.f_code.co_filename
         if not (through and _real(name).startswith(through)):
             return frame if is_user_file(name) else None

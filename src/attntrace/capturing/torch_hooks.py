@@ -19,6 +19,7 @@ from attntrace.capturing.source import (
     site_of,
     user_frame,
 )
+from attntrace.capturing.torch_inside import is_followed_module
 
 #: Reading a tensor's metadata, printing it: never a step.
 _QUIET = frozenset(
@@ -238,7 +239,7 @@ def _arg_names(module: object) -> tuple[str, ...]:
 def _user_forward(module: object) -> bool:
     """Whether the module's forward is the user's (its ops recorded one by one), or attntrace's
     own caller of a library class (:mod:`attntrace.capturing.library`), which is seen through."""
-    if getattr(type(module), "attntrace_transparent", False):
+    if getattr(type(module), "attntrace_transparent", False) or is_followed_module(module):
         return True
     code = _forward_code(module)
     return code is not None and is_user_file(code.co_filename)  # cached per file

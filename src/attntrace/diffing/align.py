@@ -83,6 +83,9 @@ def align(ref: Trace, user: UserSteps) -> tuple[Row, ...]:
     rows, last = [], -1
     for step in ref.steps:
         hit = found.get(step.name)
+        if step.name == "output" and hit is not None and (wrong := _returned_differs(step, user)):
+            rows.append(wrong)  # the output made inside, then changed before it is returned
+            continue
         if hit is not None:
             rows.append(Row(step, MATCH, *hit))
             last = max(last, hit[0].index)
@@ -96,6 +99,21 @@ def align(ref: Trace, user: UserSteps) -> tuple[Row, ...]:
             last = max(last, row.user.index)
         rows.append(row)
     return tuple(rows)
+
+
+def _returned_differs(step: Step, user: UserSteps) -> Row | None:
+    """The row of the output when the value the code returns (its last step, ``returned``)
+    does not hold the reference's output although a step inside does; else None."""
+    last = user.steps[-1] if user.steps else None
+    if last is None or last.name != "returned" or step.value is None:
+        return None
+    if (
+        last.value.size != step.value.size
+        or next(layouts(last.value, step.shape, step.axes), None) is None
+    ):
+        return None
+    found = agree(last.value, step.value, step.axes, user.tol)
+    return None if found is None or found.ok else Row(step, DIFFERS, last, found)
 
 
 def _unmatched(step: Step, user: UserSteps, used: set[int], last: int) -> Row:

@@ -123,6 +123,25 @@ def _swapped(s: Setting) -> Iterator[Bug]:
             tensors=swap,
             blame_first=True,
         )
+    yield from _borrowed(s)
+
+
+def _borrowed(s: Setting) -> Iterator[Bug]:
+    """One of the q, k, v projections computed with another's weights (``q =
+    self.k_proj(x)``): the other keeps its own."""
+    for a, b in itertools.permutations("qkv", 2):
+        wa, wb = s.tensors.get(f"w_{a}"), s.tensors.get(f"w_{b}")
+        if wa is None or wb is None or wa.shape != wb.shape or s.config.cross:
+            continue
+        taken = {f"w_{a}": wb} | ({f"b_{a}": s.tensors.get(f"b_{b}")} if s.config.bias else {})
+        yield Bug(
+            f"{a}-from-{b}",
+            f"{a} computed with the {b} projection",
+            f"compute {a} with its own projection (w_{a}), not w_{b}",
+            f"{a}_proj",
+            tensors=taken,
+            blame_first=True,
+        )
 
 
 def _split(s: Setting) -> Iterator[Bug]:

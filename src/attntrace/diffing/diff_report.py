@@ -293,9 +293,12 @@ def run_diff(
     tensors: dict[str, Any],
     *,
     max_memory: int | None = None,
+    checking: bool = True,
 ) -> DiffReport:
     """Reference and user side by side (``tensors``: x and the weights, in our names), once
-    :func:`check_diff_memory` finds that they fit ``max_memory``."""
+    :func:`check_diff_memory` finds that they fit ``max_memory``; weights taken in call
+    order are ``checking``: the swaps of two projections are tried too
+    (:mod:`attntrace.diffing.call_order`)."""
     import numpy as np
 
     from attntrace.diffing.align import UserSteps, align
@@ -336,7 +339,7 @@ def run_diff(
     elif mistaken is not None:
         rows = counterparts(rows, mistaken, user)
     source = "its state dict" if layer.weights is None else layer.weights.scheme
-    return DiffReport(
+    report = DiffReport(
         config=config,
         target=layer.name,
         weights=f"{source}" if layer.weights else "the reference's, as fn(x, params)",
@@ -345,6 +348,17 @@ def run_diff(
         diagnosis=diagnosis,
         notes=notes,
     )
+    from attntrace.diffing.call_order import swap_notes
+
+    if not checking:
+        return report
+    more = swap_notes(
+        report.ok,
+        layer,
+        tensors,
+        lambda t: run_diff(layer, config, t, max_memory=max_memory, checking=False).ok,
+    )
+    return replace(report, notes=(*report.notes, *more)) if more else report
 
 
 def _normed(layer: Layer, config: AttentionConfig, x: np.ndarray) -> np.ndarray:

@@ -189,7 +189,10 @@ def _package(module: Any) -> tuple[str, ...]:
     import inspect
 
     from attntrace.capturing.source import is_user_file
+    from attntrace.capturing.torch_inside import MHA, follows
 
+    if follows(module):  # torch's nn.MultiheadAttention: the ops of its functional form
+        return (MHA,)
     top = type(module).__module__.split(".")[0]
     try:
         where = inspect.getfile(type(module))

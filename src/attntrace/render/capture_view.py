@@ -36,6 +36,8 @@ def render_capture(capture: Capture, console: Console, *, title: str = "") -> No
     )
     for note in capture.notes:  # a reshape that mixes axes: the shapes fit, the values do not
         console.print(Text(f"warning: {plain(note)}", style="yellow"))
+    for note in getattr(capture, "remarks", ()):  # what attntrace did to see the steps
+        console.print(Text(f"note: {plain(note)}", style="dim"))
 
 
 def _sizes(capture: Capture) -> str:
