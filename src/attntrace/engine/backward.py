@@ -297,8 +297,12 @@ def _flash_core(c: _Chain, be: Backend[T], rec: Recorder[T], d_context: T) -> tu
     q_name, k_name, v_name = _core_names(cfg)
     q, k, v = c.fwd[q_name], c.fwd[k_name], c.fwd[v_name]  # (B, h, S, d), (B, h, N, d) twice
     lse = be.reshape(c.fwd["lse"], (*be.shape(c.fwd["lse"]), 1))  # (B, h, S, 1)
-    delta = be.reduce_sum(be.mul(d_context, c.fwd["context"]))  # (B, h, S)
-    delta = rec.step("delta", delta, "rowsum(d_context ⊙ context)", c.ax("h", "S"))
+    product = be.mul(d_context, c.fwd["context"])  # (B, h, S, d)
+    delta = be.reduce_sum(product)  # (B, h, S)
+    rec.meter.discard()  # the product and its sum: 2 per element, in the step's letters
+    rec.meter.charge("reduce_sum", product, out=delta)
+    rec.meter.charge("reduce_sum", product, out=delta)
+    delta = rec.step("delta", delta, "rowsum(d_context ⊙ context)", c.ax("h", "S"), contract="d")
     delta = be.reshape(delta, (*be.shape(delta), 1))  # (B, h, S, 1)
     plain = rec.be  # the sums of the tiles into the whole gradients: bookkeeping, no FLOPs
     d_q = plain.full(be.shape(q), 0.0, be.dtype(q))  # (B, h, S, d)
@@ -325,20 +329,22 @@ def _flash_core(c: _Chain, be: Backend[T], rec: Recorder[T], d_context: T) -> tu
         if cfg.causal:  # -inf above the diagonal, as the forward's mask_tile
             s = be.where(be.tensor(_causal_tile(cfg, i0, i1, j0, j1)), s, -math.inf)
         op = f"q_block @ k_blockᵀ * {cfg.score_scale:.6g}" + (", masked" if cfg.causal else "")
-        s = rec.step("s_again", s, op + " (recomputed)", ax["r"], times=n)
+        s = rec.step("s_again", s, op + " (recomputed)", ax["r"], contract="d", times=n)
         p = be.exp(be.binary("sub", s, be.narrow(lse, -2, i0, i1)))  # (B, h, Br, Bc)
         p = rec.step("p_again", p, "exp(s_again − lse[..., None]): the weights", ax["r"], times=n)
         dv = be.matmul(be.transpose(p, -2, -1), do_i)  # (B, h, Bc, d)
-        dv = rec.step("d_v_block", dv, "p_againᵀ @ d_context_block", ax["k"], times=n)
+        dv = rec.step(
+            "d_v_block", dv, "p_againᵀ @ d_context_block", ax["k"], contract="Br", times=n
+        )
         dp = be.matmul(do_i, be.transpose(v_j, -2, -1))  # (B, h, Br, Bc)
-        dp = rec.step("d_p_tile", dp, "d_context_block @ v_blockᵀ", ax["r"], times=n)
+        dp = rec.step("d_p_tile", dp, "d_context_block @ v_blockᵀ", ax["r"], contract="d", times=n)
         ds = be.mul(p, be.binary("sub", dp, be.narrow(delta, -2, i0, i1)))  # (B, h, Br, Bc)
         ds = be.scale(ds, cfg.score_scale)  # (B, h, Br, Bc): the gradient of q·kᵀ
         op = f"p_again ⊙ (d_p_tile − delta[..., None]) * {cfg.score_scale:.6g}"
         ds = rec.step("d_s_tile", ds, op, ax["r"], times=n)
         dq = rec.step("d_q_block", be.matmul(ds, k_j), "d_s_tile @ k_block", ax["q"], times=n)
         dk = be.matmul(be.transpose(ds, -2, -1), q_i)  # (B, h, Bc, d)
-        dk = rec.step("d_k_block", dk, "d_s_tileᵀ @ q_block", ax["k"], times=n)
+        dk = rec.step("d_k_block", dk, "d_s_tileᵀ @ q_block", ax["k"], contract="Br", times=n)
         if be.computes:
             for whole, at, part in ((d_q, i0, dq), (d_k, j0, dk), (d_v, j0, dv)):
                 done = plain.narrow(whole, -2, at, at + plain.shape(part)[-2])  # (B, h, ·, d)
