@@ -7,6 +7,8 @@ import math
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from attntrace import AttentionConfig, trace_attention
 from attntrace.errors import ConfigError
@@ -126,3 +128,28 @@ def test_flash_variants_not_written_are_refused(extra: dict[str, object], word: 
     config = AttentionConfig(seq=5, hidden=16, heads=4, algorithm="flash", **extra)
     with pytest.raises(ConfigError, match=word):
         trace_attention(config, backward=True)
+
+
+def test_flash_with_a_mask_file_is_refused() -> None:
+    config = AttentionConfig(seq=5, hidden=16, heads=4, algorithm="flash")
+    with pytest.raises(ConfigError, match="--mask"):
+        trace_attention(config, backward=True, mask=np.ones((5, 5), dtype=bool))
+
+
+@settings(max_examples=12, deadline=None)
+@given(
+    seq=st.integers(1, 9),
+    block=st.integers(1, 4),
+    causal=st.booleans(),
+    kv_heads=st.sampled_from([None, 2, 1]),
+    batch=st.sampled_from([None, 2]),
+)
+def test_flash_gradients_over_configs(
+    seq: int, block: int, causal: bool, kv_heads: int | None, batch: int | None
+) -> None:
+    fields = {"seq": seq, "hidden": 8, "heads": 4, "dtype": "float64", "block_size": block}
+    fields |= {"causal": causal, "kv_heads": kv_heads, "batch": batch, "seed": seq}
+    flash = trace_attention(AttentionConfig(algorithm="flash", **fields), backward=True)
+    want, _ = autograd_of(flash)
+    for name, value in want.items():
+        np.testing.assert_allclose(flash[name].value, value, rtol=1e-10, atol=1e-12, err_msg=name)
