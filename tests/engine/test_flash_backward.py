@@ -153,3 +153,17 @@ def test_flash_gradients_over_configs(
     want, _ = autograd_of(flash)
     for name, value in want.items():
         np.testing.assert_allclose(flash[name].value, value, rtol=1e-10, atol=1e-12, err_msg=name)
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_flash_backward_steps_have_their_own_sentences(lang: str) -> None:
+    from attntrace.learn.words import explain_trace, message_keys
+
+    config = AttentionConfig(seq=4, hidden=8, heads=2, algorithm="flash", block_size=2)
+    t = trace_attention(config, "shape", backward=True)
+    words = explain_trace(t, lang)  # type: ignore[arg-type]
+    for name in ("lse", "delta", "s_again", "p_again"):
+        assert message_keys(t.config, t[name])[0] == name
+        assert "(2, " in words[name]
+        assert "gradient of the loss with respect to" not in words[name]
+    assert "v_block" in words["d_v_block"]  # a gradient: the gradient's sentence
