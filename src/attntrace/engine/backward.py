@@ -305,6 +305,9 @@ def _flash_core(c: _Chain, be: Backend[T], rec: Recorder[T], d_context: T) -> tu
     delta = rec.step("delta", delta, "rowsum(d_context ⊙ context)", c.ax("h", "S"), contract="d")
     delta = be.reshape(delta, (*be.shape(delta), 1))  # (B, h, S, 1)
     plain = rec.be  # the sums of the tiles into the whole gradients: bookkeeping, no FLOPs
+    # (B, h, S, d) copies of the head views: each tile's matmuls then read contiguous rows
+    if be.computes:
+        q, k, v, d_context = (rec.fast.contiguous(t) for t in (q, k, v, d_context))
     d_q = plain.full(be.shape(q), 0.0, be.dtype(q))  # (B, h, S, d)
     d_k = plain.full(be.shape(k), 0.0, be.dtype(k))  # (B, h, N, d)
     d_v = plain.full(be.shape(v), 0.0, be.dtype(v))  # (B, h, N, d)
