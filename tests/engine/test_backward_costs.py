@@ -121,7 +121,8 @@ def test_shape_backend_answers_a_long_backward_without_torch() -> None:
 @pytest.mark.parametrize(
     ("fields", "named"),
     [
-        ({"algorithm": "flash"}, "--algorithm flash"),
+        ({"algorithm": "flash", "window": 2}, "flash with --window"),
+        ({"algorithm": "flash", "key_lengths": (3,), "batch": 1}, "--key-lengths"),
     ],
 )
 def test_backward_refuses_what_it_does_not_cover(fields: dict[str, object], named: str) -> None:

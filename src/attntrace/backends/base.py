@@ -181,6 +181,11 @@ class Backend(ABC, Generic[T]):
         written before it raises ConfigError when the backward of --qk-norm asks for it."""
         raise ConfigError(f"the {self.name} backend has no rsqrt, which --backward --qk-norm needs")
 
+    def log(self, x: T) -> T:
+        """Elementwise natural log (flash's log-sum-exp, kept for its backward). Not abstract: a
+        backend written before it raises ConfigError when --backward --algorithm flash asks."""
+        raise ConfigError(f"the {self.name} backend has no log, which --backward flash needs")
+
     # --- the operations of the tiled (flash) algorithm, and of eager's blocks ---
 
     @abstractmethod

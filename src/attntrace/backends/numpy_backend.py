@@ -165,6 +165,10 @@ class NumpyBackend(Backend[np.ndarray], FastPath[np.ndarray]):
         out: np.ndarray = np.tanh(x)
         return out
 
+    def log(self, x: np.ndarray) -> np.ndarray:
+        out: np.ndarray = np.log(x)
+        return out
+
     def rsqrt(self, x: np.ndarray) -> np.ndarray:
         out: np.ndarray = 1 / np.sqrt(x)
         return out

@@ -108,6 +108,9 @@ class ShapeBackend(Backend[ShapeTensor]):
     def tanh(self, x: ShapeTensor) -> ShapeTensor:
         return x
 
+    def log(self, x: ShapeTensor) -> ShapeTensor:
+        return x
+
     def rsqrt(self, x: ShapeTensor) -> ShapeTensor:
         return x
 

@@ -122,6 +122,9 @@ class TorchBackend(Backend["torch.Tensor"], FastPath["torch.Tensor"]):
     def tanh(self, x: torch.Tensor) -> torch.Tensor:
         return x.tanh()
 
+    def log(self, x: torch.Tensor) -> torch.Tensor:
+        return x.log()
+
     def rsqrt(self, x: torch.Tensor) -> torch.Tensor:
         return x.rsqrt()
 

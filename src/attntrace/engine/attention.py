@@ -207,7 +207,7 @@ def trace_attention(
     sources = with_tensors(config, seeded, tensors or {})
     keep = keep_values if be.computes else False
     if backward:  # the steps the backward reads keep their values
-        check_backward(config)
+        check_backward(config, mask_file=mask is not None)
         keep = with_saved(keep) if be.computes else False
     with warnings.catch_warnings():
         # overflow, invalid: counted per step instead
@@ -223,13 +223,20 @@ def trace_attention(
             replace=replace,
             threads=workers,
             shapes=shapes,
+            lse=backward and config.algorithm == "flash",
         )
     if backward:
         flash = trace_attention(dataclasses.replace(config, algorithm="flash"), "shape", mask=mask)
+        eager_shapes = (
+            trace_attention(dataclasses.replace(config, algorithm="eager"), "shape", mask=mask)
+            if config.algorithm == "flash"
+            else None
+        )  # the eager figures beside flash's
         trace = with_backward(
             trace,
             be,
             flash=flash,
+            eager=eager_shapes,
             grad_output=grad_output,
             keep_values=keep_values,
             recompute=recompute,
@@ -253,6 +260,7 @@ def _record(
     replace: Mapping[str, StepReplacement] | None = None,
     threads: int = 1,
     shapes: Trace | None = None,
+    lse: bool = False,
 ) -> Trace:
     """Create the tensors of ``sources`` on ``be`` (a None source is a left-out bias), run the
     algorithm through the cost meter and collect the records (``shapes``: the shape trace of the
@@ -275,7 +283,7 @@ def _record(
     for name, t in params.items():
         recorder.registry.add(t, name, names[name])
     inputs = {name: t for name, t in made.items() if name not in names}
-    _attend(config, cast("Backend[T]", recorder.meter), recorder, inputs, params, plan)
+    _attend(config, cast("Backend[T]", recorder.meter), recorder, inputs, params, plan, lse)
     keep_params = bool(keep_values)  # True, or a non-empty collection of step names
     parameters = tuple(
         Param(
@@ -428,6 +436,7 @@ def _attend(
     t: Mapping[str, T],
     p: Mapping[str, T],
     plan: MaskPlan | None,
+    lse: bool = False,
 ) -> T:
     """The algorithm of the study notes, a straight chain of backend calls, each recorded as a
     named step. Shapes are written batched; without --batch the leading B is absent."""
@@ -443,7 +452,7 @@ def _attend(
         k, v = _repeat_kv(config, be, rec, lay, k, v)  # (B, h, N, d) each
     if config.algorithm == "flash":  # tile by tile: no (S, N) matrix is ever formed
         table = p.get("rel_bias")  # T5's (buckets, h), or None
-        context = flash_context(config, be, rec, q, k, v, plan, table)  # (B, h, S, d)
+        context = flash_context(config, be, rec, q, k, v, plan, table, lse)  # (B, h, S, d)
         return _merge(config, be, rec, lay, context, p)  # (B, S, H)
     k_name = "k_rep" if config.grouped else _kv_names(config)[0]
     k_t = be.transpose(k, -2, -1)  # (B, h, d, N)

@@ -19,8 +19,15 @@ soft-cap multiplies by ``1 − (capped/c)²``, grouped-query attention sums the 
 h/g query heads that shared a key/value head, RoPE rotates back (``d_q = d_q_rot·cos −
 rotate_half(d_q_rot·sin)``), cross-attention's keys and values give ``d_x_kv``, T5's bias
 table gets its gradient (each bucket's sum over its (query, key) pairs) and the q/k norms go
-back through their RMSNorm (``d_n_q``, ``d_n_k``). The flash algorithm's tiled backward is
-refused (:func:`check_backward`).
+back through their RMSNorm (``d_n_q``, ``d_n_k``).
+
+Flash (:func:`_flash_core`, FlashAttention-2's backward) keeps q, k, v, the context and the
+forward's ``lse`` (B, h, S) instead of the weights: ``delta`` = rowsum(d_context ⊙ context),
+then per key/value block and query block the weights tile made again (``s_again``,
+``p_again`` = exp(s_again − lse)), ``d_v_block``, ``d_p_tile``, ``d_s_tile`` = p_again ⊙
+(d_p_tile − delta) · scale, ``d_q_block``, ``d_k_block``; the rest of the chain is eager's.
+Flash with a tile mask other than --causal, --softcap or T5's bias is refused
+(:func:`check_backward`).
 """
 
 from __future__ import annotations
@@ -32,6 +39,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from attntrace.backends.base import Backend, Source
 from attntrace.engine.costs import peak_live_bytes
+from attntrace.engine.flash import tiles
 from attntrace.engine.inputs import normal_source, param_axes
 from attntrace.engine.recorder import Recorder, StepReplacement
 from attntrace.engine.relative import relative_sources
@@ -57,24 +65,29 @@ __all__ = [
 
 #: Variants whose backward is not written yet: ``--backward`` refuses them in one line.
 BACKWARD_REFUSED: dict[str, str] = {
-    "flash": "--algorithm flash (its tiled backward)",
+    "flash_mask": "flash with --window, --key-lengths or --mask",
+    "flash_score": "flash with --softcap or --relative-bias",
     "past": "--past N (a decode step against a KV cache: training keeps none)",
 }
 
 
-def check_backward(config: AttentionConfig) -> None:
-    """Raise ConfigError naming the variant when ``config``'s backward is not written yet.
+def check_backward(config: AttentionConfig, mask_file: bool = False) -> None:
+    """Raise ConfigError naming the variant when ``config``'s backward is not written yet
+    (``mask_file``: a --mask file is given).
 
     >>> from attntrace import AttentionConfig
-    >>> check_backward(AttentionConfig(seq=3, hidden=8, heads=2, causal=True, kv_heads=1))
+    >>> check_backward(AttentionConfig(seq=3, hidden=8, heads=2, causal=True, algorithm="flash"))
     >>> try:
-    ...     check_backward(AttentionConfig(seq=3, hidden=8, heads=2, algorithm="flash"))
+    ...     check_backward(AttentionConfig(seq=3, hidden=8, heads=2, algorithm="flash", softcap=5))
     ... except ConfigError as error:
     ...     print(error)
-    --backward does not cover --algorithm flash (its tiled backward) yet; leave out one of the two
+    --backward does not cover flash with --softcap or --relative-bias yet; leave out one of the two
     """
+    flash = config.algorithm == "flash"
     on = {
-        "flash": config.algorithm == "flash",
+        "flash_mask": flash
+        and (config.window is not None or config.key_lengths is not None or mask_file),
+        "flash_score": flash and (config.softcap is not None or config.relative_bias is not None),
         "past": config.past > 0,
     }
     for variant, is_on in on.items():
@@ -197,6 +210,7 @@ def _with_forward(
 _READ = frozenset(
     {"x", "x_kv", "q", "q_rot", "k", "k_rot", "k_rep", "v", "v_rep", "rope_cos", "rope_sin"}
     | {"capped", "weights", "merged", "mask", "q_proj", "k_proj", "q_norm", "k_norm"}
+    | {"context", "lse"}  # flash: its output and log-sum-exp
 )
 
 
@@ -236,9 +250,13 @@ def _backward(c: _Chain, be: Backend[T], rec: Recorder[T], d_out: T, *, mask: St
         f"d_context_heads.transpose({c.n}, {c.n + 1})",
         c.ax("h", "S", "d"),
     )
-    d_logits, d_v = _through_softmax(c, be, rec, d_context, mask)  # (B, h, S, N), (B, h, N, d)
-    d_scores = _to_scores(c, be, rec, d_logits, mask)  # (B, h, S, N)
-    d_q, d_k, d_v = _to_heads(c, be, rec, d_scores, d_v)  # (B, h, S, d), (B, g, N, d) twice
+    if cfg.algorithm == "flash":  # tile by tile from the lse: no (S, N) matrix either
+        d_q, d_k, d_v = _flash_core(c, be, rec, d_context)  # (B, h, S, d), (B, h, N, d) twice
+        d_q, d_k, d_v = _below_heads(c, be, rec, d_q, d_k, d_v)  # (B, g, N, d) with GQA
+    else:
+        d_logits, d_v = _through_softmax(c, be, rec, d_context, mask)  # (B, h, S, N), (B, h, N, d)
+        d_scores = _to_scores(c, be, rec, d_logits, mask)  # (B, h, S, N)
+        d_q, d_k, d_v = _to_heads(c, be, rec, d_scores, d_v)  # (B, h, S, d), (B, g, N, d) twice
     _to_inputs(c, be, rec, d_q, d_k, d_v)
 
 
@@ -268,6 +286,90 @@ def _through_softmax(
     op = "weights ⊙ (d_weights − rowsum(d_weights ⊙ weights))"
     name = f"d_{_softmax_input(c.config, mask is not None)}"
     return rec.step(name, d_logits, op, c.ax("h", "S", N)), d_v
+
+
+def _flash_core(c: _Chain, be: Backend[T], rec: Recorder[T], d_context: T) -> tuple[T, T, T]:
+    """FlashAttention-2's backward: ``delta`` = rowsum(d_context ⊙ context), then per key/value
+    block (outer) and query block (inner), the forward's tiling, the weights tile made again
+    from q, k and the lse, and d_v, d_q, d_k summed tile by tile. Each tile step is recorded
+    with a full tile's shape, ``repeat`` its number of tiles and FLOPs summed over them."""
+    cfg = c.config
+    q_name, k_name, v_name = _core_names(cfg)
+    q, k, v = c.fwd[q_name], c.fwd[k_name], c.fwd[v_name]  # (B, h, S, d), (B, h, N, d) twice
+    lse = be.reshape(c.fwd["lse"], (*be.shape(c.fwd["lse"]), 1))  # (B, h, S, 1)
+    product = be.mul(d_context, c.fwd["context"])  # (B, h, S, d)
+    delta = be.reduce_sum(product)  # (B, h, S)
+    rec.meter.discard()  # the product and its sum: 2 per element, in the step's letters
+    rec.meter.charge("reduce_sum", product, out=delta)
+    rec.meter.charge("reduce_sum", product, out=delta)
+    delta = rec.step("delta", delta, "rowsum(d_context ⊙ context)", c.ax("h", "S"), contract="d")
+    delta = be.reshape(delta, (*be.shape(delta), 1))  # (B, h, S, 1)
+    plain = rec.be  # the sums of the tiles into the whole gradients: bookkeeping, no FLOPs
+    # (B, h, S, d) copies of the head views: each tile's matmuls then read contiguous rows
+    if be.computes:
+        q, k, v, d_context = (rec.fast.contiguous(t) for t in (q, k, v, d_context))
+    d_q = plain.full(be.shape(q), 0.0, be.dtype(q))  # (B, h, S, d)
+    d_k = plain.full(be.shape(k), 0.0, be.dtype(k))  # (B, h, N, d)
+    d_v = plain.full(be.shape(v), 0.0, be.dtype(v))  # (B, h, N, d)
+    rows, cols = cfg.blocks
+    work = tiles(
+        cfg.seq,
+        cfg.keys,
+        rows,
+        causal=cfg.causal,
+        every=be.computes,
+        key_size=cols,
+        offset=cfg.cached,
+    )
+    pairs = sorted(
+        ((j0, j1, n), (i0, i1)) for (i0, i1, _), kv in work for j0, j1, n in kv if n
+    )  # key/value blocks outer, as FlashAttention-2's backward
+    ax = {"r": c.ax("h", "Br", "Bc"), "q": c.ax("h", "Br", "d"), "k": c.ax("h", "Bc", "d")}
+    for (j0, j1, n), (i0, i1) in pairs:
+        q_i, do_i = be.narrow(q, -2, i0, i1), be.narrow(d_context, -2, i0, i1)  # (B, h, Br, d)
+        k_j, v_j = be.narrow(k, -2, j0, j1), be.narrow(v, -2, j0, j1)  # (B, h, Bc, d)
+        s = be.scale(be.matmul(q_i, be.transpose(k_j, -2, -1)), cfg.score_scale)  # (B, h, Br, Bc)
+        if cfg.causal:  # -inf above the diagonal, as the forward's mask_tile
+            s = be.where(be.tensor(_causal_tile(cfg, i0, i1, j0, j1)), s, -math.inf)
+        op = f"q_block @ k_blockᵀ * {cfg.score_scale:.6g}" + (", masked" if cfg.causal else "")
+        s = rec.step("s_again", s, op + " (recomputed)", ax["r"], contract="d", times=n)
+        p = be.exp(be.binary("sub", s, be.narrow(lse, -2, i0, i1)))  # (B, h, Br, Bc)
+        p = rec.step("p_again", p, "exp(s_again − lse[..., None]): the weights", ax["r"], times=n)
+        dv = be.matmul(be.transpose(p, -2, -1), do_i)  # (B, h, Bc, d)
+        dv = rec.step(
+            "d_v_block", dv, "p_againᵀ @ d_context_block", ax["k"], contract="Br", times=n
+        )
+        dp = be.matmul(do_i, be.transpose(v_j, -2, -1))  # (B, h, Br, Bc)
+        dp = rec.step("d_p_tile", dp, "d_context_block @ v_blockᵀ", ax["r"], contract="d", times=n)
+        ds = be.mul(p, be.binary("sub", dp, be.narrow(delta, -2, i0, i1)))  # (B, h, Br, Bc)
+        ds = be.scale(ds, cfg.score_scale)  # (B, h, Br, Bc): the gradient of q·kᵀ
+        op = f"p_again ⊙ (d_p_tile − delta[..., None]) * {cfg.score_scale:.6g}"
+        ds = rec.step("d_s_tile", ds, op, ax["r"], times=n)
+        dq = rec.step("d_q_block", be.matmul(ds, k_j), "d_s_tile @ k_block", ax["q"], times=n)
+        dk = be.matmul(be.transpose(ds, -2, -1), q_i)  # (B, h, Bc, d)
+        dk = rec.step("d_k_block", dk, "d_s_tileᵀ @ q_block", ax["k"], contract="Br", times=n)
+        if be.computes:
+            for whole, at, part in ((d_q, i0, dq), (d_k, j0, dk), (d_v, j0, dv)):
+                done = plain.narrow(whole, -2, at, at + plain.shape(part)[-2])  # (B, h, ·, d)
+                plain.write(whole, -2, at, plain.add(done, part))
+    lab = cfg.labels()
+    summed = "the sum of its blocks' d_{0}_block"
+    d_q = rec.view(f"d_{q_name}", d_q, summed.format("q"), c.ax("h", "S", "d"))
+    d_k = rec.view(f"d_{k_name}", d_k, summed.format("k"), c.ax("h", lab.keys, "d"))
+    d_v = rec.view(f"d_{v_name}", d_v, summed.format("v"), c.ax("h", lab.keys, "d"))
+    return d_q, d_k, d_v
+
+
+def _causal_tile(config: AttentionConfig, i0: int, i1: int, j0: int, j1: int) -> Source:
+    """The boolean (Br, Bc) tile of the causal mask: query i + cached sees keys j <= it."""
+
+    def make() -> Any:
+        import numpy as np
+
+        rows = np.arange(i0, i1)[:, None] + config.cached  # (Br, 1)
+        return rows >= np.arange(j0, j1)[None, :]  # (Br, Bc)
+
+    return Source(shape=(i1 - i0, j1 - j0), dtype="bool", make=make)
 
 
 def _softmax_input(config: AttentionConfig, masked: bool) -> str:
@@ -345,6 +447,23 @@ def _to_heads(c: _Chain, be: Backend[T], rec: Recorder[T], d_scores: T, d_v: T) 
     )
     d_k = be.transpose(d_k_t, -2, -1)  # (B, h, N, d)
     d_k = rec.view(f"d_{k_name}", d_k, "d_k_t.transpose(-2, -1)", c.ax("h", lab.keys, "d"))
+    return _below_heads(c, be, rec, d_q, d_k, d_v)
+
+
+def _core_names(config: AttentionConfig) -> tuple[str, str, str]:
+    """The forward steps the attention core read: q, k, v (rotated, normed, repeated)."""
+    head_norm = config.qk_norm == "head"
+    q = "q_rot" if config.rope else "q_norm" if head_norm else "q"
+    k = "k_rep" if config.grouped else "k_rot" if config.rope else "k_norm" if head_norm else "k"
+    return q, k, "v_rep" if config.grouped else "v"
+
+
+def _below_heads(
+    c: _Chain, be: Backend[T], rec: Recorder[T], d_q: T, d_k: T, d_v: T
+) -> tuple[T, T, T]:
+    """GQA's sums over the repeated heads, RoPE and the head norm back."""
+    cfg, lab = c.config, c.config.labels()
+    head_norm = cfg.qk_norm == "head"
     if cfg.grouped:
         d_k, d_v = _sum_groups(c, be, rec, d_k, d_v)  # (B, g, N, d) each
     if cfg.rope:
@@ -508,7 +627,7 @@ def with_saved(keep: bool | Collection[str]) -> bool | set[str]:
     """``keep_values`` widened by the forward steps the backward reads.
 
     >>> sorted(with_saved({"weights"}))[:3]
-    ['capped', 'k', 'k_norm']
+    ['capped', 'context', 'k']
     """
     return True if keep is True else set(_READ) | (set(keep) if keep else set())
 
@@ -518,6 +637,7 @@ def with_backward(
     be: Backend[T],
     *,
     flash: Trace,
+    eager: Trace | None = None,
     grad_output: np.ndarray | None = None,
     keep_values: bool | Collection[str] = True,
     recompute: bool = False,
@@ -525,7 +645,8 @@ def with_backward(
 ) -> Trace:
     """``forward`` with its backward steps after its own, its saved steps marked and the
     figures of :class:`~attntrace.trace.Training` (``flash``: the shape trace of the same
-    config with ``--algorithm flash``, whose tiles its backward makes again). Values the
+    config with ``--algorithm flash``, whose tiles its backward makes again; ``eager``: the
+    shape trace with ``--algorithm eager`` when ``forward`` is flash's). Values the
     caller did not ask to keep (``keep_values``) are dropped once the backward has read them.
 
     >>> from attntrace import AttentionConfig, trace_attention
@@ -537,10 +658,12 @@ def with_backward(
         forward, be, d_output=grad_output, keep_values=keep_values, mistaken=mistaken
     )
     config, names = forward.config, forward.names
-    bool_mask = "mask" in forward and forward["mask"].dtype == "bool"
-    eager = set(saved_names(config, names, bool_mask))
+    base = eager or forward  # the eager steps: the figures of eager beside flash
+    bool_mask = "mask" in base and base["mask"].dtype == "bool"
+    saved = set(saved_names(config, base.names, bool_mask))
     inputs = {"x", "x_kv"} & set(names)
-    marked = inputs if recompute else eager
+    flash_kept = _flash_names(saved) | {"lse"}
+    marked = inputs if recompute else flash_kept if eager is not None else saved
 
     def kept(step: Step) -> Step:
         drop = keep_values is False or (keep_values is not True and step.name not in keep_values)
@@ -550,7 +673,11 @@ def with_backward(
     steps = tuple(map(kept, forward.steps))
     n = len(steps)
     steps += tuple(replace(s, index=n + s.index, phase="backward") for s in bwd)
-    training = _figures(forward, bwd, flash, eager, inputs, recompute, grad_output is not None)
+    training = _figures(base, bwd, flash, saved, inputs, recompute, grad_output is not None)
+    if eager is not None:  # flash keeps no weights: its own figures are the saved ones
+        grads = sum(s.nbytes for s in bwd if s.name.startswith(("d_w_", "d_b_")))
+        own = training.recompute_saved_bytes if recompute else training.flash_saved_bytes
+        training = replace(training, saved_bytes=own, peak_bytes=own + peak_live_bytes(bwd) + grads)
     extras = saved_extra(forward)
     if extras:
         n = sum(numel for _, numel in extras)
@@ -581,7 +708,7 @@ def _figures(
     by_name = {s.name: s for s in forward.steps}
     eager_bytes = sum(by_name[n].nbytes for n in eager)
     lse = math.prod((*((config.batch,) if config.batched else ()), config.heads, config.seq)) * 4
-    flash_names = (eager - {"weights", "capped", "mask"}) | {"context"}
+    flash_names = _flash_names(eager)
     recomputed = [s for s in flash.steps if s.name in {"s_tile", "s_masked", "p_tile"}]
     grads = sum(s.nbytes for s in bwd if s.name.startswith(("d_w_", "d_b_")))
     fwd_flops = forward.total_flops
@@ -604,6 +731,12 @@ def _figures(
         ours_16bit_bytes=ours16,
         megatron_terms=terms,
     )
+
+
+def _flash_names(eager: set[str]) -> set[str]:
+    """The steps flash keeps for its backward (beside the lse): eager's but the (S, N) ones, and
+    the output of the attention."""
+    return (eager - {"weights", "capped", "mask"}) | {"context"}
 
 
 def _megatron(

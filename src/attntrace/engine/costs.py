@@ -73,6 +73,7 @@ _FREE_OPS = frozenset(
 _PER_ELEMENT = {
     "scale": 1,
     "exp": 1,
+    "log": 1,
     "binary": 1,
     "rms_norm": 4,
     "softmax": SOFTMAX_FLOPS_PER_ELEMENT,

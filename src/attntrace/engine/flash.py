@@ -309,6 +309,7 @@ class _Flash(Generic[T]):
     table: T | None = None  # T5's rel_bias (buckets, h), with ``onehot`` the buckets of a tile
     onehot: Callable[[int, int, int, int], Source] | None = field(default=None, repr=False)
     rest: _Flash[T] | None = field(default=None, repr=False)  # for the tiles after the first
+    stats: tuple[T, T] | None = field(default=None, repr=False)  # (B, h, S) m and l, for lse
 
     def ax(self, *letters: str) -> tuple[str, ...]:
         return (*self.rec.lead, "h", *letters)
@@ -332,10 +333,13 @@ def flash_context(
     v: T,
     plan: MaskPlan | None = None,
     table: T | None = None,
+    lse: bool = False,
 ) -> T:
     """context (B, h, S, d) from q (B, h, S, d), k, v (B, h, N, d), query block by query block;
     the mask of ``plan`` is made and applied tile by tile (never whole), as are --softcap and
-    T5's relative bias (``table``: rel_bias (buckets, h)).
+    T5's relative bias (``table``: rel_bias (buckets, h)). ``lse`` (--backward): each block's
+    final row max and sum are kept and the step ``lse`` = m + log(l) (B, h, S) follows, what
+    the backward recomputes the weights from (:func:`attntrace.engine.backward.flash_core`).
 
     >>> from attntrace import AttentionConfig, trace_attention
     >>> cfg = AttentionConfig(seq=300, hidden=64, heads=4, algorithm="flash", block_size=128)
@@ -373,6 +377,11 @@ def flash_context(
     # (B, h, S, d), a view of (B, S, h, d): merging the heads afterwards copies nothing
     zeros = be.transpose(be.full((*lead, S, h, d), 0.0, be.dtype(q)), -3, -2)
     out = rec.step("context", zeros, "zeros(B, h, S, d), filled by o_block", f.ax("S", "d"))
+    if lse:  # (B, h, S) each: the row max and sum of every query block, written by its block
+        f.stats = (
+            be.full((*lead, h, S), 0.0, be.dtype(q)),
+            be.full((*lead, h, S), 1.0, be.dtype(q)),
+        )
     rows, cols = config.blocks
     work = list(
         tiles(
@@ -389,6 +398,7 @@ def flash_context(
     if not be.computes:  # the shape backend: every distinct tile recorded, weighted by its count
         for block in work:
             _run(f, out, block)
+        _lse(f)
         return out
     quiet = _Quiet(rec, count=not _surely_finite(config, rec.be, (q, k, v, table), plan))
     plain = rec.be  # no meter: the totals come from the shape trace
@@ -405,7 +415,18 @@ def flash_context(
         _run_blocks(rec.threads, run, [first, *work[:0:-1]])
     rec.settle(_tile_steps(rec), quiet.bad)
     rec.refresh("context", out)
+    _lse(f)
     return out
+
+
+def _lse(f: _Flash[T]) -> None:
+    """The step ``lse`` (B, h, S) = m + log(l) from the rows every block kept, when asked."""
+    if f.stats is None:
+        return
+    m, l = f.stats  # (B, h, S) each
+    lse = f.be.add(m, f.be.log(l))  # (B, h, S)
+    op = "m + log(l) (each query block's final row max and sum; kept for the backward)"
+    f.rec.step("lse", lse, op, f.ax("S"))
 
 
 def _onehot(config: AttentionConfig) -> Callable[[int, int, int, int], Source] | None:
@@ -480,6 +501,9 @@ def _query_block(f: _Flash[T], q_block: T, rows: tuple[int, int], kv: list[Block
     for j0, j1, n in kv:
         m, l, o = _tile(tile, q_scaled, (m, l, o), (*rows, j0, j1), n)
         tile = tile.then
+    if f.stats is not None:  # --backward: this block's rows of m and l (B, h, Br)
+        be.write(f.stats[0], -1, rows[0], m)
+        be.write(f.stats[1], -1, rows[0], l)
     o_block = be.binary("div", o, f.col(l), inplace=tile.inplace)  # (B, h, Br, d)
     return rec.step("o_block", o_block, "o_acc / l[..., None]", f.ax("Br", "d"), times=times)
 

@@ -175,6 +175,14 @@ MESSAGES: dict[str, str] = {
     # --- the backward (--backward) ---------------------------------------------------------------
     "backward": "Backward pass: the gradient of the loss with respect to {of}, the same shape "
     "as {of}: {shape}, computed as {op}.",
+    "lse": "Flash keeps, for its backward, the log-sum-exp of each query row's scores, "
+    "m + log(l): {shape}, one number per row instead of the {S} × {N} weights.",
+    "delta": "Backward pass (flash): each query row's sum of d_context ⊙ context, {shape}; "
+    "it stands for rowsum(d_weights ⊙ weights) of the softmax backward without the weights.",
+    "s_again": "Backward pass (flash): one tile of scores made again from q and k, {Br} queries "
+    "× {Bc} keys: {shape}, computed as {op}.",
+    "p_again": "Backward pass (flash): the weights of that tile made again from the kept "
+    "log-sum-exp, no row max or sum needed: {shape}, computed as {op}.",
     "ui.report_flow": "Data flow",
     "ui.report_steps": "Steps",
     "ui.report_weights": "Attention weights",

@@ -98,7 +98,9 @@ def _view_key(config: AttentionConfig, step: Step) -> str:
     """The key of the decode step's k and v (--past) and of every gradient step (--backward)."""
     if step.name in ("k", "v") and config.past:
         return f"{step.name}.past"
-    return "backward" if step.phase == "backward" else step.name
+    if step.phase == "backward":  # flash's delta, s_again, p_again are no gradients
+        return "backward" if step.name.startswith("d_") else step.name
+    return step.name
 
 
 def _extra_keys(config: AttentionConfig, step: Step) -> tuple[str, ...]:

@@ -27,7 +27,7 @@ def training_rows(trace: Trace) -> list[tuple[str, str, str]]:
     terms = "; ".join(
         f"{name} {'−' if b < 0 else ''}{format_bytes(abs(b))}" for name, b in f.megatron_terms if b
     )
-    mode = "--recompute" if f.recompute else "eager"
+    mode = "--recompute" if f.recompute else trace.config.algorithm
     return [
         (f"saved for the backward ({mode})", format_bytes(f.saved_bytes), saved),
         ("eager keeps", format_bytes(f.eager_saved_bytes), "the (B, h, S, N) weights among them"),

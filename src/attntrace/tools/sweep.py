@@ -190,15 +190,20 @@ class Sweep(list[SweepPoint]):
 def _training(config: AttentionConfig) -> dict[str, int]:
     """--backward: saved bytes and backward FLOPs of ``config``'s algorithm."""
     from attntrace.engine.attention import trace_attention
+    from attntrace.engine.backward import check_backward
 
-    f = trace_attention(replace(config, algorithm="eager"), "shape", backward=True).training
-    assert f is not None  # a trace with backward=True has its figures
-    if config.algorithm == "flash":
+    try:  # flash: its own tiled backward (FlashAttention-2's, tiles above the diagonal skipped)
+        check_backward(config)
+        own = trace_attention(config, "shape", backward=True).training
+        assert own is not None  # a trace with backward=True has its figures
+        return {"saved_bytes": own.saved_bytes, "backward_flops": own.backward_flops}
+    except ConfigError:  # a flash variant whose backward is not written: eager's + the tiles
+        f = trace_attention(replace(config, algorithm="eager"), "shape", backward=True).training
+        assert f is not None
         return {
             "saved_bytes": f.flash_saved_bytes,
             "backward_flops": f.backward_flops + f.flash_recompute_flops,
         }
-    return {"saved_bytes": f.eager_saved_bytes, "backward_flops": f.backward_flops}
 
 
 def run_sweep(
