@@ -72,8 +72,16 @@ def catalogue(s: Setting) -> list[Bug]:
         _softmax_axis,
         _merge,
         _output,
+        _decode,
     ]
     return [bug for make in makers for bug in make(s)]
+
+
+def _decode(s: Setting) -> Iterator[Bug]:
+    """--past: the bugs of a decode step (:mod:`attntrace.diffing.decode`)."""
+    from attntrace.diffing.decode import decode_bugs
+
+    return decode_bugs(s)
 
 
 def _cast(out: np.ndarray, like: np.ndarray) -> np.ndarray:

@@ -145,6 +145,10 @@ def diff(
 
     layer = as_layer(target, **probe_sizes(options["seq"], options["batch"], x))
     cfg, tensors = resolve_layer(layer, options, given, x)
+    if cfg.past:  # a decode step: the code is called with the reference's cache
+        from attntrace.diffing.decode import decode_layer
+
+        layer = decode_layer(layer, tensors, cfg.past)
     return run_diff(layer, cfg, tensors, max_memory=max_memory)
 
 

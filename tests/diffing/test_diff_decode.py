@@ -1,0 +1,166 @@
+"""attntrace diff --past N: the user's decode step called with the reference's KV cache
+(a (k, v) tuple argument, or a transformers class with a DynamicCache), compared step by step;
+the bugs of a decode step planted one line at a time in verbatim copies of real decode code
+(tests/data/decode) and named with their line."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from attntrace import AttentionConfig
+from attntrace.cli import app
+from attntrace.diffing.diff_report import diff
+from attntrace.diffing.target import diff_target
+from attntrace.errors import ConfigError
+
+pytest.importorskip("torch")
+
+DATA = Path(__file__).parent.parent / "data" / "decode"
+GPT2 = (DATA / "gpt2_kv_cache.py", "CausalSelfAttention", {})
+LLAMA = (DATA / "llama_kv_cache.py", "LlamaAttention", {"rope": True})
+
+
+def _diff(path: Path, name: str, extra: dict[str, object], **sizes: int) -> object:
+    given = {"batch": 2, "seq": 2, "past": 3} | sizes
+    cfg = AttentionConfig(hidden=32, heads=4, causal=True, **given, **extra)  # type: ignore[arg-type]
+    return diff_target(f"{path}:{name}", [], cfg, {"causal", *given, *extra}, None)
+
+
+@pytest.mark.parametrize("base", [GPT2, LLAMA], ids=["gpt2", "llama"])
+@pytest.mark.parametrize(("seq", "past"), [(1, 5), (2, 3), (3, 1)])
+def test_correct_decode_step_matches_with_the_cache_shapes(
+    base: tuple[Path, str, dict[str, object]], seq: int, past: int
+) -> None:
+    report = _diff(*base, seq=seq, past=past)
+    assert report.ok, report.diagnosis  # type: ignore[attr-defined]
+    rows = {r.step.name: r for r in report.rows}  # type: ignore[attr-defined]
+    g = 2 if base is LLAMA else 4
+    assert rows["k_cache"].step.shape == (2, g, past, 8)
+    assert rows["k_all"].step.shape == rows["k_all"].user.shape == (2, g, past + seq, 8)
+    assert rows["v_all"].user.shape == (2, g, past + seq, 8)
+    assert rows["scores"].user.shape == (2, 4, seq, past + seq)
+    assert rows["k_all"].user.location.startswith(base[0].name)
+    assert any("(k_cache, v_cache) of" in n for n in report.notes)  # type: ignore[attr-defined]
+
+
+G, L = "gpt2_kv_cache", "llama_kv_cache"
+#: (id, file, planted line, its replacement, the bug, the line blamed: "@" the planted one)
+PLANTED = [
+    (
+        "mask-top-left",
+        G,
+        "causal_mask = self.bias[:, :, key_length - query_length : key_length, :key_length]",
+        "causal_mask = self.bias[:, :, :query_length, :key_length]",
+        "decode-mask-top-left",
+        "att = att.masked_fill(causal_mask == 0, float('-inf'))",
+    ),
+    (
+        "k-prepended",
+        G,
+        "k = torch.cat((past_key, k), dim=-2)",
+        "k = torch.cat((k, past_key), dim=-2)",
+        "decode-k-prepended",
+        "@",
+    ),
+    (
+        "kv-swapped",
+        G,
+        "past_key, past_value = layer_past",
+        "past_value, past_key = layer_past",
+        "decode-kv-swapped",
+        "k = torch.cat((past_key, k), dim=-2)",
+    ),
+    (
+        "rope-from-0",
+        L,
+        "position_ids = torch.arange(past_key_values_length, q_len + past_key_values_length)"
+        ".unsqueeze(0)",
+        "position_ids = torch.arange(0, q_len).unsqueeze(0)",
+        "decode-rope-from-0",
+        "cos = cos[position_ids].unsqueeze(1)  # [bs, 1, seq_len, dim]",
+    ),
+    (
+        "rope-minus-1",
+        L,
+        "position_ids = torch.arange(past_key_values_length, q_len + past_key_values_length)"
+        ".unsqueeze(0)",
+        "position_ids = torch.arange(past_key_values_length - 1, q_len + past_key_values_length"
+        " - 1).unsqueeze(0)",
+        "decode-rope-minus-1",
+        "cos = cos[position_ids].unsqueeze(1)  # [bs, 1, seq_len, dim]",
+    ),
+    (
+        "v-from-k-cache",
+        L,
+        "value_states = torch.cat([past_key_value[1], value_states], dim=2)",
+        "value_states = torch.cat([past_key_value[0], value_states], dim=2)",
+        "decode-v-from-k-cache",
+        "@",
+    ),
+]
+
+
+def _line(lines: list[str], text: str) -> int:
+    found = [i + 1 for i, line in enumerate(lines) if line.strip() == text]
+    assert len(found) == 1, f"{text!r} occurs {len(found)} times"
+    return found[0]
+
+
+@pytest.mark.parametrize(
+    ("key", "base", "old", "new", "bug", "blamed"), PLANTED, ids=[p[0] for p in PLANTED]
+)
+def test_planted_decode_bug_is_named_at_its_line(
+    key: str, base: str, old: str, new: str, bug: str, blamed: str, tmp_path: Path
+) -> None:
+    lines = (DATA / f"{base}.py").read_text().splitlines()
+    at = _line(lines, old)
+    lines[at - 1] = lines[at - 1].replace(old, new)
+    path = tmp_path / f"{key.replace('-', '_')}.py"
+    path.write_text("\n".join(lines) + "\n")
+    name, extra = (GPT2 if base == G else LLAMA)[1:]
+    report = _diff(path, name, extra)
+    assert not report.ok  # type: ignore[attr-defined]
+    d = report.diagnosis  # type: ignore[attr-defined]
+    assert d is not None
+    assert d.bug == bug, (d.name, d.step, d.location)
+    line = at if blamed == "@" else _line(lines, blamed)
+    assert d.location == f"{path.name}:{line}", (d.location, d.source)
+
+
+def test_a_module_without_a_cache_argument_or_a_function_is_refused() -> None:
+    import torch
+
+    cfg = AttentionConfig(batch=2, seq=1, hidden=32, heads=4, causal=True, past=3)
+    mha = torch.nn.MultiheadAttention(32, 4, batch_first=True)
+    with pytest.raises(ConfigError, match=r"--past 3: MultiheadAttention.forward takes no cache"):
+        diff(mha, cfg)
+
+    def attend(x: object, params: object) -> object:
+        return x
+
+    with pytest.raises(ConfigError, match=r"attend\(\) is a function; give an nn.Module"):
+        diff(attend, cfg)
+
+
+def test_cli_diff_past_exit_codes_and_json(tmp_path: Path) -> None:
+    runner = CliRunner()
+    args = ["diff", f"{DATA / 'llama_kv_cache.py'}:LlamaAttention", "--rope", "--causal"]
+    args += ["--batch", "2", "--seq", "1", "--past", "6", "--hidden", "32", "--heads", "4"]
+    good = runner.invoke(app, [*args, "-f", "json"])
+    assert good.exit_code == 0, good.output
+    doc = json.loads(good.output)
+    assert doc["ok"] is True
+    assert doc["config"]["past"] == 6
+    rows = {r["step"]: r for r in doc["rows"]}
+    assert rows["scores"]["user_shape"] == [2, 4, 1, 7]
+    assert rows["k_all"]["shape"] == [2, 2, 7, 8]
+    bad = tmp_path / "bad.py"
+    text = (DATA / "llama_kv_cache.py").read_text()
+    bad.write_text(text.replace(PLANTED[3][2], PLANTED[3][3]))
+    out = runner.invoke(app, ["diff", f"{bad}:LlamaAttention", *args[2:], "-f", "json"])
+    assert out.exit_code == 1, out.output
+    assert json.loads(out.output)["diagnosis"]["bug"] == "decode-rope-from-0"
