@@ -164,3 +164,21 @@ def test_cli_diff_past_exit_codes_and_json(tmp_path: Path) -> None:
     out = runner.invoke(app, ["diff", f"{bad}:LlamaAttention", *args[2:], "-f", "json"])
     assert out.exit_code == 1, out.output
     assert json.loads(out.output)["diagnosis"]["bug"] == "decode-rope-from-0"
+
+
+@pytest.mark.parametrize("name", ["LlamaAttention", "MistralAttention", "Qwen2Attention"])
+@pytest.mark.parametrize(("seq", "past"), [(1, 4), (2, 3)])
+def test_transformers_class_with_a_dynamic_cache_matches(name: str, seq: int, past: int) -> None:
+    pytest.importorskip("transformers")
+    cfg = AttentionConfig(
+        batch=2, seq=seq, hidden=32, heads=4, kv_heads=2, causal=True, rope=True, past=past
+    )
+    typed = {"batch", "seq", "hidden", "heads", "kv_heads", "causal", "rope", "past"}
+    report = diff_target(f"transformers:{name}", [], cfg, typed, None)
+    assert report.ok, report.diagnosis
+    rows = {r.step.name: r for r in report.rows}
+    assert rows["k_cache"].user.shape == (2, 2, past, 8)
+    assert rows["k_all"].user.shape == (2, 2, past + seq, 8)
+    assert rows["k_all"].user.location.startswith("cache_utils.py:")  # DynamicCache.update
+    assert rows["scores"].user.shape == (2, 4, seq, past + seq)
+    assert f"called with a DynamicCache of {past} earlier tokens" in report.notes

@@ -87,33 +87,43 @@ def _first(out: Any) -> Any:
 
 
 def _hf_decode(module: Any, x: Any, k_np: np.ndarray, v_np: np.ndarray) -> Any:
-    """A transformers attention class built by attntrace (``module.attn``) on x at positions
-    N..N+S-1 with a DynamicCache holding the N earlier keys and values."""
+    """A transformers attention class built by attntrace (``module.attn``, as
+    :func:`attntrace.capturing.library.call` calls it) on x at positions N..N+S-1, with a
+    ``DynamicCache`` holding the N earlier keys and values and the causal mask (B, 1, S, N+S)
+    aligned bottom-right (its sliding window too)."""
     import torch
     from transformers import DynamicCache
 
-    attn = module.attn
+    attn, rotary = module.attn, module.rotary
+    batched = x if x.ndim == 3 else x[None]  # (B, S, H)
     k, v = (torch.from_numpy(a.copy()).to(x.dtype) for a in (k_np, v_np))  # (B, g, N, d)
-    if k.ndim == 3:  # unbatched: the class wants a batch
-        k, v, x = k[None], v[None], x[None]
-    n, s = k.shape[-2], x.shape[-2]
+    if k.ndim == 3:
+        k, v = k[None], v[None]  # (1, g, N, d)
+    B, S = batched.shape[:2]
+    n = k.shape[-2]
     cache = DynamicCache()
-    cache.update(k, v, getattr(attn, "layer_idx", 0) or 0)
-    positions = torch.arange(n, n + s)
-    keys = n + s
-    mask = torch.full((s, keys), float("-inf"), dtype=x.dtype)  # (S, N+S)
-    mask = torch.triu(mask, diagonal=n + 1)[None, None]  # bottom-right aligned
-    kwargs: dict[str, Any] = {
-        "hidden_states": x,
-        "attention_mask": mask if module.causal else None,
-        "past_key_values": cache,
-        "cache_position": positions,
-    }
-    rotary = getattr(module, "rotary", None)
-    if rotary is not None:
-        kwargs["position_embeddings"] = rotary(x, positions[None])
-    out = _first(attn(**kwargs))
-    return out[0] if k_np.ndim == 3 else out
+    cache.update(k, v, getattr(attn, "layer_idx", None) or 0)
+    positions = torch.arange(n, n + S)  # (S,): N..N+S-1
+    params = inspect.signature(attn.forward).parameters
+    kwargs: dict[str, Any] = {"past_key_values": cache}
+    if "cache_position" in params:
+        kwargs["cache_position"] = positions
+    if rotary is not None and "position_embeddings" in params:
+        kwargs["position_embeddings"] = rotary(batched, positions[None].expand(B, S))
+    if "position_ids" in params:
+        kwargs["position_ids"] = positions[None].expand(B, S)
+    if getattr(attn, "is_causal", False):
+        i = torch.arange(n, n + S)[:, None]  # (S, 1): the queries' positions
+        j = torch.arange(n + S)[None]  # (1, N+S)
+        hidden = j > i  # (S, N+S): bottom-right aligned
+        window = getattr(attn, "sliding_window", None)
+        if isinstance(window, int) and window > 0:
+            hidden = hidden | (j <= i - window)
+        fill = torch.finfo(batched.dtype).min
+        mask = torch.zeros(S, n + S, dtype=batched.dtype).masked_fill(hidden, fill)
+        kwargs["attention_mask"] = mask[None, None].expand(B, 1, S, n + S)  # (B, 1, S, N+S)
+    out = _first(attn(batched, **kwargs))
+    return out if x.ndim == 3 else out[0]
 
 
 # --- the bugs of a decode step ---------------------------------------------------------------
