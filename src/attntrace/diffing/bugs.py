@@ -81,7 +81,7 @@ def _decode(s: Setting) -> Iterator[Bug]:
     """--past: the bugs of a decode step (:mod:`attntrace.diffing.decode`)."""
     from attntrace.diffing.decode import decode_bugs
 
-    return decode_bugs(s)
+    return (Bug(**fields) for fields in decode_bugs(s))
 
 
 def _cast(out: np.ndarray, like: np.ndarray) -> np.ndarray:
