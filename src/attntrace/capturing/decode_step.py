@@ -139,7 +139,7 @@ def decode_call(call: Any, x: Any, past: int, seed: int) -> Callable[[Any], Any]
             f"--past {past}: {type(call).__name__} returned no (k, v) cache after a prefill of "
             f"{past} tokens; return it with the output, as GPT-2 returns present = (k, v)"
         )
-    return _Step(lambda x: call(x, **{arg: made}), made)
+    return _Step(lambda x: _first(call(x, **{arg: made})), made)
 
 
 class _Step:
