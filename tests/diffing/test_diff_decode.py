@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import jsonschema
 import pytest
 from typer.testing import CliRunner
 
@@ -16,6 +17,7 @@ from attntrace.cli import app
 from attntrace.diffing.diff_report import diff
 from attntrace.diffing.target import diff_target
 from attntrace.errors import ConfigError
+from attntrace.schemas import diff_schema
 
 pytest.importorskip("torch")
 
@@ -163,7 +165,10 @@ def test_cli_diff_past_exit_codes_and_json(tmp_path: Path) -> None:
     bad.write_text(text.replace(PLANTED[3][2], PLANTED[3][3]))
     out = runner.invoke(app, ["diff", f"{bad}:LlamaAttention", *args[2:], "-f", "json"])
     assert out.exit_code == 1, out.output
-    assert json.loads(out.output)["diagnosis"]["bug"] == "decode-rope-from-0"
+    bad_doc = json.loads(out.output)
+    assert bad_doc["diagnosis"]["bug"] == "decode-rope-from-0"
+    for document in (doc, bad_doc):
+        jsonschema.Draft202012Validator(diff_schema()).validate(document)
 
 
 @pytest.mark.parametrize("name", ["LlamaAttention", "MistralAttention", "Qwen2Attention"])
