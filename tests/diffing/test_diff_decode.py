@@ -187,3 +187,39 @@ def test_transformers_class_with_a_dynamic_cache_matches(name: str, seq: int, pa
     assert rows["k_all"].user.location.startswith("cache_utils.py:")  # DynamicCache.update
     assert rows["scores"].user.shape == (2, 4, seq, past + seq)
     assert f"called with a DynamicCache of {past} earlier tokens" in report.notes
+
+
+@pytest.mark.parametrize(("seq", "past"), [(1, 6), (2, 7), (3, 3)])
+def test_mistral_with_a_sliding_window_cache_matches(seq: int, past: int) -> None:
+    """The reference's cache keeps the last W-1 keys; the DynamicCache holds those, the mask
+    the window of the positions past..past+S-1 (a divergence here once crashed two bugs'
+    replays: GQA tiling and heads split read the new keys, not the cache's)."""
+    pytest.importorskip("transformers")
+    cfg = AttentionConfig(
+        batch=2, seq=seq, hidden=32, heads=4, kv_heads=2, causal=True, rope=True, past=past,
+        window=4,
+    )  # fmt: skip
+    typed = {"batch", "seq", "hidden", "heads", "kv_heads", "causal", "rope", "past", "window"}
+    report = diff_target("transformers:MistralAttention", ["sliding_window=4"], cfg, typed, None)
+    assert report.ok, report.diagnosis
+    rows = {r.step.name: r for r in report.rows}
+    assert rows["k_cache"].user.shape == (2, 2, min(past, 3), 8)
+    assert rows["scores"].user.shape == (2, 4, seq, min(past, 3) + seq)
+
+
+def test_a_gqa_decode_divergence_is_diagnosed_without_crashing(tmp_path: Path) -> None:
+    bad = tmp_path / "tiled.py"
+    text = (DATA / "llama_kv_cache.py").read_text()
+    old = "hidden_states = hidden_states[:, :, None, :, :].expand(batch, num_key_value_heads, n_rep"
+    assert old in text
+    bad.write_text(
+        text.replace(
+            old,
+            old.replace("[:, :, None, :, :]", "[:, None, :, :, :]").replace(
+                "num_key_value_heads, n_rep", "n_rep, num_key_value_heads"
+            ),
+        )
+    )
+    report = _diff(bad, "LlamaAttention", {"rope": True})
+    assert not report.ok  # type: ignore[attr-defined]
+    assert report.diagnosis.bug == "gqa-tile-k-v"  # type: ignore[attr-defined]

@@ -53,17 +53,19 @@ def no_cache(name: str, past: int, what: str) -> ConfigError:
     )
 
 
-def hf_step(module: Any, x: Any, cache: Any, start: int) -> Any:
+def hf_step(module: Any, x: Any, cache: Any, start: int, held: int | None = None) -> Any:
     """A transformers attention class built by attntrace (``module.attn``, as
     :func:`attntrace.capturing.library.call` calls it) on x (B, S, H) or (S, H) at positions
-    start..start+S-1 with the ``DynamicCache`` ``cache`` (holding ``start`` tokens), the causal
-    mask (B, 1, S, start+S) aligned bottom-right (and its sliding window); its output."""
+    start..start+S-1 with the ``DynamicCache`` ``cache`` holding the ``held`` tokens before them
+    (all ``start``, or the last W-1 of a sliding window), the causal mask (B, 1, S, held+S)
+    aligned bottom-right (and its sliding window); its output."""
     import torch
 
     attn, rotary = module.attn, module.rotary
     batched = x if x.ndim == 3 else x[None]  # (B, S, H)
     B, S = batched.shape[:2]
     n = start
+    kept = n if held is None else held
     positions = torch.arange(n, n + S)  # (S,): N..N+S-1
     params = inspect.signature(attn.forward).parameters
     kwargs: dict[str, Any] = {"past_key_values": cache}
@@ -75,14 +77,15 @@ def hf_step(module: Any, x: Any, cache: Any, start: int) -> Any:
         kwargs["position_ids"] = positions[None].expand(B, S)
     if getattr(attn, "is_causal", False):
         i = torch.arange(n, n + S)[:, None]  # (S, 1): the queries' positions
-        j = torch.arange(n + S)[None]  # (1, N+S)
+        j = torch.arange(n - kept, n + S)[None]  # (1, N+S): the positions of the keys held
         hidden = j > i  # (S, N+S): bottom-right aligned
-        window = getattr(attn, "sliding_window", None)
+        window = getattr(attn, "sliding_window", None)  # else the config's (Mistral)
+        window = window or getattr(getattr(module, "config", None), "sliding_window", None)
         if isinstance(window, int) and window > 0:
             hidden = hidden | (j <= i - window)
         fill = torch.finfo(batched.dtype).min
-        mask = torch.zeros(S, n + S, dtype=batched.dtype).masked_fill(hidden, fill)
-        kwargs["attention_mask"] = mask[None, None].expand(B, 1, S, n + S)  # (B, 1, S, N+S)
+        mask = torch.zeros(S, kept + S, dtype=batched.dtype).masked_fill(hidden, fill)
+        kwargs["attention_mask"] = mask[None, None].expand(B, 1, S, kept + S)  # (B, 1, S, N+S)
     out = _first(attn(batched, **kwargs))
     return out if x.ndim == 3 else out[0]
 
@@ -129,7 +132,8 @@ def decode_call(call: Any, x: Any, past: int, seed: int) -> Callable[[Any], Any]
             hf_step(call, prefill, cache, 0)
             layer = cache.layers[getattr(call.attn, "layer_idx", None) or 0]
             kept = (getattr(layer, "keys"), getattr(layer, "values"))  # noqa: B009  (B, g, N, d)
-            return _Step(lambda x: hf_step(call, x, cache, past), kept)
+            held = int(kept[0].shape[-2])  # N, or what a sliding window's layer keeps
+            return _Step(lambda x: hf_step(call, x, cache, past, held), kept)
         arg = cache_argument(call.forward)
         if arg is None:
             raise no_cache(f"{type(call).__name__}.forward", past, "takes no cache")

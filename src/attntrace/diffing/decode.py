@@ -52,7 +52,9 @@ def decode_layer(layer: Layer, tensors: Mapping[str, Any], past: int) -> Layer:
     if is_library_module(module):
         return dataclasses.replace(
             layer,
-            call=lambda x, p: hf_step(module, x, dynamic_cache(*cached(x), module), past),
+            call=lambda x, p: hf_step(
+                module, x, dynamic_cache(*cached(x), module), past, int(k_np.shape[-2])
+            ),
             notes=(*layer.notes, f"called with a DynamicCache of {past} earlier tokens"),
         )
     name = cache_argument(module.forward)
