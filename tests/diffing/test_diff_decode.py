@@ -223,3 +223,38 @@ def test_a_gqa_decode_divergence_is_diagnosed_without_crashing(tmp_path: Path) -
     report = _diff(bad, "LlamaAttention", {"rope": True})
     assert not report.ok  # type: ignore[attr-defined]
     assert report.diagnosis.bug == "gqa-tile-k-v"  # type: ignore[attr-defined]
+
+
+def test_every_decode_bug_changes_its_step_and_keeps_the_shapes() -> None:
+    import numpy as np
+
+    from attntrace import trace_attention
+    from attntrace.diffing.bugs import Setting, catalogue
+    from attntrace.engine.inputs import random_sources
+
+    cfg = AttentionConfig(
+        batch=2, seq=2, past=5, hidden=32, heads=4, kv_heads=2, causal=True, rope=True
+    )
+    tensors = {name: s.make() for name, s in random_sources(cfg).items()}
+    ref = trace_attention(cfg, "numpy", tensors=tensors)
+    bugs = [b for b in catalogue(Setting(cfg, ref, tensors)) if b.key.startswith("decode-")]
+    assert {b.key for b in bugs} == {
+        "decode-rope-from-0",
+        "decode-rope-minus-1",
+        "decode-rope-plus-1",
+        "decode-mask-top-left",
+        "decode-prepended",
+        "decode-kv-swapped",
+        "decode-k-from-v-cache",
+        "decode-v-from-k-cache",
+        "decode-k-prepended",
+        "decode-rope-after-cache",
+    }
+    for bug in bugs:
+        wrong = trace_attention(cfg, "numpy", tensors=tensors, replace=bug.replace)
+        assert [s.shape for s in wrong.steps] == [s.shape for s in ref.steps], bug.key
+        assert not np.allclose(wrong[bug.at].value, ref[bug.at].value), bug.key
+        assert not np.allclose(wrong["output"].value, ref["output"].value), bug.key
+    plain = AttentionConfig(batch=2, seq=2, hidden=32, heads=4, causal=True)
+    plain_ref = trace_attention(plain, "numpy")
+    assert not [b for b in catalogue(Setting(plain, plain_ref, {})) if b.key.startswith("decode-")]
