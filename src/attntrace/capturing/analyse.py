@@ -164,7 +164,7 @@ def operand_axes(e: Event, known: Sequence[Axes], sizes: ax.Sizes) -> list[tuple
     ]
 
 
-def axes_of(  # noqa: PLR0911  (a table)
+def axes_of(  # noqa: PLR0911, PLR0912  (a table)
     e: Event,
     ops: list[tuple[Axes, Shape]],
     sizes: ax.Sizes,
@@ -200,7 +200,29 @@ def axes_of(  # noqa: PLR0911  (a table)
         return ax.repeat(first[0], first[1], shape, sizes)
     if kind == "sdpa" and len(ops) >= 3 and len(shape) == len(first[1]):
         return (*first[0][:-1], ops[2][0][-1])
+    if (joined := _concatenated(shape, ops, sizes)) is not None:
+        return joined  # cat((k_cache, k), dim=-2): (B, g, N+S, d)
     return ax.broadcast(shape, ops, sizes)
+
+
+def _concatenated(shape: Shape, ops: list[tuple[Axes, Shape]], sizes: ax.Sizes) -> Axes | None:
+    """The axes of a concatenation along one axis whose size no letter has (a KV cache and
+    the new keys: N+S), the parts' letters joined by ``+``; else None.
+
+    >>> _concatenated((2, 6, 8), [(("h", "N", "d"), (2, 5, 8)), (("h", "S", "d"), (2, 1, 8))],
+    ...               ax.Sizes({"h": 2, "N": 5, "S": 1, "d": 8}))
+    ('h', 'N+S', 'd')
+    """
+    if len(ops) < 2 or any(len(s) != len(shape) for _, s in ops):
+        return None
+    along = [k for k in range(len(shape)) if any(s[k] != shape[k] for _, s in ops)]
+    if len(along) != 1 or sum(s[along[0]] for _, s in ops) != shape[along[0]]:
+        return None
+    k = along[0]
+    parts = [a[k] for a, _ in ops]
+    if sizes.letter(shape[k]) != ax.UNKNOWN or any(p in (ax.UNKNOWN, "1") for p in parts):
+        return None
+    return (*ops[0][0][:k], "+".join(parts), *ops[0][0][k + 1 :])
 
 
 @dataclass(frozen=True)

@@ -30,6 +30,11 @@ def roles(events: Sequence[Event], axes: Sequence[Axes]) -> list[str]:
     return refine(events, axes, out, found.line)
 
 
+def _cached(axes: Axes) -> bool:
+    """(…, d, N+S): the keys of a --past step transposed."""
+    return len(axes) >= 2 and axes[-2] == "d" and "+" in axes[-1]
+
+
 class _Finder:
     def __init__(self, events: Sequence[Event], axes: Sequence[Axes]) -> None:
         self.events, self.axes = events, axes
@@ -46,10 +51,13 @@ class _Finder:
             return role
         return ""
 
-    def _classify(self, e: Event, ins: list[str]) -> tuple[str, str]:
+    def _classify(self, e: Event, ins: list[str]) -> tuple[str, str]:  # noqa: PLR0911
         axes = self.axes[e.index]
         if e.kind == "create":
             return self._root(axes)
+        cache = next((i for i in ins if i in ("k_cache", "v_cache")), "")
+        if cache and len(ins) >= 2:  # --past: cat((k_cache, k), dim=-2), the cache after the step
+            return cache[0], f"{cache[0]}_all"
         at = e.params.get("x", 0)  # addmm(bias, x, w): x is the second operand
         first = ins[at] if len(ins) > at else ins[0] if ins else ""
         weight = e.kind == "linear" or (e.kind == "matmul" and len(ins) == 2 and not ins[1])
@@ -71,6 +79,9 @@ class _Finder:
             return "x", "x"
         if axes[-2:] == ("N", "M"):
             return "x_kv", "x_kv"
+        if axes[-2:] == ("N", "d"):  # --past: the KV cache read, k first (decode_step.py)
+            name = "v_cache" if "k_cache" in self.given else "k_cache"
+            return name, name
         return "", ""
 
     def _projection(self, source: str, axes: Axes) -> tuple[str, str]:
@@ -210,7 +221,7 @@ class _Finder:
             return base.removesuffix("_rep"), base
         if first == "xh" and heads_first:
             return "xq", ""
-        split = first == "k" and axes[-2:] in (("d", "S"), ("d", "N"))
+        split = first == "k" and (axes[-2:] in (("d", "S"), ("d", "N")) or _cached(axes))
         one_head = first == "k_proj" and axes[-2:] in (("H", "S"), ("H", "N"))  # never split
         if split or one_head:
             return "k_t", "k_t"

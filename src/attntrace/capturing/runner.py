@@ -264,6 +264,7 @@ class Inputs:
     seed: int = 0
     array: str | None = None  # numpy or torch; None: torch for modules and torch functions
     input_file: Path | None = None
+    past: int = 0  # --past N: called as a decode step after a prefill of N tokens
 
 
 _WIDTH_ATTRS = ("embed_dim", "hidden_size", "d_model", "hidden", "n_embd", "dim", "hidden_dim")
@@ -298,6 +299,10 @@ def run_target(
             call = in_dtype(call, inputs.dtype, built=isinstance(obj, type))
         x = _input(inputs, _width(call) if inputs.hidden is None else inputs.hidden, torch_side)
         apply = attention_call(call, lambda: _params(inputs, int(x.shape[-1]), torch_side))
+        if inputs.past:  # a decode step: the module's own cache of a prefill (decode_step.py)
+            from attntrace.capturing.decode_step import decode_call
+
+            apply = decode_call(call, x, inputs.past, inputs.seed)
     except AttntraceError:
         raise
     except (Exception, SystemExit) as exc:  # the user's __init__ or property raised
@@ -309,6 +314,10 @@ def run_target(
     with context as t:
         outcome = Outcome(t)
         x = _root(t, x, letters)
+        if inputs.past:
+            from attntrace.capturing.decode_step import record_cache
+
+            record_cache(t, apply, x)
         try:
             apply(x)
         except SystemExit as exc:  # the user's code ended the program: what ran is shown

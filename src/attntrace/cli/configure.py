@@ -86,6 +86,23 @@ OPTION_GROUPS: dict[str, dict[str, tuple[Any, Any]]] = {
 }
 
 
+def override_options(**annotations: Any) -> Callable[[Callable[..., R]], Callable[..., R]]:
+    """Declare some options of a group otherwise for one command (sweep's --past takes a
+    list): applied under :func:`with_option_groups`.
+
+    >>> @override_options(past=int)
+    ... def sweep(): ...
+    >>> sweep.option_overrides  # type: ignore[attr-defined]
+    {'past': <class 'int'>}
+    """
+
+    def mark(command: Callable[..., R]) -> Callable[..., R]:
+        command.option_overrides = annotations  # type: ignore[attr-defined]
+        return command
+
+    return mark
+
+
 def with_option_groups(command: Callable[..., R]) -> Callable[..., R]:
     """Give ``command`` the options of each group of :data:`OPTION_GROUPS` that it names as a
     parameter, in that parameter's place (so ``--help`` lists them where the group stands);
@@ -100,6 +117,7 @@ def with_option_groups(command: Callable[..., R]) -> Callable[..., R]:
     4
     """
     signature = inspect.signature(command, eval_str=True)
+    over: dict[str, Any] = getattr(command, "option_overrides", {})
     groups = [name for name in signature.parameters if name in OPTION_GROUPS]
     parameters: list[inspect.Parameter] = []
     for p in signature.parameters.values():
@@ -110,7 +128,10 @@ def with_option_groups(command: Callable[..., R]) -> Callable[..., R]:
             raise TypeError(f"{command.__name__}: option group {p.name!r} must be keyword-only")
         parameters += [
             inspect.Parameter(
-                name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=annotation
+                name,
+                inspect.Parameter.KEYWORD_ONLY,
+                default=default,
+                annotation=over.get(name, annotation),
             )
             for name, (annotation, default) in OPTION_GROUPS[p.name].items()
         ]

@@ -199,12 +199,22 @@ KeyLengths = Annotated[
         rich_help_panel=VARIANTS,
     ),
 ]
+_PAST_HELP = (
+    "N, tokens already in the KV cache: the S new tokens (--seq 1: one decode step) sit at "
+    "positions N..N+S-1; the steps read k_cache, v_cache (B, g, N, d) and attend to N+S keys "
+    "(the causal mask aligned bottom-right)."
+)
 Past = Annotated[
     str | None,
+    typer.Option(metavar="N", help=_PAST_HELP, rich_help_panel=VARIANTS, show_default=False),
+]
+#: sweep's --past: a list of context lengths.
+PastList = Annotated[
+    str | None,
     typer.Option(
-        help="N, tokens already in the KV cache: the S new tokens (--seq 1: one decode step) "
-        "sit at positions N..N+S-1; the steps read k_cache, v_cache (B, g, N, d) and attend "
-        "to N+S keys (the causal mask aligned bottom-right). sweep takes a list: 1024,4096.",
+        metavar="N,N,…",
+        help=_PAST_HELP.replace("N, tokens", "N values, comma-separated: tokens")
+        + " E.g. --seq 1 --past 1024,4096,131072.",
         rich_help_panel=VARIANTS,
         show_default=False,
     ),

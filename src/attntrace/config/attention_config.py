@@ -30,7 +30,7 @@ CACHE_DTYPE_BYTES: dict[str, int] = {**DTYPE_BYTES, "float8": 1}
 #: The dtype of boolean masks (a mask step), which is no compute dtype.
 MASK_DTYPE = "bool"
 #: Bytes per element of every tensor a trace can record.
-ELEMENT_BYTES: dict[str, int] = {**DTYPE_BYTES, MASK_DTYPE: 1}
+ELEMENT_BYTES: dict[str, int] = {**DTYPE_BYTES, MASK_DTYPE: 1, "int32": 4}  # int32: a block table
 
 
 class AxisLabels(NamedTuple):

@@ -72,8 +72,16 @@ def catalogue(s: Setting) -> list[Bug]:
         _softmax_axis,
         _merge,
         _output,
+        _decode,
     ]
     return [bug for make in makers for bug in make(s)]
+
+
+def _decode(s: Setting) -> Iterator[Bug]:
+    """--past: the bugs of a decode step (:mod:`attntrace.diffing.decode`)."""
+    from attntrace.diffing.decode import decode_bugs
+
+    return (Bug(**fields) for fields in decode_bugs(s))
 
 
 def _cast(out: np.ndarray, like: np.ndarray) -> np.ndarray:
@@ -149,7 +157,8 @@ def _split(s: Setting) -> Iterator[Bug]:
     cfg = s.config
 
     def wrong(c: str) -> StepReplacement:
-        heads, seq = (cfg.heads, cfg.seq) if c == "q" else (cfg.groups, cfg.keys)
+        new_keys = cfg.seq if cfg.past else cfg.keys  # --past: x makes S new keys
+        heads, seq = (cfg.heads, cfg.seq) if c == "q" else (cfg.groups, new_keys)
         shape = (*s.lead, heads, seq, cfg.head_dim)
         # (B, h, S, d) straight from (B, S, H)
         return lambda done, value: done[f"{c}_proj"].reshape(shape)
@@ -358,6 +367,8 @@ def _repeat(s: Setting) -> Iterator[Bug]:
         return
     r, axis = cfg.heads // cfg.groups, len(s.lead)
     src = {"k_rep": "k_rot" if cfg.rope else "k", "v_rep": "v"}
+    if cfg.past:  # --past: the repeat reads the keys and values after the append
+        src = {"k_rep": "k_all", "v_rep": "v_all"}
 
     def tiled(name: str) -> StepReplacement:
         def wrong(done: Done, value: np.ndarray) -> np.ndarray:

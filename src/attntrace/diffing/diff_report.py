@@ -152,6 +152,14 @@ def diff(
 
     layer = as_layer(target, **probe_sizes(options["seq"], options["batch"], x))
     cfg, tensors = resolve_layer(layer, options, given, x)
+    if backward:
+        from attntrace.engine.backward import check_backward
+
+        check_backward(cfg)  # --past: a decode step keeps no gradients (one line, exit 2)
+    if cfg.past:  # a decode step: the code is called with the reference's cache
+        from attntrace.diffing.decode import decode_layer
+
+        layer = decode_layer(layer, tensors, cfg.past)
     report = run_diff(layer, cfg, tensors, max_memory=max_memory)
     return with_gradients(report, layer, tensors) if backward else report
 

@@ -43,6 +43,14 @@ def diff_target(
     cfg, tensors = resolve_layer(
         layer, options, {"head_dim" if t == "head_dim_override" else t for t in typed}, x
     )
+    if backward:
+        from attntrace.engine.backward import check_backward
+
+        check_backward(cfg)  # --past: a decode step keeps no gradients (one line, exit 2)
+    if cfg.past:  # a decode step: the user's code is called with the reference's cache
+        from attntrace.diffing.decode import decode_layer
+
+        layer = decode_layer(layer, tensors, cfg.past)
     report = run_diff(layer, cfg, tensors, max_memory=max_memory)
     if not backward:
         return report

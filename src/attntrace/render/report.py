@@ -77,6 +77,7 @@ def render_report(
         _costs(trace, count),
         *_whole_model(trace, count),
         *_training(trace),
+        *_serving(trace, count),
         f"<h2>{message('ui.report_config', lang)}</h2>",
         _config(trace),
     ]
@@ -179,6 +180,40 @@ def _training(trace: Trace) -> list[str]:
     if not rows:
         return []
     return ["<h2>Training: the backward</h2>", _table(["backward", "value", "what"], rows, {1})]
+
+
+def _serving(trace: Trace, count: str) -> list[str]:
+    """--past: the serving figures as run shows them (render/serving_view.py): the roofline of
+    this decode step beside the prefill of the same tokens, each step's traffic, the KV cache
+    (and the paged layout): one HTML table each, under a heading."""
+    from rich.table import Table
+
+    from attntrace.render.serving_view import serving_pieces
+
+    tables = [p for p in serving_pieces(trace, count) if isinstance(p, Table)]
+    if not tables:
+        return []
+    out = ["<h2>Serving: prefill vs decode, the KV cache</h2>"]
+    for table in tables:
+        if table.title:
+            out.append(f'<p class="note">{escape(_plain(table.title))}</p>')
+        headers = [_plain(c.header) for c in table.columns]
+        cells = [[_plain(c) for c in column._cells] for column in table.columns]
+        rows = [list(row) for row in zip(*cells, strict=True)]
+        numeric = {i for i, c in enumerate(table.columns) if c.justify == "right"}
+        out.append(_table(headers, rows, numeric))
+        if table.caption:
+            out.append(f'<p class="note">{escape(_plain(table.caption))}</p>')
+    return out
+
+
+def _plain(cell: object) -> str:
+    """A rich cell (markup text or a Text) as plain text."""
+    from rich.text import Text
+
+    if isinstance(cell, Text):
+        return cell.plain
+    return Text.from_markup(str(cell)).plain
 
 
 def _setting(key: str, value: object) -> str:

@@ -93,6 +93,11 @@ def report(
         training=training_options(backward, False, None),
     )
     trace = with_whole_model(trace, layers, model)
+    if trace.config.past:  # the serving figures, with run's defaults (roofline of an H100)
+        from attntrace.cli.commands.cmd_run import with_serving
+
+        none = ("peak_flops", "bandwidth", "memory", "cache_dtype", "page_size")
+        trace = with_serving(trace, dict.fromkeys(none))
     language = check_lang(lang.value if lang is not None else None)
     words = language if explain else None
     page = render_report(

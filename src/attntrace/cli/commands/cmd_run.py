@@ -113,6 +113,10 @@ def run(
     )
     trace = with_whole_model(trace, layers, model)
     trace = with_serving(trace, serving)
+    if serving["page_size"] is not None and trace.config.past:
+        from attntrace.engine.paged import with_paged_steps
+
+        trace = with_paged_steps(trace, serving["page_size"])  # block_table … v_paged
     if save is not None:
         from attntrace.files import save_trace
 

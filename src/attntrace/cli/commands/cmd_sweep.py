@@ -8,7 +8,7 @@ from typing import Annotated, Any
 import typer
 
 from attntrace.cli import options as opt
-from attntrace.cli.configure import with_option_groups
+from attntrace.cli.configure import override_options, with_option_groups
 from attntrace.cli.typer_app import app, cli_errors, console
 
 
@@ -64,6 +64,7 @@ SweepBackend = Annotated[
 @app.command()
 @cli_errors
 @with_option_groups
+@override_options(past=opt.PastList)
 def sweep(
     seq: SeqList = "128,512,2048,8192",
     heads: HeadsList = None,

@@ -150,6 +150,19 @@ TraceInput = Annotated[
     ),
 ]
 
+TracePast = Annotated[
+    str | None,
+    typer.Option(
+        "--past",
+        metavar="N",
+        help="Call a NAME module as a decode step: after a prefill of N seeded tokens (not "
+        "traced) made its KV cache, the traced call passes it (a (k, v) argument layer_past, "
+        "past_key_value, kv_cache …, or a transformers class's DynamicCache).",
+        rich_help_panel=CODE,
+        show_default=False,
+    ),
+]
+
 
 Timeout = Annotated[
     float,
@@ -217,6 +230,7 @@ def trace(
     hidden: TraceHidden = None,
     dtype: TraceDType = opt.DTypeName.float32,
     seed: opt.Seed = 0,
+    past: TracePast = None,
     array: Array = None,
     input_file: TraceInput = None,
     axes: Axes = None,
@@ -247,6 +261,8 @@ def trace(
     if spec.name is None:
         if init:
             raise _usage("--init needs FILE.py:NAME or package.module:NAME, not a script")
+        if past:
+            raise _usage("--past needs FILE.py:NAME or package.module:NAME, not a script")
         # the table and the documents show shapes: no values are kept (and copied)
         request = _script_request(spec.path or Path(target), spec.argv, into or ())
     else:
@@ -258,6 +274,7 @@ def trace(
             "seed": seed,
             "array": array.value if array else None,
             "input_file": None if input_file is None else str(input_file),
+            "past": _past(past),
         }
         packages = ("",) if no_into else tuple(into or ())  # ("",): none, even by default
         request = _target_request(target, parse_init(init or []), inputs, packages)
@@ -265,6 +282,12 @@ def trace(
     words = _explained(explain, lang, fmt.value)
     result = sandboxed(request, letters, timeout, table=fmt.value == "table", budget=budget)
     show(result, fmt.value, no_color, target, explain=words)
+
+
+def _past(text: str | None) -> int:
+    from attntrace.cli.configure import parse_past
+
+    return parse_past(text) or 0
 
 
 def _explained(explain: bool, lang: opt.LangName | None, fmt: str) -> Lang | None:
