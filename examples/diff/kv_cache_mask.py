@@ -5,8 +5,8 @@ import math
 from dataclasses import dataclass
 
 import torch
-import torch.nn as nn
-from torch.nn import functional as F
+import torch.nn.functional as F  # noqa: N812 (as nanoGPT writes it)
+from torch import nn
 
 
 @dataclass
@@ -41,7 +41,7 @@ class CausalSelfAttention(nn.Module):
     def forward(self, x, layer_past=None):
         B, T, C = x.size() # batch size, sequence length, embedding dimensionality (n_embd)
 
-        # calculate query, key, values for all heads in batch and move head forward to be the batch dim
+        # calculate query, key, values for all heads in batch and move head forward (batch dim)
         q, k, v  = self.c_attn(x).split(self.n_embd, dim=2)
         k = k.view(B, T, self.n_head, C // self.n_head).transpose(1, 2) # (B, nh, T, hs)
         q = q.view(B, T, self.n_head, C // self.n_head).transpose(1, 2) # (B, nh, T, hs)
