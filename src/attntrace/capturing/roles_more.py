@@ -164,7 +164,7 @@ def _mask(
         if out[e.index] == "masked":
             others = [i for i in e.inputs if i is not None and line.get(i, "") != "scores"]
         elif e.kind == "sdpa" and out[e.index] == "context":
-            others = list(e.inputs[3:4])  # (q, k, v, attn_mask)
+            others = [i for i in e.inputs[3:4] if i is not None]  # (q, k, v, attn_mask)
         else:
             continue
         for i in others:
