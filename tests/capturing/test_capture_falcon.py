@@ -134,12 +134,15 @@ def test_falcon_attention_gets_the_reference_axes_and_roles(tmp_path: Path, layo
     assert (fused["op"], fused["axes"], fused["role"]) == ("matmul", ["B", "S", fused_axis], "")
     assert steps[steps.index(fused) + 1]["axes"] == list(view)
     roles = {str(s["role"]): tuple(s["axes"]) for s in steps if s["role"]}  # type: ignore[arg-type]
-    assert set(roles) == COMMON | KV[layout] | {"q_rot", "k_rot"}  # Falcon rotates q and k
+    rotated = {"q_rot", "k_rot"}  # Falcon rotates q and k; its causal mask is handed in
+    assert set(roles) == COMMON | KV[layout] | rotated | {"mask"}
     reference = trace_attention(
         AttentionConfig(batch=2, seq=5, hidden=64, heads=4, kv_heads=kv_heads, rope=True), "shape"
     )
     want = {name: reference[name].axes for name in roles if name in reference.names}
     want["masked"] = ("B", "h", "S", "S")
+    assert roles["mask"][1:] == ("1", "S", "S")  # a 4-D mask handed in, not the (S, S) one
+    want["mask"] = roles["mask"]
     if layout == "new_decoder":  # its k heads repeated to h before they are rotated
         want["k_rot"] = ("B", "h", "S", "d")
     if layout == "multi_query":  # its one k head broadcast by the matmul, not repeated first

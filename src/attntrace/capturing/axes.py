@@ -572,6 +572,8 @@ def root(event: Event, sizes: Sizes) -> Axes:
     if (weight := _weight_axes(shape, sizes)) is not None:
         return weight
     guessed = tuple(sizes.letter(n) for n in shape)
+    if (mask := _mask_axes(shape, sizes)) is not None:
+        return mask
     taken = set(sizes.known.values())
     if len(shape) not in (2, 3) or (sizes.roots and shape[-1] in taken):
         return guessed
@@ -584,6 +586,27 @@ def root(event: Event, sizes: Sizes) -> Axes:
     sizes.roots += 1
     sizes.last_root = (shape, letters)
     return letters
+
+
+def _mask_axes(shape: Shape, sizes: Sizes) -> Axes | None:
+    """The axes of a mask given to the code after x: (B, 1, S, S), (1, 1, S, S), a padding
+    mask (B, 1, 1, S), (B, 1, S, N) beside a second input; its 1s stay 1.
+
+    >>> _mask_axes((2, 1, 5, 5), Sizes({"B": 2, "S": 5, "H": 64}, roots=1))
+    ('B', '1', 'S', 'S')
+    >>> _mask_axes((1, 1, 1, 5), Sizes({"B": 2, "S": 5, "H": 64}, roots=1))
+    ('1', '1', '1', 'S')
+    """
+    known = sizes.known
+    if len(shape) != 4 or shape[1] != 1 or not sizes.roots:
+        return None
+    keys = "N" if known.get("N") == shape[-1] and shape[-1] != known.get("S") else "S"
+    if known.get(keys) != shape[-1] or shape[-2] not in (1, known.get("S")):
+        return None
+    first = "B" if shape[0] == known.get("B") and shape[0] != 1 else "1"
+    if first == "1" and shape[0] != 1:
+        return None
+    return first, "1", "S" if shape[-2] != 1 else "1", keys
 
 
 def _weight_axes(shape: Shape, sizes: Sizes) -> Axes | None:

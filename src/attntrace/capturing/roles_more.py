@@ -2,7 +2,9 @@
 (:mod:`attntrace.capturing.roles`): the RoPE tables given to the code (``rope_cos``,
 ``rope_sin``), the q/k norm (RMSNorm written out, or a LayerNorm/RMSNorm module or function:
 ``q_norm``, ``k_norm``), the soft-cap ``c·tanh(s/c)`` (``capped``) and T5's relative position
-bias added to the scores (``position_bias``, ``biased``) rather than a mask."""
+bias added to the scores (``position_bias``, ``biased``) rather than a mask, and the mask given
+to the code (``mask``: a 4-D additive or boolean tensor added to the scores, filled in with
+``masked_fill``/``where``, or passed to SDPA as ``attn_mask``)."""
 
 from __future__ import annotations
 
@@ -46,6 +48,7 @@ def refine(
     _norms(events, line, give)
     _capped(events, line, give)
     _bias(events, axes, out, line, give)
+    _mask(events, axes, out, line, give)
     return out
 
 
@@ -146,3 +149,26 @@ def _bias(
             give(others[0], "position_bias")
             give(e.index, "biased")
             return
+
+
+def _mask(
+    events: Sequence[Event],
+    axes: Sequence[Axes],
+    out: Sequence[str],
+    line: Mapping[int, str],
+    give: Give,
+) -> None:
+    """An input (made by views alone) that the ``masked`` op combines with the scores, or that
+    SDPA takes beside q, k and v (its ``attn_mask``): that input plays mask."""
+    for e in events:
+        if out[e.index] == "masked":
+            others = [i for i in e.inputs if i is not None and line.get(i, "") != "scores"]
+        elif e.kind == "sdpa" and out[e.index] == "context":
+            others = [i for i in e.inputs[3:4] if i is not None]  # (q, k, v, attn_mask)
+        else:
+            continue
+        for i in others:
+            root = _root_of(events, i)
+            if root is not None and root > 0 and axes[root][-1:] in (("S",), ("N",)):
+                give(root, "mask")
+                return

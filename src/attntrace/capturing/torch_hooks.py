@@ -117,7 +117,7 @@ class TorchHooks:
         frame = None if self.stack else user_frame(through=self.through)
         site = None if frame is None else site_of(frame)
         if site is not None:
-            self._adopt(operands, site)
+            self._adopt(operands, site, _local_names(frame, operands))
         try:
             result = func(*args, **kwargs)
         except Exception as exc:
@@ -198,7 +198,7 @@ class TorchHooks:
             if self.recorder.lookup(t) is not None or isinstance(t, torch.nn.Parameter):
                 continue
             with torch._C.DisableTorchFunction():
-                adopt = t.dim() in (2, 3) and t.is_floating_point()
+                adopt = (t.dim() in (2, 3) and t.is_floating_point()) or _is_mask(t)
             if adopt:
                 name = names[k] if k < len(names) else ""
                 where = Site(site.location, name or "input", name)
@@ -224,6 +224,28 @@ class TorchHooks:
             return
         kind = "linear" if type(module).__name__ == "Linear" else "module"
         self._record(output, type(module).__name__.lower(), kind, call.site, list(call.inputs), {})
+
+
+def _is_mask(t: Any) -> bool:
+    """A 4-D tensor with one head (B or 1, 1, S or 1, N), additive (float) or boolean: a mask
+    handed to the code (HF's ``attention_mask``, a padding mask) that it adds to the scores."""
+    import torch
+
+    shape = tuple(t.shape)
+    return len(shape) == 4 and shape[1] == 1 and (t.is_floating_point() or t.dtype == torch.bool)
+
+
+def _local_names(frame: Any, operands: list[Any]) -> tuple[str, ...]:
+    """The name each 4-D operand has among the caller's locals (``attention_mask``), else "";
+    the other operands keep the default name of an input."""
+    import torch
+
+    with torch._C.DisableTorchFunction():
+        four = [o.dim() == 4 for o in operands]
+    if frame is None or not any(four):
+        return ()
+    found = {id(v): k for k, v in frame.f_locals.items() if not k.startswith("_")}
+    return tuple(found.get(id(o), "") if is4 else "" for o, is4 in zip(operands, four, strict=True))
 
 
 def _forward_code(module: object) -> CodeType | None:
