@@ -288,6 +288,10 @@ def _through_softmax(
     return rec.step(name, d_logits, op, c.ax("h", "S", N)), d_v
 
 
+#: The op of flash's d_p_tile step: the gradient of a weights tile.
+_D_P_TILE_OP = "d_context_block @ v_blockᵀ"
+
+
 def _flash_core(c: _Chain, be: Backend[T], rec: Recorder[T], d_context: T) -> tuple[T, T, T]:
     """FlashAttention-2's backward: ``delta`` = rowsum(d_context ⊙ context), then per key/value
     block (outer) and query block (inner), the forward's tiling, the weights tile made again
@@ -340,7 +344,7 @@ def _flash_core(c: _Chain, be: Backend[T], rec: Recorder[T], d_context: T) -> tu
             "d_v_block", dv, "p_againᵀ @ d_context_block", ax["k"], contract="Br", times=n
         )
         dp = be.matmul(do_i, be.transpose(v_j, -2, -1))  # (B, h, Br, Bc)
-        dp = rec.step("d_p_tile", dp, "d_context_block @ v_blockᵀ", ax["r"], contract="d", times=n)
+        dp = rec.step("d_p_tile", dp, _D_P_TILE_OP, ax["r"], contract="d", times=n)
         ds = be.mul(p, be.binary("sub", dp, be.narrow(delta, -2, i0, i1)))  # (B, h, Br, Bc)
         ds = be.scale(ds, cfg.score_scale)  # (B, h, Br, Bc): the gradient of q·kᵀ
         op = f"p_again ⊙ (d_p_tile − delta[..., None]) * {cfg.score_scale:.6g}"

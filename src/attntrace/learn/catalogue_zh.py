@@ -139,13 +139,16 @@ MESSAGES: dict[str, str] = {
     "v_all": "把 {S} 个新词的 V 拼接到缓存的 {P} 个 V 后面：{in0} 和 {in1} → {shape}。",
     # --- 反向传播（--backward） ---
     "backward": "反向传播：损失对 {of} 的梯度，形状与 {of} 相同：{shape}，计算方式为 {op}。",
-    "lse": "flash 为反向传播保存每个查询行分数的 log-sum-exp，即 m + log(l)：{shape}，"
+    "lse": "flash 为反向传播保存每个查询行分数的 log-sum-exp，"
+    "即 m + log(l)：{shape}，"
     "每行一个数，而不是 {S} × {N} 的注意力权重。",
     "delta": "反向传播（flash）：每个查询行 d_context ⊙ context 之和，{shape}；"
     "它代替 softmax 反向中的 rowsum(d_weights ⊙ weights)，无需权重矩阵。",
-    "s_again": "反向传播（flash）：由 q 和 k 重新计算的一块相似度分数，{Br} 个查询 × {Bc} 个键："
+    "s_again": "反向传播（flash）：由 q 和 k 重新计算的一块相似度分数，"
+    "{Br} 个查询 × {Bc} 个键："
     "{shape}，计算方式为 {op}。",
-    "p_again": "反向传播（flash）：由保存的 log-sum-exp 重新得到这一块的注意力权重，"
+    "p_again": "反向传播（flash）：由保存的 log-sum-exp "
+    "重新得到这一块的注意力权重，"
     "无需行最大值和行和：{shape}，计算方式为 {op}。",
     "ui.report_flow": "数据流",
     "ui.report_steps": "步骤",
