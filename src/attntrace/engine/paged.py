@@ -16,6 +16,9 @@ v_paged        (B, g, N+S, d)            the values alike: equal to v_all
 With ``--key-lengths`` each sequence keeps its own length L_b (⌈L_b/P⌉ blocks; the table's
 unused entries are -1) and its gathered keys beyond L_b are zeros. Blocks are handed out in
 order: sequence 0's first, then sequence 1's.
+
+Every command that takes ``--page-size`` (run, report, check, verify) checks it with
+:func:`check_page_size` before tracing and adds the steps with :func:`paged_steps`.
 """
 
 from __future__ import annotations
@@ -28,10 +31,56 @@ from attntrace.errors import ConfigError
 if TYPE_CHECKING:
     import numpy as np
 
+    from attntrace.config.attention_config import AttentionConfig
     from attntrace.trace import Trace
 
 #: The steps --page-size adds, in order.
 PAGED_STEPS: tuple[str, ...] = ("block_table", "k_pool", "v_pool", "k_paged", "v_paged")
+#: The largest --page-size: 65,536 tokens a block (vLLM's are 16 to 256); a larger block only
+#: adds empty slots, and on a values backend each one is allocated.
+MAX_PAGE_SIZE = 1 << 16
+#: The one line of --page-size without --past (every command says the same).
+NEEDS_PAST = "--page-size pages the KV cache of a --past step; add --past N"
+
+
+def check_page_size(page_size: object, config: AttentionConfig | None = None) -> None:
+    """Refuse a --page-size that is not 1 to :data:`MAX_PAGE_SIZE`, or (given ``config``) one
+    without --past; None (not given) passes.
+
+    >>> from attntrace import AttentionConfig
+    >>> check_page_size(16, AttentionConfig(seq=1, past=7))
+    >>> check_page_size(0)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    attntrace.errors.ConfigError: --page-size must be a whole number from 1 to 65,536 ..., got 0
+    >>> check_page_size(16, AttentionConfig(seq=4))
+    Traceback (most recent call last):
+    attntrace.errors.ConfigError: --page-size pages the KV cache of a --past step; add --past N
+    """
+    if page_size is None:
+        return
+    if (
+        isinstance(page_size, bool)
+        or not isinstance(page_size, int)
+        or not 1 <= page_size <= MAX_PAGE_SIZE
+    ):
+        raise ConfigError(
+            f"--page-size must be a whole number from 1 to {MAX_PAGE_SIZE:,} (tokens a block, "
+            f"e.g. 16), got {page_size!r}"
+        )
+    if config is not None and not config.past:
+        raise ConfigError(NEEDS_PAST)
+
+
+def paged_steps(trace: Trace, page_size: int | None) -> Trace:
+    """``trace`` with the paged cache's steps when ``page_size`` is given (else ``trace``):
+    the one call run, report, check and verify make.
+
+    >>> from attntrace import AttentionConfig, trace_attention
+    >>> t = trace_attention(AttentionConfig(seq=1, past=5, hidden=8, heads=2), "shape")
+    >>> paged_steps(t, None) is t, paged_steps(t, 4)["block_table"].shape
+    (True, (2,))
+    """
+    return trace if page_size is None else with_paged_steps(trace, page_size)
 
 
 def with_paged_steps(trace: Trace, page_size: int) -> Trace:
@@ -50,8 +99,7 @@ def with_paged_steps(trace: Trace, page_size: int) -> Trace:
     from attntrace.trace import Step
 
     config = trace.config
-    if not config.past:
-        raise ConfigError("--page-size pages the KV cache of a --past step; add --past N")
+    check_page_size(page_size, config)
     figures = paged_figures(config, page_size)
     k_all, v_all = trace["k_all"], trace["v_all"]
     batched = config.batch is not None

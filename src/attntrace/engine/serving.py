@@ -279,10 +279,9 @@ def paged_figures(config: AttentionConfig, page_size: int) -> PagedFigures:
     >>> p.blocks, p.table_shape, p.pool_shape, p.waste_tokens  # 7 + 3 blocks; 12 + 11 empty
     ((7, 3), (2, 7), (10, 16, 4, 16), 23)
     """
-    if isinstance(page_size, bool) or not isinstance(page_size, int) or page_size < 1:
-        raise ConfigError(
-            f"--page-size must be a whole number >= 1 (tokens a block), got {page_size!r}"
-        )
+    from attntrace.engine.paged import check_page_size
+
+    check_page_size(page_size)
     batch = config.batch or 1
     lengths = config.key_lengths or (config.keys,) * batch
     blocks = tuple(-(-n // page_size) for n in lengths)
