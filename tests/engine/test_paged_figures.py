@@ -89,3 +89,21 @@ def test_page_size_is_checked_once_for_every_command() -> None:
         check_page_size(4, AttentionConfig(seq=3))
     with pytest.raises(ConfigError, match="from 1 to 65,536"):
         paged_figures(GQA, 0)
+
+
+def test_a_sliding_cache_pages_the_keys_it_holds() -> None:
+    # W=3, N=7, S=2: k_all holds W-1+S = 4 keys, positions 5..8; sequences of 9, 6 and 4 tokens
+    # hold 4, 1 and none of them (a bug once: the lengths were the positions, 9 > 4 keys)
+    config = AttentionConfig(
+        batch=3, seq=2, past=7, hidden=16, heads=4, kv_heads=2, window=3, key_lengths=(9, 6, 4)
+    )
+    p = paged_figures(config, 2)
+    assert (p.lengths, p.blocks, p.waste_tokens) == ((4, 1, 0), (2, 1, 0), 1)
+    t = paged_steps(trace_attention(config), 2)
+    assert t["block_table"].value.tolist() == [[0, 1], [2, -1], [-1, -1]]
+    assert t["k_pool"].shape == (3, 2, 2, 4)
+    paged, full = t["k_paged"].value, t["k_all"].value  # (B, g, 4, d)
+    np.testing.assert_array_equal(paged[0], full[0])
+    np.testing.assert_array_equal(paged[1, :, :1], full[1, :, :1])
+    assert not paged[1, :, 1:].any()
+    assert not paged[2].any()

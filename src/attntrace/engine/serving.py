@@ -253,7 +253,7 @@ class PagedFigures:
     gather rebuilds its keys: ``k[b] = k_pool[block_table[b]].reshape(-1, g, d)[:L_b]``."""
 
     page_size: int  # P, tokens per block
-    lengths: tuple[int, ...]  # L_b, tokens of each sequence (--key-lengths, else N + S)
+    lengths: tuple[int, ...]  # L_b, the keys k_all holds of each sequence: held_lengths
     blocks: tuple[int, ...]  # ⌈L_b / P⌉ blocks of each sequence
     table_shape: tuple[int, int]  # (B, ⌈max L / P⌉), the block table (int32)
     pool_shape: tuple[int, ...]  # (num_blocks, P, g, d), for k and for v
@@ -271,6 +271,24 @@ class PagedFigures:
         }
 
 
+def held_lengths(config: AttentionConfig) -> tuple[int, ...]:
+    """L_b, the keys of each sequence that the step's k_all holds: N + S (W - 1 + S with a
+    window) or, with --key-lengths, those below each length, in the keys' frame (a sliding
+    cache starts at position N - (W - 1), so its keys of a shorter sequence are fewer).
+
+    >>> held_lengths(AttentionConfig(batch=2, seq=2, past=7, hidden=8, heads=2,
+    ...                              key_lengths=(9, 4)))
+    (9, 4)
+    >>> held_lengths(AttentionConfig(batch=2, seq=2, past=7, hidden=8, heads=2, window=3,
+    ...                              key_lengths=(9, 6)))  # keys at positions 5..8
+    (4, 1)
+    """
+    if config.key_lengths is None:
+        return (config.keys,) * (config.batch or 1)
+    first = config.past - config.cached  # the position of key 0 (a sliding cache's start)
+    return tuple(min(max(n - first, 0), config.keys) for n in config.key_lengths)
+
+
 def paged_figures(config: AttentionConfig, page_size: int) -> PagedFigures:
     """The paged cache of ``config``'s keys and values in blocks of ``page_size`` tokens.
 
@@ -283,7 +301,7 @@ def paged_figures(config: AttentionConfig, page_size: int) -> PagedFigures:
 
     check_page_size(page_size)
     batch = config.batch or 1
-    lengths = config.key_lengths or (config.keys,) * batch
+    lengths = held_lengths(config)
     blocks = tuple(-(-n // page_size) for n in lengths)
     g, d, b = config.groups, config.head_dim, config.itemsize
     slot = 2 * g * d * b  # k and v of one token
@@ -391,6 +409,7 @@ __all__ = [
     "Traffic",
     "cache_figures",
     "fused_traffic",
+    "held_lengths",
     "machine",
     "paged_figures",
     "serving_figures",

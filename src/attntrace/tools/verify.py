@@ -218,7 +218,9 @@ def _gathers(trace: Trace) -> tuple[Comparison, ...]:
     the bit in each sequence's L_b tokens and zeros beyond (``max_abs`` over the L_b tokens)."""
     import numpy as np
 
-    lengths = trace.config.key_lengths or (trace.config.keys,) * (trace.config.batch or 1)
+    from attntrace.engine.serving import held_lengths
+
+    lengths = held_lengths(trace.config)
     rows = []
     for kind in ("k", "v"):
         paged, full = trace[f"{kind}_paged"].value, trace[f"{kind}_all"].value
