@@ -26,49 +26,24 @@ from __future__ import annotations
 import dataclasses
 from typing import TYPE_CHECKING, Any
 
-from attntrace.errors import ConfigError
+from attntrace.engine.serving import MAX_PAGE_SIZE, NEEDS_PAST, check_page_size, paged_figures
 
 if TYPE_CHECKING:
     import numpy as np
 
-    from attntrace.config.attention_config import AttentionConfig
     from attntrace.trace import Trace
+
+__all__ = [
+    "MAX_PAGE_SIZE",
+    "NEEDS_PAST",
+    "PAGED_STEPS",
+    "check_page_size",
+    "paged_steps",
+    "with_paged_steps",
+]
 
 #: The steps --page-size adds, in order.
 PAGED_STEPS: tuple[str, ...] = ("block_table", "k_pool", "v_pool", "k_paged", "v_paged")
-#: The largest --page-size: 65,536 tokens a block (vLLM's are 16 to 256); a larger block only
-#: adds empty slots, and on a values backend each one is allocated.
-MAX_PAGE_SIZE = 1 << 16
-#: The one line of --page-size without --past (every command says the same).
-NEEDS_PAST = "--page-size pages the KV cache of a --past step; add --past N"
-
-
-def check_page_size(page_size: object, config: AttentionConfig | None = None) -> None:
-    """Refuse a --page-size that is not 1 to :data:`MAX_PAGE_SIZE`, or (given ``config``) one
-    without --past; None (not given) passes.
-
-    >>> from attntrace import AttentionConfig
-    >>> check_page_size(16, AttentionConfig(seq=1, past=7))
-    >>> check_page_size(0)  # doctest: +ELLIPSIS
-    Traceback (most recent call last):
-    attntrace.errors.ConfigError: --page-size must be a whole number from 1 to 65,536 ..., got 0
-    >>> check_page_size(16, AttentionConfig(seq=4))
-    Traceback (most recent call last):
-    attntrace.errors.ConfigError: --page-size pages the KV cache of a --past step; add --past N
-    """
-    if page_size is None:
-        return
-    if (
-        isinstance(page_size, bool)
-        or not isinstance(page_size, int)
-        or not 1 <= page_size <= MAX_PAGE_SIZE
-    ):
-        raise ConfigError(
-            f"--page-size must be a whole number from 1 to {MAX_PAGE_SIZE:,} (tokens a block, "
-            f"e.g. 16), got {page_size!r}"
-        )
-    if config is not None and not config.past:
-        raise ConfigError(NEEDS_PAST)
 
 
 def paged_steps(trace: Trace, page_size: int | None) -> Trace:
@@ -95,7 +70,6 @@ def with_paged_steps(trace: Trace, page_size: int) -> Trace:
     >>> paged["block_table"].value.tolist()
     [[0, 1, 2], [3, 4, 5]]
     """
-    from attntrace.engine.serving import paged_figures
     from attntrace.trace import Step
 
     config = trace.config

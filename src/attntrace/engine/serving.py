@@ -271,6 +271,41 @@ class PagedFigures:
         }
 
 
+#: The largest --page-size: 65,536 tokens a block (vLLM's are 16 to 256); a larger block only
+#: adds empty slots, and on a values backend each one is allocated.
+MAX_PAGE_SIZE = 1 << 16
+#: The one line of --page-size without --past (every command says the same).
+NEEDS_PAST = "--page-size pages the KV cache of a --past step; add --past N"
+
+
+def check_page_size(page_size: object, config: AttentionConfig | None = None) -> None:
+    """Refuse a --page-size that is not 1 to :data:`MAX_PAGE_SIZE`, or (given ``config``) one
+    without --past; None (not given) passes.
+
+    >>> from attntrace import AttentionConfig
+    >>> check_page_size(16, AttentionConfig(seq=1, past=7))
+    >>> check_page_size(0)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    attntrace.errors.ConfigError: --page-size must be a whole number from 1 to 65,536 ..., got 0
+    >>> check_page_size(16, AttentionConfig(seq=4))
+    Traceback (most recent call last):
+    attntrace.errors.ConfigError: --page-size pages the KV cache of a --past step; add --past N
+    """
+    if page_size is None:
+        return
+    if (
+        isinstance(page_size, bool)
+        or not isinstance(page_size, int)
+        or not 1 <= page_size <= MAX_PAGE_SIZE
+    ):
+        raise ConfigError(
+            f"--page-size must be a whole number from 1 to {MAX_PAGE_SIZE:,} (tokens a block, "
+            f"e.g. 16), got {page_size!r}"
+        )
+    if config is not None and not config.past:
+        raise ConfigError(NEEDS_PAST)
+
+
 def held_lengths(config: AttentionConfig) -> tuple[int, ...]:
     """L_b, the keys of each sequence that the step's k_all holds: N + S (W - 1 + S with a
     window) or, with --key-lengths, those below each length, in the keys' frame (a sliding
@@ -297,8 +332,6 @@ def paged_figures(config: AttentionConfig, page_size: int) -> PagedFigures:
     >>> p.blocks, p.table_shape, p.pool_shape, p.waste_tokens  # 7 + 3 blocks; 12 + 11 empty
     ((7, 3), (2, 7), (10, 16, 4, 16), 23)
     """
-    from attntrace.engine.paged import check_page_size
-
     check_page_size(page_size)
     batch = config.batch or 1
     lengths = held_lengths(config)
@@ -402,12 +435,15 @@ __all__ = [
     "DEFAULT_BANDWIDTH",
     "DEFAULT_MACHINE",
     "DEFAULT_PEAK_FLOPS",
+    "MAX_PAGE_SIZE",
+    "NEEDS_PAST",
     "CacheFigures",
     "Machine",
     "PagedFigures",
     "ServingFigures",
     "Traffic",
     "cache_figures",
+    "check_page_size",
     "fused_traffic",
     "held_lengths",
     "machine",
