@@ -83,9 +83,6 @@ def test_verify_finds_the_gather_equal_to_the_unpaged_cache() -> None:
         ("v_paged", "torch"),
     ]
     assert all(r["ok"] and r["max_abs"] == 0.0 and r["shape"] == [2, 2, 9, 4] for r in gathers)
-    code, out, _ = invoke("verify", *RAGGED)
-    assert code == 0
-    assert "k_all (bit-equal)" in out
 
 
 EXTRA = {"run": (), "report": ("--out", "r.html"), "check": ("--expect", "k_paged=1"), "verify": ()}
