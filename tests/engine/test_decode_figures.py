@@ -132,5 +132,5 @@ def test_a_paged_cache_by_hand() -> None:
 def test_without_key_lengths_every_sequence_holds_n_plus_s() -> None:
     p = paged_figures(AttentionConfig(batch=2, seq=1, past=40, hidden=8, heads=2), 16)
     assert (p.blocks, p.waste_tokens, p.table_shape) == ((3, 3), 2 * 7, (2, 3))
-    with pytest.raises(ConfigError, match="--page-size must be a whole number >= 1"):
+    with pytest.raises(ConfigError, match="--page-size must be a whole number from 1 to 65,536"):
         paged_figures(SMALL, 0)

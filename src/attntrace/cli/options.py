@@ -638,9 +638,9 @@ PageSize = Annotated[
     int | None,
     typer.Option(
         help="P: a paged KV cache (vLLM's blocks of P tokens): block table, pool, gather and "
-        "the waste in last blocks; a ragged batch with --key-lengths.",
+        "the waste in last blocks, as steps and figures; needs --past; a ragged batch with "
+        "--key-lengths.",
         rich_help_panel=SERVING,
-        min=1,
     ),
 ]
 Count = Annotated[

@@ -16,6 +16,9 @@ v_paged        (B, g, N+S, d)            the values alike: equal to v_all
 With ``--key-lengths`` each sequence keeps its own length L_b (⌈L_b/P⌉ blocks; the table's
 unused entries are -1) and its gathered keys beyond L_b are zeros. Blocks are handed out in
 order: sequence 0's first, then sequence 1's.
+
+Every command that takes ``--page-size`` (run, report, check, verify) checks it with
+:func:`check_page_size` before tracing and adds the steps with :func:`paged_steps`.
 """
 
 from __future__ import annotations
@@ -23,15 +26,36 @@ from __future__ import annotations
 import dataclasses
 from typing import TYPE_CHECKING, Any
 
-from attntrace.errors import ConfigError
+from attntrace.engine.serving import MAX_PAGE_SIZE, NEEDS_PAST, check_page_size, paged_figures
 
 if TYPE_CHECKING:
     import numpy as np
 
     from attntrace.trace import Trace
 
+__all__ = [
+    "MAX_PAGE_SIZE",
+    "NEEDS_PAST",
+    "PAGED_STEPS",
+    "check_page_size",
+    "paged_steps",
+    "with_paged_steps",
+]
+
 #: The steps --page-size adds, in order.
 PAGED_STEPS: tuple[str, ...] = ("block_table", "k_pool", "v_pool", "k_paged", "v_paged")
+
+
+def paged_steps(trace: Trace, page_size: int | None) -> Trace:
+    """``trace`` with the paged cache's steps when ``page_size`` is given (else ``trace``):
+    the one call run, report, check and verify make.
+
+    >>> from attntrace import AttentionConfig, trace_attention
+    >>> t = trace_attention(AttentionConfig(seq=1, past=5, hidden=8, heads=2), "shape")
+    >>> paged_steps(t, None) is t, paged_steps(t, 4)["block_table"].shape
+    (True, (2,))
+    """
+    return trace if page_size is None else with_paged_steps(trace, page_size)
 
 
 def with_paged_steps(trace: Trace, page_size: int) -> Trace:
@@ -46,12 +70,10 @@ def with_paged_steps(trace: Trace, page_size: int) -> Trace:
     >>> paged["block_table"].value.tolist()
     [[0, 1, 2], [3, 4, 5]]
     """
-    from attntrace.engine.serving import paged_figures
     from attntrace.trace import Step
 
     config = trace.config
-    if not config.past:
-        raise ConfigError("--page-size pages the KV cache of a --past step; add --past N")
+    check_page_size(page_size, config)
     figures = paged_figures(config, page_size)
     k_all, v_all = trace["k_all"], trace["v_all"]
     batched = config.batch is not None

@@ -253,7 +253,7 @@ class PagedFigures:
     gather rebuilds its keys: ``k[b] = k_pool[block_table[b]].reshape(-1, g, d)[:L_b]``."""
 
     page_size: int  # P, tokens per block
-    lengths: tuple[int, ...]  # L_b, tokens of each sequence (--key-lengths, else N + S)
+    lengths: tuple[int, ...]  # L_b, the keys k_all holds of each sequence: held_lengths
     blocks: tuple[int, ...]  # ⌈L_b / P⌉ blocks of each sequence
     table_shape: tuple[int, int]  # (B, ⌈max L / P⌉), the block table (int32)
     pool_shape: tuple[int, ...]  # (num_blocks, P, g, d), for k and for v
@@ -271,6 +271,59 @@ class PagedFigures:
         }
 
 
+#: The largest --page-size: 65,536 tokens a block (vLLM's are 16 to 256); a larger block only
+#: adds empty slots, and on a values backend each one is allocated.
+MAX_PAGE_SIZE = 1 << 16
+#: The one line of --page-size without --past (every command says the same).
+NEEDS_PAST = "--page-size pages the KV cache of a --past step; add --past N"
+
+
+def check_page_size(page_size: object, config: AttentionConfig | None = None) -> None:
+    """Refuse a --page-size that is not 1 to :data:`MAX_PAGE_SIZE`, or (given ``config``) one
+    without --past; None (not given) passes.
+
+    >>> from attntrace import AttentionConfig
+    >>> check_page_size(16, AttentionConfig(seq=1, past=7))
+    >>> check_page_size(0)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    attntrace.errors.ConfigError: --page-size must be a whole number from 1 to 65,536 ..., got 0
+    >>> check_page_size(16, AttentionConfig(seq=4))
+    Traceback (most recent call last):
+    attntrace.errors.ConfigError: --page-size pages the KV cache of a --past step; add --past N
+    """
+    if page_size is None:
+        return
+    if (
+        isinstance(page_size, bool)
+        or not isinstance(page_size, int)
+        or not 1 <= page_size <= MAX_PAGE_SIZE
+    ):
+        raise ConfigError(
+            f"--page-size must be a whole number from 1 to {MAX_PAGE_SIZE:,} (tokens a block, "
+            f"e.g. 16), got {page_size!r}"
+        )
+    if config is not None and not config.past:
+        raise ConfigError(NEEDS_PAST)
+
+
+def held_lengths(config: AttentionConfig) -> tuple[int, ...]:
+    """L_b, the keys of each sequence that the step's k_all holds: N + S (W - 1 + S with a
+    window) or, with --key-lengths, those below each length, in the keys' frame (a sliding
+    cache starts at position N - (W - 1), so its keys of a shorter sequence are fewer).
+
+    >>> held_lengths(AttentionConfig(batch=2, seq=2, past=7, hidden=8, heads=2,
+    ...                              key_lengths=(9, 4)))
+    (9, 4)
+    >>> held_lengths(AttentionConfig(batch=2, seq=2, past=7, hidden=8, heads=2, window=3,
+    ...                              key_lengths=(9, 6)))  # keys at positions 5..8
+    (4, 1)
+    """
+    if config.key_lengths is None:
+        return (config.keys,) * (config.batch or 1)
+    first = config.past - config.cached  # the position of key 0 (a sliding cache's start)
+    return tuple(min(max(n - first, 0), config.keys) for n in config.key_lengths)
+
+
 def paged_figures(config: AttentionConfig, page_size: int) -> PagedFigures:
     """The paged cache of ``config``'s keys and values in blocks of ``page_size`` tokens.
 
@@ -279,12 +332,9 @@ def paged_figures(config: AttentionConfig, page_size: int) -> PagedFigures:
     >>> p.blocks, p.table_shape, p.pool_shape, p.waste_tokens  # 7 + 3 blocks; 12 + 11 empty
     ((7, 3), (2, 7), (10, 16, 4, 16), 23)
     """
-    if isinstance(page_size, bool) or not isinstance(page_size, int) or page_size < 1:
-        raise ConfigError(
-            f"--page-size must be a whole number >= 1 (tokens a block), got {page_size!r}"
-        )
+    check_page_size(page_size)
     batch = config.batch or 1
-    lengths = config.key_lengths or (config.keys,) * batch
+    lengths = held_lengths(config)
     blocks = tuple(-(-n // page_size) for n in lengths)
     g, d, b = config.groups, config.head_dim, config.itemsize
     slot = 2 * g * d * b  # k and v of one token
@@ -385,13 +435,17 @@ __all__ = [
     "DEFAULT_BANDWIDTH",
     "DEFAULT_MACHINE",
     "DEFAULT_PEAK_FLOPS",
+    "MAX_PAGE_SIZE",
+    "NEEDS_PAST",
     "CacheFigures",
     "Machine",
     "PagedFigures",
     "ServingFigures",
     "Traffic",
     "cache_figures",
+    "check_page_size",
     "fused_traffic",
+    "held_lengths",
     "machine",
     "paged_figures",
     "serving_figures",

@@ -158,12 +158,15 @@ def verify_attention(
     mask: np.ndarray | None = None,
     max_memory: int | None = None,
     backward: bool = False,
+    page_size: int | None = None,
 ) -> VerifyReport:
     """Compare the traces of two backends (numpy and torch unless given) step by step, and
     their output and attention weights with PyTorch's own attention. ``mask`` is a user mask
     as in :func:`attntrace.trace_attention`. ``backward``: the backward steps too, and every
     gradient (x and each parameter) and the saved bytes against torch autograd
-    (:mod:`attntrace.tools.gradients`).
+    (:mod:`attntrace.tools.gradients`). ``page_size`` (a --past step): the paged cache's
+    steps too (:mod:`attntrace.engine.paged`), and each backend's gather k_paged / v_paged
+    bit-equal to its k_all / v_all (a copy) in each sequence's tokens, zeros beyond.
 
     >>> report = verify_attention(AttentionConfig(seq=3, hidden=8, heads=2))
     >>> report.ok, [c.right for c in report.references][:2]
@@ -174,6 +177,9 @@ def verify_attention(
     >>> gqa.ok, gqa.references[0].skipped
     (True, 'nn.MultiheadAttention has no grouped-query attention (--kv-heads)')
     """
+    from attntrace.engine.paged import check_page_size, paged_steps
+
+    check_page_size(page_size, config)
     tol = tolerance(config)
     first, second = backends or (get_backend("numpy"), get_backend("torch"))
     get_backend("torch")  # the references need torch: fail early with the install hint
@@ -186,6 +192,7 @@ def verify_attention(
             )
             for be in (first, second)
         )
+    a, b = paged_steps(a, page_size), paged_steps(b, page_size)
     steps = tuple(
         compare(s.name, a.backend, b.backend, s.value, b[s.name].value, tol) for s in a.steps
     )
@@ -196,13 +203,51 @@ def verify_attention(
     else:
         refs = torch_references(config, _inputs(config, tensors), mask)
     grads = _gradients(a, b, mask, tol) if backward else ()
+    gathers = _gathers(a) + _gathers(b) if page_size is not None else ()
     return VerifyReport(
         config=config,
         tolerance=tol,
         steps=steps,
-        references=_against(a, refs, tol) + _against(b, refs, tol) + grads,
+        references=_against(a, refs, tol) + _against(b, refs, tol) + gathers + grads,
         notes=a.notes,
     )
+
+
+def _gathers(trace: Trace) -> tuple[Comparison, ...]:
+    """The paged gathers of ``trace`` against its unpaged keys and values: a copy, so equal to
+    the bit in each sequence's L_b tokens and zeros beyond (``max_abs`` over the L_b tokens)."""
+    import numpy as np
+
+    from attntrace.engine.serving import held_lengths
+
+    lengths = held_lengths(trace.config)
+    rows = []
+    for kind in ("k", "v"):
+        paged, full = trace[f"{kind}_paged"].value, trace[f"{kind}_all"].value
+        assert paged is not None  # a values backend
+        assert full is not None
+        p4, f4 = (x if trace.config.batched else x[None] for x in (paged, full))  # (B, g, L, d)
+        diffs = [
+            np.abs(p4[i, :, :n].astype(np.float64) - f4[i, :, :n]).max(initial=0.0)
+            for i, n in enumerate(lengths)
+        ]
+        same = all(
+            np.array_equal(p4[i, :, :n], f4[i, :, :n]) and not p4[i, :, n:].any()
+            for i, n in enumerate(lengths)
+        )
+        biggest = max(1.0, float(np.abs(f4.astype(np.float64)).max(initial=0.0)))
+        rows.append(
+            Comparison(
+                name=f"{kind}_paged",
+                left=trace.backend,
+                right=f"{kind}_all (bit-equal)",
+                shape=tuple(paged.shape),
+                max_abs=float(max(diffs)),
+                max_rel=float(max(diffs)) / biggest,
+                ok=same,
+            )
+        )
+    return tuple(rows)
 
 
 def _gradients(

@@ -44,6 +44,7 @@ def check(
     verbose: opt.Verbose = False,
     no_color: opt.NoColor = False,
     model: dict[str, Any],
+    page_size: opt.PageSize = None,
     backward: opt.Backward = False,
 ) -> None:
     """Check the shapes of a trace: exit 1 when one is not what you expect.
@@ -58,6 +59,7 @@ def check(
     [bold]attntrace check --spec shapes.toml[/]    many configs: N passed, M failed
     [bold]attntrace check --trace attn.py:Attn --expect weights=h,S,S[/]   your code
     [bold]attntrace check --spec shapes.toml --format junit > report.xml[/]
+    [bold]attntrace check --past 9 --seq 1 --page-size 4 --expect k_paged=g,N+S,d[/]
 
     With GITHUB_ACTIONS=true, failures are also annotations on the spec's lines.
     """
@@ -66,6 +68,11 @@ def check(
     from attntrace.units import parse_size
 
     budget = parse_size(max_memory) if max_memory is not None else None
+    if page_size is not None and (trace_target is not None or spec is not None):
+        given = "--trace" if trace_target is not None else "--spec"
+        raise ConfigError(
+            f"--page-size pages run's own trace, not {given}'s; drop --page-size (or {given})"
+        )
     if into and trace_target is None:
         raise ConfigError("--into needs --trace: it names a package whose code --trace records")
     if trace_target is not None:
@@ -103,7 +110,9 @@ def check(
         config = resolve_options(
             **model, **sizes, **numbers, **computation, layer_prefix=layer_prefix
         )
-        results = [check_one(config, backend.value, expect or [], golden, budget, backward)]
+        results = [
+            check_one(config, backend.value, expect or [], golden, budget, backward, page_size)
+        ]
     report(results, fmt, spec, verbose=verbose, no_color=no_color)
     for r in results:
         if r.error:
@@ -145,16 +154,20 @@ def check_one(
     golden: Path | None,
     budget: int | None,
     backward: bool = False,
+    page_size: int | None = None,
 ) -> CaseResult:
     """Trace ``config`` and check it against the --expect values and the --golden file (with
-    the backward steps under --backward, or when the golden is a version-2 document)."""
+    the backward steps under --backward, or when the golden is a version-2 document; with
+    the paged cache's steps under --page-size)."""
     from attntrace.engine.attention import trace_attention
+    from attntrace.engine.paged import check_page_size, paged_steps
     from attntrace.tools.check import check_trace, golden_fits, load_golden, parse_expectation
 
     if not expect and golden is None:
         raise ConfigError(
             "nothing to check; give --expect STEP=SHAPE, --golden FILE or --spec FILE.toml"
         )
+    check_page_size(page_size, config)
     expectations = [parse_expectation(e) for e in expect]
     reference = load_golden(golden) if golden is not None else None
     if reference is not None:
@@ -165,4 +178,4 @@ def check_one(
     trace = trace_attention(
         config, backend, max_memory=budget, keep_values=False, backward=backward
     )
-    return check_trace(trace, expectations, reference)
+    return check_trace(paged_steps(trace, page_size), expectations, reference)

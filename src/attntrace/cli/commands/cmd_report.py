@@ -13,6 +13,7 @@ from attntrace.cli.commands.cmd_run import (
     check_layers,
     trace_from_options,
     training_options,
+    with_serving,
     with_whole_model,
 )
 from attntrace.cli.configure import with_option_groups
@@ -53,14 +54,16 @@ def report(
     layers: opt.Layers = None,
     files: dict[str, Any],
     model: dict[str, Any],
+    serving: dict[str, Any],
     backward: opt.Backward = False,
     explain: opt.Explain = False,
     lang: opt.Lang = None,
 ) -> None:
     """Write one self-contained HTML page: steps, flow diagram, heat maps, costs, config.
 
-    Takes run's size, variant, preset, file and --layers options (the whole model's figures:
-    --layers, else the layer count of --preset, --hf-config or --model). The page fetches
+    Takes run's size, variant, preset, file, serving and --layers options (the whole model's
+    figures: --layers, else the layer count of --preset, --hf-config or --model; with --past,
+    the serving figures, and --page-size's paged cache). The page fetches
     nothing (no scripts, fonts or links), so it opens offline and can be kept as a CI artifact.
 
     \b
@@ -91,13 +94,10 @@ def report(
         backend=backend,
         max_memory=max_memory,
         training=training_options(backward, False, None),
+        page_size=serving["page_size"],
     )
     trace = with_whole_model(trace, layers, model)
-    if trace.config.past:  # the serving figures, with run's defaults (roofline of an H100)
-        from attntrace.cli.commands.cmd_run import with_serving
-
-        none = ("peak_flops", "bandwidth", "memory", "cache_dtype", "page_size")
-        trace = with_serving(trace, dict.fromkeys(none))
+    trace = with_serving(trace, serving)  # as run's: figures, and --page-size's steps
     language = check_lang(lang.value if lang is not None else None)
     words = language if explain else None
     page = render_report(

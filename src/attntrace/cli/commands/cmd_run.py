@@ -110,13 +110,10 @@ def run(
         threads=threads,
         shown=(batch_item, head),
         training=training_options(backward, recompute, grad_output),
+        page_size=serving["page_size"],
     )
     trace = with_whole_model(trace, layers, model)
-    trace = with_serving(trace, serving)
-    if serving["page_size"] is not None and trace.config.past:
-        from attntrace.engine.paged import with_paged_steps
-
-        trace = with_paged_steps(trace, serving["page_size"])  # block_table … v_paged
+    trace = with_serving(trace, serving)  # and --page-size's steps: block_table … v_paged
     if save is not None:
         from attntrace.files import save_trace
 
@@ -172,20 +169,24 @@ def trace_from_options(
     remake: Collection[str] = (),
     shown: tuple[int, int] | None = None,
     training: dict[str, Any] | None = None,
+    page_size: int | None = None,
     **options: Any,
 ) -> Trace:
     """The trace that run's options describe (also ``report``'s): config from the options and
     files, checked by ``validate``, traced keeping the values of ``keep`` (those of ``remake``
     as recipes made when read, but for the head ``shown`` (batch item, head), which is held:
-    see :func:`attntrace.trace_attention`)."""
+    see :func:`attntrace.trace_attention`). ``page_size`` is only checked here, before
+    tracing: :func:`with_serving` adds its steps after the figures."""
     from attntrace.engine.attention import trace_attention
     from attntrace.engine.masks import MaskWarning, load_mask
+    from attntrace.engine.paged import check_page_size
     from attntrace.units import parse_size
 
     config, tensors = config_from_files(
         ctx, weights, layer_prefix, input_file, input_kv, **model, **options
     )
     validate(config)
+    check_page_size(page_size, config)
     user_mask = load_mask(mask) if mask is not None else None
     budget = parse_size(max_memory) if max_memory is not None else None
     hold = None if shown is None or not remake else shown if config.batched else shown[1:]
@@ -239,9 +240,12 @@ def with_whole_model(trace: Trace, layers: int | None, model: dict[str, Any]) ->
 
 def with_serving(trace: Trace, serving: dict[str, Any]) -> Trace:
     """``trace`` with its serving figures (roofline, KV cache) when it is a --past step or a
-    serving option is given; the cache of as many layers as the whole model's figures."""
+    serving option is given; the cache of as many layers as the whole model's figures. With
+    --page-size, the paged cache's steps too (after the figures, which count the step's own
+    traffic): run and report both come here."""
     if not trace.config.past and all(v is None for v in serving.values()):
         return trace
+    from attntrace.engine.paged import paged_steps
     from attntrace.engine.serving import CACHE_DTYPES, machine, serving_figures
     from attntrace.units import parse_rate, parse_size
 
@@ -260,7 +264,7 @@ def with_serving(trace: Trace, serving: dict[str, Any]) -> Trace:
         cache_dtypes=tuple(d.strip() for d in dtypes.split(",")) if dtypes else CACHE_DTYPES,
         page_size=serving["page_size"],
     )
-    return dataclasses.replace(trace, serving=figures)
+    return paged_steps(dataclasses.replace(trace, serving=figures), serving["page_size"])
 
 
 def check_layers(layers: int | None) -> None:

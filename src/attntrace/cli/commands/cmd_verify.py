@@ -49,6 +49,7 @@ def verify(
     computation: dict[str, Any],
     files: dict[str, Any],
     model: dict[str, Any],
+    page_size: opt.PageSize = None,
     fmt: opt.VerifyFormat = opt.ListingFormatName.table,
     output_file: opt.DocumentFile = None,  # written by cli_errors: to_document
     backward: opt.Backward = False,
@@ -61,7 +62,8 @@ def verify(
     the dtype's tolerance, 1 when one is not, 2 when torch is missing (the line says how to
     install it). --backward: every gradient too, against torch autograd (plain eager torch,
     SDPA, nn.MultiheadAttention), and the saved bytes against what autograd saves. Needs torch:
-    the torch extra, attntrace\\[torch].
+    the torch extra, attntrace\\[torch]. --past N --page-size P: the paged cache's steps too,
+    and its gather k_paged / v_paged bit-equal to k_all / v_all.
 
     \b
     Example:
@@ -77,7 +79,12 @@ def verify(
     user_mask = load_mask(mask) if mask is not None else None
     budget = parse_size(max_memory) if max_memory is not None else None
     report = verify_attention(
-        config, tensors=tensors, mask=user_mask, max_memory=budget, backward=backward
+        config,
+        tensors=tensors,
+        mask=user_mask,
+        max_memory=budget,
+        backward=backward,
+        page_size=page_size,
     )
     if fmt is opt.ListingFormatName.json:
         sys.stdout.write(json.dumps(verify_document(report), indent=2) + "\n")
