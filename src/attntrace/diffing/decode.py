@@ -20,16 +20,26 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from attntrace.capturing.decode_step import (
+    _cache_of,
     cache_argument,
     dynamic_cache,
     hf_step,
     is_library_module,
     no_cache,
 )
+from attntrace.diffing.decode_cache import (
+    STEPS,
+    WrongAxisError,
+    check_cache,
+    stopped_report,
+    watch_cat,
+)
 
 if TYPE_CHECKING:
     import numpy as np
 
+    from attntrace.config.attention_config import AttentionConfig
+    from attntrace.diffing.diff_report import DiffReport
     from attntrace.diffing.layer import Layer
 
     Done = Mapping[str, np.ndarray]  # the reference's steps so far, by name
@@ -37,7 +47,8 @@ if TYPE_CHECKING:
 
 def decode_layer(layer: Layer, tensors: Mapping[str, Any], past: int) -> Layer:
     """``layer`` called with the cache ``tensors["k_cache"], tensors["v_cache"]`` (B, g, N, d):
-    as a (k, v) tuple argument, or a ``DynamicCache`` for a transformers class."""
+    as a (k, v) tuple argument, or a ``DynamicCache`` for a transformers class. The cache each
+    call returns is compared by :func:`decode_diff`."""
     module = layer.module
     if module is None:
         raise no_cache(layer.name, past, "is a function; give an nn.Module whose forward takes it")
@@ -50,25 +61,60 @@ def decode_layer(layer: Layer, tensors: Mapping[str, Any], past: int) -> Layer:
         return k, v
 
     if is_library_module(module):
+
+        def library(x: Any) -> tuple[Any, Any]:
+            cache = dynamic_cache(*cached(x), module)
+            out = hf_step(module, x, cache, past, int(k_np.shape[-2]))
+            held = cache.layers[getattr(module.attn, "layer_idx", None) or 0]
+            return out, (getattr(held, "keys"), getattr(held, "values"))  # noqa: B009
+
+        STEPS[module] = (library, None)
         return dataclasses.replace(
             layer,
-            call=lambda x, p: hf_step(
-                module, x, dynamic_cache(*cached(x), module), past, int(k_np.shape[-2])
-            ),
+            call=lambda x, p: library(x)[0],
             notes=(*layer.notes, f"called with a DynamicCache of {past} earlier tokens"),
         )
     name = cache_argument(module.forward)
     if name is None:
         raise no_cache(f"{type(module).__name__}.forward", past, "takes no cache")
 
+    def step(x: Any) -> tuple[Any, Any]:
+        given = cached(x)
+        with watch_cat(given) as watch:
+            try:
+                out = module(x, **{name: given})
+            except Exception as exc:
+                if watch.wrong is not None:  # the cache joined on the wrong axis: named
+                    raise watch.wrong.error(exc) from exc
+                raise
+        return out, _cache_of(out)
+
+    STEPS[module] = (step, getattr(type(module).forward, "__code__", None))
+
     def call(x: Any, params: Any) -> Any:
-        return _first(module(x, **{name: cached(x)}))
+        return _first(step(x)[0])
 
     return dataclasses.replace(
         layer,
         call=call,
         notes=(*layer.notes, f"called with {name}=(k_cache, v_cache) of {past} earlier tokens"),
     )
+
+
+def decode_diff(
+    layer: Layer, cfg: AttentionConfig, tensors: dict[str, Any], max_memory: int | None = None
+) -> DiffReport:
+    """:func:`~attntrace.diffing.diff_report.run_diff` of a decode step (``layer`` from
+    :func:`decode_layer`), and the cache it returns set against the reference's after the
+    append (:mod:`attntrace.diffing.decode_cache`); a step that raised after joining the cache
+    on the wrong axis is reported with that bug named."""
+    from attntrace.diffing.diff_report import run_diff
+
+    try:
+        report = run_diff(layer, cfg, tensors, max_memory=max_memory)
+    except WrongAxisError as exc:
+        return stopped_report(layer, cfg, tensors, exc)
+    return check_cache(report, layer, tensors)
 
 
 def _first(out: Any) -> Any:

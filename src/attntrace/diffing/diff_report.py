@@ -157,10 +157,12 @@ def diff(
 
         check_backward(cfg)  # --past: a decode step keeps no gradients (one line, exit 2)
     if cfg.past:  # a decode step: the code is called with the reference's cache
-        from attntrace.diffing.decode import decode_layer
+        from attntrace.diffing.decode import decode_diff, decode_layer
 
         layer = decode_layer(layer, tensors, cfg.past)
-    report = run_diff(layer, cfg, tensors, max_memory=max_memory)
+        report = decode_diff(layer, cfg, tensors, max_memory)  # and the cache it returns
+    else:
+        report = run_diff(layer, cfg, tensors, max_memory=max_memory)
     return with_gradients(report, layer, tensors) if backward else report
 
 

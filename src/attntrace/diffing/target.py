@@ -47,11 +47,13 @@ def diff_target(
         from attntrace.engine.backward import check_backward
 
         check_backward(cfg)  # --past: a decode step keeps no gradients (one line, exit 2)
-    if cfg.past:  # a decode step: the user's code is called with the reference's cache
-        from attntrace.diffing.decode import decode_layer
+    if cfg.past:  # a decode step: the code is called with the reference's cache
+        from attntrace.diffing.decode import decode_diff, decode_layer
 
         layer = decode_layer(layer, tensors, cfg.past)
-    report = run_diff(layer, cfg, tensors, max_memory=max_memory)
+        report = decode_diff(layer, cfg, tensors, max_memory)  # and the cache it returns
+    else:
+        report = run_diff(layer, cfg, tensors, max_memory=max_memory)
     if not backward:
         return report
     from attntrace.diffing.diff_report import with_gradients

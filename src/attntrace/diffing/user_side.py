@@ -19,6 +19,13 @@ class UserCodeError(AttntraceError):
     exit_code = 1
 
 
+class StoppedAtError(UserCodeError):
+    """The user's code raised where a known mistake stopped it (a decode step's cache appended
+    on the wrong axis, :mod:`attntrace.diffing.decode`); ``steps``: what it made before."""
+
+    steps: tuple[UserStep, ...] = ()
+
+
 @dataclass(frozen=True)
 class UserStep:
     """One tensor the user's code made: its name, values and where."""
@@ -47,6 +54,9 @@ def run_user(
     try:
         with capture(into=into) as t:
             out = call(t.track)
+    except StoppedAtError as exc:
+        exc.steps = _user_steps(t.steps)
+        raise
     except AttntraceError:
         raise
     except (Exception, SystemExit) as exc:  # sys.exit() in the user's code is theirs too
@@ -56,8 +66,13 @@ def run_user(
             f"the code under test raised {user_message(exc)}; "
             "run attntrace trace on it to see the shapes up to the failure"
         ) from exc
-    kept = [(s, _numpy(s.value)) for s in t.steps if s.value is not None]
-    steps = tuple(
+    return _user_steps(t.steps), _numpy(_first_tensor(out))
+
+
+def _user_steps(captured: Any) -> tuple[UserStep, ...]:
+    """The captured steps with a value, as numpy (floating and boolean ones)."""
+    kept = [(s, _numpy(s.value)) for s in captured if s.value is not None]
+    return tuple(
         UserStep(
             index=i,
             name=s.name,
@@ -68,7 +83,6 @@ def run_user(
         )
         for i, (s, value) in enumerate((s, v) for s, v in kept if v.dtype.kind in "fb")
     )
-    return steps, _numpy(_first_tensor(out))
 
 
 def _first_tensor(out: object) -> object:

@@ -1,0 +1,423 @@
+"""``diff --past N`` beyond the output: the cache the user's decode step returns, set against the
+reference's cache after the append ``k_all``, ``v_all`` (B, g, N+S, d), and the cache appended on
+the wrong axis, named where the code then raises.
+
+- A step that returns the cache it was given (GPT-2's ``present`` made before the ``cat``, or
+  ``layer_past`` returned as it came) attends right but its next step misses the new tokens: the
+  cache not updated, named at the line that made the stale value (or the ``return``).
+- ``torch.cat((past_key, k), dim=-1)``: the cache and the new keys joined on another axis than
+  the sequence. With N ≠ S the ``cat`` raises; with N = S the next matmul does. The ``cat`` is
+  seen as it runs (a ``TorchFunctionMode``), so either error is named at the ``cat``'s line.
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import functools
+import inspect
+import linecache
+import math
+import os
+import sys
+import textwrap
+import weakref
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
+
+from attntrace.diffing.user_side import StoppedAtError
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from attntrace.config.attention_config import AttentionConfig
+    from attntrace.diffing.align import Row
+    from attntrace.diffing.diff_report import DiffReport
+    from attntrace.diffing.layer import Layer
+
+#: The decode step of each module diffed with --past, x (torch) -> what it returned and the cache
+#: in it (k, v) or None; and the forward's code (None for a transformers class: no line).
+Step = Callable[[Any], tuple[Any, Any]]
+STEPS: weakref.WeakKeyDictionary[Any, tuple[Step, Any]] = weakref.WeakKeyDictionary()
+
+#: The names of the axes of a (B, g, N, d) cache, by dim.
+AXES = ("batch", "heads", "sequence", "head dim")
+
+FIX_UPDATE = (
+    "return the cache after the append: present = (k, v) made after "
+    "k = torch.cat((past_key, k), dim=-2) and v = torch.cat((past_value, v), dim=-2)"
+)
+#: key -> (name, the reference step it shows at), by the state of (k, v) returned.
+NOT_UPDATED = {
+    ("stale", "stale"): (
+        "decode-cache-not-updated",
+        "the cache not updated: the step returns the cache it was given, without the new tokens",
+        "k_all",
+    ),
+    ("ok", "stale"): (
+        "decode-v-cache-not-updated",
+        "the v cache not updated: the step returns the new keys but the values it was given",
+        "v_all",
+    ),
+    ("stale", "ok"): (
+        "decode-k-cache-not-updated",
+        "the k cache not updated: the step returns the new values but the keys it was given",
+        "k_all",
+    ),
+}
+
+
+class WrongAxisError(StoppedAtError):
+    """The cache and the new keys (or values) joined on another axis than the sequence, and the
+    code raised (at the ``cat`` or after it): exit 1, reported as a named bug."""
+
+    def __init__(self, message: str, *, name: str, location: str, source: str, step: str):
+        super().__init__(message)
+        self.name, self.location, self.source, self.step = name, location, source, step
+
+
+@dataclasses.dataclass(frozen=True)
+class _Cat:
+    """A ``cat`` of the given cache on another axis than the sequence, where the user wrote it."""
+
+    what: str  # "keys" or "values"
+    dim: int  # as written
+    axis: str  # the name of the axis it joins on
+    location: str
+    source: str
+
+    def error(self, exc: BaseException) -> WrongAxisError:
+        from attntrace.capturing.runner import user_message
+
+        name = wrong_axis_name(self.what, self.dim, self.axis)
+        return WrongAxisError(
+            f"the code under test raised {user_message(exc)}: {name} at {self.location}",
+            name=name,
+            location=self.location,
+            source=self.source,
+            step="k_all" if self.what == "keys" else "v_all",
+        )
+
+
+def wrong_axis_name(what: str, dim: int | str, axis: str) -> str:
+    """The name of the bug.
+
+    >>> wrong_axis_name("keys", -1, "head dim")
+    'new keys appended on the wrong axis (dim=-1, the head dim, not -2, the sequence)'
+    """
+    return f"new {what} appended on the wrong axis (dim={dim}, the {axis}, not -2, the sequence)"
+
+
+FIX_AXIS = "append on the sequence axis of (B, g, N, d): torch.cat((past_key, k), dim=-2)"
+
+
+def watch_cat(given: tuple[Any, Any]) -> Any:
+    """A torch function mode that notes the first ``cat`` of a tensor of ``given`` (the cache
+    handed to the code, (B, g, N, d)) on another axis than the sequence (``.wrong``)."""
+    return _watch_class()(given)
+
+
+@functools.cache
+def _watch_class() -> type:
+    import torch
+    from torch.overrides import TorchFunctionMode
+
+    cats = (torch.cat, torch.concat, torch.concatenate)
+
+    class WatchCat(TorchFunctionMode):  # type: ignore[misc]
+        def __init__(self, given: tuple[Any, Any]) -> None:
+            super().__init__()
+            self.given, self.wrong = given, None
+
+        def __torch_function__(
+            self, func: Any, types: Any, args: Any = (), kwargs: Any = None
+        ) -> Any:
+            kwargs = kwargs or {}
+            if func in cats and self.wrong is None and args:
+                self.wrong = _wrong_cat(self.given, args[0], kwargs.get("dim", args[1:2] or 0))
+            return func(*args, **kwargs)
+
+    return WatchCat
+
+
+def _wrong_cat(given: tuple[Any, Any], operands: Any, dim: Any) -> _Cat | None:
+    if isinstance(dim, list | tuple):
+        dim = dim[0] if dim else 0
+    if not isinstance(dim, int) or not isinstance(operands, list | tuple) or len(operands) != 2:
+        return None
+    found = [
+        i for i, c in enumerate(given) for t in operands if t is c or _same_storage(t, c)
+    ]  # which of k_cache, v_cache is joined
+    if not found:
+        return None
+    ndim = given[found[0]].ndim
+    if ndim < 3 or dim % ndim == ndim - 2:
+        return None  # the sequence axis: right
+    axis = AXES[4 - ndim + dim % ndim] if ndim <= 4 else f"axis {dim % ndim}"
+    location, source = _user_line()
+    return _Cat("keys" if found[0] == 0 else "values", dim, axis, location, source)
+
+
+def _same_storage(t: Any, c: Any) -> bool:
+    return bool(hasattr(t, "data_ptr") and t.shape == c.shape and t.data_ptr() == c.data_ptr())
+
+
+def _user_line() -> tuple[str, str]:
+    """``file:line`` and the source of the innermost frame of the user's code on the stack."""
+    from attntrace.capturing.source import is_user_file
+
+    frame = sys._getframe(1)
+    while frame is not None and not is_user_file(frame.f_code.co_filename):
+        frame = frame.f_back  # type: ignore[assignment]
+    if frame is None:
+        return "", ""
+    name = frame.f_code.co_filename
+    source = linecache.getline(name, frame.f_lineno).strip()
+    return f"{os.path.basename(name)}:{frame.f_lineno}", source
+
+
+# --- the report ----------------------------------------------------------------------------
+
+
+def stopped_report(
+    layer: Layer, cfg: AttentionConfig, tensors: Mapping[str, Any], exc: WrongAxisError
+) -> DiffReport:
+    """The report of a step that raised after a ``cat`` on the wrong axis: the steps it made
+    before, the rest missing, the bug named at the ``cat``."""
+    import numpy as np
+
+    from attntrace.diffing.align import DIFFERS, Row, UserSteps, align
+    from attntrace.diffing.diagnose import Diagnosis
+    from attntrace.diffing.diff_report import DiffReport, _normed
+    from attntrace.diffing.user_side import UserStep
+    from attntrace.engine.attention import trace_attention
+    from attntrace.tools.verify import tolerance
+
+    dtype = np.dtype(cfg.dtype)
+    cast = {k: None if v is None else np.asarray(v).astype(dtype) for k, v in tensors.items()}
+    if layer.prenorm is not None:
+        cast["x"] = _normed(layer, cfg, cast["x"])
+    ref = trace_attention(cfg, "numpy", tensors=cast)
+    tol = tolerance(cfg)
+    user = UserSteps((UserStep(-1, "x", cast["x"], "(input)"), *exc.steps), tol)
+    rows = tuple(Row(r.step, DIFFERS) if r.step.name == exc.step else r for r in align(ref, user))
+    diagnosis = Diagnosis(
+        step=exc.step,
+        bug="decode-wrong-axis",
+        name=exc.name,
+        fix=FIX_AXIS,
+        location=exc.location,
+        source=exc.source,
+        max_abs=math.nan,
+        max_rel=math.nan,
+    )
+    from attntrace.capturing.runner import user_message
+
+    cause = exc.__cause__
+    raised = f"the code raised {user_message(cause)}" if cause else "the code raised"
+    return DiffReport(
+        config=cfg,
+        target=layer.name,
+        weights=layer.weights.scheme if layer.weights else "the reference's, as fn(x, params)",
+        tolerance=tol,
+        rows=rows,
+        diagnosis=diagnosis,
+        notes=(*layer.notes, raised),
+    )
+
+
+def check_cache(report: DiffReport, layer: Layer, tensors: Mapping[str, Any]) -> DiffReport:
+    """``report`` with the cache the step returns set against ``k_all``, ``v_all``: a note when
+    it returns none, a named bug when it returns the cache it was given (or half of it)."""
+    import numpy as np
+
+    entry = STEPS.get(layer.module)
+    rows = {r.step.name: r for r in report.rows}
+    if entry is None or "k_all" not in rows or "v_all" not in rows:
+        return report
+    cfg = report.config
+    x = np.asarray(tensors["x"]).astype(cfg.dtype)
+    made: dict[str, Any] = {}
+    cache = _traced(*entry, x, made)
+    if cache is None:
+        note = "it returns no (k, v) cache: the cache after the step is not compared"
+        return dataclasses.replace(report, notes=(*report.notes, note))
+    from attntrace.diffing.user_side import _numpy
+
+    got = [_numpy(t).astype(cfg.dtype) for t in cache]  # (B, g, N+S, d) each when right
+    given = [np.asarray(tensors[n]).astype(cfg.dtype) for n in ("k_cache", "v_cache")]
+    states = tuple(
+        _state(u, rows[n], g, report)
+        for u, n, g in zip(got, ("k_all", "v_all"), given, strict=True)
+    )
+    if states == ("ok", "ok"):
+        return report
+    bug = NOT_UPDATED.get(states)  # type: ignore[call-overload]
+    return _named(report, bug, states, got, given, made)
+
+
+def _traced(step: Step, code: Any, x: np.ndarray, made: dict[str, Any]) -> Any:
+    """The cache ``step`` returns on x, with ``made`` filled by where it was made: the last
+    assignment run to a local of the forward that holds it when it returns, else the
+    ``return``; and that local's name."""
+    import torch
+
+    lines: list[int] = []
+    ended: dict[str, Any] = {}
+
+    def local(frame: Any, event: str, arg: Any) -> Any:
+        if event == "line":
+            lines.append(frame.f_lineno)
+        elif event == "return":
+            ended.update(line=frame.f_lineno, locals=dict(frame.f_locals), value=arg)
+        return local
+
+    def outer(frame: Any, event: str, arg: Any) -> Any:
+        return local if frame.f_code is code else None
+
+    old = sys.gettrace()
+    if code is not None:
+        sys.settrace(outer)
+    try:
+        with torch.no_grad():
+            cache = step(torch.from_numpy(x.copy()))[1]
+    finally:
+        if code is not None:
+            sys.settrace(old)
+    if ended and cache is not None:
+        made.update(_where_made(code, ended, lines, cache))
+    return cache
+
+
+def _where_made(
+    code: Any, ended: Mapping[str, Any], lines: list[int], cache: tuple[Any, Any]
+) -> dict[str, Any]:
+    held = next(
+        (
+            item
+            for item in reversed(_items(ended["value"]))
+            if isinstance(item, tuple | list) and len(item) == 2 and item[0] is cache[0]
+        ),
+        None,
+    )
+    names = [n for n, v in ended["locals"].items() if held is not None and v is held]
+    assigned = _assignments(code)
+    runs = [
+        (i, line, n) for n in names for i, line in enumerate(lines) if line in assigned.get(n, ())
+    ]
+    line, var = max(runs)[1:] if runs else (ended["line"], names[-1] if names else None)
+    filename = code.co_filename
+    return {
+        "location": f"{os.path.basename(filename)}:{line}",
+        "source": linecache.getline(filename, line).strip(),
+        "var": var,
+    }
+
+
+def _state(user: np.ndarray, row: Row, given: np.ndarray, report: DiffReport) -> str:
+    """ "ok" (the cache after the append, or the window's tail of it), "stale" (the cache given)
+    or "wrong"."""
+    from attntrace.diffing.match import agree
+
+    ref, tol = row.step, report.tolerance
+    assert ref.value is not None
+    found = agree(user, ref.value, ref.axes, tol)
+    if found is not None and found.ok:
+        return "ok"
+    m = user.shape[-2] if user.ndim >= 2 else 0
+    if report.config.window is not None and 0 < m < ref.value.shape[-2]:
+        tail = agree(user, ref.value[..., -m:, :], ref.axes, tol)
+        if tail is not None and tail.ok:
+            return "ok"  # a sliding window's cache: the last W-1 keys
+    stale = agree(user, given, ref.axes, tol) if user.shape == given.shape else None
+    return "stale" if stale is not None and stale.ok else "wrong"
+
+
+def _named(
+    report: DiffReport,
+    bug: tuple[str, str, str] | None,
+    states: tuple[str, ...],
+    got: list[np.ndarray],
+    given: list[np.ndarray],
+    made: Mapping[str, Any],
+) -> DiffReport:
+    import numpy as np
+
+    from attntrace.diffing.align import DIFFERS, Row
+    from attntrace.diffing.diagnose import Diagnosis
+    from attntrace.diffing.match import agree
+    from attntrace.diffing.user_side import UserStep
+
+    key, name, at = bug or (
+        None,
+        "the cache it returns is not the keys and values after the append "
+        "(no known bug reproduces it)",
+        "k_all" if states[0] != "ok" else "v_all",
+    )
+    location, source, var = made.get("location", ""), made.get("source", ""), made.get("var")
+    if report.diagnosis is not None:  # the output differs too: that diagnosis stays first
+        note = f"the cache it returns: {name}" + (f" at {location}" if location else "")
+        return dataclasses.replace(report, notes=(*report.notes, note))
+    by_step = {"k_all": 0, "v_all": 1}
+    rows = []
+    for row in report.rows:
+        i = by_step.get(row.step.name)
+        if i is None or states[i] == "ok" or row.step.value is None:
+            rows.append(row)
+            continue
+        user = UserStep(10**6 + i, f"{var or 'returned cache'}[{i}]", got[i], location, source)
+        rows.append(
+            Row(
+                row.step,
+                DIFFERS,
+                user,
+                agree(got[i], row.step.value, row.step.axes, report.tolerance),
+            )
+        )
+    i = by_step[at]
+    shown = next(r for r in rows if r.step.name == at)
+    numbers = shown.agreement
+    stale = (
+        np.abs(got[i].astype(np.float64) - given[i]).max()
+        if got[i].shape == given[i].shape
+        else math.nan
+    )
+    diagnosis = Diagnosis(
+        step=at,
+        bug=key,
+        name=name,
+        fix=FIX_UPDATE,
+        location=location,
+        source=source,
+        max_abs=numbers.max_abs if numbers else math.inf,
+        max_rel=numbers.max_rel if numbers else math.inf,
+        explained_abs=float(stale) if key else math.nan,
+    )
+    return dataclasses.replace(report, rows=tuple(rows), diagnosis=diagnosis)
+
+
+def _items(value: Any) -> tuple[Any, ...]:
+    return tuple(value) if isinstance(value, tuple | list) else (value,)
+
+
+def _assignments(code: Any) -> dict[str, set[int]]:
+    """The lines of ``code``'s function that assign each local name."""
+    try:
+        lines, first = inspect.getsourcelines(code)
+        tree = ast.parse(textwrap.dedent("".join(lines)))
+    except (OSError, TypeError, SyntaxError):
+        return {}
+    found: dict[str, set[int]] = {}
+    for node in ast.walk(tree):
+        targets = (
+            node.targets
+            if isinstance(node, ast.Assign)
+            else [node.target]
+            if isinstance(node, ast.AugAssign | ast.AnnAssign)
+            else []
+        )
+        for target in targets:
+            for name in ast.walk(target):
+                if isinstance(name, ast.Name):
+                    found.setdefault(name.id, set()).add(first + node.lineno - 1)
+    return found
