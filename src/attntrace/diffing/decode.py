@@ -27,13 +27,7 @@ from attntrace.capturing.decode_step import (
     is_library_module,
     no_cache,
 )
-from attntrace.diffing.decode_cache import (
-    STEPS,
-    WrongAxisError,
-    check_cache,
-    stopped_report,
-    watch_cat,
-)
+from attntrace.diffing.decode_cache import STEPS, check_cache, stopped_report, wrong_axis
 
 if TYPE_CHECKING:
     import numpy as np
@@ -62,7 +56,7 @@ def decode_layer(layer: Layer, tensors: Mapping[str, Any], past: int) -> Layer:
 
     if is_library_module(module):
 
-        def library(x: Any) -> tuple[Any, Any]:
+        def library(x: Any, given: Any = None) -> tuple[Any, Any]:
             cache = dynamic_cache(*cached(x), module)
             out = hf_step(module, x, cache, past, int(k_np.shape[-2]))
             held = cache.layers[getattr(module.attn, "layer_idx", None) or 0]
@@ -78,15 +72,11 @@ def decode_layer(layer: Layer, tensors: Mapping[str, Any], past: int) -> Layer:
     if name is None:
         raise no_cache(f"{type(module).__name__}.forward", past, "takes no cache")
 
-    def step(x: Any) -> tuple[Any, Any]:
-        given = cached(x)
-        with watch_cat(given) as watch:
-            try:
-                out = module(x, **{name: given})
-            except Exception as exc:
-                if watch.wrong is not None:  # the cache joined on the wrong axis: named
-                    raise watch.wrong.error(exc) from exc
-                raise
+    def step(x: Any, given: list[Any] | None = None) -> tuple[Any, Any]:
+        cache = cached(x)
+        if given is not None:
+            given.extend(cache)  # what the step is given: the wrong-axis check looks for it
+        out = module(x, **{name: cache})
         return out, _cache_of(out)
 
     STEPS[module] = (step, getattr(type(module).forward, "__code__", None))
@@ -109,11 +99,15 @@ def decode_diff(
     append (:mod:`attntrace.diffing.decode_cache`); a step that raised after joining the cache
     on the wrong axis is reported with that bug named."""
     from attntrace.diffing.diff_report import run_diff
+    from attntrace.diffing.user_side import UserCodeError
 
     try:
         report = run_diff(layer, cfg, tensors, max_memory=max_memory)
-    except WrongAxisError as exc:
-        return stopped_report(layer, cfg, tensors, exc)
+    except UserCodeError as exc:
+        wrong = wrong_axis(layer, cfg, tensors)  # run again, its cat calls watched
+        if wrong is None:
+            raise
+        return stopped_report(layer, cfg, tensors, wrong, exc)
     return check_cache(report, layer, tensors)
 
 

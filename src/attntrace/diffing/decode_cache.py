@@ -25,8 +25,6 @@ import weakref
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from attntrace.diffing.user_side import StoppedAtError
-
 if TYPE_CHECKING:
     import numpy as np
 
@@ -34,10 +32,12 @@ if TYPE_CHECKING:
     from attntrace.diffing.align import Row
     from attntrace.diffing.diff_report import DiffReport
     from attntrace.diffing.layer import Layer
+    from attntrace.diffing.user_side import UserCodeError
 
-#: The decode step of each module diffed with --past, x (torch) -> what it returned and the cache
-#: in it (k, v) or None; and the forward's code (None for a transformers class: no line).
-Step = Callable[[Any], tuple[Any, Any]]
+#: The decode step of each module diffed with --past, (x (torch), a list to extend with the cache
+#: given or None) -> what it returned and the cache in it (k, v) or None; and the forward's code
+#: (None for a transformers class: no line, no wrong-axis check).
+Step = Callable[[Any, Any], tuple[Any, Any]]
 STEPS: weakref.WeakKeyDictionary[Any, tuple[Step, Any]] = weakref.WeakKeyDictionary()
 
 #: The names of the axes of a (B, g, N, d) cache, by dim.
@@ -67,17 +67,8 @@ NOT_UPDATED = {
 }
 
 
-class WrongAxisError(StoppedAtError):
-    """The cache and the new keys (or values) joined on another axis than the sequence, and the
-    code raised (at the ``cat`` or after it): exit 1, reported as a named bug."""
-
-    def __init__(self, message: str, *, name: str, location: str, source: str, step: str):
-        super().__init__(message)
-        self.name, self.location, self.source, self.step = name, location, source, step
-
-
 @dataclasses.dataclass(frozen=True)
-class _Cat:
+class WrongCat:
     """A ``cat`` of the given cache on another axis than the sequence, where the user wrote it."""
 
     what: str  # "keys" or "values"
@@ -86,17 +77,34 @@ class _Cat:
     location: str
     source: str
 
-    def error(self, exc: BaseException) -> WrongAxisError:
-        from attntrace.capturing.runner import user_message
+    @property
+    def name(self) -> str:
+        return wrong_axis_name(self.what, self.dim, self.axis)
 
-        name = wrong_axis_name(self.what, self.dim, self.axis)
-        return WrongAxisError(
-            f"the code under test raised {user_message(exc)}: {name} at {self.location}",
-            name=name,
-            location=self.location,
-            source=self.source,
-            step="k_all" if self.what == "keys" else "v_all",
-        )
+    @property
+    def step(self) -> str:
+        return "k_all" if self.what == "keys" else "v_all"
+
+
+def wrong_axis(layer: Layer, cfg: AttentionConfig, tensors: Mapping[str, Any]) -> WrongCat | None:
+    """The decode step of ``layer`` run again on x (outside the capture), its ``cat`` calls
+    watched: the first that joins the cache on another axis than the sequence when the run
+    raises, else None (the error is the user's own)."""
+    import numpy as np
+    import torch
+
+    entry = STEPS.get(layer.module)
+    if entry is None or entry[1] is None:
+        return None
+    x = torch.from_numpy(np.asarray(tensors["x"]).astype(cfg.dtype))
+    given: list[Any] = []
+    watch = watch_cat(given)
+    try:
+        with torch.no_grad(), watch:
+            entry[0](x, given)
+    except Exception:
+        return watch.wrong  # type: ignore[no-any-return]
+    return None
 
 
 def wrong_axis_name(what: str, dim: int | str, axis: str) -> str:
@@ -111,9 +119,10 @@ def wrong_axis_name(what: str, dim: int | str, axis: str) -> str:
 FIX_AXIS = "append on the sequence axis of (B, g, N, d): torch.cat((past_key, k), dim=-2)"
 
 
-def watch_cat(given: tuple[Any, Any]) -> Any:
+def watch_cat(given: list[Any]) -> Any:
     """A torch function mode that notes the first ``cat`` of a tensor of ``given`` (the cache
-    handed to the code, (B, g, N, d)) on another axis than the sequence (``.wrong``)."""
+    handed to the code, (B, g, N, d); filled once the step starts) on another axis than the
+    sequence (``.wrong``)."""
     return _watch_class()(given)
 
 
@@ -125,7 +134,7 @@ def _watch_class() -> type:
     cats = (torch.cat, torch.concat, torch.concatenate)
 
     class WatchCat(TorchFunctionMode):  # type: ignore[misc]
-        def __init__(self, given: tuple[Any, Any]) -> None:
+        def __init__(self, given: list[Any]) -> None:
             super().__init__()
             self.given, self.wrong = given, None
 
@@ -140,7 +149,7 @@ def _watch_class() -> type:
     return WatchCat
 
 
-def _wrong_cat(given: tuple[Any, Any], operands: Any, dim: Any) -> _Cat | None:
+def _wrong_cat(given: list[Any], operands: Any, dim: Any) -> WrongCat | None:
     if isinstance(dim, list | tuple):
         dim = dim[0] if dim else 0
     if not isinstance(dim, int) or not isinstance(operands, list | tuple) or len(operands) != 2:
@@ -155,7 +164,7 @@ def _wrong_cat(given: tuple[Any, Any], operands: Any, dim: Any) -> _Cat | None:
         return None  # the sequence axis: right
     axis = AXES[4 - ndim + dim % ndim] if ndim <= 4 else f"axis {dim % ndim}"
     location, source = _user_line()
-    return _Cat("keys" if found[0] == 0 else "values", dim, axis, location, source)
+    return WrongCat("keys" if found[0] == 0 else "values", dim, axis, location, source)
 
 
 def _same_storage(t: Any, c: Any) -> bool:
@@ -180,13 +189,17 @@ def _user_line() -> tuple[str, str]:
 
 
 def stopped_report(
-    layer: Layer, cfg: AttentionConfig, tensors: Mapping[str, Any], exc: WrongAxisError
+    layer: Layer,
+    cfg: AttentionConfig,
+    tensors: Mapping[str, Any],
+    wrong: WrongCat,
+    exc: UserCodeError,
 ) -> DiffReport:
     """The report of a step that raised after a ``cat`` on the wrong axis: the steps it made
     before, the rest missing, the bug named at the ``cat``."""
     import numpy as np
 
-    from attntrace.diffing.align import DIFFERS, Row, UserSteps, align
+    from attntrace.diffing.align import UserSteps, align
     from attntrace.diffing.diagnose import Diagnosis
     from attntrace.diffing.diff_report import DiffReport, _normed
     from attntrace.diffing.user_side import UserStep
@@ -200,14 +213,14 @@ def stopped_report(
     ref = trace_attention(cfg, "numpy", tensors=cast)
     tol = tolerance(cfg)
     user = UserSteps((UserStep(-1, "x", cast["x"], "(input)"), *exc.steps), tol)
-    rows = tuple(Row(r.step, DIFFERS) if r.step.name == exc.step else r for r in align(ref, user))
+    rows = tuple(_stopped_row(r, wrong.step) for r in align(ref, user))
     diagnosis = Diagnosis(
-        step=exc.step,
+        step=wrong.step,
         bug="decode-wrong-axis",
-        name=exc.name,
+        name=wrong.name,
         fix=FIX_AXIS,
-        location=exc.location,
-        source=exc.source,
+        location=wrong.location,
+        source=wrong.source,
         max_abs=math.nan,
         max_rel=math.nan,
     )
@@ -224,6 +237,18 @@ def stopped_report(
         diagnosis=diagnosis,
         notes=(*layer.notes, raised),
     )
+
+
+def _stopped_row(row: Row, step: str) -> Row:
+    """The row of ``step`` differs (nothing holds it); the cache handed in is not seen when no
+    later step shows it (the step stopped)."""
+    from attntrace.diffing.align import DIFFERS, NOT_SEEN, Row
+
+    if row.step.name == step:
+        return Row(row.step, DIFFERS)
+    if row.step.name in ("k_cache", "v_cache") and row.status == DIFFERS and row.user is None:
+        return Row(row.step, NOT_SEEN)
+    return row
 
 
 def check_cache(report: DiffReport, layer: Layer, tensors: Mapping[str, Any]) -> DiffReport:
@@ -280,7 +305,7 @@ def _traced(step: Step, code: Any, x: np.ndarray, made: dict[str, Any]) -> Any:
         sys.settrace(outer)
     try:
         with torch.no_grad():
-            cache = step(torch.from_numpy(x.copy()))[1]
+            cache = step(torch.from_numpy(x.copy()), None)[1]
     finally:
         if code is not None:
             sys.settrace(old)

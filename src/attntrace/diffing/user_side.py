@@ -17,13 +17,7 @@ class UserCodeError(AttntraceError):
     """The user's attention raised; diff cannot compare what never ran (exit 1)."""
 
     exit_code = 1
-
-
-class StoppedAtError(UserCodeError):
-    """The user's code raised where a known mistake stopped it (a decode step's cache appended
-    on the wrong axis, :mod:`attntrace.diffing.decode`); ``steps``: what it made before."""
-
-    steps: tuple[UserStep, ...] = ()
+    steps: tuple[UserStep, ...] = ()  # what the code made before it raised
 
 
 @dataclass(frozen=True)
@@ -54,18 +48,17 @@ def run_user(
     try:
         with capture(into=into) as t:
             out = call(t.track)
-    except StoppedAtError as exc:
-        exc.steps = _user_steps(t.steps)
-        raise
     except AttntraceError:
         raise
     except (Exception, SystemExit) as exc:  # sys.exit() in the user's code is theirs too
         from attntrace.capturing.runner import user_message
 
-        raise UserCodeError(
+        error = UserCodeError(
             f"the code under test raised {user_message(exc)}; "
             "run attntrace trace on it to see the shapes up to the failure"
-        ) from exc
+        )
+        error.steps = _user_steps(t.steps)
+        raise error from exc
     return _user_steps(t.steps), _numpy(_first_tensor(out))
 
 
