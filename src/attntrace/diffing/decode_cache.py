@@ -133,10 +133,11 @@ def _watch_class() -> type:
 
     cats = (torch.cat, torch.concat, torch.concatenate)
 
-    class WatchCat(TorchFunctionMode):  # type: ignore[misc]
+    class WatchCat(TorchFunctionMode):
         def __init__(self, given: list[Any]) -> None:
             super().__init__()
-            self.given, self.wrong = given, None
+            self.given = given
+            self.wrong: WrongCat | None = None
 
         def __torch_function__(
             self, func: Any, types: Any, args: Any = (), kwargs: Any = None
@@ -208,11 +209,12 @@ def stopped_report(
 
     dtype = np.dtype(cfg.dtype)
     cast = {k: None if v is None else np.asarray(v).astype(dtype) for k, v in tensors.items()}
+    x = np.asarray(tensors["x"]).astype(dtype)  # (B, S, H)
     if layer.prenorm is not None:
-        cast["x"] = _normed(layer, cfg, cast["x"])
-    ref = trace_attention(cfg, "numpy", tensors=cast)
+        x = _normed(layer, cfg, x)
+    ref = trace_attention(cfg, "numpy", tensors={**cast, "x": x})
     tol = tolerance(cfg)
-    user = UserSteps((UserStep(-1, "x", cast["x"], "(input)"), *exc.steps), tol)
+    user = UserSteps((UserStep(-1, "x", x, "(input)"), *exc.steps), tol)
     rows = tuple(_stopped_row(r, wrong.step) for r in align(ref, user))
     diagnosis = Diagnosis(
         step=wrong.step,
@@ -271,13 +273,11 @@ def check_cache(report: DiffReport, layer: Layer, tensors: Mapping[str, Any]) ->
 
     got = [_numpy(t).astype(cfg.dtype) for t in cache]  # (B, g, N+S, d) each when right
     given = [np.asarray(tensors[n]).astype(cfg.dtype) for n in ("k_cache", "v_cache")]
-    states = tuple(
-        _state(u, rows[n], g, report)
-        for u, n, g in zip(got, ("k_all", "v_all"), given, strict=True)
-    )
+    k_state = _state(got[0], rows["k_all"], given[0], report)
+    states = (k_state, _state(got[1], rows["v_all"], given[1], report))
     if states == ("ok", "ok"):
         return report
-    bug = NOT_UPDATED.get(states)  # type: ignore[call-overload]
+    bug = NOT_UPDATED.get(states)
     return _named(report, bug, states, got, given, made)
 
 
@@ -434,13 +434,12 @@ def _assignments(code: Any) -> dict[str, set[int]]:
         return {}
     found: dict[str, set[int]] = {}
     for node in ast.walk(tree):
-        targets = (
-            node.targets
-            if isinstance(node, ast.Assign)
-            else [node.target]
-            if isinstance(node, ast.AugAssign | ast.AnnAssign)
-            else []
-        )
+        if isinstance(node, ast.Assign):
+            targets = node.targets
+        elif isinstance(node, ast.AugAssign | ast.AnnAssign):
+            targets = [node.target]
+        else:
+            continue
         for target in targets:
             for name in ast.walk(target):
                 if isinstance(name, ast.Name):
