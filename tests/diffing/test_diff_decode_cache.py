@@ -137,6 +137,27 @@ def test_a_stale_cache_is_named_at_the_line_that_made_it(
         assert not rows["v_all"].ok
 
 
+@pytest.mark.parametrize(("seq", "past"), [(1, 3), (2, 3)])
+def test_a_cache_made_before_the_append_holds_only_the_new_tokens(
+    seq: int, past: int, tmp_path: Path
+) -> None:
+    lines = (DATA / f"{G}.py").read_text().splitlines()
+    lines.remove("        present = (k, v)")  # moved above the append
+    at = lines.index("        if layer_past is not None:")
+    lines.insert(at, "        present = (k, v)")
+    path = tmp_path / "early.py"
+    path.write_text("\n".join(lines) + "\n")
+    report = _diff(path, G, seq=seq, past=past)
+    d = report.diagnosis  # type: ignore[attr-defined]
+    assert d is not None
+    assert (d.bug, d.step) == ("decode-cache-new-only", "k_all")
+    assert d.location == f"early.py:{at + 1}"
+    assert d.explained_abs < 1e-5  # the new keys, computed on both sides
+    rows = {r.step.name: r for r in report.rows}  # type: ignore[attr-defined]
+    assert rows["k_all"].user.shape == rows["v_all"].user.shape == (2, 4, seq, 8)
+    assert rows["output"].ok
+
+
 def test_a_step_that_returns_no_cache_is_a_note_not_a_failure(tmp_path: Path) -> None:
     path, _ = _planted(G, "return y, present", "return y", tmp_path, "no_cache")
     report = _diff(path, G)

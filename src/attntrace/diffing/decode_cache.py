@@ -64,6 +64,11 @@ NOT_UPDATED = {
         "the k cache not updated: the step returns the new values but the keys it was given",
         "k_all",
     ),
+    ("new", "new"): (
+        "decode-cache-new-only",
+        "the cache holds only the new tokens: the step returns (k, v) made before the append",
+        "k_all",
+    ),
 }
 
 
@@ -340,22 +345,26 @@ def _where_made(
 
 
 def _state(user: np.ndarray, row: Row, given: np.ndarray, report: DiffReport) -> str:
-    """ "ok" (the cache after the append, or the window's tail of it), "stale" (the cache given)
-    or "wrong"."""
+    """ "ok" (the cache after the append, or the window's tail of it), "stale" (the cache given),
+    "new" (the new tokens alone: the last S of the cache after the append) or "wrong"."""
+    ref = row.step.value
+    assert ref is not None
+    if _holds(user, ref, row, report):
+        return "ok"
+    m, s = (user.shape[-2] if user.ndim >= 2 else 0), report.config.seq
+    window = report.config.window is not None and 0 < m < ref.shape[-2]
+    if window and _holds(user, ref[..., -m:, :], row, report):
+        return "ok"  # a sliding window's cache: the last W-1 keys
+    if _holds(user, given, row, report):
+        return "stale"
+    return "new" if s < ref.shape[-2] and _holds(user, ref[..., -s:, :], row, report) else "wrong"
+
+
+def _holds(user: np.ndarray, ref: np.ndarray, row: Row, report: DiffReport) -> bool:
     from attntrace.diffing.match import agree
 
-    ref, tol = row.step, report.tolerance
-    assert ref.value is not None
-    found = agree(user, ref.value, ref.axes, tol)
-    if found is not None and found.ok:
-        return "ok"
-    m = user.shape[-2] if user.ndim >= 2 else 0
-    if report.config.window is not None and 0 < m < ref.value.shape[-2]:
-        tail = agree(user, ref.value[..., -m:, :], ref.axes, tol)
-        if tail is not None and tail.ok:
-            return "ok"  # a sliding window's cache: the last W-1 keys
-    stale = agree(user, given, ref.axes, tol) if user.shape == given.shape else None
-    return "stale" if stale is not None and stale.ok else "wrong"
+    found = agree(user, ref, row.step.axes, report.tolerance) if user.size == ref.size else None
+    return found is not None and found.ok
 
 
 def _named(
@@ -402,9 +411,15 @@ def _named(
     i = by_step[at]
     shown = next(r for r in rows if r.step.name == at)
     numbers = shown.agreement
+    s = report.config.seq
+    kept = {
+        "stale": given[i],
+        "new": None if shown.step.value is None else shown.step.value[..., -s:, :],
+    }
+    meant = kept.get(states[i])  # what the mistake returns, in the reference's layout
     stale = (
-        np.abs(got[i].astype(np.float64) - given[i]).max()
-        if got[i].shape == given[i].shape
+        np.abs(got[i].astype(np.float64) - meant).max()
+        if meant is not None and got[i].shape == meant.shape
         else math.nan
     )
     diagnosis = Diagnosis(
