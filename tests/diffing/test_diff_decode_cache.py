@@ -233,6 +233,50 @@ def test_the_cache_joined_on_the_wrong_axis_is_named_at_the_cat(
     assert len(raised) == 1
 
 
+WRONG_BOTH = (
+    "new keys and values appended on the wrong axis (dim=-1, the head dim, not -2, the sequence)"
+)
+
+
+def rows_ok(report: object) -> bool:
+    return {r.step.name: r for r in report.rows}["output"].ok  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize(
+    ("seq", "output_ok", "blamed"),
+    [(2, True, "present = (k, v)"), (3, False, "@")],
+    ids=["the-cache-shows-it", "the-replay-names-it"],
+)
+def test_a_wrong_axis_read_back_as_the_sequence_is_named(
+    seq: int, output_ok: bool, blamed: str, tmp_path: Path
+) -> None:
+    """With N = S, cat on dim=-1 then a view back to (B, h, N+S, d) raises nowhere: the keys
+    interleave (c0, n0, c1, n1 ...). With S = 2 each query still sees the same keys, so only the
+    cache it returns shows it; with S = 3 the output differs and the catalogue's replay names
+    it."""
+    text = (DATA / f"{G}.py").read_text()
+    bad = text
+    for c, past in (("k", "past_key"), ("v", "past_value")):
+        old = f"{c} = torch.cat(({past}, {c}), dim=-2)"
+        assert old in bad
+        bad = bad.replace(
+            old,
+            f"{c} = torch.cat(({past}, {c}), dim=-1).view(B, self.n_head, -1, C // self.n_head)",
+        )
+    path = tmp_path / "viewed.py"
+    path.write_text(bad)
+    report = _diff(path, G, seq=seq, past=seq)
+    d = report.diagnosis  # type: ignore[attr-defined]
+    assert d is not None
+    assert d.bug == "decode-wrong-axis", (d.name, d.location)
+    assert d.name == WRONG_BOTH
+    assert rows_ok(report) == output_ok
+    viewed = "k = torch.cat((past_key, k), dim=-1).view(B, self.n_head, -1, C // self.n_head)"
+    line = _line(bad.splitlines(), viewed if blamed == "@" else blamed)
+    assert d.location == f"viewed.py:{line}"
+    assert d.explained_abs < 1e-5
+
+
 def test_another_error_of_the_code_stays_the_users(tmp_path: Path) -> None:
     path, _ = _planted(
         G,

@@ -27,7 +27,14 @@ from attntrace.capturing.decode_step import (
     is_library_module,
     no_cache,
 )
-from attntrace.diffing.decode_cache import STEPS, check_cache, stopped_report, wrong_axis
+from attntrace.diffing.decode_cache import (
+    FIX_AXIS,
+    STEPS,
+    check_cache,
+    stopped_report,
+    wrong_axis,
+    wrong_axis_name,
+)
 
 if TYPE_CHECKING:
     import numpy as np
@@ -131,7 +138,8 @@ def decode_bugs(s: Any) -> Iterator[dict[str, Any]]:
     """The mistakes of a decode step (``--past``) for the :class:`~attntrace.diffing.bugs.Setting`
     ``s``, as the fields of a :class:`~attntrace.diffing.bugs.Bug` (the catalogue builds them):
     RoPE positions restarted at 0 or off by one, the causal mask aligned top-left, the new keys
-    prepended, the k and v caches swapped, RoPE applied after the append."""
+    prepended, the k and v caches swapped, the new keys and values joined on the head dim and
+    read back as the sequence (N = S: no shape error), RoPE applied after the append."""
     import numpy as np
 
     from attntrace.engine.rope import rope_tables
@@ -208,6 +216,24 @@ def decode_bugs(s: Any) -> Iterator[dict[str, Any]]:
             "at": "v_all",
             "replace": {"v_all": joined("k_cache", "v")},
         }
+        if n == cfg.seq:  # the shapes allow a cat on the head dim read back as the sequence
+
+            def side_by_side(first: str, second: str) -> Callable[[Done, np.ndarray], np.ndarray]:
+                return lambda done, value: _cast(
+                    np.concatenate((done[first], done[second]), axis=-1).reshape(value.shape),
+                    value,
+                )  # (B, g, N, 2d) read as (B, g, N+S, d)
+
+            yield {
+                "key": "decode-wrong-axis",
+                "name": wrong_axis_name("keys and values", -1, "head dim"),
+                "fix": FIX_AXIS,
+                "at": "k_all",
+                "replace": {
+                    "k_all": side_by_side("k_cache", k_new),
+                    "v_all": side_by_side("v_cache", "v"),
+                },
+            }
         yield {
             "key": "decode-k-prepended",
             "name": "the new key put before the cache (the values after it)",

@@ -69,6 +69,12 @@ NOT_UPDATED = {
         "the cache holds only the new tokens: the step returns (k, v) made before the append",
         "k_all",
     ),
+    ("side", "side"): (
+        "decode-wrong-axis",
+        "new keys and values appended on the wrong axis (dim=-1, the head dim, not -2, the "
+        "sequence)",
+        "k_all",
+    ),
 }
 
 
@@ -357,7 +363,20 @@ def _state(user: np.ndarray, row: Row, given: np.ndarray, report: DiffReport) ->
         return "ok"  # a sliding window's cache: the last W-1 keys
     if _holds(user, given, row, report):
         return "stale"
-    return "new" if s < ref.shape[-2] and _holds(user, ref[..., -s:, :], row, report) else "wrong"
+    if s < ref.shape[-2] and _holds(user, ref[..., -s:, :], row, report):
+        return "new"
+    side = _side_by_side(given, ref, s)
+    return "side" if side is not None and _holds(user, side, row, report) else "wrong"
+
+
+def _side_by_side(given: np.ndarray, ref: np.ndarray, s: int) -> np.ndarray | None:
+    """The cache and the new keys (the last S of ``ref``) joined on the head dim, read back as
+    the sequence (B, g, N+S, d): only N = S allows it."""
+    import numpy as np
+
+    if given.shape[-2] != s or s == 0:
+        return None
+    return np.concatenate((given, ref[..., -s:, :]), axis=-1).reshape(ref.shape)
 
 
 def _holds(user: np.ndarray, ref: np.ndarray, row: Row, report: DiffReport) -> bool:
@@ -412,9 +431,11 @@ def _named(
     shown = next(r for r in rows if r.step.name == at)
     numbers = shown.agreement
     s = report.config.seq
+    ref = shown.step.value
     kept = {
         "stale": given[i],
-        "new": None if shown.step.value is None else shown.step.value[..., -s:, :],
+        "new": None if ref is None else ref[..., -s:, :],
+        "side": None if ref is None else _side_by_side(given[i], ref, s),
     }
     meant = kept.get(states[i])  # what the mistake returns, in the reference's layout
     stale = (
@@ -426,7 +447,7 @@ def _named(
         step=at,
         bug=key,
         name=name,
-        fix=FIX_UPDATE,
+        fix=FIX_AXIS if key == "decode-wrong-axis" else FIX_UPDATE,
         location=location,
         source=source,
         max_abs=numbers.max_abs if numbers else math.inf,
