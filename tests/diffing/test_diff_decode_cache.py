@@ -315,3 +315,19 @@ def test_cli_exit_1_and_json_of_the_named_decode_bugs(
     assert doc["diagnosis"]["bug"] == bug
     assert doc["diagnosis"]["location"] == f"bad.py:{_line(lines, new)}"
     assert {r["step"]: r["status"] for r in doc["rows"]}["k_all"] == "differs"
+
+
+def test_a_float32_module_diffed_in_float64_is_called_with_its_cache(tmp_path: Path) -> None:
+    """--dtype float64 casts a copy of the module: the copy, too, takes the cache (it was once
+    called without it), and a stale cache is still named."""
+    name, _ = CLASS[G]
+    cfg = AttentionConfig(batch=2, seq=1, past=3, hidden=32, heads=4, causal=True, dtype="float64")
+    typed = {"batch", "seq", "past", "hidden", "heads", "causal", "dtype"}
+    report = diff_target(f"{DATA / (G + '.py')}:{name}", [], cfg, typed, None)
+    assert report.ok, report.diagnosis
+    rows = {r.step.name: r for r in report.rows}
+    assert rows["output"].agreement.max_abs < 1e-12
+    path, _ = _planted(G, "present = (k, v)", "present = layer_past", tmp_path, "stale64")
+    stale = diff_target(f"{path}:{name}", [], cfg, typed, None)
+    assert stale.diagnosis is not None
+    assert stale.diagnosis.bug == "decode-cache-not-updated"

@@ -65,7 +65,7 @@ def decode_layer(layer: Layer, tensors: Mapping[str, Any], past: int) -> Layer:
 
         def library(x: Any, given: Any = None) -> tuple[Any, Any]:
             cache = dynamic_cache(*cached(x), module)
-            out = hf_step(module, x, cache, past, int(k_np.shape[-2]))
+            out = hf_step(_in_dtype(module, x.dtype), x, cache, past, int(k_np.shape[-2]))
             held = cache.layers[getattr(module.attn, "layer_idx", None) or 0]
             return out, (getattr(held, "keys"), getattr(held, "values"))  # noqa: B009
 
@@ -83,7 +83,7 @@ def decode_layer(layer: Layer, tensors: Mapping[str, Any], past: int) -> Layer:
         cache = cached(x)
         if given is not None:
             given.extend(cache)  # what the step is given: the wrong-axis check looks for it
-        out = module(x, **{name: cache})
+        out = _in_dtype(module, x.dtype)(x, **{name: cache})
         return out, _cache_of(out)
 
     STEPS[module] = (step, getattr(type(module).forward, "__code__", None))
@@ -96,6 +96,19 @@ def decode_layer(layer: Layer, tensors: Mapping[str, Any], past: int) -> Layer:
         call=call,
         notes=(*layer.notes, f"called with {name}=(k_cache, v_cache) of {past} earlier tokens"),
     )
+
+
+def _in_dtype(module: Any, dtype: Any) -> Any:
+    """``module``, or a copy of it in ``dtype`` (--dtype float64 on a float32 module) kept on it
+    for the next calls; the user's module stays as it is."""
+    import copy
+
+    if all(p.dtype == dtype for p in module.parameters()):
+        return module
+    copies = module.__dict__.setdefault("_attntrace_dtypes", {})
+    if dtype not in copies:
+        copies[dtype] = copy.deepcopy(module).to(dtype)
+    return copies[dtype]
 
 
 def decode_diff(

@@ -426,8 +426,10 @@ def _call(
     import torch
 
     call = layer.call
-    if layer.module is not None and any(
-        p.dtype != getattr(torch, config.dtype) for p in layer.module.parameters()
+    if (
+        not config.past  # a decode step casts its module itself (diffing/decode.py)
+        and layer.module is not None
+        and any(p.dtype != getattr(torch, config.dtype) for p in layer.module.parameters())
     ):
         from attntrace.diffing.layer import module_forward
 
