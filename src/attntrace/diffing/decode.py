@@ -16,6 +16,7 @@ the cache read, the append (B, g, N+S, d), scores (B, h, S, N+S) and on.
 from __future__ import annotations
 
 import dataclasses
+import weakref
 from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -27,29 +28,38 @@ from attntrace.capturing.decode_step import (
     is_library_module,
     no_cache,
 )
-from attntrace.diffing.decode_cache import (
-    FIX_AXIS,
-    STEPS,
-    check_cache,
-    stopped_report,
-    wrong_axis,
-    wrong_axis_name,
-)
 
 if TYPE_CHECKING:
     import numpy as np
 
-    from attntrace.config.attention_config import AttentionConfig
-    from attntrace.diffing.diff_report import DiffReport
     from attntrace.diffing.layer import Layer
 
     Done = Mapping[str, np.ndarray]  # the reference's steps so far, by name
 
 
+#: The decode step of each module diffed with --past, (x (torch), a list to extend with the cache
+#: given or None) -> what it returned and the cache in it (k, v) or None; and the forward's code
+#: (None for a transformers class: no line, no wrong-axis check).
+Step = Callable[[Any, Any], tuple[Any, Any]]
+STEPS: weakref.WeakKeyDictionary[Any, tuple[Step, Any]] = weakref.WeakKeyDictionary()
+
+
+def wrong_axis_name(what: str, dim: int | str, axis: str) -> str:
+    """The name of the bug.
+
+    >>> wrong_axis_name("keys", -1, "head dim")
+    'new keys appended on the wrong axis (dim=-1, the head dim, not -2, the sequence)'
+    """
+    return f"new {what} appended on the wrong axis (dim={dim}, the {axis}, not -2, the sequence)"
+
+
+FIX_AXIS = "append on the sequence axis of (B, g, N, d): torch.cat((past_key, k), dim=-2)"
+
+
 def decode_layer(layer: Layer, tensors: Mapping[str, Any], past: int) -> Layer:
     """``layer`` called with the cache ``tensors["k_cache"], tensors["v_cache"]`` (B, g, N, d):
     as a (k, v) tuple argument, or a ``DynamicCache`` for a transformers class. The cache each
-    call returns is compared by :func:`decode_diff`."""
+    call returns is compared by :func:`~attntrace.diffing.diff_report.decode_diff`."""
     module = layer.module
     if module is None:
         raise no_cache(layer.name, past, "is a function; give an nn.Module whose forward takes it")
@@ -109,26 +119,6 @@ def _in_dtype(module: Any, dtype: Any) -> Any:
     if dtype not in copies:
         copies[dtype] = copy.deepcopy(module).to(dtype)
     return copies[dtype]
-
-
-def decode_diff(
-    layer: Layer, cfg: AttentionConfig, tensors: dict[str, Any], max_memory: int | None = None
-) -> DiffReport:
-    """:func:`~attntrace.diffing.diff_report.run_diff` of a decode step (``layer`` from
-    :func:`decode_layer`), and the cache it returns set against the reference's after the
-    append (:mod:`attntrace.diffing.decode_cache`); a step that raised after joining the cache
-    on the wrong axis is reported with that bug named."""
-    from attntrace.diffing.diff_report import run_diff
-    from attntrace.diffing.user_side import UserCodeError
-
-    try:
-        report = run_diff(layer, cfg, tensors, max_memory=max_memory)
-    except UserCodeError as exc:
-        wrong = wrong_axis(layer, cfg, tensors)  # run again, its cat calls watched
-        if wrong is None:
-            raise
-        return stopped_report(layer, cfg, tensors, wrong, exc)
-    return check_cache(report, layer, tensors)
 
 
 def _first(out: Any) -> Any:

@@ -21,24 +21,18 @@ import math
 import os
 import sys
 import textwrap
-import weakref
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
+
+from attntrace.diffing.decode import FIX_AXIS, STEPS, Step, wrong_axis_name
 
 if TYPE_CHECKING:
     import numpy as np
 
     from attntrace.config.attention_config import AttentionConfig
     from attntrace.diffing.align import Row
-    from attntrace.diffing.diff_report import DiffReport
     from attntrace.diffing.layer import Layer
     from attntrace.diffing.user_side import UserCodeError
-
-#: The decode step of each module diffed with --past, (x (torch), a list to extend with the cache
-#: given or None) -> what it returned and the cache in it (k, v) or None; and the forward's code
-#: (None for a transformers class: no line, no wrong-axis check).
-Step = Callable[[Any, Any], tuple[Any, Any]]
-STEPS: weakref.WeakKeyDictionary[Any, tuple[Step, Any]] = weakref.WeakKeyDictionary()
 
 #: The names of the axes of a (B, g, N, d) cache, by dim.
 AXES = ("batch", "heads", "sequence", "head dim")
@@ -118,18 +112,6 @@ def wrong_axis(layer: Layer, cfg: AttentionConfig, tensors: Mapping[str, Any]) -
     return None
 
 
-def wrong_axis_name(what: str, dim: int | str, axis: str) -> str:
-    """The name of the bug.
-
-    >>> wrong_axis_name("keys", -1, "head dim")
-    'new keys appended on the wrong axis (dim=-1, the head dim, not -2, the sequence)'
-    """
-    return f"new {what} appended on the wrong axis (dim={dim}, the {axis}, not -2, the sequence)"
-
-
-FIX_AXIS = "append on the sequence axis of (B, g, N, d): torch.cat((past_key, k), dim=-2)"
-
-
 def watch_cat(given: list[Any]) -> Any:
     """A torch function mode that notes the first ``cat`` of a tensor of ``given`` (the cache
     handed to the code, (B, g, N, d); filled once the step starts) on another axis than the
@@ -200,33 +182,31 @@ def _user_line() -> tuple[str, str]:
 # --- the report ----------------------------------------------------------------------------
 
 
-def stopped_report(
+def stopped_fields(
     layer: Layer,
     cfg: AttentionConfig,
     tensors: Mapping[str, Any],
+    x: np.ndarray,
     wrong: WrongCat,
     exc: UserCodeError,
-) -> DiffReport:
-    """The report of a step that raised after a ``cat`` on the wrong axis: the steps it made
-    before, the rest missing, the bug named at the ``cat``."""
+) -> dict[str, Any]:
+    """The fields of the :class:`~attntrace.diffing.diff_report.DiffReport` of a step that
+    raised after a ``cat`` on the wrong axis (x: what the reference starts from, (B, S, H)):
+    the steps it made before, the rest missing, the bug named at the ``cat``."""
     import numpy as np
 
+    from attntrace.capturing.runner import user_message
     from attntrace.diffing.align import UserSteps, align
     from attntrace.diffing.diagnose import Diagnosis
-    from attntrace.diffing.diff_report import DiffReport, _normed
     from attntrace.diffing.user_side import UserStep
     from attntrace.engine.attention import trace_attention
     from attntrace.tools.verify import tolerance
 
     dtype = np.dtype(cfg.dtype)
     cast = {k: None if v is None else np.asarray(v).astype(dtype) for k, v in tensors.items()}
-    x = np.asarray(tensors["x"]).astype(dtype)  # (B, S, H)
-    if layer.prenorm is not None:
-        x = _normed(layer, cfg, x)
     ref = trace_attention(cfg, "numpy", tensors={**cast, "x": x})
     tol = tolerance(cfg)
     user = UserSteps((UserStep(-1, "x", x, "(input)"), *exc.steps), tol)
-    rows = tuple(_stopped_row(r, wrong.step) for r in align(ref, user))
     diagnosis = Diagnosis(
         step=wrong.step,
         bug="decode-wrong-axis",
@@ -237,19 +217,16 @@ def stopped_report(
         max_abs=math.nan,
         max_rel=math.nan,
     )
-    from attntrace.capturing.runner import user_message
-
     cause = exc.__cause__
-    raised = f"the code raised {user_message(cause)}" if cause else "the code raised"
-    return DiffReport(
-        config=cfg,
-        target=layer.name,
-        weights=layer.weights.scheme if layer.weights else "the reference's, as fn(x, params)",
-        tolerance=tol,
-        rows=rows,
-        diagnosis=diagnosis,
-        notes=(*layer.notes, raised),
-    )
+    return {
+        "config": cfg,
+        "target": layer.name,
+        "weights": layer.weights.scheme if layer.weights else "the reference's, as fn(x, params)",
+        "tolerance": tol,
+        "rows": tuple(_stopped_row(r, wrong.step) for r in align(ref, user)),
+        "diagnosis": diagnosis,
+        "notes": (*layer.notes, f"the code raised {user_message(cause)}" if cause else "raised"),
+    }
 
 
 def _stopped_row(row: Row, step: str) -> Row:
@@ -264,7 +241,7 @@ def _stopped_row(row: Row, step: str) -> Row:
     return row
 
 
-def check_cache(report: DiffReport, layer: Layer, tensors: Mapping[str, Any]) -> DiffReport:
+def check_cache(report: Any, layer: Layer, tensors: Mapping[str, Any]) -> Any:
     """``report`` with the cache the step returns set against ``k_all``, ``v_all``: a note when
     it returns none, a named bug when it returns the cache it was given (or half of it)."""
     import numpy as np
@@ -350,7 +327,7 @@ def _where_made(
     }
 
 
-def _state(user: np.ndarray, row: Row, given: np.ndarray, report: DiffReport) -> str:
+def _state(user: np.ndarray, row: Row, given: np.ndarray, report: Any) -> str:
     """ "ok" (the cache after the append, or the window's tail of it), "stale" (the cache given),
     "new" (the new tokens alone: the last S of the cache after the append) or "wrong"."""
     ref = row.step.value
@@ -379,7 +356,7 @@ def _side_by_side(given: np.ndarray, ref: np.ndarray, s: int) -> np.ndarray | No
     return np.concatenate((given, ref[..., -s:, :]), axis=-1).reshape(ref.shape)
 
 
-def _holds(user: np.ndarray, ref: np.ndarray, row: Row, report: DiffReport) -> bool:
+def _holds(user: np.ndarray, ref: np.ndarray, row: Row, report: Any) -> bool:
     from attntrace.diffing.match import agree
 
     found = agree(user, ref, row.step.axes, report.tolerance) if user.size == ref.size else None
@@ -387,13 +364,13 @@ def _holds(user: np.ndarray, ref: np.ndarray, row: Row, report: DiffReport) -> b
 
 
 def _named(
-    report: DiffReport,
+    report: Any,
     bug: tuple[str, str, str] | None,
     states: tuple[str, ...],
     got: list[np.ndarray],
     given: list[np.ndarray],
     made: Mapping[str, Any],
-) -> DiffReport:
+) -> Any:
     import numpy as np
 
     from attntrace.diffing.align import DIFFERS, Row

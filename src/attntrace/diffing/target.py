@@ -48,7 +48,8 @@ def diff_target(
 
         check_backward(cfg)  # --past: a decode step keeps no gradients (one line, exit 2)
     if cfg.past:  # a decode step: the code is called with the reference's cache
-        from attntrace.diffing.decode import decode_diff, decode_layer
+        from attntrace.diffing.decode import decode_layer
+        from attntrace.diffing.diff_report import decode_diff
 
         layer = decode_layer(layer, tensors, cfg.past)
         report = decode_diff(layer, cfg, tensors, max_memory)  # and the cache it returns
