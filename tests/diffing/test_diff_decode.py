@@ -249,6 +249,7 @@ def test_every_decode_bug_changes_its_step_and_keeps_the_shapes() -> None:
         "decode-v-from-k-cache",
         "decode-k-prepended",
         "decode-rope-after-cache",
+        "decode-cache-unread",
     }
     for bug in bugs:
         wrong = trace_attention(cfg, "numpy", tensors=tensors, replace=bug.replace)

@@ -158,6 +158,31 @@ def test_a_cache_made_before_the_append_holds_only_the_new_tokens(
     assert rows["output"].ok
 
 
+def test_a_cache_returned_but_not_read_is_named(tmp_path: Path) -> None:
+    """The step appends into new names and returns them, but attends with the new keys alone:
+    the cache it returns is right, the output is attention over S keys, not N+S."""
+    text = (DATA / f"{G}.py").read_text()
+    bad = (
+        text.replace(
+            "k = torch.cat((past_key, k), dim=-2)", "k_all = torch.cat((past_key, k), dim=-2)"
+        )
+        .replace(
+            "v = torch.cat((past_value, v), dim=-2)", "v_all = torch.cat((past_value, v), dim=-2)"
+        )
+        .replace("present = (k, v)", "present = (k_all, v_all)")
+    )
+    path = tmp_path / "unread.py"
+    path.write_text(bad)
+    report = _diff(path, G, seq=2, past=3)
+    d = report.diagnosis  # type: ignore[attr-defined]
+    assert d is not None
+    assert d.bug == "decode-cache-unread", (d.name, d.location)
+    made = "y = att @ v # (B, nh, T, T) x (B, nh, T, hs) -> (B, nh, T, hs)"  # the first to show it
+    assert d.location == f"unread.py:{_line(bad.splitlines(), made)}"
+    assert d.explained_abs < 1e-5
+    assert not any(n.startswith("the cache it returns") for n in report.notes)  # type: ignore[attr-defined]
+
+
 def test_a_step_that_returns_no_cache_is_a_note_not_a_failure(tmp_path: Path) -> None:
     path, _ = _planted(G, "return y, present", "return y", tmp_path, "no_cache")
     report = _diff(path, G)

@@ -175,6 +175,23 @@ def decode_bugs(s: Any) -> Iterator[dict[str, Any]]:
             keep = np.tril(np.ones((cfg.seq, cfg.keys), dtype=bool))  # (S, N+S) query i: ≤ i
             return np.broadcast_to(keep, value.shape)
 
+        if cfg.cached:
+
+            def new_only(done: Done, value: np.ndarray) -> np.ndarray:
+                n = cfg.cached
+                keep = np.tril(np.ones((cfg.seq, cfg.keys), dtype=bool), k=n)  # (S, N+S)
+                keep[:, :n] = False  # the cached keys not read
+                return np.broadcast_to(keep, value.shape)
+
+            yield {
+                "key": "decode-cache-unread",
+                "name": "the new tokens attended alone: the cache returned but not read "
+                "(scores over S keys, not N+S)",
+                "fix": "attend over the cache and the new keys: scores = q @ k_all.T with "
+                "k_all = torch.cat((past_key, k), dim=-2), before the scores are made",
+                "at": "mask",
+                "replace": {"mask": new_only},
+            }
         yield {
             "key": "decode-mask-top-left",
             "name": "causal mask aligned top-left (query i sees keys ≤ i, not ≤ N+i)",
