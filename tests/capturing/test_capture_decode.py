@@ -44,6 +44,10 @@ def test_tuple_cache_module_traced_with_the_cache_shapes_and_roles(seq: int, pas
     assert steps["scores"]["axes"] == ["B", "h", "S", "N+S"]
     assert steps["weights"]["shape"] == [2, 4, seq, past + seq]
     assert steps["context"]["shape"] == [2, 4, seq, 8]
+    sliced = next(s for s in json.loads(out.output)["steps"] if s["name"] == "causal_mask")
+    assert sliced["source"].startswith("self.bias[:, :, key_length - query_length")
+    assert sliced["shape"] == [1, 1, seq, past + seq]
+    assert sliced["axes"] == ["1", "1", "1" if seq == 1 else "S", "N+S"]  # not "?"
 
 
 def test_transformers_class_traced_with_a_dynamic_cache() -> None:

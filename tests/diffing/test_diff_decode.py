@@ -249,6 +249,7 @@ def test_every_decode_bug_changes_its_step_and_keeps_the_shapes() -> None:
         "decode-v-from-k-cache",
         "decode-k-prepended",
         "decode-rope-after-cache",
+        "decode-cache-unread",
     }
     for bug in bugs:
         wrong = trace_attention(cfg, "numpy", tensors=tensors, replace=bug.replace)
@@ -258,3 +259,27 @@ def test_every_decode_bug_changes_its_step_and_keeps_the_shapes() -> None:
     plain = AttentionConfig(batch=2, seq=2, hidden=32, heads=4, causal=True)
     plain_ref = trace_attention(plain, "numpy")
     assert not [b for b in catalogue(Setting(plain, plain_ref, {})) if b.key.startswith("decode-")]
+
+
+def test_the_wrong_axis_replay_exists_only_when_the_shapes_allow_it() -> None:
+    """decode-wrong-axis (the cache and the new keys joined on the head dim, read back as the
+    sequence) keeps the shapes only with N = S; with N != S the code raises and the raise names
+    it (tests/diffing/test_diff_decode_cache.py)."""
+    import numpy as np
+
+    from attntrace import trace_attention
+    from attntrace.diffing.bugs import Setting, catalogue
+    from attntrace.engine.inputs import random_sources
+
+    for past, seq, present in ((3, 3, True), (5, 2, False)):
+        cfg = AttentionConfig(batch=2, seq=seq, past=past, hidden=32, heads=4, causal=True)
+        tensors = {name: s.make() for name, s in random_sources(cfg).items()}
+        ref = trace_attention(cfg, "numpy", tensors=tensors)
+        bugs = {b.key: b for b in catalogue(Setting(cfg, ref, tensors))}
+        assert ("decode-wrong-axis" in bugs) is present
+        if present:
+            bug = bugs["decode-wrong-axis"]
+            wrong = trace_attention(cfg, "numpy", tensors=tensors, replace=bug.replace)
+            assert wrong["k_all"].shape == ref["k_all"].shape == (2, 4, 6, 8)
+            side = np.concatenate((ref["k_cache"].value, ref["k"].value), axis=-1)  # (B, g, N, 2d)
+            np.testing.assert_allclose(wrong["k_all"].value, side.reshape(2, 4, 6, 8), rtol=1e-6)

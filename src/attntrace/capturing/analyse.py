@@ -222,7 +222,9 @@ def _concatenated(shape: Shape, ops: list[tuple[Axes, Shape]], sizes: ax.Sizes) 
     parts = [a[k] for a, _ in ops]
     if sizes.letter(shape[k]) != ax.UNKNOWN or any(p in (ax.UNKNOWN, "1") for p in parts):
         return None
-    return (*ops[0][0][:k], "+".join(parts), *ops[0][0][k + 1 :])
+    joined = "+".join(parts)
+    sizes.sums[joined] = shape[k]  # a mask sliced to it later is named by it
+    return (*ops[0][0][:k], joined, *ops[0][0][k + 1 :])
 
 
 @dataclass(frozen=True)

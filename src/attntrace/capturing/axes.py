@@ -51,16 +51,23 @@ class Sizes:
     known: dict[str, int] = field(default_factory=dict)
     roots: int = 0  # inputs seen (x, then x_kv for cross-attention)
     last_root: tuple[Shape, Axes] | None = None
+    #: the sums a concatenation made (a KV cache and the new keys: ``N+S``), by their size
+    sums: dict[str, int] = field(default_factory=dict)
 
     def letter(self, size: int) -> str:
-        """The one letter of this size, ``1`` for size 1, else ``?``.
+        """The one letter of this size, ``1`` for size 1, else the one sum a concatenation
+        made of it (``N+S``: the cache length a causal mask is sliced to), else ``?``.
 
         >>> Sizes({"S": 3, "d": 64}).letter(64), Sizes({"S": 3, "H": 3}).letter(3)
         ('d', '?')
+        >>> Sizes({"N": 5, "S": 1}, sums={"N+S": 6}).letter(6)
+        'N+S'
         """
         if size == 1:
             return "1"
         names = [k for k, n in self.known.items() if n == size and "·" not in k]
+        if not names:
+            names = [k for k, n in self.sums.items() if n == size]
         return names[0] if len(names) == 1 else UNKNOWN
 
     def size(self, letter: str) -> int | None:

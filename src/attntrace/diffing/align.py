@@ -20,8 +20,9 @@ if TYPE_CHECKING:
 
 #: The statuses of a row, in the words the JSON uses.
 MATCH, FUSED, NOT_SEEN, DIFFERS = "match", "fused", "not seen", "differs"
-#: Steps a user need not make: tables and masks built another way are judged by what they do.
-OPTIONAL = frozenset({"rope_cos", "rope_sin", "mask"})
+#: Steps a user need not make: tables and masks built another way are judged by what they do;
+#: the KV cache a decode step is handed (--past) is an input, not made by the code.
+OPTIONAL = frozenset({"rope_cos", "rope_sin", "mask", "k_cache", "v_cache"})
 
 
 @dataclass(frozen=True)

@@ -16,10 +16,12 @@ the cache read, the append (B, g, N+S, d), scores (B, h, S, N+S) and on.
 from __future__ import annotations
 
 import dataclasses
+import weakref
 from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from attntrace.capturing.decode_step import (
+    _cache_of,
     cache_argument,
     dynamic_cache,
     hf_step,
@@ -35,9 +37,29 @@ if TYPE_CHECKING:
     Done = Mapping[str, np.ndarray]  # the reference's steps so far, by name
 
 
+#: The decode step of each module diffed with --past, (x (torch), a list to extend with the cache
+#: given or None) -> what it returned and the cache in it (k, v) or None; and the forward's code
+#: (None for a transformers class: no line, no wrong-axis check).
+Step = Callable[[Any, Any], tuple[Any, Any]]
+STEPS: weakref.WeakKeyDictionary[Any, tuple[Step, Any]] = weakref.WeakKeyDictionary()
+
+
+def wrong_axis_name(what: str, dim: int | str, axis: str) -> str:
+    """The name of the bug.
+
+    >>> wrong_axis_name("keys", -1, "head dim")
+    'new keys appended on the wrong axis (dim=-1, the head dim, not -2, the sequence)'
+    """
+    return f"new {what} appended on the wrong axis (dim={dim}, the {axis}, not -2, the sequence)"
+
+
+FIX_AXIS = "append on the sequence axis of (B, g, N, d): torch.cat((past_key, k), dim=-2)"
+
+
 def decode_layer(layer: Layer, tensors: Mapping[str, Any], past: int) -> Layer:
     """``layer`` called with the cache ``tensors["k_cache"], tensors["v_cache"]`` (B, g, N, d):
-    as a (k, v) tuple argument, or a ``DynamicCache`` for a transformers class."""
+    as a (k, v) tuple argument, or a ``DynamicCache`` for a transformers class. The cache each
+    call returns is compared by :func:`~attntrace.diffing.diff_report.decode_diff`."""
     module = layer.module
     if module is None:
         raise no_cache(layer.name, past, "is a function; give an nn.Module whose forward takes it")
@@ -50,25 +72,53 @@ def decode_layer(layer: Layer, tensors: Mapping[str, Any], past: int) -> Layer:
         return k, v
 
     if is_library_module(module):
+
+        def library(x: Any, given: Any = None) -> tuple[Any, Any]:
+            cache = dynamic_cache(*cached(x), module)
+            out = hf_step(_in_dtype(module, x.dtype), x, cache, past, int(k_np.shape[-2]))
+            held = cache.layers[getattr(module.attn, "layer_idx", None) or 0]
+            return out, (getattr(held, "keys"), getattr(held, "values"))  # noqa: B009
+
+        STEPS[module] = (library, None)
         return dataclasses.replace(
             layer,
-            call=lambda x, p: hf_step(
-                module, x, dynamic_cache(*cached(x), module), past, int(k_np.shape[-2])
-            ),
+            call=lambda x, p: library(x)[0],
             notes=(*layer.notes, f"called with a DynamicCache of {past} earlier tokens"),
         )
     name = cache_argument(module.forward)
     if name is None:
         raise no_cache(f"{type(module).__name__}.forward", past, "takes no cache")
 
+    def step(x: Any, given: list[Any] | None = None) -> tuple[Any, Any]:
+        cache = cached(x)
+        if given is not None:
+            given.extend(cache)  # what the step is given: the wrong-axis check looks for it
+        out = _in_dtype(module, x.dtype)(x, **{name: cache})
+        return out, _cache_of(out)
+
+    STEPS[module] = (step, getattr(type(module).forward, "__code__", None))
+
     def call(x: Any, params: Any) -> Any:
-        return _first(module(x, **{name: cached(x)}))
+        return _first(step(x)[0])
 
     return dataclasses.replace(
         layer,
         call=call,
         notes=(*layer.notes, f"called with {name}=(k_cache, v_cache) of {past} earlier tokens"),
     )
+
+
+def _in_dtype(module: Any, dtype: Any) -> Any:
+    """``module``, or a copy of it in ``dtype`` (--dtype float64 on a float32 module) kept on it
+    for the next calls; the user's module stays as it is."""
+    import copy
+
+    if all(p.dtype == dtype for p in module.parameters()):
+        return module
+    copies = module.__dict__.setdefault("_attntrace_dtypes", {})
+    if dtype not in copies:
+        copies[dtype] = copy.deepcopy(module).to(dtype)
+    return copies[dtype]
 
 
 def _first(out: Any) -> Any:
@@ -91,7 +141,8 @@ def decode_bugs(s: Any) -> Iterator[dict[str, Any]]:
     """The mistakes of a decode step (``--past``) for the :class:`~attntrace.diffing.bugs.Setting`
     ``s``, as the fields of a :class:`~attntrace.diffing.bugs.Bug` (the catalogue builds them):
     RoPE positions restarted at 0 or off by one, the causal mask aligned top-left, the new keys
-    prepended, the k and v caches swapped, RoPE applied after the append."""
+    prepended, the k and v caches swapped, the new keys and values joined on the head dim and
+    read back as the sequence (N = S: no shape error), RoPE applied after the append."""
     import numpy as np
 
     from attntrace.engine.rope import rope_tables
@@ -124,6 +175,23 @@ def decode_bugs(s: Any) -> Iterator[dict[str, Any]]:
             keep = np.tril(np.ones((cfg.seq, cfg.keys), dtype=bool))  # (S, N+S) query i: ≤ i
             return np.broadcast_to(keep, value.shape)
 
+        if cfg.cached:
+
+            def new_only(done: Done, value: np.ndarray) -> np.ndarray:
+                n = cfg.cached
+                keep = np.tril(np.ones((cfg.seq, cfg.keys), dtype=bool), k=n)  # (S, N+S)
+                keep[:, :n] = False  # the cached keys not read
+                return np.broadcast_to(keep, value.shape)
+
+            yield {
+                "key": "decode-cache-unread",
+                "name": "the new tokens attended alone: the cache returned but not read "
+                "(scores over S keys, not N+S)",
+                "fix": "attend over the cache and the new keys: scores = q @ k_all.T with "
+                "k_all = torch.cat((past_key, k), dim=-2), before the scores are made",
+                "at": "mask",
+                "replace": {"mask": new_only},
+            }
         yield {
             "key": "decode-mask-top-left",
             "name": "causal mask aligned top-left (query i sees keys ≤ i, not ≤ N+i)",
@@ -168,6 +236,24 @@ def decode_bugs(s: Any) -> Iterator[dict[str, Any]]:
             "at": "v_all",
             "replace": {"v_all": joined("k_cache", "v")},
         }
+        if n == cfg.seq:  # the shapes allow a cat on the head dim read back as the sequence
+
+            def side_by_side(first: str, second: str) -> Callable[[Done, np.ndarray], np.ndarray]:
+                return lambda done, value: _cast(
+                    np.concatenate((done[first], done[second]), axis=-1).reshape(value.shape),
+                    value,
+                )  # (B, g, N, 2d) read as (B, g, N+S, d)
+
+            yield {
+                "key": "decode-wrong-axis",
+                "name": wrong_axis_name("keys and values", -1, "head dim"),
+                "fix": FIX_AXIS,
+                "at": "k_all",
+                "replace": {
+                    "k_all": side_by_side("k_cache", k_new),
+                    "v_all": side_by_side("v_cache", "v"),
+                },
+            }
         yield {
             "key": "decode-k-prepended",
             "name": "the new key put before the cache (the values after it)",

@@ -39,6 +39,7 @@ __all__ = [
     "DIFF_SCHEMA_ID",
     "DiffReport",
     "check_diff_memory",
+    "decode_diff",
     "diff",
     "probe_sizes",
     "resolve_layer",
@@ -160,8 +161,35 @@ def diff(
         from attntrace.diffing.decode import decode_layer
 
         layer = decode_layer(layer, tensors, cfg.past)
-    report = run_diff(layer, cfg, tensors, max_memory=max_memory)
+        report = decode_diff(layer, cfg, tensors, max_memory)  # and the cache it returns
+    else:
+        report = run_diff(layer, cfg, tensors, max_memory=max_memory)
     return with_gradients(report, layer, tensors) if backward else report
+
+
+def decode_diff(
+    layer: Layer, config: AttentionConfig, tensors: dict[str, Any], max_memory: int | None = None
+) -> DiffReport:
+    """:func:`run_diff` of a decode step (``layer`` from
+    :func:`~attntrace.diffing.decode.decode_layer`), then the cache it returns set against the
+    reference's after the append; a step that raised after joining the cache on the wrong axis
+    is reported with that bug named (:mod:`attntrace.diffing.decode_cache`)."""
+    import numpy as np
+
+    from attntrace.diffing.decode_cache import check_cache, stopped_fields, wrong_axis
+    from attntrace.diffing.user_side import UserCodeError
+
+    try:
+        report = run_diff(layer, config, tensors, max_memory=max_memory)
+    except UserCodeError as exc:
+        wrong = wrong_axis(layer, config, tensors)  # run again, its cat calls watched
+        if wrong is None:
+            raise
+        x = np.asarray(tensors["x"]).astype(config.dtype)  # (B, S, H)
+        if layer.prenorm is not None:
+            x = _normed(layer, config, x)
+        return DiffReport(**stopped_fields(layer, config, tensors, x, wrong, exc))
+    return check_cache(report, layer, tensors)  # type: ignore[no-any-return]
 
 
 def with_gradients(report: DiffReport, layer: Layer, tensors: dict[str, Any]) -> DiffReport:
@@ -424,8 +452,10 @@ def _call(
     import torch
 
     call = layer.call
-    if layer.module is not None and any(
-        p.dtype != getattr(torch, config.dtype) for p in layer.module.parameters()
+    if (
+        not config.past  # a decode step casts its module itself (diffing/decode.py)
+        and layer.module is not None
+        and any(p.dtype != getattr(torch, config.dtype) for p in layer.module.parameters())
     ):
         from attntrace.diffing.layer import module_forward
 

@@ -47,11 +47,14 @@ def diff_target(
         from attntrace.engine.backward import check_backward
 
         check_backward(cfg)  # --past: a decode step keeps no gradients (one line, exit 2)
-    if cfg.past:  # a decode step: the user's code is called with the reference's cache
+    if cfg.past:  # a decode step: the code is called with the reference's cache
         from attntrace.diffing.decode import decode_layer
+        from attntrace.diffing.diff_report import decode_diff
 
         layer = decode_layer(layer, tensors, cfg.past)
-    report = run_diff(layer, cfg, tensors, max_memory=max_memory)
+        report = decode_diff(layer, cfg, tensors, max_memory)  # and the cache it returns
+    else:
+        report = run_diff(layer, cfg, tensors, max_memory=max_memory)
     if not backward:
         return report
     from attntrace.diffing.diff_report import with_gradients

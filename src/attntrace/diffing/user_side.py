@@ -17,6 +17,7 @@ class UserCodeError(AttntraceError):
     """The user's attention raised; diff cannot compare what never ran (exit 1)."""
 
     exit_code = 1
+    steps: tuple[UserStep, ...] = ()  # what the code made before it raised
 
 
 @dataclass(frozen=True)
@@ -52,12 +53,19 @@ def run_user(
     except (Exception, SystemExit) as exc:  # sys.exit() in the user's code is theirs too
         from attntrace.capturing.runner import user_message
 
-        raise UserCodeError(
+        error = UserCodeError(
             f"the code under test raised {user_message(exc)}; "
             "run attntrace trace on it to see the shapes up to the failure"
-        ) from exc
-    kept = [(s, _numpy(s.value)) for s in t.steps if s.value is not None]
-    steps = tuple(
+        )
+        error.steps = _user_steps(t.steps)
+        raise error from exc
+    return _user_steps(t.steps), _numpy(_first_tensor(out))
+
+
+def _user_steps(captured: Any) -> tuple[UserStep, ...]:
+    """The captured steps with a value, as numpy (floating and boolean ones)."""
+    kept = [(s, _numpy(s.value)) for s in captured if s.value is not None]
+    return tuple(
         UserStep(
             index=i,
             name=s.name,
@@ -68,7 +76,6 @@ def run_user(
         )
         for i, (s, value) in enumerate((s, v) for s, v in kept if v.dtype.kind in "fb")
     )
-    return steps, _numpy(_first_tensor(out))
 
 
 def _first_tensor(out: object) -> object:

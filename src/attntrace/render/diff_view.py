@@ -4,6 +4,7 @@ differs highlighted, then the diagnosis (or the verdict)."""
 from __future__ import annotations
 
 import json
+import math
 from typing import Any
 
 from rich.console import Console
@@ -136,21 +137,23 @@ def diagnosis_text(report: DiffReport) -> Text:
         if d.location
         else ""
     )
+    raised = d.bug is not None and math.isnan(d.max_abs)  # named where the code raised
     lines = Text.assemble(
         ("DIFFERS", "bold red"),
         f" from step {d.step}{where}\n",
-        f"  user vs reference: max abs {d.max_abs:.3g}, max rel {d.max_rel:.3g}\n",
+        ""
+        if raised
+        else f"  user vs reference: max abs {d.max_abs:.3g}, max rel {d.max_rel:.3g}\n",
     )
     if d.bug is None:
         lines.append(f"  {d.name}\n", style="yellow")
     else:
-        lines.append_text(
-            Text.assemble(
-                "  bug: ",
-                (d.name, "bold"),
-                f" (applied to the reference it reproduces the code to {d.explained_abs:.1e})\n",
-            )
+        how = (
+            "the code raised after it"
+            if raised
+            else f"applied to the reference it reproduces the code to {d.explained_abs:.1e}"
         )
+        lines.append_text(Text.assemble("  bug: ", (d.name, "bold"), f" ({how})\n"))
     lines.append(f"  fix: {d.fix}")
     return lines
 
