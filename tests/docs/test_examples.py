@@ -64,6 +64,13 @@ def test_example_prints_what_the_page_says(
     )
 
 
+def test_no_example_pipes_into_a_shell() -> None:
+    """The examples run without a shell: a `|` would reach attntrace as an argument and the page
+    would record its error (```bash blocks are for pipelines; they are not run)."""
+    piped = [f"{e.id}: {e.command}" for e in EXAMPLES if {"|", ">", "&&"} & set(e.argv)]
+    assert piped == []
+
+
 def test_the_pages_have_examples() -> None:
     pages = {e.page for e in EXAMPLES}
     assert REPO / "README.md" in pages
