@@ -19,12 +19,8 @@ Target: ratio <= 1.5.
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
-import subprocess
-import sys
 import time
-from pathlib import Path
 
 import numpy as np
 
@@ -93,26 +89,13 @@ def main() -> None:
 
 def shape_backend(repeats: int) -> None:
     """The shape backend's backward at llama-3-70b, 131072 tokens: time and memory."""
-    src = Path(__file__).resolve().parents[1] / "src"
-    env = {**os.environ, "PYTHONPATH": str(src)}
-    base = [sys.executable, "-m", "attntrace", "run", "--backend", "shape"]
-    base += ["--preset", "llama-3-70b", "--seq", "131072", "--format", "json"]
+    from bench_decode import one_process  # the same fresh-process timing (this folder)
+
+    base = ["run", "--backend", "shape", "--preset", "llama-3-70b", "--seq", "131072"]
+    base += ["--format", "json"]
 
     def one(extra: list[str]) -> tuple[float, float]:
-        code = (
-            "import resource, subprocess, sys, time; t = time.perf_counter(); "
-            "subprocess.run(sys.argv[1:], check=True, stdout=subprocess.DEVNULL); "
-            "print(time.perf_counter() - t, "
-            "resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024)"
-        )
-        out = subprocess.run(
-            [sys.executable, "-c", code, *base, *extra],
-            env=env,
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout.split()
-        return float(out[0]), float(out[1])
+        return one_process([*base, *extra])
 
     plain, backward = [], []
     for _ in range(repeats):
