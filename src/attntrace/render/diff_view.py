@@ -141,9 +141,7 @@ def diagnosis_text(report: DiffReport) -> Text:
     lines = Text.assemble(
         ("DIFFERS", "bold red"),
         f" from step {d.step}{where}\n",
-        ""
-        if raised
-        else f"  user vs reference: max abs {d.max_abs:.3g}, max rel {d.max_rel:.3g}\n",
+        "" if raised else _how_far(report, d.step, d.max_abs, d.max_rel),
     )
     if d.bug is None:
         lines.append(f"  {d.name}\n", style="yellow")
@@ -156,6 +154,18 @@ def diagnosis_text(report: DiffReport) -> Text:
         lines.append_text(Text.assemble("  bug: ", (d.name, "bold"), f" ({how})\n"))
     lines.append(f"  fix: {d.fix}")
     return lines
+
+
+def _how_far(report: DiffReport, step: str, max_abs: float, max_rel: float) -> str:
+    """The distance of the first differing step, or its two shapes where they differ (a
+    cache returned without the new tokens: (B, g, N, d) against (B, g, N+S, d))."""
+    row = next((r for r in report.rows if r.step.name == step and r.user is not None), None)
+    if row is not None and row.user is not None and row.user.shape != row.step.shape:
+        return (
+            f"  user vs reference: shapes differ, {format_shape(row.user.shape)} against "
+            f"{format_shape(row.step.shape)}\n"
+        )
+    return f"  user vs reference: max abs {max_abs:.3g}, max rel {max_rel:.3g}\n"
 
 
 def render_diff_json(report: DiffReport) -> str:
