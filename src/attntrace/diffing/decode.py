@@ -16,7 +16,6 @@ the cache read, the append (B, g, N+S, d), scores (B, h, S, N+S) and on.
 from __future__ import annotations
 
 import dataclasses
-import weakref
 from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -37,11 +36,9 @@ if TYPE_CHECKING:
     Done = Mapping[str, np.ndarray]  # the reference's steps so far, by name
 
 
-#: The decode step of each module diffed with --past, (x (torch), a list to extend with the cache
-#: given or None) -> what it returned and the cache in it (k, v) or None; and the forward's code
-#: (None for a transformers class: no line, no wrong-axis check).
+#: A module's decode step: (x (torch), a list to extend with the cache given or None) -> what it
+#: returned and the cache in it (k, v) or None (held by the Layer as ``decode_step``).
 Step = Callable[[Any, Any], tuple[Any, Any]]
-STEPS: weakref.WeakKeyDictionary[Any, tuple[Step, Any]] = weakref.WeakKeyDictionary()
 
 
 def wrong_axis_name(what: str, dim: int | str, axis: str) -> str:
@@ -79,10 +76,10 @@ def decode_layer(layer: Layer, tensors: Mapping[str, Any], past: int) -> Layer:
             held = cache.layers[getattr(module.attn, "layer_idx", None) or 0]
             return out, (getattr(held, "keys"), getattr(held, "values"))  # noqa: B009
 
-        STEPS[module] = (library, None)
         return dataclasses.replace(
             layer,
             call=lambda x, p: library(x)[0],
+            decode_step=(library, None),  # library code: no line, no wrong-axis check
             notes=(*layer.notes, f"called with a DynamicCache of {past} earlier tokens"),
         )
     name = cache_argument(module.forward)
@@ -96,8 +93,6 @@ def decode_layer(layer: Layer, tensors: Mapping[str, Any], past: int) -> Layer:
         out = _in_dtype(module, x.dtype)(x, **{name: cache})
         return out, _cache_of(out)
 
-    STEPS[module] = (step, getattr(type(module).forward, "__code__", None))
-
     def call(x: Any, params: Any) -> Any:
         return _first(step(x)[0])
 
@@ -105,6 +100,7 @@ def decode_layer(layer: Layer, tensors: Mapping[str, Any], past: int) -> Layer:
         layer,
         call=call,
         notes=(*layer.notes, f"called with {name}=(k_cache, v_cache) of {past} earlier tokens"),
+        decode_step=(step, getattr(type(module).forward, "__code__", None)),
     )
 
 

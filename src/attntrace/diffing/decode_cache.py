@@ -24,7 +24,7 @@ import textwrap
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from attntrace.diffing.decode import FIX_AXIS, STEPS, Step, wrong_axis_name
+from attntrace.diffing.decode import FIX_AXIS, Step, wrong_axis_name
 
 if TYPE_CHECKING:
     import numpy as np
@@ -98,7 +98,7 @@ def wrong_axis(layer: Layer, cfg: AttentionConfig, tensors: Mapping[str, Any]) -
     import numpy as np
     import torch
 
-    entry = STEPS.get(layer.module)
+    entry = layer.decode_step
     if entry is None or entry[1] is None:
         return None
     x = torch.from_numpy(np.asarray(tensors["x"]).astype(cfg.dtype))
@@ -246,7 +246,7 @@ def check_cache(report: Any, layer: Layer, tensors: Mapping[str, Any]) -> Any:
     it returns none, a named bug when it returns the cache it was given (or half of it)."""
     import numpy as np
 
-    entry = STEPS.get(layer.module)
+    entry = layer.decode_step
     rows = {r.step.name: r for r in report.rows}
     if entry is None or "k_all" not in rows or "v_all" not in rows:
         return report

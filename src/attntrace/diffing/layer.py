@@ -52,6 +52,11 @@ class Layer:
     #: a known bug's key -> why it is this module's layout on purpose (x-transformers tiles its
     #: kv heads): when it explains the whole run, the run is compared with it
     own_layouts: dict[str, str] = field(default_factory=dict)
+    #: --past: the decode step (x, a list for the cache given) -> (what it returned, its (k, v)
+    #: cache or None), and the forward's code (None for a transformers class)
+    decode_step: tuple[Callable[[Any, Any], tuple[Any, Any]], Any] | None = field(
+        default=None, repr=False
+    )
 
 
 def as_layer(target: Any, *, seq: int = 3, batch: int | None = None) -> Layer:
