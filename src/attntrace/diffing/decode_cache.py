@@ -12,18 +12,16 @@ the wrong axis, named where the code then raises.
 
 from __future__ import annotations
 
-import ast
 import dataclasses
 import functools
-import inspect
 import linecache
 import math
 import os
 import sys
-import textwrap
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from attntrace.capturing.source import assigned_lines
 from attntrace.diffing.decode import FIX_AXIS, Step, wrong_axis_name
 
 if TYPE_CHECKING:
@@ -314,7 +312,7 @@ def _where_made(
         None,
     )
     names = [n for n, v in ended["locals"].items() if held is not None and v is held]
-    assigned = _assignments(code)
+    assigned = assigned_lines(code.co_filename)  # every assignment of the file, by name
     runs = [
         (i, line, n) for n in names for i, line in enumerate(lines) if line in assigned.get(n, ())
     ]
@@ -436,25 +434,3 @@ def _named(
 
 def _items(value: Any) -> tuple[Any, ...]:
     return tuple(value) if isinstance(value, tuple | list) else (value,)
-
-
-def _assignments(code: Any) -> dict[str, set[int]]:
-    """The lines of ``code``'s function that assign each local name."""
-    try:
-        lines, first = inspect.getsourcelines(code)
-        tree = ast.parse(textwrap.dedent("".join(lines)))
-    except (OSError, TypeError, SyntaxError):
-        return {}
-    found: dict[str, set[int]] = {}
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Assign):
-            targets = node.targets
-        elif isinstance(node, ast.AugAssign | ast.AnnAssign):
-            targets = [node.target]
-        else:
-            continue
-        for target in targets:
-            for name in ast.walk(target):
-                if isinstance(name, ast.Name):
-                    found.setdefault(name.id, set()).add(first + node.lineno - 1)
-    return found
