@@ -733,3 +733,65 @@ Lang = Annotated[
         show_default=False,
     ),
 ]
+
+# --- across devices (issue 43) ---
+PARALLEL = "Across devices (tensor, sequence and context parallelism)"
+
+
+class CpKindName(StrEnum):
+    """How context parallelism shares the keys and values."""
+
+    ring = "ring"
+    allgather = "allgather"
+    ulysses = "ulysses"
+
+
+Tp = Annotated[
+    int | None,
+    typer.Option(
+        "--tp",
+        metavar="T",
+        help="Tensor parallelism over T ranks (Megatron): each rank holds h/T heads, q, k, v "
+        "column-parallel, the output row-parallel and all-reduced. Shows one rank's steps.",
+        rich_help_panel=PARALLEL,
+        show_default=False,
+    ),
+]
+Sp = Annotated[
+    bool,
+    typer.Option(
+        "--sp",
+        help="Sequence parallelism with --tp: x sharded S/T, all-gathered before the "
+        "projections, the output reduce-scattered.",
+        rich_help_panel=PARALLEL,
+    ),
+]
+Cp = Annotated[
+    int | None,
+    typer.Option(
+        "--cp",
+        metavar="C",
+        help="Context parallelism over C ranks: each holds S/C tokens (with --causal the "
+        "load-balanced order: chunks c and 2C-1-c of 2C).",
+        rich_help_panel=PARALLEL,
+        show_default=False,
+    ),
+]
+CpKind = Annotated[
+    CpKindName | None,
+    typer.Option(
+        "--cp-kind",
+        help="ring (key/value blocks passed round, merged by log-sum-exp), allgather, or "
+        "ulysses (two all-to-alls) \\[default: ring].",
+        rich_help_panel=PARALLEL,
+        show_default=False,
+    ),
+]
+Rank = Annotated[
+    int,
+    typer.Option(
+        "--rank",
+        help="The rank whose steps are shown, 0 to T·C-1 (t = rank % T, c = rank // T).",
+        rich_help_panel=PARALLEL,
+    ),
+]

@@ -16,6 +16,7 @@ from attntrace.cli.configure import config_from_files, origin_line, with_option_
 from attntrace.cli.root import EPILOG
 from attntrace.cli.typer_app import app, cli_errors, console
 from attntrace.config.attention_config import AttentionConfig
+from attntrace.config.parallel_layout import ParallelLayout
 from attntrace.errors import ConfigError
 from attntrace.trace import Trace
 
@@ -48,6 +49,7 @@ def run(
     plot_flow: opt.PlotFlow = None,
     model: dict[str, Any],
     serving: dict[str, Any],
+    parallel: dict[str, Any],
     backward: opt.Backward = False,
     recompute: opt.Recompute = False,
     grad_output: opt.GradOutput = None,
@@ -111,6 +113,7 @@ def run(
         shown=(batch_item, head),
         training=training_options(backward, recompute, grad_output),
         page_size=serving["page_size"],
+        layout=across_devices(parallel, serving, layers),
     )
     trace = with_whole_model(trace, layers, model)
     trace = with_serving(trace, serving)  # and --page-size's steps: block_table … v_paged
@@ -134,6 +137,11 @@ def run(
         view |= {"explain": explain, "lang": words}
     if fmt is opt.OutputFormat.table:
         render_trace(trace, console(no_color), **view)
+        if trace.parallel is not None:  # --tp, --cp: the rank's cost and its collectives
+            from attntrace.render.parallel_view import parallel_pieces
+
+            for piece in ["", *parallel_pieces(trace, count.value)]:
+                console(no_color).print(piece)
         if trace.serving is not None:  # --past, or a serving option
             from attntrace.render.serving_view import serving_pieces
 
@@ -170,13 +178,15 @@ def trace_from_options(
     shown: tuple[int, int] | None = None,
     training: dict[str, Any] | None = None,
     page_size: int | None = None,
+    layout: ParallelLayout | None = None,
     **options: Any,
 ) -> Trace:
     """The trace that run's options describe (also ``report``'s): config from the options and
     files, checked by ``validate``, traced keeping the values of ``keep`` (those of ``remake``
     as recipes made when read, but for the head ``shown`` (batch item, head), which is held:
     see :func:`attntrace.trace_attention`). ``page_size`` is only checked here, before
-    tracing: :func:`with_serving` adds its steps after the figures."""
+    tracing: :func:`with_serving` adds its steps after the figures. ``layout`` (--tp, --cp):
+    the steps of one rank (:func:`attntrace.sharding.trace_parallel`)."""
     from attntrace.engine.attention import trace_attention
     from attntrace.engine.masks import MaskWarning, load_mask
     from attntrace.engine.paged import check_page_size
@@ -190,6 +200,8 @@ def trace_from_options(
     user_mask = load_mask(mask) if mask is not None else None
     budget = parse_size(max_memory) if max_memory is not None else None
     hold = None if shown is None or not remake else shown if config.batched else shown[1:]
+    if layout is not None:
+        return _rank_trace(ctx, model, config, layout, backend, tensors, user_mask, training)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", MaskWarning)  # the renderers show Trace.notes instead
         trace = trace_attention(
@@ -204,6 +216,45 @@ def trace_from_options(
             threads=threads,
             **(training or {}),
         )
+    if origin := origin_line(ctx, model, config):
+        trace = dataclasses.replace(trace, origin=origin)
+    return trace
+
+
+def across_devices(
+    parallel: dict[str, Any], serving: dict[str, Any], layers: int | None
+) -> ParallelLayout | None:
+    """The layout of --tp, --sp, --cp, --cp-kind, --rank; the options it does not take yet."""
+    from attntrace.cli.configure import parallel_layout
+
+    layout = parallel_layout(parallel)
+    if layout is not None:
+        given = [f"--{k.replace('_', '-')}" for k, v in serving.items() if v is not None]
+        if layers is not None:
+            given.append("--layers")
+        if given:
+            raise ConfigError(f"{given[0]} is not traced across devices yet; drop it or --tp/--cp")
+    return layout
+
+
+def _rank_trace(
+    ctx: typer.Context,
+    model: dict[str, Any],
+    config: AttentionConfig,
+    layout: ParallelLayout,
+    backend: opt.BackendName,
+    tensors: Any,
+    mask: Any,
+    training: dict[str, Any] | None,
+) -> Trace:
+    """One rank's trace of ``config`` split by ``layout``."""
+    from attntrace.sharding import trace_parallel
+
+    for given, option in ((mask is not None, "--mask"), (bool(training), "--backward")):
+        if given:
+            raise ConfigError(f"{option} is not traced across devices yet; drop it or --tp/--cp")
+    config = dataclasses.replace(config, parallel=layout)
+    trace = trace_parallel(config, backend.value, tensors=tensors)
     if origin := origin_line(ctx, model, config):
         trace = dataclasses.replace(trace, origin=origin)
     return trace
