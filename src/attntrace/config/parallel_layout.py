@@ -48,7 +48,7 @@ class ParallelLayout:
 
     def __post_init__(self) -> None:
         for option, value in (("tp", self.tp), ("cp", self.cp)):
-            if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value:
+            if isinstance(value, bool) or not isinstance(value, int) or not value >= 1:
                 raise ConfigError(f"--{option} must be a whole number >= 1, got {value!r}")
             if value > MAX_GROUP:
                 raise ConfigError(f"--{option} {value} is too large; the most is {MAX_GROUP}")
@@ -135,7 +135,9 @@ class ParallelLayout:
         h, g, t = config.heads, config.groups, self.tp
         if h % t:
             works = ", ".join(str(n) for n in _divisors(h))
-            raise ConfigError(f"--heads {h} is not divisible by --tp {t}; --tp values that work: {works}")
+            raise ConfigError(
+                f"--heads {h} is not divisible by --tp {t}; --tp values that work: {works}"
+            )
         if g % t and t % g:
             works = ", ".join(str(n) for n in _divisors(h) if g % n == 0 or n % g == 0)
             raise ConfigError(
@@ -152,9 +154,7 @@ class ParallelLayout:
                 )
             kv = self.kv_heads(config)
             if kv % c and c % kv:
-                works = ", ".join(
-                    str(n) for n in _divisors(local) if kv % n == 0 or n % kv == 0
-                )
+                works = ", ".join(str(n) for n in _divisors(local) if kv % n == 0 or n % kv == 0)
                 raise ConfigError(
                     f"--cp-kind ulysses: the {kv} kv-heads of a TP rank and --cp {c}: one must "
                     f"divide the other; --cp values that work: {works}"

@@ -62,14 +62,20 @@ def cost_table(f: RankFigures, count: str = "flops") -> Table:
     for name, justify in (("", "left"), ("this rank", "right"), ("one device", "right")):
         table.add_column(name, justify=justify)  # type: ignore[arg-type]
     unit = "MACs" if count == "macs" else "FLOPs"
-    table.add_row(unit, format_count(in_unit(f.flops, count)), format_count(in_unit(f.single_flops, count)))
+    table.add_row(
+        unit, format_count(in_unit(f.flops, count)), format_count(in_unit(f.single_flops, count))
+    )
     table.add_row("weights", format_bytes(f.weight_bytes), format_bytes(f.single_weight_bytes))
     table.add_row("KV cache", format_bytes(f.kv_cache_bytes), format_bytes(f.single_kv_cache_bytes))
     table.add_row("peak memory", format_bytes(f.peak_bytes), format_bytes(f.single_peak_bytes))
     table.add_row("activations", format_bytes(f.activation_bytes), "")
     table.add_row("sent + received", format_bytes(f.comm_bytes), "0 B")
     for what, flops in f.redundancy:
-        table.add_row(f"[dim]{what}[/]", "", f"[dim]{'+' if flops >= 0 else '−'}{format_count(in_unit(abs(flops), count))}[/]")
+        table.add_row(
+            f"[dim]{what}[/]",
+            "",
+            f"[dim]{'+' if flops >= 0 else '−'}{format_count(in_unit(abs(flops), count))}[/]",
+        )
     return table
 
 

@@ -212,7 +212,9 @@ class ThreadComm(Comm[T]):
         except threading.BrokenBarrierError:
             raise AttntraceError(f"rank {self.rank}: another rank failed at {kind}") from None
 
-    def _combine(self, kind: str, values: list[T] | None, n: int, me: int, axes: tuple[int, int]) -> T:
+    def _combine(
+        self, kind: str, values: list[T] | None, n: int, me: int, axes: tuple[int, int]
+    ) -> T:
         assert values is not None
         be = self.be
         if kind == "send_recv":

@@ -23,7 +23,7 @@ import math
 from typing import TYPE_CHECKING, TypeVar
 
 if TYPE_CHECKING:
-    from attntrace.sharding.rank import RankAttention, Ranges
+    from attntrace.sharding.rank import Ranges, RankAttention
 
 T = TypeVar("T")
 
@@ -37,8 +37,12 @@ def attend(r: RankAttention[T], q: T, k: T, v: T) -> T:
         return _ring(r, q, k, v)
     k_ranges = r.k_pos
     if kind == "allgather":
-        k = r.collective("k_all_gather", "all_gather", k, "cp", r.ax(r.lab.kv, r.lab.keys, "d"), (r.n + 1, 0))
-        v = r.collective("v_all_gather", "all_gather", v, "cp", r.ax(r.lab.kv, r.lab.keys, "d"), (r.n + 1, 0))
+        k = r.collective(
+            "k_all_gather", "all_gather", k, "cp", r.ax(r.lab.kv, r.lab.keys, "d"), (r.n + 1, 0)
+        )
+        v = r.collective(
+            "v_all_gather", "all_gather", v, "cp", r.ax(r.lab.kv, r.lab.keys, "d"), (r.n + 1, 0)
+        )
         k_ranges = _all_keys(r)
     k, v = _repeat(r, k, v, r.lab.heads, r.lab.keys)
     weights = _weights(r, q, k, r.q_pos, k_ranges, r.lab.tokens, r.lab.keys)
@@ -53,15 +57,27 @@ def _all_keys(r: RankAttention[T]) -> Ranges:
     return tuple(run for c in range(r.layout.cp) for run in key_ranges(r.config, r.layout, c))
 
 
-def _repeat(r: RankAttention[T], k: T, v: T, heads: str, keys: str, suffix: str = "") -> tuple[T, T]:
+def _repeat(
+    r: RankAttention[T], k: T, v: T, heads: str, keys: str, suffix: str = ""
+) -> tuple[T, T]:
     """GQA on the rank: each of its kv-heads serves its share of query heads."""
     kv_heads = r.be.shape(k)[r.n]
     q_heads = _query_heads(r)
     if kv_heads == q_heads:
         return k, v
     times = q_heads // kv_heads
-    k = r.rec.step(f"k_rep{suffix}", r.be.repeat_interleave(k, times, r.n), f"k.repeat_interleave({times})", r.ax(heads, keys, "d"))
-    v = r.rec.step(f"v_rep{suffix}", r.be.repeat_interleave(v, times, r.n), f"v.repeat_interleave({times})", r.ax(heads, keys, "d"))
+    k = r.rec.step(
+        f"k_rep{suffix}",
+        r.be.repeat_interleave(k, times, r.n),
+        f"k.repeat_interleave({times})",
+        r.ax(heads, keys, "d"),
+    )
+    v = r.rec.step(
+        f"v_rep{suffix}",
+        r.be.repeat_interleave(v, times, r.n),
+        f"v.repeat_interleave({times})",
+        r.ax(heads, keys, "d"),
+    )
     return k, v
 
 
@@ -73,14 +89,20 @@ def _query_heads(r: RankAttention[T]) -> int:
 def _scores(r: RankAttention[T], q: T, k: T, rows: str, keys: str, suffix: str) -> T:
     """k_t -> scores -> scaled -> (capped): the block's scaled scores."""
     be, rec, cfg, heads = r.be, r.rec, r.config, _heads_label(r)
-    k_t = rec.view(f"k_t{suffix}", be.transpose(k, -2, -1), "k.transpose(-2, -1)", r.ax(heads, "d", keys))
+    k_t = rec.view(
+        f"k_t{suffix}", be.transpose(k, -2, -1), "k.transpose(-2, -1)", r.ax(heads, "d", keys)
+    )
     scores = rec.step(f"scores{suffix}", be.matmul(q, k_t), "q @ k_t", r.ax(heads, rows, keys))
     scaled = be.scale(scores, cfg.score_scale)  # (B, h/T, S/C, N)
-    scaled = rec.step(f"scaled{suffix}", scaled, f"scores * {cfg.score_scale:g}", r.ax(heads, rows, keys))
+    scaled = rec.step(
+        f"scaled{suffix}", scaled, f"scores * {cfg.score_scale:g}", r.ax(heads, rows, keys)
+    )
     if cfg.softcap is not None:
         c = cfg.softcap
         capped = be.scale(be.tanh(be.scale(scaled, 1.0 / c)), c)  # (B, h/T, S/C, N)
-        scaled = rec.step(f"capped{suffix}", capped, f"{c:g} * tanh(scaled / {c:g})", r.ax(heads, rows, keys))
+        scaled = rec.step(
+            f"capped{suffix}", capped, f"{c:g} * tanh(scaled / {c:g})", r.ax(heads, rows, keys)
+        )
     return scaled
 
 
@@ -90,7 +112,9 @@ def _heads_label(r: RankAttention[T]) -> str:
     return r.lab.heads
 
 
-def _weights(r: RankAttention[T], q: T, k: T, q_ranges: Ranges, k_ranges: Ranges, rows: str, keys: str) -> T:
+def _weights(
+    r: RankAttention[T], q: T, k: T, q_ranges: Ranges, k_ranges: Ranges, rows: str, keys: str
+) -> T:
     """scores -> scaled -> (mask, masked) -> softmax weights of one whole block."""
     be, rec, heads = r.be, r.rec, _heads_label(r)
     scaled = _scores(r, q, k, rows, keys, "")
@@ -98,13 +122,26 @@ def _weights(r: RankAttention[T], q: T, k: T, q_ranges: Ranges, k_ranges: Ranges
     if mask is not None:
         axes = (*(("B",) if r.config.batched else ()), "1", rows, keys)
         mask = rec.step("mask", mask, "global positions: " + _mask_words(r), axes)
-        scaled = rec.step("masked", be.where(mask, scaled, -math.inf), "where(mask, scaled, -inf)", r.ax(heads, rows, keys))
+        scaled = rec.step(
+            "masked",
+            be.where(mask, scaled, -math.inf),
+            "where(mask, scaled, -inf)",
+            r.ax(heads, rows, keys),
+        )
     return rec.step("weights", be.softmax(scaled), "softmax(…, dim=-1)", r.ax(heads, rows, keys))
 
 
 def _mask_words(r: RankAttention[T]) -> str:
     cfg = r.config
-    words = [w for w, on in (("causal", cfg.causal), (f"window({cfg.window})", cfg.window is not None), ("key_lengths", cfg.key_lengths is not None)) if on]
+    words = [
+        w
+        for w, on in (
+            ("causal", cfg.causal),
+            (f"window({cfg.window})", cfg.window is not None),
+            ("key_lengths", cfg.key_lengths is not None),
+        )
+        if on
+    ]
     return " & ".join(words)
 
 
@@ -139,7 +176,15 @@ def _ring(r: RankAttention[T], q: T, k: T, v: T) -> T:
 
 
 def _partial(
-    r: RankAttention[T], q: T, k: T, v: T, q_ranges: Ranges, k_ranges: Ranges, rows: str, keys: str, suffix: str
+    r: RankAttention[T],
+    q: T,
+    k: T,
+    v: T,
+    q_ranges: Ranges,
+    k_ranges: Ranges,
+    rows: str,
+    keys: str,
+    suffix: str,
 ) -> tuple[T, T]:
     """One round: the block's normalised context and the log-sum-exp of each query row.
     Only round 0 (no suffix) is masked: every later block is seen whole or skipped."""
@@ -150,7 +195,12 @@ def _partial(
     if mask is not None:
         axes = (*(("B",) if r.config.batched else ()), "1", rows, keys)
         mask = rec.step("mask", mask, "global positions: " + _mask_words(r), axes)
-        scaled = rec.step("masked", be.where(mask, scaled, -math.inf), "where(mask, scaled, -inf)", r.ax(heads, rows, keys))
+        scaled = rec.step(
+            "masked",
+            be.where(mask, scaled, -math.inf),
+            "where(mask, scaled, -inf)",
+            r.ax(heads, rows, keys),
+        )
     top = be.reduce_max(scaled)  # (B, h/T, S/C)
     shape = be.shape(top)
     top_ = be.reshape(top, (*shape, 1))  # (B, h/T, S/C, 1)
@@ -165,7 +215,9 @@ def _partial(
     return context, lse
 
 
-def _merge(r: RankAttention[T], context: T, lse: T, part: tuple[T, T], start: int, suffix: str) -> tuple[T, T]:
+def _merge(
+    r: RankAttention[T], context: T, lse: T, part: tuple[T, T], start: int, suffix: str
+) -> tuple[T, T]:
     """The running (context, lse) with a round's merged into rows ``start:`` of it."""
     be, raw, rec, lab, n = r.be, r.raw, r.rec, r.lab, r.n
     o_b, l_b = part
@@ -207,15 +259,32 @@ def _ulysses(r: RankAttention[T], q: T, k: T, v: T) -> T:
     heads = _heads_label(r)
     kv = r.be.shape(k)[n]
     if kv < C:  # fewer kv-heads than ranks: each rank gets a copy of the one its heads read
-        k = r.rec.step("k_rep_a2a", r.be.repeat_interleave(k, C // kv, n), f"k.repeat_interleave({C // kv})", r.ax(f"C", lab.tokens, "d"))
-        v = r.rec.step("v_rep_a2a", r.be.repeat_interleave(v, C // kv, n), f"v.repeat_interleave({C // kv})", r.ax(f"C", lab.tokens, "d"))
+        k = r.rec.step(
+            "k_rep_a2a",
+            r.be.repeat_interleave(k, C // kv, n),
+            f"k.repeat_interleave({C // kv})",
+            r.ax("C", lab.tokens, "d"),
+        )
+        v = r.rec.step(
+            "v_rep_a2a",
+            r.be.repeat_interleave(v, C // kv, n),
+            f"v.repeat_interleave({C // kv})",
+            r.ax("C", lab.tokens, "d"),
+        )
         kv_lab = "1"
     else:
         kv_lab = "g/TC" if r.config.grouped else heads
         if r.layout.tp == 1:
             kv_lab = kv_lab.replace("TC", "C")
     dims = (n, n + 1)  # scatter the heads, gather the sequence
-    q = r.collective("q_all_to_all", "all_to_all", q, "cp", r.ax(heads, lab.keys if not r.config.cross else "S", "d"), dims)
+    q = r.collective(
+        "q_all_to_all",
+        "all_to_all",
+        q,
+        "cp",
+        r.ax(heads, lab.keys if not r.config.cross else "S", "d"),
+        dims,
+    )
     k = r.collective("k_all_to_all", "all_to_all", k, "cp", r.ax(kv_lab, lab.keys, "d"), dims)
     v = r.collective("v_all_to_all", "all_to_all", v, "cp", r.ax(kv_lab, lab.keys, "d"), dims)
     k, v = _repeat(r, k, v, heads, lab.keys)
@@ -223,7 +292,9 @@ def _ulysses(r: RankAttention[T], q: T, k: T, v: T) -> T:
     weights = _weights(r, q, k, everyone, _all_keys(r), "S", lab.keys)
     context = r.be.matmul(weights, v)  # (B, h/TC, S, d)
     context = r.rec.step("context_full", context, "weights @ v", r.ax(heads, "S", "d"))
-    return r.collective("context", "all_to_all", context, "cp", r.ax(lab.heads, lab.tokens, "d"), (n + 1, n))
+    return r.collective(
+        "context", "all_to_all", context, "cp", r.ax(lab.heads, lab.tokens, "d"), (n + 1, n)
+    )
 
 
 def _q_ranges(r: RankAttention[T], c: int) -> Ranges:

@@ -159,12 +159,18 @@ def _ring_terms(config: AttentionConfig, layout: ParallelLayout, bh: int) -> lis
         pair_flops = 4 * d + PAIR_FLOPS + (3 if config.softcap is not None else 0)
         return [
             ("log-sum-exp of every round's rows", 2 * bh * (S + merged_rows)),
-            ("merging each round into the running context", bh * merged_rows * (MERGE_ROW_FLOPS + 3 * d)),
+            (
+                "merging each round into the running context",
+                bh * merged_rows * (MERGE_ROW_FLOPS + 3 * d),
+            ),
             ("masked halves of blocks skipped", -bh * (S * N - pairs) * pair_flops),
             ("mask applied to the own blocks only", -bh * (S * N - S * S // C)),
         ]
     merged_rows = (C - 1) * S
     return [
         ("log-sum-exp of every round's rows", 2 * bh * C * S),
-        ("merging each round into the running context", bh * merged_rows * (MERGE_ROW_FLOPS + 3 * d)),
+        (
+            "merging each round into the running context",
+            bh * merged_rows * (MERGE_ROW_FLOPS + 3 * d),
+        ),
     ]

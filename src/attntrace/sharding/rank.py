@@ -20,7 +20,6 @@ sliding-window and key-padding masks, and RoPE's angles, hold across shards.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Generic, TypeVar
@@ -164,7 +163,9 @@ class RankAttention(Generic[T]):
         cfg, lab, d = self.config, self.lab, self.config.head_dim
         hT = cfg.heads // self.layout.tp
         kv = self.layout.kv_heads(cfg)
-        kv_first = self.t * cfg.groups // self.layout.tp if cfg.groups < self.layout.tp else self.t * kv
+        kv_first = (
+            self.t * cfg.groups // self.layout.tp if cfg.groups < self.layout.tp else self.t * kv
+        )
         cuts = {
             "q": (self.t * hT * d, (self.t + 1) * hT * d),
             "k": (kv_first * d, (kv_first + kv) * d),
@@ -201,14 +202,26 @@ class RankAttention(Generic[T]):
         if self.layout.sp:
             shard = split(self.raw, x_local, self.n, self.layout.tp)[self.t]  # (B, S/CT, H)
             shard = rec.step("x", shard, "x[rank's S/CT tokens]", self.ax(lab.shard, "H"))
-            x = self.collective("x_all_gather", "all_gather", shard, "tp", self.ax(lab.tokens, "H"), (self.n, 0))
+            x = self.collective(
+                "x_all_gather", "all_gather", shard, "tp", self.ax(lab.tokens, "H"), (self.n, 0)
+            )
         else:
-            x = rec.step("x", x_local, "x[rank's tokens]" if self.layout.cp > 1 else "x", self.ax(lab.tokens, "H"))
+            x = rec.step(
+                "x",
+                x_local,
+                "x[rank's tokens]" if self.layout.cp > 1 else "x",
+                self.ax(lab.tokens, "H"),
+            )
         x_kv = x
         if cfg.cross:
             kv_local = self.rows(sources["x_kv"], self.k_pos, self.n)  # (B, N/C, M)
-            x_kv = rec.step("x_kv", kv_local, "x_kv[rank's keys]", self.ax(lab.kv_tokens, cfg.labels().kv_in))
-        heads = {"q": (x, lab.tokens, lab.heads, lab.q_width), "k": (x_kv, lab.kv_tokens, lab.kv, lab.kv_width)}
+            x_kv = rec.step(
+                "x_kv", kv_local, "x_kv[rank's keys]", self.ax(lab.kv_tokens, cfg.labels().kv_in)
+            )
+        heads = {
+            "q": (x, lab.tokens, lab.heads, lab.q_width),
+            "k": (x_kv, lab.kv_tokens, lab.kv, lab.kv_width),
+        }
         heads["v"] = heads["k"]
         proj: dict[str, T] = {}
         for c, (src, seq, _, width) in heads.items():
@@ -232,8 +245,18 @@ class RankAttention(Generic[T]):
     def qk_norm(self, q: T, k: T, p: Mapping[str, T]) -> tuple[T, T]:
         """RMSNorm of each head of q and k over d (Qwen3, Gemma 3): local to the rank."""
         eps = self.config.qk_norm_eps if self.config.qk_norm_eps is not None else 1e-6
-        q = self.rec.step("q_norm", self.be.rms_norm(q, p["n_q"], eps), "rms_norm(q) * n_q", self.ax(self.lab.heads, self.lab.tokens, "d"))
-        k = self.rec.step("k_norm", self.be.rms_norm(k, p["n_k"], eps), "rms_norm(k) * n_k", self.ax(self.lab.kv, self.lab.kv_tokens, "d"))
+        q = self.rec.step(
+            "q_norm",
+            self.be.rms_norm(q, p["n_q"], eps),
+            "rms_norm(q) * n_q",
+            self.ax(self.lab.heads, self.lab.tokens, "d"),
+        )
+        k = self.rec.step(
+            "k_norm",
+            self.be.rms_norm(k, p["n_k"], eps),
+            "rms_norm(k) * n_k",
+            self.ax(self.lab.kv, self.lab.kv_tokens, "d"),
+        )
         return q, k
 
     def rotate(self, sources: Mapping[str, T], q: T, k: T) -> tuple[T, T]:
@@ -254,32 +277,62 @@ class RankAttention(Generic[T]):
             return be.rotate_pairs(x, r) if pairs else be.rotate_part(x, r)
 
         q_rot = be.add(be.mul(q, cos), be.mul(turn(q), sin))  # (B, h/T, S/C, d)
-        q_rot = rec.step("q_rot", q_rot, "q * cos + rotate(q) * sin", self.ax(lab.heads, lab.tokens, "d"))
+        q_rot = rec.step(
+            "q_rot", q_rot, "q * cos + rotate(q) * sin", self.ax(lab.heads, lab.tokens, "d")
+        )
         k_rot = be.add(be.mul(k, cos), be.mul(turn(k), sin))  # (B, g/T, S/C, d)
-        k_rot = rec.step("k_rot", k_rot, "k * cos + rotate(k) * sin", self.ax(lab.kv, lab.tokens, "d"))
+        k_rot = rec.step(
+            "k_rot", k_rot, "k * cos + rotate(k) * sin", self.ax(lab.kv, lab.tokens, "d")
+        )
         return q_rot, k_rot
 
     def merge(self, context: T, p: Mapping[str, T]) -> T:
         """context -> sequence first -> merged -> the row-parallel output and its collective."""
-        be, rec, lab, cfg = self.be, self.rec, self.lab, self.config
+        be, rec, lab = self.be, self.rec, self.lab
         last = be.transpose(context, self.n, self.n + 1)  # (B, S/C, h/T, d)
-        last = rec.view("context_heads", last, f"context.transpose({self.n}, {self.n + 1})", self.ax(lab.tokens, lab.heads, "d"))
+        last = rec.view(
+            "context_heads",
+            last,
+            f"context.transpose({self.n}, {self.n + 1})",
+            self.ax(lab.tokens, lab.heads, "d"),
+        )
         shape = be.shape(last)
         flat = be.reshape(last, (*shape[:-2], shape[-2] * shape[-1]))  # (B, S/C, h/T·d)
-        merged = rec.step("merged", flat, f"context_heads.reshape(…, {lab.q_width})", self.ax(lab.tokens, lab.q_width))
+        merged = rec.step(
+            "merged",
+            flat,
+            f"context_heads.reshape(…, {lab.q_width})",
+            self.ax(lab.tokens, lab.q_width),
+        )
         bias = p.get("b_o")
         if self.layout.tp == 1:
             out = be.linear(merged, p["w_o"], bias)  # (B, S/C, H)
             op = "merged @ w_o.T" + (" + b_o" if bias is not None else "")
             return rec.step("output", out, op, self.ax(lab.tokens, "H"))
         part = be.linear(merged, p["w_o"], None)  # (B, S/C, H), this rank's share of the sum
-        part = rec.step("o_partial", part, "merged @ w_o[:, rank].T (a partial sum)", self.ax(lab.tokens, "H"))
+        part = rec.step(
+            "o_partial", part, "merged @ w_o[:, rank].T (a partial sum)", self.ax(lab.tokens, "H")
+        )
         if self.layout.sp:
-            summed = self.collective("o_reduce_scatter", "reduce_scatter", part, "tp", self.ax(lab.shard, "H"), (self.n, 0))
+            summed = self.collective(
+                "o_reduce_scatter",
+                "reduce_scatter",
+                part,
+                "tp",
+                self.ax(lab.shard, "H"),
+                (self.n, 0),
+            )
         else:
-            summed = self.collective("o_all_reduce", "all_reduce", part, "tp", self.ax(lab.tokens, "H"))
+            summed = self.collective(
+                "o_all_reduce", "all_reduce", part, "tp", self.ax(lab.tokens, "H")
+            )
         if bias is None:
-            return rec.view("output", summed, "o_all_reduce" if not self.layout.sp else "o_reduce_scatter", self.ax(lab.shard, "H"))
+            return rec.view(
+                "output",
+                summed,
+                "o_all_reduce" if not self.layout.sp else "o_reduce_scatter",
+                self.ax(lab.shard, "H"),
+            )
         out = be.add(summed, bias)  # (B, S/C, H)
         src = "o_reduce_scatter" if self.layout.sp else "o_all_reduce"
         return rec.step("output", out, f"{src} + b_o", self.ax(lab.shard, "H"))
@@ -370,4 +423,4 @@ def _input_name(rec: Recorder[T], x: T) -> str:
 #: A function making one rank's run (the simulation's and the shape view's).
 RunRank = Callable[[int], RankRun[object]]
 
-__all__ = ["RankAttention", "RankLabels", "RankRun", "keep_mask", "token_ranges", "math"]
+__all__ = ["RankAttention", "RankLabels", "RankRun", "keep_mask", "token_ranges"]

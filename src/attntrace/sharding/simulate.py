@@ -56,13 +56,19 @@ def trace_parallel(
     be.check_dtype(config.dtype)
     single = dataclasses.replace(config, parallel=None)
     seeded = {**random_sources(single), **rope_sources(single)}
-    sources = {n: be.tensor(s) for n, s in with_tensors(single, seeded, tensors or {}).items() if s is not None}
+    sources = {
+        n: be.tensor(s)
+        for n, s in with_tensors(single, seeded, tensors or {}).items()
+        if s is not None
+    }
     if be.computes:
         runs = _simulate(config, be, sources, keep_values)
         shown = runs[layout.rank]
         error = _compare(config, be, runs, tensors)
     else:
-        shown = _run_rank(config, be, sources, layout.rank, ShapeComm(be, layout, layout.rank), False)
+        shown = _run_rank(
+            config, be, sources, layout.rank, ShapeComm(be, layout, layout.rank), False
+        )
         error = None
     return _rank_trace(config, be, shown, error)
 
@@ -76,7 +82,9 @@ def _run_rank(
     keep: bool,
 ) -> RankRun[Any]:
     rec: Recorder[Any] = Recorder(be, config, keep)
-    return RankAttention(config, config.parallel or ParallelLayout(), rank, rec, comm).forward(sources)
+    return RankAttention(config, config.parallel or ParallelLayout(), rank, rec, comm).forward(
+        sources
+    )
 
 
 def _simulate(
@@ -93,11 +101,13 @@ def _simulate(
         try:
             comm = ThreadComm(be, layout, rank, exchange)
             runs[rank] = _run_rank(config, be, sources, rank, comm, keep and rank == layout.rank)
-        except BaseException as error:  # noqa: BLE001  (raised again below, in the caller)
+        except BaseException as error:  # raised again below, in the caller
             errors.append(error)
             exchange.abort()
 
-    threads = [threading.Thread(target=one, args=(r,), name=f"rank-{r}") for r in range(layout.ranks)]
+    threads = [
+        threading.Thread(target=one, args=(r,), name=f"rank-{r}") for r in range(layout.ranks)
+    ]
     for t in threads:
         t.start()
     for t in threads:
@@ -108,7 +118,9 @@ def _simulate(
     return [r for r in runs if r is not None]
 
 
-def gathered_output(config: AttentionConfig, be: Backend[Any], runs: list[RankRun[Any]]) -> np.ndarray:
+def gathered_output(
+    config: AttentionConfig, be: Backend[Any], runs: list[RankRun[Any]]
+) -> np.ndarray:
     """The (B, S, H) output put together from the ranks': each CP group's tokens at their
     global positions (with --sp each TP rank's shard of them)."""
     import numpy as np
@@ -120,12 +132,18 @@ def gathered_output(config: AttentionConfig, be: Backend[Any], runs: list[RankRu
     for c in range(layout.cp):
         pos = np.concatenate([np.arange(a, b) for a, b in token_ranges(config, layout, c)])
         if layout.sp:
-            parts = [be.to_numpy(runs[c * layout.tp + t].output) for t in range(layout.tp)]
+            parts = [_values(be, runs[c * layout.tp + t]) for t in range(layout.tp)]
             local = np.concatenate(parts, axis=-2)
         else:
-            local = be.to_numpy(runs[c * layout.tp].output)
+            local = _values(be, runs[c * layout.tp])
         out[..., pos, :] = local
     return out
+
+
+def _values(be: Backend[Any], run: RankRun[Any]) -> np.ndarray:
+    values = be.to_numpy(run.output)
+    assert values is not None  # a computing backend's
+    return values
 
 
 def _compare(
@@ -147,7 +165,9 @@ def _compare(
     return float(np.max(np.abs(gathered - reference))) if gathered.size else 0.0
 
 
-def _rank_trace(config: AttentionConfig, be: Backend[Any], run: RankRun[Any], error: float | None) -> Trace:
+def _rank_trace(
+    config: AttentionConfig, be: Backend[Any], run: RankRun[Any], error: float | None
+) -> Trace:
     steps = run.rec.finish()
     keep = run.rec.keep_values is True
     params = tuple(

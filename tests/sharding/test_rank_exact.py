@@ -1,0 +1,109 @@
+"""The ranks simulated in one process: their gathered output equals the single device's (float64
+to 1e-12), and their FLOPs summed equal the single device's plus the stated redundancy."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from attntrace import AttentionConfig, trace_attention
+from attntrace.config.parallel_layout import ParallelLayout
+from attntrace.sharding import trace_parallel
+from attntrace.sharding.simulate import gathered_output
+
+
+@st.composite
+def layouts(draw: st.DrawFn) -> AttentionConfig:
+    """A config and a layout whose sizes divide."""
+    T = draw(st.sampled_from((1, 2, 4)))
+    C = draw(st.sampled_from((1, 2, 4)))
+    kind = draw(st.sampled_from(("ring", "allgather", "ulysses")))
+    per_rank = draw(st.sampled_from((1, 2)))  # query heads of a rank (and of a Ulysses rank)
+    heads = T * per_rank * (C if kind == "ulysses" else 1)
+    g = draw(st.sampled_from([n for n in (1, 2, 4, 8) if heads % n == 0 and (n % T == 0 or T % n == 0)]))
+    if kind == "ulysses":
+        kv = max(1, g // T)
+        if kv % C and C % kv:
+            g = heads  # no GQA where the kv-heads cannot be shared
+    causal = draw(st.booleans())
+    cross = not causal and C > 1 and draw(st.booleans())
+    rope = not cross and draw(st.booleans())
+    window = draw(st.sampled_from((None, 3))) if kind != "ring" and not cross else None
+    sp = T > 1 and draw(st.booleans())
+    d = draw(st.sampled_from((2, 4)))
+    seq = 2 * C * T * draw(st.integers(1, 2))
+    return AttentionConfig(
+        batch=draw(st.sampled_from((None, 1, 2))),
+        seq=seq,
+        hidden=heads * d,
+        heads=heads,
+        kv_heads=g,
+        causal=causal,
+        rope=rope,
+        window=window,
+        kv_seq=2 * C if cross else None,
+        dtype="float64",
+        seed=draw(st.integers(0, 3)),
+        parallel=ParallelLayout(tp=T, sp=sp, cp=C, cp_kind=kind),
+    )
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(layouts())
+def test_gathered_output_equals_one_device_and_flops_add_up(config: AttentionConfig) -> None:
+    trace = trace_parallel(config, "numpy")
+    figures = trace.parallel
+    assert figures.max_error is not None and figures.max_error < 1e-12  # type: ignore[union-attr]
+    layout = config.parallel
+    assert layout is not None
+    summed = sum(
+        trace_parallel(dataclasses.replace(config, parallel=layout.at(r)), "shape").total_flops
+        for r in range(layout.ranks)
+    )
+    assert summed == figures.summed_flops  # type: ignore[union-attr]
+    single = trace_attention(dataclasses.replace(config, parallel=None), "shape")
+    assert figures.single_flops == single.total_flops  # type: ignore[union-attr]
+
+
+def test_gathered_output_matches_torch_sdpa() -> None:
+    """An independent reference: torch's scaled_dot_product_attention on the same weights."""
+    torch = pytest.importorskip("torch")
+    config = AttentionConfig(
+        batch=2, seq=16, hidden=32, heads=8, kv_heads=2, causal=True, bias=False, dtype="float64",
+        parallel=ParallelLayout(tp=4, cp=2),
+    )
+    from attntrace.sharding.simulate import _run_rank, _simulate  # noqa: F401
+    from attntrace.backends import get_backend
+    from attntrace.engine.inputs import random_sources
+
+    be = get_backend("numpy")
+    single = dataclasses.replace(config, parallel=None)
+    src = {n: s.make() for n, s in random_sources(single).items()}
+    runs = _simulate(config, be, {n: be.tensor(s) for n, s in random_sources(single).items()}, False)
+    out = gathered_output(config, be, runs)
+    x = torch.from_numpy(src["x"])
+    q = (x @ torch.from_numpy(src["w_q"]).T).view(2, 16, 8, 4).transpose(1, 2)
+    k = (x @ torch.from_numpy(src["w_k"]).T).view(2, 16, 2, 4).transpose(1, 2)
+    v = (x @ torch.from_numpy(src["w_v"]).T).view(2, 16, 2, 4).transpose(1, 2)
+    ctx = torch.nn.functional.scaled_dot_product_attention(
+        q, k.repeat_interleave(4, 1), v.repeat_interleave(4, 1), is_causal=True
+    )
+    ref = ctx.transpose(1, 2).reshape(2, 16, 32) @ torch.from_numpy(src["w_o"]).T
+    np.testing.assert_allclose(out, ref.numpy(), atol=1e-12, rtol=0)
+
+
+@pytest.mark.parametrize("kind", ["ring", "allgather", "ulysses"])
+def test_torch_backend_float32_within_verify_tolerance(kind: str) -> None:
+    pytest.importorskip("torch")
+    config = AttentionConfig(
+        batch=1, seq=32, hidden=64, heads=8, kv_heads=4, causal=True, rope=True,
+        parallel=ParallelLayout(tp=2, cp=4, cp_kind=kind, sp=True),
+    )
+    trace = trace_parallel(config, "torch")
+    assert trace.backend == "torch"
+    assert trace.parallel.max_error < 1e-5  # type: ignore[union-attr]
+    assert trace["q"].value is not None and trace["q"].value.shape == (1, 4, 8, 8)
