@@ -24,7 +24,9 @@ def layouts(draw: st.DrawFn) -> AttentionConfig:
     kind = draw(st.sampled_from(("ring", "allgather", "ulysses")))
     per_rank = draw(st.sampled_from((1, 2)))  # query heads of a rank (and of a Ulysses rank)
     heads = T * per_rank * (C if kind == "ulysses" else 1)
-    g = draw(st.sampled_from([n for n in (1, 2, 4, 8) if heads % n == 0 and (n % T == 0 or T % n == 0)]))
+    g = draw(
+        st.sampled_from([n for n in (1, 2, 4, 8) if heads % n == 0 and (n % T == 0 or T % n == 0)])
+    )
     if kind == "ulysses":
         kv = max(1, g // T)
         if kv % C and C % kv:
@@ -52,6 +54,7 @@ def layouts(draw: st.DrawFn) -> AttentionConfig:
     )
 
 
+@pytest.mark.slow
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(layouts())
 def test_gathered_output_equals_one_device_and_flops_add_up(config: AttentionConfig) -> None:
@@ -73,17 +76,26 @@ def test_gathered_output_matches_torch_sdpa() -> None:
     """An independent reference: torch's scaled_dot_product_attention on the same weights."""
     torch = pytest.importorskip("torch")
     config = AttentionConfig(
-        batch=2, seq=16, hidden=32, heads=8, kv_heads=2, causal=True, bias=False, dtype="float64",
+        batch=2,
+        seq=16,
+        hidden=32,
+        heads=8,
+        kv_heads=2,
+        causal=True,
+        bias=False,
+        dtype="float64",
         parallel=ParallelLayout(tp=4, cp=2),
     )
-    from attntrace.sharding.simulate import _run_rank, _simulate  # noqa: F401
+    from attntrace.sharding.simulate import _simulate
     from attntrace.backends import get_backend
     from attntrace.engine.inputs import random_sources
 
     be = get_backend("numpy")
     single = dataclasses.replace(config, parallel=None)
     src = {n: s.make() for n, s in random_sources(single).items()}
-    runs = _simulate(config, be, {n: be.tensor(s) for n, s in random_sources(single).items()}, False)
+    runs = _simulate(
+        config, be, {n: be.tensor(s) for n, s in random_sources(single).items()}, False
+    )
     out = gathered_output(config, be, runs)
     x = torch.from_numpy(src["x"])
     q = (x @ torch.from_numpy(src["w_q"]).T).view(2, 16, 8, 4).transpose(1, 2)
@@ -100,7 +112,13 @@ def test_gathered_output_matches_torch_sdpa() -> None:
 def test_torch_backend_float32_within_verify_tolerance(kind: str) -> None:
     pytest.importorskip("torch")
     config = AttentionConfig(
-        batch=1, seq=32, hidden=64, heads=8, kv_heads=4, causal=True, rope=True,
+        batch=1,
+        seq=32,
+        hidden=64,
+        heads=8,
+        kv_heads=4,
+        causal=True,
+        rope=True,
         parallel=ParallelLayout(tp=2, cp=4, cp_kind=kind, sp=True),
     )
     trace = trace_parallel(config, "torch")

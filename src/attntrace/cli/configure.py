@@ -419,13 +419,12 @@ def parallel_layout(parallel: dict[str, Any]) -> ParallelLayout | None:
     ParallelLayout(tp=8, sp=False, cp=1, cp_kind='ring', rank=0)
     """
     tp, cp, kind = parallel["tp"], parallel["cp"], parallel["cp_kind"]
-    if tp is None and cp is None and not parallel["sp"]:
-        for given, option in ((kind is not None, "--cp-kind"), (parallel["rank"], "--rank")):
-            if given:
-                raise ConfigError(f"{option} needs --tp or --cp; add --tp T or --cp C")
-        return None
     if kind is not None and cp is None:
         raise ConfigError("--cp-kind needs --cp C (the ranks that share the sequence)")
+    if tp is None and cp is None and not parallel["sp"]:
+        if parallel["rank"]:
+            raise ConfigError("--rank needs --tp or --cp; add --tp T or --cp C")
+        return None
     return ParallelLayout(
         tp=tp or 1,
         sp=parallel["sp"],

@@ -1,0 +1,127 @@
+"""``run --tp/--sp/--cp/--cp-kind/--rank`` on the command line: the rank's steps and figures,
+JSON valid against the schema attntrace.trace/3, and one line + exit 2 for sizes that do not
+divide, before anything is traced."""
+
+from __future__ import annotations
+
+import json
+
+import jsonschema
+import pytest
+from typer.testing import CliRunner
+
+from attntrace.cli import app
+from attntrace.schemas import trace_schema_3
+
+runner = CliRunner()
+#: Llama 3.1 405B's attention (config.json of meta-llama/Llama-3.1-405B): no preset yet.
+LLAMA_405B = ("--hidden", "16384", "--heads", "128", "--kv-heads", "8", "--head-dim", "128")
+LLAMA_405B += ("--no-bias", "--rope", "--rope-base", "500000", "--dtype", "bfloat16")
+
+
+def invoke(*args: str) -> tuple[int, str, str]:
+    result = runner.invoke(app, list(args), env={"COLUMNS": "120"})
+    return result.exit_code, result.stdout, result.stderr
+
+
+def test_llama_405b_at_a_million_tokens_on_128_ranks() -> None:
+    code, out, err = invoke(
+        "run",
+        *LLAMA_405B,
+        "--batch",
+        "1",
+        "--seq",
+        "1048576",
+        "--causal",
+        "--tp",
+        "8",
+        "--cp",
+        "16",
+        "--backend",
+        "shape",
+    )
+    assert (code, err) == (0, "")
+    assert "rank 0 of 128 (tp rank 0, cp rank 0), per layer" in out
+    assert "(1, 16, 65536, 128)" in out  # q: h/T = 128/8 heads, S/C = 2^20/16 tokens
+    assert "(B, h/T, S/C, d)" in out
+    assert "(1, 1, 65536, 128)" in out  # k: g = 8 = T, one kv-head a rank
+    assert "scores_late" in out and "(B, h/T, S/2C, S/C)" in out
+    assert "o_all_reduce  all_reduce  tp (8)" in out
+
+
+def test_json_carries_the_rank_view_and_validates() -> None:
+    code, out, err = invoke(
+        "run",
+        "--hidden",
+        "64",
+        "--heads",
+        "8",
+        "--kv-heads",
+        "2",
+        "--seq",
+        "16",
+        "--batch",
+        "2",
+        "--causal",
+        "--rope",
+        "--tp",
+        "4",
+        "--sp",
+        "--cp",
+        "2",
+        "--cp-kind",
+        "allgather",
+        "--format",
+        "json",
+    )
+    assert (code, err) == (0, "")
+    doc = json.loads(out)
+    jsonschema.validate(doc, trace_schema_3())
+    assert doc["schema"] == "attntrace.trace/3"
+    assert doc["config"]["parallel"] == {
+        "tp": 4,
+        "sp": True,
+        "cp": 2,
+        "cp_kind": "allgather",
+        "rank": 0,
+    }
+    steps = {s["name"]: s for s in doc["steps"]}
+    assert steps["x"]["shape"] == [2, 2, 64] and steps["x"]["axes"] == ["B", "S/CT", "H"]
+    kinds = {c["step"]: c["kind"] for c in doc["parallel"]["collectives"]}
+    assert kinds == {
+        "x_all_gather": "all_gather",
+        "k_all_gather": "all_gather",
+        "v_all_gather": "all_gather",
+        "o_reduce_scatter": "reduce_scatter",
+    }
+    assert doc["parallel"]["max_error"] < 1e-5
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (
+            ("--heads", "12", "--hidden", "768", "--tp", "8"),
+            "--tp values that work: 1, 2, 3, 4, 6, 12",
+        ),
+        (
+            ("--heads", "4", "--hidden", "64", "--seq", "100", "--causal", "--cp", "16"),
+            "--seq values that work: 96, 128",
+        ),
+        (("--heads", "4", "--hidden", "64", "--cp-kind", "ulysses"), "--cp-kind needs --cp C"),
+        (
+            ("--heads", "4", "--hidden", "64", "--seq", "4", "--tp", "2", "--backward"),
+            "--backward is not traced across devices yet",
+        ),
+        (
+            ("--heads", "4", "--hidden", "64", "--seq", "4", "--tp", "2", "--rank", "2"),
+            "--rank 2 does not exist; use 0 to 1",
+        ),
+    ],
+)
+def test_bad_layouts_fail_in_one_line(args: tuple[str, ...], message: str) -> None:
+    code, out, err = invoke("run", *args, "--backend", "shape")
+    assert code == 2
+    assert message in err
+    assert len(err.strip().splitlines()) == 1
+    assert "Traceback" not in err
