@@ -45,7 +45,8 @@ def test_llama_405b_at_a_million_tokens_on_128_ranks() -> None:
     assert "(1, 16, 65536, 128)" in out  # q: h/T = 128/8 heads, S/C = 2^20/16 tokens
     assert "(B, h/T, S/C, d)" in out
     assert "(1, 1, 65536, 128)" in out  # k: g = 8 = T, one kv-head a rank
-    assert "scores_late" in out and "(B, h/T, S/2C, S/C)" in out
+    assert "scores_late" in out
+    assert "(B, h/T, S/2C, S/C)" in out
     assert "o_all_reduce  all_reduce  tp (8)" in out
 
 
@@ -86,7 +87,8 @@ def test_json_carries_the_rank_view_and_validates() -> None:
         "rank": 0,
     }
     steps = {s["name"]: s for s in doc["steps"]}
-    assert steps["x"]["shape"] == [2, 2, 64] and steps["x"]["axes"] == ["B", "S/CT", "H"]
+    assert steps["x"]["shape"] == [2, 2, 64]
+    assert steps["x"]["axes"] == ["B", "S/CT", "H"]
     kinds = {c["step"]: c["kind"] for c in doc["parallel"]["collectives"]}
     assert kinds == {
         "x_all_gather": "all_gather",
@@ -120,7 +122,7 @@ def test_json_carries_the_rank_view_and_validates() -> None:
     ],
 )
 def test_bad_layouts_fail_in_one_line(args: tuple[str, ...], message: str) -> None:
-    code, out, err = invoke("run", *args, "--backend", "shape")
+    code, _, err = invoke("run", *args, "--backend", "shape")
     assert code == 2
     assert message in err
     assert len(err.strip().splitlines()) == 1

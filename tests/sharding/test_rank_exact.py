@@ -60,7 +60,8 @@ def layouts(draw: st.DrawFn) -> AttentionConfig:
 def test_gathered_output_equals_one_device_and_flops_add_up(config: AttentionConfig) -> None:
     trace = trace_parallel(config, "numpy")
     figures = trace.parallel
-    assert figures.max_error is not None and figures.max_error < 1e-12  # type: ignore[union-attr]
+    assert figures.max_error is not None  # type: ignore[union-attr]
+    assert figures.max_error < 1e-12  # type: ignore[union-attr]
     layout = config.parallel
     assert layout is not None
     summed = sum(
@@ -86,9 +87,9 @@ def test_gathered_output_matches_torch_sdpa() -> None:
         dtype="float64",
         parallel=ParallelLayout(tp=4, cp=2),
     )
-    from attntrace.sharding.simulate import _simulate
     from attntrace.backends import get_backend
     from attntrace.engine.inputs import random_sources
+    from attntrace.sharding.simulate import _simulate
 
     be = get_backend("numpy")
     single = dataclasses.replace(config, parallel=None)
@@ -124,4 +125,5 @@ def test_torch_backend_float32_within_verify_tolerance(kind: str) -> None:
     trace = trace_parallel(config, "torch")
     assert trace.backend == "torch"
     assert trace.parallel.max_error < 1e-5  # type: ignore[union-attr]
-    assert trace["q"].value is not None and trace["q"].value.shape == (1, 4, 8, 8)
+    assert trace["q"].value is not None
+    assert trace["q"].value.shape == (1, 4, 8, 8)

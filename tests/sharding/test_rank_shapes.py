@@ -28,10 +28,10 @@ GRID = [
 ]
 
 
-def rank_trace(T: int, C: int, kind: str, g: int, causal: bool, B: int, **kw: object) -> Trace:
-    layout = ParallelLayout(tp=T, cp=C, cp_kind=kind, **kw)  # type: ignore[arg-type]
+def rank_trace(tp: int, cp: int, kind: str, g: int, causal: bool, b: int, **kw: object) -> Trace:
+    layout = ParallelLayout(tp=tp, cp=cp, cp_kind=kind, **kw)  # type: ignore[arg-type]
     config = AttentionConfig(
-        batch=B, seq=S, hidden=H, heads=h, kv_heads=g, causal=causal, parallel=layout
+        batch=b, seq=S, hidden=H, heads=h, kv_heads=g, causal=causal, parallel=layout
     )
     return trace_parallel(config, "shape")
 
@@ -41,10 +41,11 @@ def sent(trace: Trace, step: str) -> tuple[tuple[int, ...], tuple[int, ...], int
     return c.shape_in, c.shape_out, c.sent, c.count
 
 
-@pytest.mark.parametrize(("T", "C", "kind", "g", "causal", "B"), GRID)
+@pytest.mark.parametrize(("tp", "cp", "kind", "g", "causal", "b"), GRID)
 def test_rank_shapes_and_bytes_by_hand(
-    T: int, C: int, kind: str, g: int, causal: bool, B: int
+    tp: int, cp: int, kind: str, g: int, causal: bool, b: int
 ) -> None:
+    T, C, B = tp, cp, b
     t = rank_trace(T, C, kind, g, causal, B)
     Sl, hT = S // C, h // T
     kv = g // T if g >= T else 1  # g < T: the one kv-head the rank's heads read
@@ -94,8 +95,9 @@ def test_rank_shapes_and_bytes_by_hand(
         assert t["scores"].shape == (B, hT, S, S)
 
 
-@pytest.mark.parametrize(("T", "C", "B"), [(2, 1, 1), (4, 2, 2), (8, 4, 1)])
-def test_sequence_parallel_gathers_x_and_scatters_the_output(T: int, C: int, B: int) -> None:
+@pytest.mark.parametrize(("tp", "cp", "b"), [(2, 1, 1), (4, 2, 2), (8, 4, 1)])
+def test_sequence_parallel_gathers_x_and_scatters_the_output(tp: int, cp: int, b: int) -> None:
+    T, C, B = tp, cp, b
     t = rank_trace(T, C, "ring", 8, True, B, sp=True)
     Sl = S // C
     shard = B * (Sl // T) * H * 4
@@ -126,34 +128,35 @@ def test_every_rank_has_the_shapes_of_its_own_shard() -> None:
     ("kw", "layout", "message"),
     [
         (
-            dict(heads=12, hidden=768),
-            dict(tp=8),
+            {"heads": 12, "hidden": 768},
+            {"tp": 8},
             "--heads 12 is not divisible by --tp 8; --tp values that work: 1, 2, 3, 4, 6, 12",
         ),
-        (dict(heads=24, kv_heads=6, hidden=192), dict(tp=4), "one must divide the other"),
+        ({"heads": 24, "kv_heads": 6, "hidden": 192}, {"tp": 4}, "one must divide the other"),
         (
-            dict(seq=100, heads=4, hidden=64, causal=True),
-            dict(cp=16),
-            "--seq 100 is not divisible by 2C (--cp 16, causal: two chunks a rank) = 32; --seq values that work: 96, 128",
+            {"seq": 100, "heads": 4, "hidden": 64, "causal": True},
+            {"cp": 16},
+            "--seq 100 is not divisible by 2C (--cp 16, causal: two chunks a rank) = 32; "
+            "--seq values that work: 96, 128",
         ),
         (
-            dict(seq=64, heads=4, hidden=64),
-            dict(cp=8, cp_kind="ulysses"),
+            {"seq": 64, "heads": 4, "hidden": 64},
+            {"cp": 8, "cp_kind": "ulysses"},
             "--cp values that work: 1, 2, 4",
         ),
         (
-            dict(seq=3, heads=4, hidden=64),
-            dict(tp=2, sp=True),
+            {"seq": 3, "heads": 4, "hidden": 64},
+            {"tp": 2, "sp": True},
             "--seq 3 is not divisible by T (--tp 2 with --sp) = 2",
         ),
         (
-            dict(seq=8, heads=4, hidden=64),
-            dict(sp=True),
+            {"seq": 8, "heads": 4, "hidden": 64},
+            {"sp": True},
             "--sp shards the sequence over the --tp group",
         ),
         (
-            dict(seq=8, heads=4, hidden=64, window=2),
-            dict(cp=2),
+            {"seq": 8, "heads": 4, "hidden": 64, "window": 2},
+            {"cp": 2},
             "use --cp-kind allgather or ulysses",
         ),
     ],

@@ -16,12 +16,38 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from attntrace.errors import ConfigError
 
-if TYPE_CHECKING:
-    from attntrace.config.attention_config import AttentionConfig
+
+class AttentionConfig(Protocol):
+    """The sizes of :class:`attntrace.config.attention_config.AttentionConfig` a layout reads
+    (a protocol: the config imports this module)."""
+
+    @property
+    def heads(self) -> int: ...
+    @property
+    def seq(self) -> int: ...
+    @property
+    def causal(self) -> bool: ...
+    @property
+    def past(self) -> int: ...
+    @property
+    def algorithm(self) -> str: ...
+    @property
+    def window(self) -> int | None: ...
+    @property
+    def kv_seq(self) -> int | None: ...
+    @property
+    def relative_bias(self) -> str | None: ...
+    @property
+    def qk_norm(self) -> str | None: ...
+    @property
+    def key_lengths(self) -> tuple[int, ...] | None: ...
+    @property
+    def groups(self) -> int: ...
+
 
 #: How context parallelism shares keys and values: ring (blocks passed round the C ranks, the
 #: partial results merged by their log-sum-exp), allgather (every rank gathers every key and

@@ -22,10 +22,28 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, TypeVar
 
+from attntrace.sharding.comm import concat
+from attntrace.sharding.rank import key_ranges, token_ranges
+
 if TYPE_CHECKING:
-    from attntrace.sharding.rank import Ranges, RankAttention
+    from collections.abc import Mapping
+
+    from attntrace.sharding.rank import Ranges, RankAttention, RankRun
 
 T = TypeVar("T")
+
+
+def forward(r: RankAttention[T], sources: Mapping[str, T]) -> RankRun[T]:
+    """Every step of rank ``r`` from the global ``sources`` (x, the weights, the tables)."""
+    p = r.shard_params(sources)
+    q, k, v = r.project(sources, p)  # (B, h/T, S/C, d), (B, g/T, S/C, d) x2
+    if r.config.qk_norm == "head":
+        q, k = r.qk_norm(q, k, p)
+    if r.config.rope:
+        q, k = r.rotate(sources, q, k)
+    context = attend(r, q, k, v)  # (B, h/T, S/C, d)
+    r.run.output = r.merge(context, p)  # (B, S/C, H), or (B, S/CT, H) with --sp
+    return r.run
 
 
 def attend(r: RankAttention[T], q: T, k: T, v: T) -> T:
@@ -52,8 +70,6 @@ def attend(r: RankAttention[T], q: T, k: T, v: T) -> T:
 
 def _all_keys(r: RankAttention[T]) -> Ranges:
     """The global positions of the keys gathered from every CP rank, in rank order."""
-    from attntrace.sharding.rank import key_ranges
-
     return tuple(run for c in range(r.layout.cp) for run in key_ranges(r.config, r.layout, c))
 
 
@@ -243,8 +259,6 @@ def _merge(
 
 
 def _join(r: RankAttention[T], a: T, b: T, axis: int) -> T:
-    from attntrace.sharding.comm import concat
-
     out = concat(r.raw, [a, b], axis)
     r.rec.meter.inputs.extend((a, b))
     return out
@@ -298,6 +312,4 @@ def _ulysses(r: RankAttention[T], q: T, k: T, v: T) -> T:
 
 
 def _q_ranges(r: RankAttention[T], c: int) -> Ranges:
-    from attntrace.sharding.rank import token_ranges
-
     return token_ranges(r.config, r.layout, c)

@@ -144,20 +144,6 @@ class RankAttention(Generic[T]):
 
     # --- the chain ---
 
-    def forward(self, sources: Mapping[str, T]) -> RankRun[T]:
-        """Every step of this rank from the global ``sources`` (x, the weights, the tables)."""
-        p = self.shard_params(sources)
-        q, k, v = self.project(sources, p)  # (B, h/T, S/C, d), (B, g/T, S/C, d) x2
-        if self.config.qk_norm == "head":
-            q, k = self.qk_norm(q, k, p)
-        if self.config.rope:
-            q, k = self.rotate(sources, q, k)
-        from attntrace.sharding.context import attend
-
-        context = attend(self, q, k, v)  # (B, h/T, S/C, d)
-        self.run.output = self.merge(context, p)  # (B, S/C, H), or (B, S/CT, H) with --sp
-        return self.run
-
     def shard_params(self, sources: Mapping[str, T]) -> dict[str, T]:
         """The rank's rows of w_q, w_k, w_v (and biases), its columns of w_o, all of b_o."""
         cfg, lab, d = self.config, self.lab, self.config.head_dim

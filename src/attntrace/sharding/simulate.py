@@ -24,6 +24,7 @@ from attntrace.engine.recorder import Recorder
 from attntrace.engine.rope import rope_sources
 from attntrace.errors import AttntraceError, ConfigError
 from attntrace.sharding.comm import Exchange, ShapeComm, ThreadComm
+from attntrace.sharding.context import forward
 from attntrace.sharding.figures import parallel_figures
 from attntrace.sharding.rank import RankAttention, RankRun, token_ranges
 from attntrace.trace import Param, Trace
@@ -82,8 +83,8 @@ def _run_rank(
     keep: bool,
 ) -> RankRun[Any]:
     rec: Recorder[Any] = Recorder(be, config, keep)
-    return RankAttention(config, config.parallel or ParallelLayout(), rank, rec, comm).forward(
-        sources
+    return forward(
+        RankAttention(config, config.parallel or ParallelLayout(), rank, rec, comm), sources
     )
 
 
