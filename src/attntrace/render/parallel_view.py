@@ -30,7 +30,7 @@ def parallel_pieces(trace: Trace, count: str = "flops") -> list[RenderableType]:
     >>> for piece in parallel_pieces(trace_parallel(cfg, "shape")):
     ...     console.print(piece)
     >>> print(console.file.getvalue().splitlines()[0].rstrip())
-    rank 0 of 2 (tp rank 0, cp rank 0), per layer
+    rank 0 of 2 per layer
     """
     from rich.console import NewLine
 
@@ -49,15 +49,17 @@ def cost_table(f: RankFigures, count: str = "flops") -> Table:
     split = f"T={lay.tp}" + (" (+SP)" if lay.sp else "") + f", C={lay.cp}"
     if lay.cp > 1:
         split += f" ({lay.cp_kind})"
+    unit = "MACs" if count == "macs" else "FLOPs"
     checked = (
         f"; gathered output vs one device: max |diff| {f.max_error:.2e}"
         if f.max_error is not None
         else ""
     )
     table = _table(
-        f"rank {lay.rank} of {lay.ranks} (tp rank {lay.tp_rank}, cp rank {lay.cp_rank}), per layer",
-        caption=f"{split}; all ranks together: {format_count(in_unit(f.summed_flops, count))} "
-        f"{'MACs' if count == 'macs' else 'FLOPs'} = one device + redundancy{checked}",
+        f"rank {lay.rank} of {lay.ranks} per layer",
+        caption=f"tp rank {lay.tp_rank}, cp rank {lay.cp_rank}; {split}; all ranks: "
+        f"{format_count(in_unit(f.summed_flops, count))} {unit} = one device + redundancy"
+        f"{checked}",
     )
     for name, justify in (("", "left"), ("this rank", "right"), ("one device", "right")):
         table.add_column(name, justify=justify)  # type: ignore[arg-type]
@@ -83,7 +85,8 @@ def collectives_table(f: RankFigures) -> Table:
     """Each collective: its step, group, the shapes in and out, bytes sent and received."""
     table = _table(
         "collectives of this rank",
-        caption="bytes per call, ring algorithm (NCCL's); received = sent; × count per layer",
+        caption="bytes sent per call (the ring algorithm, NCCL's), as many received; "
+        "× count per layer",
     )
     for name, justify in (
         ("step", "left"),
@@ -92,7 +95,6 @@ def collectives_table(f: RankFigures) -> Table:
         ("in", "right"),
         ("out", "right"),
         ("sent", "right"),
-        ("received", "right"),
         ("× count", "right"),
     ):
         table.add_column(name, justify=justify)  # type: ignore[arg-type]
@@ -100,11 +102,10 @@ def collectives_table(f: RankFigures) -> Table:
         table.add_row(
             c.step,
             c.kind,
-            f"{c.group} ({c.size})",
+            f"{c.group}×{c.size}",
             format_shape(c.shape_in),
             format_shape(c.shape_out),
             format_bytes(c.sent),
-            format_bytes(c.received),
             str(c.count),
         )
     return table
