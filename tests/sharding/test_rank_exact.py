@@ -89,14 +89,12 @@ def test_gathered_output_matches_torch_sdpa() -> None:
     )
     from attntrace.backends import get_backend
     from attntrace.engine.inputs import random_sources
-    from attntrace.sharding.simulate import _simulate
+    from attntrace.sharding.simulate import simulate
 
     be = get_backend("numpy")
     single = dataclasses.replace(config, parallel=None)
     src = {n: s.make() for n, s in random_sources(single).items()}
-    runs = _simulate(
-        config, be, {n: be.tensor(s) for n, s in random_sources(single).items()}, False
-    )
+    runs = simulate(config, be, {n: be.tensor(s) for n, s in random_sources(single).items()})
     out = gathered_output(config, be, runs)
     x = torch.from_numpy(src["x"])
     q = (x @ torch.from_numpy(src["w_q"]).T).view(2, 16, 8, 4).transpose(1, 2)

@@ -63,7 +63,7 @@ def trace_parallel(
         if s is not None
     }
     if be.computes:
-        runs = _simulate(config, be, sources, keep_values)
+        runs = simulate(config, be, sources, keep=keep_values)
         shown = runs[layout.rank]
         error = _compare(config, be, runs, tensors)
     else:
@@ -88,10 +88,16 @@ def _run_rank(
     )
 
 
-def _simulate(
-    config: AttentionConfig, be: Backend[Any], sources: Mapping[str, Any], keep: bool
+def simulate(
+    config: AttentionConfig,
+    be: Backend[Any],
+    sources: Mapping[str, Any],
+    *,
+    keep: bool = False,
+    keep_all: bool = False,
 ) -> list[RankRun[Any]]:
-    """Every rank of the layout on a thread of its own, meeting at the collectives."""
+    """Every rank of the layout on a thread of its own, meeting at the collectives; the shown
+    rank keeps its values with ``keep``, every rank with ``keep_all``."""
     layout = config.parallel
     assert layout is not None
     exchange = Exchange(layout)
@@ -101,7 +107,9 @@ def _simulate(
     def one(rank: int) -> None:
         try:
             comm = ThreadComm(be, layout, rank, exchange)
-            runs[rank] = _run_rank(config, be, sources, rank, comm, keep and rank == layout.rank)
+            runs[rank] = _run_rank(
+                config, be, sources, rank, comm, keep_all or (keep and rank == layout.rank)
+            )
         except BaseException as error:  # raised again below, in the caller
             errors.append(error)
             exchange.abort()
@@ -122,22 +130,23 @@ def _simulate(
 def gathered_output(
     config: AttentionConfig, be: Backend[Any], runs: list[RankRun[Any]]
 ) -> np.ndarray:
-    """The (B, S, H) output put together from the ranks': each CP group's tokens at their
-    global positions (with --sp each TP rank's shard of them)."""
+    """The (B, S, H) output put together from the simulated ranks' (:func:`gather_outputs`)."""
+    return gather_outputs(config, [_values(be, run) for run in runs])
+
+
+def gather_outputs(config: AttentionConfig, outputs: list[np.ndarray]) -> np.ndarray:
+    """The (B, S, H) output from every rank's, by rank: each CP group's tokens at their global
+    positions (with --sp each TP rank's shard of them; without, TP rank 0's whole copy)."""
     import numpy as np
 
     layout = config.parallel
     assert layout is not None
-    batched = config.batch is not None
-    out = np.zeros((*((config.batch,) if batched else ()), config.seq, config.hidden))
+    lead = (config.batch,) if config.batch is not None else ()
+    out = np.zeros((*lead, config.seq, config.hidden))
     for c in range(layout.cp):
         pos = np.concatenate([np.arange(a, b) for a, b in token_ranges(config, layout, c)])
-        if layout.sp:
-            parts = [_values(be, runs[c * layout.tp + t]) for t in range(layout.tp)]
-            local = np.concatenate(parts, axis=-2)
-        else:
-            local = _values(be, runs[c * layout.tp])
-        out[..., pos, :] = local
+        group = outputs[c * layout.tp : (c + 1) * layout.tp]
+        out[..., pos, :] = np.concatenate(group, axis=-2) if layout.sp else group[0]
     return out
 
 
