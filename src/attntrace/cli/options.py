@@ -795,3 +795,24 @@ Rank = Annotated[
         rich_help_panel=PARALLEL,
     ),
 ]
+Nproc = Annotated[
+    int | None,
+    typer.Option(
+        "--nproc",
+        metavar="N",
+        help="verify: run the T·C ranks as N local processes with torch.distributed (gloo), "
+        "each rank's steps against the simulated ranks and the gathered output against one "
+        "device. Without it, --tp/--cp compare the ranks simulated in one process.",
+        rich_help_panel=PARALLEL,
+        show_default=False,
+    ),
+]
+NprocTimeout = Annotated[
+    float,
+    typer.Option(
+        "--timeout",
+        metavar="SECONDS",
+        help="verify --nproc: the processes are stopped after this long.",
+        rich_help_panel=PARALLEL,
+    ),
+]

@@ -74,6 +74,29 @@ def verify_ranks(
     return _report(config, be, got, nproc)
 
 
+def verify_simulated(config: AttentionConfig) -> VerifyReport:
+    """The ranks simulated in one process on torch: the gathered output against one device
+    (no process started; ``verify --tp/--cp`` without ``--nproc``)."""
+    from attntrace.backends import get_backend
+    from attntrace.engine.attention import trace_attention
+    from attntrace.engine.inputs import random_sources
+    from attntrace.engine.rope import rope_sources
+    from attntrace.sharding.simulate import gathered_output, simulate
+
+    be = get_backend("torch")
+    be.check_dtype(config.dtype)
+    tol = tolerance(config)
+    single = replace(config, parallel=None)
+    seeded = {**random_sources(single), **rope_sources(single)}
+    runs = simulate(config, be, {name: be.tensor(s) for name, s in seeded.items()})
+    one = trace_attention(single, be, keep_values={"output"})["output"].value
+    layout = config.parallel
+    assert layout is not None
+    left = f"{layout.ranks} ranks simulated (torch)"
+    c = compare("output", left, "one device", gathered_output(config, be, runs), one, tol)
+    return VerifyReport(config, tol, (), (c,), ("add --nproc N to run the ranks as processes",))
+
+
 def free_port() -> int:
     """A TCP port free on 127.0.0.1 now."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
