@@ -108,7 +108,8 @@ def _scores(r: RankAttention[T], q: T, k: T, rows: str, keys: str, suffix: str) 
     k_t = rec.view(
         f"k_t{suffix}", be.transpose(k, -2, -1), "k.transpose(-2, -1)", r.ax(heads, "d", keys)
     )
-    scores = rec.step(f"scores{suffix}", be.matmul(q, k_t), "q @ k_t", r.ax(heads, rows, keys))
+    scores = be.matmul(q, k_t)  # (B, h/T, S/C, N)
+    scores = rec.step(f"scores{suffix}", scores, "q @ k_t", r.ax(heads, rows, keys), contract="d")
     scaled = be.scale(scores, cfg.score_scale)  # (B, h/T, S/C, N)
     scaled = rec.step(
         f"scaled{suffix}", scaled, f"scores * {cfg.score_scale:g}", r.ax(heads, rows, keys)
@@ -217,12 +218,14 @@ def _partial(
             "where(mask, scaled, -inf)",
             r.ax(heads, rows, keys),
         )
-    top = be.reduce_max(scaled)  # (B, h/T, S/C)
-    shape = be.shape(top)
-    top_ = be.reshape(top, (*shape, 1))  # (B, h/T, S/C, 1)
-    e = be.exp(be.binary("sub", scaled, top_))  # (B, h/T, S/C, N)
-    total = be.reduce_sum(e)  # (B, h/T, S/C)
-    weights = be.binary("div", e, be.reshape(total, (*shape, 1)))  # (B, h/T, S/C, N)
+    raw = r.raw  # the softmax by hand, keeping its max and sum: charged as one softmax below
+    top = raw.reduce_max(scaled)  # (B, h/T, S/C)
+    shape = raw.shape(top)
+    top_ = raw.reshape(top, (*shape, 1))  # (B, h/T, S/C, 1)
+    e = raw.exp(raw.binary("sub", scaled, top_))  # (B, h/T, S/C, N)
+    total = raw.reduce_sum(e)  # (B, h/T, S/C)
+    weights = raw.binary("div", e, raw.reshape(total, (*shape, 1)))  # (B, h/T, S/C, N)
+    rec.meter.charge("softmax", scaled, out=weights)  # 5 FLOPs an element, as one device's
     weights = rec.step(f"weights{suffix}", weights, "softmax(…, dim=-1)", r.ax(heads, rows, keys))
     lse = be.add(top, be.log(total))  # (B, h/T, S/C)
     lse = rec.step(f"lse{suffix}", lse, "max + log(sum(exp(… - max)))", r.ax(heads, rows))
