@@ -41,13 +41,13 @@ def test_llama_405b_at_a_million_tokens_on_128_ranks() -> None:
         "shape",
     )
     assert (code, err) == (0, "")
-    assert "rank 0 of 128 (tp rank 0, cp rank 0), per layer" in out
+    assert "rank 0 of 128 per layer" in out
     assert "(1, 16, 65536, 128)" in out  # q: h/T = 128/8 heads, S/C = 2^20/16 tokens
     assert "(B, h/T, S/C, d)" in out
     assert "(1, 1, 65536, 128)" in out  # k: g = 8 = T, one kv-head a rank
     assert "scores_late" in out
     assert "(B, h/T, S/2C, S/C)" in out
-    assert "o_all_reduce  all_reduce  tp (8)" in out
+    assert "o_all_reduce  all_reduce  tp×8" in out
 
 
 def test_json_carries_the_rank_view_and_validates() -> None:

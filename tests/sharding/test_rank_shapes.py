@@ -90,7 +90,7 @@ def test_rank_shapes_and_bytes_by_hand(
         kv_in, kv_out = (kv, kv // C) if kv >= C else (C, 1)  # fewer than C: copied first
         assert sent(t, "k_all_to_all")[:2] == ((B, kv_in, Sl, d), (B, kv_out, S, d))
         assert t["scores"].shape == (B, hT // C, S, S)
-        assert sent(t, "context")[:2] == ((B, hT // C, S, d), (B, hT, Sl, d))
+        assert sent(t, "context_all_to_all")[:2] == ((B, hT // C, S, d), (B, hT, Sl, d))
     if C == 1:
         assert t["scores"].shape == (B, hT, S, S)
 

@@ -310,7 +310,12 @@ def _ulysses(r: RankAttention[T], q: T, k: T, v: T) -> T:
     context = r.be.matmul(weights, v)  # (B, h/TC, S, d)
     context = r.rec.step("context_full", context, "weights @ v", r.ax(heads, "S", "d"))
     return r.collective(
-        "context", "all_to_all", context, "cp", r.ax(lab.heads, lab.tokens, "d"), (n + 1, n)
+        "context_all_to_all",
+        "all_to_all",
+        context,
+        "cp",
+        r.ax(lab.heads, lab.tokens, "d"),
+        (n + 1, n),
     )
 
 

@@ -132,8 +132,8 @@ def redundancy(config: AttentionConfig, single: Trace) -> tuple[tuple[str, int],
     ...                       parallel=ParallelLayout(tp=4))
     >>> single = trace_attention(AttentionConfig(batch=1, seq=8, hidden=64, heads=8,
     ...                                          kv_heads=2, bias=False), "shape")
-    >>> redundancy(cfg, single)  # each kv-head projected on 2 ranks: k_proj, v_proj once more
-    (('kv-heads replicated on T/g ranks', 8192),)
+    >>> redundancy(cfg, single)  # each kv-head on 2 ranks: k_proj, v_proj (2·8·64·16 each) again
+    (('kv-heads replicated on T/g ranks', 32768),)
     """
     layout = config.parallel
     assert layout is not None

@@ -279,7 +279,7 @@ class RankAttention(Generic[T]):
         last = rec.view(
             "context_heads",
             last,
-            f"context.transpose({self.n}, {self.n + 1})",
+            f"{_input_name(rec, context)}.transpose({self.n}, {self.n + 1})",
             self.ax(lab.tokens, lab.heads, "d"),
         )
         shape = be.shape(last)
