@@ -127,3 +127,37 @@ def test_bad_layouts_fail_in_one_line(args: tuple[str, ...], message: str) -> No
     assert message in err
     assert len(err.strip().splitlines()) == 1
     assert "Traceback" not in err
+
+
+def test_sweep_over_t_and_c_shows_rank_zero_of_each_layout() -> None:
+    code, out, err = invoke(
+        "sweep",
+        "--hidden",
+        "64",
+        "--heads",
+        "8",
+        "--seq",
+        "16,32",
+        "--causal",
+        "--tp",
+        "1,2,3",
+        "--cp",
+        "1,2",
+        "--format",
+        "json",
+    )
+    assert (code, err) == (0, "")
+    doc = json.loads(out)
+    layouts = [(p["seq"], p["tp"], p["cp"]) for p in doc["points"]]
+    assert layouts == [(s, t, c) for s in (16, 32) for t in (1, 2) for c in (1, 2)]
+    one = {(p["seq"], p["tp"], p["cp"]): p for p in doc["points"]}
+    assert one[16, 2, 1]["weight_bytes"] * 2 == one[16, 1, 1]["weight_bytes"] + 4 * 64  # b_o
+    assert one[16, 1, 2]["comm_bytes"] == 2 * 2 * (8 * 8 * 8 * 4)  # k, v: sent + received
+    assert len(doc["skipped"]) == 4  # T = 3 divides no 8 heads
+    assert "--tp values that work: 1, 2, 4, 8" in doc["skipped"][0]
+
+
+def test_sweep_whose_layouts_all_fail_says_why() -> None:
+    code, _, err = invoke("sweep", "--hidden", "64", "--heads", "8", "--seq", "16", "--tp", "3")
+    assert code == 2
+    assert "no layout of the sweep divides the sizes" in err

@@ -816,3 +816,24 @@ NprocTimeout = Annotated[
         rich_help_panel=PARALLEL,
     ),
 ]
+#: sweep's --tp and --cp: lists of group sizes.
+TpList = Annotated[
+    str | None,
+    typer.Option(
+        "--tp",
+        metavar="T,T,…",
+        help="sweep: tensor-parallel sizes, comma-separated (e.g. 1,2,4,8): rank 0's cost on each.",
+        rich_help_panel=PARALLEL,
+        show_default=False,
+    ),
+]
+CpList = Annotated[
+    str | None,
+    typer.Option(
+        "--cp",
+        metavar="C,C,…",
+        help="sweep: context-parallel sizes, comma-separated (e.g. 1,2,4,16).",
+        rich_help_panel=PARALLEL,
+        show_default=False,
+    ),
+]

@@ -16,6 +16,8 @@ if TYPE_CHECKING:
     from rich.console import RenderableType
     from rich.table import Table
 
+    from attntrace.tools.sweep_ranks import RankSweep
+
 
 def parallel_pieces(trace: Trace, count: str = "flops") -> list[RenderableType]:
     """The two tables of a rank trace (none for a single-device trace).
@@ -107,5 +109,32 @@ def collectives_table(f: RankFigures) -> Table:
             format_shape(c.shape_out),
             format_bytes(c.sent),
             str(c.count),
+        )
+    return table
+
+
+def rank_sweep_table(sweep: RankSweep, count: str = "flops", dtype: str = "float32") -> Table:
+    """``sweep --tp/--cp``: rank 0's cost per layout, one device's FLOPs beside it."""
+    unit = "MACs" if count == "macs" else "FLOPs"
+    skipped = f"; {len(sweep.skipped)} layout(s) left out (sizes that do not divide)"
+    table = _table(
+        f"rank 0 per layer (bytes of {dtype})",
+        caption="comm: bytes sent + received (ring algorithm)" + (skipped if sweep.skipped else ""),
+    )
+    columns = ("S", "h", "T", "C", unit, "one device", "peak", "weights", "KV cache", "comm")
+    for name in columns:
+        table.add_column(name, justify="right")
+    for p in sweep.points:
+        table.add_row(
+            str(p.seq),
+            str(p.heads),
+            f"{p.tp}{'+SP' if p.sp else ''}",
+            f"{p.cp}{f' {p.cp_kind}' if p.cp > 1 else ''}",
+            format_count(in_unit(p.flops, count)),
+            format_count(in_unit(p.single_flops, count)),
+            format_bytes(p.peak_bytes),
+            format_bytes(p.weight_bytes),
+            format_bytes(p.kv_cache_bytes),
+            format_bytes(p.comm_bytes),
         )
     return table
