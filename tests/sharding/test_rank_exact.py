@@ -36,6 +36,8 @@ def layouts(draw: st.DrawFn) -> AttentionConfig:
     rope = not cross and draw(st.booleans())
     window = draw(st.sampled_from((None, 3))) if kind != "ring" and not cross else None
     sp = T > 1 and draw(st.booleans())
+    softcap = draw(st.sampled_from((None, 20.0)))
+    qk_norm = draw(st.sampled_from((None, "head")))
     d = draw(st.sampled_from((2, 4)))
     seq = 2 * C * T * draw(st.integers(1, 2))
     return AttentionConfig(
@@ -48,6 +50,8 @@ def layouts(draw: st.DrawFn) -> AttentionConfig:
         rope=rope,
         window=window,
         kv_seq=2 * C if cross else None,
+        softcap=softcap,
+        qk_norm=qk_norm,
         dtype="float64",
         seed=draw(st.integers(0, 3)),
         parallel=ParallelLayout(tp=T, sp=sp, cp=C, cp_kind=kind),
