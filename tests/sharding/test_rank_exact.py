@@ -129,3 +129,37 @@ def test_torch_backend_float32_within_verify_tolerance(kind: str) -> None:
     assert trace.parallel.max_error < 1e-5  # type: ignore[union-attr]
     assert trace["q"].value is not None
     assert trace["q"].value.shape == (1, 4, 8, 8)
+
+
+@pytest.mark.parametrize("tp", [1, 2, 4])
+@pytest.mark.parametrize(
+    "variant",
+    [{"causal": True}, {"causal": True, "rope": True}, {"causal": True, "window": 4}, {}],
+)
+def test_decode_with_a_cache_sharded_by_heads(tp: int, variant: dict[str, object]) -> None:
+    """--past under TP: each rank reads its kv-heads of the cache (g = 2: replicated at T = 4)."""
+    config = AttentionConfig(
+        batch=2,
+        seq=2,
+        past=6,
+        hidden=32,
+        heads=4,
+        kv_heads=2,
+        dtype="float64",
+        parallel=ParallelLayout(tp=tp),
+        **variant,  # type: ignore[arg-type]
+    )
+    trace = trace_parallel(config, "numpy")
+    assert trace.parallel.max_error < 1e-12  # type: ignore[union-attr]
+    kv = 2 // tp if tp <= 2 else 1
+    cached = 3 if "window" in variant else 6  # a sliding cache keeps W - 1
+    assert trace["k_cache"].shape == (2, kv, cached, 8)
+    assert trace["k_all"].shape == (2, kv, cached + 2, 8)
+    assert trace["scores"].shape == (2, 4 // tp, 2, cached + 2)
+    summed = sum(
+        trace_parallel(
+            dataclasses.replace(config, parallel=ParallelLayout(tp=tp, rank=r)), "shape"
+        ).total_flops
+        for r in range(tp)
+    )
+    assert summed == trace.parallel.summed_flops  # type: ignore[union-attr]

@@ -139,7 +139,7 @@ class ParallelLayout:
 
     def _check_variants(self, config: AttentionConfig) -> None:
         unsupported = (
-            ("--past", bool(config.past)),
+            ("--past with --cp", bool(config.past) and self.cp > 1),
             ("--algorithm flash", config.algorithm == "flash"),
             ("--relative-bias", config.relative_bias is not None),
             ("--qk-norm full", config.qk_norm == "full" and self.tp > 1),

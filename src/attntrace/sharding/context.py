@@ -41,6 +41,8 @@ def forward(r: RankAttention[T], sources: Mapping[str, T]) -> RankRun[T]:
         q, k = r.qk_norm(q, k, p)
     if r.config.rope:
         q, k = r.rotate(sources, q, k)
+    if r.config.past:
+        k, v = r.append(sources, k, v)  # (B, g/T, N+S, d) each
     context = attend(r, q, k, v)  # (B, h/T, S/C, d)
     r.run.output = r.merge(context, p)  # (B, S/C, H), or (B, S/CT, H) with --sp
     return r.run
@@ -53,7 +55,7 @@ def attend(r: RankAttention[T], q: T, k: T, v: T) -> T:
         return _ulysses(r, q, k, v)
     if kind == "ring":
         return _ring(r, q, k, v)
-    k_ranges = r.k_pos
+    k_ranges = r.k_at
     if kind == "allgather":
         k = r.collective(
             "k_all_gather", "all_gather", k, "cp", r.ax(r.lab.kv, r.lab.keys, "d"), (r.n + 1, 0)
@@ -63,7 +65,7 @@ def attend(r: RankAttention[T], q: T, k: T, v: T) -> T:
         )
         k_ranges = _all_keys(r)
     k, v = _repeat(r, k, v, r.lab.heads, r.lab.keys)
-    weights = _weights(r, q, k, r.q_pos, k_ranges, r.lab.tokens, r.lab.keys)
+    weights = _weights(r, q, k, r.q_at, k_ranges, r.lab.tokens, r.lab.keys)
     context = r.be.matmul(weights, v)  # (B, h/T, S/C, d)
     return r.rec.step("context", context, "weights @ v", r.ax(r.lab.heads, r.lab.tokens, "d"))
 

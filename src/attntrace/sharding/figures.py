@@ -104,7 +104,7 @@ def parallel_figures(
     assert layout is not None
     single = trace_attention(dataclasses.replace(config, parallel=None), "shape")
     kv = layout.kv_heads(config)
-    tokens = (config.kv_seq or config.seq) // layout.cp
+    tokens = config.keys // layout.cp  # (--past: the cache's and the new tokens')
     kv_cache = (config.batch or 1) * tokens * 2 * kv * config.head_dim * config.itemsize
     return RankFigures(
         layout=layout,

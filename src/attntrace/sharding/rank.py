@@ -57,9 +57,10 @@ class RankLabels:
         heads = "h/T" if T > 1 else "h"
         kv = lab.kv_heads if T == 1 else "1" if config.groups < T else f"{lab.kv_heads}/T"
         tokens = "S/C" if C > 1 else "S"
-        kv_tokens = lab.keys if C == 1 else f"{lab.keys}/C"
+        new_keys = "S" if config.past else lab.keys  # --past: k, v of the S new tokens
+        kv_tokens = new_keys if C == 1 else f"{lab.keys}/C"
         shard = ("S/CT" if C > 1 else "S/T") if layout.sp else tokens
-        keys = kv_tokens if layout.cp_kind == "ring" else lab.keys
+        keys = kv_tokens if layout.cp_kind == "ring" and C > 1 else lab.keys
         return cls(
             heads=heads,
             kv=kv,
@@ -136,8 +137,15 @@ class RankAttention(Generic[T]):
         self.lead: tuple[str, ...] = ("B",) if config.batched else ()
         self.n = len(self.lead)  # the sequence axis (heads-first: the heads axis)
         self.run = RankRun(rec)
-        self.q_pos = token_ranges(config, layout, self.c)
+        self.q_pos = token_ranges(config, layout, self.c)  # the rows of x it holds
         self.k_pos = key_ranges(config, layout, self.c)
+        # global positions of its queries and keys (--past: after the N cached tokens, and the
+        # cache's keys, the last W-1 with a sliding window, before the new ones)
+        past, cached = config.past, config.cached
+        self.q_at = tuple((a + past, b + past) for a, b in self.q_pos)
+        self.k_at = ((past - cached, past),) * bool(cached) + tuple(
+            (a + past, b + past) for a, b in self.k_pos
+        )
 
     def ax(self, *axes: str) -> tuple[str, ...]:
         return (*self.lead, *axes)
@@ -149,9 +157,7 @@ class RankAttention(Generic[T]):
         cfg, lab, d = self.config, self.lab, self.config.head_dim
         hT = cfg.heads // self.layout.tp
         kv = self.layout.kv_heads(cfg)
-        kv_first = (
-            self.t * cfg.groups // self.layout.tp if cfg.groups < self.layout.tp else self.t * kv
-        )
+        kv_first = self._kv_first()
         cuts = {
             "q": (self.t * hT * d, (self.t + 1) * hT * d),
             "k": (kv_first * d, (kv_first + kv) * d),
@@ -271,6 +277,34 @@ class RankAttention(Generic[T]):
             "k_rot", k_rot, "k * cos + rotate(k) * sin", self.ax(lab.kv, lab.tokens, "d")
         )
         return q_rot, k_rot
+
+    def append(self, sources: Mapping[str, T], k: T, v: T) -> tuple[T, T]:
+        """--past: the rank's kv-heads of the cache, then the S new keys and values appended
+        (the cache is sharded by heads as the projections are)."""
+        cfg, lab, rec, raw = self.config, self.lab, self.rec, self.raw
+        kv = self.layout.kv_heads(cfg)
+        first = self._kv_first()
+        joined = []
+        for c, new in (("k", k), ("v", v)):
+            cache = raw.narrow(sources[f"{c}_cache"], self.n, first, first + kv)  # (B, g/T, N, d)
+            op = f"cache of {cfg.cache_label} earlier tokens, rank's kv-heads"
+            cache = rec.step(f"{c}_cache", cache, op, self.ax(lab.kv, cfg.cache_label, "d"))
+            both = concat(raw, [cache, new], self.n + 1)  # (B, g/T, N+S, d)
+            rec.meter.inputs.extend((cache, new))
+            name = _input_name(rec, new)
+            both = rec.step(
+                f"{c}_all",
+                both,
+                f"cat({c}_cache, {name}, dim={self.n + 1})",
+                self.ax(lab.kv, lab.keys, "d"),
+            )
+            joined.append(both)
+        return joined[0], joined[1]
+
+    def _kv_first(self) -> int:
+        """The first kv-head the rank holds."""
+        g, T = self.config.groups, self.layout.tp
+        return self.t * g // T if g < T else self.t * (g // T)
 
     def merge(self, context: T, p: Mapping[str, T]) -> T:
         """context -> sequence first -> merged -> the row-parallel output and its collective."""

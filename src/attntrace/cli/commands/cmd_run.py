@@ -294,8 +294,10 @@ def with_serving(trace: Trace, serving: dict[str, Any]) -> Trace:
     serving option is given; the cache of as many layers as the whole model's figures. With
     --page-size, the paged cache's steps too (after the figures, which count the step's own
     traffic): run and report both come here."""
-    if not trace.config.past and all(v is None for v in serving.values()):
-        return trace
+    if trace.parallel is not None or (
+        not trace.config.past and all(v is None for v in serving.values())
+    ):
+        return trace  # (a rank's trace: its own figures, not a server's)
     from attntrace.engine.paged import paged_steps
     from attntrace.engine.serving import CACHE_DTYPES, machine, serving_figures
     from attntrace.units import parse_rate, parse_size
