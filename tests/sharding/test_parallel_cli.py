@@ -161,3 +161,11 @@ def test_sweep_whose_layouts_all_fail_says_why() -> None:
     code, _, err = invoke("sweep", "--hidden", "64", "--heads", "8", "--seq", "16", "--tp", "3")
     assert code == 2
     assert "no layout of the sweep divides the sizes" in err
+
+
+def test_head_must_be_one_the_rank_holds() -> None:
+    code, _, err = invoke(
+        "run", "--hidden", "64", "--heads", "8", "--seq", "8", "--tp", "2", "--head", "5"
+    )
+    assert code == 2
+    assert "--head 5 is not on this rank, which holds 4 heads; use 0 to 3" in err

@@ -115,6 +115,7 @@ def run(
         page_size=serving["page_size"],
         layout=across_devices(parallel, serving, layers),
     )
+    check_rank_head(trace, head)
     trace = with_whole_model(trace, layers, model)
     trace = with_serving(trace, serving)  # and --page-size's steps: block_table … v_paged
     if save is not None:
@@ -325,6 +326,18 @@ def check_layers(layers: int | None) -> None:
     if layers is not None and layers < 1:
         raise ConfigError(
             f"--layers must be a whole number >= 1 (the model's layers), got {layers}"
+        )
+
+
+def check_rank_head(trace: Trace, head: int) -> None:
+    """--head of a rank's trace (--tp, --cp) names one of the heads that rank holds."""
+    if trace.parallel is None or "weights" not in trace:
+        return
+    held = trace["weights"].shape[1 if trace.config.batched else 0]
+    if head >= held:
+        raise ConfigError(
+            f"--head {head} is not on this rank, which holds {held} heads; use 0 to {held - 1} "
+            "(or --rank to show another rank)"
         )
 
 
