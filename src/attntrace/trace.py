@@ -275,8 +275,11 @@ class Trace:
     @property
     def kv_cache_bytes_per_token(self) -> int:
         """Bytes a KV cache stores per token and batch item: the K and V of every (kv-)head
-        (:meth:`AttentionConfig.kv_cache_bytes`)."""
-        return self.config.kv_cache_bytes_per_token
+        (:meth:`AttentionConfig.kv_cache_bytes`); a rank's trace (--tp): the kv-heads it holds."""
+        cfg = self.config
+        if cfg.parallel is not None:
+            return 2 * cfg.parallel.kv_heads(cfg) * cfg.head_dim * cfg.itemsize
+        return cfg.kv_cache_bytes_per_token
 
     @property
     def score_bytes(self) -> int:
