@@ -169,3 +169,30 @@ def test_head_must_be_one_the_rank_holds() -> None:
     )
     assert code == 2
     assert "--head 5 is not on this rank, which holds 4 heads; use 0 to 3" in err
+
+
+def test_compare_one_device_with_rank_zero_of_t_8() -> None:
+    code, out, err = invoke(
+        "compare",
+        "--hidden",
+        "64",
+        "--heads",
+        "8",
+        "--seq",
+        "16",
+        "--batch",
+        "1",
+        "--vs",
+        "--tp 8",
+        "--format",
+        "json",
+    )
+    assert (code, err) == (0, "")
+    doc = json.loads(out)
+    assert [s["name"] for s in doc["settings"]] == ["parallel"]
+    steps = {s["name"]: s for s in doc["steps"]}
+    assert steps["q"]["a"]["shape"] == [1, 8, 16, 8]
+    assert steps["q"]["b"]["shape"] == [1, 1, 16, 8]  # h/T = 8/8 heads on rank 0
+    assert steps["q"]["b"]["axes"] == ["B", "h/T", "S", "d"]
+    assert steps["o_all_reduce"]["a"] is None
+    assert steps["o_all_reduce"]["b"]["shape"] == [1, 16, 64]
