@@ -5,6 +5,7 @@ divide, before anything is traced."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import jsonschema
 import pytest
@@ -196,3 +197,23 @@ def test_compare_one_device_with_rank_zero_of_t_8() -> None:
     assert steps["q"]["b"]["axes"] == ["B", "h/T", "S", "d"]
     assert steps["o_all_reduce"]["a"] is None
     assert steps["o_all_reduce"]["b"]["shape"] == [1, 16, 64]
+
+
+def test_check_expects_a_ranks_shapes_in_its_letters(tmp_path: Path) -> None:
+    sizes = ("--heads", "8", "--hidden", "64", "--seq", "16", "--causal", "--tp", "4", "--cp", "2")
+    code, out, _ = invoke(
+        "check", *sizes, "--expect", "q=h/T,S/C,d", "--expect", "scores_late=h/T,S/2C,S/C"
+    )
+    assert code == 0
+    assert "2 passed, 0 failed" in out
+    code, out, _ = invoke("check", *sizes, "--expect", "q=h,S,d")
+    assert code == 1
+    assert "(2, 8, 8) (h/T, S/C, d)" in out
+    code, doc, _ = invoke("run", *sizes, "--backend", "shape", "--format", "json")
+    (tmp_path / "rank.json").write_text(doc)
+    code, out, _ = invoke("check", *sizes, "--golden", str(tmp_path / "rank.json"))
+    assert code == 0, out
+    code, out, _ = invoke(
+        "check", *sizes[:-2], "--cp", "4", "--golden", str(tmp_path / "rank.json")
+    )
+    assert code == 1
