@@ -80,7 +80,9 @@ class Expectation:
         )
 
     def _size(self, factor: str, sizes: Mapping[str, int]) -> int:
-        """>>> parse_expectation("q=h/T,S/2C").resolve({"h": 8, "T": 4, "S": 16, "C": 2})
+        """The size of one factor: a number, an axis letter, or a rank's share of one.
+
+        >>> parse_expectation("q=h/T,S/2C").resolve({"h": 8, "T": 4, "S": 16, "C": 2})
         (2, 4)
         """
         if factor.isdigit():
