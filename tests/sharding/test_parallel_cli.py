@@ -217,3 +217,33 @@ def test_check_expects_a_ranks_shapes_in_its_letters(tmp_path: Path) -> None:
         "check", *sizes[:-2], "--cp", "4", "--golden", str(tmp_path / "rank.json")
     )
     assert code == 1
+
+
+def test_flow_picture_draws_the_collectives_of_the_rank(tmp_path: Path) -> None:
+    svg = tmp_path / "flow.svg"
+    code, _, err = invoke(
+        "run",
+        "--hidden",
+        "64",
+        "--heads",
+        "8",
+        "--seq",
+        "16",
+        "--causal",
+        "--tp",
+        "2",
+        "--cp",
+        "2",
+        "--backend",
+        "shape",
+        "--plot-flow",
+        str(svg),
+    )
+    assert (code, err) == (0, "")
+    text = svg.read_text()
+    assert "(rank 0 of 4)" in text
+    for name in ("k_ring_recv", "v_ring_recv", "o_all_reduce"):
+        box = text[text.index(f'data-name="{name}"') :].split("</g>")[0]
+        assert 'fill="#fff1e0"' in box
+    q = text[text.index('data-name="q_proj"') :].split("</g>")[0]
+    assert 'fill="#fff1e0"' not in q
