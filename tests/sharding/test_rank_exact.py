@@ -34,7 +34,7 @@ def layouts(draw: st.DrawFn) -> AttentionConfig:
     causal = draw(st.booleans())
     cross = not causal and C > 1 and draw(st.booleans())
     rope = not cross and draw(st.booleans())
-    window = draw(st.sampled_from((None, 3))) if kind != "ring" and not cross else None
+    window = draw(st.sampled_from((None, 3))) if not cross else None
     sp = T > 1 and draw(st.booleans())
     softcap = draw(st.sampled_from((None, 20.0)))
     qk_norm = draw(st.sampled_from((None, "head")))

@@ -150,10 +150,6 @@ class ParallelLayout:
                 raise ConfigError(
                     f"{option} is not traced across devices yet; drop it or drop --tp/--cp"
                 )
-        if self.cp > 1 and self.cp_kind == "ring" and config.window is not None:
-            raise ConfigError(
-                "--window with --cp-kind ring is not traced yet; use --cp-kind allgather or ulysses"
-            )
         if self.cp > 1 and config.causal and config.kv_seq is not None:
             raise ConfigError("--causal cross-attention cannot be split by --cp; drop one of them")
 

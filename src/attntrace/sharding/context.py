@@ -171,14 +171,16 @@ def _ring(r: RankAttention[T], q: T, k: T, v: T) -> T:
     """C rounds of partial attention merged by their log-sum-exp (see the module docstring)."""
     lab, C, rec = r.lab, r.layout.cp, r.rec
     context, lse = _partial(r, q, k, v, r.q_pos, r.k_pos, lab.tokens, lab.keys, "")
-    balanced = r.layout.balanced(r.config)
+    windowed = r.config.window is not None  # every block masked: no half is seen whole
+    balanced = r.layout.balanced(r.config) and not windowed
     kv_ax = r.ax(lab.kv, lab.keys, "d")
     for i in range(1, C):
         k = r.collective("k_ring_recv", "send_recv", k, "cp", kv_ax, count=C - 1)
         v = r.collective("v_ring_recv", "send_recv", v, "cp", kv_ax, count=C - 1)
         source = (r.c - i) % C
         if not balanced:
-            part = _partial(r, q, k, v, r.q_pos, r.k_pos, lab.tokens, lab.keys, "_ring")
+            at = key_ranges(r.config, r.layout, source)  # the block's global positions
+            part = _partial(r, q, k, v, r.q_pos, at, lab.tokens, lab.keys, "_ring")
             context, lse = _merge(r, context, lse, part, 0, "_ring")
         elif source < r.c:  # an earlier rank's block: its first chunk, seen by every query
             half = r.be.shape(k)[r.n + 1] // 2
@@ -206,16 +208,19 @@ def _partial(
     suffix: str,
 ) -> tuple[T, T]:
     """One round: the block's normalised context and the log-sum-exp of each query row.
-    Only round 0 (no suffix) is masked: every later block is seen whole or skipped."""
+    Round 0 (no suffix) is masked, and with --window every round (its rows may see no key of a
+    block: guarded, they get zero weights and a log-sum-exp of -inf); without a window a later
+    block is seen whole or skipped."""
     be, rec, heads = r.be, r.rec, r.lab.heads
+    windowed = r.config.window is not None
     k, v = _repeat(r, k, v, heads, keys, suffix)
     scaled = _scores(r, q, k, rows, keys, suffix)
-    mask = r.mask(q_ranges, k_ranges) if not suffix else None
+    mask = r.mask(q_ranges, k_ranges) if not suffix or windowed else None
     if mask is not None:
         axes = (*(("B",) if r.config.batched else ()), "1", rows, keys)
-        mask = rec.step("mask", mask, "global positions: " + _mask_words(r), axes)
+        mask = rec.step(f"mask{suffix}", mask, "global positions: " + _mask_words(r), axes)
         scaled = rec.step(
-            "masked",
+            f"masked{suffix}",
             be.where(mask, scaled, -math.inf),
             "where(mask, scaled, -inf)",
             r.ax(heads, rows, keys),
@@ -223,9 +228,12 @@ def _partial(
     raw = r.raw  # the softmax by hand, keeping its max and sum: charged as one softmax below
     top = raw.reduce_max(scaled)  # (B, h/T, S/C)
     shape = raw.shape(top)
-    top_ = raw.reshape(top, (*shape, 1))  # (B, h/T, S/C, 1)
-    e = raw.exp(raw.binary("sub", scaled, top_))  # (B, h/T, S/C, N)
+    if windowed:  # a row without keys: its max -inf made finite (its exps then 0)
+        top = _guard(r, top, LOWEST)  # (B, h/T, S/C)
+    e = raw.exp(raw.binary("sub", scaled, raw.reshape(top, (*shape, 1))))  # (B, h/T, S/C, N)
     total = raw.reduce_sum(e)  # (B, h/T, S/C)
+    if windowed:  # and its sum 0 kept off the divide: weights 0, log-sum-exp -inf
+        total = _guard(r, total, TINY)  # (B, h/T, S/C)
     weights = raw.binary("div", e, raw.reshape(total, (*shape, 1)))  # (B, h/T, S/C, N)
     rec.meter.charge("softmax", scaled, out=weights)  # 5 FLOPs an element, as one device's
     weights = rec.step(f"weights{suffix}", weights, "softmax(…, dim=-1)", r.ax(heads, rows, keys))
@@ -234,6 +242,18 @@ def _partial(
     context = be.matmul(weights, v)  # (B, h/T, S/C, d)
     context = rec.step(f"context{suffix}", context, "weights @ v", r.ax(heads, rows, "d"))
     return context, lse
+
+
+#: The most negative finite value and the smallest positive normal of each dtype (the guards of
+#: a row that a round masks whole).
+LOWEST = {"float16": -65504.0, "bfloat16": -3.3895e38, "float32": -3.4028e38, "float64": -1.79e308}
+TINY = {"float16": 6.104e-05, "bfloat16": 1.1755e-38, "float32": 1.1755e-38, "float64": 2.23e-308}
+
+
+def _guard(r: RankAttention[T], x: T, floor: dict[str, float]) -> T:
+    """max(x, floor of its dtype), 1 FLOP a row: the guards of a row a round masks whole."""
+    dtype, shape = r.raw.dtype(x), r.raw.shape(x)
+    return r.be.binary("maximum", x, r.raw.full(shape, floor[dtype], dtype))
 
 
 def _merge(

@@ -11,7 +11,8 @@ FLOPs summed over the T·C ranks equal the single device's plus the redundancy t
   each rank adds it to its own shard);
 - ring attention: the log-sum-exp of every round's rows (2 FLOPs a row) and the merges (12 a
   row and 3 an element); under a causal mask, the masked halves of blocks it skips (negative)
-  and the mask applied to the own blocks alone (negative).
+  and the mask applied to the own blocks alone (negative); with --window every round's block
+  is masked whole, and the max and sum of each row guarded (2 FLOPs a row).
 """
 
 from __future__ import annotations
@@ -153,7 +154,8 @@ def redundancy(config: AttentionConfig, single: Trace) -> tuple[tuple[str, int],
 def _ring_terms(config: AttentionConfig, layout: ParallelLayout, bh: int) -> list[tuple[str, int]]:
     """Ring attention's log-sum-exps and merges, and under a causal mask what it skips."""
     S, N, C, d = config.seq, config.keys, layout.cp, config.head_dim
-    if layout.balanced(config):  # rank c: c early rounds (S/C rows), C-1-c late (S/2C rows)
+    windowed = config.window is not None  # every round's whole block, masked
+    if layout.balanced(config) and not windowed:  # rank c: c early rounds, C-1-c late
         merged_rows = 3 * (C - 1) * S // 4
         pairs = S * S * (C + 1) // (2 * C)  # computed (query, key) pairs of all ranks
         pair_flops = 4 * d + PAIR_FLOPS + (3 if config.softcap is not None else 0)
@@ -167,10 +169,13 @@ def _ring_terms(config: AttentionConfig, layout: ParallelLayout, bh: int) -> lis
             ("mask applied to the own blocks only", -bh * (S * N - S * S // C)),
         ]
     merged_rows = (C - 1) * S
-    return [
+    terms = [
         ("log-sum-exp of every round's rows", 2 * bh * C * S),
         (
             "merging each round into the running context",
             bh * merged_rows * (MERGE_ROW_FLOPS + 3 * d),
         ),
     ]
+    if windowed:  # a row may see none of a block's keys: its max and sum guarded
+        terms.append(("guards of rows a round masks whole", 2 * bh * C * S))
+    return terms
