@@ -9,6 +9,9 @@ from pathlib import Path
 
 import pytest
 
+# the benchmarks end to end (fresh processes): .ci/run runs this after the README's command
+pytestmark = [pytest.mark.slow, pytest.mark.e2e]
+
 pytest.importorskip("torch")  # the baseline of the compute and memory sections
 BENCH = Path(__file__).resolve().parents[1] / "benchmarks" / "bench.py"
 

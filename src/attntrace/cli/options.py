@@ -347,8 +347,8 @@ HfConfig = Annotated[
 Backend = Annotated[
     BackendName,
     typer.Option(
-        help="numpy (default), torch (the torch extra: attntrace\\[torch]), or shape (shapes "
-        "only, any size).",
+        help="numpy (default), torch (the torch extra, attntrace\\[torch]; on Linux its CPU "
+        "wheel: docs/getting-started.md#pytorch), or shape (shapes only, any size).",
     ),
 ]
 DType = Annotated[DTypeName, typer.Option(help="Element type; bfloat16 needs --backend torch.")]
@@ -699,8 +699,8 @@ DocumentFile = Annotated[
         "--output",
         "-o",
         metavar="FILE",
-        help="Write what the command prints (any --format) to FILE instead of stdout, "
-        "atomically: FILE is complete or as it was, never half-written.",
+        help="Write what the command prints (any --format) to FILE instead of stdout (- is "
+        "stdout), atomically: FILE is complete or as it was, never half-written.",
         rich_help_panel=OUTPUT,
         dir_okay=False,
         show_default=False,
