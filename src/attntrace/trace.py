@@ -189,6 +189,7 @@ class Trace:
     whole_model: ModelFigures | None = None  # L layers like this one (run --layers, --model)
     training: Training | None = None  # the backward's figures (--backward), else None
     serving: Document | None = None  # run --past: the roofline and KV cache figures (serving.py)
+    tokens: tuple[str, ...] | None = None  # --prompt: the label of each position (S)
 
     def __getitem__(self, name: str) -> Step:
         for step in self.steps:
