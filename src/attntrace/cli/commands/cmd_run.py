@@ -72,7 +72,7 @@ def run(
     --weights model.safetensors     real weights
     --save trace.npz                keep every tensor
     --explain --lang zh             every step in words (English or Chinese)
-    --model DIR --prompt 'The cat'  a real model's layer on real words (--token 1: its rows)
+    --model DIR --prompt TEXT       a real model on real words (--token I: a row)
 
     \b
     For scripts:
