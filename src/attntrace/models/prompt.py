@@ -122,26 +122,38 @@ def layer_input(path: Path, ids: tuple[int, ...], prefix: str) -> np.ndarray:
     ``model.layers.3.self_attn.``) receives when the model of the folder runs on ``ids``
     (positions 0 … S - 1, one sequence). The model runs through transformers, float32, and
     stops at that module."""
+    return layer_inputs(path, ids, [prefix])[0]
+
+
+def layer_inputs(path: Path, ids: tuple[int, ...], prefixes: list[str]) -> list[np.ndarray]:
+    """x (S, H) of each attention module of ``prefixes`` (in the model's order), from one run
+    of the model that stops at the last of them."""
     import torch
 
     model = _model(path)
-    module = find_module(model, prefix)
-    seen: dict[str, Any] = {}
+    modules = [find_module(model, prefix) for prefix in prefixes]
+    seen: dict[int, Any] = {}
 
-    def hook(_mod: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
-        seen["x"] = kwargs.get("hidden_states", args[0] if args else None)
-        raise _ReachedError
+    def hook(index: int) -> Any:
+        def record(_mod: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+            seen[index] = kwargs.get("hidden_states", args[0] if args else None)
+            if len(seen) == len(modules):
+                raise _ReachedError
 
-    handle = module.register_forward_pre_hook(hook, with_kwargs=True)
+        return record
+
+    handles = [
+        m.register_forward_pre_hook(hook(i), with_kwargs=True) for i, m in enumerate(modules)
+    ]
     try:
         with torch.inference_mode():
             model(input_ids=torch.tensor([ids]))  # (1, S)
     except _ReachedError:
         pass
     finally:
-        handle.remove()
-    x: np.ndarray = seen["x"][0].to(torch.float32).numpy()  # (S, H)
-    return x
+        for handle in handles:
+            handle.remove()
+    return [seen[i][0].to(torch.float32).numpy() for i in range(len(modules))]  # (S, H) each
 
 
 class _ReachedError(Exception):
