@@ -103,7 +103,8 @@ def main() -> None:
     args = parser.parse_args()
     layers, hidden, heads = (2, 64, 4) if args.quick else (12, 768, 12)
     load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
-    print(f"{os.cpu_count()} CPUs, load average {load}; GPT-2 shape L={layers} H={hidden} h={heads}")
+    shape = f"GPT-2 shape L={layers} H={hidden} h={heads}"
+    print(f"{os.cpu_count()} CPUs, load average {load}; {shape}")
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         build_folder(folder, layers, hidden, heads)

@@ -29,13 +29,13 @@ def explore(
     no_browser: NoBrowser = False,
     lang: opt.Lang = None,
 ) -> None:
-    """Open an interactive page: turn B, S, H, h, g, RoPE, causal, window, past and the
-    algorithm, and watch every step's shape follow; click a step for what it does (English or
-    Chinese), its numbers at small sizes and its cost.
+    """Open an interactive page: turn the sizes and watch every shape follow.
 
-    The page is served on 127.0.0.1 with a token in its URL, fetches nothing from the network
-    and asks attntrace's own engine for every shape. With --prompt (and --model DIR), click a
-    token for its attention row in every head and layer. Ctrl-C stops it.
+    Its controls: B, S, H, h, g, RoPE, causal, window, past and the algorithm. Click a step
+    for what it does (English or Chinese), its numbers at small sizes and its cost. The page
+    is served on 127.0.0.1 with a token in its URL, fetches nothing from the network and asks
+    attntrace's own engine for every shape. With --prompt (and --model DIR), click a token
+    for its attention row in every head and layer. Ctrl-C stops it.
 
     \b
     Example:
