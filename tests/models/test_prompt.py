@@ -198,3 +198,38 @@ def test_a_folder_without_a_tokenizer_is_one_line_exit_2(tmp_path: Path) -> None
     assert result.exit_code == 2, result.output
     assert "has no tokenizer (tokenizer.json" in result.output
     assert len(result.output.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("name", ["llama", "bert"])
+def test_explore_rows_are_every_layers_weights_as_transformers_computes_them(
+    name: str, families: dict[str, Family]
+) -> None:
+    from attntrace.explore.prompt_rows import prompt_rows
+
+    family = families[name]
+    words = expected_words(family)
+    ids = np.array([[WORDS.index(w) for w in words]])  # (1, S)
+    rows = prompt_rows(PROMPT, family.folder)
+    assert rows.tokens == tuple(words)
+    assert len(rows.weights) == 3
+    for n in range(3):
+        got = capture(family.model, family.attention(family.model, n), ids)
+        np.testing.assert_allclose(rows.weights[n], got.weights[0], atol=1e-5)
+    row = rows.rows(2)
+    assert row["query"] == words[2]
+    assert len(row["layers"]) == 3
+    causal = name == "llama"
+    assert (row["layers"][0]["heads"][0][3] is None) == causal  # a later key: masked if causal
+
+
+def test_the_notebook_labels_the_maps_with_the_tokens(families: dict[str, Family]) -> None:
+    import dataclasses
+
+    from attntrace import AttentionConfig, trace_attention
+
+    trace = trace_attention(AttentionConfig(seq=3, hidden=8, heads=2), keep_values=True)
+    html = dataclasses.replace(trace, tokens=("the", "cat", "<b>"))._repr_html_()
+    assert ">cat</text>" in html
+    assert "&lt;b&gt;</text>" in html
+    assert "<b></text>" not in html
+    assert ">q1</text>" not in html
