@@ -233,3 +233,14 @@ def test_the_notebook_labels_the_maps_with_the_tokens(families: dict[str, Family
     assert "&lt;b&gt;</text>" in html
     assert "<b></text>" not in html
     assert ">q1</text>" not in html
+
+
+def test_the_plot_ticks_are_the_tokens(families: dict[str, Family], tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib")
+    plot = tmp_path / "p.svg"
+    result = invoke("run", "--model", families["gpt2"].folder, "--prompt", PROMPT, "--plot", plot)
+    assert result.exit_code == 0, result.output
+    svg = plot.read_text()
+    heads = 4
+    assert svg.count("<!-- sat -->") == 2 * heads  # a tick down and across in every panel
+    assert "<!-- q1 -->" not in svg
