@@ -180,6 +180,10 @@ def test_without_a_model_the_prompt_is_split_into_bytes() -> None:
         (["--prompt", "the cat", "--layer", 7], "has no attention layer 7; it has 3"),
         (["--prompt", "the cat", "--seq", 4], "--prompt sets S (one position per token)"),
         (["--prompt", "the cat", "--token", 9], "--token 9 does not exist; use 0 to 1"),
+        (["--prompt", "the cat", "--token", 1, "--format", "json"], "--token shows its rows"),
+        (["--prompt", "the cat", "--token", 1, "--backend", "shape"], "the shape backend does not"),
+        (["--prompt", "the cat", "--token", 1, "--algorithm", "flash"], "never forms whole"),
+        (["--prompt", "the cat", "--input", "x.npy"], "--prompt gives x"),
     ],
 )
 def test_bad_prompt_input_is_one_line_exit_2(

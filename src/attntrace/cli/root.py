@@ -110,10 +110,6 @@ COMMANDS: dict[str, CommandSpec] = {
         "attntrace.cli.commands.cmd_report",
         "Write one self-contained HTML page: steps, flow diagram, heat maps, costs, config.",
     ),
-    "explore": CommandSpec(
-        "attntrace.cli.commands.cmd_explore",
-        "Open an interactive page: turn the sizes and watch every shape follow.",
-    ),
     "presets": CommandSpec(
         "attntrace.cli.commands.cmd_presets",
         "List the real models --preset knows, with their attention sizes.",
@@ -138,6 +134,10 @@ COMMANDS: dict[str, CommandSpec] = {
         "attntrace.cli.commands.cmd_demo",
         "Walk through the study notes' worked 3×3 example, unscaled and scaled.",
     ),
+    "explore": CommandSpec(
+        "attntrace.cli.commands.cmd_explore",
+        "Open an interactive page: turn the sizes and watch every shape follow.",
+    ),
 }
 
 
@@ -149,13 +149,13 @@ SUMMARIES_ZH: dict[str, str] = {
     "trace": "运行你自己的注意力代码，打印你的文件里每个张量运算的形状。",
     "check": "检查一次追踪的形状：与预期不符时退出码为 1。",
     "report": "写出一个独立的 HTML 页面：步骤、数据流图、热力图、计算量、配置。",
-    "explore": "打开一个交互页面：调整尺寸，看每一步的形状随之变化。",
     "presets": "列出 --preset 认识的真实模型及其注意力尺寸。",
     "sweep": "在多种尺寸下比较 FLOPs、分数矩阵字节数和峰值内存，eager 与 flash 并列。",
     "compare": "把两种配置并排比较：形状或运算变化的步骤、FLOPs、字节数。",
     "verify": "与 PyTorch 自己的注意力对比检查；超出容差时退出码为 1。",
     "diff": "用相同的权重和输入，把你的注意力与参考实现并排运行，并指出 bug。",
     "demo": "逐步演示学习笔记中 3×3 的例子：先不缩放，再缩放。",
+    "explore": "打开一个交互页面：调整尺寸，看每一步的形状随之变化。",
 }
 
 

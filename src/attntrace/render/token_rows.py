@@ -47,7 +47,19 @@ class TokenRows:
 
 def token_rows(trace: Trace, token: int, batch_item: int = 0) -> TokenRows:
     """Query ``token``'s rows of ``trace`` (its weights must hold values)."""
+    from attntrace.errors import ConfigError
     from attntrace.render.plot import head_weights
+
+    if "weights" not in trace:
+        raise ConfigError(
+            "--token reads the attention weights, which --algorithm flash never forms whole; "
+            "drop --algorithm flash"
+        )
+    if not trace["weights"].has_values:
+        raise ConfigError(
+            f"--token reads the attention weights; the {trace.backend} backend computes none: "
+            "use --backend numpy or torch"
+        )
 
     weights, hidden = head_weights(trace, batch_item)  # (h, S, N), (h, S, N) or None
     n = weights.shape[-1]

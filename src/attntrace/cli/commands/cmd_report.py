@@ -83,7 +83,7 @@ def report(
     def validate(config: AttentionConfig) -> None:
         check_batch_item(batch_item, config)
         check_layers(layers)
-        check_token(token, config)
+        check_token(token, config, None, backend)
 
     trace = trace_from_options(
         ctx,

@@ -91,7 +91,7 @@ def run(
         check_pictures(plot, plot_flow, backend)
         check_layers(layers)
         check_explain(explain, fmt)
-        check_token(token, config)
+        check_token(token, config, fmt, backend)
 
     # only what is shown; the table view reads one head: that head is made when it is read
     shown_view = fmt.view or plot or token is not None
@@ -361,10 +361,33 @@ def draw_pictures(trace: Trace, plot: Path | None, plot_flow: Path | None, batch
         write_output(plot_flow, render_flow_svg(trace).encode("utf-8"))
 
 
-def check_token(token: int | None, config: AttentionConfig) -> None:
-    """--token must name one of the S query positions."""
-    if token is not None and not 0 <= token < config.seq:
+def check_token(
+    token: int | None,
+    config: AttentionConfig,
+    fmt: opt.OutputFormat | None = None,
+    backend: opt.BackendName = opt.BackendName.numpy,
+) -> None:
+    """--token must name one of the S query positions, of weights that are formed and
+    computed; run shows its rows in the table view (``fmt`` None: report's page)."""
+    if token is None:
+        return
+    if not 0 <= token < config.seq:
         raise ConfigError(f"--token {token} does not exist; use 0 to {config.seq - 1}")
+    if fmt is not None and fmt is not opt.OutputFormat.table:
+        raise ConfigError(
+            f"--token shows its rows in the table view, not --format {fmt.value}; drop --token, "
+            "or use attntrace report --token for a page"
+        )
+    if config.algorithm == "flash":
+        raise ConfigError(
+            "--token reads the attention weights, which --algorithm flash never forms whole; "
+            "drop --algorithm flash"
+        )
+    if backend is opt.BackendName.shape:
+        raise ConfigError(
+            "--token reads the attention weights, which the shape backend does not compute; "
+            "use --backend numpy or torch"
+        )
 
 
 def check_batch_item(item: int, config: AttentionConfig) -> None:
