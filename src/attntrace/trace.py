@@ -320,6 +320,7 @@ class Trace:
             "totals": self._totals_dict(),
             "notes": list(self.notes),
             **({"origin": self.origin} if self.origin else {}),
+            **({"tokens": list(self.tokens)} if self.tokens is not None else {}),
             **({"whole_model": self.whole_model.to_dict()} if self.whole_model else {}),
             **({"backward": self.training.to_dict()} if self.training else {}),
             **({"serving": self.serving.to_dict()} if self.serving else {}),

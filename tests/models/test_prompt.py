@@ -248,3 +248,22 @@ def test_the_plot_ticks_are_the_tokens(families: dict[str, Family], tmp_path: Pa
     heads = 4
     assert svg.count("<!-- sat -->") == 2 * heads  # a tick down and across in every panel
     assert "<!-- q1 -->" not in svg
+
+
+def test_the_json_document_carries_the_tokens_and_meets_its_schema(
+    families: dict[str, Family],
+) -> None:
+    import json
+
+    import jsonschema
+
+    from attntrace.schemas import trace_schema
+
+    result = invoke(
+        "run", "--model", families["bert"].folder, "--prompt", PROMPT, "--format", "json"
+    )
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    assert doc["tokens"] == expected_words(families["bert"])
+    assert doc["config"]["seq"] == len(doc["tokens"])
+    jsonschema.Draft202012Validator(trace_schema()).validate(doc)
