@@ -184,6 +184,7 @@ def test_without_a_model_the_prompt_is_split_into_bytes() -> None:
         (["--prompt", "the cat", "--token", 1, "--backend", "shape"], "the shape backend does not"),
         (["--prompt", "the cat", "--token", 1, "--algorithm", "flash"], "never forms whole"),
         (["--prompt", "the cat", "--input", "x.npy"], "--prompt gives x"),
+        (["--prompt", "the cat", "--batch", 2], "--prompt is one sequence"),
     ],
 )
 def test_bad_prompt_input_is_one_line_exit_2(

@@ -73,7 +73,7 @@ SCRIPT = r"""
 const WORDS = __WORDS__;
 const params = new URLSearchParams(location.search);
 const TOKEN = params.get("token") || "";
-let lang = params.get("lang") === "zh" ? "zh" : "en";
+let lang = (params.get("lang") || document.documentElement.lang) === "zh" ? "zh" : "en";
 let last = null, shapes = {}, selected = null, timer = null;
 const $ = (id) => document.getElementById(id);
 

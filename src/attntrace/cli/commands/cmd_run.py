@@ -252,6 +252,8 @@ def read_prompt(
         raise ConfigError("--prompt gives x (the model's hidden states); drop --input")
     if typed(ctx, "seq"):
         raise ConfigError("--prompt sets S (one position per token); drop --seq")
+    if typed(ctx, "batch"):
+        raise ConfigError("--prompt is one sequence (the unbatched (S, H) layout); drop --batch")
     return prompt_input(prompt, model.get("model_dir"), model.get("layer"), layer_prefix)
 
 
