@@ -38,17 +38,30 @@ class PromptRows:
 
     def rows(self, index: int) -> dict[str, Any]:
         """What ``/api/token`` answers: query ``index``'s row in every head of every layer
-        (None where a key is masked)."""
-        layers = []
-        for n, (w, m) in enumerate(zip(self.weights, self.masked, strict=True)):
-            heads = [
-                [None if m is not None and m[h, index, j] else round(float(v), 4)
-                 for j, v in enumerate(w[h, index].tolist())]
-                for h in range(w.shape[0])
-            ]  # fmt: skip
-            layers.append({"layer": n, "heads": heads})
-        return {"index": index, "query": self.tokens[index], "keys": list(self.tokens),
-                "layers": layers}  # fmt: skip
+        (None where a key is masked).
+
+        >>> import numpy as np
+        >>> w = np.array([[[1.0, 0.0], [0.25, 0.75]]])  # (h, S, N): one head
+        >>> r = PromptRows(("a", "b"), "", (w,), (w == 0,))
+        >>> r.rows(0)["layers"], r.rows(1)["layers"][0]["heads"]
+        ([{'layer': 0, 'heads': [[1.0, None]]}], [[0.25, 0.75]])
+        """
+        layers = [
+            {"layer": n, "heads": _rows_of(w, m, index)}
+            for n, (w, m) in enumerate(zip(self.weights, self.masked, strict=True))
+        ]
+        keys = list(self.tokens)
+        return {"index": index, "query": self.tokens[index], "keys": keys, "layers": layers}
+
+
+def _rows_of(weights: np.ndarray, masked: np.ndarray | None, index: int) -> list[list[Any]]:
+    """Row ``index`` of every head of ``weights`` (h, S, N), rounded; None where masked."""
+    out = []
+    for h in range(weights.shape[0]):
+        row = [round(float(v), 4) for v in weights[h, index].tolist()]  # (N,)
+        hidden = masked[h, index].tolist() if masked is not None else [False] * len(row)
+        out.append([None if m else v for v, m in zip(row, hidden, strict=True)])
+    return out
 
 
 def prompt_rows(text: str, model_dir: Path | None) -> PromptRows:

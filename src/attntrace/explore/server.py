@@ -7,7 +7,7 @@ Routes (each takes ``?token=…``):
 - ``/``: the page (:mod:`attntrace.explore.page`, its script and style inline);
 - ``/api/trace?S=…&h=…``: the steps of the controls' config (:func:`api.trace_document`);
 - ``/api/prompt``: the prompt's tokens and layers (empty without ``--prompt``);
-- ``/api/token?token_index=I``: query I's attention row in every head of every layer.
+- ``/api/token?index=I``: query I's attention row in every head of every layer.
 """
 
 from __future__ import annotations
