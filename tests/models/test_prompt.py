@@ -268,3 +268,15 @@ def test_the_json_document_carries_the_tokens_and_meets_its_schema(
     assert doc["tokens"] == expected_words(families["bert"])
     assert doc["config"]["seq"] == len(doc["tokens"])
     jsonschema.Draft202012Validator(trace_schema()).validate(doc)
+
+
+def test_without_transformers_the_model_prompt_is_one_line_exit_2(
+    families: dict[str, Family], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import sys
+
+    monkeypatch.setitem(sys.modules, "transformers", None)  # import transformers: ImportError
+    result = invoke("run", "--model", families["gpt2"].folder, "--prompt", PROMPT)
+    assert result.exit_code == 2, result.output
+    assert "runs the model through transformers, which is not installed" in result.output
+    assert len(result.output.strip().splitlines()) == 1
