@@ -147,7 +147,7 @@ function detail() {
   const head = el("h2");
   head.append(el("span", step.name + "  "), el("code", step.op));
   const parts = [head, el("p", step.explanation[lang], "explanation")];
-  parts.push(el("p", "(" + step.shape.join(", ") + ")  " + step.axes.join(" ") + "  " +
+  parts.push(el("p", "(" + step.shape.join(", ") + ")  (" + step.axes.join(", ") + ")  " +
                 step.dtype, "shape"));
   parts.push(el("p", w.cost + ": " + step.flops.toLocaleString("en") + " FLOPs" +
                 (step.formula && step.formula !== "0" ? " = " + step.formula : "") +
