@@ -327,6 +327,25 @@ Layer = Annotated[
         show_default=False,
     ),
 ]
+Prompt = Annotated[
+    str | None,
+    typer.Option(
+        metavar="TEXT",
+        help="Real words: with --model DIR, its own tokenizer splits them and the model computes "
+        "the layer's input (token labels in the heat maps); without, a byte-level split.",
+        rich_help_panel=MODELS,
+        show_default=False,
+    ),
+]
+Token = Annotated[
+    int | None,
+    typer.Option(
+        metavar="I",
+        help="Show query token I's attention row in every head (with --prompt, its word).",
+        rich_help_panel=OUTPUT,
+        show_default=False,
+    ),
+]
 Preset = Annotated[
     str | None,
     typer.Option(
