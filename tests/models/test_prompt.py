@@ -19,6 +19,9 @@ from typer.testing import CliRunner
 from attntrace.cli import app
 from hf_models import build, capture
 
+# tiny transformers models saved to folders and run: seconds per module
+pytestmark = pytest.mark.slow
+
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 tokenizers = pytest.importorskip("tokenizers")
