@@ -191,7 +191,6 @@ def trace_from_options(
     text, whose tokens (and, with --model, the hidden states) replace the seeded x."""
     from attntrace.engine.attention import trace_attention
     from attntrace.engine.masks import MaskWarning, load_mask
-    from attntrace.engine.paged import check_page_size
     from attntrace.units import parse_size
 
     given = read_prompt(ctx, prompt, model, layer_prefix, input_file)
@@ -208,7 +207,10 @@ def trace_from_options(
         **options,
     )
     validate(config)
-    check_page_size(page_size, config)
+    if page_size is not None:  # the paged cache's modules only when it is asked for
+        from attntrace.engine.paged import check_page_size
+
+        check_page_size(page_size, config)
     user_mask = load_mask(mask) if mask is not None else None
     budget = parse_size(max_memory) if max_memory is not None else None
     hold = None if shown is None or not remake else shown if config.batched else shown[1:]
