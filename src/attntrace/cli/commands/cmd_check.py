@@ -61,7 +61,7 @@ def check(
     [bold]attntrace check --trace attn.py:Attn --expect weights=h,S,S[/]   your code
     [bold]attntrace check --spec shapes.toml --format junit > report.xml[/]
     [bold]attntrace check --past 9 --seq 1 --page-size 4 --expect k_paged=g,N+S,d[/]
-    [bold]attntrace check --heads 8 --hidden 64 --seq 16 --tp 4 --cp 2 --expect q=h/T,S/C,d[/]
+    [bold]attntrace check --heads 8 --seq 8 --tp 4 --cp 2 --expect q=h/T,S/C,d[/]
 
     With GITHUB_ACTIONS=true, failures are also annotations on the spec's lines.
     """
