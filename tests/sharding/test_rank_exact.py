@@ -163,3 +163,44 @@ def test_decode_with_a_cache_sharded_by_heads(tp: int, variant: dict[str, object
         for r in range(tp)
     )
     assert summed == trace.parallel.summed_flops  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize(("tp", "cp"), [(1, 2), (2, 2), (1, 4), (4, 2)])
+@pytest.mark.parametrize(
+    "variant",
+    [{"causal": True, "rope": True}, {"causal": True, "window": 5}, {"softcap": 20.0}],
+)
+def test_decode_with_a_cache_sharded_by_tokens(
+    tp: int, cp: int, variant: dict[str, object]
+) -> None:
+    """--past under CP: each rank holds N/C of the cache (the last one the new keys too); the
+    partial results, all-gathered, merge into one device's output."""
+    past = 12 if "window" in variant else 8
+    config = AttentionConfig(
+        batch=2,
+        seq=2,
+        past=past,
+        hidden=32,
+        heads=4,
+        kv_heads=2,
+        dtype="float64",
+        parallel=ParallelLayout(tp=tp, cp=cp),
+        **variant,  # type: ignore[arg-type]
+    )
+    trace = trace_parallel(config, "numpy")
+    assert trace.parallel.max_error < 1e-12  # type: ignore[union-attr]
+    part = (4 if "window" in variant else 8) // cp  # the rank's share of the (W-1 or N) cache
+    kv = 2 // tp if tp <= 2 else 1
+    assert trace["x"].shape == (2, 2, 32)  # every rank: the S new tokens
+    assert trace["k_cache"].shape == (2, kv, part, 8)
+    assert trace["context_all_gather"].shape == (2, 4 // tp, cp * 2, 8)
+    assert trace["context_merged"].repeat == cp - 1
+    last = dataclasses.replace(config, parallel=ParallelLayout(tp=tp, cp=cp, rank=tp * cp - 1))
+    assert trace_parallel(last, "shape")["k_all"].shape == (2, kv, part + 2, 8)
+    summed = sum(
+        trace_parallel(
+            dataclasses.replace(config, parallel=ParallelLayout(tp=tp, cp=cp, rank=r)), "shape"
+        ).total_flops
+        for r in range(tp * cp)
+    )
+    assert summed == trace.parallel.summed_flops  # type: ignore[union-attr]

@@ -156,8 +156,14 @@ def test_every_rank_has_the_shapes_of_its_own_shard() -> None:
         ),
         (
             {"seq": 8, "heads": 4, "hidden": 64, "past": 4},
-            {"cp": 2},
-            "--past with --cp is not traced across devices yet",
+            {"cp": 2, "cp_kind": "ulysses"},
+            "--past with --cp-kind allgather/ulysses is not traced across devices yet",
+        ),
+        (
+            {"seq": 1, "heads": 4, "hidden": 64, "past": 10},
+            {"cp": 4},
+            "the cache's 10 tokens (--past) are not divisible by --cp 4; "
+            "--past values that work: 8, 12",
         ),
     ],
 )

@@ -33,6 +33,9 @@ class AttentionConfig(Protocol):
     def causal(self) -> bool: ...
     @property
     def past(self) -> int: ...
+
+    @property
+    def cached(self) -> int: ...
     @property
     def algorithm(self) -> str: ...
     @property
@@ -107,14 +110,27 @@ class ParallelLayout:
         """The same layout showing ``rank``."""
         return ParallelLayout(self.tp, self.sp, self.cp, self.cp_kind, rank)
 
+    @property
+    def decode_kind(self) -> bool:
+        """True for a kind other than ring under --past with C > 1 (not traced)."""
+        return self.cp > 1 and self.cp_kind != "ring"
+
+    def shards_cache(self, config: AttentionConfig) -> bool:
+        """--past with C > 1: the cache is sharded by tokens (N/C a rank), the S new tokens are
+        on every rank, and the ranks' partial results are merged (decoding across ranks)."""
+        return self.cp > 1 and bool(config.past)
+
     def balanced(self, config: AttentionConfig) -> bool:
         """Whether the tokens sit in the load-balanced causal order: 2C chunks, rank c holding
         chunks c and 2C-1-c (Megatron's), so that every rank has as much unmasked work. Used by
         ring and allgather under a causal mask; Ulysses holds whole heads of every token."""
-        return self.cp > 1 and config.causal and self.cp_kind != "ulysses"
+        return self.cp > 1 and config.causal and self.cp_kind != "ulysses" and not config.past
 
     def chunks(self, config: AttentionConfig) -> int:
-        """How many equal chunks the sequence is cut into: 2C balanced, else C."""
+        """How many equal chunks the sequence is cut into: 2C balanced, else C (1 when the
+        cache is sharded instead: every rank holds the S new tokens)."""
+        if self.shards_cache(config):
+            return 1
         return 2 * self.cp if self.balanced(config) else self.cp
 
     def kv_heads(self, config: AttentionConfig) -> int:
@@ -139,7 +155,7 @@ class ParallelLayout:
 
     def _check_variants(self, config: AttentionConfig) -> None:
         unsupported = (
-            ("--past with --cp", bool(config.past) and self.cp > 1),
+            ("--past with --cp-kind allgather/ulysses", bool(config.past) and self.decode_kind),
             ("--algorithm flash", config.algorithm == "flash"),
             ("--relative-bias", config.relative_bias is not None),
             ("--qk-norm full", config.qk_norm == "full" and self.tp > 1),
@@ -185,7 +201,12 @@ class ParallelLayout:
     def _check_tokens(self, config: AttentionConfig) -> None:
         parts = self.chunks(config)
         if self.sp:  # x is sharded S/(C·T): each rank's S/C tokens split again by T
-            parts = math.lcm(parts, self.cp * self.tp)
+            parts = math.lcm(parts, (1 if self.shards_cache(config) else self.cp) * self.tp)
+        if self.shards_cache(config) and config.cached % self.cp:
+            raise ConfigError(
+                f"the cache's {config.cached} tokens (--past) are not divisible by --cp "
+                f"{self.cp}; --past values that work: {_multiples(config.cached, self.cp)}"
+            )
         if config.seq % parts:
             raise ConfigError(
                 f"--seq {config.seq} is not divisible by {_parts_words(self, config)} = {parts}; "

@@ -51,6 +51,8 @@ def forward(r: RankAttention[T], sources: Mapping[str, T]) -> RankRun[T]:
 def attend(r: RankAttention[T], q: T, k: T, v: T) -> T:
     """The rank's context (B, h/T, S/C, d) from its q, k, v."""
     kind = r.layout.cp_kind if r.layout.cp > 1 else "local"
+    if r.layout.shards_cache(r.config):
+        return _decode_across(r, q, k, v)
     if kind == "ulysses":
         return _ulysses(r, q, k, v)
     if kind == "ring":
@@ -206,13 +208,15 @@ def _partial(
     rows: str,
     keys: str,
     suffix: str,
+    *,
+    guard: bool = False,
 ) -> tuple[T, T]:
     """One round: the block's normalised context and the log-sum-exp of each query row.
     Round 0 (no suffix) is masked, and with --window every round (its rows may see no key of a
     block: guarded, they get zero weights and a log-sum-exp of -inf); without a window a later
     block is seen whole or skipped."""
     be, rec, heads = r.be, r.rec, r.lab.heads
-    windowed = r.config.window is not None
+    windowed = r.config.window is not None or guard
     k, v = _repeat(r, k, v, heads, keys, suffix)
     scaled = _scores(r, q, k, rows, keys, suffix)
     mask = r.mask(q_ranges, k_ranges) if not suffix or windowed else None
@@ -287,6 +291,33 @@ def _join(r: RankAttention[T], a: T, b: T, axis: int) -> T:
     out = concat(r.raw, [a, b], axis)
     r.rec.meter.inputs.extend((a, b))
     return out
+
+
+# --- decoding across ranks (--past with --cp) ---
+
+
+def _decode_across(r: RankAttention[T], q: T, k: T, v: T) -> T:
+    """Each rank attends the S new queries to its N/C of the cache (and the last rank to the new
+    keys); the partial contexts and log-sum-exps are all-gathered over the C ranks and merged,
+    in rank order, into the same context on every rank (FlashDecoding's split of the keys)."""
+    lab, n, C = r.lab, r.n, r.layout.cp
+    context, lse = _partial(r, q, k, v, r.q_at, r.k_at, lab.tokens, lab.keys, "", guard=True)
+    dims = (n + 1, 0)
+    every = r.ax(lab.heads, "C·S", "d")
+    contexts = r.collective("context_all_gather", "all_gather", context, "cp", every, dims)
+    lses = r.collective("lse_all_gather", "all_gather", lse, "cp", every[:-1], dims)
+    S = r.raw.shape(q)[n + 1]
+    parts = [
+        (
+            r.raw.narrow(contexts, n + 1, c * S, (c + 1) * S),
+            r.raw.narrow(lses, n + 1, c * S, (c + 1) * S),
+        )
+        for c in range(C)
+    ]
+    context, lse = parts[0]
+    for part in parts[1:]:
+        context, lse = _merge(r, context, lse, part, 0, "_rank")
+    return context
 
 
 # --- Ulysses ---

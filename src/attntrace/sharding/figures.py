@@ -106,6 +106,9 @@ def parallel_figures(
     single = trace_attention(dataclasses.replace(config, parallel=None), "shape")
     kv = layout.kv_heads(config)
     tokens = config.keys // layout.cp  # (--past: the cache's and the new tokens')
+    if layout.shards_cache(config):  # its N/C of the cache, and the new tokens on the last
+        last = layout.cp_rank == layout.cp - 1
+        tokens = config.cached // layout.cp + config.seq * last
     kv_cache = (config.batch or 1) * tokens * 2 * kv * config.head_dim * config.itemsize
     return RankFigures(
         layout=layout,
@@ -140,15 +143,39 @@ def redundancy(config: AttentionConfig, single: Trace) -> tuple[tuple[str, int],
     assert layout is not None
     T, B, h = layout.tp, config.batch or 1, config.heads
     terms: list[tuple[str, int]] = []
+    C = layout.cp if layout.shards_cache(config) else 1  # decode: every CP rank, every token
+    if C > 1:
+        again = ("q_proj", "k_proj", "v_proj", "q_norm", "k_norm", "q_rot", "k_rot", "output")
+        once = sum(s.flops for s in single.steps if s.name in again)
+        terms.append(("the new tokens' projections on every CP rank", (C - 1) * once))
     if config.groups < T:
         kv_steps = ("k_proj", "v_proj", "k_norm", "k_rot")
         once = sum(s.flops for s in single.steps if s.name in kv_steps)
-        terms.append(("kv-heads replicated on T/g ranks", (T // config.groups - 1) * once))
+        terms.append(("kv-heads replicated on T/g ranks", C * (T // config.groups - 1) * once))
     if config.bias and T > 1 and not layout.sp:
-        terms.append(("b_o added on every TP rank", (T - 1) * B * config.seq * config.hidden))
-    if layout.cp > 1 and layout.cp_kind == "ring":
+        bias = C * (T - 1) * B * config.seq * config.hidden
+        terms.append(("b_o added on every TP rank", bias))
+    if C > 1:
+        terms += _decode_terms(config, layout, B * h)
+    elif layout.cp > 1 and layout.cp_kind == "ring":
         terms += _ring_terms(config, layout, B * h)
     return tuple(terms)
+
+
+def _decode_terms(
+    config: AttentionConfig, layout: ParallelLayout, bh: int
+) -> list[tuple[str, int]]:
+    """--past with --cp: each rank's log-sum-exp and guards of the S rows, and every rank's
+    C - 1 merges of the gathered partial results."""
+    S, C, d = config.seq, layout.cp, config.head_dim
+    return [
+        ("log-sum-exp of every rank's rows", 2 * bh * C * S),
+        ("guards of rows a rank's keys leave empty", 2 * bh * C * S),
+        (
+            "merging the C partial results on every rank",
+            bh * C * (C - 1) * S * (MERGE_ROW_FLOPS + 3 * d),
+        ),
+    ]
 
 
 def _ring_terms(config: AttentionConfig, layout: ParallelLayout, bh: int) -> list[tuple[str, int]]:

@@ -61,6 +61,11 @@ class RankLabels:
         kv_tokens = new_keys if C == 1 else f"{lab.keys}/C"
         shard = ("S/CT" if C > 1 else "S/T") if layout.sp else tokens
         keys = kv_tokens if layout.cp_kind == "ring" and C > 1 else lab.keys
+        if layout.shards_cache(config):  # every rank: the S new tokens, N/C of the cache
+            tokens = kv_tokens = "S"
+            shard = "S/T" if layout.sp else tokens
+            cache = "N" if config.cache_label == "N" else "(W-1)"
+            keys = f"{cache}/C+S" if layout.cp_rank == C - 1 else f"{cache}/C"
         return cls(
             heads=heads,
             kv=kv,
@@ -82,6 +87,8 @@ def token_ranges(config: AttentionConfig, layout: ParallelLayout, cp_rank: int) 
     (((0, 2), (6, 8)), ((2, 4), (4, 6)))
     """
     C, S = layout.cp, config.seq
+    if layout.shards_cache(config):  # decoding across ranks: every rank has the new tokens
+        return ((0, S),)
     if not layout.balanced(config):
         return ((cp_rank * S // C, (cp_rank + 1) * S // C),)
     size = S // (2 * C)
@@ -133,7 +140,7 @@ class RankAttention(Generic[T]):
         self.rec, self.comm = rec, comm
         self.be: Backend[T] = rec.meter  # type: ignore[assignment]  # a metered backend
         self.raw = rec.be
-        self.lab = RankLabels.of(config, layout)
+        self.lab = RankLabels.of(config, layout.at(rank))
         self.lead: tuple[str, ...] = ("B",) if config.batched else ()
         self.n = len(self.lead)  # the sequence axis (heads-first: the heads axis)
         self.run = RankRun(rec)
@@ -146,6 +153,10 @@ class RankAttention(Generic[T]):
         self.k_at = ((past - cached, past),) * bool(cached) + tuple(
             (a + past, b + past) for a, b in self.k_pos
         )
+        if layout.shards_cache(config):  # its N/C of the cache; the new keys on the last rank
+            part, last = cached // layout.cp, self.c == layout.cp - 1
+            start = past - cached + self.c * part
+            self.k_at = ((start, start + part),) + ((past, past + config.seq),) * last
 
     def ax(self, *axes: str) -> tuple[str, ...]:
         return (*self.lead, *axes)
@@ -254,7 +265,8 @@ class RankAttention(Generic[T]):
     def rotate(self, sources: Mapping[str, T], q: T, k: T) -> tuple[T, T]:
         """RoPE at the rank's global positions: the rows of the global tables it holds."""
         be, rec, lab = self.be, self.rec, self.lab
-        where = "pos = rank's tokens" if self.layout.cp > 1 else "pos"
+        split = self.layout.cp > 1 and not self.layout.shards_cache(self.config)
+        where = "pos = rank's tokens" if split else "pos = N..N+S-1" if self.config.past else "pos"
         cos = self.rows(sources["rope_cos"], self.q_pos, 0)  # (S/C, d)
         sin = self.rows(sources["rope_sin"], self.q_pos, 0)  # (S/C, d)
         cos = rec.step("rope_cos", cos, f"cos({where} * base^(-2i/d))", (lab.tokens, "d"))
@@ -280,25 +292,29 @@ class RankAttention(Generic[T]):
 
     def append(self, sources: Mapping[str, T], k: T, v: T) -> tuple[T, T]:
         """--past: the rank's kv-heads of the cache, then the S new keys and values appended
-        (the cache is sharded by heads as the projections are)."""
+        (the cache is sharded by heads as the projections are). With --cp the cache is also
+        sharded by tokens: N/C a rank, and the new keys are appended on the last rank only."""
         cfg, lab, rec, raw = self.config, self.lab, self.rec, self.raw
-        kv = self.layout.kv_heads(cfg)
-        first = self._kv_first()
+        kv, first = self.layout.kv_heads(cfg), self._kv_first()
+        by_tokens = self.layout.shards_cache(cfg)
+        part = cfg.cached // self.layout.cp
+        cache_lab = lab.keys.removesuffix("+S") if by_tokens else cfg.cache_label
         joined = []
         for c, new in (("k", k), ("v", v)):
             cache = raw.narrow(sources[f"{c}_cache"], self.n, first, first + kv)  # (B, g/T, N, d)
-            op = f"cache of {cfg.cache_label} earlier tokens, rank's kv-heads"
-            cache = rec.step(f"{c}_cache", cache, op, self.ax(lab.kv, cfg.cache_label, "d"))
+            if by_tokens:  # (B, g/T, N/C, d)
+                cache = raw.narrow(cache, self.n + 1, self.c * part, (self.c + 1) * part)
+            op = f"cache of {cfg.cache_label} earlier tokens, rank's share"
+            cache = rec.step(f"{c}_cache", cache, op, self.ax(lab.kv, cache_lab, "d"))
+            if by_tokens and self.c != self.layout.cp - 1:  # the new keys are the last rank's
+                joined.append(
+                    rec.view(f"{c}_all", cache, f"{c}_cache", self.ax(lab.kv, lab.keys, "d"))
+                )
+                continue
             both = concat(raw, [cache, new], self.n + 1)  # (B, g/T, N+S, d)
             rec.meter.inputs.extend((cache, new))
-            name = _input_name(rec, new)
-            both = rec.step(
-                f"{c}_all",
-                both,
-                f"cat({c}_cache, {name}, dim={self.n + 1})",
-                self.ax(lab.kv, lab.keys, "d"),
-            )
-            joined.append(both)
+            op = f"cat({c}_cache, {_input_name(rec, new)}, dim={self.n + 1})"
+            joined.append(rec.step(f"{c}_all", both, op, self.ax(lab.kv, lab.keys, "d")))
         return joined[0], joined[1]
 
     def _kv_first(self) -> int:
