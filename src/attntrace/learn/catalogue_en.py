@@ -266,4 +266,8 @@ MESSAGES: dict[str, str] = {
     "{shape}.",
     "output.tp": "The layer's output for this rank's tokens: the sum of the {TP} ranks' partial "
     "outputs, with the bias b_o added once, after the sum: {shape}.",
+    "context_all_gather": "Decoding across ranks: every rank's partial context, the new "
+    "tokens attended to its share of the cache, gathered from the {CP} ranks: {src} → {shape}.",
+    "lse_all_gather": "The log-sum-exps of the {CP} ranks' partial results, gathered beside "
+    "them: {src} → {shape}; merging by them gives attention over the whole cache.",
 }

@@ -223,4 +223,8 @@ MESSAGES: dict[str, str] = {
     "等于对目前见过的所有键做注意力：{shape}。",
     "output.tp": "这个 rank 的词在这一层的输出：{TP} 个 rank 的部分输出之和，"
     "偏置 b_o 在求和之后只加一次：{shape}。",
+    "context_all_gather": "跨 rank 解码：每个 rank 的部分 context（新词对它那一份缓存的注意力），"
+    "从 {CP} 个 rank 收集而来：{src} → {shape}。",
+    "lse_all_gather": "{CP} 个 rank 部分结果的 log-sum-exp，和它们一起收集：{src} → {shape}；"
+    "按它们合并就得到对整个缓存的注意力。",
 }
