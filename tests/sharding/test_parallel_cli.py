@@ -247,3 +247,12 @@ def test_flow_picture_draws_the_collectives_of_the_rank(tmp_path: Path) -> None:
         assert 'fill="#fff1e0"' in box
     q = text[text.index('data-name="q_proj"') :].split("</g>")[0]
     assert 'fill="#fff1e0"' not in q
+
+
+def test_simulating_too_many_bytes_is_refused_before_any_rank_runs() -> None:
+    code, _, err = invoke(
+        "run", "--hidden", "64", "--heads", "8", "--seq", "16", "--tp", "2", "--max-memory", "10KB"
+    )
+    assert code != 0
+    assert "every rank's steps; scores (8, 16, 16) alone is 8.00 KiB" in err
+    assert "or use --backend shape" in err

@@ -39,6 +39,7 @@ def trace_parallel(
     *,
     tensors: Mapping[str, np.ndarray | None] | None = None,
     keep_values: bool = True,
+    max_memory: int | None = None,
 ) -> Trace:
     """The steps of rank ``config.parallel.rank`` and the layout's figures.
 
@@ -56,6 +57,8 @@ def trace_parallel(
     be = get_backend(backend) if isinstance(backend, str) else backend
     be.check_dtype(config.dtype)
     single = dataclasses.replace(config, parallel=None)
+    if be.computes:  # every rank at once holds about what one device keeps: refused up front
+        _check_memory(single, max_memory)
     seeded = {**random_sources(single), **rope_sources(single)}
     sources = {
         n: be.tensor(s)
@@ -72,6 +75,19 @@ def trace_parallel(
         )
         error = None
     return _rank_trace(config, be, shown, error)
+
+
+def _check_memory(single: AttentionConfig, max_memory: int | None) -> None:
+    """The ranks simulated together need about one device's steps and weights, twice (the
+    ranks', and the single-device trace they are compared with)."""
+    from attntrace.engine.attention import estimate_bytes
+    from attntrace.engine.memory import check_budget
+    from attntrace.units import format_bytes
+
+    needed, largest = estimate_bytes(single, keep_values=True)
+    alone = format_bytes(largest.nbytes)
+    where = f"every rank's steps; {largest.name} {largest.shape} alone is {alone}"
+    check_budget(2 * needed, max_memory, where, "lower --seq/--hidden, or use --backend shape")
 
 
 def _run_rank(

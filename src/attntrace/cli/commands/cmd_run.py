@@ -232,7 +232,9 @@ def trace_from_options(
     budget = parse_size(max_memory) if max_memory is not None else None
     hold = None if shown is None or not remake else shown if config.batched else shown[1:]
     if layout is not None:
-        return _rank_trace(ctx, model, config, layout, backend, tensors, user_mask, training)
+        return _rank_trace(
+            ctx, model, config, layout, backend, tensors, user_mask, training, budget
+        )
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", MaskWarning)  # the renderers show Trace.notes instead
         trace = trace_attention(
@@ -280,15 +282,16 @@ def _rank_trace(
     tensors: Any,
     mask: Any,
     training: dict[str, Any] | None,
+    budget: int | None,
 ) -> Trace:
-    """One rank's trace of ``config`` split by ``layout``."""
+    """One rank's trace of ``config`` split by ``layout`` (``budget``: --max-memory)."""
     from attntrace.sharding import trace_parallel
 
     for given, option in ((mask is not None, "--mask"), (bool(training), "--backward")):
         if given:
             raise ConfigError(f"{option} is not traced across devices yet; drop it or --tp/--cp")
     config = dataclasses.replace(config, parallel=layout)
-    trace = trace_parallel(config, backend.value, tensors=tensors)
+    trace = trace_parallel(config, backend.value, tensors=tensors, max_memory=budget)
     if origin := origin_line(ctx, model, config):
         trace = dataclasses.replace(trace, origin=origin)
     return trace
