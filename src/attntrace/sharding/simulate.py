@@ -58,7 +58,7 @@ def trace_parallel(
     be.check_dtype(config.dtype)
     single = dataclasses.replace(config, parallel=None)
     if be.computes:  # every rank at once holds about what one device keeps: refused up front
-        _check_memory(single, max_memory)
+        check_memory(single, max_memory)
     seeded = {**random_sources(single), **rope_sources(single)}
     sources = {
         n: be.tensor(s)
@@ -77,7 +77,7 @@ def trace_parallel(
     return _rank_trace(config, be, shown, error)
 
 
-def _check_memory(single: AttentionConfig, max_memory: int | None) -> None:
+def check_memory(single: AttentionConfig, max_memory: int | None) -> None:
     """The ranks simulated together need about one device's steps and weights, twice (the
     ranks', and the single-device trace they are compared with)."""
     from attntrace.engine.attention import estimate_bytes

@@ -64,6 +64,9 @@ def verify_ranks(
     """Run the ranks as ``nproc`` processes and compare them (see the module docstring)."""
     check_nproc(config, nproc)
     from attntrace.backends import get_backend
+    from attntrace.sharding.simulate import check_memory
+
+    check_memory(replace(config, parallel=None), None)  # the simulation it is compared with
 
     be = get_backend("torch")  # a one-line error when torch is missing, before any process
     be.check_dtype(config.dtype)
@@ -81,8 +84,9 @@ def verify_simulated(config: AttentionConfig) -> VerifyReport:
     from attntrace.engine.attention import trace_attention
     from attntrace.engine.inputs import random_sources
     from attntrace.engine.rope import rope_sources
-    from attntrace.sharding.simulate import gathered_output, simulate
+    from attntrace.sharding.simulate import check_memory, gathered_output, simulate
 
+    check_memory(replace(config, parallel=None), None)
     be = get_backend("torch")
     be.check_dtype(config.dtype)
     tol = tolerance(config)
