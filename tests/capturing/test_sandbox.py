@@ -8,6 +8,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+import pytest
+
 from attntrace.capturing.runner import run_script
 from attntrace.capturing.sandbox import (
     Ended,
@@ -18,6 +20,7 @@ from attntrace.capturing.sandbox import (
     _error_dict,
     run_in_child,
 )
+from leftovers import no_leftovers  # noqa: F401 (a fixture)
 
 
 def test_params_keep_their_tuples_and_dicts() -> None:
@@ -52,6 +55,8 @@ def test_a_dump_gives_the_users_innermost_frame(tmp_path: Path) -> None:
     assert [f[1] for f in frames] == [2, 3]
 
 
+@pytest.mark.slow
+@pytest.mark.usefixtures("no_leftovers")
 def test_the_child_rebuilds_the_capture_of_the_process(tmp_path: Path) -> None:
     script = tmp_path / "attn.py"
     script.write_text(
