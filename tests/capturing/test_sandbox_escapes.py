@@ -309,3 +309,42 @@ def test_prints_of_diff_come_through(tmp_path: Path) -> None:
     printed = _lines(result.stderr)  # diff calls the function more than once
     assert printed != []
     assert printed == [f"line {i}" for i in range(40)] * (len(printed) // 40)
+
+
+@pytest.mark.parametrize("limit", [25, 40])
+def test_code_that_lowers_the_recursion_limit_gets_its_own_outcome(
+    tmp_path: Path, limit: int
+) -> None:
+    script = _script(
+        tmp_path,
+        f"low_limit_{limit}",
+        f"import sys\nsys.setrecursionlimit({limit})\ny = x.reshape(3, 2, 4)\n"
+        "raise ValueError('mine')\n",
+    )
+    result = _attntrace("trace", str(script), "--format", "json")
+    assert result.returncode == 1, result.stderr
+    assert "failed in the child" not in result.stderr
+    assert "internal error" not in result.stderr
+    assert '"message": "mine"' in result.stdout
+
+
+@pytest.mark.parametrize(
+    "cache", ["k.numpy(), k.numpy()", "k.to('meta'), k", "k[0], k[0]", "3, 4"]
+)
+def test_a_past_cache_that_is_no_cache_is_one_line_exit_2(tmp_path: Path, cache: str) -> None:
+    pytest.importorskip("torch")
+    user = tmp_path / "bad_cache.py"
+    user.write_text(
+        "import torch\n\nclass Attn(torch.nn.Module):\n"
+        "    def __init__(self):\n        super().__init__()\n"
+        "        self.proj = torch.nn.Linear(8, 8)\n\n"
+        "    def forward(self, x, kv_cache=None):\n"
+        "        k = self.proj(x)\n"
+        f"        return k, ({cache})\n"
+    )
+    result = _attntrace("trace", f"{user}:Attn", "--past", "3", "--batch", "1")
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.splitlines() == [
+        "attntrace: error: --past 3: Attn returned no (k, v) cache after a prefill of 3 tokens; "
+        "return it with the output, as GPT-2 returns present = (k, v)"
+    ]

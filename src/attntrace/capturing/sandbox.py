@@ -68,6 +68,10 @@ Frame = tuple[str, int, str, str]
 TORCH_PACKAGES = frozenset({"torch", "transformers", "timm", "x_transformers", "vit_pytorch"})
 
 
+class ChildBug(Exception):
+    """attntrace's own code failed in the child (not the user's): a bug, exit 3."""
+
+
 class SandboxStop(Exception):  # noqa: N818 (the type name of the document)
     """What ended a child that did not finish (stands in for the error of the document)."""
 
@@ -439,7 +443,7 @@ def _read_result(
     elif got.refused:
         line = f"{got.refused}; it was stopped"
     elif end is not None and end["end"] == "internal":
-        line = f"attntrace failed in the child: {end.get('message', '')}"
+        raise ChildBug(str(end.get("message", "")))
     elif killed or "Timeout (" in dumped:
         line = f"the code under test ran past {timeout:g} s"
     elif status < 0:
