@@ -191,9 +191,7 @@ def _cache_of(out: Any) -> tuple[Any, Any] | None:
         if (
             isinstance(item, tuple | list)
             and len(item) == 2
-            and all(
-                isinstance(t, torch.Tensor) and t.ndim >= 3 and not t.is_meta for t in item
-            )
+            and all(isinstance(t, torch.Tensor) and t.ndim >= 3 and not t.is_meta for t in item)
         ):
             return item[0], item[1]
     return None

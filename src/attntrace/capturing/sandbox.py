@@ -68,7 +68,7 @@ Frame = tuple[str, int, str, str]
 TORCH_PACKAGES = frozenset({"torch", "transformers", "timm", "x_transformers", "vit_pytorch"})
 
 
-class ChildBug(Exception):
+class ChildFailedError(Exception):
     """attntrace's own code failed in the child (not the user's): a bug, exit 3."""
 
 
@@ -443,7 +443,7 @@ def _read_result(
     elif got.refused:
         line = f"{got.refused}; it was stopped"
     elif end is not None and end["end"] == "internal":
-        raise ChildBug(str(end.get("message", "")))
+        raise ChildFailedError(str(end.get("message", "")))
     elif killed or "Timeout (" in dumped:
         line = f"the code under test ran past {timeout:g} s"
     elif status < 0:

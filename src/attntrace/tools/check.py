@@ -29,7 +29,7 @@ from attntrace.errors import ConfigError, InputFileError
 from attntrace.files.guard import MAX_DEPTH, nesting_depth, parse_json, read_text
 from attntrace.text import plain
 from attntrace.trace import SCHEMA_ID, SCHEMA_ID_2, Records, Shape, Step, Trace, UnknownStepError
-from attntrace.units import Dim, format_shape, parse_shape
+from attntrace.units import Dim, bounded, format_shape, parse_shape, quoted
 
 #: The schema of ``attntrace trace --format json``: a golden for ``check --trace``.
 CAPTURE_SCHEMA_ID = "attntrace.capture/1"
@@ -169,10 +169,11 @@ def parse_expectation(text: str) -> Expectation:
     >>> parse_expectation("q_heads = S,h,d")
     Expectation(step='q_heads', dims=('S', 'h', 'd'))
     """
-    step, sep, shape = text.partition("=")
+    step, sep, shape = bounded(text, "--expect").partition("=")
     if not sep or not step.strip():
         raise ConfigError(
-            f"cannot read --expect {text!r}; write STEP=SHAPE, e.g. scores=12,3,3 or scores=h,S,S"
+            f"cannot read --expect {quoted(text)}; write STEP=SHAPE, e.g. scores=12,3,3 or "
+            "scores=h,S,S"
         )
     return Expectation(step.strip(), _bounded_shape(shape, f"--expect {plain(step.strip())}"))
 
@@ -616,14 +617,36 @@ def spec_lines(text: str) -> dict[str, int]:
     out: dict[str, int] = {}
     table = ""
     for number, line in enumerate(text.splitlines(), start=1):
-        if header := re.match(r"\s*\[+\s*([^\]]+?)\s*\]+", line):
-            table = header.group(1).replace('"', "").replace(" ", "")
+        if (header := _table_header(line)) is not None:
+            table = header
             out.setdefault(table, number)
-        elif key := re.match(r'\s*"?([\w.-]+)"?\s*=\s*(\{.*)?', line):
+        elif key := _KEY.match(line):
             out.setdefault(f"{table}.{key.group(1)}", number)
-            for inner in re.finditer(r'[{,]\s*"?([\w.-]+)"?\s*=', key.group(2) or ""):
+            for inner in _INNER_KEY.finditer(key.group(2) or ""):
                 out.setdefault(f"{table}.{key.group(1)}.{inner.group(1)}", number)
     return out
+
+
+#: A key at the start of a spec line, and the keys of an inline table (no backtracking: each
+#: line is read in time linear in its length).
+_KEY = re.compile(r'\s*+"?([\w.-]++)"?\s*+=\s*+(\{.*)?')
+_INNER_KEY = re.compile(r'[{,]\s*+"?([\w.-]++)"?\s*+=')
+
+
+def _table_header(line: str) -> str | None:
+    """The table a ``[name]`` or ``[[name]]`` line opens (quotes and spaces dropped), read
+    by ``find``, not by a pattern: a line of 10⁶ brackets and spaces takes a moment.
+
+    >>> _table_header('  [config."a b"]  # c'), _table_header("seq = [1]"), _table_header("[ ]")
+    ('config.ab', None, None)
+    """
+    body = line.lstrip()
+    if not body.startswith("["):
+        return None
+    body = body.lstrip("[")
+    end = body.find("]")
+    name = body[:end].strip() if end >= 0 else ""
+    return name.replace('"', "").replace(" ", "") if name else None
 
 
 def _case_lines(

@@ -93,7 +93,9 @@ def parse_matrix(text: str, option: str) -> tuple[tuple[float, ...], ...]:
     >>> parse_matrix("1,0,2; 2 2 2", "--query")
     ((1.0, 0.0, 2.0), (2.0, 2.0, 2.0))
     """
-    if text.strip().lower().endswith(".npy"):
+    from attntrace.units import bounded, quoted
+
+    if bounded(text, option).strip().lower().endswith(".npy"):
         return _npy_matrix(text.strip(), option)
     rows = [row.replace(",", " ").split() for row in text.replace("\n", ";").split(";")]
     rows = [row for row in rows if row]
@@ -101,7 +103,7 @@ def parse_matrix(text: str, option: str) -> tuple[tuple[float, ...], ...]:
         matrix = tuple(tuple(float(x) for x in row) for row in rows)
     except ValueError:
         raise ConfigError(
-            f"{option} {text!r}: write numbers, rows split by ';' (e.g. '1,0,2; 2,2,2'), "
+            f"{option} {quoted(text)}: write numbers, rows split by ';' (e.g. '1,0,2; 2,2,2'), "
             "or the path of a .npy file"
         ) from None
     return _checked(matrix, option)
