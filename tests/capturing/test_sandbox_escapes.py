@@ -328,9 +328,7 @@ def test_code_that_lowers_the_recursion_limit_gets_its_own_outcome(
     assert '"message": "mine"' in result.stdout
 
 
-@pytest.mark.parametrize(
-    "cache", ["k.numpy(), k.numpy()", "k.to('meta'), k", "k[0], k[0]", "3, 4"]
-)
+@pytest.mark.parametrize("cache", ["k.numpy(), k.numpy()", "k.to('meta'), k", "k[0], k[0]", "3, 4"])
 def test_a_past_cache_that_is_no_cache_is_one_line_exit_2(tmp_path: Path, cache: str) -> None:
     pytest.importorskip("torch")
     user = tmp_path / "bad_cache.py"

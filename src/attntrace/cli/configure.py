@@ -182,8 +182,9 @@ def parse_past(text: str | int | None) -> int | None:
     """
     if text is None or isinstance(text, int):
         return text
+    bounded(text, "--past", MAX_NUMBER_CHARS)  # outside the try: a ConfigError is a ValueError
     try:
-        value = int(bounded(text, "--past", MAX_NUMBER_CHARS).strip())
+        value = int(text.strip())
     except ValueError:
         several = "," in text
         raise ConfigError(
@@ -231,8 +232,9 @@ def parse_key_lengths(text: str | None) -> tuple[int, ...] | None:
     """
     if text is None:
         return None
+    bounded(text, "--key-lengths")
     try:
-        return tuple(int(part) for part in bounded(text, "--key-lengths").split(","))
+        return tuple(int(part) for part in text.split(","))
     except ValueError:
         raise ConfigError(
             f"--key-lengths takes whole numbers separated by commas, e.g. 3,2; got {quoted(text)}"

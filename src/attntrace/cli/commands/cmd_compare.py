@@ -105,10 +105,13 @@ def compare(
 
 def vs_options(ctx: typer.Context, vs: str) -> dict[str, Any]:
     """The options typed in ``--vs``, parsed as this command parses its own, by name."""
+    from attntrace.units import bounded, quoted
+
+    bounded(vs, "--vs")  # outside the try: a ConfigError is a ValueError
     try:
         args = shlex.split(vs)
     except ValueError as exc:
-        raise ConfigError(f"--vs {vs!r}: {exc}; quote it as one argument") from None
+        raise ConfigError(f"--vs {quoted(vs)}: {exc}; quote it as one argument") from None
     if not args:
         raise ConfigError("--vs needs the options that make B, e.g. --vs '--heads 8'")
     if {"-h", "--help"} & set(args):
@@ -118,7 +121,7 @@ def vs_options(ctx: typer.Context, vs: str) -> dict[str, Any]:
     except (typer.Exit, click.exceptions.NoArgsIsHelpError):
         raise ConfigError("--vs takes the options that make B, not --help") from None
     except click.exceptions.ClickException as exc:
-        raise ConfigError(f"--vs {vs!r}: {exc.format_message()}") from None
+        raise ConfigError(f"--vs {quoted(vs)}: {exc.format_message()}") from None
     typed = {
         name: value for name, value in sub.params.items() if name != "vs" and _given(sub, name)
     }
