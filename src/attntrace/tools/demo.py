@@ -20,6 +20,7 @@ from attntrace.errors import ConfigError, InputFileError
 if TYPE_CHECKING:
     import numpy as np
 
+    from attntrace.files.declared import Declared
     from attntrace.learn import Lang
 
 #: The note's matrices, row i belonging to token i.
@@ -115,7 +116,11 @@ def _npy_matrix(path: str, option: str) -> tuple[tuple[float, ...], ...]:
     from attntrace.files.declared import check_npy
 
     try:
-        check_npy(Path(path))
+        declared = check_npy(Path(path))
+    except InputFileError as exc:
+        raise InputFileError(f"cannot read {option} {exc}") from None
+    _fits_demo(declared, path, option)  # the header's shape, before a byte of the data
+    try:
         loaded = np.load(path, allow_pickle=False)
     except InputFileError as exc:
         raise InputFileError(f"cannot read {option} {exc}") from None
@@ -126,6 +131,20 @@ def _npy_matrix(path: str, option: str) -> tuple[tuple[float, ...], ...]:
     if not isinstance(loaded, np.ndarray) or loaded.ndim != 2 or loaded.dtype.kind not in "iuf":
         raise InputFileError(f"{option} {path}: save one 2-D array of numbers with numpy.save")
     return _checked(tuple(tuple(float(x) for x in row) for row in loaded.tolist()), option)
+
+
+def _fits_demo(declared: Declared, path: str, option: str) -> None:
+    """Refuse a .npy whose header declares no 2-D array of numbers, or one larger than
+    :data:`MAX_DEMO_SIZE` a side, before a byte of its data is read."""
+    import numpy as np
+
+    if len(declared.shape) != 2 or np.dtype(declared.dtype).kind not in "iuf":
+        raise InputFileError(f"{option} {path}: save one 2-D array of numbers with numpy.save")
+    if max(declared.shape) > MAX_DEMO_SIZE:
+        raise ConfigError(
+            f"{option} {path}: declares {declared.shape}; at most {MAX_DEMO_SIZE} rows and "
+            "columns (every number is printed); attntrace run --values shows larger sizes"
+        )
 
 
 def _checked(matrix: tuple[tuple[float, ...], ...], option: str) -> tuple[tuple[float, ...], ...]:
