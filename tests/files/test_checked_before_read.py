@@ -13,6 +13,10 @@ import pytest
 
 from hostile import invoke
 
+#: What follows the declared shape in the refusal.
+TOO_BIG = "at most 32 rows and columns (every number is printed); attntrace run --values shows "
+TOO_BIG += "larger sizes"
+
 
 def _declared(path: Path, shape: tuple[int, ...], dtype: str = "<f4") -> Path:
     """A .npy whose header declares ``shape``, its data a hole of the declared size."""
@@ -30,17 +34,17 @@ def _declared(path: Path, shape: tuple[int, ...], dtype: str = "<f4") -> Path:
         (
             (10_000, 10_000),
             "<f4",
-            "declares (10000, 10000); at most 32 rows and columns (every number is printed); attntrace run --values shows larger sizes",
+            "declares (10000, 10000); " + TOO_BIG,
         ),
         (
             (33, 2),
             "<f4",
-            "declares (33, 2); at most 32 rows and columns (every number is printed); attntrace run --values shows larger sizes",
+            "declares (33, 2); " + TOO_BIG,
         ),
         (
             (2, 50_000_000),
             "<f4",
-            "declares (2, 50000000); at most 32 rows and columns (every number is printed); attntrace run --values shows larger sizes",
+            "declares (2, 50000000); " + TOO_BIG,
         ),
         ((4, 4, 4), "<f4", "save one 2-D array of numbers with numpy.save"),
         ((4, 4), "<U8", "save one 2-D array of numbers with numpy.save"),
