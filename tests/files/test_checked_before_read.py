@@ -68,3 +68,26 @@ def test_a_demo_query_npy_that_fits_is_read(tmp_path: Path) -> None:
     out = invoke("demo", "--query", str(path), "--key", "1 0 0; 0 1 0", "--value", "1; 2")
     assert out.code == 0, out.err
     assert "(2, 3)" in out.out
+
+
+@pytest.mark.slow
+def test_a_huge_weight_map_checks_each_shard_once(tmp_path: Path) -> None:
+    """300,000 tensors of one shard (15 MB of index): the shard is checked once, not 300,000
+    times (30 s before)."""
+    import json
+
+    from safetensors.numpy import save_file
+
+    folder = tmp_path / "model"
+    folder.mkdir()
+    config = {"model_type": "llama", "num_attention_heads": 4, "num_key_value_heads": 2}
+    (folder / "config.json").write_text(json.dumps({**config, "hidden_size": 64}))
+    save_file({"x": np.zeros((2, 2), np.float32)}, str(folder / "s1.safetensors"))
+    names = {f"model.layers.{i}.mlp.w{i}": "s1.safetensors" for i in range(300_000)}
+    index = folder / "model.safetensors.index.json"
+    index.write_text(json.dumps({"weight_map": names}))
+    start = time.perf_counter()
+    out = invoke("run", "--model", str(folder))
+    assert time.perf_counter() - start < 15
+    out.assert_contained()
+    assert out.code == 2
