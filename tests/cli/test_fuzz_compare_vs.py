@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from test_fuzz_cli import COMMANDS, WORDS, _values, corpus  # noqa: F401 (corpus: a fixture)
 
 from hostile import invoke
-from test_fuzz_cli import COMMANDS, WORDS, _values, corpus  # noqa: F401 (corpus: a fixture)
 
 #: compare's own options, each drawn inside --vs (the configuration's and the others: those
 #: --vs refuses must be refused in one line too).
