@@ -132,6 +132,19 @@ def elsewhere(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
 
 
+@pytest.fixture(autouse=True)
+def ctrl_c_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A command that serves until Ctrl-C (explore) gets it as soon as it serves, and opens no
+    browser: its options are fuzzed, its page is tests/explore's."""
+    from attntrace.explore.server import ExploreServer
+
+    def interrupted(self: object, poll_interval: float = 0.5) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(ExploreServer, "serve_forever", interrupted)
+    monkeypatch.setattr("webbrowser.open", lambda *args, **kwargs: True)
+
+
 @pytest.fixture(scope="module", autouse=True)
 def corpus() -> Iterator[dict[str, Path]]:
     """The hostile files the paths above name, made for this module and removed after it."""

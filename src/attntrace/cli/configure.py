@@ -18,6 +18,7 @@ from attntrace.cli import options as opt
 from attntrace.config.attention_config import AttentionConfig, parse_scale
 from attntrace.config.parallel_layout import ParallelLayout
 from attntrace.errors import ConfigError
+from attntrace.units import MAX_NUMBER_CHARS, bounded, quoted
 
 R = TypeVar("R")
 
@@ -189,6 +190,7 @@ def parse_past(text: str | int | None) -> int | None:
     """
     if text is None or isinstance(text, int):
         return text
+    bounded(text, "--past", MAX_NUMBER_CHARS)  # outside the try: a ConfigError is a ValueError
     try:
         value = int(text.strip())
     except ValueError:
@@ -238,11 +240,12 @@ def parse_key_lengths(text: str | None) -> tuple[int, ...] | None:
     """
     if text is None:
         return None
+    bounded(text, "--key-lengths")
     try:
         return tuple(int(part) for part in text.split(","))
     except ValueError:
         raise ConfigError(
-            f"--key-lengths takes whole numbers separated by commas, e.g. 3,2; got {text!r}"
+            f"--key-lengths takes whole numbers separated by commas, e.g. 3,2; got {quoted(text)}"
         ) from None
 
 

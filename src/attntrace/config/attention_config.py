@@ -518,7 +518,9 @@ def parse_scale(text: str) -> float | None:
     >>> parse_scale("sqrt"), parse_scale("none"), parse_scale("0.125")
     (None, 1.0, 0.125)
     """
-    word = text.strip().lower()
+    from attntrace.units import MAX_NUMBER_CHARS, bounded
+
+    word = bounded(text, "--scale", MAX_NUMBER_CHARS).strip().lower()
     if word == "sqrt":
         return None
     if word == "none":
@@ -527,10 +529,10 @@ def parse_scale(text: str) -> float | None:
         value = float(word)
     except ValueError:
         raise ConfigError(
-            f"--scale must be sqrt, none or a positive number (e.g. 0.125), got {text!r}"
+            f"--scale must be sqrt, none or a positive number (e.g. 0.125), got {word!r}"
         ) from None
     if not math.isfinite(value) or value <= 0:
-        raise ConfigError(f"--scale must be a positive number, 'sqrt' or 'none', got {text!r}")
+        raise ConfigError(f"--scale must be a positive number, 'sqrt' or 'none', got {word!r}")
     return value
 
 

@@ -711,7 +711,7 @@ def _heatmap(pooled: Pooled, title: str, palette: str = "truecolor") -> list[Ren
 
 
 def _label(text: str) -> str:
-    """A row or column label made safe for Rich (a prompt's token may hold ``[b]``), cut to six
+    r"""A row or column label made safe for Rich (a prompt's token may hold ``[b]``), cut to six
     characters.
 
     >>> _label("[b]old"), _label("international")

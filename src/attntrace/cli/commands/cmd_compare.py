@@ -3,8 +3,12 @@ of ``--vs``."""
 
 from __future__ import annotations
 
+import inspect
 import shlex
 import sys
+import typing
+from enum import Enum
+from pathlib import Path
 from typing import Annotated, Any
 
 import typer
@@ -113,10 +117,13 @@ def compare(
 
 def vs_options(ctx: typer.Context, vs: str) -> dict[str, Any]:
     """The options typed in ``--vs``, parsed as this command parses its own, by name."""
+    from attntrace.units import bounded, quoted
+
+    bounded(vs, "--vs")  # outside the try: a ConfigError is a ValueError
     try:
         args = shlex.split(vs)
     except ValueError as exc:
-        raise ConfigError(f"--vs {vs!r}: {exc}; quote it as one argument") from None
+        raise ConfigError(f"--vs {quoted(vs)}: {exc}; quote it as one argument") from None
     if not args:
         raise ConfigError("--vs needs the options that make B, e.g. --vs '--heads 8'")
     if {"-h", "--help"} & set(args):
@@ -126,7 +133,7 @@ def vs_options(ctx: typer.Context, vs: str) -> dict[str, Any]:
     except (typer.Exit, click.exceptions.NoArgsIsHelpError):
         raise ConfigError("--vs takes the options that make B, not --help") from None
     except click.exceptions.ClickException as exc:
-        raise ConfigError(f"--vs {vs!r}: {exc.format_message()}") from None
+        raise ConfigError(f"--vs {quoted(vs)}: {exc.format_message()}") from None
     typed = {
         name: value for name, value in sub.params.items() if name != "vs" and _given(sub, name)
     }
@@ -135,7 +142,32 @@ def vs_options(ctx: typer.Context, vs: str) -> dict[str, Any]:
         flags = {p.name: p.opts[0] for p in ctx.command.params if p.opts}
         names = ", ".join(flags.get(n, n) for n in other)
         raise ConfigError(f"--vs changes the configuration only; give {names} outside it")
-    return typed
+    hints = inspect.signature(compare).parameters
+    return {k: _as_typed(hints[k].annotation, v) if k in hints else v for k, v in typed.items()}
+
+
+def _as_typed(annotation: Any, value: Any) -> Any:
+    """A value click parsed for --vs, of the type the command's parameter declares (a path
+    as a ``Path``, a choice as its enum), as Typer gives A's own options: B goes through
+    the same checks as A.
+
+    >>> _as_typed(opt.Backend, "numpy"), _as_typed(opt.MaskFile, "m.npy")
+    (<BackendName.numpy: 'numpy'>, PosixPath('m.npy'))
+    """
+    if value is None:
+        return None
+    kind = annotation
+    if typing.get_origin(kind) is typing.Annotated:
+        kind = typing.get_args(kind)[0]
+    kinds = [a for a in typing.get_args(kind) if a is not type(None)] or [kind]
+    kind = kinds[0] if len(kinds) == 1 else None
+    if typing.get_origin(kind) is list and isinstance(value, list | tuple):
+        return [_as_typed(typing.get_args(kind)[0], v) for v in value]
+    if kind is Path:
+        return Path(value)
+    if isinstance(kind, type) and issubclass(kind, Enum) and not isinstance(value, kind):
+        return kind(value)
+    return value
 
 
 class _Typed:
