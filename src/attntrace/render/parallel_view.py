@@ -121,12 +121,14 @@ def rank_sweep_table(sweep: RankSweep, count: str = "flops", dtype: str = "float
         f"rank 0 per layer (bytes of {dtype})",
         caption="comm: bytes sent + received (ring algorithm)" + (skipped if sweep.skipped else ""),
     )
-    columns = ("S", "h", "T", "C", unit, "one device", "peak", "weights", "KV cache", "comm")
-    for name in columns:
+    past = any(p.past for p in sweep.points)  # decode sweeps: the cache's N
+    columns = ("S", *("N",) * past, "h", "T", "C", unit, "one device", "peak", "weights")
+    for name in (*columns, "KV cache", "comm"):
         table.add_column(name, justify="right")
     for p in sweep.points:
         table.add_row(
             str(p.seq),
+            *(f"{p.past:,}",) * past,
             str(p.heads),
             f"{p.tp}{'+SP' if p.sp else ''}",
             f"{p.cp}{f' {p.cp_kind}' if p.cp > 1 else ''}",

@@ -41,6 +41,7 @@ class RankPoint:
     weight_bytes: int
     kv_cache_bytes: int
     comm_bytes: int  # sent and received per layer
+    past: int = 0  # N, the KV cache of a --past step
 
 
 @dataclass
@@ -98,6 +99,7 @@ def sweep_ranks(
                 weight_bytes=f.weight_bytes,
                 kv_cache_bytes=f.kv_cache_bytes,
                 comm_bytes=f.comm_bytes,
+                past=config.past,
             )
         )
     return out
