@@ -64,7 +64,7 @@ def sweep_ranks(
 
     >>> out = sweep_ranks([AttentionConfig(seq=16, hidden=64, heads=8)], [1, 2, 3], [1, 2])
     >>> [(p.tp, p.cp, p.flops) for p in out.points][:2], out.skipped[0][:31]
-    ([(1, 1, 139776), (1, 2, 69888)], 'T=3 C=1 S=16 h=8: --heads 8 is ')
+    ([(1, 1, 606208), (1, 2, 305664)], 'T=3 C=1 S=16 h=8: --heads 8 is ')
     """
     from attntrace.sharding import trace_parallel
 
