@@ -33,6 +33,7 @@ if TYPE_CHECKING:  # the machinery is imported when a diff runs: import attntrac
     from attntrace.diffing.backward_diff import GradientReport
     from attntrace.diffing.diagnose import Diagnosis
     from attntrace.diffing.layer import Layer
+    from attntrace.diffing.verdict import Read, Undecided
     from attntrace.tools.verify import Tolerance
 
 __all__ = [
@@ -41,14 +42,17 @@ __all__ = [
     "check_diff_memory",
     "decode_diff",
     "diff",
+    "diff_layer",
     "probe_sizes",
     "resolve_layer",
+    "resolve_read",
     "run_diff",
     "with_gradients",
 ]
 
-#: The ``schema`` value of :meth:`DiffReport.to_dict`.
-DIFF_SCHEMA_ID = "attntrace.diff/1"
+#: The ``schema`` value of :meth:`DiffReport.to_dict` (2: ``verdict``, ``cannot_tell``,
+#: ``read``, ``nonfinite`` and each row's ``nan``/``inf`` added; the keys of 1 unchanged).
+DIFF_SCHEMA_ID = "attntrace.diff/2"
 
 
 @dataclass(frozen=True)
@@ -63,6 +67,9 @@ class DiffReport:
     diagnosis: Diagnosis | None
     notes: tuple[str, ...] = ()  # how the code was run ("run in eval mode (dropout off)")
     backward: GradientReport | None = None  # the gradients compared (diff --backward)
+    read: tuple[Read, ...] = ()  # the choices read from the module, not given as flags
+    undecided: Undecided | None = None  # CANNOT TELL: what is missing and what would decide
+    nonfinite: str = ""  # where the code's numbers first turn NaN or inf, and why
 
     def __repr__(self) -> str:
         first = self.first
@@ -79,7 +86,18 @@ class DiffReport:
     def ok(self) -> bool:
         """True when every step the user's code makes matches the reference (and, with
         ``backward``, every gradient)."""
-        return all(r.ok for r in self.rows) and (self.backward is None or self.backward.ok)
+        return (
+            self.undecided is None
+            and all(r.ok for r in self.rows)
+            and (self.backward is None or self.backward.ok)
+        )
+
+    @property
+    def verdict(self) -> str:
+        """``"match"``, ``"differs"`` or ``"cannot tell"`` (:mod:`attntrace.diffing.verdict`)."""
+        from attntrace.diffing.verdict import verdict_of
+
+        return verdict_of(self)
 
     @property
     def first(self) -> Row | None:
@@ -103,6 +121,12 @@ class DiffReport:
             "diagnosis": None if d is None else {k: _finite(v) for k, v in asdict(d).items()},
             "notes": list(self.notes),
             **({} if self.backward is None else {"backward": self.backward.to_dict()}),
+            "verdict": self.verdict,
+            "cannot_tell": None
+            if self.undecided is None
+            else {"missing": self.undecided.missing, "remedy": self.undecided.remedy},
+            "read": [r.to_dict() for r in self.read],
+            "nonfinite": self.nonfinite or None,
         }
 
 
@@ -124,7 +148,42 @@ def _row_dict(row: Row) -> dict[str, Any]:
         "layout": a.layout if a else None,
         "max_abs": _finite(a.max_abs) if a else None,
         "max_rel": _finite(a.max_rel) if a else None,
+        "nan": a.nan if a else 0,
+        "inf": a.inf if a else 0,
     }
+
+
+def nonfinite_line(report: DiffReport) -> str:
+    """Where the code's numbers first turn NaN or inf where the reference's are numbers, and
+    why when a step says so ("" when they never do)."""
+    row = next((r for r in report.rows if r.agreement and (r.agreement.nan or r.agreement.inf)), None)
+    if row is None or row.user is None or row.agreement is None:
+        return ""
+    a = row.agreement
+    kinds = " and ".join(f"{n} {k}" for n, k in ((a.nan, "NaN"), (a.inf, "inf")) if n)
+    why = _why_nonfinite(report, row.step.name)
+    return (
+        f"the code's {row.user.name} holds {kinds} from step {row.step.name} "
+        f"({row.user.location}), where the reference has numbers{why}"
+    )
+
+
+def _why_nonfinite(report: DiffReport, step: str) -> str:
+    """The cause a NaN in the weights usually has: every key of some query masked."""
+    import numpy as np
+
+    masked = next((r for r in report.rows if r.step.name == "masked"), None)
+    if step not in ("weights", "context", "context_heads", "merged", "output"):
+        return ""
+    if masked is None or masked.user is None:
+        return ""
+    v = np.asarray(masked.user.value)
+    if v.ndim == 0 or not v.size or v.dtype.kind != "f":
+        return ""
+    with np.errstate(invalid="ignore"):
+        rows = np.all(np.isneginf(v) | (v <= -1e30), axis=-1)  # (…, S): a query with no key
+    n = int(np.count_nonzero(rows))
+    return f": {n} quer{'y' if n == 1 else 'ies'} with every key masked (a row of -inf)" if n else ""
 
 
 def diff(
@@ -151,8 +210,32 @@ def diff(
     given = set() if config is None else _non_default(config)
     from attntrace.diffing.layer import as_layer
 
-    layer = as_layer(target, **probe_sizes(options["seq"], options["batch"], x))
-    cfg, tensors = resolve_layer(layer, options, given, x)
+    from attntrace.diffing.verdict import cannot_tell_report
+    from attntrace.errors import CannotTellError
+
+    name = getattr(target, "__name__", type(target).__name__)
+    try:
+        layer = as_layer(target, **probe_sizes(options["seq"], options["batch"], x))
+        name = layer.name
+        return diff_layer(layer, options, given, x, max_memory, backward)
+    except CannotTellError as exc:  # what the reference cannot express: a verdict of its own
+        return cannot_tell_report(config or AttentionConfig(), name, exc)
+
+
+def diff_layer(
+    layer: Layer,
+    options: dict[str, Any],
+    explicit: set[str],
+    x: np.ndarray | None,
+    max_memory: int | None = None,
+    backward: bool = False,
+) -> DiffReport:
+    """The diff of a built :class:`~attntrace.diffing.layer.Layer` under ``options`` (every
+    AttentionConfig field; ``explicit``: those the user gave), judged
+    (:func:`attntrace.diffing.verdict.judge`)."""
+    from attntrace.diffing.verdict import judge
+
+    cfg, tensors, reads = resolve_read(layer, options, explicit, x)
     if backward:
         from attntrace.engine.backward import check_backward
 
@@ -164,6 +247,7 @@ def diff(
         report = decode_diff(layer, cfg, tensors, max_memory)  # and the cache it returns
     else:
         report = run_diff(layer, cfg, tensors, max_memory=max_memory)
+    report = judge(report, explicit, reads)
     return with_gradients(report, layer, tensors) if backward else report
 
 
@@ -284,13 +368,25 @@ def resolve_layer(
     layer: Layer, options: dict[str, Any], explicit: set[str], x: np.ndarray | None
 ) -> tuple[AttentionConfig, dict[str, Any]]:
     """The config and tensors of a diff: the options over what the layer states (its weights
-    and attributes, which must agree with typed options), seeded x and weights for the rest."""
+    and sizes, which must agree with typed options; a choice it states gives way to a typed
+    flag), seeded x and weights for the rest."""
+    config, tensors, _ = resolve_read(layer, options, explicit, x)
+    return config, tensors
+
+
+def resolve_read(
+    layer: Layer, options: dict[str, Any], explicit: set[str], x: np.ndarray | None
+) -> tuple[AttentionConfig, dict[str, Any], tuple[Read, ...]]:
+    """:func:`resolve_layer`, and the choices read from the module instead of the command line
+    (:class:`~attntrace.diffing.verdict.Read`)."""
+    from attntrace.diffing.verdict import split_hints
     from attntrace.engine.inputs import random_sources
     from attntrace.files import resolve_run
 
+    stands, reads = split_hints(layer, explicit)
     weights = layer.weights
     if weights is not None:
-        hints = {k: v for k, v in layer.hints.items() if k != "kv_heads"}
+        hints = {k: v for k, v in stands.items() if k != "kv_heads"}
         weights = replace(weights, hints={**weights.hints, **hints})
         if "dtype" not in explicit:
             options = {
@@ -306,7 +402,7 @@ def resolve_layer(
     _check_supported(config)
     config = replace(config, algorithm="eager")  # the steps to compare are the eager ones
     seeded = {name: s.make() for name, s in random_sources(config).items() if name not in tensors}
-    return config, {**seeded, **tensors}
+    return config, {**seeded, **tensors}, reads
 
 
 def _check_supported(config: AttentionConfig) -> None:
