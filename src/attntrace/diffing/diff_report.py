@@ -156,11 +156,13 @@ def _row_dict(row: Row) -> dict[str, Any]:
 def nonfinite_line(report: DiffReport) -> str:
     """Where the code's numbers first turn NaN or inf where the reference's are numbers, and
     why when a step says so ("" when they never do)."""
-    row = next((r for r in report.rows if r.agreement and (r.agreement.nan or r.agreement.inf)), None)
+    rows = [r for r in report.rows if r.agreement is not None and r.user is not None]
+    row = next((r for r in rows if r.agreement.nan), None)  # type: ignore[union-attr]
+    row = row or next((r for r in rows if r.agreement.inf), None)  # type: ignore[union-attr]
     if row is None or row.user is None or row.agreement is None:
         return ""
     a = row.agreement
-    kinds = " and ".join(f"{n} {k}" for n, k in ((a.nan, "NaN"), (a.inf, "inf")) if n)
+    kinds = f"{a.nan} NaN" if a.nan else f"{a.inf} inf"
     why = _why_nonfinite(report, row.step.name)
     return (
         f"the code's {row.user.name} holds {kinds} from step {row.step.name} "
@@ -183,7 +185,7 @@ def _why_nonfinite(report: DiffReport, step: str) -> str:
     with np.errstate(invalid="ignore"):
         rows = np.all(np.isneginf(v) | (v <= -1e30), axis=-1)  # (…, S): a query with no key
     n = int(np.count_nonzero(rows))
-    return f": {n} quer{'y' if n == 1 else 'ies'} with every key masked (a row of -inf)" if n else ""
+    return f": every key masked in {n} row(s) of the scores (-inf throughout)" if n else ""
 
 
 def diff(
@@ -470,6 +472,10 @@ def run_diff(
         notes += (f"compared with its own layout: {own}",)
     elif mistaken is not None:
         rows = counterparts(rows, mistaken, user)
+    if diagnosis is not None:  # the fix in the user's framework, layout and batch
+        from attntrace.diffing.wording import in_users_terms
+
+        diagnosis = in_users_terms(diagnosis, layer.flavour, batched=config.batch is not None)
     source = "its state dict" if layer.weights is None else layer.weights.scheme
     report = DiffReport(
         config=config,
