@@ -84,7 +84,8 @@ def diagnose(
         elif partial is None and not opaque:  # with only the output seen, it must reproduce it
             partial = (found, mistaken)
         del mistaken  # one replayed trace alive at a time (each holds every step's values)
-    inner = len(user.steps) - 2  # the code's ops between x and what it returned
+    ends = {user.steps[0].shape, user.steps[-1].shape}
+    inner = sum(s.shape not in ends for s in user.steps[1:-1])  # per-head tensors and the like
     return partial or (_unexplained(first, closest, hidden=opaque, seen=inner), None)
 
 
@@ -232,8 +233,8 @@ def _unexplained(
         return Diagnosis(
             step=row.step.name,
             bug=None,
-            name=f"the output differs and none of the {seen} recorded ops of the code holds "
-            f"a step of the reference; no known bug reproduces it{near}",
+            name="the output differs and no tensor the code makes holds a step of the "
+            f"reference ({seen} recorded inside); no known bug reproduces it{near}",
             fix="check the sizes and choices diff used (heads, causal, scale, RoPE) against "
             "the model, then compare the steps one by one (attntrace trace)",
             location=who.location,
