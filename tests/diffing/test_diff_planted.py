@@ -55,9 +55,7 @@ SCALE = "att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(k.size(-1)))"
 SOFTMAX = "att = F.softmax(att, dim=-1)"
 SPLIT = "q, k, v  = self.c_attn(x).split(self.n_embd, dim=2)"
 MASK = "att = att.masked_fill(self.bias[:,:,:T,:T] == 0, float('-inf'))"
-TRIL = (
-    'self.register_buffer("bias", torch.tril(torch.ones(config.block_size, config.block_size))'
-)
+TRIL = 'self.register_buffer("bias", torch.tril(torch.ones(config.block_size, config.block_size))'
 SDPA = (
     "y = torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=None, "
     "dropout_p=self.dropout if self.training else 0, is_causal=True)"
@@ -70,113 +68,230 @@ VIT_SPLIT = "q, k, v = map(lambda t: rearrange(t, 'b n (h d) -> b h n d', h = se
 RETURNED = "(return value)"  # blamed on what the code returns: the edited return line
 
 PLANTED = [
-    Planted("nano-unscaled", NANO_FILE, SCALE, "att = (q @ k.transpose(-2, -1))", "unscaled", None, True),
     Planted(
-        "nano-times-sqrt-d", NANO_FILE, SCALE,
-        "att = (q @ k.transpose(-2, -1)) * math.sqrt(k.size(-1))", "scaled-sqrt(d)", None, True,
+        "nano-unscaled", NANO_FILE, SCALE, "att = (q @ k.transpose(-2, -1))", "unscaled", None, True
     ),
     Planted(
-        "nano-sqrt-H", NANO_FILE, SCALE,
-        "att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(C))", "scaled-1/sqrt(H)", None, True,
-    ),
-    Planted("nano-softmax-1", NANO_FILE, SOFTMAX, "att = F.softmax(att, dim=1)", "softmax-axis-1", None, True),
-    Planted("nano-softmax-0", NANO_FILE, SOFTMAX, "att = F.softmax(att, dim=0)", "softmax-axis-0", None, True),
-    Planted(
-        "nano-swap-kv", NANO_FILE, SPLIT,
-        "q, v, k  = self.c_attn(x).split(self.n_embd, dim=2)", "swapped-kv", None, True,
-    ),
-    Planted(
-        "nano-swap-qv", NANO_FILE, SPLIT,
-        "v, k, q  = self.c_attn(x).split(self.n_embd, dim=2)", "swapped-qv", None, True,
-    ),
-    Planted(
-        "nano-mask-unused", NANO_FILE, MASK,
-        "att = att.masked_fill(self.bias[:,:,:T,:T] == 2, float('-inf'))", "mask-missing", None,
+        "nano-times-sqrt-d",
+        NANO_FILE,
+        SCALE,
+        "att = (q @ k.transpose(-2, -1)) * math.sqrt(k.size(-1))",
+        "scaled-sqrt(d)",
+        None,
         True,
     ),
     Planted(
-        "nano-mask-zero-fill", NANO_FILE, MASK,
-        "att = att.masked_fill(self.bias[:,:,:T,:T] == 0, 0.0)", None, None, True,
+        "nano-sqrt-H",
+        NANO_FILE,
+        SCALE,
+        "att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(C))",
+        "scaled-1/sqrt(H)",
+        None,
+        True,
     ),
     Planted(
-        "nano-split-q", NANO_FILE,
+        "nano-softmax-1",
+        NANO_FILE,
+        SOFTMAX,
+        "att = F.softmax(att, dim=1)",
+        "softmax-axis-1",
+        None,
+        True,
+    ),
+    Planted(
+        "nano-softmax-0",
+        NANO_FILE,
+        SOFTMAX,
+        "att = F.softmax(att, dim=0)",
+        "softmax-axis-0",
+        None,
+        True,
+    ),
+    Planted(
+        "nano-swap-kv",
+        NANO_FILE,
+        SPLIT,
+        "q, v, k  = self.c_attn(x).split(self.n_embd, dim=2)",
+        "swapped-kv",
+        None,
+        True,
+    ),
+    Planted(
+        "nano-swap-qv",
+        NANO_FILE,
+        SPLIT,
+        "v, k, q  = self.c_attn(x).split(self.n_embd, dim=2)",
+        "swapped-qv",
+        None,
+        True,
+    ),
+    Planted(
+        "nano-mask-unused",
+        NANO_FILE,
+        MASK,
+        "att = att.masked_fill(self.bias[:,:,:T,:T] == 2, float('-inf'))",
+        "mask-missing",
+        None,
+        True,
+    ),
+    Planted(
+        "nano-mask-zero-fill",
+        NANO_FILE,
+        MASK,
+        "att = att.masked_fill(self.bias[:,:,:T,:T] == 0, 0.0)",
+        None,
+        None,
+        True,
+    ),
+    Planted(
+        "nano-split-q",
+        NANO_FILE,
         f"q = q.view(B, T, self.n_head, C // self.n_head).transpose(1, 2) # {HEADS}",
-        f"q = q.reshape(B, self.n_head, T, C // self.n_head) # {HEADS}", "split-no-transpose-q",
-        None, True,
+        f"q = q.reshape(B, self.n_head, T, C // self.n_head) # {HEADS}",
+        "split-no-transpose-q",
+        None,
+        True,
     ),
     Planted(
-        "nano-split-v", NANO_FILE,
+        "nano-split-v",
+        NANO_FILE,
         f"v = v.view(B, T, self.n_head, C // self.n_head).transpose(1, 2) # {HEADS}",
-        f"v = v.reshape(B, self.n_head, T, C // self.n_head) # {HEADS}", "split-no-transpose-v",
-        None, True,
+        f"v = v.reshape(B, self.n_head, T, C // self.n_head) # {HEADS}",
+        "split-no-transpose-v",
+        None,
+        True,
     ),
     Planted(
-        "nano-weights-transposed", NANO_FILE,
+        "nano-weights-transposed",
+        NANO_FILE,
         "y = att @ v # (B, nh, T, T) x (B, nh, T, hs) -> (B, nh, T, hs)",
         "y = att.transpose(-2, -1) @ v # (B, nh, T, T) x (B, nh, T, hs) -> (B, nh, T, hs)",
-        None, None, True,
+        None,
+        None,
+        True,
     ),
     Planted(
-        "nano-no-out-proj", NANO_FILE, "y = self.resid_dropout(self.c_proj(y))",
-        "y = self.resid_dropout(y)", "output-missing", None, True,
+        "nano-no-out-proj",
+        NANO_FILE,
+        "y = self.resid_dropout(self.c_proj(y))",
+        "y = self.resid_dropout(y)",
+        "output-missing",
+        None,
+        True,
     ),
     Planted(
-        "nano-tril-below-diagonal", NANO_FILE, TRIL,
-        TRIL.replace("block_size))", "block_size), diagonal=-1)"), "causal-offset-1", MASK, True,
+        "nano-tril-below-diagonal",
+        NANO_FILE,
+        TRIL,
+        TRIL.replace("block_size))", "block_size), diagonal=-1)"),
+        "causal-offset-1",
+        MASK,
+        True,
     ),
     Planted(
-        "nano-tril-above-diagonal", NANO_FILE, TRIL,
-        TRIL.replace("block_size))", "block_size), diagonal=1)"), "causal-offset+1", MASK, True,
+        "nano-tril-above-diagonal",
+        NANO_FILE,
+        TRIL,
+        TRIL.replace("block_size))", "block_size), diagonal=1)"),
+        "causal-offset+1",
+        MASK,
+        True,
     ),
     # inside SDPA nothing is visible: the first tensor holding the mistaken numbers is blamed
-    Planted("nano-sdpa-qk", NANO_FILE, SDPA, SDPA.replace("(q, k, v,", "(k, q, v,"), "swapped-qk", SPLIT),
-    Planted("nano-sdpa-v-from-k", NANO_FILE, SDPA, SDPA.replace("(q, k, v,", "(q, k, k,"), "v-from-k", SPLIT),
     Planted(
-        "nano-sdpa-unscaled", NANO_FILE, SDPA,
-        SDPA.replace("is_causal=True)", "is_causal=True, scale=1.0)"), "unscaled",
+        "nano-sdpa-qk", NANO_FILE, SDPA, SDPA.replace("(q, k, v,", "(k, q, v,"), "swapped-qk", SPLIT
     ),
     Planted(
-        "nano-sdpa-1/d", NANO_FILE, SDPA,
-        SDPA.replace("is_causal=True)", "is_causal=True, scale=1 / k.size(-1))"), "scaled-1/d",
+        "nano-sdpa-v-from-k",
+        NANO_FILE,
+        SDPA,
+        SDPA.replace("(q, k, v,", "(q, k, k,"),
+        "v-from-k",
+        SPLIT,
     ),
     Planted(
-        "vit-split-d-h", VIT_FILE, VIT_SPLIT, VIT_SPLIT.replace("(h d)", "(d h)"), "split-d-h-qkv",
+        "nano-sdpa-unscaled",
+        NANO_FILE,
+        SDPA,
+        SDPA.replace("is_causal=True)", "is_causal=True, scale=1.0)"),
+        "unscaled",
     ),
     Planted(
-        "vit-swap-qk", VIT_FILE, VIT_SPLIT, VIT_SPLIT.replace("q, k, v", "k, q, v"), "swapped-qk",
+        "nano-sdpa-1/d",
+        NANO_FILE,
+        SDPA,
+        SDPA.replace("is_causal=True)", "is_causal=True, scale=1 / k.size(-1))"),
+        "scaled-1/d",
+    ),
+    Planted(
+        "vit-split-d-h",
+        VIT_FILE,
+        VIT_SPLIT,
+        VIT_SPLIT.replace("(h d)", "(d h)"),
+        "split-d-h-qkv",
+    ),
+    Planted(
+        "vit-swap-qk",
+        VIT_FILE,
+        VIT_SPLIT,
+        VIT_SPLIT.replace("q, k, v", "k, q, v"),
+        "swapped-qk",
         "qkv = self.to_qkv(x).chunk(3, dim = -1)",
     ),
     Planted(
-        "vit-merge-d-h", VIT_FILE, "out = rearrange(out, 'b h n d -> b n (h d)')",
-        "out = rearrange(out, 'b h n d -> b n (d h)')", None,
+        "vit-merge-d-h",
+        VIT_FILE,
+        "out = rearrange(out, 'b h n d -> b n (h d)')",
+        "out = rearrange(out, 'b h n d -> b n (d h)')",
+        None,
     ),
     Planted(
-        "vit-scale-1/d", VIT_FILE, "self.scale = dim_head ** -0.5", "self.scale = dim_head ** -1",
-        "scaled-1/d", "dots = torch.matmul(q, k.transpose(-1, -2)) * self.scale",
+        "vit-scale-1/d",
+        VIT_FILE,
+        "self.scale = dim_head ** -0.5",
+        "self.scale = dim_head ** -1",
+        "scaled-1/d",
+        "dots = torch.matmul(q, k.transpose(-1, -2)) * self.scale",
     ),
     Planted(
-        "vit-softmax-1", VIT_FILE, "self.attend = nn.Softmax(dim = -1)",
-        "self.attend = nn.Softmax(dim = 1)", "softmax-axis-1", "attn = self.attend(dots)",
+        "vit-softmax-1",
+        VIT_FILE,
+        "self.attend = nn.Softmax(dim = -1)",
+        "self.attend = nn.Softmax(dim = 1)",
+        "softmax-axis-1",
+        "attn = self.attend(dots)",
     ),
     Planted(
-        "vit-v-from-q", VIT_FILE, "out = torch.matmul(attn, v)", "out = torch.matmul(attn, q)",
-        "v-from-q", "qkv = self.to_qkv(x).chunk(3, dim = -1)",
+        "vit-v-from-q",
+        VIT_FILE,
+        "out = torch.matmul(attn, v)",
+        "out = torch.matmul(attn, q)",
+        "v-from-q",
+        "qkv = self.to_qkv(x).chunk(3, dim = -1)",
     ),
     Planted(
-        "vit-chunks-reversed", VIT_FILE, "qkv = self.to_qkv(x).chunk(3, dim = -1)",
-        "qkv = self.to_qkv(x).chunk(3, dim = -1)[::-1]", "swapped-qv",
+        "vit-chunks-reversed",
+        VIT_FILE,
+        "qkv = self.to_qkv(x).chunk(3, dim = -1)",
+        "qkv = self.to_qkv(x).chunk(3, dim = -1)[::-1]",
+        "swapped-qv",
     ),
     Planted(
-        "vit-no-out-proj", VIT_FILE, "return self.to_out(out)", "return out", "output-missing",
+        "vit-no-out-proj",
+        VIT_FILE,
+        "return self.to_out(out)",
+        "return out",
+        "output-missing",
         RETURNED,
     ),
     Planted(
-        "vit-k-not-transposed", VIT_FILE,
+        "vit-k-not-transposed",
+        VIT_FILE,
         "dots = torch.matmul(q, k.transpose(-1, -2)) * self.scale",
         "dots = torch.matmul(q, k.reshape(*k.shape[:-2], k.shape[-1], k.shape[-2])) * self.scale",
         "k-reshape",
     ),
-]  # fmt: skip
+]
 
 
 def _line(lines: list[str], text: str) -> int:
@@ -227,9 +342,7 @@ def _diff(p: Planted, tmp_path: Path, planted: bool = True) -> tuple[Any, Path, 
 
 
 @pytest.mark.parametrize("p", PLANTED, ids=[p.id for p in PLANTED])
-def test_a_planted_bug_is_never_match_and_is_named_at_its_line(
-    p: Planted, tmp_path: Path
-) -> None:
+def test_a_planted_bug_is_never_match_and_is_named_at_its_line(p: Planted, tmp_path: Path) -> None:
     report, path, lines = _diff(p, tmp_path)
     assert report.verdict == "differs", (report.verdict, report.diagnosis, report.undecided)
     d = report.diagnosis
@@ -354,7 +467,7 @@ def test_every_hint_is_accepted_and_correct_code_reaches_match(
 
 
 #: Correct numpy attention with a causal mask: without --causal, diff cannot tell.
-CAUSAL_NUMPY = '''import numpy as np
+CAUSAL_NUMPY = """import numpy as np
 
 
 def attention(x, params):
@@ -369,4 +482,4 @@ def attention(x, params):
     weights = e / e.sum(axis=-1, keepdims=True)
     merged = (weights @ v).transpose(1, 0, 2).reshape(S, H)
     return merged @ params["w_o"].T + params["b_o"]
-'''
+"""

@@ -211,7 +211,6 @@ def diff(
     options = asdict(config if config is not None else AttentionConfig())
     given = set() if config is None else _non_default(config)
     from attntrace.diffing.layer import as_layer
-
     from attntrace.diffing.verdict import cannot_tell_report
     from attntrace.errors import CannotTellError
 

@@ -85,9 +85,7 @@ def _shown(value: Any) -> str:
     return f"{value:g}" if isinstance(value, float) else str(value)
 
 
-def split_hints(
-    layer: Layer, explicit: Collection[str]
-) -> tuple[dict[str, Any], tuple[Read, ...]]:
+def split_hints(layer: Layer, explicit: Collection[str]) -> tuple[dict[str, Any], tuple[Read, ...]]:
     """The module's hints that stand (sizes, and choices no flag gave: a typed flag wins) and
     the :class:`Read` of each choice taken from the module.
 
@@ -250,7 +248,7 @@ def _any_inner_match(report: DiffReport) -> bool:
 
 def _unstated(field: str, flag: str, does: str, reads: tuple[Read, ...]) -> Undecided:
     read = next((r for r in reads if r.field == field), None)
-    label, option = LABELS.get(field, (field, "--" + field.replace("_", "-")))
+    label = LABELS.get(field, (field, ""))[0]
     stated = f"{read.source} gives {_shown(read.value)}" if read else "no flag gave it"
     other = "--causal" if flag == "--no-causal" else "--no-causal" if flag == "--causal" else ""
     contrary = f"; {other} makes it a finding" if other else ""
@@ -261,9 +259,7 @@ def _unstated(field: str, flag: str, does: str, reads: tuple[Read, ...]) -> Unde
     )
 
 
-def cannot_tell_report(
-    config: AttentionConfig, target: str, error: CannotTellError
-) -> DiffReport:
+def cannot_tell_report(config: AttentionConfig, target: str, error: CannotTellError) -> DiffReport:
     """The report of a diff that could not run to a verdict (a class whose attention the
     reference cannot express): no rows, the reason and the remedy.
 
