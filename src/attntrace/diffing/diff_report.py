@@ -27,6 +27,8 @@ from attntrace.config.attention_config import AttentionConfig
 from attntrace.errors import ConfigError
 
 if TYPE_CHECKING:  # the machinery is imported when a diff runs: import attntrace stays light
+    from collections.abc import Collection
+
     import numpy as np
 
     from attntrace.diffing.align import Row
@@ -34,15 +36,18 @@ if TYPE_CHECKING:  # the machinery is imported when a diff runs: import attntrac
     from attntrace.diffing.diagnose import Diagnosis
     from attntrace.diffing.layer import Layer
     from attntrace.diffing.verdict import Read, Undecided
+    from attntrace.errors import CannotTellError
     from attntrace.tools.verify import Tolerance
 
 __all__ = [
     "DIFF_SCHEMA_ID",
     "DiffReport",
+    "cannot_tell_report",
     "check_diff_memory",
     "decode_diff",
     "diff",
     "diff_layer",
+    "judge",
     "probe_sizes",
     "resolve_layer",
     "resolve_read",
@@ -95,9 +100,9 @@ class DiffReport:
     @property
     def verdict(self) -> str:
         """``"match"``, ``"differs"`` or ``"cannot tell"`` (:mod:`attntrace.diffing.verdict`)."""
-        from attntrace.diffing.verdict import verdict_of
-
-        return verdict_of(self)
+        if self.undecided is not None:
+            return "cannot tell"
+        return "match" if self.ok else "differs"
 
     @property
     def first(self) -> Row | None:
@@ -151,6 +156,44 @@ def _row_dict(row: Row) -> dict[str, Any]:
         "nan": a.nan if a else 0,
         "inf": a.inf if a else 0,
     }
+
+
+def judge(
+    report: DiffReport, explicit: Collection[str], reads: tuple[Read, ...] = ()
+) -> DiffReport:
+    """``report`` with what was read from the module and, where the evidence does not decide,
+    the reason it cannot tell (``explicit``: the options the user gave;
+    :func:`attntrace.diffing.verdict.undecided`)."""
+    from attntrace.diffing.verdict import undecided
+
+    report = replace(report, read=reads, nonfinite=nonfinite_line(report))
+    if report.diagnosis is None or all(r.ok for r in report.rows):
+        return report
+    why = undecided(report, explicit, reads)
+    return report if why is None else replace(report, undecided=why)
+
+
+def cannot_tell_report(config: AttentionConfig, target: str, error: CannotTellError) -> DiffReport:
+    """The report of a diff that could not run to a verdict (a class whose attention the
+    reference cannot express): no rows, the reason and the remedy.
+
+    >>> from attntrace.errors import CannotTellError
+    >>> r = cannot_tell_report(AttentionConfig(), "X (nn.Module)", CannotTellError("no", "yes"))
+    >>> r.verdict, r.ok, r.undecided
+    ('cannot tell', False, Undecided(missing='no', remedy='yes'))
+    """
+    from attntrace.diffing.verdict import Undecided
+    from attntrace.tools.verify import tolerance
+
+    return DiffReport(
+        config=config,
+        target=target,
+        weights="",
+        tolerance=tolerance(config),
+        rows=(),
+        diagnosis=None,
+        undecided=Undecided(error.missing, error.remedy),
+    )
 
 
 def nonfinite_line(report: DiffReport) -> str:
@@ -211,7 +254,6 @@ def diff(
     options = asdict(config if config is not None else AttentionConfig())
     given = set() if config is None else _non_default(config)
     from attntrace.diffing.layer import as_layer
-    from attntrace.diffing.verdict import cannot_tell_report
     from attntrace.errors import CannotTellError
 
     name = getattr(target, "__name__", type(target).__name__)
@@ -234,8 +276,6 @@ def diff_layer(
     """The diff of a built :class:`~attntrace.diffing.layer.Layer` under ``options`` (every
     AttentionConfig field; ``explicit``: those the user gave), judged
     (:func:`attntrace.diffing.verdict.judge`)."""
-    from attntrace.diffing.verdict import judge
-
     cfg, tensors, reads = resolve_read(layer, options, explicit, x)
     if backward:
         from attntrace.engine.backward import check_backward

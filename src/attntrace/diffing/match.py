@@ -113,7 +113,7 @@ def agree(
     >>> import numpy as np
     >>> ref = np.arange(6.0).reshape(2, 3)
     >>> agree(ref.T.copy(), ref, ("S", "H"), Tolerance(1e-4, 1e-5))
-    Agreement(layout='permute(1, 0)', max_abs=0.0, max_rel=0.0, ok=True)
+    Agreement(layout='permute(1, 0)', max_abs=0.0, max_rel=0.0, ok=True, nan=0, inf=0)
     >>> agree(ref.T.copy(), ref.reshape(3, 2), ("S", "S"), Tolerance(1e-4, 1e-5)).ok
     False
     """

@@ -9,9 +9,8 @@ from pathlib import Path
 from typing import Any
 
 from attntrace.config.attention_config import AttentionConfig
-from attntrace.diffing.diff_report import DiffReport, diff_layer, probe_sizes
+from attntrace.diffing.diff_report import DiffReport, cannot_tell_report, diff_layer, probe_sizes
 from attntrace.diffing.layer import as_layer
-from attntrace.diffing.verdict import cannot_tell_report
 from attntrace.errors import AttntraceError, CannotTellError, ConfigError
 
 

@@ -22,14 +22,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Collection
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from attntrace.config.attention_config import AttentionConfig
-    from attntrace.diffing.diff_report import DiffReport
     from attntrace.diffing.layer import Layer
-    from attntrace.errors import CannotTellError
 
 #: The three verdicts, in the words the JSON uses (``verdict``).
 MATCH, DIFFERS, CANNOT_TELL = "match", "differs", "cannot tell"
@@ -177,7 +175,7 @@ def choice_of(key: str | None, config: AttentionConfig) -> tuple[str, str, str] 
 
     >>> from attntrace import AttentionConfig
     >>> choice_of("rope-interleaved", AttentionConfig(rope=True))
-    ('rope_style', '--rope-style interleaved', 'pairs RoPE's dims as interleaved')
+    ('rope_style', '--rope-style interleaved', "pairs RoPE's dims as interleaved")
     >>> choice_of("softmax-axis-1", AttentionConfig()) is None
     True
     """
@@ -191,23 +189,7 @@ def choice_of(key: str | None, config: AttentionConfig) -> tuple[str, str, str] 
     return None
 
 
-def judge(
-    report: DiffReport, explicit: Collection[str], reads: tuple[Read, ...] = ()
-) -> DiffReport:
-    """``report`` with what was read from the module and, where the evidence does not decide,
-    the reason it cannot tell (``explicit``: the options the user gave)."""
-    from attntrace.diffing.diff_report import nonfinite_line
-
-    report = replace(report, read=reads, nonfinite=nonfinite_line(report))
-    if report.diagnosis is None or all(r.ok for r in report.rows):
-        return report
-    why = undecided(report, explicit, reads)
-    return report if why is None else replace(report, undecided=why)
-
-
-def undecided(
-    report: DiffReport, explicit: Collection[str], reads: tuple[Read, ...]
-) -> Undecided | None:
+def undecided(report: Any, explicit: Collection[str], reads: tuple[Read, ...]) -> Undecided | None:
     """Why the divergence of ``report`` is no finding: a choice nobody stated explains it,
     no step of the code was seen where it goes wrong, or no step at all matched."""
     d = report.diagnosis
@@ -237,7 +219,7 @@ def undecided(
     return None
 
 
-def _any_inner_match(report: DiffReport) -> bool:
+def _any_inner_match(report: Any) -> bool:
     from attntrace.diffing.align import MATCH as ROW_MATCH
 
     return any(
@@ -257,34 +239,3 @@ def _unstated(field: str, flag: str, does: str, reads: tuple[Read, ...]) -> Unde
         "or a bug",
         f"pass {flag} if that is the model's choice{contrary}",
     )
-
-
-def cannot_tell_report(config: AttentionConfig, target: str, error: CannotTellError) -> DiffReport:
-    """The report of a diff that could not run to a verdict (a class whose attention the
-    reference cannot express): no rows, the reason and the remedy.
-
-    >>> from attntrace import AttentionConfig
-    >>> from attntrace.errors import CannotTellError
-    >>> r = cannot_tell_report(AttentionConfig(), "X (nn.Module)", CannotTellError("no", "yes"))
-    >>> r.verdict, r.ok, r.undecided
-    ('cannot tell', False, Undecided(missing='no', remedy='yes'))
-    """
-    from attntrace.diffing.diff_report import DiffReport
-    from attntrace.tools.verify import tolerance
-
-    return DiffReport(
-        config=config,
-        target=target,
-        weights="",
-        tolerance=tolerance(config),
-        rows=(),
-        diagnosis=None,
-        undecided=Undecided(error.missing, error.remedy),
-    )
-
-
-def verdict_of(report: DiffReport) -> str:
-    """MATCH, DIFFERS or CANNOT TELL, in the JSON's words."""
-    if report.undecided is not None:
-        return CANNOT_TELL
-    return MATCH if report.ok else DIFFERS
