@@ -17,20 +17,58 @@ def propagate(events: Sequence[Event], given: Mapping[str, int]) -> tuple[list[A
     sizes = ax.Sizes(dict(given))
     weights = _transposed_weights(events)
     fused = cut_in_parts(events, weights)
-    found = _pass(events, sizes, fused, weights)
+    masks = mask_roots(events)
+    found = _pass(events, sizes, fused, weights, masks)
     learned = {k: v for k, v in sizes.known.items() if k in ("h", "d", "g")}
     sizes = ax.Sizes({**learned, **given})
-    found = _pass(events, sizes, fused, weights)
+    found = _pass(events, sizes, fused, weights, masks)
     return found, sizes
 
 
 def _pass(
-    events: Sequence[Event], sizes: ax.Sizes, fused: Mapping[int, int], weights: frozenset[int]
+    events: Sequence[Event],
+    sizes: ax.Sizes,
+    fused: Mapping[int, int],
+    weights: frozenset[int],
+    masks: frozenset[int] = frozenset(),
 ) -> list[Axes]:
     out: list[Axes] = []
     for e in events:
+        if e.index in masks:  # a mask the code makes: its sizes say nothing about x's
+            out.append(tuple(sizes.letter(n) for n in e.shape))
+            continue
         out.append(axes_of(e, operand_axes(e, out, sizes), sizes, fused, weights))
     return out
+
+
+#: The ops that make a mask out of a tensor (``torch.tril(torch.ones(T, T))``, ``np.tri``).
+MASK_MAKERS = frozenset({"tril", "triu", "tri", "tril_", "triu_"})
+
+
+def mask_roots(events: Sequence[Event]) -> frozenset[int]:
+    """The tensors the code creates to be a mask: made by ``tril``/``triu``/``tri``, or handed
+    to one first (nanoGPT's registered ``bias`` buffer, ``torch.tril(torch.ones(T, T))``);
+    never the input x, whatever their sizes.
+
+    >>> from attntrace.capturing.source import Site
+    >>> def ev(i, func, kind, inputs=()):
+    ...     return Event(index=i, name=func, kind=kind, func=func, shape=(4, 4), dtype="f",
+    ...                  inputs=inputs, input_shapes=((4, 4),) * len(inputs), site=Site("", 0, ""))
+    >>> sorted(mask_roots([ev(0, "ones", "create"), ev(1, "tril", "elementwise", (0,)),
+    ...                    ev(2, "randn", "create")]))
+    [0]
+    """
+    used_by: dict[int, list[str]] = {}
+    for e in events:
+        for i in e.inputs:
+            if i is not None:
+                used_by.setdefault(i, []).append(e.func)
+    return frozenset(
+        e.index
+        for e in events
+        if e.kind == "create"
+        and (e.func in MASK_MAKERS or any(f in MASK_MAKERS for f in used_by.get(e.index, ())))
+    )
 
 
 def _transposed_weights(events: Sequence[Event]) -> frozenset[int]:
