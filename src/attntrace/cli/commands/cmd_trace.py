@@ -330,7 +330,7 @@ def show(
 ) -> None:
     """Print the capture (and what broke); exit 1 when the user's code raised. A child that
     did not end normally: the steps it ran, then one line saying what happened (exit 1)."""
-    from attntrace.capturing.explain import told
+    from attntrace.capturing.explain import told, with_first_wrong
     from attntrace.capturing.sandbox import Ended
     from attntrace.render.capture_view import render_capture, render_error, render_failure
 
@@ -368,7 +368,7 @@ def show(
     err = console(no_color) if fmt == "table" else _stderr(no_color)
     failure = t.failure
     if failure is not None and failure.error is outcome.error:
-        render_failure(failure, told(failure), err)
+        render_failure(failure, with_first_wrong(told(failure), t.steps), err)
     else:
         render_error(outcome.error, outcome.frames, err)
     raise typer.Exit(EXIT_CHECK_FAILED)
