@@ -199,12 +199,15 @@ def cannot_tell_report(config: AttentionConfig, target: str, error: CannotTellEr
 def nonfinite_line(report: DiffReport) -> str:
     """Where the code's numbers first turn NaN or inf where the reference's are numbers, and
     why when a step says so ("" when they never do)."""
-    rows = [r for r in report.rows if r.agreement is not None and r.user is not None]
-    row = next((r for r in rows if r.agreement.nan), None)  # type: ignore[union-attr]
-    row = row or next((r for r in rows if r.agreement.inf), None)  # type: ignore[union-attr]
-    if row is None or row.user is None or row.agreement is None:
+    seen = [(r, r.agreement) for r in report.rows if r.agreement is not None and r.user]
+    found = next(((r, a) for r, a in seen if a.nan), None)
+    found = found or next(  # -inf where a mask fills the scores is the mask's doing
+        ((r, a) for r, a in seen if a.inf and r.step.name not in ("mask", "masked")), None
+    )
+    if found is None:
         return ""
-    a = row.agreement
+    row, a = found
+    assert row.user is not None
     kinds = f"{a.nan} NaN" if a.nan else f"{a.inf} inf"
     why = _why_nonfinite(report, row.step.name)
     return (

@@ -40,6 +40,7 @@ LABELS = {
     "causal": ("causal", "--causal"),
     "rope": ("RoPE", "--rope"),
     "rope_base": ("θ", "--rope-base"),
+    "kv_heads": ("kv heads", "--kv-heads"),
     "rope_style": ("RoPE style", "--rope-style"),
     "window": ("window", "--window"),
     "scale": ("scale", "--scale"),
@@ -63,6 +64,11 @@ class Read:
     def __str__(self) -> str:
         label = LABELS.get(self.field, (self.field, ""))[0]
         return f"{label}: from {self.source} ({_shown(self.value)})"
+
+    @property
+    def choice(self) -> bool:
+        """A semantic choice, which a flag overrides (a size must agree with the weights)."""
+        return self.field not in SIZES
 
     def to_dict(self) -> dict[str, Any]:
         return {"field": self.field, "value": self.value, "source": self.source}
@@ -99,11 +105,14 @@ def split_hints(layer: Layer, explicit: Collection[str]) -> tuple[dict[str, Any]
         if name not in SIZES and option in explicit:
             continue  # the user's flag wins over what the module states
         kept[name] = value
-        if name in SIZES or name not in sources:
+        if option in explicit:
+            continue  # a size the user gave too (the weights check that the two agree)
+        if name not in sources or name in SIZES - {"kv_heads"}:
             continue
-        if name == "causal" or value not in (None, False, _default(name)):
+        rotating = name == "rope_base" and layer.hints.get("rope")
+        if name == "causal" or rotating or value not in (None, False, _default(name)):
             reads.append(Read(name, value, sources[name]))
-    return kept, tuple(reads)
+    return kept, tuple(r for r in reads if r.field != "rope" or "rope_base" not in sources)
 
 
 def _default(name: str) -> Any:

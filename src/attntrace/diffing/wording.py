@@ -35,7 +35,12 @@ def in_users_terms(d: Diagnosis, flavour: str, *, batched: bool) -> Diagnosis:
     if key == "merge-no-transpose":
         return replace(d, fix=f"transpose back first: {_merge(kind, batched)}")
     if key.startswith("split-no-transpose"):
-        return replace(d, fix=f"split the heads, then move them before S: {_split(kind, batched)}")
+        bare = "reshape(h, S, d)" if kind == "numpy" else "view(B, h, S, d)"
+        return replace(
+            d,
+            fix=f"split the heads, then move them before S: {_split(kind, batched)}; a bare "
+            f"{bare} mixes tokens into heads",
+        )
     if key.startswith(("softmax-axis-", "softmax-sum-axis-")):
         return _softmax(d, kind)
     return d

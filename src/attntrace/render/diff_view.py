@@ -51,7 +51,8 @@ def render_diff(report: DiffReport, console: Console) -> None:
     for note in report.notes:
         console.print(Text(plain(note), style="dim"))
     for read in report.read:  # what the module said, no flag having said it
-        console.print(Text(f"{plain(str(read))}; a flag overrides it", style="dim"))
+        overrides = "; a flag overrides it" if read.choice else ""
+        console.print(Text(f"{plain(str(read))}{overrides}", style="dim"))
     if report.rows:
         console.print(diff_table(report, console.width))
     console.print(diagnosis_text(report))
