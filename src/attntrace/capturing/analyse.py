@@ -71,6 +71,18 @@ def mask_roots(events: Sequence[Event]) -> frozenset[int]:
     )
 
 
+def read_flat(e: Event, ops: Sequence[tuple[Axes, Shape]]) -> bool:
+    """``e`` gives its shape to a flat array of unknown size the code read (``np.frombuffer``,
+    ``np.fromfile``): the reshape is where the input comes to be."""
+    return (
+        e.kind == "reshape"
+        and len(ops) == 1
+        and ops[0][0] == (ax.UNKNOWN,)
+        and len(e.shape) in (2, 3)
+        and e.inputs[:1] != (None,)
+    )
+
+
 def _transposed_weights(events: Sequence[Event]) -> frozenset[int]:
     """The transposes of a matrix from outside the code (``self.weight.T``): what
     ``x @ self.weight.T`` multiplies by is a projection's weights (Falcon's FalconLinear)."""
@@ -226,6 +238,8 @@ def axes_of(  # noqa: PLR0911, PLR0912  (a table)
         return ax.matmul(shape, first, ops[1], sizes)
     if (picks := p.get("picks")) is not None and len(picks) == len(shape):
         return ax.picked(first, shape, picks, sizes)  # t[:, :, None], t[0], t[..., :half]
+    if kind == "reshape" and read_flat(e, ops):  # np.frombuffer(b).reshape(S, H): the input
+        return ax.root(e, sizes)
     if kind == "reshape":
         return ax.split(first[0], first[1], shape, sizes)
     if kind == "permute" and p.get("order") is not None and len(p["order"]) == len(first[0]):

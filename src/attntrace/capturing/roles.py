@@ -58,6 +58,9 @@ class _Finder:
         axes = self.axes[e.index]
         if e.kind == "create":
             return ("mask", "mask") if e.index in self.masks else self._root(axes)
+        flat = len(e.input_shapes) == 1 and len(e.input_shapes[0]) == 1
+        if e.kind == "reshape" and flat and not ins[0] and axes[-2:] in (("S", "H"), ("N", "M")):
+            return self._root(axes)  # np.frombuffer(b).reshape(S, H): the input
         cache = next((i for i in ins if i in ("k_cache", "v_cache")), "")
         if cache and len(ins) >= 2:  # --past: cat((k_cache, k), dim=-2), the cache after the step
             return cache[0], f"{cache[0]}_all"
