@@ -370,7 +370,8 @@ def test_the_correct_real_code_is_never_differs(file: str, manual: bool, tmp_pat
 
 
 def test_the_corpus_has_forty_one_line_edits_across_families() -> None:
-    """This corpus and the two beside it (tests/diffing/test_diff.py's study-notes and Llama
+    """This corpus (nanoGPT, vit-pytorch, transformers' Llama, Mistral, Qwen2 and GPT-2) and the
+    two beside it (tests/diffing/test_diff.py's study-notes and Llama
     variants, test_diff_real_code.py's nanoGPT and vit-pytorch lines) hold at least 40."""
     here = Path(__file__).parent
     others = sum(
@@ -381,8 +382,8 @@ def test_the_corpus_has_forty_one_line_edits_across_families() -> None:
             ("test_diff_real_code.py", "VIT_BUGS"),
         )
     )
-    assert len(PLANTED) >= 28
-    assert len(PLANTED) + others >= 60
+    assert len(PLANTED) + len(HF_CASES) >= 40  # this file's alone
+    assert len(PLANTED) + len(HF_CASES) + others >= 90
     assert len({p.id for p in PLANTED}) == len(PLANTED)
 
 
@@ -483,3 +484,187 @@ def attention(x, params):
     merged = (weights @ v).transpose(1, 0, 2).reshape(S, H)
     return merged @ params["w_o"].T + params["b_o"]
 """
+
+
+# ---------------------------------------------------------------------------------------------
+# transformers' own modeling files, copied verbatim from the installed package at test time
+
+
+@dataclass(frozen=True)
+class Edit:
+    """One line of a transformers modeling file edited (the file copied at test time)."""
+
+    id: str
+    old: str
+    new: str
+    bug: str | None  # None: not in the catalogue, any DIFFERS
+    blamed: str | None = None  # the line blamed, when not the edited one
+
+
+SOFTMAX_HF = (
+    "attn_weights = nn.functional.softmax(attn_weights, dim=-1, dtype=torch.float32)"
+    ".to(query.dtype)"
+)
+REPEAT = (
+    "hidden_states = hidden_states[:, :, None, :, :].expand(batch, num_key_value_heads, n_rep, "
+    "slen, head_dim)"
+)
+MERGE_HF = "attn_output = attn_output.reshape(*input_shape, -1).contiguous()"
+LLAMA_EDITS = [
+    Edit("softmax-2", SOFTMAX_HF, SOFTMAX_HF.replace("dim=-1", "dim=-2"), "softmax-axis-2"),
+    Edit(
+        "unscaled",
+        "attn_weights = torch.matmul(query, key_states.transpose(2, 3)) * scaling",
+        "attn_weights = torch.matmul(query, key_states.transpose(2, 3))",
+        "unscaled",
+    ),
+    Edit(
+        "q-from-k",
+        "query_states = self.q_proj(hidden_states).view(hidden_shape).transpose(1, 2)",
+        "query_states = self.k_proj(hidden_states).repeat(1, 1, 2).view(hidden_shape)"
+        ".transpose(1, 2)",
+        None,
+    ),
+    Edit(
+        "rotate-sign",
+        "return torch.cat((-x2, x1), dim=-1)",
+        "return torch.cat((x2, -x1), dim=-1)",
+        None,
+    ),
+    Edit(
+        "gqa-tiled",
+        REPEAT,
+        "hidden_states = hidden_states[:, None, :, :, :].expand(batch, n_rep, "
+        "num_key_value_heads, slen, head_dim)",
+        "gqa-tile-k-v",
+        "return hidden_states.reshape(batch, num_key_value_heads * n_rep, slen, head_dim)",
+    ),
+    Edit(
+        "mask-dropped",
+        "attn_weights = attn_weights + attention_mask",
+        "attn_weights = attn_weights + 0",
+        "mask-missing",
+    ),
+    Edit(
+        "merge-no-transpose",
+        "attn_output = attn_output.transpose(1, 2).contiguous()",
+        "attn_output = attn_output.contiguous()",
+        "merge-no-transpose",
+        MERGE_HF,
+    ),
+    Edit(
+        "no-o-proj",
+        "attn_output = self.o_proj(attn_output)",
+        "attn_output = attn_output",
+        "output-missing",
+        MERGE_HF,  # the last tensor the code makes holds the merged heads: blamed there
+    ),
+]
+GPT2_SPLIT = (
+    "query_states, key_states, value_states = self.c_attn(hidden_states).split(self.split_size, "
+    "dim=2)"
+)
+GPT2_EDITS = [
+    Edit(
+        "unscaled",
+        "attn_weights = torch.matmul(query, key.transpose(-1, -2)) * scaling",
+        "attn_weights = torch.matmul(query, key.transpose(-1, -2))",
+        "unscaled",
+    ),
+    Edit(
+        "swap-kv",
+        GPT2_SPLIT,
+        GPT2_SPLIT.replace("states, key_states, value_states", "states, value_states, key_states"),
+        "swapped-kv",
+    ),
+    Edit(
+        "split-q",
+        "query_states = query_states.view(shape_q).transpose(1, 2)",
+        "query_states = query_states.reshape(shape_q[0], -1, shape_q[1], self.head_dim)",
+        "split-no-transpose-q",
+    ),
+    Edit(
+        "no-c-proj",
+        "attn_output = self.c_proj(attn_output)",
+        "attn_output = attn_output",
+        "output-missing",
+        "attn_output = attn_output.reshape(*attn_output.shape[:-2], -1).contiguous()",
+    ),
+]
+FAMILIES = {  # family -> (module, class, its edits, sizes)
+    "llama": ("llama", "LlamaAttention", LLAMA_EDITS, {"hidden": 32, "heads": 4, "kv_heads": 2}),
+    "mistral": (
+        "mistral",
+        "MistralAttention",
+        LLAMA_EDITS,
+        {"hidden": 32, "heads": 4, "kv_heads": 2},
+    ),
+    "qwen2": ("qwen2", "Qwen2Attention", LLAMA_EDITS, {"hidden": 32, "heads": 4, "kv_heads": 2}),
+    "gpt2": ("gpt2", "GPT2Attention", GPT2_EDITS, {"hidden": 32, "heads": 4}),
+}
+HF_CASES = [(f, e) for f, (_, _, edits, _) in FAMILIES.items() for e in edits]
+
+
+def _hf_layer(family: str, edit: Edit | None, tmp_path: Path) -> tuple[Any, Path, list[str]]:
+    """The family's attention class from a copy of its modeling file (one line edited), built
+    as ``attntrace diff transformers:<Class>`` builds it."""
+    pytest.importorskip("transformers")
+    import inspect
+
+    from attntrace.capturing.library import build
+
+    package, name, _, sizes = FAMILIES[family]
+    source = importlib.import_module(f"transformers.models.{package}.modeling_{package}")
+    lines = inspect.getsource(source).splitlines()
+    if edit is not None:
+        at = _line(lines, edit.old)
+        lines[at] = lines[at].replace(edit.old, edit.new)
+    tag = "correct" if edit is None else re.sub(r"\W", "_", edit.id)
+    path = tmp_path / f"{family}_{tag}.py"
+    path.write_text("\n".join(lines) + "\n")
+    spec = importlib.util.spec_from_file_location(
+        f"transformers.models.{package}._planted_{family}_{tag}", path
+    )
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its relative imports resolve in its family's package
+    spec.loader.exec_module(module)
+    torch.manual_seed(0)
+    return build(getattr(module, name), {}, sizes), path, lines
+
+
+def _hf_config(family: str) -> AttentionConfig:
+    sizes = FAMILIES[family][3]
+    return AttentionConfig(
+        batch=2, seq=5, hidden=sizes["hidden"], heads=sizes["heads"], causal=True,
+        kv_heads=sizes.get("kv_heads"),
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize(("family", "edit"), HF_CASES, ids=[f"{f}-{e.id}" for f, e in HF_CASES])
+def test_a_bug_planted_in_transformers_code_is_never_match(
+    family: str, edit: Edit, tmp_path: Path
+) -> None:
+    layer, path, lines = _hf_layer(family, edit, tmp_path)
+    report = diff(layer, _hf_config(family))
+    assert report.verdict == "differs", (report.verdict, report.diagnosis, report.undecided)
+    d = report.diagnosis
+    assert d is not None
+    if edit.bug is None:
+        assert d.bug is None
+        assert d.location.startswith(path.name), d.location
+        return
+    assert d.bug == edit.bug, (d.name, d.step, d.location)
+    if edit.blamed == RETURNED:
+        assert d.location == RETURNED
+        return
+    line = _line(lines, edit.blamed or edit.new) + 1
+    assert d.location == f"{path.name}:{line}", (d.location, d.source)
+
+
+@pytest.mark.parametrize("family", list(FAMILIES))
+def test_the_correct_transformers_code_is_match(family: str, tmp_path: Path) -> None:
+    layer, _, _ = _hf_layer(family, None, tmp_path)
+    report = diff(layer, _hf_config(family))
+    assert report.verdict == "match", (report.diagnosis, report.undecided)

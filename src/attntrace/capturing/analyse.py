@@ -35,10 +35,23 @@ def _pass(
     out: list[Axes] = []
     for e in events:
         if e.index in masks:  # a mask the code makes: its sizes say nothing about x's
-            out.append(tuple(sizes.letter(n) for n in e.shape))
+            out.append(_mask_letters(e.shape, sizes))
             continue
         out.append(axes_of(e, operand_axes(e, out, sizes), sizes, fused, weights))
     return out
+
+
+def _mask_letters(shape: Shape, sizes: ax.Sizes) -> Axes:
+    """A mask's axes: its last two are queries and keys when their sizes are S and N (or S
+    twice), whatever else has that size; the others by size.
+
+    >>> _mask_letters((4, 4), ax.Sizes({"S": 4, "h": 4})), _mask_letters((16, 16), ax.Sizes())
+    (('S', 'S'), ('?', '?'))
+    """
+    known = sizes.known
+    tokens = {known[k]: k for k in ("N", "S") if k in known}  # S wins where N == S
+    lead = tuple(sizes.letter(n) for n in shape[:-2])
+    return lead + tuple(tokens.get(n, sizes.letter(n)) for n in shape[-2:])
 
 
 #: The ops that make a mask out of a tensor (``torch.tril(torch.ones(T, T))``, ``np.tri``).
