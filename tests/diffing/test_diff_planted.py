@@ -6,6 +6,7 @@ when applied, and leads to MATCH."""
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import json
 import re
@@ -668,3 +669,35 @@ def test_the_correct_transformers_code_is_match(family: str, tmp_path: Path) -> 
     layer, _, _ = _hf_layer(family, None, tmp_path)
     report = diff(layer, _hf_config(family))
     assert report.verdict == "match", (report.diagnosis, report.undecided)
+
+
+def test_a_divergence_no_bug_explains_after_a_choice_read_from_the_module_cannot_tell(
+    tmp_path: Path,
+) -> None:
+    """Llama reads causal from LlamaAttention.is_causal: a masked step that differs in a way
+    no known bug reproduces (the mask filled with -1 instead of -inf) is not a finding while
+    no flag said causal; with --causal given it is DIFFERS."""
+    edit = Edit(
+        "mask-minus-one",
+        "attn_weights = attn_weights + attention_mask",
+        "attn_weights = attn_weights + attention_mask.clamp(min=-1.0)",
+        None,
+    )
+    layer, _, _ = _hf_layer("llama", edit, tmp_path)
+    unstated = dataclasses.replace(_hf_config("llama"), causal=False)
+    from attntrace.diffing.diff_report import diff_layer
+    from attntrace.diffing.layer import as_layer
+
+    options = dataclasses.asdict(unstated)
+    report = diff_layer(
+        as_layer(layer, seq=5, batch=2),
+        options,
+        {"batch", "seq", "hidden", "heads", "kv_heads"},
+        None,
+    )
+    assert report.verdict == "cannot tell", (report.diagnosis, report.undecided)
+    assert report.undecided is not None
+    assert "causal there was read from LlamaAttention.is_causal (True)" in report.undecided.missing
+    assert report.undecided.remedy == "say whether the model is causal: --causal or --no-causal"
+    assert hints(report.to_dict()) == []  # a question, not a flag to apply blindly
+    assert diff(layer, _hf_config("llama")).verdict == "differs"  # causal given

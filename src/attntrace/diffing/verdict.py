@@ -217,6 +217,9 @@ def undecided(report: Any, explicit: Collection[str], reads: tuple[Read, ...]) -
             "where it goes wrong was not seen",
             "run attntrace trace on it to see its ops",
         )
+    unconfirmed = _unconfirmed(report, explicit, reads)
+    if unconfirmed is not None:
+        return unconfirmed
     if not _any_inner_match(report):
         return Undecided(
             f"no step of the code between x and its output matches the reference (the output "
@@ -225,6 +228,56 @@ def undecided(report: Any, explicit: Collection[str], reads: tuple[Read, ...]) -
             "give the model's choices as flags (--causal, --rope-style, --scale …) or its "
             "config.json with --hf-config",
         )
+    return None
+
+
+#: The first reference step each choice acts on: a choice read from the module is confirmed by
+#: the code when that step matches.
+ACTS_AT = {
+    "causal": "masked",
+    "window": "masked",
+    "rope": "q_rot",
+    "rope_base": "q_rot",
+    "rope_style": "q_rot",
+    "rotary_dims": "q_rot",
+    "rope_scaling": "q_rot",
+    "scale": "scaled",
+    "softcap": "capped",
+    "qk_norm": "q_norm",
+    "qk_norm_eps": "q_norm",
+    "relative_bias": "biased",
+}
+
+
+def _unconfirmed(
+    report: Any, explicit: Collection[str], reads: tuple[Read, ...]
+) -> Undecided | None:
+    """An unexplained divergence at or after a step that a choice read from the module (no
+    flag gave it) acts on, that step not matched: the reference may be what is wrong."""
+    from attntrace.diffing.align import MATCH as ROW_MATCH
+
+    d = report.diagnosis
+    order = {r.step.name: i for i, r in enumerate(report.rows)}
+    status = {r.step.name: r.status for r in report.rows}
+    at = order.get(d.step, len(order))
+    for read in reads:
+        step = ACTS_AT.get(read.field)
+        if not read.choice or read.field in explicit or step not in order:
+            continue
+        if order[step] <= at and status[step] != ROW_MATCH:
+            label, option = LABELS.get(read.field, (read.field, ""))
+            say = (
+                "say whether the model is causal: --causal or --no-causal"
+                if read.field == "causal"
+                else f"say which {label} the model has: {option} (or its config.json with "
+                "--hf-config)"
+            )
+            return Undecided(
+                f"the code differs from step {d.step} and no known bug reproduces it, but the "
+                f"reference's {label} there was read from {read.source} "
+                f"({_shown(read.value)}), not given, and the code does not confirm it",
+                say,
+            )
     return None
 
 
