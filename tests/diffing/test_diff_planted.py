@@ -701,3 +701,58 @@ def test_a_divergence_no_bug_explains_after_a_choice_read_from_the_module_cannot
     assert report.undecided.remedy == "say whether the model is causal: --causal or --no-causal"
     assert hints(report.to_dict()) == []  # a question, not a flag to apply blindly
     assert diff(layer, _hf_config("llama")).verdict == "differs"  # causal given
+
+
+def test_cannot_tell_from_a_class_attntrace_cannot_express_is_a_report_and_exit_4(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A CannotTellError raised while the layer is built (DeBERTa's disentangled attention)
+    is the verdict CANNOT TELL: no rows, what is missing and what would decide, a valid
+    attntrace.diff/2 document."""
+    import jsonschema
+
+    import attntrace.diffing.layer as layer_module
+    from attntrace.errors import EXIT_CANNOT_TELL, CannotTellError
+    from attntrace.schemas import diff_schema
+
+    def refuse(*args: Any, **kwargs: Any) -> Any:
+        raise CannotTellError("DebertaV2Attention adds disentangled position scores", "")
+
+    monkeypatch.setattr(layer_module, "as_layer", refuse)
+    report = diff(lambda x, params: x, AttentionConfig(seq=4, hidden=8, heads=2))
+    assert (report.verdict, report.ok, report.rows) == ("cannot tell", False, ())
+    doc = report.to_dict()
+    jsonschema.Draft202012Validator(diff_schema()).validate(doc)
+    assert doc["cannot_tell"] == {
+        "missing": "DebertaV2Attention adds disentangled position scores",
+        "remedy": "",
+    }
+    assert CannotTellError("a", "b").exit_code == EXIT_CANNOT_TELL == 4
+    from rich.console import Console
+
+    from attntrace.render.diff_view import render_diff
+
+    console = Console(width=100, record=True)
+    render_diff(report, console)
+    text = console.export_text()
+    assert "CANNOT TELL: DebertaV2Attention adds disentangled position scores" in text
+    assert "to decide: nothing attntrace takes" in text
+
+
+def test_the_nan_document_is_valid_and_reads_nan_as_counted_nulls(tmp_path: Path) -> None:
+    import jsonschema
+
+    from attntrace.schemas import diff_schema
+
+    p = next(p for p in PLANTED if p.id == "nano-tril-below-diagonal")
+    report, _, _ = _diff(p, tmp_path)
+    jsonschema.Draft202012Validator(diff_schema()).validate(report.to_dict())
+    from rich.console import Console
+
+    from attntrace.render.diff_view import render_diff
+
+    console = Console(width=120, record=True)
+    render_diff(report, console)
+    rows = console.export_text().splitlines()
+    weights = next(line for line in rows if line.split()[1:2] == ["weights"])
+    assert weights.split()[-3:] == ["nan", "nan", "✗"]
