@@ -231,22 +231,10 @@ def undecided(report: Any, explicit: Collection[str], reads: tuple[Read, ...]) -
     return None
 
 
-#: The first reference step each choice acts on: a choice read from the module is confirmed by
-#: the code when that step matches.
-ACTS_AT = {
-    "causal": "masked",
-    "window": "masked",
-    "rope": "q_rot",
-    "rope_base": "q_rot",
-    "rope_style": "q_rot",
-    "rotary_dims": "q_rot",
-    "rope_scaling": "q_rot",
-    "scale": "scaled",
-    "softcap": "capped",
-    "qk_norm": "q_norm",
-    "qk_norm_eps": "q_norm",
-    "relative_bias": "biased",
-}
+#: The first reference step each choice acts on, for the choices attntrace may have guessed
+#: (a mask the builder or the caller makes from them); RoPE's tables, the scale and the norms
+#: come from the module's own config, which its code uses: confirmed by construction.
+ACTS_AT = {"causal": "masked", "window": "masked"}
 
 
 def _unconfirmed(
