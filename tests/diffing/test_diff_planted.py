@@ -756,3 +756,53 @@ def test_the_nan_document_is_valid_and_reads_nan_as_counted_nulls(tmp_path: Path
     rows = console.export_text().splitlines()
     weights = next(line for line in rows if line.split()[1:2] == ["weights"])
     assert weights.split()[-3:] == ["nan", "nan", "✗"]
+
+
+class _Stated(torch.nn.Module):
+    """A module that states its choices in attributes (as OPT's is_causal = False does)."""
+
+    is_causal = False
+    rope_theta = 500000.0
+    num_heads = 4
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.q_proj, self.k_proj = torch.nn.Linear(16, 16), torch.nn.Linear(16, 16)
+        self.v_proj, self.o_proj = torch.nn.Linear(16, 16), torch.nn.Linear(16, 16)
+
+    def forward(self, x: Any) -> Any:
+        return self.o_proj(self.v_proj(x))
+
+
+@pytest.mark.parametrize(
+    ("typed", "expect"),
+    [
+        ({}, {"causal": False, "rope_base": 500000.0}),
+        ({"causal": True}, {"causal": True, "rope_base": 500000.0}),
+        ({"rope_base": 10000.0}, {"causal": False, "rope_base": 10000.0}),
+        (
+            {"causal": True, "rope_style": "interleaved"},
+            {"causal": True, "rope_style": "interleaved"},
+        ),
+    ],
+)
+def test_a_flag_for_a_choice_wins_over_what_the_module_states(
+    typed: dict[str, Any], expect: dict[str, Any]
+) -> None:
+    """Only sizes are checked against the module; a typed choice replaces what it states, and
+    what it states untyped is a Read named by its attribute."""
+    from attntrace.diffing.diff_report import resolve_read
+    from attntrace.diffing.layer import as_layer
+
+    options = {**dataclasses.asdict(AttentionConfig(batch=2, seq=4, hidden=16, heads=4)), **typed}
+    layer = as_layer(_Stated(), seq=4, batch=2)
+    config, _, reads = resolve_read(layer, options, {"batch", "seq", "hidden", *typed}, None)
+    assert {k: getattr(config, k) for k in expect} == expect
+    read = {r.field: (r.value, r.source) for r in reads}
+    assert ("causal" in read) is ("causal" not in typed)
+    if "causal" not in typed:
+        assert read["causal"] == (False, "_Stated.is_causal")
+    if "rope_base" not in typed:
+        assert read["rope_base"] == (500000.0, "_Stated.rope_theta")
+    with pytest.raises(Exception, match=r"--heads 2 conflicts with the weights file"):
+        resolve_read(layer, {**options, "heads": 2}, {"batch", "seq", "hidden", "heads"}, None)
