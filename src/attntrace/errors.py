@@ -24,15 +24,25 @@ class BackendUnavailableError(AttntraceError, ImportError):
 EXTRAS = {"torch": "torch>=2.1", "plot": "matplotlib>=3.8", "safetensors": "safetensors>=0.4"}
 
 
+#: PyTorch's index of CPU wheels: on Linux, PyPI's default torch is a multi-GB CUDA build.
+TORCH_CPU_INDEX = "https://download.pytorch.org/whl/cpu"
+#: Where the documentation says how to get PyTorch on each system (one place, linked from every
+#: hint that names the torch extra).
+TORCH_DOCS = "docs/getting-started.md#pytorch"
+
+
 def install_hint(extra: str) -> str:
     """How to get an optional extra, as a command that works from where attntrace was installed.
 
     A checkout (``pip install .`` or ``-e .``, or a source tree on ``PYTHONPATH``) is named by
     its folder, a git URL or a wheel by what pip recorded (PEP 610's ``direct_url.json``); the
-    requirement alone always works and comes second.
+    requirement alone always works and comes second. For torch, the index of PyTorch's CPU
+    wheels follows (Linux gets a multi-GB CUDA build from PyPI otherwise).
 
     >>> hint = install_hint("plot")
     >>> hint.startswith("install it with: pip install ") and "matplotlib>=3.8" in hint
+    True
+    >>> install_hint("torch").endswith(f"--extra-index-url {TORCH_CPU_INDEX} ({TORCH_DOCS})")
     True
     """
     import shlex
@@ -40,9 +50,14 @@ def install_hint(extra: str) -> str:
     alone = f"pip install {shlex.quote(EXTRAS[extra])}"
     source = _install_source()
     if source is None:
-        return f"install it with: {alone}"
-    source = source.format(extra=extra)
-    return f"install it with: pip install {source} (or just the library: {alone})"
+        hint = f"install it with: {alone}"
+    else:
+        source = source.format(extra=extra)
+        hint = f"install it with: pip install {source} (or just the library: {alone})"
+    if extra == "torch":
+        cpu = f"--extra-index-url {TORCH_CPU_INDEX}"
+        hint += f"; on Linux, for the CPU wheel add {cpu} ({TORCH_DOCS})"
+    return hint
 
 
 def _install_source() -> str | None:

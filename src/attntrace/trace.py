@@ -189,6 +189,7 @@ class Trace:
     whole_model: ModelFigures | None = None  # L layers like this one (run --layers, --model)
     training: Training | None = None  # the backward's figures (--backward), else None
     serving: Document | None = None  # run --past: the roofline and KV cache figures (serving.py)
+    tokens: tuple[str, ...] | None = None  # --prompt: the label of each position (S)
 
     def __getitem__(self, name: str) -> Step:
         for step in self.steps:
@@ -319,6 +320,7 @@ class Trace:
             "totals": self._totals_dict(),
             "notes": list(self.notes),
             **({"origin": self.origin} if self.origin else {}),
+            **({"tokens": list(self.tokens)} if self.tokens is not None else {}),
             **({"whole_model": self.whole_model.to_dict()} if self.whole_model else {}),
             **({"backward": self.training.to_dict()} if self.training else {}),
             **({"serving": self.serving.to_dict()} if self.serving else {}),

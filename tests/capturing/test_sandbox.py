@@ -8,6 +8,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+import pytest
+
 from attntrace.capturing.runner import run_script
 from attntrace.capturing.sandbox import (
     Ended,
@@ -52,6 +54,7 @@ def test_a_dump_gives_the_users_innermost_frame(tmp_path: Path) -> None:
     assert [f[1] for f in frames] == [2, 3]
 
 
+@pytest.mark.slow
 def test_the_child_rebuilds_the_capture_of_the_process(tmp_path: Path) -> None:
     script = tmp_path / "attn.py"
     script.write_text(

@@ -17,6 +17,8 @@ import pytest
 
 from paths import REPO
 
+pytestmark = pytest.mark.slow  # real processes or seconds per test
+
 #: Every program first makes two numpy steps (x and q), then misbehaves at line 4 on.
 HEAD = "import numpy as np\nx = np.ones((3, 8))\nq = x.reshape(3, 2, 4)\n"
 

@@ -12,6 +12,8 @@ from typing import Any
 import numpy as np
 import pytest
 
+pytestmark = pytest.mark.slow  # real processes or seconds per test
+
 pytest.importorskip("torch")
 
 #: timm's Attention block (dim 64, 4 heads); CALLS records the shape of every input it gets.

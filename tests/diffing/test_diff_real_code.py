@@ -100,6 +100,7 @@ class Wrapped(torch.nn.Module):
         return out
 
 
+@pytest.mark.slow
 def test_only_the_output_visible_is_reported_as_such() -> None:
     torch.manual_seed(0)
     config = AttentionConfig(batch=2, seq=5, hidden=32, heads=4)
@@ -202,6 +203,7 @@ NANO_BUGS.append(
 )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("old", "new", "bug", "flash"), NANO_BUGS, ids=[b[2] for b in NANO_BUGS])
 def test_a_bug_planted_in_nanogpt_is_named_at_its_line(
     tmp_path: Path, old: str, new: str, bug: str, flash: bool
@@ -219,6 +221,7 @@ def test_a_bug_planted_in_nanogpt_is_named_at_its_line(
     assert d.location == f"{path.name}:{found[0] + 1}", (d.location, d.source)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kv_heads", [None, 2])
 def test_x_transformers_attention_matches_with_its_steps_seen(kv_heads: int | None) -> None:
     pytest.importorskip("x_transformers")

@@ -386,6 +386,7 @@ BROKEN = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", list(BROKEN))
 def test_broken_weights_file_is_one_line_and_exit_2(tmp_path: Path, case: str) -> None:
     path = _make_broken(tmp_path, case)

@@ -7,6 +7,7 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 import numpy as np
+import pytest
 from typer.testing import CliRunner
 
 from attntrace import AttentionConfig, trace_attention
@@ -125,6 +126,7 @@ def test_report_shows_the_whole_model_of_layers_or_the_presets_layer_count(tmp_p
     assert not (tmp_path / "r.html").exists()  # refused before anything is written
 
 
+@pytest.mark.slow
 def test_report_renders_in_headless_chromium(tmp_path: Path) -> None:
     out = tmp_path / "report.html"
     assert runner.invoke(app, ["report", "--out", str(out), *ARGS]).exit_code == 0
@@ -137,6 +139,7 @@ def test_report_renders_in_headless_chromium(tmp_path: Path) -> None:
     assert blue.sum() > 50
 
 
+@pytest.mark.slow
 def test_the_console_check_catches_errors(tmp_path: Path) -> None:
     """The check above is not blind: a page that logs an error is caught."""
     page = tmp_path / "bad.html"
@@ -149,6 +152,7 @@ def test_the_console_check_catches_errors(tmp_path: Path) -> None:
     assert any("Uncaught ReferenceError" in line for line in console)
 
 
+@pytest.mark.slow
 def test_the_reports_heat_maps_have_visible_contrast_and_labels(tmp_path: Path) -> None:
     """Issue 31: the heat maps are not blank, their darkest and lightest cells far apart, and
     each cell holds its number up to 16 tokens."""

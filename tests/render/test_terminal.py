@@ -82,6 +82,7 @@ def test_same_columns_at_every_width_and_no_line_too_wide(columns: int) -> None:
     assert not [line for line in out.splitlines() if line != line.rstrip()]  # no trailing spaces
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("columns", "config"),
     [
@@ -159,6 +160,7 @@ def test_wrap_op_only_breaks_between_names(words: list[str], width: int) -> None
     assert all(line == line.strip() for line in lines)
 
 
+@pytest.mark.slow
 def test_ascii_stdout_falls_back_to_ascii() -> None:
     result = cli("run", "--kv-heads", "4", "--causal", env={"PYTHONIOENCODING": "ascii"})
     assert result.returncode == 0, result.stderr
@@ -169,6 +171,7 @@ def test_ascii_stdout_falls_back_to_ascii() -> None:
     assert result.stderr == ""
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "args", [["run", "--help"], ["check", "--help"], ["run", "-f", "markdown", "--kv-heads", "4"]]
 )
@@ -178,6 +181,7 @@ def test_dumb_terminal_gets_ascii_too(args: list[str]) -> None:
     assert result.stdout.isascii()
 
 
+@pytest.mark.slow
 def test_piped_into_head_exits_0_quietly() -> None:
     run = f"{sys.executable} -m attntrace run --seq 200 --values --values-limit 100000"
     result = cli(shell=f"set -o pipefail; {run} | head -1")
@@ -194,6 +198,7 @@ def test_bare_attntrace_prints_its_help_once() -> None:
     assert result.stderr == ""
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("columns", [60, 80])
 def test_help_wraps_within_the_width(columns: int) -> None:
     result = cli("run", "--help", env={"COLUMNS": str(columns)})

@@ -245,6 +245,7 @@ def config_from_files(
     input_file: Path | None,
     input_kv: Path | None = None,
     cache_file: Path | None = None,
+    prompt_x: Any = None,
     **options: Any,
 ) -> tuple[AttentionConfig, dict[str, Any]]:
     """The config of the options (as :func:`resolve_options` takes them), with --weights /
@@ -252,14 +253,16 @@ def config_from_files(
 
     Nothing is validated before the files have spoken: the default --hidden 768 never meets
     a file's 28 heads, and --key-lengths finds the batch of an --input (B, S, H).
-    --cache FILE gives k_cache and v_cache, and --past its N when not typed."""
+    --cache FILE gives k_cache and v_cache, and --past its N when not typed. ``prompt_x``: the
+    x (S, H) that --prompt's model computed, taken as an --input would be."""
     if cache_file is not None:
         config, tensors = config_from_files(
             ctx, weights, layer_prefix, input_file, input_kv, **_with_past(cache_file, options)
         )
         return config, {**tensors, **_cache_tensors(cache_file, config, options.get("layer"))}
     model_dir = options.get("model_dir")
-    if weights is None and input_file is None and model_dir is None and input_kv is None:
+    given = (weights, input_file, model_dir, input_kv, prompt_x)
+    if all(g is None for g in given):
         if layer_prefix is not None:
             raise ConfigError("--layer-prefix picks a layer of --weights; add --weights FILE")
         return resolve_options(**options), {}
@@ -279,7 +282,7 @@ def config_from_files(
         raise ConfigError("--layer-prefix picks a layer of --weights; add --weights FILE")
     if loaded is not None and not known:
         check_positions_said(loaded, options)
-    x = read_npy(input_file) if input_file is not None else None
+    x = read_npy(input_file) if input_file is not None else prompt_x
     config, tensors = resolve_run(sizes, explicit, loaded, x, known=known, x_kv=x_kv)
     check_rope_base(options.get("rope_base"), config)
     return config, tensors
@@ -396,6 +399,9 @@ def _typed(ctx: typer.Context, name: str) -> bool:
     """Whether option ``name`` was given (on the command line or from the environment)."""
     source = ctx.get_parameter_source(name)
     return source is not None and source.name not in ("DEFAULT", "DEFAULT_MAP")
+
+
+typed = _typed  # the same test, for the commands
 
 
 def check_rope_base(rope_base: float | None, config: AttentionConfig) -> None:

@@ -327,6 +327,25 @@ Layer = Annotated[
         show_default=False,
     ),
 ]
+Prompt = Annotated[
+    str | None,
+    typer.Option(
+        metavar="TEXT",
+        help="Real words: with --model DIR, its own tokenizer splits them and the model computes "
+        "the layer's input (token labels in the heat maps); without, a byte-level split.",
+        rich_help_panel=MODELS,
+        show_default=False,
+    ),
+]
+Token = Annotated[
+    int | None,
+    typer.Option(
+        metavar="I",
+        help="Show query token I's attention row in every head (with --prompt, its word).",
+        rich_help_panel=OUTPUT,
+        show_default=False,
+    ),
+]
 Preset = Annotated[
     str | None,
     typer.Option(
@@ -347,8 +366,8 @@ HfConfig = Annotated[
 Backend = Annotated[
     BackendName,
     typer.Option(
-        help="numpy (default), torch (the torch extra: attntrace\\[torch]), or shape (shapes "
-        "only, any size).",
+        help="numpy (default), torch (the torch extra, attntrace\\[torch]; on Linux its CPU "
+        "wheel: docs/getting-started.md#pytorch), or shape (shapes only, any size).",
     ),
 ]
 DType = Annotated[DTypeName, typer.Option(help="Element type; bfloat16 needs --backend torch.")]
@@ -699,8 +718,8 @@ DocumentFile = Annotated[
         "--output",
         "-o",
         metavar="FILE",
-        help="Write what the command prints (any --format) to FILE instead of stdout, "
-        "atomically: FILE is complete or as it was, never half-written.",
+        help="Write what the command prints (any --format) to FILE instead of stdout (- is "
+        "stdout), atomically: FILE is complete or as it was, never half-written.",
         rich_help_panel=OUTPUT,
         dir_okay=False,
         show_default=False,

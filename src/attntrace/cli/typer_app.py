@@ -206,10 +206,11 @@ def _held_class() -> type:
 @contextlib.contextmanager
 def to_document(output: object) -> Iterator[None]:
     """``--output FILE``: what the command prints goes into FILE, written atomically (complete,
-    or the file as it was) when the command ends with exit code 0 or 1; stdout gets nothing."""
+    or the file as it was) when the command ends with exit code 0 or 1; stdout gets nothing.
+    ``--output -`` is stdout, as for every tool that takes a file name."""
     from pathlib import Path
 
-    if not isinstance(output, Path):
+    if not isinstance(output, Path) or str(output) == "-":
         yield
         return
     import io

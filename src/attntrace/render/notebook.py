@@ -202,7 +202,7 @@ def _heads(trace: Trace, batch_item: int, lang: Lang) -> list[str]:
     shown = min(weights.shape[0], MAX_HEADS)
     head = message("ui.head", lang)
     figures = [
-        head_svg(weights[h], None if hidden is None else hidden[h], f"{head} {h}")
+        head_svg(weights[h], None if hidden is None else hidden[h], f"{head} {h}", trace.tokens)
         for h in range(shown)
     ]
     more = (

@@ -25,8 +25,6 @@ from attntrace.units import (
 )
 
 if TYPE_CHECKING:
-    import numpy as np
-
     from attntrace.learn import Lang
 
 STYLE = """
@@ -49,9 +47,11 @@ def render_report(
     count: str = "flops",
     explain: Lang | None = None,
     lang: Lang = "en",
+    token: int | None = None,
 ) -> str:
     """The whole page as one HTML document; ``explain`` (a language) adds what each step does
-    to the steps table; ``lang`` writes the page's headings in that language.
+    to the steps table; ``lang`` writes the page's headings in that language; ``token`` adds
+    that query's attention row in every head (``--token``).
 
     >>> from attntrace import AttentionConfig, trace_attention
     >>> page = render_report(trace_attention(AttentionConfig(seq=4, hidden=8, heads=2)))
@@ -67,12 +67,14 @@ def render_report(
         f'<p class="note">{escape(_sizes(trace))}; '
         f"{escape(trace.backend)} {escape(trace.config.dtype)}; "
         f"attntrace {escape(__version__)}</p>",
+        *_origin(trace),
         f"<h2>{message('ui.report_flow', lang)}</h2>",
         render_flow_svg(trace),
         f"<h2>{message('ui.report_steps', lang)}</h2>",
         _steps(trace, explain),
         f"<h2>{message('ui.report_weights', lang)}</h2>",
         _heads(trace, batch_item),
+        *_token(trace, token, batch_item),
         f"<h2>{message('ui.report_costs', lang)}</h2>",
         _costs(trace, count),
         *_whole_model(trace, count),
@@ -87,6 +89,23 @@ def render_report(
         + "\n".join(body)
         + "\n</body>\n</html>\n"
     )
+
+
+def _origin(trace: Trace) -> list[str]:
+    """Where the settings and the input come from (--model, --prompt) and the prompt's tokens."""
+    out = [f'<p class="note">{escape(trace.origin)}</p>'] if trace.origin else []
+    if trace.tokens is not None:
+        words = "".join(f"<code>{escape(t)}</code> " for t in trace.tokens)
+        out.append(f'<p class="tokens">tokens: {words}</p>')
+    return out
+
+
+def _token(trace: Trace, token: int | None, batch_item: int) -> list[str]:
+    if token is None or "weights" not in trace or not trace["weights"].has_values:
+        return []
+    from attntrace.render.token_rows import token_rows_html
+
+    return [token_rows_html(trace, token, batch_item)]
 
 
 def _sizes(trace: Trace) -> str:
@@ -245,7 +264,7 @@ def _heads(trace: Trace, batch_item: int) -> str:
 
     weights, hidden = head_weights(trace, batch_item)  # (h, S, N), (h, S, N) or None
     figures = [
-        _head_svg(weights[h], None if hidden is None else hidden[h], h)
+        head_svg(weights[h], None if hidden is None else hidden[h], f"head {h}", trace.tokens)
         for h in range(weights.shape[0])
     ]
     where = f" of batch item {batch_item}" if trace.config.batched else ""
@@ -255,7 +274,3 @@ def _heads(trace: Trace, batch_item: int) -> str:
         f"{', red = NaN or inf' if not np.isfinite(weights).all() else ''}; "
         f'hover a cell for its value.</p>\n<div class="heads">{"".join(figures)}</div>'
     )
-
-
-def _head_svg(matrix: np.ndarray, hidden: np.ndarray | None, head: int) -> str:
-    return head_svg(matrix, hidden, f"head {head}")

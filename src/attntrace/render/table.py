@@ -630,17 +630,22 @@ def _attention(
     hidden = None if masked is None else masked == float("-inf")  # (S, N)
     rule = message("ui.weights_rule" if hidden is None else "ui.weights_rule_masked", lang)
     if max(matrix.shape) <= HEATMAP_MAX_SEQ:
-        full = pool(matrix, matrix.shape[0], matrix.shape[1], hidden)
+        full = pool(matrix, matrix.shape[0], matrix.shape[1], hidden, trace.tokens)
         title = message("ui.weights_title", lang, where=where, rule=rule)
         return _heatmap(full, title, palette)
-    pooled = fit_pool(matrix, hidden, width)
+    pooled = fit_pool(matrix, hidden, width, trace.tokens)
     sizes = f"{pooled.values.shape[0]}x{pooled.values.shape[1]} blocks"
     masks = "; every key masked: ·" if hidden is not None else ""
     title = f"attention weights, {where}: {matrix.shape} pooled into {sizes} ({POOLING}{masks})"
     return [*_heatmap(pooled, title, palette), weights_summary(matrix)]
 
 
-def fit_pool(matrix: np.ndarray, hidden: np.ndarray | None, width: int) -> Pooled:
+def fit_pool(
+    matrix: np.ndarray,
+    hidden: np.ndarray | None,
+    width: int,
+    tokens: tuple[str, ...] | None = None,
+) -> Pooled:
     """The most blocks (at most 16 x 16) whose heat map fits ``width`` columns. Block counts
     whose labels alone are too wide are passed over without pooling the matrix."""
     label = max(map(len, span_labels("q", matrix.shape[0], HEATMAP_MAX_SEQ)))
@@ -649,10 +654,10 @@ def fit_pool(matrix: np.ndarray, hidden: np.ndarray | None, width: int) -> Poole
         narrowest = label + sum(max(len(f"k{j}"), 3) for j in starts) + len("1.00") + len(starts)
         if narrowest + 1 > width:  # every cell's text is at least 3 wide: it cannot fit
             continue
-        pooled = pool(matrix, HEATMAP_MAX_SEQ, blocks, hidden)
+        pooled = pool(matrix, HEATMAP_MAX_SEQ, blocks, hidden, tokens)
         if heatmap_width(pooled) <= width:
             return pooled
-    return pool(matrix, HEATMAP_MAX_SEQ, 1, hidden)
+    return pool(matrix, HEATMAP_MAX_SEQ, 1, hidden, tokens)
 
 
 def heatmap_width(pooled: Pooled) -> int:
@@ -682,7 +687,7 @@ def _heatmap(pooled: Pooled, title: str, palette: str = "truecolor") -> list[Ren
     table = Table(box=None, show_edge=False, padding=(0, 1, 0, 0), pad_edge=False)
     table.add_column("", style="dim", justify="right")
     for j in range(cols):
-        table.add_column(pooled.col_label(j), justify="right", header_style="dim")
+        table.add_column(_label(pooled.col_label(j)), justify="right", header_style="dim")
     table.add_column("sum", justify="right", style="dim", min_width=3)
     shown = values.tolist()  # Python floats: far quicker to format, one by one, than numpy's
     masked = hidden.tolist() if hidden is not None else None
@@ -694,8 +699,21 @@ def _heatmap(pooled: Pooled, title: str, palette: str = "truecolor") -> list[Ren
             else _heat_cell(v, compact, palette)
             for j, v in enumerate(shown[i])
         ]
-        table.add_row(pooled.row_label(i), *cells, f"{sums[i]:.2f}")
+        table.add_row(_label(pooled.row_label(i)), *cells, f"{sums[i]:.2f}")
     return [Text(title, "italic"), table]
+
+
+def _label(text: str) -> str:
+    """A row or column label made safe for Rich (a prompt's token may hold ``[b]``), cut to six
+    characters.
+
+    >>> _label("[b]old"), _label("international")
+    ('\\[b]old', 'inter…')
+    """
+    from attntrace.render.heatmap_svg import short
+    from attntrace.text import inert
+
+    return inert(short(text))
 
 
 def _cell_text(value: float, compact: bool) -> str:

@@ -11,6 +11,7 @@ from attntrace.cli import options as opt
 from attntrace.cli.commands.cmd_run import (
     check_batch_item,
     check_layers,
+    check_token,
     trace_from_options,
     training_options,
     with_serving,
@@ -58,6 +59,8 @@ def report(
     backward: opt.Backward = False,
     explain: opt.Explain = False,
     lang: opt.Lang = None,
+    prompt: opt.Prompt = None,
+    token: opt.Token = None,
 ) -> None:
     """Write one self-contained HTML page: steps, flow diagram, heat maps, costs, config.
 
@@ -80,6 +83,7 @@ def report(
     def validate(config: AttentionConfig) -> None:
         check_batch_item(batch_item, config)
         check_layers(layers)
+        check_token(token, config, None, backend)
 
     trace = trace_from_options(
         ctx,
@@ -95,13 +99,19 @@ def report(
         max_memory=max_memory,
         training=training_options(backward, False, None),
         page_size=serving["page_size"],
+        prompt=prompt,
     )
     trace = with_whole_model(trace, layers, model)
     trace = with_serving(trace, serving)  # as run's: figures, and --page-size's steps
     language = check_lang(lang.value if lang is not None else None)
     words = language if explain else None
     page = render_report(
-        trace, batch_item=batch_item, count=count.value, explain=words, lang=language
+        trace,
+        batch_item=batch_item,
+        count=count.value,
+        explain=words,
+        lang=language,
+        token=token,
     )
     write_output(out, page.encode("utf-8"))
     typer.echo(f"wrote {plain(out)}")

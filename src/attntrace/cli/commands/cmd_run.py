@@ -53,6 +53,8 @@ def run(
     grad_output: opt.GradOutput = None,
     explain: opt.Explain = False,
     lang: opt.Lang = None,
+    prompt: opt.Prompt = None,
+    token: opt.Token = None,
 ) -> None:
     """Run multi-head attention and print the shape of every step.
 
@@ -70,6 +72,7 @@ def run(
     --weights model.safetensors     real weights
     --save trace.npz                keep every tensor
     --explain --lang zh             every step in words (English or Chinese)
+    --model DIR --prompt TEXT       a real model on real words (--token I: a row)
 
     \b
     For scripts:
@@ -88,9 +91,11 @@ def run(
         check_pictures(plot, plot_flow, backend)
         check_layers(layers)
         check_explain(explain, fmt)
+        check_token(token, config, fmt, backend)
 
     # only what is shown; the table view reads one head: that head is made when it is read
-    keep = True if values or save else {"weights", "masked"} if fmt.view or plot else False
+    shown_view = fmt.view or plot or token is not None
+    keep = True if values or save else {"weights", "masked"} if shown_view else False
     remake = (
         {"weights"} if fmt is opt.OutputFormat.table and keep is not True and not plot else set()
     )
@@ -111,6 +116,7 @@ def run(
         shown=(batch_item, head),
         training=training_options(backward, recompute, grad_output),
         page_size=serving["page_size"],
+        prompt=prompt,
     )
     trace = with_whole_model(trace, layers, model)
     trace = with_serving(trace, serving)  # and --page-size's steps: block_table … v_paged
@@ -134,6 +140,10 @@ def run(
         view |= {"explain": explain, "lang": words}
     if fmt is opt.OutputFormat.table:
         render_trace(trace, console(no_color), **view)
+        if token is not None:
+            from attntrace.render.token_rows import token_table
+
+            console(no_color).print("", token_table(trace, token, batch_item))
         if trace.serving is not None:  # --past, or a serving option
             from attntrace.render.serving_view import serving_pieces
 
@@ -170,20 +180,32 @@ def trace_from_options(
     shown: tuple[int, int] | None = None,
     training: dict[str, Any] | None = None,
     page_size: int | None = None,
+    prompt: str | None = None,
     **options: Any,
 ) -> Trace:
     """The trace that run's options describe (also ``report``'s): config from the options and
     files, checked by ``validate``, traced keeping the values of ``keep`` (those of ``remake``
     as recipes made when read, but for the head ``shown`` (batch item, head), which is held:
     see :func:`attntrace.trace_attention`). ``page_size`` is only checked here, before
-    tracing: :func:`with_serving` adds its steps after the figures."""
+    tracing: :func:`with_serving` adds its steps after the figures. ``prompt``: --prompt's
+    text, whose tokens (and, with --model, the hidden states) replace the seeded x."""
     from attntrace.engine.attention import trace_attention
     from attntrace.engine.masks import MaskWarning, load_mask
     from attntrace.engine.paged import check_page_size
     from attntrace.units import parse_size
 
+    given = read_prompt(ctx, prompt, model, layer_prefix, input_file)
+    if given is not None:
+        options["seq"] = len(given.tokens.ids)
     config, tensors = config_from_files(
-        ctx, weights, layer_prefix, input_file, input_kv, **model, **options
+        ctx,
+        weights,
+        layer_prefix,
+        input_file,
+        input_kv,
+        prompt_x=given.x if given is not None else None,
+        **model,
+        **options,
     )
     validate(config)
     check_page_size(page_size, config)
@@ -206,7 +228,33 @@ def trace_from_options(
         )
     if origin := origin_line(ctx, model, config):
         trace = dataclasses.replace(trace, origin=origin)
+    if given is not None:
+        origin = f"{trace.origin}; {given.note}" if trace.origin else given.note
+        trace = dataclasses.replace(trace, origin=origin, tokens=given.tokens.labels)
     return trace
+
+
+def read_prompt(
+    ctx: typer.Context,
+    prompt: str | None,
+    model: dict[str, Any],
+    layer_prefix: str | None,
+    input_file: Path | None,
+) -> Any:
+    """--prompt's tokens and x (:class:`attntrace.models.prompt.PromptInput`); None without it.
+    It sets S, and x with --model: a typed --seq or an --input would contradict it."""
+    if prompt is None:
+        return None
+    from attntrace.cli.configure import typed
+    from attntrace.models.prompt import prompt_input
+
+    if input_file is not None:
+        raise ConfigError("--prompt gives x (the model's hidden states); drop --input")
+    if typed(ctx, "seq"):
+        raise ConfigError("--prompt sets S (one position per token); drop --seq")
+    if typed(ctx, "batch"):
+        raise ConfigError("--prompt is one sequence (the unbatched (S, H) layout); drop --batch")
+    return prompt_input(prompt, model.get("model_dir"), model.get("layer"), layer_prefix)
 
 
 def training_options(backward: bool, recompute: bool, grad_output: Path | None) -> dict[str, Any]:
@@ -313,6 +361,35 @@ def draw_pictures(trace: Trace, plot: Path | None, plot_flow: Path | None, batch
         from attntrace.render.flow import render_flow_svg
 
         write_output(plot_flow, render_flow_svg(trace).encode("utf-8"))
+
+
+def check_token(
+    token: int | None,
+    config: AttentionConfig,
+    fmt: opt.OutputFormat | None = None,
+    backend: opt.BackendName = opt.BackendName.numpy,
+) -> None:
+    """--token must name one of the S query positions, of weights that are formed and
+    computed; run shows its rows in the table view (``fmt`` None: report's page)."""
+    if token is None:
+        return
+    if not 0 <= token < config.seq:
+        raise ConfigError(f"--token {token} does not exist; use 0 to {config.seq - 1}")
+    if fmt is not None and fmt is not opt.OutputFormat.table:
+        raise ConfigError(
+            f"--token shows its rows in the table view, not --format {fmt.value}; drop --token, "
+            "or use attntrace report --token for a page"
+        )
+    if config.algorithm == "flash":
+        raise ConfigError(
+            "--token reads the attention weights, which --algorithm flash never forms whole; "
+            "drop --algorithm flash"
+        )
+    if backend is opt.BackendName.shape:
+        raise ConfigError(
+            "--token reads the attention weights, which the shape backend does not compute; "
+            "use --backend numpy or torch"
+        )
 
 
 def check_batch_item(item: int, config: AttentionConfig) -> None:

@@ -62,7 +62,8 @@ def verify(
     the dtype's tolerance, 1 when one is not, 2 when torch is missing (the line says how to
     install it). --backward: every gradient too, against torch autograd (plain eager torch,
     SDPA, nn.MultiheadAttention), and the saved bytes against what autograd saves. Needs torch:
-    the torch extra, attntrace\\[torch]. --past N --page-size P: the paged cache's steps too,
+    the torch extra, attntrace\\[torch] (on Linux its CPU wheel: docs/getting-started.md#pytorch).
+    --past N --page-size P: the paged cache's steps too,
     and its gather k_paged / v_paged bit-equal to k_all / v_all.
 
     \b
