@@ -5,6 +5,7 @@ went wrong beside the line that crashed."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -102,3 +103,5 @@ def test_a_run_that_records_nothing_is_exit_2_and_a_shape_error_names_its_first_
     assert "shape error at crash.py:10" in text
     assert "first wrong: scores at crash.py:8 (q @ k.transpose(-2, -1)) is (B, S, h, h)" in text
     assert "add size-1 axes" not in text  # the local cure of the crash is not offered
+    doc = json.loads(_cli(str(crash), "--format", "json").stdout)  # type: ignore[attr-defined]
+    assert doc["failure"]["fix"].startswith("scores at crash.py:8 (q @ k.transpose(-2, -1)) is")
