@@ -106,23 +106,26 @@ def numpy_adapter() -> Adapter:
     )
 
 
-class TracedGenerator:
-    """``np.random.default_rng()`` while a capture runs: the generator numpy recommends, its
-    arrays (``rng.standard_normal((S, H))``) recorded as created where the user's line makes
-    them; everything else is the generator's own.
+class TracedGenerator(np.random.Generator):
+    """``np.random.default_rng()`` while a capture runs: the generator numpy recommends (an
+    ``np.random.Generator`` still, on the same bit generator), its arrays
+    (``rng.standard_normal((S, H))``) recorded as created where the user's line makes them.
 
-    >>> gen = TracedGenerator(np.random.default_rng(0), None)
-    >>> gen.standard_normal(2).shape, type(gen.bit_generator).__name__
-    ((2,), 'PCG64')
+    >>> gen = TracedGenerator(np.random.default_rng(0).bit_generator, None)
+    >>> gen.standard_normal(2).shape, isinstance(gen, np.random.Generator)
+    ((2,), True)
     """
 
-    def __init__(self, generator: np.random.Generator, hooks: NumpyHooks | None) -> None:
-        self._generator, self._hooks = generator, hooks
+    def __init__(self, bit_generator: Any, hooks: NumpyHooks | None) -> None:
+        super().__init__(bit_generator)
+        self._hooks = hooks
 
-    def __getattr__(self, name: str) -> Any:
-        value = getattr(self._generator, name)
-        hooks = self._hooks
-        if not callable(value) or hooks is None or name.startswith("_"):
+    def __getattribute__(self, name: str) -> Any:
+        value = super().__getattribute__(name)
+        if name.startswith("_") or not callable(value):
+            return value
+        hooks = super().__getattribute__("_hooks")
+        if hooks is None:
             return value
 
         def method(*args: Any, **kwargs: Any) -> Any:
@@ -150,7 +153,7 @@ class NumpyHooks:
                 setattr(owner, name, self._creator(original, name))
         rng = np.random.default_rng
         self._saved.append((np.random, "default_rng", rng))
-        np.random.default_rng = lambda *a, **k: TracedGenerator(rng(*a, **k), self)  # type: ignore[assignment]
+        np.random.default_rng = lambda *a, **k: TracedGenerator(rng(*a, **k).bit_generator, self)
 
     def uninstall(self) -> None:
         global _active  # noqa: PLW0603
