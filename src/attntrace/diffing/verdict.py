@@ -278,14 +278,32 @@ def _any_inner_match(report: Any) -> bool:
     )
 
 
+#: What a flag would have said, for the choices a known bug can stand in for.
+_QUESTIONS = {
+    "causal": "whether the model is causal",
+    "rope_style": "how the model pairs RoPE's dimensions",
+    "rope_base": "the model's RoPE θ",
+}
+
+
 def _unstated(field: str, flag: str, does: str, reads: tuple[Read, ...]) -> Undecided:
+    """CANNOT TELL for a known bug that is also a model's choice no flag stated.
+
+    >>> print(_unstated("causal", "--causal", "applies a causal mask", ()).missing)
+    ... # doctest: +NORMALIZE_WHITESPACE
+    the code applies a causal mask, and no flag said whether the model is causal
+    (attntrace's default: False): the model's choice or a bug
+    """
     read = next((r for r in reads if r.field == field), None)
-    label = LABELS.get(field, (field, ""))[0]
-    stated = f"{read.source} gives {_shown(read.value)}" if read else "no flag gave it"
+    stated = (
+        f"{read.source} gives {_shown(read.value)}"
+        if read
+        else f"attntrace's default: {_shown(_default(field))}"
+    )
+    question = _QUESTIONS.get(field, f"the model's {LABELS.get(field, (field, ''))[0]}")
     other = "--causal" if flag == "--no-causal" else "--no-causal" if flag == "--causal" else ""
     contrary = f"; {other} makes it a finding" if other else ""
     return Undecided(
-        f"the code {does}, and no flag gave the model's {label} ({stated}): the model's choice "
-        "or a bug",
+        f"the code {does}, and no flag said {question} ({stated}): the model's choice or a bug",
         f"pass {flag} if that is the model's choice{contrary}",
     )
