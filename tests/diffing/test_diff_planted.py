@@ -806,3 +806,77 @@ def test_a_flag_for_a_choice_wins_over_what_the_module_states(
         assert read["rope_base"] == (500000.0, "_Stated.rope_theta")
     with pytest.raises(Exception, match=r"--heads 2 conflicts with the weights file"):
         resolve_read(layer, {**options, "heads": 2}, {"batch", "seq", "hidden", "heads"}, None)
+
+
+NUMPY_NOTES = """import numpy as np
+
+
+def attention(x, params):
+    S, H = x.shape
+    h, d = 4, H // 4
+    q = (x @ params["w_q"].T + params["b_q"]).reshape(S, h, d).transpose(1, 0, 2)
+    k = (x @ params["w_k"].T + params["b_k"]).reshape(S, h, d).transpose(1, 0, 2)
+    v = (x @ params["w_v"].T + params["b_v"]).reshape(S, h, d).transpose(1, 0, 2)
+    scores = q @ k.transpose(0, 2, 1) / np.sqrt(d)
+    e = np.exp(scores - scores.max(axis=-1, keepdims=True))
+    weights = e / e.sum(axis=-1, keepdims=True)
+    merged = (weights @ v).transpose(1, 0, 2).reshape(S, H)
+    return merged @ params["w_o"].T + params["b_o"]
+
+
+def by_einsum(x, params):
+    S, H = x.shape
+    h, d = 4, H // 4
+    q = (x @ params["w_q"].T + params["b_q"]).reshape(S, h, d)
+    k = (x @ params["w_k"].T + params["b_k"]).reshape(S, h, d)
+    v = (x @ params["w_v"].T + params["b_v"]).reshape(S, h, d)
+    scores = np.einsum("shd,thd->sht", q, k) / np.sqrt(d)
+    e = np.exp(scores - scores.max(axis=-1, keepdims=True))
+    attn = e / e.sum(axis=-1, keepdims=True)
+    context = np.einsum("sht,thd->shd", attn, v)
+    return context.reshape(S, H) @ params["w_o"].T + params["b_o"]
+"""
+
+#: (function, line as written, edit, bug, words the fix or name must hold)
+NUMPY_WORDING = [
+    (
+        "attention",
+        "merged = (weights @ v).transpose(1, 0, 2).reshape(S, H)",
+        "merged = (weights @ v).reshape(S, H)",
+        "merge-no-transpose",
+        "np.swapaxes(context, 0, 1).reshape(S, H)",
+    ),
+    (
+        "attention",
+        "scores = q @ k.transpose(0, 2, 1) / np.sqrt(d)",
+        "scores = q @ k.reshape(h, d, S) / np.sqrt(d)",
+        "k-reshape",
+        "np.swapaxes(k, -2, -1)",
+    ),
+    (
+        "by_einsum",
+        "attn = e / e.sum(axis=-1, keepdims=True)",
+        "attn = e / e.sum(axis=0, keepdims=True)",
+        "softmax-sum-axis-1",
+        "(axis=0, S",  # their layout (S, h, N): the queries are axis 0, not the reference's 1
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("fn", "old", "new", "bug", "words"), NUMPY_WORDING, ids=[w[3] for w in NUMPY_WORDING]
+)
+def test_a_fix_for_numpy_code_is_written_in_numpy_and_its_layout(
+    fn: str, old: str, new: str, bug: str, words: str, tmp_path: Path
+) -> None:
+    path = tmp_path / ("numpy_" + re.sub(r"\W", "_", bug) + ".py")
+    lines = NUMPY_NOTES.splitlines()
+    lines[_line(lines, old)] = lines[_line(lines, old)].replace(old, new)
+    path.write_text("\n".join(lines) + "\n")
+    report = diff(getattr(_module(path), fn), AttentionConfig(seq=5, hidden=32, heads=4))
+    d = report.diagnosis
+    assert d is not None
+    assert d.bug == bug, (d.name, d.fix)
+    assert words in f"{d.name} {d.fix}", (d.name, d.fix)
+    assert "torch" not in d.fix
+    assert "dim=" not in f"{d.name} {d.fix}"

@@ -43,7 +43,35 @@ def in_users_terms(d: Diagnosis, flavour: str, *, batched: bool) -> Diagnosis:
         )
     if key.startswith(("softmax-axis-", "softmax-sum-axis-")):
         return _softmax(d, kind)
+    if kind == "numpy":
+        return replace(d, fix=in_numpy(d.fix, batched=batched))
     return d
+
+
+#: torch's words in a fix and numpy's for the same thing.
+_NUMPY_WORDS = (
+    (" (or use nn.Linear / F.linear)", ""),
+    ("k.transpose(-2, -1)", "np.swapaxes(k, -2, -1)"),
+    ("masked_fill(~keep, -inf)", "np.where(keep, scores, -np.inf)"),
+    ("torch.tril(ones(S, S))", "np.tril(np.ones((S, S), dtype=bool))"),
+    ("torch.triu(ones, diagonal=1)", "np.triu(np.ones((S, S), dtype=bool), 1)"),
+    ("torch.arange(S)", "np.arange(S)"),
+)
+
+
+def in_numpy(fix: str, *, batched: bool) -> str:
+    """A fix written with torch's names, in numpy's (``np.swapaxes``, ``np.where``, …).
+
+    >>> in_numpy("swap only the last two axes of k: k.transpose(-2, -1)", batched=False)
+    'swap only the last two axes of k: np.swapaxes(k, -2, -1)'
+    >>> in_numpy("each kv head serves 2 consecutive query heads: k.repeat_interleave(2, dim=1)",
+    ...          batched=False)
+    'each kv head serves 2 consecutive query heads: np.repeat(k, 2, axis=0)'
+    """
+    for torch_words, numpy_words in _NUMPY_WORDS:
+        fix = fix.replace(torch_words, numpy_words)
+    axis = 1 if batched else 0  # the heads axis of (B, g, N, d) or (g, N, d)
+    return re.sub(r"k\.repeat_interleave\((\d+), dim=1\)", rf"np.repeat(k, \1, axis={axis})", fix)
 
 
 def _merge(kind: str, batched: bool) -> str:
