@@ -434,35 +434,44 @@ def _cli(*args: str) -> Any:
 SIZES = ("--batch", "2", "--seq", "6", "--hidden", "64", "--heads", "4")
 
 
+LLAMA_CORPUS = f"{DATA / 'diff_corpus' / 'llama_torch.py'}:LlamaAttention"
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize(
-    "target",
+    ("target", "given"),
     [
-        "transformers:OPTAttention",
-        "transformers:StableLmAttention",
-        "transformers:Qwen3MoeAttention",
-        "transformers:CohereAttention",
-        "transformers:LlamaAttention",
-        f"{DATA / 'diff_corpus' / 'notes_numpy.py'}:attention",
-        "causal.py:attention",
+        ("transformers:OPTAttention", []),
+        ("transformers:StableLmAttention", []),
+        ("transformers:Qwen3MoeAttention", []),
+        ("transformers:CohereAttention", []),
+        ("transformers:LlamaAttention", []),
+        (f"{DATA / 'diff_corpus' / 'notes_numpy.py'}:attention", []),
+        ("causal.py:attention", []),
+        # a choice the user typed wrongly: DIFFERS, and its fix names the flag that fits
+        (LLAMA_CORPUS, ["--batch", "2", "--seq", "6", "--rope-style", "interleaved", "--causal"]),
     ],
+    ids=["opt", "stablelm", "qwen3-moe", "cohere", "llama", "notes-numpy", "causal-numpy", "typed"],
 )
 def test_every_hint_is_accepted_and_correct_code_reaches_match(
-    target: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    target: str, given: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """diff of correct code, then each flag it suggests added in turn: never refused (exit 2),
-    never DIFFERS, and MATCH once the hints are applied."""
+    never DIFFERS unless the user typed the choice that is wrong, and MATCH once the hints are
+    applied (a later flag wins over an earlier one, as Typer reads them)."""
     pytest.importorskip("transformers")
     monkeypatch.chdir(tmp_path)
     (tmp_path / "causal.py").write_text(CAUSAL_NUMPY)
-    flags: list[str] = []
+    flags: list[str] = list(given)
+    unbatched = "numpy" in target or "causal.py" in target
     for _ in range(4):
-        result = _cli(target, *SIZES[2 if "numpy" in target or "causal" in target else 0 :], *flags)
-        assert result.exit_code in (0, 4), (flags, result.output)
+        sizes = () if given else SIZES[2 if unbatched else 0 :]  # the typed case gives its own
+        result = _cli(target, *sizes, *flags)
+        assert result.exit_code in ((0, 1, 4) if given else (0, 4)), (flags, result.output)
         doc = json.loads(result.output)
         if doc["verdict"] == "match":
             return
-        new = [h for h in hints(doc) if h not in flags]
+        new = [h for h in hints(doc) if h not in " ".join(flags)]
         assert new, (flags, doc["cannot_tell"], doc["diagnosis"])
         flags += new[0].split()
     raise AssertionError(f"no MATCH after {flags}")
