@@ -248,7 +248,10 @@ def format_axes(axes: tuple[str, ...]) -> str:
 #: One size of a shape: a number, an axis letter, a product of them (``g·d``, ``g*d``, ``2·d``),
 #: or a sum or difference of those (``N+1``, ``N+S``, ``W-1+S``: the keys of a --past step).
 _FACTOR = r"(?>\d++|[A-Za-z]\w*+)"
-_PRODUCT = rf"{_FACTOR}(?>\s*+[·*]\s*+{_FACTOR})*+"
+#: A rank's share of an axis (--tp, --cp): ``h/T``, ``S/C``, ``S/2C``, ``S/CT``.
+_SHARE = r"(?>[A-Za-z]\w*+/\d*+[A-Za-z]++)"
+_ATOM = rf"(?>{_SHARE}|{_FACTOR})"
+_PRODUCT = rf"{_ATOM}(?>\s*+[·*]\s*+{_ATOM})*+"
 _DIM = re.compile(rf"{_PRODUCT}(?>\s*+[+-]\s*+{_PRODUCT})*+")
 
 
@@ -260,8 +263,8 @@ def parse_shape(text: str) -> tuple[Dim, ...]:
     ((12, 3, 64), (12, 3, 3), ('B', 'h', 'S', 3))
     >>> parse_shape("(768,)"), parse_shape("()"), parse_shape("S, g*d"), parse_shape("S,h·d")
     ((768,), (), ('S', 'g·d'), ('S', 'h·d'))
-    >>> parse_shape("B,h,1,N + 1")
-    ('B', 'h', 1, 'N+1')
+    >>> parse_shape("B,h,1,N + 1"), parse_shape("h/T, S/2C, d")
+    (('B', 'h', 1, 'N+1'), ('h/T', 'S/2C', 'd'))
     """
     bounded(text, "the shape")
     body = text.strip().removeprefix("(").removesuffix(")")

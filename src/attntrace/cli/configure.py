@@ -16,6 +16,7 @@ import typer
 
 from attntrace.cli import options as opt
 from attntrace.config.attention_config import AttentionConfig, parse_scale
+from attntrace.config.parallel_layout import ParallelLayout
 from attntrace.errors import ConfigError
 from attntrace.units import MAX_NUMBER_CHARS, bounded, quoted
 
@@ -77,6 +78,13 @@ OPTION_GROUPS: dict[str, dict[str, tuple[Any, Any]]] = {
         "cache_file": (opt.CacheFile, None),
     },
     "model": {name: (annotation, None) for name, annotation in MODEL_OPTIONS.items()},
+    "parallel": {  # across devices (issue 43): one rank's steps, the collectives
+        "tp": (opt.Tp, None),
+        "sp": (opt.Sp, False),
+        "cp": (opt.Cp, None),
+        "cp_kind": (opt.CpKind, None),
+        "rank": (opt.Rank, 0),
+    },
     "serving": {  # the roofline and KV cache figures (engine/serving.py)
         "peak_flops": (opt.PeakFlops, None),
         "bandwidth": (opt.Bandwidth, None),
@@ -411,3 +419,25 @@ def check_rope_base(rope_base: float | None, config: AttentionConfig) -> None:
     """--rope-base means nothing without --rope."""
     if rope_base is not None and not config.rope:
         raise ConfigError("--rope-base has no effect without rotary embeddings; add --rope")
+
+
+def parallel_layout(parallel: dict[str, Any]) -> ParallelLayout | None:
+    """The layout that --tp, --sp, --cp, --cp-kind and --rank give, or None (one device).
+
+    >>> parallel_layout({"tp": 8, "sp": False, "cp": None, "cp_kind": None, "rank": 0})
+    ParallelLayout(tp=8, sp=False, cp=1, cp_kind='ring', rank=0)
+    """
+    tp, cp, kind = parallel["tp"], parallel["cp"], parallel["cp_kind"]
+    if kind is not None and cp is None:
+        raise ConfigError("--cp-kind needs --cp C (the ranks that share the sequence)")
+    if tp is None and cp is None and not parallel["sp"]:
+        if parallel["rank"]:
+            raise ConfigError("--rank needs --tp or --cp; add --tp T or --cp C")
+        return None
+    return ParallelLayout(
+        tp=tp or 1,
+        sp=parallel["sp"],
+        cp=cp or 1,
+        cp_kind=kind.value if kind is not None else "ring",
+        rank=parallel["rank"],
+    )

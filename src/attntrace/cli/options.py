@@ -752,3 +752,107 @@ Lang = Annotated[
         show_default=False,
     ),
 ]
+
+# --- across devices (issue 43) ---
+PARALLEL = "Across devices (tensor, sequence and context parallelism)"
+
+
+class CpKindName(StrEnum):
+    """How context parallelism shares the keys and values."""
+
+    ring = "ring"
+    allgather = "allgather"
+    ulysses = "ulysses"
+
+
+Tp = Annotated[
+    int | None,
+    typer.Option(
+        "--tp",
+        metavar="T",
+        help="Tensor parallelism over T ranks (Megatron): each rank holds h/T heads, q, k, v "
+        "column-parallel, the output row-parallel and all-reduced. Shows one rank's steps.",
+        rich_help_panel=PARALLEL,
+        show_default=False,
+    ),
+]
+Sp = Annotated[
+    bool,
+    typer.Option(
+        "--sp",
+        help="Sequence parallelism with --tp: x sharded S/T, all-gathered before the "
+        "projections, the output reduce-scattered.",
+        rich_help_panel=PARALLEL,
+    ),
+]
+Cp = Annotated[
+    int | None,
+    typer.Option(
+        "--cp",
+        metavar="C",
+        help="Context parallelism over C ranks: each holds S/C tokens (with --causal the "
+        "load-balanced order: chunks c and 2C-1-c of 2C).",
+        rich_help_panel=PARALLEL,
+        show_default=False,
+    ),
+]
+CpKind = Annotated[
+    CpKindName | None,
+    typer.Option(
+        "--cp-kind",
+        help="ring (key/value blocks passed round, merged by log-sum-exp), allgather, or "
+        "ulysses (two all-to-alls) \\[default: ring].",
+        rich_help_panel=PARALLEL,
+        show_default=False,
+    ),
+]
+Rank = Annotated[
+    int,
+    typer.Option(
+        "--rank",
+        help="The rank whose steps are shown, 0 to T·C-1 (t = rank % T, c = rank // T).",
+        rich_help_panel=PARALLEL,
+    ),
+]
+Nproc = Annotated[
+    int | None,
+    typer.Option(
+        "--nproc",
+        metavar="N",
+        help="verify: run the T·C ranks as N local processes with torch.distributed (gloo), "
+        "each rank's steps against the simulated ranks and the gathered output against one "
+        "device. Without it, --tp/--cp compare the ranks simulated in one process.",
+        rich_help_panel=PARALLEL,
+        show_default=False,
+    ),
+]
+NprocTimeout = Annotated[
+    float,
+    typer.Option(
+        "--timeout",
+        metavar="SECONDS",
+        help="verify --nproc: the processes are stopped after this long.",
+        rich_help_panel=PARALLEL,
+    ),
+]
+#: sweep's --tp and --cp: lists of group sizes.
+TpList = Annotated[
+    str | None,
+    typer.Option(
+        "--tp",
+        metavar="T,T,…",
+        help="sweep: tensor-parallel sizes, comma-separated (e.g. 1,2,4,8): rank 0's cost on each.",
+        rich_help_panel=PARALLEL,
+        show_default=False,
+    ),
+]
+CpList = Annotated[
+    str | None,
+    typer.Option(
+        "--cp",
+        metavar="C,C,…",
+        help="sweep: context-parallel sizes, comma-separated (e.g. 1,2,4,16).",
+        rich_help_panel=PARALLEL,
+        show_default=False,
+    ),
+]

@@ -165,7 +165,13 @@ def _title(trace: Trace) -> str:
     from attntrace.render.table import describe
 
     sizes = "  ".join(f"{axis}={size}" for axis, size in trace.config.axis_sizes().items())
-    return f"attntrace: {describe(trace.config)}  {sizes}"
+    layout = trace.config.parallel
+    rank = f"  (rank {layout.rank} of {layout.ranks})" if layout is not None else ""
+    return f"attntrace: {describe(trace.config)}  {sizes}{rank}"
+
+
+#: How a collective's op begins (--tp, --cp): drawn orange, as data that moves between ranks.
+COLLECTIVE_OPS = ("all_reduce(", "all_gather(", "reduce_scatter(", "all_to_all(", "send_recv(")
 
 
 def _edge(src: Box, dst: Box) -> str:
@@ -185,8 +191,9 @@ def _edge(src: Box, dst: Box) -> str:
 def _box(b: Box) -> str:
     s = b.step
     back = s.phase == "backward"  # a gradient: red, as the backward path
-    fill = "#ffffff" if s.view else "#fbeeee" if back else "#eef4fb"
-    stroke = "#a83b3b" if back else "#3b6ea8"
+    moves = s.op.startswith(COLLECTIVE_OPS)  # a collective: between the ranks
+    fill = "#ffffff" if s.view else "#fbeeee" if back else "#fff1e0" if moves else "#eef4fb"
+    stroke = "#a83b3b" if back else "#c0642b" if moves else "#3b6ea8"
     dash = ' stroke-dasharray="5 3"' if s.view else ""
     cx = b.x + BOX_W // 2
     return (

@@ -25,6 +25,8 @@ from attntrace.units import (
 )
 
 if TYPE_CHECKING:
+    from rich.table import Table
+
     from attntrace.learn import Lang
 
 STYLE = """
@@ -80,6 +82,7 @@ def render_report(
         *_whole_model(trace, count),
         *_training(trace),
         *_serving(trace, count),
+        *_parallel(trace, count),
         f"<h2>{message('ui.report_config', lang)}</h2>",
         _config(trace),
     ]
@@ -210,9 +213,25 @@ def _serving(trace: Trace, count: str) -> list[str]:
     from attntrace.render.serving_view import serving_pieces
 
     tables = [p for p in serving_pieces(trace, count) if isinstance(p, Table)]
+    return _rich_tables("Serving: prefill vs decode, the KV cache", tables)
+
+
+def _parallel(trace: Trace, count: str) -> list[str]:
+    """--tp, --cp: the rank's cost beside one device's and its collectives, as run shows them
+    (render/parallel_view.py)."""
+    from rich.table import Table
+
+    from attntrace.render.parallel_view import parallel_pieces
+
+    tables = [p for p in parallel_pieces(trace, count) if isinstance(p, Table)]
+    return _rich_tables("Across devices: this rank and its collectives", tables)
+
+
+def _rich_tables(heading: str, tables: list[Table]) -> list[str]:
+    """Rich tables as HTML tables under ``heading`` (none: nothing)."""
     if not tables:
         return []
-    out = ["<h2>Serving: prefill vs decode, the KV cache</h2>"]
+    out = [f"<h2>{escape(heading)}</h2>"]
     for table in tables:
         if table.title:
             out.append(f'<p class="note">{escape(_plain(table.title))}</p>')

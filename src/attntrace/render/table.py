@@ -305,6 +305,13 @@ def kv_cache_line(trace: Trace) -> Text | None:
     from rich.text import Text
 
     cfg = trace.config
+    if cfg.parallel is not None:  # a rank's trace: the kv-heads this rank holds
+        kv, one = cfg.parallel.kv_heads(cfg), cfg.kv_cache_bytes()
+        return Text(
+            f"KV cache on this rank: 2 (k, v) x {kv} kv-head(s) x d={cfg.head_dim} x "
+            f"{cfg.itemsize} B ({cfg.dtype}) = {format_bytes(trace.kv_cache_bytes_per_token)} "
+            f"per token and layer (one device: {format_bytes(one)} with g={cfg.groups})"
+        )
     if cfg.kv_heads is None:
         return None
     per_token = cfg.kv_cache_bytes()

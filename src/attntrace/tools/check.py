@@ -32,7 +32,16 @@ from attntrace.config.attention_config import AttentionConfig, parse_scale
 from attntrace.errors import AttntraceError, ConfigError, InputFileError
 from attntrace.files.guard import MAX_DEPTH, nesting_depth, parse_json, read_text
 from attntrace.text import plain
-from attntrace.trace import SCHEMA_ID, SCHEMA_ID_2, Records, Shape, Step, Trace, UnknownStepError
+from attntrace.trace import (
+    SCHEMA_ID,
+    SCHEMA_ID_2,
+    SCHEMA_ID_3,
+    Records,
+    Shape,
+    Step,
+    Trace,
+    UnknownStepError,
+)
 from attntrace.units import Dim, bounded, format_bytes, format_shape, parse_shape, quoted
 
 T = TypeVar("T")
@@ -77,8 +86,18 @@ class Expectation:
         )
 
     def _size(self, factor: str, sizes: Mapping[str, int]) -> int:
+        """The size of one factor: a number, an axis letter, or a rank's share of one.
+
+        >>> parse_expectation("q=h/T,S/2C").resolve({"h": 8, "T": 4, "S": 16, "C": 2})
+        (2, 4)
+        """
         if factor.isdigit():
             return int(factor)
+        if "/" in factor:  # a rank's share (--tp, --cp): h/T, S/2C, S/CT
+            top, under = factor.split("/", 1)
+            digits = under[: len(under) - len(under.lstrip("0123456789"))]
+            parts = int(digits or 1) * math.prod(self._size(c, sizes) for c in under[len(digits) :])
+            return self._size(top, sizes) // parts
         if factor not in sizes:
             hint = _VARIANT_AXES.get(factor, "")
             raise ConfigError(
@@ -442,7 +461,7 @@ def validate_golden(doc: object) -> None:
     """
     if not isinstance(doc, dict):
         raise ConfigError(f"the document must be a JSON object, got {type(doc).__name__}")
-    if doc.get("schema") not in (SCHEMA_ID, SCHEMA_ID_2, CAPTURE_SCHEMA_ID):
+    if doc.get("schema") not in (SCHEMA_ID, SCHEMA_ID_2, SCHEMA_ID_3, CAPTURE_SCHEMA_ID):
         raise ConfigError(f'"schema" must be {SCHEMA_ID!r}, got {_short(doc.get("schema"))}')
     if not isinstance(doc.get("config"), dict):
         raise ConfigError('"config" must be an object')

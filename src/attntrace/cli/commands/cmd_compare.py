@@ -65,6 +65,7 @@ def compare(
     no_color: opt.NoColor = False,
     files: dict[str, Any],
     model: dict[str, Any],
+    parallel: dict[str, Any],
 ) -> None:
     """Set two configurations side by side: the steps whose shape or op changes, FLOPs, bytes.
 
@@ -78,14 +79,24 @@ def compare(
       [bold]attntrace compare --hidden 768 --heads 12 --vs '--heads 8'[/]
       [bold]attntrace compare --seq 8 --vs '--causal --kv-heads 4'[/]
       [bold]attntrace compare --seq 1024 --vs '--algorithm flash' --format json[/]
+      [bold]attntrace compare --preset llama-3-70b --seq 4096 --vs '--tp 8'[/]
     """
+    from attntrace.cli.configure import parallel_layout
     from attntrace.render.compare_view import render_compare, render_compare_json
     from attntrace.tools.side_by_side import side_by_side
 
     changed = vs_options(ctx, vs)
     groups = {"sizes": sizes, "numbers": numbers, "computation": computation, "files": files}
     common: dict[str, Any] = {"max_memory": max_memory, "validate": _no_check, "keep": False}
-    a = trace_from_options(ctx, model, **common, **_flat(groups), mask=mask, backend=backend)
+    a = trace_from_options(
+        ctx,
+        model,
+        **common,
+        **_flat(groups),
+        mask=mask,
+        backend=backend,
+        layout=parallel_layout(parallel),
+    )
     moved = {g: {k: changed.get(k, v) for k, v in d.items()} for g, d in groups.items()}
     model_b = {k: changed.get(k, v) for k, v in model.items()}
     b = trace_from_options(
@@ -95,6 +106,7 @@ def compare(
         **_flat(moved),
         mask=changed.get("mask", mask),
         backend=changed.get("backend", backend),
+        layout=parallel_layout({k: changed.get(k, v) for k, v in parallel.items()}),
     )
     pair = side_by_side(a, b)
     if fmt is opt.ListingFormatName.json:

@@ -9,6 +9,7 @@ import typer
 
 from attntrace.cli import options as opt
 from attntrace.cli.commands.cmd_run import (
+    across_devices,
     check_batch_item,
     check_layers,
     check_token,
@@ -56,6 +57,7 @@ def report(
     files: dict[str, Any],
     model: dict[str, Any],
     serving: dict[str, Any],
+    parallel: dict[str, Any],
     backward: opt.Backward = False,
     explain: opt.Explain = False,
     lang: opt.Lang = None,
@@ -64,9 +66,10 @@ def report(
 ) -> None:
     """Write one self-contained HTML page: steps, flow diagram, heat maps, costs, config.
 
-    Takes run's size, variant, preset, file, serving and --layers options (the whole model's
-    figures: --layers, else the layer count of --preset, --hf-config or --model; with --past,
-    the serving figures, and --page-size's paged cache). The page fetches
+    Takes run's size, variant, preset, file, serving, --tp/--cp and --layers options (the
+    whole model's figures: --layers, else the layer count of --preset, --hf-config or --model;
+    with --past, the serving figures, and --page-size's paged cache; with --tp/--cp, one
+    rank's steps, its cost and its collectives). The page fetches
     nothing (no scripts, fonts or links), so it opens offline and can be kept as a CI artifact.
 
     \b
@@ -99,6 +102,7 @@ def report(
         max_memory=max_memory,
         training=training_options(backward, False, None),
         page_size=serving["page_size"],
+        layout=across_devices(parallel, serving, layers),
         prompt=prompt,
     )
     trace = with_whole_model(trace, layers, model)

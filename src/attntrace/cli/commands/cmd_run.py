@@ -16,6 +16,7 @@ from attntrace.cli.configure import config_from_files, origin_line, with_option_
 from attntrace.cli.root import EPILOG
 from attntrace.cli.typer_app import app, cli_errors, console
 from attntrace.config.attention_config import AttentionConfig
+from attntrace.config.parallel_layout import ParallelLayout
 from attntrace.errors import ConfigError
 from attntrace.trace import Trace
 
@@ -48,6 +49,7 @@ def run(
     plot_flow: opt.PlotFlow = None,
     model: dict[str, Any],
     serving: dict[str, Any],
+    parallel: dict[str, Any],
     backward: opt.Backward = False,
     recompute: opt.Recompute = False,
     grad_output: opt.GradOutput = None,
@@ -116,8 +118,10 @@ def run(
         shown=(batch_item, head),
         training=training_options(backward, recompute, grad_output),
         page_size=serving["page_size"],
+        layout=across_devices(parallel, serving, layers),
         prompt=prompt,
     )
+    check_rank_head(trace, head)
     trace = with_whole_model(trace, layers, model)
     trace = with_serving(trace, serving)  # and --page-size's steps: block_table … v_paged
     if save is not None:
@@ -140,6 +144,7 @@ def run(
         view |= {"explain": explain, "lang": words}
     if fmt is opt.OutputFormat.table:
         render_trace(trace, console(no_color), **view)
+        print_rank_tables(trace, count.value, no_color)
         if token is not None:
             from attntrace.render.token_rows import token_table
 
@@ -162,6 +167,16 @@ def run(
         sys.stdout.write(text_renderer(fmt.value, count.value, words if explain else None)(trace))
 
 
+def print_rank_tables(trace: Trace, count: str, no_color: bool) -> None:
+    """--tp, --cp: the rank's cost beside one device's and its collectives (none otherwise)."""
+    if trace.parallel is None:
+        return
+    from attntrace.render.parallel_view import parallel_pieces
+
+    for piece in ["", *parallel_pieces(trace, count)]:
+        console(no_color).print(piece)
+
+
 def trace_from_options(
     ctx: typer.Context,
     model: dict[str, Any],
@@ -180,6 +195,7 @@ def trace_from_options(
     shown: tuple[int, int] | None = None,
     training: dict[str, Any] | None = None,
     page_size: int | None = None,
+    layout: ParallelLayout | None = None,
     prompt: str | None = None,
     **options: Any,
 ) -> Trace:
@@ -188,7 +204,8 @@ def trace_from_options(
     as recipes made when read, but for the head ``shown`` (batch item, head), which is held:
     see :func:`attntrace.trace_attention`). ``page_size`` is only checked here, before
     tracing: :func:`with_serving` adds its steps after the figures. ``prompt``: --prompt's
-    text, whose tokens (and, with --model, the hidden states) replace the seeded x."""
+    text, whose tokens (and, with --model, the hidden states) replace the seeded x. ``layout``
+    (--tp, --cp): the steps of one rank (:func:`attntrace.sharding.trace_parallel`)."""
     from attntrace.engine.attention import trace_attention
     from attntrace.engine.masks import MaskWarning, load_mask
     from attntrace.units import parse_size
@@ -214,6 +231,10 @@ def trace_from_options(
     user_mask = load_mask(mask) if mask is not None else None
     budget = parse_size(max_memory) if max_memory is not None else None
     hold = None if shown is None or not remake else shown if config.batched else shown[1:]
+    if layout is not None:
+        return _rank_trace(
+            ctx, model, config, layout, backend, tensors, user_mask, training, budget
+        )
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", MaskWarning)  # the renderers show Trace.notes instead
         trace = trace_attention(
@@ -233,6 +254,46 @@ def trace_from_options(
     if given is not None:
         origin = f"{trace.origin}; {given.note}" if trace.origin else given.note
         trace = dataclasses.replace(trace, origin=origin, tokens=given.tokens.labels)
+    return trace
+
+
+def across_devices(
+    parallel: dict[str, Any], serving: dict[str, Any], layers: int | None
+) -> ParallelLayout | None:
+    """The layout of --tp, --sp, --cp, --cp-kind, --rank; the options it does not take yet."""
+    from attntrace.cli.configure import parallel_layout
+
+    layout = parallel_layout(parallel)
+    if layout is not None:
+        given = [f"--{k.replace('_', '-')}" for k, v in serving.items() if v is not None]
+        if layers is not None:
+            given.append("--layers")
+        if given:
+            raise ConfigError(f"{given[0]} is not traced across devices yet; drop it or --tp/--cp")
+    return layout
+
+
+def _rank_trace(
+    ctx: typer.Context,
+    model: dict[str, Any],
+    config: AttentionConfig,
+    layout: ParallelLayout,
+    backend: opt.BackendName,
+    tensors: Any,
+    mask: Any,
+    training: dict[str, Any] | None,
+    budget: int | None,
+) -> Trace:
+    """One rank's trace of ``config`` split by ``layout`` (``budget``: --max-memory)."""
+    from attntrace.sharding import trace_parallel
+
+    for given, option in ((mask is not None, "--mask"), (bool(training), "--backward")):
+        if given:
+            raise ConfigError(f"{option} is not traced across devices yet; drop it or --tp/--cp")
+    config = dataclasses.replace(config, parallel=layout)
+    trace = trace_parallel(config, backend.value, tensors=tensors, max_memory=budget)
+    if origin := origin_line(ctx, model, config):
+        trace = dataclasses.replace(trace, origin=origin)
     return trace
 
 
@@ -293,8 +354,10 @@ def with_serving(trace: Trace, serving: dict[str, Any]) -> Trace:
     serving option is given; the cache of as many layers as the whole model's figures. With
     --page-size, the paged cache's steps too (after the figures, which count the step's own
     traffic): run and report both come here."""
-    if not trace.config.past and all(v is None for v in serving.values()):
-        return trace
+    if trace.parallel is not None or (
+        not trace.config.past and all(v is None for v in serving.values())
+    ):
+        return trace  # (a rank's trace: its own figures, not a server's)
     from attntrace.engine.paged import paged_steps
     from attntrace.engine.serving import CACHE_DTYPES, machine, serving_figures
     from attntrace.units import parse_rate, parse_size
@@ -322,6 +385,18 @@ def check_layers(layers: int | None) -> None:
     if layers is not None and layers < 1:
         raise ConfigError(
             f"--layers must be a whole number >= 1 (the model's layers), got {layers}"
+        )
+
+
+def check_rank_head(trace: Trace, head: int) -> None:
+    """--head of a rank's trace (--tp, --cp) names one of the heads that rank holds."""
+    if trace.parallel is None or "weights" not in trace:
+        return
+    held = trace["weights"].shape[1 if trace.config.batched else 0]
+    if head >= held:
+        raise ConfigError(
+            f"--head {head} is not on this rank, which holds {held} heads; use 0 to {held - 1} "
+            "(or --rank to show another rank)"
         )
 
 
