@@ -101,6 +101,25 @@ def __getattr__(name: str) -> str:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
+class CannotTellError(AttntraceError):
+    """diff cannot decide whether the code is right: ``missing`` says what it lacks (one line:
+    a class whose attention the reference cannot express, a choice nothing stated), ``remedy``
+    the one flag or file that would let it decide ("" when none would). A verdict, not bad
+    input: exit code :data:`EXIT_CANNOT_TELL`.
+
+    >>> str(CannotTellError("the model's pairing is not stated", "pass --rope-style interleaved"))
+    "the model's pairing is not stated; pass --rope-style interleaved"
+    """
+
+    def __init__(self, missing: str, remedy: str = "") -> None:
+        super().__init__(f"{missing}; {remedy}" if remedy else missing)
+        self.missing, self.remedy = missing, remedy
+
+    @property
+    def exit_code(self) -> int:
+        return EXIT_CANNOT_TELL
+
+
 class MemoryBudgetError(AttntraceError, MemoryError):
     """The tensors of a trace would not fit into the memory budget."""
 
@@ -114,3 +133,4 @@ EXIT_OK = 0
 EXIT_CHECK_FAILED = 1
 EXIT_USAGE = 2
 EXIT_INTERNAL = 3  # an unexpected error inside attntrace: a bug, reported in one line
+EXIT_CANNOT_TELL = 4  # diff cannot decide (CANNOT TELL): what is missing, and what would decide

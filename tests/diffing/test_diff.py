@@ -696,7 +696,9 @@ def test_cli_exit_codes_and_json(tmp_path: Path) -> None:
     doc = json.loads(bad.output)
     jsonschema.Draft202012Validator(diff_schema()).validate(doc)
     jsonschema.Draft202012Validator(diff_schema()).validate(json.loads(good_json.output))
-    assert doc["schema"] == "attntrace.diff/1"
+    assert doc["schema"] == "attntrace.diff/2"
+    assert doc["verdict"] == "differs"
+    assert doc["cannot_tell"] is None
     assert doc["ok"] is False
     assert doc["diagnosis"]["bug"] == "softmax-axis-2"
     assert doc["diagnosis"]["location"] == "wrong_axis.py:38"

@@ -14,7 +14,11 @@ import typer
 
 from attntrace.cli.registry import bound_group
 from attntrace.cli.root import EPILOG, HELP, HELP_NAMES, VERSION_HELP
-from attntrace.errors import EXIT_INTERNAL, EXIT_USAGE, AttntraceError
+from attntrace.errors import EXIT_CANNOT_TELL, EXIT_INTERNAL, EXIT_USAGE, AttntraceError
+
+#: The exit codes of a command that gave its answer (success, a check failed, diff's CANNOT
+#: TELL): its output is complete, written to --output and flushed.
+ANSWERED = (0, 1, EXIT_CANNOT_TELL)
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -123,7 +127,7 @@ def cli_errors(command: Callable[P, R]) -> Callable[P, R]:
                 flush_stdout()
                 return result
             except AttntraceError as exc:
-                raise fail(str(exc)) from None
+                raise fail(str(exc), getattr(exc, "exit_code", EXIT_USAGE)) from None
             except MemoryError:
                 raise fail("out of memory; lower the sizes or set a smaller --max-memory") from None
             except BrokenPipeError:
@@ -167,7 +171,7 @@ def held_notices() -> Iterator[None]:
         yield
         ok = True
     except BaseException as exc:
-        ok = exit_code_of(exc) in (0, 1)
+        ok = exit_code_of(exc) in ANSWERED
         raise
     finally:
         catcher.__exit__(None, None, None)
@@ -226,7 +230,7 @@ def to_document(output: object) -> Iterator[None]:
     try:
         yield
     except BaseException as exc:
-        if exit_code_of(exc) in (0, 1):
+        if exit_code_of(exc) in ANSWERED:
             write()
         raise
     else:
@@ -253,7 +257,7 @@ def flush_stdout() -> None:
 def flush_stdout_or_fail(exc: BaseException) -> None:
     """Before a command's own exit code (1: a check failed) goes out: stdout complete, or the
     one line and exit code 2 instead."""
-    if getattr(exc, "exit_code", 0) not in (0, 1):
+    if getattr(exc, "exit_code", 0) not in ANSWERED:
         return
     try:
         flush_stdout()

@@ -47,14 +47,15 @@ def trace_schema_3() -> dict[str, Any]:
 
 
 #: The file name of the schema of ``attntrace diff --format json`` / ``DiffReport.to_dict()``.
-DIFF_SCHEMA_FILE = "diff-1.schema.json"
+DIFF_SCHEMA_FILE = "diff-2.schema.json"
 
 
 def diff_schema() -> dict[str, Any]:
-    """The JSON Schema (draft 2020-12) of the diff document ``attntrace.diff/1``.
+    """The JSON Schema (draft 2020-12) of the diff document ``attntrace.diff/2`` (``/1``, its
+    keys all kept, is ``diff-1.schema.json`` beside it).
 
     >>> diff_schema()["properties"]["schema"]["const"]
-    'attntrace.diff/1'
+    'attntrace.diff/2'
     """
     return _schema(DIFF_SCHEMA_FILE)
 

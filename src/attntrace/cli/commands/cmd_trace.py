@@ -13,7 +13,7 @@ import typer
 from attntrace.cli import options as opt
 from attntrace.cli.root import EPILOG
 from attntrace.cli.typer_app import app, cli_errors, console
-from attntrace.errors import EXIT_CHECK_FAILED
+from attntrace.errors import EXIT_CHECK_FAILED, EXIT_USAGE
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -311,6 +311,14 @@ def _axes(text: str | None) -> dict[str, int]:
     return parse_axes(text) if text else {}
 
 
+#: The one line of a run that recorded no tensor operation (exit 2).
+NOTHING_RECORDED = (
+    "no tensor operation was recorded: the code made no torch tensor or numpy array that "
+    "attntrace sees; make the arrays in the traced code (np.array, np.random.default_rng(), "
+    "np.load, torch.randn ...) or trace a function or module as FILE.py:NAME"
+)
+
+
 def _usage(message: str) -> Exception:
     from attntrace.errors import ConfigError
 
@@ -322,7 +330,7 @@ def show(
 ) -> None:
     """Print the capture (and what broke); exit 1 when the user's code raised. A child that
     did not end normally: the steps it ran, then one line saying what happened (exit 1)."""
-    from attntrace.capturing.explain import told
+    from attntrace.capturing.explain import told, with_first_wrong
     from attntrace.capturing.sandbox import Ended
     from attntrace.render.capture_view import render_capture, render_error, render_failure
 
@@ -353,11 +361,14 @@ def show(
         if outcome.exit_code:  # sys.exit(N): the user's code failed, in attntrace's codes
             sys.stderr.write(f"attntrace: the traced code called sys.exit({outcome.exit_code})\n")
             raise typer.Exit(1)
+        if not t.steps:  # a CI job must not pass on a trace that saw nothing
+            sys.stderr.write(f"attntrace: error: {NOTHING_RECORDED}\n")
+            raise typer.Exit(EXIT_USAGE)
         return
     err = console(no_color) if fmt == "table" else _stderr(no_color)
     failure = t.failure
     if failure is not None and failure.error is outcome.error:
-        render_failure(failure, told(failure), err)
+        render_failure(failure, with_first_wrong(told(failure), t.steps), err)
     else:
         render_error(outcome.error, outcome.frames, err)
     raise typer.Exit(EXIT_CHECK_FAILED)
