@@ -28,6 +28,14 @@ def leftovers() -> set[str]:
     return {p.name for p in Path(tempfile.gettempdir()).glob("attntrace-ranks-*")}
 
 
+@pytest.fixture(autouse=True)
+def own_temp_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Temporary folders of this test's own: a run beside it (another xdist worker) makes and
+    removes its own, which would read as one left behind here."""
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+
+
 def test_simulated_ranks_match_one_device() -> None:
     code, out, err = invoke("--causal", "--rope", "--tp", "2", "--cp", "2", "--format", "json")
     assert (code, err) == (0, "")
