@@ -6,7 +6,10 @@ around them change.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import functools
+import re
+import string
+from collections.abc import Mapping, Sequence
 from typing import Literal
 
 from attntrace.errors import ConfigError
@@ -43,13 +46,37 @@ def check_lang(lang: str | None) -> Lang:
     raise ConfigError(f"--lang must be one of {', '.join(LANGS)}, got {lang!r}")
 
 
+def requested_lang(args: Sequence[str], environ: Mapping[str, str] | None = None) -> Lang:
+    """The language a command line asks for before its options are parsed (``--help`` and
+    usage errors come first): ``--lang X`` or ``--lang=X`` when X is known, else the locale.
+
+    >>> requested_lang(["run", "--lang", "zh", "--help"], {}), requested_lang(["--lang=en"], {})
+    ('zh', 'en')
+    >>> requested_lang(["run", "--help"], {"LANG": "zh_CN.UTF-8"})
+    'zh'
+    """
+    for i, arg in enumerate(args):
+        value = args[i + 1] if arg == "--lang" and i + 1 < len(args) else arg[7:]
+        if (arg == "--lang" or arg.startswith("--lang=")) and value in LANGS:
+            return "zh" if value == "zh" else "en"
+    return default_lang(environ)
+
+
+@functools.cache
 def catalogue(lang: Lang) -> Mapping[str, str]:
-    """The messages of ``lang`` (imported on first use)."""
+    """The messages of ``lang`` (imported on first use): the steps' catalogue of that language
+    and ``lang``'s side of the two-language catalogues of the interface
+    (:mod:`catalogue_cli`: verdicts, errors; :mod:`catalogue_help`: every ``--help``)."""
+    from attntrace.learn.catalogue_cli import MESSAGES as CLI
+    from attntrace.learn.catalogue_help import MESSAGES as HELP
+
     if lang == "zh":
         from attntrace.learn.catalogue_zh import MESSAGES
     else:
         from attntrace.learn.catalogue_en import MESSAGES
-    return MESSAGES
+    side = 1 if lang == "zh" else 0
+    both = {key: pair[side] for key, pair in {**HELP, **CLI}.items()}
+    return {**both, **MESSAGES}
 
 
 class _Facts(dict[str, object]):
@@ -70,3 +97,90 @@ def message(key: str, lang: Lang = "en", /, **facts: object) -> str:
     """
     text = catalogue(lang).get(key) or catalogue("en").get(key) or key
     return text.format_map(_Facts(facts))
+
+
+def translate(text: str, lang: Lang) -> str:
+    """``text``, an English sentence attntrace printed, in ``lang``: the catalogue's sentence
+    whose English side it is, word for word (a help text) or with its figures (a template of
+    ``{placeholders}``: an error, a rule, a verdict); clause by clause (``; ``) when only its
+    parts are known; unchanged when none fits (English stays English, never a guess).
+
+    Code keeps printing its English; the words change only here, at the edge, so a sentence
+    is translated wherever it is shown (tests/learn/test_chinese_everywhere.py finds those
+    that fit no template).
+
+    >>> translate("--lang must be one of en, zh, got 'fr'", "zh")
+    "--lang 只能是 en, zh 之一，而不是 'fr'"
+    >>> translate("no such sentence", "zh")
+    'no such sentence'
+    """
+    if lang == "en" or not text.strip():
+        return text
+    whole = _translate_whole(text, lang)
+    if whole is not None:
+        return whole
+    parts = text.split("; ")
+    if len(parts) > 1:
+        said = [_translate_whole(part, lang) for part in parts]
+        if any(s is not None for s in said):
+            return "；".join(s if s is not None else p for s, p in zip(said, parts, strict=True))
+    return text
+
+
+def _translate_whole(text: str, lang: Lang) -> str | None:
+    """``text`` in ``lang`` when one sentence of the catalogue fits all of it, else None."""
+    exact, templates = _index(lang)
+    key = exact.get(" ".join(text.split()))
+    if key is not None:
+        return catalogue(lang)[key]
+    for key, pattern in templates:
+        found = pattern.fullmatch(text)
+        if found is not None:
+            facts = {name: _fact(value, lang) for name, value in found.groupdict().items()}
+            return message(key, lang, **facts)
+    return None
+
+
+def _fact(value: str, lang: Lang) -> str:
+    """A figure matched in a sentence: a sentence itself (a reason inside an error) is
+    translated too; a name, number or shape comes back as it was."""
+    return value if " " not in value else translate(value, lang)
+
+
+@functools.cache
+def _index(lang: Lang) -> tuple[dict[str, str], tuple[tuple[str, re.Pattern[str]], ...]]:
+    """The English sentences of the catalogue: those without placeholders by their words,
+    the others as patterns, the most specific (the most fixed letters) first."""
+    english, target = catalogue("en"), catalogue(lang)
+    exact: dict[str, str] = {}
+    patterns: list[tuple[int, str, re.Pattern[str]]] = []
+    for key, text in english.items():
+        if key not in target or not key.startswith(_TRANSLATED):
+            continue
+        fields = [f for _, f, _, _ in string.Formatter().parse(text) if f is not None]
+        if not fields:
+            exact.setdefault(" ".join(text.replace("{{", "{").replace("}}", "}").split()), key)
+            continue
+        fixed, pattern = _pattern(text)
+        patterns.append((fixed, key, pattern))
+    ordered = sorted(patterns, key=lambda p: -p[0])
+    return exact, tuple((key, pattern) for _, key, pattern in ordered)
+
+
+#: The keys whose English is matched against what attntrace prints (the steps' explanations
+#: are made from the catalogue, never translated back).
+_TRANSLATED = ("help.", "err.", "rule.", "fix.", "note.", "verdict.", "ui.", "bug.", "word.")
+
+
+def _pattern(template: str) -> tuple[int, re.Pattern[str]]:
+    """A template as a regular expression (each ``{name}`` a lazy group; a name used twice
+    must match the same text) and the number of its fixed letters."""
+    parts, seen, fixed = [], set(), 0
+    for literal, field, _, _ in string.Formatter().parse(template):
+        parts.append(re.escape(literal))
+        fixed += len(literal)
+        if field is None:
+            continue
+        parts.append(f"(?P={field})" if field in seen else f"(?P<{field}>.+?)")
+        seen.add(field)
+    return fixed, re.compile("".join(parts), re.DOTALL)
