@@ -135,10 +135,25 @@ def _translate_whole(text: str, lang: Lang) -> str | None:
         return catalogue(lang)[key]
     for key, pattern in templates:
         found = pattern.fullmatch(text)
-        if found is not None:
+        if found is not None and all(map(_balanced, found.groups())):
             facts = {name: _fact(value, lang) for name, value in found.groupdict().items()}
             return message(key, lang, **facts)
     return None
+
+
+def _balanced(value: str) -> bool:
+    """Whether a matched figure opens as many brackets as it closes: ``(12, 3, 64)`` is one,
+    ``scores (12, 3`` is the wrong cut of a sentence.
+
+    >>> _balanced("(3, (4))"), _balanced("scores (12, 3")
+    (True, False)
+    """
+    depth = 0
+    for c in value:
+        depth += (c in "([{") - (c in ")]}")
+        if depth < 0:
+            return False
+    return depth == 0
 
 
 def _fact(value: str, lang: Lang) -> str:
@@ -173,14 +188,15 @@ _TRANSLATED = ("help.", "err.", "rule.", "fix.", "note.", "verdict.", "ui.", "bu
 
 
 def _pattern(template: str) -> tuple[int, re.Pattern[str]]:
-    """A template as a regular expression (each ``{name}`` a lazy group; a name used twice
-    must match the same text) and the number of its fixed letters."""
+    """A template as a regular expression (each ``{name}`` a lazy group that does not run
+    over a clause's ``; ``; a name used twice must match the same text) and the number of its
+    fixed letters."""
     parts, seen, fixed = [], set(), 0
     for literal, field, _, _ in string.Formatter().parse(template):
         parts.append(re.escape(literal))
         fixed += len(literal)
         if field is None:
             continue
-        parts.append(f"(?P={field})" if field in seen else f"(?P<{field}>.+?)")
+        parts.append(f"(?P={field})" if field in seen else f"(?P<{field}>(?:(?!; ).)+?)")
         seen.add(field)
     return fixed, re.compile("".join(parts), re.DOTALL)
