@@ -337,4 +337,372 @@ MESSAGES: dict[str, tuple[str, str]] = {
         "pip install {what} (or just the library: {alone})",
         "pip install {what}（或者只装这个库：{alone}）",
     ),
+    # --- diff: the verdict (render/diff_view.py's words; diffing/bugs.py's bugs) -------------
+    "verdict.diff_title": ("attntrace diff {rest}", "attntrace diff {rest}"),
+    "verdict.same_input": (
+        "same input and weights (from {weights}) on both sides",
+        "两边用相同的输入和权重（来自 {weights}）",
+    ),
+    "verdict.reference_weights": ("the reference's, as fn(x, params)", "参考实现的权重，按 fn(x, params) 传入"),
+    "verdict.tolerance": ("rtol {rtol} atol {atol}", "相对容差 rtol {rtol}，绝对容差 atol {atol}"),
+    "verdict.diff_table": (
+        "reference step by step beside the code under test",
+        "参考实现的每一步与被测代码并排",
+    ),
+    "word.reference": ("reference", "参考实现"),
+    "word.user_step": ("user step", "你的步骤"),
+    "word.where": ("where", "位置"),
+    "word.user_shape": ("user shape", "你的形状"),
+    "word.max_abs": ("max abs", "绝对误差"),
+    "word.max_rel": ("max rel", "相对误差"),
+    "word.ok": ("ok", "一致"),
+    "word.missing": ("(missing)", "（缺失）"),
+    "word.not_seen": ("not seen", "未见到"),
+    "word.fused": ("fused", "已融合"),
+    "word.input": ("(input)", "（输入）"),
+    "verdict.match": (
+        "MATCH: all {n} steps the code makes agree with the reference within the {dtype} "
+        "tolerance",
+        "一致（MATCH）：代码的全部 {n} 步都在 {dtype} 的容差内与参考实现一致",
+    ),
+    "verdict.match_word": ("MATCH", "一致（MATCH）"),
+    "verdict.differs_word": ("DIFFERS", "不一致（DIFFERS）"),
+    "verdict.cannot_tell_word": ("CANNOT TELL", "无法判断（CANNOT TELL）"),
+    "verdict.differs_at_source": (
+        "DIFFERS from step {step} at {where}: {source}",
+        "不一致（DIFFERS）：从第 {step} 步开始，位于 {where}：{source}",
+    ),
+    "verdict.differs_at": (
+        "DIFFERS from step {step} at {where}",
+        "不一致（DIFFERS）：从第 {step} 步开始，位于 {where}",
+    ),
+    "verdict.differs": ("DIFFERS from step {step}", "不一致（DIFFERS）：从第 {step} 步开始"),
+    "verdict.how_far": (
+        "user vs reference: max abs {abs}, max rel {rel}",
+        "你的代码与参考实现相比：最大绝对误差 {abs}，最大相对误差 {rel}",
+    ),
+    "verdict.shapes_differ": (
+        "user vs reference: shapes differ, {user} against {reference}",
+        "你的代码与参考实现相比：形状不同，{user} 对 {reference}",
+    ),
+    "verdict.bug": ("bug: {name} ({how})", "bug：{name}（{how}）"),
+    "verdict.fix": ("fix: {fix}", "改法：{fix}"),
+    "verdict.raised_after": ("the code raised after it", "代码在这之后抛出了异常"),
+    "verdict.reproduces": (
+        "applied to the reference it reproduces the code to {gap}",
+        "施加到参考实现上，它重现了你的代码，误差 {gap}",
+    ),
+    "verdict.no_known_bug": ("no known bug reproduces it", "没有已知的 bug 能重现它"),
+    "verdict.closest": (
+        "the closest known bug, {name}, is off by {gap}",
+        "最接近的已知 bug 是“{name}”，相差 {gap}",
+    ),
+    "verdict.no_role": (
+        "the user's code has no tensor in the role of {step}",
+        "你的代码里没有扮演 {step} 角色的张量",
+    ),
+    "verdict.compare_step": ("compare {step} with the reference: {op}", "把 {step} 与参考实现比较：{op}"),
+    "bug.untransposed": (
+        "x @ W instead of x @ W.T in the {c} projection",
+        "{c} 投影写成了 x @ W，而不是 x @ W.T",
+    ),
+    "fix.untransposed": (
+        "a weight is (out_features, in_features): write x @ w_{c}.T (or use nn.Linear / F.linear)",
+        "权重的形状是 (out_features, in_features)：应写 x @ w_{c}.T（或者用 nn.Linear / F.linear）",
+    ),
+    "bug.swapped": ("the {a} and {b} projections swapped", "{a} 和 {b} 的投影用反了"),
+    "fix.swapped": (
+        "compute {a} with the {a} projection (w_{a}) and {b} with w_{b}",
+        "用 {a} 投影（w_{a}）计算 {a}，用 w_{b} 计算 {b}",
+    ),
+    "bug.from_other": ("{a} computed with the {b} projection", "{a} 用了 {b} 的投影来计算"),
+    "fix.from_other": (
+        "compute {a} with its own projection (w_{a}), not w_{b}",
+        "用 {a} 自己的投影（w_{a}）计算，而不是 w_{b}",
+    ),
+    "bug.split": ("heads of {which} split without the transpose", "{which} 分头时没有 transpose（维度交换）"),
+    "fix.split": (
+        "split with .view(B, S, h, d).transpose(1, 2); a bare view(B, h, S, d) mixes tokens into "
+        "heads",
+        "应先 .view(B, S, h, d) 再 .transpose(1, 2) 分割成多个头；直接 view(B, h, S, d) 会把不同"
+        "词的数混进同一个头",
+    ),
+    "bug.merge": ("heads merged without transposing back", "拼接多头之前没有把维度换回来"),
+    "fix.merge": (
+        "transpose back first: context.transpose(1, 2).reshape(B, S, H)",
+        "先把维度换回来：context.transpose(1, 2).reshape(B, S, H)",
+    ),
+    "bug.softmax_axis": (
+        "softmax over the wrong axis (dim={axis}, {letter})",
+        "softmax 归一化的维度不对（dim={axis}，{letter}）",
+    ),
+    "fix.softmax_axis": (
+        "take the softmax over the keys, the last axis: softmax(scores, dim=-1)",
+        "应对键所在的最后一个维度做 softmax：softmax(scores, dim=-1)",
+    ),
+    "bug.softmax_sum": (
+        "softmax's sum over the wrong axis (axis={axis}, {letter}; the max over the keys)",
+        "softmax 的指数之和沿错误的维度计算（axis={axis}，{letter}；最大值沿键的维度）",
+    ),
+    "fix.softmax_sum": (
+        "divide by the sum over the keys, the last axis: e / e.sum(axis=-1, keepdims=True)",
+        "应除以最后一个维度（键）上的指数之和：e / e.sum(axis=-1, keepdims=True)",
+    ),
+    "bug.scaled_twice": ("scaling applied twice", "缩放做了两次"),
+    "bug.unscaled": ("scores not scaled", "相似度分数没有缩放"),
+    "bug.scaled_d": ("scores scaled by 1/d instead of 1/√d", "分数按 1/d 缩放，而不是 1/√d"),
+    "bug.scaled_h": ("scores scaled by 1/√H instead of 1/√d", "分数按 1/√H 缩放，而不是 1/√d"),
+    "bug.scaled_sqrt": ("scores multiplied by √d instead of divided", "分数乘以 √d，而不是除以 √d"),
+    "fix.scale": (
+        "scale the scores once, by {factor} (1/√d with d = {d}): scores / math.sqrt(d)",
+        "对分数缩放一次，乘以 {factor}（1/√d，d = {d}）：scores / math.sqrt(d)",
+    ),
+    "bug.k_permute": ("K transposed over the wrong axes (permute{order})", "K 转置的维度不对（permute{order}）"),
+    "fix.k_permute": (
+        "swap only the last two axes of k: k.transpose(-2, -1)",
+        "只交换 k 的最后两个维度：k.transpose(-2, -1)",
+    ),
+    "bug.k_reshape": ("K reshaped to (…, d, S) instead of transposed", "K 用 reshape 变成 (…, d, S)，而不是转置"),
+    "fix.k_reshape": ("transpose, don't reshape: k.transpose(-2, -1)", "要转置，不要 reshape：k.transpose(-2, -1)"),
+    "bug.causal_unexpected": ("a causal mask the reference was not asked for", "用了参考实现没有要求的因果掩码"),
+    "fix.causal_unexpected": (
+        "pass --causal when the model is causal (a decoder); else drop the mask / is_causal",
+        "模型是因果的（解码器）时请加上 --causal；否则去掉掩码 / is_causal",
+    ),
+    "bug.mask_inverted": (
+        "mask polarity inverted (the kept keys are masked)",
+        "掩码取反了（应保留的键被遮住了）",
+    ),
+    "fix.mask_inverted": (
+        "mask where the mask says *not* to attend: masked_fill(~keep, -inf), or flip the mask",
+        "应在掩码说“不关注”的位置填 -inf：masked_fill(~keep, -inf)，或者把掩码取反",
+    ),
+    "bug.causal_diagonal": (
+        "causal mask excludes the diagonal (off by one)",
+        "因果掩码把对角线也遮住了（差一个）",
+    ),
+    "bug.causal_future": (
+        "causal mask lets each query see one future key (off by one)",
+        "因果掩码让每个查询多看到一个后面的键（差一个）",
+    ),
+    "fix.causal": (
+        "a query attends keys up to and including itself: torch.tril(ones(S, S)), masked where 0 "
+        "(or torch.triu(ones, diagonal=1) as the positions to mask)",
+        "第 i 个词只能看到第 0 到第 i 个词（包括它自己）：torch.tril(ones(S, S))，为 0 的位置遮住"
+        "（或者用 torch.triu(ones, diagonal=1) 作为要遮住的位置）",
+    ),
+    "bug.mask_missing": ("mask not applied", "没有应用掩码"),
+    "fix.mask_missing": (
+        "apply the mask to the scaled scores before the softmax",
+        "在 softmax 之前把掩码加到缩放后的分数上",
+    ),
+    "bug.mask_after": (
+        "mask applied after the softmax (masked weights set to {how})",
+        "掩码在 softmax 之后才应用（被遮住的权重设为 {how}）",
+    ),
+    "fix.mask_after": (
+        "mask the scaled scores with -inf *before* the softmax, so each row sums to 1 over the "
+        "kept keys",
+        "应在 softmax *之前*用 -inf 遮住缩放后的分数，这样每行在保留的键上之和为 1",
+    ),
+    "bug.gqa_tile": (
+        "kv heads of {which} expanded with repeat/tile instead of repeat_interleave",
+        "{which} 的 K/V 头用 repeat/tile 复制，而不是 repeat_interleave",
+    ),
+    "fix.gqa_tile": (
+        "each kv head serves {r} consecutive query heads: k.repeat_interleave({r}, dim=1)",
+        "每个 K/V 头服务相邻的 {r} 个查询头：k.repeat_interleave({r}, dim=1)",
+    ),
+    "bug.rope_pairs": (
+        "RoPE pairs {wrong} where the weights expect {right}",
+        "RoPE 把 {wrong} 配成一对，而权重要求的是 {right}",
+    ),
+    "word.pairs_half": ("dimensions (i, i+d/2)", "维度 (i, i+d/2)"),
+    "word.pairs_interleaved": ("neighbours (2i, 2i+1)", "相邻维度 (2i, 2i+1)"),
+    "fix.rope_half": (
+        "rotate dimension i with i + d/2 (rotate_half), as Hugging Face Llama does",
+        "把第 i 维和第 i + d/2 维一起旋转（rotate_half），和 Hugging Face 的 Llama 一样",
+    ),
+    "fix.rope_interleaved": (
+        "rotate dimension 2i with 2i + 1, as Meta's original checkpoints and GPT-J do",
+        "把第 2i 维和第 2i + 1 维一起旋转，和 Meta 原始检查点、GPT-J 一样",
+    ),
+    "fix.rope_other": (
+        "or, if your model pairs {pairs}, diff it with --rope-style {style}",
+        "或者，如果你的模型配对的是 {pairs}，请用 --rope-style {style} 来 diff",
+    ),
+    "bug.rope_theta": ("RoPE with θ = {base} instead of {right}", "RoPE 用了 θ = {base}，而不是 {right}"),
+    "fix.rope_theta": ("use the model's rope_theta = {right}", "使用模型的 rope_theta = {right}"),
+    "bug.rope_start": ("RoPE positions start at {start}, not 0", "RoPE 的位置从 {start} 开始，而不是 0"),
+    "fix.rope_start": (
+        "rotate position p by p·θᵢ with positions 0, 1, …, S-1 (torch.arange(S))",
+        "位置 p 旋转 p·θᵢ，位置为 0, 1, …, S-1（torch.arange(S)）",
+    ),
+    "bug.output_missing": ("output projection missing", "缺少输出投影"),
+    "fix.output_missing": (
+        "end with the output projection: o_proj(merged)",
+        "最后要做输出投影（对拼接后的结果进行线性变换）：o_proj(merged)",
+    ),
+    # --- trace: the rule that broke and its fix (capturing/explain.py) -------------------------
+    "rule.heading_at": ("{kind} at {where}", "{kind}，位于 {where}"),
+    "word.shape_error": ("shape error", "形状错误"),
+    "word.out_of_memory": ("out of memory", "内存不足"),
+    "word.error": ("error", "错误"),
+    "rule.label": ("rule: {rule}", "规则：{rule}"),
+    "fix.label": ("fix:  {fix}", "改法：{fix}"),
+    "rule.matmul": (
+        "matmul contracts the last axis of {a} ({ax}) with the second-to-last of {b} ({bx}); "
+        "{m} ≠ {n}",
+        "matmul 把 {a} 的最后一个维度（{ax}）与 {b} 的倒数第二个维度（{bx}）相乘求和；{m} ≠ {n}",
+    ),
+    "rule.matmul_batch": (
+        "matmul broadcasts the leading (batch) axes: {a} has {ash}, {b} has {bsh}, and they do "
+        "not match from the right",
+        "matmul 会广播前面的（batch）维度：{a} 是 {ash}，{b} 是 {bsh}，从右往左对不上",
+    ),
+    "fix.weight_out_in": (
+        "{w} is stored (out, in) as torch does: use {x} @ {w}.T (a weight for x @ W is (in, out))",
+        "{w} 按 torch 的方式存成 (out, in)：应写 {x} @ {w}.T（用于 x @ W 的权重是 (in, out)）",
+    ),
+    "fix.k_wrong_axes": (
+        "{k} is ({has}), but K^T must be ({want}): transpose only K's last two axes, "
+        "K.transpose(-2, -1) (numpy: np.swapaxes(K, -1, -2)), not the heads with S",
+        "{k} 是 ({has})，但 K^T 应该是 ({want})：只转置 K 的最后两个维度，K.transpose(-2, -1)"
+        "（numpy：np.swapaxes(K, -1, -2)），不要交换头和 S",
+    ),
+    "fix.k_not_transposed": (
+        "K is not transposed: multiply by {k}.transpose(-2, -1) (numpy: np.swapaxes({k}, -1, -2)); "
+        "scores are {q} (…, S, d) @ K^T (…, d, S)",
+        "K 没有转置：应乘以 {k}.transpose(-2, -1)（numpy：np.swapaxes({k}, -1, -2)）；相似度分数是 "
+        "{q} (…, S, d) @ K^T (…, d, S)",
+    ),
+    "fix.heads_first": (
+        "heads first: {name} is (…, S, h, d); transpose(-3, -2) it to (…, h, S, d) before the "
+        "matmul",
+        "头要在前：{name} 是 (…, S, h, d)；在 matmul 之前用 transpose(-3, -2) 把它变成 (…, h, S, d)",
+    ),
+    "rule.sdpa_d": (
+        "scaled_dot_product_attention contracts the last axis of {q} ({qx}) with the last axis "
+        "of {k} ({kx}); {m} ≠ {n}",
+        "scaled_dot_product_attention 把 {q} 的最后一个维度（{qx}）与 {k} 的最后一个维度（{kx}）"
+        "相乘求和；{m} ≠ {n}",
+    ),
+    "fix.sdpa_d": (
+        "q and k must both be (…, h, S, d) with one d: split their heads the same way",
+        "q 和 k 都必须是 (…, h, S, d)，d 相同：用同样的方式分割它们的头",
+    ),
+    "rule.sdpa_kv": (
+        "scaled_dot_product_attention needs as many keys as values: {k} has {kn}, {v} has {vn}",
+        "scaled_dot_product_attention 要求键和值一样多：{k} 有 {kn}，{v} 有 {vn}",
+    ),
+    "rule.linear": (
+        "linear maps the last axis of {x} ({ax}) with a weight of shape {w} (out, in): "
+        "in_features is {need}, the input has {has}",
+        "linear 用形状为 {w} (out, in) 的权重变换 {x} 的最后一个维度（{ax}）：in_features 是 "
+        "{need}，而输入是 {has}",
+    ),
+    "fix.merge_transpose": (
+        "heads not merged back: transpose (…, h, S, d) to (…, S, h, d), then reshape to (…, S, "
+        "h·d)",
+        "多头没有拼接回去：先把 (…, h, S, d) 转置成 (…, S, h, d)，再 reshape 成 (…, S, h·d)",
+    ),
+    "fix.merge_reshape": (
+        "heads not merged back: reshape {x} to (…, {need}) (h·d = H) first",
+        "多头没有拼接回去：先把 {x} reshape 成 (…, {need})（h·d = H）",
+    ),
+    "rule.view_contiguous": (
+        "view needs {x} {shape} contiguous in memory; after a transpose it is not",
+        "view 要求 {x} {shape} 在内存中是连续的；transpose 之后它不再连续",
+    ),
+    "fix.contiguous": (
+        "call .contiguous() before .view(…), or use .reshape(…)",
+        "在 .view(…) 之前调用 .contiguous()，或者改用 .reshape(…)",
+    ),
+    "rule.reshape_count": (
+        "reshape keeps the number of elements: {x} {shape} has {size}",
+        "reshape 保持元素个数不变：{x} {shape} 有 {size} 个",
+    ),
+    "rule.reshape_new": (
+        "reshape keeps the number of elements: {x} {shape} has {size}, the new shape {new} has "
+        "{count}",
+        "reshape 保持元素个数不变：{x} {shape} 有 {size} 个，新形状 {new} 有 {count} 个",
+    ),
+    "fix.reshape_merge": (
+        "merging the heads back keeps every element: reshape to {shape}",
+        "拼接多头要保留每一个元素：reshape 成 {shape}",
+    ),
+    "fix.reshape_h": (
+        "H used where d was meant: the head axis of the split is H // h (a size {H} axis is the "
+        "whole hidden size)",
+        "把 H 用在了应该用 d 的地方：分头后每个头的维度是 H // h（大小为 {H} 的维度是整个 hidden）",
+    ),
+    "fix.reshape_last_two": (
+        "the last two sizes must multiply to H={H}: use (…, h, H // h) = {parts}",
+        "最后两个尺寸的乘积必须等于 H={H}：应为 (…, h, H // h) = {parts}",
+    ),
+    "rule.broadcast": (
+        "{func} broadcasts from the right: axis -{k} of {a} ({ax}) meets {bx} of {b}; sizes must "
+        "be equal or 1",
+        "{func} 从右往左广播：{a} 的第 -{k} 个维度（{ax}）对上 {b} 的 {bx}；尺寸必须相等或为 1",
+    ),
+    "fix.broadcast_order": (
+        "the axes are in a different order: transpose {b} to {shape} first",
+        "维度的顺序不同：先把 {b} 转置成 {shape}",
+    ),
+    "fix.broadcast_line_up": (
+        "{b} must line up with the last axes of {a} {shape}; add size-1 axes",
+        "{b} 必须与 {a} {shape} 的最后几个维度对齐；请加上大小为 1 的维度",
+    ),
+    "rule.cannot_take": ("{func} cannot take {operands}", "{func} 不能接受 {operands}"),
+    "rule.cannot_broadcast": ("{func} cannot broadcast {operands}", "{func} 无法广播 {operands}"),
+    "rule.axis": (
+        "{func} names an axis that {x} of rank {rank} does not have (valid: {valid})",
+        "{func} 用到的维度在 {rank} 维的 {x} 中不存在（可用：{valid}）",
+    ),
+    "rule.memory": (
+        "{func} asked for {what} than this machine can give",
+        "{func} 申请的内存（{what}）超过了这台机器能提供的",
+    ),
+    "fix.memory": (
+        "use smaller sizes (--seq, --batch for FILE.py:NAME; a script's own): the (S, S) scores "
+        "grow with S², the other tensors with S",
+        "请用更小的尺寸（FILE.py:NAME 用 --seq、--batch；脚本用它自己的）：(S, S) 分数随 S² 增长，"
+        "其他张量随 S 增长",
+    ),
+    "rule.einsum_subscript": (
+        "einsum subscript {letter} is {first} in one operand but {other} in {name}; a shared "
+        "subscript needs one size",
+        "einsum 下标 {letter} 在一个操作数中是 {first}，在 {name} 中却是 {other}；共用的下标只能有一个大小",
+    ),
+    "fix.einsum": (
+        "check the subscripts' order against each operand's axes",
+        "对照每个操作数的维度检查下标的顺序",
+    ),
+    "word.left_operand": ("the left operand", "左操作数"),
+    "word.right_operand": ("the right operand", "右操作数"),
+    "word.the_input": ("the input", "输入"),
+    "note.mixing": (
+        "{where}: {source} reshapes ({names}) {sizes} to {after}, mixing the axes: reshape to "
+        "{split}, then transpose to ({order})",
+        "{where}：{source} 把 ({names}) {sizes} reshape 成 {after}，混淆了维度：应先 reshape 成 "
+        "{split}，再 transpose 成 ({order})",
+    ),
+    "note.mixing_first": (
+        "{where}: {source} reshapes ({names}) {sizes} to {after}, mixing the axes: transpose to "
+        "({order}) first, then reshape",
+        "{where}：{source} 把 ({names}) {sizes} reshape 成 {after}，混淆了维度：应先 transpose 成 "
+        "({order})，再 reshape",
+    ),
+    "word.warning": ("warning: {note}", "警告：{note}"),
+    "word.note": ("note: {note}", "注：{note}"),
+    "word.steps_of": ("steps of {where}", "{where} 的步骤"),
+    "word.steps_of_narrow": (
+        "steps of {where} ({dtypes}; wider terminal for more)",
+        "{where} 的步骤（{dtypes}；终端更宽时显示更多列）",
+    ),
+    "word.your_code": ("your code", "你的代码"),
+    "word.code": ("code", "代码"),
+    "word.operands_shape": ("operands → shape", "操作数 → 形状"),
+    "word.no_ops": ("no tensor operations recorded", "没有记录到张量运算"),
+    "word.traceback": ("Traceback (your code only):", "调用栈（只显示你的代码）："),
 }

@@ -187,6 +187,13 @@ def _index(lang: Lang) -> tuple[dict[str, str], tuple[tuple[str, re.Pattern[str]
 _TRANSLATED = ("help.", "err.", "rule.", "fix.", "note.", "verdict.", "ui.", "bug.", "word.")
 
 
+#: The placeholders that stand for whole sentences (a rule, a fix, an error's message), which
+#: may hold clauses of their own.
+WHOLE_FIELDS = frozenset({"message", "rule", "fix", "note"})
+#: What a figure may be: any text but a clause's "; ", its brackets paired (one level deep).
+_FIELD = r"(?:(?!; )(?:[^()\[\]]|\([^()]*\)|\[[^\[\]]*\]))+?"
+
+
 def _pattern(template: str) -> tuple[int, re.Pattern[str]]:
     """A template as a regular expression (each ``{name}`` a lazy group that does not run
     over a clause's ``; ``; a name used twice must match the same text) and the number of its
@@ -197,6 +204,7 @@ def _pattern(template: str) -> tuple[int, re.Pattern[str]]:
         fixed += len(literal)
         if field is None:
             continue
-        parts.append(f"(?P={field})" if field in seen else f"(?P<{field}>(?:(?!; ).)+?)")
+        figure = ".+?" if field in WHOLE_FIELDS else _FIELD
+        parts.append(f"(?P={field})" if field in seen else f"(?P<{field}>{figure})")
         seen.add(field)
     return fixed, re.compile("".join(parts), re.DOTALL)

@@ -88,6 +88,7 @@ def diff(
     timeout: Timeout = 60.0,
     backward: DiffBackward = False,
     no_color: opt.NoColor = False,
+    lang: opt.Lang = None,
     model: dict[str, Any],
 ) -> None:
     """Run your attention beside the reference with the same weights and input; name the bug.
@@ -118,7 +119,9 @@ def diff(
     config = resolve_options(**model, **sizes, **numbers)
     budget = parse_size(max_memory) if max_memory is not None else None
     out = console(no_color)
-    view: dict[str, Any] = {"format": fmt.value}
+    from attntrace.learn import check_lang
+
+    view: dict[str, Any] = {"format": fmt.value, "lang": check_lang(lang and lang.value)}
     if fmt is DiffFormat.table:
         view |= {
             "width": out.width,

@@ -281,7 +281,14 @@ def trace(
     budget = None if max_memory is None else _size(max_memory)
     words = _explained(explain, lang, fmt.value)
     result = sandboxed(request, letters, timeout, table=fmt.value == "table", budget=budget)
-    show(result, fmt.value, no_color, target, explain=words)
+    show(result, fmt.value, no_color, target, explain=words, lang=_lang(lang))
+
+
+def _lang(lang: opt.LangName | None) -> Lang:
+    """The language of the view's words: --lang, else the locale."""
+    from attntrace.learn import check_lang
+
+    return check_lang(lang.value if lang is not None else None)
 
 
 def _past(text: str | None) -> int:
@@ -318,20 +325,26 @@ def _usage(message: str) -> Exception:
 
 
 def show(
-    result: Outcome | Ended, fmt: str, no_color: bool, title: str, explain: Lang | None = None
+    result: Outcome | Ended,
+    fmt: str,
+    no_color: bool,
+    title: str,
+    explain: Lang | None = None,
+    lang: Lang = "en",
 ) -> None:
     """Print the capture (and what broke); exit 1 when the user's code raised. A child that
     did not end normally: the steps it ran, then one line saying what happened (exit 1)."""
     from attntrace.capturing.explain import told
     from attntrace.capturing.sandbox import Ended
     from attntrace.render.capture_view import render_capture, render_error, render_failure
+    from attntrace.render.speaking import in_words
 
     ended = result if isinstance(result, Ended) else None
     outcome = result.outcome if isinstance(result, Ended) else result
     t = outcome.capture
     if ended is not None and outcome.error is not None and fmt != "json":
         outcome.error = None  # the one line says it; the document's failure too (json)
-    out = console(no_color)
+    out = in_words(console(no_color), lang)
     if fmt == "table":
         render_capture(t, out, title=title)
         if explain is not None:
@@ -354,7 +367,7 @@ def show(
             sys.stderr.write(f"attntrace: the traced code called sys.exit({outcome.exit_code})\n")
             raise typer.Exit(1)
         return
-    err = console(no_color) if fmt == "table" else _stderr(no_color)
+    err = in_words(console(no_color) if fmt == "table" else _stderr(no_color), lang)
     failure = t.failure
     if failure is not None and failure.error is outcome.error:
         render_failure(failure, told(failure), err)
