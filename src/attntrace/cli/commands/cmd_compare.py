@@ -61,6 +61,7 @@ def compare(
     no_color: opt.NoColor = False,
     files: dict[str, Any],
     model: dict[str, Any],
+    lang: opt.Lang = None,
 ) -> None:
     """Set two configurations side by side: the steps whose shape or op changes, FLOPs, bytes.
 

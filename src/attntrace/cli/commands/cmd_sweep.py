@@ -83,6 +83,7 @@ def sweep(
     backward: opt.Backward = False,
     *,
     model: dict[str, Any],
+    lang: opt.Lang = None,
 ) -> None:
     """FLOPs, score bytes and peak memory over several sizes, eager beside flash.
 

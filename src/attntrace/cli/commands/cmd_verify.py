@@ -53,6 +53,7 @@ def verify(
     fmt: opt.VerifyFormat = opt.ListingFormatName.table,
     output_file: opt.DocumentFile = None,  # written by cli_errors: to_document
     backward: opt.Backward = False,
+    lang: opt.Lang = None,
 ) -> None:
     """Check the trace against PyTorch's own attention; exit 1 beyond tolerance.
 
