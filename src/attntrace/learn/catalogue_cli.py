@@ -385,7 +385,7 @@ MESSAGES: dict[str, tuple[str, str]] = {
         "user vs reference: shapes differ, {user} against {reference}",
         "你的代码与参考实现相比：形状不同，{user} 对 {reference}",
     ),
-    "verdict.bug": ("bug: {name} ({how})", "bug：{name}（{how}）"),
+    "verdict.bug": ("bug: {bug} ({how})", "bug：{bug}（{how}）"),
     "verdict.fix": ("fix: {fix}", "改法：{fix}"),
     "verdict.raised_after": ("the code raised after it", "代码在这之后抛出了异常"),
     "verdict.reproduces": (
@@ -544,10 +544,9 @@ MESSAGES: dict[str, tuple[str, str]] = {
         "最后要做输出投影（对拼接后的结果进行线性变换）：o_proj(merged)",
     ),
     # --- trace: the rule that broke and its fix (capturing/explain.py) -------------------------
-    "rule.heading_at": ("{kind} at {where}", "{kind}，位于 {where}"),
-    "word.shape_error": ("shape error", "形状错误"),
-    "word.out_of_memory": ("out of memory", "内存不足"),
-    "word.error": ("error", "错误"),
+    "rule.shape_error_at": ("shape error at {where}", "形状错误，位于 {where}"),
+    "rule.out_of_memory_at": ("out of memory at {where}", "内存不足，位于 {where}"),
+    "rule.error_at": ("error at {where}", "错误，位于 {where}"),
     "rule.label": ("rule: {rule}", "规则：{rule}"),
     "fix.label": ("fix:  {fix}", "改法：{fix}"),
     "rule.matmul": (
@@ -705,4 +704,111 @@ MESSAGES: dict[str, tuple[str, str]] = {
     "word.operands_shape": ("operands → shape", "操作数 → 形状"),
     "word.no_ops": ("no tensor operations recorded", "没有记录到张量运算"),
     "word.traceback": ("Traceback (your code only):", "调用栈（只显示你的代码）："),
+    # --- check ------------------------------------------------------------------------------
+    "verdict.check_ok": ("ok: {passed} passed, {failed} failed", "通过：{passed} 项通过，{failed} 项失败"),
+    "verdict.check_failed": ("FAILED: {passed} passed, {failed} failed", "失败：{passed} 项通过，{failed} 项失败"),
+    "verdict.check_pass_case": ("PASS  {name}  ({n} checks)", "通过  {name}  （{n} 项检查）"),
+    "verdict.check_pass_case_one": ("PASS  {name}  ({n} check)", "通过  {name}  （{n} 项检查）"),
+    "verdict.check_fail_case": ("FAIL  {name}  ({n} checks)", "失败  {name}  （{n} 项检查）"),
+    "verdict.check_fail_case_one": ("FAIL  {name}  ({n} check)", "失败  {name}  （{n} 项检查）"),
+    "verdict.check_error_case": ("ERROR  {name}: {message}", "错误  {name}：{message}"),
+    "verdict.passed": ("passed  {what}", "通过  {what}"),
+    "verdict.failed_checks": ("failed checks", "未通过的检查"),
+    "word.config": ("config", "配置"),
+    "word.check": ("check", "检查"),
+    "word.expected": ("expected", "预期"),
+    "word.actual": ("actual", "实际"),
+    "word.checked": ("checked", "检查的步骤"),
+    # --- verify -------------------------------------------------------------------------------
+    "verdict.every_step": ("every step, {left} vs {right}", "每一步：{left} 对 {right}"),
+    "verdict.references": (
+        "output and attention weights vs PyTorch's own attention",
+        "输出和注意力权重对 PyTorch 自己的注意力",
+    ),
+    "verdict.references_grad": (
+        "output and attention weights vs PyTorch's own attention (and every gradient vs autograd)",
+        "输出和注意力权重对 PyTorch 自己的注意力（以及每个梯度对 autograd）",
+    ),
+    "word.tensor": ("tensor", "张量"),
+    "word.backend": ("backend", "后端"),
+    "verdict.verify_pass": (
+        "PASS: all {n} comparisons within the {dtype} tolerance",
+        "通过：全部 {n} 项比较都在 {dtype} 的容差内",
+    ),
+    "verdict.verify_pass_na": (
+        "PASS: all {n} comparisons within the {dtype} tolerance ({skipped} n/a)",
+        "通过：全部 {n} 项比较都在 {dtype} 的容差内（{skipped} 项不适用）",
+    ),
+    "verdict.verify_fail": (
+        "FAIL: {bad} of {n} comparisons beyond the tolerance: {which}",
+        "失败：{n} 项比较中有 {bad} 项超出容差：{which}",
+    ),
+    "verdict.na": ("n/a: {reason}", "不适用：{reason}"),
+    # --- compare ------------------------------------------------------------------------------
+    "word.same_settings": ("A and B have the same settings", "A 和 B 的设置相同"),
+    "word.what_changes": ("what changes", "哪些变了"),
+    "word.setting": ("setting", "设置"),
+    "verdict.compare_steps": (
+        "steps ({changed} of {n} change: yellow; red: A only, green: B only)",
+        "步骤（{n} 步中有 {changed} 步变化：黄色；红色：只在 A 中，绿色：只在 B 中）",
+    ),
+    "word.shape_in_a": ("shape in A", "A 的形状"),
+    "word.shape_in_b": ("shape in B", "B 的形状"),
+    "word.axes_b": ("axes (B)", "维度（B）"),
+    "word.op_changes": ("op, where it changes (A → B)", "运算变化之处（A → B）"),
+    "word.costs": ("costs", "计算量与内存"),
+    "word.same": ("same", "相同"),
+    "word.parameter_bytes": ("parameter bytes", "参数字节数"),
+    "word.step_bytes": ("step bytes", "各步字节数"),
+    "word.peak_activations": ("peak activations", "激活峰值"),
+    "word.score_bytes": ("score bytes held at once", "同时保存的分数字节数"),
+    "word.kv_per_token": ("KV cache per token", "每个词的 KV 缓存"),
+    "word.steps": ("steps", "步数"),
+    "word.parameters": ("parameters", "参数"),
+    # --- sweep --------------------------------------------------------------------------------
+    "word.sweep_bytes": ("sweep (bytes of {dtype})", "扫描（{dtype} 的字节数）"),
+    "word.sweep": ("sweep", "扫描"),
+    "word.algorithm": ("algorithm", "算法"),
+    "word.scores": ("scores", "分数"),
+    "word.peak": ("peak", "峰值"),
+    "word.peak_live": ("peak live activations", "同时存活的激活峰值"),
+    "word.saved_backward": ("saved for the backward", "为反向传播保存的"),
+    # --- presets ------------------------------------------------------------------------------
+    "word.presets_title": (
+        "presets (numbers from each model's config.json on the Hugging Face Hub)",
+        "预设模型（数字来自 Hugging Face Hub 上各模型的 config.json）",
+    ),
+    "word.preset": ("preset", "预设"),
+    "word.config_of": ("config.json of", "config.json 来源"),
+    "word.yes": ("yes", "是"),
+    "word.no": ("no", "否"),
+    "word.presets_whole": (
+        "whole model: attention of all L layers at the context length (batch 1, KV cache in "
+        "float16; FLOPs of one forward over the full S x S)",
+        "整个模型：上下文长度下所有 L 层的注意力（batch 1，KV 缓存按 float16；FLOPs 为完整 S x S "
+        "上的一次前向）",
+    ),
+    "word.context": ("context", "上下文"),
+    "word.attn_params": ("attn params", "注意力参数"),
+    "word.kv_cache": ("KV cache", "KV 缓存"),
+    "word.attn_flops": ("attn FLOPs", "注意力 FLOPs"),
+    "word.saved_bwd": ("saved for bwd", "反向保存"),
+    "word.bwd_flops": ("bwd FLOPs", "反向 FLOPs"),
+    # --- run's figures beside the steps --------------------------------------------------------
+    "word.kv_line": (
+        "KV cache: 2 (k, v) x g={g} x d={d} x {item} B ({dtype}) = {per} per token and layer "
+        "({times}x less than {full} with h={h} kv-heads)",
+        "KV 缓存：2 (k, v) x g={g} x d={d} x {item} B（{dtype}）= 每个词每层 {per}（比 h={h} 个 "
+        "K/V 头时的 {full} 少 {times} 倍）",
+    ),
+    "word.whole_model": (
+        "whole model: L={L} layers like this one, B={B}, {keys}={n}",
+        "整个模型：L={L} 个这样的层，B={B}，{keys}={n}",
+    ),
+    "word.kv_cache_dtype": ("KV cache ({dtype})", "KV 缓存（{dtype}）"),
+    "word.per_forward": ("{unit} per forward", "每次前向的 {unit}"),
+    "word.forward_steps": ("L x the forward steps above", "L x 上面的前向各步"),
+    "word.per_backward": ("{unit} per backward", "每次反向的 {unit}"),
+    "word.per_training_token": ("{unit} per training token", "每个训练词的 {unit}"),
+    "word.one_layers": ("L x one layer's", "L x 一层的"),
 }

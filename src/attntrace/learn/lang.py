@@ -133,11 +133,15 @@ def _translate_whole(text: str, lang: Lang) -> str | None:
     key = exact.get(" ".join(text.split()))
     if key is not None:
         return catalogue(lang)[key]
-    for key, pattern in templates:
+    for key, pattern, fixed in templates:
         found = pattern.fullmatch(text)
-        if found is not None and all(map(_balanced, found.groups())):
-            facts = {name: _fact(value, lang) for name, value in found.groupdict().items()}
-            return message(key, lang, **facts)
+        if found is None or not all(map(_balanced, found.groups())):
+            continue
+        figures = sum(len(v) for k, v in found.groupdict().items() if k not in WHOLE_FIELDS)
+        if fixed < MIN_FIXED * (fixed + figures):
+            continue  # mostly figures: a phrase that only happens to fit (" at ")
+        facts = {name: _fact(value, lang) for name, value in found.groupdict().items()}
+        return message(key, lang, **facts)
     return None
 
 
@@ -163,7 +167,9 @@ def _fact(value: str, lang: Lang) -> str:
 
 
 @functools.cache
-def _index(lang: Lang) -> tuple[dict[str, str], tuple[tuple[str, re.Pattern[str]], ...]]:
+def _index(
+    lang: Lang,
+) -> tuple[dict[str, str], tuple[tuple[str, re.Pattern[str], int], ...]]:
     """The English sentences of the catalogue: those without placeholders by their words,
     the others as patterns, the most specific (the most fixed letters) first."""
     english, target = catalogue("en"), catalogue(lang)
@@ -179,7 +185,7 @@ def _index(lang: Lang) -> tuple[dict[str, str], tuple[tuple[str, re.Pattern[str]
         fixed, pattern = _pattern(text)
         patterns.append((fixed, key, pattern))
     ordered = sorted(patterns, key=lambda p: -p[0])
-    return exact, tuple((key, pattern) for _, key, pattern in ordered)
+    return exact, tuple((key, pattern, fixed) for fixed, key, pattern in ordered)
 
 
 #: The keys whose English is matched against what attntrace prints (the steps' explanations
@@ -189,9 +195,14 @@ _TRANSLATED = ("help.", "err.", "rule.", "fix.", "note.", "verdict.", "ui.", "bu
 
 #: The placeholders that stand for whole sentences (a rule, a fix, an error's message), which
 #: may hold clauses of their own.
-WHOLE_FIELDS = frozenset({"message", "rule", "fix", "note"})
-#: What a figure may be: any text but a clause's "; ", its brackets paired (one level deep).
-_FIELD = r"(?:(?!; )(?:[^()\[\]]|\([^()]*\)|\[[^\[\]]*\]))+?"
+WHOLE_FIELDS = frozenset({"message", "rule", "fix", "note", "bug", "how"})
+#: The least share of a sentence's own letters (its figures aside) a template must fix.
+MIN_FIXED = 0.2
+#: What a figure may be: any text but a clause's "; ", its brackets paired (two levels deep).
+_PAIRED = r"\((?:[^()]|\([^()]*\))*\)|\[[^\[\]]*\]"
+_FIELD = rf"(?:(?!; )(?:[^()\[\]]|{_PAIRED}))+?"
+#: What a whole sentence may be: any text, its brackets paired.
+_SENTENCE = rf"(?:[^()\[\]]|{_PAIRED})+?"
 
 
 def _pattern(template: str) -> tuple[int, re.Pattern[str]]:
@@ -204,7 +215,7 @@ def _pattern(template: str) -> tuple[int, re.Pattern[str]]:
         fixed += len(literal)
         if field is None:
             continue
-        figure = ".+?" if field in WHOLE_FIELDS else _FIELD
+        figure = _SENTENCE if field in WHOLE_FIELDS else _FIELD
         parts.append(f"(?P={field})" if field in seen else f"(?P<{field}>{figure})")
         seen.add(field)
     return fixed, re.compile("".join(parts), re.DOTALL)
