@@ -293,6 +293,34 @@ def describe(cfg: AttentionConfig) -> str:
     return " ".join(words) + (" with " + ", ".join(extras) if extras else "") + step + cache
 
 
+def describe_in(cfg: AttentionConfig, lang: Lang = "en") -> str:
+    """:func:`describe` in ``lang``.
+
+    >>> describe_in(AttentionConfig(kv_heads=4, causal=True, rope=True), "zh")
+    '分组查询因果自注意力，带 RoPE'
+    >>> describe_in(AttentionConfig(seq=1, past=4096, causal=True), "zh")
+    '多头因果自注意力；解码一步，KV 缓存中已有 4,096 个词'
+    """
+    if lang == "en":
+        return describe(cfg)
+    from attntrace.learn.lang import message
+
+    kind = "multi" if not cfg.grouped else "mqa" if cfg.groups == 1 else "gqa"
+    words = message(f"describe.{kind}", lang) + (message("describe.causal", lang) * cfg.causal)
+    words += message("describe.cross" if cfg.cross else "describe.self", lang)
+    extras = [
+        *(["RoPE"] if cfg.rope else []),
+        *([message("describe.padding", lang)] if cfg.key_lengths is not None else []),
+        *([message("describe.no_bias", lang)] if not cfg.bias else []),
+    ]
+    if extras:
+        words += message("describe.with", lang, extras="、".join(extras))
+    if cfg.past:
+        key = "describe.decode" if cfg.seq == 1 else "describe.new_tokens"
+        words += message(key, lang, S=cfg.seq, past=f"{cfg.past:,}")
+    return words
+
+
 def kv_cache_line(trace: Trace) -> Text | None:
     """The KV-cache bytes per token and layer, when kv-heads are set (else None).
 
