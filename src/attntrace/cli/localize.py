@@ -36,7 +36,7 @@ def localized(command: click.Command) -> click.Command:
     >>> from attntrace.cli import app
     >>> run = typer.main.get_command(app).get_command(None, "run")
     >>> ctx = run.make_context("run", ["--lang", "zh", "--heads", "2"])
-    >>> "显示本帮助并退出" in run.get_help(ctx), ctx.params["lang"].value
+    >>> "显示本帮助并退出" in run.get_help(ctx), ctx.params["lang"]
     (True, 'zh')
     """
     parse, draw = command.parse_args, command.format_help

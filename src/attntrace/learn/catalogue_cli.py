@@ -872,5 +872,10 @@ MESSAGES: dict[str, tuple[str, str]] = {
     "report.cfg.auto": ("automatic", "自动"),
     "report.cfg.unscaled": ("1 (unscaled)", "1（不缩放）"),
     # --- the notebook (render/notebook.py) ----------------------------------------------------
-    "notebook.steps": ("steps", "步骤"),
+    "notebook.totals": (
+        "{steps} steps, {flops} FLOPs, parameters {params}",
+        "{steps} 步，{flops} FLOPs，参数 {params}",
+    ),
+    "notebook.flow": ("data flow", "数据流"),
+    "notebook.first_heads": ("the first {shown} of {h} heads", "{h} 个头中的前 {shown} 个"),
 }
