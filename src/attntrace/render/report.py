@@ -121,7 +121,7 @@ def _classes(i: int, numeric: set[int], tuples: set[int]) -> str:
 
 
 #: A shape or axes tuple inside a cell's text: ``(3, 12, 64)``, ``(B, h, S, d)``.
-_TUPLE = re.compile(r"\([^()<>&]{0,48}\)")
+_TUPLE = re.compile(r"\((?:[^()<>&,]{1,16}, ){1,8}[^()<>&,]{1,16}\)|\([A-Za-z]\)")
 
 
 def _cell(text: str) -> str:
