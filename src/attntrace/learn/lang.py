@@ -137,7 +137,7 @@ def _translate_whole(text: str, lang: Lang) -> str | None:
         found = pattern.fullmatch(text)
         if found is None or not all(map(_balanced, found.groups())):
             continue
-        figures = sum(len(v) for k, v in found.groupdict().items() if k not in WHOLE_FIELDS)
+        figures = sum(len(v) for k, v in found.groupdict().items() if k not in _UNCOUNTED)
         if fixed < MIN_FIXED * (fixed + figures):
             continue  # mostly figures: a phrase that only happens to fit (" at ")
         facts = {name: _fact(value, lang) for name, value in found.groupdict().items()}
@@ -195,7 +195,10 @@ _TRANSLATED = ("help.", "err.", "rule.", "fix.", "note.", "verdict.", "ui.", "bu
 
 #: The placeholders that stand for whole sentences (a rule, a fix, an error's message), which
 #: may hold clauses of their own.
-WHOLE_FIELDS = frozenset({"message", "rule", "fix", "note", "bug", "how"})
+WHOLE_FIELDS = frozenset({"message", "rule", "fix", "note", "bug", "how", "reason", "why"})
+#: Placeholders whose length says nothing of how well a template fits: sentences, and the
+#: lists of choices an error names.
+_UNCOUNTED = WHOLE_FIELDS | {"choices", "valid", "found", "steps", "options", "source"}
 #: The least share of a sentence's own letters (its figures aside) a template must fix.
 MIN_FIXED = 0.2
 #: What a figure may be: any text but a clause's "; ", its brackets paired (two levels deep).

@@ -17,6 +17,8 @@ TECHNICAL = frozenset(
     npz npy pt pth bin table shape numpy torch head heads hidden seq past window bias mask
     llama mistral gemma qwen gpt neox phi olmo bert t5 meta hugging face vllm hbm3 sxm h100
     ok usage options commands arguments command true false none null sqrt rms rmsnorm tanh exp
+    rich schema half interleaved eager scores scaled weights context merged output masked
+    a b e f i j t u z
     log inf nan max min sum mean abs rel rtol atol ci github actions path file dir
     gib mib kib tib pib gb mb kb tb pb b s n m h g d l r p c w x y q k v o
     """.split()
