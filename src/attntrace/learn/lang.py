@@ -190,7 +190,18 @@ def _index(
 
 #: The keys whose English is matched against what attntrace prints (the steps' explanations
 #: are made from the catalogue, never translated back).
-_TRANSLATED = ("help.", "err.", "rule.", "fix.", "note.", "verdict.", "ui.", "bug.", "word.")
+_TRANSLATED = (
+    "help.",
+    "err.",
+    "rule.",
+    "fix.",
+    "note.",
+    "verdict.",
+    "ui.",
+    "bug.",
+    "word.",
+    "cell.",
+)
 
 
 #: The placeholders that stand for whole sentences (a rule, a fix, an error's message), which

@@ -27,7 +27,7 @@ NO_START = frozenset("，。、；：？！）」』》】〉”’…％,.;:?!)
 #: Marks a line must not end with (they open what comes after them).
 NO_END = frozenset("（「『《【〈“‘([{")
 #: A tuple of figures or axis letters: ``(3, 12, 64)``, ``(B, h, S, d)``, ``(…, S, h·d)``.
-TUPLE = re.compile(r"\([^()\n\u3000-\u9fff\uff00-\uffef]{0,48}\)")
+TUPLE = re.compile(r"\((?:[^(),\s]{1,16}, ){0,8}[^(),\s]{1,16},?\)")
 
 
 def wide(c: str) -> bool:

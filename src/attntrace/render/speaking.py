@@ -124,7 +124,8 @@ def said_table(table: Table, lang: Lang) -> Table:
 
 def _said_cell(cell: Any, lang: Lang, *, whole: bool = False, known: Any = None) -> Any:
     """A title or header (``whole``: any sentence of the catalogue), or a cell: only a status
-    word (``word.*``: ``(missing)``, ``not seen``), never a name that happens to be a word."""
+    word (``cell.*``: ``(missing)``, ``not seen``), never a name that happens to be a word
+    (the step ``scores``)."""
     plain = cell.plain if isinstance(cell, Text) else cell
     if not isinstance(plain, str) or not plain.strip():
         return cell
@@ -138,11 +139,11 @@ def _said_cell(cell: Any, lang: Lang, *, whole: bool = False, known: Any = None)
 
 
 def _status(text: str, lang: Lang) -> str:
-    """A cell's status word in ``lang`` (only those of the ``word.`` keys)."""
+    """A cell's status word in ``lang`` (only those of the ``cell.`` keys)."""
     from attntrace.learn.catalogue_cli import MESSAGES
 
     side = 1 if lang == "zh" else 0
     for key, pair in MESSAGES.items():
-        if key.startswith("word.") and pair[0] == text:
+        if key.startswith("cell.") and pair[0] == text:
             return pair[side]
     return text

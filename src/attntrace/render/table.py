@@ -467,8 +467,10 @@ def explain_table(trace: Trace, lang: Lang = "en", *, tight: bool = False) -> Ta
     table.add_column("#", justify="right", style="dim", no_wrap=True)
     table.add_column(message("ui.step", lang), style="bold", no_wrap=True)
     table.add_column(message("ui.explanation", lang), overflow="fold", ratio=1)
+    from attntrace.render.prose import Prose
+
     for step, text in zip(trace.steps, explain_trace(trace, lang).values(), strict=True):
-        table.add_row(str(step.index), step.name, text)
+        table.add_row(str(step.index), step.name, Prose(text))  # never breaks inside a tuple
     return table
 
 
@@ -477,6 +479,7 @@ def roles_table(records: Records, lang: Lang = "en") -> Table | None:
     (``attntrace trace --explain``); None when no step plays one."""
     from attntrace.learn import message
     from attntrace.learn.words import explain_roles
+    from attntrace.render.prose import Prose
 
     words = explain_roles(records, lang)
     if not words:
@@ -489,7 +492,7 @@ def roles_table(records: Records, lang: Lang = "en") -> Table | None:
     for step in records.steps:
         if step.name in words:
             where = getattr(step, "location", "")
-            table.add_row(step.name, getattr(step, "role", ""), where, words[step.name])
+            table.add_row(step.name, getattr(step, "role", ""), where, Prose(words[step.name]))
     return table
 
 
