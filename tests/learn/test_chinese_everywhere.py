@@ -42,7 +42,8 @@ def fields(text: str) -> set[str]:
 @pytest.mark.parametrize("key", sorted({**CLI, **HELP}))
 def test_every_message_has_both_languages_with_the_same_placeholders(key: str) -> None:
     en, cn = {**CLI, **HELP}[key]
-    assert en.strip() and cn.strip(), key
+    assert en.strip(), key
+    assert cn.strip(), key
     assert fields(en) == fields(cn), key
     assert cn == en or any(c in CJK for c in cn), key  # the Chinese is Chinese
 
@@ -75,7 +76,8 @@ def test_lang_zh_gives_chinese_help_under_an_english_locale() -> None:
     result = runner.invoke(app, ["check", "--lang", "zh", "--help"], env={"LANG": "C.UTF-8"})
     assert "检查一次追踪的形状" in result.stdout
     result = runner.invoke(app, ["check", "--help"], env={"LANG": "C.UTF-8"})
-    assert "Check the shapes of a trace" in result.stdout and "检查" not in result.stdout
+    assert "Check the shapes of a trace" in result.stdout
+    assert "检查" not in result.stdout
 
 
 VERDICTS = {
@@ -99,7 +101,8 @@ def test_check_says_pass_and_fail_in_chinese() -> None:
     assert "通过：1 项通过，0 项失败" in zh(*VERDICTS["check passes"])[1]
     code, out = zh(*VERDICTS["check fails"])
     assert code == 1
-    assert "失败：1 项通过，1 项失败" in out and "未通过的检查" in out
+    assert "失败：1 项通过，1 项失败" in out
+    assert "未通过的检查" in out
 
 
 @pytest.mark.slow
@@ -158,7 +161,9 @@ ERRORS = {
 
 
 @pytest.mark.parametrize("name", list(ERRORS))
-def test_every_error_class_is_chinese(name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_every_error_class_is_chinese(
+    name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.chdir(tmp_path)
     args, words = ERRORS[name]
     code, out = zh(*args)
@@ -215,7 +220,8 @@ def test_every_usage_error_is_chinese(name: str, monkeypatch: pytest.MonkeyPatch
         main()
     assert ended.value.code == 2
     line = err.getvalue()
-    assert line.startswith("attntrace：错误：") and line.count("\n") == 1, line
+    assert line.startswith("attntrace：错误："), line
+    assert line.count("\n") == 1, line
     assert english_runs(line) == []
 
 

@@ -5,7 +5,7 @@ line's vertical run (the RoPE tables' line over v → v_rep read as RoPE feeding
 from __future__ import annotations
 
 import re
-from itertools import combinations
+from itertools import combinations, pairwise
 
 import pytest
 
@@ -35,7 +35,9 @@ CONFIGS = {
         qk_norm="head",
         relative_bias="8,16",
     ),
-    "decode": AttentionConfig(seq=1, past=5, hidden=16, heads=4, kv_heads=2, causal=True, rope=True),
+    "decode": AttentionConfig(
+        seq=1, past=5, hidden=16, heads=4, kv_heads=2, causal=True, rope=True
+    ),
 }
 
 
@@ -56,8 +58,8 @@ def lines_of(svg: str) -> list[Line]:
 
 def crosses(p: list[Point], q: list[Point]) -> bool:
     """A horizontal run of one line through the inside of a vertical run of the other."""
-    for (a, b) in zip(p, p[1:], strict=False):
-        for (c, d) in zip(q, q[1:], strict=False):
+    for a, b in pairwise(p):
+        for c, d in pairwise(q):
             for h, v in (((a, b), (c, d)), ((c, d), (a, b))):
                 (hx1, hy1), (hx2, hy2) = h
                 (vx1, vy1), (vx2, vy2) = v
@@ -94,7 +96,8 @@ def test_the_rope_tables_line_stays_off_the_v_path() -> None:
     lines = lines_of(svg)
     rope = [p for src, _, p in lines if src.startswith("rope_")]
     v_path = [p for src, dst, p in lines if src in ("v", "v_rep") or dst == "v_rep"]
-    assert rope and v_path
+    assert rope
+    assert v_path
     assert not any(crosses(r, v) for r in rope for v in v_path)
 
 

@@ -81,7 +81,7 @@ def paragraphs(text: str | None, lang: Lang) -> str | None:
 def help_in(command: click.Command, ctx: click.Context, lang: Lang) -> Iterator[None]:
     """While drawing: ``command``'s help, epilog, options, panels and subcommands' summaries
     and Typer's own words in ``lang``; everything as it was afterwards."""
-    import typer.rich_utils as rich_utils
+    from typer import rich_utils
 
     saved: list[tuple[Any, str, Any]] = []
 

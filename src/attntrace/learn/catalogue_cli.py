@@ -61,25 +61,38 @@ MESSAGES: dict[str, tuple[str, str]] = {
         "Got unexpected extra argument(s) ({args})",
         "多出了意料之外的参数（{args}）",
     ),
-    "err.extra_argument": ("Got unexpected extra argument ({args})", "多出了意料之外的参数（{args}）"),
+    "err.extra_argument": (
+        "Got unexpected extra argument ({args})",
+        "多出了意料之外的参数（{args}）",
+    ),
     # --- sizes and variants (AttentionConfig) -------------------------------------------------
     "err.not_divisible": (
         "--hidden {H} is not divisible by --heads {h}; valid head counts for hidden {H}: "
         "{valid} (or set --head-dim)",
-        "--hidden {H} 不是 --heads {h} 的整数倍（feature_dim 必须是 num_heads * head_dim 的整数倍）；"
+        "--hidden {H} 不是 --heads {h} 的整数倍（feature_dim 必须是 num_heads * head_dim 的整数倍"
+        "）；"
         "hidden 为 {H} 时可用的头数：{valid}（或者设置 --head-dim）",
     ),
     "err.kv_not_divisible": (
         "--heads {h} is not divisible by --kv-heads {g}; use one of {valid}",
         "--heads {h} 不是 --kv-heads {g} 的整数倍；请用 {valid} 之一",
     ),
-    "err.at_least_one": ("--{option} must be at least 1, got {value}", "--{option} 至少为 1，而不是 {value}"),
+    "err.at_least_one": (
+        "--{option} must be at least 1, got {value}",
+        "--{option} 至少为 1，而不是 {value}",
+    ),
     "err.at_least_one_batch": (
         "--{option} must be at least 1, got {value} (omit --batch for the unbatched layout)",
         "--{option} 至少为 1，而不是 {value}（不带 batch 的布局请省略 --batch）",
     ),
-    "err.whole_number": ("--{option} must be a whole number, got {value}", "--{option} 必须是整数，而不是 {value}"),
-    "err.too_large": ("--{option} {value} is too large; the most is {most}", "--{option} {value} 太大；最大为 {most}"),
+    "err.whole_number": (
+        "--{option} must be a whole number, got {value}",
+        "--{option} 必须是整数，而不是 {value}",
+    ),
+    "err.too_large": (
+        "--{option} {value} is too large; the most is {most}",
+        "--{option} {value} 太大；最大为 {most}",
+    ),
     "err.scale": (
         "--scale must be a positive number, 'sqrt' or 'none', got {value}",
         "--scale 必须是正数、'sqrt' 或 'none'，而不是 {value}",
@@ -88,12 +101,18 @@ MESSAGES: dict[str, tuple[str, str]] = {
         "--scale must be sqrt, none or a positive number (e.g. 0.125), got {value}",
         "--scale 必须是 sqrt、none 或一个正数（例如 0.125），而不是 {value}",
     ),
-    "err.unknown_dtype": ("unknown dtype {dtype}; use one of {choices}", "未知的类型 {dtype}；请用 {choices} 之一"),
+    "err.unknown_dtype": (
+        "unknown dtype {dtype}; use one of {choices}",
+        "未知的类型 {dtype}；请用 {choices} 之一",
+    ),
     "err.backend_dtype": (
         "the {backend} backend has no dtype {dtype}; use one of {choices} or --backend torch",
         "{backend} 后端没有 {dtype} 类型；请用 {choices} 之一，或者 --backend torch",
     ),
-    "err.unknown_backend": ("unknown backend {name}; use one of {choices}", "未知的后端 {name}；请用 {choices} 之一"),
+    "err.unknown_backend": (
+        "unknown backend {name}; use one of {choices}",
+        "未知的后端 {name}；请用 {choices} 之一",
+    ),
     "err.seed": (
         "--seed must be a whole number from 0 to 2**64 - 1, got {value}",
         "--seed 必须是 0 到 2**64 - 1 之间的整数，而不是 {value}",
@@ -106,7 +125,8 @@ MESSAGES: dict[str, tuple[str, str]] = {
     "err.past_cross": (
         "--past caches the keys of self-attention; drop --kv-seq/--kv-hidden (cross-attention "
         "reads its encoder keys whole)",
-        "--past 缓存的是自注意力的键；请去掉 --kv-seq/--kv-hidden（交叉注意力一次读取编码器的全部键）",
+        "--past 缓存的是自注意力的键；请去掉 --kv-seq/--kv-hidden（交叉注意力一次读取编码器的全部"
+        "键）",
     ),
     "err.window": (
         "--window must be a whole number >= 1 (keys per query), got {value}",
@@ -116,25 +136,42 @@ MESSAGES: dict[str, tuple[str, str]] = {
         "--rope-scaling and --rotary-dims change RoPE; add --rope",
         "--rope-scaling 和 --rotary-dims 修改的是 RoPE；请加上 --rope",
     ),
-    "err.rope_style": ("--rope-style must be half or interleaved, got {value}", "--rope-style 必须是 half 或 interleaved，而不是 {value}"),
+    "err.rope_style": (
+        "--rope-style must be half or interleaved, got {value}",
+        "--rope-style 必须是 half 或 interleaved，而不是 {value}",
+    ),
     "err.rope_style_needs": (
         "--rope-style interleaved pairs the dims RoPE rotates; add --rope",
         "--rope-style interleaved 决定 RoPE 旋转哪些维度对；请加上 --rope",
     ),
-    "err.rotary_dims": ("--rotary-dims must be even, 2 to d = {d}; got {value}", "--rotary-dims 必须是 2 到 d = {d} 之间的偶数；而不是 {value}"),
-    "err.softcap": ("--softcap must be a number > 0, got {value}", "--softcap 必须是 > 0 的数，而不是 {value}"),
-    "err.qk_norm": ("--qk-norm must be head or full, got {value}", "--qk-norm 必须是 head 或 full，而不是 {value}"),
+    "err.rotary_dims": (
+        "--rotary-dims must be even, 2 to d = {d}; got {value}",
+        "--rotary-dims 必须是 2 到 d = {d} 之间的偶数；而不是 {value}",
+    ),
+    "err.softcap": (
+        "--softcap must be a number > 0, got {value}",
+        "--softcap 必须是 > 0 的数，而不是 {value}",
+    ),
+    "err.qk_norm": (
+        "--qk-norm must be head or full, got {value}",
+        "--qk-norm 必须是 head 或 full，而不是 {value}",
+    ),
     "err.rope_even": (
         "--rope needs an even head_dim, got d = {d}; choose --hidden/--heads (or --head-dim) so "
         "that d is even",
-        "--rope 需要偶数的 head_dim，而 d = {d}；请选择 --hidden/--heads（或 --head-dim）让 d 为偶数",
+        "--rope 需要偶数的 head_dim，而 d = {d}；请选择 --hidden/--heads（或 --head-dim）让 d 为偶"
+        "数",
     ),
     "err.rope_cross": (
         "--rope encodes positions within one sequence; drop --rope or --kv-seq (cross-attention "
         "uses no rotary embedding)",
-        "--rope 编码的是同一个序列内的位置；请去掉 --rope 或 --kv-seq（交叉注意力不用旋转位置编码）",
+        "--rope 编码的是同一个序列内的位置；请去掉 --rope 或 --kv-seq（交叉注意力不用旋转位置编码"
+        "）",
     ),
-    "err.rope_base": ("--rope-base must be a number > 0 and finite, got {value}", "--rope-base 必须是有限的正数，而不是 {value}"),
+    "err.rope_base": (
+        "--rope-base must be a number > 0 and finite, got {value}",
+        "--rope-base 必须是有限的正数，而不是 {value}",
+    ),
     "err.rope_base_alone": (
         "--rope-base has no effect without rotary embeddings; add --rope",
         "没有旋转位置编码时 --rope-base 不起作用；请加上 --rope",
@@ -162,7 +199,10 @@ MESSAGES: dict[str, tuple[str, str]] = {
         "--key-lengths takes whole numbers separated by commas, e.g. 3,2; got {value}",
         "--key-lengths 接受用逗号分隔的整数，例如 3,2；而不是 {value}",
     ),
-    "err.unknown_algorithm": ("unknown algorithm {name}; use one of {choices}", "未知的算法 {name}；请用 {choices} 之一"),
+    "err.unknown_algorithm": (
+        "unknown algorithm {name}; use one of {choices}",
+        "未知的算法 {name}；请用 {choices} 之一",
+    ),
     "err.block_size": (
         "--block-size must be a whole number from 1 to {most}, got {value}",
         "--block-size 必须是 1 到 {most} 之间的整数，而不是 {value}",
@@ -176,7 +216,10 @@ MESSAGES: dict[str, tuple[str, str]] = {
         "presets)",
         "未知的预设 {name}（你是不是想用 {other}？）；请用 {choices} 之一（见：attntrace presets）",
     ),
-    "err.either": ("use either {one} or {other}, not both", "{one} 和 {other} 只能用一个，不能同时用"),
+    "err.either": (
+        "use either {one} or {other}, not both",
+        "{one} 和 {other} 只能用一个，不能同时用",
+    ),
     "err.layer_needs": (
         "--layer picks a layer of --model DIR (or of --hf-config); add one",
         "--layer 选择 --model DIR（或 --hf-config）的一层；请加上其中一个",
@@ -186,7 +229,10 @@ MESSAGES: dict[str, tuple[str, str]] = {
         "--layer 选择 --model DIR 或 --hf-config 的一层，不能用于 --preset",
     ),
     # --- commands -----------------------------------------------------------------------------
-    "err.head": ("--head {head} does not exist; use 0 to {last}", "不存在第 --head {head} 个头；请用 0 到 {last}"),
+    "err.head": (
+        "--head {head} does not exist; use 0 to {last}",
+        "不存在第 --head {head} 个头；请用 0 到 {last}",
+    ),
     "err.explain_csv": (
         "--explain works with --format table, json, markdown, svg or html, not csv; drop "
         "--explain or pick one of those",
@@ -202,9 +248,18 @@ MESSAGES: dict[str, tuple[str, str]] = {
         "or torch",
         "--plot 画的是注意力权重，而 --backend shape 不计算数值；请用 numpy 或 torch",
     ),
-    "err.report_html": ("--out {out}: the file name must end in .html", "--out {out}：文件名必须以 .html 结尾"),
-    "err.flow_svg": ("--plot-flow {out}: the file name must end in .svg", "--plot-flow {out}：文件名必须以 .svg 结尾"),
-    "err.needs_backward": ("{given} needs --backward; add --backward", "{given} 需要 --backward；请加上 --backward"),
+    "err.report_html": (
+        "--out {out}: the file name must end in .html",
+        "--out {out}：文件名必须以 .html 结尾",
+    ),
+    "err.flow_svg": (
+        "--plot-flow {out}: the file name must end in .svg",
+        "--plot-flow {out}：文件名必须以 .svg 结尾",
+    ),
+    "err.needs_backward": (
+        "{given} needs --backward; add --backward",
+        "{given} 需要 --backward；请加上 --backward",
+    ),
     "err.expect": (
         "cannot read --expect {text}; write STEP=SHAPE, e.g. scores=12,3,3 or scores=h,S,S",
         "无法读取 --expect {text}；请写成 STEP=SHAPE，例如 scores=12,3,3 或 scores=h,S,S",
@@ -217,8 +272,14 @@ MESSAGES: dict[str, tuple[str, str]] = {
         "nothing to check; give --expect STEP=SHAPE or --golden FILE.json",
         "没有要检查的内容；请给出 --expect STEP=SHAPE 或 --golden FILE.json",
     ),
-    "err.unknown_step": ("unknown step {name}; steps: {steps}", "未知的步骤 {name}；步骤有：{steps}"),
-    "err.vs_empty": ("--vs needs the options that make B, e.g. --vs '--heads 8'", "--vs 需要给出构成 B 的选项，例如 --vs '--heads 8'"),
+    "err.unknown_step": (
+        "unknown step {name}; steps: {steps}",
+        "未知的步骤 {name}；步骤有：{steps}",
+    ),
+    "err.vs_empty": (
+        "--vs needs the options that make B, e.g. --vs '--heads 8'",
+        "--vs 需要给出构成 B 的选项，例如 --vs '--heads 8'",
+    ),
     "err.axes": (
         "cannot read --axes {text}; write LETTER=SIZE pairs, e.g. h=12,d=64",
         "无法读取 --axes {text}；请写成 LETTER=SIZE 对，例如 h=12,d=64",
@@ -245,12 +306,18 @@ MESSAGES: dict[str, tuple[str, str]] = {
     ),
     # --- files --------------------------------------------------------------------------------
     "err.no_file": ("{name}: no such file; check the path", "{name}：没有这个文件；请检查路径"),
-    "err.unreadable": ("{name}: cannot be read ({reason}); check the path", "{name}：无法读取（{reason}）；请检查路径"),
+    "err.unreadable": (
+        "{name}: cannot be read ({reason}); check the path",
+        "{name}：无法读取（{reason}）；请检查路径",
+    ),
     "err.permission": (
         "{name}: permission denied; make the file readable (chmod u+r)",
         "{name}：没有权限；请让文件可读（chmod u+r）",
     ),
-    "err.not_regular": ("{name}: is {kind}, not a regular file; {fix}", "{name}：是{kind}，不是普通文件；{fix}"),
+    "err.not_regular": (
+        "{name}: is {kind}, not a regular file; {fix}",
+        "{name}：是{kind}，不是普通文件；{fix}",
+    ),
     "err.too_big_file": (
         "{name}: is larger than {limit}, the most attntrace reads from such a file; check that "
         "this is the right file",
@@ -284,7 +351,10 @@ MESSAGES: dict[str, tuple[str, str]] = {
         "no such file: {name}; give a Python script or FILE.py:NAME",
         "没有这个文件：{name}；请给出一个 Python 脚本或 FILE.py:NAME",
     ),
-    "err.no_name": ("{where} has no {name}; callables there: {found}", "{where} 里没有 {name}；那里可调用的有：{found}"),
+    "err.no_name": (
+        "{where} has no {name}; callables there: {found}",
+        "{where} 里没有 {name}；那里可调用的有：{found}",
+    ),
     "err.not_python": ("cannot load {path} as Python", "无法把 {path} 当作 Python 加载"),
     "err.import_failed": ("importing {target} failed: {why}", "导入 {target} 失败：{why}"),
     "err.build_failed": ("building {target} failed: {why}", "构造 {target} 失败：{why}"),
@@ -343,7 +413,10 @@ MESSAGES: dict[str, tuple[str, str]] = {
         "same input and weights (from {weights}) on both sides",
         "两边用相同的输入和权重（来自 {weights}）",
     ),
-    "verdict.reference_weights": ("the reference's, as fn(x, params)", "参考实现的权重，按 fn(x, params) 传入"),
+    "verdict.reference_weights": (
+        "the reference's, as fn(x, params)",
+        "参考实现的权重，按 fn(x, params) 传入",
+    ),
     "verdict.tolerance": ("rtol {rtol} atol {atol}", "相对容差 rtol {rtol}，绝对容差 atol {atol}"),
     "verdict.diff_table": (
         "reference step by step beside the code under test",
@@ -361,8 +434,7 @@ MESSAGES: dict[str, tuple[str, str]] = {
     "cell.fused": ("fused", "已融合"),
     "cell.input": ("(input)", "（输入）"),
     "verdict.match": (
-        "MATCH: all {n} steps the code makes agree with the reference within the {dtype} "
-        "tolerance",
+        "MATCH: all {n} steps the code makes agree with the reference within the {dtype} tolerance",
         "一致（MATCH）：代码的全部 {n} 步都在 {dtype} 的容差内与参考实现一致",
     ),
     "verdict.match_word": ("MATCH", "一致（MATCH）"),
@@ -401,7 +473,10 @@ MESSAGES: dict[str, tuple[str, str]] = {
         "the user's code has no tensor in the role of {step}",
         "你的代码里没有扮演 {step} 角色的张量",
     ),
-    "verdict.compare_step": ("compare {step} with the reference: {op}", "把 {step} 与参考实现比较：{op}"),
+    "verdict.compare_step": (
+        "compare {step} with the reference: {op}",
+        "把 {step} 与参考实现比较：{op}",
+    ),
     "bug.untransposed": (
         "x @ W instead of x @ W.T in the {c} projection",
         "{c} 投影写成了 x @ W，而不是 x @ W.T",
@@ -420,7 +495,10 @@ MESSAGES: dict[str, tuple[str, str]] = {
         "compute {a} with its own projection (w_{a}), not w_{b}",
         "用 {a} 自己的投影（w_{a}）计算，而不是 w_{b}",
     ),
-    "bug.split": ("heads of {which} split without the transpose", "{which} 分头时没有 transpose（维度交换）"),
+    "bug.split": (
+        "heads of {which} split without the transpose",
+        "{which} 分头时没有 transpose（维度交换）",
+    ),
     "fix.split": (
         "split with .view(B, S, h, d).transpose(1, 2); a bare view(B, h, S, d) mixes tokens into "
         "heads",
@@ -457,14 +535,26 @@ MESSAGES: dict[str, tuple[str, str]] = {
         "scale the scores once, by {factor} (1/√d with d = {d}): scores / math.sqrt(d)",
         "对分数缩放一次，乘以 {factor}（1/√d，d = {d}）：scores / math.sqrt(d)",
     ),
-    "bug.k_permute": ("K transposed over the wrong axes (permute{order})", "K 转置的维度不对（permute{order}）"),
+    "bug.k_permute": (
+        "K transposed over the wrong axes (permute{order})",
+        "K 转置的维度不对（permute{order}）",
+    ),
     "fix.k_permute": (
         "swap only the last two axes of k: k.transpose(-2, -1)",
         "只交换 k 的最后两个维度：k.transpose(-2, -1)",
     ),
-    "bug.k_reshape": ("K reshaped to (…, d, S) instead of transposed", "K 用 reshape 变成 (…, d, S)，而不是转置"),
-    "fix.k_reshape": ("transpose, don't reshape: k.transpose(-2, -1)", "要转置，不要 reshape：k.transpose(-2, -1)"),
-    "bug.causal_unexpected": ("a causal mask the reference was not asked for", "用了参考实现没有要求的因果掩码"),
+    "bug.k_reshape": (
+        "K reshaped to (…, d, S) instead of transposed",
+        "K 用 reshape 变成 (…, d, S)，而不是转置",
+    ),
+    "fix.k_reshape": (
+        "transpose, don't reshape: k.transpose(-2, -1)",
+        "要转置，不要 reshape：k.transpose(-2, -1)",
+    ),
+    "bug.causal_unexpected": (
+        "a causal mask the reference was not asked for",
+        "用了参考实现没有要求的因果掩码",
+    ),
     "fix.causal_unexpected": (
         "pass --causal when the model is causal (a decoder); else drop the mask / is_causal",
         "模型是因果的（解码器）时请加上 --causal；否则去掉掩码 / is_causal",
@@ -531,9 +621,15 @@ MESSAGES: dict[str, tuple[str, str]] = {
         "or, if your model pairs {pairs}, diff it with --rope-style {style}",
         "或者，如果你的模型配对的是 {pairs}，请用 --rope-style {style} 来 diff",
     ),
-    "bug.rope_theta": ("RoPE with θ = {base} instead of {right}", "RoPE 用了 θ = {base}，而不是 {right}"),
+    "bug.rope_theta": (
+        "RoPE with θ = {base} instead of {right}",
+        "RoPE 用了 θ = {base}，而不是 {right}",
+    ),
     "fix.rope_theta": ("use the model's rope_theta = {right}", "使用模型的 rope_theta = {right}"),
-    "bug.rope_start": ("RoPE positions start at {start}, not 0", "RoPE 的位置从 {start} 开始，而不是 0"),
+    "bug.rope_start": (
+        "RoPE positions start at {start}, not 0",
+        "RoPE 的位置从 {start} 开始，而不是 0",
+    ),
     "fix.rope_start": (
         "rotate position p by p·θᵢ with positions 0, 1, …, S-1 (torch.arange(S))",
         "位置 p 旋转 p·θᵢ，位置为 0, 1, …, S-1（torch.arange(S)）",
@@ -578,7 +674,8 @@ MESSAGES: dict[str, tuple[str, str]] = {
     "fix.heads_first": (
         "heads first: {name} is (…, S, h, d); transpose(-3, -2) it to (…, h, S, d) before the "
         "matmul",
-        "头要在前：{name} 是 (…, S, h, d)；在 matmul 之前用 transpose(-3, -2) 把它变成 (…, h, S, d)",
+        "头要在前：{name} 是 (…, S, h, d)；在 matmul 之前用 transpose(-3, -2) 把它变成 (…, h, S, d"
+        ")",
     ),
     "rule.sdpa_d": (
         "scaled_dot_product_attention contracts the last axis of {q} ({qx}) with the last axis "
@@ -671,7 +768,8 @@ MESSAGES: dict[str, tuple[str, str]] = {
     "rule.einsum_subscript": (
         "einsum subscript {letter} is {first} in one operand but {other} in {name}; a shared "
         "subscript needs one size",
-        "einsum 下标 {letter} 在一个操作数中是 {first}，在 {name} 中却是 {other}；共用的下标只能有一个大小",
+        "einsum 下标 {letter} 在一个操作数中是 {first}，在 {name} 中却是 {other}；共用的下标只能有"
+        "一个大小",
     ),
     "fix.einsum": (
         "check the subscripts' order against each operand's axes",
@@ -705,8 +803,14 @@ MESSAGES: dict[str, tuple[str, str]] = {
     "word.no_ops": ("no tensor operations recorded", "没有记录到张量运算"),
     "word.traceback": ("Traceback (your code only):", "调用栈（只显示你的代码）："),
     # --- check ------------------------------------------------------------------------------
-    "verdict.check_ok": ("ok: {passed} passed, {failed} failed", "通过：{passed} 项通过，{failed} 项失败"),
-    "verdict.check_failed": ("FAILED: {passed} passed, {failed} failed", "失败：{passed} 项通过，{failed} 项失败"),
+    "verdict.check_ok": (
+        "ok: {passed} passed, {failed} failed",
+        "通过：{passed} 项通过，{failed} 项失败",
+    ),
+    "verdict.check_failed": (
+        "FAILED: {passed} passed, {failed} failed",
+        "失败：{passed} 项通过，{failed} 项失败",
+    ),
     "verdict.check_pass_case": ("PASS  {name}  ({n} checks)", "通过  {name}  （{n} 项检查）"),
     "verdict.check_pass_case_one": ("PASS  {name}  ({n} check)", "通过  {name}  （{n} 项检查）"),
     "verdict.check_fail_case": ("FAIL  {name}  ({n} checks)", "失败  {name}  （{n} 项检查）"),
@@ -822,7 +926,10 @@ MESSAGES: dict[str, tuple[str, str]] = {
     "describe.padding": ("key padding", "键填充"),
     "describe.no_bias": ("no bias", "无偏置"),
     "describe.with": (" with {extras}", "，带 {extras}"),
-    "describe.decode": ("; decode step against a KV cache of {past}", "；解码一步，KV 缓存中已有 {past} 个词"),
+    "describe.decode": (
+        "; decode step against a KV cache of {past}",
+        "；解码一步，KV 缓存中已有 {past} 个词",
+    ),
     "describe.new_tokens": (
         "; {S} new tokens against a KV cache of {past}",
         "；{S} 个新词，KV 缓存中已有 {past} 个词",
@@ -839,7 +946,10 @@ MESSAGES: dict[str, tuple[str, str]] = {
     "report.backward": ("backward", "反向传播"),
     "report.what": ("what", "说明"),
     "report.training": ("Training: the backward", "训练：反向传播"),
-    "report.serving": ("Serving: prefill vs decode, the KV cache", "推理服务：预填充与解码，KV 缓存"),
+    "report.serving": (
+        "Serving: prefill vs decode, the KV cache",
+        "推理服务：预填充与解码，KV 缓存",
+    ),
     "report.setting": ("setting", "设置"),
     "report.no_weights": ("No attention weights: {why}.", "没有注意力权重：{why}。"),
     "report.no_weights_flash": (
@@ -855,7 +965,8 @@ MESSAGES: dict[str, tuple[str, str]] = {
     "report.weights_note": (
         "Rows: queries, columns: keys{where}; darker = more attention, grey = masked{red}; "
         "hover a cell for its value.",
-        "行：查询，列：键{where}；颜色越深 = 关注越多，灰色 = 被遮住{red}；鼠标悬停在格子上可看数值。",
+        "行：查询，列：键{where}；颜色越深 = 关注越多，灰色 = 被遮住{red}；鼠标悬停在格子上可看数"
+        "值。",
     ),
     "report.yes": ("yes", "是"),
     "report.no": ("no", "否"),
@@ -863,8 +974,14 @@ MESSAGES: dict[str, tuple[str, str]] = {
     "report.cfg.backend": ("backend", "后端"),
     "report.cfg.unbatched": ("none: x is (S, H), unbatched", "无：x 为 (S, H)，不带 batch"),
     "report.cfg.head_dim": ("{d} (H / h)", "{d}（H / h）"),
-    "report.cfg.head_dim_set": ("{d} (set by --head-dim, not H / h)", "{d}（由 --head-dim 设定，不是 H / h）"),
-    "report.cfg.kv_heads_all": ("{h}, one per query head (no grouping)", "{h}，每个查询头一个（不分组）"),
+    "report.cfg.head_dim_set": (
+        "{d} (set by --head-dim, not H / h)",
+        "{d}（由 --head-dim 设定，不是 H / h）",
+    ),
+    "report.cfg.kv_heads_all": (
+        "{h}, one per query head (no grouping)",
+        "{h}，每个查询头一个（不分组）",
+    ),
     "report.cfg.kv_heads": ("{g}, each serving {r} query heads", "{g}，每个服务 {r} 个查询头"),
     "report.cfg.self_keys": ("= S (self-attention)", "= S（自注意力）"),
     "report.cfg.self_width": ("= H (self-attention)", "= H（自注意力）"),

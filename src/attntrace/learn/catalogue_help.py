@@ -23,7 +23,10 @@ MESSAGES: dict[str, tuple[str, str]] = {
     "help.panel.output": ("Output", "输出"),
     "help.panel.files": ("Files", "文件"),
     "help.panel.cost": ("Cost and scale", "计算量与规模"),
-    "help.panel.serving": ("Serving (prefill, decode and the KV cache)", "推理服务（预填充、解码与 KV 缓存）"),
+    "help.panel.serving": (
+        "Serving (prefill, decode and the KV cache)",
+        "推理服务（预填充、解码与 KV 缓存）",
+    ),
     "help.panel.code": ("Your code", "你的代码"),
     "help.panel.checks": ("Checks", "检查"),
     "help.panel.options": ("Options", "选项"),
@@ -82,7 +85,8 @@ MESSAGES: dict[str, tuple[str, str]] = {
     ),
     "help.heads": (
         "h, number of attention heads; head_dim d = H / h \\[default: 12, or the preset's].",
-        "h，注意力头数（num_heads）；每个头的维度 head_dim d = H / h \\[默认：12，或预设模型的值]。",
+        "h，注意力头数（num_heads）；每个头的维度 head_dim d = H / h \\[默认：12，或预设模型的值]"
+        "。",
     ),
     "help.mask": (
         "A .npy mask broadcasting to the scores (B, h, S, N): booleans, True = attend (as "
@@ -94,7 +98,8 @@ MESSAGES: dict[str, tuple[str, str]] = {
     "help.backend": (
         "numpy (default), torch (the torch extra: attntrace\\[torch]), or shape (shapes only, "
         "any size).",
-        "numpy（默认）、torch（需要 torch 扩展：attntrace\\[torch]）或 shape（只算形状，任意尺寸）。",
+        "numpy（默认）、torch（需要 torch 扩展：attntrace\\[torch]）或 shape（只算形状，任意尺寸）"
+        "。",
     ),
     "help.dtype": (
         "Element type; bfloat16 needs --backend torch.",
@@ -107,7 +112,8 @@ MESSAGES: dict[str, tuple[str, str]] = {
     "help.scale": (
         "Factor on the scores: sqrt (1/√d, the paper), none (unscaled, as the study notes' "
         "worked example) or a number.",
-        "分数的缩放系数：sqrt（1/√d，论文的做法）、none（不缩放，和学习笔记里的例子一样）或一个数。",
+        "分数的缩放系数：sqrt（1/√d，论文的做法）、none（不缩放，和学习笔记里的例子一样）或一个数"
+        "。",
     ),
     "help.max_memory": (
         "Refuse runs (and input files) needing more than this, e.g. 8GiB \\[default: half the "
@@ -151,7 +157,8 @@ MESSAGES: dict[str, tuple[str, str]] = {
     "help.block_size": (
         "flash: rows of a query block (Br) and of a key/value block (Bc) \\[default: Br = 128, "
         "Bc as many keys as fit a 2 MiB tile].",
-        "flash：查询块的行数 (Br) 和键/值块的行数 (Bc) \\[默认：Br = 128，Bc 为 2 MiB 的块能放下的键数]。",
+        "flash：查询块的行数 (Br) 和键/值块的行数 (Bc) \\[默认：Br = 128，Bc 为 2 MiB 的块能放下的"
+        "键数]。",
     ),
     "help.threads": (
         "flash: threads splitting the query blocks, each block's maths on one thread "
@@ -307,8 +314,7 @@ MESSAGES: dict[str, tuple[str, str]] = {
         "partial_rotary_factor）。",
     ),
     "help.softcap": (
-        "C: logit soft-capping, scores -> C*tanh(scores/C) before the mask (Gemma 2); adds "
-        "capped.",
+        "C: logit soft-capping, scores -> C*tanh(scores/C) before the mask (Gemma 2); adds capped.",
         "C：分数软截断，在掩码之前 scores -> C*tanh(scores/C)（Gemma 2）；增加 capped。",
     ),
     "help.qk_norm": (
@@ -383,7 +389,8 @@ MESSAGES: dict[str, tuple[str, str]] = {
     "help.explain": (
         "Say in words what each step does and why its shape is what it is, with this run's "
         "numbers (JSON: an explanation per step).",
-        "用文字说明每一步做什么、它的形状为什么是这样，带上这次运行的数字（JSON：每一步一段解释）。",
+        "用文字说明每一步做什么、它的形状为什么是这样，带上这次运行的数字（JSON：每一步一段解释）"
+        "。",
     ),
     "help.lang": (
         "Language of the explanations and headers: en or zh (default: zh when LC_ALL, "
@@ -418,8 +425,7 @@ MESSAGES: dict[str, tuple[str, str]] = {
     ),
     "help.trace.args": ("Arguments of the script (after --).", "脚本的参数（写在 -- 之后）。"),
     "help.trace.init": (
-        "Constructor argument of an nn.Module class NAME, repeatable; values are Python "
-        "literals.",
+        "Constructor argument of an nn.Module class NAME, repeatable; values are Python literals.",
         "nn.Module 类 NAME 的构造参数，可重复；值是 Python 字面量。",
     ),
     "help.trace.hidden": (
@@ -445,9 +451,13 @@ MESSAGES: dict[str, tuple[str, str]] = {
     "help.trace.array": (
         "Call NAME with a numpy array or a torch tensor \\[default: torch for modules and for "
         "functions whose file imports torch].",
-        "用 numpy 数组还是 torch 张量调用 NAME \\[默认：模块和所在文件导入了 torch 的函数用 torch]。",
+        "用 numpy 数组还是 torch 张量调用 NAME \\[默认：模块和所在文件导入了 torch 的函数用 torch]"
+        "。",
     ),
-    "help.trace.input_file": ("x from a .npy file for a NAME target.", "NAME 目标的 x 从 .npy 文件读取。"),
+    "help.trace.input_file": (
+        "x from a .npy file for a NAME target.",
+        "NAME 目标的 x 从 .npy 文件读取。",
+    ),
     "help.trace.axes": (
         "Sizes of axis letters that the sizes alone cannot tell apart, e.g. h=12,d=64.",
         "只凭尺寸分不清的维度字母的大小，例如 h=12,d=64。",
@@ -488,7 +498,8 @@ MESSAGES: dict[str, tuple[str, str]] = {
     "help.check.what": (
         "Exit 2 when a config of a --spec cannot be checked (the others still are). Takes the "
         "size, variant and preset options of run.",
-        "--spec 里的某个配置无法检查时退出码为 2（其余的照常检查）。接受 run 的尺寸、变体和预设选项。",
+        "--spec 里的某个配置无法检查时退出码为 2（其余的照常检查）。接受 run 的尺寸、变体和预设选"
+        "项。",
     ),
     "help.check.examples": (
         "[bold]attntrace check --heads 12 --hidden 768 --expect scores=h,S,S[/]\n"
@@ -627,7 +638,10 @@ MESSAGES: dict[str, tuple[str, str]] = {
         "Which algorithms to run at every size, comma-separated \\[default: eager,flash].",
         "每种尺寸下运行哪些算法，用逗号分隔 \\[默认：eager,flash]。",
     ),
-    "help.sweep.output": ("table (with bar charts), json or csv.", "table（带条形图）、json 或 csv。"),
+    "help.sweep.output": (
+        "table (with bar charts), json or csv.",
+        "table（带条形图）、json 或 csv。",
+    ),
     "help.sweep.past": (
         "N values, comma-separated: tokens already in the KV cache: the S new tokens (--seq "
         "1: one decode step) sit at positions N..N+S-1; the steps read k_cache, v_cache (B, "
@@ -639,8 +653,7 @@ MESSAGES: dict[str, tuple[str, str]] = {
     ),
     # --- compare ------------------------------------------------------------------------------
     "help.compare": (
-        "Set two configurations side by side: the steps whose shape or op changes, FLOPs, "
-        "bytes.",
+        "Set two configurations side by side: the steps whose shape or op changes, FLOPs, bytes.",
         "把两种配置并排比较：形状或运算变化的步骤、FLOPs、字节数。",
     ),
     "help.compare.what": (
@@ -715,8 +728,7 @@ MESSAGES: dict[str, tuple[str, str]] = {
     ),
     # --- diff ---------------------------------------------------------------------------------
     "help.diff": (
-        "Run your attention beside the reference with the same weights and input; name the "
-        "bug.",
+        "Run your attention beside the reference with the same weights and input; name the bug.",
         "用相同的权重和输入，把你的注意力与参考实现并排运行，并指出 bug。",
     ),
     "help.diff.what": (
@@ -731,7 +743,8 @@ MESSAGES: dict[str, tuple[str, str]] = {
         "数值与你的代码中存有这些数的张量对应起来；在第一个不一致的步骤，把已知的 bug（分头时没有"
         " transpose、softmax 的维度不对、按 1/d 缩放、x @ W、q/k/v 互换、掩码取反、GQA 用 tile "
         "复制、RoPE 配对方式……）逐个施加到参考实现上，找出你的代码重现的那一个。函数按 fn(x, "
-        "params) 调用。每一步都在 verify 的容差内一致时退出码为 0，出现不一致时为 1，输入有误为 2。",
+        "params) 调用。每一步都在 verify 的容差内一致时退出码为 0，出现不一致时为 1，输入有误为 2"
+        "。",
     ),
     "help.diff.example": (
         "Example:\n"
@@ -776,7 +789,8 @@ MESSAGES: dict[str, tuple[str, str]] = {
         "it, then scaled by 1/√d; each matrix with a sentence, in English or Chinese (--lang). "
         "--query, --key and --value put your own numbers in the notes' place.",
         "Query、Key、Value -> scores -> softmax -> output，先像笔记那样不缩放，再乘以 1/√d 缩放；"
-        "每个矩阵配一句话，英文或中文（--lang）。--query、--key 和 --value 用你自己的数代替笔记里的数。",
+        "每个矩阵配一句话，英文或中文（--lang）。--query、--key 和 --value 用你自己的数代替笔记里"
+        "的数。",
     ),
     "help.demo.examples": (
         "Reproduce any part on real sizes with:\n"

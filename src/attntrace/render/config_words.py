@@ -111,7 +111,7 @@ def _block_size(cfg: AttentionConfig, value: object, lang: Lang) -> str | None:
 
 def _scale(cfg: AttentionConfig, value: object, lang: Lang) -> str:
     if value is None:
-        return f"1/√d = {1 / cfg.head_dim ** 0.5:.4g}"
+        return f"1/√d = {1 / cfg.head_dim**0.5:.4g}"
     if value == 1.0:
         return message("report.cfg.unscaled", lang)
     return f"{value:g}" if isinstance(value, float) else str(value)

@@ -14,6 +14,7 @@ keeps for the backward) reach it by a dashed arrow.
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 from xml.sax.saxutils import escape
 
@@ -112,9 +113,7 @@ def _side_inputs_placed(trace: Trace, boxes: list[Box]) -> list[Box]:
             return len(wrong), abs(lane - aim)
 
         free = [
-            lane
-            for lane in range(min(lanes) - 2, max(lanes) + 3)
-            if (box.row, lane) not in taken
+            lane for lane in range(min(lanes) - 2, max(lanes) + 3) if (box.row, lane) not in taken
         ]
         boxes[i] = Box(step, box.row, min(free, key=cost))
     low = min(b.lane for b in boxes)
@@ -166,11 +165,7 @@ def crossings(trace: Trace, boxes: list[Box]) -> list[tuple[str, str, str, str]]
 
 def _cross(p: list[Point], q: list[Point]) -> bool:
     """Whether two lines of horizontal and vertical segments cross (touching ends aside)."""
-    return any(
-        _hv(s, t) or _hv(t, s)
-        for s in zip(p, p[1:], strict=False)
-        for t in zip(q, q[1:], strict=False)
-    )
+    return any(_hv(s, t) or _hv(t, s) for s in itertools.pairwise(p) for t in itertools.pairwise(q))
 
 
 def _hv(h: tuple[Point, Point], v: tuple[Point, Point]) -> bool:

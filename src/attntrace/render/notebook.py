@@ -215,7 +215,9 @@ def _heads(trace: Trace, batch_item: int, lang: Lang) -> list[str]:
     shown = min(weights.shape[0], MAX_HEADS)
     figures = [
         head_svg(
-            weights[h], None if hidden is None else hidden[h], message("ui.where_head", lang, head=h)
+            weights[h],
+            None if hidden is None else hidden[h],
+            message("ui.where_head", lang, head=h),
         )
         for h in range(shown)
     ]

@@ -92,9 +92,10 @@ def break_offsets(text: str, width: int) -> list[int]:
             used = 0
         if needed > width:  # longer than a line: folded
             pieces = chop_cells(unit, width)
+            at = start
             for piece in pieces[:-1]:
-                start += len(piece)
-                offsets.append(start)
+                at += len(piece)
+                offsets.append(at)
             unit = pieces[-1]
         used += cell_len(unit)
     return [o for o in offsets if o > 0]

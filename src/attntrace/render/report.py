@@ -12,9 +12,9 @@ import re
 from html import escape
 from typing import TYPE_CHECKING
 
+from attntrace.learn.lang import message, translate
 from attntrace.render.flow import render_flow_svg
 from attntrace.render.heatmap_svg import head_svg
-from attntrace.learn.lang import message, translate
 from attntrace.render.speaking import said_table
 from attntrace.render.table import describe_in, whole_model_rows, whole_model_title
 from attntrace.trace import Trace
@@ -28,8 +28,6 @@ from attntrace.units import (
 )
 
 if TYPE_CHECKING:
-    import numpy as np
-
     from attntrace.learn import Lang
 
 STYLE = """

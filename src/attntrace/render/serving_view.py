@@ -104,8 +104,8 @@ def peak_dtype_note(m: Machine, dtype: str) -> str:
     roofline of float32 bytes against a bf16 peak says so, and which peak to give instead.
 
     >>> from attntrace.engine.serving import machine
-    >>> peak_dtype_note(machine(), "float32")
-    ' (its dense bf16 peak; these bytes are float32: --peak-flops 67T (FP32; TF32 tensor cores 495T))'
+    >>> print(peak_dtype_note(machine(), "float32"))
+     (its dense bf16 peak; these bytes are float32: --peak-flops 67T (FP32; TF32 tensor cores 495T))
     >>> peak_dtype_note(machine(), "bfloat16"), peak_dtype_note(machine(peak_flops=1e15), "float32")
     ('', '')
     """

@@ -129,10 +129,7 @@ def _said_cell(cell: Any, lang: Lang, *, whole: bool = False, known: Any = None)
     plain = cell.plain if isinstance(cell, Text) else cell
     if not isinstance(plain, str) or not plain.strip():
         return cell
-    if whole:
-        new = translate(plain, lang)
-    else:
-        new = _status(plain, lang)
+    new = translate(plain, lang) if whole else _status(plain, lang)
     if new == plain:
         return cell
     return Text(new, style=cell.style) if isinstance(cell, Text) else new
