@@ -459,7 +459,7 @@ def explain_table(trace: Trace, lang: Lang = "en", *, tight: bool = False) -> Ta
     每一步做什么
      #  步骤           解释
     ────────────────────────────────────────────────────────────────────────────────
-     0  x              输入：3 个词，每个词编码为 768
+     0  x              输入：3 个词，每个词编码为 768 维的向量（词嵌入），每行一个
     """
     from attntrace.learn import explain_trace, message
 
