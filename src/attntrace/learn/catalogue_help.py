@@ -393,11 +393,11 @@ MESSAGES: dict[str, tuple[str, str]] = {
         "。",
     ),
     "help.lang": (
-        "Language of the explanations and headers: en or zh (default: zh when LC_ALL, "
-        "LC_MESSAGES or LANG is zh_*, else en). Step names, JSON keys and shapes stay as they "
-        "are.",
-        "解释、表头、结论和错误信息的语言：en 或 zh（默认：LC_ALL、LC_MESSAGES 或 LANG 为 zh_* "
-        "时是 zh，否则是 en）。步骤名、JSON 键和形状保持不变。",
+        "Language of the words (explanations, headers, verdicts, errors): en or zh (default: "
+        "zh when LC_ALL, LC_MESSAGES or LANG is zh_*, else en). Step names, JSON keys and "
+        "shapes stay as they are.",
+        "文字的语言（解释、表头、结论、错误信息）：en 或 zh（默认：LC_ALL、LC_MESSAGES 或 LANG "
+        "为 zh_* 时是 zh，否则是 en）。步骤名、JSON 键和形状保持不变。",
     ),
     # --- trace --------------------------------------------------------------------------------
     "help.trace": (
