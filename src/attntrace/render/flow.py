@@ -225,8 +225,9 @@ def _lane(name: str) -> int:
     return _LANES.get(name[0], _CENTRE)
 
 
-def render_flow_svg(trace: Trace) -> str:
-    """The diagram of ``trace`` as one SVG document (no scripts, no external references).
+def render_flow_svg(trace: Trace, lang: str = "en") -> str:
+    """The diagram of ``trace`` as one SVG document (no scripts, no external references); its
+    title in ``lang``.
 
     >>> from attntrace import AttentionConfig, trace_attention
     >>> svg = render_flow_svg(trace_attention(AttentionConfig(), "shape"))
@@ -246,7 +247,7 @@ def render_flow_svg(trace: Trace) -> str:
         'orient="auto-start-reverse"><path d="M 0 0 L 10 5 L 0 10 z" fill="#555"/></marker></defs>',
         f'<rect width="{width}" height="{height}" fill="#ffffff"/>',
         f'<text x="{MARGIN}" y="{MARGIN + 4}" font-size="15" font-weight="bold" fill="#222">'
-        f"{escape(_title(trace))}</text>",
+        f"{escape(_title(trace, lang))}</text>",
         *_loop_frame(boxes),
         *(_edge(where[i], b) for b in boxes for i in inputs(trace, b.step) if i in where),
         *(_box(b) for b in boxes),
@@ -255,11 +256,12 @@ def render_flow_svg(trace: Trace) -> str:
     return "\n".join(parts) + "\n"
 
 
-def _title(trace: Trace) -> str:
-    from attntrace.render.table import describe
+def _title(trace: Trace, lang: str = "en") -> str:
+    from attntrace.learn.lang import check_lang
+    from attntrace.render.table import describe_in
 
     sizes = "  ".join(f"{axis}={size}" for axis, size in trace.config.axis_sizes().items())
-    return f"attntrace: {describe(trace.config)}  {sizes}"
+    return f"attntrace: {describe_in(trace.config, check_lang(lang))}  {sizes}"
 
 
 def _edge(src: Box, dst: Box) -> str:

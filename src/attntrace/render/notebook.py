@@ -168,7 +168,7 @@ def trace_html(
             for n in trace.notes
         ),
         f"<details><summary>{escape(message('notebook.flow', lang))}</summary>"
-        f"{render_flow_svg(trace)}</details>",
+        f"{render_flow_svg(trace, lang)}</details>",
     ]
     return _wrap("\n".join(parts))
 

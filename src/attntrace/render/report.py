@@ -69,7 +69,7 @@ def render_report(
         f"{escape(trace.backend)} {escape(trace.config.dtype)}; "
         f"attntrace {escape(__version__)}</p>",
         f"<h2>{message('ui.report_flow', lang)}</h2>",
-        render_flow_svg(trace),
+        render_flow_svg(trace, lang),
         f"<h2>{message('ui.report_steps', lang)}</h2>",
         _steps(trace, explain, lang),
         f"<h2>{message('ui.report_weights', lang)}</h2>",

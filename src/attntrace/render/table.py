@@ -109,7 +109,7 @@ def trace_pieces(
     from rich.text import Text
 
     tight = width < TIGHT_WIDTH
-    pieces: list[RenderableType] = [title_line(trace)]
+    pieces: list[RenderableType] = [title_line(trace, lang)]
     if trace.origin:
         pieces.append(Text(trace.origin, "dim"))
     words: list[RenderableType] = (
@@ -140,8 +140,8 @@ def trace_pieces(
     return pieces
 
 
-def title_line(trace: Trace) -> Text:
-    """One line naming the config: sizes, backend, dtype.
+def title_line(trace: Trace, lang: Lang = "en") -> Text:
+    """One line naming the config (in ``lang``): sizes, backend, dtype.
 
     >>> from attntrace import AttentionConfig, trace_attention
     >>> print(title_line(trace_attention(AttentionConfig(seq=4, hidden=8, heads=2), "shape")))
@@ -158,7 +158,7 @@ def title_line(trace: Trace) -> Text:
     )
     return Text.assemble(
         ("attntrace", "bold"),
-        f"  {describe(cfg)}  {sizes}  ",
+        f"  {describe_in(cfg, lang)}  {sizes}  ",
         (f"{trace.backend} {cfg.dtype}{algorithm}", "cyan"),
     )
 
