@@ -995,4 +995,103 @@ MESSAGES: dict[str, tuple[str, str]] = {
     ),
     "notebook.flow": ("data flow", "数据流"),
     "notebook.first_heads": ("the first {shown} of {h} heads", "{h} 个头中的前 {shown} 个"),
+    # --- run's serving figures (render/serving_view.py) ---------------------------------------
+    "word.roofline": ("roofline of one layer (fused kernels)", "一层的 roofline（融合的 kernel）"),
+    "word.decode_caption": (
+        "decode: S={S} new, N={N} cached",
+        "解码：S={S} 个新词，缓存中已有 N={N} 个",
+    ),
+    "word.prefill_caption": ("prefill: the {n} tokens at once", "预填充：一次处理 {n} 个词"),
+    "word.machine": (
+        "{machine}: {peak}, {bandwidth}, ridge {ridge} FLOPs/B (--peak-flops, --bandwidth)",
+        "{machine}：{peak}，{bandwidth}，ridge 为 {ridge} FLOPs/B（--peak-flops、--bandwidth）",
+    ),
+    "word.machine_note": (
+        "{machine}: {peak} (its dense bf16 peak; these bytes are {dtype}: --peak-flops {other}), "
+        "{bandwidth}, ridge {ridge} FLOPs/B (--peak-flops, --bandwidth)",
+        "{machine}：{peak}（这是它的稠密 bf16 峰值；这里的字节按 {dtype} 计：请用 --peak-flops "
+        "{other}），{bandwidth}，ridge 为 {ridge} FLOPs/B（--peak-flops、--bandwidth）",
+    ),
+    "word.below_ridge": (
+        "below the ridge: memory-bound",
+        "低于 ridge：受内存带宽限制（memory-bound）",
+    ),
+    "word.phase": ("phase", "阶段"),
+    "word.kernel": ("kernel", "kernel"),
+    "word.read": ("read", "读取"),
+    "word.written": ("written", "写入"),
+    "word.bound": ("bound", "瓶颈"),
+    "word.time": ("time", "时间"),
+    "cell.decode": ("decode", "解码"),
+    "cell.prefill": ("prefill", "预填充"),
+    "cell.memory": ("memory", "内存"),
+    "cell.compute": ("compute", "计算"),
+    "cell.layer": ("layer", "整层"),
+    "cell.linear": ("linear", "线性层"),
+    "cell.attention": ("attention", "注意力"),
+    "word.traffic": (
+        "memory traffic as traced (every step materialised; views move nothing)",
+        "追踪到的内存流量（每一步都写出；view 不移动数据）",
+    ),
+    "word.total": ("total", "总计"),
+    "word.cache_one": (
+        "KV cache of 1 layer (add --layers L), requests of {n} tokens",
+        "1 层的 KV 缓存（加上 --layers L 看整个模型），每个请求 {n} 个词",
+    ),
+    "word.cache_layers": (
+        "KV cache of {L} layers, requests of {n} tokens",
+        "{L} 层的 KV 缓存，每个请求 {n} 个词",
+    ),
+    "word.cache_dtype": ("cache dtype", "缓存类型"),
+    "word.per_token": ("per token", "每个词"),
+    "word.per_request": ("per request", "每个请求"),
+    "word.requests_in": ("requests in {memory}", "{memory} 能放下的请求数"),
+    "word.add_memory": (
+        "add --memory 80GiB to see how many requests of {n} tokens fit",
+        "加上 --memory 80GiB，看能放下多少个 {n} 个词的请求",
+    ),
+    "word.at_most": (
+        "at most {n} requests of {t} tokens ({dtype} cache)",
+        "最多 {n} 个 {t} 个词的请求（{dtype} 缓存）",
+    ),
+    "word.paged": (
+        "paged KV cache of one layer, blocks of P={P} tokens",
+        "一层的分页 KV 缓存，每块 P={P} 个词",
+    ),
+    "word.what": ("what", "内容"),
+    # --- run --backward: what the forward keeps (render/training.py) --------------------------
+    "cell.saved_for": ("saved for the backward ({mode})", "为反向传播保存的（{mode}）"),
+    "cell.eager_keeps": ("eager keeps", "eager 保存"),
+    "cell.weights_among": (
+        "the (B, h, S, N) weights among them",
+        "其中包括 (B, h, S, N) 的注意力权重",
+    ),
+    "cell.flash_keeps": ("flash keeps", "flash 保存"),
+    "cell.flash_recomputes": ("flash recomputes", "flash 重新计算"),
+    "cell.tiles": ("{n} tiles", "{n} 块"),
+    "cell.recompute_flops": (
+        "{flops} FLOPs of scores and exp (FA-2 order)",
+        "分数和 exp 的 {flops} FLOPs（FA-2 的顺序）",
+    ),
+    "cell.recompute_keeps": ("--recompute keeps", "--recompute 保存"),
+    "cell.x_alone": ("x alone", "只有 x"),
+    "cell.forward_again": ("the forward again: {flops} FLOPs", "再算一遍前向：{flops} FLOPs"),
+    "cell.megatron": ("Megatron (16-bit)", "Megatron（16 位）"),
+    "cell.ours_16": ("ours at 16-bit {b}", "我们在 16 位下为 {b}"),
+    "cell.beside_ours": ("it counts beside ours", "它比我们多算的"),
+    "cell.softmax_dropout": ("softmax dropout mask ({f}) {b}", "softmax 的 dropout 掩码（{f}）{b}"),
+    "cell.attention_dropout": (
+        "attention dropout output ({f}) {b}",
+        "注意力 dropout 的输出（{f}）{b}",
+    ),
+    "cell.output_dropout": ("output dropout mask ({f}) {b}", "输出的 dropout 掩码（{f}）{b}"),
+    "cell.backward_peak": ("backward peak", "反向传播峰值"),
+    "cell.peak_parts": (
+        "saved + live gradients + weight grads",
+        "保存的 + 存活的梯度 + 权重的梯度",
+    ),
+    "cell.flops_fb": ("FLOPs forward / backward", "前向 / 反向 FLOPs"),
+    "cell.backward_times": ("backward = {r} x forward", "反向 = {r} x 前向"),
+    "word.training_seeded": ("training: d_output seeded", "训练：d_output 由随机种子生成"),
+    "word.backward": ("backward", "反向传播"),
 }

@@ -99,7 +99,7 @@ def message(key: str, lang: Lang = "en", /, **facts: object) -> str:
     return text.format_map(_Facts(facts))
 
 
-def translate(text: str, lang: Lang) -> str:
+def translate(text: str, lang: Lang, only: str = "") -> str:
     """``text``, an English sentence attntrace printed, in ``lang``: the catalogue's sentence
     whose English side it is, word for word (a help text) or with its figures (a template of
     ``{placeholders}``: an error, a rule, a verdict); clause by clause (``; ``) when only its
@@ -116,20 +116,35 @@ def translate(text: str, lang: Lang) -> str:
     """
     if lang == "en" or not text.strip():
         return text
-    whole = _translate_whole(text, lang)
+    whole = _translate_whole(text, lang, only)
     if whole is not None:
         return whole
-    parts = text.split("; ")
+    parts = clauses(text)
     if len(parts) > 1:
-        said = [_translate_whole(part, lang) for part in parts]
+        said = [_translate_whole(part, lang, only) for part in parts]
         if any(s is not None for s in said):
             return "；".join(s if s is not None else p for s, p in zip(said, parts, strict=True))
     return text
 
 
-def _translate_whole(text: str, lang: Lang) -> str | None:
+def clauses(text: str) -> list[str]:
+    """``text`` cut at each ``"; "`` outside brackets.
+
+    >>> clauses("a (b; c); d")
+    ['a (b; c)', 'd']
+    """
+    parts, depth, start = [], 0, 0
+    for i, c in enumerate(text):
+        depth += (c in "([{") - (c in ")]}")
+        if depth == 0 and text.startswith("; ", i):
+            parts.append(text[start:i])
+            start = i + 2
+    return [*parts, text[start:]]
+
+
+def _translate_whole(text: str, lang: Lang, only: str = "") -> str | None:
     """``text`` in ``lang`` when one sentence of the catalogue fits all of it, else None."""
-    exact, templates = _index(lang)
+    exact, templates = _index(lang, only)
     key = exact.get(" ".join(text.split()))
     if key is not None:
         return catalogue(lang)[key]
@@ -168,15 +183,16 @@ def _fact(value: str, lang: Lang) -> str:
 
 @functools.cache
 def _index(
-    lang: Lang,
+    lang: Lang, only: str = ""
 ) -> tuple[dict[str, str], tuple[tuple[str, re.Pattern[str], int], ...]]:
-    """The English sentences of the catalogue: those without placeholders by their words,
-    the others as patterns, the most specific (the most fixed letters) first."""
+    """The English sentences of the catalogue (those of the keys starting with ``only``):
+    those without placeholders by their words, the others as patterns, the most specific (the
+    most fixed letters) first."""
     english, target = catalogue("en"), catalogue(lang)
     exact: dict[str, str] = {}
     patterns: list[tuple[int, str, re.Pattern[str]]] = []
     for key, text in english.items():
-        if key not in target or not key.startswith(_TRANSLATED):
+        if key not in target or not key.startswith(only or _TRANSLATED):
             continue
         fields = [f for _, f, _, _ in string.Formatter().parse(text) if f is not None]
         if not fields:

@@ -118,6 +118,8 @@ def said_table(table: Table, lang: Lang) -> Table:
     for column in table.columns:
         if isinstance(column.header, str | Text):
             column.header = _said_cell(column.header, lang, whole=True)
+        if isinstance(column.footer, str | Text):
+            column.footer = _said_cell(column.footer, lang, whole=True)
         column._cells = [_said_cell(c, lang, known=words) for c in column._cells]
     return table
 
@@ -132,15 +134,12 @@ def _said_cell(cell: Any, lang: Lang, *, whole: bool = False, known: Any = None)
     new = translate(plain, lang) if whole else _status(plain, lang)
     if new == plain:
         return cell
-    return Text(new, style=cell.style) if isinstance(cell, Text) else new
+    said_cell = Text(new, style=cell.style) if isinstance(cell, Text) else Text(new)
+    return said_cell if whole else Prose(said_cell)  # a cell wraps between characters
 
 
 def _status(text: str, lang: Lang) -> str:
-    """A cell's status word in ``lang`` (only those of the ``cell.`` keys)."""
-    from attntrace.learn.catalogue_cli import MESSAGES
-
-    side = 1 if lang == "zh" else 0
-    for key, pair in MESSAGES.items():
-        if key.startswith("cell.") and pair[0] == text:
-            return pair[side]
-    return text
+    """A cell's words in ``lang``, only from the ``cell.`` keys (its indentation kept)."""
+    body = text.strip(" ")
+    indent = text[: len(text) - len(text.lstrip(" "))]
+    return indent + translate(body, lang, "cell.") if body else text
