@@ -194,6 +194,8 @@ def english_runs(text: str, allowed: frozenset[str] = frozenset()) -> list[str]:
 
     >>> english_runs("规则：matmul 把 qh 的最后一个维度 (d=64) 相乘")
     []
+    >>> english_runs("以 eval 模式运行（关闭 dropout）；它原来是 train 模式")
+    []
     >>> english_runs("fix: take the softmax over the keys")
     ['fix take the softmax over the keys']
     """
@@ -202,7 +204,7 @@ def english_runs(text: str, allowed: frozenset[str] = frozenset()) -> list[str]:
         if re.match(r"\s*\w*(Error|Exception|Warning): ", line):
             continue  # the message of the user's code or library, quoted
         run: list[str] = []
-        for token in [*_SPLIT.split(line), ""]:
+        for token in [*_TOKEN.findall(line), ""]:  # a Chinese run ends an English one
             word = token.strip(",;:.!?()[]")
             if word and _WORD.fullmatch(word) and not _CODE.search(token.strip(",;:.!?()")):
                 run.append(word)
@@ -213,5 +215,6 @@ def english_runs(text: str, allowed: frozenset[str] = frozenset()) -> list[str]:
     return found
 
 
-#: What separates words: spaces, Chinese characters and punctuation, box drawing.
-_SPLIT = re.compile(r"[\s\u2500-\u257f\u3000-\u303f\u4e00-\u9fff\uff00-\uffef]+")
+#: Chinese characters, punctuation and box drawing (one token each run), or a word.
+_CJK = r"\u2500-\u257f\u3000-\u303f\u4e00-\u9fff\uff00-\uffef"
+_TOKEN = re.compile(rf"[{_CJK}]+|[^\s{_CJK}]+")

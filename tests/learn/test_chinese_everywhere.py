@@ -87,6 +87,8 @@ VERDICTS = {
     "sweep": ["sweep", "--seq", "128,512"],
     "presets": ["presets"],
     "run": ["run", "--kv-heads", "4", "--causal", "--rope", "--explain"],
+    "run --past": ["run", "--past", "8", "--seq", "1", "--causal", "--backend", "shape"],
+    "run --backward": ["run", "--backward", "--hidden", "16", "--heads", "2", "--backend", "shape"],
 }
 
 
@@ -147,6 +149,18 @@ def test_diff_names_the_bug_in_chinese(lang: list[str]) -> None:
     assert "不一致（DIFFERS）：从第 weights 步开始" in out
     assert "bug：softmax 归一化的维度不对（dim=1，S）" in out
     assert "改法：应对键所在的最后一个维度做 softmax：softmax(scores, dim=-1)" in out
+    assert english_runs(out) == []
+
+
+@pytest.mark.slow
+def test_diff_names_a_kv_cache_bug_in_chinese() -> None:
+    pytest.importorskip("torch")
+    example = Path(__file__).parents[2] / "examples" / "diff" / "kv_cache_stale.py"
+    target = f"{example}:CausalSelfAttention"
+    code, out = zh("diff", target, "--batch", "1", "--seq", "1", "--past", "3", "--causal")
+    assert code == 1
+    assert "bug：缓存没有更新：这一步返回的是传进来的缓存，没有新词" in out
+    assert "形状不同，(1, 4, 3, 8) 对 (1, 4, 4, 8)" in out
     assert english_runs(out) == []
 
 

@@ -1094,4 +1094,127 @@ MESSAGES: dict[str, tuple[str, str]] = {
     "cell.backward_times": ("backward = {r} x forward", "反向 = {r} x 前向"),
     "word.training_seeded": ("training: d_output seeded", "训练：d_output 由随机种子生成"),
     "word.backward": ("backward", "反向传播"),
+    # --- diff --past: the KV cache's bugs (diffing/decode.py, decode_cache.py) ---------------
+    "verdict.eval_mode": (
+        "run in eval mode (dropout off); it was in train mode",
+        "以 eval 模式运行（关闭 dropout）；它原来是 train 模式",
+    ),
+    "verdict.called_with": (
+        "called with {argument}=(k_cache, v_cache) of {n} earlier tokens",
+        "调用时传入 {argument}=(k_cache, v_cache)，含之前 {n} 个词",
+    ),
+    "bug.cache_not_updated": (
+        "the cache not updated: the step returns the cache it was given, without the new tokens",
+        "缓存没有更新：这一步返回的是传进来的缓存，没有新词",
+    ),
+    "bug.v_cache_not_updated": (
+        "the v cache not updated: the step returns the new keys but the values it was given",
+        "V 缓存没有更新：这一步返回了新的键，但值还是传进来的",
+    ),
+    "bug.k_cache_not_updated": (
+        "the k cache not updated: the step returns the new values but the keys it was given",
+        "K 缓存没有更新：这一步返回了新的值，但键还是传进来的",
+    ),
+    "bug.cache_new_only": (
+        "the cache holds only the new tokens: the step returns (k, v) made before the append",
+        "缓存里只有新词：这一步返回的是拼接之前的 (k, v)",
+    ),
+    "bug.cache_wrong_axis": (
+        "new {what} appended on the wrong axis (dim={dim}, the {axis}, not -2, the sequence)",
+        "新的 {what} 拼接在了错误的维度上（dim={dim}，{axis}，而不是 -2，序列维度）",
+    ),
+    "bug.cache_unknown": (
+        "the cache it returns is not the keys and values after the append (no known bug "
+        "reproduces it)",
+        "它返回的缓存不是拼接之后的键和值（没有已知的 bug 能重现它）",
+    ),
+    "fix.cache_update": (
+        "return the cache after the append: present = (k, v) made after k = torch.cat((past_key, "
+        "k), dim=-2) and v = torch.cat((past_value, v), dim=-2)",
+        "返回拼接之后的缓存：present = (k, v) 要在 k = torch.cat((past_key, k), dim=-2) 和 v = "
+        "torch.cat((past_value, v), dim=-2) 之后得到",
+    ),
+    "fix.cache_axis": (
+        "append on the sequence axis of (B, g, N, d): torch.cat((past_key, k), dim=-2)",
+        "沿 (B, g, N, d) 的序列维度拼接：torch.cat((past_key, k), dim=-2)",
+    ),
+    "bug.rope_from_0": (
+        "RoPE positions restarted at 0 for the new tokens",
+        "新词的 RoPE 位置从 0 重新开始",
+    ),
+    "bug.rope_minus_1": ("RoPE positions of the new tokens one short", "新词的 RoPE 位置少了 1"),
+    "bug.rope_plus_1": ("RoPE positions of the new tokens one ahead", "新词的 RoPE 位置多了 1"),
+    "fix.rope_positions": (
+        "rotate the new tokens at their positions N..N+S-1 = {span}: arange(past_len, past_len "
+        "+ S)",
+        "按新词的位置 N..N+S-1 = {span} 旋转：arange(past_len, past_len + S)",
+    ),
+    "bug.new_alone": (
+        "the new tokens attended alone: the cache returned but not read (scores over S keys, "
+        "not N+S)",
+        "新词只关注了自己：缓存返回了但没有读取（分数只在 S 个键上，而不是 N+S 个）",
+    ),
+    "fix.new_alone": (
+        "attend over the cache and the new keys: scores = q @ k_all.T with k_all = "
+        "torch.cat((past_key, k), dim=-2), before the scores are made",
+        "要关注缓存和新的键：scores = q @ k_all.T，其中 k_all = torch.cat((past_key, k), "
+        "dim=-2)，在计算分数之前拼接",
+    ),
+    "bug.top_left": (
+        "causal mask aligned top-left (query i sees keys ≤ i, not ≤ N+i)",
+        "因果掩码左上对齐了（第 i 个查询看到 ≤ i 的键，而不是 ≤ N+i）",
+    ),
+    "fix.top_left": (
+        "align the causal mask bottom-right: query i sees the N cached keys and new keys ≤ i "
+        "(mask[:, :, N_all - S : N_all, :N_all], or tril(ones, diagonal=N))",
+        "因果掩码要右下对齐：第 i 个查询看到缓存中的 N 个键和 ≤ i 的新键（mask[:, :, N_all - S "
+        ": N_all, :N_all]，或 tril(ones, diagonal=N)）",
+    ),
+    "bug.before_cache": (
+        "the new keys and values put before the cache (cat(new, cache))",
+        "新的键和值放在了缓存前面（cat(new, cache)）",
+    ),
+    "fix.after_cache": (
+        "append the new tokens after the cache: torch.cat((k_cache, k), dim=-2)",
+        "把新词拼接在缓存后面：torch.cat((k_cache, k), dim=-2)",
+    ),
+    "bug.caches_swapped": (
+        "the k and v caches swapped (keys appended to the values' cache)",
+        "K 和 V 缓存用反了（键拼接到了值的缓存上）",
+    ),
+    "fix.caches_swapped": (
+        "append k to the k cache and v to the v cache: (k_cache, v_cache) = layer_past",
+        "k 拼接到 K 缓存，v 拼接到 V 缓存：(k_cache, v_cache) = layer_past",
+    ),
+    "bug.keys_to_v": ("the new keys appended to the v cache", "新的键拼接到了 V 缓存上"),
+    "fix.keys_to_k": (
+        "append k to the k cache: torch.cat([past_key_value[0], k], dim=2)",
+        "k 要拼接到 K 缓存：torch.cat([past_key_value[0], k], dim=2)",
+    ),
+    "bug.values_to_k": ("the new values appended to the k cache", "新的值拼接到了 K 缓存上"),
+    "fix.values_to_v": (
+        "append v to the v cache: torch.cat([past_key_value[1], v], dim=2)",
+        "v 要拼接到 V 缓存：torch.cat([past_key_value[1], v], dim=2)",
+    ),
+    "bug.key_before": (
+        "the new key put before the cache (the values after it)",
+        "新的键放在了缓存前面（值在后面）",
+    ),
+    "fix.keys_after": (
+        "append the new keys after the cache: torch.cat((k_cache, k), dim=-2)",
+        "把新的键拼接在缓存后面：torch.cat((k_cache, k), dim=-2)",
+    ),
+    "bug.rope_after_append": (
+        "RoPE applied after the append (the cache holds unrotated keys)",
+        "RoPE 在拼接之后才应用（缓存里存的是没有旋转的键）",
+    ),
+    "fix.rope_before_append": (
+        "rotate the new keys before they go into the cache; the cache holds rotated keys, "
+        "rotated once at their own positions",
+        "新的键要在放进缓存之前旋转；缓存里存的是已经按各自位置旋转过一次的键",
+    ),
+    "word.cache_returns": (
+        "the cache it returns: {bug} at {where}",
+        "它返回的缓存：{bug}，位于 {where}",
+    ),
 }
