@@ -90,6 +90,7 @@ def help_in(command: click.Command, ctx: click.Context, lang: Lang) -> Iterator[
         setattr(obj, attr, value)
 
     swap(command, "help", paragraphs(command.help, lang))
+    swap(command, "format_usage", _usage(command, message("help.usage", lang)))
     swap(command, "epilog", paragraphs(command.epilog, lang))
     for param in command.get_params(ctx):
         if getattr(param, "help", None):
@@ -107,6 +108,16 @@ def help_in(command: click.Command, ctx: click.Context, lang: Lang) -> Iterator[
     finally:
         for obj, attr, value in reversed(saved):
             setattr(obj, attr, value)
+
+
+def _usage(command: click.Command, prefix: str) -> Any:
+    """``command``'s usage line with ``prefix`` for click's ``Usage: ``."""
+
+    def format_usage(ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        pieces = command.collect_usage_pieces(ctx)
+        formatter.write_usage(ctx.command_path, " ".join(pieces), prefix=prefix)
+
+    return format_usage
 
 
 def _as_prose(make: Any) -> Any:

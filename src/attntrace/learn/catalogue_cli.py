@@ -877,6 +877,7 @@ MESSAGES: dict[str, tuple[str, str]] = {
     "word.peak": ("peak", "峰值"),
     "word.peak_live": ("peak live activations", "同时存活的激活峰值"),
     "word.saved_backward": ("saved for the backward", "为反向传播保存的"),
+    "cell.saved_backward": ("saved for the backward", "为反向传播保存的"),
     # --- presets ------------------------------------------------------------------------------
     "word.presets_title": (
         "presets (numbers from each model's config.json on the Hugging Face Hub)",
@@ -909,12 +910,12 @@ MESSAGES: dict[str, tuple[str, str]] = {
         "whole model: L={L} layers like this one, B={B}, {keys}={n}",
         "整个模型：L={L} 个这样的层，B={B}，{keys}={n}",
     ),
-    "word.kv_cache_dtype": ("KV cache ({dtype})", "KV 缓存（{dtype}）"),
-    "word.per_forward": ("{unit} per forward", "每次前向的 {unit}"),
-    "word.forward_steps": ("L x the forward steps above", "L x 上面的前向各步"),
-    "word.per_backward": ("{unit} per backward", "每次反向的 {unit}"),
-    "word.per_training_token": ("{unit} per training token", "每个训练词的 {unit}"),
-    "word.one_layers": ("L x one layer's", "L x 一层的"),
+    "cell.kv_cache_dtype": ("KV cache ({dtype})", "KV 缓存（{dtype}）"),
+    "cell.per_forward": ("{unit} per forward", "每次前向的 {unit}"),
+    "cell.forward_steps": ("L x the forward steps above", "L x 上面的前向各步"),
+    "cell.per_backward": ("{unit} per backward", "每次反向的 {unit}"),
+    "cell.per_training_token": ("{unit} per training token", "每个训练词的 {unit}"),
+    "cell.one_layers": ("L x one layer's", "L x 一层的"),
     "word.all_layers": ("attention of all layers", "所有层的注意力"),
     # --- the kind of attention (render/table.py describe_in) ---------------------------------
     "describe.multi": ("multi-head ", "多头"),

@@ -12,6 +12,7 @@ from __future__ import annotations
 MESSAGES: dict[str, tuple[str, str]] = {
     # --- Typer's own words ------------------------------------------------------------------
     "help.help": ("Show this message and exit.", "显示本帮助并退出。"),
+    "help.usage": ("Usage: ", "用法："),
     "help.epilog": (
         "Exit codes: 0 success, 1 a check failed, 2 bad input or usage, 3 an internal error "
         "(a bug: please report it).",
