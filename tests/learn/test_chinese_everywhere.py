@@ -107,6 +107,29 @@ def test_check_says_pass_and_fail_in_chinese() -> None:
     assert "未通过的检查" in out
 
 
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--batch", "2", "--seq", "5", "--hidden", "64", "--heads", "8", "--kv-heads", "2"],
+        ["--seq", "1", "--past", "8", "--causal", "--rope", "--layers", "4"],
+        ["--hidden", "16", "--heads", "2", "--backward", "--layers", "2"],
+        ["--seq", "6", "--algorithm", "flash", "--block-size", "2", "--causal"],
+    ],
+)
+def test_the_report_is_chinese(args: list[str], tmp_path: Path) -> None:
+    import html
+    import re
+
+    page = tmp_path / "report.html"
+    code, out = zh("report", "--out", str(page), "--explain", *args)
+    assert code == 0, out
+    text = page.read_text(encoding="utf-8")
+    assert '<html lang="zh">' in text
+    assert "<th>步骤</th><th>运算</th><th>形状</th><th>维度</th><th>类型</th>" in text
+    words = html.unescape(re.sub(r"<style>.*?</style>|<[^>]+>", "\n", text, flags=re.S))
+    assert english_runs(words) == []
+
+
 @pytest.mark.slow
 def test_verify_says_pass_in_chinese() -> None:
     pytest.importorskip("torch")

@@ -1218,4 +1218,27 @@ MESSAGES: dict[str, tuple[str, str]] = {
         "the cache it returns: {bug} at {where}",
         "它返回的缓存：{bug}，位于 {where}",
     ),
+    "word.tile_loop": ("tile loop: up to {times} tiles", "逐块循环：最多 {times} 块"),
+    "cell.op_rules": ("{code}, from the rules", "{code}，由规则生成"),
+    "cell.op_tiles": ("{rule} (made tile by tile)", "{rule}（逐块生成）"),
+    "err.backward_cover": (
+        "--backward does not cover {what} yet; leave out one of the two",
+        "--backward 还不支持 {what}；请去掉两者之一",
+    ),
+    "err.backward_decode": (
+        "--past N (a decode step against a KV cache: training keeps none)",
+        "--past N（对着 KV 缓存解码一步：训练时没有这一步）",
+    ),
+    "cell.op_skipped_diagonal": (
+        "{code} ({n} tiles above the diagonal skipped)",
+        "{code}（跳过对角线以上的 {n} 块）",
+    ),
+    "cell.op_skipped_window": (
+        "{code} ({n} tiles outside the window skipped)",
+        "{code}（跳过窗口之外的 {n} 块）",
+    ),
+    "cell.op_skipped_both": (
+        "{code} ({n} tiles above the diagonal or outside the window skipped)",
+        "{code}（跳过对角线以上或窗口之外的 {n} 块）",
+    ),
 }

@@ -248,12 +248,19 @@ def render_flow_svg(trace: Trace, lang: str = "en") -> str:
         f'<rect width="{width}" height="{height}" fill="#ffffff"/>',
         f'<text x="{MARGIN}" y="{MARGIN + 4}" font-size="15" font-weight="bold" fill="#222">'
         f"{escape(_title(trace, lang))}</text>",
-        *_loop_frame(boxes),
+        *_loop_frame(boxes, lang),
         *(_edge(where[i], b) for b in boxes for i in inputs(trace, b.step) if i in where),
         *(_box(b) for b in boxes),
         "</svg>",
     ]
     return "\n".join(parts) + "\n"
+
+
+def _loop_words(times: int, lang: str) -> str:
+    """``tile loop: up to 4 tiles`` in ``lang``."""
+    from attntrace.learn.lang import check_lang, message
+
+    return message("word.tile_loop", check_lang(lang), times=times)
 
 
 def _title(trace: Trace, lang: str = "en") -> str:
@@ -302,7 +309,7 @@ def _box(b: Box) -> str:
     )
 
 
-def _loop_frame(boxes: list[Box]) -> list[str]:
+def _loop_frame(boxes: list[Box], lang: str = "en") -> list[str]:
     """A dashed frame around the steps that run once per tile (flash), saying how often."""
     tiles = [b for b in boxes if b.step.repeat > 1]
     if not tiles:
@@ -315,5 +322,5 @@ def _loop_frame(boxes: list[Box]) -> list[str]:
         'fill="#fff8e6" '
         'stroke="#c88a00" stroke-width="1.5" stroke-dasharray="8 4"/>',
         f'<text x="{x1 - 10}" y="{y0 + 15}" text-anchor="end" font-size="12" fill="#8a5a00">'
-        f"tile loop: up to {times} tiles</text>",
+        f"{escape(_loop_words(times, lang))}</text>",
     ]

@@ -142,7 +142,14 @@ def _steps(trace: Trace, explain: Lang | None = None, lang: Lang = "en") -> str:
     from attntrace.learn import explain_trace, message
 
     rows = [
-        [str(s.index), s.name, s.op, format_shape(s.shape), format_axes(s.axes), s.dtype]
+        [
+            str(s.index),
+            s.name,
+            translate(s.op, lang, "cell."),  # code as it is; an op's few words in lang
+            format_shape(s.shape),
+            format_axes(s.axes),
+            s.dtype,
+        ]
         for s in trace.steps
     ]
     headers = ["#", *(message(f"ui.{w}", lang) for w in ("step", "op", "shape", "axes", "dtype"))]
