@@ -140,6 +140,7 @@ def _said_cell(cell: Any, lang: Lang, *, whole: bool = False, known: Any = None)
 
 def _status(text: str, lang: Lang) -> str:
     """A cell's words in ``lang``, only from the ``cell.`` keys (its indentation kept)."""
-    body = text.strip(" ")
+    body = " ".join(text.split())  # a cell wrapped by its view (an op) is one sentence
     indent = text[: len(text) - len(text.lstrip(" "))]
-    return indent + translate(body, lang, "cell.") if body else text
+    said = translate(body, lang, "cell.") if body else body
+    return indent + said if said != body else text
