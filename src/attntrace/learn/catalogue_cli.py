@@ -1241,4 +1241,201 @@ MESSAGES: dict[str, tuple[str, str]] = {
         "{code} ({n} tiles above the diagonal or outside the window skipped)",
         "{code}（跳过对角线以上或窗口之外的 {n} 块）",
     ),
+    # --- more errors: files, models, check, demo, sweep, units --------------------------------
+    "err.not_utf8": (
+        "{name}: is not UTF-8 text (byte 0x{bad} at offset {at}); save it as UTF-8",
+        "{name}：不是 UTF-8 文本（偏移 {at} 处的字节 0x{bad}）；请保存为 UTF-8",
+    ),
+    "err.not_json": (
+        "{source}: is not valid JSON ({why} at line {line} column {column}); fix the file",
+        "{source}：不是有效的 JSON（第 {line} 行第 {column} 列：{why}）；请修改文件",
+    ),
+    "err.no_folder": (
+        "{path}: the folder {folder} does not exist; create it or write elsewhere",
+        "{path}：文件夹 {folder} 不存在；请先创建它，或写到别处",
+    ),
+    "err.same_output": (
+        "{option} {path}: {other} names the same file; give each output its own name",
+        "{option} {path}：{other} 指向同一个文件；请给每个输出起不同的名字",
+    ),
+    "err.not_kind": (
+        "{path}: is not a {kind} file (empty, truncated or another format)",
+        "{path}：不是 {kind} 文件（为空、被截断或是别的格式）",
+    ),
+    "err.weights_format": (
+        "{path}: unknown weights format {suffix}; use one of {choices}",
+        "{path}：未知的权重格式 {suffix}；请用 {choices} 之一",
+    ),
+    "err.input_npy": (
+        "{path}: --input takes a .npy file (numpy.save) or a .npz with an 'x' entry",
+        "{path}：--input 接受 .npy 文件（numpy.save）或含有 'x' 的 .npz",
+    ),
+    "err.no_x": (
+        "{path}: has no array named 'x'; save the input as x, or pass a .npy file",
+        "{path}：没有名为 'x' 的数组；请把输入保存为 x，或者给一个 .npy 文件",
+    ),
+    "err.file_not_float": (
+        "{path}: {name} is {kind}, not floating point; save it as float32 or float64",
+        "{path}：{name} 是 {kind}，不是浮点数；请保存为 float32 或 float64",
+    ),
+    "err.x_not_float": (
+        "{path}: x is {kind}, not floating point; save it as float32 or float64",
+        "{path}：x 是 {kind}，不是浮点数；请保存为 float32 或 float64",
+    ),
+    "err.x_shape": (
+        "the input x is {shape}; it must be (S, H) or (B, S, H)",
+        "输入 x 的形状是 {shape}；它必须是 (S, H) 或 (B, S, H)",
+    ),
+    "err.heads_unknown": (
+        "the weights do not say how many heads there are; pass --heads (for H={H}: {valid})",
+        "权重里看不出有多少个头；请给出 --heads（H={H} 时：{valid}）",
+    ),
+    "err.conflicts": (
+        "{flag} {value} conflicts with {where}, which gives {other}; drop {flag}",
+        "{flag} {value} 与 {where} 冲突，后者给出的是 {other}；请去掉 {flag}",
+    ),
+    "err.save_values": (
+        "--save needs values, but the {backend} backend keeps none; use --backend numpy or torch",
+        "--save 需要数值，但 {backend} 后端不保存数值；请用 --backend numpy 或 torch",
+    ),
+    "err.save_npz": (
+        "--save writes a .npz file; give a name ending in .npz, e.g. --save {name}.npz",
+        "--save 写出的是 .npz 文件；请给一个以 .npz 结尾的名字，例如 --save {name}.npz",
+    ),
+    "err.no_layer_scheme": (
+        "{path}: no attention weights in a known naming scheme; {listing}",
+        "{path}：没有按已知命名方式存放的注意力权重；{listing}",
+    ),
+    "err.model_no_config": (
+        "--model {path}: has no config.json (or Meta's params.json)",
+        "--model {path}：没有 config.json（或 Meta 的 params.json）",
+    ),
+    "err.model_no_weights": (
+        "--model {path}: no weights found ({names}, their .index.json, or consolidated.00.pth)",
+        "--model {path}：找不到权重（{names}、它们的 .index.json，或 consolidated.00.pth）",
+    ),
+    "err.model_not_folder": (
+        "--model {path}: not a folder; give a saved model's folder (config.json and "
+        "model.safetensors), or use --weights FILE",
+        "--model {path}：不是文件夹；请给出保存好的模型文件夹（config.json 和 model.safetensors），"
+        "或者用 --weights FILE",
+    ),
+    "err.no_layer": (
+        "{path}: --layer {layer} does not exist; the model has layers 0 to {last}",
+        "{path}：不存在第 --layer {layer} 层；模型的层是 0 到 {last}",
+    ),
+    "err.plot_flash": (
+        "--plot needs the attention weights, which --algorithm {algorithm} never forms whole; "
+        "drop --algorithm flash",
+        "--plot 需要注意力权重，而 --algorithm {algorithm} 从不形成完整的权重矩阵；请去掉 "
+        "--algorithm flash",
+    ),
+    "err.plot_values": (
+        "--plot needs values; the {backend} backend has none; use --backend numpy or torch",
+        "--plot 需要数值；{backend} 后端没有数值；请用 --backend numpy 或 torch",
+    ),
+    "err.plot_suffix": (
+        "--plot {path}: the file name must end in {choices}",
+        "--plot {path}：文件名必须以 {choices} 结尾",
+    ),
+    "err.expect_shape": (
+        '{where} must be a shape like "h,S,S" or [12, 3, 3], got {value}',
+        '{where} 必须是像 "h,S,S" 或 [12, 3, 3] 这样的形状，而不是 {value}',
+    ),
+    "err.unknown_step_trace": (
+        "unknown step {name}; give a reference step (the step playing it: {played}) or a "
+        "variable of your code ({steps})",
+        "未知的步骤 {name}；请给出参考实现的步骤（扮演它的步骤：{played}）或你的代码里的变量"
+        "（{steps}）",
+    ),
+    "err.unknown_axis": (
+        "unknown axis {factor} in {step}={text}; axes of this config: {choices}",
+        "{step}={text} 中的维度 {factor} 未知；这个配置的维度有：{choices}",
+    ),
+    "err.spec_key": (
+        "unknown key {name}; valid keys: {choices}",
+        "未知的键 {name}；可用的键：{choices}",
+    ),
+    "err.not_toml": ("{path}: not valid TOML ({why})", "{path}：不是有效的 TOML（{why}）"),
+    "err.golden": (
+        "{path}: not an attntrace trace: {why}",
+        "{path}：不是 attntrace 的追踪：{why}",
+    ),
+    "err.demo_row_length": (
+        "--query has {d} numbers per row and --key {n}: a query and a key are multiplied number "
+        "by number, so give them the same row length",
+        "--query 每行有 {d} 个数，而 --key 有 {n} 个：查询和键是逐个数相乘的，所以两者每行的长度"
+        "要相同",
+    ),
+    "err.demo_rows": (
+        "--key has {n} rows and --value {m}: each key has its value, so give them the same "
+        "number of rows",
+        "--key 有 {n} 行，而 --value 有 {m} 行：每个键都有它的值，所以两者的行数要相同",
+    ),
+    "err.demo_text": (
+        "{option} {text}: write numbers, rows split by ';' (e.g. '1,0,2; 2,2,2'), or the path of "
+        "a .npy file",
+        "{option} {text}：请写数字，行用 ';' 分隔（例如 '1,0,2; 2,2,2'），或者给一个 .npy 文件的"
+        "路径",
+    ),
+    "err.demo_ragged": (
+        "{option}: every row needs the same count of numbers (got {lengths})",
+        "{option}：每一行的数的个数必须相同（得到的是 {lengths}）",
+    ),
+    "err.demo_finite": (
+        "{option}: every number must be finite (no nan or inf)",
+        "{option}：每个数都必须是有限的（不能是 nan 或 inf）",
+    ),
+    "err.sweep_values": (
+        "{option} takes whole numbers separated by commas, e.g. 128,512,2048; got {text}",
+        "{option} 接受用逗号分隔的整数，例如 128,512,2048；而不是 {text}",
+    ),
+    "err.size_text": (
+        "cannot read the size {text}; write it like 512MiB, 8GiB or 2000000000",
+        "无法读取大小 {text}；请写成 512MiB、8GiB 或 2000000000 这样",
+    ),
+    "err.rate_text": (
+        "cannot read {what} {text}; write a rate like {example}",
+        "无法读取 {what} {text}；请写成像 {example} 这样的速率",
+    ),
+    "err.shape_text": (
+        "cannot read the shape {text}; write it like 12,3,3 or 12x3x3 or h,S,S or S,g*d",
+        "无法读取形状 {text}；请写成 12,3,3、12x3x3、h,S,S 或 S,g*d 这样",
+    ),
+    "err.verify_dtype": (
+        "verify compares with numpy, which has no {dtype}; use --dtype {choices}",
+        "verify 与 numpy 比较，而 numpy 没有 {dtype}；请用 --dtype {choices}",
+    ),
+    "err.layers": (
+        "--layers must be a whole number >= 1 (the model's layers), got {value}",
+        "--layers 必须是 >= 1 的整数（模型的层数），而不是 {value}",
+    ),
+    "err.batch_item": (
+        "--batch-item {item} does not exist; {fix}",
+        "不存在第 --batch-item {item} 个样本；{fix}",
+    ),
+    "err.vs_help": (
+        "--vs takes the options that make B, not --help",
+        "--vs 接受构成 B 的选项，而不是 --help",
+    ),
+    "err.window_text": (
+        "--key-lengths takes whole numbers separated by commas, e.g. 3,2; got {value}",
+        "--key-lengths 接受用逗号分隔的整数，例如 3,2；而不是 {value}",
+    ),
+    "err.past_text": (
+        "--past must be a whole number from 0, got {value}",
+        "--past 必须是从 0 开始的整数，而不是 {value}",
+    ),
+    "err.trace_explain": (
+        "trace --explain works with --format table, not {fmt}; drop --explain",
+        "trace --explain 只能和 --format table 一起用，不能用 {fmt}；请去掉 --explain",
+    ),
+    "err.init_script": (
+        "--init needs FILE.py:NAME or package.module:NAME, not a script",
+        "--init 需要 FILE.py:NAME 或 package.module:NAME，而不是脚本",
+    ),
+    "err.past_script": (
+        "--past needs FILE.py:NAME or package.module:NAME, not a script",
+        "--past 需要 FILE.py:NAME 或 package.module:NAME，而不是脚本",
+    ),
 }
