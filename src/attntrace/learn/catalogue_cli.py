@@ -1438,4 +1438,104 @@ MESSAGES: dict[str, tuple[str, str]] = {
         "--past needs FILE.py:NAME or package.module:NAME, not a script",
         "--past 需要 FILE.py:NAME 或 package.module:NAME，而不是脚本",
     ),
+    # --- diff --backward: the gradients (render/gradient_view.py, diffing/backward_diff.py) ----
+    "verdict.grad_title": ("gradients from the same d_output", "从同一个 d_output 出发的梯度"),
+    "verdict.grad_skipped": ("backward not compared: {why}", "没有比较反向传播：{why}"),
+    "verdict.grad_match": (
+        "MATCH: all {n} gradients agree with the reference's backward within the {dtype} tolerance",
+        "一致（MATCH）：全部 {n} 个梯度都在 {dtype} 的容差内与参考实现的反向传播一致",
+    ),
+    "verdict.grad_differs": (
+        "DIFFERS from gradient {name}",
+        "不一致（DIFFERS）：从梯度 {name} 开始",
+    ),
+    "verdict.grad_unknown": (
+        "no backward bug of the catalogue reproduces it; compare your backward with `attntrace "
+        "run --backward` step by step",
+        "目录里没有反向传播的 bug 能重现它；请用 `attntrace run --backward` 逐步对照你的反向传播",
+    ),
+    "verdict.grad_bug": (
+        "bug: {bug} (applied to the reference's backward it reproduces every gradient)",
+        "bug：{bug}（施加到参考实现的反向传播上，它重现了每一个梯度）",
+    ),
+    "bug.softmax_rowsum": (
+        "softmax backward without its row-sum term ({name} = weights ⊙ d_weights)",
+        "softmax 的反向传播少了按行求和的那一项（{name} = weights ⊙ d_weights）",
+    ),
+    "fix.softmax_rowsum": (
+        "{name} = weights * (d_weights - (d_weights * weights).sum(-1, keepdim=True))",
+        "{name} = weights * (d_weights - (d_weights * weights).sum(-1, keepdim=True))",
+    ),
+    "bug.softmax_rowsum_axis": (
+        "softmax backward's row sum taken over the queries (dim=-2), not the keys",
+        "softmax 反向传播的行和沿查询（dim=-2）计算，而不是沿键",
+    ),
+    "fix.softmax_rowsum_axis": (
+        "take the sum over the keys: (d_weights * weights).sum(-1, keepdim=True)",
+        "沿键的维度求和：(d_weights * weights).sum(-1, keepdim=True)",
+    ),
+    "bug.backward_scale_missing": (
+        "the backward leaves out the scale (d_scores = d_scaled)",
+        "反向传播漏掉了缩放（d_scores = d_scaled）",
+    ),
+    "bug.backward_scale_twice": (
+        "the backward multiplies by the scale twice (d_scaled · {scale}²)",
+        "反向传播乘了两次缩放系数（d_scaled · {scale}²）",
+    ),
+    "bug.backward_scale_inverted": (
+        "the backward multiplies by √d instead of 1/√d (d_scaled / scale)",
+        "反向传播乘的是 √d，而不是 1/√d（d_scaled / scale）",
+    ),
+    "fix.backward_scale": (
+        "d_scores = d_scaled * {scale}, the forward's own scale, once",
+        "d_scores = d_scaled * {scale}，用前向自己的缩放系数，只乘一次",
+    ),
+    "bug.d_v": (
+        "d_v = weights @ d_context (the weights not transposed)",
+        "d_v = weights @ d_context（注意力权重没有转置）",
+    ),
+    "fix.d_v": (
+        "d_v = weights.transpose(-2, -1) @ d_context",
+        "d_v = weights.transpose(-2, -1) @ d_context",
+    ),
+    "bug.d_q": (
+        "d_q = d_scoresᵀ @ k (the scores' gradient transposed)",
+        "d_q = d_scoresᵀ @ k（分数的梯度被转置了）",
+    ),
+    "fix.d_q": ("d_q = d_scores @ k", "d_q = d_scores @ k"),
+    "bug.d_k": (
+        "d_k = d_scores @ q (the scores' gradient not transposed)",
+        "d_k = d_scores @ q（分数的梯度没有转置）",
+    ),
+    "fix.d_k": ("d_k = d_scores.transpose(-2, -1) @ q", "d_k = d_scores.transpose(-2, -1) @ q"),
+    "bug.gqa_mean": (
+        "GQA: d_k and d_v averaged over the {r} repeated heads instead of summed",
+        "GQA：d_k 和 d_v 在 {r} 个重复的头上取了平均，而不是求和",
+    ),
+    "fix.gqa_sum": (
+        "sum over the repeated heads (.sum, not .mean)",
+        "在重复的头上求和（.sum，而不是 .mean）",
+    ),
+    "fix.gqa_sum_view": (
+        "sum over the repeated heads: d_k_rep.view(..., g, {r}, N, d).sum(-4)",
+        "在重复的头上求和：d_k_rep.view(..., g, {r}, N, d).sum(-4)",
+    ),
+    "bug.weights_transposed": (
+        "every weight gradient transposed (xᵀ @ d_y): {names}",
+        "每个权重的梯度都被转置了（xᵀ @ d_y）：{names}",
+    ),
+    "bug.weight_transposed": (
+        "d_w_{c} transposed (xᵀ @ d_y, where the layer's weight is (out, in))",
+        "d_w_{c} 被转置了（xᵀ @ d_y，而这一层的权重是 (out, in)）",
+    ),
+    "fix.weight_grad": (
+        "d_w = d_yᵀ @ x, the shape of the weight (out_features, in_features)",
+        "d_w = d_yᵀ @ x，形状与权重 (out_features, in_features) 相同",
+    ),
+    "word.gradient": ("gradient", "梯度"),
+    "bug.gqa_first": (
+        "GQA: d_k and d_v taken from the first of the {r} query heads of each kv head, not "
+        "summed over them",
+        "GQA：d_k 和 d_v 只取了每个 K/V 头对应的 {r} 个查询头中的第一个，没有对它们求和",
+    ),
 }
