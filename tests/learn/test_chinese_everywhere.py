@@ -187,6 +187,18 @@ def test_diff_names_a_kv_cache_bug_in_chinese() -> None:
     assert english_runs(out) == []
 
 
+@pytest.mark.slow
+def test_diff_names_a_backward_bug_in_chinese() -> None:
+    pytest.importorskip("torch")
+    example = Path(__file__).parents[2] / "examples" / "diff" / "hand_backward.py"
+    args = ["--batch", "2", "--seq", "4", "--backward"]
+    code, out = zh("diff", f"{example}:HandAttention", *args)
+    assert code == 1
+    assert "不一致（DIFFERS）：从梯度 d_w_q 开始" in out
+    assert "bug：softmax 的反向传播少了按行求和的那一项" in out
+    assert english_runs(out) == []
+
+
 #: One error of every class the CLI turns into its one line, and how to cause it.
 ERRORS = {
     "ConfigError": (["run", "--heads", "5"], "不是 --heads 5 的整数倍"),

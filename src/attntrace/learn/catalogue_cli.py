@@ -1538,4 +1538,18 @@ MESSAGES: dict[str, tuple[str, str]] = {
         "summed over them",
         "GQA：d_k 和 d_v 只取了每个 K/V 头对应的 {r} 个查询头中的第一个，没有对它们求和",
     ),
+    "note.fastpath": (
+        "torch's MultiheadAttention fast path (torch._native_multi_head_attention, one C++ op) "
+        "is off while traced: the same math runs as Python ops, which are shown",
+        "追踪时关闭了 torch 的 MultiheadAttention 快速路径（torch._native_multi_head_attention，"
+        "一个 C++ 运算）：同样的计算以 Python 运算执行，并显示出来",
+    ),
+    "note.sdpa": (
+        "nn.MultiheadAttention called with need_weights=False runs "
+        "F.scaled_dot_product_attention, one fused op: its scores and weights are not visible "
+        "(call it with need_weights=True to see them)",
+        "以 need_weights=False 调用的 nn.MultiheadAttention 会运行 "
+        "F.scaled_dot_product_attention 这一个融合运算：看不到它的分数和注意力权重（用 "
+        "need_weights=True 调用就能看到）",
+    ),
 }
