@@ -53,11 +53,9 @@ def unit_starts(text: str) -> list[int]:
     starts = [0]
     for i in range(1, len(text)):
         before, c = text[i - 1], text[i]
-        if protected[i] or c.isspace():
-            continue
-        if before.isspace() or (
-            (wide(before) or wide(c)) and c not in NO_START and before not in NO_END
-        ):
+        if protected[i] or c.isspace() or c in NO_START:
+            continue  # inside a tuple, a space, or a mark that closes what came before
+        if before.isspace() or ((wide(before) or wide(c)) and before not in NO_END):
             starts.append(i)
     return starts
 
