@@ -89,8 +89,10 @@ def draw(obj: object, console: Console, *, explain: bool = False, lang: Lang = "
     """Print the terminal view of ``obj`` on ``console`` (see :func:`check_shown`)."""
     from attntrace.capturing.record import Capture
     from attntrace.diffing.diff_report import DiffReport
+    from attntrace.render.speaking import in_words
     from attntrace.tools.verify import VerifyReport
 
+    console = in_words(console, lang)  # the verdicts' and headers' words in lang
     if isinstance(obj, Trace):
         from attntrace.render.table import render_trace
 
