@@ -142,14 +142,18 @@ def clauses(text: str) -> list[str]:
     return [*parts, text[start:]]
 
 
+@functools.lru_cache(maxsize=4096)
 def _translate_whole(text: str, lang: Lang, only: str = "") -> str | None:
-    """``text`` in ``lang`` when one sentence of the catalogue fits all of it, else None."""
+    """``text`` in ``lang`` when one sentence of the catalogue fits all of it, else None
+    (remembered: a table's cells say the same words many times)."""
     exact, templates = _index(lang, only)
     key = exact.get(" ".join(text.split()))
     if key is not None:
         return catalogue(lang)[key]
-    for key, pattern, fixed in templates:
-        found = pattern.fullmatch(text)
+    for key, template, anchor, fixed in templates:
+        if anchor not in text:
+            continue  # its longest fixed words are not there: no need to match
+        found = _pattern(template)[1].fullmatch(text)
         if found is None or not all(map(_balanced, found.groups())):
             continue
         figures = sum(len(v) for k, v in found.groupdict().items() if k not in _UNCOUNTED)
@@ -184,24 +188,24 @@ def _fact(value: str, lang: Lang) -> str:
 @functools.cache
 def _index(
     lang: Lang, only: str = ""
-) -> tuple[dict[str, str], tuple[tuple[str, re.Pattern[str], int], ...]]:
+) -> tuple[dict[str, str], tuple[tuple[str, str, str, int], ...]]:
     """The English sentences of the catalogue (those of the keys starting with ``only``):
     those without placeholders by their words, the others as patterns, the most specific (the
     most fixed letters) first."""
     english, target = catalogue("en"), catalogue(lang)
     exact: dict[str, str] = {}
-    patterns: list[tuple[int, str, re.Pattern[str]]] = []
+    templates: list[tuple[str, str, str, int]] = []
     for key, text in english.items():
         if key not in target or not key.startswith(only or _TRANSLATED):
             continue
-        fields = [f for _, f, _, _ in string.Formatter().parse(text) if f is not None]
-        if not fields:
+        parsed = list(string.Formatter().parse(text))
+        if all(f is None for _, f, _, _ in parsed):
             exact.setdefault(" ".join(text.replace("{{", "{").replace("}}", "}").split()), key)
             continue
-        fixed, pattern = _pattern(text)
-        patterns.append((fixed, key, pattern))
-    ordered = sorted(patterns, key=lambda p: -p[0])
-    return exact, tuple((key, pattern, fixed) for fixed, key, pattern in ordered)
+        literals = [literal for literal, _, _, _ in parsed]
+        templates.append((key, text, max(literals, key=len), sum(map(len, literals))))
+    ordered = sorted(templates, key=lambda t: -t[3])
+    return exact, tuple(ordered)
 
 
 #: The keys whose English is matched against what attntrace prints (the steps' explanations
@@ -235,6 +239,7 @@ _FIELD = rf"(?:(?!; )(?:[^()\[\]]|{_PAIRED}))+?"
 _SENTENCE = rf"(?:[^()\[\]]|{_PAIRED})+?"
 
 
+@functools.cache
 def _pattern(template: str) -> tuple[int, re.Pattern[str]]:
     """A template as a regular expression (each ``{name}`` a lazy group that does not run
     over a clause's ``; ``; a name used twice must match the same text) and the number of its
