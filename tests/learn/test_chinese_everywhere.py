@@ -126,6 +126,7 @@ def test_the_report_is_chinese(args: list[str], tmp_path: Path) -> None:
     text = page.read_text(encoding="utf-8")
     assert '<html lang="zh">' in text
     assert "<th>步骤</th><th>运算</th><th>形状</th><th>维度</th><th>类型</th>" in text
+    assert " object at 0x" not in text  # every cell written as its words
     words = html.unescape(re.sub(r"<style>.*?</style>|<[^>]+>", "\n", text, flags=re.S))
     assert english_runs(words) == []
 

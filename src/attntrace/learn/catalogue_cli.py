@@ -1552,4 +1552,27 @@ MESSAGES: dict[str, tuple[str, str]] = {
         "F.scaled_dot_product_attention 这一个融合运算：看不到它的分数和注意力权重（用 "
         "need_weights=True 调用就能看到）",
     ),
+    # --- run --page-size: the paged cache (render/serving_view.py paged_table) ----------------
+    "word.gather": (
+        "gather: k[b] = k_pool[block_table[b]].reshape(-1, g, d)[:L_b], v alike",
+        "gather：k[b] = k_pool[block_table[b]].reshape(-1, g, d)[:L_b]，v 同理",
+    ),
+    "cell.paged_tokens": (
+        "tokens L_b ({lengths}) in blocks ({blocks})",
+        "词数 L_b（{lengths}），块数（{blocks}）",
+    ),
+    "cell.block_table": ("block table (B, ⌈max L / P⌉), int32", "块表 (B, ⌈max L / P⌉)，int32"),
+    "cell.pools": (
+        "k_pool, v_pool (num_blocks, P, g, d)",
+        "缓存池 k_pool、v_pool (num_blocks, P, g, d)",
+    ),
+    "cell.gathered": ("gathered k, v (B, g, max L, d)", "gather 得到的 k、v (B, g, max L, d)"),
+    "cell.waste": (
+        "waste: {n} empty slots in last blocks",
+        "浪费：最后一块中有 {n} 个空位",
+    ),
+    "cell.padded": (
+        "a contiguous cache padded to max L",
+        "补齐到 max L 的连续缓存",
+    ),
 }

@@ -118,6 +118,14 @@ class Prose:
     def __init__(self, text: Text | str, style: str = "") -> None:
         self.text = text if isinstance(text, Text) else Text(text, style=style)
 
+    @property
+    def plain(self) -> str:
+        """The words, without styles (as :attr:`rich.text.Text.plain`)."""
+        return self.text.plain
+
+    def __str__(self) -> str:
+        return self.text.plain
+
     def __rich_measure__(self, console: Console, options: ConsoleOptions) -> Measurement:
         lines = self.text.plain.splitlines() or [""]
         widest = max(cell_len(line) for line in lines)

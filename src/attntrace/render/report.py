@@ -250,10 +250,12 @@ def _serving(trace: Trace, count: str, lang: Lang = "en") -> list[str]:
 
 
 def _plain(cell: object) -> str:
-    """A rich cell (markup text or a Text) as plain text."""
+    """A rich cell (markup text, a Text or Prose) as plain text."""
     from rich.text import Text
 
-    if isinstance(cell, Text):
+    from attntrace.render.prose import Prose
+
+    if isinstance(cell, Text | Prose):
         return cell.plain
     return Text.from_markup(str(cell)).plain
 

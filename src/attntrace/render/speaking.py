@@ -18,7 +18,7 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
-from attntrace.learn.lang import Lang, catalogue, translate
+from attntrace.learn.lang import Lang, translate
 from attntrace.render.prose import Prose
 
 if TYPE_CHECKING:
@@ -114,27 +114,28 @@ def said_table(table: Table, lang: Lang) -> Table:
         value = getattr(table, attr)
         if isinstance(value, str | Text):
             setattr(table, attr, _said_cell(value, lang, whole=True))
-    words = catalogue(lang)
     for column in table.columns:
         if isinstance(column.header, str | Text):
             column.header = _said_cell(column.header, lang, whole=True)
         if isinstance(column.footer, str | Text):
             column.footer = _said_cell(column.footer, lang, whole=True)
-        column._cells = [_said_cell(c, lang, known=words) for c in column._cells]
+        column._cells = [_said_cell(c, lang) for c in column._cells]
     return table
 
 
-def _said_cell(cell: Any, lang: Lang, *, whole: bool = False, known: Any = None) -> Any:
+def _said_cell(cell: Any, lang: Lang, *, whole: bool = False) -> Any:
     """A title or header (``whole``: any sentence of the catalogue), or a cell: only a status
     word (``cell.*``: ``(missing)``, ``not seen``), never a name that happens to be a word
     (the step ``scores``)."""
-    plain = cell.plain if isinstance(cell, Text) else cell
-    if not isinstance(plain, str) or not plain.strip():
+    if isinstance(cell, str):  # a table's strings are Rich markup (escaped brackets)
+        cell = Text.from_markup(cell)
+    plain = cell.plain if isinstance(cell, Text) else None
+    if plain is None or not plain.strip():
         return cell
     new = translate(plain, lang) if whole else _status(plain, lang)
     if new == plain:
         return cell
-    said_cell = Text(new, style=cell.style) if isinstance(cell, Text) else Text(new)
+    said_cell = Text(new, style=cell.style)
     return said_cell if whole else Prose(said_cell)  # a cell wraps between characters
 
 
