@@ -22,6 +22,8 @@ if TYPE_CHECKING:
 
     from rich.console import Console
 
+    from attntrace.learn import Lang
+
 P = ParamSpec("P")
 R = TypeVar("R")
 
@@ -118,14 +120,20 @@ def console(no_color: bool = False) -> "Console":
     """The stdout console: colours off with --no-color or NO_COLOR, no escape codes when piped,
     no trailing spaces, ASCII where stdout cannot take Unicode (attntrace.render.terminal), at
     least :data:`MIN_WIDTH` columns wide."""
-    from attntrace.learn.lang import requested_lang
     from attntrace.render.speaking import in_words
     from attntrace.render.terminal import plain
 
     out = _console_class()(file=plain(sys.stdout), no_color=True if no_color else None)
     out.width = max(out.width, MIN_WIDTH)
-    given = _LANG.get()  # the command's --lang; else the locale
-    return in_words(out, requested_lang([f"--lang={given}"] if given else []))
+    return in_words(out, command_lang())
+
+
+def command_lang() -> "Lang":
+    """The language of the running command's words: its --lang, else the locale."""
+    from attntrace.learn.lang import requested_lang
+
+    given = _LANG.get()
+    return requested_lang([f"--lang={given}"] if given else [])
 
 
 def cli_errors(command: Callable[P, R]) -> Callable[P, R]:

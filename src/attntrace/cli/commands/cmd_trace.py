@@ -12,7 +12,7 @@ import typer
 
 from attntrace.cli import options as opt
 from attntrace.cli.root import EPILOG
-from attntrace.cli.typer_app import app, cli_errors, console
+from attntrace.cli.typer_app import app, cli_errors, command_lang, console
 from attntrace.errors import EXIT_CHECK_FAILED
 
 if TYPE_CHECKING:
@@ -330,7 +330,7 @@ def show(
     no_color: bool,
     title: str,
     explain: Lang | None = None,
-    lang: Lang = "en",
+    lang: Lang | None = None,
 ) -> None:
     """Print the capture (and what broke); exit 1 when the user's code raised. A child that
     did not end normally: the steps it ran, then one line saying what happened (exit 1)."""
@@ -339,6 +339,7 @@ def show(
     from attntrace.render.capture_view import render_capture, render_error, render_failure
     from attntrace.render.speaking import in_words
 
+    lang = lang or command_lang()  # check --trace: the running command's language
     ended = result if isinstance(result, Ended) else None
     outcome = result.outcome if isinstance(result, Ended) else result
     t = outcome.capture
