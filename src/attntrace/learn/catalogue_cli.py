@@ -1575,4 +1575,39 @@ MESSAGES: dict[str, tuple[str, str]] = {
         "a contiguous cache padded to max L",
         "补齐到 max L 的连续缓存",
     ),
+    # --- a child that did not end normally (capturing/sandbox.py) ----------------------------
+    "verdict.ended_line": ("attntrace: {message}", "attntrace：{message}"),
+    "verdict.ran_past_at": (
+        "the code under test ran past {seconds} s at {where}",
+        "被测代码运行超过了 {seconds} 秒，停在 {where}",
+    ),
+    "verdict.ran_past": (
+        "the code under test ran past {seconds} s",
+        "被测代码运行超过了 {seconds} 秒",
+    ),
+    "verdict.killed_at": (
+        "the code under test was killed by {signal} at {where}",
+        "被测代码被 {signal} 终止，停在 {where}",
+    ),
+    "verdict.killed": ("the code under test was killed by {signal}", "被测代码被 {signal} 终止"),
+    "verdict.exit_status_at": (
+        "the code under test ended the process with exit status {status} at {where}",
+        "被测代码以退出状态 {status} 结束了进程，停在 {where}",
+    ),
+    "verdict.exit_status": (
+        "the code under test ended the process with exit status {status}",
+        "被测代码以退出状态 {status} 结束了进程",
+    ),
+    "verdict.raised_in_thread": (
+        "the code under test raised {what} in a thread at {where}",
+        "被测代码在一个线程里抛出了 {what}，位于 {where}",
+    ),
+    "verdict.raised_at": (
+        "the code under test raised {what} at {where}",
+        "被测代码抛出了 {what}，位于 {where}",
+    ),
+    "verdict.sys_exit": (
+        "attntrace: the traced code called sys.exit({code})",
+        "attntrace：被追踪的代码调用了 sys.exit({code})",
+    ),
 }

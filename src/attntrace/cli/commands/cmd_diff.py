@@ -146,7 +146,9 @@ def diff(
     except ChildError as exc:
         raise fail(str(exc), exc.code) from None
     if isinstance(result, str):  # the child did not finish: one line saying why
-        sys.stderr.write(f"attntrace: {plain(result)}\n")
+        from attntrace.learn.lang import translate
+
+        sys.stderr.write(plain(translate(f"attntrace: {result}", view["lang"])) + "\n")
         raise typer.Exit(EXIT_CHECK_FAILED)
     if fmt is DiffFormat.json:
         typer.echo(str(result.get("text", "")), nl=False)

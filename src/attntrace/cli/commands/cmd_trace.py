@@ -361,11 +361,12 @@ def show(
     if ended is not None:
         from attntrace.text import plain
 
-        sys.stderr.write(f"attntrace: {plain(ended.line)}\n")
+        sys.stderr.write(plain(_said(f"attntrace: {ended.line}", lang)) + "\n")
         raise typer.Exit(EXIT_CHECK_FAILED)
     if outcome.error is None:
         if outcome.exit_code:  # sys.exit(N): the user's code failed, in attntrace's codes
-            sys.stderr.write(f"attntrace: the traced code called sys.exit({outcome.exit_code})\n")
+            said = _said(f"attntrace: the traced code called sys.exit({outcome.exit_code})", lang)
+            sys.stderr.write(said + "\n")
             raise typer.Exit(1)
         return
     err = in_words(console(no_color) if fmt == "table" else _stderr(no_color), lang)
@@ -375,6 +376,13 @@ def show(
     else:
         render_error(outcome.error, outcome.frames, err)
     raise typer.Exit(EXIT_CHECK_FAILED)
+
+
+def _said(line: str, lang: Lang) -> str:
+    """A line of stderr in ``lang``."""
+    from attntrace.learn.lang import translate
+
+    return translate(line, lang)
 
 
 def _stderr(no_color: bool) -> Console:
