@@ -200,6 +200,16 @@ def test_diff_names_a_backward_bug_in_chinese() -> None:
     assert english_runs(out) == []
 
 
+@pytest.mark.slow
+def test_a_timeout_is_said_in_chinese(tmp_path: Path) -> None:
+    script = tmp_path / "slow.py"
+    script.write_text("import time\nwhile True:\n    time.sleep(0.1)\n")
+    code, out = zh("trace", str(script), "--timeout", "1")
+    assert code == 1
+    assert "attntrace：被测代码运行超过了 1 秒，停在 slow.py:" in out
+    assert english_runs(out) == []
+
+
 #: One error of every class the CLI turns into its one line, and how to cause it.
 ERRORS = {
     "ConfigError": (["run", "--heads", "5"], "不是 --heads 5 的整数倍"),
