@@ -74,3 +74,31 @@ def render_in_browser(
     shot.unlink()  # the next page of the same name gets a fresh file
     console = [line for line in result.stderr.splitlines() if ":CONSOLE" in line]
     return image, console
+
+
+def dom_after(page: Path, tmp_path: Path, script: str, size: str = "1280,1600") -> str:
+    """The DOM of ``page`` (a file) after ``script`` ran on it once laid out, as headless
+    Chromium dumps it: a copy of the page with the script at the end of its body."""
+    probe = tmp_path / f"{page.stem}-probe.html"
+    probe.write_text(
+        page.read_text(encoding="utf-8").replace("</body>", f"<script>{script}</script></body>"),
+        encoding="utf-8",
+    )
+    result = subprocess.run(
+        [
+            chromium(),
+            *CHROMIUM_FLAGS,
+            f"--user-data-dir={tmp_path / 'profile'}",
+            f"--window-size={size}",
+            "--run-all-compositor-stages-before-draw",
+            "--virtual-time-budget=3000",
+            "--dump-dom",
+            probe.as_uri(),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    return result.stdout

@@ -175,10 +175,23 @@ def test_ascii_stdout_falls_back_to_ascii() -> None:
 @pytest.mark.parametrize(
     "args", [["run", "--help"], ["check", "--help"], ["run", "-f", "markdown", "--kv-heads", "4"]]
 )
-def test_dumb_terminal_gets_ascii_too(args: list[str]) -> None:
-    result = cli(*args, env={"TERM": "dumb", "PYTHONIOENCODING": "utf-8"})
+def test_dumb_terminal_with_ascii_encoding_gets_ascii(args: list[str]) -> None:
+    result = cli(*args, env={"TERM": "dumb", "PYTHONIOENCODING": "ascii"})
     assert result.returncode == 0, result.stderr
     assert result.stdout.isascii()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("lang", [["--lang", "zh"], []])
+def test_dumb_terminal_with_utf8_keeps_chinese(lang: list[str]) -> None:
+    """TERM=dumb means no cursor control, not no Unicode: Emacs' shell shows Chinese."""
+    env = {"TERM": "dumb", "PYTHONIOENCODING": "utf-8", "LANG": "zh_CN.UTF-8"}
+    result = cli("run", "--explain", *lang, env=env)
+    assert result.returncode == 0, result.stderr
+    assert "拼接多头" in result.stdout
+    assert "(3, 768) → (3, 12, 64)" in result.stdout
+    assert "?" not in result.stdout
+    assert "\x1b[" not in result.stdout  # still no colour or cursor codes
 
 
 @pytest.mark.slow

@@ -746,8 +746,9 @@ Explain = Annotated[
 Lang = Annotated[
     LangName | None,
     typer.Option(
-        help="Language of the explanations and headers: en or zh (default: zh when LC_ALL, "
-        "LC_MESSAGES or LANG is zh_*, else en). Step names, JSON keys and shapes stay as they are.",
+        help="Language of the words (explanations, headers, verdicts, errors): en or zh "
+        "(default: zh when LC_ALL, LC_MESSAGES or LANG is zh_*, else en). Step names, JSON keys "
+        "and shapes stay as they are.",
         rich_help_panel=OUTPUT,
         show_default=False,
     ),

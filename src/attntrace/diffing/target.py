@@ -167,7 +167,10 @@ def _render(report: DiffReport, view: Mapping[str, Any]) -> str:
         force_terminal=bool(view.get("terminal")),
         no_color=True if view.get("no_color") else None,
     )
-    render_diff(report, console)
+    from attntrace.learn.lang import check_lang
+    from attntrace.render.speaking import in_words
+
+    render_diff(report, in_words(console, check_lang(str(view.get("lang") or "en"))))
     return out.getvalue()
 
 

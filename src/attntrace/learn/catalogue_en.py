@@ -43,9 +43,9 @@ MESSAGES: dict[str, str] = {
     "d = {d} they spread about √{d} = {sqrt_d} times wider than scaled ones: {shape}.",
     "scaled.custom": "Multiplies every score by the model's scale {scale} (instead of 1/√{d} = "
     "{inv_sqrt_d}): {shape}, shape unchanged.",
-    "weights": "Softmax along each row (normalisation): the exp of every score divided by the "
-    "row's sum. Row i: how much token i attends to each of the {N} tokens; every row sums to "
-    "1: {shape}.",
+    "weights": "Softmax along each row (normalisation): the exponential of every score "
+    "divided by the sum of the exponentials of its row. Row i: how much token i attends to "
+    "each of the {N} tokens; every row sums to 1: {shape}.",
     "context": "The weighted sum of the values: row i of each head is token i's {N} weights "
     "times the {N} value rows, a mix of what every token offers. {in0} @ {in1} → {shape}.",
     "context.flash": "The heads' output, {shape}, filled block of {Br} query rows by block by "

@@ -60,6 +60,10 @@ def explain_step(trace: Trace, step: Step | str, lang: Lang = "en") -> str:
     """One step's explanation (a step name or record of ``trace``) in ``lang``."""
     step = trace[step] if isinstance(step, str) else step
     facts = step_facts(trace, step)
+    if lang != "en":  # an op's few words ("from the rules") in the learner's language
+        from attntrace.learn.lang import translate
+
+        facts["op"] = translate(str(facts["op"]), lang, "cell.")
     keys = message_keys(trace.config, step)
     known = catalogue(lang)
     if keys[0] not in known:

@@ -109,7 +109,7 @@ def trace_pieces(
     from rich.text import Text
 
     tight = width < TIGHT_WIDTH
-    pieces: list[RenderableType] = [title_line(trace)]
+    pieces: list[RenderableType] = [title_line(trace, lang)]
     if trace.origin:
         pieces.append(Text(trace.origin, "dim"))
     words: list[RenderableType] = (
@@ -140,8 +140,8 @@ def trace_pieces(
     return pieces
 
 
-def title_line(trace: Trace) -> Text:
-    """One line naming the config: sizes, backend, dtype.
+def title_line(trace: Trace, lang: Lang = "en") -> Text:
+    """One line naming the config (in ``lang``): sizes, backend, dtype.
 
     >>> from attntrace import AttentionConfig, trace_attention
     >>> print(title_line(trace_attention(AttentionConfig(seq=4, hidden=8, heads=2), "shape")))
@@ -158,7 +158,7 @@ def title_line(trace: Trace) -> Text:
     )
     return Text.assemble(
         ("attntrace", "bold"),
-        f"  {describe(cfg)}  {sizes}  ",
+        f"  {describe_in(cfg, lang)}  {sizes}  ",
         (f"{trace.backend} {cfg.dtype}{algorithm}", "cyan"),
     )
 
@@ -291,6 +291,34 @@ def describe(cfg: AttentionConfig) -> str:
     step = "" if not cfg.past else "; decode step" if cfg.seq == 1 else f"; {cfg.seq} new tokens"
     cache = f" against a KV cache of {cfg.past:,}" if cfg.past else ""
     return " ".join(words) + (" with " + ", ".join(extras) if extras else "") + step + cache
+
+
+def describe_in(cfg: AttentionConfig, lang: Lang = "en") -> str:
+    """:func:`describe` in ``lang``.
+
+    >>> describe_in(AttentionConfig(kv_heads=4, causal=True, rope=True), "zh")
+    '分组查询因果自注意力，带 RoPE'
+    >>> describe_in(AttentionConfig(seq=1, past=4096, causal=True), "zh")
+    '多头因果自注意力；解码一步，KV 缓存中已有 4,096 个词'
+    """
+    if lang == "en":
+        return describe(cfg)
+    from attntrace.learn.lang import message
+
+    kind = "multi" if not cfg.grouped else "mqa" if cfg.groups == 1 else "gqa"
+    words = message(f"describe.{kind}", lang) + (message("describe.causal", lang) * cfg.causal)
+    words += message("describe.cross" if cfg.cross else "describe.self", lang)
+    extras = [
+        *(["RoPE"] if cfg.rope else []),
+        *([message("describe.padding", lang)] if cfg.key_lengths is not None else []),
+        *([message("describe.no_bias", lang)] if not cfg.bias else []),
+    ]
+    if extras:
+        words += message("describe.with", lang, extras="、".join(extras))
+    if cfg.past:
+        key = "describe.decode" if cfg.seq == 1 else "describe.new_tokens"
+        words += message(key, lang, S=cfg.seq, past=f"{cfg.past:,}")
+    return words
 
 
 def kv_cache_line(trace: Trace) -> Text | None:
@@ -438,7 +466,7 @@ def explain_table(trace: Trace, lang: Lang = "en", *, tight: bool = False) -> Ta
     每一步做什么
      #  步骤           解释
     ────────────────────────────────────────────────────────────────────────────────
-     0  x              输入：3 个词，每个词编码为 768
+     0  x              输入：3 个词，每个词编码为 768 维的向量（词嵌入），每行一个
     """
     from attntrace.learn import explain_trace, message
 
@@ -446,8 +474,10 @@ def explain_table(trace: Trace, lang: Lang = "en", *, tight: bool = False) -> Ta
     table.add_column("#", justify="right", style="dim", no_wrap=True)
     table.add_column(message("ui.step", lang), style="bold", no_wrap=True)
     table.add_column(message("ui.explanation", lang), overflow="fold", ratio=1)
+    from attntrace.render.prose import Prose
+
     for step, text in zip(trace.steps, explain_trace(trace, lang).values(), strict=True):
-        table.add_row(str(step.index), step.name, text)
+        table.add_row(str(step.index), step.name, Prose(text))  # never breaks inside a tuple
     return table
 
 
@@ -456,6 +486,7 @@ def roles_table(records: Records, lang: Lang = "en") -> Table | None:
     (``attntrace trace --explain``); None when no step plays one."""
     from attntrace.learn import message
     from attntrace.learn.words import explain_roles
+    from attntrace.render.prose import Prose
 
     words = explain_roles(records, lang)
     if not words:
@@ -468,7 +499,7 @@ def roles_table(records: Records, lang: Lang = "en") -> Table | None:
     for step in records.steps:
         if step.name in words:
             where = getattr(step, "location", "")
-            table.add_row(step.name, getattr(step, "role", ""), where, words[step.name])
+            table.add_row(step.name, getattr(step, "role", ""), where, Prose(words[step.name]))
     return table
 
 

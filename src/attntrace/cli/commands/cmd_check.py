@@ -43,6 +43,7 @@ def check(
     output_file: opt.DocumentFile = None,  # written by cli_errors: to_document
     verbose: opt.Verbose = False,
     no_color: opt.NoColor = False,
+    lang: opt.Lang = None,
     model: dict[str, Any],
     page_size: opt.PageSize = None,
     backward: opt.Backward = False,

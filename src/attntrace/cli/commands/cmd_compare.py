@@ -66,6 +66,7 @@ def compare(
     files: dict[str, Any],
     model: dict[str, Any],
     parallel: dict[str, Any],
+    lang: opt.Lang = None,
 ) -> None:
     """Set two configurations side by side: the steps whose shape or op changes, FLOPs, bytes.
 

@@ -91,6 +91,7 @@ def diff(
     timeout: Timeout = 60.0,
     backward: DiffBackward = False,
     no_color: opt.NoColor = False,
+    lang: opt.Lang = None,
     model: dict[str, Any],
 ) -> None:
     """Run your attention beside the reference with the same weights and input; name the bug.
@@ -126,7 +127,9 @@ def diff(
     config = resolve_options(**model, **sizes, **numbers)
     budget = parse_size(max_memory) if max_memory is not None else None
     out = console(no_color)
-    view: dict[str, Any] = {"format": fmt.value}
+    from attntrace.learn import check_lang
+
+    view: dict[str, Any] = {"format": fmt.value, "lang": check_lang(lang and lang.value)}
     if fmt is DiffFormat.table:
         view |= {
             "width": out.width,
@@ -151,7 +154,9 @@ def diff(
     except ChildError as exc:
         raise fail(str(exc), exc.code) from None
     if isinstance(result, str):  # the child did not finish: one line saying why
-        sys.stderr.write(f"attntrace: {plain(result)}\n")
+        from attntrace.learn.lang import translate
+
+        sys.stderr.write(plain(translate(f"attntrace: {result}", view["lang"])) + "\n")
         raise typer.Exit(EXIT_CHECK_FAILED)
     if fmt is DiffFormat.json:
         typer.echo(str(result.get("text", "")), nl=False)

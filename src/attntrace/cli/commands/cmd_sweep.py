@@ -85,6 +85,7 @@ def sweep(
     *,
     model: dict[str, Any],
     parallel: dict[str, Any],
+    lang: opt.Lang = None,
 ) -> None:
     """FLOPs, score bytes and peak memory over several sizes, eager beside flash.
 

@@ -57,6 +57,7 @@ def verify(
     parallel: dict[str, Any],
     nproc: opt.Nproc = None,
     timeout: opt.NprocTimeout = 120.0,
+    lang: opt.Lang = None,
 ) -> None:
     """Check the trace against PyTorch's own attention; exit 1 beyond tolerance.
 
