@@ -19,6 +19,10 @@ MESSAGES: dict[str, tuple[str, str]] = {
         "退出码：0 成功，1 检查未通过，2 输入或用法有误，3 内部错误（attntrace 的 bug：请报告）。",
     ),
     "help.panel.sizes": ("Sizes", "尺寸"),
+    "help.panel.parallel": (
+        "Across devices (tensor, sequence and context parallelism)",
+        "跨设备（张量、序列与上下文并行）",
+    ),
     "help.panel.variants": ("Attention variants", "注意力变体"),
     "help.panel.models": ("Real models", "真实模型"),
     "help.panel.output": ("Output", "输出"),
@@ -57,7 +61,8 @@ MESSAGES: dict[str, tuple[str, str]] = {
         "--past 4096 --seq 1             one decode step against a KV cache\n"
         "--weights model.safetensors     real weights\n"
         "--save trace.npz                keep every tensor\n"
-        "--explain --lang zh             every step in words (English or Chinese)",
+        "--explain --lang zh             every step in words (English or Chinese)\n"
+        "--model DIR --prompt TEXT       a real model on real words (--token I: a row)",
         "--batch 2                       最前面加一个 batch 维度\n"
         "--backend torch                 在 PyTorch 上运行\n"
         "--hidden 4 --heads 2 --values   打印每一个数\n"
@@ -67,7 +72,8 @@ MESSAGES: dict[str, tuple[str, str]] = {
         "--past 4096 --seq 1             对着 KV 缓存解码一步\n"
         "--weights model.safetensors     真实的权重\n"
         "--save trace.npz                保存每一个张量\n"
-        "--explain --lang zh             用文字解释每一步（英文或中文）",
+        "--explain --lang zh             用文字解释每一步（英文或中文）\n"
+        "--model DIR --prompt TEXT       真实模型读真实的文字（--token I：看一行）",
     ),
     "help.run.scripts": (
         "For scripts:\n  [bold]attntrace run --format json | jq -c '.steps[] | [.name, .shape]'[/]",
@@ -97,10 +103,10 @@ MESSAGES: dict[str, tuple[str, str]] = {
         "nn.MultiheadAttention 的 key_padding_mask 正好相反），或者加到分数上的浮点数。",
     ),
     "help.backend": (
-        "numpy (default), torch (the torch extra: attntrace\\[torch]), or shape (shapes only, "
-        "any size).",
-        "numpy（默认）、torch（需要 torch 扩展：attntrace\\[torch]）或 shape（只算形状，任意尺寸）"
-        "。",
+        "numpy (default), torch (the torch extra, attntrace\\[torch]; on Linux its CPU wheel: "
+        "docs/getting-started.md#pytorch), or shape (shapes only, any size).",
+        "numpy（默认）、torch（需要 torch 扩展 attntrace\\[torch]；Linux 上用它的 CPU 版："
+        "docs/getting-started.md#pytorch）或 shape（只算形状，任意尺寸）。",
     ),
     "help.dtype": (
         "Element type; bfloat16 needs --backend torch.",
@@ -142,10 +148,10 @@ MESSAGES: dict[str, tuple[str, str]] = {
         "attntrace.trace/1）、csv（每一步一行）、markdown；svg 或 html：把表格画成图片（100 列）。",
     ),
     "help.output_file": (
-        "Write what the command prints (any --format) to FILE instead of stdout, atomically: "
-        "FILE is complete or as it was, never half-written.",
-        "把命令的输出（任何 --format）原子地写入 FILE 而不是标准输出：FILE 要么完整，要么保持原样，"
-        "绝不会只写一半。",
+        "Write what the command prints (any --format) to FILE instead of stdout (- is stdout), "
+        "atomically: FILE is complete or as it was, never half-written.",
+        "把命令的输出（任何 --format）原子地写入 FILE 而不是标准输出（- 即标准输出）：FILE "
+        "要么完整，要么保持原样，绝不会只写一半。",
     ),
     "help.no_color": (
         "No colours (also when NO_COLOR is set); output that is not a terminal never has any.",
@@ -509,14 +515,16 @@ MESSAGES: dict[str, tuple[str, str]] = {
         "[bold]attntrace check --spec shapes.toml[/]    many configs: N passed, M failed\n"
         "[bold]attntrace check --trace attn.py:Attn --expect weights=h,S,S[/]   your code\n"
         "[bold]attntrace check --spec shapes.toml --format junit > report.xml[/]\n"
-        "[bold]attntrace check --past 9 --seq 1 --page-size 4 --expect k_paged=g,N+S,d[/]",
+        "[bold]attntrace check --past 9 --seq 1 --page-size 4 --expect k_paged=g,N+S,d[/]\n"
+        "[bold]attntrace check --heads 8 --seq 8 --tp 4 --cp 2 --expect q=h/T,S/C,d[/]",
         "[bold]attntrace check --heads 12 --hidden 768 --expect scores=h,S,S[/]\n"
         "[bold]attntrace check --preset llama-3-8b --seq 16 --expect k_proj=S,g*d[/]\n"
         "[bold]attntrace check --golden trace.json[/]   由 run --format json > trace.json 保存\n"
         "[bold]attntrace check --spec shapes.toml[/]    多个配置：N 个通过，M 个失败\n"
         "[bold]attntrace check --trace attn.py:Attn --expect weights=h,S,S[/]   你的代码\n"
         "[bold]attntrace check --spec shapes.toml --format junit > report.xml[/]\n"
-        "[bold]attntrace check --past 9 --seq 1 --page-size 4 --expect k_paged=g,N+S,d[/]",
+        "[bold]attntrace check --past 9 --seq 1 --page-size 4 --expect k_paged=g,N+S,d[/]\n"
+        "[bold]attntrace check --heads 8 --seq 8 --tp 4 --cp 2 --expect q=h/T,S/C,d[/]",
     ),
     "help.check.ci": (
         "With GITHUB_ACTIONS=true, failures are also annotations on the spec's lines.",
@@ -565,14 +573,16 @@ MESSAGES: dict[str, tuple[str, str]] = {
         "写出一个独立的 HTML 页面：步骤、数据流图、热力图、计算量、配置。",
     ),
     "help.report.what": (
-        "Takes run's size, variant, preset, file, serving and --layers options (the whole "
-        "model's figures: --layers, else the layer count of --preset, --hf-config or --model; "
-        "with --past, the serving figures, and --page-size's paged cache). The page fetches "
+        "Takes run's size, variant, preset, file, serving, --tp/--cp and --layers options (the "
+        "whole model's figures: --layers, else the layer count of --preset, --hf-config or "
+        "--model; with --past, the serving figures, and --page-size's paged cache; with "
+        "--tp/--cp, one rank's steps, its cost and its collectives). The page fetches "
         "nothing (no scripts, fonts or links), so it opens offline and can be kept as a CI "
         "artifact.",
-        "接受 run 的尺寸、变体、预设、文件、推理服务和 --layers 选项（整个模型的数字：--layers，"
-        "否则取 --preset、--hf-config 或 --model 的层数；有 --past 时还有推理数字和 --page-size "
-        "的分页缓存）。页面不从外部获取任何东西（没有脚本、字体或链接），所以可以离线打开，也可以"
+        "接受 run 的尺寸、变体、预设、文件、推理服务、--tp/--cp 和 --layers 选项（整个模型的数字："
+        "--layers，否则取 --preset、--hf-config 或 --model 的层数；有 --past 时还有推理数字和 "
+        "--page-size 的分页缓存；有 --tp/--cp 时是一个 rank 的步骤、开销和集合通信）。"
+        "页面不从外部获取任何东西（没有脚本、字体或链接），所以可以离线打开，也可以"
         "作为 CI 产物保存。",
     ),
     "help.report.example": (
@@ -616,11 +626,13 @@ MESSAGES: dict[str, tuple[str, str]] = {
         "per doubling of S under eager, and flash's tile staying put. Takes run's variant, "
         "preset and model options (--model with --layer and --layer-prefix), e.g. --preset "
         "llama-3-70b --seq 4096,131072; --seq 1 --past 4096,131072 sweeps decode steps over "
-        "context lengths.",
+        "context lengths. --tp 1,2,4,8 --cp 1,4,16 [--sp] [--cp-kind ulysses]: rank 0's cost on "
+        "each layout.",
         "[bold]attntrace sweep --seq 128,512,2048,8192[/] 显示 eager 下 (S, S) 分数矩阵在 S 每翻"
         "一倍时增长 4 倍，而 flash 的块大小不变。接受 run 的变体、预设和模型选项（--model 加 "
         "--layer 和 --layer-prefix），例如 --preset llama-3-70b --seq 4096,131072；--seq 1 "
-        "--past 4096,131072 在不同上下文长度下扫描解码一步。",
+        "--past 4096,131072 在不同上下文长度下扫描解码一步。--tp 1,2,4,8 --cp 1,4,16 [--sp] "
+        "[--cp-kind ulysses]：每种切分下 rank 0 的开销。",
     ),
     "help.sweep.seq": ("S values, comma-separated.", "S 的取值，用逗号分隔。"),
     "help.sweep.heads": (
@@ -670,11 +682,13 @@ MESSAGES: dict[str, tuple[str, str]] = {
         "Examples:\n"
         "  [bold]attntrace compare --hidden 768 --heads 12 --vs '--heads 8'[/]\n"
         "  [bold]attntrace compare --seq 8 --vs '--causal --kv-heads 4'[/]\n"
-        "  [bold]attntrace compare --seq 1024 --vs '--algorithm flash' --format json[/]",
+        "  [bold]attntrace compare --seq 1024 --vs '--algorithm flash' --format json[/]\n"
+        "  [bold]attntrace compare --preset llama-3-70b --seq 4096 --vs '--tp 8'[/]",
         "例子：\n"
         "  [bold]attntrace compare --hidden 768 --heads 12 --vs '--heads 8'[/]\n"
         "  [bold]attntrace compare --seq 8 --vs '--causal --kv-heads 4'[/]\n"
-        "  [bold]attntrace compare --seq 1024 --vs '--algorithm flash' --format json[/]",
+        "  [bold]attntrace compare --seq 1024 --vs '--algorithm flash' --format json[/]\n"
+        "  [bold]attntrace compare --preset llama-3-70b --seq 4096 --vs '--tp 8'[/]",
     ),
     "help.compare.vs": (
         "The options that make B from A, quoted as one argument, e.g. '--heads 8' or "
@@ -700,7 +714,8 @@ MESSAGES: dict[str, tuple[str, str]] = {
         "within the dtype's tolerance, 1 when one is not, 2 when torch is missing (the line "
         "says how to install it). --backward: every gradient too, against torch autograd "
         "(plain eager torch, SDPA, nn.MultiheadAttention), and the saved bytes against what "
-        "autograd saves. Needs torch: the torch extra, attntrace\\[torch]. --past N "
+        "autograd saves. Needs torch: the torch extra, attntrace\\[torch] (on Linux its CPU "
+        "wheel: docs/getting-started.md#pytorch). --past N "
         "--page-size P: the paged cache's steps too, and its gather k_paged / v_paged "
         "bit-equal to k_all / v_all.",
         "每一步比较 numpy 与 torch，输出和注意力权重与 nn.MultiheadAttention、"
@@ -708,7 +723,8 @@ MESSAGES: dict[str, tuple[str, str]] = {
         "--algorithm flash）。所有差异都在该类型的容差内时退出码为 0，有一个超出时为 1，缺少 "
         "torch 时为 2（那一行会说明如何安装）。--backward：每个梯度也与 torch autograd 比较"
         "（普通 eager torch、SDPA、nn.MultiheadAttention），保存的字节数与 autograd 保存的比较。"
-        "需要 torch：torch 扩展，attntrace\\[torch]。--past N --page-size P：分页缓存的步骤也"
+        "需要 torch：torch 扩展，attntrace\\[torch]（Linux 上用它的 CPU 版："
+        "docs/getting-started.md#pytorch）。--past N --page-size P：分页缓存的步骤也"
         "比较，它 gather 得到的 k_paged / v_paged 与 k_all / v_all 按位相等。",
     ),
     "help.verify.example": (
@@ -739,13 +755,18 @@ MESSAGES: dict[str, tuple[str, str]] = {
         "wrong axis, 1/d scaling, x @ W, swapped q/k/v, mask polarity, GQA tiling, RoPE "
         "pairing ...) are applied to the reference to find the one your code reproduces. A "
         "function is called as fn(x, params). Exit 0 when every step matches within the "
-        "verify tolerance, 1 at a divergence, 2 bad input.",
+        "verify tolerance (MATCH), 1 at a divergence (DIFFERS), 2 bad input, 4 when the "
+        "evidence cannot decide (CANNOT TELL: what is missing and the flag that would decide). "
+        "A flag you give for a choice (--causal, --rope-style ...) wins over what the module "
+        "states; what diff read from the module is printed under the header.",
         "参考实现的每一步（x、q_proj、...、scores、scaled、weights、context、merged、output）都按"
         "数值与你的代码中存有这些数的张量对应起来；在第一个不一致的步骤，把已知的 bug（分头时没有"
         " transpose、softmax 的维度不对、按 1/d 缩放、x @ W、q/k/v 互换、掩码取反、GQA 用 tile "
         "复制、RoPE 配对方式……）逐个施加到参考实现上，找出你的代码重现的那一个。函数按 fn(x, "
-        "params) 调用。每一步都在 verify 的容差内一致时退出码为 0，出现不一致时为 1，输入有误为 2"
-        "。",
+        "params) 调用。每一步都在 verify 的容差内一致时退出码为 0（MATCH），出现不一致时为 1"
+        "（DIFFERS），输入有误为 2，证据不足以判断时为 4（CANNOT TELL：缺什么，以及哪个选项能让它"
+        "判断）。你为某个选择给的选项（--causal、--rope-style ……）优先于模块自己声明的；diff 从模块"
+        "读到的内容打印在表头下面。",
     ),
     "help.diff.example": (
         "Example:\n"
@@ -764,8 +785,8 @@ MESSAGES: dict[str, tuple[str, str]] = {
         "模块类的构造参数，可重复；值是 Python 字面量。",
     ),
     "help.diff.fmt": (
-        "table, or json (schema attntrace.diff/1) for CI.",
-        "table，或给 CI 用的 json（schema attntrace.diff/1）。",
+        "table, or json (schema attntrace.diff/2) for CI.",
+        "table，或给 CI 用的 json（schema attntrace.diff/2）。",
     ),
     "help.diff.timeout": (
         "Stop the code under test after this many seconds (it runs in a child process, its "
@@ -843,4 +864,90 @@ MESSAGES: dict[str, tuple[str, str]] = {
         "显示当前 shell 的命令补全，用来复制或自定义安装。",
     ),
     "help.root.callback": ("Options that apply before any command.", "在任何命令之前生效的选项。"),
+    # --- across devices (--tp, --sp, --cp) --------------------------------------------------
+    "help.tp": (
+        "Tensor parallelism over T ranks (Megatron): each rank holds h/T heads, q, k, v "
+        "column-parallel, the output row-parallel and all-reduced. Shows one rank's steps.",
+        "在 T 个 rank 上做张量并行（Megatron）：每个 rank 持有 h/T 个头，q、k、v 按列并行，"
+        "输出按行并行再 all-reduce。显示一个 rank 的步骤。",
+    ),
+    "help.sp": (
+        "Sequence parallelism with --tp: x sharded S/T, all-gathered before the projections, "
+        "the output reduce-scattered.",
+        "与 --tp 一起用的序列并行：x 按 S/T 切分，投影前 all-gather，输出 reduce-scatter。",
+    ),
+    "help.cp": (
+        "Context parallelism over C ranks: each holds S/C tokens (with --causal the "
+        "load-balanced order: chunks c and 2C-1-c of 2C).",
+        "在 C 个 rank 上做上下文并行：每个 rank 持有 S/C 个 token（加 --causal 时按负载均衡的"
+        "顺序：2C 块中的第 c 块和第 2C-1-c 块）。",
+    ),
+    "help.cp_kind": (
+        "ring (key/value blocks passed round, merged by log-sum-exp), allgather, or ulysses "
+        "(two all-to-alls) \\[default: ring].",
+        "ring（键/值块在 rank 间传一圈，用 log-sum-exp 合并）、allgather 或 ulysses（两次 "
+        "all-to-all）\\[默认：ring]。",
+    ),
+    "help.rank": (
+        "The rank whose steps are shown, 0 to T·C-1 (t = rank % T, c = rank // T).",
+        "显示哪个 rank 的步骤，0 到 T·C-1（t = rank % T，c = rank // T）。",
+    ),
+    "help.sweep.tp": (
+        "sweep: tensor-parallel sizes, comma-separated (e.g. 1,2,4,8): rank 0's cost on each.",
+        "sweep：张量并行的规模，用逗号分隔（如 1,2,4,8）：每种规模下 rank 0 的开销。",
+    ),
+    "help.sweep.cp": (
+        "sweep: context-parallel sizes, comma-separated (e.g. 1,2,4,16).",
+        "sweep：上下文并行的规模，用逗号分隔（如 1,2,4,16）。",
+    ),
+    "help.verify.nproc": (
+        "verify: run the T·C ranks as N local processes with torch.distributed (gloo), each "
+        "rank's steps against the simulated ranks and the gathered output against one device. "
+        "Without it, --tp/--cp compare the ranks simulated in one process.",
+        "verify：用 torch.distributed（gloo）把 T·C 个 rank 作为 N 个本地进程运行，每个 rank "
+        "的步骤与模拟的 rank 比较，汇总后的输出与单设备比较。不加它时，--tp/--cp 比较在一个进程里"
+        "模拟的 rank。",
+    ),
+    "help.verify.nproc_timeout": (
+        "verify --nproc: the processes are stopped after this long.",
+        "verify --nproc：这么久之后停止这些进程。",
+    ),
+    # --- real words (--prompt) and explore ----------------------------------------------------
+    "help.prompt": (
+        "Real words: with --model DIR, its own tokenizer splits them and the model computes the "
+        "layer's input (token labels in the heat maps); without, a byte-level split.",
+        "真实的文字：加 --model DIR 时用它自己的分词器切分，由模型算出这一层的输入（热力图上标出 "
+        "token）；不加时按字节切分。",
+    ),
+    "help.token": (
+        "Show query token I's attention row in every head (with --prompt, its word).",
+        "显示第 I 个查询 token 在每个头里的注意力行（加 --prompt 时显示它的词）。",
+    ),
+    "help.explore.port": (
+        "The port on 127.0.0.1; 0 lets the system pick a free one.",
+        "127.0.0.1 上的端口；0 表示由系统挑一个空闲端口。",
+    ),
+    "help.explore.no_browser": (
+        "Print the URL only; do not open a browser.",
+        "只打印网址，不打开浏览器。",
+    ),
+    "help.explore": (
+        "Open an interactive page: turn the sizes and watch every shape follow.",
+        "打开一个交互页面：调整尺寸，看每个形状跟着变。",
+    ),
+    "help.explore.what": (
+        "Its controls: B, S, H, h, g, RoPE, causal, window, past and the algorithm. Click a step "
+        "for what it does (English or Chinese), its numbers at small sizes and its cost. The "
+        "page is served on 127.0.0.1 with a token in its URL, fetches nothing from the network "
+        "and asks attntrace's own engine for every shape. With --prompt (and --model DIR), click "
+        "a token for its attention row in every head and layer. Ctrl-C stops it.",
+        "它的控件：B、S、H、h、g、RoPE、causal、window、past 和算法。点击一个步骤，看它做什么"
+        "（英文或中文）、小尺寸下的数值和它的开销。页面在 127.0.0.1 上提供，网址里带一个令牌，"
+        "不从网络获取任何东西，每个形状都向 attntrace 自己的引擎询问。加 --prompt（和 --model "
+        "DIR）时，点击一个 token 看它在每一层每个头里的注意力行。按 Ctrl-C 停止。",
+    ),
+    "help.explore.example": (
+        "Example:\n  [bold]attntrace explore --model ./gpt2 --prompt 'The cat sat on the mat'[/]",
+        "例子：\n  [bold]attntrace explore --model ./gpt2 --prompt '猫坐在垫子上'[/]",
+    ),
 }
