@@ -39,7 +39,7 @@ def show(obj: object, *, explain: bool = False, lang: str | None = None) -> None
     >>> from attntrace import AttentionConfig, trace_attention
     >>> show(trace_attention(AttentionConfig(seq=3, hidden=8, heads=2), "shape"), explain=True,
     ...      lang="zh")  # doctest: +ELLIPSIS
-    attntrace  multi-head self-attention  S=3  H=8  h=2  d=4  shape float32
+    attntrace  多头自注意力  S=3  H=8  h=2  d=4  shape float32
     ...每一步做什么...
     """
     views: Any = importlib.import_module(VIEWS)

@@ -305,7 +305,7 @@ def test_prints_of_diff_come_through(tmp_path: Path) -> None:
         "    return x\n"
     )
     result = _attntrace("diff", f"{user}:attend", "--timeout", "20")
-    assert result.returncode in (0, 1), result.stderr
+    assert result.returncode in (0, 1, 4), result.stderr  # 4: no step to compare, cannot tell
     printed = _lines(result.stderr)  # diff calls the function more than once
     assert printed != []
     assert printed == [f"line {i}" for i in range(40)] * (len(printed) // 40)

@@ -171,8 +171,9 @@ def test_diff_names_the_bug_in_chinese(lang: list[str]) -> None:
     code, out = zh(*args, *lang)
     assert code == 1
     assert "不一致（DIFFERS）：从第 weights 步开始" in out
-    assert "bug：softmax 归一化的维度不对（dim=1，S）" in out
-    assert "改法：应对键所在的最后一个维度做 softmax：softmax(scores, dim=-1)" in out
+    # the example is numpy code: its axis words and its fix in numpy (h41b's wording)
+    assert "bug：softmax 归一化的维度不对（axis=1，S）" in out
+    assert "改法：应沿键所在的维度（axis=-1）归一化：e / e.sum(axis=-1, keepdims=True)" in out
     assert english_runs(out) == []
 
 

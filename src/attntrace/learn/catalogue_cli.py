@@ -518,6 +518,24 @@ MESSAGES: dict[str, tuple[str, str]] = {
         "take the softmax over the keys, the last axis: softmax(scores, dim=-1)",
         "应对键所在的最后一个维度做 softmax：softmax(scores, dim=-1)",
     ),
+    "bug.softmax_axis_numpy": (
+        "softmax over the wrong axis (axis={axis}, {letter})",
+        "softmax 归一化的维度不对（axis={axis}，{letter}）",
+    ),
+    "fix.softmax_axis_numpy": (
+        "normalise over the keys, axis={right}: e / e.sum(axis={right}, keepdims=True) with "
+        "e = np.exp(s - s.max(axis={right}, keepdims=True))",
+        "应沿键所在的维度（axis={right}）归一化：e / e.sum(axis={right}, keepdims=True)，其中 "
+        "e = np.exp(s - s.max(axis={right}, keepdims=True))",
+    ),
+    "fix.softmax_axis_layout": (
+        "take the softmax over the keys: softmax(scores, dim={right})",
+        "应对键所在的维度做 softmax：softmax(scores, dim={right})",
+    ),
+    "fix.softmax_sum_numpy": (
+        "divide by the sum over the keys: e / e.sum(axis={right}, keepdims=True)",
+        "应除以键所在维度上的指数之和：e / e.sum(axis={right}, keepdims=True)",
+    ),
     "bug.softmax_sum": (
         "softmax's sum over the wrong axis (axis={axis}, {letter}; the max over the keys)",
         "softmax 的指数之和沿错误的维度计算（axis={axis}，{letter}；最大值沿键的维度）",
