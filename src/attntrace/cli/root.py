@@ -19,7 +19,8 @@ ABOUT = (
 HELP = f"{ABOUT}\n\nStart with: [bold]attntrace run --heads 12 --hidden 768[/]"
 EPILOG = (
     "Exit codes: 0 success, 1 a check failed, 2 bad input or usage, "
-    "3 an internal error (a bug: please report it)."
+    "3 an internal error (a bug: please report it), 4 diff cannot tell; 128 + N when stopped "
+    "by signal N."
 )
 VERSION_HELP = "Print the version and exit."
 #: The names that print a help (``context_settings`` of the application).

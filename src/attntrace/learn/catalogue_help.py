@@ -15,8 +15,9 @@ MESSAGES: dict[str, tuple[str, str]] = {
     "help.usage": ("Usage: ", "用法："),
     "help.epilog": (
         "Exit codes: 0 success, 1 a check failed, 2 bad input or usage, 3 an internal error "
-        "(a bug: please report it).",
-        "退出码：0 成功，1 检查未通过，2 输入或用法有误，3 内部错误（attntrace 的 bug：请报告）。",
+        "(a bug: please report it), 4 diff cannot tell; 128 + N when stopped by signal N.",
+        "退出码：0 成功，1 检查未通过，2 输入或用法有误，3 内部错误（attntrace 的 bug：请报告），"
+        "4 diff 无法判断；被信号 N 停止时为 128 + N。",
     ),
     "help.panel.sizes": ("Sizes", "尺寸"),
     "help.panel.parallel": (
