@@ -10,7 +10,8 @@ from typing import Any
 
 import pytest
 
-pytestmark = pytest.mark.slow  # real processes or seconds per test
+# transformers classes traced in the sandbox child: the e2e tier (.ci/run), -m e2e
+pytestmark = [pytest.mark.slow, pytest.mark.e2e]
 
 pytest.importorskip("torch")
 

@@ -14,7 +14,8 @@ import attntrace
 from attntrace import AttentionConfig, trace_attention
 from attntrace.cli import app
 
-pytestmark = pytest.mark.slow  # real processes or seconds per test
+# transformers classes traced in the sandbox child: the e2e tier (.ci/run), -m e2e
+pytestmark = [pytest.mark.slow, pytest.mark.e2e]
 
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")

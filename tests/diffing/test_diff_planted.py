@@ -438,6 +438,7 @@ LLAMA_CORPUS = f"{DATA / 'diff_corpus' / 'llama_torch.py'}:LlamaAttention"
 
 
 @pytest.mark.slow
+@pytest.mark.e2e  # each case runs the CLI several times on a transformers class: .ci/run's tier
 @pytest.mark.parametrize(
     ("target", "given"),
     [

@@ -64,6 +64,7 @@ def test_bad_sizes_fail_before_any_process_starts(args: tuple[str, ...], message
 
 
 @pytest.mark.slow
+@pytest.mark.e2e  # torch.distributed workers, each importing torch: .ci/run's tier
 @pytest.mark.parametrize(
     "layout",
     [("--tp", "2", "--nproc", "2"), ("--tp", "2", "--cp", "2", "--sp", "--nproc", "4")],
