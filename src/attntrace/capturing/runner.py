@@ -286,9 +286,11 @@ def run_target(
     imported or built (``__init__``, a property) is a :class:`TargetError` with its message
     and ``file:line``; one while it is called is the outcome's error."""
     obj, module = import_target(target)
-    into = library_into(obj, into)
+    asked, into = tuple(into), library_into(obj, into)
     try:
         call = build_callable(obj, init, target.name or "", {"hidden": inputs.hidden})
+        if not asked and not into:  # a library module held inside the user's: its steps too
+            into = held_packages(call)
         torch_side = _wants_torch(obj, call, module, inputs.array)
         if not torch_side and inputs.dtype == "bfloat16":
             raise TargetError(
@@ -325,6 +327,18 @@ def run_target(
         except Exception as exc:
             _failed(outcome, exc)
     return outcome
+
+
+def held_packages(call: Any) -> tuple[str, ...]:
+    """The packages of the library modules that ``call`` (a module of the user's, or a function
+    of x that reaches modules) holds: :func:`attntrace.capturing.held.held_into`."""
+    from attntrace.capturing.held import function_module, held_into
+
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return ()
+    module = call if isinstance(call, torch.nn.Module) else function_module(call)
+    return () if module is None else held_into(module)
 
 
 def library_into(obj: Any, into: Sequence[str]) -> tuple[str, ...]:

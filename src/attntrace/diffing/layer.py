@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from attntrace.diffing.region import Region, find_region, region_module
 from attntrace.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -74,6 +75,12 @@ def as_layer(target: Any, *, seq: int = 3, batch: int | None = None) -> Layer:
     """
     if _is_module(target):
         return _module_layer(target, seq, batch)
+    if callable(target) and _takes_x_alone(target):
+        from attntrace.diffing.region import wrapped_forward
+
+        module = wrapped_forward(target)  # def run(x): return attn(x, ...): the modules it uses
+        if module is not None:
+            return _module_layer(module, seq, batch)
     if callable(target):
         return _function_layer(target)
     raise ConfigError(
@@ -86,6 +93,13 @@ def _is_module(target: Any) -> bool:
 
     torch = sys.modules.get("torch")
     return torch is not None and isinstance(target, torch.nn.Module)
+
+
+def _takes_x_alone(fn: Callable[..., Any]) -> bool:
+    """Whether ``fn`` needs exactly one positional argument (x)."""
+    from attntrace.capturing.runner import _required
+
+    return _required(fn) == 1
 
 
 def _function_layer(fn: Callable[..., Any]) -> Layer:
@@ -128,13 +142,27 @@ def _module_layer(module: Any, seq: int, batch: int | None) -> Layer:
     if library:  # a transformers class attntrace built: its config says the rest
         hints = library_hints(module, section)
     info = LayoutInfo(hints.get("heads"), hints.get("kv_heads"), section)
+    region = None
+    if not library:
+        held = held_attention(module)
+        if held is not None:  # a transformers class inside the user's module: its config
+            hints = {**hints, **held[1]}
+            info = LayoutInfo(hints.get("heads"), hints.get("kv_heads"), held[2])
     weights = module_weights(module.attn if library else module, info)
     if weights is not None and weights.prefix and not library:  # the layer is a submodule's
         sub = module.get_submodule(weights.prefix.rstrip("."))
-        hints = {**module_hints(sub), **hints}
+        own = library_hints(sub, _section(sub)) if is_library_module(sub) else {}
+        hints = {**module_hints(sub), **hints, **own}
+        region = find_region(module, weights, seq, batch)
     if weights is None:
         weights = _called_linears(module, forward, seq, batch)
         notes += (CALL_ORDER_NOTE,)
+    into = ("transformers",) if library else _package(module)
+    if region is not None:
+        weights = _with_output(module, region, weights)
+        notes += (f"compared inside {name.split(' ', maxsplit=1)[0]}: {region.words}",)
+        module = region_module(module, region)
+        forward = module_forward(module)
     return Layer(
         name=name,
         flavour="torch",
@@ -143,9 +171,9 @@ def _module_layer(module: Any, seq: int, batch: int | None) -> Layer:
         call=lambda x, p: forward(x),
         module=module,
         notes=notes,
-        into=("transformers",) if library else _package(module),
+        into=into,
         own_layouts=_own_layouts(weights),
-        prenorm=_prenorm(module),
+        prenorm=None if region is not None else _prenorm(module),
     )
 
 
@@ -190,9 +218,11 @@ TILED_KV = (
 
 def _package(module: Any) -> tuple[str, ...]:
     """The installed package that defines the module's class (x_transformers), whose ops diff
-    follows as trace --into does; () for the user's own class and torch's."""
+    follows as trace --into does, else those of the library modules it holds
+    (:func:`~attntrace.capturing.held.held_into`); () for the user's own layers and torch's."""
     import inspect
 
+    from attntrace.capturing.held import held_into
     from attntrace.capturing.source import is_user_file
     from attntrace.capturing.torch_inside import MHA, follows
 
@@ -202,10 +232,50 @@ def _package(module: Any) -> tuple[str, ...]:
     try:
         where = inspect.getfile(type(module))
     except (TypeError, OSError):
-        return ()
+        return held_into(module)
     if top in ("torch", "numpy", "attntrace", "builtins", "__main__") or is_user_file(where):
-        return ()
+        return held_into(module)
     return (top,)
+
+
+def is_library_module(module: Any) -> bool:
+    """Whether ``module`` is an instance of a transformers attention class (with a config)."""
+    from attntrace.capturing.library import is_library_class
+
+    return is_library_class(type(module)) and hasattr(module, "config")
+
+
+def _section(module: Any) -> dict[str, Any]:
+    to_dict = getattr(getattr(module, "config", None), "to_dict", None)
+    return to_dict() if callable(to_dict) else {}
+
+
+def held_attention(module: Any) -> tuple[Any, dict[str, Any], dict[str, Any]] | None:
+    """The one transformers attention module inside ``module``, its hints and its config
+    section; None when there is none or more than one."""
+    found = [m for m in list(module.modules())[1:] if is_library_module(m) and _attention(m)]
+    if len(found) != 1:
+        return None
+    section = _section(found[0])
+    return found[0], library_hints(found[0], section), section
+
+
+def _attention(module: Any) -> bool:
+    return "attention" in type(module).__name__.lower() or "attn" in type(module).__name__.lower()
+
+
+def _with_output(module: Any, region: Region, weights: LoadedWeights) -> LoadedWeights:
+    """``weights`` with w_o and b_o of the region's output nn.Linear when it ends there."""
+    from dataclasses import replace
+
+    from attntrace.files.schemes import torch_to_numpy
+
+    if region.end == region.core:
+        return weights
+    linear = module.get_submodule(region.end)
+    bias = None if linear.bias is None else torch_to_numpy(linear.bias)
+    params = {**weights.params, "w_o": torch_to_numpy(linear.weight), "b_o": bias}
+    return replace(weights, params=params, scheme=f"{weights.scheme} + {region.end}")
 
 
 def _own_layouts(weights: LoadedWeights) -> dict[str, str]:
@@ -220,18 +290,18 @@ _FROM_WEIGHTS = ("hidden", "head_dim_override", "bias", "kv_heads")
 
 def library_hints(module: Any, section: dict[str, Any]) -> dict[str, Any]:
     """The AttentionConfig fields the config of a transformers class states (as ``--model``
-    reads a config.json), for layer ``layer_idx``; kv_heads kept to check the weights."""
+    reads a config.json), for layer ``layer_idx``; kv_heads kept to check the weights.
+    ``module``: the attention module, or attntrace's caller of it (its ``attn``)."""
     from attntrace.models.hf_config import attention_fields
 
-    layer = getattr(module.attn, "layer_idx", None)
+    attn = getattr(module, "attn", module)
+    layer = getattr(attn, "layer_idx", None)
     fields = attention_fields(
         section, f"{type(module).__name__}'s config", layer if isinstance(layer, int) else 0
     )
-    if not getattr(module.attn, "is_causal", fields["causal"]) and fields["causal"]:
+    if not getattr(attn, "is_causal", fields["causal"]) and fields["causal"]:
         fields["causal"] = False  # an encoder's layer (BERT, T5's encoder)
-    if fields.get("relative_bias") and "relative_attention_bias" not in dict(
-        module.attn.named_modules()
-    ):
+    if fields.get("relative_bias") and "relative_attention_bias" not in dict(attn.named_modules()):
         fields["relative_bias"] = None  # a T5 layer without the table adds no bias
     hints = {k: v for k, v in fields.items() if k not in _FROM_WEIGHTS}
     if fields.get("kv_heads"):
