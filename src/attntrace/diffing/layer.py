@@ -134,26 +134,26 @@ def _module_layer(module: Any, seq: int, batch: int | None) -> Layer:
         )
     notes = eval_mode(module)
     forward = module_forward(module)
-    hints = module_hints(module)
-    config = getattr(module, "config", None)
-    to_dict = getattr(config, "to_dict", None)
-    section = to_dict() if callable(to_dict) else {}
     library = getattr(type(module), "attntrace_transparent", False)
-    if library:  # a transformers class attntrace built: its config says the rest
-        hints = library_hints(module, section)
+    attn = module.attn if library else held_attention(module)  # a transformers class's
+    hints, section = module_hints(module), _section(module)
+    if attn is not None:  # its config and the module itself say the rest
+        _check_expressible(attn)
+        section = _section(attn)
+        hints = (
+            library_hints(attn, section) if library else {**hints, **library_hints(attn, section)}
+        )
     info = LayoutInfo(hints.get("heads"), hints.get("kv_heads"), section)
-    region = None
-    if not library:
-        held = held_attention(module)
-        if held is not None:  # a transformers class inside the user's module: its config
-            hints = {**hints, **held[1]}
-            info = LayoutInfo(hints.get("heads"), hints.get("kv_heads"), held[2])
     weights = module_weights(module.attn if library else module, info)
+    region = None
     if weights is not None and weights.prefix and not library:  # the layer is a submodule's
         sub = module.get_submodule(weights.prefix.rstrip("."))
-        own = library_hints(sub, _section(sub)) if is_library_module(sub) else {}
-        hints = {**module_hints(sub), **hints, **own}
+        hints = {**module_hints(sub), **hints}
         region = find_region(module, weights, seq, batch)
+    if weights is not None and attn is not None:
+        from attntrace.diffing.library_read import norm_offsets
+
+        weights = norm_offsets(attn, weights)
     if weights is None:
         weights = _called_linears(module, forward, seq, batch)
         notes += (CALL_ORDER_NOTE,)
@@ -250,14 +250,22 @@ def _section(module: Any) -> dict[str, Any]:
     return to_dict() if callable(to_dict) else {}
 
 
-def held_attention(module: Any) -> tuple[Any, dict[str, Any], dict[str, Any]] | None:
-    """The one transformers attention module inside ``module``, its hints and its config
-    section; None when there is none or more than one."""
+def held_attention(module: Any) -> Any | None:
+    """The one transformers attention module inside ``module``; None when there is none or
+    more than one."""
     found = [m for m in list(module.modules())[1:] if is_library_module(m) and _attention(m)]
-    if len(found) != 1:
-        return None
-    section = _section(found[0])
-    return found[0], library_hints(found[0], section), section
+    return found[0] if len(found) == 1 else None
+
+
+def _check_expressible(attn: Any) -> None:
+    """Stop with "cannot tell" when the reference cannot express ``attn`` (ALiBi, DeBERTa's
+    disentangled scores …: :func:`attntrace.diffing.library_read.unexpressible`)."""
+    from attntrace.diffing.library_read import unexpressible
+    from attntrace.diffing.region import cannot_tell
+
+    why = unexpressible(attn)
+    if why is not None:
+        cannot_tell(why)
 
 
 def _attention(module: Any) -> bool:
@@ -292,15 +300,17 @@ def library_hints(module: Any, section: dict[str, Any]) -> dict[str, Any]:
     """The AttentionConfig fields the config of a transformers class states (as ``--model``
     reads a config.json), for layer ``layer_idx``; kv_heads kept to check the weights.
     ``module``: the attention module, or attntrace's caller of it (its ``attn``)."""
+    from attntrace.diffing.library_read import own_sizes, read_facts
     from attntrace.models.hf_config import attention_fields
 
     attn = getattr(module, "attn", module)
     layer = getattr(attn, "layer_idx", None)
     fields = attention_fields(
-        section, f"{type(module).__name__}'s config", layer if isinstance(layer, int) else 0
+        own_sizes(attn, section),
+        f"{type(module).__name__}'s config",
+        layer if isinstance(layer, int) else 0,
     )
-    if not getattr(attn, "is_causal", fields["causal"]) and fields["causal"]:
-        fields["causal"] = False  # an encoder's layer (BERT, T5's encoder)
+    fields = read_facts(attn, fields)  # is_causal, scaling, rotate_half: the module's own
     if fields.get("relative_bias") and "relative_attention_bias" not in dict(attn.named_modules()):
         fields["relative_bias"] = None  # a T5 layer without the table adds no bias
     hints = {k: v for k, v in fields.items() if k not in _FROM_WEIGHTS}

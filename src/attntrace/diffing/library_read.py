@@ -1,0 +1,114 @@
+"""What a transformers attention module states about itself, beyond its config: the facts its
+own attributes and code fix (``is_causal``, ``scaling``, the pairing its ``rotate_half``
+rotates, the sizes a class built from ``embed_dim`` / ``num_heads`` holds, a norm that scales
+by ``1 + weight``), and what the reference cannot express (ALiBi, DeBERTa's disentangled
+scores, latent attention): a diff of those is "cannot tell" with the reason, never a finding.
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+import sys
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from attntrace.files.schemes import LoadedWeights
+
+
+def own_sizes(attn: Any, section: dict[str, Any]) -> dict[str, Any]:
+    """``section`` with the sizes a class built from sizes holds (BART's ``embed_dim``,
+    ``num_heads``), which its config may name otherwise (TrOCR's decoder_attention_heads).
+
+    >>> class Attention:
+    ...     embed_dim, num_heads = 64, 4
+    >>> own_sizes(Attention(), {"model_type": "trocr"})["num_attention_heads"]
+    4
+    """
+    out = dict(section)
+    for field, names in (("hidden_size", ("embed_dim",)), ("num_attention_heads", ("num_heads",))):
+        value = next(
+            (getattr(attn, n) for n in names if isinstance(getattr(attn, n, None), int)), 0
+        )
+        if value and not isinstance(value, bool):
+            out[field] = value
+    return out
+
+
+def read_facts(attn: Any, fields: dict[str, Any]) -> dict[str, Any]:
+    """``fields`` (read from the config) with what ``attn`` itself fixes: causal from its
+    ``is_causal`` (OPT, StableLM, Qwen3-MoE …), the scale from its ``scaling`` (Granite's
+    attention_multiplier), the RoPE pairing from its modeling module's ``rotate_half``
+    (Cohere, GLM: neighbours)."""
+    out = dict(fields)
+    causal = getattr(attn, "is_causal", None)
+    if isinstance(causal, bool):
+        out["causal"] = causal
+    scaling = getattr(attn, "scaling", None)
+    d = out.get("head_dim_override") or int(out["hidden"]) // int(out["heads"])
+    if isinstance(scaling, float) and not math.isclose(scaling, d**-0.5, rel_tol=1e-6):
+        out["scale"] = scaling
+    if out.get("rope") and _pairs_neighbours(attn):
+        out["rope_style"] = "interleaved"
+    return out
+
+
+def _pairs_neighbours(attn: Any) -> bool:
+    """Whether the modeling module's ``rotate_half`` pairs (2i, 2i + 1) (``x[..., ::2]``)."""
+    rotate = getattr(sys.modules.get(type(attn).__module__), "rotate_half", None)
+    try:
+        source = inspect.getsource(rotate) if rotate is not None else ""
+    except (TypeError, OSError):
+        return False
+    return "::2]" in source
+
+
+def unexpressible(attn: Any) -> str | None:
+    """Why the reference cannot express ``attn``'s attention (None when it can): ALiBi
+    (Bloom, MPT, Falcon with alibi), DeBERTa's disentangled relative scores, multi-head latent
+    attention (DeepSeek's low-rank q and kv)."""
+    from attntrace.capturing.library import alibi_on
+
+    name = type(attn).__name__
+    params = inspect.signature(attn.forward).parameters
+    config = getattr(attn, "config", None)
+    modeling = sys.modules.get(type(attn).__module__)
+    if ("alibi" in params and alibi_on(config)) or (
+        "position_bias" in params and hasattr(modeling, "build_mpt_alibi_tensor")
+    ):
+        return (
+            f"{name} adds ALiBi position biases to the scores, which the reference does not model"
+        )
+    if "relative_pos" in params and getattr(attn, "relative_attention", False):
+        return (
+            f"{name} adds DeBERTa's disentangled content-to-position and position-to-content "
+            "scores, which the reference has no step for"
+        )
+    children = dict(attn.named_children())
+    if "kv_a_proj_with_mqa" in children or "q_a_proj" in children:
+        return (
+            f"{name} is multi-head latent attention (low-rank q and kv, a separate rotary "
+            "part), which the reference does not model"
+        )
+    if any("expert" in n for n in children):
+        return f"{name} routes tokens to attention experts, which the reference does not model"
+    return None
+
+
+def norm_offsets(attn: Any, weights: LoadedWeights) -> LoadedWeights:
+    """``weights`` with the q and k norm weights as applied: Gemma's RMSNorm scales by
+    ``1 + weight`` (its weights start at 0), the reference by the weight."""
+    from dataclasses import replace
+
+    params = dict(weights.params)
+    for c in "qk":
+        norm, value = getattr(attn, f"{c}_norm", None), params.get(f"n_{c}")
+        if norm is None or value is None:
+            continue
+        try:
+            source = inspect.getsource(type(norm).forward)
+        except (TypeError, OSError):
+            continue
+        if "1.0 + self.weight" in source or "1 + self.weight" in source:
+            params[f"n_{c}"] = value + 1
+    return replace(weights, params=params)
