@@ -60,9 +60,8 @@ def find_class(module: str, name: str) -> Any | None:
     ]
     for _, model_type in sorted(found, reverse=True):  # Qwen2 before Qwen, Gemma2 before Gemma
         try:
-            modeling = importlib.import_module(
-                f"{PACKAGE}.models.{model_type}.modeling_{model_type}"
-            )
+            folder = model_type.replace("-", "_")  # xlm-roberta
+            modeling = importlib.import_module(f"{PACKAGE}.models.{folder}.modeling_{folder}")
         except ImportError:
             continue
         if isinstance(getattr(modeling, name, None), type):
@@ -149,7 +148,8 @@ def _config_class(cls: Any, modeling: Any) -> Any:
     if not (prefix or configs):
         raise LibraryError(f"cannot find the config class of {cls.__name__}")
     ordered = sorted(prefix or configs, key=lambda c: bool(getattr(c, "sub_configs", None)))
-    return ordered[0]
+    parts = list(dict(getattr(ordered[0], "sub_configs", None) or {}).values())
+    return next((c for c in parts if is_config(c)), ordered[0])  # SigLIP: its text part
 
 
 def _config_kwargs(

@@ -139,7 +139,7 @@ def _module_layer(module: Any, seq: int, batch: int | None) -> Layer:
     hints, section = module_hints(module), _section(module)
     if attn is not None:  # its config and the module itself say the rest
         _check_expressible(attn)
-        section = _section(attn)
+        section = _section(attn) or section  # Bloom's layer keeps no config: its caller's
         hints = (
             library_hints(attn, section) if library else {**hints, **library_hints(attn, section)}
         )
@@ -151,9 +151,10 @@ def _module_layer(module: Any, seq: int, batch: int | None) -> Layer:
         hints = {**module_hints(sub), **hints}
         region = find_region(module, weights, seq, batch)
     if weights is not None and attn is not None:
-        from attntrace.diffing.library_read import norm_offsets
+        from attntrace.diffing.library_read import norm_offsets, qk_norm_hints
 
         weights = norm_offsets(attn, weights)
+        hints = qk_norm_hints(attn, weights, hints)
     if weights is None:
         weights = _called_linears(module, forward, seq, batch)
         notes += (CALL_ORDER_NOTE,)
@@ -253,7 +254,9 @@ def _section(module: Any) -> dict[str, Any]:
 def held_attention(module: Any) -> Any | None:
     """The one transformers attention module inside ``module``; None when there is none or
     more than one."""
-    found = [m for m in list(module.modules())[1:] if is_library_module(m) and _attention(m)]
+    from attntrace.capturing.library import is_library_class
+
+    found = [m for m in list(module.modules())[1:] if is_library_class(type(m)) and _attention(m)]
     return found[0] if len(found) == 1 else None
 
 

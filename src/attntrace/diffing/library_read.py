@@ -26,6 +26,8 @@ def own_sizes(attn: Any, section: dict[str, Any]) -> dict[str, Any]:
     4
     """
     out = dict(section)
+    if out.get("sliding_window") == 0:  # Qwen2-MoE without use_sliding_window: no window
+        out["sliding_window"] = None
     for field, names in (("hidden_size", ("embed_dim",)), ("num_attention_heads", ("num_heads",))):
         value = next(
             (getattr(attn, n) for n in names if isinstance(getattr(attn, n, None), int)), 0
@@ -73,7 +75,7 @@ def unexpressible(attn: Any) -> str | None:
     params = inspect.signature(attn.forward).parameters
     config = getattr(attn, "config", None)
     modeling = sys.modules.get(type(attn).__module__)
-    if ("alibi" in params and alibi_on(config)) or (
+    if ("alibi" in params and (config is None or alibi_on(config))) or (
         "position_bias" in params and hasattr(modeling, "build_mpt_alibi_tensor")
     ):
         return (
@@ -85,6 +87,11 @@ def unexpressible(attn: Any) -> str | None:
             "scores, which the reference has no step for"
         )
     children = dict(attn.named_children())
+    if "q_layernorm" in children or "query_layernorm" in children:
+        return (
+            f"{name} normalises q and k with its own LayerNorm (with a bias, or after the "
+            "rotation), which the reference does not model"
+        )
     if "kv_a_proj_with_mqa" in children or "q_a_proj" in children:
         return (
             f"{name} is multi-head latent attention (low-rank q and kv, a separate rotary "
@@ -112,3 +119,26 @@ def norm_offsets(attn: Any, weights: LoadedWeights) -> LoadedWeights:
         if "1.0 + self.weight" in source or "1 + self.weight" in source:
             params[f"n_{c}"] = value + 1
     return replace(weights, params=params)
+
+
+def qk_norm_hints(attn: Any, weights: LoadedWeights, hints: dict[str, Any]) -> dict[str, Any]:
+    """``hints`` with the q/k norm the weights hold (q_norm over the width: "full", over d:
+    "head") and its epsilon, when the config did not say (OLMoE, dots1, Apertus).
+
+    >>> import numpy as np
+    >>> from pathlib import Path
+    >>> from attntrace.files.schemes import LoadedWeights
+    >>> w = LoadedWeights(Path("x"), "s", "", {"w_q": np.zeros((8, 8)), "n_q": np.ones(8)})
+    >>> qk_norm_hints(object(), w, {})
+    {'qk_norm': 'full', 'qk_norm_eps': 1e-06}
+    """
+    n_q, w_q = weights.params.get("n_q"), weights.params.get("w_q")
+    if n_q is None or w_q is None or hints.get("qk_norm"):
+        return hints
+    norm = getattr(attn, "q_norm", None)
+    eps = getattr(norm, "variance_epsilon", getattr(norm, "eps", None))
+    return {
+        **hints,
+        "qk_norm": "full" if n_q.size == w_q.shape[0] else "head",
+        "qk_norm_eps": float(eps) if isinstance(eps, float) else 1e-6,
+    }

@@ -41,7 +41,7 @@ OUTPUT_NAMES = (
 )
 
 #: The weight schemes of attention modules without an output projection of their own.
-NO_OUTPUT = frozenset({"BertSelfAttention"})
+NO_OUTPUT = frozenset({"BertSelfAttention", "query_proj/key_proj/value_proj (DeBERTa)"})
 
 
 @dataclass(frozen=True)
