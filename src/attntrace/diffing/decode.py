@@ -4,8 +4,9 @@ earlier tokens, beside the reference's ``--past`` step; and the bugs of a decode
 The cache is the reference's own ``k_cache`` and ``v_cache`` (B, g, N, d) (seeded, or read from
 ``--cache``), handed to the user's code as it takes one:
 
-- a forward argument ``layer_past``, ``past_key_value``, ``past``, ``kv_cache``, ``cache`` or
-  ``past_kv``: the tuple ``(k_cache, v_cache)`` (GPT-2's ``layer_past``, Llama's tuple cache);
+- a forward argument ``layer_past``, ``past_key_value``, ``past_key_values``, ``past``,
+  ``kv_cache``, ``cache`` or ``past_kv``: the tuple ``(k_cache, v_cache)`` (GPT-2's
+  ``layer_past``, Llama's tuple cache);
 - a Hugging Face attention class (``past_key_values``): a ``DynamicCache`` filled with them,
   with the positions N..N+S-1 (``cache_position``) and their RoPE tables.
 

@@ -151,7 +151,8 @@ def diff(
     given = set() if config is None else _non_default(config)
     from attntrace.diffing.layer import as_layer
 
-    layer = as_layer(target, **probe_sizes(options["seq"], options["batch"], x))
+    heads = options["heads"] if "heads" in given else None  # a per-head fused qkv needs it
+    layer = as_layer(target, **probe_sizes(options["seq"], options["batch"], x), heads=heads)
     cfg, tensors = resolve_layer(layer, options, given, x)
     if backward:
         from attntrace.engine.backward import check_backward

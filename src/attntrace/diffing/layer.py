@@ -60,11 +60,14 @@ class Layer:
     )
 
 
-def as_layer(target: Any, *, seq: int = 3, batch: int | None = None) -> Layer:
+def as_layer(
+    target: Any, *, seq: int = 3, batch: int | None = None, heads: int | None = None
+) -> Layer:
     """The :class:`Layer` of an ``nn.Module`` instance or a function ``fn(x, params)``.
 
     ``seq`` and ``batch`` size the probe input when the module's projections are found by
-    calling it (no known naming scheme in its state dict).
+    calling it (no known naming scheme in its state dict); ``heads`` (--heads, when typed)
+    splits a layout that fuses q, k and v per head when the module states no head count.
 
     >>> import numpy as np
     >>> def attend(x, params):
@@ -74,13 +77,13 @@ def as_layer(target: Any, *, seq: int = 3, batch: int | None = None) -> Layer:
     ('attend()', 'numpy', None)
     """
     if _is_module(target):
-        return _module_layer(target, seq, batch)
+        return _module_layer(target, seq, batch, heads)
     if callable(target) and _takes_x_alone(target):
         from attntrace.diffing.region import wrapped_forward
 
         module = wrapped_forward(target)  # def run(x): return attn(x, ...): the modules it uses
         if module is not None:
-            return _module_layer(module, seq, batch)
+            return _module_layer(module, seq, batch, heads)
     if callable(target):
         return _function_layer(target)
     raise ConfigError(
@@ -122,7 +125,7 @@ def _function_layer(fn: Callable[..., Any]) -> Layer:
     return Layer(name=name, flavour=flavour, weights=None, hints={}, call=fn)
 
 
-def _module_layer(module: Any, seq: int, batch: int | None) -> Layer:
+def _module_layer(module: Any, seq: int, batch: int | None, heads: int | None = None) -> Layer:
     from attntrace.diffing.names import module_weights
     from attntrace.files.schemes import LayoutInfo
 
@@ -143,7 +146,7 @@ def _module_layer(module: Any, seq: int, batch: int | None) -> Layer:
         hints = (
             library_hints(attn, section) if library else {**hints, **library_hints(attn, section)}
         )
-    info = LayoutInfo(hints.get("heads"), hints.get("kv_heads"), section)
+    info = LayoutInfo(hints.get("heads") or heads, hints.get("kv_heads"), section)
     weights = module_weights(module.attn if library else module, info)
     region = None
     if weights is not None and weights.prefix and not library:  # the layer is a submodule's
