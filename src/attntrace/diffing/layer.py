@@ -143,9 +143,10 @@ def _module_layer(module: Any, seq: int, batch: int | None, heads: int | None = 
     if attn is not None:  # its config and the module itself say the rest
         _check_expressible(attn)
         section = _section(attn) or section  # Bloom's layer keeps no config: its caller's
-        hints = (
-            library_hints(attn, section) if library else {**hints, **library_hints(attn, section)}
-        )
+        if library:
+            hints = library_hints(attn, section)
+        elif section:  # a held class without a config (DeBERTa's) states only its attributes
+            hints = {**hints, **library_hints(attn, section)}
     info = LayoutInfo(hints.get("heads") or heads, hints.get("kv_heads"), section)
     weights = module_weights(module.attn if library else module, info)
     region = None
