@@ -54,7 +54,7 @@ def cache_argument(forward: Callable[..., Any]) -> str | None:
 
 def is_library_module(module: Any) -> bool:
     """Whether ``module`` is a transformers class attntrace built (it holds ``attn``)."""
-    return bool(getattr(type(module), "attntrace_transparent", False))
+    return bool(getattr(type(module), "attntrace_caller", False))
 
 
 def no_cache(name: str, past: int, what: str) -> ConfigError:

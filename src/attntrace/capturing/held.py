@@ -75,6 +75,8 @@ def function_module(fn: Callable[..., Any]) -> Any | None:
         return None
 
     class Function(torch.nn.Module):  # type: ignore[misc]
+        attntrace_transparent = True  # its forward is attntrace's: fn's own ops are recorded
+
         def __init__(self) -> None:
             super().__init__()
             for name, module in reached.items():

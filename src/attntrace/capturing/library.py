@@ -202,6 +202,7 @@ def called(torch: Any, attn: Any, rotary: Any, config: Any) -> Any:
 
     class Called(torch.nn.Module):  # type: ignore[misc]
         attntrace_transparent = True  # capture records the ops inside attn, not one row
+        attntrace_caller = True  # attntrace's caller of a transformers class: attn, rotary
 
         def __init__(self) -> None:
             super().__init__()

@@ -137,7 +137,7 @@ def _module_layer(module: Any, seq: int, batch: int | None, heads: int | None = 
         )
     notes = eval_mode(module)
     forward = module_forward(module)
-    library = getattr(type(module), "attntrace_transparent", False)
+    library = getattr(type(module), "attntrace_caller", False)
     attn = module.attn if library else held_attention(module)  # a transformers class's
     hints, section = module_hints(module), _section(module)
     if attn is not None:  # its config and the module itself say the rest
