@@ -193,19 +193,27 @@ def _ids(cases: list[Any]) -> list[str]:
 def test_named_directly_matches_and_trace_names_its_roles(
     target: str, init: dict[str, Any]
 ) -> None:
-    from attntrace.capturing.session import capture
-
     built = _built(target, init)
     verdict, where = _verdict(built)
     assert verdict == "match", where
-    x = torch.randn(2, 5, H)
-    with capture(into=("transformers",), axes={"h": HEADS, "d": H // HEADS}) as t:  # --axes
-        built(x)
-    roles = {s.role for s in t.steps if getattr(s, "role", "")}
     if target in ROLES_UNNAMED:
         pytest.xfail(ROLES_UNNAMED[target])
-    assert {"weights", "context"} <= roles, sorted(roles)
-    assert roles & {"scores", "scaled"}, sorted(roles)
+    for module in (built, Held(built)):  # named, and held by the user's module
+        roles = _roles(module)
+        assert {"weights", "context"} <= roles, sorted(roles)
+        assert roles & {"scores", "scaled"}, sorted(roles)
+
+
+def _roles(module: Any) -> set[str]:
+    """The roles trace gives the steps of ``module`` on x, following the packages it holds
+    (``--axes h=4,d=16``: GPT-NeoX's rotary part of d is as long as h)."""
+    from attntrace.capturing.held import held_into
+    from attntrace.capturing.session import capture
+
+    into = held_into(module) or ("transformers",)
+    with capture(into=into, axes={"h": HEADS, "d": H // HEADS}) as t:
+        module(torch.randn(2, 5, H))
+    return {s.role for s in t.steps if getattr(s, "role", "")}
 
 
 MATCH_WRAPPED = [(t, i, w) for t, i in MATCHING for w in WRAPS]
@@ -466,3 +474,67 @@ def test_wrapping_never_changes_a_verdict() -> None:
 
     check()
     assert direct.get("own-bug", ("differs", "weights"))[0] == "differs"
+
+
+# ---- end to end: the CLI, its child process, a user's file ---------------------------------
+
+BLOCK = """
+import torch
+from transformers import LlamaConfig
+from transformers.models.llama.modeling_llama import LlamaAttention, LlamaRotaryEmbedding
+
+
+class Block(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        cfg = LlamaConfig(hidden_size=64, num_attention_heads=4, num_hidden_layers=1)
+        cfg._attn_implementation = "eager"
+        self.attn = LlamaAttention(cfg, layer_idx=0)
+        self.rope = LlamaRotaryEmbedding(cfg)
+        self.dense = torch.nn.Linear(64, 64)
+
+    def forward(self, x):
+        S = x.shape[1]
+        mask = torch.full((S, S), float("-inf")).triu(1)[None, None]
+        out, _ = self.attn(x, position_embeddings=self.rope(x, torch.arange(S)[None]),
+                           attention_mask=mask)
+        return self.dense(out)
+
+
+class Fused(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.query_key_value = torch.nn.Linear(64, 192)
+        self.dense = torch.nn.Linear(64, 64)
+
+    def forward(self, x):
+        B, S, H = x.shape
+        q, k, v = self.query_key_value(x).view(B, S, 4, 48).transpose(1, 2).chunk(3, dim=-1)
+        w = (q @ k.transpose(-1, -2) / 4.0).softmax(-1)
+        return self.dense((w @ v).transpose(1, 2).reshape(B, S, H))
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("name", "args"), [("Block", ()), ("Fused", ("--heads", "4"))])
+def test_the_cli_diffs_a_users_file_that_holds_the_attention(
+    tmp_path: Any, name: str, args: tuple[str, ...]
+) -> None:
+    import json
+
+    from typer.testing import CliRunner
+
+    from attntrace.cli import app
+
+    path = tmp_path / "block.py"
+    path.write_text(BLOCK)
+    result = CliRunner().invoke(
+        app, ["diff", f"{path}:{name}", "--batch", "2", "--seq", "5", *args, "--format", "json"]
+    )
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    assert doc["ok"]
+    if name == "Block":
+        assert "compared inside Block: LlamaAttention at .attn" in doc["notes"]
+        places = {r["location"].split(":")[0] for r in doc["rows"] if r["location"]}
+        assert "modeling_llama.py" in places
