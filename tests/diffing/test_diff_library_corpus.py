@@ -538,3 +538,40 @@ def test_the_cli_diffs_a_users_file_that_holds_the_attention(
         assert "compared inside Block: LlamaAttention at .attn" in doc["notes"]
         places = {r["location"].split(":")[0] for r in doc["rows"] if r["location"]}
         assert "modeling_llama.py" in places
+
+
+# ---- other libraries: torch's own attention, x-transformers ---------------------------------
+
+
+class Call(torch.nn.Module):  # type: ignore[misc]
+    """A user's adapter: x in, the attention output out (torch's takes query, key, value)."""
+
+    def __init__(self, inner: Any) -> None:
+        super().__init__()
+        self.inner = inner
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if isinstance(self.inner, torch.nn.MultiheadAttention):
+            return self.inner(x, x, x)[0]  # type: ignore[no-any-return]
+        return self.inner(x)  # type: ignore[no-any-return]
+
+
+def _other(kind: str) -> tuple[Any, AttentionConfig]:
+    torch.manual_seed(0)
+    if kind == "MultiheadAttention":
+        return torch.nn.MultiheadAttention(H, HEADS, batch_first=True), CONFIG
+    xt = pytest.importorskip("x_transformers")
+    causal = AttentionConfig(batch=2, seq=5, hidden=H, heads=HEADS, causal=True)
+    return xt.Attention(dim=H, heads=HEADS, dim_head=H // HEADS, causal=True), causal
+
+
+@pytest.mark.parametrize("kind", ["MultiheadAttention", "x_transformers.Attention"])
+@pytest.mark.parametrize("wrap", ["attribute", "sequential", "function"])
+def test_other_libraries_wrapped_match_as_named(kind: str, wrap: str) -> None:
+    attention, config = _other(kind)
+    assert diff(Call(attention), config).ok
+    wrapped = _compose(Call(attention), "attn", "norm", "residual", wrap)
+    report = diff(wrapped, config)
+    assert report.ok, report.diagnosis
+    seen = {r.step.name for r in report.rows if r.status == "match" and r.user is not None}
+    assert {"q_proj", "k_proj", "v_proj", "output"} <= seen, sorted(seen)
