@@ -142,12 +142,12 @@ def _leaf(path: str) -> str:
 def _probe_call(module: Any, shape: tuple[int, ...]) -> None:
     import torch
 
-    from attntrace.diffing.layer import module_forward
+    from attntrace.capturing.runner import attention_call
 
     dtype = next((p.dtype for p in module.parameters() if p.is_floating_point()), torch.float32)
     try:
         with torch.no_grad():
-            module_forward(module)(torch.zeros(shape, dtype=dtype))
+            attention_call(module, dict)(torch.zeros(shape, dtype=dtype))
     except (Exception, SystemExit):
         pass  # the diff's own call reports the user's error with its line
 
@@ -175,7 +175,7 @@ def run_region(module: Any, region: Region, x: Any) -> Any:
     """``module`` called on x, its submodule ``region.core`` handed x as its hidden states,
     stopped at ``region.end``'s output (which is returned); the whole forward's output when
     the submodule is never called."""
-    from attntrace.diffing.layer import module_forward
+    from attntrace.capturing.runner import attention_call
 
     core, end = module.get_submodule(region.core), module.get_submodule(region.end)
 
@@ -190,7 +190,7 @@ def run_region(module: Any, region: Region, x: Any) -> Any:
         end.register_forward_hook(reached),
     ]
     try:
-        return module_forward(module)(x)
+        return attention_call(module, dict)(x)  # as diff calls a module (layer.module_forward)
     except _Done as done:
         return done.output
     finally:
