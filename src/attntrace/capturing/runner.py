@@ -591,8 +591,13 @@ def _width(call: Any) -> int:
         if isinstance(value, int) and not isinstance(value, bool) and value > 0:
             return value
     torch = sys.modules.get("torch")
-    if torch is None or not isinstance(call, torch.nn.Module):
+    if torch is None:
         return 768
+    if not isinstance(call, torch.nn.Module):  # a function of x: the modules it reaches
+        from attntrace.capturing.held import function_module
+
+        held = function_module(call)
+        return 768 if held is None else _width(held)
     from attntrace.files.schemes import state_dict_weights
 
     try:
