@@ -25,6 +25,7 @@ Gemma 3, OLMo 3           the rotary asked for the layer's kind (``layer_type``)
 
 from __future__ import annotations
 
+import functools
 import importlib
 import inspect
 import sys
@@ -295,14 +296,20 @@ def _relative_encoder(modeling: Any, config: Any) -> Any | None:
     return None
 
 
+@functools.lru_cache(maxsize=256)
+def _reads_bool_mask(cls: type) -> bool:
+    """Whether ``cls.forward`` reads the mask as booleans (``attention_mask.bool()``)."""
+    try:
+        return "attention_mask.bool()" in inspect.getsource(cls.forward)  # type: ignore[attr-defined]
+    except (TypeError, OSError, AttributeError):
+        return False
+
+
 def _keep_mask(torch: Any, attn: Any, additive: Any, B: int, S: int) -> Any:  # noqa: N803
     """The mask in the layer's convention: the additive one, or for a layer that reads it as
     booleans (DeBERTa's ``attention_mask.bool()``: True where a key is kept) that mask."""
-    try:
-        source = inspect.getsource(type(attn).forward)
-    except (TypeError, OSError):
-        return additive
-    if "attention_mask.bool()" not in source:
+    classes: set[type] = {type(m) for m in attn.modules()}
+    if not any(_reads_bool_mask(cls) for cls in classes):
         return additive
     if additive is None:
         return torch.ones(B, 1, S, S, dtype=torch.bool)  # (B, 1, S, S): every key kept

@@ -154,6 +154,8 @@ def _module_layer(module: Any, seq: int, batch: int | None, heads: int | None = 
         sub = module.get_submodule(weights.prefix.rstrip("."))
         hints = {**module_hints(sub), **hints}
         region = find_region(module, weights, seq, batch)
+    if weights is not None and weights.prefix and library:  # BertAttention: its .self
+        region = _library_region(module, weights, seq, batch)
     if weights is not None and attn is not None:
         from attntrace.diffing.library_read import norm_offsets, qk_norm_hints
 
@@ -256,12 +258,29 @@ def _section(module: Any) -> dict[str, Any]:
 
 
 def held_attention(module: Any) -> Any | None:
-    """The one transformers attention module inside ``module``; None when there is none or
-    more than one."""
+    """The one transformers attention module inside ``module`` (the innermost of nested
+    ones); None when there is none or more than one."""
     from attntrace.capturing.library import is_library_class
 
     found = [m for m in list(module.modules())[1:] if is_library_class(type(m)) and _attention(m)]
-    return found[0] if len(found) == 1 else None
+    ids = {id(m) for m in found}
+    inner = [m for m in found if not any(id(c) in ids for c in list(m.modules())[1:])]
+    return inner[0] if len(inner) == 1 else None  # BertAttention: its BertSelfAttention
+
+
+def _library_region(
+    module: Any, weights: LoadedWeights, seq: int, batch: int | None
+) -> Region | None:
+    """The region of the attention inside a transformers class built by attntrace (its
+    ``attn``): BertAttention's self-attention up to its output dense, before the residual and
+    LayerNorm of BertSelfOutput."""
+    from dataclasses import replace
+
+    found = find_region(module, replace(weights, prefix=f"attn.{weights.prefix}"), seq, batch)
+    if found is None:
+        return None
+    shown = found.words.replace(" at .attn.", " at .").replace("output attn.", "output ")
+    return replace(found, words=shown)
 
 
 def _check_expressible(attn: Any) -> None:
@@ -290,7 +309,9 @@ def _with_output(module: Any, region: Region, weights: LoadedWeights) -> LoadedW
     linear = module.get_submodule(region.end)
     bias = None if linear.bias is None else torch_to_numpy(linear.bias)
     params = {**weights.params, "w_o": torch_to_numpy(linear.weight), "b_o": bias}
-    return replace(weights, params=params, scheme=f"{weights.scheme} + {region.end}")
+    own = getattr(type(module), "attntrace_caller", False)  # attntrace's .attn: not shown
+    shown = region.end.removeprefix("attn.") if own else region.end
+    return replace(weights, params=params, scheme=f"{weights.scheme} + {shown}")
 
 
 def _own_layouts(weights: LoadedWeights) -> dict[str, str]:
