@@ -88,6 +88,7 @@ UNEXPRESSIBLE: list[tuple[str, dict[str, Any], str]] = [
     ("DeepseekV3Attention", {}, "latent attention"),
     ("JetMoeAttention", {}, "experts"),
     ("PersimmonAttention", {}, "LayerNorm"),
+    ("MiniMaxLightningAttention", {}, "no softmax"),
 ]
 
 

@@ -68,7 +68,8 @@ def _pairs_neighbours(attn: Any) -> bool:
 def unexpressible(attn: Any) -> str | None:
     """Why the reference cannot express ``attn``'s attention (None when it can): ALiBi
     (Bloom, MPT, Falcon with alibi), DeBERTa's disentangled relative scores, multi-head latent
-    attention (DeepSeek's low-rank q and kv)."""
+    attention (DeepSeek's low-rank q and kv), attention experts, a LayerNorm of q and k, an
+    attention without a softmax (MiniMax's lightning attention, RWKV)."""
     from attntrace.capturing.library import alibi_on
 
     name = type(attn).__name__
@@ -99,7 +100,32 @@ def unexpressible(attn: Any) -> str | None:
         )
     if any("expert" in n for n in children):
         return f"{name} routes tokens to attention experts, which the reference does not model"
+    if not any(_softmax_in(type(m)) for m in attn.modules()):
+        return (
+            f"{name} computes no softmax over the keys (linear, kernel or recurrent "
+            "attention), which the reference does not model"
+        )
     return None
+
+
+#: Words in a class's code that show a softmax attention: the softmax itself, or transformers'
+#: dispatch to its attention functions (eager, SDPA, flash).
+_SOFTMAX_WORDS = (
+    "softmax",
+    "attention_interface",
+    "eager_attention_forward",
+    "scaled_dot_product_attention",
+    "ALL_ATTENTION_FUNCTIONS",
+)
+
+
+def _softmax_in(cls: type) -> bool:
+    """Whether the code of ``cls`` takes a softmax (or hands the scores to one)."""
+    try:
+        source = inspect.getsource(cls)
+    except (TypeError, OSError):
+        return True  # unreadable: not a reason to refuse
+    return any(word in source for word in _SOFTMAX_WORDS)
 
 
 def norm_offsets(attn: Any, weights: LoadedWeights) -> LoadedWeights:
