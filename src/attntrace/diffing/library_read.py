@@ -70,42 +70,49 @@ def unexpressible(attn: Any) -> str | None:
     (Bloom, MPT, Falcon with alibi), DeBERTa's disentangled relative scores, multi-head latent
     attention (DeepSeek's low-rank q and kv), attention experts, a LayerNorm of q and k, an
     attention without a softmax (MiniMax's lightning attention, RWKV)."""
+    name = type(attn).__name__
+    for check in (_alibi, _disentangled, _children, _no_softmax):
+        what = check(attn)
+        if what is not None:
+            return f"{name} {what}, which the reference does not model"
+    return None
+
+
+def _alibi(attn: Any) -> str | None:
     from attntrace.capturing.library import alibi_on
 
-    name = type(attn).__name__
     params = inspect.signature(attn.forward).parameters
     config = getattr(attn, "config", None)
     modeling = sys.modules.get(type(attn).__module__)
     if ("alibi" in params and (config is None or alibi_on(config))) or (
         "position_bias" in params and hasattr(modeling, "build_mpt_alibi_tensor")
     ):
-        return (
-            f"{name} adds ALiBi position biases to the scores, which the reference does not model"
-        )
+        return "adds ALiBi position biases to the scores"
+    return None
+
+
+def _disentangled(attn: Any) -> str | None:
+    params = inspect.signature(attn.forward).parameters
     if "relative_pos" in params and getattr(attn, "relative_attention", False):
-        return (
-            f"{name} adds DeBERTa's disentangled content-to-position and position-to-content "
-            "scores, which the reference has no step for"
-        )
+        return "adds DeBERTa's disentangled content-to-position and position-to-content scores"
+    return None
+
+
+def _children(attn: Any) -> str | None:
     children = dict(attn.named_children())
     if "q_layernorm" in children or "query_layernorm" in children:
-        return (
-            f"{name} normalises q and k with its own LayerNorm (with a bias, or after the "
-            "rotation), which the reference does not model"
-        )
+        return "normalises q and k with its own LayerNorm (with a bias, or after the rotation)"
     if "kv_a_proj_with_mqa" in children or "q_a_proj" in children:
-        return (
-            f"{name} is multi-head latent attention (low-rank q and kv, a separate rotary "
-            "part), which the reference does not model"
-        )
+        return "is multi-head latent attention (low-rank q and kv, a separate rotary part)"
     if any("expert" in n for n in children):
-        return f"{name} routes tokens to attention experts, which the reference does not model"
-    if not any(_softmax_in(type(m)) for m in attn.modules()):
-        return (
-            f"{name} computes no softmax over the keys (linear, kernel or recurrent "
-            "attention), which the reference does not model"
-        )
+        return "routes tokens to attention experts"
     return None
+
+
+def _no_softmax(attn: Any) -> str | None:
+    if any(_softmax_in(type(m)) for m in attn.modules()):
+        return None
+    return "computes no softmax over the keys (linear, kernel or recurrent attention)"
 
 
 #: Words in a class's code that show a softmax attention: the softmax itself, or transformers'
