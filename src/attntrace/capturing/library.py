@@ -204,6 +204,39 @@ def _takes_rope(cls: Any) -> bool:
     return "position_embeddings" in inspect.signature(cls.forward).parameters
 
 
+def known_axes(call: Any) -> dict[str, int]:
+    """The head count h and head size d that the transformers attention ``call`` is (as
+    attntrace builds it) or holds states, so that trace names a size two axes share by what the
+    class says (Pythia-410m: the rotary part of d is 16 = h); {} when it holds none.
+
+    >>> known_axes(len)
+    {}
+    """
+    modules = getattr(call, "modules", None)
+    found = [m for m in modules() if is_library_class(type(m))] if callable(modules) else []
+    for module in found:
+        config = getattr(module, "config", None)
+        h = _first_count(module, _HEAD_COUNTS) or _first_count(config, _HEAD_COUNTS)
+        d = _first_count(module, _HEAD_SIZES) or _first_count(config, ("head_dim",))
+        if h and d:
+            return {"h": h, "d": d}
+    return {}
+
+
+#: Attributes that hold the head count and the head size of a transformers attention class.
+_HEAD_COUNTS = ("num_heads", "num_attention_heads", "n_heads", "n_head")
+_HEAD_SIZES = ("head_dim", "head_size", "attention_head_size")
+
+
+def _first_count(obj: Any, names: tuple[str, ...]) -> int:
+    """The first of ``names`` that ``obj`` holds as a positive int, else 0."""
+    for name in names:
+        value = getattr(obj, name, None)
+        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+            return value
+    return 0
+
+
 def called(torch: Any, attn: Any, rotary: Any, config: Any) -> Any:
     """A module holding ``attn`` whose forward(x) calls it as its model does."""
 

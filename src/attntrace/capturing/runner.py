@@ -291,6 +291,10 @@ def run_target(
         call = build_callable(obj, init, target.name or "", {"hidden": inputs.hidden})
         if not asked and not into:  # a library module held inside the user's: its steps too
             into = held_packages(call)
+        if not axes:  # a transformers class states h and d: sizes two axes share are told apart
+            from attntrace.capturing.library import known_axes
+
+            axes = known_axes(call) or None
         torch_side = _wants_torch(obj, call, module, inputs.array)
         if not torch_side and inputs.dtype == "bfloat16":
             raise TargetError(
