@@ -330,6 +330,27 @@ def test_self_attention_then_the_users_dense_is_its_output_projection(family: st
     assert output.user.location.startswith("test_diff_library_corpus.py:")  # the user's dense
 
 
+class SequenceFirst(torch.nn.Module):  # type: ignore[misc]
+    """torch's attention in its default (S, B, H) layout after the user's own norm."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.norm = torch.nn.LayerNorm(H)
+        self.attention = torch.nn.MultiheadAttention(H, HEADS)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.norm(x).transpose(0, 1)  # (S, B, H)
+        return x + self.attention(h, h, h)[0].transpose(0, 1)  # type: ignore[no-any-return]
+
+
+def test_a_sequence_first_attention_after_a_norm_is_handed_x_in_its_layout() -> None:
+    torch.manual_seed(0)
+    report = diff(SequenceFirst(), CONFIG)
+    assert report.ok, report.diagnosis
+    seen = {r.step.name for r in report.rows if r.status == "match" and r.user is not None}
+    assert {"q_proj", "k_proj", "v_proj", "context", "output"} <= seen
+
+
 class OwnAttention(torch.nn.Module):  # type: ignore[misc]
     """A user's attention with an output named ``output_proj``; ``bug``: softmax over the
     queries."""

@@ -215,10 +215,27 @@ def _with_x(
     if first is None:
         raise ConfigError("the attention submodule was called without a tensor")
     if tuple(first.shape) != tuple(x.shape):
-        return args, kwargs  # (S, B, H) of a sequence-first module, or another input: as written
+        if not _sequence_first(first, x):
+            return args, kwargs  # another input (a cross-attention's memory): as written
+        x = x.transpose(0, 1)  # (S, B, H): as a sequence-first module takes it
     new_args = tuple(x if a is first else a for a in args)
     new_kwargs = {k: x if v is first else v for k, v in kwargs.items()}
     return new_args, new_kwargs
+
+
+def _sequence_first(given: Any, x: Any) -> bool:
+    """Whether ``given`` is x's shape with batch and sequence swapped: (S, B, H) for
+    ``nn.MultiheadAttention(batch_first=False)``."""
+    return (
+        x.ndim == 3
+        and x.shape[0] != x.shape[1]
+        and tuple(given.shape)
+        == (
+            x.shape[1],
+            x.shape[0],
+            x.shape[2],
+        )
+    )
 
 
 def wrapped_forward(fn: Callable[..., Any]) -> Any | None:
