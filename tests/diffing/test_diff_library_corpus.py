@@ -600,3 +600,24 @@ def test_other_libraries_wrapped_match_as_named(kind: str, wrap: str) -> None:
     assert report.ok, report.diagnosis
     seen = {r.step.name for r in report.rows if r.status == "match" and r.user is not None}
     assert {"q_proj", "k_proj", "v_proj", "output"} <= seen, sorted(seen)
+
+
+class CachedBlock(torch.nn.Module):  # type: ignore[misc]
+    """The user's block passes its cache on to the attention it holds, after a norm."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.norm = torch.nn.LayerNorm(H)
+        self.attn = CachedAttention()
+
+    def forward(self, x: torch.Tensor, past_key_values: Any = None) -> Any:
+        out, present = self.attn(self.norm(x), past_key_values=past_key_values)
+        return x + out, present
+
+
+def test_a_block_that_passes_its_cache_on_is_a_decode_step_of_its_attention() -> None:
+    torch.manual_seed(0)
+    config = AttentionConfig(batch=1, seq=1, hidden=H, heads=HEADS, past=3)
+    report = diff(CachedBlock(), config)
+    assert report.ok, report.diagnosis
+    assert any("compared inside CachedBlock" in n for n in report.notes), report.notes

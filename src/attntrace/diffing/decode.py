@@ -83,7 +83,8 @@ def decode_layer(layer: Layer, tensors: Mapping[str, Any], past: int) -> Layer:
             decode_step=(library, None),  # library code: no line, no wrong-axis check
             notes=(*layer.notes, f"called with a DynamicCache of {past} earlier tokens"),
         )
-    name = cache_argument(module.forward)
+    inner = getattr(module, "inner", module)  # a region's module: the user's forward takes it
+    name = cache_argument(inner.forward)
     if name is None:
         raise no_cache(f"{type(module).__name__}.forward", past, "takes no cache")
 
@@ -101,7 +102,7 @@ def decode_layer(layer: Layer, tensors: Mapping[str, Any], past: int) -> Layer:
         layer,
         call=call,
         notes=(*layer.notes, f"called with {name}=(k_cache, v_cache) of {past} earlier tokens"),
-        decode_step=(step, getattr(type(module).forward, "__code__", None)),
+        decode_step=(step, getattr(type(inner).forward, "__code__", None)),
     )
 
 

@@ -164,14 +164,14 @@ def region_module(module: Any, region: Region) -> Any:
             super().__init__()
             self.inner = module
 
-        def forward(self, x: Any) -> Any:
-            return run_region(self.inner, region, x)
+        def forward(self, x: Any, **kwargs: Any) -> Any:  # kwargs: a decode step's cache
+            return run_region(self.inner, region, x, **kwargs)
 
     Inside.__name__ = Inside.__qualname__ = type(module).__name__
     return Inside()
 
 
-def run_region(module: Any, region: Region, x: Any) -> Any:
+def run_region(module: Any, region: Region, x: Any, **kwargs: Any) -> Any:
     """``module`` called on x, its submodule ``region.core`` handed x as its hidden states,
     stopped at ``region.end``'s output (which is returned); the whole forward's output when
     the submodule is never called."""
@@ -190,6 +190,8 @@ def run_region(module: Any, region: Region, x: Any) -> Any:
         end.register_forward_hook(reached),
     ]
     try:
+        if kwargs:  # --past: the cache, by the name the user's forward takes it
+            return module(x, **kwargs)
         return attention_call(module, dict)(x)  # as diff calls a module (layer.module_forward)
     except _Done as done:
         return done.output
