@@ -61,3 +61,9 @@ def test_a_transformers_class_states_h_and_d() -> None:
     roles = _roles(outcome.capture.steps)  # the rotary part of d is 4 = h: told apart
     assert {"q_rot", "scores", "weights", "context", "merged", "output"} <= set(roles)
     assert tuple(roles["context"].axes) == ("B", "h", "S", "d")
+
+
+def test_einops_layers_stay_the_users_ops() -> None:
+    einops_torch = pytest.importorskip("einops.layers.torch")
+    block = torch.nn.Sequential(einops_torch.Rearrange("b s (h d) -> b h s d", h=4))
+    assert held_into(block) == ()  # einops' ops are recorded at the user's line already

@@ -42,11 +42,11 @@ def held_into(module: Any) -> tuple[str, ...]:
 
 def _package_of(cls: type) -> str | None:
     """The installed package that defines ``cls`` (not torch, not the user's file), or None."""
-    from attntrace.capturing.source import is_user_file
+    from attntrace.capturing.source import _NEVER_INTO, PASS_THROUGH, is_user_file
 
     top = cls.__module__.split(".")[0]
-    if top in _NEVER or top.startswith("_"):
-        return None
+    if top in (*_NEVER, *_NEVER_INTO, *PASS_THROUGH) or top.startswith("_"):
+        return None  # einops' layers: their ops are already the user's line's
     try:
         where = inspect.getfile(cls)
     except (TypeError, OSError):
