@@ -19,11 +19,14 @@ from __future__ import annotations
 import argparse
 import contextlib
 import functools
+import io
+import json
 import os
 import platform
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -44,6 +47,8 @@ sys.path.insert(0, str(REPO / "src"))  # this checkout, not an installed attntra
 #: The start-up floor: a hand-written run, same output kind (Rich draws its four tables), and a
 #: Typer script whose --help Typer draws.
 MINIMAL = REPO / "benchmarks" / "minimal_run.py"
+#: The floor of a shape-backend run: the same tables drawn by Rich from a JSON file (issue 40).
+MINIMAL_TABLES = REPO / "benchmarks" / "minimal_tables.py"
 FULL, QUICK = (1, 2048, 1024, 16), (1, 256, 256, 4)
 MASKS = ("none", "causal", "key padding", "window")
 STARTUP_RUNS = 15  # the least number of runs of each start-up command (not with --quick)
@@ -305,6 +310,68 @@ def startup(rep: Report, repeat: int) -> None:
         "minimal_run.py --heads 12 --hidden 768",
         {"attntrace run --heads 12 --hidden 768": RUN_TARGET},
     )
+
+
+#: The shape backend at a size no other backend reaches, against the floor that draws its tables.
+SHAPE_RUN = ["--backend", "shape", "--preset", "llama-3-70b", "--seq", "131072"]
+SHAPE_TARGET = 1.2
+
+
+def piece_json(piece: Any, width: int) -> object:
+    """A piece of the table view as minimal_tables.py reads it: a table's title, columns and
+    cells as plain text, anything else as the lines it prints."""
+    from rich.console import Console
+    from rich.table import Table
+
+    if not isinstance(piece, Table):
+        console = Console(width=width, record=True, file=io.StringIO())
+        console.print(piece)
+        return console.export_text().rstrip("\n")
+    columns = [
+        {"header": str(c.header), "justify": c.justify, "no_wrap": c.no_wrap} for c in piece.columns
+    ]
+    cells = [[getattr(cell, "plain", str(cell)) for cell in c.cells] for c in piece.columns]
+    return {
+        "title": str(piece.title or ""),
+        "box": "SIMPLE_HEAD" if piece.box else None,  # a rule under the header, as RULE_BOX
+        "show_edge": piece.show_edge,
+        "show_header": piece.show_header,
+        "padding": list(piece.padding),
+        "pad_edge": piece.pad_edge,
+        "title_justify": piece.title_justify,
+        "columns": columns,
+        "rows": [list(row) for row in zip(*cells, strict=True)],
+    }
+
+
+def shape_tables(path: Path, width: int = 80) -> None:
+    """Write the pieces ``attntrace run`` prints for SHAPE_RUN (made in process, not timed)."""
+    from attntrace import trace_attention
+    from attntrace.config.presets import resolve_config
+    from attntrace.render.table import trace_pieces
+
+    cfg = resolve_config(preset="llama-3-70b", seq=int(SHAPE_RUN[-1]))
+    pieces = trace_pieces(trace_attention(cfg, "shape"), width)
+    path.write_text(json.dumps([piece_json(p, width) for p in pieces]), encoding="utf-8")
+
+
+def shape_run(rep: Report, repeat: int) -> None:
+    """``attntrace run --backend shape`` at llama-3-70b / 128k tokens against a script that only
+    imports numpy, Typer and Rich and draws the same tables (issue 40: Rich's drawing, about
+    0.1 s, is in both; what is left is attntrace's own work)."""
+    with tempfile.TemporaryDirectory() as folder:
+        tables = Path(folder) / "tables.json"
+        shape_tables(tables)
+        floor = "minimal_tables.py (the same tables, drawn by Rich)"
+        run = f"attntrace run {' '.join(SHAPE_RUN)}"
+        runs = processes(
+            {
+                floor: [sys.executable, str(MINIMAL_TABLES), str(tables)],
+                run: [*attntrace_command(), "run", *SHAPE_RUN],
+            },
+            repeat,
+        )
+    process_ratios(rep, "shape backend", runs, floor, {run: SHAPE_TARGET})
 
 
 TORCH_SCRIPT = """
@@ -740,7 +807,7 @@ def main() -> None:
     parser.add_argument(
         "--quick", action="store_true", help="small sizes, one repeat: a smoke test"
     )
-    parser.add_argument("--only", default="startup,cli,compute,contended,memory")
+    parser.add_argument("--only", default="startup,shape,cli,compute,contended,memory")
     parser.add_argument(
         "--markdown", action="store_true", help="print docs/benchmarks.md (progress on stderr)"
     )
@@ -751,6 +818,7 @@ def main() -> None:
     # fresh processes are cheap and their times scatter on a shared machine: 15 runs at least
     parts = {
         "startup": lambda: startup(rep, repeat if args.quick else max(repeat, STARTUP_RUNS)),
+        "shape": lambda: shape_run(rep, repeat if args.quick else max(repeat, STARTUP_RUNS)),
         "cli": lambda: cli_compute(rep, sizes, repeat),
         "compute": lambda: compute(rep, sizes, repeat),
         "contended": lambda: contended(rep, sizes, repeat),

@@ -7,6 +7,7 @@ import ast
 import doctest
 import importlib.util
 import os
+import sys
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
@@ -15,6 +16,12 @@ from _pytest.doctest import DoctestItem, MultipleDoctestFailures
 
 TESTS_DIR = Path(__file__).parent
 GOLDEN_DIR = TESTS_DIR / "data" / "golden"
+
+# The processes the tests start (the sandbox child, `python -m attntrace`, the docs' examples)
+# reuse bytecode as an installed package does: with PYTHONDONTWRITEBYTECODE set (as on some
+# machines) every one of them compiled attntrace's sources again. Set before xdist's workers start.
+os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+sys.dont_write_bytecode = False
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

@@ -170,6 +170,7 @@ def circles() -> list[frozenset[str]]:
     return [frozenset(c) for c in strongly_connected(graph) if len(c) > 1]
 
 
+@pytest.mark.slow
 def test_the_import_graph_sees_imports_in_functions_and_under_type_checking() -> None:
     """A guard on the guard: the parser finds an import made inside a function and one made
     only for the type checker, so the rules below read every import."""

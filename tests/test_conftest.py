@@ -21,6 +21,7 @@ from conftest import (
 )
 
 
+@pytest.mark.slow
 def test_every_golden_file_is_named_after_a_test_that_reads_it() -> None:
     assert sorted(GOLDEN_DIR.iterdir()), "no golden files found: is GOLDEN_DIR right?"
     orphans = orphaned_golden_files(GOLDEN_DIR, TESTS_DIR)

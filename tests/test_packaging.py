@@ -13,6 +13,9 @@ from pathlib import Path
 
 import pytest
 
+# sdist, wheel and a fresh venv: .ci/run runs these after the README's command
+pytestmark = [pytest.mark.slow, pytest.mark.e2e]
+
 ROOT = Path(__file__).resolve().parents[1]
 
 

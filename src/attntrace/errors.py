@@ -24,15 +24,25 @@ class BackendUnavailableError(AttntraceError, ImportError):
 EXTRAS = {"torch": "torch>=2.1", "plot": "matplotlib>=3.8", "safetensors": "safetensors>=0.4"}
 
 
+#: PyTorch's index of CPU wheels: on Linux, PyPI's default torch is a multi-GB CUDA build.
+TORCH_CPU_INDEX = "https://download.pytorch.org/whl/cpu"
+#: Where the documentation says how to get PyTorch on each system (one place, linked from every
+#: hint that names the torch extra).
+TORCH_DOCS = "docs/getting-started.md#pytorch"
+
+
 def install_hint(extra: str) -> str:
     """How to get an optional extra, as a command that works from where attntrace was installed.
 
     A checkout (``pip install .`` or ``-e .``, or a source tree on ``PYTHONPATH``) is named by
     its folder, a git URL or a wheel by what pip recorded (PEP 610's ``direct_url.json``); the
-    requirement alone always works and comes second.
+    requirement alone always works and comes second. For torch, the index of PyTorch's CPU
+    wheels follows (Linux gets a multi-GB CUDA build from PyPI otherwise).
 
     >>> hint = install_hint("plot")
     >>> hint.startswith("install it with: pip install ") and "matplotlib>=3.8" in hint
+    True
+    >>> install_hint("torch").endswith(f"--extra-index-url {TORCH_CPU_INDEX} ({TORCH_DOCS})")
     True
     """
     import shlex
@@ -40,9 +50,14 @@ def install_hint(extra: str) -> str:
     alone = f"pip install {shlex.quote(EXTRAS[extra])}"
     source = _install_source()
     if source is None:
-        return f"install it with: {alone}"
-    source = source.format(extra=extra)
-    return f"install it with: pip install {source} (or just the library: {alone})"
+        hint = f"install it with: {alone}"
+    else:
+        source = source.format(extra=extra)
+        hint = f"install it with: pip install {source} (or just the library: {alone})"
+    if extra == "torch":
+        cpu = f"--extra-index-url {TORCH_CPU_INDEX}"
+        hint += f"; on Linux, for the CPU wheel add {cpu} ({TORCH_DOCS})"
+    return hint
 
 
 def _install_source() -> str | None:
@@ -86,6 +101,25 @@ def __getattr__(name: str) -> str:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
+class CannotTellError(AttntraceError):
+    """diff cannot decide whether the code is right: ``missing`` says what it lacks (one line:
+    a class whose attention the reference cannot express, a choice nothing stated), ``remedy``
+    the one flag or file that would let it decide ("" when none would). A verdict, not bad
+    input: exit code :data:`EXIT_CANNOT_TELL`.
+
+    >>> str(CannotTellError("the model's pairing is not stated", "pass --rope-style interleaved"))
+    "the model's pairing is not stated; pass --rope-style interleaved"
+    """
+
+    def __init__(self, missing: str, remedy: str = "") -> None:
+        super().__init__(f"{missing}; {remedy}" if remedy else missing)
+        self.missing, self.remedy = missing, remedy
+
+    @property
+    def exit_code(self) -> int:
+        return EXIT_CANNOT_TELL
+
+
 class MemoryBudgetError(AttntraceError, MemoryError):
     """The tensors of a trace would not fit into the memory budget."""
 
@@ -99,3 +133,4 @@ EXIT_OK = 0
 EXIT_CHECK_FAILED = 1
 EXIT_USAGE = 2
 EXIT_INTERNAL = 3  # an unexpected error inside attntrace: a bug, reported in one line
+EXIT_CANNOT_TELL = 4  # diff cannot decide (CANNOT TELL): what is missing, and what would decide

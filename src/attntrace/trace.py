@@ -24,6 +24,9 @@ SCHEMA_ID = "attntrace.trace/1"
 #: The ``schema`` of a trace with backward steps (``--backward``): version 1 plus each step's
 #: ``pass`` and ``saved``, and the ``backward`` section (``trace-2.schema.json``).
 SCHEMA_ID_2 = "attntrace.trace/2"
+#: The ``schema`` of a rank's trace (``--tp``, ``--cp``): version 1 plus the ``parallel``
+#: section (the layout, the rank's cost, its collectives; ``trace-3.schema.json``).
+SCHEMA_ID_3 = "attntrace.trace/3"
 
 
 @dataclass(frozen=True)
@@ -189,6 +192,8 @@ class Trace:
     whole_model: ModelFigures | None = None  # L layers like this one (run --layers, --model)
     training: Training | None = None  # the backward's figures (--backward), else None
     serving: Document | None = None  # run --past: the roofline and KV cache figures (serving.py)
+    parallel: Document | None = None  # --tp/--cp: one rank's steps; the layout's figures
+    tokens: tuple[str, ...] | None = None  # --prompt: the label of each position (S)
 
     def __getitem__(self, name: str) -> Step:
         for step in self.steps:
@@ -271,13 +276,18 @@ class Trace:
     @property
     def kv_cache_bytes_per_token(self) -> int:
         """Bytes a KV cache stores per token and batch item: the K and V of every (kv-)head
-        (:meth:`AttentionConfig.kv_cache_bytes`)."""
-        return self.config.kv_cache_bytes_per_token
+        (:meth:`AttentionConfig.kv_cache_bytes`); a rank's trace (--tp): the kv-heads it holds."""
+        cfg = self.config
+        if cfg.parallel is not None:
+            return 2 * cfg.parallel.kv_heads(cfg) * cfg.head_dim * cfg.itemsize
+        return cfg.kv_cache_bytes_per_token
 
     @property
     def score_bytes(self) -> int:
         """Bytes of the attention scores held at once: (h, S, N) eager, one (h, Br, Bc) tile
         with flash."""
+        if "scores" not in self and "s_tile" not in self:  # a rank that attends elsewhere
+            return max((s.nbytes for s in self.steps if s.name.startswith("scores")), default=0)
         return (self["scores"] if "scores" in self else self["s_tile"]).nbytes
 
     @property
@@ -312,16 +322,18 @@ class Trace:
         axis_sizes = {**self.config.axis_sizes(), **self.config.tile_sizes()}
         two = self.training is not None
         return {
-            "schema": SCHEMA_ID_2 if two else SCHEMA_ID,
+            "schema": SCHEMA_ID_3 if self.parallel else SCHEMA_ID_2 if two else SCHEMA_ID,
             "config": {**self.config.to_dict(), "backend": self.backend, "axis_sizes": axis_sizes},
             "steps": [_step_dict(s, two) for s in self.steps],
             "params": [_param_dict(p) for p in self.parameters],
             "totals": self._totals_dict(),
             "notes": list(self.notes),
             **({"origin": self.origin} if self.origin else {}),
+            **({"tokens": list(self.tokens)} if self.tokens is not None else {}),
             **({"whole_model": self.whole_model.to_dict()} if self.whole_model else {}),
             **({"backward": self.training.to_dict()} if self.training else {}),
             **({"serving": self.serving.to_dict()} if self.serving else {}),
+            **({"parallel": self.parallel.to_dict()} if self.parallel else {}),
         }
 
     def _totals_dict(self) -> dict[str, Any]:

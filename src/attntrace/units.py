@@ -19,6 +19,43 @@ Terms = tuple[tuple[int, str], ...]
 #: One size of a written shape: a number, or an axis letter (or product) the config resolves.
 Dim = int | str
 
+# --- the length of a value ---------------------------------------------------------------------
+
+#: The longest number, size or rate an option takes (characters): 2**60 bytes has 19 digits.
+MAX_NUMBER_CHARS = 64
+#: The longest value of any other option (a shape, a list, a matrix, a target, --vs):
+#: every parser refuses a longer one before it reads it.
+MAX_VALUE_CHARS = 64 * 1024
+
+
+def bounded(text: str, what: str, limit: int = MAX_VALUE_CHARS) -> str:
+    """``text`` when it has at most ``limit`` characters; else one ConfigError naming
+    ``what`` and the length, before any parsing (no parser's work grows past the limit).
+
+    >>> bounded("512MiB", "--max-memory", MAX_NUMBER_CHARS)
+    '512MiB'
+    >>> bounded("9" * 100, "--max-memory", MAX_NUMBER_CHARS)
+    Traceback (most recent call last):
+    ...
+    attntrace.errors.ConfigError: --max-memory '99999...' is 100 characters long; the most ...
+    """
+    if len(text) > limit:
+        raise ConfigError(
+            f"{what} {quoted(text)} is {len(text):,} characters long; the most it takes is "
+            f"{limit:,}"
+        )
+    return text
+
+
+def quoted(text: str, limit: int = 40) -> str:
+    """``text`` quoted for an error message, cut after ``limit`` characters.
+
+    >>> quoted("h,S,S"), quoted("1" * 50, 4)
+    ("'h,S,S'", "'1111…'")
+    """
+    return repr(text) if len(text) <= limit else repr(text[:limit])[:-1] + "…'"
+
+
 # --- bytes -------------------------------------------------------------------------------------
 
 #: The largest size --max-memory takes (1 EiB): every byte count stays an exact integer.
@@ -68,7 +105,8 @@ def parse_size(text: str) -> int:
     >>> parse_size("1.5GiB"), parse_size("2k")
     (1610612736, 2000)
     """
-    match = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*([a-zA-Z]*)\s*", text)
+    bounded(text, "the size", MAX_NUMBER_CHARS)
+    match = re.fullmatch(r"\s*+(\d++(?:\.\d++)?|\.\d++)\s*+([a-zA-Z]*+)\s*+", text)
     unit = match.group(2).lower() if match else ""
     if not match or unit not in _SIZE_UNITS:
         raise ConfigError(
@@ -95,8 +133,10 @@ def parse_rate(text: str, what: str, example: str) -> float:
     >>> parse_rate("1.2e15", "--peak-flops", "989T")
     1200000000000000.0
     """
+    bounded(text, what, MAX_NUMBER_CHARS)
     match = re.fullmatch(
-        r"\s*([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*([kKmMgGtTpP]?)(?:FLOPS?|B)?(?:/s)?\s*",
+        r"\s*+((?>\d++(?:\.\d++)?|\.\d++)(?>[eE][+-]?\d++)?)\s*+([kKmMgGtTpP]?)"
+        r"(?:FLOPS?|B)?(?:/s)?\s*+",
         text,
         flags=re.IGNORECASE,
     )
@@ -207,9 +247,12 @@ def format_axes(axes: tuple[str, ...]) -> str:
 
 #: One size of a shape: a number, an axis letter, a product of them (``g·d``, ``g*d``, ``2·d``),
 #: or a sum or difference of those (``N+1``, ``N+S``, ``W-1+S``: the keys of a --past step).
-_FACTOR = r"(?:\d+|[A-Za-z]\w*)"
-_PRODUCT = rf"{_FACTOR}(?:\s*[·*]\s*{_FACTOR})*"
-_DIM = re.compile(rf"{_PRODUCT}(?:\s*[+-]\s*{_PRODUCT})*")
+_FACTOR = r"(?>\d++|[A-Za-z]\w*+)"
+#: A rank's share of an axis (--tp, --cp): ``h/T``, ``S/C``, ``S/2C``, ``S/CT``.
+_SHARE = r"(?>[A-Za-z]\w*+/\d*+[A-Za-z]++)"
+_ATOM = rf"(?>{_SHARE}|{_FACTOR})"
+_PRODUCT = rf"{_ATOM}(?>\s*+[·*]\s*+{_ATOM})*+"
+_DIM = re.compile(rf"{_PRODUCT}(?>\s*+[+-]\s*+{_PRODUCT})*+")
 
 
 def parse_shape(text: str) -> tuple[Dim, ...]:
@@ -220,18 +263,24 @@ def parse_shape(text: str) -> tuple[Dim, ...]:
     ((12, 3, 64), (12, 3, 3), ('B', 'h', 'S', 3))
     >>> parse_shape("(768,)"), parse_shape("()"), parse_shape("S, g*d"), parse_shape("S,h·d")
     ((768,), (), ('S', 'g·d'), ('S', 'h·d'))
-    >>> parse_shape("B,h,1,N + 1")
-    ('B', 'h', 1, 'N+1')
+    >>> parse_shape("B,h,1,N + 1"), parse_shape("h/T, S/2C, d")
+    (('B', 'h', 1, 'N+1'), ('h/T', 'S/2C', 'd'))
     """
+    bounded(text, "the shape")
     body = text.strip().removeprefix("(").removesuffix(")")
     body = body.removeprefix("[").removesuffix("]").strip()
-    by_x = "," not in body and re.fullmatch(r"\d+(x\d+)*", body)
+    by_x = "," not in body and re.fullmatch(r"\d++(?:x\d++)*+", body)
     dims = [p.strip() for p in body.split("x" if by_x else ",")]
     if dims and not dims[-1]:
         dims.pop()  # "(768,)"
     if any(not _DIM.fullmatch(d) for d in dims):
         raise ConfigError(
-            f"cannot read the shape {text!r}; write it like 12,3,3 or 12x3x3 or h,S,S or S,g*d"
+            f"cannot read the shape {quoted(text)}; write it like 12,3,3 or 12x3x3 or h,S,S or "
+            "S,g*d"
+        )
+    if any(d.isdigit() and len(d.lstrip("0")) > 19 for d in dims):
+        raise ConfigError(
+            f"the shape {quoted(text)} has a size of more than 19 digits, larger than any tensor"
         )
     return tuple(
         int(d) if d.isdigit() else re.sub(r"\s*([+-])\s*", r"\1", re.sub(r"\s*[·*]\s*", "·", d))

@@ -185,6 +185,7 @@ def _kv_heads(variant: str, heads: int) -> int | None:
     return {"gqa": heads // 2, "mqa": 1}.get(variant)
 
 
+@pytest.mark.slow
 @settings(max_examples=20, deadline=None)
 @given(
     VARIANTS,
@@ -276,6 +277,7 @@ def numpy_attention(
     return merged @ w_o
 
 
+@pytest.mark.slow
 @settings(max_examples=15, deadline=None)
 @given(
     VARIANTS.filter(lambda v: v != "rope"),
@@ -694,6 +696,7 @@ def test_einsum_attention_gets_scores_weights_and_context(layout: str) -> None:
     assert roles["merged"].axes == (*lead, "S", "H")
 
 
+@pytest.mark.slow
 def test_a_reference_name_means_the_role_and_var_means_the_variable_as_check_reads_them() -> None:
     """``t["scaled"]`` is the step playing scaled even when a variable of the code is called
     ``scaled`` (here the unscaled scores); ``t["var:scaled"]`` is that variable; a role no step

@@ -10,6 +10,8 @@ from typing import Any
 
 import pytest
 
+pytestmark = pytest.mark.slow  # real processes or seconds per test
+
 pytest.importorskip("torch")
 
 DATA = Path(__file__).parent.parent / "data" / "decode"

@@ -15,6 +15,8 @@ import attntrace
 from attntrace import AttentionConfig, trace_attention
 from attntrace.cli import app
 
+pytestmark = pytest.mark.slow  # real processes or seconds per test
+
 pytest.importorskip("einops")
 
 #: Attention in the einops manner (vit-pytorch, x-transformers): heads split and merged by

@@ -14,6 +14,8 @@ import attntrace
 from attntrace import AttentionConfig, trace_attention
 from attntrace.cli import app
 
+pytestmark = pytest.mark.slow  # real processes or seconds per test
+
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 

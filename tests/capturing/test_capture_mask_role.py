@@ -15,6 +15,8 @@ from typer.testing import CliRunner
 import attntrace
 from attntrace.cli import app
 
+pytestmark = pytest.mark.slow  # real processes or seconds per test
+
 torch = pytest.importorskip("torch")
 
 runner = CliRunner()

@@ -14,6 +14,8 @@ from typer.testing import CliRunner
 import attntrace
 from attntrace.cli import app
 
+pytestmark = pytest.mark.slow  # real processes or seconds per test
+
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 

@@ -16,6 +16,8 @@ import attntrace
 from attntrace.capturing.torch_inside import FASTPATH_NOTE, MHA, SDPA_NOTE
 from attntrace.cli import app
 
+pytestmark = pytest.mark.slow  # real processes or seconds per test
+
 torch = pytest.importorskip("torch")
 
 runner = CliRunner()

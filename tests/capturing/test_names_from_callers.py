@@ -12,6 +12,8 @@ from typer.testing import CliRunner
 from attntrace.cli import app
 from paths import REPO
 
+pytestmark = pytest.mark.slow  # real processes or seconds per test
+
 EXAMPLES = REPO / "examples"
 
 

@@ -5,19 +5,26 @@ capture as the in-process run."""
 
 from __future__ import annotations
 
+import contextlib
 import sys
 from pathlib import Path
 
+import pytest
+
 from attntrace.capturing.runner import run_script
 from attntrace.capturing.sandbox import (
+    MAX_MESSAGE,
     Ended,
+    _Collected,
     _decode,
     _dump_frames,
     _encode,
     _error,
     _error_dict,
+    _read_channel,
     run_in_child,
 )
+from leftovers import no_leftovers  # noqa: F401 (a fixture)
 
 
 def test_params_keep_their_tuples_and_dicts() -> None:
@@ -52,6 +59,8 @@ def test_a_dump_gives_the_users_innermost_frame(tmp_path: Path) -> None:
     assert [f[1] for f in frames] == [2, 3]
 
 
+@pytest.mark.slow
+@pytest.mark.usefixtures("no_leftovers")
 def test_the_child_rebuilds_the_capture_of_the_process(tmp_path: Path) -> None:
     script = tmp_path / "attn.py"
     script.write_text(
@@ -62,3 +71,35 @@ def test_the_child_rebuilds_the_capture_of_the_process(tmp_path: Path) -> None:
     there = run_in_child({"kind": "script", "script": str(script), "argv": [], "into": []})
     assert not isinstance(there, Ended | dict)
     assert there.capture.document(None) == here.capture.document(None)
+
+
+def _channel(data: bytes) -> _Collected:
+    """What the parent's reader makes of ``data`` written on the channel (in a thread: the
+    pipe holds less than the data)."""
+    import os
+    import threading
+
+    read_fd, write_fd = os.pipe()
+    got = _Collected()
+    reader = threading.Thread(target=_read_channel, args=(read_fd, got))
+    reader.start()
+    with os.fdopen(write_fd, "wb") as f, contextlib.suppress(BrokenPipeError):
+        f.write(data)
+    reader.join(timeout=30)
+    assert not reader.is_alive()
+    return got
+
+
+def test_a_message_longer_than_the_bound_closes_the_channel() -> None:
+    got = _channel(b'{"started": true}\n' + b"x" * (MAX_MESSAGE + 10))
+    assert got.started.is_set()
+    assert (
+        got.refused == f"the code under test sent more than {MAX_MESSAGE // 2**20} MiB to attntrace"
+    )
+    assert got.stop.is_set()
+
+
+def test_a_message_nested_a_million_deep_is_refused_in_a_line() -> None:
+    got = _channel(b"[" * 10**6 + b"\n")
+    assert got.refused == "the code under test sent attntrace a message that is not one of its own"
+    assert got.events == []

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import jsonschema
 import numpy as np
+import pytest
 from typer.testing import CliRunner
 
 from attntrace.cli import app
@@ -30,6 +31,7 @@ def test_run_backward_prints_the_gradient_steps_and_the_training_table() -> None
         assert text in out
 
 
+@pytest.mark.slow
 def test_json_of_version_2_is_valid_and_version_1_stays_without_backward() -> None:
     code, out, _ = run_cli("run", *SIZES, "--backward", "--layers", "2", "--format", "json")
     assert code == 0
@@ -81,6 +83,7 @@ def test_backward_of_a_decode_step_is_one_line() -> None:
     assert "Traceback" not in err
 
 
+@pytest.mark.slow
 def test_check_reads_goldens_of_both_versions(tmp_path: Path) -> None:
     for extra, name in (((), "one.json"), (("--backward",), "two.json")):
         code, out, _ = run_cli("run", *SIZES, *extra, "--format", "json")
@@ -146,6 +149,7 @@ def test_sweep_backward_adds_saved_bytes_eager_beside_flash() -> None:
     assert "saved_bytes" not in out.splitlines()[0]  # unchanged without --backward
 
 
+@pytest.mark.slow
 def test_presets_backward_gives_training_figures_of_whole_models() -> None:
     code, out, err = run_cli("presets", "--backward", "--format", "json")
     assert code == 0, err
@@ -160,6 +164,7 @@ def test_presets_backward_gives_training_figures_of_whole_models() -> None:
     assert "saved_bytes" not in plain["whole_model"]
 
 
+@pytest.mark.slow
 def test_the_version_2_schema_is_valid_and_shipped_and_documents_validate() -> None:
     from attntrace import AttentionConfig, trace_attention
     from attntrace.schemas import TRACE_SCHEMA_2_FILE
@@ -193,6 +198,7 @@ def test_save_writes_every_gradient_beside_the_forward(tmp_path: Path) -> None:
         assert saved["weights"].shape == (2, 4, 4)
 
 
+@pytest.mark.slow
 def test_run_backward_table_matches_golden(golden: Callable[[str], None]) -> None:
     code, out, _ = run_cli(
         "run", "--backward", "--batch", "2", "--seq", "3", "--hidden", "4", "--heads", "2"

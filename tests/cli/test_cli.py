@@ -64,6 +64,7 @@ def test_values_prints_the_numbers_of_small_tensors(golden: Callable[[str], None
     golden(out)
 
 
+@pytest.mark.slow
 def test_every_line_fits_80_columns() -> None:
     for args in (
         ["--heads", "12", "--hidden", "768"],
@@ -157,6 +158,7 @@ def _python(*code_or_args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+@pytest.mark.slow
 def test_module_entry_point_runs_and_pipes_without_colour() -> None:
     proc = _python("-m", "attntrace", "run", "--heads", "12", "--hidden", "768")
     assert proc.returncode == 0, proc.stderr
@@ -164,6 +166,7 @@ def test_module_entry_point_runs_and_pipes_without_colour() -> None:
     assert "\x1b[" not in proc.stdout  # stdout is a pipe: no escape codes
 
 
+@pytest.mark.slow
 def test_import_and_numpy_run_never_import_torch() -> None:
     code = (
         "import sys, attntrace; assert 'torch' not in sys.modules;"
@@ -177,6 +180,7 @@ def test_import_and_numpy_run_never_import_torch() -> None:
     assert proc.stdout.strip() == "ok"
 
 
+@pytest.mark.slow
 def test_huge_sizes_are_refused_at_once_without_allocating() -> None:
     code = (
         "import tracemalloc; tracemalloc.start();"

@@ -7,6 +7,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from paths import SRC
 
 
@@ -32,6 +34,7 @@ def complete(words: str) -> list[str]:
     return result.stdout.split()
 
 
+@pytest.mark.slow
 def test_completion_offers_preset_names() -> None:
     from attntrace.config.presets import PRESETS
 
@@ -41,6 +44,7 @@ def test_completion_offers_preset_names() -> None:
     assert "mistral-7b" in complete("attntrace check --preset ")
 
 
+@pytest.mark.slow
 def test_completion_offers_step_names_for_expect() -> None:
     assert complete("attntrace check --expect sc") == ["scores=", "scaled="]
     offered = complete("attntrace check -e ")

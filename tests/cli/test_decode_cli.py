@@ -134,6 +134,7 @@ def test_cache_file_is_read_and_past_is_its_length(tmp_path: Path) -> None:
         np.testing.assert_allclose(saved["v_all"][:, :5], v, rtol=1e-6)
 
 
+@pytest.mark.slow
 def test_a_saved_step_is_the_next_steps_cache(tmp_path: Path) -> None:
     first, second = tmp_path / "1.npz", tmp_path / "2.npz"
     assert invoke(*CACHED, "--past", "4", "--save", str(first))[0] == 0

@@ -103,6 +103,7 @@ def test_report_explain_adds_a_column_of_words(tmp_path: Path) -> None:
     assert "<th>explanation</th>" not in page.read_text(encoding="utf-8")
 
 
+@pytest.mark.slow
 def test_trace_explain_says_what_the_users_lines_do_with_their_sizes() -> None:
     notes = str(EXAMPLES / "seed_001_numpy.py")
     code, out, err = run_cli("trace", notes, "--explain", "--lang", "zh")
@@ -116,6 +117,7 @@ def test_trace_explain_says_what_the_users_lines_do_with_their_sizes() -> None:
     assert "trace --explain works with --format table" in err
 
 
+@pytest.mark.slow
 def test_lang_zh_writes_the_heat_maps_title_and_the_reports_headings(tmp_path: Path) -> None:
     code, out, _ = run_cli("run", *SMALL, "--batch", "2", "--lang", "zh")
     assert code == 0

@@ -125,6 +125,26 @@ TARGETS = [
 ]
 
 
+@pytest.fixture(autouse=True)
+def elsewhere(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each command line runs in a folder of its own: an output named by a relative path (a
+    hostile name) lands there, not in the checkout."""
+    monkeypatch.chdir(tmp_path)
+
+
+@pytest.fixture(autouse=True)
+def ctrl_c_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A command that serves until Ctrl-C (explore) gets it as soon as it serves, and opens no
+    browser: its options are fuzzed, its page is tests/explore's."""
+    from attntrace.explore.server import ExploreServer
+
+    def interrupted(self: object, poll_interval: float = 0.5) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(ExploreServer, "serve_forever", interrupted)
+    monkeypatch.setattr("webbrowser.open", lambda *args, **kwargs: True)
+
+
 @pytest.fixture(scope="module", autouse=True)
 def corpus() -> Iterator[dict[str, Path]]:
     """The hostile files the paths above name, made for this module and removed after it."""
@@ -200,6 +220,7 @@ def _hang(signum: int, frame: object) -> None:
     raise HangError("ran for more than 20 s")
 
 
+@pytest.mark.slow
 @settings(
     max_examples=200,
     deadline=None,
@@ -230,7 +251,9 @@ def _arguments(name: str) -> list[Any]:
     return [p for p in COMMANDS[name].params if p.param_type_name == "argument"]
 
 
-@pytest.mark.parametrize("target", TARGETS)
+# ids without the folder, which is this process's own: xdist's workers must collect the same ids
+@pytest.mark.slow
+@pytest.mark.parametrize("target", TARGETS, ids=[t.replace(str(_ROOT), "ROOT") for t in TARGETS])
 @pytest.mark.parametrize("name", [n for n in ("trace", "diff") if n in COMMANDS])
 def test_any_target_is_contained(name: str, target: str) -> None:
     """Each hostile TARGET (misbehaving user code, hostile paths and names) on its own."""

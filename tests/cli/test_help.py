@@ -266,6 +266,7 @@ def test_the_verified_versions_are_the_test_extras_pins() -> None:
     assert {name: pins[name] for name in fast_help.VERIFIED} == fast_help.VERIFIED
 
 
+@pytest.mark.slow
 def test_with_any_other_typer_or_rich_typer_draws_the_help(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

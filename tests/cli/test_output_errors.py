@@ -23,6 +23,8 @@ from attntrace.errors import ConfigError
 from hostile import invoke
 from paths import SRC
 
+pytestmark = pytest.mark.slow  # real processes or seconds per test
+
 HAVE_TORCH = importlib.util.find_spec("torch") is not None
 
 #: Commands printing a document, each in several formats (all of them offline and quick).

@@ -39,6 +39,7 @@ def imported_heavy(*args: str, watch: tuple[str, ...] = ("numpy", "torch")) -> t
     return result.stderr.strip().splitlines()[-1], result.stdout
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("args", [["--help"], ["run", "--help"], ["sweep", "--help"]])
 def test_help_imports_neither_numpy_nor_torch(args: list[str]) -> None:
     heavy, _ = imported_heavy(*args)
@@ -60,6 +61,7 @@ def test_shape_sweep_imports_neither_numpy_nor_torch() -> None:
     assert heavy == "HEAVY: []"
 
 
+@pytest.mark.slow
 def test_a_small_run_starts_no_pool_and_skips_threadpoolctl() -> None:
     # BLAS was loaded with one thread (small work): limiting it again is nothing to do, and
     # drawing 2.4M weights on a pool cost more in a fresh process than it saved
@@ -75,6 +77,7 @@ def test_a_small_run_starts_no_pool_and_skips_threadpoolctl() -> None:
     assert "(3, 12, 64)" in out
 
 
+@pytest.mark.slow
 def test_blas_pinned_only_when_every_thread_variable_says_one() -> None:
     code = (
         "import attntrace.backends as b; b.single_threaded_blas(); import numpy;"

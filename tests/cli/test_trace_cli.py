@@ -16,6 +16,8 @@ from attntrace.cli import app
 from attntrace.errors import install_hint
 from paths import DATA, REPO
 
+pytestmark = pytest.mark.slow  # real processes or seconds per test
+
 EXAMPLES = REPO / "examples"
 runner = CliRunner()
 

@@ -61,6 +61,7 @@ def test_the_capture_schema_is_a_valid_schema_shipped_in_the_package() -> None:
     assert capture_schema()["properties"]["schema"]["const"] == CAPTURE_SCHEMA_ID
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("script", ["seed_001_numpy.py", "seed_000_torch.py"])
 def test_json_of_the_examples_validates_with_no_failure(script: str) -> None:
     if "torch" in script:
@@ -74,6 +75,7 @@ def test_json_of_the_examples_validates_with_no_failure(script: str) -> None:
     assert doc["steps"]
 
 
+@pytest.mark.slow
 def test_json_of_a_shape_error_carries_the_failure(tmp_path: Path) -> None:
     pytest.importorskip("torch")
     (tmp_path / "buggy.py").write_text(BUGGY)
@@ -123,6 +125,7 @@ def test_json_of_an_error_outside_an_op_names_the_users_line(tmp_path: Path) -> 
     assert doc["failure"]["error"] == {"type": "KeyError", "message": "'heads'"}
 
 
+@pytest.mark.slow
 def test_csv_leaves_unknown_cells_empty_and_adds_the_role(tmp_path: Path) -> None:
     code, out, _ = _trace(str(REPO / "examples" / "seed_001_numpy.py"), "-f", "csv")
     assert code == 0

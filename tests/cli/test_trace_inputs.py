@@ -14,6 +14,8 @@ from typer.testing import CliRunner
 
 from attntrace.cli import app
 
+pytestmark = pytest.mark.slow  # real processes or seconds per test
+
 runner = CliRunner()
 
 VIT = """\

@@ -76,6 +76,7 @@ def test_verify_bfloat16_is_one_line_even_with_json() -> None:
     )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "args",
     [

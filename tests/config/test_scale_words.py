@@ -28,6 +28,7 @@ def test_an_unknown_word_is_refused_naming_the_choices() -> None:
 
 def test_the_report_writes_the_default_scale_as_one_over_root_d() -> None:
     page = render_report(trace_attention(AttentionConfig(seq=3, hidden=8, heads=2), "shape"))
-    assert "<td>scale</td><td>1/√d</td>" in page
+    assert "<td>scale</td><td>1/√d = 0.5</td>" in page  # d = 4
     unscaled = AttentionConfig(seq=3, hidden=8, heads=2, scale=1.0)
-    assert "<td>scale</td><td>1.0</td>" in render_report(trace_attention(unscaled, "shape"))
+    page = render_report(trace_attention(unscaled, "shape"))
+    assert "<td>scale</td><td>1 (unscaled)</td>" in page

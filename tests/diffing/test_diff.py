@@ -475,6 +475,7 @@ def _line(lines: list[str], text: str) -> int:
     return found[0]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("variant", VARIANTS, ids=[v[0] for v in VARIANTS])
 def test_planted_bug_is_named_at_its_line(variant: Variant, tmp_path: Path) -> None:
     key, base, changes, bug, blamed, config = variant
@@ -579,6 +580,7 @@ def test_correct_numpy_base_matches(batch: int | None, seq: int, dtype: str) -> 
     assert report.diagnosis is None
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 @pytest.mark.parametrize(
     ("base", "config"),
@@ -666,6 +668,7 @@ def _cli(*args: str) -> Any:
     return CliRunner().invoke(app, ["diff", *args])
 
 
+@pytest.mark.slow
 def test_cli_exit_codes_and_json(tmp_path: Path) -> None:
     good = _cli(f"{CORPUS / 'llama_torch.py'}:LlamaAttention", "--batch", "2", "--seq", "6")
     assert good.exit_code == 0, good.output
@@ -693,7 +696,9 @@ def test_cli_exit_codes_and_json(tmp_path: Path) -> None:
     doc = json.loads(bad.output)
     jsonschema.Draft202012Validator(diff_schema()).validate(doc)
     jsonschema.Draft202012Validator(diff_schema()).validate(json.loads(good_json.output))
-    assert doc["schema"] == "attntrace.diff/1"
+    assert doc["schema"] == "attntrace.diff/2"
+    assert doc["verdict"] == "differs"
+    assert doc["cannot_tell"] is None
     assert doc["ok"] is False
     assert doc["diagnosis"]["bug"] == "softmax-axis-2"
     assert doc["diagnosis"]["location"] == "wrong_axis.py:38"
@@ -709,6 +714,7 @@ def test_cli_exit_codes_and_json(tmp_path: Path) -> None:
     assert "self-attention" in cross.output
 
 
+@pytest.mark.slow
 def test_cli_input_file_and_code_that_raises(tmp_path: Path) -> None:
     x = np.random.default_rng(1).standard_normal((2, 6, 32)).astype(np.float32)
     np.save(tmp_path / "x.npy", x)
@@ -732,6 +738,7 @@ def test_cli_input_file_and_code_that_raises(tmp_path: Path) -> None:
     assert "attntrace trace" in raised.output
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("width", [80, 120])
 def test_table_keeps_every_column_whole_at_80_and_wider(width: int) -> None:
     from rich.console import Console

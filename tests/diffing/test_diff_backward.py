@@ -143,6 +143,7 @@ def test_each_planted_backward_bug_is_named(tmp_path: Path, key: str) -> None:
     assert "d_b_o" not in differing  # nothing before the output's linear is touched
 
 
+@pytest.mark.slow
 def test_correct_modules_match_for_gradients() -> None:
     torch.manual_seed(0)
     mha = torch.nn.MultiheadAttention(32, 4, batch_first=True)
@@ -229,6 +230,7 @@ def _cli(*args: str) -> Any:
     return CliRunner().invoke(app, ["diff", *args])
 
 
+@pytest.mark.slow
 def test_cli_backward_json_and_exit_codes(tmp_path: Path) -> None:
     sizes = ("--batch", "2", "--seq", "5", "--hidden", "32", "--heads", "4")
     good = _cli(f"{BASE}:HandAttention", *sizes, "--backward", "-f", "json")

@@ -37,6 +37,7 @@ class KFirst(torch.nn.Module):
         return self.d((w @ v).transpose(1, 2).reshape(B, S, H))  # type: ignore[no-any-return]
 
 
+@pytest.mark.slow
 def test_a_module_that_calls_k_first_is_told_the_swap_that_matches() -> None:
     torch.manual_seed(0)
     report = diff(KFirst(), CONFIG)

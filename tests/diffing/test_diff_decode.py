@@ -148,6 +148,7 @@ def test_a_module_without_a_cache_argument_or_a_function_is_refused() -> None:
         diff(attend, cfg)
 
 
+@pytest.mark.slow
 def test_cli_diff_past_exit_codes_and_json(tmp_path: Path) -> None:
     runner = CliRunner()
     args = ["diff", f"{DATA / 'llama_kv_cache.py'}:LlamaAttention", "--rope", "--causal"]

@@ -314,6 +314,7 @@ def test_another_error_of_the_code_stays_the_users(tmp_path: Path) -> None:
         _diff(path, G, seq=1, past=3)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("old", "new", "bug"),
     [

@@ -12,6 +12,8 @@ from typing import Any
 import numpy as np
 import pytest
 
+pytestmark = pytest.mark.slow  # real processes or seconds per test
+
 pytest.importorskip("torch")
 
 #: timm's Attention block (dim 64, 4 heads); CALLS records the shape of every input it gets.
@@ -213,12 +215,16 @@ def test_a_mask_the_code_builds_without_causal_is_named_not_an_unknown_step(
     of the blamed tensor are set against the step at the mistake, not looked up and lost."""
     target = _write(tmp_path, "masked", MASKED) + ":Attention"
     result = _cli(target, "--batch", "2", "--seq", "5", "--format", "json")
-    assert result.exit_code == 1, result.output
-    diagnosis = json.loads(result.stdout)["diagnosis"]
+    assert result.exit_code == 4, result.output  # causal or not: no flag said, CANNOT TELL
+    doc = json.loads(result.stdout)
+    diagnosis = doc["diagnosis"]
     assert diagnosis["bug"] == "causal-unexpected"
     assert diagnosis["location"] == "masked.py:22"  # the triu line: the mask's first numbers
     assert "--causal" in diagnosis["fix"]
+    assert doc["verdict"] == "cannot tell"
+    assert doc["cannot_tell"]["remedy"].startswith("pass --causal if that is the model's")
     assert _cli(target, "--batch", "2", "--seq", "5", "--causal").exit_code == 0
+    assert _cli(target, "--batch", "2", "--seq", "5", "--no-causal").exit_code == 1
 
 
 def test_bfloat16_is_refused_in_one_line_and_a_bfloat16_module_compares_in_float32(

@@ -205,6 +205,7 @@ NANO_BUGS.append(
 )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("old", "new", "bug", "flash"), NANO_BUGS, ids=[b[2] for b in NANO_BUGS])
 def test_a_bug_planted_in_nanogpt_is_named_at_its_line(
     tmp_path: Path, old: str, new: str, bug: str, flash: bool
@@ -222,6 +223,7 @@ def test_a_bug_planted_in_nanogpt_is_named_at_its_line(
     assert d.location == f"{path.name}:{found[0] + 1}", (d.location, d.source)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kv_heads", [None, 2])
 def test_x_transformers_attention_matches_with_its_steps_seen(kv_heads: int | None) -> None:
     pytest.importorskip("x_transformers")

@@ -57,6 +57,7 @@ class Scaled(torch.nn.MultiheadAttention):
         return out * 2, weights
 
 
+@pytest.mark.slow
 def test_a_wrong_output_after_correct_steps_is_not_blamed_on_them() -> None:
     torch.manual_seed(0)
     config = AttentionConfig(batch=2, seq=5, hidden=32, heads=4)

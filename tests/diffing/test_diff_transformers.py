@@ -270,6 +270,7 @@ def _planted(tmp_path: Path, family: str, old: str, new: str) -> tuple[Any, str,
     return getattr(module, CLASSES[family]), path.name, found[0] + 1
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("family", "old", "new", "bug", "init"),
     PLANTED,
@@ -292,6 +293,7 @@ def test_a_bug_planted_in_a_verbatim_copy_is_named_at_its_line(
             assert d.location == f"{file}:{line}", (d.location, d.source)
 
 
+@pytest.mark.slow
 def test_trace_and_diff_cli_without_a_wrapper_file() -> None:
     from typer.testing import CliRunner
 

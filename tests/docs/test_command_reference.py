@@ -41,6 +41,7 @@ def test_every_command_option_default_and_choice_is_on_the_page() -> None:
         "verify",
         "diff",
         "demo",
+        "explore",
     ]
     sections = page.split("\n## attntrace ")[1:]
     assert [s.split("\n", 1)[0] for s in sections] == names

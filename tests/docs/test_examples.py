@@ -3,8 +3,6 @@ says how a page writes one); a page edited by hand, or a program that changed, f
 
 from __future__ import annotations
 
-import os
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import doc_examples as ex
@@ -12,6 +10,9 @@ import pytest
 
 from conftest import torch_is_missing
 from paths import REPO
+
+# every example of the pages, each a fresh process: .ci/run runs them after the README's command
+pytestmark = [pytest.mark.slow, pytest.mark.e2e]
 
 EXAMPLES = ex.all_examples()
 
@@ -30,28 +31,13 @@ def runnable(example: ex.Example) -> bool:
     return not (torch_is_missing() and ex.needs_torch(example))
 
 
-def example_of(item: pytest.Item) -> ex.Example | None:
-    callspec = getattr(item, "callspec", None)
-    return None if callspec is None else callspec.params.get("example")
-
-
-@pytest.fixture(scope="module")
-def outputs(workdir: Path, request: pytest.FixtureRequest) -> dict[str, tuple[int, list[str]]]:
-    """(exit code, output lines) of every selected example, run side by side on the cores."""
-    items = request.session.items
-    todo = [e for item in items if (e := example_of(item)) is not None and runnable(e)]
-    with ThreadPoolExecutor(max_workers=min(4, os.cpu_count() or 1)) as pool:
-        results = list(pool.map(lambda e: ex.run(e, workdir), todo))
-    return {e.id: result for e, result in zip(todo, results, strict=True)}
-
-
 @pytest.mark.parametrize("example", EXAMPLES, ids=[e.id for e in EXAMPLES])
 def test_example_prints_what_the_page_says(
-    example: ex.Example, outputs: dict[str, tuple[int, list[str]]], request: pytest.FixtureRequest
+    example: ex.Example, workdir: Path, request: pytest.FixtureRequest
 ) -> None:
     if not runnable(example):
         pytest.skip(f"{example.id} needs torch, which is not installed")
-    code, actual = outputs[example.id]
+    code, actual = ex.run(example, workdir)  # one example per test: xdist spreads them
     if (code, ex.matches(example.output, actual)) == (example.exit_code, True):
         return
     if request.config.getoption("--update-golden"):

@@ -52,9 +52,10 @@ def test_the_readme_is_short_and_keeps_the_two_commands() -> None:
     lines = README.splitlines()
     assert INSTALL in lines
     ci = (REPO / ".ci" / "run").read_text(encoding="utf-8")
-    test_command = next(line for line in lines if line.startswith("{ command -v chromium"))
-    assert test_command.endswith("python -m pytest")
-    assert test_command + " && " in ci  # .ci/run runs exactly the README's test command
+    test_command = next(line for line in lines if 'pip install -q -e ".[test]"' in line)
+    assert test_command.endswith('python -m pytest -n auto -m "not e2e"')
+    assert not {"apt-get", "sudo"} & set(test_command.split())  # no root needed
+    assert f"\n{test_command} && " in ci  # .ci/run runs exactly the README's test command
 
 
 def test_the_readme_links_into_the_site_and_names_no_placeholder() -> None:

@@ -10,9 +10,11 @@ from importlib import metadata
 from pathlib import Path
 
 import pytest
+from typer.testing import CliRunner
 
 from attntrace import errors
-from attntrace.errors import EXTRAS, install_hint
+from attntrace.cli import app
+from attntrace.errors import EXTRAS, TORCH_CPU_INDEX, TORCH_DOCS, install_hint
 from paths import REPO
 
 
@@ -60,8 +62,24 @@ def test_from_a_git_url_the_hint_reinstalls_that_url(installed: Install) -> None
     installed({"url": url, "vcs_info": {"vcs": "git", "commit_id": "a" * 40}})
     assert install_hint("torch") == (
         f"install it with: pip install 'attntrace[torch] @ git+{url}@{'a' * 40}' "
-        "(or just the library: pip install 'torch>=2.1')"
+        "(or just the library: pip install 'torch>=2.1'); on Linux, for the CPU wheel add "
+        "--extra-index-url https://download.pytorch.org/whl/cpu (docs/getting-started.md#pytorch)"
     )
+
+
+def test_the_torch_hint_links_the_one_page_on_pytorchs_wheels() -> None:
+    """Every hint naming the torch extra points at getting-started's PyTorch section, which
+    exists and gives the index of CPU wheels (Linux) and what macOS and Windows get."""
+    page, anchor = TORCH_DOCS.split("#")
+    text = (REPO / page).read_text(encoding="utf-8")
+    assert anchor == "pytorch"  # mkdocs' anchor of the title below
+    assert "\n### PyTorch\n" in text
+    assert all(word in text for word in (TORCH_CPU_INDEX, "macOS", "Windows"))
+    assert all(part in install_hint("torch") for part in (TORCH_CPU_INDEX, TORCH_DOCS))
+    assert TORCH_DOCS not in install_hint("plot")
+    for command in ("run", "verify"):  # --backend's help, verify's own
+        result = CliRunner().invoke(app, [command, "--help"], env={"COLUMNS": "400"})
+        assert TORCH_DOCS in result.output, result.output
 
 
 def test_from_a_wheel_the_hint_names_the_wheel(installed: Install, tmp_path: Path) -> None:

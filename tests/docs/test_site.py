@@ -17,6 +17,8 @@ import pytest
 from browser import render_in_browser
 from paths import REPO, SRC
 
+pytestmark = pytest.mark.slow  # real processes or seconds per test
+
 pytest.importorskip("mkdocs", reason="the site needs mkdocs (the test extra)")
 pytest.importorskip("material", reason="the site needs mkdocs-material (the test extra)")
 

@@ -58,6 +58,7 @@ def test_gradients_equal_autograd_float64(variant: str) -> None:
     assert trace.training.saved_bytes == saved  # what autograd keeps, one count per storage
 
 
+@pytest.mark.slow
 @settings(max_examples=25, deadline=None)
 @given(
     batch=st.sampled_from([None, 1, 2]),
@@ -136,6 +137,7 @@ def test_keeping_one_gradient_gives_the_same_values() -> None:
     assert one["weights"].value is None  # read by the backward, then dropped
 
 
+@pytest.mark.slow
 @settings(max_examples=10, deadline=None)
 @given(
     batch=st.sampled_from([None, 2]),

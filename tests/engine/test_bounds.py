@@ -51,7 +51,7 @@ def test_unexpected_errors_are_one_line_exit_3(monkeypatch: pytest.MonkeyPatch) 
             "e.g. --key-lengths 3,3,3,3,...",
         ),
         (["run", "--max-memory", "1e400GiB"], "cannot read the size"),
-        (["run", "--max-memory", "9" * 400], "is too large"),
+        (["run", "--max-memory", "9" * 400], "is 400 characters long; the most it takes is 64"),
         (["run", "--rope", "--rope-base", "inf"], "--rope-base must be a number > 0 and finite"),
         (
             ["run", "--seed", "18446744073709551616"],

@@ -54,6 +54,7 @@ def assert_step_is_prefill_tail(config: AttentionConfig, backend: str = "numpy")
 BASE = {"hidden": 16, "heads": 4, "dtype": "float64", "bias": False}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("backend", ["numpy", "torch"])
 @pytest.mark.parametrize(
     "variant",
@@ -92,6 +93,7 @@ def test_the_step_is_the_tail_of_the_prefill(variant: dict[str, Any], backend: s
     assert_step_is_prefill_tail(config, backend)
 
 
+@pytest.mark.slow
 @settings(max_examples=40, deadline=None)
 @given(
     past=st.integers(1, 12),

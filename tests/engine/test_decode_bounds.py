@@ -4,7 +4,10 @@ and under 80 MiB, measured in a child process as tests/engine/test_shape_bounds.
 
 from __future__ import annotations
 
+import pytest
 from test_shape_bounds import _measure
+
+pytestmark = pytest.mark.slow  # real processes or seconds per test
 
 PRESET = ("run", "--backend", "shape", "--preset", "llama-3-70b")
 

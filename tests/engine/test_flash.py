@@ -311,6 +311,7 @@ def test_flash_with_masks_at_huge_sizes_allocates_nothing() -> None:
     assert trace["s_masked"].flops == 2 * 64 * 128 * 128 * trace["s_masked"].repeat
 
 
+@pytest.mark.slow
 @settings(max_examples=40, deadline=None)
 @given(
     seq=st.integers(1, 9),
@@ -342,6 +343,7 @@ def test_flash_equals_eager_with_random_masks(
     _flash_vs_eager(fields, user, "numpy", block)
 
 
+@pytest.mark.slow
 def test_run_command_traces_flash_with_a_mask_file(tmp_path: object) -> None:
     from pathlib import Path
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import warnings
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -37,6 +38,7 @@ def paged_configs(draw: st.DrawFn) -> tuple[AttentionConfig, int]:
     return config, draw(st.integers(1, 7))
 
 
+@pytest.mark.slow
 @settings(max_examples=40, deadline=None)
 @given(paged_configs())
 def test_the_gather_is_a_copy_of_what_the_step_holds(case: tuple[AttentionConfig, int]) -> None:

@@ -121,6 +121,7 @@ def test_numpy_matmul_of_a_large_stack_splits_heads_with_the_same_bits_as_one_th
         np.testing.assert_array_equal(got, np.matmul(q, k_t))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("shape", [(1, 2048, 1024), (3, 1001, 512), (1, 700, 768)])
 def test_numpy_linear_split_over_the_pool_gives_the_bits_of_one_blas_call_per_block(
     shape: tuple[int, ...],

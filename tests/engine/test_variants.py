@@ -202,6 +202,7 @@ def variant_configs(draw: st.DrawFn) -> AttentionConfig:
     )
 
 
+@pytest.mark.slow
 @settings(max_examples=60, deadline=None)
 @given(cfg=variant_configs())
 def test_shape_backend_agrees_with_numpy_on_every_combination(cfg: AttentionConfig) -> None:

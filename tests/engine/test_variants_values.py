@@ -94,6 +94,7 @@ def test_key_padding_matches_sdpa_bool_mask(compute_backend: str) -> None:
     assert np.all(t["weights"].value[1, :, :, 2:] == 0.0)
 
 
+@pytest.mark.slow
 def test_key_padding_polarity_of_nn_multihead_attention() -> None:
     """nn.MultiheadAttention's key_padding_mask is True = ignore: the opposite of ours."""
     t = trace_attention(f64(batch=2, seq=4, hidden=8, heads=2, key_lengths=(4, 2)), "numpy")

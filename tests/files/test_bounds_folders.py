@@ -69,6 +69,7 @@ def _one_line_naming(outcome: object, link: str) -> None:
     assert "SECRET" not in outcome.err + outcome.out
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("index", [False, True], ids=["single", "sharded"])
 def test_a_hugging_face_cache_of_links_into_blobs_works(tmp_path: Path, index: bool) -> None:
     snapshot = _hf_cache(tmp_path, index=index)
@@ -78,6 +79,7 @@ def test_a_hugging_face_cache_of_links_into_blobs_works(tmp_path: Path, index: b
     assert cached.out == invoke("run", "--model", str(plain), "-f", "json").out
 
 
+@pytest.mark.slow
 def test_links_inside_the_folder_work(tmp_path: Path) -> None:
     folder = _folder(tmp_path / "m")
     (folder / "real").mkdir()
@@ -107,6 +109,7 @@ def _targets(tmp_path: Path) -> dict[str, Path]:
     }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "link", ["config.json", "model.safetensors", "model.safetensors.index.json", "shard"]
 )
@@ -129,6 +132,7 @@ def test_a_link_out_of_a_cache_snapshot_is_refused(tmp_path: Path) -> None:
     _one_line_naming(invoke("run", "--model", str(snapshot)), "config.json")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("size", [0, 3, 8, 16, 64, len(SECRET)])
 def test_no_message_shows_the_bytes_of_a_non_weights_file(tmp_path: Path, size: int) -> None:
     for suffix in (".safetensors", ".npz", ".npy"):
@@ -147,6 +151,7 @@ def test_no_message_shows_the_bytes_of_a_non_weights_file(tmp_path: Path, size: 
 SHAPES = [(0, H), (H, 0), (0, 0), (0,)]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("shape", SHAPES, ids=str)
 @pytest.mark.parametrize("name", ["w_q", "w_k", "w_o", "b_v"])
 def test_zero_size_weights_are_one_line(tmp_path: Path, shape: tuple[int, ...], name: str) -> None:

@@ -16,6 +16,8 @@ from attntrace.tools.check import MAX_GOLDEN_RECORDS, MAX_SPEC_CONFIGS, SPEC_LIM
 from hostile import invoke
 from paths import SRC
 
+pytestmark = pytest.mark.slow  # real processes or seconds per test
+
 #: Lengths of the numbers tried: past a float, past int64, at and past Python's str limit.
 DIGITS = [20, 40, 400, 4300, 4301, 5000, 100_000]
 

@@ -21,6 +21,8 @@ import pytest
 from hostile import TORCH_FILES, hostile_files
 from paths import SRC
 
+pytestmark = pytest.mark.slow  # real processes or seconds per test
+
 #: Address space each run may map (numpy, torch and Python itself fit easily).
 ADDRESS_LIMIT = 3 * 1024**3
 #: Generous bounds on one run: seconds of wall time and MiB of peak resident memory.

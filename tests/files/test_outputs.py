@@ -109,6 +109,7 @@ def _no_temporary(folder: Path) -> None:
     assert [p.name for p in folder.iterdir() if p.name.endswith(".tmp")] == []
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", NOT_REGULAR)
 @pytest.mark.parametrize("writer", WRITERS)
 def test_no_output_replaces_a_file_that_is_not_regular(
@@ -237,6 +238,7 @@ INPUT_CASES = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("spelling", range(5))
 @pytest.mark.parametrize("case", INPUT_CASES)
 def test_no_output_replaces_an_input(
@@ -310,3 +312,14 @@ def test_refuse_inputs_compares_files_not_names(tmp_path: Path) -> None:
     with pytest.raises(InputFileError, match="is the --input input"):
         refuse_inputs({"--save": tmp_path / "other-name.bin"}, {"--input": [data]})
     refuse_inputs({"--save": tmp_path / "new.bin"}, {"--input": [data]})  # nothing to replace
+
+
+def test_output_dash_is_stdout_and_writes_no_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``-o -`` prints to stdout, as for every tool that takes a file name; no file ``-``."""
+    monkeypatch.chdir(tmp_path)
+    outcome = invoke("run", "--seq", "2", "--hidden", "8", "--heads", "2", "-f", "csv", "-o", "-")
+    assert outcome.code == 0, outcome.err
+    assert outcome.out.splitlines()[0].startswith("index,name,op,shape")
+    assert list(tmp_path.iterdir()) == []

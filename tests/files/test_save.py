@@ -35,6 +35,7 @@ def test_save_holds_every_step_parameter_and_the_config(tmp_path: Path) -> None:
     assert meta == {**config.to_dict(), "backend": "numpy", "format": "attntrace-trace/1"}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "extra", [[], ["--batch", "2", "--scale", "none", "--dtype", "float64"], ["--backend", "torch"]]
 )

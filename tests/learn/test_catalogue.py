@@ -216,6 +216,7 @@ def _configs(draw: st.DrawFn) -> AttentionConfig:
     )
 
 
+@pytest.mark.slow
 @settings(max_examples=40, deadline=None)
 @given(_configs(), st.sampled_from(LANGS))
 def test_the_numbers_in_a_sentence_are_this_runs(config: AttentionConfig, lang: str) -> None:

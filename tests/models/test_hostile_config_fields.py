@@ -197,6 +197,7 @@ def _generated() -> list[tuple[str, object]]:
     return [(name, value) for name, kind in FIELDS.items() for value in _bad_values(kind)]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("field", "value"), _generated(), ids=lambda v: str(v)[:20])
 def test_every_field_of_the_table_refuses_values_outside_its_kind(
     tmp_path: Path, field: str, value: object
@@ -209,6 +210,7 @@ def test_every_field_of_the_table_refuses_values_outside_its_kind(
     assert f" {field} " in outcome.err, outcome.err
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("group", ["rope_scaling", "rope_parameters"])
 def test_every_scaling_field_refuses_values_outside_its_kind(tmp_path: Path, group: str) -> None:
     from attntrace.models.hf_config import SCALING_FIELDS

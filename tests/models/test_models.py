@@ -198,6 +198,7 @@ FAMILIES: dict[str, tuple[str, dict[str, Any], Callable[[Any, int], Any]]] = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("family", list(FAMILIES))
 def test_layer_of_a_saved_model_gives_its_forward(tmp_path: Path, family: str) -> None:
     kind, sizes, module = FAMILIES[family]
@@ -417,6 +418,7 @@ def test_qk_norm_weights_are_read(
     assert_same(out, got, real=(6, 4))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("layer", [0, 1])
 def test_t5_layers_with_the_relative_bias_of_block_0(tmp_path: Path, layer: int) -> None:
     """T5: unscaled scores plus a bias per bucket of j - i; block 0 holds the table and every

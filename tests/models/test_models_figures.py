@@ -91,6 +91,7 @@ def test_preset_figures_are_the_run_figures() -> None:
     )
 
 
+@pytest.mark.slow
 def test_hf_config_and_model_folder_give_their_layer_count(tmp_path: Path) -> None:
     config = {
         "model_type": "llama",
@@ -145,6 +146,7 @@ def test_table_and_markdown_show_the_figures_and_bad_layers_is_one_line() -> Non
     )
 
 
+@pytest.mark.slow
 def test_sweep_layers_adds_the_whole_model_to_every_point() -> None:
     """sweep --layers L (or a preset's layer count): JSON whole_model per point, three CSV
     columns after the point's own, two table columns; without it the output is unchanged."""

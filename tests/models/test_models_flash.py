@@ -26,6 +26,7 @@ def assert_output(out: dict[str, np.ndarray], want: np.ndarray, rows: tuple[int,
         np.testing.assert_allclose(out["output"][b, :n], want[b, :n], atol=1e-5)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("block", [None, "2", "4"])
 def test_gemma2_soft_cap_and_window_in_flash_tiles(tmp_path: Path, block: str | None) -> None:
     kind, sizes, module = FAMILIES["gemma2-softcap-window"]

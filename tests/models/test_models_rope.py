@@ -233,6 +233,7 @@ def trace_folder(folder: Path, x: np.ndarray, name: str, *args: object) -> dict[
         return {k: npz[k] for k in npz.files}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("layer", [0, 1])
 def test_saved_gptj_model_with_interleaved_partial_rotary_gives_its_forward(
     tmp_path: Path, layer: int
@@ -304,6 +305,7 @@ def meta_folder(tmp_path: Path) -> tuple[Any, Path]:
     return model, meta
 
 
+@pytest.mark.slow
 def test_meta_checkpoint_read_interleaved_and_unpermuted_gives_the_converted_load(
     tmp_path: Path,
 ) -> None:

@@ -78,6 +78,7 @@ def run_saved(folder: Path, x: np.ndarray, *args: object) -> dict[str, np.ndarra
         return {k: npz[k] for k in npz.files}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("layer", [0, 1])
 def test_t5_decoder_self_attention_is_causal_with_a_one_way_relative_bias(
     tmp_path: Path, layer: int
@@ -100,6 +101,7 @@ def test_t5_decoder_self_attention_is_causal_with_a_one_way_relative_bias(
     assert "--layer-prefix" in result.stderr
 
 
+@pytest.mark.slow
 def test_t5_cross_attention_from_the_folder_with_the_encoders_states(tmp_path: Path) -> None:
     """EncDecAttention: q from the decoder (S = 5), k and v from the encoder's output (N = 6),
     no position bias, the encoder's padding as key lengths. The CLI needs --kv-seq (x_kv is
@@ -160,6 +162,7 @@ def test_t5_cross_attention_from_the_folder_with_the_encoders_states(tmp_path: P
 FALCON = {"vocab_size": 32, "hidden_size": 16, "num_attention_heads": 4, "num_hidden_layers": 2}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "sizes",
     [
@@ -208,6 +211,7 @@ def test_falcon_weights_without_a_config_are_split_by_their_rows(
             np.testing.assert_allclose(out["output"][b, :n], got.output[b, :n], atol=1e-5)
 
 
+@pytest.mark.slow
 def test_sweep_picks_a_t5_decoder_layer_with_layer_prefix(tmp_path: Path) -> None:
     """sweep reads the layer of --layer-prefix as run does (it asked for the option without
     taking it); a prefix without --model is refused, in sweep and check alike."""

@@ -172,6 +172,7 @@ def _closed_forms(c: AttentionConfig) -> dict[str, int]:
     }
 
 
+@pytest.mark.slow
 @given(
     batch=st.none() | st.integers(1, 3),
     seq=st.integers(1, 9),
@@ -254,6 +255,7 @@ def test_json_flash_steps_give_tiles_and_the_whole_cost(seq: int) -> None:
     }
 
 
+@pytest.mark.slow
 def test_run_format_json_prints_only_the_document() -> None:
     code, out, err = run_cli("run", "--format", "json", "--heads", "12", "--hidden", "768")
     assert code == 0, err
@@ -276,6 +278,7 @@ def test_json_is_the_same_on_every_backend_but_the_backend_name(compute_backend:
     assert doc == shapes_only
 
 
+@pytest.mark.slow
 def test_csv_parses_with_the_csv_module() -> None:
     code, out, err = run_cli(
         "run", "--format", "csv", "--batch", "2", "--seq", "3", "--hidden", "768", "--heads", "12"
@@ -424,6 +427,7 @@ def _run_process(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("fmt", ["table", "json", "csv", "markdown"])
 def test_piped_output_has_no_escape_codes(fmt: str) -> None:
     done = _run_process("run", "--format", fmt, "--seq", "4", "--hidden", "8", "--heads", "2")
@@ -435,6 +439,7 @@ def test_piped_output_has_no_escape_codes(fmt: str) -> None:
 COLOUR = re.compile(r"\x1b\[[0-9;]*(?:3[0-7]|38;|4[0-7]|48;)[0-9;]*m")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("how", [("--no-color",), ()], ids=["--no-color", "NO_COLOR"])
 def test_no_color_and_NO_COLOR_turn_colours_off_on_a_terminal(how: tuple[str, ...]) -> None:
     env = {"FORCE_COLOR": "1", **({} if how else {"NO_COLOR": "1"})}

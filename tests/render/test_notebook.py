@@ -161,6 +161,7 @@ def test_a_sweep_is_still_a_list_of_points() -> None:
     assert points == [measure(AttentionConfig(seq=4))]
 
 
+@pytest.mark.slow
 def test_the_notebook_view_renders_in_headless_chromium_with_visible_heat_maps(
     tmp_path: Any,
 ) -> None:

@@ -12,6 +12,8 @@ from test_notebook import check_html
 
 from paths import SRC
 
+pytestmark = pytest.mark.slow  # real processes or seconds per test
+
 nbformat = pytest.importorskip("nbformat")
 nbclient = pytest.importorskip("nbclient")
 pytest.importorskip("ipykernel")

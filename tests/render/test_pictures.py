@@ -59,6 +59,7 @@ def colour_panels(png: Path) -> int:
     return regions
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("heads", "causal"), [(6, True), (4, False), (1, False)])
 def test_plot_has_one_panel_per_head_and_a_colour_bar(
     tmp_path: Path, heads: int, causal: bool
@@ -82,6 +83,7 @@ def test_plot_has_one_panel_per_head_and_a_colour_bar(
     assert colour_panels(png) == heads + 1
 
 
+@pytest.mark.slow
 def test_masked_cells_are_a_grey_no_weight_has(tmp_path: Path) -> None:
     image_module = pytest.importorskip("matplotlib.image")
     for causal in (True, False):
@@ -104,6 +106,7 @@ def test_masked_cells_are_a_grey_no_weight_has(tmp_path: Path) -> None:
         assert (grey > 500) == causal
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("suffix", [".svg", ".pdf"])
 def test_plot_writes_svg_and_pdf(tmp_path: Path, suffix: str) -> None:
     pytest.importorskip("matplotlib")
@@ -135,6 +138,7 @@ def test_bad_pictures_are_one_line_exit_2(
     assert err.count("\n") == 1
 
 
+@pytest.mark.slow
 def test_without_matplotlib_the_error_names_the_extra(tmp_path: Path) -> None:
     code = (
         "import sys; sys.modules['matplotlib'] = None; sys.argv = ['attntrace', 'run', '--plot', "
@@ -226,6 +230,7 @@ def test_the_readme_flow_picture_is_what_the_documented_command_draws() -> None:
     )
 
 
+@pytest.mark.slow
 def test_small_plots_label_the_tokens_and_write_each_weight_in_its_cell(tmp_path: Path) -> None:
     """Up to 16 tokens every cell holds its weight and the axes say q0.., k0.. (issue 31)."""
     matplotlib = pytest.importorskip("matplotlib")

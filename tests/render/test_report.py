@@ -7,6 +7,7 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 import numpy as np
+import pytest
 from typer.testing import CliRunner
 
 from attntrace import AttentionConfig, trace_attention
@@ -47,7 +48,8 @@ def test_report_holds_steps_flow_heads_costs_and_config() -> None:
     assert f"q5 -&gt; k2: {expected:.4f}" in titles[144 + 5 * 12 + 2]
     assert "q0 -&gt; k1: masked" in page
     assert "KV cache" in page
-    assert "<td>kv_heads</td><td>2</td>" in page
+    kv_heads = '<td>kv_heads <span class="t">(g)</span></td><td>2, each serving 2 query heads</td>'
+    assert kv_heads in page
 
 
 def test_report_fetches_nothing() -> None:
@@ -99,7 +101,7 @@ def test_report_shows_the_whole_model_of_layers_or_the_presets_layer_count(tmp_p
     assert "<h2>Whole model: L=3 layers like this one, B=1, S=12</h2>" in page
     assert f"<td>{want.params:,}</td>" in page  # the exact count, as in the terminal's table
     assert want.kv_cache_bytes == 3 * 12 * 2 * 2 * 8 * 4  # L·N·2·g·d·bytes
-    assert "<td>KV cache (float32)</td><td class=num>4.50 KiB</td>" in page
+    assert '<td>KV cache (float32)</td><td class="num">4.50 KiB</td>' in page
     assert page.index("<h2>Costs</h2>") < page.index("<h2>Whole model") < page.index("<h2>Config")
     preset = runner.invoke(
         app,
@@ -125,6 +127,7 @@ def test_report_shows_the_whole_model_of_layers_or_the_presets_layer_count(tmp_p
     assert not (tmp_path / "r.html").exists()  # refused before anything is written
 
 
+@pytest.mark.slow
 def test_report_renders_in_headless_chromium(tmp_path: Path) -> None:
     out = tmp_path / "report.html"
     assert runner.invoke(app, ["report", "--out", str(out), *ARGS]).exit_code == 0
@@ -137,6 +140,7 @@ def test_report_renders_in_headless_chromium(tmp_path: Path) -> None:
     assert blue.sum() > 50
 
 
+@pytest.mark.slow
 def test_the_console_check_catches_errors(tmp_path: Path) -> None:
     """The check above is not blind: a page that logs an error is caught."""
     page = tmp_path / "bad.html"
@@ -149,6 +153,7 @@ def test_the_console_check_catches_errors(tmp_path: Path) -> None:
     assert any("Uncaught ReferenceError" in line for line in console)
 
 
+@pytest.mark.slow
 def test_the_reports_heat_maps_have_visible_contrast_and_labels(tmp_path: Path) -> None:
     """Issue 31: the heat maps are not blank, their darkest and lightest cells far apart, and
     each cell holds its number up to 16 tokens."""

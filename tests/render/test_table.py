@@ -87,6 +87,7 @@ def _plain(trace: Trace, view: dict[str, object], width: int) -> list[str]:
     return _drawn(trace, view, "file", width).splitlines()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", list(CONFIGS))
 def test_every_part_is_drawn_in_order_within_the_width(name: str) -> None:
     trace, view = _trace(name)
@@ -99,6 +100,7 @@ def test_every_part_is_drawn_in_order_within_the_width(name: str) -> None:
             assert any(line.startswith("whole model: L=") for line in lines), width
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["small", "gqa", "causal rope", "flash", "values", "layers"])
 def test_from_80_columns_every_step_is_one_row_with_its_shape_and_axes(name: str) -> None:
     trace, view = _trace(name)

@@ -82,6 +82,7 @@ def test_same_columns_at_every_width_and_no_line_too_wide(columns: int) -> None:
     assert not [line for line in out.splitlines() if line != line.rstrip()]  # no trailing spaces
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("columns", "config"),
     [
@@ -159,6 +160,7 @@ def test_wrap_op_only_breaks_between_names(words: list[str], width: int) -> None
     assert all(line == line.strip() for line in lines)
 
 
+@pytest.mark.slow
 def test_ascii_stdout_falls_back_to_ascii() -> None:
     result = cli("run", "--kv-heads", "4", "--causal", env={"PYTHONIOENCODING": "ascii"})
     assert result.returncode == 0, result.stderr
@@ -169,15 +171,30 @@ def test_ascii_stdout_falls_back_to_ascii() -> None:
     assert result.stderr == ""
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "args", [["run", "--help"], ["check", "--help"], ["run", "-f", "markdown", "--kv-heads", "4"]]
 )
-def test_dumb_terminal_gets_ascii_too(args: list[str]) -> None:
-    result = cli(*args, env={"TERM": "dumb", "PYTHONIOENCODING": "utf-8"})
+def test_dumb_terminal_with_ascii_encoding_gets_ascii(args: list[str]) -> None:
+    result = cli(*args, env={"TERM": "dumb", "PYTHONIOENCODING": "ascii"})
     assert result.returncode == 0, result.stderr
     assert result.stdout.isascii()
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("lang", [["--lang", "zh"], []])
+def test_dumb_terminal_with_utf8_keeps_chinese(lang: list[str]) -> None:
+    """TERM=dumb means no cursor control, not no Unicode: Emacs' shell shows Chinese."""
+    env = {"TERM": "dumb", "PYTHONIOENCODING": "utf-8", "LANG": "zh_CN.UTF-8"}
+    result = cli("run", "--explain", *lang, env=env)
+    assert result.returncode == 0, result.stderr
+    assert "拼接多头" in result.stdout
+    assert "(3, 768) → (3, 12, 64)" in result.stdout
+    assert "?" not in result.stdout
+    assert "\x1b[" not in result.stdout  # still no colour or cursor codes
+
+
+@pytest.mark.slow
 def test_piped_into_head_exits_0_quietly() -> None:
     run = f"{sys.executable} -m attntrace run --seq 200 --values --values-limit 100000"
     result = cli(shell=f"set -o pipefail; {run} | head -1")
@@ -194,6 +211,7 @@ def test_bare_attntrace_prints_its_help_once() -> None:
     assert result.stderr == ""
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("columns", [60, 80])
 def test_help_wraps_within_the_width(columns: int) -> None:
     result = cli("run", "--help", env={"COLUMNS": str(columns)})

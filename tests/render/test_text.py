@@ -71,6 +71,7 @@ def test_inert_markup_is_printed_literally(markup: str) -> None:
     assert _rendered(f"[dim]{inert(markup)}[/dim]") == markup
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(st.text())
 def test_inert_output_renders_as_plain_text(text: str) -> None:

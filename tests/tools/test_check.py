@@ -212,6 +212,7 @@ def test_golden_passes_on_every_backend_because_values_are_not_compared(
     )
 
 
+@pytest.mark.slow
 def test_golden_made_by_one_config_fails_against_another(tmp_path: Path) -> None:
     golden = save_golden(tmp_path / "trace.json", "--heads", "12", "--hidden", "768")
     code, out, err = check_cli("--golden", str(golden), "--heads", "8", "--hidden", "768")
@@ -223,6 +224,7 @@ def test_golden_made_by_one_config_fails_against_another(tmp_path: Path) -> None
     assert "FAILED: 14 passed, 12 failed" in out
 
 
+@pytest.mark.slow
 def test_golden_reports_dtype_and_batch_differences(tmp_path: Path) -> None:
     golden = save_golden(tmp_path / "trace.json", "--hidden", "8", "--heads", "2")
     code, out, _ = check_cli(
@@ -366,6 +368,7 @@ def test_spec_with_a_failing_config_exits_1_with_the_summary(tmp_path: Path) -> 
     assert "FAILED: 2 passed, 1 failed" in out
 
 
+@pytest.mark.slow
 def test_spec_golden_paths_are_relative_to_the_spec(tmp_path: Path) -> None:
     save_golden(tmp_path / "small.json", "--hidden", "8", "--heads", "2")
     spec = write(

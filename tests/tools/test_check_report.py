@@ -123,6 +123,7 @@ def test_json_report(mixed: Path) -> None:
     ]  # step, location: only for check --trace
 
 
+@pytest.mark.slow
 def test_junit_validates_against_the_schema_one_testcase_per_check(mixed: Path) -> None:
     code, out, _ = check_cli("--spec", str(mixed), "--format", "junit")
     assert code == EXIT_USAGE

@@ -11,6 +11,8 @@ from typer.testing import CliRunner
 
 from attntrace.cli import app
 
+pytestmark = pytest.mark.slow  # real processes or seconds per test
+
 pytest.importorskip("torch")
 runner = CliRunner()
 

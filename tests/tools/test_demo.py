@@ -113,6 +113,7 @@ def test_scale_reaches_the_scaled_step(compute_backend: str, scale: float | None
     )
 
 
+@pytest.mark.slow
 def test_run_scale_option() -> None:
     def invoke(*args: Any) -> Any:
         return CliRunner().invoke(app, ["run", "--hidden", "8", "--heads", "2", *args])

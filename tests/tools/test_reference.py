@@ -22,6 +22,7 @@ CONFIGS = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 @pytest.mark.parametrize(
     "base", CONFIGS, ids=lambda c: f"B{c.batch}-S{c.seq}-H{c.hidden}-h{c.heads}"
@@ -116,6 +117,7 @@ def test_attention_rows_sum_to_one() -> None:
     assert (trace["weights"].value >= 0).all()
 
 
+@pytest.mark.slow
 @settings(max_examples=200, deadline=None)
 @given(
     rows=st.lists(

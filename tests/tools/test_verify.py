@@ -138,6 +138,7 @@ def test_cli_verify_exits_1_beyond_tolerance(monkeypatch: pytest.MonkeyPatch) ->
     assert "weights (wrong vs torch)" in result.stdout
 
 
+@pytest.mark.slow
 def test_cli_verify_without_torch_exits_2_with_the_install_hint() -> None:
     code = (
         "import sys; sys.modules['torch'] = None; sys.argv = ['attntrace', 'verify', "
@@ -245,6 +246,7 @@ VARIANTS: dict[str, dict[str, Any]] = {
 MHA_APPLIES = {"causal", "padding", "causal+padding", "cross", "cross kv-hidden causal", "no-bias"}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("algorithm", ["eager", "flash"])
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 @pytest.mark.parametrize("variant", sorted(VARIANTS))
@@ -358,6 +360,7 @@ def test_cli_verify_takes_the_variant_options(args: list[str]) -> None:
     assert "PASS: all" in result.stdout
 
 
+@pytest.mark.slow
 def test_cli_verify_with_a_preset_and_a_mask_file(tmp_path: Path) -> None:
     path = tmp_path / "mask.npy"
     np.save(path, _masks()["bool"])

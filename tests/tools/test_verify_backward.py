@@ -20,6 +20,7 @@ from attntrace.tools.verify import verify_attention
 runner = CliRunner()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "fields",
     [
@@ -54,6 +55,7 @@ def test_a_wrong_gradient_fails_against_every_reference() -> None:
         assert not np.allclose(trace["d_w_k"].value.T, values["d_w_k"], rtol=1e-3)
 
 
+@pytest.mark.slow
 def test_verify_backward_from_the_command_line() -> None:
     args = ["verify", "--backward", "--seq", "4", "--hidden", "8", "--heads", "2", "--format"]
     result = runner.invoke(app, [*args, "json"], env={"COLUMNS": "100"})

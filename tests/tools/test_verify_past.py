@@ -66,6 +66,7 @@ def test_the_step_is_transformers_with_a_dynamic_cache(family: str, dtype: str) 
     assert verify_attention(config).ok
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 @pytest.mark.parametrize(
     "variant",

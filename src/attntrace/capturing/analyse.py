@@ -17,20 +17,83 @@ def propagate(events: Sequence[Event], given: Mapping[str, int]) -> tuple[list[A
     sizes = ax.Sizes(dict(given))
     weights = _transposed_weights(events)
     fused = cut_in_parts(events, weights)
-    found = _pass(events, sizes, fused, weights)
+    masks = mask_roots(events)
+    found = _pass(events, sizes, fused, weights, masks)
     learned = {k: v for k, v in sizes.known.items() if k in ("h", "d", "g")}
     sizes = ax.Sizes({**learned, **given})
-    found = _pass(events, sizes, fused, weights)
+    found = _pass(events, sizes, fused, weights, masks)
     return found, sizes
 
 
 def _pass(
-    events: Sequence[Event], sizes: ax.Sizes, fused: Mapping[int, int], weights: frozenset[int]
+    events: Sequence[Event],
+    sizes: ax.Sizes,
+    fused: Mapping[int, int],
+    weights: frozenset[int],
+    masks: frozenset[int] = frozenset(),
 ) -> list[Axes]:
     out: list[Axes] = []
     for e in events:
+        if e.index in masks:  # a mask the code makes: its sizes say nothing about x's
+            out.append(_mask_letters(e.shape, sizes))
+            continue
         out.append(axes_of(e, operand_axes(e, out, sizes), sizes, fused, weights))
     return out
+
+
+def _mask_letters(shape: Shape, sizes: ax.Sizes) -> Axes:
+    """A mask's axes: its last two are queries and keys when their sizes are S and N (or S
+    twice), whatever else has that size; the others by size.
+
+    >>> _mask_letters((4, 4), ax.Sizes({"S": 4, "h": 4})), _mask_letters((16, 16), ax.Sizes())
+    (('S', 'S'), ('?', '?'))
+    """
+    known = sizes.known
+    tokens = {known[k]: k for k in ("N", "S") if k in known}  # S wins where N == S
+    lead = tuple(sizes.letter(n) for n in shape[:-2])
+    return lead + tuple(tokens.get(n, sizes.letter(n)) for n in shape[-2:])
+
+
+#: The ops that make a mask out of a tensor (``torch.tril(torch.ones(T, T))``, ``np.tri``).
+MASK_MAKERS = frozenset({"tril", "triu", "tri", "tril_", "triu_"})
+
+
+def mask_roots(events: Sequence[Event]) -> frozenset[int]:
+    """The tensors the code creates to be a mask: made by ``tril``/``triu``/``tri``, or handed
+    to one first (nanoGPT's registered ``bias`` buffer, ``torch.tril(torch.ones(T, T))``);
+    never the input x, whatever their sizes.
+
+    >>> from attntrace.capturing.source import Site
+    >>> def ev(i, func, kind, inputs=()):
+    ...     return Event(index=i, name=func, kind=kind, func=func, shape=(4, 4), dtype="f",
+    ...                  inputs=inputs, input_shapes=((4, 4),) * len(inputs), site=Site("", 0, ""))
+    >>> sorted(mask_roots([ev(0, "ones", "create"), ev(1, "tril", "elementwise", (0,)),
+    ...                    ev(2, "randn", "create")]))
+    [0]
+    """
+    used_by: dict[int, list[str]] = {}
+    for e in events:
+        for i in e.inputs:
+            if i is not None:
+                used_by.setdefault(i, []).append(e.func)
+    return frozenset(
+        e.index
+        for e in events
+        if e.kind == "create"
+        and (e.func in MASK_MAKERS or any(f in MASK_MAKERS for f in used_by.get(e.index, ())))
+    )
+
+
+def read_flat(e: Event, ops: Sequence[tuple[Axes, Shape]]) -> bool:
+    """``e`` gives its shape to a flat array of unknown size the code read (``np.frombuffer``,
+    ``np.fromfile``): the reshape is where the input comes to be."""
+    return (
+        e.kind == "reshape"
+        and len(ops) == 1
+        and ops[0][0] == (ax.UNKNOWN,)
+        and len(e.shape) in (2, 3)
+        and e.inputs[:1] != (None,)
+    )
 
 
 def _transposed_weights(events: Sequence[Event]) -> frozenset[int]:
@@ -188,6 +251,8 @@ def axes_of(  # noqa: PLR0911, PLR0912  (a table)
         return ax.matmul(shape, first, ops[1], sizes)
     if (picks := p.get("picks")) is not None and len(picks) == len(shape):
         return ax.picked(first, shape, picks, sizes)  # t[:, :, None], t[0], t[..., :half]
+    if kind == "reshape" and read_flat(e, ops):  # np.frombuffer(b).reshape(S, H): the input
+        return ax.root(e, sizes)
     if kind == "reshape":
         return ax.split(first[0], first[1], shape, sizes)
     if kind == "permute" and p.get("order") is not None and len(p["order"]) == len(first[0]):

@@ -103,13 +103,15 @@ def parse_axes(text: str) -> dict[str, int]:
     {'h': 12, 'd': 64}
     """
     from attntrace.errors import ConfigError
+    from attntrace.units import bounded, quoted
 
     out: dict[str, int] = {}
-    for part in filter(None, (p.strip() for p in text.split(","))):
+    for part in filter(None, (p.strip() for p in bounded(text, "--axes").split(","))):
         name, _, size = part.partition("=")
-        if not re.fullmatch(r"[A-Za-z]\w*", name.strip()) or not size.strip().isdigit():
+        size = size.strip()
+        if not re.fullmatch(r"[A-Za-z]\w*+", name.strip()) or not size.isdigit() or len(size) > 19:
             raise ConfigError(
-                f"cannot read --axes {text!r}; write LETTER=SIZE pairs, e.g. h=12,d=64"
+                f"cannot read --axes {quoted(text)}; write LETTER=SIZE pairs, e.g. h=12,d=64"
             )
         out[name.strip()] = int(size)
     return check_letters(out, "--axes ")

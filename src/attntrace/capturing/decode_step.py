@@ -194,13 +194,17 @@ def record_cache(session: Any, apply: Any, x: Any) -> None:
 
 
 def _cache_of(out: Any) -> tuple[Any, Any] | None:
-    """The (k, v) pair of tensors in what the module returned (its last such item)."""
+    """The (k, v) pair of tensors in what the module returned (its last such item): torch
+    tensors of at least 3 dimensions, on a device that holds values (a numpy array, a meta
+    tensor, a 2-D pair is no cache)."""
+    import torch
+
     items = out if isinstance(out, tuple | list) else (out,)
     for item in reversed(items):
         if (
             isinstance(item, tuple | list)
             and len(item) == 2
-            and all(hasattr(t, "shape") and t.ndim >= 3 for t in item)
+            and all(isinstance(t, torch.Tensor) and t.ndim >= 3 and not t.is_meta for t in item)
         ):
             return item[0], item[1]
     return None

@@ -6,7 +6,8 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from typing import Any
 
 from attntrace.capturing.axes import Mixing
 from attntrace.capturing.events import Event, Failure, Operand
@@ -36,6 +37,45 @@ class Explanation:
     rule: str
     fix: str = ""
     kind: str = "shape error"  # the heading: "shape error" or "out of memory"
+    first: str = ""  # the first step whose axes went wrong, lines before the crash
+
+
+#: Letters a product of q and kᵀ should never end with twice: heads or features, not tokens.
+_NOT_TOKENS = {"h": "heads", "g": "kv heads", "d": "head features", "H": "features"}
+
+
+def first_wrong_axes(steps: Sequence[Any]) -> str:
+    """The first step (of ``steps``: :class:`~attntrace.capturing.record.CapturedStep`) whose
+    two last axes are the same letter of heads or features — scores over heads (B, S, h, h)
+    where they should be over tokens (B, h, S, S) — as one line; "" when there is none.
+
+    >>> from attntrace.capturing.record import CapturedStep
+    >>> s = CapturedStep("matmul_4", (2, 6, 4, 4), "float32", axes=("B", "S", "h", "h"),
+    ...                  location="a.py:10", source="q @ k.transpose(-2, -1)")
+    >>> first_wrong_axes([s])  # doctest: +ELLIPSIS
+    'matmul_4 at a.py:10 (q @ k.transpose(-2, -1)) is (B, S, h, h): a product over heads...'
+    """
+    from attntrace.units import format_axes
+
+    for step in steps:
+        axes = tuple(step.axes)
+        if len(axes) >= 3 and axes[-1] == axes[-2] and axes[-1] in _NOT_TOKENS:
+            what = _NOT_TOKENS[axes[-1]]
+            return (
+                f"{step.name} at {step.location} ({step.source}) is {format_axes(axes)}: a "
+                f"product over {what}, not over the tokens; its operands still had S before "
+                f"{axes[-1]}: move the heads before S first (.transpose(1, 2) after the view, "
+                "np.swapaxes(t, 1, 2) in numpy) so that the scores are (B, h, S, S)"
+            )
+    return ""
+
+
+def with_first_wrong(explanation: Explanation | None, steps: Sequence[Any]) -> Explanation | None:
+    """A shape error's explanation with :func:`first_wrong_axes` of the steps before it."""
+    if explanation is None or explanation.kind != "shape error":
+        return explanation
+    first = first_wrong_axes(steps)
+    return replace(explanation, first=first, fix="") if first else explanation  # the cure
 
 
 def told(failure: Failure) -> Explanation | None:

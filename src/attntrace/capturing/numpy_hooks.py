@@ -37,6 +37,17 @@ CREATORS = (
     "eye",
     "linspace",
     "tri",
+    "load",
+    "frombuffer",
+    "fromfile",
+    "loadtxt",
+    "genfromtxt",
+    "copy",
+    "zeros_like",
+    "ones_like",
+    "empty_like",
+    "full_like",
+    "ascontiguousarray",
 )
 RANDOM = (
     "rand",
@@ -95,6 +106,34 @@ def numpy_adapter() -> Adapter:
     )
 
 
+class TracedGenerator(np.random.Generator):
+    """``np.random.default_rng()`` while a capture runs: the generator numpy recommends (an
+    ``np.random.Generator`` still, on the same bit generator), its arrays
+    (``rng.standard_normal((S, H))``) recorded as created where the user's line makes them.
+
+    >>> gen = TracedGenerator(np.random.default_rng(0).bit_generator, None)
+    >>> gen.standard_normal(2).shape, isinstance(gen, np.random.Generator)
+    ((2,), True)
+    """
+
+    def __init__(self, bit_generator: Any, hooks: NumpyHooks | None) -> None:
+        super().__init__(bit_generator)
+        self._hooks = hooks
+
+    def __getattribute__(self, name: str) -> Any:
+        value = super().__getattribute__(name)
+        if name.startswith("_") or not callable(value):
+            return value
+        hooks = super().__getattribute__("_hooks")
+        if hooks is None:
+            return value
+
+        def method(*args: Any, **kwargs: Any) -> Any:
+            return hooks.created(value(*_plain(args), **kwargs), name)
+
+        return method
+
+
 class NumpyHooks:
     """Installs and removes the numpy side of a capture."""
 
@@ -112,6 +151,9 @@ class NumpyHooks:
                 original = getattr(owner, name)
                 self._saved.append((owner, name, original))
                 setattr(owner, name, self._creator(original, name))
+        rng = np.random.default_rng
+        self._saved.append((np.random, "default_rng", rng))
+        np.random.default_rng = lambda *a, **k: TracedGenerator(rng(*a, **k).bit_generator, self)
 
     def uninstall(self) -> None:
         global _active  # noqa: PLW0603
@@ -143,6 +185,19 @@ class NumpyHooks:
 
         create.__wrapped__ = original  # type: ignore[attr-defined]
         return create
+
+    def created(self, result: Any, name: str) -> Any:
+        """``result`` of the creator ``name`` traced and recorded where the user's line calls
+        it (a generator's method: :class:`TracedGenerator`)."""
+        frame = user_frame(through=_through())
+        if frame is None or _active is not self or not isinstance(result, np.ndarray):
+            return result
+        site = site_of(frame)
+        if name not in site.source:  # numpy's own code, not the user's line
+            return result
+        traced = result.view(TracedArray)
+        self.recorder.record(traced, 0, name, "create", site, [], self.adapter)
+        return traced
 
     def track(self, array: Any, axes: tuple[str, ...] | None = None, skip: int = 0) -> Any:
         """The array as a traced input (recorded as a created tensor with the given axes)."""

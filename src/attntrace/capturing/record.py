@@ -390,7 +390,7 @@ class Capture:
         }
 
     def _failure_dict(self, error: BaseException, frames: Sequence[Frame]) -> dict[str, Any]:
-        from attntrace.capturing.explain import told
+        from attntrace.capturing.explain import told, with_first_wrong
 
         fail = self.failure
         if fail is None or fail.error is not error:  # raised by the user's code, not by an op
@@ -401,7 +401,13 @@ class Capture:
             {"name": o.name, "shape": list(o.shape), "axes": list(o.axes)} for o in fail.operands
         ]
         return _failure(
-            fail.site.location, fail.site.source, fail.func, fail.kind, operands, told(fail), error
+            fail.site.location,
+            fail.site.source,
+            fail.func,
+            fail.kind,
+            operands,
+            with_first_wrong(told(fail), self.steps),  # the first step whose axes went wrong
+            error,
         )
 
 
@@ -426,7 +432,7 @@ def _failure(
         "shape_error": told is not None and told.kind == "shape error",
         "operands": operands,
         "rule": told.rule if told is not None else None,
-        "fix": (told.fix or None) if told is not None else None,
+        "fix": (told.first or told.fix or None) if told is not None else None,
         "error": {"type": type(error).__name__, "message": text.splitlines()[0] if text else ""},
     }
 

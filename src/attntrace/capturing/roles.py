@@ -40,6 +40,9 @@ class _Finder:
         self.events, self.axes = events, axes
         self.line: dict[int, str] = {}  # event -> lineage: x, x_kv, q, k, v, k_t, scores, …
         self.given: set[str] = set()
+        from attntrace.capturing.analyse import mask_roots
+
+        self.masks = mask_roots(events)  # a tril buffer is a mask, never x or x_kv
 
     def role(self, e: Event) -> str:
         ins = [self.line.get(i, "") if i is not None else "" for i in e.inputs]
@@ -54,7 +57,10 @@ class _Finder:
     def _classify(self, e: Event, ins: list[str]) -> tuple[str, str]:  # noqa: PLR0911
         axes = self.axes[e.index]
         if e.kind == "create":
-            return self._root(axes)
+            return ("mask", "mask") if e.index in self.masks else self._root(axes)
+        flat = len(e.input_shapes) == 1 and len(e.input_shapes[0]) == 1
+        if e.kind == "reshape" and flat and not ins[0] and axes[-2:] in (("S", "H"), ("N", "M")):
+            return self._root(axes)  # np.frombuffer(b).reshape(S, H): the input
         cache = next((i for i in ins if i in ("k_cache", "v_cache")), "")
         if cache and len(ins) >= 2:  # --past: cat((k_cache, k), dim=-2), the cache after the step
             return cache[0], f"{cache[0]}_all"

@@ -41,23 +41,41 @@ def parse_target(text: str, argv: Sequence[str] = ()) -> Target:
     >>> parse_target("pkg.attn:Attention").name, parse_target("pkg.mod:fn").module
     ('Attention', 'pkg.mod')
     """
+    from attntrace.units import bounded, quoted
+
+    bounded(text, "the target", MAX_TARGET_CHARS)
     where, sep, name = text.rpartition(":") if ":" in text else (text, "", "")
     if sep and not name.isidentifier():
         raise TargetError(
-            f"cannot read the target {text!r}; write FILE.py, FILE.py:NAME or package.module:NAME"
+            f"cannot read the target {quoted(text)}; write FILE.py, FILE.py:NAME or "
+            "package.module:NAME"
         )
     if where.endswith(".py") or not sep:
         path = Path(where)
-        if not path.is_file():
+        if not _is_file(path):
             raise TargetError(f"no such file: {where}; give a Python script or FILE.py:NAME")
         if not sep and argv is not None:
             return Target(path, None, None, tuple(argv))
         return Target(path, None, name, tuple(argv))
     if not all(p.isidentifier() for p in where.split(".")):
         raise TargetError(
-            f"cannot read the target {text!r}; write FILE.py, FILE.py:NAME or package.module:NAME"
+            f"cannot read the target {quoted(text)}; write FILE.py, FILE.py:NAME or "
+            "package.module:NAME"
         )
     return Target(None, where, name, tuple(argv))
+
+
+#: The longest target read: a path of PATH_MAX (4096) and a name.
+MAX_TARGET_CHARS = 8192
+
+
+def _is_file(path: Path) -> bool:
+    """Whether ``path`` is a file; a path the system cannot look up (too long, a name of
+    more than 255 bytes, a loop of links) is not one."""
+    try:
+        return path.is_file()
+    except (OSError, ValueError):
+        return False
 
 
 def parse_init(pairs: Sequence[str]) -> dict[str, Any]:
@@ -66,19 +84,22 @@ def parse_init(pairs: Sequence[str]) -> dict[str, Any]:
     >>> parse_init(["embed_dim=768", "num_heads=12", "causal=True", "name=gpt"])
     {'embed_dim': 768, 'num_heads': 12, 'causal': True, 'name': 'gpt'}
     """
+    from attntrace.units import bounded, quoted
+
     out: dict[str, Any] = {}
     for pair in pairs:
+        bounded(pair, "--init")
         key, sep, value = pair.partition("=")
         if not sep or not key.strip().isidentifier():
             raise TargetError(
-                f"cannot read --init {pair!r}; write KEY=VALUE, e.g. --init num_heads=12"
+                f"cannot read --init {quoted(pair)}; write KEY=VALUE, e.g. --init num_heads=12"
             )
         try:
             out[key.strip()] = ast.literal_eval(value.strip())
-        except (ValueError, SyntaxError):
+        except (ValueError, SyntaxError, TypeError, RecursionError, MemoryError):
             if not value.strip().isidentifier():
                 raise TargetError(
-                    f"cannot read --init {pair!r}: {value!r} is not a Python literal"
+                    f"cannot read --init {quoted(pair)}: {quoted(value)} is not a Python literal"
                 ) from None
             out[key.strip()] = value.strip()
     return out

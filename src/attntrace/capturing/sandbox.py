@@ -25,12 +25,13 @@ import subprocess
 import sys
 import tempfile
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
 from attntrace.capturing.events import Event, Failure, Operand
+from attntrace.capturing.process_tree import Tree
 from attntrace.capturing.runner import Outcome
 from attntrace.capturing.session import Session
 from attntrace.capturing.source import Site
@@ -46,11 +47,29 @@ SLACK = 2 * 2**30
 GRACE = 3.0
 #: Seconds the child may take to start (Python, numpy, torch) before the user's code runs.
 STARTUP = 120.0
+#: The longest ``--timeout`` (a year): the child's watchdog takes no more.
+MAX_TIMEOUT = 365 * 24 * 3600.0
+#: The longest message read from the child's channel (a step, diff's rendered report), and
+#: the most read in all: the child cannot make attntrace itself hold more.
+MAX_MESSAGE = 16 * 2**20
+MAX_CHANNEL = 256 * 2**20
+#: The most of a line of the child's stdout or stderr held at once (longer lines are relayed
+#: in pieces of this size), and the most of faulthandler's dump read.
+MAX_PRINTED = 64 * 2**10
+MAX_DUMP = 2**20
+#: Seconds a forwarded signal leaves the processes to end before they are killed.
+SIGNAL_GRACE = 0.5
+#: Signals to attntrace forwarded to the code's whole tree of processes.
+FORWARDED = ("SIGINT", "SIGTERM", "SIGHUP")
 
 Frame = tuple[str, int, str, str]
 
 #: Packages whose targets need torch: the child loads it before the time limit starts.
 TORCH_PACKAGES = frozenset({"torch", "transformers", "timm", "x_transformers", "vit_pytorch"})
+
+
+class ChildFailedError(Exception):
+    """attntrace's own code failed in the child (not the user's): a bug, exit 3."""
 
 
 class SandboxStop(Exception):  # noqa: N818 (the type name of the document)
@@ -71,6 +90,10 @@ class _Collected:
     end: dict[str, Any] | None = None
     started: threading.Event = field(default_factory=threading.Event)
     thread: dict[str, Any] | None = None
+    #: why the channel was closed before the child ended (a flood, a malformed message)
+    refused: str = ""
+    stop: threading.Event = field(default_factory=threading.Event)
+    read: int = 0
 
 
 def run_in_child(
@@ -93,6 +116,7 @@ def run_in_child(
         from attntrace.engine.memory import default_budget
 
         budget = default_budget()
+    check_timeout(timeout)
     read_fd, write_fd = os.pipe()
     dump = tempfile.TemporaryFile()  # noqa: SIM115 (the child writes to it; closed below)
     payload = {
@@ -104,57 +128,166 @@ def run_in_child(
         "budget": budget,
         "path": [p for p in sys.path if isinstance(p, str)],
     }
+    tree = Tree()
     try:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", module, json.dumps(payload)],
+        out = prints or sys.stderr
+        proc = _start(module, payload, write_fd, dump.fileno(), merged=out is sys.stderr)
+        got = _Collected()
+        readers = _readers(proc, read_fd, got, out)
+        killed, stopped_by = _supervised(proc, got, timeout, tree)
+        for r in readers:
+            r.join(timeout=5)
+    finally:
+        tree.close()
+    dump.seek(0)
+    dumped = dump.read(MAX_DUMP).decode("utf-8", "replace")
+    dump.close()
+    if stopped_by:
+        _stopped(stopped_by)
+    return _result(got, proc.returncode, dumped, killed, timeout, axes)
+
+
+def check_timeout(timeout: float) -> None:
+    """Refuse a time limit that is not a number of seconds from 0.1 to a year (``inf``,
+    ``nan``, a 100-digit value) with one line, before anything runs.
+
+    >>> check_timeout(float("inf"))
+    Traceback (most recent call last):
+    ...
+    attntrace.errors.ConfigError: --timeout inf is not a time limit; give seconds from 0.1 to ...
+    """
+    from attntrace.errors import ConfigError
+
+    if not 0.1 <= timeout <= MAX_TIMEOUT:  # nan too
+        raise ConfigError(
+            f"--timeout {timeout:g} is not a time limit; give seconds from 0.1 to {MAX_TIMEOUT:.0f}"
+        )
+
+
+def _start(
+    module: str, payload: Mapping[str, Any], write_fd: int, dump: int, *, merged: bool
+) -> Any:
+    """The child, in a session of its own, its stdout and stderr unbuffered (``-u``: the
+    code's prints come through, in order, even when the child is killed or calls
+    ``os._exit``); ``merged``: both on one pipe, so that their lines keep their order."""
+    try:
+        return subprocess.Popen(
+            [sys.executable, "-u", "-m", module, json.dumps(payload)],
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            pass_fds=(write_fd, dump.fileno()),
+            stderr=subprocess.STDOUT if merged else subprocess.PIPE,
+            pass_fds=(write_fd, dump),
             start_new_session=True,
             env={**os.environ, "PYTHONPATH": os.pathsep.join(payload["path"])},
         )
     finally:
         os.close(write_fd)
-    got = _Collected()
-    err = sys.stderr
+
+
+def _readers(proc: Any, read_fd: int, got: _Collected, prints: Any) -> list[threading.Thread]:
     readers = [
         threading.Thread(target=_read_channel, args=(read_fd, got), daemon=True),
-        threading.Thread(target=_relay, args=(proc.stdout, prints or err), daemon=True),
-        threading.Thread(target=_relay, args=(proc.stderr, err), daemon=True),
+        threading.Thread(target=_relay, args=(proc.stdout, prints), daemon=True),
     ]
+    if proc.stderr is not None:
+        readers.append(threading.Thread(target=_relay, args=(proc.stderr, sys.stderr), daemon=True))
     for r in readers:
         r.start()
+    return readers
+
+
+def _supervised(
+    proc: subprocess.Popen[bytes], got: _Collected, timeout: float, tree: Tree
+) -> tuple[bool, int]:
+    """Wait for the child, then stop every process it started; (killed at the time limit,
+    the number of a signal attntrace received meanwhile, else 0). A signal (SIGTERM, SIGHUP,
+    SIGINT) is forwarded to the whole tree, which gets :data:`SIGNAL_GRACE` to end."""
     killed = False
+    with _forwarding(proc, tree) as signals:
+        try:
+            killed = not _waited(proc, got, timeout)
+            if killed:  # its watchdog did not fire: SIGABRT makes faulthandler name the line
+                _abort(proc)
+        except _Signalled:
+            with contextlib.suppress(subprocess.TimeoutExpired, _Signalled):
+                proc.wait(timeout=SIGNAL_GRACE)
+        finally:
+            signals.stopping = True  # a signal now is forwarded, and the stop goes on
+            tree.stop(proc.pid)
+            proc.wait()
+            tree.stop(proc.pid)
+    return killed, signals.received
+
+
+class _Signalled(BaseException):
+    """Raised in the main thread by a forwarded signal (not an Exception: nothing between
+    the wait and :func:`_supervised` catches it)."""
+
+
+@dataclass
+class _Signals:
+    received: int = 0  # the first signal's number
+    stopping: bool = False
+
+
+@contextlib.contextmanager
+def _forwarding(proc: subprocess.Popen[bytes], tree: Tree) -> Iterator[_Signals]:
+    """While the child runs, SIGTERM, SIGHUP and SIGINT to attntrace are sent on to the
+    whole tree, and end the wait (the main thread only: elsewhere Python takes no handler)."""
+    import signal
+
+    signals = _Signals()
+    if threading.current_thread() is not threading.main_thread():
+        yield signals
+        return
+
+    def forward(number: int, _frame: object) -> None:
+        tree.send(number, proc.pid)
+        if not signals.received:
+            signals.received = number
+            if not signals.stopping:
+                raise _Signalled
+
+    numbers = [getattr(signal, n) for n in FORWARDED if hasattr(signal, n)]
+    previous = {n: signal.signal(n, forward) for n in numbers}
     try:
-        killed = not _waited(proc, got, timeout)
-        if killed:  # its watchdog did not fire: SIGABRT makes faulthandler name the line
-            _abort(proc)
+        yield signals
     finally:
-        _kill(proc)
-    for r in readers:
-        r.join(timeout=5)
-    dump.seek(0)
-    dumped = dump.read().decode("utf-8", "replace")
-    dump.close()
-    return _result(got, proc.returncode, dumped, killed, timeout, axes)
+        for n, handler in previous.items():
+            signal.signal(n, handler)
+
+
+def _stopped(number: int) -> None:
+    """One line, and the exit code a shell gives a process ended by the signal (128 + N)."""
+    with contextlib.suppress(OSError, ValueError):
+        sys.stderr.write(
+            f"attntrace: stopped by {_signal_name(number)}; the code under test and every "
+            "process it started were ended\n"
+        )
+        sys.stderr.flush()
+    raise SystemExit(128 + number)
 
 
 def _waited(proc: subprocess.Popen[bytes], got: _Collected, timeout: float) -> bool:
-    """Wait for the child to end: :data:`STARTUP` seconds for it to start the user's code,
-    then ``timeout`` and :data:`GRACE`; False when it is still running."""
+    """Wait for the child to end, or for its channel to be refused: :data:`STARTUP` seconds
+    for it to start the user's code, then ``timeout`` and :data:`GRACE`; False when it is
+    still running."""
     import time
 
     start = time.monotonic()
     while not got.started.wait(0.05):
-        if proc.poll() is not None:
+        if proc.poll() is not None or got.stop.is_set():
             return True
         if time.monotonic() - start > STARTUP:
             return False
-    try:
-        proc.wait(timeout=timeout + GRACE)
-    except subprocess.TimeoutExpired:
-        return False
+    deadline = time.monotonic() + timeout + GRACE
+    while not got.stop.is_set():
+        try:
+            proc.wait(timeout=0.05)
+            return True
+        except subprocess.TimeoutExpired:
+            if time.monotonic() > deadline:
+                return False
     return True
 
 
@@ -167,50 +300,76 @@ def _abort(proc: subprocess.Popen[bytes]) -> None:
         proc.wait(timeout=1)
 
 
-def _kill(proc: subprocess.Popen[bytes]) -> None:
-    """End the child and everything it started (its own session), then reap it."""
-    import signal
-
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(proc.pid, signal.SIGKILL)
-    proc.wait()
-
-
 def _read_channel(fd: int, got: _Collected) -> None:
+    """The child's messages, one JSON line each, each at most :data:`MAX_MESSAGE` bytes and
+    :data:`MAX_CHANNEL` in all; a longer one, or one that is not the child's (malformed,
+    nested too deep), closes the channel with the reason in ``got.refused`` (never a
+    traceback), and the child is stopped."""
     with os.fdopen(fd, "rb") as f:
-        for raw in f:
-            try:
-                message = json.loads(raw)
-            except ValueError:
-                continue  # not ours: the user's code wrote to the pipe
-            if not isinstance(message, dict):
-                continue
-            try:
-                if "event" in message:
-                    got.events.append(_event(message["event"], len(got.events)))
-                elif "started" in message:
-                    got.started.set()
-                elif "thread" in message and got.thread is None:
-                    got.thread = message["thread"]
-                elif "end" in message and got.end is None:
-                    got.end = message
-            except (KeyError, TypeError, ValueError):
-                continue
+        try:
+            while not got.stop.is_set():
+                raw = f.readline(MAX_MESSAGE + 1)
+                if not raw:
+                    return
+                got.read += len(raw)
+                if len(raw) > MAX_MESSAGE or got.read > MAX_CHANNEL:
+                    limit = MAX_MESSAGE if len(raw) > MAX_MESSAGE else MAX_CHANNEL
+                    _refuse(got, f"sent more than {limit // 2**20} MiB to attntrace")
+                elif raw.strip():
+                    _take(raw, got)
+        except Exception as exc:  # whatever the child wrote: a line, never a traceback
+            _refuse(got, f"sent attntrace a message it cannot read ({type(exc).__name__})")
+
+
+def _take(raw: bytes, got: _Collected) -> None:
+    try:
+        message = json.loads(raw)
+    except (ValueError, RecursionError):
+        _refuse(got, "sent attntrace a message that is not one of its own")
+        return
+    if not isinstance(message, dict):
+        _refuse(got, "sent attntrace a message that is not one of its own")
+    elif "event" in message:
+        got.events.append(_event(message["event"], len(got.events)))
+    elif "started" in message:
+        got.started.set()
+    elif "thread" in message and got.thread is None:
+        got.thread = message["thread"] if isinstance(message["thread"], dict) else {}
+    elif "end" in message and got.end is None:
+        got.end = message
+
+
+def _refuse(got: _Collected, why: str) -> None:
+    if not got.refused:
+        got.refused = f"the code under test {why}"
+    got.stop.set()
 
 
 def _relay(stream: IO[bytes] | None, err: Any) -> None:
-    """The child's output, line by line, onto attntrace's stderr with every escape inert."""
+    """The child's output onto ``err`` line by line (a line longer than :data:`MAX_PRINTED`
+    in pieces), every escape made inert."""
+    import codecs
+
     from attntrace.text import plain
 
     if stream is None:
         return
-    for raw in stream:
-        line = raw.decode("utf-8", "replace").rstrip("\n")
-        try:
-            err.write(plain(line) + "\n")
-            err.flush()
-        except (OSError, ValueError):
-            pass
+    decode = codecs.getincrementaldecoder("utf-8")("replace").decode
+    ended = True  # the last piece ended its line
+    while raw := stream.readline(MAX_PRINTED):
+        text = decode(raw)
+        ended = text.endswith("\n")
+        _write(err, plain(text.removesuffix("\n")) + ("\n" if ended else ""))
+    if not ended:
+        _write(err, "\n")
+
+
+def _write(err: Any, text: str) -> None:
+    try:
+        err.write(text)
+        err.flush()
+    except (OSError, ValueError):
+        pass
 
 
 # --- the parent reads what came back ---------------------------------------------------
@@ -224,11 +383,28 @@ def _result(
     timeout: float,
     axes: Mapping[str, int] | None,
 ) -> Outcome | Ended | dict[str, Any]:
+    try:
+        return _read_result(got, status, dumped, killed, timeout, axes)
+    except (KeyError, TypeError, ValueError, AttributeError, IndexError, RecursionError):
+        got.refused = "the code under test sent attntrace a message it cannot read"
+        got.end = None
+        return _read_result(got, status, dumped, killed, timeout, axes)
+
+
+def _read_result(
+    got: _Collected,
+    status: int,
+    dumped: str,
+    killed: bool,
+    timeout: float,
+    axes: Mapping[str, int] | None,
+) -> Outcome | Ended | dict[str, Any]:
     from attntrace.capturing.record import Recorder
 
-    end = got.end
+    end = None if got.refused else got.end
     if end is not None and end["end"] == "bad":
-        raise ChildError(str(end.get("message", "")), int(end.get("code", 2)))
+        code = end.get("code", 2)
+        raise ChildError(str(end.get("message", "")), code if code in (1, 2) else 2)
     data = end.get("data") if end is not None and end["end"] == "result" else None
     if isinstance(data, dict):
         return {str(k): v for k, v in data.items()}
@@ -265,8 +441,10 @@ def _result(
         where = user[-1] if user else where
         what = str(end["error"].get("type", "BaseException"))
         line = f"the code under test raised {what}"
+    elif got.refused:
+        line = f"{got.refused}; it was stopped"
     elif end is not None and end["end"] == "internal":
-        line = f"attntrace failed in the child: {end.get('message', '')}"
+        raise ChildFailedError(str(end.get("message", "")))
     elif killed or "Timeout (" in dumped:
         line = f"the code under test ran past {timeout:g} s"
     elif status < 0:
@@ -422,8 +600,12 @@ def child_main(prepare: Callable[[Mapping[str, Any]], Runner] | None = None) -> 
     sys.path[:] = request["path"]
     fd = int(request["fd"])
     write, dumps, exit_now = os.write, json.dumps, os._exit
+    getlimit, setlimit = sys.getrecursionlimit, sys.setrecursionlimit
+    floor = getlimit()
 
     def send(message: Mapping[str, Any]) -> None:
+        if getlimit() < floor:  # the code lowered it: attntrace's own work needs it back
+            setlimit(floor)
         data = (dumps(message) + "\n").encode()
         while data:
             try:
@@ -438,30 +620,46 @@ def child_main(prepare: Callable[[Mapping[str, Any]], Runner] | None = None) -> 
     _limit_core()
     try:
         run = (prepare or _prepare)(request)
+        timeout = float(request["timeout"])
+        timeout = timeout if 0.1 <= timeout <= MAX_TIMEOUT else MAX_TIMEOUT
         faulthandler.dump_traceback_later(  # its thread started before the memory limit
-            float(request["timeout"]), exit=True, file=int(request["dump"])
+            timeout, exit=True, file=int(request["dump"])
         )
         _limit_memory(int(request["budget"]))
         send({"started": True})
         outcome = run(lambda e: send({"event": _event_dict(e)}))
-    except AttntraceError as exc:
-        send({"end": "bad", "message": str(exc), "code": int(getattr(exc, "exit_code", 2))})
-        exit_now(0)
-    except MemoryError:
-        send({"end": "bad", "message": "out of memory; lower the sizes or the budget"})
-        exit_now(0)
-    except Exception as exc:
-        send({"end": "internal", "message": f"{type(exc).__name__}: {exc}"})
-        exit_now(0)
-    except BaseException as exc:  # KeyboardInterrupt, a BaseException of the user's
-        send({"end": "base", "error": _error_dict(exc), "frames": _user_frames(exc)})
+        setlimit(max(floor, getlimit()))
+    except BaseException as exc:  # each kind is one message
+        send(_stopped_message(exc))
+        _flush()
         exit_now(0)
     faulthandler.cancel_dump_traceback_later()
     if isinstance(outcome, dict):
         send({"end": "result", "data": outcome})
     else:
         send(_done(outcome))
+    _flush()
     exit_now(0)
+
+
+def _stopped_message(exc: BaseException) -> dict[str, Any]:
+    """The child's last message when the run did not return: its own error (bad target,
+    import, build), out of memory, attntrace's own failure, or a BaseException of the code's
+    (KeyboardInterrupt, its own subclass)."""
+    if isinstance(exc, AttntraceError):
+        return {"end": "bad", "message": str(exc), "code": int(getattr(exc, "exit_code", 2))}
+    if isinstance(exc, MemoryError):
+        return {"end": "bad", "message": "out of memory; lower the sizes or the budget"}
+    if isinstance(exc, Exception):
+        return {"end": "internal", "message": f"{type(exc).__name__}: {exc}"}
+    return {"end": "base", "error": _error_dict(exc), "frames": _user_frames(exc)}
+
+
+def _flush() -> None:
+    """What the code printed, written before the child ends (``os._exit`` flushes nothing)."""
+    for stream in (sys.stdout, sys.stderr, sys.__stdout__, sys.__stderr__):
+        with contextlib.suppress(Exception):
+            stream.flush()  # type: ignore[union-attr]
 
 
 def _prepare(request: Mapping[str, Any]) -> Runner:
@@ -510,7 +708,7 @@ def _limit_core() -> None:
 
 def _limit_memory(budget: int) -> None:
     """The address space the child has mapped now, plus the budget (and :data:`SLACK`), as
-    its ceiling."""
+    its ceiling: the soft and the hard limit both, so the code cannot raise it again."""
     import resource
 
     mapped = 0
@@ -528,7 +726,7 @@ def _limit_memory(budget: int) -> None:
     if soft != resource.RLIM_INFINITY:
         want = min(want, soft)
     with contextlib.suppress(ValueError, OSError):
-        resource.setrlimit(resource.RLIMIT_AS, (want, hard))
+        resource.setrlimit(resource.RLIMIT_AS, (want, want))
 
 
 def _thread_hook(send: Callable[[Mapping[str, Any]], None]) -> None:

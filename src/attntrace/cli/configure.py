@@ -16,7 +16,9 @@ import typer
 
 from attntrace.cli import options as opt
 from attntrace.config.attention_config import AttentionConfig, parse_scale
+from attntrace.config.parallel_layout import ParallelLayout
 from attntrace.errors import ConfigError
+from attntrace.units import MAX_NUMBER_CHARS, bounded, quoted
 
 R = TypeVar("R")
 
@@ -76,6 +78,13 @@ OPTION_GROUPS: dict[str, dict[str, tuple[Any, Any]]] = {
         "cache_file": (opt.CacheFile, None),
     },
     "model": {name: (annotation, None) for name, annotation in MODEL_OPTIONS.items()},
+    "parallel": {  # across devices (issue 43): one rank's steps, the collectives
+        "tp": (opt.Tp, None),
+        "sp": (opt.Sp, False),
+        "cp": (opt.Cp, None),
+        "cp_kind": (opt.CpKind, None),
+        "rank": (opt.Rank, 0),
+    },
     "serving": {  # the roofline and KV cache figures (engine/serving.py)
         "peak_flops": (opt.PeakFlops, None),
         "bandwidth": (opt.Bandwidth, None),
@@ -181,6 +190,7 @@ def parse_past(text: str | int | None) -> int | None:
     """
     if text is None or isinstance(text, int):
         return text
+    bounded(text, "--past", MAX_NUMBER_CHARS)  # outside the try: a ConfigError is a ValueError
     try:
         value = int(text.strip())
     except ValueError:
@@ -230,11 +240,12 @@ def parse_key_lengths(text: str | None) -> tuple[int, ...] | None:
     """
     if text is None:
         return None
+    bounded(text, "--key-lengths")
     try:
         return tuple(int(part) for part in text.split(","))
     except ValueError:
         raise ConfigError(
-            f"--key-lengths takes whole numbers separated by commas, e.g. 3,2; got {text!r}"
+            f"--key-lengths takes whole numbers separated by commas, e.g. 3,2; got {quoted(text)}"
         ) from None
 
 
@@ -245,6 +256,7 @@ def config_from_files(
     input_file: Path | None,
     input_kv: Path | None = None,
     cache_file: Path | None = None,
+    prompt_x: Any = None,
     **options: Any,
 ) -> tuple[AttentionConfig, dict[str, Any]]:
     """The config of the options (as :func:`resolve_options` takes them), with --weights /
@@ -252,14 +264,16 @@ def config_from_files(
 
     Nothing is validated before the files have spoken: the default --hidden 768 never meets
     a file's 28 heads, and --key-lengths finds the batch of an --input (B, S, H).
-    --cache FILE gives k_cache and v_cache, and --past its N when not typed."""
+    --cache FILE gives k_cache and v_cache, and --past its N when not typed. ``prompt_x``: the
+    x (S, H) that --prompt's model computed, taken as an --input would be."""
     if cache_file is not None:
         config, tensors = config_from_files(
             ctx, weights, layer_prefix, input_file, input_kv, **_with_past(cache_file, options)
         )
         return config, {**tensors, **_cache_tensors(cache_file, config, options.get("layer"))}
     model_dir = options.get("model_dir")
-    if weights is None and input_file is None and model_dir is None and input_kv is None:
+    given = (weights, input_file, model_dir, input_kv, prompt_x)
+    if all(g is None for g in given):
         if layer_prefix is not None:
             raise ConfigError("--layer-prefix picks a layer of --weights; add --weights FILE")
         return resolve_options(**options), {}
@@ -279,7 +293,7 @@ def config_from_files(
         raise ConfigError("--layer-prefix picks a layer of --weights; add --weights FILE")
     if loaded is not None and not known:
         check_positions_said(loaded, options)
-    x = read_npy(input_file) if input_file is not None else None
+    x = read_npy(input_file) if input_file is not None else prompt_x
     config, tensors = resolve_run(sizes, explicit, loaded, x, known=known, x_kv=x_kv)
     check_rope_base(options.get("rope_base"), config)
     return config, tensors
@@ -398,7 +412,32 @@ def _typed(ctx: typer.Context, name: str) -> bool:
     return source is not None and source.name not in ("DEFAULT", "DEFAULT_MAP")
 
 
+typed = _typed  # the same test, for the commands
+
+
 def check_rope_base(rope_base: float | None, config: AttentionConfig) -> None:
     """--rope-base means nothing without --rope."""
     if rope_base is not None and not config.rope:
         raise ConfigError("--rope-base has no effect without rotary embeddings; add --rope")
+
+
+def parallel_layout(parallel: dict[str, Any]) -> ParallelLayout | None:
+    """The layout that --tp, --sp, --cp, --cp-kind and --rank give, or None (one device).
+
+    >>> parallel_layout({"tp": 8, "sp": False, "cp": None, "cp_kind": None, "rank": 0})
+    ParallelLayout(tp=8, sp=False, cp=1, cp_kind='ring', rank=0)
+    """
+    tp, cp, kind = parallel["tp"], parallel["cp"], parallel["cp_kind"]
+    if kind is not None and cp is None:
+        raise ConfigError("--cp-kind needs --cp C (the ranks that share the sequence)")
+    if tp is None and cp is None and not parallel["sp"]:
+        if parallel["rank"]:
+            raise ConfigError("--rank needs --tp or --cp; add --tp T or --cp C")
+        return None
+    return ParallelLayout(
+        tp=tp or 1,
+        sp=parallel["sp"],
+        cp=cp or 1,
+        cp_kind=kind.value if kind is not None else "ring",
+        rank=parallel["rank"],
+    )

@@ -327,6 +327,25 @@ Layer = Annotated[
         show_default=False,
     ),
 ]
+Prompt = Annotated[
+    str | None,
+    typer.Option(
+        metavar="TEXT",
+        help="Real words: with --model DIR, its own tokenizer splits them and the model computes "
+        "the layer's input (token labels in the heat maps); without, a byte-level split.",
+        rich_help_panel=MODELS,
+        show_default=False,
+    ),
+]
+Token = Annotated[
+    int | None,
+    typer.Option(
+        metavar="I",
+        help="Show query token I's attention row in every head (with --prompt, its word).",
+        rich_help_panel=OUTPUT,
+        show_default=False,
+    ),
+]
 Preset = Annotated[
     str | None,
     typer.Option(
@@ -347,8 +366,8 @@ HfConfig = Annotated[
 Backend = Annotated[
     BackendName,
     typer.Option(
-        help="numpy (default), torch (the torch extra: attntrace\\[torch]), or shape (shapes "
-        "only, any size).",
+        help="numpy (default), torch (the torch extra, attntrace\\[torch]; on Linux its CPU "
+        "wheel: docs/getting-started.md#pytorch), or shape (shapes only, any size).",
     ),
 ]
 DType = Annotated[DTypeName, typer.Option(help="Element type; bfloat16 needs --backend torch.")]
@@ -699,8 +718,8 @@ DocumentFile = Annotated[
         "--output",
         "-o",
         metavar="FILE",
-        help="Write what the command prints (any --format) to FILE instead of stdout, "
-        "atomically: FILE is complete or as it was, never half-written.",
+        help="Write what the command prints (any --format) to FILE instead of stdout (- is "
+        "stdout), atomically: FILE is complete or as it was, never half-written.",
         rich_help_panel=OUTPUT,
         dir_okay=False,
         show_default=False,
@@ -727,9 +746,114 @@ Explain = Annotated[
 Lang = Annotated[
     LangName | None,
     typer.Option(
-        help="Language of the explanations and headers: en or zh (default: zh when LC_ALL, "
-        "LC_MESSAGES or LANG is zh_*, else en). Step names, JSON keys and shapes stay as they are.",
+        help="Language of the words (explanations, headers, verdicts, errors): en or zh "
+        "(default: zh when LC_ALL, LC_MESSAGES or LANG is zh_*, else en). Step names, JSON keys "
+        "and shapes stay as they are.",
         rich_help_panel=OUTPUT,
+        show_default=False,
+    ),
+]
+
+# --- across devices (issue 43) ---
+PARALLEL = "Across devices (tensor, sequence and context parallelism)"
+
+
+class CpKindName(StrEnum):
+    """How context parallelism shares the keys and values."""
+
+    ring = "ring"
+    allgather = "allgather"
+    ulysses = "ulysses"
+
+
+Tp = Annotated[
+    int | None,
+    typer.Option(
+        "--tp",
+        metavar="T",
+        help="Tensor parallelism over T ranks (Megatron): each rank holds h/T heads, q, k, v "
+        "column-parallel, the output row-parallel and all-reduced. Shows one rank's steps.",
+        rich_help_panel=PARALLEL,
+        show_default=False,
+    ),
+]
+Sp = Annotated[
+    bool,
+    typer.Option(
+        "--sp",
+        help="Sequence parallelism with --tp: x sharded S/T, all-gathered before the "
+        "projections, the output reduce-scattered.",
+        rich_help_panel=PARALLEL,
+    ),
+]
+Cp = Annotated[
+    int | None,
+    typer.Option(
+        "--cp",
+        metavar="C",
+        help="Context parallelism over C ranks: each holds S/C tokens (with --causal the "
+        "load-balanced order: chunks c and 2C-1-c of 2C).",
+        rich_help_panel=PARALLEL,
+        show_default=False,
+    ),
+]
+CpKind = Annotated[
+    CpKindName | None,
+    typer.Option(
+        "--cp-kind",
+        help="ring (key/value blocks passed round, merged by log-sum-exp), allgather, or "
+        "ulysses (two all-to-alls) \\[default: ring].",
+        rich_help_panel=PARALLEL,
+        show_default=False,
+    ),
+]
+Rank = Annotated[
+    int,
+    typer.Option(
+        "--rank",
+        help="The rank whose steps are shown, 0 to T·C-1 (t = rank % T, c = rank // T).",
+        rich_help_panel=PARALLEL,
+    ),
+]
+Nproc = Annotated[
+    int | None,
+    typer.Option(
+        "--nproc",
+        metavar="N",
+        help="verify: run the T·C ranks as N local processes with torch.distributed (gloo), "
+        "each rank's steps against the simulated ranks and the gathered output against one "
+        "device. Without it, --tp/--cp compare the ranks simulated in one process.",
+        rich_help_panel=PARALLEL,
+        show_default=False,
+    ),
+]
+NprocTimeout = Annotated[
+    float,
+    typer.Option(
+        "--timeout",
+        metavar="SECONDS",
+        help="verify --nproc: the processes are stopped after this long.",
+        rich_help_panel=PARALLEL,
+    ),
+]
+#: sweep's --tp and --cp: lists of group sizes.
+TpList = Annotated[
+    str | None,
+    typer.Option(
+        "--tp",
+        metavar="T,T,…",
+        help="sweep: tensor-parallel sizes, comma-separated (e.g. 1,2,4,8): rank 0's cost on each.",
+        rich_help_panel=PARALLEL,
+        show_default=False,
+    ),
+]
+CpList = Annotated[
+    str | None,
+    typer.Option(
+        "--cp",
+        metavar="C,C,…",
+        help="sweep: context-parallel sizes, comma-separated (e.g. 1,2,4,16).",
+        rich_help_panel=PARALLEL,
         show_default=False,
     ),
 ]

@@ -57,9 +57,12 @@ def load_command(name: str, group: AttntraceGroup) -> click.Command | None:
 
 
 def flowed(command: click.Command) -> click.Command:
-    """``command`` with its help made by :func:`flow` (a command Typer has just built, once)."""
+    """``command`` with its help made by :func:`flow` (a command Typer has just built, once),
+    drawn in the language its command line asks for (:mod:`attntrace.cli.localize`)."""
+    from attntrace.cli.localize import localized
+
     command.help = flow(command.help)
-    return command
+    return localized(command)
 
 
 #: click's mark of a paragraph whose line breaks are kept (a block of examples).
@@ -144,9 +147,21 @@ class AttntraceGroup(TyperGroup):
     def list_commands(self, ctx: click.Context) -> list[str]:
         return list(self.commands)
 
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        from attntrace.cli.localize import ARGS
+
+        ctx.meta[ARGS] = list(args)  # for the help's language (--lang before --help)
+        return super().parse_args(ctx, args)
+
     def format_help(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         from attntrace.cli.fast_help import root_help, verified
+        from attntrace.cli.localize import help_in, help_lang
 
+        lang = help_lang(ctx)
+        if lang != "en":  # Typer draws it, in the learner's words
+            with help_in(self, ctx, lang):
+                super().format_help(ctx, formatter)
+            return
         if not verified():  # a Typer or Rich it was not verified against: Typer draws
             super().format_help(ctx, formatter)
             return

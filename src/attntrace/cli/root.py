@@ -134,6 +134,10 @@ COMMANDS: dict[str, CommandSpec] = {
         "attntrace.cli.commands.cmd_demo",
         "Walk through the study notes' worked 3×3 example, unscaled and scaled.",
     ),
+    "explore": CommandSpec(
+        "attntrace.cli.commands.cmd_explore",
+        "Open an interactive page: turn the sizes and watch every shape follow.",
+    ),
 }
 
 
@@ -151,6 +155,7 @@ SUMMARIES_ZH: dict[str, str] = {
     "verify": "与 PyTorch 自己的注意力对比检查；超出容差时退出码为 1。",
     "diff": "用相同的权重和输入，把你的注意力与参考实现并排运行，并指出 bug。",
     "demo": "逐步演示学习笔记中 3×3 的例子：先不缩放，再缩放。",
+    "explore": "打开一个交互页面：调整尺寸，看每一步的形状随之变化。",
 }
 
 

@@ -5,6 +5,7 @@ strings would be compiled and evaluated on every start.
 """
 
 import contextlib
+import contextvars
 import functools
 import sys
 from collections.abc import Callable, Iterator
@@ -14,12 +15,18 @@ import typer
 
 from attntrace.cli.registry import bound_group
 from attntrace.cli.root import EPILOG, HELP, HELP_NAMES, VERSION_HELP
-from attntrace.errors import EXIT_INTERNAL, EXIT_USAGE, AttntraceError
+from attntrace.errors import EXIT_CANNOT_TELL, EXIT_INTERNAL, EXIT_USAGE, AttntraceError
+
+#: The exit codes of a command that gave its answer (success, a check failed, diff's CANNOT
+#: TELL): its output is complete, written to --output and flushed.
+ANSWERED = (0, 1, EXIT_CANNOT_TELL)
 
 if TYPE_CHECKING:
     from pathlib import Path
 
     from rich.console import Console
+
+    from attntrace.learn import Lang
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -43,15 +50,37 @@ app: typer.Typer = typer.Typer(
 )
 
 
+#: The language of the running command's words (its --lang), for its error line.
+_LANG: contextvars.ContextVar[str | None] = contextvars.ContextVar("attntrace_lang", default=None)
+
+
 def fail(message: str, code: int = EXIT_USAGE) -> typer.Exit:
     """Print ``attntrace: error: message`` as one line on stderr; return the Exit to raise.
-    Whatever the message quotes from a file or the command line is made inert here."""
+    Whatever the message quotes from a file or the command line is made inert here. Under
+    ``--lang zh`` (or a zh_* locale) the line is in Chinese where the catalogue knows it."""
     from attntrace.text import plain
 
     with contextlib.suppress(OSError, ValueError, AttributeError):  # stderr itself refused it
-        sys.stderr.write(f"attntrace: error: {plain(' '.join(message.split()))}\n")
+        sys.stderr.write(plain(error_line(" ".join(message.split()))) + "\n")
         sys.stderr.flush()
     return typer.Exit(code)
+
+
+def error_line(message: str) -> str:
+    """``attntrace: error: message``, in the language of the command (its ``--lang``, else
+    the command line's, else the locale).
+
+    >>> error_line("--heads must be at least 1, got 0")  # an English locale
+    'attntrace: error: --heads must be at least 1, got 0'
+    """
+    from attntrace.learn.lang import message as words
+    from attntrace.learn.lang import requested_lang, translate
+
+    given = _LANG.get()
+    lang = requested_lang([f"--lang={given}"] if given else sys.argv[1:])
+    if lang == "en":
+        return f"attntrace: error: {message}"
+    return words("err.prefix", lang, message=translate(message, lang))
 
 
 def internal_error(exc: BaseException) -> typer.Exit:
@@ -95,11 +124,20 @@ def console(no_color: bool = False) -> "Console":
     """The stdout console: colours off with --no-color or NO_COLOR, no escape codes when piped,
     no trailing spaces, ASCII where stdout cannot take Unicode (attntrace.render.terminal), at
     least :data:`MIN_WIDTH` columns wide."""
+    from attntrace.render.speaking import in_words
     from attntrace.render.terminal import plain
 
     out = _console_class()(file=plain(sys.stdout), no_color=True if no_color else None)
     out.width = max(out.width, MIN_WIDTH)
-    return out
+    return in_words(out, command_lang())
+
+
+def command_lang() -> "Lang":
+    """The language of the running command's words: its --lang, else the locale."""
+    from attntrace.learn.lang import requested_lang
+
+    given = _LANG.get()
+    return requested_lang([f"--lang={given}"] if given else [])
 
 
 def cli_errors(command: Callable[P, R]) -> Callable[P, R]:
@@ -115,7 +153,9 @@ def cli_errors(command: Callable[P, R]) -> Callable[P, R]:
     @functools.wraps(command)
     def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
         output = kwargs.pop("output_file", None)
-        with held_notices():
+        lang = kwargs.get("lang")
+        token = _LANG.set(str(getattr(lang, "value", lang)) if lang is not None else None)
+        with held_notices(), _reset(token):
             try:
                 refuse_outputs(kwargs, output)
                 with to_document(output):
@@ -123,7 +163,7 @@ def cli_errors(command: Callable[P, R]) -> Callable[P, R]:
                 flush_stdout()
                 return result
             except AttntraceError as exc:
-                raise fail(str(exc)) from None
+                raise fail(str(exc), getattr(exc, "exit_code", EXIT_USAGE)) from None
             except MemoryError:
                 raise fail("out of memory; lower the sizes or set a smaller --max-memory") from None
             except BrokenPipeError:
@@ -135,6 +175,15 @@ def cli_errors(command: Callable[P, R]) -> Callable[P, R]:
                 raise internal_error(exc) from None
 
     return wrapper
+
+
+@contextlib.contextmanager
+def _reset(token: contextvars.Token[str | None]) -> Iterator[None]:
+    """The command's language forgotten when it ends (an in-process runner runs many)."""
+    try:
+        yield
+    finally:
+        _LANG.reset(token)
 
 
 def exit_code_of(exc: BaseException) -> int:
@@ -167,7 +216,7 @@ def held_notices() -> Iterator[None]:
         yield
         ok = True
     except BaseException as exc:
-        ok = exit_code_of(exc) in (0, 1)
+        ok = exit_code_of(exc) in ANSWERED
         raise
     finally:
         catcher.__exit__(None, None, None)
@@ -202,10 +251,11 @@ def _held_class() -> type:
 @contextlib.contextmanager
 def to_document(output: object) -> Iterator[None]:
     """``--output FILE``: what the command prints goes into FILE, written atomically (complete,
-    or the file as it was) when the command ends with exit code 0 or 1; stdout gets nothing."""
+    or the file as it was) when the command ends with exit code 0 or 1; stdout gets nothing.
+    ``--output -`` is stdout, as for every tool that takes a file name."""
     from pathlib import Path
 
-    if not isinstance(output, Path):
+    if not isinstance(output, Path) or str(output) == "-":
         yield
         return
     import io
@@ -225,7 +275,7 @@ def to_document(output: object) -> Iterator[None]:
     try:
         yield
     except BaseException as exc:
-        if exit_code_of(exc) in (0, 1):
+        if exit_code_of(exc) in ANSWERED:
             write()
         raise
     else:
@@ -252,7 +302,7 @@ def flush_stdout() -> None:
 def flush_stdout_or_fail(exc: BaseException) -> None:
     """Before a command's own exit code (1: a check failed) goes out: stdout complete, or the
     one line and exit code 2 instead."""
-    if getattr(exc, "exit_code", 0) not in (0, 1):
+    if getattr(exc, "exit_code", 0) not in ANSWERED:
         return
     try:
         flush_stdout()

@@ -19,6 +19,7 @@ from dataclasses import asdict, dataclass
 from dataclasses import fields as dataclass_fields
 from typing import Any, NamedTuple
 
+from attntrace.config.parallel_layout import ParallelLayout
 from attntrace.config.variants import parse_relative_bias, parse_rope_scaling
 from attntrace.errors import ConfigError
 
@@ -54,6 +55,7 @@ OPTIONAL_FIELDS: tuple[str, ...] = (
     "relative_bias",
     "rope_style",
     "past",
+    "parallel",
 )
 
 #: How RoPE pairs the dimensions of a head: half rotates i with i + d/2 (Hugging Face's
@@ -124,6 +126,8 @@ class AttentionConfig:
     rope_style: str = "half"  # one of ROPE_STYLES: pairs (i, i + d/2) or (2i, 2i + 1)
     # --- the serving view (issue 34) ---
     past: int = 0  # N, tokens already in the KV cache: the S new tokens sit at N..N+S-1
+    # --- across devices (issue 43): --tp, --sp, --cp, --cp-kind; None: one device ---
+    parallel: ParallelLayout | None = None
 
     def __post_init__(self) -> None:
         if self.key_lengths is not None and not isinstance(self.key_lengths, tuple):
@@ -155,6 +159,10 @@ class AttentionConfig:
         self._check_past()
         self._check_variants()
         self._check_model_variants()
+        if self.parallel is not None:
+            if not isinstance(self.parallel, ParallelLayout):
+                raise ConfigError(f"parallel must be a ParallelLayout, got {self.parallel!r}")
+            self.parallel.check(self)
 
     def _check_past(self) -> None:
         """--past N: a decode (or chunked prefill) step of self-attention against a cache."""
@@ -457,7 +465,10 @@ class AttentionConfig:
         sizes["h"] = self.heads
         if self.grouped:
             sizes["g"] = self.groups
-        return {**sizes, "d": self.head_dim}
+        sizes["d"] = self.head_dim
+        if self.parallel is not None:  # the rank view's divisors (h/T, S/C)
+            sizes |= {"T": self.parallel.tp, "C": self.parallel.cp}
+        return sizes
 
     def size(self, label: str) -> int:
         """Size of an axis label: a letter, a product such as ``h·d``, a digit (``1``), or a sum
@@ -475,6 +486,12 @@ class AttentionConfig:
             return sum((-1 if sign == "-" else 1) * self.size(term.strip()) for sign, term in terms)
         sizes, total = self.axis_sizes(), 1
         for letter in label.split("·"):
+            if "/" in letter:  # a rank's share: h/T, S/2C, S/CT
+                top, under = letter.split("/", 1)
+                digits = under[: len(under) - len(under.lstrip("0123456789"))]
+                parts = int(digits or 1) * math.prod(self.size(c) for c in under[len(digits) :])
+                total *= self.size(top) // parts
+                continue
             if letter not in sizes:
                 raise ConfigError(
                     f"axis {letter!r} does not apply to this config; axes: {', '.join(sizes)}"
@@ -501,7 +518,9 @@ def parse_scale(text: str) -> float | None:
     >>> parse_scale("sqrt"), parse_scale("none"), parse_scale("0.125")
     (None, 1.0, 0.125)
     """
-    word = text.strip().lower()
+    from attntrace.units import MAX_NUMBER_CHARS, bounded
+
+    word = bounded(text, "--scale", MAX_NUMBER_CHARS).strip().lower()
     if word == "sqrt":
         return None
     if word == "none":
@@ -510,10 +529,10 @@ def parse_scale(text: str) -> float | None:
         value = float(word)
     except ValueError:
         raise ConfigError(
-            f"--scale must be sqrt, none or a positive number (e.g. 0.125), got {text!r}"
+            f"--scale must be sqrt, none or a positive number (e.g. 0.125), got {word!r}"
         ) from None
     if not math.isfinite(value) or value <= 0:
-        raise ConfigError(f"--scale must be a positive number, 'sqrt' or 'none', got {text!r}")
+        raise ConfigError(f"--scale must be a positive number, 'sqrt' or 'none', got {word!r}")
     return value
 
 

@@ -48,7 +48,9 @@ def parse_rope_scaling(text: str) -> RopeScaling:
     >>> parse_rope_scaling("llama3")[1]["original_max_position_embeddings"]
     8192.0
     """
-    kind, _, rest = text.partition(":")
+    from attntrace.units import bounded
+
+    kind, _, rest = bounded(text, "--rope-scaling", 4096).partition(":")
     if kind not in ROPE_SCALINGS:
         raise ConfigError(
             f"--rope-scaling {text!r}: unknown type {kind!r}; use one of {', '.join(ROPE_SCALINGS)}"
@@ -107,7 +109,9 @@ def parse_relative_bias(text: str) -> RelativeBias:
     >>> parse_relative_bias("32,128")
     RelativeBias(buckets=32, max_distance=128, bidirectional=True)
     """
-    parts = [p.strip() for p in text.split(",")]
+    from attntrace.units import bounded
+
+    parts = [p.strip() for p in bounded(text, "--relative-bias", 256).split(",")]
     try:
         buckets, distance = int(parts[0]), int(parts[1])
     except (ValueError, IndexError):

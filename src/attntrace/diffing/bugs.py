@@ -163,6 +163,26 @@ def _split(s: Setting) -> Iterator[Bug]:
         # (B, h, S, d) straight from (B, S, H)
         return lambda done, value: done[f"{c}_proj"].reshape(shape)
 
+    def columns_dh(c: str) -> StepReplacement:
+        new_keys = cfg.seq if cfg.past else cfg.keys
+        heads, seq = (cfg.heads, cfg.seq) if c == "q" else (cfg.groups, new_keys)
+        lead = len(s.lead)
+        order = (*range(lead), lead + 2, lead, lead + 1)  # (B, d, h) columns -> (B, h, S, d)
+
+        def wrong(done: Done, value: np.ndarray) -> np.ndarray:
+            t = done[f"{c}_proj"].reshape(*s.lead, seq, cfg.head_dim, heads)  # (B, S, d, h)
+            return t.transpose(order)  # (B, h, S, d): head i takes every h-th column
+
+        return wrong
+
+    yield Bug(
+        key="split-d-h-qkv",
+        name="heads of q, k, v taken from the columns as (d h) instead of (h d)",
+        fix="the columns of a projection are (h d), head by head: "
+        'rearrange(t, "b s (h d) -> b h s d", h=h) or t.view(B, S, h, d).transpose(1, 2)',
+        at="q",
+        replace={c: columns_dh(c) for c in "qkv"},
+    )
     for which in ("qkv", "q", "k", "v"):
         yield Bug(
             key=f"split-no-transpose-{which}",

@@ -38,6 +38,7 @@ class Diagnosis:
     explained_abs: float = (
         math.nan
     )  # the user's tensor against the mistaken reference (≈ 0 when explained)
+    layout: str = ""  # the layout the code holds the mistaken numbers in ("permute(1, 0, 2)")
 
 
 def diagnose(
@@ -83,7 +84,9 @@ def diagnose(
         elif partial is None and not opaque:  # with only the output seen, it must reproduce it
             partial = (found, mistaken)
         del mistaken  # one replayed trace alive at a time (each holds every step's values)
-    return partial or (_unexplained(first, closest, hidden=opaque), None)
+    ends = {user.steps[0].shape, user.steps[-1].shape}
+    inner = sum(s.shape not in ends for s in user.steps[1:-1])  # per-head tensors and the like
+    return partial or (_unexplained(first, closest, hidden=opaque, seen=inner), None)
 
 
 def counterparts(rows: Sequence[Row], mistaken: Trace, user: UserSteps) -> tuple[Row, ...]:
@@ -162,7 +165,18 @@ def _test(
         max_abs=max_abs,
         max_rel=max_rel,
         explained_abs=proof[1].max_abs,
+        layout=_layout(who, mistaken[step], user) if step in mistaken else "",
     )
+
+
+def _layout(who: UserStep, step: Step, user: UserSteps) -> str:
+    """The layout in which the code's tensor ``who`` holds the mistaken ``step``."""
+    from attntrace.diffing.match import agree
+
+    if step.value is None:
+        return ""
+    found = agree(who.value, step.value, step.axes, user.tol)
+    return found.layout if found is not None and found.ok else ""
 
 
 def _find(user: UserSteps, m: Step, skip: set[int]) -> tuple[UserStep, Agreement] | None:
@@ -196,19 +210,38 @@ def _numbers(who: UserStep, ref: Any, user: UserSteps) -> tuple[float, float]:
     return (found.max_abs, found.max_rel) if found is not None else (math.inf, math.inf)
 
 
-def _unexplained(row: Row, closest: tuple[float, Bug] | None, hidden: bool = False) -> Diagnosis:
-    """No known bug reproduces the divergence at ``row``; ``hidden``: no step before it is
-    visible (a fused kernel, SDPA or a C++ op made it from x), so the report says only that."""
+def _unexplained(
+    row: Row, closest: tuple[float, Bug] | None, hidden: bool = False, seen: int = 0
+) -> Diagnosis:
+    """No known bug reproduces the divergence at ``row``; ``hidden``: no step before it matches
+    (``seen``: how many ops of the code were recorded; none: a fused kernel, SDPA or a C++
+    op made it from x), so the report says only that."""
     who = row.user
     abs_, rel = (
         (row.agreement.max_abs, row.agreement.max_rel) if row.agreement else (math.nan, math.nan)
     )
     near = (
-        f"; the closest known bug, {closest[1].name}, is off by {closest[0]:.3g}" if closest else ""
+        f" (a guess, not a finding: the nearest known bug, {closest[1].name}, "
+        f"is still off by {closest[0]:.3g})"
+        if closest and math.isfinite(closest[0])
+        else ""
     )
     missing = (
         "" if who is not None else f"; the user's code has no tensor in the role of {row.step.name}"
     )
+    if hidden and who is not None and seen > 0:
+        return Diagnosis(
+            step=row.step.name,
+            bug=None,
+            name="the output differs and no tensor the code makes holds a step of the "
+            f"reference ({seen} recorded inside); no known bug reproduces it{near}",
+            fix="check the sizes and choices diff used (heads, causal, scale, RoPE) against "
+            "the model, then compare the steps one by one (attntrace trace)",
+            location=who.location,
+            source=who.source,
+            max_abs=abs_,
+            max_rel=rel,
+        )
     if hidden and who is not None:
         return Diagnosis(
             step=row.step.name,

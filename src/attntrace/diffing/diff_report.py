@@ -27,28 +27,37 @@ from attntrace.config.attention_config import AttentionConfig
 from attntrace.errors import ConfigError
 
 if TYPE_CHECKING:  # the machinery is imported when a diff runs: import attntrace stays light
+    from collections.abc import Collection
+
     import numpy as np
 
     from attntrace.diffing.align import Row
     from attntrace.diffing.backward_diff import GradientReport
     from attntrace.diffing.diagnose import Diagnosis
     from attntrace.diffing.layer import Layer
+    from attntrace.diffing.verdict import Read, Undecided
+    from attntrace.errors import CannotTellError
     from attntrace.tools.verify import Tolerance
 
 __all__ = [
     "DIFF_SCHEMA_ID",
     "DiffReport",
+    "cannot_tell_report",
     "check_diff_memory",
     "decode_diff",
     "diff",
+    "diff_layer",
+    "judge",
     "probe_sizes",
     "resolve_layer",
+    "resolve_read",
     "run_diff",
     "with_gradients",
 ]
 
-#: The ``schema`` value of :meth:`DiffReport.to_dict`.
-DIFF_SCHEMA_ID = "attntrace.diff/1"
+#: The ``schema`` value of :meth:`DiffReport.to_dict` (2: ``verdict``, ``cannot_tell``,
+#: ``read``, ``nonfinite`` and each row's ``nan``/``inf`` added; the keys of 1 unchanged).
+DIFF_SCHEMA_ID = "attntrace.diff/2"
 
 
 @dataclass(frozen=True)
@@ -63,6 +72,9 @@ class DiffReport:
     diagnosis: Diagnosis | None
     notes: tuple[str, ...] = ()  # how the code was run ("run in eval mode (dropout off)")
     backward: GradientReport | None = None  # the gradients compared (diff --backward)
+    read: tuple[Read, ...] = ()  # the choices read from the module, not given as flags
+    undecided: Undecided | None = None  # CANNOT TELL: what is missing and what would decide
+    nonfinite: str = ""  # where the code's numbers first turn NaN or inf, and why
 
     def __repr__(self) -> str:
         first = self.first
@@ -79,7 +91,18 @@ class DiffReport:
     def ok(self) -> bool:
         """True when every step the user's code makes matches the reference (and, with
         ``backward``, every gradient)."""
-        return all(r.ok for r in self.rows) and (self.backward is None or self.backward.ok)
+        return (
+            self.undecided is None
+            and all(r.ok for r in self.rows)
+            and (self.backward is None or self.backward.ok)
+        )
+
+    @property
+    def verdict(self) -> str:
+        """``"match"``, ``"differs"`` or ``"cannot tell"`` (:mod:`attntrace.diffing.verdict`)."""
+        if self.undecided is not None:
+            return "cannot tell"
+        return "match" if self.ok else "differs"
 
     @property
     def first(self) -> Row | None:
@@ -103,6 +126,12 @@ class DiffReport:
             "diagnosis": None if d is None else {k: _finite(v) for k, v in asdict(d).items()},
             "notes": list(self.notes),
             **({} if self.backward is None else {"backward": self.backward.to_dict()}),
+            "verdict": self.verdict,
+            "cannot_tell": None
+            if self.undecided is None
+            else {"missing": self.undecided.missing, "remedy": self.undecided.remedy},
+            "read": [r.to_dict() for r in self.read],
+            "nonfinite": self.nonfinite or None,
         }
 
 
@@ -124,7 +153,85 @@ def _row_dict(row: Row) -> dict[str, Any]:
         "layout": a.layout if a else None,
         "max_abs": _finite(a.max_abs) if a else None,
         "max_rel": _finite(a.max_rel) if a else None,
+        "nan": a.nan if a else 0,
+        "inf": a.inf if a else 0,
     }
+
+
+def judge(
+    report: DiffReport, explicit: Collection[str], reads: tuple[Read, ...] = ()
+) -> DiffReport:
+    """``report`` with what was read from the module and, where the evidence does not decide,
+    the reason it cannot tell (``explicit``: the options the user gave;
+    :func:`attntrace.diffing.verdict.undecided`)."""
+    from attntrace.diffing.verdict import undecided
+
+    report = replace(report, read=reads, nonfinite=nonfinite_line(report))
+    if report.diagnosis is None or all(r.ok for r in report.rows):
+        return report
+    why = undecided(report, explicit, reads)
+    return report if why is None else replace(report, undecided=why)
+
+
+def cannot_tell_report(config: AttentionConfig, target: str, error: CannotTellError) -> DiffReport:
+    """The report of a diff that could not run to a verdict (a class whose attention the
+    reference cannot express): no rows, the reason and the remedy.
+
+    >>> from attntrace.errors import CannotTellError
+    >>> r = cannot_tell_report(AttentionConfig(), "X (nn.Module)", CannotTellError("no", "yes"))
+    >>> r.verdict, r.ok, r.undecided
+    ('cannot tell', False, Undecided(missing='no', remedy='yes'))
+    """
+    from attntrace.diffing.verdict import Undecided
+    from attntrace.tools.verify import tolerance
+
+    return DiffReport(
+        config=config,
+        target=target,
+        weights="",
+        tolerance=tolerance(config),
+        rows=(),
+        diagnosis=None,
+        undecided=Undecided(error.missing, error.remedy),
+    )
+
+
+def nonfinite_line(report: DiffReport) -> str:
+    """Where the code's numbers first turn NaN or inf where the reference's are numbers, and
+    why when a step says so ("" when they never do)."""
+    seen = [(r, r.agreement) for r in report.rows if r.agreement is not None and r.user]
+    found = next(((r, a) for r, a in seen if a.nan), None)
+    found = found or next(  # -inf where a mask fills the scores is the mask's doing
+        ((r, a) for r, a in seen if a.inf and r.step.name not in ("mask", "masked")), None
+    )
+    if found is None:
+        return ""
+    row, a = found
+    assert row.user is not None
+    kinds = f"{a.nan} NaN" if a.nan else f"{a.inf} inf"
+    why = _why_nonfinite(report, row.step.name)
+    return (
+        f"the code's {row.user.name} holds {kinds} from step {row.step.name} "
+        f"({row.user.location}), where the reference has numbers{why}"
+    )
+
+
+def _why_nonfinite(report: DiffReport, step: str) -> str:
+    """The cause a NaN in the weights usually has: every key of some query masked."""
+    import numpy as np
+
+    masked = next((r for r in report.rows if r.step.name == "masked"), None)
+    if step not in ("weights", "context", "context_heads", "merged", "output"):
+        return ""
+    if masked is None or masked.user is None:
+        return ""
+    v = np.asarray(masked.user.value)
+    if v.ndim == 0 or not v.size or v.dtype.kind != "f":
+        return ""
+    with np.errstate(invalid="ignore"):
+        rows = np.all(np.isneginf(v) | (v <= -1e30), axis=-1)  # (…, S): a query with no key
+    n = int(np.count_nonzero(rows))
+    return f": every key masked in {n} row(s) of the scores (-inf throughout)" if n else ""
 
 
 def diff(
@@ -150,10 +257,30 @@ def diff(
     options = asdict(config if config is not None else AttentionConfig())
     given = set() if config is None else _non_default(config)
     from attntrace.diffing.layer import as_layer
+    from attntrace.errors import CannotTellError
 
-    heads = options["heads"] if "heads" in given else None  # a per-head fused qkv needs it
-    layer = as_layer(target, **probe_sizes(options["seq"], options["batch"], x), heads=heads)
-    cfg, tensors = resolve_layer(layer, options, given, x)
+    name = getattr(target, "__name__", type(target).__name__)
+    try:
+        heads = options["heads"] if "heads" in given else None  # a per-head fused qkv needs it
+        layer = as_layer(target, **probe_sizes(options["seq"], options["batch"], x), heads=heads)
+        name = layer.name
+        return diff_layer(layer, options, given, x, max_memory, backward)
+    except CannotTellError as exc:  # what the reference cannot express: a verdict of its own
+        return cannot_tell_report(config or AttentionConfig(), name, exc)
+
+
+def diff_layer(
+    layer: Layer,
+    options: dict[str, Any],
+    explicit: set[str],
+    x: np.ndarray | None,
+    max_memory: int | None = None,
+    backward: bool = False,
+) -> DiffReport:
+    """The diff of a built :class:`~attntrace.diffing.layer.Layer` under ``options`` (every
+    AttentionConfig field; ``explicit``: those the user gave), judged
+    (:func:`attntrace.diffing.verdict.judge`)."""
+    cfg, tensors, reads = resolve_read(layer, options, explicit, x)
     if backward:
         from attntrace.engine.backward import check_backward
 
@@ -165,6 +292,7 @@ def diff(
         report = decode_diff(layer, cfg, tensors, max_memory)  # and the cache it returns
     else:
         report = run_diff(layer, cfg, tensors, max_memory=max_memory)
+    report = judge(report, explicit, reads)
     return with_gradients(report, layer, tensors) if backward else report
 
 
@@ -285,13 +413,25 @@ def resolve_layer(
     layer: Layer, options: dict[str, Any], explicit: set[str], x: np.ndarray | None
 ) -> tuple[AttentionConfig, dict[str, Any]]:
     """The config and tensors of a diff: the options over what the layer states (its weights
-    and attributes, which must agree with typed options), seeded x and weights for the rest."""
+    and sizes, which must agree with typed options; a choice it states gives way to a typed
+    flag), seeded x and weights for the rest."""
+    config, tensors, _ = resolve_read(layer, options, explicit, x)
+    return config, tensors
+
+
+def resolve_read(
+    layer: Layer, options: dict[str, Any], explicit: set[str], x: np.ndarray | None
+) -> tuple[AttentionConfig, dict[str, Any], tuple[Read, ...]]:
+    """:func:`resolve_layer`, and the choices read from the module instead of the command line
+    (:class:`~attntrace.diffing.verdict.Read`)."""
+    from attntrace.diffing.verdict import split_hints
     from attntrace.engine.inputs import random_sources
     from attntrace.files import resolve_run
 
+    stands, reads = split_hints(layer, explicit)
     weights = layer.weights
     if weights is not None:
-        hints = {k: v for k, v in layer.hints.items() if k != "kv_heads"}
+        hints = {k: v for k, v in stands.items() if k != "kv_heads"}
         weights = replace(weights, hints={**weights.hints, **hints})
         if "dtype" not in explicit:
             options = {
@@ -307,7 +447,7 @@ def resolve_layer(
     _check_supported(config)
     config = replace(config, algorithm="eager")  # the steps to compare are the eager ones
     seeded = {name: s.make() for name, s in random_sources(config).items() if name not in tensors}
-    return config, {**seeded, **tensors}
+    return config, {**seeded, **tensors}, reads
 
 
 def _check_supported(config: AttentionConfig) -> None:
@@ -375,6 +515,10 @@ def run_diff(
         notes += (f"compared with its own layout: {own}",)
     elif mistaken is not None:
         rows = counterparts(rows, mistaken, user)
+    if diagnosis is not None:  # the fix in the user's framework, layout and batch
+        from attntrace.diffing.wording import in_users_terms
+
+        diagnosis = in_users_terms(diagnosis, layer.flavour, batched=config.batch is not None)
     source = "its state dict" if layer.weights is None else layer.weights.scheme
     report = DiffReport(
         config=config,

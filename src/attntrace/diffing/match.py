@@ -96,9 +96,11 @@ class Agreement:
     """How a user's tensor compares with a reference step, in its best layout."""
 
     layout: str  # "" (same layout), "permute(0, 2, 1, 3)" or "reshape"
-    max_abs: float
+    max_abs: float  # NaN when the user's tensor has NaN where the reference has a number
     max_rel: float
     ok: bool
+    nan: int = 0  # elements NaN in the user's tensor where the reference has a number
+    inf: int = 0  # elements ±inf (or masked) in the user's tensor where the reference has not
 
 
 def agree(
@@ -111,7 +113,7 @@ def agree(
     >>> import numpy as np
     >>> ref = np.arange(6.0).reshape(2, 3)
     >>> agree(ref.T.copy(), ref, ("S", "H"), Tolerance(1e-4, 1e-5))
-    Agreement(layout='permute(1, 0)', max_abs=0.0, max_rel=0.0, ok=True)
+    Agreement(layout='permute(1, 0)', max_abs=0.0, max_rel=0.0, ok=True, nan=0, inf=0)
     >>> agree(ref.T.copy(), ref.reshape(3, 2), ("S", "S"), Tolerance(1e-4, 1e-5)).ok
     False
     """
@@ -122,9 +124,14 @@ def agree(
         found = _compare(view, ref, tol, layout)
         if found.ok:
             return found
-        if best is None or found.max_abs < best.max_abs:
+        if best is None or _closer(found.max_abs, best.max_abs):
             best = found
     return best
+
+
+def _closer(a: float, b: float) -> bool:
+    """``a`` is nearer than ``b`` (NaN is the farthest of all)."""
+    return not math.isnan(a) and (math.isnan(b) or a < b)
 
 
 def layouts(
@@ -178,16 +185,32 @@ def _compare(user: np.ndarray, ref: np.ndarray, tol: Tolerance, layout: str) -> 
     m = 1.0
     for _, b in (_float64(u, r) for u, r in parts):
         m = max(m, float(np.abs(b[np.isfinite(b)]).max(initial=0.0)))
-    max_abs, max_rel, ok = 0.0, 0.0, True
+    max_abs, max_rel, ok, nan, inf = 0.0, 0.0, True, 0, 0
     for a, b in (_float64(u, r) for u, r in parts):
         with np.errstate(invalid="ignore"):
             diff = np.where(a == b, 0.0, np.abs(a - b))  # NaN or inf where they differ so
         size = np.abs(np.where(np.isfinite(b), b, 0.0))
-        max_abs = max(max_abs, float(diff.max(initial=0.0)))
         rel = diff / np.maximum(size, m * tol.atol / tol.rtol)
-        max_rel = max(max_rel, float(rel.max(initial=0.0)))
+        max_abs, max_rel = _peak(max_abs, diff), _peak(max_rel, rel)
         ok = ok and bool(np.all(diff <= tol.atol * m + tol.rtol * size))  # False for NaN, inf
-    return Agreement(layout, max_abs, max_rel, ok)
+        nan += int(np.count_nonzero(np.isnan(a) & ~np.isnan(b)))
+        inf += int(np.count_nonzero(np.isinf(a) & np.isfinite(b)))
+    return Agreement(layout, max_abs, max_rel, ok, nan, inf)
+
+
+def _peak(so_far: float, values: np.ndarray) -> float:
+    """The largest of ``so_far`` and ``values``, NaN when either holds NaN (never hidden by a
+    comparison that NaN fails: a row of NaN reads nan, not 0).
+
+    >>> import numpy as np
+    >>> _peak(0.0, np.array([1.0, np.nan])), _peak(2.0, np.array([1.0]))
+    (nan, 2.0)
+    """
+    import numpy as np
+
+    if math.isnan(so_far) or bool(np.isnan(values).any()):
+        return math.nan
+    return max(so_far, float(values.max(initial=0.0)))
 
 
 def _float64(user: np.ndarray, ref: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -9,9 +9,9 @@ from pathlib import Path
 from typing import Any
 
 from attntrace.config.attention_config import AttentionConfig
-from attntrace.diffing.diff_report import DiffReport, probe_sizes, resolve_layer, run_diff
+from attntrace.diffing.diff_report import DiffReport, cannot_tell_report, diff_layer, probe_sizes
 from attntrace.diffing.layer import as_layer
-from attntrace.errors import AttntraceError, ConfigError
+from attntrace.errors import AttntraceError, CannotTellError, ConfigError
 
 
 def diff_target(
@@ -34,32 +34,16 @@ def diff_target(
             f"diff needs a NAME in the target, e.g. {text}:Attention (an nn.Module or a function)"
         )
     try:
-        layer, x = _build(spec, parse_init(init), config, input_file, typed)
-    except AttntraceError:
-        raise
-    except (Exception, SystemExit) as exc:  # the user's __init__ or a property raised
-        raise TargetError(f"building {spec.name} failed: {user_message(exc)}") from None
-    options = asdict(config)
-    cfg, tensors = resolve_layer(
-        layer, options, {"head_dim" if t == "head_dim_override" else t for t in typed}, x
-    )
-    if backward:
-        from attntrace.engine.backward import check_backward
-
-        check_backward(cfg)  # --past: a decode step keeps no gradients (one line, exit 2)
-    if cfg.past:  # a decode step: the code is called with the reference's cache
-        from attntrace.diffing.decode import decode_layer
-        from attntrace.diffing.diff_report import decode_diff
-
-        layer = decode_layer(layer, tensors, cfg.past)
-        report = decode_diff(layer, cfg, tensors, max_memory)  # and the cache it returns
-    else:
-        report = run_diff(layer, cfg, tensors, max_memory=max_memory)
-    if not backward:
-        return report
-    from attntrace.diffing.diff_report import with_gradients
-
-    return with_gradients(report, layer, tensors)
+        try:
+            layer, x = _build(spec, parse_init(init), config, input_file, typed)
+        except AttntraceError:
+            raise
+        except (Exception, SystemExit) as exc:  # the user's __init__ or a property raised
+            raise TargetError(f"building {spec.name} failed: {user_message(exc)}") from None
+        explicit = {"head_dim" if t == "head_dim_override" else t for t in typed}
+        return diff_layer(layer, asdict(config), explicit, x, max_memory, backward)
+    except CannotTellError as exc:  # what the reference cannot express: a verdict of its own
+        return cannot_tell_report(config, spec.name, exc)
 
 
 def _build(
@@ -159,7 +143,7 @@ def _prepare_diff(request: Mapping[str, Any]) -> Callable[[Callable[..., None]],
             request["max_memory"],
             bool(request.get("backward", False)),
         )
-        return {"text": _render(report, view), "ok": report.ok}
+        return {"text": _render(report, view), "ok": report.ok, "verdict": report.verdict}
 
     return run
 
@@ -184,7 +168,10 @@ def _render(report: DiffReport, view: Mapping[str, Any]) -> str:
         force_terminal=bool(view.get("terminal")),
         no_color=True if view.get("no_color") else None,
     )
-    render_diff(report, console)
+    from attntrace.learn.lang import check_lang
+    from attntrace.render.speaking import in_words
+
+    render_diff(report, in_words(console, check_lang(str(view.get("lang") or "en"))))
     return out.getvalue()
 
 

@@ -62,6 +62,12 @@ def read_cache(path: Path, layer: int = 0) -> tuple[np.ndarray, np.ndarray]:
                     f"--cache {path}: {k_name} {tuple(k.shape)} and {v_name} {tuple(v.shape)} "
                     "must both be (B, g, N, d), or (g, N, d) without --batch"
                 )
+            for name, a in ((k_name, k), (v_name, v)):
+                if a.dtype.kind not in "fiu":  # strings, complex, dates, bools: no keys
+                    raise InputFileError(
+                        f"--cache {path}: {name} holds {a.dtype.name}; save the keys and "
+                        "values as floating-point arrays (float32, float16, bfloat16)"
+                    )
             return k, v
     wanted = ", ".join(f"{k}/{v}" for k, v in cache_names(layer))
     raise InputFileError(f"--cache {path}: no keys and values of layer {layer}; name them {wanted}")

@@ -43,9 +43,9 @@ MESSAGES: dict[str, str] = {
     "d = {d} they spread about √{d} = {sqrt_d} times wider than scaled ones: {shape}.",
     "scaled.custom": "Multiplies every score by the model's scale {scale} (instead of 1/√{d} = "
     "{inv_sqrt_d}): {shape}, shape unchanged.",
-    "weights": "Softmax along each row (normalisation): the exp of every score divided by the "
-    "row's sum. Row i: how much token i attends to each of the {N} tokens; every row sums to "
-    "1: {shape}.",
+    "weights": "Softmax along each row (normalisation): the exponential of every score "
+    "divided by the sum of the exponentials of its row. Row i: how much token i attends to "
+    "each of the {N} tokens; every row sums to 1: {shape}.",
     "context": "The weighted sum of the values: row i of each head is token i's {N} weights "
     "times the {N} value rows, a mix of what every token offers. {in0} @ {in1} → {shape}.",
     "context.flash": "The heads' output, {shape}, filled block of {Br} query rows by block by "
@@ -223,4 +223,51 @@ MESSAGES: dict[str, str] = {
     "ui.parameters": "parameters",
     "ui.name": "name",
     "ui.count": "count",
+    # --- across devices (issue 43): the figures are one rank's ----------------------------------
+    "x_all_gather": "Sequence parallelism: each of the {TP} ranks of the tensor-parallel group "
+    "holds 1/{TP} of the tokens; the all-gather hands every rank all of them before the "
+    "column-parallel projections: {src} → {shape}.",
+    "o_partial": "The row-parallel output layer: this rank multiplies its {h} heads' {hd} numbers "
+    "by its columns of w_o, a partial sum of the output: {src} → {shape}. The {TP} ranks' partial "
+    "sums add up to the output.",
+    "o_all_reduce": "All-reduce over the {TP} ranks of the tensor-parallel group: every rank gets "
+    "the sum of their partial outputs, the layer's output for its tokens: {shape}.",
+    "o_reduce_scatter": "Reduce-scatter over the {TP} ranks: the partial outputs are summed and "
+    "each rank keeps 1/{TP} of the tokens (sequence parallelism): {src} → {shape}.",
+    "k_all_gather": "Context parallelism by all-gather: every rank gets the keys of the tokens "
+    "of all {CP} ranks: {src} → {shape}.",
+    "v_all_gather": "Context parallelism by all-gather: every rank gets the values of the tokens "
+    "of all {CP} ranks: {src} → {shape}.",
+    "k_ring_recv": "Ring attention: the block of keys moves one rank along the ring of {CP} "
+    "ranks (sent to the next, received from the previous) before each round: {shape}.",
+    "v_ring_recv": "Ring attention: the block of values moves one rank along the ring of {CP} "
+    "ranks, beside the keys: {shape}.",
+    "q_all_to_all": "Ulysses: an all-to-all over the {CP} ranks swaps the sequence shard for a "
+    "head shard, this rank's tokens of its heads for every token of 1/{CP} of them: "
+    "{src} → {shape}.",
+    "k_all_to_all": "Ulysses: the keys' all-to-all, every token of 1/{CP} of the kv-heads: "
+    "{src} → {shape}.",
+    "v_all_to_all": "Ulysses: the values' all-to-all, every token of 1/{CP} of the kv-heads: "
+    "{src} → {shape}.",
+    "k_rep_a2a": "Fewer kv-heads than the {CP} ranks: each is copied so that the all-to-all hands "
+    "every rank the one its query heads read: {src} → {shape}.",
+    "v_rep_a2a": "The values' kv-heads copied as the keys' are, for the all-to-all: "
+    "{src} → {shape}.",
+    "context_full": "The weighted sum of the values for every token, on this rank's share of the "
+    "heads (Ulysses): {in0} @ {in1} → {shape}.",
+    "context_all_to_all": "Ulysses' second all-to-all: the context goes back to this rank's own "
+    "tokens and all its heads: {src} → {shape}.",
+    "lse.ring": "The log-sum-exp of each query row's scores in this block, "
+    "max + log(sum(exp(s - max))): {shape}, what merging the blocks' results needs.",
+    "lse_merged": "The running log-sum-exp after this round: the logaddexp of the one so far and "
+    "the block's, {shape}.",
+    "context_merged": "The running context after this round: each result weighted by the exp of "
+    "its log-sum-exp minus the merged one, which equals attention over every key seen so far: "
+    "{shape}.",
+    "output.tp": "The layer's output for this rank's tokens: the sum of the {TP} ranks' partial "
+    "outputs, with the bias b_o added once, after the sum: {shape}.",
+    "context_all_gather": "Decoding across ranks: every rank's partial context, the new "
+    "tokens attended to its share of the cache, gathered from the {CP} ranks: {src} → {shape}.",
+    "lse_all_gather": "The log-sum-exps of the {CP} ranks' partial results, gathered beside "
+    "them: {src} → {shape}; merging by them gives attention over the whole cache.",
 }

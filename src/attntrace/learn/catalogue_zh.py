@@ -189,4 +189,42 @@ MESSAGES: dict[str, str] = {
     "ui.parameters": "参数",
     "ui.name": "名称",
     "ui.count": "个数",
+    # --- 跨设备（issue 43）：数字都是一个 rank 的 ------------------------------------------------
+    "x_all_gather": "序列并行：张量并行组的 {TP} 个 rank 各持有 1/{TP} 的词；"
+    "all-gather 在列并行投影之前把所有词交给每个 rank：{src} → {shape}。",
+    "o_partial": "行并行的输出层：这个 rank 用它的 w_o 列乘以它的 {h} 个头的 {hd} 个数，"
+    "得到输出的部分和：{src} → {shape}。{TP} 个 rank 的部分和相加才是输出。",
+    "o_all_reduce": "在张量并行组的 {TP} 个 rank 上做 all-reduce：每个 rank 得到部分输出之和，"
+    "即它的词在这一层的输出：{shape}。",
+    "o_reduce_scatter": "在 {TP} 个 rank 上做 reduce-scatter：部分输出相加，"
+    "每个 rank 保留 1/{TP} 的词（序列并行）：{src} → {shape}。",
+    "k_all_gather": "用 all-gather 做上下文并行：每个 rank 得到全部 {CP} 个 rank 的词的键："
+    "{src} → {shape}。",
+    "v_all_gather": "用 all-gather 做上下文并行：每个 rank 得到全部 {CP} 个 rank 的词的值："
+    "{src} → {shape}。",
+    "k_ring_recv": "环形注意力：每一轮之前，键块沿着 {CP} 个 rank 的环移动一个 rank"
+    "（发给下一个，从上一个接收）：{shape}。",
+    "v_ring_recv": "环形注意力：值块和键块一起沿着 {CP} 个 rank 的环移动：{shape}。",
+    "q_all_to_all": "Ulysses：在 {CP} 个 rank 上做 all-to-all，把序列切分换成头切分，"
+    "即用这个 rank 的词的所有头换取 1/{CP} 的头的所有词：{src} → {shape}。",
+    "k_all_to_all": "Ulysses：键的 all-to-all，1/{CP} 的 kv 头的所有词：{src} → {shape}。",
+    "v_all_to_all": "Ulysses：值的 all-to-all，1/{CP} 的 kv 头的所有词：{src} → {shape}。",
+    "k_rep_a2a": "kv 头比 {CP} 个 rank 少：每个先被复制，"
+    "让 all-to-all 给每个 rank 它的查询头要读的那一个：{src} → {shape}。",
+    "v_rep_a2a": "值的 kv 头和键的一样被复制，供 all-to-all 使用：{src} → {shape}。",
+    "context_full": "在这个 rank 分到的头上，所有词的值的加权和（Ulysses）："
+    "{in0} @ {in1} → {shape}。",
+    "context_all_to_all": "Ulysses 的第二次 all-to-all：context 回到这个 rank 自己的词"
+    "和它的所有头：{src} → {shape}。",
+    "lse.ring": "这一块里每个查询行分数的 log-sum-exp，max + log(sum(exp(s - max)))：{shape}，"
+    "合并各块结果时需要它。",
+    "lse_merged": "这一轮之后的累计 log-sum-exp：之前的和这一块的做 logaddexp，{shape}。",
+    "context_merged": "这一轮之后的累计 context：每个结果乘以 exp(它的 log-sum-exp 减去合并后的)，"
+    "等于对目前见过的所有键做注意力：{shape}。",
+    "output.tp": "这个 rank 的词在这一层的输出：{TP} 个 rank 的部分输出之和，"
+    "偏置 b_o 在求和之后只加一次：{shape}。",
+    "context_all_gather": "跨 rank 解码：每个 rank 的部分 context（新词对它那一份缓存的注意力），"
+    "从 {CP} 个 rank 收集而来：{src} → {shape}。",
+    "lse_all_gather": "{CP} 个 rank 部分结果的 log-sum-exp，和它们一起收集：{src} → {shape}；"
+    "按它们合并就得到对整个缓存的注意力。",
 }

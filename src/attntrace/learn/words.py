@@ -60,6 +60,10 @@ def explain_step(trace: Trace, step: Step | str, lang: Lang = "en") -> str:
     """One step's explanation (a step name or record of ``trace``) in ``lang``."""
     step = trace[step] if isinstance(step, str) else step
     facts = step_facts(trace, step)
+    if lang != "en":  # an op's few words ("from the rules") in the learner's language
+        from attntrace.learn.lang import translate
+
+        facts["op"] = translate(str(facts["op"]), lang, "cell.")
     keys = message_keys(trace.config, step)
     known = catalogue(lang)
     if keys[0] not in known:
@@ -91,7 +95,23 @@ def _main_key(config: AttentionConfig, step: Step) -> str:
         return f"{name}.full"
     if name == "masked" and "+ mask" in step.op:
         return "masked.additive"
+    if config.parallel is not None:
+        return _rank_key(config, name)
     return _view_key(config, step)
+
+
+def _rank_key(config: AttentionConfig, name: str) -> str:
+    """A rank's view: its ring rounds read as the steps they are; lse and the output its own.
+
+    >>> from attntrace.config.parallel_layout import ParallelLayout
+    >>> cfg = AttentionConfig(seq=4, hidden=16, heads=4, parallel=ParallelLayout(tp=2, cp=2))
+    >>> _rank_key(cfg, "scores_late"), _rank_key(cfg, "lse"), _rank_key(cfg, "output")
+    ('scores', 'lse.ring', 'output.tp')
+    """
+    name = name.removesuffix("_ring").removesuffix("_early").removesuffix("_late")
+    if name == "output" and config.parallel is not None and config.parallel.tp > 1:
+        return "output.tp"
+    return "lse.ring" if name == "lse" else name
 
 
 def _view_key(config: AttentionConfig, step: Step) -> str:
@@ -182,7 +202,35 @@ def _size_facts(cfg: AttentionConfig) -> dict[str, object]:
     if cfg.algorithm == "flash":
         tiles = cfg.tile_sizes()
         facts |= {**tiles, "blocks": math.ceil(cfg.seq / tiles["Br"])}
+    if cfg.parallel is not None:
+        facts |= _rank_facts(cfg)
     return facts
+
+
+def _rank_facts(cfg: AttentionConfig) -> dict[str, object]:
+    """A rank's sizes (--tp, --cp): its heads, kv-heads and tokens, and T and C.
+
+    >>> from attntrace.config.parallel_layout import ParallelLayout
+    >>> cfg = AttentionConfig(seq=8, hidden=64, heads=8, parallel=ParallelLayout(tp=2, cp=4))
+    >>> facts = _rank_facts(cfg)
+    >>> facts["h"], facts["S"], facts["hd"], facts["TP"], facts["CP"]
+    (4, 2, 32, 2, 4)
+    """
+    layout = cfg.parallel
+    assert layout is not None
+    h, g, tokens = cfg.heads // layout.tp, layout.kv_heads(cfg), cfg.seq // layout.cp
+    keys = tokens if layout.cp_kind == "ring" else cfg.keys
+    return {
+        "S": tokens,
+        "N": keys,
+        "h": h,
+        "g": g,
+        "r": max(1, h // g),
+        "hd": h * cfg.head_dim,
+        "kvw": g * cfg.head_dim,
+        "TP": layout.tp,
+        "CP": layout.cp,
+    }
 
 
 def _input_shapes(trace: Trace, step: Step) -> list[str]:

@@ -141,21 +141,27 @@ def _index(path: Path, name: str) -> dict[str, Path]:
             f"{path / name}: has no weight_map; save the model again with save_pretrained"
         )
     out: dict[str, Path] = {}
+    shards: dict[str, Path] = {}  # each shard checked once, not once for each of its tensors
     for tensor, shard in weight_map.items():
-        if (
-            not isinstance(shard, str)
-            or not re.fullmatch(r"[\w.-]+", shard)
-            or shard.startswith(".")
-        ):
-            raise InputFileError(
-                f"{path / name}: shard {shard!r} of {tensor!r} is not a file name in the folder"
-            )
-        if not _is_file(path / shard):
-            raise InputFileError(
-                f"{path / name}: shard {shard} (of {tensor}) is missing from the folder"
-            )
-        out[str(tensor)] = closed(path, path / shard)
+        if not isinstance(shard, str) or shard not in shards:
+            shards[shard] = _shard(path, name, tensor, shard)
+        out[str(tensor)] = shards[shard]
     return out
+
+
+def _shard(path: Path, name: str, tensor: object, shard: object) -> Path:
+    """The file of one shard an index names: a plain name of a file in the folder."""
+    if not isinstance(shard, str) or not re.fullmatch(r"[\w.-]++", shard) or shard.startswith("."):
+        raise InputFileError(
+            f"{path / name}: shard {plain(repr(shard))[:80]} of {plain(repr(tensor))[:80]} is "
+            "not a file name in the folder"
+        )
+    if not _is_file(path / shard):
+        raise InputFileError(
+            f"{path / name}: shard {plain(shard)[:80]} (of {plain(str(tensor))[:80]}) is missing "
+            "from the folder"
+        )
+    return closed(path, path / shard)
 
 
 def closed(folder: Path, file: Path) -> Path:

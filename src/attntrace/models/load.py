@@ -121,3 +121,9 @@ def _prefix(path: Path, arrays: Any, layer: int) -> str:
     raise ConfigError(
         f"--model {path}: layer {layer} is one of {shown}; pick one with --layer-prefix"
     )
+
+
+def layer_prefix_of(path: Path, layer: int) -> str:
+    """The weight prefix of attention layer ``layer`` of the folder's language model (an
+    unknown layer is a one-line error naming the layers there are)."""
+    return _prefix(path, open_folder(path).arrays(), layer)

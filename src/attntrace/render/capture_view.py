@@ -178,6 +178,8 @@ def render_failure(failure: Failure, explanation: Explanation | None, console: C
         console.print(Text.assemble(("  rule: ", "bold"), plain(explanation.rule)))
         if explanation.fix:
             console.print(Text.assemble(("  fix:  ", "bold green"), plain(explanation.fix)))
+        if explanation.first:  # where the axes went wrong, lines before the crash
+            console.print(Text.assemble(("  first wrong: ", "bold"), plain(explanation.first)))
     error = failure.error
     console.print(Text(f"  {type(error).__name__}: {plain(_first_line(error))}", style="red"))
 

@@ -50,7 +50,11 @@ def render_diff(report: DiffReport, console: Console) -> None:
     )
     for note in report.notes:
         console.print(Text(plain(note), style="dim"))
-    console.print(diff_table(report, console.width))
+    for read in report.read:  # what the module said, no flag having said it
+        overrides = "; a flag overrides it" if read.choice else ""
+        console.print(Text(f"{plain(str(read))}{overrides}", style="dim"))
+    if report.rows:
+        console.print(diff_table(report, console.width))
     console.print(diagnosis_text(report))
     if report.backward is not None:  # diff --backward
         from attntrace.render.gradient_view import render_gradients
@@ -122,7 +126,10 @@ def _user_cells(row: Row, line_only: bool = False) -> tuple[Text | str, ...]:
 
 
 def diagnosis_text(report: DiffReport) -> Text:
-    """The verdict: every step matches, or the first divergence with the bug, line and fix."""
+    """The verdict: every step matches, the first divergence with the bug, line and fix, or
+    CANNOT TELL with what is missing and what would decide."""
+    if report.undecided is not None:
+        return _cannot_tell(report)
     if all(r.ok for r in report.rows):  # the gradients have their own verdict
         shown = sum(r.status == MATCH for r in report.rows)
         return Text(
@@ -137,7 +144,8 @@ def diagnosis_text(report: DiffReport) -> Text:
         if d.location
         else ""
     )
-    raised = d.bug is not None and math.isnan(d.max_abs)  # named where the code raised
+    # named where the code raised: no numbers at all (a NaN in the code's numbers has them)
+    raised = d.bug is not None and math.isnan(d.max_abs) and math.isnan(d.explained_abs)
     lines = Text.assemble(
         ("DIFFERS", "bold red"),
         f" from step {d.step}{where}\n",
@@ -153,6 +161,24 @@ def diagnosis_text(report: DiffReport) -> Text:
         )
         lines.append_text(Text.assemble("  bug: ", (d.name, "bold"), f" ({how})\n"))
     lines.append(f"  fix: {d.fix}")
+    if report.nonfinite:
+        lines.append(f"\n  numbers: {plain(report.nonfinite)}")
+    return lines
+
+
+def _cannot_tell(report: DiffReport) -> Text:
+    """CANNOT TELL: what is missing, the one flag or file that would decide, and the step
+    where the code and the reference part (when they ran)."""
+    why = report.undecided
+    assert why is not None
+    d = report.diagnosis
+    lines = Text.assemble(("CANNOT TELL", "bold yellow"), f": {plain(why.missing)}\n")
+    if d is not None and d.location:
+        at = f"{plain(d.location)}" + (f": {plain(d.source)}" if d.source else "")
+        lines.append(f"  the code and the reference part at step {d.step} ({at})\n")
+    if report.nonfinite:
+        lines.append(f"  numbers: {plain(report.nonfinite)}\n")
+    lines.append(f"  to decide: {plain(why.remedy) if why.remedy else 'nothing attntrace takes'}")
     return lines
 
 

@@ -14,6 +14,7 @@ keeps for the backward) reach it by a dashed arrow.
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 from xml.sax.saxutils import escape
 
@@ -80,7 +81,100 @@ def layout(trace: Trace) -> list[Box]:
             lane += 1
         taken.add((row, lane))
         boxes.append(Box(step, row, lane))
-    return boxes
+    return _side_inputs_placed(trace, boxes)
+
+
+def _side_inputs_placed(trace: Trace, boxes: list[Box]) -> list[Box]:
+    """Each side input (the mask, the RoPE tables: a step made from nothing drawn) moved to
+    the free lane of its row whose lines cross no arrow they do not feed (the RoPE tables'
+    line over the v → v_rep arrow read as RoPE feeding v), the nearest to what it feeds; then
+    the lanes renumbered from 0.
+
+    >>> from attntrace import AttentionConfig, trace_attention
+    >>> t = trace_attention(AttentionConfig(kv_heads=4, rope=True, causal=True), "shape")
+    >>> crossings(t, layout(t))
+    []
+    """
+    names = {b.step.name for b in boxes}
+    for i, box in enumerate(boxes):
+        step = box.step
+        if step.phase == "backward" or any(n in names for n in inputs(trace, step)):
+            continue
+        users = [b for b in boxes if step.name in inputs(trace, b.step)]
+        if not users:
+            continue
+        taken = {(b.row, b.lane) for b in boxes if b is not box}
+        lanes = [b.lane for b in boxes]
+        aim = sum(u.lane for u in users) / len(users)
+
+        def cost(lane: int, i: int = i, box: Box = box, aim: float = aim) -> tuple[int, float]:
+            moved = [*boxes[:i], Box(box.step, box.row, lane), *boxes[i + 1 :]]
+            wrong = [c for c in crossings(trace, moved) if box.step.name in c]
+            return len(wrong), abs(lane - aim)
+
+        free = [
+            lane for lane in range(min(lanes) - 2, max(lanes) + 3) if (box.row, lane) not in taken
+        ]
+        boxes[i] = Box(step, box.row, min(free, key=cost))
+    low = min(b.lane for b in boxes)
+    return [Box(b.step, b.row, b.lane - low) for b in boxes]
+
+
+Point = tuple[int, int]
+
+
+def route(src: Box, dst: Box) -> list[Point]:
+    """The corners of the line from ``src``'s bottom to ``dst``'s top: down, across in the gap
+    above ``dst`` (mid-gap between adjacent rows), down."""
+    x1, y1 = src.x + BOX_W // 2, src.y + BOX_H
+    x2, y2 = dst.x + BOX_W // 2, dst.y
+    if x1 == x2:
+        return [(x1, y1), (x2, y2)]
+    mid = (y1 + y2) // 2 if dst.row == src.row + 1 else y2 - GAP_Y // 2
+    return [(x1, y1), (x1, mid), (x2, mid), (x2, y2)]
+
+
+def crossings(trace: Trace, boxes: list[Box]) -> list[tuple[str, str, str, str]]:
+    """The pairs of lines that cross where neither feeds what the other arrow goes into,
+    as (from, to, from, to).
+
+    >>> from attntrace import AttentionConfig, trace_attention
+    >>> t = trace_attention(AttentionConfig(causal=True), "shape")
+    >>> crossings(t, layout(t))
+    []
+    """
+    where = {b.step.name: b for b in boxes}
+    lines = [
+        (i, b.step.name, route(where[i], b))
+        for b in boxes
+        for i in inputs(trace, b.step)
+        if i in where
+    ]
+    feeds: dict[str, set[str]] = {}
+    for src, dst, _ in lines:
+        feeds.setdefault(src, set()).add(dst)
+    found = []
+    for k, (a, b, pa) in enumerate(lines):
+        for c, d, pc in lines[k + 1 :]:
+            if d in feeds[a] or b in feeds[c] or {a, b} & {c, d}:
+                continue  # lines into the same step, or one line's step feeding the other
+            if _cross(pa, pc):
+                found.append((a, b, c, d))
+    return found
+
+
+def _cross(p: list[Point], q: list[Point]) -> bool:
+    """Whether two lines of horizontal and vertical segments cross (touching ends aside)."""
+    return any(_hv(s, t) or _hv(t, s) for s in itertools.pairwise(p) for t in itertools.pairwise(q))
+
+
+def _hv(h: tuple[Point, Point], v: tuple[Point, Point]) -> bool:
+    """Whether horizontal segment ``h`` passes through the inside of vertical segment ``v``."""
+    (hx1, hy), (hx2, hy2) = h
+    (vx, vy1), (vx2, vy2) = v
+    if hy != hy2 or vx != vx2:
+        return False
+    return min(hx1, hx2) < vx < max(hx1, hx2) and min(vy1, vy2) < hy < max(vy1, vy2)
 
 
 def _backward_rows(trace: Trace, first: int) -> dict[str, int]:
@@ -131,8 +225,9 @@ def _lane(name: str) -> int:
     return _LANES.get(name[0], _CENTRE)
 
 
-def render_flow_svg(trace: Trace) -> str:
-    """The diagram of ``trace`` as one SVG document (no scripts, no external references).
+def render_flow_svg(trace: Trace, lang: str = "en") -> str:
+    """The diagram of ``trace`` as one SVG document (no scripts, no external references); its
+    title in ``lang``.
 
     >>> from attntrace import AttentionConfig, trace_attention
     >>> svg = render_flow_svg(trace_attention(AttentionConfig(), "shape"))
@@ -152,8 +247,8 @@ def render_flow_svg(trace: Trace) -> str:
         'orient="auto-start-reverse"><path d="M 0 0 L 10 5 L 0 10 z" fill="#555"/></marker></defs>',
         f'<rect width="{width}" height="{height}" fill="#ffffff"/>',
         f'<text x="{MARGIN}" y="{MARGIN + 4}" font-size="15" font-weight="bold" fill="#222">'
-        f"{escape(_title(trace))}</text>",
-        *_loop_frame(boxes),
+        f"{escape(_title(trace, lang))}</text>",
+        *_loop_frame(boxes, lang),
         *(_edge(where[i], b) for b in boxes for i in inputs(trace, b.step) if i in where),
         *(_box(b) for b in boxes),
         "</svg>",
@@ -161,18 +256,33 @@ def render_flow_svg(trace: Trace) -> str:
     return "\n".join(parts) + "\n"
 
 
-def _title(trace: Trace) -> str:
-    from attntrace.render.table import describe
+def _loop_words(times: int, lang: str) -> str:
+    """``tile loop: up to 4 tiles`` in ``lang``."""
+    from attntrace.learn.lang import check_lang, message
+
+    return message("word.tile_loop", check_lang(lang), times=times)
+
+
+def _title(trace: Trace, lang: str = "en") -> str:
+    from attntrace.learn.lang import check_lang
+    from attntrace.render.table import describe_in
 
     sizes = "  ".join(f"{axis}={size}" for axis, size in trace.config.axis_sizes().items())
-    return f"attntrace: {describe(trace.config)}  {sizes}"
+    layout = trace.config.parallel
+    rank = f"  (rank {layout.rank} of {layout.ranks})" if layout is not None else ""
+    return f"attntrace: {describe_in(trace.config, check_lang(lang))}  {sizes}{rank}"
+
+
+#: How a collective's op begins (--tp, --cp): drawn orange, as data that moves between ranks.
+COLLECTIVE_OPS = ("all_reduce(", "all_gather(", "reduce_scatter(", "all_to_all(", "send_recv(")
 
 
 def _edge(src: Box, dst: Box) -> str:
-    x1, y1 = src.x + BOX_W // 2, src.y + BOX_H
-    x2, y2 = dst.x + BOX_W // 2, dst.y
-    mid = (y1 + y2) // 2 if dst.row == src.row + 1 else y2 - GAP_Y // 2
-    path = f"M {x1} {y1} V {mid} H {x2} V {y2}" if x1 != x2 else f"M {x1} {y1} V {y2}"
+    (x1, y1), *corners = route(src, dst)
+    path = f"M {x1} {y1} " + " ".join(
+        f"V {y}" if x == prev[0] else f"H {x}"
+        for prev, (x, y) in zip([(x1, y1), *corners], corners, strict=False)
+    )
     kept = src.step.phase != "backward" and dst.step.phase == "backward"  # read by the backward
     style = ' stroke-dasharray="4 3" opacity="0.55"' if kept else ""
     return (
@@ -185,8 +295,9 @@ def _edge(src: Box, dst: Box) -> str:
 def _box(b: Box) -> str:
     s = b.step
     back = s.phase == "backward"  # a gradient: red, as the backward path
-    fill = "#ffffff" if s.view else "#fbeeee" if back else "#eef4fb"
-    stroke = "#a83b3b" if back else "#3b6ea8"
+    moves = s.op.startswith(COLLECTIVE_OPS)  # a collective: between the ranks
+    fill = "#ffffff" if s.view else "#fbeeee" if back else "#fff1e0" if moves else "#eef4fb"
+    stroke = "#a83b3b" if back else "#c0642b" if moves else "#3b6ea8"
     dash = ' stroke-dasharray="5 3"' if s.view else ""
     cx = b.x + BOX_W // 2
     return (
@@ -205,7 +316,7 @@ def _box(b: Box) -> str:
     )
 
 
-def _loop_frame(boxes: list[Box]) -> list[str]:
+def _loop_frame(boxes: list[Box], lang: str = "en") -> list[str]:
     """A dashed frame around the steps that run once per tile (flash), saying how often."""
     tiles = [b for b in boxes if b.step.repeat > 1]
     if not tiles:
@@ -218,5 +329,5 @@ def _loop_frame(boxes: list[Box]) -> list[str]:
         'fill="#fff8e6" '
         'stroke="#c88a00" stroke-width="1.5" stroke-dasharray="8 4"/>',
         f'<text x="{x1 - 10}" y="{y0 + 15}" text-anchor="end" font-size="12" fill="#8a5a00">'
-        f"tile loop: up to {times} tiles</text>",
+        f"{escape(_loop_words(times, lang))}</text>",
     ]

@@ -1,8 +1,8 @@
 """One head's attention weights as an inline SVG a person reads: token labels on both axes
-(q0, q1 ... down, k0, k1 ... across), a colour scale from 0 to 1, and the number in every cell
-when the matrix is small (S and N at most :data:`NUMBERS_MAX_CELLS`). Larger matrices are pooled
-into blocks as in the terminal. No id, no script, no font fetched: several maps share one page
-(the report, a notebook) without clashing.
+(q0, q1 ... down, k0, k1 ... across; the prompt's tokens with --prompt), a colour scale from 0
+to 1, and the number in every cell when the matrix is small (S and N at most
+:data:`NUMBERS_MAX_CELLS`). Larger matrices are pooled into blocks as in the terminal. No id, no
+script, no font fetched: several maps share one page (the report, a notebook) without clashing.
 """
 
 from __future__ import annotations
@@ -51,16 +51,23 @@ def ink(value: float) -> str:
     return "#ffffff" if math.isfinite(value) and value >= 0.45 else "#1b2a3a"
 
 
-def head_svg(matrix: np.ndarray, hidden: np.ndarray | None, caption: str) -> str:
-    """A ``<figure>``: the map of ``matrix`` (S, N) (``hidden``: True where masked), its labels,
-    its colour scale and ``caption``.
+def head_svg(
+    matrix: np.ndarray,
+    hidden: np.ndarray | None,
+    caption: str,
+    tokens: tuple[str, ...] | None = None,
+) -> str:
+    """A ``<figure>``: the map of ``matrix`` (S, N) (``hidden``: True where masked), its labels
+    (``tokens``, the prompt's, when given), its colour scale and ``caption``.
 
     >>> import numpy as np
     >>> svg = head_svg(np.array([[1.0, 0.0], [0.25, 0.75]]), None, "head 0")
     >>> svg.count("<rect"), ">0.75</text>" in svg, ">q1</text>" in svg, ">k0</text>" in svg
     (14, True, True, True)
+    >>> ">cat</text>" in head_svg(np.eye(2), None, "head 0", ("the", "cat"))
+    True
     """
-    pooled = pool(matrix, MAX_CELLS, MAX_CELLS, hidden)
+    pooled = pool(matrix, MAX_CELLS, MAX_CELLS, hidden, tokens)
     rows, cols = pooled.values.shape
     numbers = max(rows, cols) <= NUMBERS_MAX_CELLS
     cell = BIG_CELL if numbers else SMALL_CELL
@@ -86,14 +93,14 @@ def _labels(pooled: Pooled, cell: int, numbers: bool) -> list[str]:
     out = []
     for i in range(0, rows, every):
         y = LABEL + i * cell + cell / 2 + size / 3
-        label = escape(pooled.row_label(i))
+        label = escape(short(pooled.row_label(i)))
         out.append(
             f'<text x="{LABEL - 4}" y="{y:g}" font-size="{size}" text-anchor="end" '
             f'fill="#445">{label}</text>'
         )
     for j in range(0, cols, every):
         x = LABEL + j * cell + cell / 2
-        label = escape(pooled.col_label(j))
+        label = escape(short(pooled.col_label(j)))
         out.append(
             f'<text x="{x:g}" y="{LABEL - 6}" font-size="{size}" text-anchor="middle" '
             f'fill="#445">{label}</text>'
@@ -103,6 +110,15 @@ def _labels(pooled: Pooled, cell: int, numbers: bool) -> list[str]:
         f'<text x="2" y="26" font-size="10" fill="#667">queries ↓</text>'
     )
     return out
+
+
+def short(label: str, most: int = 6) -> str:
+    """A label cut to ``most`` characters (a token's full text is in each cell's title).
+
+    >>> short("q12"), short("international")
+    ('q12', 'inter…')
+    """
+    return label if len(label) <= most else label[: most - 1] + "…"
 
 
 def _cells(pooled: Pooled, cell: int, numbers: bool) -> list[str]:

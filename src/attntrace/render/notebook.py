@@ -15,9 +15,10 @@ from typing import TYPE_CHECKING, cast
 
 from attntrace.errors import AttntraceError
 from attntrace.learn import Lang, check_lang, explain_trace, message
+from attntrace.learn.lang import translate
 from attntrace.render.flow import render_flow_svg
 from attntrace.render.heatmap_svg import head_svg
-from attntrace.render.table import describe, flow_line
+from attntrace.render.table import describe_in, flow_line
 from attntrace.trace import Trace
 from attntrace.units import format_axes, format_bytes, format_count, format_shape
 
@@ -88,8 +89,10 @@ def draw(obj: object, console: Console, *, explain: bool = False, lang: Lang = "
     """Print the terminal view of ``obj`` on ``console`` (see :func:`check_shown`)."""
     from attntrace.capturing.record import Capture
     from attntrace.diffing.diff_report import DiffReport
+    from attntrace.render.speaking import in_words
     from attntrace.tools.verify import VerifyReport
 
+    console = in_words(console, lang)  # the verdicts' and headers' words in lang
     if isinstance(obj, Trace):
         from attntrace.render.table import render_trace
 
@@ -147,15 +150,27 @@ def trace_html(
     cfg = trace.config
     sizes = "  ".join(f"{axis}={size}" for axis, size in cfg.axis_sizes().items())
     parts = [
-        f"<h4>attntrace: {escape(describe(cfg))}</h4>",
+        f"<h4>attntrace: {escape(describe_in(cfg, lang))}</h4>",
         f'<p class="note">{escape(sizes)}; {escape(trace.backend)} {escape(cfg.dtype)}; '
-        f"{len(trace.steps)} steps, {format_count(trace.total_flops)} FLOPs, "
-        f"parameters {format_bytes(trace.param_bytes)}</p>",
+        + escape(
+            message(
+                "notebook.totals",
+                lang,
+                steps=len(trace.steps),
+                flops=format_count(trace.total_flops),
+                params=format_bytes(trace.param_bytes),
+            )
+        )
+        + "</p>",
         f"<p><code>{escape(flow_line(trace).plain)}</code></p>",
         _steps(trace, explain, lang),
         *_heads(trace, batch_item, lang),
-        *(f'<p class="note">warning: {escape(note)}</p>' for note in trace.notes),
-        f"<details><summary>data flow</summary>{render_flow_svg(trace)}</details>",
+        *(
+            f'<p class="note">{escape(message("word.warning", lang, note=translate(n, lang)))}</p>'
+            for n in trace.notes
+        ),
+        f"<details><summary>{escape(message('notebook.flow', lang))}</summary>"
+        f"{render_flow_svg(trace, lang)}</details>",
     ]
     return _wrap("\n".join(parts))
 
@@ -191,23 +206,32 @@ def _heads(trace: Trace, batch_item: int, lang: Lang) -> list[str]:
     title = f"<h4>{escape(message('ui.attention_weights', lang))}</h4>"
     if "weights" not in trace or not trace["weights"].has_values:
         why = (
-            "--algorithm flash never forms them whole"
+            message("report.no_weights_flash", lang)
             if "weights" not in trace
-            else f"the {trace.backend} backend computes no values"
+            else message("report.no_weights_backend", lang, backend=trace.backend)
         )
         return [title, f'<p class="note">{escape(why)}</p>']
     from attntrace.render.plot import head_weights
 
     weights, hidden = head_weights(trace, batch_item)  # (h, S, N), (h, S, N) or None
     shown = min(weights.shape[0], MAX_HEADS)
-    head = message("ui.head", lang)
     figures = [
-        head_svg(weights[h], None if hidden is None else hidden[h], f"{head} {h}")
+        head_svg(
+            weights[h],
+            None if hidden is None else hidden[h],
+            message("ui.where_head", lang, head=h),
+            trace.tokens,
+        )
         for h in range(shown)
     ]
     more = (
-        f'<p class="note">the first {shown} of {weights.shape[0]} heads</p>'
+        f'<p class="note">{escape(_first(shown, weights.shape[0], lang))}</p>'
         if shown < weights.shape[0]
         else ""
     )
     return [title, f'<div class="heads">{"".join(figures)}</div>{more}']
+
+
+def _first(shown: int, heads: int, lang: Lang) -> str:
+    """``the first 8 of 12 heads``."""
+    return message("notebook.first_heads", lang, shown=shown, h=heads)

@@ -92,7 +92,7 @@ def plot_heads(trace: Trace, path: Path, *, batch_item: int = 0) -> int:
         image = ax.imshow(
             shown, cmap=cmap, vmin=0.0, vmax=1.0, interpolation="nearest", aspect="auto"
         )
-        _label(ax, rows, cols, head)
+        _label(ax, rows, cols, head, trace.tokens)
         if max(rows, cols) <= NUMBERS_MAX_CELLS:
             _numbers(ax, weights[head], hidden[head] if hidden is not None else None)
     fig.colorbar(
@@ -121,14 +121,16 @@ def plot_heads(trace: Trace, path: Path, *, batch_item: int = 0) -> int:
 NUMBERS_MAX_CELLS = 16
 
 
-def _label(ax: Any, rows: int, cols: int, head: int) -> None:
-    """The panel's title and axes: q0, q1 … down, k0, k1 … across (every one up to 16)."""
+def _label(ax: Any, rows: int, cols: int, head: int, tokens: tuple[str, ...] | None = None) -> None:
+    """The panel's title and axes: q0, q1 … down, k0, k1 … across (every one up to 16), or
+    the prompt's ``tokens`` (--prompt)."""
     ax.set_title(f"head {head}", fontsize=12)
     ax.set_xlabel("keys", fontsize=11)
     ax.set_ylabel("queries", fontsize=11)
     if max(rows, cols) <= NUMBERS_MAX_CELLS:
-        ax.set_xticks(range(cols), [f"k{j}" for j in range(cols)])
-        ax.set_yticks(range(rows), [f"q{i}" for i in range(rows)])
+        named = list(tokens) if tokens is not None and len(tokens) == rows == cols else None
+        ax.set_xticks(range(cols), named or [f"k{j}" for j in range(cols)])
+        ax.set_yticks(range(rows), named or [f"q{i}" for i in range(rows)])
     ax.tick_params(labelsize=10)
 
 

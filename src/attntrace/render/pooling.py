@@ -31,14 +31,20 @@ class Pooled:
     rows: int  # S, queries of the full matrix
     cols: int  # N, keys of the full matrix
     hidden: np.ndarray | None = None  # (R, C) bool
+    names: tuple[str, ...] | None = None  # --prompt: each position's token (S = N)
 
     def row_label(self, r: int) -> str:
-        """``q16-31``: the queries of row block ``r`` (``q5`` for a block of one)."""
-        return _span("q", self.row_starts, self.rows, r)
+        """``q16-31``: the queries of row block ``r`` (``q5`` for a block of one; its token
+        with ``names``)."""
+        span = _span("q", self.row_starts, self.rows, r)
+        return span if self.names is None or "-" in span else self.names[self.row_starts[r]]
 
     def col_label(self, c: int) -> str:
-        """``k16``: the first key of column block ``c``."""
-        return f"k{self.col_starts[c]}"
+        """``k16``: the first key of column block ``c`` (its token with ``names``)."""
+        start = self.col_starts[c]
+        end = self.col_starts[c + 1] if c + 1 < len(self.col_starts) else self.cols
+        single = end == start + 1
+        return self.names[start] if self.names is not None and single else f"k{start}"
 
 
 def _span(prefix: str, starts: tuple[int, ...], total: int, i: int) -> str:
@@ -68,14 +74,22 @@ def block_starts(size: int, blocks: int) -> tuple[int, ...]:
 
 
 def pool(
-    matrix: np.ndarray, row_blocks: int, col_blocks: int, hidden: np.ndarray | None = None
+    matrix: np.ndarray,
+    row_blocks: int,
+    col_blocks: int,
+    hidden: np.ndarray | None = None,
+    names: tuple[str, ...] | None = None,
 ) -> Pooled:
-    """``matrix`` (S, N) pooled into at most ``row_blocks`` x ``col_blocks`` blocks.
+    """``matrix`` (S, N) pooled into at most ``row_blocks`` x ``col_blocks`` blocks; a block of
+    one position is labelled with its token of ``names`` (--prompt) when given.
 
     >>> import numpy as np
     >>> p = pool(np.full((4, 4), 0.25), 2, 2)
     >>> p.values.tolist(), p.row_label(1), p.col_label(1)
     ([[0.5, 0.5], [0.5, 0.5]], 'q2-3', 'k2')
+    >>> p = pool(np.full((3, 3), 1 / 3), 2, 3, names=("The", "cat", "sat"))
+    >>> p.row_label(0), p.row_label(1), p.col_label(1)
+    ('q0-1', 'sat', 'cat')
     """
     import numpy as np
 
@@ -90,4 +104,5 @@ def pool(
         )  # (R, C)
         sizes = np.outer(np.diff([*r0, rows]), np.diff([*c0, cols]))  # (R, C)
         blocked = counts == sizes
-    return Pooled(values, r0, c0, rows, cols, blocked)
+    named = names if names is not None and len(names) == rows == cols else None
+    return Pooled(values, r0, c0, rows, cols, blocked, named)

@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from attntrace.engine.serving import (
+    DEFAULT_MACHINE,
     Machine,
     PagedFigures,
     ServingFigures,
@@ -67,7 +68,8 @@ def roofline_table(trace: Trace, f: ServingFigures, count: str, *, tight: bool =
     table = _table(
         "roofline of one layer (fused kernels)",
         tight=tight,
-        caption=f"{here}{also}{m.name}: {format_rate(m.peak_flops, 'FLOP/s')}, "
+        caption=f"{here}{also}{m.name}: {format_rate(m.peak_flops, 'FLOP/s')}"
+        f"{peak_dtype_note(m, cfg.dtype)}, "
         f"{format_rate(m.bandwidth, 'B/s')}, ridge {m.ridge:,.0f} FLOPs/B "
         "(--peak-flops, --bandwidth); below the ridge: memory-bound",
     )
@@ -90,6 +92,26 @@ def roofline_table(trace: Trace, f: ServingFigures, count: str, *, tight: bool =
         for i, t in enumerate(kernels):
             table.add_row(phase if i == 0 else "", *_traffic_cells(t, m, count))
     return table
+
+
+#: An H100 SXM's dense peak for the dtypes whose bytes the roofline may count (NVIDIA's data
+#: sheet): the default machine's peak is its 16-bit tensor-core one.
+H100_PEAKS = {"float32": "67T (FP32; TF32 tensor cores 495T)", "float64": "67T (FP64 tensor cores)"}
+
+
+def peak_dtype_note(m: Machine, dtype: str) -> str:
+    """Which peak the default machine's is, when the bytes counted are another dtype's: the
+    roofline of float32 bytes against a bf16 peak says so, and which peak to give instead.
+
+    >>> from attntrace.engine.serving import machine
+    >>> print(peak_dtype_note(machine(), "float32"))
+     (its dense bf16 peak; these bytes are float32: --peak-flops 67T (FP32; TF32 tensor cores 495T))
+    >>> peak_dtype_note(machine(), "bfloat16"), peak_dtype_note(machine(peak_flops=1e15), "float32")
+    ('', '')
+    """
+    if m.name != DEFAULT_MACHINE or dtype not in H100_PEAKS:
+        return ""
+    return f" (its dense bf16 peak; these bytes are {dtype}: --peak-flops {H100_PEAKS[dtype]})"
 
 
 def _traffic_cells(t: Traffic, m: Machine, count: str) -> list[str]:

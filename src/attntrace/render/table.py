@@ -109,7 +109,7 @@ def trace_pieces(
     from rich.text import Text
 
     tight = width < TIGHT_WIDTH
-    pieces: list[RenderableType] = [title_line(trace)]
+    pieces: list[RenderableType] = [title_line(trace, lang)]
     if trace.origin:
         pieces.append(Text(trace.origin, "dim"))
     words: list[RenderableType] = (
@@ -140,8 +140,8 @@ def trace_pieces(
     return pieces
 
 
-def title_line(trace: Trace) -> Text:
-    """One line naming the config: sizes, backend, dtype.
+def title_line(trace: Trace, lang: Lang = "en") -> Text:
+    """One line naming the config (in ``lang``): sizes, backend, dtype.
 
     >>> from attntrace import AttentionConfig, trace_attention
     >>> print(title_line(trace_attention(AttentionConfig(seq=4, hidden=8, heads=2), "shape")))
@@ -158,7 +158,7 @@ def title_line(trace: Trace) -> Text:
     )
     return Text.assemble(
         ("attntrace", "bold"),
-        f"  {describe(cfg)}  {sizes}  ",
+        f"  {describe_in(cfg, lang)}  {sizes}  ",
         (f"{trace.backend} {cfg.dtype}{algorithm}", "cyan"),
     )
 
@@ -293,6 +293,34 @@ def describe(cfg: AttentionConfig) -> str:
     return " ".join(words) + (" with " + ", ".join(extras) if extras else "") + step + cache
 
 
+def describe_in(cfg: AttentionConfig, lang: Lang = "en") -> str:
+    """:func:`describe` in ``lang``.
+
+    >>> describe_in(AttentionConfig(kv_heads=4, causal=True, rope=True), "zh")
+    '分组查询因果自注意力，带 RoPE'
+    >>> describe_in(AttentionConfig(seq=1, past=4096, causal=True), "zh")
+    '多头因果自注意力；解码一步，KV 缓存中已有 4,096 个词'
+    """
+    if lang == "en":
+        return describe(cfg)
+    from attntrace.learn.lang import message
+
+    kind = "multi" if not cfg.grouped else "mqa" if cfg.groups == 1 else "gqa"
+    words = message(f"describe.{kind}", lang) + (message("describe.causal", lang) * cfg.causal)
+    words += message("describe.cross" if cfg.cross else "describe.self", lang)
+    extras = [
+        *(["RoPE"] if cfg.rope else []),
+        *([message("describe.padding", lang)] if cfg.key_lengths is not None else []),
+        *([message("describe.no_bias", lang)] if not cfg.bias else []),
+    ]
+    if extras:
+        words += message("describe.with", lang, extras="、".join(extras))
+    if cfg.past:
+        key = "describe.decode" if cfg.seq == 1 else "describe.new_tokens"
+        words += message(key, lang, S=cfg.seq, past=f"{cfg.past:,}")
+    return words
+
+
 def kv_cache_line(trace: Trace) -> Text | None:
     """The KV-cache bytes per token and layer, when kv-heads are set (else None).
 
@@ -305,6 +333,13 @@ def kv_cache_line(trace: Trace) -> Text | None:
     from rich.text import Text
 
     cfg = trace.config
+    if cfg.parallel is not None:  # a rank's trace: the kv-heads this rank holds
+        kv, one = cfg.parallel.kv_heads(cfg), cfg.kv_cache_bytes()
+        return Text(
+            f"KV cache on this rank: 2 (k, v) x {kv} kv-head(s) x d={cfg.head_dim} x "
+            f"{cfg.itemsize} B ({cfg.dtype}) = {format_bytes(trace.kv_cache_bytes_per_token)} "
+            f"per token and layer (one device: {format_bytes(one)} with g={cfg.groups})"
+        )
     if cfg.kv_heads is None:
         return None
     per_token = cfg.kv_cache_bytes()
@@ -431,7 +466,7 @@ def explain_table(trace: Trace, lang: Lang = "en", *, tight: bool = False) -> Ta
     每一步做什么
      #  步骤           解释
     ────────────────────────────────────────────────────────────────────────────────
-     0  x              输入：3 个词，每个词编码为 768
+     0  x              输入：3 个词，每个词编码为 768 维的向量（词嵌入），每行一个
     """
     from attntrace.learn import explain_trace, message
 
@@ -439,8 +474,10 @@ def explain_table(trace: Trace, lang: Lang = "en", *, tight: bool = False) -> Ta
     table.add_column("#", justify="right", style="dim", no_wrap=True)
     table.add_column(message("ui.step", lang), style="bold", no_wrap=True)
     table.add_column(message("ui.explanation", lang), overflow="fold", ratio=1)
+    from attntrace.render.prose import Prose
+
     for step, text in zip(trace.steps, explain_trace(trace, lang).values(), strict=True):
-        table.add_row(str(step.index), step.name, text)
+        table.add_row(str(step.index), step.name, Prose(text))  # never breaks inside a tuple
     return table
 
 
@@ -449,6 +486,7 @@ def roles_table(records: Records, lang: Lang = "en") -> Table | None:
     (``attntrace trace --explain``); None when no step plays one."""
     from attntrace.learn import message
     from attntrace.learn.words import explain_roles
+    from attntrace.render.prose import Prose
 
     words = explain_roles(records, lang)
     if not words:
@@ -461,7 +499,7 @@ def roles_table(records: Records, lang: Lang = "en") -> Table | None:
     for step in records.steps:
         if step.name in words:
             where = getattr(step, "location", "")
-            table.add_row(step.name, getattr(step, "role", ""), where, words[step.name])
+            table.add_row(step.name, getattr(step, "role", ""), where, Prose(words[step.name]))
     return table
 
 
@@ -630,17 +668,22 @@ def _attention(
     hidden = None if masked is None else masked == float("-inf")  # (S, N)
     rule = message("ui.weights_rule" if hidden is None else "ui.weights_rule_masked", lang)
     if max(matrix.shape) <= HEATMAP_MAX_SEQ:
-        full = pool(matrix, matrix.shape[0], matrix.shape[1], hidden)
+        full = pool(matrix, matrix.shape[0], matrix.shape[1], hidden, trace.tokens)
         title = message("ui.weights_title", lang, where=where, rule=rule)
         return _heatmap(full, title, palette)
-    pooled = fit_pool(matrix, hidden, width)
+    pooled = fit_pool(matrix, hidden, width, trace.tokens)
     sizes = f"{pooled.values.shape[0]}x{pooled.values.shape[1]} blocks"
     masks = "; every key masked: ·" if hidden is not None else ""
     title = f"attention weights, {where}: {matrix.shape} pooled into {sizes} ({POOLING}{masks})"
     return [*_heatmap(pooled, title, palette), weights_summary(matrix)]
 
 
-def fit_pool(matrix: np.ndarray, hidden: np.ndarray | None, width: int) -> Pooled:
+def fit_pool(
+    matrix: np.ndarray,
+    hidden: np.ndarray | None,
+    width: int,
+    tokens: tuple[str, ...] | None = None,
+) -> Pooled:
     """The most blocks (at most 16 x 16) whose heat map fits ``width`` columns. Block counts
     whose labels alone are too wide are passed over without pooling the matrix."""
     label = max(map(len, span_labels("q", matrix.shape[0], HEATMAP_MAX_SEQ)))
@@ -649,10 +692,10 @@ def fit_pool(matrix: np.ndarray, hidden: np.ndarray | None, width: int) -> Poole
         narrowest = label + sum(max(len(f"k{j}"), 3) for j in starts) + len("1.00") + len(starts)
         if narrowest + 1 > width:  # every cell's text is at least 3 wide: it cannot fit
             continue
-        pooled = pool(matrix, HEATMAP_MAX_SEQ, blocks, hidden)
+        pooled = pool(matrix, HEATMAP_MAX_SEQ, blocks, hidden, tokens)
         if heatmap_width(pooled) <= width:
             return pooled
-    return pool(matrix, HEATMAP_MAX_SEQ, 1, hidden)
+    return pool(matrix, HEATMAP_MAX_SEQ, 1, hidden, tokens)
 
 
 def heatmap_width(pooled: Pooled) -> int:
@@ -682,7 +725,7 @@ def _heatmap(pooled: Pooled, title: str, palette: str = "truecolor") -> list[Ren
     table = Table(box=None, show_edge=False, padding=(0, 1, 0, 0), pad_edge=False)
     table.add_column("", style="dim", justify="right")
     for j in range(cols):
-        table.add_column(pooled.col_label(j), justify="right", header_style="dim")
+        table.add_column(_label(pooled.col_label(j)), justify="right", header_style="dim")
     table.add_column("sum", justify="right", style="dim", min_width=3)
     shown = values.tolist()  # Python floats: far quicker to format, one by one, than numpy's
     masked = hidden.tolist() if hidden is not None else None
@@ -694,8 +737,21 @@ def _heatmap(pooled: Pooled, title: str, palette: str = "truecolor") -> list[Ren
             else _heat_cell(v, compact, palette)
             for j, v in enumerate(shown[i])
         ]
-        table.add_row(pooled.row_label(i), *cells, f"{sums[i]:.2f}")
+        table.add_row(_label(pooled.row_label(i)), *cells, f"{sums[i]:.2f}")
     return [Text(title, "italic"), table]
+
+
+def _label(text: str) -> str:
+    r"""A row or column label made safe for Rich (a prompt's token may hold ``[b]``), cut to six
+    characters.
+
+    >>> _label("[b]old"), _label("international")
+    ('\\[b]old', 'inter…')
+    """
+    from attntrace.render.heatmap_svg import short
+    from attntrace.text import inert
+
+    return inert(short(text))
 
 
 def _cell_text(value: float, compact: bool) -> str:

@@ -1,8 +1,10 @@
 """Text for any terminal: no trailing spaces, ASCII when stdout cannot take Unicode, quiet pipes.
 
 :class:`PlainStream` wraps stdout. Every complete line loses its trailing spaces (Rich pads table
-cells); when the stream cannot encode the characters we print (``PYTHONIOENCODING=ascii``) or
-the terminal is ``TERM=dumb``, ``→ ─ ·`` become ``-> - .`` (others ``?``); and once the reader
+cells); when the stream cannot encode the characters we print (``PYTHONIOENCODING=ascii``),
+``→ ─ ·`` become ``-> - .`` (others ``?``). ``TERM=dumb`` (Emacs' shell, CI logs) means no cursor
+control and no colour, not no Unicode: with a UTF-8 stream it keeps every character, Chinese
+included. Once the reader
 has gone (``attntrace run | head -1``) the rest of the output is dropped without a traceback.
 """
 
@@ -79,10 +81,15 @@ space or write it to a file with --output FILE
 
 
 def needs_ascii(stream: TextIO) -> bool:
-    """Whether ``stream`` should get ASCII only: ``TERM=dumb``, or an encoding that cannot
-    write ``→─·``."""
-    if os.environ.get("TERM") == "dumb":
-        return True
+    """Whether ``stream`` should get ASCII only: an encoding that cannot write ``→─·``
+    (``TERM=dumb`` alone is no reason: it says nothing of the encoding).
+
+    >>> import io
+    >>> needs_ascii(io.TextIOWrapper(io.BytesIO(), encoding="ascii"))
+    True
+    >>> needs_ascii(io.TextIOWrapper(io.BytesIO(), encoding="utf-8"))
+    False
+    """
     try:
         _PROBE.encode(getattr(stream, "encoding", None) or "utf-8")
     except (UnicodeEncodeError, LookupError):

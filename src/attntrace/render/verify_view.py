@@ -24,11 +24,16 @@ def render_verify(report: VerifyReport, console: Console) -> None:
             f"  rtol {tol.rtol:.1e} atol {tol.atol:.1e}",
         )
     )
-    left, right = report.steps[0].left, report.steps[0].right
-    console.print(comparison_table(f"every step, {left} vs {right}", report.steps, with_ref=False))
+    if report.steps:  # (none when the ranks are simulated alone: verify --tp/--cp)
+        left, right = report.steps[0].left, report.steps[0].right
+        title = f"every step, {left} vs {right}"
+        console.print(comparison_table(title, report.steps, with_ref=False))
+    ranks = any(c.right == "one device" for c in report.references)  # verify --tp/--cp
     console.print(
         comparison_table(
-            "output and attention weights vs PyTorch's own attention"
+            "the output gathered from the ranks vs one device"
+            if ranks
+            else "output and attention weights vs PyTorch's own attention"
             + (
                 " (and every gradient vs autograd)"
                 if any(c.name == "d_x" for c in report.references)

@@ -33,15 +33,29 @@ def trace_schema_2() -> dict[str, Any]:
     return _schema(TRACE_SCHEMA_2_FILE)
 
 
+#: The file name of the schema of a rank's trace (``--tp``, ``--cp``; version 3).
+TRACE_SCHEMA_3_FILE = "trace-3.schema.json"
+
+
+def trace_schema_3() -> dict[str, Any]:
+    """The JSON Schema of one rank's trace across devices, ``attntrace.trace/3``.
+
+    >>> trace_schema_3()["properties"]["schema"]["const"]
+    'attntrace.trace/3'
+    """
+    return _schema(TRACE_SCHEMA_3_FILE)
+
+
 #: The file name of the schema of ``attntrace diff --format json`` / ``DiffReport.to_dict()``.
-DIFF_SCHEMA_FILE = "diff-1.schema.json"
+DIFF_SCHEMA_FILE = "diff-2.schema.json"
 
 
 def diff_schema() -> dict[str, Any]:
-    """The JSON Schema (draft 2020-12) of the diff document ``attntrace.diff/1``.
+    """The JSON Schema (draft 2020-12) of the diff document ``attntrace.diff/2`` (``/1``, its
+    keys all kept, is ``diff-1.schema.json`` beside it).
 
     >>> diff_schema()["properties"]["schema"]["const"]
-    'attntrace.diff/1'
+    'attntrace.diff/2'
     """
     return _schema(DIFF_SCHEMA_FILE)
 

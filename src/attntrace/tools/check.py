@@ -14,22 +14,37 @@ Pure logic: parse, trace, compare, and return :class:`CaseResult` records. Print
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import math
+import os
 import re
+import stat
 import sys
 import tomllib
 import typing
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from attntrace.config.attention_config import AttentionConfig, parse_scale
-from attntrace.errors import ConfigError, InputFileError
+from attntrace.errors import AttntraceError, ConfigError, InputFileError
 from attntrace.files.guard import MAX_DEPTH, nesting_depth, parse_json, read_text
 from attntrace.text import plain
-from attntrace.trace import SCHEMA_ID, SCHEMA_ID_2, Records, Shape, Step, Trace, UnknownStepError
-from attntrace.units import Dim, format_shape, parse_shape
+from attntrace.trace import (
+    SCHEMA_ID,
+    SCHEMA_ID_2,
+    SCHEMA_ID_3,
+    Records,
+    Shape,
+    Step,
+    Trace,
+    UnknownStepError,
+)
+from attntrace.units import Dim, bounded, format_bytes, format_shape, parse_shape, quoted
+
+T = TypeVar("T")
 
 #: The schema of ``attntrace trace --format json``: a golden for ``check --trace``.
 CAPTURE_SCHEMA_ID = "attntrace.capture/1"
@@ -71,8 +86,18 @@ class Expectation:
         )
 
     def _size(self, factor: str, sizes: Mapping[str, int]) -> int:
+        """The size of one factor: a number, an axis letter, or a rank's share of one.
+
+        >>> parse_expectation("q=h/T,S/2C").resolve({"h": 8, "T": 4, "S": 16, "C": 2})
+        (2, 4)
+        """
         if factor.isdigit():
             return int(factor)
+        if "/" in factor:  # a rank's share (--tp, --cp): h/T, S/2C, S/CT
+            top, under = factor.split("/", 1)
+            digits = under[: len(under) - len(under.lstrip("0123456789"))]
+            parts = int(digits or 1) * math.prod(self._size(c, sizes) for c in under[len(digits) :])
+            return self._size(top, sizes) // parts
         if factor not in sizes:
             hint = _VARIANT_AXES.get(factor, "")
             raise ConfigError(
@@ -169,10 +194,11 @@ def parse_expectation(text: str) -> Expectation:
     >>> parse_expectation("q_heads = S,h,d")
     Expectation(step='q_heads', dims=('S', 'h', 'd'))
     """
-    step, sep, shape = text.partition("=")
+    step, sep, shape = bounded(text, "--expect").partition("=")
     if not sep or not step.strip():
         raise ConfigError(
-            f"cannot read --expect {text!r}; write STEP=SHAPE, e.g. scores=12,3,3 or scores=h,S,S"
+            f"cannot read --expect {quoted(text)}; write STEP=SHAPE, e.g. scores=12,3,3 or "
+            "scores=h,S,S"
         )
     return Expectation(step.strip(), _bounded_shape(shape, f"--expect {plain(step.strip())}"))
 
@@ -435,7 +461,7 @@ def validate_golden(doc: object) -> None:
     """
     if not isinstance(doc, dict):
         raise ConfigError(f"the document must be a JSON object, got {type(doc).__name__}")
-    if doc.get("schema") not in (SCHEMA_ID, SCHEMA_ID_2, CAPTURE_SCHEMA_ID):
+    if doc.get("schema") not in (SCHEMA_ID, SCHEMA_ID_2, SCHEMA_ID_3, CAPTURE_SCHEMA_ID):
         raise ConfigError(f'"schema" must be {SCHEMA_ID!r}, got {_short(doc.get("schema"))}')
     if not isinstance(doc.get("config"), dict):
         raise ConfigError('"config" must be an object')
@@ -585,11 +611,13 @@ def load_spec(path: Path, backend: str = "shape", *, keep_going: bool = False) -
             f"{plain(path)}: has {len(configs)} configs; the most a spec may have is "
             f"{MAX_SPEC_CONFIGS} (MAX_SPEC_CONFIGS); split it into several specs"
         )
+    _check_named_files(path, [defaults, *configs.values()])
     lines = spec_lines(text)
     cases = []
+    hf_config = ReadOnce(_read_hf_config)
     for name, table in configs.items():
         try:
-            case = _spec_case(path, name, {"backend": backend, **defaults}, table)
+            case = _spec_case(path, name, {"backend": backend, **defaults}, table, hf_config)
         except InputFileError as exc:
             if not keep_going:
                 raise
@@ -616,14 +644,36 @@ def spec_lines(text: str) -> dict[str, int]:
     out: dict[str, int] = {}
     table = ""
     for number, line in enumerate(text.splitlines(), start=1):
-        if header := re.match(r"\s*\[+\s*([^\]]+?)\s*\]+", line):
-            table = header.group(1).replace('"', "").replace(" ", "")
+        if (header := _table_header(line)) is not None:
+            table = header
             out.setdefault(table, number)
-        elif key := re.match(r'\s*"?([\w.-]+)"?\s*=\s*(\{.*)?', line):
+        elif key := _KEY.match(line):
             out.setdefault(f"{table}.{key.group(1)}", number)
-            for inner in re.finditer(r'[{,]\s*"?([\w.-]+)"?\s*=', key.group(2) or ""):
+            for inner in _INNER_KEY.finditer(key.group(2) or ""):
                 out.setdefault(f"{table}.{key.group(1)}.{inner.group(1)}", number)
     return out
+
+
+#: A key at the start of a spec line, and the keys of an inline table (no backtracking: each
+#: line is read in time linear in its length).
+_KEY = re.compile(r'\s*+"?([\w.-]++)"?\s*+=\s*+(\{.*)?')
+_INNER_KEY = re.compile(r'[{,]\s*+"?([\w.-]++)"?\s*+=')
+
+
+def _table_header(line: str) -> str | None:
+    """The table a ``[name]`` or ``[[name]]`` line opens (quotes and spaces dropped), read
+    by ``find``, not by a pattern: a line of 10⁶ brackets and spaces takes a moment.
+
+    >>> _table_header('  [config."a b"]  # c'), _table_header("seq = [1]"), _table_header("[ ]")
+    ('config.ab', None, None)
+    """
+    body = line.lstrip()
+    if not body.startswith("["):
+        return None
+    body = body.lstrip("[")
+    end = body.find("]")
+    name = body[:end].strip() if end >= 0 else ""
+    return name.replace('"', "").replace(" ", "") if name else None
 
 
 def _case_lines(
@@ -637,7 +687,76 @@ def _case_lines(
     return out
 
 
-def _spec_case(path: Path, name: str, defaults: Mapping[str, object], table: object) -> SpecCase:
+#: The most bytes the files a spec names (``hf_config``, ``golden``) may hold together, each
+#: file counted once (each is read once, and kept while the spec is checked).
+MAX_SPEC_FILE_BYTES = 128 * 2**20
+
+
+class ReadOnce(Generic[T]):
+    """``read`` of each file once: its result, or its error, kept by the file's real path (a
+    spec of 4,096 configs naming one 14 MiB ``hf_config`` reads it once, not 4,096 times).
+
+    >>> import json, tempfile, pathlib
+    >>> f = pathlib.Path(tempfile.mkdtemp()) / "a.json"
+    >>> _ = f.write_text("{}")
+    >>> reads = ReadOnce(lambda p: json.loads(p.read_text()))
+    >>> reads(f) is reads(f.parent / "." / "a.json")
+    True
+    """
+
+    def __init__(self, read: Callable[[Path], T]) -> None:
+        self._read = read
+        self._done: dict[str, T | AttntraceError] = {}
+
+    def __call__(self, path: Path) -> T:
+        key = os.path.realpath(path)
+        if key not in self._done:
+            try:
+                self._done[key] = self._read(path)
+            except AttntraceError as exc:
+                self._done[key] = exc
+        done = self._done[key]
+        if isinstance(done, AttntraceError):
+            raise done.with_traceback(None)
+        return done
+
+
+def _read_hf_config(path: Path) -> dict[str, Any]:
+    from attntrace.config.presets import read_hf_config
+
+    return read_hf_config(path)
+
+
+def _check_named_files(path: Path, tables: Sequence[object]) -> None:
+    """Refuse a spec whose named files (``hf_config``, ``golden``), each counted once, hold
+    more than :data:`MAX_SPEC_FILE_BYTES` together, from their sizes, before any is read."""
+    named = {
+        os.path.realpath(path.parent / value)
+        for table in tables
+        if isinstance(table, dict)
+        for value in (table.get("hf_config"), table.get("golden"))
+        if isinstance(value, str) and value
+    }
+    total = 0
+    for name in named:
+        with contextlib.suppress(OSError, ValueError):  # missing: its own error, when read
+            st = os.stat(name)
+            total += st.st_size if stat.S_ISREG(st.st_mode) else 0
+    if total > MAX_SPEC_FILE_BYTES:
+        raise InputFileError(
+            f"{plain(path)}: names {len(named)} files (hf_config, golden) of "
+            f"{format_bytes(total)} together; the most a spec may read is "
+            f"{format_bytes(MAX_SPEC_FILE_BYTES)} (MAX_SPEC_FILE_BYTES); split it"
+        )
+
+
+def _spec_case(
+    path: Path,
+    name: str,
+    defaults: Mapping[str, object],
+    table: object,
+    hf_config: Callable[[Path], dict[str, Any]],
+) -> SpecCase:
     where = f"{path}: [config.{name}]"
     if not isinstance(table, dict):
         raise InputFileError(f"{where} must be a table of sizes and expectations")
@@ -655,7 +774,7 @@ def _spec_case(path: Path, name: str, defaults: Mapping[str, object], table: obj
         if not isinstance(backend, str) or not (golden is None or isinstance(golden, str)):
             raise ConfigError('"backend" and "golden" must be strings')
         golden_path = path.parent / golden if golden else None
-        config = AttentionConfig(**_layered_fields(path, defaults, table))
+        config = AttentionConfig(**_layered_fields(path, hf_config, defaults, table))
         return SpecCase(
             name=name,
             config=config,
@@ -668,9 +787,11 @@ def _spec_case(path: Path, name: str, defaults: Mapping[str, object], table: obj
         raise InputFileError(f"{where}: {exc}") from None
 
 
-def _layered_fields(path: Path, *layers: Mapping[str, object]) -> dict[str, Any]:
+def _layered_fields(
+    path: Path, read_hf_config: Callable[[Path], dict[str, Any]], *layers: Mapping[str, object]
+) -> dict[str, Any]:
     """AttentionConfig fields of the layers, lowest first, each one's preset below its own keys."""
-    from attntrace.config.presets import get_preset, read_hf_config
+    from attntrace.config.presets import get_preset
 
     out: dict[str, Any] = {}
     for layer in layers:
@@ -693,8 +814,7 @@ def _config_fields(table: Mapping[str, object]) -> dict[str, Any]:
     ``head_dim`` is ``head_dim_override`` (as ``--head-dim``), and ``scale`` may be ``"sqrt"``
     or ``"none"`` as well as a number (as ``--scale``).
     """
-    hints = typing.get_type_hints(AttentionConfig)
-    names = [f.name for f in fields(AttentionConfig)]
+    hints, names = _config_hints()
     unknown = [k for k in table if k not in names and k not in SPEC_KEYS]
     if unknown:
         raise ConfigError(
@@ -711,6 +831,12 @@ def _config_fields(table: Mapping[str, object]) -> dict[str, Any]:
         if value is not None and not _is_instance(value, hints[key]):
             raise ConfigError(f"{key} must be {_type_name(hints[key])}, got {value!r}")
     return out
+
+
+@functools.cache
+def _config_hints() -> tuple[dict[str, Any], list[str]]:
+    """AttentionConfig's field types and names, read once (not once for each spec table)."""
+    return typing.get_type_hints(AttentionConfig), [f.name for f in fields(AttentionConfig)]
 
 
 def _is_instance(value: object, hint: Any) -> bool:
@@ -760,12 +886,14 @@ def run_spec(
 ) -> list[CaseResult]:
     """Trace every case and check it; unknown steps or axes raise, naming the case (with
     ``keep_going`` they make that case's result an error and the others are still checked)."""
+    check_spec_work(cases)
     results = []
+    golden = ReadOnce(load_golden)
     for case in cases:
         try:
             if case.error:
                 raise InputFileError(case.error)
-            results.append(replace(_run_case(case, max_memory), lines=case.lines))
+            results.append(replace(_run_case(case, max_memory, golden), lines=case.lines))
         except InputFileError as exc:
             if not keep_going:
                 raise
@@ -773,10 +901,38 @@ def run_spec(
     return results
 
 
-def _run_case(case: SpecCase, max_memory: int | None) -> CaseResult:
+#: The most arithmetic a spec's configs on compute backends run together (as sweep's
+#: MAX_COMPUTE_FLOPS: seconds of numpy, not hours).
+MAX_SPEC_FLOPS = 2 * 10**11
+
+
+def check_spec_work(cases: Sequence[SpecCase]) -> None:
+    """Refuse a spec whose configs on a compute backend add up to more than
+    :data:`MAX_SPEC_FLOPS`, from their shapes alone, before any of them is computed."""
     from attntrace.engine.attention import trace_attention
 
-    golden = load_golden(case.golden) if case.golden else None
+    total = 0
+    for case in cases:
+        if case.backend == "shape" or case.error:
+            continue
+        try:
+            total += trace_attention(case.config, "shape").total_flops
+        except ConfigError:
+            continue  # the case's own error, when it runs
+        if total > MAX_SPEC_FLOPS:
+            raise InputFileError(
+                f"the spec's configs on compute backends run more than {MAX_SPEC_FLOPS:.0e} "
+                f"FLOPs together (at {case.name}: {total:.2e}); check them with backend = "
+                '"shape" (the same shapes at once) or split the spec'
+            )
+
+
+def _run_case(
+    case: SpecCase, max_memory: int | None, read_golden: Callable[[Path], dict[str, Any]]
+) -> CaseResult:
+    from attntrace.engine.attention import trace_attention
+
+    golden = read_golden(case.golden) if case.golden else None
     if golden is not None and golden["schema"] == CAPTURE_SCHEMA_ID:
         raise InputFileError(
             f"{case.origin or case.name}: golden {plain(case.golden)} is a "

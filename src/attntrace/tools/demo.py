@@ -20,6 +20,7 @@ from attntrace.errors import ConfigError, InputFileError
 if TYPE_CHECKING:
     import numpy as np
 
+    from attntrace.files.declared import Declared
     from attntrace.learn import Lang
 
 #: The note's matrices, row i belonging to token i.
@@ -93,7 +94,9 @@ def parse_matrix(text: str, option: str) -> tuple[tuple[float, ...], ...]:
     >>> parse_matrix("1,0,2; 2 2 2", "--query")
     ((1.0, 0.0, 2.0), (2.0, 2.0, 2.0))
     """
-    if text.strip().lower().endswith(".npy"):
+    from attntrace.units import bounded, quoted
+
+    if bounded(text, option).strip().lower().endswith(".npy"):
         return _npy_matrix(text.strip(), option)
     rows = [row.replace(",", " ").split() for row in text.replace("\n", ";").split(";")]
     rows = [row for row in rows if row]
@@ -101,7 +104,7 @@ def parse_matrix(text: str, option: str) -> tuple[tuple[float, ...], ...]:
         matrix = tuple(tuple(float(x) for x in row) for row in rows)
     except ValueError:
         raise ConfigError(
-            f"{option} {text!r}: write numbers, rows split by ';' (e.g. '1,0,2; 2,2,2'), "
+            f"{option} {quoted(text)}: write numbers, rows split by ';' (e.g. '1,0,2; 2,2,2'), "
             "or the path of a .npy file"
         ) from None
     return _checked(matrix, option)
@@ -113,7 +116,11 @@ def _npy_matrix(path: str, option: str) -> tuple[tuple[float, ...], ...]:
     from attntrace.files.declared import check_npy
 
     try:
-        check_npy(Path(path))
+        declared = check_npy(Path(path))
+    except InputFileError as exc:
+        raise InputFileError(f"cannot read {option} {exc}") from None
+    _fits_demo(declared, path, option)  # the header's shape, before a byte of the data
+    try:
         loaded = np.load(path, allow_pickle=False)
     except InputFileError as exc:
         raise InputFileError(f"cannot read {option} {exc}") from None
@@ -124,6 +131,20 @@ def _npy_matrix(path: str, option: str) -> tuple[tuple[float, ...], ...]:
     if not isinstance(loaded, np.ndarray) or loaded.ndim != 2 or loaded.dtype.kind not in "iuf":
         raise InputFileError(f"{option} {path}: save one 2-D array of numbers with numpy.save")
     return _checked(tuple(tuple(float(x) for x in row) for row in loaded.tolist()), option)
+
+
+def _fits_demo(declared: Declared, path: str, option: str) -> None:
+    """Refuse a .npy whose header declares no 2-D array of numbers, or one larger than
+    :data:`MAX_DEMO_SIZE` a side, before a byte of its data is read."""
+    import numpy as np
+
+    if len(declared.shape) != 2 or np.dtype(declared.dtype).kind not in "iuf":
+        raise InputFileError(f"{option} {path}: save one 2-D array of numbers with numpy.save")
+    if max(declared.shape) > MAX_DEMO_SIZE:
+        raise ConfigError(
+            f"{option} {path}: declares {declared.shape}; at most {MAX_DEMO_SIZE} rows and "
+            "columns (every number is printed); attntrace run --values shows larger sizes"
+        )
 
 
 def _checked(matrix: tuple[tuple[float, ...], ...], option: str) -> tuple[tuple[float, ...], ...]:

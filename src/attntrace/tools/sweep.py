@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 from attntrace.config.attention_config import ALGORITHMS, AttentionConfig
 from attntrace.errors import ConfigError
 from attntrace.trace import ModelFigures
+from attntrace.units import bounded, quoted
 
 if TYPE_CHECKING:
     pass
@@ -62,12 +63,13 @@ def parse_list(text: str, option: str) -> list[int]:
     ...
     attntrace.errors.ConfigError: --seq has an empty entry in '128,,512'; separate the values ...
     """
-    _no_empty_entry(text, option, "128,512,2048")
+    _no_empty_entry(bounded(text, option), option, "128,512,2048")
     try:
         values = [int(part) for part in text.split(",") if part.strip()]
     except ValueError:
         raise ConfigError(
-            f"{option} takes whole numbers separated by commas, e.g. 128,512,2048; got {text!r}"
+            f"{option} takes whole numbers separated by commas, e.g. 128,512,2048; "
+            f"got {quoted(text)}"
         ) from None
     if not values:
         raise ConfigError(f"{option} needs at least one value")
@@ -81,7 +83,7 @@ def _no_empty_entry(text: str, option: str, example: str) -> None:
     parts = text.split(",")
     if len(parts) > 1 and any(not part.strip() for part in parts):
         raise ConfigError(
-            f"{option} has an empty entry in {text!r}; separate the values by "
+            f"{option} has an empty entry in {quoted(text)}; separate the values by "
             f"single commas, e.g. {example}"
         )
 
@@ -92,12 +94,13 @@ def parse_algorithms(text: str) -> list[str]:
     >>> parse_algorithms("eager, flash"), parse_algorithms("flash")
     (['eager', 'flash'], ['flash'])
     """
-    _no_empty_entry(text, "--algorithms", "eager,flash")
+    _no_empty_entry(bounded(text, "--algorithms"), "--algorithms", "eager,flash")
     names = [part.strip() for part in text.split(",") if part.strip()]
     unknown = [n for n in names if n not in ALGORITHMS]
     if unknown or not names:
         raise ConfigError(
-            f"--algorithms takes {' and/or '.join(ALGORITHMS)} separated by commas; got {text!r}"
+            f"--algorithms takes {' and/or '.join(ALGORITHMS)} separated by commas; "
+            f"got {quoted(text)}"
         )
     return names
 

@@ -43,9 +43,11 @@ def check(
     output_file: opt.DocumentFile = None,  # written by cli_errors: to_document
     verbose: opt.Verbose = False,
     no_color: opt.NoColor = False,
+    lang: opt.Lang = None,
     model: dict[str, Any],
     page_size: opt.PageSize = None,
     backward: opt.Backward = False,
+    parallel: dict[str, Any],
 ) -> None:
     """Check the shapes of a trace: exit 1 when one is not what you expect.
 
@@ -60,10 +62,11 @@ def check(
     [bold]attntrace check --trace attn.py:Attn --expect weights=h,S,S[/]   your code
     [bold]attntrace check --spec shapes.toml --format junit > report.xml[/]
     [bold]attntrace check --past 9 --seq 1 --page-size 4 --expect k_paged=g,N+S,d[/]
+    [bold]attntrace check --heads 8 --seq 8 --tp 4 --cp 2 --expect q=h/T,S/C,d[/]
 
     With GITHUB_ACTIONS=true, failures are also annotations on the spec's lines.
     """
-    from attntrace.cli.configure import resolve_options
+    from attntrace.cli.configure import parallel_layout, resolve_options
     from attntrace.tools.check import load_spec, run_spec
     from attntrace.units import parse_size
 
@@ -73,6 +76,7 @@ def check(
         raise ConfigError(
             f"--page-size pages run's own trace, not {given}'s; drop --page-size (or {given})"
         )
+    layout = _rank_layout(parallel_layout(parallel), trace_target, spec)
     if into and trace_target is None:
         raise ConfigError("--into needs --trace: it names a package whose code --trace records")
     if trace_target is not None:
@@ -110,6 +114,10 @@ def check(
         config = resolve_options(
             **model, **sizes, **numbers, **computation, layer_prefix=layer_prefix
         )
+        if layout is not None:
+            from dataclasses import replace
+
+            config = replace(config, parallel=layout)
         results = [
             check_one(config, backend.value, expect or [], golden, budget, backward, page_size)
         ]
@@ -121,6 +129,14 @@ def check(
         raise error
     if not all(r.ok for r in results):
         raise typer.Exit(EXIT_CHECK_FAILED)
+
+
+def _rank_layout(layout: Any, trace_target: Any, spec: Path | None) -> Any:
+    """--tp/--cp check run's own trace of a rank: not --trace's nor a --spec's."""
+    if layout is not None and (trace_target is not None or spec is not None):
+        given = "--trace" if trace_target is not None else "--spec"
+        raise ConfigError(f"--tp/--cp check run's own rank trace, not {given}'s; drop one")
+    return layout
 
 
 def report(
@@ -175,6 +191,15 @@ def check_one(
     from attntrace.trace import SCHEMA_ID_2
 
     backward = backward or (reference is not None and reference.get("schema") == SCHEMA_ID_2)
+    if config.parallel is not None:  # --tp, --cp: the shown rank's steps
+        from attntrace.sharding import trace_parallel
+
+        if backward or page_size is not None:
+            given = "--backward" if backward else "--page-size"
+            raise ConfigError(f"{given} is not traced across devices yet; drop it or --tp/--cp")
+        return check_trace(
+            trace_parallel(config, backend, keep_values=False), expectations, reference
+        )
     trace = trace_attention(
         config, backend, max_memory=budget, keep_values=False, backward=backward
     )

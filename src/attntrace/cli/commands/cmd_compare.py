@@ -3,8 +3,12 @@ of ``--vs``."""
 
 from __future__ import annotations
 
+import inspect
 import shlex
 import sys
+import typing
+from enum import Enum
+from pathlib import Path
 from typing import Annotated, Any
 
 import typer
@@ -61,6 +65,8 @@ def compare(
     no_color: opt.NoColor = False,
     files: dict[str, Any],
     model: dict[str, Any],
+    parallel: dict[str, Any],
+    lang: opt.Lang = None,
 ) -> None:
     """Set two configurations side by side: the steps whose shape or op changes, FLOPs, bytes.
 
@@ -74,14 +80,24 @@ def compare(
       [bold]attntrace compare --hidden 768 --heads 12 --vs '--heads 8'[/]
       [bold]attntrace compare --seq 8 --vs '--causal --kv-heads 4'[/]
       [bold]attntrace compare --seq 1024 --vs '--algorithm flash' --format json[/]
+      [bold]attntrace compare --preset llama-3-70b --seq 4096 --vs '--tp 8'[/]
     """
+    from attntrace.cli.configure import parallel_layout
     from attntrace.render.compare_view import render_compare, render_compare_json
     from attntrace.tools.side_by_side import side_by_side
 
     changed = vs_options(ctx, vs)
     groups = {"sizes": sizes, "numbers": numbers, "computation": computation, "files": files}
     common: dict[str, Any] = {"max_memory": max_memory, "validate": _no_check, "keep": False}
-    a = trace_from_options(ctx, model, **common, **_flat(groups), mask=mask, backend=backend)
+    a = trace_from_options(
+        ctx,
+        model,
+        **common,
+        **_flat(groups),
+        mask=mask,
+        backend=backend,
+        layout=parallel_layout(parallel),
+    )
     moved = {g: {k: changed.get(k, v) for k, v in d.items()} for g, d in groups.items()}
     model_b = {k: changed.get(k, v) for k, v in model.items()}
     b = trace_from_options(
@@ -91,6 +107,7 @@ def compare(
         **_flat(moved),
         mask=changed.get("mask", mask),
         backend=changed.get("backend", backend),
+        layout=parallel_layout({k: changed.get(k, v) for k, v in parallel.items()}),
     )
     pair = side_by_side(a, b)
     if fmt is opt.ListingFormatName.json:
@@ -101,10 +118,13 @@ def compare(
 
 def vs_options(ctx: typer.Context, vs: str) -> dict[str, Any]:
     """The options typed in ``--vs``, parsed as this command parses its own, by name."""
+    from attntrace.units import bounded, quoted
+
+    bounded(vs, "--vs")  # outside the try: a ConfigError is a ValueError
     try:
         args = shlex.split(vs)
     except ValueError as exc:
-        raise ConfigError(f"--vs {vs!r}: {exc}; quote it as one argument") from None
+        raise ConfigError(f"--vs {quoted(vs)}: {exc}; quote it as one argument") from None
     if not args:
         raise ConfigError("--vs needs the options that make B, e.g. --vs '--heads 8'")
     if {"-h", "--help"} & set(args):
@@ -114,7 +134,7 @@ def vs_options(ctx: typer.Context, vs: str) -> dict[str, Any]:
     except (typer.Exit, click.exceptions.NoArgsIsHelpError):
         raise ConfigError("--vs takes the options that make B, not --help") from None
     except click.exceptions.ClickException as exc:
-        raise ConfigError(f"--vs {vs!r}: {exc.format_message()}") from None
+        raise ConfigError(f"--vs {quoted(vs)}: {exc.format_message()}") from None
     typed = {
         name: value for name, value in sub.params.items() if name != "vs" and _given(sub, name)
     }
@@ -123,7 +143,32 @@ def vs_options(ctx: typer.Context, vs: str) -> dict[str, Any]:
         flags = {p.name: p.opts[0] for p in ctx.command.params if p.opts}
         names = ", ".join(flags.get(n, n) for n in other)
         raise ConfigError(f"--vs changes the configuration only; give {names} outside it")
-    return typed
+    hints = inspect.signature(compare).parameters
+    return {k: _as_typed(hints[k].annotation, v) if k in hints else v for k, v in typed.items()}
+
+
+def _as_typed(annotation: Any, value: Any) -> Any:
+    """A value click parsed for --vs, of the type the command's parameter declares (a path
+    as a ``Path``, a choice as its enum), as Typer gives A's own options: B goes through
+    the same checks as A.
+
+    >>> _as_typed(opt.Backend, "numpy"), _as_typed(opt.MaskFile, "m.npy")
+    (<BackendName.numpy: 'numpy'>, PosixPath('m.npy'))
+    """
+    if value is None:
+        return None
+    kind = annotation
+    if typing.get_origin(kind) is typing.Annotated:
+        kind = typing.get_args(kind)[0]
+    kinds = [a for a in typing.get_args(kind) if a is not type(None)] or [kind]
+    kind = kinds[0] if len(kinds) == 1 else None
+    if typing.get_origin(kind) is list and isinstance(value, list | tuple):
+        return [_as_typed(typing.get_args(kind)[0], v) for v in value]
+    if kind is Path:
+        return Path(value)
+    if isinstance(kind, type) and issubclass(kind, Enum) and not isinstance(value, kind):
+        return kind(value)
+    return value
 
 
 class _Typed:

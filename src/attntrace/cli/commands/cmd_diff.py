@@ -12,13 +12,16 @@ from attntrace.cli import options as opt
 from attntrace.cli.configure import with_option_groups
 from attntrace.cli.root import EPILOG
 from attntrace.cli.typer_app import app, cli_errors, console, fail
-from attntrace.errors import EXIT_CHECK_FAILED
+from attntrace.errors import EXIT_CANNOT_TELL, EXIT_CHECK_FAILED
 
 
 class DiffFormat(StrEnum):
     table = "table"
     json = "json"
 
+
+#: The options that choose how RoPE rotates: given without --rope, the module rotates.
+ROPE_CHOICES = ("rope_base", "rope_style", "rotary_dims", "rope_scaling")
 
 Target = Annotated[
     str,
@@ -43,7 +46,7 @@ Fmt = Annotated[
     typer.Option(
         "--format",
         "-f",
-        help="table, or json (schema attntrace.diff/1) for CI.",
+        help="table, or json (schema attntrace.diff/2) for CI.",
         rich_help_panel=opt.OUTPUT,
     ),
 ]
@@ -88,6 +91,7 @@ def diff(
     timeout: Timeout = 60.0,
     backward: DiffBackward = False,
     no_color: opt.NoColor = False,
+    lang: opt.Lang = None,
     model: dict[str, Any],
 ) -> None:
     """Run your attention beside the reference with the same weights and input; name the bug.
@@ -97,7 +101,10 @@ def diff(
     the known bugs (heads split without transpose, softmax over the wrong axis, 1/d scaling,
     x @ W, swapped q/k/v, mask polarity, GQA tiling, RoPE pairing ...) are applied to the
     reference to find the one your code reproduces. A function is called as fn(x, params).
-    Exit 0 when every step matches within the verify tolerance, 1 at a divergence, 2 bad input.
+    Exit 0 when every step matches within the verify tolerance (MATCH), 1 at a divergence
+    (DIFFERS), 2 bad input, 4 when the evidence cannot decide (CANNOT TELL: what is missing and
+    the flag that would decide). A flag you give for a choice (--causal, --rope-style ...) wins
+    over what the module states; what diff read from the module is printed under the header.
 
     \b
     Example:
@@ -115,10 +122,14 @@ def diff(
         name for name in ("batch", "seq", "hidden", "heads", "dtype", "scale") if _typed(ctx, name)
     }
     typed |= {name for name, value in model.items() if value is not None}
+    if model.get("rope") is None and any(model.get(n) is not None for n in ROPE_CHOICES):
+        model = {**model, "rope": True}  # a RoPE choice says the module rotates (not typed)
     config = resolve_options(**model, **sizes, **numbers)
     budget = parse_size(max_memory) if max_memory is not None else None
     out = console(no_color)
-    view: dict[str, Any] = {"format": fmt.value}
+    from attntrace.learn import check_lang
+
+    view: dict[str, Any] = {"format": fmt.value, "lang": check_lang(lang and lang.value)}
     if fmt is DiffFormat.table:
         view |= {
             "width": out.width,
@@ -143,12 +154,16 @@ def diff(
     except ChildError as exc:
         raise fail(str(exc), exc.code) from None
     if isinstance(result, str):  # the child did not finish: one line saying why
-        sys.stderr.write(f"attntrace: {plain(result)}\n")
+        from attntrace.learn.lang import translate
+
+        sys.stderr.write(plain(translate(f"attntrace: {result}", view["lang"])) + "\n")
         raise typer.Exit(EXIT_CHECK_FAILED)
     if fmt is DiffFormat.json:
         typer.echo(str(result.get("text", "")), nl=False)
     else:
         out.file.write(str(result.get("text", "")))
         out.file.flush()
+    if result.get("verdict") == "cannot tell":
+        raise typer.Exit(EXIT_CANNOT_TELL)
     if not result.get("ok"):
         raise typer.Exit(EXIT_CHECK_FAILED)

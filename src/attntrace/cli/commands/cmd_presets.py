@@ -23,6 +23,7 @@ def presets(
     fmt: opt.PresetsFormat = opt.ListingFormatName.table,
     output_file: opt.DocumentFile = None,  # written by cli_errors: to_document
     backward: opt.Backward = False,
+    lang: opt.Lang = None,
 ) -> None:
     """List the real models --preset knows, with their attention sizes.
 

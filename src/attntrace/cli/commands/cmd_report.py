@@ -9,8 +9,10 @@ import typer
 
 from attntrace.cli import options as opt
 from attntrace.cli.commands.cmd_run import (
+    across_devices,
     check_batch_item,
     check_layers,
+    check_token,
     trace_from_options,
     training_options,
     with_serving,
@@ -55,15 +57,19 @@ def report(
     files: dict[str, Any],
     model: dict[str, Any],
     serving: dict[str, Any],
+    parallel: dict[str, Any],
     backward: opt.Backward = False,
     explain: opt.Explain = False,
     lang: opt.Lang = None,
+    prompt: opt.Prompt = None,
+    token: opt.Token = None,
 ) -> None:
     """Write one self-contained HTML page: steps, flow diagram, heat maps, costs, config.
 
-    Takes run's size, variant, preset, file, serving and --layers options (the whole model's
-    figures: --layers, else the layer count of --preset, --hf-config or --model; with --past,
-    the serving figures, and --page-size's paged cache). The page fetches
+    Takes run's size, variant, preset, file, serving, --tp/--cp and --layers options (the
+    whole model's figures: --layers, else the layer count of --preset, --hf-config or --model;
+    with --past, the serving figures, and --page-size's paged cache; with --tp/--cp, one
+    rank's steps, its cost and its collectives). The page fetches
     nothing (no scripts, fonts or links), so it opens offline and can be kept as a CI artifact.
 
     \b
@@ -80,6 +86,7 @@ def report(
     def validate(config: AttentionConfig) -> None:
         check_batch_item(batch_item, config)
         check_layers(layers)
+        check_token(token, config, None, backend)
 
     trace = trace_from_options(
         ctx,
@@ -95,13 +102,20 @@ def report(
         max_memory=max_memory,
         training=training_options(backward, False, None),
         page_size=serving["page_size"],
+        layout=across_devices(parallel, serving, layers),
+        prompt=prompt,
     )
     trace = with_whole_model(trace, layers, model)
     trace = with_serving(trace, serving)  # as run's: figures, and --page-size's steps
     language = check_lang(lang.value if lang is not None else None)
     words = language if explain else None
     page = render_report(
-        trace, batch_item=batch_item, count=count.value, explain=words, lang=language
+        trace,
+        batch_item=batch_item,
+        count=count.value,
+        explain=words,
+        lang=language,
+        token=token,
     )
     write_output(out, page.encode("utf-8"))
     typer.echo(f"wrote {plain(out)}")

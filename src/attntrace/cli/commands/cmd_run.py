@@ -16,6 +16,7 @@ from attntrace.cli.configure import config_from_files, origin_line, with_option_
 from attntrace.cli.root import EPILOG
 from attntrace.cli.typer_app import app, cli_errors, console
 from attntrace.config.attention_config import AttentionConfig
+from attntrace.config.parallel_layout import ParallelLayout
 from attntrace.errors import ConfigError
 from attntrace.trace import Trace
 
@@ -48,11 +49,14 @@ def run(
     plot_flow: opt.PlotFlow = None,
     model: dict[str, Any],
     serving: dict[str, Any],
+    parallel: dict[str, Any],
     backward: opt.Backward = False,
     recompute: opt.Recompute = False,
     grad_output: opt.GradOutput = None,
     explain: opt.Explain = False,
     lang: opt.Lang = None,
+    prompt: opt.Prompt = None,
+    token: opt.Token = None,
 ) -> None:
     """Run multi-head attention and print the shape of every step.
 
@@ -70,6 +74,7 @@ def run(
     --weights model.safetensors     real weights
     --save trace.npz                keep every tensor
     --explain --lang zh             every step in words (English or Chinese)
+    --model DIR --prompt TEXT       a real model on real words (--token I: a row)
 
     \b
     For scripts:
@@ -88,9 +93,11 @@ def run(
         check_pictures(plot, plot_flow, backend)
         check_layers(layers)
         check_explain(explain, fmt)
+        check_token(token, config, fmt, backend)
 
     # only what is shown; the table view reads one head: that head is made when it is read
-    keep = True if values or save else {"weights", "masked"} if fmt.view or plot else False
+    shown_view = fmt.view or plot or token is not None
+    keep = True if values or save else {"weights", "masked"} if shown_view else False
     remake = (
         {"weights"} if fmt is opt.OutputFormat.table and keep is not True and not plot else set()
     )
@@ -111,7 +118,10 @@ def run(
         shown=(batch_item, head),
         training=training_options(backward, recompute, grad_output),
         page_size=serving["page_size"],
+        layout=across_devices(parallel, serving, layers),
+        prompt=prompt,
     )
+    check_rank_head(trace, head)
     trace = with_whole_model(trace, layers, model)
     trace = with_serving(trace, serving)  # and --page-size's steps: block_table … v_paged
     if save is not None:
@@ -134,6 +144,11 @@ def run(
         view |= {"explain": explain, "lang": words}
     if fmt is opt.OutputFormat.table:
         render_trace(trace, console(no_color), **view)
+        print_rank_tables(trace, count.value, no_color)
+        if token is not None:
+            from attntrace.render.token_rows import token_table
+
+            console(no_color).print("", token_table(trace, token, batch_item))
         if trace.serving is not None:  # --past, or a serving option
             from attntrace.render.serving_view import serving_pieces
 
@@ -150,6 +165,16 @@ def run(
         sys.stdout.write(render_json(trace, preset=model.get("preset"), explain=explained))
     else:
         sys.stdout.write(text_renderer(fmt.value, count.value, words if explain else None)(trace))
+
+
+def print_rank_tables(trace: Trace, count: str, no_color: bool) -> None:
+    """--tp, --cp: the rank's cost beside one device's and its collectives (none otherwise)."""
+    if trace.parallel is None:
+        return
+    from attntrace.render.parallel_view import parallel_pieces
+
+    for piece in ["", *parallel_pieces(trace, count)]:
+        console(no_color).print(piece)
 
 
 def trace_from_options(
@@ -170,26 +195,46 @@ def trace_from_options(
     shown: tuple[int, int] | None = None,
     training: dict[str, Any] | None = None,
     page_size: int | None = None,
+    layout: ParallelLayout | None = None,
+    prompt: str | None = None,
     **options: Any,
 ) -> Trace:
     """The trace that run's options describe (also ``report``'s): config from the options and
     files, checked by ``validate``, traced keeping the values of ``keep`` (those of ``remake``
     as recipes made when read, but for the head ``shown`` (batch item, head), which is held:
     see :func:`attntrace.trace_attention`). ``page_size`` is only checked here, before
-    tracing: :func:`with_serving` adds its steps after the figures."""
+    tracing: :func:`with_serving` adds its steps after the figures. ``prompt``: --prompt's
+    text, whose tokens (and, with --model, the hidden states) replace the seeded x. ``layout``
+    (--tp, --cp): the steps of one rank (:func:`attntrace.sharding.trace_parallel`)."""
     from attntrace.engine.attention import trace_attention
     from attntrace.engine.masks import MaskWarning, load_mask
-    from attntrace.engine.paged import check_page_size
     from attntrace.units import parse_size
 
+    given = read_prompt(ctx, prompt, model, layer_prefix, input_file)
+    if given is not None:
+        options["seq"] = len(given.tokens.ids)
     config, tensors = config_from_files(
-        ctx, weights, layer_prefix, input_file, input_kv, **model, **options
+        ctx,
+        weights,
+        layer_prefix,
+        input_file,
+        input_kv,
+        prompt_x=given.x if given is not None else None,
+        **model,
+        **options,
     )
     validate(config)
-    check_page_size(page_size, config)
+    if page_size is not None:  # the paged cache's modules only when it is asked for
+        from attntrace.engine.paged import check_page_size
+
+        check_page_size(page_size, config)
     user_mask = load_mask(mask) if mask is not None else None
     budget = parse_size(max_memory) if max_memory is not None else None
     hold = None if shown is None or not remake else shown if config.batched else shown[1:]
+    if layout is not None:
+        return _rank_trace(
+            ctx, model, config, layout, backend, tensors, user_mask, training, budget
+        )
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", MaskWarning)  # the renderers show Trace.notes instead
         trace = trace_attention(
@@ -206,7 +251,73 @@ def trace_from_options(
         )
     if origin := origin_line(ctx, model, config):
         trace = dataclasses.replace(trace, origin=origin)
+    if given is not None:
+        origin = f"{trace.origin}; {given.note}" if trace.origin else given.note
+        trace = dataclasses.replace(trace, origin=origin, tokens=given.tokens.labels)
     return trace
+
+
+def across_devices(
+    parallel: dict[str, Any], serving: dict[str, Any], layers: int | None
+) -> ParallelLayout | None:
+    """The layout of --tp, --sp, --cp, --cp-kind, --rank; the options it does not take yet."""
+    from attntrace.cli.configure import parallel_layout
+
+    layout = parallel_layout(parallel)
+    if layout is not None:
+        given = [f"--{k.replace('_', '-')}" for k, v in serving.items() if v is not None]
+        if layers is not None:
+            given.append("--layers")
+        if given:
+            raise ConfigError(f"{given[0]} is not traced across devices yet; drop it or --tp/--cp")
+    return layout
+
+
+def _rank_trace(
+    ctx: typer.Context,
+    model: dict[str, Any],
+    config: AttentionConfig,
+    layout: ParallelLayout,
+    backend: opt.BackendName,
+    tensors: Any,
+    mask: Any,
+    training: dict[str, Any] | None,
+    budget: int | None,
+) -> Trace:
+    """One rank's trace of ``config`` split by ``layout`` (``budget``: --max-memory)."""
+    from attntrace.sharding import trace_parallel
+
+    for given, option in ((mask is not None, "--mask"), (bool(training), "--backward")):
+        if given:
+            raise ConfigError(f"{option} is not traced across devices yet; drop it or --tp/--cp")
+    config = dataclasses.replace(config, parallel=layout)
+    trace = trace_parallel(config, backend.value, tensors=tensors, max_memory=budget)
+    if origin := origin_line(ctx, model, config):
+        trace = dataclasses.replace(trace, origin=origin)
+    return trace
+
+
+def read_prompt(
+    ctx: typer.Context,
+    prompt: str | None,
+    model: dict[str, Any],
+    layer_prefix: str | None,
+    input_file: Path | None,
+) -> Any:
+    """--prompt's tokens and x (:class:`attntrace.models.prompt.PromptInput`); None without it.
+    It sets S, and x with --model: a typed --seq or an --input would contradict it."""
+    if prompt is None:
+        return None
+    from attntrace.cli.configure import typed
+    from attntrace.models.prompt import prompt_input
+
+    if input_file is not None:
+        raise ConfigError("--prompt gives x (the model's hidden states); drop --input")
+    if typed(ctx, "seq"):
+        raise ConfigError("--prompt sets S (one position per token); drop --seq")
+    if typed(ctx, "batch"):
+        raise ConfigError("--prompt is one sequence (the unbatched (S, H) layout); drop --batch")
+    return prompt_input(prompt, model.get("model_dir"), model.get("layer"), layer_prefix)
 
 
 def training_options(backward: bool, recompute: bool, grad_output: Path | None) -> dict[str, Any]:
@@ -243,8 +354,10 @@ def with_serving(trace: Trace, serving: dict[str, Any]) -> Trace:
     serving option is given; the cache of as many layers as the whole model's figures. With
     --page-size, the paged cache's steps too (after the figures, which count the step's own
     traffic): run and report both come here."""
-    if not trace.config.past and all(v is None for v in serving.values()):
-        return trace
+    if trace.parallel is not None or (
+        not trace.config.past and all(v is None for v in serving.values())
+    ):
+        return trace  # (a rank's trace: its own figures, not a server's)
     from attntrace.engine.paged import paged_steps
     from attntrace.engine.serving import CACHE_DTYPES, machine, serving_figures
     from attntrace.units import parse_rate, parse_size
@@ -272,6 +385,18 @@ def check_layers(layers: int | None) -> None:
     if layers is not None and layers < 1:
         raise ConfigError(
             f"--layers must be a whole number >= 1 (the model's layers), got {layers}"
+        )
+
+
+def check_rank_head(trace: Trace, head: int) -> None:
+    """--head of a rank's trace (--tp, --cp) names one of the heads that rank holds."""
+    if trace.parallel is None or "weights" not in trace:
+        return
+    held = trace["weights"].shape[1 if trace.config.batched else 0]
+    if head >= held:
+        raise ConfigError(
+            f"--head {head} is not on this rank, which holds {held} heads; use 0 to {held - 1} "
+            "(or --rank to show another rank)"
         )
 
 
@@ -313,6 +438,35 @@ def draw_pictures(trace: Trace, plot: Path | None, plot_flow: Path | None, batch
         from attntrace.render.flow import render_flow_svg
 
         write_output(plot_flow, render_flow_svg(trace).encode("utf-8"))
+
+
+def check_token(
+    token: int | None,
+    config: AttentionConfig,
+    fmt: opt.OutputFormat | None = None,
+    backend: opt.BackendName = opt.BackendName.numpy,
+) -> None:
+    """--token must name one of the S query positions, of weights that are formed and
+    computed; run shows its rows in the table view (``fmt`` None: report's page)."""
+    if token is None:
+        return
+    if not 0 <= token < config.seq:
+        raise ConfigError(f"--token {token} does not exist; use 0 to {config.seq - 1}")
+    if fmt is not None and fmt is not opt.OutputFormat.table:
+        raise ConfigError(
+            f"--token shows its rows in the table view, not --format {fmt.value}; drop --token, "
+            "or use attntrace report --token for a page"
+        )
+    if config.algorithm == "flash":
+        raise ConfigError(
+            "--token reads the attention weights, which --algorithm flash never forms whole; "
+            "drop --algorithm flash"
+        )
+    if backend is opt.BackendName.shape:
+        raise ConfigError(
+            "--token reads the attention weights, which the shape backend does not compute; "
+            "use --backend numpy or torch"
+        )
 
 
 def check_batch_item(item: int, config: AttentionConfig) -> None:

@@ -10,6 +10,7 @@ import typer
 from attntrace.cli import options as opt
 from attntrace.cli.configure import override_options, with_option_groups
 from attntrace.cli.typer_app import app, cli_errors, console
+from attntrace.errors import ConfigError
 
 
 class SweepFormat(StrEnum):
@@ -64,7 +65,7 @@ SweepBackend = Annotated[
 @app.command()
 @cli_errors
 @with_option_groups
-@override_options(past=opt.PastList)
+@override_options(past=opt.PastList, tp=opt.TpList, cp=opt.CpList)
 def sweep(
     seq: SeqList = "128,512,2048,8192",
     heads: HeadsList = None,
@@ -83,6 +84,8 @@ def sweep(
     backward: opt.Backward = False,
     *,
     model: dict[str, Any],
+    parallel: dict[str, Any],
+    lang: opt.Lang = None,
 ) -> None:
     """FLOPs, score bytes and peak memory over several sizes, eager beside flash.
 
@@ -90,6 +93,7 @@ def sweep(
     doubling of S under eager, and flash's tile staying put. Takes run's variant, preset and
     model options (--model with --layer and --layer-prefix), e.g. --preset llama-3-70b
     --seq 4096,131072; --seq 1 --past 4096,131072 sweeps decode steps over context lengths.
+    --tp 1,2,4,8 --cp 1,4,16 [--sp] [--cp-kind ulysses]: rank 0's cost on each layout.
     """
     import sys
 
@@ -121,6 +125,9 @@ def sweep(
         parse_algorithms(algorithms) if algorithms is not None else list(ALGORITHMS),
         parse_list(pasts, "--past") if pasts is not None else [],
     )
+    if any(parallel[k] for k in ("tp", "cp", "sp")):
+        _sweep_ranks(configs, parallel, output, count.value, base.dtype)
+        return
     budget = parse_size(max_memory) if max_memory is not None else None
     n_layers = sweep_layers(layers, model)
     # a bar only on a terminal: a transient bar still ends a piped stderr with a blank line
@@ -135,6 +142,35 @@ def sweep(
         console().print(sweep_view(points, count.value, base.dtype))
     else:
         sys.stdout.write(to_json(points) + "\n" if output is SweepFormat.json else to_csv(points))
+
+
+def _sweep_ranks(
+    configs: list[Any], parallel: dict[str, Any], output: SweepFormat, count: str, dtype: str
+) -> None:
+    """sweep --tp/--cp: rank 0 of each configuration on each layout (shape backend)."""
+    import sys
+
+    from attntrace.tools.sweep import parse_list
+    from attntrace.tools.sweep_ranks import ranks_csv, ranks_json, sweep_ranks
+
+    if parallel["rank"]:
+        raise ConfigError("sweep shows rank 0 of each layout; drop --rank")
+    tps = parse_list(parallel["tp"], "--tp") if parallel["tp"] is not None else [1]
+    cps = parse_list(parallel["cp"], "--cp") if parallel["cp"] is not None else [1]
+    kind = parallel["cp_kind"].value if parallel["cp_kind"] is not None else "ring"
+    ranks = sweep_ranks(configs, tps, cps, sp=parallel["sp"], cp_kind=kind)
+    if not ranks.points:
+        raise ConfigError("no layout of the sweep divides the sizes: " + ranks.skipped[0])
+    if output is SweepFormat.table:
+        from attntrace.render.parallel_view import rank_sweep_table
+
+        console().print(rank_sweep_table(ranks, count, dtype))
+        for line in ranks.skipped:
+            console().print(f"left out: {line}", style="dim", markup=False, highlight=False)
+    else:
+        sys.stdout.write(
+            ranks_json(ranks) + "\n" if output is SweepFormat.json else ranks_csv(ranks)
+        )
 
 
 def sweep_layers(layers: int | None, model: dict[str, Any]) -> int | None:

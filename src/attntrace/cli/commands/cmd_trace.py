@@ -12,8 +12,8 @@ import typer
 
 from attntrace.cli import options as opt
 from attntrace.cli.root import EPILOG
-from attntrace.cli.typer_app import app, cli_errors, console
-from attntrace.errors import EXIT_CHECK_FAILED
+from attntrace.cli.typer_app import app, cli_errors, command_lang, console
+from attntrace.errors import EXIT_CHECK_FAILED, EXIT_USAGE
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -281,7 +281,14 @@ def trace(
     budget = None if max_memory is None else _size(max_memory)
     words = _explained(explain, lang, fmt.value)
     result = sandboxed(request, letters, timeout, table=fmt.value == "table", budget=budget)
-    show(result, fmt.value, no_color, target, explain=words)
+    show(result, fmt.value, no_color, target, explain=words, lang=_lang(lang))
+
+
+def _lang(lang: opt.LangName | None) -> Lang:
+    """The language of the view's words: --lang, else the locale."""
+    from attntrace.learn import check_lang
+
+    return check_lang(lang.value if lang is not None else None)
 
 
 def _past(text: str | None) -> int:
@@ -311,6 +318,14 @@ def _axes(text: str | None) -> dict[str, int]:
     return parse_axes(text) if text else {}
 
 
+#: The one line of a run that recorded no tensor operation (exit 2).
+NOTHING_RECORDED = (
+    "no tensor operation was recorded: the code made no torch tensor or numpy array that "
+    "attntrace sees; make the arrays in the traced code (np.array, np.random.default_rng(), "
+    "np.load, torch.randn ...) or trace a function or module as FILE.py:NAME"
+)
+
+
 def _usage(message: str) -> Exception:
     from attntrace.errors import ConfigError
 
@@ -318,20 +333,27 @@ def _usage(message: str) -> Exception:
 
 
 def show(
-    result: Outcome | Ended, fmt: str, no_color: bool, title: str, explain: Lang | None = None
+    result: Outcome | Ended,
+    fmt: str,
+    no_color: bool,
+    title: str,
+    explain: Lang | None = None,
+    lang: Lang | None = None,
 ) -> None:
     """Print the capture (and what broke); exit 1 when the user's code raised. A child that
     did not end normally: the steps it ran, then one line saying what happened (exit 1)."""
-    from attntrace.capturing.explain import told
+    from attntrace.capturing.explain import told, with_first_wrong
     from attntrace.capturing.sandbox import Ended
     from attntrace.render.capture_view import render_capture, render_error, render_failure
+    from attntrace.render.speaking import in_words
 
+    lang = lang or command_lang()  # check --trace: the running command's language
     ended = result if isinstance(result, Ended) else None
     outcome = result.outcome if isinstance(result, Ended) else result
     t = outcome.capture
     if ended is not None and outcome.error is not None and fmt != "json":
         outcome.error = None  # the one line says it; the document's failure too (json)
-    out = console(no_color)
+    out = in_words(console(no_color), lang)
     if fmt == "table":
         render_capture(t, out, title=title)
         if explain is not None:
@@ -347,20 +369,31 @@ def show(
     if ended is not None:
         from attntrace.text import plain
 
-        sys.stderr.write(f"attntrace: {plain(ended.line)}\n")
+        sys.stderr.write(plain(_said(f"attntrace: {ended.line}", lang)) + "\n")
         raise typer.Exit(EXIT_CHECK_FAILED)
     if outcome.error is None:
         if outcome.exit_code:  # sys.exit(N): the user's code failed, in attntrace's codes
-            sys.stderr.write(f"attntrace: the traced code called sys.exit({outcome.exit_code})\n")
+            said = _said(f"attntrace: the traced code called sys.exit({outcome.exit_code})", lang)
+            sys.stderr.write(said + "\n")
             raise typer.Exit(1)
+        if not t.steps:  # a CI job must not pass on a trace that saw nothing
+            sys.stderr.write(f"attntrace: error: {NOTHING_RECORDED}\n")
+            raise typer.Exit(EXIT_USAGE)
         return
-    err = console(no_color) if fmt == "table" else _stderr(no_color)
+    err = in_words(console(no_color) if fmt == "table" else _stderr(no_color), lang)
     failure = t.failure
     if failure is not None and failure.error is outcome.error:
-        render_failure(failure, told(failure), err)
+        render_failure(failure, with_first_wrong(told(failure), t.steps), err)
     else:
         render_error(outcome.error, outcome.frames, err)
     raise typer.Exit(EXIT_CHECK_FAILED)
+
+
+def _said(line: str, lang: Lang) -> str:
+    """A line of stderr in ``lang``."""
+    from attntrace.learn.lang import translate
+
+    return translate(line, lang)
 
 
 def _stderr(no_color: bool) -> Console:

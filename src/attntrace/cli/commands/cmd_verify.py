@@ -14,7 +14,8 @@ import typer
 from attntrace.cli import options as opt
 from attntrace.cli.configure import with_option_groups
 from attntrace.cli.typer_app import app, cli_errors, console
-from attntrace.errors import EXIT_CHECK_FAILED
+from attntrace.config.parallel_layout import ParallelLayout
+from attntrace.errors import EXIT_CHECK_FAILED, ConfigError
 
 if TYPE_CHECKING:
     from attntrace.tools.verify import Comparison, VerifyReport
@@ -53,6 +54,10 @@ def verify(
     fmt: opt.VerifyFormat = opt.ListingFormatName.table,
     output_file: opt.DocumentFile = None,  # written by cli_errors: to_document
     backward: opt.Backward = False,
+    parallel: dict[str, Any],
+    nproc: opt.Nproc = None,
+    timeout: opt.NprocTimeout = 120.0,
+    lang: opt.Lang = None,
 ) -> None:
     """Check the trace against PyTorch's own attention; exit 1 beyond tolerance.
 
@@ -62,7 +67,8 @@ def verify(
     the dtype's tolerance, 1 when one is not, 2 when torch is missing (the line says how to
     install it). --backward: every gradient too, against torch autograd (plain eager torch,
     SDPA, nn.MultiheadAttention), and the saved bytes against what autograd saves. Needs torch:
-    the torch extra, attntrace\\[torch]. --past N --page-size P: the paged cache's steps too,
+    the torch extra, attntrace\\[torch] (on Linux its CPU wheel: docs/getting-started.md#pytorch).
+    --past N --page-size P: the paged cache's steps too,
     and its gather k_paged / v_paged bit-equal to k_all / v_all.
 
     \b
@@ -71,11 +77,24 @@ def verify(
     """
     from attntrace.cli.configure import config_from_files
     from attntrace.engine.masks import load_mask
-    from attntrace.render.verify_view import render_verify
     from attntrace.tools.verify import verify_attention
     from attntrace.units import parse_size
 
     config, tensors = config_from_files(ctx, **files, **model, **sizes, **numbers, **computation)
+    layout = _layout(parallel, nproc, mask, backward, page_size, tensors)
+    if layout is not None:
+        from dataclasses import replace
+
+        from attntrace.tools.verify_ranks import verify_ranks, verify_simulated
+
+        ranked = replace(config, parallel=layout)
+        report = (
+            verify_ranks(ranked, nproc, timeout=timeout)
+            if nproc is not None
+            else verify_simulated(ranked)
+        )
+        _show(report, fmt)
+        return
     user_mask = load_mask(mask) if mask is not None else None
     budget = parse_size(max_memory) if max_memory is not None else None
     report = verify_attention(
@@ -86,12 +105,38 @@ def verify(
         backward=backward,
         page_size=page_size,
     )
+    _show(report, fmt)
+
+
+def _show(report: VerifyReport, fmt: opt.ListingFormatName) -> None:
+    """The report in ``fmt``; exit 1 when a comparison is beyond tolerance."""
+    from attntrace.render.verify_view import render_verify
+
     if fmt is opt.ListingFormatName.json:
         sys.stdout.write(json.dumps(verify_document(report), indent=2) + "\n")
     else:
         render_verify(report, console())
     if not report.ok:
         raise typer.Exit(EXIT_CHECK_FAILED)
+
+
+def _layout(
+    parallel: dict[str, Any], nproc: int | None, mask: Any, backward: bool, page: Any, tensors: Any
+) -> ParallelLayout | None:
+    """--tp, --cp … for verify, and the options it does not take with them."""
+    from attntrace.cli.configure import parallel_layout
+
+    layout = parallel_layout(parallel)
+    if layout is None:
+        if nproc is not None:
+            raise ConfigError("--nproc starts one process a rank; add --tp T and/or --cp C")
+        return None
+    given = {"--mask": mask is not None, "--backward": backward, "--page-size": page is not None}
+    given["--weights/--input"] = any(v is not None for v in tensors.values())
+    for option, on in given.items():
+        if on:
+            raise ConfigError(f"{option} is not verified across devices yet; drop it or --tp/--cp")
+    return layout
 
 
 def verify_document(report: VerifyReport) -> dict[str, Any]:
