@@ -12,7 +12,9 @@ module has no divergence, so no bug is tried). Exit 1 when the ratio misses the 
 ``--target hf`` (issue 30) diffs ``transformers:LlamaAttention`` instead, built as ``attntrace
 diff transformers:LlamaAttention`` builds it (config from the sizes, random init, its rotary
 embedding and causal mask), its steps followed inside transformers; verify then runs the same
-causal RoPE attention with the module's weights.
+causal RoPE attention with the module's weights. ``--target wrapped`` (issue 41) diffs the same
+class held by a user's module (a pre-norm, its rotary, a causal mask, the user's own output
+``nn.Linear`` after it), compared in its region.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import statistics
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))  # this checkout
 GOAL = 3.0
@@ -69,6 +72,29 @@ def library_module(hidden: int, heads: int) -> object:
     )
 
 
+def wrapped_module(hidden: int, heads: int) -> object:
+    """LlamaAttention held by a user's module, with layers of theirs around it."""
+    import torch
+
+    built: Any = library_module(hidden, heads)
+
+    class Block(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.norm = torch.nn.LayerNorm(hidden)
+            self.mixer, self.rope = built.attn, built.rotary
+            self.dense = torch.nn.Linear(hidden, hidden)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            S = x.shape[1]
+            mask = torch.full((S, S), float("-inf")).triu(1)[None, None]  # (1, 1, S, S)
+            tables = self.rope(x, torch.arange(S)[None])  # (1, S, d) each
+            out, _ = self.mixer(self.norm(x), position_embeddings=tables, attention_mask=mask)
+            return x + self.dense(out)  # (B, S, H)
+
+    return Block()
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--repeat", type=int, default=3)
@@ -76,7 +102,7 @@ def main() -> int:
     parser.add_argument("--seq", type=int, default=512)
     parser.add_argument("--hidden", type=int, default=1024)
     parser.add_argument("--heads", type=int, default=16)
-    parser.add_argument("--target", choices=("user", "hf"), default="user")
+    parser.add_argument("--target", choices=("user", "hf", "wrapped"), default="user")
     args = parser.parse_args()
     from attntrace import AttentionConfig, diff
     from attntrace.diffing.layer import as_layer
@@ -84,8 +110,9 @@ def main() -> int:
 
     config = AttentionConfig(batch=args.batch, seq=args.seq, hidden=args.hidden, heads=args.heads)
     attention = module(args.hidden, args.heads)
-    if args.target == "hf":
-        attention = library_module(args.hidden, args.heads)
+    if args.target in ("hf", "wrapped"):
+        make = library_module if args.target == "hf" else wrapped_module
+        attention = make(args.hidden, args.heads)
         config = AttentionConfig(
             batch=args.batch,
             seq=args.seq,

@@ -137,18 +137,16 @@ def test_the_attention_of_a_transformers_model_gets_the_reference_roles(
     assert {s["location"].split(":")[0] for s in steps} >= {f"modeling_{model}.py"}
 
 
-def test_without_into_a_library_module_is_one_row(tmp_path: Path) -> None:
-    code, out, _ = _trace(
-        f"{_wrapper(tmp_path, 'llama')}:Attn",
-        "--batch",
-        "2",
-        "--seq",
-        "5",
-        "--hidden",
-        "64",
-        "--format",
-        "json",
-    )
+def test_a_held_library_module_is_followed_and_no_into_makes_it_one_row(tmp_path: Path) -> None:
+    target = f"{_wrapper(tmp_path, 'llama')}:Attn"
+    sizes = ("--batch", "2", "--seq", "5", "--hidden", "64", "--format", "json")
+    code, out, _ = _trace(target, *sizes)  # held by the user's module: its steps, as named
+    assert code == 0
+    steps = json.loads(out)["steps"]
+    roles = {s["role"]: s for s in steps if s.get("role")}
+    assert {"q_proj", "k_proj", "v_proj", "scores", "weights", "context", "output"} <= set(roles)
+    assert roles["scores"]["location"].startswith("modeling_llama.py:")
+    code, out, _ = _trace(target, *sizes, "--no-into")
     assert code == 0
     steps = json.loads(out)["steps"]
     assert [s["source"] for s in steps if "modeling" in s["location"]] == []

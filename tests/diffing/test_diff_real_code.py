@@ -87,7 +87,7 @@ def test_the_users_exception_in_forward_names_their_line(tmp_path: Path) -> None
 
 
 class Wrapped(torch.nn.Module):
-    """torch's own attention inside the user's module: only x and the output are visible."""
+    """torch's own attention inside the user's module: followed, as when it is named."""
 
     def __init__(self, roll: bool = False) -> None:
         super().__init__()
@@ -100,21 +100,23 @@ class Wrapped(torch.nn.Module):
         return out
 
 
-@pytest.mark.slow
-def test_only_the_output_visible_is_reported_as_such() -> None:
+def test_torch_attention_held_by_the_user_is_followed() -> None:
     torch.manual_seed(0)
     config = AttentionConfig(batch=2, seq=5, hidden=32, heads=4)
     from attntrace.diffing.layer import as_layer
 
     assert as_layer(Wrapped()).hints == {"heads": 4}  # the attention submodule's own
-    assert diff(Wrapped(), config).ok
-    report = diff(Wrapped(roll=True), config)
+    report = diff(Wrapped(), config)
+    assert report.ok
+    seen = {r.step.name for r in report.rows if r.status == "match" and r.user is not None}
+    assert {"q_proj", "k_proj", "v_proj", "q", "context", "output"} <= seen
+    report = diff(Wrapped(roll=True), config)  # keys of the shifted tokens: k differs first
     assert not report.ok
-    d = report.diagnosis
-    assert d is not None
-    assert d.bug is None
-    assert d.name.startswith("the output differs, and only the output is visible: the steps")
-    assert "q_proj" not in d.name
+    first = report.first
+    assert first is not None
+    assert first.step.name == "k_proj"
+    assert first.user is not None
+    assert first.user.location.startswith("functional.py:")
 
 
 CORPUS = Path(__file__).parents[1] / "data" / "real_code"

@@ -3,12 +3,13 @@ a KV cache of N earlier tokens.
 
 A module takes the cache as it runs in generation:
 
-- a forward argument ``layer_past``, ``past_key_value``, ``past``, ``kv_cache``, ``cache`` or
-  ``past_kv`` (:data:`CACHE_ARGUMENTS`): the tuple ``(k_cache, v_cache)``, each (B, g, N, d),
-  and it returns the cache after the step with its output (GPT-2's ``present``);
+- a forward argument ``layer_past``, ``past_key_value``, ``past_key_values``, ``past``,
+  ``kv_cache``, ``cache`` or ``past_kv`` (:data:`CACHE_ARGUMENTS`): the tuple
+  ``(k_cache, v_cache)``, each (B, g, N, d), and it returns the cache after the step with its
+  output (GPT-2's ``present``);
 - a Hugging Face attention class built by attntrace (``transformers:LlamaAttention``):
-  ``past_key_values``, a ``DynamicCache``, with the positions N..N+S-1 and the causal mask
-  (B, 1, S, N+S) aligned bottom-right.
+  ``past_key_values`` (GPT-NeoX's ``layer_past``), a ``DynamicCache``, with the positions
+  N..N+S-1 and the causal mask (B, 1, S, N+S) aligned bottom-right.
 
 For trace, the cache is what the module itself makes from a prefill of N seeded tokens, run
 before the capture starts: the capture shows the decode step alone.
@@ -23,7 +24,18 @@ from typing import Any
 from attntrace.errors import ConfigError
 
 #: The forward arguments that take the cache as a (k, v) tuple, in the order looked for.
-CACHE_ARGUMENTS = ("layer_past", "past_key_value", "past", "kv_cache", "cache", "past_kv")
+CACHE_ARGUMENTS = (
+    "layer_past",
+    "past_key_value",
+    "past_key_values",
+    "past",
+    "kv_cache",
+    "cache",
+    "past_kv",
+)
+#: The forward arguments of transformers' classes that take a ``Cache`` object, newest name
+#: first (GPT-NeoX and Bloom keep ``layer_past``).
+HF_CACHE_ARGUMENTS = ("past_key_values", "past_key_value", "layer_past")
 
 
 def cache_argument(forward: Callable[..., Any]) -> str | None:
@@ -42,7 +54,7 @@ def cache_argument(forward: Callable[..., Any]) -> str | None:
 
 def is_library_module(module: Any) -> bool:
     """Whether ``module`` is a transformers class attntrace built (it holds ``attn``)."""
-    return bool(getattr(type(module), "attntrace_transparent", False))
+    return bool(getattr(type(module), "attntrace_caller", False))
 
 
 def no_cache(name: str, past: int, what: str) -> ConfigError:
@@ -68,7 +80,8 @@ def hf_step(module: Any, x: Any, cache: Any, start: int, held: int | None = None
     kept = n if held is None else held
     positions = torch.arange(n, n + S)  # (S,): N..N+S-1
     params = inspect.signature(attn.forward).parameters
-    kwargs: dict[str, Any] = {"past_key_values": cache}
+    name = next((a for a in HF_CACHE_ARGUMENTS if a in params), HF_CACHE_ARGUMENTS[0])
+    kwargs: dict[str, Any] = {name: cache}
     if "cache_position" in params:
         kwargs["cache_position"] = positions
     if rotary is not None and "position_embeddings" in params:

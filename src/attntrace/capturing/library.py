@@ -14,11 +14,18 @@ Falcon                    ``attn(x, alibi=None, attention_mask=mask, position_id
 GPT-2                     ``attn(x, attention_mask=mask)``
 BERT (BertSelfAttention)  ``attn(x)``: not causal
 T5 (T5Attention)          ``attn(x, mask=...)``: the relative bias from its own table
+BART, Whisper, TrOCR …    built from sizes: ``cls(embed_dim=H, num_heads=h, config=...)``
+CLIP, SigLIP              built from the vision (or text) part of their composite config
+Bloom                     ``attn(x, residual=0, alibi=..., attention_mask=None)``
+DeBERTa                   ``attn(x, attention_mask=keep)`` (True where kept); with
+                          relative_attention, the encoder's ``rel_embeddings``, ``relative_pos``
+Gemma 3, OLMo 3           the rotary asked for the layer's kind (``layer_type``)
 ========================  ==================================================================
 """
 
 from __future__ import annotations
 
+import functools
 import importlib
 import inspect
 import sys
@@ -60,9 +67,8 @@ def find_class(module: str, name: str) -> Any | None:
     ]
     for _, model_type in sorted(found, reverse=True):  # Qwen2 before Qwen, Gemma2 before Gemma
         try:
-            modeling = importlib.import_module(
-                f"{PACKAGE}.models.{model_type}.modeling_{model_type}"
-            )
+            folder = model_type.replace("-", "_")  # xlm-roberta
+            modeling = importlib.import_module(f"{PACKAGE}.models.{folder}.modeling_{folder}")
         except ImportError:
             continue
         if isinstance(getattr(modeling, name, None), type):
@@ -73,43 +79,84 @@ def find_class(module: str, name: str) -> Any | None:
 def build(cls: Any, init: Mapping[str, Any], sizes: Mapping[str, Any]) -> Any:
     """``cls`` built from a config of ``sizes`` (hidden, heads, kv_heads; defaults 64 and 4) and
     ``init`` (config fields and arguments of ``cls``), wrapped in a module that calls it on x
-    as its model does (:func:`called`)."""
+    as its model does (:func:`called`). A class whose ``__init__`` takes sizes (``embed_dim``,
+    ``num_heads``: BART, Whisper) gets them from that config too."""
     import torch
 
     modeling = sys.modules[cls.__module__]
     config_cls = _config_class(cls, modeling)
-    own = set(inspect.signature(cls.__init__).parameters) - {"self", "config"}
+    params = inspect.signature(cls.__init__).parameters
+    own = set(params) - {"self", "config"}
     config = config_cls(**_config_kwargs(config_cls, init, sizes, own))
     config._attn_implementation = "eager"  # the ops, not one fused kernel
     kwargs = {k: v for k, v in init.items() if k in own}
-    if "layer_idx" in own and "layer_idx" not in kwargs:
-        kwargs["layer_idx"] = 0
+    kwargs.update(_size_arguments(params, config, kwargs))
     if "has_relative_attention_bias" in own and "has_relative_attention_bias" not in kwargs:
         kwargs["has_relative_attention_bias"] = True  # T5: the first layer holds the table
-    attn = cls(config, **kwargs)
+    first = next(iter(list(params)[1:2]), "")
+    if first == "config":
+        attn = cls(config, **kwargs)
+    else:  # sizes first (BART, Whisper), the config an optional keyword, or none
+        attn = cls(**kwargs, **({"config": config} if "config" in params else {}))
     rotary_cls = _rotary_class(cls, modeling)
     rotary = rotary_cls(config=config) if rotary_cls is not None and _takes_rope(cls) else None
     return called(torch, attn, rotary, config)
 
 
+#: The sizes a class's ``__init__`` may take instead of reading them from its config: the
+#: argument names, and the config attribute each comes from.
+_SIZE_ARGUMENTS = {
+    "embed_dim": "hidden_size",
+    "d_model": "hidden_size",
+    "hidden_size": "hidden_size",
+    "num_heads": "num_attention_heads",
+    "num_attn_heads": "num_attention_heads",
+    "n_heads": "num_attention_heads",
+}
+
+
+def _size_arguments(
+    params: Mapping[str, inspect.Parameter], config: Any, given: Mapping[str, Any]
+) -> dict[str, Any]:
+    """The sizes, the layer index (0) and a config-typed second argument that ``__init__``
+    takes, from ``config``, for those ``given`` leaves out."""
+    out: dict[str, Any] = {}
+    for name, field in _SIZE_ARGUMENTS.items():
+        if name in params and name not in given and hasattr(config, field):
+            out[name] = getattr(config, field)
+    for name in ("layer_idx", "layer_id"):
+        if name in params and name not in given:
+            out[name] = 0
+    return out
+
+
 def _config_class(cls: Any, modeling: Any) -> Any:
+    """The config class ``cls`` takes: its annotation (the first config of a union: CLIP's
+    ``CLIPVisionConfig | CLIPTextConfig``, Whisper's ``WhisperConfig | None``), else the
+    modeling module's config named like the class, a plain one before a composite one."""
+    import re
+
     from transformers import PretrainedConfig
+
+    def is_config(v: Any) -> bool:
+        return isinstance(v, type) and issubclass(v, PretrainedConfig) and v is not PretrainedConfig
 
     hint = inspect.signature(cls.__init__).parameters.get("config")
     annotation = getattr(hint, "annotation", None)
     if isinstance(annotation, str):
-        annotation = getattr(modeling, annotation.rsplit(".", 1)[-1], None)
-    if isinstance(annotation, type) and issubclass(annotation, PretrainedConfig):
-        return annotation
-    configs = [
-        v
-        for v in vars(modeling).values()
-        if isinstance(v, type) and issubclass(v, PretrainedConfig) and v is not PretrainedConfig
-    ]
+        names = re.findall(r"\w+Config\b", annotation)
+        found = [getattr(modeling, n.rsplit(".", 1)[-1], None) for n in names]
+        annotation = next((c for c in found if is_config(c)), None)
+    for candidate in (annotation, *getattr(annotation, "__args__", ())):
+        if is_config(candidate):
+            return candidate
+    configs = [v for v in vars(modeling).values() if is_config(v)]
     prefix = [c for c in configs if cls.__name__.lower().startswith(c.__name__[:-6].lower())]
     if not (prefix or configs):
         raise LibraryError(f"cannot find the config class of {cls.__name__}")
-    return (prefix or configs)[0]
+    ordered = sorted(prefix or configs, key=lambda c: bool(getattr(c, "sub_configs", None)))
+    parts = list(dict(getattr(ordered[0], "sub_configs", None) or {}).values())
+    return next((c for c in parts if is_config(c)), ordered[0])  # SigLIP: its text part
 
 
 def _config_kwargs(
@@ -131,6 +178,11 @@ def _config_kwargs(
     wanted[kv] = int(sizes.get("kv_heads") or heads)  # the family's default would not fit h
     if sizes.get("kv_heads") and kv == "num_kv_heads":
         wanted["new_decoder_architecture"] = True  # Falcon: grouped kv heads
+    d = int(wanted["head_dim"])
+    if "rotary_dim" in names:  # GPT-J, CodeGen: rotate half of each head (the default 64 > d)
+        wanted["rotary_dim"] = max(2, d // 2)
+    if "use_sliding_window" in names and not init.get("use_sliding_window"):
+        wanted["sliding_window"] = None  # Qwen2-MoE: off, and 0 is no window size
     out = {alias.get(k, k): v for k, v in wanted.items() if alias.get(k, k) in names}
     unknown = [k for k in init if k not in own and k not in names and k not in alias]
     if unknown:
@@ -152,11 +204,45 @@ def _takes_rope(cls: Any) -> bool:
     return "position_embeddings" in inspect.signature(cls.forward).parameters
 
 
+def known_axes(call: Any) -> dict[str, int]:
+    """The head count h and head size d that the transformers attention ``call`` is (as
+    attntrace builds it) or holds states, so that trace names a size two axes share by what the
+    class says (Pythia-410m: the rotary part of d is 16 = h); {} when it holds none.
+
+    >>> known_axes(len)
+    {}
+    """
+    modules = getattr(call, "modules", None)
+    found = [m for m in modules() if is_library_class(type(m))] if callable(modules) else []
+    for module in found:
+        config = getattr(module, "config", None)
+        h = _first_count(module, _HEAD_COUNTS) or _first_count(config, _HEAD_COUNTS)
+        d = _first_count(module, _HEAD_SIZES) or _first_count(config, ("head_dim",))
+        if h and d:
+            return {"h": h, "d": d}
+    return {}
+
+
+#: Attributes that hold the head count and the head size of a transformers attention class.
+_HEAD_COUNTS = ("num_heads", "num_attention_heads", "n_heads", "n_head")
+_HEAD_SIZES = ("head_dim", "head_size", "attention_head_size")
+
+
+def _first_count(obj: Any, names: tuple[str, ...]) -> int:
+    """The first of ``names`` that ``obj`` holds as a positive int, else 0."""
+    for name in names:
+        value = getattr(obj, name, None)
+        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+            return value
+    return 0
+
+
 def called(torch: Any, attn: Any, rotary: Any, config: Any) -> Any:
     """A module holding ``attn`` whose forward(x) calls it as its model does."""
 
     class Called(torch.nn.Module):  # type: ignore[misc]
         attntrace_transparent = True  # capture records the ops inside attn, not one row
+        attntrace_caller = True  # attntrace's caller of a transformers class: attn, rotary
 
         def __init__(self) -> None:
             super().__init__()
@@ -178,19 +264,89 @@ def call(torch: Any, attn: Any, rotary: Any, config: Any, x: Any) -> Any:
     params = inspect.signature(attn.forward).parameters
     kwargs: dict[str, Any] = {}
     if rotary is not None and "position_embeddings" in params:
-        kwargs["position_embeddings"] = rotary(batched, positions)  # (B, S, d) each
+        kwargs["position_embeddings"] = _rotary(rotary, attn, config, batched, positions)
     if "position_ids" in params:
         kwargs["position_ids"] = positions
-    if "alibi" in params:
-        kwargs["alibi"] = None
+    if "residual" in params:  # Bloom adds the residual itself: none, to see the attention
+        kwargs["residual"] = torch.zeros_like(batched)  # (B, S, H)
+    kwargs.update(_position_biases(torch, attn, config, params, batched))
     mask = _mask(torch, attn, config, B, S, batched.dtype)
     for name in ("attention_mask", "mask"):
         if name in params:
-            kwargs[name] = mask
+            kwargs[name] = _keep_mask(torch, attn, mask, B, S)
             break
     out = attn(batched, **kwargs)
     out = out[0] if isinstance(out, tuple) else out
     return out if x.ndim == 3 else out[0]
+
+
+def _rotary(rotary: Any, attn: Any, config: Any, x: Any, positions: Any) -> Any:
+    """The (cos, sin) tables of positions; a rotary of several layer kinds (Gemma 3, OLMo 3)
+    is asked for this layer's kind."""
+    if "layer_type" not in inspect.signature(rotary.forward).parameters:
+        return rotary(x, positions)  # (B, S, d) each
+    kinds = getattr(config, "layer_types", None) or [None]
+    kind = getattr(attn, "layer_type", None) or kinds[getattr(attn, "layer_idx", 0) or 0]
+    return rotary(x, positions, kind)
+
+
+def _position_biases(
+    torch: Any, attn: Any, config: Any, params: Mapping[str, Any], x: Any
+) -> dict[str, Any]:
+    """What the model hands the layer beside x when its forward takes it: ALiBi (Bloom's
+    ``alibi``, MPT's ``position_bias``: the model's own tables), DeBERTa's relative
+    positions and their embeddings (from its encoder, random-init as the layer is)."""
+    modeling = sys.modules[type(attn).__module__]
+    B, S, _ = x.shape
+    out: dict[str, Any] = {}
+    if "alibi" in params:
+        alibi = alibi_on(config)
+        build = getattr(modeling, "build_alibi_tensor", None)
+        heads = int(getattr(attn, "num_heads", 0) or config.num_attention_heads)
+        made = build(torch.ones(B, S), heads, x.dtype) if alibi and build else None
+        out["alibi"] = made  # (B·h, 1, S)
+    if "position_bias" in params and (build := getattr(modeling, "build_mpt_alibi_tensor", None)):
+        heads = int(getattr(attn, "n_heads", 0) or config.num_attention_heads)
+        out["position_bias"] = build(heads, S)[:, :, -S:]  # (h, 1, S)
+    if "relative_pos" in params and getattr(attn, "relative_attention", False):
+        encoder = _relative_encoder(modeling, config)
+        if encoder is not None:
+            out["rel_embeddings"] = encoder.get_rel_embedding()  # (2·span, H)
+            out["relative_pos"] = encoder.get_rel_pos(x)  # (1, S, S)
+    return out
+
+
+def alibi_on(config: Any) -> bool:
+    """Whether the layer's model adds ALiBi: Bloom always, Falcon when its config says so."""
+    return bool(getattr(config, "alibi", getattr(config, "model_type", "") == "bloom"))
+
+
+def _relative_encoder(modeling: Any, config: Any) -> Any | None:
+    """The modeling module's encoder that makes the relative embeddings (DeBERTa's)."""
+    for value in vars(modeling).values():
+        if isinstance(value, type) and hasattr(value, "get_rel_embedding"):
+            return value(config)
+    return None
+
+
+@functools.lru_cache(maxsize=256)
+def _reads_bool_mask(cls: type) -> bool:
+    """Whether ``cls.forward`` reads the mask as booleans (``attention_mask.bool()``)."""
+    try:
+        return "attention_mask.bool()" in inspect.getsource(cls.forward)  # type: ignore[attr-defined]
+    except (TypeError, OSError, AttributeError):
+        return False
+
+
+def _keep_mask(torch: Any, attn: Any, additive: Any, B: int, S: int) -> Any:  # noqa: N803
+    """The mask in the layer's convention: the additive one, or for a layer that reads it as
+    booleans (DeBERTa's ``attention_mask.bool()``: True where a key is kept) that mask."""
+    classes: set[type] = {type(m) for m in attn.modules()}
+    if not any(_reads_bool_mask(cls) for cls in classes):
+        return additive
+    if additive is None:
+        return torch.ones(B, 1, S, S, dtype=torch.bool)  # (B, 1, S, S): every key kept
+    return additive == 0  # (B, 1, S, S)
 
 
 def _mask(torch: Any, attn: Any, config: Any, B: int, S: int, dtype: Any) -> Any:  # noqa: N803

@@ -307,9 +307,15 @@ def run_target(
     imported or built (``__init__``, a property) is a :class:`TargetError` with its message
     and ``file:line``; one while it is called is the outcome's error."""
     obj, module = import_target(target)
-    into = library_into(obj, into)
+    asked, into = tuple(into), library_into(obj, into)
     try:
         call = build_callable(obj, init, target.name or "", {"hidden": inputs.hidden})
+        if not asked and not into:  # a library module held inside the user's: its steps too
+            into = held_packages(call)
+        if not axes:  # a transformers class states h and d: sizes two axes share are told apart
+            from attntrace.capturing.library import known_axes
+
+            axes = known_axes(call) or None
         torch_side = _wants_torch(obj, call, module, inputs.array)
         if not torch_side and inputs.dtype == "bfloat16":
             raise TargetError(
@@ -346,6 +352,18 @@ def run_target(
         except Exception as exc:
             _failed(outcome, exc)
     return outcome
+
+
+def held_packages(call: Any) -> tuple[str, ...]:
+    """The packages of the library modules that ``call`` (a module of the user's, or a function
+    of x that reaches modules) holds: :func:`attntrace.capturing.held.held_into`."""
+    from attntrace.capturing.held import function_module, held_into
+
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return ()
+    module = call if isinstance(call, torch.nn.Module) else function_module(call)
+    return () if module is None else held_into(module)
 
 
 def library_into(obj: Any, into: Sequence[str]) -> tuple[str, ...]:
@@ -598,8 +616,13 @@ def _width(call: Any) -> int:
         if isinstance(value, int) and not isinstance(value, bool) and value > 0:
             return value
     torch = sys.modules.get("torch")
-    if torch is None or not isinstance(call, torch.nn.Module):
+    if torch is None:
         return 768
+    if not isinstance(call, torch.nn.Module):  # a function of x: the modules it reaches
+        from attntrace.capturing.held import function_module
+
+        held = function_module(call)
+        return 768 if held is None else _width(held)
     from attntrace.files.schemes import state_dict_weights
 
     try:

@@ -410,7 +410,8 @@ def _read_result(
         return {str(k): v for k, v in data.items()}
     recorder = Recorder(keep_values=False)
     recorder.events = got.events
-    session = Session(recorder, axes)
+    stated = dict(end.get("axes") or {}) if end is not None else {}  # the class's h and d
+    session = Session(recorder, {**stated, **(axes or {})} or None)
     outcome = Outcome(session)
     if end is not None and end["end"] == "done":
         error = _error(end["error"]) if end.get("error") else None
@@ -798,6 +799,7 @@ def _done(outcome: Outcome) -> dict[str, Any]:
         "frames": [list(f) for f in outcome.frames],
         "failure": failure,
         "remarks": list(outcome.capture.remarks),
+        "axes": dict(outcome.capture._given),  # the sizes the run was told (a class's h, d)
     }
 
 

@@ -259,12 +259,27 @@ def _arg_names(module: object) -> tuple[str, ...]:
 
 
 def _user_forward(module: object) -> bool:
-    """Whether the module's forward is the user's (its ops recorded one by one), or attntrace's
-    own caller of a library class (:mod:`attntrace.capturing.library`), which is seen through."""
+    """Whether the module's forward is the user's (its ops recorded one by one), attntrace's
+    own caller of a library class (:mod:`attntrace.capturing.library`), or a torch module that
+    only passes x on to the user's layers (``nn.Sequential``) or to torch's attention while it
+    is followed (``nn.TransformerEncoderLayer``): those are seen through."""
     if getattr(type(module), "attntrace_transparent", False) or is_followed_module(module):
+        return True
+    if _passes_on(module):
         return True
     code = _forward_code(module)
     return code is not None and is_user_file(code.co_filename)  # cached per file
+
+
+def _passes_on(module: object) -> bool:
+    """``nn.Sequential``, or a torch module holding torch's attention while it is followed."""
+    import torch
+
+    if isinstance(module, torch.nn.Sequential):
+        return True
+    if not type(module).__module__.startswith("torch.") or not isinstance(module, torch.nn.Module):
+        return False
+    return any(is_followed_module(m) for m in module.children())
 
 
 #: torch's files that only pass a call on (dispatch, operator wrappers): walked past to the
@@ -277,6 +292,7 @@ _DISPATCH = (
     "_jit_internal.py",
     "utils/_device.py",
     "nn/modules/module.py",
+    "nn/modules/container.py",
 )
 
 _CAPTURE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep

@@ -4,8 +4,9 @@ earlier tokens, beside the reference's ``--past`` step; and the bugs of a decode
 The cache is the reference's own ``k_cache`` and ``v_cache`` (B, g, N, d) (seeded, or read from
 ``--cache``), handed to the user's code as it takes one:
 
-- a forward argument ``layer_past``, ``past_key_value``, ``past``, ``kv_cache``, ``cache`` or
-  ``past_kv``: the tuple ``(k_cache, v_cache)`` (GPT-2's ``layer_past``, Llama's tuple cache);
+- a forward argument ``layer_past``, ``past_key_value``, ``past_key_values``, ``past``,
+  ``kv_cache``, ``cache`` or ``past_kv``: the tuple ``(k_cache, v_cache)`` (GPT-2's
+  ``layer_past``, Llama's tuple cache);
 - a Hugging Face attention class (``past_key_values``): a ``DynamicCache`` filled with them,
   with the positions N..N+S-1 (``cache_position``) and their RoPE tables.
 
@@ -82,7 +83,8 @@ def decode_layer(layer: Layer, tensors: Mapping[str, Any], past: int) -> Layer:
             decode_step=(library, None),  # library code: no line, no wrong-axis check
             notes=(*layer.notes, f"called with a DynamicCache of {past} earlier tokens"),
         )
-    name = cache_argument(module.forward)
+    inner = getattr(module, "inner", module)  # a region's module: the user's forward takes it
+    name = cache_argument(inner.forward)
     if name is None:
         raise no_cache(f"{type(module).__name__}.forward", past, "takes no cache")
 
@@ -100,7 +102,7 @@ def decode_layer(layer: Layer, tensors: Mapping[str, Any], past: int) -> Layer:
         layer,
         call=call,
         notes=(*layer.notes, f"called with {name}=(k_cache, v_cache) of {past} earlier tokens"),
-        decode_step=(step, getattr(type(module).forward, "__code__", None)),
+        decode_step=(step, getattr(type(inner).forward, "__code__", None)),
     )
 
 

@@ -261,7 +261,8 @@ def diff(
 
     name = getattr(target, "__name__", type(target).__name__)
     try:
-        layer = as_layer(target, **probe_sizes(options["seq"], options["batch"], x))
+        heads = options["heads"] if "heads" in given else None  # a per-head fused qkv needs it
+        layer = as_layer(target, **probe_sizes(options["seq"], options["batch"], x), heads=heads)
         name = layer.name
         return diff_layer(layer, options, given, x, max_memory, backward)
     except CannotTellError as exc:  # what the reference cannot express: a verdict of its own

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from attntrace.diffing.region import Region, find_region, region_module
 from attntrace.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -59,11 +60,14 @@ class Layer:
     )
 
 
-def as_layer(target: Any, *, seq: int = 3, batch: int | None = None) -> Layer:
+def as_layer(
+    target: Any, *, seq: int = 3, batch: int | None = None, heads: int | None = None
+) -> Layer:
     """The :class:`Layer` of an ``nn.Module`` instance or a function ``fn(x, params)``.
 
     ``seq`` and ``batch`` size the probe input when the module's projections are found by
-    calling it (no known naming scheme in its state dict).
+    calling it (no known naming scheme in its state dict); ``heads`` (--heads, when typed)
+    splits a layout that fuses q, k and v per head when the module states no head count.
 
     >>> import numpy as np
     >>> def attend(x, params):
@@ -73,7 +77,13 @@ def as_layer(target: Any, *, seq: int = 3, batch: int | None = None) -> Layer:
     ('attend()', 'numpy', None)
     """
     if _is_module(target):
-        return _module_layer(target, seq, batch)
+        return _module_layer(target, seq, batch, heads)
+    if callable(target) and _takes_x_alone(target):
+        from attntrace.diffing.region import wrapped_forward
+
+        module = wrapped_forward(target)  # def run(x): return attn(x, ...): the modules it uses
+        if module is not None:
+            return _module_layer(module, seq, batch, heads)
     if callable(target):
         return _function_layer(target)
     raise ConfigError(
@@ -86,6 +96,13 @@ def _is_module(target: Any) -> bool:
 
     torch = sys.modules.get("torch")
     return torch is not None and isinstance(target, torch.nn.Module)
+
+
+def _takes_x_alone(fn: Callable[..., Any]) -> bool:
+    """Whether ``fn`` needs exactly one positional argument (x)."""
+    from attntrace.capturing.runner import _required
+
+    return _required(fn) == 1
 
 
 def _function_layer(fn: Callable[..., Any]) -> Layer:
@@ -108,7 +125,7 @@ def _function_layer(fn: Callable[..., Any]) -> Layer:
     return Layer(name=name, flavour=flavour, weights=None, hints={}, call=fn)
 
 
-def _module_layer(module: Any, seq: int, batch: int | None) -> Layer:
+def _module_layer(module: Any, seq: int, batch: int | None, heads: int | None = None) -> Layer:
     from attntrace.diffing.names import module_weights
     from attntrace.files.schemes import LayoutInfo
 
@@ -120,21 +137,39 @@ def _module_layer(module: Any, seq: int, batch: int | None) -> Layer:
         )
     notes = eval_mode(module)
     forward = module_forward(module)
-    hints = module_hints(module)
-    config = getattr(module, "config", None)
-    to_dict = getattr(config, "to_dict", None)
-    section = to_dict() if callable(to_dict) else {}
-    library = getattr(type(module), "attntrace_transparent", False)
-    if library:  # a transformers class attntrace built: its config says the rest
-        hints = library_hints(module, section)
-    info = LayoutInfo(hints.get("heads"), hints.get("kv_heads"), section)
+    library = getattr(type(module), "attntrace_caller", False)
+    attn = module.attn if library else held_attention(module)  # a transformers class's
+    hints, section = module_hints(module), _section(module)
+    if attn is not None:  # its config and the module itself say the rest
+        _check_expressible(attn)
+        section = _section(attn) or section  # Bloom's layer keeps no config: its caller's
+        if library:
+            hints = library_hints(attn, section)
+        elif section:  # a held class without a config (DeBERTa's) states only its attributes
+            hints = {**hints, **library_hints(attn, section)}
+    info = LayoutInfo(hints.get("heads") or heads, hints.get("kv_heads"), section)
     weights = module_weights(module.attn if library else module, info)
+    region = None
     if weights is not None and weights.prefix and not library:  # the layer is a submodule's
         sub = module.get_submodule(weights.prefix.rstrip("."))
         hints = {**module_hints(sub), **hints}
+        region = find_region(module, weights, seq, batch)
+    if weights is not None and weights.prefix and library:  # BertAttention: its .self
+        region = _library_region(module, weights, seq, batch)
+    if weights is not None and attn is not None:
+        from attntrace.diffing.library_read import norm_offsets, qk_norm_hints
+
+        weights = norm_offsets(attn, weights)
+        hints = qk_norm_hints(attn, weights, hints)
     if weights is None:
         weights = _called_linears(module, forward, seq, batch)
         notes += (CALL_ORDER_NOTE,)
+    into = ("transformers",) if library else _package(module)
+    if region is not None:
+        weights = _with_output(module, region, weights)
+        notes += (f"compared inside {name.split(' ', maxsplit=1)[0]}: {region.words}",)
+        module = region_module(module, region)
+        forward = module_forward(module)
     return Layer(
         name=name,
         flavour="torch",
@@ -143,9 +178,9 @@ def _module_layer(module: Any, seq: int, batch: int | None) -> Layer:
         call=lambda x, p: forward(x),
         module=module,
         notes=notes,
-        into=("transformers",) if library else _package(module),
+        into=into,
         own_layouts=_own_layouts(weights),
-        prenorm=_prenorm(module),
+        prenorm=None if region is not None else _prenorm(module),
     )
 
 
@@ -190,9 +225,11 @@ TILED_KV = (
 
 def _package(module: Any) -> tuple[str, ...]:
     """The installed package that defines the module's class (x_transformers), whose ops diff
-    follows as trace --into does; () for the user's own class and torch's."""
+    follows as trace --into does, else those of the library modules it holds
+    (:func:`~attntrace.capturing.held.held_into`); () for the user's own layers and torch's."""
     import inspect
 
+    from attntrace.capturing.held import held_into
     from attntrace.capturing.source import is_user_file
     from attntrace.capturing.torch_inside import MHA, follows
 
@@ -202,10 +239,79 @@ def _package(module: Any) -> tuple[str, ...]:
     try:
         where = inspect.getfile(type(module))
     except (TypeError, OSError):
-        return ()
+        return held_into(module)
     if top in ("torch", "numpy", "attntrace", "builtins", "__main__") or is_user_file(where):
-        return ()
+        return held_into(module)
     return (top,)
+
+
+def is_library_module(module: Any) -> bool:
+    """Whether ``module`` is an instance of a transformers attention class (with a config)."""
+    from attntrace.capturing.library import is_library_class
+
+    return is_library_class(type(module)) and hasattr(module, "config")
+
+
+def _section(module: Any) -> dict[str, Any]:
+    to_dict = getattr(getattr(module, "config", None), "to_dict", None)
+    return to_dict() if callable(to_dict) else {}
+
+
+def held_attention(module: Any) -> Any | None:
+    """The one transformers attention module inside ``module`` (the innermost of nested
+    ones); None when there is none or more than one."""
+    from attntrace.capturing.library import is_library_class
+
+    found = [m for m in list(module.modules())[1:] if is_library_class(type(m)) and _attention(m)]
+    ids = {id(m) for m in found}
+    inner = [m for m in found if not any(id(c) in ids for c in list(m.modules())[1:])]
+    return inner[0] if len(inner) == 1 else None  # BertAttention: its BertSelfAttention
+
+
+def _library_region(
+    module: Any, weights: LoadedWeights, seq: int, batch: int | None
+) -> Region | None:
+    """The region of the attention inside a transformers class built by attntrace (its
+    ``attn``): BertAttention's self-attention up to its output dense, before the residual and
+    LayerNorm of BertSelfOutput."""
+    from dataclasses import replace
+
+    found = find_region(module, replace(weights, prefix=f"attn.{weights.prefix}"), seq, batch)
+    if found is None:
+        return None
+    shown = found.words.replace(" at .attn.", " at .").replace("output attn.", "output ")
+    return replace(found, words=shown)
+
+
+def _check_expressible(attn: Any) -> None:
+    """Stop with "cannot tell" when the reference cannot express ``attn`` (ALiBi, DeBERTa's
+    disentangled scores …: :func:`attntrace.diffing.library_read.unexpressible`)."""
+    from attntrace.diffing.library_read import unexpressible
+    from attntrace.diffing.region import cannot_tell
+
+    why = unexpressible(attn)
+    if why is not None:
+        cannot_tell(why)
+
+
+def _attention(module: Any) -> bool:
+    return "attention" in type(module).__name__.lower() or "attn" in type(module).__name__.lower()
+
+
+def _with_output(module: Any, region: Region, weights: LoadedWeights) -> LoadedWeights:
+    """``weights`` with w_o and b_o of the region's output nn.Linear when it ends there."""
+    from dataclasses import replace
+
+    from attntrace.files.schemes import torch_to_numpy
+
+    if region.end == region.core:
+        return weights
+    linear = module.get_submodule(region.end)
+    bias = None if linear.bias is None else torch_to_numpy(linear.bias)
+    params = {**weights.params, "w_o": torch_to_numpy(linear.weight), "b_o": bias}
+    own = getattr(type(module), "attntrace_caller", False)  # attntrace's .attn: not shown
+    shown = region.end.removeprefix("attn.") if own else region.end
+    return replace(weights, params=params, scheme=f"{weights.scheme} + {shown}")
 
 
 def _own_layouts(weights: LoadedWeights) -> dict[str, str]:
@@ -220,18 +326,20 @@ _FROM_WEIGHTS = ("hidden", "head_dim_override", "bias", "kv_heads")
 
 def library_hints(module: Any, section: dict[str, Any]) -> dict[str, Any]:
     """The AttentionConfig fields the config of a transformers class states (as ``--model``
-    reads a config.json), for layer ``layer_idx``; kv_heads kept to check the weights."""
+    reads a config.json), for layer ``layer_idx``; kv_heads kept to check the weights.
+    ``module``: the attention module, or attntrace's caller of it (its ``attn``)."""
+    from attntrace.diffing.library_read import own_sizes, read_facts
     from attntrace.models.hf_config import attention_fields
 
-    layer = getattr(module.attn, "layer_idx", None)
+    attn = getattr(module, "attn", module)
+    layer = getattr(attn, "layer_idx", None)
     fields = attention_fields(
-        section, f"{type(module).__name__}'s config", layer if isinstance(layer, int) else 0
+        own_sizes(attn, section),
+        f"{type(module).__name__}'s config",
+        layer if isinstance(layer, int) else 0,
     )
-    if not getattr(module.attn, "is_causal", fields["causal"]) and fields["causal"]:
-        fields["causal"] = False  # an encoder's layer (BERT, T5's encoder)
-    if fields.get("relative_bias") and "relative_attention_bias" not in dict(
-        module.attn.named_modules()
-    ):
+    fields = read_facts(attn, fields)  # is_causal, scaling, rotate_half: the module's own
+    if fields.get("relative_bias") and "relative_attention_bias" not in dict(attn.named_modules()):
         fields["relative_bias"] = None  # a T5 layer without the table adds no bias
     hints = {k: v for k, v in fields.items() if k not in _FROM_WEIGHTS}
     if fields.get("kv_heads"):

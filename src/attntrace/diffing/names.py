@@ -103,14 +103,57 @@ def to_q(layer: Arrays, path: Path) -> Params:
 
 
 def c_attn(layer: Arrays, path: Path, info: LayoutInfo) -> Params:
-    """``c_attn``/``c_proj``: GPT-2's Conv1D (weight (in, out) = (H, 3H)) or nanoGPT's
-    nn.Linear (weight (out, in) = (3H, H))."""
+    """``c_attn``/``c_proj``: GPT-2's Conv1D (weight (in, out) = (H, 3H)), nanoGPT's
+    nn.Linear (weight (out, in) = (3H, H)), or GPTBigCode's multi-query nn.Linear (rows
+    [q (H); k (d); v (d)])."""
     from attntrace.models.layouts import gpt2
 
     w = _need(layer, path, "c_attn.weight")
     if w.ndim == 2 and w.shape[1] == 3 * w.shape[0]:
         return gpt2(layer, path, info)  # Conv1D stores (in, out)
+    hidden = w.shape[1]
+    if info.heads and w.shape[0] == hidden + 2 * (hidden // info.heads):
+        return _multi_query(layer, path, hidden)
     return _packed(layer, path, "c_attn", ("c_proj",))
+
+
+def _multi_query(layer: Arrays, path: Path, hidden: int) -> Params:
+    """GPTBigCode's ``c_attn`` with multi_query: q's H rows, then one head of k and of v."""
+    import numpy as np
+
+    w, b = _need(layer, path, "c_attn.weight"), _get(layer, path, "c_attn.bias")
+    cuts = [hidden, hidden + (w.shape[0] - hidden) // 2]
+    w_q, w_k, w_v = (np.ascontiguousarray(p) for p in np.split(w, cuts))
+    b_q, b_k, b_v = (None, None, None) if b is None else np.split(b, cuts)
+    return {
+        "w_q": w_q,
+        "b_q": b_q,
+        "w_k": w_k,
+        "b_k": b_k,
+        "w_v": w_v,
+        "b_v": b_v,
+        "w_o": _need(layer, path, "c_proj.weight"),
+        "b_o": _get(layer, path, "c_proj.bias"),
+    }
+
+
+def renamed(q: str, k: str, v: str, o: str | None) -> Any:
+    """The split of a layer whose projections are named ``q``, ``k``, ``v`` and ``o`` (None: no
+    output projection, the merged context is the output: w_o is the identity)."""
+    import numpy as np
+
+    def split(layer: Arrays, path: Path) -> Params:
+        params: Params = {}
+        for c, name in (("q", q), ("k", k), ("v", v), *((("o", o),) if o else ())):
+            params[f"w_{c}"] = _need(layer, path, f"{name}.weight")
+            params[f"b_{c}"] = _get(layer, path, f"{name}.bias")
+        if o is None:
+            w_q = params["w_q"]
+            assert w_q is not None
+            params["w_o"], params["b_o"] = np.eye(w_q.shape[0], dtype=w_q.dtype), None
+        return params
+
+    return split
 
 
 def t5_attention(layer: Arrays, path: Path) -> Params:
@@ -121,6 +164,10 @@ def t5_attention(layer: Arrays, path: Path) -> Params:
         params[f"w_{c}"], params[f"b_{c}"] = _need(layer, path, f"{c}.weight"), None
     table = _get(layer, path, "relative_attention_bias.weight")
     return {**params, **({"rel_bias": table} if table is not None else {})}
+
+
+#: DeBERTa's query_proj/key_proj/value_proj: no output projection of its own.
+DEBERTA = "query_proj/key_proj/value_proj (DeBERTa)"
 
 
 def _plain(split: Any) -> Any:
@@ -136,6 +183,18 @@ def _schemes() -> tuple[Scheme, ...]:
         Scheme("to_qkv/to_out (vit-pytorch)", "to_qkv.weight", _unused, _plain(to_qkv)),
         Scheme("to_q/to_kv/to_out (x-transformers)", "to_q.weight", _unused, _plain(to_q)),
         Scheme("T5Attention q/k/v/o", "q.weight", _unused, _plain(t5_attention)),
+        Scheme(
+            "q_lin/k_lin/v_lin/out_lin (DistilBERT)",
+            "q_lin.weight",
+            _unused,
+            _plain(renamed("q_lin", "k_lin", "v_lin", "out_lin")),
+        ),
+        Scheme(
+            DEBERTA,
+            "query_proj.weight",
+            _unused,
+            _plain(renamed("query_proj", "key_proj", "value_proj", None)),
+        ),
     )
     return (*SCHEMES, *(s for s in LAYOUTS if s.marker != "c_attn.weight"), *ours)
 

@@ -74,7 +74,8 @@ def _build(
         from attntrace.files import read_npy
 
         x = read_npy(input_file)
-    layer = as_layer(target, **probe_sizes(config.seq, config.batch, x))
+    heads = config.heads if "heads" in typed else None  # a per-head fused qkv needs it
+    layer = as_layer(target, **probe_sizes(config.seq, config.batch, x), heads=heads)
     return layer, x
 
 

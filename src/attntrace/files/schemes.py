@@ -243,8 +243,13 @@ def _mha(layer: Arrays, path: Path) -> dict[str, np.ndarray | None]:
     }
 
 
+#: The output projection beside q_proj, k_proj, v_proj, by family: Llama/Mistral/Qwen's
+#: o_proj, BART/OPT's out_proj, Phi's dense, and the names people give their own.
+OUT_NAMES = ("o_proj", "out_proj", "dense", "output_proj", "c_proj", "wo", "proj", "out")
+
+
 def _qkvo(layer: Arrays, path: Path) -> dict[str, np.ndarray | None]:
-    out = "o_proj" if "o_proj.weight" in layer else "out_proj"  # Llama/Mistral/Qwen vs BART/OPT
+    out = next((o for o in OUT_NAMES if f"{o}.weight" in layer), "o_proj")  # Llama, BART, Phi
     modules = {"q": "q_proj", "k": "k_proj", "v": "v_proj", "o": out}
     params = _rename(layer, path, _module_names(modules))
     for c in "qk":  # Qwen3, Gemma 3, OLMo 2: RMSNorm weights of q and k
