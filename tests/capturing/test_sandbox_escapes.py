@@ -20,7 +20,8 @@ import pytest
 from leftovers import no_leftovers  # noqa: F401 (a fixture)
 from paths import REPO
 
-pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("no_leftovers")]
+# the sandbox as a process: kills, signals, limits, leftovers: the e2e tier (.ci/run), -m e2e
+pytestmark = [pytest.mark.slow, pytest.mark.e2e, pytest.mark.usefixtures("no_leftovers")]
 
 #: Every program first makes one numpy step (x, line 2), then misbehaves from line 3 on.
 HEAD = "import numpy as np\nx = np.ones((3, 8))\n"

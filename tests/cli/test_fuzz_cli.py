@@ -221,6 +221,7 @@ def _hang(signum: int, frame: object) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.e2e  # 200 command lines, some through the sandbox child: the e2e tier (.ci/run)
 @settings(
     max_examples=200,
     deadline=None,
@@ -253,6 +254,7 @@ def _arguments(name: str) -> list[Any]:
 
 # ids without the folder, which is this process's own: xdist's workers must collect the same ids
 @pytest.mark.slow
+@pytest.mark.e2e  # every hostile target through the sandbox child: the e2e tier (.ci/run)
 @pytest.mark.parametrize("target", TARGETS, ids=[t.replace(str(_ROOT), "ROOT") for t in TARGETS])
 @pytest.mark.parametrize("name", [n for n in ("trace", "diff") if n in COMMANDS])
 def test_any_target_is_contained(name: str, target: str) -> None:

@@ -37,6 +37,7 @@ def vs_strings(draw: st.DrawFn) -> str:
 
 
 @pytest.mark.slow
+@pytest.mark.e2e  # a hypothesis fuzz of --vs strings: the e2e tier (.ci/run)
 @settings(
     max_examples=150,
     deadline=None,

@@ -18,7 +18,8 @@ import pytest
 from leftovers import no_leftovers  # noqa: F401 (a fixture)
 from paths import REPO
 
-pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("no_leftovers")]
+# the sandbox as a process: kills, signals, limits, leftovers: the e2e tier (.ci/run), -m e2e
+pytestmark = [pytest.mark.slow, pytest.mark.e2e, pytest.mark.usefixtures("no_leftovers")]
 
 #: Every program first makes two numpy steps (x and q), then misbehaves at line 4 on.
 HEAD = "import numpy as np\nx = np.ones((3, 8))\nq = x.reshape(3, 2, 4)\n"

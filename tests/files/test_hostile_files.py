@@ -21,7 +21,8 @@ import pytest
 from hostile import TORCH_FILES, hostile_files
 from paths import SRC
 
-pytestmark = pytest.mark.slow  # real processes or seconds per test
+# hostile files against real processes, time and memory measured: the e2e tier (.ci/run)
+pytestmark = [pytest.mark.slow, pytest.mark.e2e]
 
 #: Address space each run may map (numpy, torch and Python itself fit easily).
 ADDRESS_LIMIT = 3 * 1024**3

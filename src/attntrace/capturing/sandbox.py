@@ -614,7 +614,11 @@ def child_main(prepare: Callable[[Mapping[str, Any]], Runner] | None = None) -> 
                 return
 
     import faulthandler
+    import signal
 
+    # SIGINT forwarded by the parent (Ctrl-C, `kill -INT`) ends the child as SIGTERM does: no
+    # KeyboardInterrupt traceback on the stderr the parent relays while it stops the tree.
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
     faulthandler.enable(file=int(request["dump"]), all_threads=True)
     _thread_hook(send)
     _limit_core()
