@@ -333,7 +333,8 @@ def _relative_encoder(modeling: Any, config: Any) -> Any | None:
 def _reads_bool_mask(cls: type) -> bool:
     """Whether ``cls.forward`` reads the mask as booleans (``attention_mask.bool()``)."""
     try:
-        return "attention_mask.bool()" in inspect.getsource(cls.forward)  # type: ignore[attr-defined]
+        forward = cls.forward  # type: ignore[attr-defined]
+        return "attention_mask.bool()" in inspect.getsource(forward)
     except (TypeError, OSError, AttributeError):
         return False
 

@@ -93,10 +93,11 @@ def help_in(command: click.Command, ctx: click.Context, lang: Lang) -> Iterator[
     swap(command, "format_usage", _usage(command, message("help.usage", lang)))
     swap(command, "epilog", paragraphs(command.epilog, lang))
     for param in command.get_params(ctx):
-        if getattr(param, "help", None):
-            swap(param, "help", translate(" ".join(param.help.split()), lang))  # type: ignore[attr-defined]
-        if getattr(param, "rich_help_panel", None):
-            swap(param, "rich_help_panel", translate(param.rich_help_panel, lang))  # type: ignore[attr-defined]
+        help_text, panel = getattr(param, "help", None), getattr(param, "rich_help_panel", None)
+        if help_text:
+            swap(param, "help", translate(" ".join(help_text.split()), lang))
+        if panel:
+            swap(param, "rich_help_panel", translate(panel, lang))
     for name, key in TYPER_WORDS.items():
         swap(rich_utils, name, message(key, lang))
     swap(rich_utils, "DEFAULT_STRING", message("help.default", lang).replace("{value}", "{}"))
