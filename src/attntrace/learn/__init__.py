@@ -12,8 +12,19 @@ the language (``--lang``, else the locale).
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+from attntrace.lazy import lazy_names
 from attntrace.learn.lang import LANGS, Lang, check_lang, default_lang, message
-from attntrace.learn.words import explain_step, explain_trace
+
+if TYPE_CHECKING:
+    from attntrace.learn.words import explain_step, explain_trace
+
+# words.py (the steps' sentences, ~9 ms) only when a command explains: a plain run, whose
+# words come through lang.py alone, does not pay for it
+__getattr__, __dir__ = lazy_names(
+    __name__, {"explain_step": "attntrace.learn.words", "explain_trace": "attntrace.learn.words"}
+)
 
 __all__ = [
     "LANGS",
