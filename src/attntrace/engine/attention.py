@@ -30,9 +30,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar, cast
 from attntrace.backends import SMALL_WORK_FLOPS, Backend, Source, get_backend, single_threaded_blas
 from attntrace.config.attention_config import AttentionConfig, AxisLabels
 from attntrace.engine import eager
-from attntrace.engine.backward import check_backward, with_backward, with_saved
 from attntrace.engine.costs import peak_live_bytes
-from attntrace.engine.flash import flash_context
 from attntrace.engine.inputs import given, param_axes, random_sources, with_tensors
 from attntrace.engine.masks import MASK_STEPS, MaskPlan, MaskWarning, build_mask, record_mask
 from attntrace.engine.memory import check_budget
@@ -207,6 +205,8 @@ def trace_attention(
     sources = with_tensors(config, seeded, tensors or {})
     keep = keep_values if be.computes else False
     if backward:  # the steps the backward reads keep their values
+        from attntrace.engine.backward import check_backward, with_saved
+
         check_backward(config, mask_file=mask is not None)
         keep = with_saved(keep) if be.computes else False
     with warnings.catch_warnings():
@@ -226,6 +226,8 @@ def trace_attention(
             lse=backward and config.algorithm == "flash",
         )
     if backward:
+        from attntrace.engine.backward import with_backward
+
         flash = trace_attention(dataclasses.replace(config, algorithm="flash"), "shape", mask=mask)
         eager_shapes = (
             trace_attention(dataclasses.replace(config, algorithm="eager"), "shape", mask=mask)
@@ -451,6 +453,8 @@ def _attend(
     if config.grouped:
         k, v = _repeat_kv(config, be, rec, lay, k, v)  # (B, h, N, d) each
     if config.algorithm == "flash":  # tile by tile: no (S, N) matrix is ever formed
+        from attntrace.engine.flash import flash_context  # its module only on this path
+
         table = p.get("rel_bias")  # T5's (buckets, h), or None
         context = flash_context(config, be, rec, q, k, v, plan, table, lse)  # (B, h, S, d)
         return _merge(config, be, rec, lay, context, p)  # (B, S, H)
