@@ -166,6 +166,9 @@ class TorchHooks:
                     ops.part_params(params, k, len(outputs)),
                     key=out,
                 )
+                local = getattr(out, "_local_tensor", None)  # a DTensor: its rank's part too
+                if local is not None:
+                    rec.alias(local, len(rec.events) - 1)
 
     def _collective(
         self, func: Any, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]
@@ -206,7 +209,9 @@ class TorchHooks:
         base = names[0] if names else site.target
         with torch._C.DisableTorchFunction():
             out = shown[0] if len(shown) == 1 else torch.stack(shown)  # a list: (n, ...)
-            p = co.params(m, [tuple(t.shape) for t in read], self.adapter.dtype(shown[0]))
+            p = co.params(
+                m, [tuple(t.shape) for t in read or written], self.adapter.dtype(shown[0])
+            )
             kept = out.detach() if rec.keep_values else out
             mark = co.Mark()  # a send changes nothing: later uses keep their source
             key = out if written and len(written) == 1 else mark
@@ -276,6 +281,21 @@ class TorchHooks:
         if _user_forward(module):
             return
         self.stack.append(_Call(None if frame is None else site_of(frame), module, tensors))
+        if frame is not None and getattr(module, "_forward_hooks", None):
+            self._after_hooks(module)  # DTensor's parallel styles change the output after us
+
+    def _after_hooks(self, module: Any) -> None:
+        """Once the module's own forward hooks ran (a ``RowwiseParallel``'s all-reduce, a
+        ``ColwiseParallel``'s ``to_local``), the tensor the user gets is the last step's."""
+        rec = self.recorder
+
+        def final(_module: Any, _inputs: Any, output: Any) -> None:
+            handle.remove()
+            outputs = ops.tensors((output,), {}, self._is_tensor)
+            if rec.events and len(outputs) == 1 and rec.lookup(outputs[0]) is None:
+                rec.alias(outputs[0], len(rec.events) - 1)
+
+        handle = module.register_forward_hook(final, always_call=True)
 
     def _post(self, module: Any, inputs: tuple[Any, ...], output: Any) -> None:
         if not self.stack or self.stack[-1].module is not module:

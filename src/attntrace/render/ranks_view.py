@@ -36,16 +36,17 @@ class RankRow:
 
 
 def moves(step: CapturedStep | None, collective: Mapping[str, Any] | None, peer: bool) -> str:
-    """What a collective step moves: ``all_reduce ×2 ↑1.8 KiB ↓1.8 KiB`` (``peer``: the rank it
-    sends to or receives from, shown where the row is one rank's).
+    """What a collective step moves: ``×2 ↑1.8 KiB ↓1.8 KiB`` (the ranks of its group, bytes
+    sent and received; ``peer``: the rank it sends to or receives from, shown where the row is
+    one rank's; DTensor's placements).
 
     >>> moves(None, {"kind": "send_recv", "ranks": 2, "peer": 1, "bytes_sent": 64,
     ...              "bytes_received": 0, "placements": None}, True)
-    'send_recv ×2 →1 ↑64 B'
+    '×2 →1 ↑64 B'
     """
     if not collective:
         return ""
-    parts = [f"{collective['kind']} ×{collective['ranks']}"]
+    parts = [f"×{collective['ranks']}"]
     if peer and collective.get("peer") is not None:
         arrow = "→" if collective.get("bytes_sent") else "←"
         parts.append(f"{arrow}{collective['peer']}")
@@ -196,16 +197,20 @@ def ranks_document(
     collectives: Sequence[Sequence[Mapping[str, Any] | None]],
     failures: Sequence[dict[str, Any] | None],
     failed: Mapping[str, Any] | None,
+    *,
+    world: int,
+    numbers: Sequence[int] | None = None,
 ) -> dict[str, Any]:
     """The document ``attntrace.capture/2``: each rank's capture document (``capture/1``'s keys
     but ``schema``), its steps each with ``collective`` (null, or kind, ranks, peer, bytes,
-    placements), and ``failure`` (null, or the rank that failed first and the one line)."""
+    placements), and ``failure`` (null, or the rank that failed first and the one line);
+    ``numbers``: the ranks shown (``--rank R``), of ``world``."""
     ranks = []
-    for r, c in enumerate(captures):
+    for k, c in enumerate(captures):
         doc = c.document(None)
         doc.pop("schema")
-        doc["failure"] = failures[r]
-        for step, moved in zip(doc["steps"], collectives[r], strict=True):
+        doc["failure"] = failures[k]
+        for step, moved in zip(doc["steps"], collectives[k], strict=True):
             step["collective"] = dict(moved) if moved else None
-        ranks.append({"rank": r, **doc})
-    return {"schema": RANKS_SCHEMA_ID, "world": len(captures), "ranks": ranks, "failure": failed}
+        ranks.append({"rank": numbers[k] if numbers else k, **doc})
+    return {"schema": RANKS_SCHEMA_ID, "world": world, "ranks": ranks, "failure": failed}

@@ -322,7 +322,7 @@ def show_ranks(runs: RankRuns, fmt: str, no_color: bool, title: str, rank: int |
     shape error explained (exit 1)."""
     from attntrace.render.ranks_view import ranks_document, render_ranks
 
-    shown = range(runs.world) if rank is None else [rank]
+    shown = list(range(runs.world)) if rank is None else [rank]
     captures = [runs.outcomes()[r].capture for r in shown]
     moved = [runs.collectives()[r] for r in shown]
     if fmt == "json":
@@ -330,7 +330,8 @@ def show_ranks(runs: RankRuns, fmt: str, no_color: bool, title: str, rank: int |
         failed = None if runs.line is None else {"rank": runs.rank, "line": runs.line}
         import json
 
-        typer.echo(json.dumps(ranks_document(captures, moved, failures, failed), indent=2))
+        doc = ranks_document(captures, moved, failures, failed, world=runs.world, numbers=shown)
+        typer.echo(json.dumps(doc, indent=2))
     elif fmt == "table":
         out = console(no_color)
         render_ranks(captures, moved, out, title=title if rank is None else f"{title} rank {rank}")
