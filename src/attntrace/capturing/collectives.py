@@ -106,14 +106,31 @@ def moved(func: Any, name: str, args: Sequence[Any], kwargs: dict[str, Any], out
     bound = _bound(func, args, kwargs)
     read, written = _ARGS.get(name, ((), ()))
     group = bound.get("group")
-    peer = next((bound[k] for k in ("dst", "src", "group_dst", "group_src") if k in bound), None)
     return Moved(
         name,
         tuple(_tensors(bound, read)),
         tuple(_tensors(bound, written)),
         _world(group),
-        peer if isinstance(peer, int) else None,
+        _peer(bound, group),
     )
+
+
+def _peer(bound: dict[str, Any], group: Any) -> int | None:
+    """The global rank a send goes to or a receive comes from (``dst``/``src``, or the
+    group's ``group_dst``/``group_src`` that ``batch_isend_irecv`` passes)."""
+    for key in ("dst", "src"):
+        if isinstance(bound.get(key), int):
+            return int(bound[key])
+    for key in ("group_dst", "group_src"):
+        if isinstance(bound.get(key), int):
+            if group is None:
+                return int(bound[key])
+            import torch.distributed as dist
+
+            with contextlib.suppress(RuntimeError, ValueError):
+                return int(dist.get_global_rank(group, bound[key]))
+            return int(bound[key])
+    return None
 
 
 def _bound(func: Any, args: Sequence[Any], kwargs: dict[str, Any]) -> dict[str, Any]:
