@@ -85,9 +85,29 @@ def test_dtensor_parallelize_module_shows_the_rowwise_all_reduce(n: int) -> None
         assert roles["k_proj"]["shape"] == [B, S, H // n]  # ColwiseParallel: the rank's rows
         assert roles["context"]["shape"] == [B, HEADS // n, S, H // HEADS]
         (reduce,) = _collectives(rank)
-        assert reduce["role"] == "o_all_reduce"
+        assert (reduce["op"], reduce["role"]) == ("redistribute", "o_all_reduce")
         assert reduce["shape"] == [B, S, H]
+        assert reduce["collective"]["kind"] == "all_reduce"
         assert reduce["collective"]["placements"] == "P(sum) -> R"  # RowwiseParallel's output
+
+
+@pytest.mark.parametrize("n", [2, 4])
+def test_dtensor_sequence_parallel_gathers_the_tokens_and_scatters_them_back(n: int) -> None:
+    doc, _ = _trace("tp_dtensor_sp.py:SPBlock", n, "--shard-x", "seq")
+    for rank in doc["ranks"]:
+        moved = _collectives(rank)
+        assert [s["op"] for s in moved] == ["redistribute"] * 4  # q, k, v's input, the output
+        kinds = [(s["collective"]["kind"], s["collective"]["placements"]) for s in moved]
+        assert kinds == [("all_gather", "S(1) -> R")] * 3 + [("reduce_scatter", "P(sum) -> S(1)")]
+        gather, scatter = moved[0], moved[-1]
+        assert (gather["role"], gather["shape"], gather["axes"]) == (
+            "x_all_gather",
+            [B, S, H],
+            ["B", f"S·{n}", "H"],
+        )
+        assert gather["input_shapes"] == [[B, S // n, H]]
+        assert (scatter["role"], scatter["shape"]) == ("o_reduce_scatter", [B, S // n, H])
+        assert gather["collective"]["bytes_sent"] == (n - 1) * B * (S // n) * H * 4
 
 
 @pytest.mark.parametrize("n", [2, 4])

@@ -12,7 +12,7 @@ from types import CodeType
 from typing import Any
 
 from attntrace.capturing import ops
-from attntrace.capturing.collectives import collective_name, placements_seen
+from attntrace.capturing.collectives import caller_site, collective_name, placements_seen
 from attntrace.capturing.record import Adapter, Recorder
 from attntrace.capturing.source import (
     Site,
@@ -100,7 +100,7 @@ class TorchHooks:
         pre = nn_module.register_module_forward_pre_hook(self._pre)
         post = nn_module.register_module_forward_hook(self._post, always_call=True)
         placed = contextlib.ExitStack()  # DTensor's redistributions name their placements
-        placed.enter_context(placements_seen())
+        placed.enter_context(placements_seen(self._redistributed))
         self._undo = [
             post.remove,
             pre.remove,
@@ -176,6 +176,12 @@ class TorchHooks:
         """Run a collective and record it at the user's line (:mod:`.collectives`)."""
         from attntrace.capturing import collectives as co
 
+        if (running := co.redistributing()) is not None:  # a part of DTensor's step
+            result = func(*args, **kwargs)
+            m = co.moved(func, name, args, kwargs, result)
+            read = [tuple(t.shape) for t in m.read if self._is_tensor(t)]
+            running.moved.append(co.params(m, read, self.adapter.dtype(result)))
+            return result
         site = co.caller_site()
         if site is None:
             return func(*args, **kwargs)
@@ -194,6 +200,25 @@ class TorchHooks:
             raise
         self._record_collective(co.moved(func, name, args, kwargs, result), site)
         return result
+
+    def _redistributed(self, local: Any, out: Any, it: Any) -> None:
+        """A DTensor redistribution: one step at the user's line (from the rank's tensor
+        before to its tensor after), or, when it moved nothing, the same step as before."""
+        rec = self.recorder
+        source = rec.lookup(local)
+        params = it.record()
+        site = None if rec.busy else caller_site()
+        if params is None or site is None:
+            if source is not None:
+                rec.alias(out, source)
+            return
+        import torch
+
+        base = rec.operand_name(local) or site.target
+        at = Site(site.location, site.source, f"{base}_redistribute" if base else "redistribute")
+        with torch._C.DisableTorchFunction():
+            kept = out.detach() if rec.keep_values else out
+            rec.record(kept, 0, "redistribute", "collective", at, [local], self.adapter, params)
 
     def _record_collective(self, m: Any, site: Site) -> None:
         import torch
