@@ -156,6 +156,29 @@ def test_the_table_shows_one_row_where_the_ranks_agree() -> None:
     assert lines[-1].startswith("collectives: rank 0: 4, ")
 
 
+def test_a_function_gets_its_rank_and_one_rank_is_shown_alone() -> None:
+    target = f"{DATA}/tp_function.py:attention"
+    result = runner.invoke(
+        app,
+        [
+            *("trace", target, "--nproc", "2", "--rank", "1", "--seq", "4", "--batch", "1"),
+            "--hidden",
+            "32",
+        ],
+        env={"COLUMNS": "120"},
+    )
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    assert "[rank 0] rank 0 of 2: x (1, 4, 32)" in lines  # the prints, each rank's marked
+    assert "[rank 1] rank 1 of 2: x (1, 4, 32)" in lines
+    head = next(line for line in lines if line.startswith("attntrace trace"))
+    assert head.split()[2:6] == [target, "rank", "1", "of"]
+    assert lines[-1] == "collectives: rank 1: 1, ↑512 B ↓512 B"  # 2·(2-1)/2 of (1, 4, 32) float32
+    row = next(line for line in lines if "out_all_reduce" in line).split()
+    assert row[1] == "all"  # one rank shown: no ranks to tell apart
+    assert "(1, 4, 32)" in " ".join(row)
+
+
 FAILING = f"{DATA}/failing.py:RowParallel"
 
 

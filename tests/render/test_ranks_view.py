@@ -105,6 +105,7 @@ def test_the_document_is_valid_and_keeps_the_ranks_shown(ranks: list[Any]) -> No
         (["--nproc", "1"], "--nproc 1 is not a number of ranks; give 2 to 16"),
         (["--nproc", "2", "--rank", "2"], "--rank 2 is not a rank of --nproc 2; give 0 to 1"),
         (["--nproc", "2", "--past", "4"], "--nproc does not take --past; drop it"),
+        (["--nproc", "2", "--format", "csv"], "trace --nproc prints a table or json, not csv"),
     ],
 )
 def test_nproc_options_are_refused_in_one_line(args: list[str], said: str) -> None:

@@ -103,12 +103,17 @@ def render_ranks(
     console: Console,
     *,
     title: str = "",
+    numbers: Sequence[int] | None = None,
+    world: int | None = None,
 ) -> None:
-    """The heading, the table of every rank's steps, and each rank's traffic."""
+    """The heading, the table of every rank's steps, and each rank's traffic; ``numbers``:
+    the ranks shown (``--rank R``) of ``world``."""
     from attntrace.render.capture_view import _sizes
 
-    n = len(captures)
-    head = Text.assemble(("attntrace trace", "bold"), f"  {plain(title)}  ", (f"{n} ranks", "bold"))
+    n = world or len(captures)
+    shown = list(numbers) if numbers is not None else list(range(len(captures)))
+    which = f"{n} ranks" if len(shown) == n else ", ".join(f"rank {r}" for r in shown) + f" of {n}"
+    head = Text.assemble(("attntrace trace", "bold"), f"  {plain(title)}  ", (which, "bold"))
     if captures:
         head.append(f"  {_sizes(captures[0])}", style="cyan")
     console.print(head)
@@ -118,8 +123,8 @@ def render_ranks(
         console.print(Text("no tensor operations recorded", style="dim"))
         return
     console.print(ranks_table(rows, console.width))
-    console.print(traffic_line(collectives))
-    for r, c in enumerate(captures):
+    console.print(traffic_line(collectives, shown))
+    for r, c in zip(shown, captures, strict=True):
         for note in (*c.notes, *getattr(c, "remarks", ())):
             console.print(Text(f"note: rank {r}: {plain(note)}", style="dim"))
 
@@ -174,14 +179,17 @@ def _axes(axes: Sequence[str]) -> Text:
     return out if axes else Text(format_axes(tuple(axes)))
 
 
-def traffic_line(collectives: Sequence[Sequence[Mapping[str, Any] | None]]) -> Text:
-    """Each rank's collectives and bytes sent and received, one line.
+def traffic_line(
+    collectives: Sequence[Sequence[Mapping[str, Any] | None]], numbers: Sequence[int] = ()
+) -> Text:
+    """Each rank's collectives and bytes sent and received, one line (``numbers``: the ranks
+    shown, default 0 to N-1).
 
     >>> print(traffic_line([[{"bytes_sent": 10, "bytes_received": 10}], [None]]))
     collectives: rank 0: 1, ↑10 B ↓10 B; rank 1: none
     """
     parts = []
-    for r, mine in enumerate(collectives):
+    for r, mine in zip(numbers or range(len(collectives)), collectives, strict=True):
         got = [c for c in mine if c]
         if not got:
             parts.append(f"rank {r}: none")

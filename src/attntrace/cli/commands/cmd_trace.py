@@ -263,7 +263,7 @@ def trace(
 
     letters = _axes(axes)
     spec = parse_target(target, args or [])
-    _check_ranks(nproc, rank, spec.name, past, explain)
+    _check_ranks(nproc, rank, spec.name, past, explain, fmt.value)
     if spec.name is None:
         if init:
             raise _usage("--init needs FILE.py:NAME or package.module:NAME, not a script")
@@ -299,7 +299,7 @@ def trace(
 
 
 def _check_ranks(
-    nproc: int | None, rank: int | None, name: str | None, past: str | None, explain: bool
+    nproc: int | None, rank: int | None, name: str | None, past: str | None, explain: bool, fmt: str
 ) -> None:
     """--nproc's company, refused in one line before anything runs."""
     if nproc is None:
@@ -313,6 +313,8 @@ def _check_ranks(
         raise _usage("--nproc needs FILE.py:NAME or package.module:NAME, not a script")
     if past or explain:
         raise _usage(f"--nproc does not take {'--past' if past else '--explain'}; drop it")
+    if fmt not in ("table", "json"):
+        raise _usage(f"trace --nproc prints a table or json, not {fmt}; give --format json")
     if rank is not None and not 0 <= rank < nproc:
         raise _usage(f"--rank {rank} is not a rank of --nproc {nproc}; give 0 to {nproc - 1}")
 
@@ -332,11 +334,9 @@ def show_ranks(runs: RankRuns, fmt: str, no_color: bool, title: str, rank: int |
 
         doc = ranks_document(captures, moved, failures, failed, world=runs.world, numbers=shown)
         typer.echo(json.dumps(doc, indent=2))
-    elif fmt == "table":
-        out = console(no_color)
-        render_ranks(captures, moved, out, title=title if rank is None else f"{title} rank {rank}")
     else:
-        raise _usage(f"trace --nproc prints a table or json, not {fmt}; give --format json")
+        out = console(no_color)
+        render_ranks(captures, moved, out, title=title, numbers=shown, world=runs.world)
     if runs.line is not None:
         _explain_rank(runs, no_color if fmt == "table" else True)
         sys.stderr.write(f"attntrace: {runs.line}\n")
