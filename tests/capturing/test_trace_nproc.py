@@ -179,6 +179,26 @@ def test_a_function_gets_its_rank_and_one_rank_is_shown_alone() -> None:
     assert "(1, 4, 32)" in " ".join(row)
 
 
+def test_torch_s_own_attention_in_my_block_is_traced_up_to_what_dtensor_cannot_do() -> None:
+    """torch's DTensor test model (verbatim) held in a block of mine, parallelized as torch's
+    tests do (DTensor outputs kept): every rank's roles, then DTensor has no sharding rule for
+    the CPU's scaled_dot_product_attention in torch 2.13, named with the rank and the line."""
+    target = f"{DATA}/torch_test_attention.py:MyBlock"
+    result = runner.invoke(
+        app, ["trace", target, "--nproc", "2", "--batch", "2", "--seq", "8", "--format", "json"]
+    )
+    assert result.exit_code == 1
+    doc = json.loads(result.stdout)
+    for rank in doc["ranks"]:
+        roles = _roles(rank)
+        assert roles["q"]["shape"] == [2, 2, 8, 16]  # local: 2 of the 4 heads
+        assert roles["q"]["axes"] == ["B", "h/2", "S", "d"]
+        assert rank["failure"]["location"] == "torch_test_attention.py:53"
+    line = _line(result)
+    assert line.startswith(f"attntrace: rank {doc['failure']['rank']} raised NotImplementedError")
+    assert line.endswith("at torch_test_attention.py:53; all 2 ranks were stopped")
+
+
 FAILING = f"{DATA}/failing.py:RowParallel"
 
 

@@ -265,14 +265,14 @@ class TorchHooks:
             shown = [*call.inputs, *([weight] if self._is_tensor(weight) else [])]
             kind = "linear" if type(call.module).__name__ == "Linear" else "module"
             named = [
-                (rec.operand_name(o) or ("weight" if o is weight else ""), tuple(o.shape))
+                (rec.operand_name(o) or ("weight" if o is weight else ""), self.adapter.shape(o))
                 for o in shown
             ]
             rec.fail(type(call.module).__name__.lower(), kind, call.site, named, exc)
             return
         if frame is not None:
             kind, params = ops.torch_kind(name, args, kwargs, len(operands))
-            named = [(rec.operand_name(o), tuple(o.shape)) for o in operands]
+            named = [(rec.operand_name(o), self.adapter.shape(o)) for o in operands]
             rec.fail(ops.display(name), kind, site_of(frame), named, exc, params)
 
     @staticmethod
