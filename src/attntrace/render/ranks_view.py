@@ -105,9 +105,11 @@ def render_ranks(
     title: str = "",
     numbers: Sequence[int] | None = None,
     world: int | None = None,
+    note: str = "",
 ) -> None:
     """The heading, the table of every rank's steps, and each rank's traffic; ``numbers``:
-    the ranks shown (``--rank R``) of ``world``."""
+    the ranks shown (``--rank R``) of ``world``; ``note``: a line under the heading (how x was
+    handed to the ranks)."""
     from attntrace.render.capture_view import _sizes
 
     n = world or len(captures)
@@ -117,6 +119,8 @@ def render_ranks(
     if captures:
         head.append(f"  {_sizes(captures[0])}", style="cyan")
     console.print(head)
+    if note:
+        console.print(Text(note, style="dim"))
     console.print()
     rows = rank_rows([c.steps for c in captures], collectives)
     if not rows:
@@ -125,8 +129,8 @@ def render_ranks(
     console.print(ranks_table(rows, console.width))
     console.print(traffic_line(collectives, shown))
     for r, c in zip(shown, captures, strict=True):
-        for note in (*c.notes, *getattr(c, "remarks", ())):
-            console.print(Text(f"note: rank {r}: {plain(note)}", style="dim"))
+        for said in (*c.notes, *getattr(c, "remarks", ())):
+            console.print(Text(f"note: rank {r}: {plain(said)}", style="dim"))
 
 
 def ranks_table(rows: Sequence[RankRow], width: int = 120) -> Table:

@@ -291,7 +291,12 @@ def trace(
         prints = sys.stdout if fmt.value == "table" else sys.stderr
         ranked = {**request, "shard": shard_x.value}
         runs = run_ranks(ranked, nproc, axes=letters, timeout=timeout, budget=budget, prints=prints)
-        show_ranks(runs, fmt.value, no_color, target, rank)
+        cut = (
+            f"x: each rank's S/{nproc} of the {seq} tokens (--shard-x seq)"
+            if shard_x.value == "seq"
+            else ""
+        )
+        show_ranks(runs, fmt.value, no_color, target, rank, cut)
         return
     words = _explained(explain, lang, fmt.value)
     result = sandboxed(request, letters, timeout, table=fmt.value == "table", budget=budget)
@@ -319,7 +324,9 @@ def _check_ranks(
         raise _usage(f"--rank {rank} is not a rank of --nproc {nproc}; give 0 to {nproc - 1}")
 
 
-def show_ranks(runs: RankRuns, fmt: str, no_color: bool, title: str, rank: int | None) -> None:
+def show_ranks(
+    runs: RankRuns, fmt: str, no_color: bool, title: str, rank: int | None, note: str = ""
+) -> None:
     """Every rank's steps (or rank ``rank``'s), then the one line of the first failure, its
     shape error explained (exit 1)."""
     from attntrace.render.ranks_view import ranks_document, render_ranks
@@ -336,7 +343,7 @@ def show_ranks(runs: RankRuns, fmt: str, no_color: bool, title: str, rank: int |
         typer.echo(json.dumps(doc, indent=2))
     else:
         out = console(no_color)
-        render_ranks(captures, moved, out, title=title, numbers=shown, world=runs.world)
+        render_ranks(captures, moved, out, title=title, numbers=shown, world=runs.world, note=note)
     if runs.line is not None:
         _explain_rank(runs, no_color if fmt == "table" else True)
         sys.stderr.write(f"attntrace: {runs.line}\n")
