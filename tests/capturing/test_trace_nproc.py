@@ -112,7 +112,7 @@ def test_dtensor_sequence_parallel_gathers_the_tokens_and_scatters_them_back(n: 
 
 @pytest.mark.parametrize("n", [2, 4])
 def test_ring_passes_keys_and_values_to_the_next_rank(n: int) -> None:
-    doc, _ = _trace("ring.py:RingAttention", n, "--shard-x", "seq")
+    doc, _ = _trace("ring_trace.py:RingAttention", n, "--shard-x", "seq")
     for rank in doc["ranks"]:
         r = rank["rank"]
         assert rank["steps"][0]["shape"] == [B, S // n, H]  # x: the rank's tokens
@@ -129,7 +129,7 @@ def test_ring_passes_keys_and_values_to_the_next_rank(n: int) -> None:
 
 @pytest.mark.parametrize("n", [2, 4])
 def test_ulysses_trades_tokens_for_heads_and_back(n: int) -> None:
-    doc, _ = _trace("ulysses.py:UlyssesAttention", n, "--shard-x", "seq")
+    doc, _ = _trace("ulysses_trace.py:UlyssesAttention", n, "--shard-x", "seq")
     for rank in doc["ranks"]:
         moved = _collectives(rank)
         assert [s["op"] for s in moved] == ["all_to_all_single"] * 4  # q, k, v, then back
@@ -141,7 +141,7 @@ def test_ulysses_trades_tokens_for_heads_and_back(n: int) -> None:
 
 
 def test_the_table_shows_one_row_where_the_ranks_agree() -> None:
-    target = f"{DATA}/ring.py:RingAttention"
+    target = f"{DATA}/ring_trace.py:RingAttention"
     result = runner.invoke(
         app,
         ["trace", target, "--nproc", "2", "--shard-x", "seq", "--seq", "4", "--batch", "1"],

@@ -117,7 +117,7 @@ def test_nproc_options_are_refused_in_one_line(args: list[str], said: str) -> No
 
 
 def test_nproc_needs_a_name_not_a_script() -> None:
-    script = str(REPO / "tests" / "data" / "distributed" / "ring.py")
+    script = str(REPO / "tests" / "data" / "distributed" / "ring_trace.py")
     result = runner.invoke(app, ["trace", script, "--nproc", "2"])
     assert result.exit_code == 2
     assert "--nproc needs FILE.py:NAME" in result.output
