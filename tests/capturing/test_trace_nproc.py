@@ -264,6 +264,15 @@ def test_a_rank_that_skips_a_collective_leaves_its_peer_waiting() -> None:
     )
 
 
+def test_a_rank_whose_init_raises_is_named_not_the_rank_waiting_for_it() -> None:
+    result = runner.invoke(app, ["trace", f"{DATA}/failing.py:BadInit", "--nproc", "2"])
+    assert result.exit_code == 2
+    assert result.stderr.strip() == (
+        "attntrace: error: rank 1: cannot build BadInit(rank=1, world_size=2): ValueError: 3 "
+        "heads do not split over 2 ranks at failing.py:49"
+    )
+
+
 def test_ctrl_c_stops_every_rank(no_leftovers: str) -> None:  # noqa: F811 (the fixture)
     command = [sys.executable, "-m", "attntrace", "trace", FAILING, "--init", "mode=hang"]
     command += ["--nproc", "2", "--seq", "4", "--timeout", "120"]

@@ -281,20 +281,21 @@ def _collect(
     results: list[Result] = []
     ended: list[Ended | None] = []
     dumps: list[str] = []
-    own: ChildError | None = None
+    own: list[tuple[bool, float, ChildError]] = []
     for c in children:
         c.dump.seek(0)
         dumps.append(c.dump.read(MAX_DUMP).decode("utf-8", "replace"))
         c.dump.close()
         try:
             got = _result(c.got, c.proc.returncode or 0, dumps[-1], c.killed, timeout, axes)
-        except ChildError as exc:
-            own = own or exc
+        except ChildError as exc:  # the rank's own one line, with its number
+            peer = "Connection closed by peer" in str(exc) or "gloo" in str(exc)
+            own.append((peer, c.ended_at, ChildError(f"rank {c.rank}: {exc}", exc.code)))
             got = None
         results.append(got.outcome if isinstance(got, Ended) else got)
         ended.append(got if isinstance(got, Ended) else None)
-    if own is not None and not any(isinstance(r, Outcome) and r.error for r in results):
-        raise own  # the code could not be built or imported (every rank says the same)
+    if own and not any(isinstance(r, Outcome) and r.error for r in results):
+        raise min(own, key=lambda o: o[:2])[2]  # the code could not be imported or built
     for outcome in (r for r in (*results, *(e.outcome for e in ended if e)) if r):
         if isinstance(outcome, Outcome):
             outcome.capture.parts = len(children)  # h/N heads on each rank

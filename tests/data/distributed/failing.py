@@ -38,3 +38,17 @@ class RowParallel(nn.Module):
             os.kill(os.getpid(), signal.SIGKILL)
         if self.mode == "memory":
             torch.ones(2**40, dtype=torch.uint8)  # a TiB: past the memory limit
+
+
+class BadInit(nn.Module):
+    """Rank 1 refuses its heads in __init__; rank 0 waits for it at a barrier."""
+
+    def __init__(self, embed_dim=32, num_heads=3, rank=0, world_size=1):
+        super().__init__()
+        if num_heads % world_size and rank == 1:
+            raise ValueError(f"{num_heads} heads do not split over {world_size} ranks")
+        dist.barrier()
+        self.proj = nn.Linear(embed_dim, embed_dim)
+
+    def forward(self, x):
+        return self.proj(x)
