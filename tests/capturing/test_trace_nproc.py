@@ -136,8 +136,11 @@ def test_ulysses_trades_tokens_for_heads_and_back(n: int) -> None:
         assert {tuple(s["shape"]) for s in moved} == {(n, B, S // n, HEADS // n, H // HEADS)}
         roles = _roles(rank)
         assert [roles[f"{p}_all_to_all"]["index"] for p in "qkv"] == [s["index"] for s in moved[:3]]
-        context = next(s for s in rank["steps"] if s["name"] == "context")
-        assert context["shape"] == [B, HEADS // n, S, H // HEADS]  # h/N heads, every token
+        assert roles["context"]["shape"] == [B, HEADS // n, S, H // HEADS]  # h/N heads, all S
+        assert roles["context"]["axes"] == ["B", f"h/{n}", "R·S", "d"]  # R: the ranks' tokens
+        assert roles["scores"]["shape"] == [B, HEADS // n, S, S]
+        assert roles["context_all_to_all"]["index"] == moved[3]["index"]
+        assert roles["output"]["shape"] == [B, S // n, H]
 
 
 def test_the_table_shows_one_row_where_the_ranks_agree() -> None:
