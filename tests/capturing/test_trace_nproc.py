@@ -15,10 +15,12 @@ import sys
 import time
 from typing import Any
 
+import jsonschema
 import pytest
 from typer.testing import CliRunner
 
 from attntrace.cli import app
+from attntrace.schemas import ranks_schema
 from leftovers import marked, no_leftovers  # noqa: F401 (a fixture)
 from paths import REPO
 
@@ -40,6 +42,7 @@ def _trace(target: str, n: int, *args: str) -> tuple[dict[str, Any], Any]:
     )
     assert result.exit_code == 0, result.output
     doc = json.loads(result.stdout)
+    jsonschema.Draft202012Validator(ranks_schema()).validate(doc)
     assert doc["schema"] == "attntrace.capture/2"
     assert doc["world"] == n
     assert [r["rank"] for r in doc["ranks"]] == list(range(n))
@@ -220,16 +223,16 @@ def _line(result: Any) -> str:
 
 
 def test_a_rank_that_raises_is_named_with_its_line() -> None:
-    result, _ = _failing("raise")
+    result, _ = _failing("raise", "--format", "json")
     assert result.exit_code == 1
     assert _line(result) == (
         "attntrace: rank 1 raised ValueError: rank 1 cannot split 32 evenly at failing.py:34; "
         "all 2 ranks were stopped"
     )
-    doc_result, _ = _failing("raise", "--format", "json")
-    doc = json.loads(doc_result.stdout)
-    assert doc["failure"]["rank"] == 1
+    doc = json.loads(result.stdout)
+    assert doc["failure"] == {"rank": 1, "line": _line(result).removeprefix("attntrace: ")}
     assert doc["ranks"][1]["failure"]["location"] == "failing.py:34"
+    assert doc["ranks"][1]["failure"]["error"]["type"] == "ValueError"
 
 
 def test_a_rank_that_hangs_is_stopped_at_the_time_limit_with_both_lines() -> None:
