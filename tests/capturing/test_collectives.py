@@ -88,6 +88,7 @@ def test_a_list_all_gather_is_one_step_and_its_parts_read_from_it(group: None) -
     assert _moved(t, gathered.name)["bytes_sent"] == 3 * 2 * 3 * 16 * 4  # (n-1) · the part
 
 
+@pytest.mark.filterwarnings("ignore:`torch.distributed.*` is deprecated:FutureWarning")
 def test_tensor_collectives_have_the_shapes_they_move(group: None) -> None:
     x = torch.randn(8, 6)
     with attntrace.capture(keep_values=False) as t:
