@@ -12,7 +12,9 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
+from pathlib import Path
 from typing import Any
 
 import jsonschema
@@ -245,10 +247,12 @@ def test_a_rank_that_hangs_is_stopped_at_the_time_limit_with_both_lines() -> Non
     assert took < 3 + 30  # the ranks' start, then 3 s, not gloo's own timeout
 
 
-def test_a_rank_killed_by_sigkill_is_named() -> None:
+def test_a_rank_killed_by_sigkill_is_named(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # where the ranks meet
     result, _ = _failing("kill")
     assert result.exit_code == 1
     assert _line(result).startswith("attntrace: rank 1 was killed by SIGKILL at failing.py:24")
+    assert list(tmp_path.iterdir()) == []  # the rendezvous' folder removed
 
 
 def test_a_rank_past_its_memory_limit_is_named() -> None:
