@@ -286,7 +286,8 @@ def _collect(
             got = _result(c.got, c.proc.returncode or 0, dumps[-1], c.killed, timeout, axes)
         except ChildError as exc:  # the rank's own one line, with its number
             peer = "Connection closed by peer" in str(exc) or "gloo" in str(exc)
-            own.append((peer, c.ended_at, ChildError(f"rank {c.rank}: {exc}", exc.code)))
+            said = f"rank {c.rank}: {exc}{_twice(str(exc))}"
+            own.append((peer, c.ended_at, ChildError(said, exc.code)))
             got = None
         results.append(got.outcome if isinstance(got, Ended) else got)
         ended.append(got if isinstance(got, Ended) else None)
@@ -299,6 +300,20 @@ def _collect(
     runs = RankRuns(results, ended)
     runs.rank, runs.line = blame(children, runs, dumps)
     return runs
+
+
+def _twice(message: str) -> str:
+    """The fix when the code joins a process group itself: attntrace has joined one.
+
+    >>> _twice("ValueError: trying to initialize the default process group twice!")[:30]
+    '; attntrace --nproc has joined'
+    """
+    if "default process group twice" not in message:
+        return ""
+    return (
+        "; attntrace --nproc has joined the process group (gloo) before your code runs: "
+        "call dist.init_process_group only when not dist.is_initialized()"
+    )
 
 
 def blame(
