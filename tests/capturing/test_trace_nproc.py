@@ -267,7 +267,8 @@ def test_a_rank_that_skips_a_collective_leaves_its_peer_waiting() -> None:
     result, _ = _failing("skip")
     assert result.exit_code == 1
     line = _line(result)
-    assert line.startswith("attntrace: rank 0 raised RuntimeError: Connection closed by peer")
+    assert line.startswith("attntrace: rank 0 raised RuntimeError: ")
+    assert "by peer" in line  # gloo's words vary: "Connection closed by peer", "… reset by peer"
     assert line.endswith(
         "in all_reduce at failing.py:29 (rank 1 had returned after 0 collectives; rank 0 "
         "called 1); all 2 ranks were stopped"
