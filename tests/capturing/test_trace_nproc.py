@@ -112,6 +112,10 @@ def test_dtensor_sequence_parallel_gathers_the_tokens_and_scatters_them_back(n: 
         )
         assert gather["input_shapes"] == [[B, S // n, H]]
         assert (scatter["role"], scatter["shape"]) == ("o_reduce_scatter", [B, S // n, H])
+        assert scatter["axes"] == ["B", "S", "H"]  # S·N scattered back: the rank's tokens
+        q_proj = _roles(rank)["q_proj"]  # computed from the gathered tokens, the rank's heads
+        assert (q_proj["inputs"], q_proj["input_shapes"]) == ([gather["name"]], [[B, S, H]])
+        assert q_proj["axes"] == ["B", f"S·{n}", f"h/{n}·d"]
         assert gather["collective"]["bytes_sent"] == (n - 1) * B * (S // n) * H * 4
 
 
