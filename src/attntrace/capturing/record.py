@@ -139,6 +139,14 @@ class Recorder:
             self._ids[id(key)] = (None, index)
         return event
 
+    def alias(self, obj: object, index: int) -> None:
+        """Later ops reading ``obj`` read event ``index`` (one of the tensors of a list a
+        collective filled, all recorded as one step)."""
+        try:
+            self._ids[id(obj)] = (weakref.ref(obj), index)
+        except TypeError:
+            self._ids[id(obj)] = (None, index)
+
     def _name(self, site: Site, func: str, k: int) -> str:
         name = site.targets[k] if k < len(site.targets) else site.target if k == 0 else ""
         if not name or name == "_":
@@ -197,6 +205,8 @@ class Capture:
     notes: tuple[str, ...] = ()
     #: what attntrace did to see the steps (torch's fast path off …): told as ``note:`` lines
     remarks: tuple[str, ...] = ()
+    #: the ranks of ``trace --nproc N`` this capture is one of (1: a single process)
+    parts: int = 1
 
     def __init__(
         self,
@@ -254,7 +264,7 @@ class Capture:
         from attntrace.capturing.explain import contradicted_notes, mixing_note
         from attntrace.capturing.roles import roles
 
-        found, sizes = propagate(events, self._given)
+        found, sizes = propagate(events, self._given, self.parts)
         named = roles(events, found)
         self.notes = (
             *(
@@ -291,15 +301,18 @@ class Capture:
         """A numpy copy of the kept value; views of one buffer share one copy of it."""
         if e.value is None:
             return None
-        adapter = self._adapters.get(id(type(e.value)))
+        value = e.value
+        if hasattr(value, "to_local") and id(type(value)) not in self._adapters:
+            value = value.to_local()  # a DTensor: the rank's own shard (diff --nproc)
+        adapter = self._adapters.get(id(type(value)))
         if adapter is None:  # a plain ndarray: no hooks made it
             from attntrace.capturing.copies import copy_shared
 
-            return copy_shared(e.value, memo)
-        now = adapter.version(e.value)  # -1: the library keeps no version counter (numpy)
+            return copy_shared(value, memo)
+        now = adapter.version(value)  # -1: the library keeps no version counter (numpy)
         if now >= 0 and e.version >= 0 and now != e.version:
             return None  # changed in place where attntrace could not see it
-        return adapter.to_numpy(e.value, memo)
+        return adapter.to_numpy(value, memo)
 
     def finish(self) -> None:
         """Copy every kept value now, so later changes to the user's tensors do not reach them."""
