@@ -45,7 +45,7 @@ def _trace(target: str, n: int, *args: str) -> tuple[dict[str, Any], Any]:
     assert result.exit_code == 0, result.output
     doc = json.loads(result.stdout)
     jsonschema.Draft202012Validator(ranks_schema()).validate(doc)
-    assert doc["schema"] == "attntrace.capture/2"
+    assert doc["schema"] == "attntrace.ranks/1"
     assert doc["world"] == n
     assert [r["rank"] for r in doc["ranks"]] == list(range(n))
     assert doc["failure"] is None

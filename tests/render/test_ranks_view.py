@@ -1,6 +1,6 @@
 """``trace --nproc N``'s table and document from ranks' captures made here: one row where the
 ranks agree, a row per group of ranks where they differ, the document valid against
-``attntrace.capture/2``; and the options refused before anything runs."""
+``attntrace.ranks/1``; and the options refused before anything runs."""
 
 from __future__ import annotations
 

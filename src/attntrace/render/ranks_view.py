@@ -1,6 +1,6 @@
 """``trace --nproc N``: every rank's steps in one table, one row where all ranks agree and one
 row per group of ranks where they differ (the ``ranks`` column says which), the collectives
-with what they move; ``--format json``: the document ``attntrace.capture/2``, each rank's steps.
+with what they move; ``--format json``: the document ``attntrace.ranks/1``, each rank's steps.
 Reads the ranks' captures; computes nothing.
 """
 
@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from attntrace.capturing.record import Capture, CapturedStep
 
 #: The ``schema`` value of the document of ``trace --nproc N --format json``.
-RANKS_SCHEMA_ID = "attntrace.capture/2"
+RANKS_SCHEMA_ID = "attntrace.ranks/1"
 
 
 @dataclass(frozen=True)
@@ -213,7 +213,7 @@ def ranks_document(
     world: int,
     numbers: Sequence[int] | None = None,
 ) -> dict[str, Any]:
-    """The document ``attntrace.capture/2``: each rank's capture document (``capture/1``'s keys
+    """The document ``attntrace.ranks/1``: each rank's capture document (``capture/1``'s keys
     but ``schema``), its steps each with ``collective`` (null, or kind, ranks, peer, bytes,
     placements), and ``failure`` (null, or the rank that failed first and the one line);
     ``numbers``: the ranks shown (``--rank R``), of ``world``."""

@@ -74,14 +74,14 @@ def capture_schema() -> dict[str, Any]:
 
 
 #: The file name of the schema of ``attntrace trace --nproc N --format json``: every rank.
-RANKS_SCHEMA_FILE = "capture-2.schema.json"
+RANKS_SCHEMA_FILE = "ranks-1.schema.json"
 
 
 def ranks_schema() -> dict[str, Any]:
-    """The JSON Schema of the document of every rank, ``attntrace.capture/2``.
+    """The JSON Schema of the document of every rank, ``attntrace.ranks/1``.
 
     >>> ranks_schema()["properties"]["schema"]["const"]
-    'attntrace.capture/2'
+    'attntrace.ranks/1'
     """
     return _schema(RANKS_SCHEMA_FILE)
 
