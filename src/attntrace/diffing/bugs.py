@@ -73,8 +73,16 @@ def catalogue(s: Setting) -> list[Bug]:
         _merge,
         _output,
         _decode,
+        _kernel,
     ]
     return [bug for make in makers for bug in make(s)]
+
+
+def _kernel(s: Setting) -> Iterator[Bug]:
+    """The bugs only a kernel call makes (:mod:`attntrace.diffing.kernel_bugs`)."""
+    from attntrace.diffing.kernel_bugs import kernel_bugs
+
+    return kernel_bugs(s)
 
 
 def _decode(s: Setting) -> Iterator[Bug]:
