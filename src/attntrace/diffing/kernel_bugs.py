@@ -209,7 +209,8 @@ def kernel_call(source: str) -> ast.Call | None:
     >>> kernel_call("y = q @ k") is None
     True
     """
-    tree = _parsed(source)
+    found = re.search(rf"[\w.]*\b(?:{'|'.join(KERNELS)})\s*\(", source)
+    tree = _parsed(_closed(source[found.start() :])) if found else None
     if tree is None:
         return None
     for node in ast.walk(tree):
@@ -238,6 +239,20 @@ def fix_in_call(words: str, source: str) -> str:
     for hole, text in fills.items():
         words = words.replace(hole, text)
     return words
+
+
+def _closed(text: str) -> str:
+    """``text`` up to the bracket that closes its first one (all of it when none does).
+
+    >>> _closed("f(a, g(b)) * 2  # c")
+    'f(a, g(b))'
+    """
+    depth = 0
+    for i, ch in enumerate(text):
+        depth += (ch in "([{") - (ch in ")]}")
+        if ch in ")]}" and depth == 0:
+            return text[: i + 1]
+    return text
 
 
 def _parsed(source: str) -> ast.AST | None:
