@@ -1,0 +1,313 @@
+"""Issue 42's planted-bug corpus: one line edited in a fused kernel call of real code nobody here
+wrote (nanoGPT's ``CausalSelfAttention`` flash path, copied verbatim in tests/data/real_code;
+transformers' ``sdpa_attention_forward`` and x-transformers' ``Attend.flash_attn``, copied from
+the installed packages at test time). Each edit is DIFFERS, named by its catalogue key at the
+kernel call's line, with a fix written in the call's own words; the unedited code is MATCH."""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import inspect
+import re
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from attntrace import AttentionConfig  # noqa: E402
+from attntrace.diffing.diff_report import diff  # noqa: E402
+from paths import DATA  # noqa: E402
+
+
+@dataclass(frozen=True)
+class Planted:
+    """One line of a real file edited: the bug diff must name, and words its fix must hold."""
+
+    id: str
+    old: str  # the line as written (stripped)
+    new: str
+    bug: str
+    fix: str  # words the fix holds: the user's own expression, put right
+    blamed: str = ""  # the line named, when neither the edited one nor the kernel call
+
+
+def _line(lines: list[str], text: str) -> int:
+    found = [i for i, line in enumerate(lines) if line.strip() == text]
+    assert len(found) == 1, f"{text!r} occurs {len(found)} times"
+    return found[0]
+
+
+def _edited(lines: list[str], p: Planted | None, path: Path) -> tuple[Path, list[str], int]:
+    """``lines`` with ``p`` applied, written to ``path``; the edited line's number (from 1)."""
+    lines = list(lines)
+    at = -1
+    if p is not None:
+        at = _line(lines, p.old)
+        lines[at] = lines[at].replace(p.old, p.new)
+    path.write_text("\n".join(lines) + "\n")
+    return path, lines, at + 1
+
+
+def _load(path: Path, name: str) -> Any:
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # relative imports resolve in the package named
+    spec.loader.exec_module(module)
+    return module
+
+
+def _kernel_lines(lines: list[str]) -> set[int]:
+    """The lines (from 1) of the file's ``scaled_dot_product_attention(...)`` call."""
+    start = next(i for i, s in enumerate(lines) if "scaled_dot_product_attention(" in s)
+    depth, end = 0, start
+    for end in range(start, len(lines)):
+        depth += lines[end].count("(") - lines[end].count(")")
+        if depth <= 0:
+            break
+    return set(range(start + 1, end + 2))
+
+
+def _assert_named(report: Any, p: Planted, path: Path, lines: list[str], line: int) -> None:
+    assert report.verdict == "differs", (report.verdict, report.diagnosis, report.undecided)
+    d = report.diagnosis
+    assert d is not None
+    assert d.bug == p.bug, (d.bug, d.name, d.location)
+    file, _, at = d.location.rpartition(":")
+    assert file == path.name, d.location
+    blamed = {_line(lines, p.blamed) + 1} if p.blamed else {line} | _kernel_lines(lines)
+    assert int(at) in blamed, (d.location, d.source, line)
+    assert p.fix in d.fix, d.fix
+
+
+# ---------------------------------------------------------------------------------------------
+# nanoGPT's flash path: F.scaled_dot_product_attention(q, k, v, attn_mask=None, ...)
+
+NANO = AttentionConfig(batch=2, seq=6, hidden=32, heads=4, causal=True)
+SDPA = (
+    "y = torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=None, "
+    "dropout_p=self.dropout if self.training else 0, is_causal=True)"
+)
+BOOL = "dtype=torch.bool, device=x.device"
+NANO_EDITS = [
+    Planted(
+        "nano-dropout-at-eval",
+        SDPA,
+        SDPA.replace("self.dropout if self.training else 0", "self.dropout"),
+        "dropout-at-eval",
+        "dropout_p=self.dropout if self.training else 0.0",
+    ),
+    Planted(
+        "nano-mask-masked-fill-polarity",
+        SDPA,
+        SDPA.replace("attn_mask=None", f"attn_mask=torch.ones(T, T, {BOOL}).triu(1)").replace(
+            "is_causal=True", "is_causal=False"
+        ),
+        "mask-inverted",
+        f"attn_mask=~torch.ones(T, T, {BOOL}).triu(1)",
+    ),
+    Planted(
+        "nano-float-keep-mask",
+        SDPA,
+        SDPA.replace(
+            "attn_mask=None", "attn_mask=torch.ones(T, T, device=x.device).tril()"
+        ).replace("is_causal=True", "is_causal=False"),
+        "mask-float-keep",
+        "attn_mask=torch.ones(T, T, device=x.device).tril().bool()",
+    ),
+    Planted(
+        "nano-not-causal",
+        SDPA,
+        SDPA.replace("is_causal=True", "is_causal=False"),
+        "mask-missing",
+        "is_causal=True",
+    ),
+    Planted(
+        "nano-scale-sqrt-d",
+        SDPA,
+        SDPA.replace("is_causal=True)", "is_causal=True, scale=math.sqrt(k.size(-1)))"),
+        "scaled-sqrt(d)",
+        "scale=1 / math.sqrt(k.size(-1))",
+    ),
+]
+
+
+def _nano(p: Planted | None, tmp_path: Path) -> tuple[Any, Path, list[str], int]:
+    source = (DATA / "real_code" / "nanogpt_attention.py").read_text().splitlines()
+    tag = "correct" if p is None else re.sub(r"\W", "_", p.id)
+    path, lines, line = _edited(source, p, tmp_path / f"{tag}.py")
+    module = _load(path, f"_kernel_planted_{tag}")
+    torch.manual_seed(0)
+    config = module.GPTConfig(block_size=16, n_head=4, n_embd=32, dropout=0.1)
+    return diff(module.CausalSelfAttention(config), NANO), path, lines, line
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("p", NANO_EDITS, ids=[p.id for p in NANO_EDITS])
+def test_a_bug_planted_in_nanogpts_sdpa_call_is_named_at_the_call(
+    p: Planted, tmp_path: Path
+) -> None:
+    report, path, lines, line = _nano(p, tmp_path)
+    _assert_named(report, p, path, lines, line)
+
+
+# ---------------------------------------------------------------------------------------------
+# transformers' sdpa_attention_forward, copied from the installed package, registered as "sdpa"
+
+SDPA_HF = "transformers.integrations.sdpa_attention"
+EXPAND = (
+    "hidden_states = hidden_states[:, :, None, :, :].expand(batch, num_key_value_heads, n_rep, "
+    "slen, head_dim)"
+)
+IS_CAUSAL = "is_causal = q_length > 1 and attention_mask is None and is_causal"
+HF_EDITS = [
+    Planted("hf-scale-squared", "scale=scaling,", "scale=scaling**2,", "scaled-1/d", "scale=1 /"),
+    Planted(
+        "hf-scale-inverted", "scale=scaling,", "scale=1 / scaling,", "scaled-sqrt(d)", "scale=1 /"
+    ),
+    Planted(
+        "hf-dropout-at-eval",
+        "dropout_p=dropout,",
+        "dropout_p=module.attention_dropout,",
+        "dropout-at-eval",
+        "dropout_p=module.attention_dropout if self.training else 0.0",
+    ),
+    Planted(
+        "hf-gqa-tiled",
+        EXPAND,
+        "hidden_states = hidden_states[:, None, :, :, :].expand(batch, n_rep, "
+        "num_key_value_heads, slen, head_dim)",
+        "gqa-tile-k-v",
+        "repeat_interleave(2, dim=1)",
+        "return hidden_states.reshape(batch, num_key_value_heads * n_rep, slen, head_dim)",
+    ),
+    Planted("hf-mask-dropped", "attn_mask=attention_mask,", "attn_mask=None,", "mask-missing", ""),
+    Planted(
+        "hf-mask-polarity",
+        "attn_mask=attention_mask,",
+        "attn_mask=attention_mask != 0,",
+        "mask-inverted",
+        "attn_mask=attention_mask == 0",
+    ),
+    Planted(
+        "mistral-window-dropped-for-is-causal",
+        IS_CAUSAL,
+        "is_causal, attention_mask = q_length > 1 and is_causal, None",
+        "window-dropped",
+        "is_causal=False, attn_mask=",
+    ),
+]
+HF_SIZES = {"hidden": 32, "heads": 4, "kv_heads": 2}
+
+
+def _hf(
+    p: Planted | None, family: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> tuple[Any, Path, list[str], int]:
+    """transformers' ``<family>Attention`` with ``attn_implementation="sdpa"`` running a copy of
+    ``sdpa_attention_forward`` (``p`` applied), diffed as ``transformers:<Class>`` is."""
+    pytest.importorskip("transformers")
+    from transformers.modeling_utils import AttentionInterface
+
+    from attntrace.capturing.library import build, find_class
+
+    source = inspect.getsource(importlib.import_module(SDPA_HF)).splitlines()
+    tag = "correct" if p is None else re.sub(r"\W", "_", p.id)
+    path, lines, line = _edited(source, p, tmp_path / f"sdpa_{family}_{tag}.py")
+    copy = _load(path, f"transformers.integrations._planted_sdpa_{family}_{tag}")
+    monkeypatch.setitem(AttentionInterface._global_mapping, "sdpa", copy.sdpa_attention_forward)
+    window = {"sliding_window": 3} if family == "mistral" else {}
+    init = {"attn_implementation": "sdpa", "attention_dropout": 0.1, **window}
+    torch.manual_seed(0)
+    layer = build(find_class("transformers", f"{family.title()}Attention"), init, HF_SIZES)
+    config = AttentionConfig(
+        batch=2, seq=5, hidden=32, heads=4, kv_heads=2, causal=True,
+        window=3 if family == "mistral" else None,
+    )  # fmt: skip
+    return diff(layer, config), path, lines, line
+
+
+HF_CASES = [("mistral" if p.bug == "window-dropped" else "llama", p) for p in HF_EDITS]
+
+
+@pytest.mark.slow
+@pytest.mark.e2e  # transformers classes
+@pytest.mark.parametrize(("family", "p"), HF_CASES, ids=[p.id for _, p in HF_CASES])
+def test_a_bug_planted_in_transformers_sdpa_attention_is_named_at_the_call(
+    family: str, p: Planted, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    report, path, lines, line = _hf(p, family, tmp_path, monkeypatch)
+    _assert_named(report, p, path, lines, line)
+
+
+@pytest.mark.slow
+@pytest.mark.e2e
+@pytest.mark.parametrize("family", ["llama", "mistral"])
+def test_transformers_sdpa_attention_unedited_is_match(
+    family: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    report, _, _, _ = _hf(None, family, tmp_path, monkeypatch)
+    assert report.verdict == "match", (report.diagnosis, report.undecided)
+
+
+# ---------------------------------------------------------------------------------------------
+# x-transformers' Attend.flash_attn (flash=True: F.scaled_dot_product_attention)
+
+XT_EDITS = [
+    Planted(
+        "xt-dropout-at-eval",
+        "dropout_p = self.dropout if self.training else 0.,",
+        "dropout_p = self.dropout,",
+        "dropout-at-eval",
+        "dropout_p=self.dropout if self.training else 0.0",
+    ),
+    Planted("xt-not-causal", "is_causal = causal", "is_causal = False", "mask-missing", ""),
+]
+
+
+def _xt(
+    p: Planted | None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> tuple[Any, Path, list[str], int]:
+    xt = pytest.importorskip("x_transformers")
+    import x_transformers.x_transformers as layers
+
+    source = inspect.getsource(importlib.import_module("x_transformers.attend")).splitlines()
+    tag = "correct" if p is None else re.sub(r"\W", "_", p.id)
+    path, lines, line = _edited(source, p, tmp_path / f"attend_{tag}.py")
+    copy = _load(path, f"x_transformers._planted_attend_{tag}")
+    monkeypatch.setattr(layers, "Attend", copy.Attend)
+    torch.manual_seed(0)
+    attn = xt.Attention(dim=32, heads=4, dim_head=8, causal=True, flash=True, dropout=0.1)
+    return diff(attn, AttentionConfig(batch=2, seq=5, hidden=32, heads=4, causal=True)), *(
+        path,
+        lines,
+        line,
+    )
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("p", XT_EDITS, ids=[p.id for p in XT_EDITS])
+def test_a_bug_planted_in_x_transformers_flash_attn_is_named_at_the_call(
+    p: Planted, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    report, path, lines, line = _xt(p, tmp_path, monkeypatch)
+    _assert_named(report, p, path, lines, line)
+
+
+@pytest.mark.slow
+def test_x_transformers_flash_attn_unedited_is_match(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    report, _, _, _ = _xt(None, tmp_path, monkeypatch)
+    assert report.verdict == "match", (report.diagnosis, report.undecided)
+
+
+def test_the_kernel_corpus_holds_at_least_ten_one_line_edits() -> None:
+    ids = [p.id for p in (*NANO_EDITS, *HF_EDITS, *XT_EDITS)]
+    assert len(ids) >= 10
+    assert len(set(ids)) == len(ids)
