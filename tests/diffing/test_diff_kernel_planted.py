@@ -167,16 +167,22 @@ EXPAND = (
 )
 IS_CAUSAL = "is_causal = q_length > 1 and attention_mask is None and is_causal"
 HF_EDITS = [
-    Planted("hf-scale-squared", "scale=scaling,", "scale=scaling**2,", "scaled-1/d", "scale=1 /"),
     Planted(
-        "hf-scale-inverted", "scale=scaling,", "scale=1 / scaling,", "scaled-sqrt(d)", "scale=1 /"
+        "hf-scale-squared", "scale=scaling,", "scale=scaling**2,", "scaled-1/d", "scale=scaling,"
+    ),
+    Planted(
+        "hf-scale-inverted",
+        "scale=scaling,",
+        "scale=1 / scaling,",
+        "scaled-sqrt(d)",
+        "scale=scaling,",
     ),
     Planted(
         "hf-dropout-at-eval",
         "dropout_p=dropout,",
         "dropout_p=module.attention_dropout,",
         "dropout-at-eval",
-        "dropout_p=module.attention_dropout if self.training else 0.0",
+        "dropout_p=module.attention_dropout if module.training else 0.0",
     ),
     Planted(
         "hf-gqa-tiled",

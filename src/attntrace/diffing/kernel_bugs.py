@@ -160,7 +160,7 @@ def dropout_diagnosis(found: KernelCall, returned: Any) -> Diagnosis:
 # a fix in the user's own call
 
 #: The fixes of bugs made in a kernel call's arguments, in the call's words. ``{mask}``, ``{not
-#: mask}``, ``{d}``, ``{dropout}`` and ``{q}`` are the user's own expressions.
+#: mask}``, ``{scale}``, ``{dropout}``, ``{owner}`` and ``{q}`` are the user's own expressions.
 KERNEL_FIXES = {
     "mask-inverted": "SDPA keeps the keys where a boolean mask is True (masked_fill masks "
     "where True): attn_mask={not mask}",
@@ -173,11 +173,11 @@ KERNEL_FIXES = {
     "decode-mask-top-left": "is_causal=True aligns the causal mask top-left when keys outnumber "
     "queries: pass is_causal=False, attn_mask=torch.nn.attention.bias.causal_lower_right(S, N) "
     "(or torch.ones(S, N, dtype=torch.bool).tril(diagonal=N - S))",
-    "scale": "SDPA's scale multiplies the scores: scale=1 / math.sqrt({d}), or leave scale out "
-    "(its default is 1/√d)",
+    "scale": "SDPA's scale multiplies the scores: {scale}, or leave scale out (its default is "
+    "1/√d)",
     "dropout-at-eval": "dropout left on at evaluation (dropout_p={p:g} while the module is in "
     "eval mode): the kernel drops weights at random || "
-    "dropout_p={dropout} if self.training else 0.0",
+    "dropout_p={dropout} if {owner}.training else 0.0",
 }
 
 _SCALES = ("unscaled", "scaled-1/d", "scaled-sqrt(d)", "scaled-1/sqrt(H)")
@@ -198,7 +198,7 @@ def in_kernel_terms(d: Diagnosis) -> Diagnosis:
     words = KERNEL_FIXES.get("scale" if key in _SCALES else key)
     if not words or "||" in words or kernel_call(d.source) is None:
         return d
-    return replace(d, fix=fix_in_call(words, d.source))
+    return replace(d, fix=fix_in_call(words, d.source, key))
 
 
 def kernel_call(source: str) -> ast.Call | None:
@@ -219,8 +219,9 @@ def kernel_call(source: str) -> ast.Call | None:
     return None
 
 
-def fix_in_call(words: str, source: str) -> str:
-    """``words`` with the user's own expressions of the call ``source`` put in."""
+def fix_in_call(words: str, source: str, bug: str = "") -> str:
+    """``words`` with the user's own expressions of the call ``source`` put in (``bug``: the
+    catalogue key, which says what a wrong ``scale=`` expression holds)."""
     call = kernel_call(source)
     if call is None:
         return words
@@ -232,8 +233,9 @@ def fix_in_call(words: str, source: str) -> str:
     fills = {
         "{not mask}": _negated(mask) if mask is not None else "~mask",
         "{mask}": _bare(ast.unparse(mask)) if mask is not None else "mask",
-        "{d}": _head_dim(given.get("scale"), q),
+        "{scale}": _scale(bug, given.get("scale"), q),
         "{dropout}": _dropout(dropout),
+        "{owner}": _owner(dropout),
         "{q}": q,
     }
     for hole, text in fills.items():
@@ -294,25 +296,46 @@ def _bare(text: str) -> str:
     return text if re.fullmatch(r"[\w.]+(\[.*\]|\(.*\))?", text) else f"({text})"
 
 
-def _head_dim(scale: ast.expr | None, q: str) -> str:
-    """d as the user's scale expression writes it (``math.sqrt(X)``, ``X ** 0.5``, ``1 / X``,
-    ``X ** -1``), else ``q.size(-1)``.
+def _scale(bug: str, scale: ast.expr | None, q: str) -> str:
+    """The right ``scale=`` in the user's terms, read from their wrong one: ``math.sqrt(X)`` or
+    ``X ** 0.5`` (√d) and ``1 / X`` or ``X ** -1`` (1/d) hold d; ``X ** 2`` (1/d) and
+    ``1 / X`` (√d) hold the right scale itself; else d is ``q.size(-1)``.
 
-    >>> _head_dim(ast.parse("1 / k.size(-1)", mode="eval").body, "q")
-    'k.size(-1)'
-    >>> _head_dim(ast.parse("self.head_dim ** -1", mode="eval").body, "q")
-    'self.head_dim'
-    >>> _head_dim(None, "query")
-    'query.size(-1)'
+    >>> _scale("scaled-1/d", ast.parse("1 / k.size(-1)", mode="eval").body, "q")
+    'scale=1 / math.sqrt(k.size(-1))'
+    >>> _scale("scaled-1/d", ast.parse("scaling ** 2", mode="eval").body, "q")
+    'scale=scaling'
+    >>> _scale("scaled-sqrt(d)", ast.parse("1 / scaling", mode="eval").body, "q")
+    'scale=scaling'
+    >>> _scale("unscaled", None, "query")
+    'scale=1 / math.sqrt(query.size(-1))'
     """
-    for node in ast.walk(scale) if scale is not None else ():
-        if isinstance(node, ast.Call) and _called(node) == "sqrt" and node.args:
-            return ast.unparse(node.args[0])
-        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Pow | ast.Div):
-            side = node.left if isinstance(node.op, ast.Pow) else node.right
-            if not isinstance(side, ast.Constant):
-                return ast.unparse(side)
-    return f"{q}.size(-1)"
+    d = f"{q}.size(-1)"
+    if isinstance(scale, ast.Call) and _called(scale) == "sqrt" and scale.args:
+        d = ast.unparse(scale.args[0])
+    elif isinstance(scale, ast.BinOp) and isinstance(scale.right, ast.Constant):
+        power = scale.right.value if isinstance(scale.op, ast.Pow) else None
+        if power == 2 and bug == "scaled-1/d":
+            return f"scale={ast.unparse(scale.left)}"
+        if power in (0.5, -1):
+            d = ast.unparse(scale.left)
+    elif isinstance(scale, ast.BinOp) and isinstance(scale.op, ast.Div):
+        if bug == "scaled-sqrt(d)":
+            return f"scale={ast.unparse(scale.right)}"
+        d = ast.unparse(scale.right)
+    return f"scale=1 / math.sqrt({d})"
+
+
+def _owner(dropout: ast.expr | None) -> str:
+    """The object whose ``training`` decides: the root of ``module.attention_dropout``.
+
+    >>> _owner(ast.parse("module.attention_dropout", mode="eval").body), _owner(None)
+    ('module', 'self')
+    """
+    node = dropout.body if isinstance(dropout, ast.IfExp) else dropout
+    while isinstance(node, ast.Attribute):
+        node = node.value
+    return node.id if isinstance(node, ast.Name) and node is not dropout else "self"
 
 
 def _dropout(dropout: ast.expr | None) -> str:
