@@ -177,7 +177,7 @@ KERNEL_FIXES = {
     "1/√d)",
     "dropout-at-eval": "dropout left on at evaluation (dropout_p={p:g} while the module is in "
     "eval mode): the kernel drops weights at random || "
-    "dropout_p={dropout} if {owner}.training else 0.0",
+    "dropout only while training: dropout_p={dropout} if {owner}.training else 0.0",
 }
 
 _SCALES = ("unscaled", "scaled-1/d", "scaled-sqrt(d)", "scaled-1/sqrt(H)")

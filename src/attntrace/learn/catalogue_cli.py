@@ -1189,6 +1189,73 @@ MESSAGES: dict[str, tuple[str, str]] = {
         "因果掩码要右下对齐：第 i 个查询看到缓存中的 N 个键和 ≤ i 的新键（mask[:, :, N_all - S "
         ": N_all, :N_all]，或 tril(ones, diagonal=N)）",
     ),
+    # --- diff: the bugs of a fused kernel's arguments (diffing/kernel_bugs.py) -------------
+    "bug.mask_float_keep": (
+        "a 0/1 keep mask passed as a float attn_mask: SDPA adds a float mask to the scores (+1 "
+        "where kept), so no key is masked",
+        "0/1 的保留掩码以浮点数传给了 attn_mask：SDPA 会把浮点掩码加到分数上（保留处加 1），"
+        "所以没有任何键被遮住",
+    ),
+    "fix.mask_float_keep": (
+        "pass the keep mask as booleans, attn_mask=mask.bool() (True = attend), or is_causal=True "
+        "for a causal mask",
+        "把保留掩码以布尔值传入，attn_mask=mask.bool()（True 表示关注），因果掩码则用 "
+        "is_causal=True",
+    ),
+    "fix.mask_float_keep_call": (
+        "SDPA adds a float mask to the scores: pass the keep mask as booleans, attn_mask={mask} "
+        "(True = attend), or is_causal=True for a causal mask",
+        "SDPA 会把浮点掩码加到分数上：把保留掩码以布尔值传入，attn_mask={mask}（True 表示关注），"
+        "因果掩码则用 is_causal=True",
+    ),
+    "bug.window_dropped": (
+        "the sliding window (W = {w}) dropped for a plain causal mask (is_causal=True): query i "
+        "sees every key ≤ i, not the last W",
+        "滑动窗口（W = {w}）被普通的因果掩码（is_causal=True）取代了：第 i 个查询看到所有 ≤ i 的"
+        "键，而不是最近的 W 个",
+    ),
+    "fix.window_dropped": (
+        "keep the window: is_causal=False, attn_mask=torch.ones(S, S, dtype=torch.bool)"
+        ".tril().triu({band}) (query i sees keys i - W < j ≤ i)",
+        "保留窗口：is_causal=False，attn_mask=torch.ones(S, S, dtype=torch.bool)"
+        ".tril().triu({band})（第 i 个查询看到 i - W < j ≤ i 的键）",
+    ),
+    "bug.dropout_eval": (
+        "dropout left on at evaluation (dropout_p={p} while the module is in eval mode): the "
+        "kernel drops weights at random",
+        "评估时 dropout 没有关掉（模块处于 eval 模式，dropout_p={p}）：核函数会随机丢弃权重",
+    ),
+    "fix.dropout_eval": (
+        "dropout only while training: dropout_p={p} if {owner}.training else 0.0",
+        "只在训练时做 dropout：dropout_p={p} if {owner}.training else 0.0",
+    ),
+    "fix.mask_inverted_call": (
+        "SDPA keeps the keys where a boolean mask is True (masked_fill masks where True): "
+        "attn_mask={mask}",
+        "SDPA 保留布尔掩码为 True 的键（masked_fill 则遮住为 True 的位置）：attn_mask={mask}",
+    ),
+    "fix.mask_missing_call": (
+        "the call masks nothing: pass is_causal=True for a causal model (or attn_mask=<boolean "
+        "keep mask>)",
+        "这次调用什么也没遮住：因果模型要传 is_causal=True（或者 attn_mask=<布尔保留掩码>）",
+    ),
+    "fix.causal_unexpected_call": (
+        "the model is not causal: is_causal=False, attn_mask=None (or pass --causal when it is a "
+        "decoder)",
+        "模型不是因果的：is_causal=False，attn_mask=None（如果它是解码器，请加上 --causal）",
+    ),
+    "fix.top_left_call": (
+        "is_causal=True aligns the causal mask top-left when keys outnumber queries: pass "
+        "is_causal=False, attn_mask=torch.nn.attention.bias.causal_lower_right(S, N) (or "
+        "torch.ones(S, N, dtype=torch.bool).tril(diagonal=N - S))",
+        "键比查询多时，is_causal=True 会把因果掩码左上对齐：应传 is_causal=False，"
+        "attn_mask=torch.nn.attention.bias.causal_lower_right(S, N)（或 "
+        "torch.ones(S, N, dtype=torch.bool).tril(diagonal=N - S)）",
+    ),
+    "fix.scale_call": (
+        "SDPA's scale multiplies the scores: {scale}, or leave scale out (its default is 1/√d)",
+        "SDPA 的 scale 会乘到分数上：{scale}，或者不传 scale（默认就是 1/√d）",
+    ),
     "bug.before_cache": (
         "the new keys and values put before the cache (cat(new, cache))",
         "新的键和值放在了缓存前面（cat(new, cache)）",
