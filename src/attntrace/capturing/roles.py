@@ -7,6 +7,7 @@ from collections.abc import Sequence
 
 from attntrace.capturing.axes import FUSED, FUSED_KVS, GROUP_HEADS, HEADS_FUSED
 from attntrace.capturing.events import Event
+from attntrace.capturing.kernel import LINEAGE
 
 Axes = tuple[str, ...]
 
@@ -47,6 +48,9 @@ class _Finder:
     def role(self, e: Event) -> str:
         ins = [self.line.get(i, "") if i is not None else "" for i in e.inputs]
         lineage, role = self._classify(e, ins)
+        step = e.params.get("step")
+        if step:  # a step of an opened kernel (capturing/kernel.py): what it plays is known
+            lineage, role = lineage or LINEAGE.get(step, step), "" if step == "dropout" else step
         if lineage:
             self.line[e.index] = lineage
         if role and role not in self.given:
