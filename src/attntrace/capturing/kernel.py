@@ -34,6 +34,10 @@ if TYPE_CHECKING:
 
 Shape = tuple[int, ...]
 
+#: The ``into`` name (``capture(into=…)``, as the CLI hands packages to the sandboxed child)
+#: that keeps every fused kernel one row per call (``trace --opaque``).
+OPAQUE = "attntrace:opaque"
+
 #: The op names of the kernels opened.
 SDPA = "scaled_dot_product_attention"
 FLEX = "flex_attention"
@@ -66,7 +70,7 @@ class KernelCall:
     >>> call = KernelCall(index=0, op=SDPA, location="a.py:3", source="sdpa(q, k, v)",
     ...                   steps=("k_t", "scores"), flops=(0, 64), bytes=(32, 64))
     >>> call.total_flops, call.total_bytes, call.verdict
-    (64, 96, 'replayed; equals the kernel's output within 0')
+    (64, 96, "replayed; equals the kernel's output within 0")
     """
 
     index: int
@@ -103,13 +107,8 @@ class KernelCall:
 
     @property
     def verdict(self) -> str:
-        """What the context row says of the replay."""
-        if self.agrees:
-            return f"replayed; equals the kernel's output within {self.max_abs:.2g}"
-        return (
-            f"replayed; differs from the kernel's output by {self.max_abs:.2g} "
-            f"(tolerance {self.tol:.2g}): the kernel's output is used"
-        )
+        """What the context row says of the replay (see :func:`verdict`)."""
+        return verdict(self.max_abs, self.tol)
 
     def to_dict(self) -> dict[str, Any]:
         """Plain data for JSON (``kernels`` of ``trace --format json``)."""
@@ -171,7 +170,7 @@ class Replay:
     flops: list[int] = field(default_factory=list)
     bytes: list[int] = field(default_factory=list)
 
-    def step(  # noqa: PLR0913  (what one event is made of)
+    def step(
         self,
         name: str,
         value: Any,
@@ -211,7 +210,9 @@ class Replay:
     ) -> Event:
         rec = self.hooks.recorder
         kept = value.detach() if rec.keep_values else value
-        return rec.record(kept, 0, func, kind, site, operands, self.hooks.adapter, params, key=value)
+        return rec.record(
+            kept, 0, func, kind, site, operands, self.hooks.adapter, params, key=value
+        )
 
 
 def replay_sdpa(
@@ -236,23 +237,57 @@ def replay_sdpa(
         hooks.kernels += 1
         call = _arguments(bound, q, k, v)
         weights, v_used = _weights(replay, call, q, k, v, bound.get("attn_mask"), rng)
-        context = replay.meter.matmul(weights, v_used)  # (B, h, S, d)
-        max_abs = _max_abs(context, result)
-        tol = TOLERANCE.get(_dtype(result), 1e-4) * max(1.0, _peak(result))
-        checked = {"max_abs": max_abs, "tol": tol, "agrees": max_abs <= tol}
-        said = KernelCall(index=0, op=SDPA, location="", source="", **checked).verdict
-        v_name = "v_rep" if call["enable_gqa"] and v_used is not v else "v"
-        ends = Site(site.location, f"weights @ {v_name}  ({said})", site.target, site.targets)
+        v_name = "v_rep" if v_used is not v else "v"
+        return finish(replay, {"op": SDPA, **call}, result, weights, v_used, v_name)
 
-        def record(r: Replay) -> dict[str, Any]:
-            counts = {"flops": tuple(r.flops), "bytes": tuple(r.bytes)}
-            where = {"location": site.location, "source": site.source}
-            made = KernelCall(index=r.index, op=SDPA, **where, **counts, **checked, **call)
-            return made.to_dict()
 
-        ins = [weights, v_used]
-        replay.step("context", result, "matmul", "matmul", ins, "", site=ends, last=record)
-        return kernel_calls(hooks.recorder.events[-len(replay.names) :])[-1]
+def finish(
+    replay: Replay,
+    fields: dict[str, Any],
+    result: Any,
+    weights: Any,
+    v: Any,
+    v_name: str = "v",
+) -> KernelCall:
+    """The replay's context ``weights @ v`` checked against the kernel's ``result``; the
+    context step recorded (its value the kernel's), with the call's record."""
+    context = replay.meter.matmul(weights, v)  # (B, h, S, d)
+    max_abs = _max_abs(context, result)
+    tol = TOLERANCE.get(_dtype(result), 1e-4) * max(1.0, _peak(result))
+    site = replay.site
+    fields = {
+        **fields,
+        "location": site.location,
+        "source": site.source,
+        "max_abs": max_abs,
+        "tol": tol,
+        "agrees": max_abs <= tol,
+    }
+    said = verdict(max_abs, tol)
+    ends = Site(site.location, f"weights @ {v_name}  ({said})", site.target, site.targets)
+
+    def record(r: Replay) -> dict[str, Any]:
+        counts: dict[str, Any] = {"index": r.index, "flops": tuple(r.flops)}
+        counts["bytes"] = tuple(r.bytes)
+        return KernelCall(**fields, **counts).to_dict()
+
+    ins = [weights, v]
+    replay.step("context", result, "matmul", "matmul", ins, "", site=ends, last=record)
+    return kernel_calls(replay.hooks.recorder.events[-len(replay.names) :])[-1]
+
+
+def verdict(max_abs: float, tol: float) -> str:
+    """What the context row says of a replay that is ``max_abs`` from the kernel's output.
+
+    >>> verdict(2e-6, 1e-4)
+    "replayed; equals the kernel's output within 2e-06"
+    """
+    if max_abs <= tol:
+        return f"replayed; equals the kernel's output within {max_abs:.2g}"
+    return (
+        f"replayed; differs from the kernel's output by {max_abs:.2g} "
+        f"(tolerance {tol:.2g}): the kernel's output is used"
+    )
 
 
 def _arguments(bound: Mapping[str, Any], q: Any, k: Any, v: Any) -> dict[str, Any]:
@@ -271,7 +306,7 @@ def _arguments(bound: Mapping[str, Any], q: Any, k: Any, v: Any) -> dict[str, An
     }
 
 
-def _weights(  # noqa: PLR0913  (the call's tensors)
+def _weights(
     replay: Replay, call: dict[str, Any], q: Any, k: Any, v: Any, attn_mask: Any, rng: Any
 ) -> tuple[Any, Any]:
     """k_rep, v_rep, k_t, scores, scaled, mask, masked, weights (and dropout) recorded; the
@@ -297,7 +332,9 @@ def _weights(  # noqa: PLR0913  (the call's tensors)
         call["mask"] = found.record
     weights = be.softmax(last)  # (B, h, S, N); a row with every key hidden: zeros, as SDPA
     shown = "masked" if found is not None else "scaled"
-    weights = step("weights", weights, "elementwise", "softmax", [last], f"softmax({shown}, dim=-1)")
+    weights = step(
+        "weights", weights, "elementwise", "softmax", [last], f"softmax({shown}, dim=-1)"
+    )
     if call["dropout_p"] > 0:
         weights = _dropout(replay, weights, call["dropout_p"], rng)
     return weights, v
