@@ -249,7 +249,8 @@ def test_module_instance_and_torch_function_targets(tmp_path: Path) -> None:
     assert code == 0
     steps = json.loads(out)["steps"]
     assert steps[0]["shape"] == [3, 32]  # H from the module's embed_dim, (S, H) without --batch
-    assert [s["role"] for s in steps if s["op"] == "scaled_dot_product_attention"] == ["context"]
+    inside = [s["role"] for s in steps if s["location"] == "mods.py:14"]  # the SDPA call, opened
+    assert inside == ["k_t", "scores", "scaled", "weights", "context"]
     assert steps[-1]["axes"] == ["S", "H"]
     assert steps[-1]["role"] == "merged"
     code, out = _run(f"{tmp_path / 'mods.py'}:fn", "--hidden", "8", "--format", "json")

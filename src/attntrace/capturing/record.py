@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     import numpy as np
 
     from attntrace.capturing.explain import Explanation
+    from attntrace.capturing.kernel import KernelCall
 
 #: The ``schema`` value of :meth:`Capture.to_dict`.
 CAPTURE_SCHEMA_ID = "attntrace.capture/1"
@@ -354,6 +355,13 @@ class Capture:
     def shape(self, name: str) -> Shape:
         """The shape of the step ``name`` names (see :meth:`__getitem__`)."""
         return self[name].shape
+
+    def kernels(self) -> tuple[KernelCall, ...]:
+        """Every fused kernel call the code made that was opened (replayed step by step:
+        :mod:`attntrace.capturing.kernel`), in call order."""
+        from attntrace.capturing.kernel import kernel_calls
+
+        return kernel_calls(self._recorder.events)
 
     def axis_sizes(self) -> dict[str, int]:
         """The size of every axis letter the propagation found, e.g. ``{"S": 3, "H": 768, …}``."""

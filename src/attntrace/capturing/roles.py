@@ -7,6 +7,7 @@ from collections.abc import Sequence
 
 from attntrace.capturing.axes import FUSED, FUSED_KVS, GROUP_HEADS, HEADS_FUSED
 from attntrace.capturing.events import Event
+from attntrace.capturing.kernel import LINEAGE
 
 Axes = tuple[str, ...]
 
@@ -43,10 +44,15 @@ class _Finder:
         from attntrace.capturing.analyse import mask_roots
 
         self.masks = mask_roots(events)  # a tril buffer is a mask, never x or x_kv
+        #: the masks given to an opened kernel: its own mask step plays the role
+        self.read = {i for e in events if e.params.get("step") == "mask" for i in e.inputs}
 
     def role(self, e: Event) -> str:
         ins = [self.line.get(i, "") if i is not None else "" for i in e.inputs]
         lineage, role = self._classify(e, ins)
+        step = e.params.get("step")
+        if step:  # a step of an opened kernel (capturing/kernel.py): what it plays is known
+            lineage, role = lineage or LINEAGE.get(step, step), "" if step == "dropout" else step
         if lineage:
             self.line[e.index] = lineage
         if role and role not in self.given:
@@ -56,8 +62,10 @@ class _Finder:
 
     def _classify(self, e: Event, ins: list[str]) -> tuple[str, str]:  # noqa: PLR0911
         axes = self.axes[e.index]
+        if e.kind == "create" and e.index in self.masks:
+            return "mask", "" if e.index in self.read else "mask"
         if e.kind == "create":
-            return ("mask", "mask") if e.index in self.masks else self._root(axes)
+            return self._root(axes)
         flat = len(e.input_shapes) == 1 and len(e.input_shapes[0]) == 1
         if e.kind == "reshape" and flat and not ins[0] and axes[-2:] in (("S", "H"), ("N", "M")):
             return self._root(axes)  # np.frombuffer(b).reshape(S, H): the input

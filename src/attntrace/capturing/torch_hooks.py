@@ -10,7 +10,7 @@ from functools import lru_cache
 from types import CodeType
 from typing import Any
 
-from attntrace.capturing import ops
+from attntrace.capturing import kernel, ops
 from attntrace.capturing.record import Adapter, Recorder
 from attntrace.capturing.source import (
     Site,
@@ -79,6 +79,8 @@ class TorchHooks:
     """Installs and removes the torch side of a capture."""
 
     recorder: Recorder
+    opaque: bool = False  # True: a fused kernel (SDPA, flex_attention) stays one row per call
+    kernels: int = 0  # the kernel calls opened so far
     adapter: Adapter = field(init=False)
     stack: list[_Call] = field(default_factory=list)
     _undo: list[Callable[[], None]] = field(default_factory=list)
@@ -118,12 +120,16 @@ class TorchHooks:
         site = None if frame is None else site_of(frame)
         if site is not None:
             self._adopt(operands, site, _local_names(frame, operands))
+        opens = site is not None and not self.opaque and name in kernel.OPENED
+        rng = kernel.rng_before(name, args, kwargs) if opens else None
         try:
             result = func(*args, **kwargs)
         except Exception as exc:
             self._failed(frame, name, args, kwargs, operands, exc)
             raise
-        if site is not None:
+        if opens and site is not None:
+            kernel.OPENED[name](self, args, kwargs, result, site, rng)
+        elif site is not None:
             kind, params = ops.torch_kind(name, args, kwargs, len(operands))
             self._record(result, ops.display(name), kind, site, operands, params)
         return result
