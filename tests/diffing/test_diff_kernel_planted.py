@@ -317,3 +317,62 @@ def test_the_kernel_corpus_holds_at_least_ten_one_line_edits() -> None:
     ids = [p.id for p in (*NANO_EDITS, *HF_EDITS, *XT_EDITS)]
     assert len(ids) >= 10
     assert len(set(ids)) == len(ids)
+
+
+# ---------------------------------------------------------------------------------------------
+# transformers:<Class> with attn_implementation="sdpa": the same rows as with "eager"
+
+SDPA_FAMILIES = {  # class -> (sizes, --init beyond the implementation, the reference's config)
+    "LlamaAttention": (HF_SIZES, {}, {"kv_heads": 2, "causal": True}),
+    "MistralAttention": (HF_SIZES, {"sliding_window": 3}, {"kv_heads": 2, "causal": True,
+                                                           "window": 3}),
+    "Qwen2Attention": (HF_SIZES, {}, {"kv_heads": 2, "causal": True}),
+    "GemmaAttention": (HF_SIZES, {}, {"kv_heads": 2, "causal": True}),
+    "BertSelfAttention": ({"hidden": 32, "heads": 4}, {}, {}),
+}  # fmt: skip
+
+
+def _rows(name: str, implementation: str) -> tuple[str, list[tuple[str, str]], int]:
+    from attntrace.capturing.library import build, find_class
+
+    sizes, init, config = SDPA_FAMILIES[name]
+    torch.manual_seed(0)
+    layer = build(
+        find_class("transformers", name), {"attn_implementation": implementation, **init}, sizes
+    )
+    report = diff(layer, AttentionConfig(batch=2, seq=5, hidden=32, heads=4, **config))
+    seen = sum(r.user is not None for r in report.rows)
+    return report.verdict, [(r.step.name, r.status) for r in report.rows], seen
+
+
+@pytest.mark.slow
+@pytest.mark.e2e  # transformers classes
+@pytest.mark.parametrize("name", list(SDPA_FAMILIES))
+def test_transformers_sdpa_gives_the_rows_and_verdict_of_eager(name: str) -> None:
+    """The SDPA call opened step by step: every step eager shows is shown, matched, again."""
+    pytest.importorskip("transformers")
+    eager, sdpa = _rows(name, "eager"), _rows(name, "sdpa")
+    assert sdpa == eager
+    assert eager[0] == "match"
+    steps = {step for step, status in eager[1] if status == "match"}
+    assert {"scores", "scaled", "weights", "context", "output"} <= steps
+
+
+@pytest.mark.slow
+@pytest.mark.e2e
+def test_an_implementation_attntrace_cannot_open_is_refused_with_the_choices() -> None:
+    pytest.importorskip("transformers")
+    from typer.testing import CliRunner
+
+    from attntrace.cli import app
+
+    args = [
+        "diff",
+        "transformers:LlamaAttention",
+        "--init",
+        "attn_implementation=flash_attention_2",
+    ]
+    result = CliRunner().invoke(app, [*args, "--seq", "4"])
+    assert result.exit_code == 2, result.output
+    assert "attntrace runs eager or sdpa" in result.output
+    assert "Traceback" not in result.output
