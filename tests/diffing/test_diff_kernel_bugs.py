@@ -104,7 +104,7 @@ def test_a_fix_is_written_in_the_users_own_call(key: str, call: str, words: str)
 
 
 def test_a_fix_for_a_line_that_is_no_kernel_call_is_left_as_it_is() -> None:
-    d = Diagnosis("masked", "mask-inverted", "…", "flip the mask", "m.py:7", "s = q @ k", 1.0, 1.0)
+    d = Diagnosis("masked", "mask-inverted", "…", "flip it", "m.py:7", "s = q @ k", 1.0, 1.0)
     assert in_kernel_terms(d) is d
     assert fix_in_call("attn_mask={mask}", "no call here") == "attn_mask={mask}"
 

@@ -376,3 +376,60 @@ def test_an_implementation_attntrace_cannot_open_is_refused_with_the_choices() -
     assert result.exit_code == 2, result.output
     assert "attntrace runs eager or sdpa" in result.output
     assert "Traceback" not in result.output
+
+
+# ---------------------------------------------------------------------------------------------
+# a chunked prefill through SDPA: is_causal=True is top-left when the keys outnumber the queries
+
+CACHED = '''import torch
+import torch.nn as nn
+from torch.nn import functional as F
+from torch.nn.attention.bias import causal_lower_right
+
+
+class CachedAttention(nn.Module):
+    """nanoGPT's flash path with GPT-2's layer_past: the new tokens attend the cache too."""
+
+    def __init__(self, n_embd=32, n_head=4):
+        super().__init__()
+        self.c_attn = nn.Linear(n_embd, 3 * n_embd)
+        self.c_proj = nn.Linear(n_embd, n_embd)
+        self.n_head, self.n_embd = n_head, n_embd
+
+    def forward(self, x, layer_past=None):
+        B, T, C = x.size()
+        q, k, v = self.c_attn(x).split(self.n_embd, dim=2)
+        k = k.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)
+        q = q.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)
+        v = v.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)
+        if layer_past is not None:
+            k = torch.cat((layer_past[0], k), dim=-2)
+            v = torch.cat((layer_past[1], v), dim=-2)
+        y = F.scaled_dot_product_attention(q, k, v, attn_mask=causal_lower_right(T, k.size(-2)))
+        y = y.transpose(1, 2).contiguous().view(B, T, C)
+        return self.c_proj(y), (k, v)
+'''
+CAUSAL_CALL = (
+    "y = F.scaled_dot_product_attention(q, k, v, attn_mask=causal_lower_right(T, k.size(-2)))"
+)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("planted", [False, True], ids=["bottom-right", "is-causal-top-left"])
+def test_is_causal_in_a_chunked_prefill_is_named_top_left(planted: bool, tmp_path: Path) -> None:
+    p = Planted(
+        "top-left",
+        CAUSAL_CALL,
+        "y = F.scaled_dot_product_attention(q, k, v, is_causal=True)",
+        "decode-mask-top-left",
+        "attn_mask=torch.nn.attention.bias.causal_lower_right(S, N)",
+    )
+    path, lines, line = _edited(CACHED.splitlines(), p if planted else None, tmp_path / "c.py")
+    module = _load(path, f"_kernel_cached_{planted}")
+    torch.manual_seed(0)
+    config = AttentionConfig(batch=2, seq=3, hidden=32, heads=4, causal=True, past=4)
+    report = diff(module.CachedAttention(), config)
+    if not planted:
+        assert report.verdict == "match", (report.diagnosis, report.undecided)
+        return
+    _assert_named(report, p, path, lines, line)
