@@ -20,11 +20,11 @@ from chinese import english_runs
 CFG = AttentionConfig(batch=2, seq=5, hidden=16, heads=2, causal=True, dtype="float64")
 
 
-def _setting(config: AttentionConfig) -> tuple[Setting, dict[str, Any]]:
+def _setting(config: AttentionConfig, kernel: bool = True) -> tuple[Setting, dict[str, Any]]:
     ref = trace_attention(config, "numpy")
     tensors = dict(ref.params)
     tensors["x"] = ref["x"].value
-    return Setting(config, ref, tensors), tensors
+    return Setting(config, ref, tensors, kernel), tensors
 
 
 def _bug(s: Setting, key: str) -> Any:
@@ -72,6 +72,8 @@ def test_the_kernel_bugs_are_offered_only_where_they_can_happen() -> None:
     assert "window-dropped" not in keys
     causal, _ = _setting(CFG)
     assert {"mask-float-keep"} <= {b.key for b in catalogue(causal)}
+    eager, _ = _setting(CFG, kernel=False)  # the same weights as a mask filled with -1
+    assert "mask-float-keep" not in {b.key for b in catalogue(eager)}
 
 
 CALL = "y = F.scaled_dot_product_attention(query, k, v, attn_mask={m}, dropout_p={p}{rest})"

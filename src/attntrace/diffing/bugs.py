@@ -47,6 +47,7 @@ class Setting:
     config: AttentionConfig
     ref: Trace
     tensors: Mapping[str, Any]  # x and the parameters the reference ran with
+    kernel: bool = False  # the code calls a fused kernel (SDPA): its argument bugs are tried
 
     @property
     def lead(self) -> tuple[int, ...]:

@@ -496,7 +496,7 @@ def run_diff(
         notes += ("the reference starts after the module's own norm (x = self.norm(x))",)
     ref = trace_attention(config, "numpy", tensors=tensors)
     params = {k: v for k, v in tensors.items() if k not in ("x", "x_kv") and v is not None}
-    from attntrace.diffing.kernel_bugs import random_kernel
+    from attntrace.diffing.kernel_bugs import calls_kernel, random_kernel
 
     untracked = lambda: _call(layer, config, _untracked, given, params)  # noqa: E731
     dropout = random_kernel(lambda: check_deterministic(layer, untracked), untracked)
@@ -511,7 +511,8 @@ def run_diff(
         tol,
     )
     rows = align(ref, user)
-    diagnosis, mistaken = diagnose(Setting(config, ref, tensors), rows, user, tensors)
+    kernel = calls_kernel(s.source for s in steps)
+    diagnosis, mistaken = diagnose(Setting(config, ref, tensors, kernel), rows, user, tensors)
     if dropout is not None:  # torch's draws cannot be replayed: named from the call
         from attntrace.diffing.kernel_bugs import dropout_diagnosis
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 import ast
 import os
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
@@ -42,8 +42,8 @@ def kernel_bugs(s: Setting) -> Iterator[Bug]:
 def _float_keep_mask(s: Setting) -> Iterator[Bug]:
     """A 0/1 keep mask given as a float (nanoGPT's ``bias`` buffer, ``tril(ones)``): SDPA adds
     a float mask to the scores, so the kept keys get +1 and nothing is masked."""
-    if "mask" not in s.ref or s.ref["mask"].dtype != "bool":
-        return
+    if not s.kernel or "mask" not in s.ref or s.ref["mask"].dtype != "bool":
+        return  # in eager code the same weights come from a mask filled with -1, not -inf
 
     def added(done: Done, value: np.ndarray) -> np.ndarray:
         out: np.ndarray = done["scaled"] + done["mask"].astype(value.dtype)  # (B, h, S, N)
@@ -199,6 +199,15 @@ def in_kernel_terms(d: Diagnosis) -> Diagnosis:
     if not words or "||" in words or kernel_call(d.source) is None:
         return d
     return replace(d, fix=fix_in_call(words, d.source, key))
+
+
+def calls_kernel(sources: Iterable[str]) -> bool:
+    """Whether any of ``sources`` (the code's lines) calls SDPA or flex_attention.
+
+    >>> calls_kernel(["s = q @ k", "y = F.scaled_dot_product_attention(q, k, v)"])
+    True
+    """
+    return any(name + "(" in text for text in sources for name in KERNELS)
 
 
 def kernel_call(source: str) -> ast.Call | None:
