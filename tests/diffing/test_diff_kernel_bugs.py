@@ -12,7 +12,7 @@ import pytest
 from attntrace import AttentionConfig
 from attntrace.diffing.bugs import Setting, catalogue
 from attntrace.diffing.diagnose import Diagnosis, _run
-from attntrace.diffing.kernel_bugs import KERNEL_FIXES, fix_in_call, in_kernel_terms
+from attntrace.diffing.kernel_args import KERNEL_FIXES, fix_in_call, in_kernel_terms
 from attntrace.engine.attention import trace_attention
 from attntrace.learn.lang import translate
 from chinese import english_runs

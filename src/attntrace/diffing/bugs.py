@@ -83,7 +83,7 @@ def _kernel(s: Setting) -> Iterator[Bug]:
     """The bugs only a kernel call makes (:mod:`attntrace.diffing.kernel_bugs`)."""
     from attntrace.diffing.kernel_bugs import kernel_bugs
 
-    return kernel_bugs(s)
+    return (Bug(**fields) for fields in kernel_bugs(s))
 
 
 def _decode(s: Setting) -> Iterator[Bug]:

@@ -496,7 +496,7 @@ def run_diff(
         notes += ("the reference starts after the module's own norm (x = self.norm(x))",)
     ref = trace_attention(config, "numpy", tensors=tensors)
     params = {k: v for k, v in tensors.items() if k not in ("x", "x_kv") and v is not None}
-    from attntrace.diffing.kernel_bugs import calls_kernel, random_kernel
+    from attntrace.diffing.kernel_args import calls_kernel, random_kernel
 
     untracked = lambda: _call(layer, config, _untracked, given, params)  # noqa: E731
     dropout = random_kernel(lambda: check_deterministic(layer, untracked), untracked)
@@ -514,7 +514,7 @@ def run_diff(
     kernel = calls_kernel(s.source for s in steps)
     diagnosis, mistaken = diagnose(Setting(config, ref, tensors, kernel), rows, user, tensors)
     if dropout is not None:  # torch's draws cannot be replayed: named from the call
-        from attntrace.diffing.kernel_bugs import dropout_diagnosis
+        from attntrace.diffing.kernel_args import dropout_diagnosis
 
         diagnosis, mistaken = dropout_diagnosis(dropout, rows[-1].agreement), None
     own = layer.own_layouts.get(diagnosis.bug or "") if diagnosis is not None else None
@@ -524,7 +524,7 @@ def run_diff(
     elif mistaken is not None:
         rows = counterparts(rows, mistaken, user)
     if diagnosis is not None:  # the fix in the user's framework, layout and batch
-        from attntrace.diffing.kernel_bugs import in_kernel_terms
+        from attntrace.diffing.kernel_args import in_kernel_terms
         from attntrace.diffing.wording import in_users_terms
 
         diagnosis = in_users_terms(diagnosis, layer.flavour, batched=config.batch is not None)
