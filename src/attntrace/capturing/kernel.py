@@ -68,6 +68,7 @@ LINEAGE = {
     "k_t": "k_t",
     "scores": "scores",
     "scaled": "scores",
+    "score_mod": "scores",
     "biased": "scores",
     "mask": "mask",
     "masked": "scores",
@@ -75,6 +76,9 @@ LINEAGE = {
     "dropout": "weights",
     "context": "context",
 }
+
+#: The replayed steps that play no step of the reference (no role).
+NO_ROLE = frozenset({"dropout", "score_mod"})
 
 
 @dataclass(frozen=True, kw_only=True)
