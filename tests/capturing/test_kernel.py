@@ -209,3 +209,29 @@ def test_opaque_keeps_one_row() -> None:
     assert [(s.op, s.role) for s in t.steps][-1] == ("scaled_dot_product_attention", "context")
     assert not t.kernels()
     assert "scores" not in t
+
+
+def test_the_document_has_the_kernel_s_steps_and_total() -> None:
+    """``trace --format json``'s ``kernels`` (schema attntrace.capture/2)."""
+    import jsonschema
+
+    from attntrace.schemas import capture_schema
+
+    q, k, v = _qkv(torch.float32, heads_kv=2)
+    t, _ = _run(q, k, v, attn_mask=_bool_mask((S, N)), enable_gqa=True)
+    doc = t.to_dict()
+    jsonschema.validate(doc, capture_schema())
+    (kernel,) = doc["kernels"]
+    names = [s["name"] for s in kernel["steps"]]
+    assert names[:-1] == ["k_rep", "v_rep", "k_t", "scores", "scaled", "mask", "masked", "weights"]
+    assert kernel["total_flops"] == sum(s["flops"] for s in kernel["steps"])
+    assert kernel["mask"] == {
+        "kind": "bool",
+        "shape": [S, N],
+        "broadcast": [B, h, S, N],
+        "causal": "",
+        "diagonal": 0,
+    }
+    assert kernel["replay"]["agrees"] is True
+    assert kernel["location"].endswith(f":{_line()}")
+    assert any("scaled_dot_product_attention opened at" in n for n in doc["notes"])

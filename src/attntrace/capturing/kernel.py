@@ -34,9 +34,24 @@ if TYPE_CHECKING:
 
 Shape = tuple[int, ...]
 
-#: The ``into`` name (``capture(into=…)``, as the CLI hands packages to the sandboxed child)
-#: that keeps every fused kernel one row per call (``trace --opaque``).
-OPAQUE = "attntrace:opaque"
+#: Whether a capture keeps each fused kernel one row per call when ``capture(opaque=…)`` is
+#: not given: set once by ``trace --opaque``'s sandboxed child (:func:`keep_opaque`).
+_OPAQUE = [False]
+
+
+def keep_opaque(on: bool) -> None:
+    """From now on, captures keep each kernel call one row (``trace --opaque``) when ``on``."""
+    _OPAQUE[0] = on
+
+
+def opaque_default() -> bool:
+    """Whether captures keep kernel calls one row unless told (see :func:`keep_opaque`).
+
+    >>> opaque_default()
+    False
+    """
+    return _OPAQUE[0]
+
 
 #: The op names of the kernels opened.
 SDPA = "scaled_dot_product_attention"
@@ -53,6 +68,7 @@ LINEAGE = {
     "k_t": "k_t",
     "scores": "scores",
     "scaled": "scores",
+    "score_mod": "scores",
     "biased": "scores",
     "mask": "mask",
     "masked": "scores",
@@ -60,6 +76,9 @@ LINEAGE = {
     "dropout": "weights",
     "context": "context",
 }
+
+#: The replayed steps that play no step of the reference (no role).
+NO_ROLE = frozenset({"dropout", "score_mod"})
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -111,9 +130,27 @@ class KernelCall:
         return verdict(self.max_abs, self.tol)
 
     def to_dict(self) -> dict[str, Any]:
-        """Plain data for JSON (``kernels`` of ``trace --format json``)."""
+        """Every field as plain data (what the context event carries, through the sandbox)."""
         out = asdict(self)
         out |= {"total_flops": self.total_flops, "total_bytes": self.total_bytes}
+        return out
+
+    def document(self) -> dict[str, Any]:
+        """The call in ``trace --format json``'s ``kernels`` (schema attntrace.capture/2): its
+        arguments, each step with its FLOPs and bytes, the totals and the replay's check."""
+        fields = ("index", "op", "location", "source", "q", "k", "v", "is_causal", "scale")
+        more = ("scale_used", "dropout_p", "enable_gqa", "mask", "score_mod", "sparsity")
+        out: dict[str, Any] = {name: getattr(self, name) for name in (*fields, *more)}
+        for name in ("q", "k", "v"):
+            out[name] = list(out[name])
+        if self.mask is not None:
+            out["mask"] = {k: list(v) if isinstance(v, tuple) else v for k, v in self.mask.items()}
+        rows = zip(self.steps, self.flops, self.bytes, strict=False)
+        out["steps"] = [{"name": n, "flops": f, "bytes": b} for n, f, b in rows]
+        out |= {"total_flops": self.total_flops, "total_bytes": self.total_bytes}
+        finite = math.isfinite(self.max_abs)
+        replay = {"max_abs": self.max_abs if finite else None, "tol": self.tol}
+        out["replay"] = {**replay, "agrees": self.agrees}
         return out
 
     @classmethod
@@ -137,6 +174,39 @@ def kernel_calls(events: Sequence[Event]) -> tuple[KernelCall, ...]:
         for e in events
         if "call" in e.params
     )
+
+
+def remarks(events: Sequence[Event]) -> tuple[str, ...]:
+    """The notes of a capture that opened kernels: per op, where and how close its replays
+    came to the kernel's output; each call whose replay disagrees on its own."""
+    calls = kernel_calls(events)
+    out: list[str] = []
+    for op in dict.fromkeys(c.op for c in calls):
+        mine = [c for c in calls if c.op == op]
+        where = list(dict.fromkeys(c.location for c in mine))
+        places = ", ".join(where[:3]) + (", …" if len(where) > 3 else "")
+        worst = max(c.max_abs for c in mine if c.agrees) if any(c.agrees for c in mine) else 0.0
+        out.append(OPENED_NOTE.format(op=op, locations=places, max_abs=f"{worst:.2g}"))
+        out += [
+            DIFFERS_NOTE.format(
+                op=op, location=c.location, max_abs=f"{c.max_abs:.2g}", tol=f"{c.tol:.2g}"
+            )
+            for c in mine
+            if not c.agrees
+        ]
+    return tuple(out)
+
+
+#: What trace says of the kernels it opened (``learn/catalogue_cli.py``: ``note.kernel_*``).
+OPENED_NOTE = (
+    "{op} opened at {locations}: its steps are replayed from its arguments at the line of the "
+    "call, the replay equal to the kernel's output within {max_abs} (--opaque keeps one row per "
+    "call)"
+)
+DIFFERS_NOTE = (
+    "the replay of {op} at {location} differs from the kernel's output by {max_abs} (tolerance "
+    "{tol}): the steps after it use the kernel's output"
+)
 
 
 def rng_before(name: str, args: Sequence[Any], kwargs: Mapping[str, Any]) -> Any:

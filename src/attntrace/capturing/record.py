@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from attntrace.capturing.kernel import KernelCall
 
 #: The ``schema`` value of :meth:`Capture.to_dict`.
-CAPTURE_SCHEMA_ID = "attntrace.capture/1"
+CAPTURE_SCHEMA_ID = "attntrace.capture/2"
 
 
 @dataclass(frozen=True)
@@ -369,7 +369,7 @@ class Capture:
         return dict(self._sizes)
 
     def to_dict(self) -> dict[str, Any]:
-        """The capture as plain JSON-ready data (schema ``attntrace.capture/1``); no values.
+        """The capture as plain JSON-ready data (schema ``attntrace.capture/2``); no values.
         ``failure`` is the first op that raised while capturing, else None."""
         fail = self._recorder.failure
         return self.document(None if fail is None else fail.error)
@@ -395,6 +395,7 @@ class Capture:
             "params": [],
             "notes": [*self.notes, *self.remarks],
             "failure": None if error is None else self._failure_dict(error, frames),
+            "kernels": [k.document() for k in self.kernels()],
         }
 
     def _failure_dict(self, error: BaseException, frames: Sequence[Frame]) -> dict[str, Any]:

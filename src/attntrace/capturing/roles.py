@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 from attntrace.capturing.axes import FUSED, FUSED_KVS, GROUP_HEADS, HEADS_FUSED
 from attntrace.capturing.events import Event
-from attntrace.capturing.kernel import LINEAGE
+from attntrace.capturing.kernel import LINEAGE, NO_ROLE
 
 Axes = tuple[str, ...]
 
@@ -52,7 +52,7 @@ class _Finder:
         lineage, role = self._classify(e, ins)
         step = e.params.get("step")
         if step:  # a step of an opened kernel (capturing/kernel.py): what it plays is known
-            lineage, role = lineage or LINEAGE.get(step, step), "" if step == "dropout" else step
+            lineage, role = lineage or LINEAGE.get(step, step), "" if step in NO_ROLE else step
         if lineage:
             self.line[e.index] = lineage
         if role and role not in self.given:

@@ -52,7 +52,7 @@ def capture(
     torch: bool | None = None,
     into: Sequence[str] = (),
     stream: Callable[[Event], None] | None = None,
-    opaque: bool = False,
+    opaque: bool | None = None,
 ) -> Iterator[Session]:
     """Record every tensor operation the user's code runs inside the block.
 
@@ -63,19 +63,19 @@ def capture(
     installed packages whose code counts as the user's (``["transformers"]``: the ops inside
     its attention modules, not one row per module call). ``stream`` is called with each
     raw event as it is recorded. Each ``scaled_dot_product_attention`` call is opened: its
-    steps replayed (:mod:`attntrace.capturing.kernel`); ``opaque=True`` (or the name
-    :data:`~attntrace.capturing.kernel.OPAQUE` among ``into``) keeps it one row per call.
+    steps replayed (:mod:`attntrace.capturing.kernel`); ``opaque=True`` keeps it one row per
+    call (``None``: as ``trace --opaque`` set it, else opened).
 
     The block runs in this process: the user's code is not time- or memory-limited here (the
     CLI's ``trace`` runs it in a child process, :mod:`attntrace.capturing.sandbox`).
     """
-    from attntrace.capturing.kernel import OPAQUE
+    from attntrace.capturing.kernel import opaque_default
+    from attntrace.capturing.kernel import remarks as kernel_remarks
     from attntrace.capturing.source import forget, package_folders, trace_into
     from attntrace.capturing.torch_inside import following, remarks, split
 
     into, follow = split(into)
-    opaque = opaque or OPAQUE in into
-    into = tuple(p for p in into if p != OPAQUE)
+    opaque = opaque_default() if opaque is None else opaque
     places = package_folders(into)
     forget()
     recorder = Recorder(keep_values)
@@ -100,8 +100,8 @@ def capture(
         with following(follow):
             yield session
     finally:
-        if follow:
-            session.remarks = remarks(recorder.events)
+        opened = kernel_remarks(recorder.events)
+        session.remarks = (*(remarks(recorder.events) if follow else ()), *opened)
         trace_into(())
         for h in reversed(hooks):
             h.uninstall()

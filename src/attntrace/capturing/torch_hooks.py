@@ -101,6 +101,9 @@ class TorchHooks:
         post = nn_module.register_module_forward_hook(self._post, always_call=True)
         self._undo = [post.remove, pre.remove, lambda: mode.__exit__(None, None, None)]
         self.through = through
+        from attntrace.capturing import flex
+
+        self._undo.insert(0, flex.install(self))  # flex_attention: a Python function, shimmed
 
     def uninstall(self) -> None:
         for undo in self._undo:

@@ -1629,6 +1629,28 @@ MESSAGES: dict[str, tuple[str, str]] = {
         "追踪时关闭了 torch 的 MultiheadAttention 快速路径（torch._native_multi_head_attention，"
         "一个 C++ 运算）：同样的计算以 Python 运算执行，并显示出来",
     ),
+    "note.kernel_opened": (
+        "{op} opened at {locations}: its steps are replayed from its arguments at the line of "
+        "the call, the replay equal to the kernel's output within {max_abs} (--opaque keeps one "
+        "row per call)",
+        "{op} 已在 {locations} 打开：用它的参数在调用所在的那一行逐步重放它的各个步骤，重放结果与 "
+        "kernel 的输出相差不超过 {max_abs}（--opaque 让每次调用只占一行）",
+    ),
+    "note.kernel_differs": (
+        "the replay of {op} at {location} differs from the kernel's output by {max_abs} "
+        "(tolerance {tol}): the steps after it use the kernel's output",
+        "{location} 处 {op} 的重放结果与 kernel 的输出相差 {max_abs}（容差 {tol}）：之后的步骤使用 "
+        "kernel 的输出",
+    ),
+    "cell.kernel_equal": (
+        "replayed; equals the kernel's output within {max_abs}",
+        "已重放；与 kernel 的输出相差不超过 {max_abs}",
+    ),
+    "cell.kernel_differs": (
+        "replayed; differs from the kernel's output by {max_abs} (tolerance {tol}): the "
+        "kernel's output is used",
+        "已重放；与 kernel 的输出相差 {max_abs}（容差 {tol}）：使用 kernel 的输出",
+    ),
     "note.sdpa": (
         "nn.MultiheadAttention called with need_weights=False runs "
         "F.scaled_dot_product_attention, one fused op: its scores and weights are not visible "
