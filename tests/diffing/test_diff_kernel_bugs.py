@@ -65,6 +65,16 @@ def test_a_window_dropped_for_is_causal_replayed_is_sdpas_plain_causal() -> None
     assert not np.allclose(s.ref["context"].value, _sdpa(s.ref, is_causal=True))
 
 
+def test_a_mask_read_with_its_indices_swapped_is_what_sdpa_does_with_the_mask_transposed() -> None:
+    torch = pytest.importorskip("torch")
+    s, tensors = _setting(CFG)
+    mistaken = _run(_bug(s, "mask-axes-swapped"), s, tensors)
+    swapped = torch.ones(5, 5, dtype=torch.bool).tril().T  # kv_idx >= q_idx
+    np.testing.assert_allclose(
+        mistaken["context"].value, _sdpa(s.ref, attn_mask=swapped), atol=1e-12
+    )
+
+
 def test_the_kernel_bugs_are_offered_only_where_they_can_happen() -> None:
     plain, _ = _setting(AttentionConfig(batch=2, seq=5, hidden=16, heads=2))
     keys = {b.key for b in catalogue(plain)}
@@ -95,6 +105,10 @@ CALL = "y = F.scaled_dot_product_attention(query, k, v, attn_mask={m}, dropout_p
          "is_causal=True"),
         ("decode-mask-top-left", CALL.format(m="None", p="0.0", rest=", is_causal=True"),
          "causal_lower_right(S, N)"),
+        ("mask-axes-swapped", "y = flex_attention(q, k, v, block_mask=self.block_mask)",
+         "a causal mask_mod returns q_idx >= kv_idx"),
+        ("causal-offset-1", "y = flex_attention(q, k, v, block_mask=bm)",
+         "a mask_mod returning q_idx >= kv_idx"),
     ],
 )  # fmt: skip
 def test_a_fix_is_written_in_the_users_own_call(key: str, call: str, words: str) -> None:
@@ -119,7 +133,9 @@ def test_a_call_over_several_lines_with_text_around_it_is_read() -> None:
 
 def test_every_kernel_sentence_has_its_chinese() -> None:
     s, _ = _setting(AttentionConfig(**{**CFG.__dict__, "window": 2}))
-    bugs = [b for b in catalogue(s) if b.key in ("mask-float-keep", "window-dropped")]
+    kernel = ("mask-float-keep", "window-dropped", "mask-axes-swapped")
+    bugs = [b for b in catalogue(s) if b.key in kernel]
+    assert len(bugs) == len(kernel)
     dropout_name, dropout_fix = KERNEL_FIXES["dropout-at-eval"].split(" || ")
     said = [
         *(b.name for b in bugs),
@@ -131,3 +147,14 @@ def test_every_kernel_sentence_has_its_chinese() -> None:
         zh = translate(text, "zh")
         assert zh != text, text
         assert english_runs(zh) == [], (text, zh)
+
+
+def test_a_t5_bias_read_with_its_indices_swapped_is_the_bias_of_the_opposite_distance() -> None:
+    s, tensors = _setting(AttentionConfig(batch=1, seq=4, hidden=16, heads=2, bias=False,
+                                          relative_bias="8,16", dtype="float64"))  # fmt: skip
+    bug = _bug(s, "bias-axes-swapped")
+    mistaken = _run(bug, s, tensors)
+    bias = s.ref["position_bias"].value  # (h, S, N): bucket(j - i)
+    np.testing.assert_array_equal(mistaken["position_bias"].value, np.swapaxes(bias, -1, -2))
+    assert not np.allclose(mistaken["output"].value, s.ref["output"].value)
+    assert english_runs(translate(f"{bug.name}; {bug.fix}", "zh")) == []

@@ -11,7 +11,7 @@ import importlib.util
 import inspect
 import re
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -314,7 +314,7 @@ def test_x_transformers_flash_attn_unedited_is_match(
 
 
 def test_the_kernel_corpus_holds_at_least_ten_one_line_edits() -> None:
-    ids = [p.id for p in (*NANO_EDITS, *HF_EDITS, *XT_EDITS)]
+    ids = [p.id for p in (*NANO_EDITS, *HF_EDITS, *XT_EDITS)]  # real code, verbatim
     assert len(ids) >= 10
     assert len(set(ids)) == len(ids)
 
@@ -433,3 +433,58 @@ def test_is_causal_in_a_chunked_prefill_is_named_top_left(planted: bool, tmp_pat
         assert report.verdict == "match", (report.diagnosis, report.undecided)
         return
     _assert_named(report, p, path, lines, line)
+
+
+# ---------------------------------------------------------------------------------------------
+# flex_attention: a mask_mod with q_idx and kv_idx swapped, or the diagonal dropped
+
+FLEX = '''import torch
+import torch.nn as nn
+from torch.nn.attention.flex_attention import create_block_mask, flex_attention
+
+
+def causal(b, h, q_idx, kv_idx):
+    return q_idx >= kv_idx
+
+
+class FlexAttention(nn.Module):
+    """A block-masked causal attention, as torch's flex_attention tutorial writes it."""
+
+    def __init__(self, dim=32, heads=4, seq=5):
+        super().__init__()
+        self.heads = heads
+        self.qkv = nn.Linear(dim, 3 * dim)
+        self.proj = nn.Linear(dim, dim)
+        self.block_mask = create_block_mask(causal, None, None, seq, seq, device="cpu")
+
+    def forward(self, x):
+        B, S, C = x.shape
+        q, k, v = self.qkv(x).view(B, S, 3, self.heads, C // self.heads).permute(2, 0, 3, 1, 4)
+        y = flex_attention(q, k, v, block_mask=self.block_mask)
+        return self.proj(y.transpose(1, 2).reshape(B, S, C))
+'''
+MASK_MOD = "return q_idx >= kv_idx"
+FLEX_EDITS = [
+    Planted("flex-mask-mod-swapped", MASK_MOD, "return kv_idx >= q_idx", "mask-axes-swapped",
+            "a causal mask_mod returns q_idx >= kv_idx"),
+    Planted("flex-mask-mod-diagonal", MASK_MOD, "return q_idx > kv_idx", "causal-offset-1",
+            "a mask_mod returning q_idx >= kv_idx"),
+]  # fmt: skip
+
+
+@pytest.mark.slow
+@pytest.mark.e2e  # flex_attention's first call warms dynamo up (~10 s)
+@pytest.mark.parametrize("p", [None, *FLEX_EDITS], ids=["correct", *(p.id for p in FLEX_EDITS)])
+def test_a_bug_planted_in_a_flex_mask_mod_is_named_at_the_call(
+    p: Planted | None, tmp_path: Path
+) -> None:
+    path, lines, line = _edited(FLEX.splitlines(), p, tmp_path / "flex_attn.py")
+    module = _load(path, f"_kernel_flex_{'correct' if p is None else p.id.replace('-', '_')}")
+    torch.manual_seed(0)
+    report = diff(module.FlexAttention(), AttentionConfig(batch=2, seq=5, hidden=32, heads=4,
+                                                           causal=True))  # fmt: skip
+    if p is None:
+        assert report.verdict == "match", (report.diagnosis, report.undecided)
+        return
+    call = "y = flex_attention(q, k, v, block_mask=self.block_mask)"
+    _assert_named(report, replace(p, blamed=call), path, lines, line)

@@ -124,6 +124,12 @@ KERNEL_FIXES = {
     "decode-mask-top-left": "is_causal=True aligns the causal mask top-left when keys outnumber "
     "queries: pass is_causal=False, attn_mask=torch.nn.attention.bias.causal_lower_right(S, N) "
     "(or torch.ones(S, N, dtype=torch.bool).tril(diagonal=N - S))",
+    "mask-axes-swapped": "the mask reads q_idx and kv_idx swapped: a causal mask_mod returns "
+    "q_idx >= kv_idx, and a mask or bias is indexed [q_idx][kv_idx]",
+    "causal-offset-1": "a query attends keys up to and including itself: is_causal=True, or a "
+    "mask_mod returning q_idx >= kv_idx (attn_mask=torch.ones(S, S, dtype=torch.bool).tril())",
+    "causal-offset+1": "a query attends keys up to and including itself: is_causal=True, or a "
+    "mask_mod returning q_idx >= kv_idx (attn_mask=torch.ones(S, S, dtype=torch.bool).tril())",
     "scale": "SDPA's scale multiplies the scores: {scale}, or leave scale out (its default is "
     "1/√d)",
     "dropout-at-eval": "dropout left on at evaluation (dropout_p={p:g} while the module is in "

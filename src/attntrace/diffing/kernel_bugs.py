@@ -23,6 +23,7 @@ def kernel_bugs(s: Any) -> Iterator[dict[str, Any]]:
     ``s``, as the fields of a :class:`~attntrace.diffing.bugs.Bug`."""
     yield from _float_keep_mask(s)
     yield from _window_dropped(s)
+    yield from _swapped_axes(s)
 
 
 def _float_keep_mask(s: Any) -> Iterator[dict[str, Any]]:
@@ -60,3 +61,41 @@ def _window_dropped(s: Any) -> Iterator[dict[str, Any]]:
         "at": "mask",
         "config": {"window": None},
     }
+
+
+def _swapped_axes(s: Any) -> Iterator[dict[str, Any]]:
+    """A mask (or a score_mod's bias) read with the query and key indices swapped:
+    ``mask[kv_idx][q_idx]``, ``kv_idx >= q_idx`` for ``q_idx >= kv_idx``: the keep mask (or the
+    bias) transposed over (S, N), which only S = N allows."""
+    import numpy as np
+
+    cfg = s.config
+    if cfg.seq != cfg.keys or cfg.past:
+        return
+    if "mask" in s.ref and s.ref["mask"].dtype == "bool":
+
+        def transposed(done: Done, value: np.ndarray) -> np.ndarray:
+            return np.swapaxes(value, -1, -2).copy()  # (…, N, S) as (…, S, N)
+
+        yield {
+            "key": "mask-axes-swapped",
+            "name": "the mask read with the query and key indices swapped (mask[kv, q], "
+            "kv_idx >= q_idx): query i sees the keys j ≥ i",
+            "fix": "index the mask as [q_idx][kv_idx] (rows: queries, columns: keys); a causal "
+            "mask keeps kv_idx <= q_idx",
+            "at": "mask",
+            "replace": {"mask": transposed},
+        }
+    if "position_bias" in s.ref:
+
+        def bias_t(done: Done, value: np.ndarray) -> np.ndarray:
+            return np.swapaxes(value, -1, -2).copy()  # (h, S, N)
+
+        yield {
+            "key": "bias-axes-swapped",
+            "name": "the position bias read with the query and key indices swapped "
+            "(bias[h, kv, q]: the distance i - j for j - i)",
+            "fix": "index the bias as [h, q_idx, kv_idx]: the relative distance is kv_idx - q_idx",
+            "at": "position_bias",
+            "replace": {"position_bias": bias_t},
+        }

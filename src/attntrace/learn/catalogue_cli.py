@@ -1252,6 +1252,38 @@ MESSAGES: dict[str, tuple[str, str]] = {
         "attn_mask=torch.nn.attention.bias.causal_lower_right(S, N)（或 "
         "torch.ones(S, N, dtype=torch.bool).tril(diagonal=N - S)）",
     ),
+    "bug.mask_axes_swapped": (
+        "the mask read with the query and key indices swapped (mask[kv, q], kv_idx >= q_idx): "
+        "query i sees the keys j ≥ i",
+        "掩码读取时查询和键的下标对调了（mask[kv, q]，kv_idx >= q_idx）：第 i 个查询看到的是 j ≥ i "
+        "的键",
+    ),
+    "fix.mask_axes_swapped": (
+        "index the mask as [q_idx][kv_idx] (rows: queries, columns: keys); a causal mask keeps "
+        "kv_idx <= q_idx",
+        "掩码要按 [q_idx][kv_idx] 取值（行是查询，列是键）；因果掩码保留 kv_idx <= q_idx",
+    ),
+    "fix.mask_axes_swapped_call": (
+        "the mask reads q_idx and kv_idx swapped: a causal mask_mod returns q_idx >= kv_idx, and "
+        "a mask or bias is indexed [q_idx][kv_idx]",
+        "掩码把 q_idx 和 kv_idx 读反了：因果的 mask_mod 应返回 q_idx >= kv_idx，掩码或偏置要按 "
+        "[q_idx][kv_idx] 取值",
+    ),
+    "bug.bias_axes_swapped": (
+        "the position bias read with the query and key indices swapped (bias[h, kv, q]: the "
+        "distance i - j for j - i)",
+        "位置偏置读取时查询和键的下标对调了（bias[h, kv, q]：用了距离 i - j 而不是 j - i）",
+    ),
+    "fix.bias_axes_swapped": (
+        "index the bias as [h, q_idx, kv_idx]: the relative distance is kv_idx - q_idx",
+        "偏置要按 [h, q_idx, kv_idx] 取值：相对距离是 kv_idx - q_idx",
+    ),
+    "fix.causal_call": (
+        "a query attends keys up to and including itself: is_causal=True, or a mask_mod returning "
+        "q_idx >= kv_idx (attn_mask=torch.ones(S, S, dtype=torch.bool).tril())",
+        "第 i 个查询只看第 0 到第 i 个键（包括它自己）：is_causal=True，或者 mask_mod 返回 "
+        "q_idx >= kv_idx（attn_mask=torch.ones(S, S, dtype=torch.bool).tril()）",
+    ),
     "fix.scale_call": (
         "SDPA's scale multiplies the scores: {scale}, or leave scale out (its default is 1/√d)",
         "SDPA 的 scale 会乘到分数上：{scale}，或者不传 scale（默认就是 1/√d）",
