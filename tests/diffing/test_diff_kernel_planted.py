@@ -297,6 +297,7 @@ def _xt(
 
 
 @pytest.mark.slow
+@pytest.mark.e2e  # x-transformers' import alone takes seconds
 @pytest.mark.parametrize("p", XT_EDITS, ids=[p.id for p in XT_EDITS])
 def test_a_bug_planted_in_x_transformers_flash_attn_is_named_at_the_call(
     p: Planted, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
@@ -306,6 +307,7 @@ def test_a_bug_planted_in_x_transformers_flash_attn_is_named_at_the_call(
 
 
 @pytest.mark.slow
+@pytest.mark.e2e
 def test_x_transformers_flash_attn_unedited_is_match(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
