@@ -417,6 +417,7 @@ CAUSAL_CALL = (
 
 
 @pytest.mark.slow
+@pytest.mark.e2e  # causal_lower_right's CausalBias imports torch._dynamo: seconds in a worker
 @pytest.mark.parametrize("planted", [False, True], ids=["bottom-right", "is-causal-top-left"])
 def test_is_causal_in_a_chunked_prefill_is_named_top_left(planted: bool, tmp_path: Path) -> None:
     p = Planted(
