@@ -136,6 +136,8 @@ def test_is_causal_is_the_top_left_tril(s: int, n: int) -> None:
     assert t["mask"].source == f"ones({s}, {n}).tril(0): is_causal, top-left"
 
 
+@pytest.mark.slow
+@pytest.mark.e2e  # importing torch.nn.attention.bias loads torch's dynamo: ~4 s
 def test_causal_lower_right_bias_is_materialised() -> None:
     """torch.nn.attention.bias.causal_lower_right: the tril whose diagonal is N - S."""
     from torch.nn.attention.bias import causal_lower_right

@@ -21,14 +21,11 @@ import linecache
 import math
 import os
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from attntrace.capturing.kernel import FLEX, KernelCall, Replay, finish, mask_record
 from attntrace.capturing.ops import swap
 from attntrace.capturing.source import Site, site_of, user_frame
-
-if TYPE_CHECKING:
-    from attntrace.capturing.torch_hooks import TorchHooks
 
 #: The module that holds flex_attention.
 MODULE = "torch.nn.attention.flex_attention"
@@ -42,7 +39,7 @@ def _shim(*args: Any, **kwargs: Any) -> Any:
     return _attntrace_flex_attention(*args, **kwargs)  # type: ignore[name-defined]  # noqa: F821
 
 
-def install(hooks: TorchHooks) -> Callable[[], None]:
+def install(hooks: Any) -> Callable[[], None]:
     """Route every flex_attention call through :func:`_called` until the returned undo runs."""
     import importlib
     import types
@@ -74,7 +71,7 @@ def install(hooks: TorchHooks) -> Callable[[], None]:
 
 
 def _called(
-    hooks: TorchHooks, original: Callable[..., Any], args: Sequence[Any], kwargs: Mapping[str, Any]
+    hooks: Any, original: Callable[..., Any], args: Sequence[Any], kwargs: Mapping[str, Any]
 ) -> Any:
     """One flex_attention call: run as it is; when the user's code made it, opened (or one row
     with ``--opaque``)."""
@@ -98,7 +95,7 @@ def _called(
     return result
 
 
-def replay_flex(hooks: TorchHooks, bound: Mapping[str, Any], result: Any, site: Site) -> KernelCall:
+def replay_flex(hooks: Any, bound: Mapping[str, Any], result: Any, site: Site) -> KernelCall:
     """Replay one flex_attention call whose output was ``result``, recording its steps."""
     import torch
 

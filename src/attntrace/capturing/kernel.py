@@ -30,7 +30,6 @@ from attntrace.capturing.source import Site
 
 if TYPE_CHECKING:
     from attntrace.capturing.events import Event
-    from attntrace.capturing.torch_hooks import TorchHooks
 
 Shape = tuple[int, ...]
 
@@ -232,7 +231,7 @@ class Replay:
     """Records the replayed steps of one call: each at the call's line, with its formula as the
     code, its role as ``params["step"]`` and its FLOPs from the cost meter."""
 
-    hooks: TorchHooks
+    hooks: Any
     site: Site
     index: int
     meter: Any  # CostMeter over the torch backend
@@ -280,13 +279,13 @@ class Replay:
     ) -> Event:
         rec = self.hooks.recorder
         kept = value.detach() if rec.keep_values else value
-        return rec.record(
-            kept, 0, func, kind, site, operands, self.hooks.adapter, params, key=value
-        )
+        adapter = self.hooks.adapter
+        event: Event = rec.record(kept, 0, func, kind, site, operands, adapter, params, key=value)
+        return event
 
 
 def replay_sdpa(
-    hooks: TorchHooks,
+    hooks: Any,
     args: Sequence[Any],
     kwargs: Mapping[str, Any],
     result: Any,

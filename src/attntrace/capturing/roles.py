@@ -31,6 +31,21 @@ def roles(events: Sequence[Event], axes: Sequence[Axes]) -> list[str]:
     return refine(events, axes, out, found.line)
 
 
+def _kernel_masks(events: Sequence[Event]) -> set[int]:
+    """The tensors an opened kernel's mask step was made from, back through each op of one
+    operand (a slice, a view, ``triu``) to where it began: its own mask step plays ``mask``."""
+    found: set[int] = set()
+    for e in events:
+        if e.params.get("step") != "mask":
+            continue
+        at = e.inputs[0] if len(e.inputs) == 1 else None
+        while at is not None and at not in found:
+            found.add(at)
+            made = events[at]
+            at = made.inputs[0] if len(made.inputs) == 1 else None
+    return found
+
+
 def _cached(axes: Axes) -> bool:
     """(…, d, N+S): the keys of a --past step transposed."""
     return len(axes) >= 2 and axes[-2] == "d" and "+" in axes[-1]
@@ -45,7 +60,7 @@ class _Finder:
 
         self.masks = mask_roots(events)  # a tril buffer is a mask, never x or x_kv
         #: the masks given to an opened kernel: its own mask step plays the role
-        self.read = {i for e in events if e.params.get("step") == "mask" for i in e.inputs}
+        self.read = _kernel_masks(events)
 
     def role(self, e: Event) -> str:
         ins = [self.line.get(i, "") if i is not None else "" for i in e.inputs]
