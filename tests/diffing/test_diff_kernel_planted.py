@@ -491,3 +491,46 @@ def test_a_bug_planted_in_a_flex_mask_mod_is_named_at_the_call(
         return
     call = "y = flex_attention(q, k, v, block_mask=self.block_mask)"
     _assert_named(report, replace(p, blamed=call), path, lines, line)
+
+
+# ---------------------------------------------------------------------------------------------
+# torch's nn.MultiheadAttention, need_weights=False: its SDPA call opened, its mask convention
+
+MHA_BLOCK = """import torch
+import torch.nn as nn
+
+
+class Block(nn.Module):
+    def __init__(self, dim=32, heads=4):
+        super().__init__()
+        self.attn = nn.MultiheadAttention(dim, heads, batch_first=True)
+
+    def forward(self, x):
+        keep = torch.ones(x.shape[1], x.shape[1], dtype=torch.bool).tril()
+        y, _ = self.attn(x, x, x, attn_mask=~keep, need_weights=False)
+        return y
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("planted", [False, True], ids=["masked-true", "sdpa-polarity"])
+def test_an_sdpa_polarity_mask_given_to_torch_mha_is_named_in_mhas_words(
+    planted: bool, tmp_path: Path
+) -> None:
+    """nn.MultiheadAttention hides the keys where a boolean mask is True, the opposite of
+    SDPA, which it calls: the fix speaks of the module's argument, not of torch's call."""
+    old = "y, _ = self.attn(x, x, x, attn_mask=~keep, need_weights=False)"
+    p = Planted("mha-polarity", old, old.replace("~keep", "keep"), "mask-inverted", "")
+    path, _, _ = _edited(MHA_BLOCK.splitlines(), p if planted else None, tmp_path / "mha.py")
+    module = _load(path, f"_kernel_mha_{planted}")
+    torch.manual_seed(0)
+    report = diff(module.Block(), AttentionConfig(batch=2, seq=5, hidden=32, heads=4, causal=True))
+    if not planted:
+        assert report.verdict == "match", (report.diagnosis, report.undecided)
+        return
+    d = report.diagnosis
+    assert report.verdict == "differs"
+    assert d is not None
+    assert d.bug == "mask-inverted", d
+    assert d.fix.startswith("nn.MultiheadAttention's boolean attn_mask is True where a key is")
+    assert "attn_mask=~keep" in d.fix

@@ -152,10 +152,30 @@ def in_kernel_terms(d: Diagnosis) -> Diagnosis:
     'scale=1 / math.sqrt(q.size(-1)), or leave scale out (its default is 1/√d)'
     """
     key = d.bug or ""
+    if _in_torch_mha(d):  # torch's own call, made by nn.MultiheadAttention: its convention
+        return replace(d, fix=MHA_FIXES[key]) if key in MHA_FIXES else d
     words = KERNEL_FIXES.get("scale" if key in _SCALES else key)
     if not words or "||" in words or kernel_call(d.source) is None:
         return d
     return replace(d, fix=fix_in_call(words, d.source, key))
+
+
+#: Fixes for a bug seen in the SDPA call of ``F.multi_head_attention_forward`` (torch's
+#: ``nn.MultiheadAttention``, followed): written for the module's arguments, not the call's.
+MHA_FIXES = {
+    "mask-inverted": "nn.MultiheadAttention's boolean attn_mask is True where a key is *hidden* "
+    "(the opposite of scaled_dot_product_attention's): pass attn_mask=~keep, or a causal "
+    "attn_mask=nn.Transformer.generate_square_subsequent_mask(S)",
+}
+
+
+def _in_torch_mha(d: Diagnosis) -> bool:
+    """Whether the line blamed is the SDPA call inside torch's ``F.multi_head_attention_forward``
+    (followed for ``nn.MultiheadAttention``): torch's functional.py, its positional call."""
+    call = kernel_call(d.source)
+    names = [ast.unparse(a) for a in call.args] if call is not None else []
+    torch_call = names == ["q", "k", "v", "attn_mask", "dropout_p", "is_causal"]
+    return d.location.startswith("functional.py:") and torch_call
 
 
 def calls_kernel(sources: Iterable[str]) -> bool:

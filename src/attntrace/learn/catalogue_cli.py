@@ -1284,6 +1284,14 @@ MESSAGES: dict[str, tuple[str, str]] = {
         "第 i 个查询只看第 0 到第 i 个键（包括它自己）：is_causal=True，或者 mask_mod 返回 "
         "q_idx >= kv_idx（attn_mask=torch.ones(S, S, dtype=torch.bool).tril()）",
     ),
+    "fix.mask_inverted_mha": (
+        "nn.MultiheadAttention's boolean attn_mask is True where a key is *hidden* (the opposite "
+        "of scaled_dot_product_attention's): pass attn_mask=~keep, or a causal "
+        "attn_mask=nn.Transformer.generate_square_subsequent_mask(S)",
+        "nn.MultiheadAttention 的布尔 attn_mask 为 True 表示*遮住*这个键（与 "
+        "scaled_dot_product_attention 相反）：应传 attn_mask=~keep，因果掩码可用 "
+        "attn_mask=nn.Transformer.generate_square_subsequent_mask(S)",
+    ),
     "fix.scale_call": (
         "SDPA's scale multiplies the scores: {scale}, or leave scale out (its default is 1/√d)",
         "SDPA 的 scale 会乘到分数上：{scale}，或者不传 scale（默认就是 1/√d）",
