@@ -158,3 +158,13 @@ def test_a_t5_bias_read_with_its_indices_swapped_is_the_bias_of_the_opposite_dis
     np.testing.assert_array_equal(mistaken["position_bias"].value, np.swapaxes(bias, -1, -2))
     assert not np.allclose(mistaken["output"].value, s.ref["output"].value)
     assert english_runs(translate(f"{bug.name}; {bug.fix}", "zh")) == []
+
+
+def test_kv_heads_tiled_before_a_kernel_call_may_go_in_whole_with_enable_gqa() -> None:
+    fix = "each kv head serves 2 consecutive query heads: k.repeat_interleave(2, dim=1)"
+    d = Diagnosis("k_rep", "gqa-tile-k-v", "…", fix, "m.py:7", "k = k.repeat(1, 2, 1, 1)", 1, 1)
+    fixed = in_kernel_terms(d, kernel=True)
+    tail = "; or hand scaled_dot_product_attention the kv heads as they are, with enable_gqa=True"
+    assert fixed.fix == fix + tail
+    assert in_kernel_terms(d) is d  # eager code: no kernel to hand them to
+    assert english_runs(translate(fixed.fix, "zh")) == []

@@ -190,7 +190,8 @@ HF_EDITS = [
         "hidden_states = hidden_states[:, None, :, :, :].expand(batch, n_rep, "
         "num_key_value_heads, slen, head_dim)",
         "gqa-tile-k-v",
-        "repeat_interleave(2, dim=1)",
+        "repeat_interleave(2, dim=1); or hand scaled_dot_product_attention the kv heads as they "
+        "are, with enable_gqa=True",
         "return hidden_states.reshape(batch, num_key_value_heads * n_rep, slen, head_dim)",
     ),
     Planted("hf-mask-dropped", "attn_mask=attention_mask,", "attn_mask=None,", "mask-missing", ""),

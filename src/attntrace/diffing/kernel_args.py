@@ -140,9 +140,14 @@ KERNEL_FIXES = {
 _SCALES = ("unscaled", "scaled-1/d", "scaled-sqrt(d)", "scaled-1/sqrt(H)")
 
 
-def in_kernel_terms(d: Diagnosis) -> Diagnosis:
+#: What a fix adds when the code hands the heads to a kernel after the mistake (``kernel``).
+ENABLE_GQA = "or hand scaled_dot_product_attention the kv heads as they are, with enable_gqa=True"
+
+
+def in_kernel_terms(d: Diagnosis, kernel: bool = False) -> Diagnosis:
     """``d`` with its fix written in the user's kernel call, when the line blamed is one
-    (``F.scaled_dot_product_attention(…)``, ``flex_attention(…)``); else ``d`` itself.
+    (``F.scaled_dot_product_attention(…)``, ``flex_attention(…)``); else ``d`` itself (with
+    ``kernel``, the code calls one later: kv heads tiled for it may go in whole, enable_gqa).
 
     >>> from attntrace.diffing.diagnose import Diagnosis
     >>> d = Diagnosis("scaled", "scaled-sqrt(d)", "…", "…", "m.py:9",
@@ -152,6 +157,8 @@ def in_kernel_terms(d: Diagnosis) -> Diagnosis:
     'scale=1 / math.sqrt(q.size(-1)), or leave scale out (its default is 1/√d)'
     """
     key = d.bug or ""
+    if kernel and key.startswith("gqa-tile") and kernel_call(d.source) is None:
+        return replace(d, fix=f"{d.fix}; {ENABLE_GQA}")  # the repeat line, before the call
     if _in_torch_mha(d):  # torch's own call, made by nn.MultiheadAttention: its convention
         return replace(d, fix=MHA_FIXES[key]) if key in MHA_FIXES else d
     words = KERNEL_FIXES.get("scale" if key in _SCALES else key)

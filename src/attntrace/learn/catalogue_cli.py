@@ -1292,6 +1292,10 @@ MESSAGES: dict[str, tuple[str, str]] = {
         "scaled_dot_product_attention 相反）：应传 attn_mask=~keep，因果掩码可用 "
         "attn_mask=nn.Transformer.generate_square_subsequent_mask(S)",
     ),
+    "fix.enable_gqa": (
+        "or hand scaled_dot_product_attention the kv heads as they are, with enable_gqa=True",
+        "或者把 K/V 头原样交给 scaled_dot_product_attention，并传 enable_gqa=True",
+    ),
     "fix.scale_call": (
         "SDPA's scale multiplies the scores: {scale}, or leave scale out (its default is 1/√d)",
         "SDPA 的 scale 会乘到分数上：{scale}，或者不传 scale（默认就是 1/√d）",
