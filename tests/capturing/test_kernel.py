@@ -268,3 +268,26 @@ def test_without_batch_or_heads_axes(lead: tuple[int, ...]) -> None:
     )
     np.testing.assert_allclose(t["weights"].value, weights.reshape(*lead, S, N), atol=1e-12)
     assert t.kernels()[0].agrees
+
+
+def test_a_replay_that_disagrees_says_so_and_the_kernel_s_output_is_used(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from attntrace.capturing import kernel
+
+    monkeypatch.setitem(kernel.TOLERANCE, "float32", 0.0)  # no float32 replay is bit-exact here
+    q, k, v = _qkv(torch.float32, s=64, n=64)
+    with attntrace.capture() as t:
+        y = F.scaled_dot_product_attention(q, k, v, scale=1.7)  # (B, h, S, d)
+        z = y * 2  # (B, h, S, d)
+    (call,) = t.kernels()
+    assert not call.agrees
+    assert "differs from the kernel's output by" in t["context"].source
+    assert t.remarks == (
+        f"the replay of scaled_dot_product_attention at {call.location} differs from the "
+        f"kernel's output by {call.max_abs:.2g} (tolerance 0): the steps after it use the "
+        "kernel's output",
+    )
+    np.testing.assert_array_equal(t["context"].value, y.numpy())
+    assert t["z"].inputs == (t["context"].name,)
+    np.testing.assert_array_equal(t["z"].value, z.numpy())

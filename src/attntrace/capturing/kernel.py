@@ -184,8 +184,9 @@ def remarks(events: Sequence[Event]) -> tuple[str, ...]:
         mine = [c for c in calls if c.op == op]
         where = list(dict.fromkeys(c.location for c in mine))
         places = ", ".join(where[:3]) + (", …" if len(where) > 3 else "")
-        worst = max(c.max_abs for c in mine if c.agrees) if any(c.agrees for c in mine) else 0.0
-        out.append(OPENED_NOTE.format(op=op, locations=places, max_abs=f"{worst:.2g}"))
+        agreeing = [c.max_abs for c in mine if c.agrees]
+        if agreeing:
+            out.append(OPENED_NOTE.format(op=op, locations=places, max_abs=f"{max(agreeing):.2g}"))
         out += [
             DIFFERS_NOTE.format(
                 op=op, location=c.location, max_abs=f"{c.max_abs:.2g}", tol=f"{c.tol:.2g}"
