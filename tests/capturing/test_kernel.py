@@ -237,3 +237,57 @@ def test_the_document_has_the_kernel_s_steps_and_total() -> None:
     assert kernel["replay"]["agrees"] is True
     assert kernel["location"].endswith(f":{_line()}")
     assert any("scaled_dot_product_attention opened at" in n for n in doc["notes"])
+
+
+def test_a_call_the_replay_cannot_follow_stays_one_row(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The replay raising leaves nothing half-recorded: the call is one row, as --opaque."""
+    from attntrace.capturing import kernel
+
+    def broken(*args: Any) -> Any:
+        raise TypeError("an argument the replay does not read")
+
+    monkeypatch.setattr(kernel, "_weights", broken)
+    q, k, v = _qkv(torch.float32)
+    t, out = _run(q, k, v, is_causal=True)
+    assert [s.op for s in t.steps] == ["scaled_dot_product_attention"]
+    assert not t.kernels()
+    np.testing.assert_array_equal(t["context"].value, out.numpy())
+
+
+@pytest.mark.parametrize("lead", [(), (3,)])
+def test_without_batch_or_heads_axes(lead: tuple[int, ...]) -> None:
+    """q (S, d) or (h, S, d): the kernel broadcasts; so does the replay."""
+    g = torch.Generator().manual_seed(2)
+    q, k, v = (torch.randn(*lead, n, d, generator=g, dtype=torch.float64) for n in (S, N, N))
+    with attntrace.capture() as t:
+        F.scaled_dot_product_attention(q, k, v, attn_mask=_bool_mask((S, N)))  # (…, S, d)
+    weights, _ = _expected(
+        *(x.reshape(1, -1, x.shape[-2], d) for x in (q, k, v)),
+        1 / math.sqrt(d),
+        _additive(_bool_mask((S, N))),
+    )
+    np.testing.assert_allclose(t["weights"].value, weights.reshape(*lead, S, N), atol=1e-12)
+    assert t.kernels()[0].agrees
+
+
+def test_a_replay_that_disagrees_says_so_and_the_kernel_s_output_is_used(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from attntrace.capturing import kernel
+
+    monkeypatch.setitem(kernel.TOLERANCE, "float32", 0.0)  # no float32 replay is bit-exact here
+    q, k, v = _qkv(torch.float32, s=64, n=64)
+    with attntrace.capture() as t:
+        y = F.scaled_dot_product_attention(q, k, v, scale=1.7)  # (B, h, S, d)
+        z = y * 2  # (B, h, S, d)
+    (call,) = t.kernels()
+    assert not call.agrees
+    assert "differs from the kernel's output by" in t["context"].source
+    assert t.remarks == (
+        f"the replay of scaled_dot_product_attention at {call.location} differs from the "
+        f"kernel's output by {call.max_abs:.2g} (tolerance 0): the steps after it use the "
+        "kernel's output",
+    )
+    np.testing.assert_array_equal(t["context"].value, y.numpy())
+    assert t["z"].inputs == (t["context"].name,)
+    np.testing.assert_array_equal(t["z"].value, z.numpy())

@@ -184,8 +184,9 @@ def remarks(events: Sequence[Event]) -> tuple[str, ...]:
         mine = [c for c in calls if c.op == op]
         where = list(dict.fromkeys(c.location for c in mine))
         places = ", ".join(where[:3]) + (", …" if len(where) > 3 else "")
-        worst = max(c.max_abs for c in mine if c.agrees) if any(c.agrees for c in mine) else 0.0
-        out.append(OPENED_NOTE.format(op=op, locations=places, max_abs=f"{worst:.2g}"))
+        agreeing = [c.max_abs for c in mine if c.agrees]
+        if agreeing:
+            out.append(OPENED_NOTE.format(op=op, locations=places, max_abs=f"{max(agreeing):.2g}"))
         out += [
             DIFFERS_NOTE.format(
                 op=op, location=c.location, max_abs=f"{c.max_abs:.2g}", tol=f"{c.tol:.2g}"
@@ -226,10 +227,24 @@ def _bound(args: Sequence[Any], kwargs: Mapping[str, Any]) -> dict[str, Any]:
     return {**dict(zip(_SDPA_ARGS, args, strict=False)), **kwargs}
 
 
+@dataclass(frozen=True)
+class _Made:
+    """One replayed step, waiting to be recorded."""
+
+    value: Any
+    func: str
+    kind: str
+    site: Site
+    operands: list[Any]
+    params: dict[str, Any]
+
+
 @dataclass
 class Replay:
-    """Records the replayed steps of one call: each at the call's line, with its formula as the
-    code, its role as ``params["step"]`` and its FLOPs from the cost meter."""
+    """The replayed steps of one call: each at the call's line, with its formula as the code,
+    its role as ``params["step"]`` and its FLOPs from the cost meter. They are recorded all at
+    once by :meth:`flush`, once the whole replay ran (a call it cannot follow leaves nothing
+    half-recorded: the hooks record it as one row)."""
 
     hooks: Any
     site: Site
@@ -238,6 +253,7 @@ class Replay:
     names: list[str] = field(default_factory=list)
     flops: list[int] = field(default_factory=list)
     bytes: list[int] = field(default_factory=list)
+    made: list[_Made] = field(default_factory=list)
 
     def step(
         self,
@@ -250,10 +266,8 @@ class Replay:
         params: Mapping[str, Any] | None = None,
         *,
         site: Site | None = None,
-        last: Callable[[Replay], dict[str, Any]] | None = None,
     ) -> Any:
-        """Record ``value`` as step ``name`` made by ``func`` from ``operands``; ``last``
-        gives the call's record, streamed with the last step (its counts are in by then)."""
+        """``value`` as step ``name`` made by ``func`` from ``operands``, with its FLOPs."""
         from attntrace.engine.costs import Registry, resolve
 
         charges, _ = self.meter.take()
@@ -262,26 +276,20 @@ class Replay:
         self.bytes.append(int(value.numel() * value.element_size()))
         where = site or Site(self.site.location, formula, name)
         extra = {"step": name, "kernel": self.index, **(params or {})}
-        if last is not None:
-            extra["call"] = last(self)
-        event = self._record(value, func, kind, where, list(operands), extra)
-        self.names.append(event.name)
+        self.made.append(_Made(value, func, kind, where, list(operands), extra))
         return value
 
-    def _record(
-        self,
-        value: Any,
-        func: str,
-        kind: str,
-        site: Site,
-        operands: list[Any],
-        params: dict[str, Any],
-    ) -> Event:
-        rec = self.hooks.recorder
-        kept = value.detach() if rec.keep_values else value
-        adapter = self.hooks.adapter
-        event: Event = rec.record(kept, 0, func, kind, site, operands, adapter, params, key=value)
-        return event
+    def flush(self, call: Mapping[str, Any]) -> None:
+        """Record every step, the last with the call's record ``call``."""
+        rec, adapter = self.hooks.recorder, self.hooks.adapter
+        for k, m in enumerate(self.made):
+            params = {**m.params, **({"call": dict(call)} if k == len(self.made) - 1 else {})}
+            kept = m.value.detach() if rec.keep_values else m.value
+            event = rec.record(
+                kept, 0, m.func, m.kind, m.site, m.operands, adapter, params, key=m.value
+            )
+            self.names.append(event.name)
+        self.made.clear()
 
 
 def replay_sdpa(
@@ -335,13 +343,11 @@ def finish(
     said = verdict(max_abs, tol)
     ends = Site(site.location, f"weights @ {v_name}  ({said})", site.target, site.targets)
 
-    def record(r: Replay) -> dict[str, Any]:
-        counts: dict[str, Any] = {"index": r.index, "flops": tuple(r.flops)}
-        counts["bytes"] = tuple(r.bytes)
-        return KernelCall(**fields, **counts).to_dict()
-
     ins = [weights, v]
-    replay.step("context", result, "matmul", "matmul", ins, "", site=ends, last=record)
+    replay.step("context", result, "matmul", "matmul", ins, "", site=ends)
+    counts: dict[str, Any] = {"index": replay.index, "flops": tuple(replay.flops)}
+    counts["bytes"] = tuple(replay.bytes)
+    replay.flush(KernelCall(**fields, **counts).to_dict())
     return kernel_calls(replay.hooks.recorder.events[-len(replay.names) :])[-1]
 
 

@@ -130,12 +130,29 @@ class TorchHooks:
         except Exception as exc:
             self._failed(frame, name, args, kwargs, operands, exc)
             raise
-        if opens and site is not None:
-            kernel.OPENED[name](self, args, kwargs, result, site, rng)
-        elif site is not None:
+        if opens and site is not None and self._opened(name, args, kwargs, result, site, rng):
+            return result
+        if site is not None:
             kind, params = ops.torch_kind(name, args, kwargs, len(operands))
             self._record(result, ops.display(name), kind, site, operands, params)
         return result
+
+    def _opened(
+        self,
+        name: str,
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        result: Any,
+        site: Site,
+        rng: Any,
+    ) -> bool:
+        """Replay a fused kernel's call step by step (:mod:`attntrace.capturing.kernel`);
+        False when the replay cannot follow it (it is then one row, as with ``--opaque``)."""
+        try:
+            kernel.OPENED[name](self, args, kwargs, result, site, rng)
+        except Exception:  # an argument the replay does not read (a nested tensor …)
+            return False
+        return True
 
     def _record(
         self,
