@@ -60,12 +60,15 @@ def _mask_letters(shape: Shape, sizes: ax.Sizes) -> Axes:
 
 #: The ops that make a mask out of a tensor (``torch.tril(torch.ones(T, T))``, ``np.tri``).
 MASK_MAKERS = frozenset({"tril", "triu", "tri", "tril_", "triu_"})
+#: The ops whose operand is a mask: those above, and an opened kernel's ``attn_mask`` step.
+MASK_READERS = MASK_MAKERS | {"attn_mask"}
 
 
 def mask_roots(events: Sequence[Event]) -> frozenset[int]:
     """The tensors the code creates to be a mask: made by ``tril``/``triu``/``tri``, or handed
-    to one first (nanoGPT's registered ``bias`` buffer, ``torch.tril(torch.ones(T, T))``);
-    never the input x, whatever their sizes.
+    to one first (nanoGPT's registered ``bias`` buffer, ``torch.tril(torch.ones(T, T))``), or
+    the mask an opened kernel reads (and the tensor given as its ``attn_mask``); never the
+    input x, whatever their sizes.
 
     >>> from attntrace.capturing.source import Site
     >>> def ev(i, func, kind, inputs=()):
@@ -84,7 +87,11 @@ def mask_roots(events: Sequence[Event]) -> frozenset[int]:
         e.index
         for e in events
         if e.kind == "create"
-        and (e.func in MASK_MAKERS or any(f in MASK_MAKERS for f in used_by.get(e.index, ())))
+        and (
+            e.func in MASK_MAKERS
+            or any(f in MASK_READERS for f in used_by.get(e.index, ()))
+            or e.params.get("step") == "mask"  # the mask an opened kernel reads
+        )
     )
 
 

@@ -18,9 +18,10 @@ if TYPE_CHECKING:
     import numpy as np
 
     from attntrace.capturing.explain import Explanation
+    from attntrace.capturing.kernel import KernelCall
 
 #: The ``schema`` value of :meth:`Capture.to_dict`.
-CAPTURE_SCHEMA_ID = "attntrace.capture/1"
+CAPTURE_SCHEMA_ID = "attntrace.capture/2"
 
 
 @dataclass(frozen=True)
@@ -368,13 +369,20 @@ class Capture:
         """The shape of the step ``name`` names (see :meth:`__getitem__`)."""
         return self[name].shape
 
+    def kernels(self) -> tuple[KernelCall, ...]:
+        """Every fused kernel call the code made that was opened (replayed step by step:
+        :mod:`attntrace.capturing.kernel`), in call order."""
+        from attntrace.capturing.kernel import kernel_calls
+
+        return kernel_calls(self._recorder.events)
+
     def axis_sizes(self) -> dict[str, int]:
         """The size of every axis letter the propagation found, e.g. ``{"S": 3, "H": 768, …}``."""
         self._refresh()
         return dict(self._sizes)
 
     def to_dict(self) -> dict[str, Any]:
-        """The capture as plain JSON-ready data (schema ``attntrace.capture/1``); no values.
+        """The capture as plain JSON-ready data (schema ``attntrace.capture/2``); no values.
         ``failure`` is the first op that raised while capturing, else None."""
         fail = self._recorder.failure
         return self.document(None if fail is None else fail.error)
@@ -400,6 +408,7 @@ class Capture:
             "params": [],
             "notes": [*self.notes, *self.remarks],
             "failure": None if error is None else self._failure_dict(error, frames),
+            "kernels": [k.document() for k in self.kernels()],
         }
 
     def _failure_dict(self, error: BaseException, frames: Sequence[Frame]) -> dict[str, Any]:

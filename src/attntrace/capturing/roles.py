@@ -7,6 +7,7 @@ from collections.abc import Sequence
 
 from attntrace.capturing.axes import FUSED, FUSED_KVS, GROUP_HEADS, HEADS_FUSED
 from attntrace.capturing.events import Event
+from attntrace.capturing.kernel import LINEAGE, NO_ROLE
 
 Axes = tuple[str, ...]
 
@@ -68,6 +69,21 @@ def collective_role(e: Event, lineage: str) -> str:
     return _COLLECTIVE_ROLES.get((base, kind), "")
 
 
+def _kernel_masks(events: Sequence[Event]) -> set[int]:
+    """The tensors an opened kernel's mask step was made from, back through each op of one
+    operand (a slice, a view, ``triu``) to where it began: its own mask step plays ``mask``."""
+    found: set[int] = set()
+    for e in events:
+        if e.params.get("step") != "mask":
+            continue
+        at = e.inputs[0] if len(e.inputs) == 1 else None
+        while at is not None and at not in found:
+            found.add(at)
+            made = events[at]
+            at = made.inputs[0] if len(made.inputs) == 1 else None
+    return found
+
+
 def _cached(axes: Axes) -> bool:
     """(…, d, N+S): the keys of a --past step transposed."""
     return len(axes) >= 2 and axes[-2] == "d" and "+" in axes[-1]
@@ -81,10 +97,15 @@ class _Finder:
         from attntrace.capturing.analyse import mask_roots
 
         self.masks = mask_roots(events)  # a tril buffer is a mask, never x or x_kv
+        #: the masks given to an opened kernel: its own mask step plays the role
+        self.read = _kernel_masks(events)
 
     def role(self, e: Event) -> str:
         ins = [self.line.get(i, "") if i is not None else "" for i in e.inputs]
         lineage, role = self._classify(e, ins)
+        step = e.params.get("step")
+        if step:  # a step of an opened kernel (capturing/kernel.py): what it plays is known
+            lineage, role = lineage or LINEAGE.get(step, step), "" if step in NO_ROLE else step
         if lineage:
             self.line[e.index] = lineage
         if role and role not in self.given:
@@ -94,8 +115,10 @@ class _Finder:
 
     def _classify(self, e: Event, ins: list[str]) -> tuple[str, str]:  # noqa: PLR0911
         axes = self.axes[e.index]
+        if e.kind == "create" and e.index in self.masks:
+            return "mask", "" if e.index in self.read else "mask"
         if e.kind == "create":
-            return ("mask", "mask") if e.index in self.masks else self._root(axes)
+            return self._root(axes)
         if e.kind == "collective":  # what it moves keeps its lineage (q, k, the output …)
             return (ins[0] if ins else ""), collective_role(e, ins[0] if ins else "")
         flat = len(e.input_shapes) == 1 and len(e.input_shapes[0]) == 1

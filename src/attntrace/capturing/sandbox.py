@@ -674,6 +674,7 @@ def _flush() -> None:
 
 def _prepare(request: Mapping[str, Any]) -> Runner:
     """What the child runs, with torch loaded first when the target will need it."""
+    from attntrace.capturing.kernel import keep_opaque
     from attntrace.capturing.runner import (
         Inputs,
         imports_torch,
@@ -684,6 +685,7 @@ def _prepare(request: Mapping[str, Any]) -> Runner:
 
     axes = request.get("axes") or None
     into = tuple(request.get("into", ()))
+    keep_opaque(bool(request.get("opaque", False)))  # trace --opaque: one row per kernel call
     if request["kind"] == "script":
         path = Path(request["script"])
         argv = tuple(request.get("argv", ()))

@@ -11,7 +11,7 @@ from functools import lru_cache
 from types import CodeType
 from typing import Any
 
-from attntrace.capturing import ops
+from attntrace.capturing import kernel, ops
 from attntrace.capturing.collectives import caller_site, collective_name, placements_seen
 from attntrace.capturing.record import Adapter, Recorder
 from attntrace.capturing.source import (
@@ -84,6 +84,8 @@ class TorchHooks:
     """Installs and removes the torch side of a capture."""
 
     recorder: Recorder
+    opaque: bool = False  # True: a fused kernel (SDPA, flex_attention) stays one row per call
+    kernels: int = 0  # the kernel calls opened so far
     adapter: Adapter = field(init=False)
     stack: list[_Call] = field(default_factory=list)
     _undo: list[Callable[[], None]] = field(default_factory=list)
@@ -111,6 +113,9 @@ class TorchHooks:
             placed.close,
         ]
         self.through = through
+        from attntrace.capturing import flex
+
+        self._undo.insert(0, flex.install(self))  # flex_attention: a Python function, shimmed
 
     def uninstall(self) -> None:
         for undo in self._undo:
@@ -132,15 +137,36 @@ class TorchHooks:
         site = None if frame is None else site_of(frame)
         if site is not None:
             self._adopt(operands, site, _local_names(frame, operands))
+        opens = site is not None and not self.opaque and name in kernel.OPENED
+        rng = kernel.rng_before(name, args, kwargs) if opens else None
         try:
             result = func(*args, **kwargs)
         except Exception as exc:
             self._failed(frame, name, args, kwargs, operands, exc)
             raise
+        if opens and site is not None and self._opened(name, args, kwargs, result, site, rng):
+            return result
         if site is not None:
             kind, params = ops.torch_kind(name, args, kwargs, len(operands))
             self._record(result, ops.display(name), kind, site, operands, params)
         return result
+
+    def _opened(
+        self,
+        name: str,
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        result: Any,
+        site: Site,
+        rng: Any,
+    ) -> bool:
+        """Replay a fused kernel's call step by step (:mod:`attntrace.capturing.kernel`);
+        False when the replay cannot follow it (it is then one row, as with ``--opaque``)."""
+        try:
+            kernel.OPENED[name](self, args, kwargs, result, site, rng)
+        except Exception:  # an argument the replay does not read (a nested tensor …)
+            return False
+        return True
 
     def _record(
         self,

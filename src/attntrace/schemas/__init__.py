@@ -61,14 +61,15 @@ def diff_schema() -> dict[str, Any]:
 
 
 #: The file name of the schema of ``attntrace trace --format json`` / ``Capture.to_dict()``.
-CAPTURE_SCHEMA_FILE = "capture-1.schema.json"
+CAPTURE_SCHEMA_FILE = "capture-2.schema.json"
 
 
 def capture_schema() -> dict[str, Any]:
-    """The JSON Schema (draft 2020-12) of the capture document ``attntrace.capture/1``.
+    """The JSON Schema (draft 2020-12) of the capture document ``attntrace.capture/2`` (``/1``,
+    without ``kernels``, is ``capture-1.schema.json`` beside it).
 
     >>> capture_schema()["properties"]["schema"]["const"]
-    'attntrace.capture/1'
+    'attntrace.capture/2'
     """
     return _schema(CAPTURE_SCHEMA_FILE)
 

@@ -49,7 +49,7 @@ TraceFormat = Annotated[
         "--format",
         "-f",
         help="table (Rich, for people), or one document on stdout for scripts (the code's own "
-        "prints go to stderr): json (schema attntrace.capture/1: steps, axis sizes and the "
+        "prints go to stderr): json (schema attntrace.capture/2: steps, axis sizes and the "
         "failure, null when none), csv (run's columns, the costs left empty, then role), "
         "markdown.",
         rich_help_panel=opt.OUTPUT,
@@ -164,6 +164,18 @@ TracePast = Annotated[
     ),
 ]
 
+Opaque = Annotated[
+    bool,
+    typer.Option(
+        "--opaque",
+        help="Keep each fused attention kernel (F.scaled_dot_product_attention, flex_attention) "
+        "one row per call, as it runs; without it its steps are replayed from its arguments and "
+        "shown at the line of the call (k_t, scores, scaled, mask, masked, weights, context).",
+        rich_help_panel=CODE,
+        show_default=False,
+    ),
+]
+
 
 Timeout = Annotated[
     float,
@@ -237,6 +249,7 @@ def trace(
     axes: Axes = None,
     into: Into = None,
     no_into: NoInto = False,
+    opaque: Opaque = False,
     fmt: TraceFormat = TraceFormatName.table,
     output_file: opt.DocumentFile = None,  # written by cli_errors: to_document
     timeout: Timeout = 60.0,
@@ -284,6 +297,7 @@ def trace(
         }
         packages = ("",) if no_into else tuple(into or ())  # ("",): none, even by default
         request = _target_request(target, parse_init(init or []), inputs, packages)
+    request["opaque"] = opaque
     budget = None if max_memory is None else _size(max_memory)
     if nproc is not None:  # every rank its own sandbox child (capturing/ranks.py)
         from attntrace.capturing.ranks import run_ranks
