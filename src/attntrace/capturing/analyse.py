@@ -11,16 +11,19 @@ from attntrace.capturing.events import Event, Shape
 Axes = tuple[str, ...]
 
 
-def propagate(events: Sequence[Event], given: Mapping[str, int]) -> tuple[list[Axes], ax.Sizes]:
+def propagate(
+    events: Sequence[Event], given: Mapping[str, int], parts: int = 1
+) -> tuple[list[Axes], ax.Sizes]:
     """The axes of every event. Two passes: the second knows the sizes the first found
-    (the head_dim found by q's split names k's projection ``g·d``)."""
-    sizes = ax.Sizes(dict(given))
+    (the head_dim found by q's split names k's projection ``g·d``); ``parts``: the ranks of
+    ``trace --nproc`` (a projection H/parts wide holds ``h/parts`` heads)."""
+    sizes = ax.Sizes(dict(given), parts=parts)
     weights = _transposed_weights(events)
     fused = cut_in_parts(events, weights)
     masks = mask_roots(events)
     found = _pass(events, sizes, fused, weights, masks)
     learned = {k: v for k, v in sizes.known.items() if k in ("h", "d", "g")}
-    sizes = ax.Sizes({**learned, **given})
+    sizes = ax.Sizes({**learned, **given}, parts=parts)
     found = _pass(events, sizes, fused, weights, masks)
     return found, sizes
 
@@ -241,6 +244,8 @@ def axes_of(  # noqa: PLR0911, PLR0912  (a table)
     if kind == "create" or not ops:
         return ax.root(e, sizes) if kind == "create" else tuple(sizes.letter(n) for n in shape)
     first = ops[p.get("x", 0)] if len(ops) > p.get("x", 0) else ops[0]  # addmm: x is second
+    if kind == "collective":  # torch.distributed: the letters of what it reads, resized
+        return _collected(shape, first, sizes)
     if _is_projection(e, weights):  # x @ W with W from outside: a projection
         if fused and e.index in fused:
             return ax.fused_projection(shape, first, sizes, fused[e.index])
@@ -268,6 +273,24 @@ def axes_of(  # noqa: PLR0911, PLR0912  (a table)
     if (joined := _concatenated(shape, ops, sizes)) is not None:
         return joined  # cat((k_cache, k), dim=-2): (B, g, N+S, d)
     return ax.broadcast(shape, ops, sizes)
+
+
+def _collected(shape: Shape, first: tuple[Axes, Shape], sizes: ax.Sizes) -> Axes:
+    """A collective's axes: those of the tensor it reads where the size is the same (an
+    all_reduce, a send), the letter of the new size where it changed (an all_gather's S),
+    a leading axis of the ranks for a list filled (``all_gather(parts, t)``: (n, ...)).
+
+    >>> _collected((2, 4, 8), (("S", "H"), (4, 8)), ax.Sizes({"S": 8, "H": 8}))
+    ('?', 'S', 'H')
+    """
+    axes, have = first
+    lead = len(shape) - len(have)
+    if lead not in (0, 1):
+        return tuple(sizes.letter(n) for n in shape)
+    kept = tuple(
+        a if n == m else sizes.letter(n) for a, m, n in zip(axes, have, shape[lead:], strict=False)
+    )
+    return (sizes.letter(shape[0]), *kept) if lead else kept
 
 
 def _concatenated(shape: Shape, ops: list[tuple[Axes, Shape]], sizes: ax.Sizes) -> Axes | None:

@@ -53,6 +53,9 @@ class Sizes:
     last_root: tuple[Shape, Axes] | None = None
     #: the sums a concatenation made (a KV cache and the new keys: ``N+S``), by their size
     sums: dict[str, int] = field(default_factory=dict)
+    #: the ranks a layer is split over (``trace --nproc N``): a projection H/N wide holds h/N
+    #: heads of d, ``h/N·d``
+    parts: int = 1
 
     def letter(self, size: int) -> str:
         """The one letter of this size, ``1`` for size 1, else the one sum a concatenation
@@ -178,6 +181,8 @@ def linear(shape: Shape, x: tuple[Axes, Shape], sizes: Sizes) -> Axes:
         last = "H"
     elif sizes.known.get("H") is not None and out == 3 * sizes.known["H"]:
         last = FUSED_QKV  # q, k and v in one projection (nanoGPT's c_attn), split afterwards
+    elif sizes.parts > 1 and out * sizes.parts == sizes.known.get("H"):
+        last = f"h/{sizes.parts}·d"  # a column-parallel projection: the rank's heads
     elif "d" in sizes.known and out % sizes.known["d"] == 0 and sizes.letter(out) in (UNKNOWN, "d"):
         groups = out // sizes.known["d"]  # 1: one key/value head (multi-query attention)
         sizes.known.setdefault("g", groups)

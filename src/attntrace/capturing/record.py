@@ -139,6 +139,14 @@ class Recorder:
             self._ids[id(key)] = (None, index)
         return event
 
+    def alias(self, obj: object, index: int) -> None:
+        """Later ops reading ``obj`` read event ``index`` (one of the tensors of a list a
+        collective filled, all recorded as one step)."""
+        try:
+            self._ids[id(obj)] = (weakref.ref(obj), index)
+        except TypeError:
+            self._ids[id(obj)] = (None, index)
+
     def _name(self, site: Site, func: str, k: int) -> str:
         name = site.targets[k] if k < len(site.targets) else site.target if k == 0 else ""
         if not name or name == "_":
@@ -197,6 +205,8 @@ class Capture:
     notes: tuple[str, ...] = ()
     #: what attntrace did to see the steps (torch's fast path off …): told as ``note:`` lines
     remarks: tuple[str, ...] = ()
+    #: the ranks of ``trace --nproc N`` this capture is one of (1: a single process)
+    parts: int = 1
 
     def __init__(
         self,
@@ -254,7 +264,7 @@ class Capture:
         from attntrace.capturing.explain import contradicted_notes, mixing_note
         from attntrace.capturing.roles import roles
 
-        found, sizes = propagate(events, self._given)
+        found, sizes = propagate(events, self._given, self.parts)
         named = roles(events, found)
         self.notes = (
             *(

@@ -3,6 +3,7 @@ global module hooks make a library module (``nn.Linear``) one row at the user's 
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -11,6 +12,7 @@ from types import CodeType
 from typing import Any
 
 from attntrace.capturing import ops
+from attntrace.capturing.collectives import collective_name, placements_seen
 from attntrace.capturing.record import Adapter, Recorder
 from attntrace.capturing.source import (
     Site,
@@ -97,7 +99,14 @@ class TorchHooks:
         mode.__enter__()
         pre = nn_module.register_module_forward_pre_hook(self._pre)
         post = nn_module.register_module_forward_hook(self._post, always_call=True)
-        self._undo = [post.remove, pre.remove, lambda: mode.__exit__(None, None, None)]
+        placed = contextlib.ExitStack()  # DTensor's redistributions name their placements
+        placed.enter_context(placements_seen())
+        self._undo = [
+            post.remove,
+            pre.remove,
+            lambda: mode.__exit__(None, None, None),
+            placed.close,
+        ]
         self.through = through
 
     def uninstall(self) -> None:
@@ -111,6 +120,8 @@ class TorchHooks:
         name = ops.torch_name(func)
         if rec.busy or name in _QUIET:
             return func(*args, **kwargs)
+        if collective_name(func, name) is not None:  # torch.distributed: a step of its own
+            return self._collective(func, name, args, kwargs)
         operands = ops.tensors(args, kwargs, self._is_tensor)
         if ops.in_place(name, kwargs) and operands:
             rec.snapshot(kwargs.get("out", operands[0]), self.adapter)
@@ -155,6 +166,56 @@ class TorchHooks:
                     ops.part_params(params, k, len(outputs)),
                     key=out,
                 )
+
+    def _collective(
+        self, func: Any, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> Any:
+        """Run a collective and record it at the user's line (:mod:`.collectives`)."""
+        from attntrace.capturing import collectives as co
+
+        site = co.caller_site()
+        if site is None:
+            return func(*args, **kwargs)
+        rec = self.recorder
+        if rec.keep_values:  # what it writes in place: the values kept so far copied first
+            for t in co.moved(func, name, args, kwargs, None).written:
+                if self._is_tensor(t):
+                    rec.snapshot(t, self.adapter)
+        try:
+            result = func(*args, **kwargs)
+        except Exception as exc:
+            m = co.moved(func, name, args, kwargs, None)
+            shown = [t for t in (*m.read, *m.written) if self._is_tensor(t)]
+            named = [(rec.operand_name(t), tuple(t.shape)) for t in shown]
+            rec.fail(name, "collective", site, named, exc)
+            raise
+        self._record_collective(co.moved(func, name, args, kwargs, result), site)
+        return result
+
+    def _record_collective(self, m: Any, site: Site) -> None:
+        import torch
+
+        from attntrace.capturing import collectives as co
+
+        rec, read = self.recorder, [t for t in m.read if self._is_tensor(t)]
+        written = [t for t in m.written if self._is_tensor(t)]
+        shown = written or read  # a send: the tensor it sent
+        if not shown:
+            return
+        names = [n for t in (*read, *written) if (n := rec.operand_name(t))]
+        base = names[0] if names else site.target
+        with torch._C.DisableTorchFunction():
+            out = shown[0] if len(shown) == 1 else torch.stack(shown)  # a list: (n, ...)
+            p = co.params(m, [tuple(t.shape) for t in read], self.adapter.dtype(shown[0]))
+            kept = out.detach() if rec.keep_values else out
+            mark = co.Mark()  # a send changes nothing: later uses keep their source
+            key = out if written and len(written) == 1 else mark
+            at = co.step_site(site, base, m.name)
+            ins = read or written  # a receive: the buffer it fills (its axes come from there)
+            event = rec.record(kept, 0, m.name, "collective", at, ins, self.adapter, p, key=key)
+        if len(written) > 1:
+            for t in written:
+                rec.alias(t, event.index)
 
     def _failed(
         self,
@@ -358,7 +419,7 @@ def torch_adapter() -> Adapter:
         return int(t._version)
 
     return Adapter(
-        shape=lambda t: tuple(t.shape),
+        shape=lambda t: tuple(getattr(t, "_local_tensor", t).shape),  # DTensor: the rank's
         dtype=lambda t: str(t.dtype).removeprefix("torch."),
         to_numpy=to_numpy,
         shares=shares,
