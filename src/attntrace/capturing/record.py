@@ -301,15 +301,18 @@ class Capture:
         """A numpy copy of the kept value; views of one buffer share one copy of it."""
         if e.value is None:
             return None
-        adapter = self._adapters.get(id(type(e.value)))
+        value = e.value
+        if hasattr(value, "to_local") and id(type(value)) not in self._adapters:
+            value = value.to_local()  # a DTensor: the rank's own shard (diff --nproc)
+        adapter = self._adapters.get(id(type(value)))
         if adapter is None:  # a plain ndarray: no hooks made it
             from attntrace.capturing.copies import copy_shared
 
-            return copy_shared(e.value, memo)
-        now = adapter.version(e.value)  # -1: the library keeps no version counter (numpy)
+            return copy_shared(value, memo)
+        now = adapter.version(value)  # -1: the library keeps no version counter (numpy)
         if now >= 0 and e.version >= 0 and now != e.version:
             return None  # changed in place where attntrace could not see it
-        return adapter.to_numpy(e.value, memo)
+        return adapter.to_numpy(value, memo)
 
     def finish(self) -> None:
         """Copy every kept value now, so later changes to the user's tensors do not reach them."""

@@ -36,13 +36,18 @@ class Attention(nn.Module):
         return self.o_proj(context)
 
 
-def tp_attention(hidden=64, heads=8, causal=False, bias=True):
-    mesh = init_device_mesh("cpu", (dist.get_world_size(),))
-    model = Attention(hidden, heads, causal, bias)
-    plan = {
-        "q_proj": ColwiseParallel(),
-        "k_proj": ColwiseParallel(),
-        "v_proj": ColwiseParallel(),
-        "o_proj": RowwiseParallel(),
-    }
-    return parallelize_module(model, mesh, plan)
+PLAN = {
+    "q_proj": ColwiseParallel(),
+    "k_proj": ColwiseParallel(),
+    "v_proj": ColwiseParallel(),
+    "o_proj": RowwiseParallel(),
+}
+
+
+class TPAttention(Attention):
+    """The attention with its projections sharded over the mesh's ranks."""
+
+    def __init__(self, hidden=64, heads=8, causal=False, bias=True, device_mesh=None):
+        super().__init__(hidden, heads, causal, bias)
+        mesh = device_mesh or init_device_mesh("cpu", (dist.get_world_size(),))
+        parallelize_module(self, mesh, PLAN)

@@ -47,14 +47,14 @@ PLANTED = (
         {"causal": True, "kv_heads": 2}, {"causal": True, "kv_heads": 2}, 4,
     ),
     Planted(
-        "tp-global-heads-view", "dtensor_tp.py", "tp_attention",
+        "tp-global-heads-view", "dtensor_tp.py", "TPAttention",
         "return t.view(B, S, -1, self.head_dim).transpose(1, 2)  # the rank's heads: -1",
         "return t.view(B, S, self.heads, -1).transpose(1, 2)  # the rank's heads: -1",
         "tp", 0, "context = (weights @ v).transpose(1, 2).reshape(B, S, -1)",
         {"causal": True}, TP,
     ),
     Planted(
-        "tp-scale-local-width", "dtensor_tp.py", "tp_attention",
+        "tp-scale-local-width", "dtensor_tp.py", "TPAttention",
         "scores = q @ k.transpose(-2, -1) / math.sqrt(self.head_dim)",
         "scores = q @ k.transpose(-2, -1) / math.sqrt(self.q_proj.weight.to_local().shape[0] "
         "// self.heads)",
