@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from attntrace.config.attention_config import AttentionConfig
 from attntrace.config.parallel_layout import ParallelLayout
-from attntrace.errors import AttntraceError, ConfigError
+from attntrace.errors import AttntraceError, CannotTellError, ConfigError
 
 if TYPE_CHECKING:
     import numpy as np
@@ -92,12 +92,18 @@ def diff_nproc(
             request, nproc, timeout=timeout, budget=budget, prints=prints, module=__name__
         )
         if runs.line is not None:
-            raise RanksFailed(runs.line)
+            raise RanksFailedError(runs.line)
         captures = [_load(Path(tmp), r, result) for r, result in enumerate(runs.results)]
-    return diff_ranks(config, captures, target=text, read=read)
+    try:
+        return diff_ranks(config, captures, target=text, read=read)
+    except CannotTellError as exc:  # the weights could not be read: a verdict of its own
+        from attntrace.diffing.rank_diff import RankDiffReport
+        from attntrace.diffing.verdict import CANNOT_TELL
+
+        return RankDiffReport(config, text, CANNOT_TELL, read=read, cannot_tell=str(exc))
 
 
-class RanksFailed(AttntraceError):
+class RanksFailedError(AttntraceError):
     """A rank raised, hung or was killed: the one line of run_ranks (exit 1)."""
 
     exit_code = 1
@@ -111,7 +117,7 @@ def _load(folder: Path, rank: int, result: Any) -> RankCapture:
     from attntrace.diffing.user_side import UserStep
 
     if not isinstance(result, Mapping):
-        raise RanksFailed(f"rank {rank} ended without its tensors")
+        raise RanksFailedError(f"rank {rank} ended without its tensors")
     with np.load(folder / f"rank-{rank}.npz") as z:
         data = {k: z[k] for k in z.files}
     x = data["__x"]
@@ -149,10 +155,10 @@ def _run_rank(request: Mapping[str, Any], config: AttentionConfig, rank: Any) ->
     x = shard_x(x, rank)  # (B, S, H), or (B, S/N, H) with --cp
     with torch.no_grad():
         steps, out = run_user(lambda track: module(track(x)))
-    params = {f"p:{n}": _local(p) for n, p in module.named_parameters()}
-    values = {f"s{i}": s.value for i, s in enumerate(steps)}
-    path = Path(request["out"]) / f"rank-{rank.rank}.npz"
-    np.savez(path, __x=x.numpy(), __out=out, **params, **values)
+    arrays: dict[str, Any] = {"__x": x.numpy(), "__out": out}
+    arrays |= {f"p:{n}": _local(p) for n, p in module.named_parameters()}
+    arrays |= {f"s{i}": s.value for i, s in enumerate(steps)}
+    np.savez(Path(request["out"]) / f"rank-{rank.rank}.npz", **arrays)
     return {"steps": [[s.name, s.location, s.source, s.role] for s in steps]}
 
 

@@ -188,9 +188,12 @@ def _output_gap(run: RankRun[Any], c: RankCapture, tol: Tolerance) -> float:
 
 
 def _close(run: RankRun[Any], c: RankCapture, tol: Tolerance) -> bool:
+    import numpy as np
+
     from attntrace.diffing.match import agree
 
-    found = agree(c.output, run.output, run.rec.finish()[-1].axes, tol, exact=True)
+    ref = np.asarray(run.output)
+    found = agree(c.output, ref, run.rec.finish()[-1].axes, tol, exact=True)
     return found is not None and found.ok
 
 
@@ -354,4 +357,3 @@ def _made_from(c: RankCapture, user: UserSteps, joined: Joined, m: Mismatch) -> 
 
 
 __all__ = ["Finding", "RankCapture", "RankDiffReport", "diff_ranks"]
-

@@ -343,7 +343,9 @@ def replay(
         n: be.tensor(s) for n, s in with_tensors(single, seeded, given).items() if s is not None
     }
     tweaks = bug.tweaks if bug is not None else {}
-    extra = {n: be.to_numpy(sources[n]) for n in ("rope_cos", "rope_sin") if n in sources}
+    extra: dict[str, Any] = {
+        n: be.to_numpy(sources[n]) for n in ("rope_cos", "rope_sin") if n in sources
+    }
 
     def recorder(b: Backend[Any], cfg: AttentionConfig, keep: bool) -> Recorder[Any]:
         return ReplayRecorder(b, cfg, keep, tweaks, extra)
