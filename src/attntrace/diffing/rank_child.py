@@ -93,6 +93,7 @@ def diff_nproc(
         )
         if runs.line is not None:
             raise RanksFailedError(runs.line)
+        _raise_first_error(runs.results)
         captures = [_load(Path(tmp), r, result) for r, result in enumerate(runs.results)]
     try:
         return diff_ranks(config, captures, target=text, read=read)
@@ -101,6 +102,18 @@ def diff_nproc(
         from attntrace.diffing.verdict import CANNOT_TELL
 
         return RankDiffReport(config, text, CANNOT_TELL, read=read, cannot_tell=str(exc))
+
+
+def _raise_first_error(results: Sequence[Any]) -> None:
+    """The one line of the rank whose own code raised (not one that waited in a collective on
+    it), and which ranks stopped waiting."""
+    errors = [(r, x) for r, x in enumerate(results) if isinstance(x, Mapping) and "error" in x]
+    if not errors:
+        return
+    rank, first = next(((r, x) for r, x in errors if not x.get("waiting")), errors[0])
+    waited = [str(r) for r, x in errors if r != rank and x.get("waiting")]
+    also = f"; rank {', '.join(waited)} stopped in a collective waiting on it" if waited else ""
+    raise RanksFailedError(f"{first['error']}{also}")
 
 
 class RanksFailedError(AttntraceError):
@@ -148,18 +161,30 @@ def _run_rank(request: Mapping[str, Any], config: AttentionConfig, rank: Any) ->
     import torch
 
     from attntrace.capturing.rank_setup import shard_x
-    from attntrace.diffing.user_side import run_user
+    from attntrace.diffing.user_side import UserCodeError, run_user
 
     module = _build(request, config, rank)
     x = torch.from_numpy(_seeded_x(config))
     x = shard_x(x, rank)  # (B, S, H), or (B, S/N, H) with --cp
-    with torch.no_grad():
-        steps, out = run_user(lambda track: module(track(x)))
+    try:
+        with torch.no_grad():
+            steps, out = run_user(lambda track: module(track(x)))
+    except UserCodeError as exc:  # which rank raised, and whether it waited on another
+        return {"error": f"rank {rank.rank}: {exc}", "waiting": _in_collective(exc)}
     arrays: dict[str, Any] = {"__x": x.numpy(), "__out": out}
     arrays |= {f"p:{n}": _local(p) for n, p in module.named_parameters()}
     arrays |= {f"s{i}": s.value for i, s in enumerate(steps)}
     np.savez(Path(request["out"]) / f"rank-{rank.rank}.npz", **arrays)
     return {"steps": [[s.name, s.location, s.source, s.role] for s in steps]}
+
+
+def _in_collective(exc: BaseException) -> bool:
+    """Whether the code's exception came out of torch.distributed (a peer that ended)."""
+    import traceback
+
+    cause = exc.__cause__
+    frames = traceback.extract_tb(cause.__traceback__) if cause is not None else []
+    return any("torch/distributed" in f.filename.replace("\\", "/") for f in frames)
 
 
 def _build(request: Mapping[str, Any], config: AttentionConfig, rank: Any) -> Any:

@@ -27,7 +27,7 @@ PLANTED = (
     Planted(
         "tp-no-all-reduce", "megatron_tp.py", "ParallelSelfAttention",
         "dist.all_reduce(partial)", "# dist.all_reduce(partial)",
-        "tp", 0, "out = out + self.bias", {"causal": True}, TP,
+        "tp", 0, "partial = F.linear(x, self.weight)", {"causal": True}, TP,
     ),
     Planted(
         "tp-bias-before-and-after", "megatron_tp.py", "ParallelSelfAttention",
@@ -80,19 +80,19 @@ PLANTED = (
     Planted(
         "ring-local-keys-only", "ring.py", "RingAttention",
         "if not self.causal or source <= rank:", "if source == rank:",
-        "ring", 1, "return self.o_proj(", {}, CP,
+        "ring", 1, "out = torch.softmax(scores, dim=-1) @ v", {}, CP,
     ),
     Planted(
         "ulysses-heads-order", "ulysses.py", "UlyssesAttention",
         "send = t.reshape(B, s, world, h // world, d).permute(2, 0, 1, 3, 4).contiguous()",
         "send = t.reshape(B, s, h // world, world, d).permute(3, 0, 1, 2, 4).contiguous()",
-        "ulysses", 0, "send = t.reshape(", {}, CP,
+        "ulysses", 0, "q, k, v = (seq_to_heads(t)", {}, CP,
     ),
     Planted(
         "ulysses-seq-order", "ulysses.py", "UlyssesAttention",
         "return got.permute(1, 0, 2, 3, 4).reshape(B, world * s, h // world, d)",
         "return got.permute(1, 2, 0, 3, 4).reshape(B, world * s, h // world, d)",
-        "ulysses", 0, "return got.permute(", {}, CP,
+        "ulysses", 0, "q, k, v = (seq_to_heads(t)", {}, CP,
     ),
     Planted(
         "cp-rope-restart-ulysses", "ulysses.py", "UlyssesAttention",
