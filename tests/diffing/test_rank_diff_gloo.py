@@ -110,12 +110,10 @@ def test_a_rank_that_raises_is_one_line(tmp_path: Any) -> None:
         1,
     )
     (tmp_path / "broken.py").write_text(code)
-    got = CliRunner().invoke(
-        app,
-        ["diff", f"{tmp_path / 'broken.py'}:ParallelSelfAttention", "--nproc", "2"]
-        + ["--batch", "1", "--seq", "8", "--hidden", "32", "--heads", "4", "--init", "hidden=32"]
-        + ["--init", "heads=4", "--timeout", "60"],
-    )
+    sizes = ["--batch", "1", "--seq", "8", "--hidden", "32", "--heads", "4"]
+    init = ["--init", "hidden=32", "--init", "heads=4", "--timeout", "60"]
+    target = f"{tmp_path / 'broken.py'}:ParallelSelfAttention"
+    got = CliRunner().invoke(app, ["diff", target, "--nproc", "2", *sizes, *init])
     assert got.exit_code == 1, got.output
     assert "rank 1: the code under test raised ValueError: rank 1 is broken" in got.output
     assert len(got.output.strip().splitlines()) == 1
