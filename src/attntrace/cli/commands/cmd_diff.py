@@ -147,7 +147,7 @@ def diff(
     \b
     Example:
       [bold]attntrace diff my_attn.py:Attention --init num_heads=4 --batch 2 --seq 8[/]
-      [bold]attntrace diff tp_attn.py:ParallelAttention --nproc 2 --seq 16 --hidden 32 --heads 4[/]
+      [bold]attntrace diff tp_attn.py:TPAttention --nproc 2 --batch 1 --seq 16[/]
     """
     import sys
 
