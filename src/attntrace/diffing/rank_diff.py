@@ -205,20 +205,14 @@ class _First:
 
 
 def _first(rows: Sequence[Sequence[Row]], outputs: Sequence[float]) -> _First:
-    """The earliest step that differs with a tensor of the code, over the ranks (the lowest
-    rank first at a tie); else the first rank whose output differs."""
-    best: _First | None = None
+    """The lowest rank that differs (a step, or its output), with its first step that differs
+    and the first of its rows that differs at a tensor of the code."""
     for rank, rank_rows in enumerate(rows):
-        for i, row in enumerate(rank_rows):
-            if row.status != DIFFERS or row.user is None:
-                continue
-            if best is None or i < best.index:
-                best = _First(rank, i, row)
-            break
-    if best is not None:
-        return best
-    rank = next(r for r, gap in enumerate(outputs) if gap != 0.0)
-    return _First(rank, len(rows[rank]), None)
+        at = next((i for i, r in enumerate(rank_rows) if r.status == DIFFERS), None)
+        seen = next((r for r in rank_rows if r.status == DIFFERS and r.user), None)
+        if seen is not None or outputs[rank] != 0.0:
+            return _First(rank, len(rank_rows) if at is None else at, seen)
+    return _First(0, len(rows[0]), None)
 
 
 def _diagnose(
