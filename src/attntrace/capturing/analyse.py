@@ -6,6 +6,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from attntrace.capturing import axes as ax
+from attntrace.capturing.axes import UNKNOWN
 from attntrace.capturing.events import Event, Shape
 
 Axes = tuple[str, ...]
@@ -288,9 +289,26 @@ def _collected(shape: Shape, first: tuple[Axes, Shape], sizes: ax.Sizes) -> Axes
     if lead not in (0, 1):
         return tuple(sizes.letter(n) for n in shape)
     kept = tuple(
-        a if n == m else sizes.letter(n) for a, m, n in zip(axes, have, shape[lead:], strict=False)
+        _resized(a, m, n, sizes) for a, m, n in zip(axes, have, shape[lead:], strict=False)
     )
     return (sizes.letter(shape[0]), *kept) if lead else kept
+
+
+def _resized(letter: str, before: int, after: int, sizes: ax.Sizes) -> str:
+    """An axis a collective resized: ``S·2`` gathered from 2 ranks, ``S/2`` scattered to them
+    (``trace --nproc 2``), else the letter of the size.
+
+    >>> _resized("S", 4, 8, ax.Sizes({"S": 4}, parts=2)), _resized("S", 8, 4, ax.Sizes(parts=2))
+    ('S·2', 'S/2')
+    """
+    n = sizes.parts
+    if after == before:
+        return letter
+    if n > 1 and letter not in (UNKNOWN, "1") and after == before * n:
+        return f"{letter}·{n}"
+    if n > 1 and letter not in (UNKNOWN, "1") and before == after * n:
+        return f"{letter}/{n}"
+    return sizes.letter(after)
 
 
 def _concatenated(shape: Shape, ops: list[tuple[Axes, Shape]], sizes: ax.Sizes) -> Axes | None:

@@ -19,7 +19,7 @@ from __future__ import annotations
 import contextlib
 import inspect
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -106,14 +106,31 @@ def moved(func: Any, name: str, args: Sequence[Any], kwargs: dict[str, Any], out
     bound = _bound(func, args, kwargs)
     read, written = _ARGS.get(name, ((), ()))
     group = bound.get("group")
-    peer = next((bound[k] for k in ("dst", "src", "group_dst", "group_src") if k in bound), None)
     return Moved(
         name,
         tuple(_tensors(bound, read)),
         tuple(_tensors(bound, written)),
         _world(group),
-        peer if isinstance(peer, int) else None,
+        _peer(bound, group),
     )
+
+
+def _peer(bound: dict[str, Any], group: Any) -> int | None:
+    """The global rank a send goes to or a receive comes from (``dst``/``src``, or the
+    group's ``group_dst``/``group_src`` that ``batch_isend_irecv`` passes)."""
+    for key in ("dst", "src"):
+        if isinstance(bound.get(key), int):
+            return int(bound[key])
+    for key in ("group_dst", "group_src"):
+        if isinstance(bound.get(key), int):
+            if group is None:
+                return int(bound[key])
+            import torch.distributed as dist
+
+            with contextlib.suppress(RuntimeError, ValueError):
+                return int(dist.get_global_rank(group, bound[key]))
+            return int(bound[key])
+    return None
 
 
 def _bound(func: Any, args: Sequence[Any], kwargs: dict[str, Any]) -> dict[str, Any]:
@@ -173,7 +190,7 @@ def step_site(site: Site, base: str, name: str) -> Site:
 
 
 def params(m: Moved, read: Sequence[tuple[int, ...]], dtype: str) -> dict[str, Any]:
-    """The step's ``collective`` record: kind, ranks, peer, bytes, placements."""
+    """The step's ``collective`` record: kind, ranks, peer, bytes, placements (None)."""
     kind = KIND[m.name]
     sent, received = traffic(kind, m.name, read, m.group_size, dtype)
     return {
@@ -183,7 +200,7 @@ def params(m: Moved, read: Sequence[tuple[int, ...]], dtype: str) -> dict[str, A
             "peer": m.peer,
             "bytes_sent": sent,
             "bytes_received": received,
-            "placements": _PLACEMENTS[-1] if _PLACEMENTS else None,
+            "placements": None,
         }
     }
 
@@ -223,16 +240,49 @@ def _numel(shape: Sequence[int]) -> int:
     return out
 
 
-# --- DTensor: the placements of the redistribution a functional collective runs for ----------
+# --- DTensor: a redistribution as one step --------------------------------------------------
 
-_PLACEMENTS: list[str] = []
+
+@dataclass
+class Redistribution:
+    """One DTensor redistribution while it runs: its placements (``S(1) -> R``) and the
+    collective records of the functional collectives it calls (one step in all)."""
+
+    placements: str
+    moved: list[dict[str, Any]]
+
+    def record(self, group_size: int = 1) -> dict[str, Any] | None:
+        """The step's ``collective`` record: the first collective's kind and group, the bytes
+        of all; None when it moved nothing (a replicated tensor cut into the rank's part)."""
+        if not self.moved:
+            return None
+        first = self.moved[0]["collective"]
+        return {
+            "collective": {
+                **first,
+                "bytes_sent": sum(m["collective"]["bytes_sent"] for m in self.moved),
+                "bytes_received": sum(m["collective"]["bytes_received"] for m in self.moved),
+                "placements": self.placements,
+            }
+        }
+
+
+_RUNNING: list[Redistribution] = []
+
+
+def redistributing() -> Redistribution | None:
+    """The DTensor redistribution running now (its collectives are parts of its step)."""
+    return _RUNNING[-1] if _RUNNING else None
+
+
+Done = Callable[[Any, Any, Redistribution], None]
 
 
 @contextlib.contextmanager
-def placements_seen() -> Iterator[None]:
-    """While the block runs, each DTensor redistribution states its placements
-    (``Partial(sum) -> Replicate()``) to the functional collectives it calls; nothing when
-    DTensor was never imported."""
+def placements_seen(done: Done | None = None) -> Iterator[None]:
+    """While the block runs, each DTensor redistribution is followed: the functional
+    collectives it calls add to it (:func:`redistributing`), and ``done(local, out, it)`` is
+    called with the rank's tensor before and after; nothing when DTensor was never imported."""
     module = sys.modules.get("torch.distributed.tensor._redistribute")
     original = getattr(module, "redistribute_local_tensor", None)
     if module is None or original is None:
@@ -245,11 +295,15 @@ def placements_seen() -> Iterator[None]:
     ]
 
     def redistribute(local: Any, current: Any, target: Any, *args: Any, **kwargs: Any) -> Any:
-        _PLACEMENTS.append(f"{_placed(current)} -> {_placed(target)}")
+        it = Redistribution(f"{_placed(current)} -> {_placed(target)}", [])
+        _RUNNING.append(it)
         try:
-            return original(local, current, target, *args, **kwargs)
+            out = original(local, current, target, *args, **kwargs)
         finally:
-            _PLACEMENTS.pop()
+            _RUNNING.pop()
+        if done is not None:
+            done(local, out, it)
+        return out
 
     for m in holders:
         setattr(m, _NAME, redistribute)

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -280,20 +281,21 @@ def _collect(
     results: list[Result] = []
     ended: list[Ended | None] = []
     dumps: list[str] = []
-    own: ChildError | None = None
+    own: list[tuple[bool, float, ChildError]] = []
     for c in children:
         c.dump.seek(0)
         dumps.append(c.dump.read(MAX_DUMP).decode("utf-8", "replace"))
         c.dump.close()
         try:
             got = _result(c.got, c.proc.returncode or 0, dumps[-1], c.killed, timeout, axes)
-        except ChildError as exc:
-            own = own or exc
+        except ChildError as exc:  # the rank's own one line, with its number
+            peer = "Connection closed by peer" in str(exc) or "gloo" in str(exc)
+            own.append((peer, c.ended_at, ChildError(f"rank {c.rank}: {exc}", exc.code)))
             got = None
         results.append(got.outcome if isinstance(got, Ended) else got)
         ended.append(got if isinstance(got, Ended) else None)
-    if own is not None and not any(isinstance(r, Outcome) and r.error for r in results):
-        raise own  # the code could not be built or imported (every rank says the same)
+    if own and not any(isinstance(r, Outcome) and r.error for r in results):
+        raise min(own, key=lambda o: o[:2])[2]  # the code could not be imported or built
     for outcome in (r for r in (*results, *(e.outcome for e in ended if e)) if r):
         if isinstance(outcome, Outcome):
             outcome.capture.parts = len(children)  # h/N heads on each rank
@@ -306,21 +308,39 @@ def _collect(
 def blame(
     children: Sequence[_Child], runs: RankRuns, dumps: Sequence[str]
 ) -> tuple[int | None, str | None]:
-    """The rank that failed first, and the one line: what it did, where, and where the others
-    were when they were stopped."""
+    """The rank that failed first, and the one line: what it did and where, where the others
+    were waiting, and, when the first failed in a collective while another rank had returned,
+    how many collectives each called."""
     failed = [c for c in children if c.stopped or _failed(c)]
     if not failed:
         return None, None
     first = min(failed, key=lambda c: (c.stopped, _waiting(c, runs, dumps[c.rank]), c.ended_at))
     line = _rank_line(first, runs, dumps[first.rank])
-    waited = [
-        f"rank {c.rank} at {where}"
-        for c in children
-        if c is not first and c.stopped and (where := _where(dumps[c.rank]))
-    ]
-    if waited:
-        line += "; stopped while waiting: " + ", ".join(waited)
+    if _waiting(first, runs, dumps[first.rank]):
+        line += _returned(first, [c for c in children if not _failed(c) and not c.stopped], runs)
+    for c in children:
+        if c is not first and c in failed and (where := _where(dumps[c.rank])):
+            line += f"; rank {c.rank} was waiting at {where}"
     return first.rank, f"{line}; all {len(children)} ranks were stopped"
+
+
+def _returned(first: _Child, done: Sequence[_Child], runs: RankRuns) -> str:
+    """`` (rank 1 had returned after 0 collectives, rank 0 called 1)``: the ranks called
+    different collectives."""
+    if not done:
+        return ""
+    counts = [
+        f"rank {c.rank} had returned after {_collectives(runs, c.rank)} collectives" for c in done
+    ]
+    return f" ({', '.join(counts)}; rank {first.rank} called {_collectives(runs, first.rank)})"
+
+
+def _collectives(runs: RankRuns, rank: int) -> int:
+    """The collectives rank ``rank`` called: those recorded, and the one that raised."""
+    outcome = runs.outcomes()[rank]
+    recorder = outcome.capture._recorder
+    called = sum(e.kind == "collective" for e in recorder.events)
+    return called + (recorder.failure is not None and recorder.failure.kind == "collective")
 
 
 def _waiting(c: _Child, runs: RankRuns, dumped: str) -> bool:
@@ -345,7 +365,8 @@ def _rank_line(c: _Child, runs: RankRuns, dumped: str) -> str:
     if error is None:
         return f"rank {c.rank} called sys.exit({outcome.exit_code})"
     text = str(error).strip().splitlines()[0] if str(error).strip() else ""
-    said = f"{type(error).__name__}: {text[:100]}" if text else type(error).__name__
+    text = re.sub(r"^\[[^\]]*\]\s*", "", text)  # gloo's [.../pair.cc:553] before its words
+    said = f"{type(error).__name__}: {_cut(text)}" if text else type(error).__name__
     fail = outcome.capture._recorder.failure
     inside = f" in {fail.func}" if fail is not None and fail.kind == "collective" else ""
     at = ""
@@ -353,6 +374,15 @@ def _rank_line(c: _Child, runs: RankRuns, dumped: str) -> str:
         file, number = outcome.frames[-1][:2]
         at = f" at {os.path.basename(file)}:{number}"
     return f"rank {c.rank} raised {said}{inside}{at}"
+
+
+def _cut(text: str, width: int = 100) -> str:
+    """``text``, at most ``width`` characters (``…`` where it was cut).
+
+    >>> _cut("abcdef", 4)
+    'abc…'
+    """
+    return text if len(text) <= width else text[: width - 1] + "…"
 
 
 def _where(dumped: str) -> str:

@@ -12,7 +12,7 @@ from types import CodeType
 from typing import Any
 
 from attntrace.capturing import ops
-from attntrace.capturing.collectives import collective_name, placements_seen
+from attntrace.capturing.collectives import caller_site, collective_name, placements_seen
 from attntrace.capturing.record import Adapter, Recorder
 from attntrace.capturing.source import (
     Site,
@@ -100,7 +100,7 @@ class TorchHooks:
         pre = nn_module.register_module_forward_pre_hook(self._pre)
         post = nn_module.register_module_forward_hook(self._post, always_call=True)
         placed = contextlib.ExitStack()  # DTensor's redistributions name their placements
-        placed.enter_context(placements_seen())
+        placed.enter_context(placements_seen(self._redistributed))
         self._undo = [
             post.remove,
             pre.remove,
@@ -166,6 +166,9 @@ class TorchHooks:
                     ops.part_params(params, k, len(outputs)),
                     key=out,
                 )
+                local = getattr(out, "_local_tensor", None)  # a DTensor: its rank's part too
+                if local is not None:
+                    rec.alias(local, len(rec.events) - 1)
 
     def _collective(
         self, func: Any, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]
@@ -173,6 +176,12 @@ class TorchHooks:
         """Run a collective and record it at the user's line (:mod:`.collectives`)."""
         from attntrace.capturing import collectives as co
 
+        if (running := co.redistributing()) is not None:  # a part of DTensor's step
+            result = func(*args, **kwargs)
+            m = co.moved(func, name, args, kwargs, result)
+            read = [tuple(t.shape) for t in m.read if self._is_tensor(t)]
+            running.moved.append(co.params(m, read, self.adapter.dtype(result)))
+            return result
         site = co.caller_site()
         if site is None:
             return func(*args, **kwargs)
@@ -192,6 +201,25 @@ class TorchHooks:
         self._record_collective(co.moved(func, name, args, kwargs, result), site)
         return result
 
+    def _redistributed(self, local: Any, out: Any, it: Any) -> None:
+        """A DTensor redistribution: one step at the user's line (from the rank's tensor
+        before to its tensor after), or, when it moved nothing, the same step as before."""
+        rec = self.recorder
+        source = rec.lookup(local)
+        params = it.record()
+        site = None if rec.busy else caller_site()
+        if params is None or site is None:
+            if source is not None:
+                rec.alias(out, source)
+            return
+        import torch
+
+        base = rec.operand_name(local) or site.target
+        at = Site(site.location, site.source, f"{base}_redistribute" if base else "redistribute")
+        with torch._C.DisableTorchFunction():
+            kept = out.detach() if rec.keep_values else out
+            rec.record(kept, 0, "redistribute", "collective", at, [local], self.adapter, params)
+
     def _record_collective(self, m: Any, site: Site) -> None:
         import torch
 
@@ -206,7 +234,9 @@ class TorchHooks:
         base = names[0] if names else site.target
         with torch._C.DisableTorchFunction():
             out = shown[0] if len(shown) == 1 else torch.stack(shown)  # a list: (n, ...)
-            p = co.params(m, [tuple(t.shape) for t in read], self.adapter.dtype(shown[0]))
+            p = co.params(
+                m, [tuple(t.shape) for t in read or written], self.adapter.dtype(shown[0])
+            )
             kept = out.detach() if rec.keep_values else out
             mark = co.Mark()  # a send changes nothing: later uses keep their source
             key = out if written and len(written) == 1 else mark
@@ -235,14 +265,14 @@ class TorchHooks:
             shown = [*call.inputs, *([weight] if self._is_tensor(weight) else [])]
             kind = "linear" if type(call.module).__name__ == "Linear" else "module"
             named = [
-                (rec.operand_name(o) or ("weight" if o is weight else ""), tuple(o.shape))
+                (rec.operand_name(o) or ("weight" if o is weight else ""), self.adapter.shape(o))
                 for o in shown
             ]
             rec.fail(type(call.module).__name__.lower(), kind, call.site, named, exc)
             return
         if frame is not None:
             kind, params = ops.torch_kind(name, args, kwargs, len(operands))
-            named = [(rec.operand_name(o), tuple(o.shape)) for o in operands]
+            named = [(rec.operand_name(o), self.adapter.shape(o)) for o in operands]
             rec.fail(ops.display(name), kind, site_of(frame), named, exc, params)
 
     @staticmethod
@@ -276,6 +306,21 @@ class TorchHooks:
         if _user_forward(module):
             return
         self.stack.append(_Call(None if frame is None else site_of(frame), module, tensors))
+        if frame is not None and getattr(module, "_forward_hooks", None):
+            self._after_hooks(module)  # DTensor's parallel styles change the output after us
+
+    def _after_hooks(self, module: Any) -> None:
+        """Once the module's own forward hooks ran (a ``RowwiseParallel``'s all-reduce, a
+        ``ColwiseParallel``'s ``to_local``), the tensor the user gets is the last step's."""
+        rec = self.recorder
+
+        def final(_module: Any, _inputs: Any, output: Any) -> None:
+            handle.remove()
+            outputs = ops.tensors((output,), {}, self._is_tensor)
+            if rec.events and len(outputs) == 1 and rec.lookup(outputs[0]) is None:
+                rec.alias(outputs[0], len(rec.events) - 1)
+
+        handle = module.register_forward_hook(final, always_call=True)
 
     def _post(self, module: Any, inputs: tuple[Any, ...], output: Any) -> None:
         if not self.stack or self.stack[-1].module is not module:

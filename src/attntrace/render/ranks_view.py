@@ -36,16 +36,17 @@ class RankRow:
 
 
 def moves(step: CapturedStep | None, collective: Mapping[str, Any] | None, peer: bool) -> str:
-    """What a collective step moves: ``all_reduce ×2 ↑1.8 KiB ↓1.8 KiB`` (``peer``: the rank it
-    sends to or receives from, shown where the row is one rank's).
+    """What a collective step moves: ``×2 ↑1.8 KiB ↓1.8 KiB`` (the ranks of its group, bytes
+    sent and received; ``peer``: the rank it sends to or receives from, shown where the row is
+    one rank's; DTensor's placements).
 
     >>> moves(None, {"kind": "send_recv", "ranks": 2, "peer": 1, "bytes_sent": 64,
     ...              "bytes_received": 0, "placements": None}, True)
-    'send_recv ×2 →1 ↑64 B'
+    '×2 →1 ↑64 B'
     """
     if not collective:
         return ""
-    parts = [f"{collective['kind']} ×{collective['ranks']}"]
+    parts = [f"×{collective['ranks']}"]
     if peer and collective.get("peer") is not None:
         arrow = "→" if collective.get("bytes_sent") else "←"
         parts.append(f"{arrow}{collective['peer']}")
@@ -102,25 +103,34 @@ def render_ranks(
     console: Console,
     *,
     title: str = "",
+    numbers: Sequence[int] | None = None,
+    world: int | None = None,
+    note: str = "",
 ) -> None:
-    """The heading, the table of every rank's steps, and each rank's traffic."""
+    """The heading, the table of every rank's steps, and each rank's traffic; ``numbers``:
+    the ranks shown (``--rank R``) of ``world``; ``note``: a line under the heading (how x was
+    handed to the ranks)."""
     from attntrace.render.capture_view import _sizes
 
-    n = len(captures)
-    head = Text.assemble(("attntrace trace", "bold"), f"  {plain(title)}  ", (f"{n} ranks", "bold"))
+    n = world or len(captures)
+    shown = list(numbers) if numbers is not None else list(range(len(captures)))
+    which = f"{n} ranks" if len(shown) == n else ", ".join(f"rank {r}" for r in shown) + f" of {n}"
+    head = Text.assemble(("attntrace trace", "bold"), f"  {plain(title)}  ", (which, "bold"))
     if captures:
         head.append(f"  {_sizes(captures[0])}", style="cyan")
     console.print(head)
+    if note:
+        console.print(Text(note, style="dim"))
     console.print()
     rows = rank_rows([c.steps for c in captures], collectives)
     if not rows:
         console.print(Text("no tensor operations recorded", style="dim"))
         return
     console.print(ranks_table(rows, console.width))
-    console.print(traffic_line(collectives))
-    for r, c in enumerate(captures):
-        for note in (*c.notes, *getattr(c, "remarks", ())):
-            console.print(Text(f"note: rank {r}: {plain(note)}", style="dim"))
+    console.print(traffic_line(collectives, shown))
+    for r, c in zip(shown, captures, strict=True):
+        for said in (*c.notes, *getattr(c, "remarks", ())):
+            console.print(Text(f"note: rank {r}: {plain(said)}", style="dim"))
 
 
 def ranks_table(rows: Sequence[RankRow], width: int = 120) -> Table:
@@ -173,14 +183,17 @@ def _axes(axes: Sequence[str]) -> Text:
     return out if axes else Text(format_axes(tuple(axes)))
 
 
-def traffic_line(collectives: Sequence[Sequence[Mapping[str, Any] | None]]) -> Text:
-    """Each rank's collectives and bytes sent and received, one line.
+def traffic_line(
+    collectives: Sequence[Sequence[Mapping[str, Any] | None]], numbers: Sequence[int] = ()
+) -> Text:
+    """Each rank's collectives and bytes sent and received, one line (``numbers``: the ranks
+    shown, default 0 to N-1).
 
     >>> print(traffic_line([[{"bytes_sent": 10, "bytes_received": 10}], [None]]))
     collectives: rank 0: 1, ↑10 B ↓10 B; rank 1: none
     """
     parts = []
-    for r, mine in enumerate(collectives):
+    for r, mine in zip(numbers or range(len(collectives)), collectives, strict=True):
         got = [c for c in mine if c]
         if not got:
             parts.append(f"rank {r}: none")
@@ -196,16 +209,20 @@ def ranks_document(
     collectives: Sequence[Sequence[Mapping[str, Any] | None]],
     failures: Sequence[dict[str, Any] | None],
     failed: Mapping[str, Any] | None,
+    *,
+    world: int,
+    numbers: Sequence[int] | None = None,
 ) -> dict[str, Any]:
     """The document ``attntrace.capture/2``: each rank's capture document (``capture/1``'s keys
     but ``schema``), its steps each with ``collective`` (null, or kind, ranks, peer, bytes,
-    placements), and ``failure`` (null, or the rank that failed first and the one line)."""
+    placements), and ``failure`` (null, or the rank that failed first and the one line);
+    ``numbers``: the ranks shown (``--rank R``), of ``world``."""
     ranks = []
-    for r, c in enumerate(captures):
+    for k, c in enumerate(captures):
         doc = c.document(None)
         doc.pop("schema")
-        doc["failure"] = failures[r]
-        for step, moved in zip(doc["steps"], collectives[r], strict=True):
+        doc["failure"] = failures[k]
+        for step, moved in zip(doc["steps"], collectives[k], strict=True):
             step["collective"] = dict(moved) if moved else None
-        ranks.append({"rank": r, **doc})
-    return {"schema": RANKS_SCHEMA_ID, "world": len(captures), "ranks": ranks, "failure": failed}
+        ranks.append({"rank": numbers[k] if numbers else k, **doc})
+    return {"schema": RANKS_SCHEMA_ID, "world": world, "ranks": ranks, "failure": failed}

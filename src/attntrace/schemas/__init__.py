@@ -73,6 +73,19 @@ def capture_schema() -> dict[str, Any]:
     return _schema(CAPTURE_SCHEMA_FILE)
 
 
+#: The file name of the schema of ``attntrace trace --nproc N --format json``: every rank.
+RANKS_SCHEMA_FILE = "capture-2.schema.json"
+
+
+def ranks_schema() -> dict[str, Any]:
+    """The JSON Schema of the document of every rank, ``attntrace.capture/2``.
+
+    >>> ranks_schema()["properties"]["schema"]["const"]
+    'attntrace.capture/2'
+    """
+    return _schema(RANKS_SCHEMA_FILE)
+
+
 @cache
 def _schema(name: str) -> dict[str, Any]:
     """The shipped schema file ``name``, read once."""

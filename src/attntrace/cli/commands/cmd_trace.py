@@ -263,7 +263,7 @@ def trace(
 
     letters = _axes(axes)
     spec = parse_target(target, args or [])
-    _check_ranks(nproc, rank, spec.name, past, explain)
+    _check_ranks(nproc, rank, spec.name, past, explain, fmt.value)
     if spec.name is None:
         if init:
             raise _usage("--init needs FILE.py:NAME or package.module:NAME, not a script")
@@ -291,7 +291,12 @@ def trace(
         prints = sys.stdout if fmt.value == "table" else sys.stderr
         ranked = {**request, "shard": shard_x.value}
         runs = run_ranks(ranked, nproc, axes=letters, timeout=timeout, budget=budget, prints=prints)
-        show_ranks(runs, fmt.value, no_color, target, rank)
+        cut = (
+            f"x: each rank's S/{nproc} of the {seq} tokens (--shard-x seq)"
+            if shard_x.value == "seq"
+            else ""
+        )
+        show_ranks(runs, fmt.value, no_color, target, rank, cut)
         return
     words = _explained(explain, lang, fmt.value)
     result = sandboxed(request, letters, timeout, table=fmt.value == "table", budget=budget)
@@ -299,7 +304,7 @@ def trace(
 
 
 def _check_ranks(
-    nproc: int | None, rank: int | None, name: str | None, past: str | None, explain: bool
+    nproc: int | None, rank: int | None, name: str | None, past: str | None, explain: bool, fmt: str
 ) -> None:
     """--nproc's company, refused in one line before anything runs."""
     if nproc is None:
@@ -313,16 +318,20 @@ def _check_ranks(
         raise _usage("--nproc needs FILE.py:NAME or package.module:NAME, not a script")
     if past or explain:
         raise _usage(f"--nproc does not take {'--past' if past else '--explain'}; drop it")
+    if fmt not in ("table", "json"):
+        raise _usage(f"trace --nproc prints a table or json, not {fmt}; give --format json")
     if rank is not None and not 0 <= rank < nproc:
         raise _usage(f"--rank {rank} is not a rank of --nproc {nproc}; give 0 to {nproc - 1}")
 
 
-def show_ranks(runs: RankRuns, fmt: str, no_color: bool, title: str, rank: int | None) -> None:
+def show_ranks(
+    runs: RankRuns, fmt: str, no_color: bool, title: str, rank: int | None, note: str = ""
+) -> None:
     """Every rank's steps (or rank ``rank``'s), then the one line of the first failure, its
     shape error explained (exit 1)."""
     from attntrace.render.ranks_view import ranks_document, render_ranks
 
-    shown = range(runs.world) if rank is None else [rank]
+    shown = list(range(runs.world)) if rank is None else [rank]
     captures = [runs.outcomes()[r].capture for r in shown]
     moved = [runs.collectives()[r] for r in shown]
     if fmt == "json":
@@ -330,12 +339,11 @@ def show_ranks(runs: RankRuns, fmt: str, no_color: bool, title: str, rank: int |
         failed = None if runs.line is None else {"rank": runs.rank, "line": runs.line}
         import json
 
-        typer.echo(json.dumps(ranks_document(captures, moved, failures, failed), indent=2))
-    elif fmt == "table":
-        out = console(no_color)
-        render_ranks(captures, moved, out, title=title if rank is None else f"{title} rank {rank}")
+        doc = ranks_document(captures, moved, failures, failed, world=runs.world, numbers=shown)
+        typer.echo(json.dumps(doc, indent=2))
     else:
-        raise _usage(f"trace --nproc prints a table or json, not {fmt}; give --format json")
+        out = console(no_color)
+        render_ranks(captures, moved, out, title=title, numbers=shown, world=runs.world, note=note)
     if runs.line is not None:
         _explain_rank(runs, no_color if fmt == "table" else True)
         sys.stderr.write(f"attntrace: {runs.line}\n")
