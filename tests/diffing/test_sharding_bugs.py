@@ -25,6 +25,7 @@ LAYOUTS = {
     "tp2": (ParallelLayout(tp=2), {}),
     "tp4-gqa": (ParallelLayout(tp=4), {"kv_heads": 2}),
     "ring2": (ParallelLayout(cp=2, balance=False), {"rope": True}),
+    "ring4": (ParallelLayout(cp=4, balance=False), {"rope": True}),
     "ulysses2": (ParallelLayout(cp=2, cp_kind="ulysses", balance=False), {"rope": True}),
 }
 
@@ -57,7 +58,12 @@ def captures(config: AttentionConfig, bug: ShardingBug | None = None) -> list[Ra
     return out
 
 
-@pytest.fixture(scope="module", params=sorted(LAYOUTS))
+@pytest.fixture(
+    scope="module",
+    params=[
+        pytest.param(n, marks=[pytest.mark.slow] if n == "ring4" else []) for n in sorted(LAYOUTS)
+    ],
+)
 def setting(request: pytest.FixtureRequest) -> AttentionConfig:
     return config_of(request.param)
 

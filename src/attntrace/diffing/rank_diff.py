@@ -204,15 +204,35 @@ class _First:
     row: Row | None
 
 
+#: The steps a collective makes: what a rank receives, wrong when another rank's work is.
+RECEIVED = ("_all_reduce", "_all_gather", "_reduce_scatter", "_all_to_all", "_ring_recv")
+
+
 def _first(rows: Sequence[Sequence[Row]], outputs: Sequence[float]) -> _First:
-    """The lowest rank that differs (a step, or its output), with its first step that differs
-    and the first of its rows that differs at a tensor of the code."""
+    """The rank whose own first differing step (not one a collective received: another rank's
+    mistake arrives there) comes earliest, the lowest rank at a tie; with the first of its rows
+    that differs at a tensor of the code."""
+    best: _First | None = None
     for rank, rank_rows in enumerate(rows):
-        at = next((i for i, r in enumerate(rank_rows) if r.status == DIFFERS), None)
+        differ = [i for i, r in enumerate(rank_rows) if r.status == DIFFERS]
+        received = _received(rank_rows)
+        own = [i for i in differ if rank_rows[i].step.name not in received]
+        at = (own or differ or [len(rank_rows)])[0]
         seen = next((r for r in rank_rows if r.status == DIFFERS and r.user), None)
-        if seen is not None or outputs[rank] != 0.0:
-            return _First(rank, len(rank_rows) if at is None else at, seen)
-    return _First(0, len(rows[0]), None)
+        if (seen is None and outputs[rank] == 0.0) or (best is not None and at >= best.index):
+            continue
+        best = _First(rank, at, seen)
+    return best or _First(0, len(rows[0]), None)
+
+
+def _received(rows: Sequence[Row]) -> set[str]:
+    """The steps a collective made, and those made from them alone (a view of a received k)."""
+    out: set[str] = set()
+    for row in rows:
+        inputs = row.step.inputs
+        if row.step.name.endswith(RECEIVED) or (inputs and all(n in out for n in inputs)):
+            out.add(row.step.name)
+    return out
 
 
 def _diagnose(
