@@ -78,8 +78,8 @@ def test_the_rank_view_itself_matches(setting: AttentionConfig) -> None:
 def test_each_bug_is_named_at_its_rank_and_first_step(setting: AttentionConfig) -> None:
     bugs = catalogue(setting)
     assert bugs, "every layout here has sharding bugs"
-    for bug in bugs:
-        report = diff_ranks(setting, captures(setting, bug))
+    for bug in bugs:  # --causal typed: a mask the code leaves out is a finding too
+        report = diff_ranks(setting, captures(setting, bug), explicit={"causal"})
         f = report.finding
         assert report.verdict == "differs", bug.key
         assert f is not None, bug.key
@@ -177,3 +177,31 @@ def test_roles_read_from_the_names_people_give() -> None:
         roles({f"{c}_proj.weight": np.ones(1) for c in "qkv"})
     with pytest.raises(CannotTellError, match="two parameters play w_q"):
         roles({"q.weight": np.ones(1), "query.weight": np.ones(1)})
+
+
+def test_a_fused_qkv_is_read_as_each_ranks_q_k_v_rows() -> None:
+    cfg = AttentionConfig(seq=4, hidden=8, heads=4)
+    ranks = [
+        {"attn.qkv.weight": np.arange(48.0).reshape(12, 4) + t, "attn.out.weight": np.ones((8, 4))}
+        for t in range(2)
+    ]
+    joined = join(cfg, ParallelLayout(tp=2), ranks)
+    assert joined.tensors["w_q"][:, 0].tolist() == [0, 4, 8, 12, 1, 5, 9, 13]  # 4 rows a rank
+    assert joined.tensors["w_v"][:, 0].tolist() == [32, 36, 40, 44, 33, 37, 41, 45]
+    assert joined.sources["w_k"] == "attn.k_proj.weight"
+    with pytest.raises(CannotTellError, match="fused qkv"):
+        join(cfg, ParallelLayout(tp=4), ranks)
+
+
+def test_a_causal_mask_nobody_asked_for_is_cannot_tell() -> None:
+    causal = dataclasses.replace(config_of("tp2"), causal=True)
+    plain = dataclasses.replace(causal, causal=False)
+    masked = captures(causal)  # the code masks; the reference was not told
+    report = diff_ranks(plain, masked)
+    assert report.verdict == "cannot tell"
+    assert report.exit_code == 4
+    assert "pass --causal if that is the model's choice" in report.cannot_tell
+    told = diff_ranks(plain, masked, explicit={"causal"})  # --no-causal typed: a finding
+    assert told.verdict == "differs"
+    assert told.finding is not None
+    assert told.finding.bug == "causal-unexpected"

@@ -96,7 +96,7 @@ def diff_nproc(
         _raise_first_error(runs.results)
         captures = [_load(Path(tmp), r, result) for r, result in enumerate(runs.results)]
     try:
-        return diff_ranks(config, captures, target=text, read=read)
+        return diff_ranks(config, captures, target=text, read=read, explicit=typed)
     except CannotTellError as exc:  # the weights could not be read: a verdict of its own
         from attntrace.diffing.rank_diff import RankDiffReport
         from attntrace.diffing.verdict import CANNOT_TELL

@@ -20,13 +20,13 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from attntrace.diffing.align import DIFFERS, Row, UserSteps, align
 from attntrace.diffing.rank_weights import Joined, Mismatch, join, join_x
-from attntrace.diffing.sharding_bugs import COPIES, ShardingBug, catalogue, replay
+from attntrace.diffing.sharding_bugs import CHOICES, COPIES, ShardingBug, catalogue, replay
 from attntrace.diffing.user_side import UserStep
 from attntrace.diffing.verdict import CANNOT_TELL
 from attntrace.diffing.verdict import DIFFERS as VERDICT_DIFFERS
@@ -135,8 +135,10 @@ def diff_ranks(
     *,
     target: str = "",
     read: tuple[Read, ...] = (),
+    explicit: Collection[str] = (),
 ) -> RankDiffReport:
-    """The report of the user's ranks ``captures`` (index = rank) under ``config.parallel``."""
+    """The report of the user's ranks ``captures`` (index = rank) under ``config.parallel``;
+    ``explicit``: the options the user typed (a choice no flag stated is CANNOT TELL)."""
     from attntrace.tools.verify import tolerance
 
     layout = config.parallel
@@ -160,6 +162,15 @@ def diff_ranks(
         return dataclasses.replace(report, verdict=VERDICT_MATCH)
     first = _first(rows, outputs)
     finding = _diagnose(config, tensors, traces, users, first)
+    choice = CHOICES.get(finding.bug or "")
+    if choice is not None and choice not in explicit:
+        does, flag = ("applies no", "--no-causal") if config.causal else ("applies a", "--causal")
+        why = (
+            f"the code {does} causal mask ({finding.location or 'its output'}), and no flag "
+            f"said whether the model is causal: the model's choice or a bug; pass {flag} if "
+            "that is the model's choice"
+        )
+        return dataclasses.replace(report, verdict=CANNOT_TELL, finding=finding, cannot_tell=why)
     return dataclasses.replace(report, finding=finding)
 
 
@@ -358,12 +369,12 @@ def _made_from(c: RankCapture, user: UserSteps, joined: Joined, m: Mismatch) -> 
     import numpy as np
 
     name = joined.sources.get(f"w_{m.param[-1]}")
-    if name is None or m.param[-1] not in "qkv":
-        return None
+    if name is None or m.param[-1] not in "qkv" or name not in c.params:
+        return None  # a fused qkv: its tensor is not looked for
     w = np.asarray(c.params[name], dtype=np.float64)
     bias_name = joined.sources.get(f"b_{m.param[-1]}")
     made = np.asarray(c.x, dtype=np.float64) @ w.T  # (B, S, width)
-    if bias_name is not None:
+    if bias_name is not None and bias_name in c.params:
         made = made + np.asarray(c.params[bias_name], dtype=np.float64)
     axes = tuple("BSH"[-made.ndim :])
     hit = user.find(made, axes)

@@ -37,6 +37,8 @@ _NAMES = {
     "v": ("v_proj", "v", "value", "wv", "to_v", "v_lin", "linear_v"),
     "o": ("o_proj", "out_proj", "o", "wo", "dense", "proj", "c_proj", "to_out", "out", "linear_o"),
 }
+#: The names of a fused q, k, v projection (rows q, then k, then v, each rank its own heads').
+_FUSED = ("qkv", "c_attn", "qkv_proj", "wqkv", "to_qkv", "qkv_linear", "linear_qkv")
 _PARAM = re.compile(r"(?:^|\.)(\w+)\.(weight|bias)$")
 
 
@@ -50,6 +52,8 @@ def role_of(name: str) -> str | None:
     if found is None:
         return None
     module, kind = found.groups()
+    if module.lower() in _FUSED:
+        return f"{'w' if kind == 'weight' else 'b'}_qkv"
     for c, names in _NAMES.items():
         if module in names:
             return f"{'w' if kind == 'weight' else 'b'}_{c}"
@@ -107,6 +111,7 @@ def join(
     """The global weights from every rank's ``params`` (index = rank), Megatron's layout."""
     import numpy as np
 
+    params = [unfuse(p, config, layout) for p in params]
     where = roles(params[0])
     T, C = layout.tp, layout.cp
     tensors: dict[str, np.ndarray] = {}
@@ -117,6 +122,32 @@ def join(
     if mismatch is None and C > 1:
         mismatch = _cp_copies(layout, params, where)
     return Joined(tensors=tensors, sources=where, mismatch=mismatch)
+
+
+def unfuse(
+    params: Mapping[str, np.ndarray], config: AttentionConfig, layout: ParallelLayout
+) -> Mapping[str, np.ndarray]:
+    """A rank's fused qkv projection split into q, k, v (rows: the rank's h/T heads of q, then
+    its kv-heads of k, of v), named ``qkv.weight[q]`` …; other parameters as they are."""
+    fused = {role_of(n): n for n in params if role_of(n) in ("w_qkv", "b_qkv")}
+    if not fused:
+        return params
+    d = config.head_dim
+    sizes = (config.heads // layout.tp * d, *(2 * (layout.kv_heads(config) * d,)))
+    out = {n: v for n, v in params.items() if n not in fused.values()}
+    for name in fused.values():
+        value = params[name]
+        if value.shape[0] != sum(sizes):
+            raise CannotTellError(
+                f"{name} has {value.shape[0]} rows, not q, k, v's {' + '.join(map(str, sizes))} "
+                "on a rank; diff --nproc reads a fused qkv as the rank's q, k, v rows in turn"
+            )
+        at = 0
+        for c, n in zip("qkv", sizes, strict=True):
+            part = name.replace(name.rsplit(".", 2)[-2], f"{c}_proj", 1)
+            out[part] = value[at : at + n]
+            at += n
+    return out
 
 
 def holder(config: AttentionConfig, layout: ParallelLayout, t: int) -> int:

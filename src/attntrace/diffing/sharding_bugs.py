@@ -85,7 +85,33 @@ def catalogue(config: AttentionConfig) -> list[ShardingBug]:
         makers += [_rope_restart]
         makers += [_ring] if layout.cp_kind == "ring" else []
         makers += [_ulysses] if layout.cp_kind == "ulysses" else []
+    makers.append(_causal_choice)
     return [bug for make in makers for bug in make(config)]
+
+
+#: The bugs that are a model's choice when no flag stated it (CANNOT TELL, not DIFFERS).
+CHOICES = {"causal-unexpected": "causal", "mask-missing": "causal"}
+
+
+def _causal_choice(cfg: AttentionConfig) -> Iterator[ShardingBug]:
+    """The code masks causally where the reference does not, or the other way round."""
+    if cfg.causal:
+        yield ShardingBug(
+            "mask-missing",
+            "no causal mask: every query attends to every key",
+            "mask the future keys (is_causal=True, or masked_fill(triu(ones(S, S), 1), -inf) "
+            "from global positions); pass --no-causal if the model is not causal",
+            "masked",
+            config={"causal": False},
+        )
+    else:
+        yield ShardingBug(
+            "causal-unexpected",
+            "a causal mask the reference was not asked for",
+            "pass --causal when the model is causal (a decoder); else drop the mask / is_causal",
+            "masked",
+            config={"causal": True},
+        )
 
 
 def _tensor_parallel(cfg: AttentionConfig) -> Iterator[ShardingBug]:

@@ -168,7 +168,7 @@ def diff(
     out = console(no_color)
     if nproc is not None or tp is not None or cp is not None or cp_kind is not None:
         layout = (nproc, tp, cp, cp_kind and cp_kind.value)
-        _diff_ranks(target, init or [], config, layout, (timeout, budget), fmt, out)
+        _diff_ranks(target, init or [], config, (layout, typed), (timeout, budget), fmt, out)
         return
     from attntrace.learn import check_lang
 
@@ -216,7 +216,7 @@ def _diff_ranks(
     target: str,
     init: list[str],
     config: Any,
-    layout: tuple[int | None, int | None, int | None, str | None],
+    asked: tuple[tuple[int | None, int | None, int | None, str | None], set[str]],
     limits: tuple[float, int | None],
     fmt: DiffFormat,
     out: Any,
@@ -230,14 +230,21 @@ def _diff_ranks(
     from attntrace.diffing.rank_child import diff_nproc
     from attntrace.errors import AttntraceError, ConfigError
 
-    nproc, tp, cp, kind = layout
+    (nproc, tp, cp, kind), typed = asked
     if nproc is None:
         raise ConfigError("--tp, --cp and --cp-kind diff a parallel attention: add --nproc N")
     given = ParallelLayout(tp=tp or 1, cp=cp or 1, cp_kind=kind or "ring")
     config = dataclasses.replace(config, parallel=given)
     try:
         report = diff_nproc(
-            target, init, config, nproc, timeout=limits[0], budget=limits[1], prints=sys.stderr
+            target,
+            init,
+            config,
+            nproc,
+            sorted(typed),
+            timeout=limits[0],
+            budget=limits[1],
+            prints=sys.stderr,
         )
     except ChildError as exc:
         raise fail(str(exc), exc.code) from None
