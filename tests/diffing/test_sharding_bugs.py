@@ -26,6 +26,7 @@ LAYOUTS = {
     "tp4-gqa": (ParallelLayout(tp=4), {"kv_heads": 2}),
     "ring2": (ParallelLayout(cp=2, balance=False), {"rope": True}),
     "ring4": (ParallelLayout(cp=4, balance=False), {"rope": True}),
+    "allgather2": (ParallelLayout(cp=2, cp_kind="allgather", balance=False), {}),
     "ulysses2": (ParallelLayout(cp=2, cp_kind="ulysses", balance=False), {"rope": True}),
 }
 

@@ -84,6 +84,7 @@ def catalogue(config: AttentionConfig) -> list[ShardingBug]:
     if layout.cp > 1:
         makers += [_rope_restart]
         makers += [_ring] if layout.cp_kind == "ring" else []
+        makers += [_allgather] if layout.cp_kind == "allgather" else []
         makers += [_ulysses] if layout.cp_kind == "ulysses" else []
     makers.append(_causal_choice)
     return [bug for make in makers for bug in make(config)]
@@ -275,6 +276,28 @@ def _ring(cfg: AttentionConfig) -> Iterator[ShardingBug]:
             "mask_ring",
             tweaks={"mask_ring": _local_causal},
         )
+
+
+def _allgather(cfg: AttentionConfig) -> Iterator[ShardingBug]:
+    """All-gathered keys masked from the rank's local query positions."""
+    import numpy as np
+
+    if not cfg.causal:
+        return
+
+    def local(done: Mapping[str, Any], value: Any) -> Any:
+        s, n = value.shape[-2:]  # (…, S/C, S): queries 0 … S/C-1 against every key
+        return np.broadcast_to(np.tril(np.ones((s, n), dtype=bool)), value.shape).copy()
+
+    yield ShardingBug(
+        "cp-causal-local",
+        "causal mask from the rank's local positions: its queries counted from 0 against the "
+        "all-gathered keys (later ranks' queries blind to most of the past)",
+        "mask by global positions: query i of rank c sits at c·S/C + i; keep key j where "
+        "j <= c·S/C + i",
+        "mask",
+        tweaks={"mask": local},
+    )
 
 
 def _local_causal(done: Mapping[str, Any], value: Any) -> Any:
