@@ -88,6 +88,7 @@ def test_a_list_all_gather_is_one_step_and_its_parts_read_from_it(group: None) -
     assert _moved(t, gathered.name)["bytes_sent"] == 3 * 2 * 3 * 16 * 4  # (n-1) · the part
 
 
+@pytest.mark.filterwarnings("ignore:`torch.distributed.*` is deprecated:FutureWarning")
 def test_tensor_collectives_have_the_shapes_they_move(group: None) -> None:
     x = torch.randn(8, 6)
     with attntrace.capture(keep_values=False) as t:
@@ -151,3 +152,21 @@ def test_a_sequence_that_does_not_split_is_one_line() -> None:
         shard_x(np.zeros((1, 9, 4)), Rank(0, 2, "seq"))
     x = np.arange(24).reshape(1, 6, 4)
     assert (shard_x(x, Rank(2, 3, "seq")) == x[:, 4:6]).all()
+
+
+def test_kept_values_of_collectives_are_what_the_rank_held_then(group: None) -> None:
+    """diff --nproc keeps values: an all_reduce's step keeps the tensor as it left the
+    collective, though the code changes it in place afterwards; a gathered list its stack."""
+    x = torch.arange(6.0).reshape(2, 3)
+    with attntrace.capture(keep_values=True) as t:
+        y = x * 1.0
+        dist.all_reduce(y)  # the fake group: the sum is this rank's own tensor
+        parts = [torch.empty_like(y) for _ in range(WORLD)]
+        dist.all_gather(parts, y)
+        y.mul_(10.0)
+    reduced = next(s for s in t.steps if s.op == "all_reduce")
+    gathered = next(s for s in t.steps if s.op == "all_gather")
+    assert reduced.value is not None
+    assert (reduced.value == x.numpy()).all()  # before the mul_
+    assert gathered.value is not None
+    assert gathered.value.shape == (WORLD, 2, 3)

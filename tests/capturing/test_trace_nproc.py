@@ -12,13 +12,17 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
+from pathlib import Path
 from typing import Any
 
+import jsonschema
 import pytest
 from typer.testing import CliRunner
 
 from attntrace.cli import app
+from attntrace.schemas import ranks_schema
 from leftovers import marked, no_leftovers  # noqa: F401 (a fixture)
 from paths import REPO
 
@@ -40,6 +44,7 @@ def _trace(target: str, n: int, *args: str) -> tuple[dict[str, Any], Any]:
     )
     assert result.exit_code == 0, result.output
     doc = json.loads(result.stdout)
+    jsonschema.Draft202012Validator(ranks_schema()).validate(doc)
     assert doc["schema"] == "attntrace.capture/2"
     assert doc["world"] == n
     assert [r["rank"] for r in doc["ranks"]] == list(range(n))
@@ -136,8 +141,11 @@ def test_ulysses_trades_tokens_for_heads_and_back(n: int) -> None:
         assert {tuple(s["shape"]) for s in moved} == {(n, B, S // n, HEADS // n, H // HEADS)}
         roles = _roles(rank)
         assert [roles[f"{p}_all_to_all"]["index"] for p in "qkv"] == [s["index"] for s in moved[:3]]
-        context = next(s for s in rank["steps"] if s["name"] == "context")
-        assert context["shape"] == [B, HEADS // n, S, H // HEADS]  # h/N heads, every token
+        assert roles["context"]["shape"] == [B, HEADS // n, S, H // HEADS]  # h/N heads, all S
+        assert roles["context"]["axes"] == ["B", f"h/{n}", "R·S", "d"]  # R: the ranks' tokens
+        assert roles["scores"]["shape"] == [B, HEADS // n, S, S]
+        assert roles["context_all_to_all"]["index"] == moved[3]["index"]
+        assert roles["output"]["shape"] == [B, S // n, H]
 
 
 def test_the_table_shows_one_row_where_the_ranks_agree() -> None:
@@ -217,16 +225,16 @@ def _line(result: Any) -> str:
 
 
 def test_a_rank_that_raises_is_named_with_its_line() -> None:
-    result, _ = _failing("raise")
+    result, _ = _failing("raise", "--format", "json")
     assert result.exit_code == 1
     assert _line(result) == (
         "attntrace: rank 1 raised ValueError: rank 1 cannot split 32 evenly at failing.py:34; "
         "all 2 ranks were stopped"
     )
-    doc_result, _ = _failing("raise", "--format", "json")
-    doc = json.loads(doc_result.stdout)
-    assert doc["failure"]["rank"] == 1
+    doc = json.loads(result.stdout)
+    assert doc["failure"] == {"rank": 1, "line": _line(result).removeprefix("attntrace: ")}
     assert doc["ranks"][1]["failure"]["location"] == "failing.py:34"
+    assert doc["ranks"][1]["failure"]["error"]["type"] == "ValueError"
 
 
 def test_a_rank_that_hangs_is_stopped_at_the_time_limit_with_both_lines() -> None:
@@ -239,10 +247,12 @@ def test_a_rank_that_hangs_is_stopped_at_the_time_limit_with_both_lines() -> Non
     assert took < 3 + 30  # the ranks' start, then 3 s, not gloo's own timeout
 
 
-def test_a_rank_killed_by_sigkill_is_named() -> None:
+def test_a_rank_killed_by_sigkill_is_named(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # where the ranks meet
     result, _ = _failing("kill")
     assert result.exit_code == 1
     assert _line(result).startswith("attntrace: rank 1 was killed by SIGKILL at failing.py:24")
+    assert list(tmp_path.iterdir()) == []  # the rendezvous' folder removed
 
 
 def test_a_rank_past_its_memory_limit_is_named() -> None:

@@ -48,22 +48,22 @@ class Rank:
 
 
 def join(request: Mapping[str, Any]) -> Rank:
-    """Join the process group the request names (gloo, on 127.0.0.1 at its port) and seed
-    torch; the :class:`Rank` the user's code is built and called with."""
+    """Join the process group the request names (gloo; the rendezvous in the file ``store``,
+    or on 127.0.0.1 at ``port``) and seed torch; the :class:`Rank` the user's code is built
+    and called with (``RANK``, ``WORLD_SIZE``, ``LOCAL_RANK`` set as torchrun sets them)."""
     import torch
     import torch.distributed as dist
 
     rank, world = int(request["rank"]), int(request["world"])
     os.environ.update(
-        MASTER_ADDR="127.0.0.1",
-        MASTER_PORT=str(int(request["port"])),
-        RANK=str(rank),
-        WORLD_SIZE=str(world),
-        LOCAL_RANK=str(rank),
-        LOCAL_WORLD_SIZE=str(world),
+        RANK=str(rank), WORLD_SIZE=str(world), LOCAL_RANK=str(rank), LOCAL_WORLD_SIZE=str(world)
     )
+    if "store" in request:
+        where = f"file://{request['store']}"
+    else:
+        where = f"tcp://127.0.0.1:{int(request['port'])}"
     wait = datetime.timedelta(seconds=float(request.get("timeout", 60.0)) + GLOO_SLACK)
-    dist.init_process_group("gloo", rank=rank, world_size=world, timeout=wait)
+    dist.init_process_group("gloo", init_method=where, rank=rank, world_size=world, timeout=wait)
     torch.manual_seed(int((request.get("inputs") or {}).get("seed", 0)))
     shard = str(request.get("shard", "none"))
     return Rank(rank, world, shard, dist.group.WORLD)

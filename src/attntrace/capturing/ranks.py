@@ -1,8 +1,9 @@
 """``trace --nproc N``: N sandbox children, one per rank, joined by torch.distributed (gloo).
 
 Each rank is the child of :mod:`attntrace.capturing.sandbox` (``python -m`` it, or the
-``module`` given: diff's own child), run with ``rank``, ``world`` and ``port`` in its request:
-it joins the process group before the user's code is imported
+``module`` given: diff's own child), run with ``rank``, ``world`` and ``store`` (the file of the
+rendezvous, in a folder removed at the end: no port to race for) in its request: it joins the
+process group before the user's code is imported
 (:mod:`attntrace.capturing.rank_setup`), then runs under the same time limit, memory limit
 (per rank), channel and relayed prints (``[rank R] `` before each line) as one child does.
 
@@ -18,8 +19,8 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -156,7 +157,8 @@ def run_ranks(
     check_timeout(timeout)
     check_nproc(nproc)
     out = prints or sys.stderr
-    base = {**request, "world": nproc, "port": _free_port(), "timeout": timeout}
+    folder = tempfile.mkdtemp(prefix="attntrace-ranks-")
+    base = {**request, "world": nproc, "store": os.path.join(folder, "store"), "timeout": timeout}
     base |= {"axes": dict(axes or {}), "budget": budget}
     base["path"] = [p for p in sys.path if isinstance(p, str)]
     tree = Tree()
@@ -170,16 +172,10 @@ def run_ranks(
                 reader.join(timeout=5)
     finally:
         tree.close()
+        shutil.rmtree(folder, ignore_errors=True)
     if received:
         _stopped(received)
     return _collect(children, timeout, axes)
-
-
-def _free_port() -> int:
-    """A TCP port of 127.0.0.1 free now (the rendezvous of rank 0)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _launch(module: str, payload: dict[str, Any], prints: Any) -> _Child:
@@ -290,7 +286,8 @@ def _collect(
             got = _result(c.got, c.proc.returncode or 0, dumps[-1], c.killed, timeout, axes)
         except ChildError as exc:  # the rank's own one line, with its number
             peer = "Connection closed by peer" in str(exc) or "gloo" in str(exc)
-            own.append((peer, c.ended_at, ChildError(f"rank {c.rank}: {exc}", exc.code)))
+            said = f"rank {c.rank}: {exc}{_twice(str(exc))}"
+            own.append((peer, c.ended_at, ChildError(said, exc.code)))
             got = None
         results.append(got.outcome if isinstance(got, Ended) else got)
         ended.append(got if isinstance(got, Ended) else None)
@@ -303,6 +300,20 @@ def _collect(
     runs = RankRuns(results, ended)
     runs.rank, runs.line = blame(children, runs, dumps)
     return runs
+
+
+def _twice(message: str) -> str:
+    """The fix when the code joins a process group itself: attntrace has joined one.
+
+    >>> _twice("ValueError: trying to initialize the default process group twice!")[:30]
+    '; attntrace --nproc has joined'
+    """
+    if "default process group twice" not in message:
+        return ""
+    return (
+        "; attntrace --nproc has joined the process group (gloo) before your code runs: "
+        "call dist.init_process_group only when not dist.is_initialized()"
+    )
 
 
 def blame(

@@ -268,7 +268,9 @@ class _Finder:
             return base.removesuffix("_rep"), base
         if first == "xh" and heads_first:
             return "xq", ""
-        split = first == "k" and (axes[-2:] in (("d", "S"), ("d", "N")) or _cached(axes))
+        split = first == "k" and (
+            axes[-2:] in (("d", "S"), ("d", "N"), ("d", "R·S")) or _cached(axes)
+        )
         one_head = first == "k_proj" and axes[-2:] in (("H", "S"), ("H", "N"))  # never split
         if split or one_head:
             return "k_t", "k_t"
