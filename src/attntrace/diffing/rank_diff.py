@@ -103,7 +103,7 @@ class RankDiffReport:
             "schema": "attntrace.rank-diff/1",
             "target": self.target,
             "verdict": self.verdict,
-            "ranks": len(self.rows),
+            "ranks": self.config.parallel.ranks if self.config.parallel else len(self.rows),
             "layout": dataclasses.asdict(self.config.parallel) if self.config.parallel else None,
             "outputs_max_abs": [_num(v) for v in self.outputs],
             "finding": None if self.finding is None else _finding_dict(self.finding),
