@@ -24,6 +24,8 @@ def render_rank_diff(report: RankDiffReport, console: Console) -> None:
     console.print(_header(report), highlight=False, markup=False)
     for read in report.read:
         console.print(f"note: {plain(str(read))}", highlight=False, markup=False)
+    if report.sources:
+        console.print(f"note: {weights_line(report.sources)}", highlight=False, markup=False)
     if report.rows:
         console.print(_table(report))
     console.print(_verdict(report), highlight=False, markup=False)
@@ -35,6 +37,16 @@ def render_rank_diff(report: RankDiffReport, console: Console) -> None:
 def rank_diff_json(report: RankDiffReport) -> str:
     """The report as one JSON document."""
     return json.dumps(report.to_dict(), indent=2) + "\n"
+
+
+def weights_line(sources: dict[str, str]) -> str:
+    """Where the weights came from: each rank's modules, joined in Megatron's layout.
+
+    >>> weights_line({"w_q": "attn.q_proj.weight", "b_q": "attn.q_proj.bias", "w_o": "o.weight"})
+    "weights: each rank's attn.q_proj, o, joined in Megatron's layout"
+    """
+    modules = ", ".join(dict.fromkeys(plain(n.rsplit(".", 1)[0]) for n in sources.values()))
+    return f"weights: each rank's {modules}, joined in Megatron's layout"
 
 
 def _header(report: RankDiffReport) -> str:
