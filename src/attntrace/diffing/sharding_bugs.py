@@ -14,7 +14,7 @@ kv-head that should be a copy and is not) is found from the weights before anyth
 >>> cfg = AttentionConfig(batch=1, seq=8, hidden=16, heads=4, causal=True,
 ...                       parallel=ParallelLayout(tp=2))
 >>> [bug.key for bug in catalogue(cfg)][:3]
-['tp-no-all-reduce', 'tp-bias-before-all-reduce', 'tp-scale-local-heads']
+['tp-no-all-reduce', 'tp-bias-before-all-reduce', 'tp-bias-before-and-after']
 """
 
 from __future__ import annotations
