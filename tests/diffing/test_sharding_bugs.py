@@ -206,3 +206,21 @@ def test_a_causal_mask_nobody_asked_for_is_cannot_tell() -> None:
     assert told.verdict == "differs"
     assert told.finding is not None
     assert told.finding.bug == "causal-unexpected"
+
+
+def test_the_json_document_validates() -> None:
+    import json
+
+    import jsonschema
+
+    from attntrace.render.rank_diff_view import rank_diff_json
+    from attntrace.schemas import rank_diff_schema
+
+    cfg = config_of("tp2")
+    bug = next(b for b in catalogue(cfg) if b.key == "tp-no-all-reduce")
+    for report in (diff_ranks(cfg, captures(cfg)), diff_ranks(cfg, captures(cfg, bug))):
+        doc = json.loads(rank_diff_json(report))
+        jsonschema.Draft202012Validator(rank_diff_schema()).validate(doc)
+        assert doc["ranks"] == 2
+    assert doc["finding"]["bug"] == "tp-no-all-reduce"
+    assert doc["steps"][0][0] == {"step": "x", "status": "match", "line": "user.py:0"}
