@@ -112,6 +112,10 @@ def test_dtensor_sequence_parallel_gathers_the_tokens_and_scatters_them_back(n: 
         )
         assert gather["input_shapes"] == [[B, S // n, H]]
         assert (scatter["role"], scatter["shape"]) == ("o_reduce_scatter", [B, S // n, H])
+        assert scatter["axes"] == ["B", "S", "H"]  # S·N scattered back: the rank's tokens
+        q_proj = _roles(rank)["q_proj"]  # computed from the gathered tokens, the rank's heads
+        assert (q_proj["inputs"], q_proj["input_shapes"]) == ([gather["name"]], [[B, S, H]])
+        assert q_proj["axes"] == ["B", f"S·{n}", f"h/{n}·d"]
         assert gather["collective"]["bytes_sent"] == (n - 1) * B * (S // n) * H * 4
 
 
@@ -227,12 +231,13 @@ def _line(result: Any) -> str:
 def test_a_rank_that_raises_is_named_with_its_line() -> None:
     result, _ = _failing("raise", "--format", "json")
     assert result.exit_code == 1
-    assert _line(result) == (
+    line = _line(result)  # rank 0 may be named too, where it waited (gloo told it late)
+    assert line.startswith(
         "attntrace: rank 1 raised ValueError: rank 1 cannot split 32 evenly at failing.py:34; "
-        "all 2 ranks were stopped"
     )
+    assert line.endswith("; all 2 ranks were stopped")
     doc = json.loads(result.stdout)
-    assert doc["failure"] == {"rank": 1, "line": _line(result).removeprefix("attntrace: ")}
+    assert doc["failure"] == {"rank": 1, "line": line.removeprefix("attntrace: ")}
     assert doc["ranks"][1]["failure"]["location"] == "failing.py:34"
     assert doc["ranks"][1]["failure"]["error"]["type"] == "ValueError"
 
@@ -267,7 +272,8 @@ def test_a_rank_that_skips_a_collective_leaves_its_peer_waiting() -> None:
     result, _ = _failing("skip")
     assert result.exit_code == 1
     line = _line(result)
-    assert line.startswith("attntrace: rank 0 raised RuntimeError: Connection closed by peer")
+    assert line.startswith("attntrace: rank 0 raised RuntimeError: ")
+    assert "by peer" in line  # gloo's words vary: "Connection closed by peer", "… reset by peer"
     assert line.endswith(
         "in all_reduce at failing.py:29 (rank 1 had returned after 0 collectives; rank 0 "
         "called 1); all 2 ranks were stopped"

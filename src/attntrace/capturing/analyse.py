@@ -300,14 +300,16 @@ def _resized(letter: str, before: int, after: int, sizes: ax.Sizes) -> str:
 
     >>> _resized("S", 4, 8, ax.Sizes({"S": 4}, parts=2)), _resized("S", 8, 4, ax.Sizes(parts=2))
     ('S·2', 'S/2')
+    >>> _resized("S·2", 8, 4, ax.Sizes(parts=2))  # scattered back
+    'S'
     """
     n = sizes.parts
     if after == before:
         return letter
     if n > 1 and letter not in (UNKNOWN, "1") and after == before * n:
-        return f"{letter}·{n}"
+        return letter.removesuffix(f"/{n}") if letter.endswith(f"/{n}") else f"{letter}·{n}"
     if n > 1 and letter not in (UNKNOWN, "1") and before == after * n:
-        return f"{letter}/{n}"
+        return letter.removesuffix(f"·{n}") if letter.endswith(f"·{n}") else f"{letter}/{n}"
     return sizes.letter(after)
 
 

@@ -285,7 +285,7 @@ def _collect(
         try:
             got = _result(c.got, c.proc.returncode or 0, dumps[-1], c.killed, timeout, axes)
         except ChildError as exc:  # the rank's own one line, with its number
-            peer = "Connection closed by peer" in str(exc) or "gloo" in str(exc)
+            peer = "by peer" in str(exc) or "gloo" in str(exc)  # closed, reset: a consequence
             said = f"rank {c.rank}: {exc}{_twice(str(exc))}"
             own.append((peer, c.ended_at, ChildError(said, exc.code)))
             got = None

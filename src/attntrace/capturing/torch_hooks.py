@@ -74,6 +74,9 @@ class _Call:
     site: Site | None
     module: Any
     inputs: tuple[Any, ...]
+    #: the rank's tensors DTensor's input hooks made of them (``ColwiseParallel(input_layouts=
+    #: Shard(1))`` gathers x first): what the module computes with
+    redistributed: list[Any] = field(default_factory=list)
 
 
 @dataclass
@@ -205,6 +208,8 @@ class TorchHooks:
         """A DTensor redistribution: one step at the user's line (from the rank's tensor
         before to its tensor after), or, when it moved nothing, the same step as before."""
         rec = self.recorder
+        if self.stack:  # inside a module's own hooks: its input as it computes with it
+            self.stack[-1].redistributed.append(out)
         source = rec.lookup(local)
         params = it.record()
         site = None if rec.busy else caller_site()
@@ -329,7 +334,9 @@ class TorchHooks:
         if self.stack or call.site is None or output is None:
             return
         kind = "linear" if type(module).__name__ == "Linear" else "module"
-        self._record(output, type(module).__name__.lower(), kind, call.site, list(call.inputs), {})
+        moved = call.redistributed  # one per input: DTensor's input hooks ran before forward
+        operands = moved if len(moved) == len(call.inputs) else list(call.inputs)
+        self._record(output, type(module).__name__.lower(), kind, call.site, operands, {})
 
 
 def _is_mask(t: Any) -> bool:
