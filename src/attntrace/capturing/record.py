@@ -306,6 +306,13 @@ class Capture:
         if hasattr(value, "to_local") and id(type(value)) not in self._adapters:
             value = value.to_local()  # a DTensor: the rank's own shard (diff --nproc)
         adapter = self._adapters.get(id(type(value)))
+        if adapter is None and hasattr(value, "detach"):  # a torch.Tensor subclass
+            if callable(getattr(value, "wait", None)):  # AsyncCollectiveTensor: its result
+                value = value.wait()
+            adapter = next(
+                (self._adapters[id(k)] for k in type(value).__mro__ if id(k) in self._adapters),
+                None,
+            )
         if adapter is None:  # a plain ndarray: no hooks made it
             from attntrace.capturing.copies import copy_shared
 

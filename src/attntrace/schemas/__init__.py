@@ -92,3 +92,16 @@ def _schema(name: str) -> dict[str, Any]:
     """The shipped schema file ``name``, read once."""
     schema: dict[str, Any] = json.loads(files(__name__).joinpath(name).read_text(encoding="utf-8"))
     return schema
+
+
+#: The file name of the schema of ``attntrace diff --nproc N --format json``.
+RANK_DIFF_SCHEMA_FILE = "rank-diff-1.schema.json"
+
+
+def rank_diff_schema() -> dict[str, Any]:
+    """The JSON Schema of every rank's diff, ``attntrace.rank-diff/1``.
+
+    >>> rank_diff_schema()["properties"]["schema"]["const"]
+    'attntrace.rank-diff/1'
+    """
+    return _schema(RANK_DIFF_SCHEMA_FILE)
