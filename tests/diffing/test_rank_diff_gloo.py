@@ -119,3 +119,58 @@ def test_a_rank_that_raises_is_one_line(tmp_path: Any) -> None:
     assert len(got.output.strip().splitlines()) == 1
     psutil = pytest.importorskip("psutil")
     assert psutil.Process().children(recursive=True) == []  # every rank stopped and reaped
+
+
+NO_HEADS_ARGUMENT = '''
+import torch.distributed as dist
+from torch import nn
+
+
+class Attn(nn.Module):
+    """Four heads, fixed in the code: no argument says how many."""
+
+    def __init__(self):
+        super().__init__()
+        world, rank = dist.get_world_size(), dist.get_rank()
+        full = nn.Linear(32, 96)
+        self.qkv = nn.Linear(32, 96 // world)
+        rows = full.weight.view(3, 32, 32)[:, rank * 32 // world : (rank + 1) * 32 // world]
+        self.qkv.weight.data = rows.reshape(-1, 32).clone()
+        self.qkv.bias.data = full.bias.view(3, 32)[:, rank * 16 : (rank + 1) * 16].reshape(-1)
+        o = nn.Linear(32, 32, bias=False)
+        self.o_proj = nn.Linear(32 // world, 32, bias=False)
+        self.o_proj.weight.data = o.weight[:, rank * 32 // world : (rank + 1) * 32 // world]
+        self.local = 4 // world
+
+    def forward(self, x):
+        B, S, _ = x.shape
+        q, k, v = self.qkv(x).view(B, S, 3, self.local, 8).permute(2, 0, 3, 1, 4)
+        w = (q @ k.transpose(-2, -1) / 8**0.5).softmax(-1)
+        out = self.o_proj((w @ v).transpose(1, 2).reshape(B, S, -1))
+        dist.all_reduce(out)
+        return out
+'''
+
+
+def test_sizes_come_from_the_class_arguments_and_unread_heads_are_cannot_tell(
+    tmp_path: Any,
+) -> None:
+    """No --hidden/--heads: the class's own arguments (defaults included) give them, each in a
+    note; a class that names no heads is CANNOT TELL whose remedy, applied, is accepted."""
+    from attntrace.cli import app
+
+    runner = CliRunner()
+    good = f"{DATA / 'distributed' / 'megatron_tp.py'}:ParallelSelfAttention"
+    got = runner.invoke(app, ["diff", good, "--nproc", "2", "--batch", "1", "--seq", "8"])
+    assert got.exit_code == 0, got.output
+    assert "H=64 h=8" in got.output
+    assert "heads: from ParallelSelfAttention() (8)" in got.output
+    (tmp_path / "fixed.py").write_text(NO_HEADS_ARGUMENT)
+    target = [f"{tmp_path / 'fixed.py'}:Attn", "--nproc", "2", "--batch", "1", "--seq", "8"]
+    got = runner.invoke(app, ["diff", *target, "--format", "json"])
+    assert got.exit_code == 4, got.output
+    doc = json.loads(got.output)
+    assert doc["verdict"] == "cannot tell" and "--heads" in json.dumps(doc)
+    got = runner.invoke(app, ["diff", *target, "--heads", "4"])
+    assert got.exit_code == 0, got.output
+    assert "H=32 h=4" in got.output

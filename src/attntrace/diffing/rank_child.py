@@ -87,6 +87,7 @@ def diff_nproc(
             "out": tmp,
             "shard": "seq" if layout.cp > 1 else "none",
             "inputs": {"seed": config.seed},
+            "typed": sorted(typed),
         }
         runs = run_ranks(
             request, nproc, timeout=timeout, budget=budget, prints=prints, module=__name__
@@ -94,14 +95,25 @@ def diff_nproc(
         if runs.line is not None:
             raise RanksFailedError(runs.line)
         _raise_first_error(runs.results)
+        try:
+            config, sized = _read_sizes(config, runs.results[0], typed)
+        except CannotTellError as exc:  # no flag and no argument gives the heads
+            return _cannot_tell(config, text, read, exc)
+        read = (*read, *sized)
         captures = [_load(Path(tmp), r, result) for r, result in enumerate(runs.results)]
     try:
         return diff_ranks(config, captures, target=text, read=read, explicit=typed)
     except CannotTellError as exc:  # the weights could not be read: a verdict of its own
-        from attntrace.diffing.rank_diff import RankDiffReport
-        from attntrace.diffing.verdict import CANNOT_TELL
+        return _cannot_tell(config, text, read, exc)
 
-        return RankDiffReport(config, text, CANNOT_TELL, read=read, cannot_tell=str(exc))
+
+def _cannot_tell(
+    config: AttentionConfig, text: str, read: tuple[Read, ...], exc: CannotTellError
+) -> RankDiffReport:
+    from attntrace.diffing.rank_diff import RankDiffReport
+    from attntrace.diffing.verdict import CANNOT_TELL
+
+    return RankDiffReport(config, text, CANNOT_TELL, read=read, cannot_tell=str(exc))
 
 
 def _raise_first_error(results: Sequence[Any]) -> None:
@@ -114,6 +126,68 @@ def _raise_first_error(results: Sequence[Any]) -> None:
     waited = [str(r) for r, x in errors if r != rank and x.get("waiting")]
     also = f"; rank {', '.join(waited)} stopped in a collective waiting on it" if waited else ""
     raise RanksFailedError(f"{first['error']}{also}")
+
+
+#: The ``__init__`` arguments that name the whole attention's sizes (not one rank's share).
+_SIZE_ARGS = {
+    "hidden": ("hidden", "hidden_size", "embed_dim", "d_model", "dim", "n_embd", "hidden_dim"),
+    "heads": ("heads", "num_heads", "n_heads", "n_head", "nhead", "num_attention_heads"),
+    "kv_heads": ("kv_heads", "num_kv_heads", "n_kv_heads", "num_key_value_heads", "n_kv_head"),
+}
+
+
+def init_sizes(cls: Any, init: Mapping[str, Any]) -> dict[str, int]:
+    """The sizes a class was built with, read from its ``__init__``'s arguments (given, else
+    their defaults) by their usual names: the whole attention's, as the user wrote them — a
+    rank's own attributes (``self.heads = num_heads // world``) hold its share.
+
+    >>> class Attn:
+    ...     def __init__(self, embed_dim=64, num_heads=4, kv_heads=None, rank=0): ...
+    >>> init_sizes(Attn, {"num_heads": 8})
+    {'hidden': 64, 'heads': 8}
+    """
+    import inspect
+
+    try:
+        bound = inspect.signature(cls).bind_partial(**init)
+    except (TypeError, ValueError):
+        return {}
+    bound.apply_defaults()
+    out: dict[str, int] = {}
+    for field, names in _SIZE_ARGS.items():
+        for name in names:
+            value = bound.arguments.get(name)
+            if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+                out[field] = value
+                break
+    return out
+
+
+def _read_sizes(
+    config: AttentionConfig, result: Any, typed: Sequence[str]
+) -> tuple[AttentionConfig, tuple[Read, ...]]:
+    """The config with the sizes rank 0 read from the user's class where no flag gave them
+    (each said in a note); CANNOT TELL when the heads are neither typed nor read."""
+    from attntrace.diffing.region import cannot_tell
+    from attntrace.diffing.verdict import Read
+
+    sizes = result.get("sizes", {}) if isinstance(result, Mapping) else {}
+    source = str(result.get("built", "")) if isinstance(result, Mapping) else ""
+    changes = {k: v for k, v in sizes.items() if k not in typed and getattr(config, k) != v}
+    if "heads" not in typed and "heads" not in sizes:
+        cannot_tell(
+            f"the number of heads: {source or 'the code'} names none in its arguments "
+            f"(heads, num_heads, n_head …), and a rank's own count is its share",
+            "pass --heads H (the whole attention's)",
+        )
+    if "kv_heads" not in typed and "kv_heads" not in sizes and "heads" in changes:
+        changes["kv_heads"] = None  # as many as the heads read
+    try:
+        config = dataclasses.replace(config, **changes)
+    except ConfigError as exc:
+        raise ConfigError(f"{exc} (read from {source}); give the sizes with flags") from None
+    reads = tuple(Read(k, v, source) for k, v in sizes.items() if k not in typed and k in changes)
+    return config, reads
 
 
 class RanksFailedError(AttntraceError):
@@ -163,7 +237,12 @@ def _run_rank(request: Mapping[str, Any], config: AttentionConfig, rank: Any) ->
     from attntrace.capturing.rank_setup import shard_x
     from attntrace.diffing.user_side import UserCodeError, run_user
 
-    module = _build(request, config, rank)
+    module, sizes, built = _build(request, config, rank)
+    if "hidden" not in request.get("typed", ()):  # the width the module takes, not 768
+        from attntrace.capturing.runner import _width
+
+        sizes.setdefault("hidden", _width(module))
+        config = dataclasses.replace(config, hidden=sizes["hidden"], heads=1, kv_heads=None)
     x = torch.from_numpy(_seeded_x(config))
     x = shard_x(x, rank)  # (B, S, H), or (B, S/N, H) with --cp
     try:
@@ -175,7 +254,8 @@ def _run_rank(request: Mapping[str, Any], config: AttentionConfig, rank: Any) ->
     arrays |= {f"p:{n}": _local(p) for n, p in module.named_parameters()}
     arrays |= {f"s{i}": s.value for i, s in enumerate(steps)}
     np.savez(Path(request["out"]) / f"rank-{rank.rank}.npz", **arrays)
-    return {"steps": [[s.name, s.location, s.source, s.role] for s in steps]}
+    steps_seen = [[s.name, s.location, s.source, s.role] for s in steps]
+    return {"steps": steps_seen, "sizes": sizes, "built": built}
 
 
 def _in_collective(exc: BaseException) -> bool:
@@ -187,7 +267,11 @@ def _in_collective(exc: BaseException) -> bool:
     return any("torch/distributed" in f.filename.replace("\\", "/") for f in frames)
 
 
-def _build(request: Mapping[str, Any], config: AttentionConfig, rank: Any) -> Any:
+def _build(
+    request: Mapping[str, Any], config: AttentionConfig, rank: Any
+) -> tuple[Any, dict[str, int], str]:
+    """The rank's module, the sizes its ``__init__`` was given (:func:`init_sizes`) and how it
+    was built (``ParallelSelfAttention(num_heads=4)``), for the notes."""
     from attntrace.capturing.runner import (
         TargetError,
         _on_rank,
@@ -214,7 +298,9 @@ def _build(request: Mapping[str, Any], config: AttentionConfig, rank: Any) -> An
             f"diff --nproc reads each rank's weights from an nn.Module; {spec.name} is not one"
         )
     module.eval()  # dropout off
-    return module
+    sizes = init_sizes(obj, init) if isinstance(obj, type) else {}
+    shown = ", ".join(f"{k}={v}" for k, v in parse_init(request["init"]).items())
+    return module, sizes, f"{spec.name}({shown})"
 
 
 def _seeded_x(config: AttentionConfig) -> np.ndarray:
