@@ -1575,15 +1575,6 @@ MESSAGES: dict[str, tuple[str, str]] = {
         "{location} 处 {op} 的重放结果与 kernel 的输出相差 {max_abs}（容差 {tol}）：之后的步骤使用 "
         "kernel 的输出",
     ),
-    "cell.kernel_equal": (
-        "replayed; equals the kernel's output within {max_abs}",
-        "已重放；与 kernel 的输出相差不超过 {max_abs}",
-    ),
-    "cell.kernel_differs": (
-        "replayed; differs from the kernel's output by {max_abs} (tolerance {tol}): the "
-        "kernel's output is used",
-        "已重放；与 kernel 的输出相差 {max_abs}（容差 {tol}）：使用 kernel 的输出",
-    ),
     "note.sdpa": (
         "nn.MultiheadAttention called with need_weights=False runs "
         "F.scaled_dot_product_attention, one fused op: its scores and weights are not visible "
