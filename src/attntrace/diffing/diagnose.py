@@ -214,8 +214,9 @@ def _unexplained(
     row: Row, closest: tuple[float, Bug] | None, hidden: bool = False, seen: int = 0
 ) -> Diagnosis:
     """No known bug reproduces the divergence at ``row``; ``hidden``: no step before it matches
-    (``seen``: how many ops of the code were recorded; none: a fused kernel, SDPA or a C++
-    op made it from x), so the report says only that."""
+    (``seen``: how many ops of the code were recorded; none: a C++ op or a fused kernel
+    attntrace does not open made it from x; SDPA and flex_attention are opened), so the report
+    says only that."""
     who = row.user
     abs_, rel = (
         (row.agreement.max_abs, row.agreement.max_rel) if row.agreement else (math.nan, math.nan)
@@ -247,7 +248,7 @@ def _unexplained(
             step=row.step.name,
             bug=None,
             name="the output differs, and only the output is visible: the steps inside are not "
-            "visible (a fused kernel, scaled_dot_product_attention or a C++ op made it from x), "
+            "visible (a C++ op or a fused kernel attntrace does not open made it from x), "
             f"so where it goes wrong cannot be told; no known bug reproduces it{near}",
             fix="run attntrace trace on it to see its ops, or compute the attention step by "
             "step (math path) to compare each step",
