@@ -260,6 +260,7 @@ def test_module_instance_and_torch_function_targets(tmp_path: Path) -> None:
     assert result.exit_code == 2
 
 
+@pytest.mark.e2e  # two sandboxed runs, ~3 s each here
 def test_opaque_keeps_the_kernel_one_row_and_json_lists_the_opened_call(tmp_path: Path) -> None:
     """Without --opaque the SDPA call of mods.py:14 is opened (its steps, a ``kernels`` entry
     whose total is the sum of its steps); with it, one row and no kernels (the schema's /2)."""

@@ -51,21 +51,29 @@ def install(hooks: Any) -> Callable[[], None]:
     fn = getattr(module, "flex_attention", None)
     if not isinstance(fn, types.FunctionType) or fn.__code__.co_freevars:
         return lambda: None
-    original = types.FunctionType(
-        fn.__code__, fn.__globals__, fn.__name__, fn.__defaults__, fn.__closure__
-    )
-    original.__kwdefaults__ = fn.__kwdefaults__
+    outer = module.__dict__.get(_HOOK)  # a capture inside a capture: the outer one's shim
+    if outer is None:
+        original = types.FunctionType(
+            fn.__code__, fn.__globals__, fn.__name__, fn.__defaults__, fn.__closure__
+        )
+        original.__kwdefaults__ = fn.__kwdefaults__
+    else:
+        original = outer.original
     saved = (fn.__code__, fn.__defaults__, fn.__kwdefaults__)
 
     def called(*args: Any, **kwargs: Any) -> Any:
         return _called(hooks, original, args, kwargs)
 
+    called.original = original  # type: ignore[attr-defined]
     module.__dict__[_HOOK] = called
     fn.__code__, fn.__defaults__, fn.__kwdefaults__ = _shim.__code__, None, None
 
     def undo() -> None:
         fn.__code__, fn.__defaults__, fn.__kwdefaults__ = saved
-        module.__dict__.pop(_HOOK, None)
+        if outer is None:
+            module.__dict__.pop(_HOOK, None)
+        else:
+            module.__dict__[_HOOK] = outer
 
     return undo
 

@@ -32,11 +32,12 @@ _CODES: set[CodeType] = set()
 _CLASSES: list[type] = []
 
 
-#: What trace says when torch's attention ran its fused kernel (``need_weights=False``).
+#: What trace says when torch's attention ran its fused kernel (``need_weights=False``) and it
+#: was kept one row (``--opaque``); without it the call is opened (capturing/kernel.py).
 SDPA_NOTE = (
     "nn.MultiheadAttention called with need_weights=False runs F.scaled_dot_product_attention, "
-    "one fused op: its scores and weights are not visible (call it with need_weights=True to "
-    "see them)"
+    "one fused op: with --opaque its scores and weights are not visible (drop --opaque to see "
+    "them replayed, or call it with need_weights=True)"
 )
 
 

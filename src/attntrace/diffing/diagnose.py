@@ -214,8 +214,9 @@ def _unexplained(
     row: Row, closest: tuple[float, Bug] | None, hidden: bool = False, seen: int = 0
 ) -> Diagnosis:
     """No known bug reproduces the divergence at ``row``; ``hidden``: no step before it matches
-    (``seen``: how many ops of the code were recorded; none: a fused kernel, SDPA or a C++
-    op made it from x), so the report says only that."""
+    (``seen``: how many ops of the code were recorded; none: a C++ op or a fused kernel
+    attntrace does not open made it from x; SDPA and flex_attention are opened), so the report
+    says only that."""
     who = row.user
     abs_, rel = (
         (row.agreement.max_abs, row.agreement.max_rel) if row.agreement else (math.nan, math.nan)

@@ -1686,22 +1686,13 @@ MESSAGES: dict[str, tuple[str, str]] = {
         "{location} 处 {op} 的重放结果与 kernel 的输出相差 {max_abs}（容差 {tol}）：之后的步骤使用 "
         "kernel 的输出",
     ),
-    "cell.kernel_equal": (
-        "replayed; equals the kernel's output within {max_abs}",
-        "已重放；与 kernel 的输出相差不超过 {max_abs}",
-    ),
-    "cell.kernel_differs": (
-        "replayed; differs from the kernel's output by {max_abs} (tolerance {tol}): the "
-        "kernel's output is used",
-        "已重放；与 kernel 的输出相差 {max_abs}（容差 {tol}）：使用 kernel 的输出",
-    ),
     "note.sdpa": (
         "nn.MultiheadAttention called with need_weights=False runs "
-        "F.scaled_dot_product_attention, one fused op: its scores and weights are not visible "
-        "(call it with need_weights=True to see them)",
+        "F.scaled_dot_product_attention, one fused op: with --opaque its scores and weights are "
+        "not visible (drop --opaque to see them replayed, or call it with need_weights=True)",
         "以 need_weights=False 调用的 nn.MultiheadAttention 会运行 "
-        "F.scaled_dot_product_attention 这一个融合运算：看不到它的分数和注意力权重（用 "
-        "need_weights=True 调用就能看到）",
+        "F.scaled_dot_product_attention 这一个融合运算：加了 --opaque 就看不到它的分数和注意力权重"
+        "（去掉 --opaque 就能看到重放的步骤，或者用 need_weights=True 调用）",
     ),
     # --- run --page-size: the paged cache (render/serving_view.py paged_table) ----------------
     "word.gather": (
