@@ -152,6 +152,19 @@ MESSAGES: dict[str, tuple[str, str]] = {
         "--softcap must be a number > 0, got {value}",
         "--softcap 必须是 > 0 的数，而不是 {value}",
     ),
+    "err.alibi_with": (
+        "--alibi and {flag} both encode positions (no model uses both); drop one of them",
+        "--alibi 和 {flag} 都编码位置（没有模型同时用两者）；请去掉其中一个",
+    ),
+    "err.alibi_cross": (
+        "--alibi biases by the distance within one sequence; drop --alibi or --kv-seq "
+        "(cross-attention has no ALiBi)",
+        "--alibi 按同一个序列内的距离加偏置；请去掉 --alibi 或 --kv-seq（交叉注意力没有 ALiBi）",
+    ),
+    "err.alibi_bool": (
+        "alibi must be True or False, got {value}",
+        "alibi 必须是 True 或 False，而不是 {value}",
+    ),
     "err.qk_norm": (
         "--qk-norm must be head or full, got {value}",
         "--qk-norm 必须是 head 或 full，而不是 {value}",

@@ -71,8 +71,8 @@ def past_references(
 
 def sdpa_skip_reason(config: AttentionConfig) -> str | None:
     """Why the SDPA reference does not apply to a --past config, or None."""
-    if config.softcap is not None or config.relative_bias is not None:
-        return f"{SDPA_CACHE}: SDPA has no soft-capping or relative position bias"
+    if config.softcap is not None or config.position_biased:
+        return f"{SDPA_CACHE}: SDPA has no soft-capping or position bias (T5's, ALiBi)"
     if config.rope and (
         config.rope_scaling is not None
         or config.rotary_dims is not None
