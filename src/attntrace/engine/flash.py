@@ -342,7 +342,8 @@ def flash_context(
     the mask of ``plan`` is made and applied tile by tile (never whole), as are --softcap and
     a position bias (``table``: T5's rel_bias (buckets, h), or ALiBi's slopes (h, 1, 1)).
     ``lse`` (--backward): each block's final row max and sum are kept and the step ``lse`` =
-    m + log(l) (B, h, S) follows, what the backward recomputes the weights from (:func:`attntrace.engine.backward.flash_core`).
+    m + log(l) (B, h, S) follows, what the backward recomputes the weights from
+    (:func:`attntrace.engine.backward.flash_core`).
 
     >>> from attntrace import AttentionConfig, trace_attention
     >>> cfg = AttentionConfig(seq=300, hidden=64, heads=4, algorithm="flash", block_size=128)
