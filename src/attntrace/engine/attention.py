@@ -528,15 +528,8 @@ def _chain_ops(config: AttentionConfig, plan: MaskPlan | None) -> dict[str, str]
     ('scores / sqrt(4)', '30 * tanh(scaled / 30)', 'softmax(capped, dim=-1)')
     """
     cap, scale = config.softcap, config.scale
-    last = (
-        "masked"
-        if plan is not None
-        else "biased"
-        if config.position_biased
-        else "capped"
-        if cap is not None
-        else "scaled"
-    )
+    below = "biased" if config.position_biased else "capped" if cap is not None else "scaled"
+    last = "masked" if plan is not None else below
     unscaled = " (unscaled)" if scale == 1 else ""
     return {
         "scores": f"{'q_rot' if config.rope else 'q'} @ k_t",
@@ -544,9 +537,9 @@ def _chain_ops(config: AttentionConfig, plan: MaskPlan | None) -> dict[str, str]
         if scale is None
         else f"scores * {scale:g}{unscaled}",
         "capped": "" if cap is None else f"{cap:g} * tanh(scaled / {cap:g})",
-        "masked": "scaled + mask"
+        "masked": f"{below} + mask"
         if plan is not None and plan.additive
-        else "where(mask, scaled, -inf)",
+        else f"where(mask, {below}, -inf)",
         "weights": f"softmax({last}, dim=-1)",
         "context": f"weights @ {'v_rep' if config.grouped else _kv_names(config)[1]}",
     }
