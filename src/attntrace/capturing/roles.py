@@ -71,9 +71,9 @@ class _Finder:
             return self._projection(first, axes)
         if weight and first in ("merged", "context_1h"):  # context_1h: one head, nothing to merge
             return "output", "output"
-        if e.kind in ("matmul", "einsum") and len(ins) >= 2:
+        if e.kind in ("matmul", "einsum") and len(ins) >= 2 + at:  # baddbmm: the product at 1
             einsum = e.kind == "einsum"
-            return self._einsum(ins[0], ins[1], axes) if einsum else self._product(*ins[:2])
+            return self._einsum(ins[0], ins[1], axes) if einsum else self._product(*ins[at:][:2])
         if e.kind == "sdpa":
             return "context", "context"
         # where(mask, scores, -inf): the scores' lineage, whatever the operand order

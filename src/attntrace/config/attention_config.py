@@ -54,6 +54,7 @@ OPTIONAL_FIELDS: tuple[str, ...] = (
     "qk_norm_eps",
     "relative_bias",
     "alibi",
+    "alibi_scaled",
     "rope_style",
     "past",
     "parallel",
@@ -125,6 +126,8 @@ class AttentionConfig:
     qk_norm_eps: float | None = None  # epsilon of --qk-norm (rms_norm_eps); None: 1e-6
     relative_bias: str | None = None  # T5: "BUCKETS,MAX_DISTANCE[,causal]", a bias per bucket
     alibi: bool = False  # ALiBi (Bloom, MPT, Falcon): slope_h * (j - i) added to the scaled scores
+    # Falcon adds ALiBi to the raw scores, before the scale: each slope times the scale too
+    alibi_scaled: bool = False
     rope_style: str = "half"  # one of ROPE_STYLES: pairs (i, i + d/2) or (2i, 2i + 1)
     # --- the serving view (issue 34) ---
     past: int = 0  # N, tokens already in the KV cache: the S new tokens sit at N..N+S-1
@@ -210,8 +213,13 @@ class AttentionConfig:
 
     def _check_alibi(self) -> None:
         """ALiBi's distances are its positions: no second position scheme beside it."""
-        if not isinstance(self.alibi, bool):
-            raise ConfigError(f"alibi must be True or False, got {_short(self.alibi)}")
+        for name in ("alibi", "alibi_scaled"):
+            if not isinstance(getattr(self, name), bool):
+                raise ConfigError(
+                    f"{name} must be True or False, got {_short(getattr(self, name))}"
+                )
+        if self.alibi_scaled and not self.alibi:
+            raise ConfigError("alibi_scaled changes where ALiBi's bias is added; add --alibi")
         if not self.alibi:
             return
         for flag, on in (("--rope", self.rope), ("--relative-bias", self.relative_bias)):

@@ -49,6 +49,8 @@ LABELS = {
     "rotary_dims": ("rotary dims", "--rotary-dims"),
     "rope_scaling": ("RoPE scaling", "--rope-scaling"),
     "relative_bias": ("relative bias", "--relative-bias"),
+    "alibi": ("ALiBi", "--alibi"),
+    "alibi_scaled": ("ALiBi added before the scale", ""),
     "qk_norm_eps": ("qk norm eps", ""),
 }
 

@@ -36,7 +36,7 @@ from attntrace.engine.masks import MASK_STEPS, MaskPlan, MaskWarning, build_mask
 from attntrace.engine.memory import check_budget
 from attntrace.engine.parallel import check_threads, in_pool, pool
 from attntrace.engine.recorder import Recorder, StepReplacement
-from attntrace.engine.relative import BIAS_OPS, RELATIVE_STEPS, position_bias, relative_sources
+from attntrace.engine.relative import RELATIVE_STEPS, bias_op, position_bias, relative_sources
 from attntrace.engine.rope import ROPE_STEPS, rope_sources
 from attntrace.errors import ConfigError
 from attntrace.trace import Param, Step, Trace
@@ -579,7 +579,7 @@ def _weigh(
         capped = be.scale(be.tanh(be.scale(scaled, 1.0 / c)), c)  # (B, h, S, N)
         scaled, last = rec.step("capped", capped, ops["capped"], hSN), "capped"
     if relative is not None:
-        scaled = _relative(be, rec, lay, (scaled, last), relative, config.alibi)  # (B, h, S, N)
+        scaled = _relative(be, rec, lay, (scaled, last), relative, config)  # (B, h, S, N)
     if mask is not None and plan is not None:
         scores_shape = (*lay.sizes, config.heads, config.seq, config.keys)  # (B, h, S, N)
         mask = record_mask(rec, mask, plan, scores_shape)  # (B, 1, S, N), or broadcasting
@@ -667,15 +667,14 @@ def _relative(
     lay: _Layout,
     below: tuple[T, str],
     inputs: tuple[T, T],
-    alibi: bool,
+    config: AttentionConfig,
 ) -> T:
     """The bias of each (query, key) pair and head (T5's bucket's, or ALiBi's slope times the
     distance), added to the scores ``below`` (the value and its step's name)."""
     N = lay.lab.keys
     (scaled, last), (pairs, heads) = below, inputs
-    bias = position_bias(be, pairs, heads, alibi)  # (h, S, N)
-    op = BIAS_OPS["alibi" if alibi else "t5"]
-    bias = rec.step("position_bias", bias, op, ("h", "S", N))
+    bias = position_bias(be, pairs, heads, config.alibi)  # (h, S, N)
+    bias = rec.step("position_bias", bias, bias_op(config), ("h", "S", N))
     biased = be.add(scaled, bias)  # (B, h, S, N)
     return rec.step("biased", biased, f"{last} + position_bias", lay.ax("h", "S", N))
 

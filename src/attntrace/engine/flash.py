@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 from attntrace.config.attention_config import AttentionConfig
 from attntrace.engine.masks import declare_mask
+from attntrace.engine.relative import bias_op, pair_tile, position_bias
 
 if TYPE_CHECKING:
     from attntrace.backends.base import Backend, Source
@@ -311,6 +312,7 @@ class _Flash(Generic[T]):
     table: T | None = None
     onehot: Callable[[int, int, int, int], Source] | None = field(default=None, repr=False)
     alibi: bool = False  # --alibi: ``table`` holds the slopes
+    bias_op: str = ""  # how the trace writes bias_tile
     rest: _Flash[T] | None = field(default=None, repr=False)  # for the tiles after the first
     stats: tuple[T, T] | None = field(default=None, repr=False)  # (B, h, S) m and l, for lse
 
@@ -375,6 +377,7 @@ def flash_context(
         table=table,
         onehot=_onehot(config),
         alibi=config.alibi,
+        bias_op=bias_op(config) if config.position_biased else "",
     )
     if plan is not None:  # (B, 1, S, N), made tile by tile
         declare_mask(rec, plan, (*be.shape(q)[:-1], config.keys), config.blocks[0])
@@ -439,8 +442,6 @@ def _onehot(config: AttentionConfig) -> Callable[[int, int, int, int], Source] |
     distances (--alibi); None without one."""
     if not config.position_biased:
         return None
-    from attntrace.engine.relative import pair_tile
-
     return pair_tile(config)
 
 
@@ -591,15 +592,12 @@ def _biased(f: _Flash[T], s: T, s_name: str, box: tuple[int, int, int, int], tim
     """The position bias of the tile (T5's table's row of each (query, key) bucket, or ALiBi's
     slope times the distance), its per-pair input made from the rule for the tile's rows and
     keys, added to the tile scores."""
-    from attntrace.engine.relative import BIAS_OPS, position_bias
-
     be, rec = f.be, f.rec
     assert f.onehot is not None  # a bug, not user input
     assert f.table is not None
     # (Br, Bc, buckets) or (Br, Bc), inputs as eager's rel_onehot and alibi_distance
     pairs = be.tensor(f.onehot(*box))
     bias = position_bias(be, pairs, f.table, f.alibi)  # (h, Br, Bc)
-    op = BIAS_OPS["alibi" if f.alibi else "t5"]
-    bias = rec.step("bias_tile", bias, op, ("h", "Br", "Bc"), times=times)
+    bias = rec.step("bias_tile", bias, f.bias_op, ("h", "Br", "Bc"), times=times)
     biased = be.binary("add", s, bias, inplace=f.inplace)  # (B, h, Br, Bc)
     return rec.step("s_biased", biased, f"{s_name} + bias_tile", f.ax("Br", "Bc"), times=times)

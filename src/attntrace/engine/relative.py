@@ -36,7 +36,20 @@ T = TypeVar("T")
 BIAS_OPS: dict[str, str] = {
     "t5": "rel_bias[bucket(j - i)].permute(2, 0, 1)",
     "alibi": "alibi_slopes * (j - i)",
+    # Falcon: (scores + alibi) * scale, the same as scaled + this
+    "alibi_scaled": "alibi_slopes * scale * (j - i)",
 }
+
+
+def bias_op(config: AttentionConfig) -> str:
+    """How the trace writes the position bias of ``config``.
+
+    >>> bias_op(AttentionConfig(alibi=True, alibi_scaled=True))
+    'alibi_slopes * scale * (j - i)'
+    """
+    if config.alibi:
+        return BIAS_OPS["alibi_scaled" if config.alibi_scaled else "alibi"]
+    return BIAS_OPS["t5"]
 
 
 def position_bias(be: Backend[T], pairs: T, heads: T, alibi: bool) -> T:
@@ -149,9 +162,11 @@ def relative_sources(config: AttentionConfig, whole: bool = True) -> dict[str, S
 
 
 def _alibi_sources(config: AttentionConfig, whole: bool) -> dict[str, Source]:
-    """ALiBi's slopes (h, 1, 1) and distances (S, N); --past: query i is key i + cached."""
+    """ALiBi's slopes (h, 1, 1) (times the scale when Falcon adds the bias before it) and
+    distances (S, N); --past: query i is key i + cached."""
     h = config.heads
-    slopes = Source((h, 1, 1), config.dtype, lambda: alibi_slopes(h).reshape(h, 1, 1))
+    factor = config.score_scale if config.alibi_scaled else 1.0
+    slopes = Source((h, 1, 1), config.dtype, lambda: alibi_slopes(h).reshape(h, 1, 1) * factor)
     if not whole:
         return {"alibi_slopes": slopes}
     shape = (config.seq, config.keys)

@@ -162,8 +162,12 @@ MESSAGES: dict[str, tuple[str, str]] = {
         "--alibi 按同一个序列内的距离加偏置；请去掉 --alibi 或 --kv-seq（交叉注意力没有 ALiBi）",
     ),
     "err.alibi_bool": (
-        "alibi must be True or False, got {value}",
-        "alibi 必须是 True 或 False，而不是 {value}",
+        "{name} must be True or False, got {value}",
+        "{name} 必须是 True 或 False，而不是 {value}",
+    ),
+    "err.alibi_scaled": (
+        "alibi_scaled changes where ALiBi's bias is added; add --alibi",
+        "alibi_scaled 改变 ALiBi 偏置加在哪里；请加上 --alibi",
     ),
     "err.qk_norm": (
         "--qk-norm must be head or full, got {value}",
