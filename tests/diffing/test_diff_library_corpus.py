@@ -211,7 +211,7 @@ def test_named_directly_matches_and_trace_names_its_roles(
     for module in (built, Held(built)):  # named, and held by the user's module
         roles = _roles(module)
         assert {"weights", "context"} <= roles, sorted(roles)
-        assert roles & {"scores", "scaled"}, sorted(roles)
+        assert roles & {"scores", "scaled", "biased"}, sorted(roles)  # biased: Bloom's baddbmm
 
 
 def _roles(module: Any) -> set[str]:

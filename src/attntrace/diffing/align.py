@@ -132,7 +132,7 @@ def align(ref: Trace, user: UserSteps) -> tuple[Row, ...]:
             rows.append(Row(step, MATCH, *hit, shifted=step.name in shifted))
             last = max(last, hit[0].index)
             continue
-        if later[step.name] & matched:
+        if later[step.name] & matched or _inside_bias(step, ref):
             rows.append(Row(step, FUSED))
             continue
         row = _unmatched(step, user, used, last)
@@ -160,6 +160,13 @@ def _shifted(
             found[name] = hit
             out.add(name)
     return out
+
+
+def _inside_bias(step: Step, ref: Trace) -> bool:
+    """With --alibi, a step before the bias that no tensor of the code holds: fused, as in
+    Bloom's ``alibi.baddbmm(q, k_t, alpha=1/√d)`` (scores, scale and bias in one op); the first
+    step a mistake there shows at is ``biased`` (the catalogue's scale bugs still apply)."""
+    return ref.config.alibi and step.name in ("scores", "scaled", "position_bias")
 
 
 def _returned_differs(step: Step, user: UserSteps) -> Row | None:
