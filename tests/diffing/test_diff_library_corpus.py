@@ -198,7 +198,21 @@ def _ids(cases: list[Any]) -> list[str]:
     return ["-".join([c[0].rsplit(":", 1)[-1], *(["+".join(c[1])] if c[1] else [])]) for c in cases]
 
 
-@pytest.mark.parametrize(("target", "init"), MATCHING, ids=_ids(MATCHING))
+#: Classes added with ALiBi (issue 41): their diffs run in .ci/run's e2e tier, the README's
+#: tier being at its time budget (about 12 s of diffs together).
+E2E_CLASSES = frozenset({"BloomAttention", "MptAttention", "FalconAttention"})
+
+
+def _cases(cases: list[Any], ids: list[str]) -> list[Any]:
+    """``cases`` as pytest params, those of :data:`E2E_CLASSES` marked slow and e2e."""
+    e2e = (pytest.mark.slow, pytest.mark.e2e)
+    return [
+        pytest.param(*c, id=i, marks=e2e if c[0] in E2E_CLASSES else ())
+        for c, i in zip(cases, ids, strict=True)
+    ]
+
+
+@pytest.mark.parametrize(("target", "init"), _cases(MATCHING, _ids(MATCHING)))
 def test_named_directly_matches_and_trace_names_its_roles(
     target: str, init: dict[str, Any]
 ) -> None:
@@ -231,8 +245,10 @@ MATCH_WRAPPED = [(t, i, w) for t, i in MATCHING for w in WRAPS]
 
 @pytest.mark.parametrize(
     ("target", "init", "wrap"),
-    MATCH_WRAPPED,
-    ids=[f"{i}-{w}" for i, (_, _, w) in zip(_ids(MATCH_WRAPPED), MATCH_WRAPPED, strict=True)],
+    _cases(
+        MATCH_WRAPPED,
+        [f"{i}-{w}" for i, (_, _, w) in zip(_ids(MATCH_WRAPPED), MATCH_WRAPPED, strict=True)],
+    ),
 )
 def test_wrapped_three_ways_still_matches(target: str, init: dict[str, Any], wrap: str) -> None:
     built = _built(target, init)

@@ -102,7 +102,7 @@ def test_without_alibi_the_weights_differ() -> None:
     assert np.abs(np.asarray(plain["weights"].value) - weights).max() > 1e-3
 
 
-@pytest.mark.parametrize("block", [1, 3, 4])
+@pytest.mark.parametrize("block", [1, 4])
 @pytest.mark.parametrize("case", ["plain", "causal gqa", "window"])
 def test_flash_tiles_equal_eager(compute_backend: str, case: str, block: int) -> None:
     fields = {"batch": 2, "seq": 11, "hidden": 24, "heads": 6, "dtype": "float64", "alibi": True}

@@ -72,6 +72,11 @@ class Read:
         """A semantic choice, which a flag overrides (a size must agree with the weights)."""
         return self.field not in SIZES
 
+    @property
+    def overridable(self) -> bool:
+        """A choice some flag sets (not ``alibi_scaled``, ``qk_norm_eps``: read only)."""
+        return self.choice and LABELS.get(self.field, ("", "a flag"))[1] != ""
+
     def to_dict(self) -> dict[str, Any]:
         return {"field": self.field, "value": self.value, "source": self.source}
 
