@@ -5,6 +5,7 @@ sweep and compare, and one line + exit 2 for every combination no model has."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
@@ -93,3 +94,25 @@ def test_a_typo_names_the_option() -> None:
     code, _, err = invoke("run", "--alibli", *SIZES)
     assert code == 2
     assert "--alibi" in err
+
+
+@pytest.mark.parametrize(
+    ("fields", "words"),
+    [
+        ({"model_type": "bloom", "n_head": 4, "hidden_size": 32}, "with ALiBi"),
+        ({"model_type": "mpt", "num_attention_heads": 4, "hidden_size": 32}, "with ALiBi"),
+        (
+            {"model_type": "falcon", "num_attention_heads": 4, "hidden_size": 32, "alibi": True},
+            "alibi_slopes * scale * (j - i)",  # Falcon: the bias before the scale
+        ),
+        ({"model_type": "falcon", "num_attention_heads": 4, "hidden_size": 32}, "with RoPE"),
+    ],
+)
+def test_a_config_json_says_alibi_itself(
+    fields: dict[str, object], words: str, tmp_path: Path
+) -> None:
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(fields))
+    code, out, err = invoke("run", "--hf-config", str(path), "--backend", "shape")
+    assert code == 0, err
+    assert words in out

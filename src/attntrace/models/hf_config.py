@@ -599,15 +599,20 @@ def _scale(cfg: Mapping[str, Any], path: Path | str, head_dim: int) -> float | N
 
 
 def _alibi(cfg: Mapping[str, Any], path: Path | str, model_type: str) -> dict[str, bool]:
-    """ALiBi's fields: Bloom always, MPT by attn_config.alibi (default true), Falcon by alibi,
-    which it adds to the raw scores, before the scale (alibi_scaled); {} without ALiBi."""
+    """ALiBi's fields: Bloom always, MPT by attn_config.alibi (default true), Falcon (or any
+    other config) by alibi; Falcon adds it to the raw scores, before the scale (alibi_scaled);
+    {} without ALiBi.
+
+    >>> _alibi({"model_type": "falcon", "alibi": True}, "config.json", "falcon")
+    {'alibi': True, 'alibi_scaled': True}
+    >>> _alibi({"model_type": "mpt", "attn_config": {"alibi": False}}, "config.json", "mpt")
+    {}
+    """
     attn = cfg.get("attn_config")
     attn = attn if isinstance(attn, Mapping) else {}
-    on = {
-        "bloom": True,
-        "mpt": attn.get("alibi", True) is True,
-        "falcon": cfg.get("alibi") is True,
-    }.get(model_type, False)
+    on = {"bloom": True, "mpt": attn.get("alibi", True) is True}.get(
+        model_type, cfg.get("alibi") is True
+    )  # Falcon's and any other config's own alibi: true
     if not on:
         return {}
     most = attn.get("alibi_bias_max", 8)
