@@ -329,6 +329,20 @@ def _relative_encoder(modeling: Any, config: Any) -> Any | None:
     return None
 
 
+#: Decoder-only families whose attention class states no ``is_causal``: their model is causal.
+DECODERS = frozenset({"bloom", "mpt"})
+
+
+@functools.lru_cache(maxsize=256)
+def _fills_where_true(cls: type) -> bool:
+    """Whether ``cls.forward`` hides the keys where its boolean mask is True (MPT)."""
+    try:
+        forward = cls.forward  # type: ignore[attr-defined]
+        return "masked_fill(attention_mask," in inspect.getsource(forward)
+    except (TypeError, OSError, AttributeError):
+        return False
+
+
 @functools.lru_cache(maxsize=256)
 def _reads_bool_mask(cls: type) -> bool:
     """Whether ``cls.forward`` reads the mask as booleans (``attention_mask.bool()``)."""
@@ -341,8 +355,11 @@ def _reads_bool_mask(cls: type) -> bool:
 
 def _keep_mask(torch: Any, attn: Any, additive: Any, B: int, S: int) -> Any:  # noqa: N803
     """The mask in the layer's convention: the additive one, or for a layer that reads it as
-    booleans (DeBERTa's ``attention_mask.bool()``: True where a key is kept) that mask."""
+    booleans (DeBERTa's ``attention_mask.bool()``: True where a key is kept) that mask, or
+    for MPT's ``masked_fill(attention_mask, min)`` True where a key is hidden."""
     classes: set[type] = {type(m) for m in attn.modules()}
+    if additive is not None and any(_fills_where_true(cls) for cls in classes):
+        return additive != 0  # (B, 1, S, S): True where hidden
     if not any(_reads_bool_mask(cls) for cls in classes):
         return additive
     if additive is None:
@@ -355,7 +372,7 @@ def _mask(torch: Any, attn: Any, config: Any, B: int, S: int, dtype: Any) -> Any
     causal = getattr(attn, "is_causal", None)
     if causal is None:
         causal = getattr(attn, "is_decoder", False)
-    if not causal:
+    if not causal and getattr(config, "model_type", "") not in DECODERS:
         return None
     i = torch.arange(S)[:, None]  # (S, 1)
     j = torch.arange(S)[None]  # (1, S)

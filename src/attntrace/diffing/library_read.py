@@ -57,12 +57,17 @@ def read_facts(attn: Any, fields: dict[str, Any]) -> dict[str, Any]:
 
 def alibi_hints(attn: Any) -> dict[str, Any]:
     """The fields of ALiBi when ``attn`` adds it (Bloom, MPT, Falcon with alibi; none else):
-    no rotation; Falcon adds the bias to the raw scores, before the scale (alibi_scaled)."""
+    no rotation; Falcon adds the bias to the raw scores, before the scale (alibi_scaled); Bloom
+    and MPT, decoder-only families whose class keeps no config nor ``is_causal``, are causal."""
+    from attntrace.capturing.library import DECODERS
+
     if not alibi_of(attn):
         return {}
     config = getattr(attn, "config", None)
     falcon = getattr(config, "model_type", "") == "falcon"
-    return {"alibi": True, "alibi_scaled": falcon, "rope": False, "rotary_dims": None}
+    family = [*type(attn).__module__.split("."), "", "", ""][2]  # transformers.models.bloom
+    causal = {"causal": True} if family in DECODERS else {}
+    return {"alibi": True, "alibi_scaled": falcon, "rope": False, "rotary_dims": None, **causal}
 
 
 def _pairs_neighbours(attn: Any) -> bool:

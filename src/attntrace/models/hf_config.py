@@ -571,7 +571,7 @@ def _causal(cfg: Mapping[str, Any], model_type: str) -> bool:
     archs = cfg.get("architectures") or []
     return (
         model_type in ROPE_TYPES
-        or model_type == "gpt2"
+        or model_type in ("gpt2", "bloom", "mpt")
         or (model_type in T5_TYPES and bool(cfg.get("is_decoder")))  # T5's decoder stack
         or any(str(a).endswith(("ForCausalLM", "LMHeadModel")) for a in archs)
     )
