@@ -16,7 +16,9 @@ BERT (BertSelfAttention)  ``attn(x)``: not causal
 T5 (T5Attention)          ``attn(x, mask=...)``: the relative bias from its own table
 BART, Whisper, TrOCR …    built from sizes: ``cls(embed_dim=H, num_heads=h, config=...)``
 CLIP, SigLIP              built from the vision (or text) part of their composite config
-Bloom                     ``attn(x, residual=0, alibi=..., attention_mask=None)``
+Bloom                     ``attn(x, residual=0, alibi=..., attention_mask=mask)``: causal
+MPT                       ``attn(x, position_bias=..., attention_mask=hidden)``: causal, the
+                          mask as booleans (True where a key is hidden)
 DeBERTa                   ``attn(x, attention_mask=keep)`` (True where kept); with
                           relative_attention, the encoder's ``rel_embeddings``, ``relative_pos``
 Gemma 3, OLMo 3           the rotary asked for the layer's kind (``layer_type``)
