@@ -216,7 +216,11 @@ def test_missing_mask_file(tmp_path: Path) -> None:
             ),
             "rope scaling 'longrope' is not modelled",
         ),
-        ('{"num_attention_heads": 32, "hidden_size": 4096, "alibi": true}', "ALiBi"),
+        (
+            '{"model_type": "mpt", "num_attention_heads": 32, "hidden_size": 4096, '
+            '"attn_config": {"alibi_bias_max": 16}}',
+            "alibi_bias_max 16 is not modelled",
+        ),
         ('{"text_config": {}}', "multimodal config"),
         (
             '{"num_attention_heads": 12, "hidden_size": 768, "num_key_value_heads": 5}',

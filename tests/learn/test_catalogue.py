@@ -41,6 +41,10 @@ VARIANTS: dict[str, AttentionConfig] = {
     "qk_norm": AttentionConfig(seq=3, hidden=8, heads=2, qk_norm="head"),
     "qk_norm_full": AttentionConfig(seq=3, hidden=8, heads=2, qk_norm="full"),
     "t5_bias": AttentionConfig(seq=3, hidden=8, heads=2, relative_bias="8,16", bias=False),
+    "alibi": AttentionConfig(seq=3, hidden=24, heads=3, alibi=True, causal=True),
+    "alibi_flash": AttentionConfig(
+        seq=5, hidden=8, heads=2, alibi=True, algorithm="flash", block_size=2
+    ),
     "cross": AttentionConfig(seq=3, hidden=8, heads=2, kv_seq=5, kv_hidden=6),
     "unscaled": AttentionConfig(seq=3, hidden=8, heads=2, scale=1.0),
     "scale": AttentionConfig(seq=3, hidden=8, heads=2, scale=0.3),

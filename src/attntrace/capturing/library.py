@@ -17,7 +17,9 @@ BERT (BertSelfAttention)  ``attn(x)``: not causal
 T5 (T5Attention)          ``attn(x, mask=...)``: the relative bias from its own table
 BART, Whisper, TrOCR …    built from sizes: ``cls(embed_dim=H, num_heads=h, config=...)``
 CLIP, SigLIP              built from the vision (or text) part of their composite config
-Bloom                     ``attn(x, residual=0, alibi=..., attention_mask=None)``
+Bloom                     ``attn(x, residual=0, alibi=..., attention_mask=mask)``: causal
+MPT                       ``attn(x, position_bias=..., attention_mask=hidden)``: causal, the
+                          mask as booleans (True where a key is hidden)
 DeBERTa                   ``attn(x, attention_mask=keep)`` (True where kept); with
                           relative_attention, the encoder's ``rel_embeddings``, ``relative_pos``
 Gemma 3, OLMo 3           the rotary asked for the layer's kind (``layer_type``)
@@ -353,6 +355,20 @@ def _relative_encoder(modeling: Any, config: Any) -> Any | None:
     return None
 
 
+#: Decoder-only families whose attention class states no ``is_causal``: their model is causal.
+DECODERS = frozenset({"bloom", "mpt"})
+
+
+@functools.lru_cache(maxsize=256)
+def _fills_where_true(cls: type) -> bool:
+    """Whether ``cls.forward`` hides the keys where its boolean mask is True (MPT)."""
+    try:
+        forward = cls.forward  # type: ignore[attr-defined]
+        return "masked_fill(attention_mask," in inspect.getsource(forward)
+    except (TypeError, OSError, AttributeError):
+        return False
+
+
 @functools.lru_cache(maxsize=256)
 def _reads_bool_mask(cls: type) -> bool:
     """Whether ``cls.forward`` reads the mask as booleans (``attention_mask.bool()``)."""
@@ -365,8 +381,11 @@ def _reads_bool_mask(cls: type) -> bool:
 
 def _keep_mask(torch: Any, attn: Any, additive: Any, B: int, S: int) -> Any:  # noqa: N803
     """The mask in the layer's convention: the additive one, or for a layer that reads it as
-    booleans (DeBERTa's ``attention_mask.bool()``: True where a key is kept) that mask."""
+    booleans (DeBERTa's ``attention_mask.bool()``: True where a key is kept) that mask, or
+    for MPT's ``masked_fill(attention_mask, min)`` True where a key is hidden."""
     classes: set[type] = {type(m) for m in attn.modules()}
+    if additive is not None and any(_fills_where_true(cls) for cls in classes):
+        return additive != 0  # (B, 1, S, S): True where hidden
     if not any(_reads_bool_mask(cls) for cls in classes):
         return additive
     if additive is None:
@@ -379,7 +398,7 @@ def _mask(torch: Any, attn: Any, config: Any, B: int, S: int, dtype: Any) -> Any
     causal = getattr(attn, "is_causal", None)
     if causal is None:
         causal = getattr(attn, "is_decoder", False)
-    if not causal:
+    if not causal and getattr(config, "model_type", "") not in DECODERS:
         return None
     i = torch.arange(S)[:, None]  # (S, 1)
     j = torch.arange(S)[None]  # (1, S)

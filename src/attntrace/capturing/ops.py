@@ -153,6 +153,8 @@ def torch_kind(
         params["swapped"] = True
     if shown == "addmm" and operands == 3:  # addmm(bias, x, w) = x @ w + bias: HF's Conv1D
         kind, params["x"] = "linear", 1
+    if shown == "baddbmm" and operands == 3:  # Bloom: alibi.baddbmm(q, k_t) = alibi + q @ k_t
+        kind, params["x"] = "matmul", 1
     if shown == "getitem" and len(args) > 1:
         params |= index_params(args[1], getattr(args[0], "shape", ()))
     return kind, params

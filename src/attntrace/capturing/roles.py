@@ -134,9 +134,11 @@ class _Finder:
             return self._projection(first, axes)
         if weight and first in ("merged", "context_1h"):  # context_1h: one head, nothing to merge
             return "output", "output"
-        if e.kind in ("matmul", "einsum") and len(ins) >= 2:
+        if e.kind in ("matmul", "einsum") and len(ins) >= 2 + at:
             einsum = e.kind == "einsum"
-            return self._einsum(ins[0], ins[1], axes) if einsum else self._product(*ins[:2])
+            found = self._einsum(ins[0], ins[1], axes) if einsum else self._product(*ins[at:][:2])
+            # Bloom's alibi.baddbmm(q, k_t, alpha=1/√d): the scaled scores plus the bias at once
+            return ("scores", "biased") if at and found[1] == "scores" else found
         if e.kind == "sdpa":
             return "context", "context"
         # where(mask, scores, -inf): the scores' lineage, whatever the operand order

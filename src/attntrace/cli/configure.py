@@ -46,6 +46,7 @@ MODEL_OPTIONS: dict[str, Any] = {
     "softcap": opt.Softcap,
     "qk_norm": opt.QkNorm,
     "relative_bias": opt.RelativeBias,
+    "alibi": opt.Alibi,
     "past": opt.Past,
 }
 

@@ -308,6 +308,16 @@ RelativeBias = Annotated[
         rich_help_panel=VARIANTS,
     ),
 ]
+Alibi = Annotated[
+    bool | None,
+    typer.Option(
+        "--alibi/--no-alibi",
+        help="ALiBi (Bloom, MPT, Falcon with alibi): head h adds slope_h*(j-i) to the scaled "
+        "scores, slopes 2^(-8/h), 2^(-16/h), ... (Press et al.); adds position_bias, biased.",
+        rich_help_panel=VARIANTS,
+        show_default=False,
+    ),
+]
 ModelDir = Annotated[
     Path | None,
     typer.Option(

@@ -53,6 +53,8 @@ OPTIONAL_FIELDS: tuple[str, ...] = (
     "qk_norm",
     "qk_norm_eps",
     "relative_bias",
+    "alibi",
+    "alibi_scaled",
     "rope_style",
     "past",
     "parallel",
@@ -123,6 +125,9 @@ class AttentionConfig:
     qk_norm: str | None = None  # RMSNorm of q, k: "head" (over d: Qwen3, Gemma 3), "full" (OLMo 2)
     qk_norm_eps: float | None = None  # epsilon of --qk-norm (rms_norm_eps); None: 1e-6
     relative_bias: str | None = None  # T5: "BUCKETS,MAX_DISTANCE[,causal]", a bias per bucket
+    alibi: bool = False  # ALiBi (Bloom, MPT, Falcon): slope_h * (j - i) added to the scaled scores
+    # Falcon adds ALiBi to the raw scores, before the scale: each slope times the scale too
+    alibi_scaled: bool = False
     rope_style: str = "half"  # one of ROPE_STYLES: pairs (i, i + d/2) or (2i, 2i + 1)
     # --- the serving view (issue 34) ---
     past: int = 0  # N, tokens already in the KV cache: the S new tokens sit at N..N+S-1
@@ -204,6 +209,30 @@ class AttentionConfig:
             raise ConfigError(f"--qk-norm must be head or full, got {self.qk_norm!r}")
         if self.relative_bias is not None:
             parse_relative_bias(self.relative_bias)
+        self._check_alibi()
+
+    def _check_alibi(self) -> None:
+        """ALiBi's distances are its positions: no second position scheme beside it."""
+        for name in ("alibi", "alibi_scaled"):
+            if not isinstance(getattr(self, name), bool):
+                raise ConfigError(
+                    f"{name} must be True or False, got {_short(getattr(self, name))}"
+                )
+        if self.alibi_scaled and not self.alibi:
+            raise ConfigError("alibi_scaled changes where ALiBi's bias is added; add --alibi")
+        if not self.alibi:
+            return
+        for flag, on in (("--rope", self.rope), ("--relative-bias", self.relative_bias)):
+            if on:
+                raise ConfigError(
+                    f"--alibi and {flag} both encode positions (no model uses both); "
+                    f"drop one of them"
+                )
+        if self.cross:
+            raise ConfigError(
+                "--alibi biases by the distance within one sequence; drop --alibi or --kv-seq "
+                "(cross-attention has no ALiBi)"
+            )
 
     def _check_sizes(self) -> None:
         for option, value in (
@@ -385,6 +414,12 @@ class AttentionConfig:
     def grouped(self) -> bool:
         """True for grouped-query or multi-query attention (g < h): k and v are repeated."""
         return self.groups != self.heads
+
+    @property
+    def position_biased(self) -> bool:
+        """True when a bias by position joins the scores (T5's --relative-bias, --alibi): the
+        steps position_bias and biased."""
+        return self.relative_bias is not None or self.alibi
 
     @property
     def masked(self) -> bool:

@@ -45,6 +45,8 @@ class AttentionConfig(Protocol):
     @property
     def relative_bias(self) -> str | None: ...
     @property
+    def alibi(self) -> bool: ...
+    @property
     def qk_norm(self) -> str | None: ...
     @property
     def key_lengths(self) -> tuple[int, ...] | None: ...
@@ -166,6 +168,7 @@ class ParallelLayout:
             ("--past with --cp-kind allgather/ulysses", bool(config.past) and self.decode_kind),
             ("--algorithm flash", config.algorithm == "flash"),
             ("--relative-bias", config.relative_bias is not None),
+            ("--alibi", config.alibi),
             ("--qk-norm full", config.qk_norm == "full" and self.tp > 1),
             ("--key-lengths", config.key_lengths is not None and self.cp > 1),
         )

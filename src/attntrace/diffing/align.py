@@ -2,7 +2,13 @@
 layout, :mod:`attntrace.diffing.match`), found by value, not by name. A step the user never
 materialised is *fused* when a later step that depends on it matches (``q @ k.T / 8`` in one
 line), *not seen* when it is only a layout the user skips (the views ``q_heads``, ``k_t`` …,
-the RoPE tables, the mask); any other step without a match *differs*."""
+the RoPE tables, the mask); any other step without a match *differs*.
+
+ALiBi's bias is written by Bloom as ``slope·j`` and by MPT as ``slope·(j − N + 1)``, not
+``slope·(j − i)``: the same bias plus a constant per query row, which the softmax ignores. With
+--alibi the steps ``position_bias`` and ``biased`` are matched up to such a constant when they
+match no other way (each row less its first entry on both sides; the row is ``shifted``), and
+the report says so in a note (:data:`SHIFT_NOTE`)."""
 
 from __future__ import annotations
 
@@ -23,6 +29,14 @@ MATCH, FUSED, NOT_SEEN, DIFFERS = "match", "fused", "not seen", "differs"
 #: Steps a user need not make: tables and masks built another way are judged by what they do;
 #: the KV cache a decode step is handed (--past) is an input, not made by the code.
 OPTIONAL = frozenset({"rope_cos", "rope_sin", "mask", "k_cache", "v_cache"})
+#: Steps that --alibi compares up to a constant per query row (softmax ignores one).
+ROW_SHIFTED = ("position_bias", "biased")
+#: The note of a diff with a shifted row.
+SHIFT_NOTE = (
+    "ALiBi: the module's bias is a constant per query row away from slope·(j − i) (Bloom's "
+    "form slope·j, MPT's slope·(j − N + 1)), equal after softmax: {steps} compared up to that "
+    "constant"
+)
 
 
 @dataclass(frozen=True)
@@ -35,6 +49,7 @@ class Row:
     agreement: Agreement | None = (
         None  # numbers of user against reference, in the user's best layout
     )
+    shifted: bool = False  # matched up to a constant per query row (ALiBi, ROW_SHIFTED)
 
     @property
     def ok(self) -> bool:
@@ -70,6 +85,31 @@ class UserSteps:
                     return self.steps[i], found
         return None
 
+    def find_shifted(
+        self, value: np.ndarray, axes: tuple[str, ...], skip: Collection[int] = ()
+    ) -> tuple[UserStep, Agreement] | None:
+        """The user's tensor holding ``value`` up to a constant per row of its last axis (the
+        keys'): each row less its first entry, on both sides."""
+        ref = _centred(value)
+        for step in self.steps:
+            if step.index in skip or step.value.size != value.size or step.value.ndim < 2:
+                continue
+            found = agree(_centred(step.value), ref, axes, self.tol)
+            if found is not None and found.ok:
+                return step, found
+        return None
+
+
+def _centred(a: np.ndarray) -> np.ndarray:
+    """Each row of the last axis less its first entry: a constant per row drops out.
+
+    >>> import numpy as np
+    >>> _centred(np.array([[1.0, 2.0], [5.0, 7.0]])).tolist()
+    [[0.0, 1.0], [0.0, 2.0]]
+    """
+    out: np.ndarray = a - a[..., :1]
+    return out
+
 
 def align(ref: Trace, user: UserSteps) -> tuple[Row, ...]:
     """One :class:`Row` per reference step, in the reference's order."""
@@ -78,6 +118,7 @@ def align(ref: Trace, user: UserSteps) -> tuple[Row, ...]:
         for s in ref.steps
         if s.value is not None
     }
+    shifted = _shifted(ref, user, found)
     matched = {name for name, hit in found.items() if hit is not None}
     used = {hit[0].index for hit in found.values() if hit is not None}
     later = _descendants(ref)
@@ -88,10 +129,10 @@ def align(ref: Trace, user: UserSteps) -> tuple[Row, ...]:
             rows.append(wrong)  # the output made inside, then changed before it is returned
             continue
         if hit is not None:
-            rows.append(Row(step, MATCH, *hit))
+            rows.append(Row(step, MATCH, *hit, shifted=step.name in shifted))
             last = max(last, hit[0].index)
             continue
-        if later[step.name] & matched:
+        if later[step.name] & matched or _inside_bias(step, ref):
             rows.append(Row(step, FUSED))
             continue
         row = _unmatched(step, user, used, last)
@@ -100,6 +141,32 @@ def align(ref: Trace, user: UserSteps) -> tuple[Row, ...]:
             last = max(last, row.user.index)
         rows.append(row)
     return tuple(rows)
+
+
+def _shifted(
+    ref: Trace, user: UserSteps, found: dict[str, tuple[UserStep, Agreement] | None]
+) -> set[str]:
+    """With --alibi, the bias steps found up to a constant per query row (written into
+    ``found``): their names."""
+    if not ref.config.alibi:
+        return set()
+    out = set()
+    for name in ROW_SHIFTED:
+        step = ref[name] if name in ref else None  # noqa: SIM401 (a Trace)
+        if step is None or step.value is None or found.get(name) is not None:
+            continue
+        hit = user.find_shifted(step.value, step.axes)
+        if hit is not None:
+            found[name] = hit
+            out.add(name)
+    return out
+
+
+def _inside_bias(step: Step, ref: Trace) -> bool:
+    """With --alibi, a step before the bias that no tensor of the code holds: fused, as in
+    Bloom's ``alibi.baddbmm(q, k_t, alpha=1/√d)`` (scores, scale and bias in one op); the first
+    step a mistake there shows at is ``biased`` (the catalogue's scale bugs still apply)."""
+    return ref.config.alibi and step.name in ("scores", "scaled", "position_bias")
 
 
 def _returned_differs(step: Step, user: UserSteps) -> Row | None:

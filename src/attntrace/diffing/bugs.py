@@ -69,6 +69,7 @@ def catalogue(s: Setting) -> list[Bug]:
         _repeat,
         _k_transpose,
         _scaling,
+        _alibi,
         _mask,
         _softmax_axis,
         _merge,
@@ -281,6 +282,47 @@ def _scaling(s: Setting) -> Iterator[Bug]:
             config={"scale": factor},
             needs_match="scaled" if key == "scaled-twice" else "",
         )
+
+
+#: The fix of every ALiBi bug: what the bias is.
+_ALIBI_FIX = (
+    "add slope_h * (j - i) to the scaled scores, j the key's position and i the query's (the "
+    "bias falls along each row with the key's distance), slopes 2^(-8/h), 2^(-16/h), … from "
+    "head 0 on, as Press et al.'s get_slopes and transformers' build_alibi_tensor"
+)
+
+
+def _alibi(s: Setting) -> Iterator[Bug]:
+    """ALiBi's bias with its slopes reversed across the heads, the wrong sign (or its distances
+    transposed, i - j), constant along each query row (built along the queries: softmax
+    ignores it), or, for h not a power of two, slopes 2^(-8k/h) that skip Press's rule."""
+    import numpy as np
+
+    from attntrace.engine.relative import alibi_slopes
+
+    h = s.config.heads
+    if not s.config.alibi:
+        return
+    changes: list[tuple[str, str, StepReplacement]] = [
+        ("alibi-slopes-reversed", "ALiBi's slopes reversed across the heads (the smallest "
+         "slope on head 0)", lambda done, value: value[::-1].copy()),
+        ("alibi-sign", "ALiBi's bias with the wrong sign, slope·(i - j) (or its distance "
+         "matrix transposed): far keys favoured", lambda done, value: -value),
+        ("alibi-missing", "ALiBi's bias constant along each query row (built along the "
+         "queries, not the keys), or not added: softmax ignores it",
+         lambda done, value: np.zeros_like(value)),
+    ]  # fmt: skip
+    right = alibi_slopes(h)
+    naive = np.power(2.0, -8.0 * np.arange(1, h + 1) / h)  # (h,)
+    if not np.allclose(naive, right):  # h not a power of two
+        ratio = (naive / right)[:, None, None]  # (h, 1, 1)
+        changes.append((
+            "alibi-slopes-geometric", f"ALiBi's slopes 2^(-8k/{h}) for h = {h}, not a power of "
+            "two (Press et al. take the slopes of the power of two below, then every other of "
+            "twice it)", lambda done, value: (value * ratio).astype(value.dtype),
+        ))  # fmt: skip
+    for key, name, wrong in changes:
+        yield Bug(key, name, _ALIBI_FIX, "position_bias", replace={"position_bias": wrong})
 
 
 def _k_transpose(s: Setting) -> Iterator[Bug]:

@@ -34,6 +34,8 @@ def swapped(tensors: Mapping[str, Any], a: str, b: str) -> dict[str, Any] | None
             return None
         if one is not None and getattr(one, "shape", None) != getattr(two, "shape", None):
             return None
+        if one is None:  # no biases (MPT): nothing to exchange, no key to add
+            continue
         out[f"{kind}_{a}"], out[f"{kind}_{b}"] = two, one
     return out
 

@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
-from attntrace.diffing.align import DIFFERS, MATCH, Row, UserSteps
+from attntrace.diffing.align import DIFFERS, MATCH, ROW_SHIFTED, Row, UserSteps
 from attntrace.diffing.bugs import Bug, Setting, catalogue
 from attntrace.engine.attention import trace_attention
 from attntrace.engine.masks import MaskWarning
@@ -148,7 +148,8 @@ def _test(
     proof = next((hit for m in late if (hit := _find(user, m, used)) is not None), None)
     if proof is None:  # the usual case, tried first: no blame is looked for
         return None
-    hits = {m.name: (_find(user, m, set()), _find(user, m, used)) for m in changed}
+    shift = s.config.alibi  # ALiBi's bias steps, up to a constant per query row
+    hits = {m.name: (_find(user, m, set(), shift), _find(user, m, used, shift)) for m in changed}
     firsts = [(m.name, hit[0]) for m in changed if (hit := hits[m.name][0]) is not None]
     fresh = [(m.name, hit[0]) for m in changed if (hit := hits[m.name][1]) is not None]
     step, who = (firsts if bug.blame_first else fresh)[0]
@@ -179,10 +180,16 @@ def _layout(who: UserStep, step: Step, user: UserSteps) -> str:
     return found.layout if found is not None and found.ok else ""
 
 
-def _find(user: UserSteps, m: Step, skip: set[int]) -> tuple[UserStep, Agreement] | None:
-    """The user's tensor holding step ``m``'s values (leaving out ``skip``)."""
+def _find(
+    user: UserSteps, m: Step, skip: set[int], shift: bool = False
+) -> tuple[UserStep, Agreement] | None:
+    """The user's tensor holding step ``m``'s values (leaving out ``skip``); ``shift``: an
+    ALiBi bias step may hold them up to a constant per query row (:data:`ROW_SHIFTED`)."""
     assert m.value is not None
-    return user.find(m.value, m.axes, skip=skip)
+    hit = user.find(m.value, m.axes, skip=skip)
+    if hit is None and shift and m.name in ROW_SHIFTED:
+        return user.find_shifted(m.value, m.axes, skip=skip)
+    return hit
 
 
 def _run(bug: Bug, s: Setting, tensors: Mapping[str, Any]) -> Trace:

@@ -529,6 +529,7 @@ def run_diff(
 
         diagnosis = in_users_terms(diagnosis, layer.flavour, batched=config.batch is not None)
         diagnosis = in_kernel_terms(diagnosis, kernel)
+    notes += _shift_notes(rows)
     source = "its state dict" if layer.weights is None else layer.weights.scheme
     report = DiffReport(
         config=config,
@@ -550,6 +551,14 @@ def run_diff(
         lambda t: run_diff(layer, config, t, max_memory=max_memory, checking=False).ok,
     )
     return replace(report, notes=(*report.notes, *more)) if more else report
+
+
+def _shift_notes(rows: tuple[Any, ...]) -> tuple[str, ...]:
+    """The note saying which ALiBi steps matched up to a constant per query row."""
+    from attntrace.diffing.align import SHIFT_NOTE
+
+    steps = [r.step.name for r in rows if getattr(r, "shifted", False)]
+    return (SHIFT_NOTE.format(steps=" and ".join(steps)),) if steps else ()
 
 
 def _normed(layer: Layer, config: AttentionConfig, x: np.ndarray) -> np.ndarray:

@@ -147,6 +147,10 @@ def _module_layer(module: Any, seq: int, batch: int | None, heads: int | None = 
             hints = library_hints(attn, section)
         elif section:  # a held class without a config (DeBERTa's) states only its attributes
             hints = {**hints, **library_hints(attn, section)}
+        else:  # Bloom's layer keeps no config: its forward's alibi says it
+            from attntrace.diffing.library_read import alibi_hints
+
+            hints = {**hints, **alibi_hints(attn)}
     info = LayoutInfo(hints.get("heads") or heads, hints.get("kv_heads"), section)
     weights = module_weights(module.attn if library else module, info)
     region = None

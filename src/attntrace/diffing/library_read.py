@@ -41,7 +41,7 @@ def read_facts(attn: Any, fields: dict[str, Any]) -> dict[str, Any]:
     """``fields`` (read from the config) with what ``attn`` itself fixes: causal from its
     ``is_causal`` (OPT, StableLM, Qwen3-MoE …), the scale from its ``scaling`` (Granite's
     attention_multiplier), the RoPE pairing from its modeling module's ``rotate_half``
-    (Cohere, GLM: neighbours)."""
+    (Cohere, GLM: neighbours), ALiBi from its forward's arguments (:func:`alibi_hints`)."""
     out = dict(fields)
     causal = getattr(attn, "is_causal", None)
     if isinstance(causal, bool):
@@ -52,7 +52,22 @@ def read_facts(attn: Any, fields: dict[str, Any]) -> dict[str, Any]:
         out["scale"] = scaling
     if out.get("rope") and _pairs_neighbours(attn):
         out["rope_style"] = "interleaved"
-    return out
+    return out | alibi_hints(attn)
+
+
+def alibi_hints(attn: Any) -> dict[str, Any]:
+    """The fields of ALiBi when ``attn`` adds it (Bloom, MPT, Falcon with alibi; none else):
+    no rotation; Falcon adds the bias to the raw scores, before the scale (alibi_scaled); Bloom
+    and MPT, decoder-only families whose class keeps no config nor ``is_causal``, are causal."""
+    from attntrace.capturing.library import DECODERS
+
+    if not alibi_of(attn):
+        return {}
+    config = getattr(attn, "config", None)
+    falcon = getattr(config, "model_type", "") == "falcon"
+    family = [*type(attn).__module__.split("."), "", "", ""][2]  # transformers.models.bloom
+    causal = {"causal": True} if family in DECODERS else {}
+    return {"alibi": True, "alibi_scaled": falcon, "rope": False, "rotary_dims": None, **causal}
 
 
 def _pairs_neighbours(attn: Any) -> bool:
@@ -71,24 +86,27 @@ def unexpressible(attn: Any) -> str | None:
     attention (DeepSeek's low-rank q and kv), attention experts, a LayerNorm of q and k, an
     attention without a softmax (MiniMax's lightning attention, RWKV)."""
     name = type(attn).__name__
-    for check in (_alibi, _disentangled, _children, _no_softmax):
+    for check in (_disentangled, _children, _no_softmax):
         what = check(attn)
         if what is not None:
             return f"{name} {what}, which the reference does not model"
     return None
 
 
-def _alibi(attn: Any) -> str | None:
+def alibi_of(attn: Any) -> bool:
+    """Whether ``attn`` adds ALiBi's biases: its forward takes Bloom's and Falcon's ``alibi``
+    (Falcon when its config says so) or MPT's ``position_bias`` beside its builder."""
     from attntrace.capturing.library import alibi_on
 
-    params = inspect.signature(attn.forward).parameters
+    try:
+        params = inspect.signature(attn.forward).parameters
+    except (TypeError, ValueError):
+        return False
     config = getattr(attn, "config", None)
     modeling = sys.modules.get(type(attn).__module__)
-    if ("alibi" in params and (config is None or alibi_on(config))) or (
+    return ("alibi" in params and (config is None or alibi_on(config))) or (
         "position_bias" in params and hasattr(modeling, "build_mpt_alibi_tensor")
-    ):
-        return "adds ALiBi position biases to the scores"
-    return None
+    )
 
 
 def _disentangled(attn: Any) -> str | None:

@@ -12,6 +12,7 @@ timm ``Attention``     qkv (3H, H), proj                      rows [q; k; v] (``
 vit-pytorch            to_qkv (3·h·d, H), to_out.0            ``chunk(3, dim=-1)``: [q; k; v]
 x-transformers         to_q, to_k and to_v or to_kv, to_out   to_kv's rows [k; v]
 nanoGPT                c_attn (3H, H) nn.Linear, c_proj       ``split(n_embd, dim=2)``: [q; k; v]
+MPT ``MptAttention``   Wqkv (3H, H), out_proj                 ``chunk(3, dim=2)``: [q; k; v]
 T5 ``T5Attention``     q, k, v, o; relative_attention_bias    plain; the table as rel_bias
 =====================  =====================================  ===============================
 """
@@ -70,6 +71,11 @@ def _packed(layer: Arrays, path: Path, packed: str, out: tuple[str, ...]) -> Par
 def timm(layer: Arrays, path: Path) -> Params:
     """timm's ``qkv`` and ``proj``."""
     return _packed(layer, path, "qkv", ("proj",))
+
+
+def wqkv(layer: Arrays, path: Path) -> Params:
+    """MPT's ``Wqkv`` (rows [q; k; v], no biases) and ``out_proj``."""
+    return _packed(layer, path, "Wqkv", ("out_proj",))
 
 
 def to_qkv(layer: Arrays, path: Path) -> Params:
@@ -181,6 +187,7 @@ def _schemes() -> tuple[Scheme, ...]:
         Scheme("c_attn/c_proj (GPT-2 Conv1D, nanoGPT)", "c_attn.weight", _unused, c_attn),
         Scheme("qkv/proj (timm)", "qkv.weight", _unused, _plain(timm)),
         Scheme("to_qkv/to_out (vit-pytorch)", "to_qkv.weight", _unused, _plain(to_qkv)),
+        Scheme("Wqkv/out_proj (MPT)", "Wqkv.weight", _unused, _plain(wqkv)),
         Scheme("to_q/to_kv/to_out (x-transformers)", "to_q.weight", _unused, _plain(to_q)),
         Scheme("T5Attention q/k/v/o", "q.weight", _unused, _plain(t5_attention)),
         Scheme(

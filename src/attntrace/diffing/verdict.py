@@ -49,6 +49,8 @@ LABELS = {
     "rotary_dims": ("rotary dims", "--rotary-dims"),
     "rope_scaling": ("RoPE scaling", "--rope-scaling"),
     "relative_bias": ("relative bias", "--relative-bias"),
+    "alibi": ("ALiBi", "--alibi"),
+    "alibi_scaled": ("ALiBi added before the scale", ""),
     "qk_norm_eps": ("qk norm eps", ""),
 }
 
@@ -69,6 +71,11 @@ class Read:
     def choice(self) -> bool:
         """A semantic choice, which a flag overrides (a size must agree with the weights)."""
         return self.field not in SIZES
+
+    @property
+    def overridable(self) -> bool:
+        """A choice some flag sets (not ``alibi_scaled``, ``qk_norm_eps``: read only)."""
+        return self.choice and LABELS.get(self.field, ("", "a flag"))[1] != ""
 
     def to_dict(self) -> dict[str, Any]:
         return {"field": self.field, "value": self.value, "source": self.source}

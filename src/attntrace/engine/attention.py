@@ -36,7 +36,7 @@ from attntrace.engine.masks import MASK_STEPS, MaskPlan, MaskWarning, build_mask
 from attntrace.engine.memory import check_budget
 from attntrace.engine.parallel import check_threads, in_pool, pool
 from attntrace.engine.recorder import Recorder, StepReplacement
-from attntrace.engine.relative import RELATIVE_STEPS, relative_sources
+from attntrace.engine.relative import RELATIVE_STEPS, bias_op, position_bias, relative_sources
 from attntrace.engine.rope import ROPE_STEPS, rope_sources
 from attntrace.errors import ConfigError
 from attntrace.trace import Param, Step, Trace
@@ -112,7 +112,7 @@ def step_names(config: AttentionConfig, *, mask: bool = False) -> tuple[str, ...
         "mask": config.masked or mask,
         "softcap": config.softcap is not None,
         "qk_norm": config.qk_norm is not None,
-        "relative": config.relative_bias is not None,
+        "relative": config.position_biased,
         "past": config.past > 0,
     }
     names = list(STEP_NAMES)
@@ -200,7 +200,7 @@ def trace_attention(
         _check_tiles(config, shapes)
     # flash: none
     whole_mask = {"mask": plan.source} if plan and config.algorithm == "eager" else {}
-    relative = relative_sources(config) if config.algorithm == "eager" else {}  # flash: per tile
+    relative = relative_sources(config, config.algorithm == "eager")  # flash: pairs per tile
     seeded = {**random_sources(config), **rope_sources(config), **relative, **whole_mask}
     sources = with_tensors(config, seeded, tensors or {})
     keep = keep_values if be.computes else False
@@ -455,7 +455,8 @@ def _attend(
     if config.algorithm == "flash":  # tile by tile: no (S, N) matrix is ever formed
         from attntrace.engine.flash import flash_context  # its module only on this path
 
-        table = p.get("rel_bias")  # T5's (buckets, h), or None
+        # T5's table (buckets, h), ALiBi's slopes (h, 1, 1), or None
+        table = p["rel_bias"] if config.relative_bias is not None else t.get("alibi_slopes")
         context = flash_context(config, be, rec, q, k, v, plan, table, lse)  # (B, h, S, d)
         return _merge(config, be, rec, lay, context, p)  # (B, S, H)
     k_name = "k_rep" if config.grouped else _kv_names(config)[0]
@@ -463,10 +464,10 @@ def _attend(
     k_t = rec.view("k_t", k_t, f"{k_name}.transpose(-2, -1)", lay.ax("h", "d", lay.lab.keys))
     ops = _chain_ops(config, plan)
     mask = t.get("mask")  # (B, 1, S, N), or any shape broadcasting to the scores; or None
-    if config.relative_bias is None and not rec.replace:  # block by block: the speed paths
+    if not config.position_biased and not rec.replace:  # block by block: the speed paths
         context = eager.attend(config, rec, q, k_t, v, mask=mask, plan=plan, ops=ops)
-    else:  # whole (S, N) steps: T5's bias table, or a step replaced by attntrace diff
-        relative = (t["rel_onehot"], p["rel_bias"]) if config.relative_bias is not None else None
+    else:  # whole (S, N) steps: a position bias, or a step replaced by attntrace diff
+        relative = _bias_inputs(config, t, p)
         weights = _weigh(config, be, rec, lay, q, k_t, mask, plan, relative, ops)  # (B, h, S, N)
         context = be.matmul(weights, v)  # (B, h, S, d)
         context = rec.step("context", context, ops["context"], lay.ax("h", "S", "d"))
@@ -527,15 +528,8 @@ def _chain_ops(config: AttentionConfig, plan: MaskPlan | None) -> dict[str, str]
     ('scores / sqrt(4)', '30 * tanh(scaled / 30)', 'softmax(capped, dim=-1)')
     """
     cap, scale = config.softcap, config.scale
-    last = (
-        "masked"
-        if plan is not None
-        else "biased"
-        if config.relative_bias is not None
-        else "capped"
-        if cap is not None
-        else "scaled"
-    )
+    below = "biased" if config.position_biased else "capped" if cap is not None else "scaled"
+    last = "masked" if plan is not None else below
     unscaled = " (unscaled)" if scale == 1 else ""
     return {
         "scores": f"{'q_rot' if config.rope else 'q'} @ k_t",
@@ -543,9 +537,9 @@ def _chain_ops(config: AttentionConfig, plan: MaskPlan | None) -> dict[str, str]
         if scale is None
         else f"scores * {scale:g}{unscaled}",
         "capped": "" if cap is None else f"{cap:g} * tanh(scaled / {cap:g})",
-        "masked": "scaled + mask"
+        "masked": f"{below} + mask"
         if plan is not None and plan.additive
-        else "where(mask, scaled, -inf)",
+        else f"where(mask, {below}, -inf)",
         "weights": f"softmax({last}, dim=-1)",
         "context": f"weights @ {'v_rep' if config.grouped else _kv_names(config)[1]}",
     }
@@ -585,7 +579,7 @@ def _weigh(
         capped = be.scale(be.tanh(be.scale(scaled, 1.0 / c)), c)  # (B, h, S, N)
         scaled, last = rec.step("capped", capped, ops["capped"], hSN), "capped"
     if relative is not None:
-        scaled = _relative(be, rec, lay, scaled, last, *relative)  # (B, h, S, N)
+        scaled = _relative(be, rec, lay, (scaled, last), relative, config)  # (B, h, S, N)
     if mask is not None and plan is not None:
         scores_shape = (*lay.sizes, config.heads, config.seq, config.keys)  # (B, h, S, N)
         mask = record_mask(rec, mask, plan, scores_shape)  # (B, 1, S, N), or broadcasting
@@ -655,15 +649,32 @@ def _append(
     return joined[0], joined[1]
 
 
+def _bias_inputs(
+    config: AttentionConfig, t: Mapping[str, T], p: Mapping[str, T]
+) -> tuple[T, T] | None:
+    """The per-pair and per-head inputs of the position bias: T5's one-hot (S, N, buckets) and
+    table (buckets, h), ALiBi's distances (S, N) and slopes (h, 1, 1); None without a bias."""
+    if config.alibi:
+        return t["alibi_distance"], t["alibi_slopes"]
+    if config.relative_bias is not None:
+        return t["rel_onehot"], p["rel_bias"]
+    return None
+
+
 def _relative(
-    be: Backend[T], rec: Recorder[T], lay: _Layout, scaled: T, last: str, onehot: T, table: T
+    be: Backend[T],
+    rec: Recorder[T],
+    lay: _Layout,
+    below: tuple[T, str],
+    inputs: tuple[T, T],
+    config: AttentionConfig,
 ) -> T:
-    """T5: the bias of each (query, key) bucket and head, added to the scores."""
+    """The bias of each (query, key) pair and head (T5's bucket's, or ALiBi's slope times the
+    distance), added to the scores ``below`` (the value and its step's name)."""
     N = lay.lab.keys
-    picked = be.matmul(onehot, table)  # (S, N, buckets) @ (buckets, h) -> (S, N, h)
-    bias = be.transpose(be.transpose(picked, 0, 2), 1, 2)  # (h, S, N)
-    op = "rel_bias[bucket(j - i)].permute(2, 0, 1)"
-    bias = rec.step("position_bias", bias, op, ("h", "S", N))
+    (scaled, last), (pairs, heads) = below, inputs
+    bias = position_bias(be, pairs, heads, config.alibi)  # (h, S, N)
+    bias = rec.step("position_bias", bias, bias_op(config), ("h", "S", N))
     biased = be.add(scaled, bias)  # (B, h, S, N)
     return rec.step("biased", biased, f"{last} + position_bias", lay.ax("h", "S", N))
 

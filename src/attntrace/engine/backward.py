@@ -68,6 +68,7 @@ BACKWARD_REFUSED: dict[str, str] = {
     "flash_mask": "flash with --window, --key-lengths or --mask",
     "flash_score": "flash with --softcap or --relative-bias",
     "past": "--past N (a decode step against a KV cache: training keeps none)",
+    "alibi": "--alibi",
 }
 
 
@@ -89,6 +90,7 @@ def check_backward(config: AttentionConfig, mask_file: bool = False) -> None:
         and (config.window is not None or config.key_lengths is not None or mask_file),
         "flash_score": flash and (config.softcap is not None or config.relative_bias is not None),
         "past": config.past > 0,
+        "alibi": config.alibi,
     }
     for variant, is_on in on.items():
         if is_on:

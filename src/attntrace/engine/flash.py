@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 from attntrace.config.attention_config import AttentionConfig
 from attntrace.engine.masks import declare_mask
+from attntrace.engine.relative import bias_op, pair_tile, position_bias
 
 if TYPE_CHECKING:
     from attntrace.backends.base import Backend, Source
@@ -306,8 +307,12 @@ class _Flash(Generic[T]):
     inplace: bool  # reuse tile buffers (only when no tile value is kept)
     plan: MaskPlan | None = None  # the mask's rules: each tile's mask is made from them
     cap: float | None = None  # --softcap C
-    table: T | None = None  # T5's rel_bias (buckets, h), with ``onehot`` the buckets of a tile
+    # T5's rel_bias (buckets, h) or ALiBi's slopes (h, 1, 1), with ``onehot`` a tile's buckets
+    # (or distances)
+    table: T | None = None
     onehot: Callable[[int, int, int, int], Source] | None = field(default=None, repr=False)
+    alibi: bool = False  # --alibi: ``table`` holds the slopes
+    bias_op: str = ""  # how the trace writes bias_tile
     rest: _Flash[T] | None = field(default=None, repr=False)  # for the tiles after the first
     stats: tuple[T, T] | None = field(default=None, repr=False)  # (B, h, S) m and l, for lse
 
@@ -337,9 +342,10 @@ def flash_context(
 ) -> T:
     """context (B, h, S, d) from q (B, h, S, d), k, v (B, h, N, d), query block by query block;
     the mask of ``plan`` is made and applied tile by tile (never whole), as are --softcap and
-    T5's relative bias (``table``: rel_bias (buckets, h)). ``lse`` (--backward): each block's
-    final row max and sum are kept and the step ``lse`` = m + log(l) (B, h, S) follows, what
-    the backward recomputes the weights from (:func:`attntrace.engine.backward.flash_core`).
+    a position bias (``table``: T5's rel_bias (buckets, h), or ALiBi's slopes (h, 1, 1)).
+    ``lse`` (--backward): each block's final row max and sum are kept and the step ``lse`` =
+    m + log(l) (B, h, S) follows, what the backward recomputes the weights from
+    (:func:`attntrace.engine.backward.flash_core`).
 
     >>> from attntrace import AttentionConfig, trace_attention
     >>> cfg = AttentionConfig(seq=300, hidden=64, heads=4, algorithm="flash", block_size=128)
@@ -370,6 +376,8 @@ def flash_context(
         cap=config.softcap,
         table=table,
         onehot=_onehot(config),
+        alibi=config.alibi,
+        bias_op=bias_op(config) if config.position_biased else "",
     )
     if plan is not None:  # (B, 1, S, N), made tile by tile
         declare_mask(rec, plan, (*be.shape(q)[:-1], config.keys), config.blocks[0])
@@ -430,12 +438,11 @@ def _lse(f: _Flash[T]) -> None:
 
 
 def _onehot(config: AttentionConfig) -> Callable[[int, int, int, int], Source] | None:
-    """The one-hot tile of T5's buckets, when --relative-bias is on."""
-    if config.relative_bias is None:
+    """The per-pair tile of a position bias: T5's buckets' one-hot (--relative-bias) or ALiBi's
+    distances (--alibi); None without one."""
+    if not config.position_biased:
         return None
-    from attntrace.engine.relative import onehot_tile
-
-    return onehot_tile(config)
+    return pair_tile(config)
 
 
 def _tile_steps(rec: Recorder[Any]) -> tuple[str, ...]:
@@ -462,7 +469,8 @@ def _surely_finite(
         return False
     limit = -LOWEST[config.dtype] / 4
     q_top, k_top, v_top, *table = tops
-    score = config.head_dim * q_top * config.score_scale * k_top + sum(table)
+    far = config.keys if config.alibi else 1  # ALiBi: a slope times a distance below N
+    score = config.head_dim * q_top * config.score_scale * k_top + sum(table) * far
     return score < limit and (config.keys + 1) * max(v_top, 1.0) < limit
 
 
@@ -581,15 +589,15 @@ def _capped(f: _Flash[T], s: T, cap: float, times: int) -> T:
 
 
 def _biased(f: _Flash[T], s: T, s_name: str, box: tuple[int, int, int, int], times: int) -> T:
-    """T5's relative bias of the tile: the table's row of each (query, key) bucket, the buckets
-    made from the rule for the tile's rows and keys, added to the tile scores."""
+    """The position bias of the tile (T5's table's row of each (query, key) bucket, or ALiBi's
+    slope times the distance), its per-pair input made from the rule for the tile's rows and
+    keys, added to the tile scores."""
     be, rec = f.be, f.rec
     assert f.onehot is not None  # a bug, not user input
     assert f.table is not None
-    onehot = be.tensor(f.onehot(*box))  # (Br, Bc, buckets), an input as eager's rel_onehot
-    picked = be.matmul(onehot, f.table)  # (Br, Bc, buckets) @ (buckets, h) -> (Br, Bc, h)
-    bias = be.transpose(be.transpose(picked, 0, 2), 1, 2)  # (h, Br, Bc)
-    op = "rel_bias[bucket(j - i)].permute(2, 0, 1)"
-    bias = rec.step("bias_tile", bias, op, ("h", "Br", "Bc"), times=times)
+    # (Br, Bc, buckets) or (Br, Bc), inputs as eager's rel_onehot and alibi_distance
+    pairs = be.tensor(f.onehot(*box))
+    bias = position_bias(be, pairs, f.table, f.alibi)  # (h, Br, Bc)
+    bias = rec.step("bias_tile", bias, f.bias_op, ("h", "Br", "Bc"), times=times)
     biased = be.binary("add", s, bias, inplace=f.inplace)  # (B, h, Br, Bc)
     return rec.step("s_biased", biased, f"{s_name} + bias_tile", f.ax("Br", "Bc"), times=times)

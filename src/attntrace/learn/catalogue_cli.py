@@ -152,6 +152,23 @@ MESSAGES: dict[str, tuple[str, str]] = {
         "--softcap must be a number > 0, got {value}",
         "--softcap 必须是 > 0 的数，而不是 {value}",
     ),
+    "err.alibi_with": (
+        "--alibi and {flag} both encode positions (no model uses both); drop one of them",
+        "--alibi 和 {flag} 都编码位置（没有模型同时用两者）；请去掉其中一个",
+    ),
+    "err.alibi_cross": (
+        "--alibi biases by the distance within one sequence; drop --alibi or --kv-seq "
+        "(cross-attention has no ALiBi)",
+        "--alibi 按同一个序列内的距离加偏置；请去掉 --alibi 或 --kv-seq（交叉注意力没有 ALiBi）",
+    ),
+    "err.alibi_bool": (
+        "{name} must be True or False, got {value}",
+        "{name} 必须是 True 或 False，而不是 {value}",
+    ),
+    "err.alibi_scaled": (
+        "alibi_scaled changes where ALiBi's bias is added; add --alibi",
+        "alibi_scaled 改变 ALiBi 偏置加在哪里；请加上 --alibi",
+    ),
     "err.qk_norm": (
         "--qk-norm must be head or full, got {value}",
         "--qk-norm 必须是 head 或 full，而不是 {value}",
@@ -598,6 +615,34 @@ MESSAGES: dict[str, tuple[str, str]] = {
         "(or torch.triu(ones, diagonal=1) as the positions to mask)",
         "第 i 个词只能看到第 0 到第 i 个词（包括它自己）：torch.tril(ones(S, S))，为 0 的位置遮住"
         "（或者用 torch.triu(ones, diagonal=1) 作为要遮住的位置）",
+    ),
+    "bug.alibi_reversed": (
+        "ALiBi's slopes reversed across the heads (the smallest slope on head 0)",
+        "ALiBi 的斜率在各个头之间顺序反了（最小的斜率在第 0 个头）",
+    ),
+    "bug.alibi_sign": (
+        "ALiBi's bias with the wrong sign, slope·(i - j) (or its distance matrix transposed): "
+        "far keys favoured",
+        "ALiBi 偏置的符号错了，成了 slope·(i - j)（或距离矩阵被转置）：远处的键反而被偏爱",
+    ),
+    "bug.alibi_missing": (
+        "ALiBi's bias constant along each query row (built along the queries, not the keys), "
+        "or not added: softmax ignores it",
+        "ALiBi 偏置在每个查询行内是常数（沿查询而不是沿键构造），或者没有加上：softmax 会忽略它",
+    ),
+    "bug.alibi_geometric": (
+        "ALiBi's slopes 2^(-8k/{h}) for h = {h}, not a power of two (Press et al. take the "
+        "slopes of the power of two below, then every other of twice it)",
+        "h = {h} 不是 2 的幂，ALiBi 的斜率却取了 2^(-8k/{h})（Press 等人先取下面那个 2 的幂的斜率，"
+        "再取其两倍的斜率中每隔一个）",
+    ),
+    "fix.alibi": (
+        "add slope_h * (j - i) to the scaled scores, j the key's position and i the query's (the "
+        "bias falls along each row with the key's distance), slopes 2^(-8/h), 2^(-16/h), … from "
+        "head 0 on, as Press et al.'s get_slopes and transformers' build_alibi_tensor",
+        "把 slope_h * (j - i) 加到缩放后的分数上，j 是键的位置、i 是查询的位置（偏置沿每一行随键的"
+        "距离下降），斜率从第 0 个头起为 2^(-8/h)、2^(-16/h)、……，与 Press 等人的 get_slopes 和 "
+        "transformers 的 build_alibi_tensor 相同",
     ),
     "bug.mask_missing": ("mask not applied", "没有应用掩码"),
     "fix.mask_missing": (
@@ -1114,6 +1159,13 @@ MESSAGES: dict[str, tuple[str, str]] = {
     "word.training_seeded": ("training: d_output seeded", "训练：d_output 由随机种子生成"),
     "word.backward": ("backward", "反向传播"),
     # --- diff --past: the KV cache's bugs (diffing/decode.py, decode_cache.py) ---------------
+    "verdict.alibi_shift": (
+        "ALiBi: the module's bias is a constant per query row away from slope·(j − i) (Bloom's "
+        "form slope·j, MPT's slope·(j − N + 1)), equal after softmax: {steps} compared up to "
+        "that constant",
+        "ALiBi：模块的偏置与 slope·(j − i) 相差每个查询行一个常数（Bloom 的形式 slope·j，MPT 的 "
+        "slope·(j − N + 1)），经过 softmax 后相同：{steps} 在相差这个常数的意义下比较",
+    ),
     "verdict.eval_mode": (
         "run in eval mode (dropout off); it was in train mode",
         "以 eval 模式运行（关闭 dropout）；它原来是 train 模式",

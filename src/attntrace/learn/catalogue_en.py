@@ -81,6 +81,9 @@ MESSAGES: dict[str, str] = {
     "position_bias": "T5's relative position bias: each head learns one number per distance "
     "bucket ({buckets} buckets, up to distance {max_distance}); entry (i, j) is the bias of "
     "distance j - i: {shape}.",
+    "position_bias.alibi": "ALiBi's position bias: head h adds slope_h · (j - i), a fixed "
+    "penalty that grows with the distance of key j behind query i (slopes {slope_first} for the "
+    "first head down to {slope_last} for the last, nothing learned): {shape}.",
     "biased": "Adds the position bias to the scores, so that attention depends on how far apart "
     "two tokens are: {in0} + {in1} → {shape}.",
     "mask": "The mask says which keys each query may see ({op}): {shape}, the same for every head.",

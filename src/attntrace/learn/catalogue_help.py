@@ -339,6 +339,12 @@ MESSAGES: dict[str, tuple[str, str]] = {
         "relative_attention_num_buckets 和 _max_distance）；一个表 rel_bias (buckets, h)；增加 "
         "position_bias、biased。",
     ),
+    "help.alibi": (
+        "ALiBi (Bloom, MPT, Falcon with alibi): head h adds slope_h*(j-i) to the scaled "
+        "scores, slopes 2^(-8/h), 2^(-16/h), ... (Press et al.); adds position_bias, biased.",
+        "ALiBi（Bloom、MPT、带 alibi 的 Falcon）：第 h 个头把 slope_h*(j-i) 加到缩放后的分数上，"
+        "斜率为 2^(-8/h)、2^(-16/h)、……（Press 等人）；增加 position_bias、biased。",
+    ),
     "help.past": (
         "N, tokens already in the KV cache: the S new tokens (--seq 1: one decode step) sit "
         "at positions N..N+S-1; the steps read k_cache, v_cache (B, g, N, d) and attend to "

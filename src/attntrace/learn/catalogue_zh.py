@@ -66,6 +66,9 @@ MESSAGES: dict[str, str] = {
     "一个分数能主导 softmax：{shape}。",
     "position_bias": "T5 的相对位置偏置：每个头为每个距离桶学一个数（{buckets} 个桶，最远距离 "
     "{max_distance}）；第 (i, j) 项是距离 j - i 的偏置：{shape}。",
+    "position_bias.alibi": "ALiBi 的位置偏置：第 h 个头加上 slope_h · (j - i)，一个固定的惩罚，"
+    "键 j 在查询 i 之前越远惩罚越大（斜率从第一个头的 {slope_first} 到最后一个头的 "
+    "{slope_last}，不需学习）：{shape}。",
     "biased": "把位置偏置加到分数上，让注意力取决于两个词相距多远：{in0} + {in1} → {shape}。",
     "mask": "掩码决定每个查询能看到哪些键（{op}）：{shape}，所有头相同。",
     "masked": "在掩码遮住的位置填入 -inf，softmax 之后这些键的权重正好是 0：{shape}。",

@@ -93,11 +93,18 @@ def _main_key(config: AttentionConfig, step: Step) -> str:
         return "context.flash"
     if name in ("q_norm", "k_norm") and config.qk_norm == "full":
         return f"{name}.full"
-    if name == "masked" and "+ mask" in step.op:
-        return "masked.additive"
+    if name in ("masked", "position_bias"):
+        return _bias_key(config, step)
     if config.parallel is not None:
         return _rank_key(config, name)
     return _view_key(config, step)
+
+
+def _bias_key(config: AttentionConfig, step: Step) -> str:
+    """An added mask's key, and ALiBi's position bias's (fixed slopes, not T5's table)."""
+    if step.name == "masked" and "+ mask" in step.op:
+        return "masked.additive"
+    return f"{step.name}.alibi" if step.name == "position_bias" and config.alibi else step.name
 
 
 def _rank_key(config: AttentionConfig, name: str) -> str:
@@ -199,6 +206,11 @@ def _size_facts(cfg: AttentionConfig) -> dict[str, object]:
 
         bias = parse_relative_bias(cfg.relative_bias)
         facts |= {"buckets": bias.buckets, "max_distance": bias.max_distance}
+    if cfg.alibi:
+        from attntrace.engine.relative import alibi_slopes
+
+        slopes = alibi_slopes(cfg.heads)
+        facts |= {"slope_first": number(float(slopes[0])), "slope_last": number(float(slopes[-1]))}
     if cfg.algorithm == "flash":
         tiles = cfg.tile_sizes()
         facts |= {**tiles, "blocks": math.ceil(cfg.seq / tiles["Br"])}

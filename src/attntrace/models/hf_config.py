@@ -431,8 +431,8 @@ def attention_fields(
     head_dim = int_field(cfg, HEAD_DIM, path, required=False)
     model_type = str(cfg.get("model_type", ""))
     kind = layer_type(cfg, path, layer)
-    rope, theta = _rope(cfg, path, kind, model_type)
-    refuse_unmodelled(cfg, path, model_type)
+    alibi = _alibi(cfg, path, model_type)
+    rope, theta = _rope(cfg, path, kind, model_type) if not alibi else (False, 10000.0)
     decoupled = head_dim is not None and (hidden % heads or hidden // heads != head_dim)
     d = head_dim if head_dim is not None else hidden // heads
     return {
@@ -455,6 +455,7 @@ def attention_fields(
         "relative_bias": None,
         "rope_style": "interleaved" if model_type in INTERLEAVED_TYPES else "half",
         **_t5(cfg, model_type),
+        **alibi,
         "qk_norm": QK_NORM_TYPES.get(model_type),
         "qk_norm_eps": _float_or_none(cfg.get("rms_norm_eps"), "rms_norm_eps", path)
         if model_type in QK_NORM_TYPES
@@ -570,7 +571,7 @@ def _causal(cfg: Mapping[str, Any], model_type: str) -> bool:
     archs = cfg.get("architectures") or []
     return (
         model_type in ROPE_TYPES
-        or model_type == "gpt2"
+        or model_type in ("gpt2", "bloom", "mpt")
         or (model_type in T5_TYPES and bool(cfg.get("is_decoder")))  # T5's decoder stack
         or any(str(a).endswith(("ForCausalLM", "LMHeadModel")) for a in archs)
     )
@@ -597,12 +598,30 @@ def _scale(cfg: Mapping[str, Any], path: Path | str, head_dim: int) -> float | N
     return 1.0 / math.sqrt(float(scalar))
 
 
-def refuse_unmodelled(cfg: Mapping[str, Any], path: Path | str, model_type: str) -> None:
-    """Attention features that would change the result and that attntrace does not model yet."""
-    if cfg.get("alibi"):
+def _alibi(cfg: Mapping[str, Any], path: Path | str, model_type: str) -> dict[str, bool]:
+    """ALiBi's fields: Bloom always, MPT by attn_config.alibi (default true), Falcon (or any
+    other config) by alibi; Falcon adds it to the raw scores, before the scale (alibi_scaled);
+    {} without ALiBi.
+
+    >>> _alibi({"model_type": "falcon", "alibi": True}, "config.json", "falcon")
+    {'alibi': True, 'alibi_scaled': True}
+    >>> _alibi({"model_type": "mpt", "attn_config": {"alibi": False}}, "config.json", "mpt")
+    {}
+    """
+    attn = cfg.get("attn_config")
+    attn = attn if isinstance(attn, Mapping) else {}
+    on = {"bloom": True, "mpt": attn.get("alibi", True) is True}.get(
+        model_type, cfg.get("alibi") is True
+    )  # Falcon's and any other config's own alibi: true
+    if not on:
+        return {}
+    most = attn.get("alibi_bias_max", 8)
+    if model_type == "mpt" and most != 8:
         raise ConfigError(
-            f"{path}: ALiBi position biases are not modelled; remove alibi to trace without them"
+            f"{path}: alibi_bias_max {shown(most)} is not modelled (slopes as Press et al., "
+            "alibi_bias_max 8); set it to 8 to trace"
         )
+    return {"alibi": True, "alibi_scaled": model_type == "falcon"}
 
 
 def shown(value: Any) -> str:

@@ -51,7 +51,7 @@ def render_diff(report: DiffReport, console: Console) -> None:
     for note in report.notes:
         console.print(Text(plain(note), style="dim"))
     for read in report.read:  # what the module said, no flag having said it
-        overrides = "; a flag overrides it" if read.choice else ""
+        overrides = "; a flag overrides it" if read.overridable else ""
         console.print(Text(f"{plain(str(read))}{overrides}", style="dim"))
     if report.rows:
         console.print(diff_table(report, console.width))

@@ -284,6 +284,7 @@ def describe(cfg: AttentionConfig) -> str:
     ]
     extras = [
         *(["RoPE"] if cfg.rope else []),
+        *(["ALiBi"] if cfg.alibi else []),
         *(["key padding"] if cfg.key_lengths is not None else []),
         *(["no bias"] if not cfg.bias else []),
     ]
@@ -310,6 +311,7 @@ def describe_in(cfg: AttentionConfig, lang: Lang = "en") -> str:
     words += message("describe.cross" if cfg.cross else "describe.self", lang)
     extras = [
         *(["RoPE"] if cfg.rope else []),
+        *(["ALiBi"] if cfg.alibi else []),
         *([message("describe.padding", lang)] if cfg.key_lengths is not None else []),
         *([message("describe.no_bias", lang)] if not cfg.bias else []),
     ]

@@ -98,8 +98,8 @@ def mha_skip_reason(config: AttentionConfig, attn_mask: Any) -> str | None:
         return f"{MHA} has no grouped-query attention (--kv-heads)"
     if config.rope:
         return f"{MHA} has no rotary embedding (--rope)"
-    if config.qk_norm is not None or config.softcap is not None or config.relative_bias is not None:
-        return f"{MHA} has no q/k norm, soft-capping or relative position bias"
+    if config.qk_norm is not None or config.softcap is not None or config.position_biased:
+        return f"{MHA} has no q/k norm, soft-capping or position bias (T5's, ALiBi)"
     if config.heads * config.head_dim != config.hidden:
         return f"{MHA} ties head_dim to hidden / heads (--head-dim)"
     if attn_mask is not None and bool(_dead(attn_mask).any()):
@@ -175,6 +175,9 @@ def _sdpa(
     if config.relative_bias is not None:  # T5: the bias joins the mask as floats
         attn_mask = _with_relative_bias(config, t["rel_bias"], attn_mask, is_causal)
         is_causal = False
+    if config.alibi:  # ALiBi: the bias joins the mask as floats, as T5's does
+        attn_mask = _with_bias(config, alibi_reference(config), attn_mask, is_causal)
+        is_causal = False
     if config.softcap is not None:  # capped first: the bias and the mask are added after
         return _eager_softcap(config, t, q, k, v, attn_mask, is_causal)
     sdpa = {
@@ -206,6 +209,35 @@ def _with_relative_bias(
     spec = parse_relative_bias(config.relative_bias or "")
     index = torch.from_numpy(buckets(config.seq, config.keys, spec))  # (S, N)
     bias = table[index].permute(2, 0, 1)  # (S, N, h) -> (h, S, N)
+    return _with_bias(config, bias, attn_mask, is_causal)
+
+
+def alibi_reference(config: AttentionConfig) -> Any:
+    """ALiBi's bias (h, S, N) written as MPT's ``build_mpt_alibi_tensor`` does (slopes of the
+    power of two at or above h, odd ones first when h is not one), not as the engine does
+    (Press et al.'s); query i sits at position i + cached.
+
+    >>> b = alibi_reference(AttentionConfig(seq=2, hidden=8, heads=2))
+    >>> b[:, 1].tolist()
+    [[-0.0625, 0.0], [-0.00390625, 0.0]]
+    """
+    import torch
+
+    h = config.heads
+    power = 2 ** math.ceil(math.log2(h))
+    slopes = 1.0 / 2 ** (torch.arange(1, power + 1, dtype=torch.float64) * (8 / power))
+    if power != h:
+        slopes = torch.cat([slopes[1::2], slopes[::2]])[:h]
+    keys = torch.arange(config.keys, dtype=torch.float64)  # (N,)
+    queries = torch.arange(config.seq, dtype=torch.float64) + config.cached  # (S,)
+    bias = slopes[:, None, None] * (keys[None, :] - queries[:, None])  # (h, S, N)
+    return bias.to(getattr(torch, config.dtype))
+
+
+def _with_bias(config: AttentionConfig, bias: Any, attn_mask: Any, is_causal: bool) -> Any:
+    """A position bias (h, S, N) as a float mask, with the other masks."""
+    import torch
+
     if is_causal:
         attn_mask = torch.ones(config.seq, config.keys, dtype=torch.bool).tril()  # (S, N)
     if attn_mask is None:

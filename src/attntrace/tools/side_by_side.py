@@ -14,6 +14,7 @@ True
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import math
 from dataclasses import dataclass
@@ -109,8 +110,10 @@ def _settings(a: Trace, b: Trace) -> tuple[tuple[str, str, str], ...]:
     one = {**a.config.to_dict(), "backend": a.backend, "score scale": _scale(a)}
     two = {**b.config.to_dict(), "backend": b.backend, "score scale": _scale(b)}
     names = list(dict.fromkeys([*one, *two]))
+    # a field to_dict leaves out while off: its default (--alibi's false, not "none")
+    off = {f.name: f.default for f in dataclasses.fields(a.config)}
     return tuple(
-        (name, _word(one.get(name)), _word(two.get(name)))
+        (name, _word(one.get(name, off.get(name))), _word(two.get(name, off.get(name))))
         for name in names
         if one.get(name) != two.get(name)
     )

@@ -173,6 +173,11 @@ def _sdpa_past(config: AttentionConfig, t: Mapping[str, Any]) -> dict[str, Any]:
     k_all = torch.cat((t["k_cache"], k), dim=2)  # (B, g, N+S, d)
     v_all = torch.cat((t["v_cache"], v), dim=2)  # (B, g, N+S, d)
     sdpa = {"attn_mask": _mask(config), "scale": config.scale, "enable_gqa": config.grouped}
+    if config.alibi:  # the bias by distance as a float mask, -inf where the mask hides a key
+        from attntrace.tools.reference import alibi_reference
+
+        bias = alibi_reference(config)  # (h, S, N+S): key j - query (i + cached)
+        sdpa["attn_mask"] = bias.masked_fill(~sdpa["attn_mask"], -math.inf)  # (B, h, S, N+S)
     context = F.scaled_dot_product_attention(q, k_all, v_all, **sdpa)  # (B, h, S, d)
     eye = torch.eye(config.keys, dtype=q.dtype).expand(*v_all.shape[:-1], config.keys)
     weights = F.scaled_dot_product_attention(q, k_all, eye, **sdpa)  # (B, h, S, N+S)
