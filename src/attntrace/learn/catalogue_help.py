@@ -426,10 +426,12 @@ MESSAGES: dict[str, tuple[str, str]] = {
     "help.trace.examples": (
         "[bold]attntrace trace examples/seed_001_numpy.py[/]   a script, run as python would\n"
         "[bold]attntrace trace attn.py:Attention --init embed_dim=768 --batch 2[/]\n"
-        "[bold]attntrace trace attn.py:Attention --format json[/]   for scripts",
+        "[bold]attntrace trace attn.py:Attention --format json[/]   for scripts\n"
+        "[bold]attntrace trace tp_attn.py:ParallelAttention --nproc 2[/]   every rank's ops",
         "[bold]attntrace trace examples/seed_001_numpy.py[/]   一个脚本，像 python 一样运行\n"
         "[bold]attntrace trace attn.py:Attention --init embed_dim=768 --batch 2[/]\n"
-        "[bold]attntrace trace attn.py:Attention --format json[/]   给脚本用",
+        "[bold]attntrace trace attn.py:Attention --format json[/]   给脚本用\n"
+        "[bold]attntrace trace tp_attn.py:ParallelAttention --nproc 2[/]   每个 rank 的运算",
     ),
     "help.trace.target": (
         "script.py, FILE.py:NAME or package.module:NAME (an nn.Module class, a module, or a "
@@ -785,9 +787,50 @@ MESSAGES: dict[str, tuple[str, str]] = {
     ),
     "help.diff.example": (
         "Example:\n"
-        "  [bold]attntrace diff my_attn.py:Attention --init num_heads=4 --batch 2 --seq 8[/]",
+        "  [bold]attntrace diff my_attn.py:Attention --init num_heads=4 --batch 2 --seq 8[/]\n"
+        "  [bold]attntrace diff tp_attn.py:TPAttention --nproc 2 --batch 1 --seq 16[/]",
         "例子：\n"
-        "  [bold]attntrace diff my_attn.py:Attention --init num_heads=4 --batch 2 --seq 8[/]",
+        "  [bold]attntrace diff my_attn.py:Attention --init num_heads=4 --batch 2 --seq 8[/]\n"
+        "  [bold]attntrace diff tp_attn.py:TPAttention --nproc 2 --batch 1 --seq 16[/]",
+    ),
+    "help.trace.nproc": (
+        "Run your code as N local processes joined by torch.distributed (gloo, CPU): a class is "
+        "built on every rank (its __init__ gets rank, world_size, group or device_mesh when it "
+        "names them), a function gets them the same way; every rank's ops and collectives are "
+        "recorded.",
+        "把你的代码作为 N 个本地进程运行，用 torch.distributed（gloo，CPU）连在一起：类在每个 rank "
+        "上构造（它的 __init__ 若有 rank、world_size、group 或 device_mesh 参数就会得到它们），函数"
+        "也以同样方式得到；记录每个 rank 的运算和集合通信。",
+    ),
+    "help.trace.shard_x": (
+        "With --nproc: none (every rank gets the full x: tensor-parallel code shards the "
+        "weights) or seq (rank r gets the r-th contiguous S/N tokens: ring, Ulysses).",
+        "配合 --nproc：none（每个 rank 得到完整的 x：张量并行的代码切分的是权重）或 seq（第 r 个 "
+        "rank 得到第 r 段连续的 S/N 个 token：ring、Ulysses）。",
+    ),
+    "help.trace.rank": (
+        "With --nproc: show rank R's steps alone (default: every rank, one row where they agree).",
+        "配合 --nproc：只显示第 R 个 rank 的步骤（默认：每个 rank，一致的地方合成一行）。",
+    ),
+    "help.diff.nproc": (
+        "Run your parallel attention as N local processes (torch.distributed, gloo) and diff "
+        "every rank against the reference's rank view, from the weights each rank holds; the "
+        "sharding bug named with its rank and line. --tp T (default: N) or --cp C.",
+        "把你的并行注意力作为 N 个本地进程运行（torch.distributed，gloo），用每个 rank 持有的权重"
+        "把每个 rank 与参考实现的 rank 视图逐一对比；切分错误连同它的 rank 和行号一起指出。"
+        "--tp T（默认：N）或 --cp C。",
+    ),
+    "help.diff.tp": (
+        "With --nproc: tensor parallelism over T ranks (q, k, v column-parallel, the output "
+        "row-parallel and all-reduced; each rank gets the whole x).",
+        "配合 --nproc：在 T 个 rank 上做张量并行（q、k、v 按列并行，输出按行并行并做 all-reduce；"
+        "每个 rank 得到完整的 x）。",
+    ),
+    "help.diff.cp": (
+        "With --nproc: context parallelism over C ranks, rank c handed tokens c·S/C … "
+        "(c+1)·S/C - 1 of x.",
+        "配合 --nproc：在 C 个 rank 上做上下文并行，第 c 个 rank 拿到 x 的第 c·S/C … (c+1)·S/C - 1 "
+        "个 token。",
     ),
     "help.diff.target": (
         "FILE.py:NAME or package.module:NAME: an nn.Module class (built with --init), an "
