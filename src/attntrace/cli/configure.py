@@ -426,7 +426,7 @@ def parallel_layout(parallel: dict[str, Any]) -> ParallelLayout | None:
     """The layout that --tp, --sp, --cp, --cp-kind and --rank give, or None (one device).
 
     >>> parallel_layout({"tp": 8, "sp": False, "cp": None, "cp_kind": None, "rank": 0})
-    ParallelLayout(tp=8, sp=False, cp=1, cp_kind='ring', rank=0)
+    ParallelLayout(tp=8, sp=False, cp=1, cp_kind='ring', rank=0, balance=True)
     """
     tp, cp, kind = parallel["tp"], parallel["cp"], parallel["cp_kind"]
     if kind is not None and cp is None:
