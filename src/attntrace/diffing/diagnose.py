@@ -97,7 +97,7 @@ def counterparts(rows: Sequence[Row], mistaken: Trace, user: UserSteps) -> tuple
     out = []
     for row in rows:
         m = mistaken[row.step.name] if row.status == DIFFERS and row.step.name in mistaken else None
-        hit = user.find(m.value, m.axes) if m is not None and m.value is not None else None
+        hit = _find(user, m, set()) if m is not None and m.value is not None else None
         if hit is None or row.step.value is None:
             out.append(row)
             continue
@@ -180,9 +180,21 @@ def _layout(who: UserStep, step: Step, user: UserSteps) -> str:
 
 
 def _find(user: UserSteps, m: Step, skip: set[int]) -> tuple[UserStep, Agreement] | None:
-    """The user's tensor holding step ``m``'s values (leaving out ``skip``)."""
+    """The user's tensor holding step ``m``'s values (leaving out ``skip``, and the tensors
+    that play another step: a replayed k is the user's k, never the user's v that happens to
+    hold the same numbers, as torch's ``mha(x, x.roll(1, 1), x)`` has)."""
     assert m.value is not None
-    return user.find(m.value, m.axes, skip=skip)
+    return user.find(m.value, m.axes, skip=set(skip) | _other_roles(user, m.name))
+
+
+def _other_roles(user: UserSteps, name: str) -> set[int]:
+    """The indices of the user's tensors in a role other than ``name``, when one of them plays
+    ``name`` itself (else none: the code's roles do not say where the step is). A projection's
+    role is where it is cut from (``q, v, k = c_attn(x).split(H, 2)``: the second part is
+    ``k_proj``), which is what a swap changes: those roles do not rule a tensor out."""
+    if name.endswith("_proj") or not any(u.role == name for u in user.steps):
+        return set()
+    return {u.index for u in user.steps if u.role and u.role != name}
 
 
 def _run(bug: Bug, s: Setting, tensors: Mapping[str, Any]) -> Trace:

@@ -163,6 +163,7 @@ def region_module(module: Any, region: Region) -> Any:
         def __init__(self) -> None:
             super().__init__()
             self.inner = module
+            self.attntrace_region = region  # --past: the held class decides the cache's kind
 
         def forward(self, x: Any, **kwargs: Any) -> Any:  # kwargs: a decode step's cache
             return run_region(self.inner, region, x, **kwargs)

@@ -139,9 +139,14 @@ def hint_sources(layer: Layer) -> dict[str, str]:
     module = layer.module
     if module is None:
         return {}
-    library = getattr(type(module), "attntrace_transparent", False)
+    region = getattr(module, "attntrace_region", None)  # the user's module holding the class
+    if region is not None:
+        module = module.inner
+    library = region is None and getattr(type(module), "attntrace_transparent", False)
     held = [getattr(module, "attn", module)] if library else [module, *_children(module)]
     config = getattr(module, "config", None) if library else None
+    if region is not None:
+        config = getattr(module.get_submodule(region.core), "config", None)
     found: dict[str, str] = {}
     for name in layer.hints:
         key = "rope_base" if name == "rope" else name
