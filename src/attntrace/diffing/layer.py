@@ -91,6 +91,22 @@ def as_layer(
     )
 
 
+def _weights_called(module: Any, info: Any, seq: int, batch: int | None) -> Any:
+    """:func:`~attntrace.diffing.names.module_weights`, and of a module holding several
+    attention layers (a ``TransformerDecoderLayer``'s two), the one its forward calls."""
+    from attntrace.diffing.names import module_weights
+    from attntrace.diffing.region import called_layer
+    from attntrace.errors import InputFileError
+
+    try:
+        return module_weights(module, info)
+    except InputFileError as exc:
+        called = called_layer(module, seq, batch) if "attention layers;" in str(exc) else None
+        if called is None:
+            raise
+        return module_weights(module, info, prefix=called)
+
+
 def _is_module(target: Any) -> bool:
     import sys
 
@@ -126,7 +142,6 @@ def _function_layer(fn: Callable[..., Any]) -> Layer:
 
 
 def _module_layer(module: Any, seq: int, batch: int | None, heads: int | None = None) -> Layer:
-    from attntrace.diffing.names import module_weights
     from attntrace.files.schemes import LayoutInfo
 
     name = f"{type(module).__name__} (nn.Module)"
@@ -148,7 +163,7 @@ def _module_layer(module: Any, seq: int, batch: int | None, heads: int | None = 
         elif section:  # a held class without a config (DeBERTa's) states only its attributes
             hints = {**hints, **library_hints(attn, section)}
     info = LayoutInfo(hints.get("heads") or heads, hints.get("kv_heads"), section)
-    weights = module_weights(module.attn if library else module, info)
+    weights = _weights_called(module.attn if library else module, info, seq, batch)
     region = None
     if weights is not None and weights.prefix and not library:  # the layer is a submodule's
         sub = module.get_submodule(weights.prefix.rstrip("."))

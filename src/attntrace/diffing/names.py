@@ -203,9 +203,12 @@ def _unused(layer: Arrays, path: Path) -> Params:
     raise AssertionError("read with the scheme's split function")  # pragma: no cover
 
 
-def module_weights(module: Any, info: LayoutInfo) -> LoadedWeights | None:
+def module_weights(
+    module: Any, info: LayoutInfo, prefix: str | None = None
+) -> LoadedWeights | None:
     """The attention weights of ``module`` by its own names (``info``: its head counts and
-    config, which the fused layouts need), or None when no name is known.
+    config, which the fused layouts need; ``prefix``: the layer's, when it holds several), or
+    None when no name is known.
 
     >>> import torch
     >>> class Attention(torch.nn.Module):  # timm's names
@@ -222,7 +225,8 @@ def module_weights(module: Any, info: LayoutInfo) -> LoadedWeights | None:
     arrays = LazyArrays(state, lambda key: torch_to_numpy(state[key]))
     path = Path(f"{type(module).__name__}.state_dict()")
     try:
-        return load_layer(path, arrays, {}, _top(arrays), schemes=_schemes(), info=info)
+        top = _top(arrays) if prefix is None else prefix  # prefix: the layer forward calls
+        return load_layer(path, arrays, {}, top, schemes=_schemes(), info=info)
     except InputFileError as exc:
         if "no attention weights in a known naming scheme" in str(exc):
             return None
