@@ -93,10 +93,7 @@ UNEXPRESSIBLE: list[tuple[str, dict[str, Any], str]] = [
 
 
 #: Classes whose trace does not name its roles yet (the diff matches them by value).
-ROLES_UNNAMED = {
-    "GPTBigCodeAttention": "multi-query: k and v of one head, made by a split of c_attn that "
-    "capture's role pass does not follow",
-}
+ROLES_UNNAMED: dict[str, str] = {}
 
 
 def _class(target: str) -> Any:
