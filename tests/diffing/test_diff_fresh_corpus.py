@@ -228,6 +228,99 @@ def _gpt_oss_config() -> Any:
     return _config("gpt_oss", "GptOssConfig", num_key_value_heads=2, head_dim=16, **sizes)
 
 
+class EsmBlock(torch.nn.Module):  # type: ignore[misc]
+    """ESM's rotary self-attention: the user makes the (cos, sin) with ESM's own rotary
+    module and hands them in; an output Linear ``wo`` after it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        esm = _family("esm")
+        config = _config(
+            "esm", "EsmConfig", vocab_size=33, hidden_size=H, num_attention_heads=HEADS,
+            num_hidden_layers=1, intermediate_size=128, position_embedding_type="rotary",
+        )  # fmt: skip
+        self.ln = torch.nn.LayerNorm(H)
+        self.att = esm.EsmSelfAttention(config)
+        self.rot = esm.EsmRotaryEmbedding(config=config)
+        self.wo = torch.nn.Linear(H, H)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        tables = self.rot(x, torch.arange(x.shape[1])[None])  # (1, S, d) each
+        return x + self.wo(self.att(self.ln(x), position_embeddings=tables)[0])  # type: ignore[no-any-return]
+
+
+class PixtralBlock(torch.nn.Module):  # type: ignore[misc]
+    """Pixtral's vision attention with its 2-D (axial) rotary tables of the patches."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        pixtral = _family("pixtral")
+        config = _config(
+            "pixtral", "PixtralVisionConfig", hidden_size=H, num_attention_heads=HEADS,
+            num_hidden_layers=1, intermediate_size=128, image_size=64, patch_size=16,
+        )  # fmt: skip
+        self.norm = torch.nn.RMSNorm(H)
+        self.attention = pixtral.PixtralAttention(config)
+        self.rope = pixtral.PixtralVisionRotaryEmbedding(config)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        tables = self.rope(x, torch.arange(x.shape[1]))  # the patches' ids in its grid
+        return x + self.attention(self.norm(x), position_embeddings=tables)[0]  # type: ignore[no-any-return]
+
+
+class Dinov2Block(torch.nn.Module):  # type: ignore[misc]
+    """DINOv2's attention (with its output dense) between the user's norm and layer scale."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        config = _config(
+            "dinov2", "Dinov2Config", hidden_size=H, num_attention_heads=HEADS,
+            num_hidden_layers=1, mlp_ratio=2,
+        )  # fmt: skip
+        self.norm1 = torch.nn.LayerNorm(H)
+        self.attention = _family("dinov2").Dinov2Attention(config)
+        self.layer_scale1 = torch.nn.Parameter(torch.full((H,), 0.5))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        out = self.attention(self.norm1(x))
+        return x + self.layer_scale1 * (out[0] if isinstance(out, tuple) else out)  # type: ignore[no-any-return]
+
+
+class Stack(torch.nn.Module):  # type: ignore[misc]
+    """The user's model: an nn.ModuleList of their blocks, a final norm."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.layers = torch.nn.ModuleList([_decoder("olmo")])
+        self.final_norm = torch.nn.LayerNorm(H)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        for layer in self.layers:
+            x = layer(x)
+        return self.final_norm(x)  # type: ignore[no-any-return]
+
+
+def _gemma2() -> Any:
+    config = _config(
+        "gemma2", "Gemma2Config", hidden_size=H, num_attention_heads=HEADS, num_hidden_layers=1,
+        num_key_value_heads=2, head_dim=16, query_pre_attn_scalar=16,
+    )  # fmt: skip
+    return RopeBlock(_family("gemma2"), "Gemma2", config)
+
+
+def _t5() -> Any:
+    config = _config("t5", "T5Config", d_model=H, num_heads=HEADS, d_kv=16, d_ff=128)
+    return EncoderBlock(_family("t5").T5Attention(config, has_relative_attention_bias=True))
+
+
+def _mixtral_window() -> Any:
+    config = _config(
+        "mixtral", "MixtralConfig", hidden_size=H, num_attention_heads=HEADS,
+        num_hidden_layers=1, num_key_value_heads=2, sliding_window=3,
+    )  # fmt: skip
+    return RopeBlock(_family("mixtral"), "Mixtral", config)  # the user's mask: causal only
+
+
 CAUSAL = AttentionConfig(batch=2, seq=5, hidden=H, heads=HEADS, causal=True)
 PLAIN = AttentionConfig(batch=2, seq=5, hidden=H, heads=HEADS)
 
@@ -249,6 +342,13 @@ CASES: dict[str, tuple[Callable[[Path], Any], AttentionConfig, str, str]] = {
     "einops-blog": (_einops, PLAIN, "match", "Block: MultiHeadSelfAttention at .attn"),
     "torch-decoder-self": (lambda _: DecoderSelf(), CAUSAL, "match", "layer.self_attn"),
     "torch-decoder-cross": (lambda _: DecoderCross(), PLAIN, "cannot tell", "cross-attention"),
+    "esm-rotary": (lambda _: EsmBlock(), PLAIN, "cannot tell", "1/√d before its rotation"),
+    "pixtral-axial": (lambda _: PixtralBlock(), PLAIN, "cannot tell", "'axial' is not modelled"),
+    "dinov2": (lambda _: Dinov2Block(), PLAIN, "match", "Dinov2Attention at .attention"),
+    "gemma2-softcap": (lambda _: _gemma2(), CAUSAL, "match", "Gemma2Attention at .token_mixer"),
+    "t5-relative-bias": (lambda _: _t5(), PLAIN, "match", "T5Attention at .self_attention"),
+    "modulelist-stack": (lambda _: Stack(), CAUSAL, "match", "at .layers.0.token_mixer"),
+    "mixtral-window": (lambda _: _mixtral_window(), PLAIN, "cannot tell", "--window"),
 }
 
 
@@ -352,3 +452,38 @@ def test_a_bug_planted_in_the_blogs_einops_attention_is_differs_at_its_line(
     else:
         assert "only the output is visible" not in d.name, d.name  # every op was visible
     assert d.location == f"blog_attention.py:{line}", (d.location, d.source)
+
+
+@pytest.mark.parametrize(("window", "verdict"), [(5, "match"), (3, "differs")])
+def test_the_window_remedy_applied_decides(window: int, verdict: str) -> None:
+    """Mixtral's sliding window read from its config, the user's mask causal only: CANNOT
+    TELL names --window; typed, it decides (a window as long as S: MATCH; the config's 3:
+    the user's mask lacks the band, DIFFERS at the masked scores)."""
+    import dataclasses
+
+    from attntrace.diffing.diff_report import diff_layer
+    from attntrace.diffing.layer import as_layer
+
+    torch.manual_seed(0)
+    layer = as_layer(_mixtral_window(), seq=5, batch=2)
+    options = {**dataclasses.asdict(PLAIN), "window": window}
+    report = diff_layer(layer, options, {"window", "batch", "seq", "hidden", "heads"}, None)
+    assert report.verdict == verdict, (report.diagnosis, report.undecided)
+    if verdict == "differs":
+        assert report.diagnosis is not None
+        assert report.diagnosis.step == "masked"
+
+
+def test_a_copy_of_a_matched_tensor_is_no_evidence_of_a_swap(monkeypatch: Any) -> None:
+    """ESM's rotary with its CANNOT TELL check off: q_rot differs (q scaled before its
+    rotation) and no known bug is named; ``k_embed.to(dtype)``, a copy of the k_rot matched,
+    once stood as the evidence of q and k swapped."""
+    from attntrace.diffing import library_read
+
+    monkeypatch.setattr(library_read, "_prescaled", lambda attn: None)
+    torch.manual_seed(0)
+    report = diff(EsmBlock(), PLAIN)
+    assert report.verdict == "differs"
+    assert report.diagnosis is not None
+    assert report.diagnosis.bug is None, report.diagnosis.name
+    assert report.diagnosis.step == "q_rot"

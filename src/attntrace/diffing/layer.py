@@ -348,11 +348,18 @@ def library_hints(module: Any, section: dict[str, Any]) -> dict[str, Any]:
 
     attn = getattr(module, "attn", module)
     layer = getattr(attn, "layer_idx", None)
-    fields = attention_fields(
-        own_sizes(attn, section),
-        f"{type(module).__name__}'s config",
-        layer if isinstance(layer, int) else 0,
-    )
+    try:
+        fields = attention_fields(
+            own_sizes(attn, section),
+            f"{type(module).__name__}'s config",
+            layer if isinstance(layer, int) else 0,
+        )
+    except ConfigError as exc:  # Pixtral's 2-D "axial" RoPE: the class's, not the user's
+        if "is not modelled" not in str(exc):
+            raise
+        from attntrace.diffing.region import cannot_tell
+
+        cannot_tell(f"{str(exc).split('; attntrace models')[0]}, which the reference lacks")
     fields = read_facts(attn, fields)  # is_causal, scaling, rotate_half: the module's own
     if fields.get("relative_bias") and "relative_attention_bias" not in dict(attn.named_modules()):
         fields["relative_bias"] = None  # a T5 layer without the table adds no bias

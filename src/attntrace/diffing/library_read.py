@@ -71,7 +71,7 @@ def unexpressible(attn: Any) -> str | None:
     attention (DeepSeek's low-rank q and kv), attention experts, a LayerNorm of q and k, an
     attention without a softmax (MiniMax's lightning attention, RWKV)."""
     name = type(attn).__name__
-    for check in (_alibi, _disentangled, _children, _no_softmax, _sinks, _clipped):
+    for check in (_alibi, _disentangled, _children, _no_softmax, _sinks, _clipped, _prescaled):
         what = check(attn)
         if what is not None:
             return f"{name} {what}, which the reference does not model"
@@ -123,6 +123,16 @@ def _clipped(attn: Any) -> str | None:
     clip = getattr(getattr(attn, "config", None), "clip_qkv", None)
     if isinstance(clip, int | float) and not isinstance(clip, bool):
         return f"clamps q, k and v to ±{clip:g} (clip_qkv)"
+    return None
+
+
+def _prescaled(attn: Any) -> str | None:
+    """ESM's rotary attention: q scaled by 1/√d before the rotation, the scores by 1.0."""
+    if (
+        getattr(attn, "position_embedding_type", None) == "rotary"
+        and getattr(attn, "scaling", 0) == 1
+    ):
+        return "scales q by 1/√d before its rotation (and the scores by 1.0)"
     return None
 
 

@@ -253,10 +253,12 @@ def _unconfirmed(
     order = {r.step.name: i for i, r in enumerate(report.rows)}
     status = {r.step.name: r.status for r in report.rows}
     at = order.get(d.step, len(order))
-    for read in reads:
+    for read in sorted(reads, key=lambda r: r.field != "window"):  # the narrower choice first
         step = ACTS_AT.get(read.field)
         if not read.choice or read.field in explicit or step not in order:
             continue
+        if read.field == "causal" and "window" in explicit:
+            continue  # --window W stated the mask's band: the code is judged by it
         if order[step] <= at and status[step] != ROW_MATCH:
             label, option = LABELS.get(read.field, (read.field, ""))
             say = (
