@@ -321,6 +321,58 @@ def _mixtral_window() -> Any:
     return RopeBlock(_family("mixtral"), "Mixtral", config)  # the user's mask: causal only
 
 
+class RotaryXT(torch.nn.Module):  # type: ignore[misc]
+    """x-transformers' Attention given the rotary tables of its own RotaryEmbedding by the
+    user's block (``rotary_pos_emb=``), as its Decoder does."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        xt = pytest.importorskip("x_transformers")
+        from x_transformers.x_transformers import RotaryEmbedding
+
+        self.attn = xt.Attention(dim=H, heads=HEADS, dim_head=16, causal=True)
+        self.rotary = RotaryEmbedding(16)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        tables = self.rotary.forward_from_seq_len(x.shape[1])
+        return self.attn(x, rotary_pos_emb=tables)  # type: ignore[no-any-return]
+
+
+class PaddedBigBird(torch.nn.Module):  # type: ignore[misc]
+    """BigBird's full attention given a padding mask the user's block makes: the last two
+    keys of the second sequence are padding."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.attn = _encoder("big_bird").self_attention
+        self.dense = torch.nn.Linear(H, H)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        B, S, _ = x.shape
+        keep = torch.ones(B, S)
+        keep[-1, -2:] = 0
+        mask = (1.0 - keep)[:, None, None, :] * torch.finfo(x.dtype).min  # (B, 1, 1, S)
+        return self.dense(self.attn(x, attention_mask=mask)[0])  # type: ignore[no-any-return]
+
+
+class OwnEinops(torch.nn.Module):  # type: ignore[misc]
+    """A user's einops attention with their names ``qkv`` and ``out`` and a boolean causal
+    mask of their own."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.qkv, self.out = torch.nn.Linear(H, 3 * H), torch.nn.Linear(H, H)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        from einops import rearrange
+
+        q, k, v = rearrange(self.qkv(x), "b n (three h d) -> three b h n d", three=3, h=HEADS)
+        s = torch.einsum("bhid,bhjd->bhij", q, k) / 4.0  # (B, h, S, S)
+        n = x.shape[1]
+        s = s.masked_fill(torch.ones(n, n, dtype=torch.bool).triu(1), float("-inf"))
+        return self.out(rearrange(s.softmax(-1) @ v, "b h n d -> b n (h d)"))  # type: ignore[no-any-return]
+
+
 CAUSAL = AttentionConfig(batch=2, seq=5, hidden=H, heads=HEADS, causal=True)
 PLAIN = AttentionConfig(batch=2, seq=5, hidden=H, heads=HEADS)
 
@@ -349,6 +401,19 @@ CASES: dict[str, tuple[Callable[[Path], Any], AttentionConfig, str, str]] = {
     "t5-relative-bias": (lambda _: _t5(), PLAIN, "match", "T5Attention at .self_attention"),
     "modulelist-stack": (lambda _: Stack(), CAUSAL, "match", "at .layers.0.token_mixer"),
     "mixtral-window": (lambda _: _mixtral_window(), PLAIN, "cannot tell", "--window"),
+    "x_transformers-rotary": (
+        lambda _: RotaryXT(),
+        CAUSAL,
+        "cannot tell",
+        "pass --rope --rope-style interleaved",
+    ),
+    "big_bird-padding": (
+        lambda _: PaddedBigBird(),
+        PLAIN,
+        "cannot tell",
+        "kept per batch item 5,3",
+    ),
+    "einops-qkv-out": (lambda _: OwnEinops(), CAUSAL, "match", ""),
 }
 
 
@@ -487,3 +552,18 @@ def test_a_copy_of_a_matched_tensor_is_no_evidence_of_a_swap(monkeypatch: Any) -
     assert report.diagnosis is not None
     assert report.diagnosis.bug is None, report.diagnosis.name
     assert report.diagnosis.step == "q_rot"
+
+
+def test_the_rope_remedy_applied_matches() -> None:
+    """x-transformers' rotary: CANNOT TELL says --rope --rope-style interleaved; given, MATCH."""
+    import dataclasses
+
+    from attntrace.diffing.diff_report import diff_layer
+    from attntrace.diffing.layer import as_layer
+
+    torch.manual_seed(0)
+    layer = as_layer(RotaryXT(), seq=5, batch=2)
+    options = {**dataclasses.asdict(CAUSAL), "rope": True, "rope_style": "interleaved"}
+    typed = {"rope", "rope_style", "causal", "batch", "seq", "hidden", "heads"}
+    report = diff_layer(layer, options, typed, None)
+    assert report.verdict == "match", (report.diagnosis, report.undecided)

@@ -203,6 +203,7 @@ def _copies(user: UserSteps, used: set[int]) -> set[int]:
         u.index
         for u, p in zip(user.steps, user.prints, strict=True)
         if u.index not in used
+        and u.name != "returned"  # what the code returns is the evidence (no o_proj: merged)
         and any(
             p == q and m.shape == u.shape and same(u.value, m.value, user.tol) for m, q in matched
         )

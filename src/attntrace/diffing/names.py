@@ -67,14 +67,19 @@ def _packed(layer: Arrays, path: Path, packed: str, out: tuple[str, ...]) -> Par
     }
 
 
+#: Other names of the output projection beside a packed ``qkv`` or ``to_qkv`` (a user's own
+#: module: ``self.qkv``, ``self.out``), tried after the library's own.
+PACKED_OUTPUTS = ("out", "out_proj", "o_proj", "output_proj", "dense", "c_proj", "wo", "o")
+
+
 def timm(layer: Arrays, path: Path) -> Params:
-    """timm's ``qkv`` and ``proj``."""
-    return _packed(layer, path, "qkv", ("proj",))
+    """timm's ``qkv`` and ``proj`` (or another familiar output name)."""
+    return _packed(layer, path, "qkv", ("proj", "to_out.0", "to_out", *PACKED_OUTPUTS))
 
 
 def to_qkv(layer: Arrays, path: Path) -> Params:
     """vit-pytorch's ``to_qkv`` and ``to_out`` (a Linear, or Sequential(Linear, Dropout))."""
-    return _packed(layer, path, "to_qkv", ("to_out.0", "to_out"))
+    return _packed(layer, path, "to_qkv", ("to_out.0", "to_out", "proj", *PACKED_OUTPUTS))
 
 
 def to_q(layer: Arrays, path: Path) -> Params:
