@@ -79,6 +79,7 @@ class LlamaBlock(torch.nn.Module):  # type: ignore[misc]
 
 
 @pytest.mark.slow
+@pytest.mark.e2e  # GPT-NeoX's modeling module imported: several seconds on its own
 @pytest.mark.parametrize("block", [NeoXBlock, LlamaBlock])
 def test_a_decode_step_hands_the_held_class_its_own_cache(block: type) -> None:
     torch.manual_seed(0)
