@@ -180,8 +180,8 @@ def run_region(module: Any, region: Region, x: Any, **kwargs: Any) -> Any:
 
     core, end = module.get_submodule(region.core), module.get_submodule(region.end)
 
-    def handed(_: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        _self_attention(args, kwargs, region)
+    def handed(called: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        _self_attention(called, args, kwargs, region)
         return _with_x(args, kwargs, x)
 
     def reached(_: Any, __: Any, output: Any) -> None:
@@ -206,18 +206,27 @@ def run_region(module: Any, region: Region, x: Any, **kwargs: Any) -> Any:
 _OTHER_INPUT = ("key", "value", "encoder_hidden_states", "key_value_states", "memory", "context")
 
 
-def _self_attention(args: tuple[Any, ...], kwargs: dict[str, Any], region: Region) -> None:
-    """CANNOT TELL when the region's attention is called with keys or values of another length
-    than its queries (``decoder.multihead_attn(x, memory, memory)``): cross-attention, which
-    the self-attention reference cannot be set beside."""
+def _self_attention(
+    core: Any, args: tuple[Any, ...], kwargs: dict[str, Any], region: Region
+) -> None:
+    """CANNOT TELL when the region's attention ``core`` is called with keys or values (an
+    argument its forward names ``key``, ``value``, ``encoder_hidden_states`` …) of another
+    length than its queries (``decoder.multihead_attn(x, memory, memory)``): cross-attention,
+    which the self-attention reference cannot be set beside. Other tensors (Bloom's alibi, a
+    mask) are not looked at."""
+    import inspect
+
     import torch
 
-    tensors = [a for a in args if isinstance(a, torch.Tensor)]
-    if not tensors:
+    first = next((a for a in args if isinstance(a, torch.Tensor)), None)
+    if first is None:
         return
-    first = tensors[0]
-    others = [*tensors[1:3], *(kwargs.get(k) for k in _OTHER_INPUT)]
-    for other in others:
+    try:
+        names = list(inspect.signature(core.forward).parameters)
+    except (TypeError, ValueError):
+        return
+    given = {**dict(zip(names, args, strict=False)), **kwargs}
+    for other in (given.get(k) for k in _OTHER_INPUT):
         if (
             isinstance(other, torch.Tensor)
             and other.ndim == first.ndim >= 2
