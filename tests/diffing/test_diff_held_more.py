@@ -90,6 +90,7 @@ def test_a_decode_step_hands_the_held_class_its_own_cache(block: type) -> None:
     assert {"k_all", "v_all", "weights", "context"} <= seen, sorted(seen)
 
 
+@pytest.mark.slow  # Llama's modeling module (already loaded by the corpus in a full run)
 def test_a_choice_read_from_the_held_class_is_named_as_its_own() -> None:
     from attntrace.diffing.layer import as_layer
     from attntrace.diffing.verdict import split_hints

@@ -11,8 +11,9 @@ from collections.abc import Collection, Mapping
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from attntrace.diffing.diff_report import DiffReport
     from attntrace.diffing.verdict import Undecided
+
+DiffReport = Any  # diffing.diff_report's (it calls :func:`explain`: no import back)
 
 
 def explain(
