@@ -141,3 +141,54 @@ def test_a_cannot_tell_that_ran_nothing_prints_no_weights_line() -> None:
     assert "(from )" not in text
     assert "weights" not in text.splitlines()[1]
     assert "CANNOT TELL: ALiBi has no reference step" in text
+
+
+class HeldMHA(torch.nn.Module):  # type: ignore[misc]
+    """torch's attention after the user's norm: sequence-first with a boolean causal mask, or
+    batch-first with a key padding mask (the last two keys of the second sequence)."""
+
+    def __init__(self, kind: str) -> None:
+        super().__init__()
+        self.kind, self.norm = kind, torch.nn.LayerNorm(H)
+        self.attention = torch.nn.MultiheadAttention(H, HEADS, batch_first=kind == "padding")
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        B, S, _ = x.shape
+        h = self.norm(x)
+        if self.kind == "padding":
+            padding = torch.zeros(B, S, dtype=torch.bool)
+            padding[-1, -2:] = True  # (B, S): True = a padded key
+            return x + self.attention(h, h, h, key_padding_mask=padding)[0]  # type: ignore[no-any-return]
+        causal = torch.ones(S, S, dtype=torch.bool).triu(1)  # (S, S): True = hidden
+        t = h.transpose(0, 1)  # (S, B, H)
+        return x + self.attention(t, t, t, attn_mask=causal)[0].transpose(0, 1)  # type: ignore[no-any-return]
+
+
+@pytest.mark.slow
+def test_an_unstated_causal_mask_fused_with_the_scores_is_cannot_tell_then_match() -> None:
+    """torch adds a boolean mask with the scores in one ``baddbmm``: the scores step already
+    differs, before the step where the catalogue's causal mask starts."""
+    import dataclasses
+
+    from attntrace.diffing.diff_report import diff_layer
+    from attntrace.diffing.layer import as_layer
+
+    torch.manual_seed(0)
+    config = AttentionConfig(batch=2, seq=5, hidden=H, heads=HEADS)
+    report = diff(HeldMHA("causal"), config)
+    assert report.verdict == "cannot tell", report.diagnosis
+    assert report.undecided is not None
+    assert report.undecided.remedy.startswith("pass --causal")
+    layer = as_layer(HeldMHA("causal"), seq=5, batch=2)
+    options = {**dataclasses.asdict(config), "causal": True}
+    applied = diff_layer(layer, options, {"causal", "batch", "seq", "hidden", "heads"}, None)
+    assert applied.verdict == "match", (applied.diagnosis, applied.undecided)
+
+
+@pytest.mark.slow
+def test_a_key_padding_mask_the_code_makes_is_cannot_tell_with_the_lengths() -> None:
+    torch.manual_seed(0)
+    report = diff(HeldMHA("padding"), AttentionConfig(batch=2, seq=5, hidden=H, heads=HEADS))
+    assert report.verdict == "cannot tell", report.diagnosis
+    assert report.undecided is not None
+    assert "keys kept per batch item 5,3" in report.undecided.missing

@@ -24,8 +24,24 @@ def explain(
     d = report.diagnosis
     if report.undecided is not None or d is None or d.bug is not None or report.config.past:
         return report
-    why = _rope(report, tensors, explicit) or _padding(report)
+    why = _causal(report, tensors, explicit) or _rope(report, tensors, explicit)
+    why = why or _padding(report)
     return report if why is None else dataclasses.replace(report, undecided=why)
+
+
+def _causal(
+    report: DiffReport, tensors: Mapping[str, Any], explicit: Collection[str]
+) -> Undecided | None:
+    """A causal mask reproduces the code's output where no flag said causal (torch's
+    ``baddbmm(mask, q, kᵀ)`` adds it with the scores, before any step the catalogue tries)."""
+    from attntrace.diffing.verdict import _unstated
+
+    cfg = report.config
+    if cfg.causal or "causal" in explicit:
+        return None
+    if not _reproduces(report, dataclasses.replace(cfg, causal=True), tensors):
+        return None
+    return _unstated("causal", "--causal", "applies a causal mask", report.read)
 
 
 def _rope(
@@ -50,7 +66,8 @@ def _rope(
 
 
 def _reproduces(report: DiffReport, config: Any, tensors: Mapping[str, Any]) -> bool:
-    """Whether the reference of ``config`` makes the output the code made."""
+    """Whether the reference of ``config`` makes the output the code returned (or, its output
+    not lined up, the weights one of the code's tensors holds)."""
     import warnings
 
     import numpy as np
@@ -58,41 +75,42 @@ def _reproduces(report: DiffReport, config: Any, tensors: Mapping[str, Any]) -> 
     from attntrace.diffing.match import agree
     from attntrace.engine.attention import trace_attention
 
-    row = next((r for r in report.rows if r.step.name == "output"), None)
-    if row is None or row.user is None:
-        return False
     given = {k: v for k, v in tensors.items() if not k.startswith("rope_")}
     try:
         with warnings.catch_warnings(), np.errstate(all="ignore"):
             warnings.simplefilter("ignore")
-            other = trace_attention(config, "numpy", tensors=given)["output"]
-    except Exception:
+            other = trace_attention(config, "numpy", tensors=given)
+    except Exception:  # a variant the engine refuses explains nothing
         return False
-    if other.value is None:
+    row = next((r for r in report.rows if r.step.name == "output"), None)
+    if row is not None and row.user is not None:
+        held, step = [row.user], other["output"]
+    else:
+        held = [r.user for r in report.rows if r.user is not None and r.status == "differs"]
+        step = other["weights"]
+    if step.value is None:
         return False
-    found = agree(row.user.value, other.value, other.axes, report.tolerance)
-    return found is not None and found.ok
+    for user in held:
+        found = agree(user.value, step.value, step.axes, report.tolerance)
+        if found is not None and found.ok:
+            return True
+    return False
 
 
 def _padding(report: DiffReport) -> Undecided | None:
-    """The code's weights are 0 for whole keys of a batch item (a padding mask it makes
-    itself) where the reference, given no mask, has none."""
-    import numpy as np
-
-    from attntrace.diffing.match import MASKED_BELOW
+    """The code hides whole keys of a batch item from every query (a padding mask it makes
+    itself: masked scores, weights of 0) where the reference, given no mask, has none."""
     from attntrace.diffing.verdict import Undecided
 
     cfg = report.config
-    row = next((r for r in report.rows if r.step.name == "weights"), None)
-    if cfg.masked or row is None or row.user is None or row.user.shape != row.step.shape:
+    if cfg.key_lengths is not None or cfg.window is not None:
         return None
-    held = row.user.value  # (B, h, S, N): the weights, or the masked scores before them
-    if held.ndim != 4:
-        return None
-    with np.errstate(invalid="ignore"):
-        hidden = (held == 0) | (held <= MASKED_BELOW)  # a weight of 0 or a masked score
-    gone = np.all(hidden, axis=(1, 2))  # (B, N): keys no query of the item sees
-    if not gone.any() or gone.all(axis=1).any():
+    steps = ("scores", "scaled", "masked", "weights")
+    gone = next(
+        (g for r in report.rows if r.step.name in steps and (g := _keys_gone(r)) is not None),
+        None,
+    )
+    if gone is None:
         return None
     lengths = ",".join(str(int(n)) for n in (~gone).sum(axis=1))
     return Undecided(
@@ -100,3 +118,22 @@ def _padding(report: DiffReport) -> Undecided | None:
         f"{lengths}), which the reference, called on x alone, is not given",
         "",
     )
+
+
+def _keys_gone(row: Any) -> Any:
+    """(B, N): the keys no query of a batch item sees in the user's tensor of ``row`` (scores
+    masked, or weights of 0), when some but not all keys of an item are gone; else None."""
+    import numpy as np
+
+    from attntrace.diffing.match import MASKED_BELOW
+
+    if row.user is None or row.step.value is None or len(row.step.shape) != 4:
+        return None
+    held = row.user.value  # (B, h, S, N), or torch's (B·h, S, N)
+    if held.size != row.step.value.size:
+        return None
+    held = held.reshape(row.step.shape)  # (B, h, S, N)
+    with np.errstate(invalid="ignore"):
+        hidden = (held == 0) | (held <= MASKED_BELOW)  # a weight of 0 or a masked score
+    gone = np.all(hidden, axis=(1, 2))  # (B, N)
+    return gone if gone.any() and not gone.all(axis=1).any() else None
