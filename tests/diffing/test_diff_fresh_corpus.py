@@ -567,3 +567,52 @@ def test_the_rope_remedy_applied_matches() -> None:
     typed = {"rope", "rope_style", "causal", "batch", "seq", "hidden", "heads"}
     report = diff_layer(layer, options, typed, None)
     assert report.verdict == "match", (report.diagnosis, report.undecided)
+
+
+CROSS_FILE = """
+import torch
+
+
+class Dec(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.layer = torch.nn.TransformerDecoderLayer(64, 4, batch_first=True)
+        self.memory = torch.nn.Parameter(torch.randn(1, 7, 64))
+
+    def forward(self, x):
+        memory = self.memory.expand(x.shape[0], -1, -1)
+        return self.layer.multihead_attn(x, memory, memory, need_weights=False)[0]
+"""
+
+
+@pytest.mark.parametrize("case", ["blog", "blog-split-dh", "cross"])
+def test_the_cli_gives_the_verdict_of_a_users_file(case: str, tmp_path: Path) -> None:
+    """Through the CLI and its child process: the blog's attention MATCHes, its ``(three d h)``
+    copy is DIFFERS (exit 1) at its line, the decoder's cross-attention CANNOT TELL (exit 4)
+    with no weights line (nothing ran)."""
+    from typer.testing import CliRunner
+
+    from attntrace.cli import app
+    from attntrace.errors import EXIT_CANNOT_TELL
+
+    pytest.importorskip("einops")
+    source = {
+        "blog": EINOPS_BLOG,
+        "blog-split-dh": EINOPS_BLOG.replace("(three h d) ->", "(three d h) ->"),
+        "cross": CROSS_FILE,
+    }[case]
+    path = tmp_path / "attention.py"
+    path.write_text(source)
+    target = f"{path}:{'Dec' if case == 'cross' else 'Block'}"
+    sizes = ["--hidden", "64", "--heads", "4"] if case == "cross" else ["--init", "dim=64"]
+    args = ["diff", target, "--batch", "2", "--seq", "5", *sizes]
+    result = CliRunner().invoke(app, [*args, *([] if case == "cross" else ["--init", "heads=4"])])
+    expected = {"blog": 0, "blog-split-dh": 1, "cross": EXIT_CANNOT_TELL}[case]
+    assert result.exit_code == expected, result.output
+    if case == "blog-split-dh":
+        line = next(i for i, s in enumerate(source.splitlines(), 1) if "(three d h)" in s)
+        assert f"attention.py:{line}" in result.output
+        assert "(d h) instead of (h d)" in " ".join(result.output.split())
+    if case == "cross":
+        assert "cross-attention" in result.output
+        assert "(from )" not in result.output
