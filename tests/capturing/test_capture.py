@@ -148,7 +148,7 @@ def test_check_expectations_read_a_capture_by_role() -> None:
 def test_to_dict_has_location_source_role() -> None:
     t = _capture(UserAttention(16, 2), torch.randn(1, 3, 16))
     doc = t.to_dict()
-    assert doc["schema"] == "attntrace.capture/1"
+    assert doc["schema"] == "attntrace.capture/2"
     step = next(s for s in doc["steps"] if s["role"] == "scores")
     assert step["shape"] == [1, 2, 3, 3]
     assert step["axes"] == ["B", "h", "S", "S"]

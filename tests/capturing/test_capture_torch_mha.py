@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import numpy as np
 import pytest
 from typer.testing import CliRunner
 
@@ -105,11 +106,30 @@ def test_no_into_keeps_one_row() -> None:
     assert doc["notes"] == []
 
 
-def test_the_fused_path_shows_what_is_visible_and_says_so() -> None:
+def test_the_fused_path_is_opened_at_its_line() -> None:
+    """need_weights=False runs F.scaled_dot_product_attention: its steps are replayed at the
+    line of torch's call, the weights equal to those need_weights=True returns."""
     torch.manual_seed(0)
     mha = torch.nn.MultiheadAttention(32, 4, batch_first=True)
     x = torch.randn(2, 5, 32)
     with attntrace.capture(into=[MHA]) as t:
+        mha(x, x, x, need_weights=False)
+    roles = {s.role: s for s in t.steps if s.role}
+    assert roles["scores"].shape == roles["weights"].shape == (2, 4, 5, 5)
+    assert roles["weights"].axes == ("B", "h", "S", "S")
+    assert roles["weights"].location == roles["context"].location
+    _, expected = mha(x, x, x, need_weights=True, average_attn_weights=False)
+    np.testing.assert_allclose(roles["weights"].value, expected.detach().numpy(), atol=1e-6)
+    assert t.remarks[0] == FASTPATH_NOTE
+    assert t.remarks[1].startswith("scaled_dot_product_attention opened at functional.py:")
+    assert t.kernels()[0].agrees
+
+
+def test_the_fused_path_opaque_shows_what_is_visible_and_says_so() -> None:
+    torch.manual_seed(0)
+    mha = torch.nn.MultiheadAttention(32, 4, batch_first=True)
+    x = torch.randn(2, 5, 32)
+    with attntrace.capture(into=[MHA], opaque=True) as t:
         out, _ = mha(x, x, x, need_weights=False)
     roles = {s.role: (s.shape, s.axes) for s in t.steps if s.role}
     assert "scores" not in roles

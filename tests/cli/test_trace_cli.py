@@ -249,7 +249,8 @@ def test_module_instance_and_torch_function_targets(tmp_path: Path) -> None:
     assert code == 0
     steps = json.loads(out)["steps"]
     assert steps[0]["shape"] == [3, 32]  # H from the module's embed_dim, (S, H) without --batch
-    assert [s["role"] for s in steps if s["op"] == "scaled_dot_product_attention"] == ["context"]
+    inside = [s["role"] for s in steps if s["location"] == "mods.py:14"]  # the SDPA call, opened
+    assert inside == ["k_t", "scores", "scaled", "weights", "context"]
     assert steps[-1]["axes"] == ["S", "H"]
     assert steps[-1]["role"] == "merged"
     code, out = _run(f"{tmp_path / 'mods.py'}:fn", "--hidden", "8", "--format", "json")
@@ -257,6 +258,26 @@ def test_module_instance_and_torch_function_targets(tmp_path: Path) -> None:
     assert [s["dtype"] for s in json.loads(out)["steps"]][-1] == "float32"  # a torch tensor
     result = runner.invoke(app, ["trace", f"{tmp_path / 'mods.py'}:Attn", "--init", "heads=3"])
     assert result.exit_code == 2
+
+
+def test_opaque_keeps_the_kernel_one_row_and_json_lists_the_opened_call(tmp_path: Path) -> None:
+    """Without --opaque the SDPA call of mods.py:14 is opened (its steps, a ``kernels`` entry
+    whose total is the sum of its steps); with it, one row and no kernels (the schema's /2)."""
+    pytest.importorskip("torch")
+    (tmp_path / "mods.py").write_text(MODS)
+    code, out = _run(f"{tmp_path / 'mods.py'}:model", "--format", "json")
+    assert code == 0
+    (kernel,) = json.loads(out)["kernels"]
+    assert kernel["location"] == "mods.py:14"
+    assert kernel["source"] == "F.scaled_dot_product_attention(q, q, q)"
+    assert kernel["total_flops"] == sum(s["flops"] for s in kernel["steps"]) > 0
+    assert kernel["replay"]["agrees"] is True
+    code, out = _run(f"{tmp_path / 'mods.py'}:model", "--format", "json", "--opaque")
+    assert code == 0
+    doc = json.loads(out)
+    assert doc["kernels"] == []
+    rows = [(s["op"], s["role"]) for s in doc["steps"] if s["location"] == "mods.py:14"]
+    assert rows == [("scaled_dot_product_attention", "context")]
 
 
 @pytest.mark.parametrize(("status", "code"), [(0, 0), (None, 0), (7, 1), ("bye", 1)])

@@ -1,4 +1,4 @@
-"""``attntrace trace``'s documents: JSON valid against the shipped ``attntrace.capture/1``
+"""``attntrace trace``'s documents: JSON valid against the shipped ``attntrace.capture/2``
 schema (with the failure of a shape error), CSV with empty cells for what a capture does not
 know and a role column, and help that names the schema the output has."""
 
@@ -70,7 +70,7 @@ def test_json_of_the_examples_validates_with_no_failure(script: str) -> None:
     assert code == 0
     doc = json.loads(out)
     _validate(doc)
-    assert doc["schema"] == "attntrace.capture/1"
+    assert doc["schema"] == "attntrace.capture/2"
     assert doc["failure"] is None
     assert doc["steps"]
 
@@ -140,7 +140,7 @@ def test_csv_leaves_unknown_cells_empty_and_adds_the_role(tmp_path: Path) -> Non
 
 def test_trace_help_names_the_schema_the_json_has() -> None:
     result = runner.invoke(app, ["trace", "--help"], env={"COLUMNS": "200"})
-    assert "attntrace.capture/1" in result.stdout
+    assert "attntrace.capture/2" in result.stdout
     assert "attntrace.trace/1" not in result.stdout
     assert "svg" not in result.stdout
 

@@ -610,15 +610,17 @@ def test_correct_torch_bases_match(base: str, config: AttentionConfig, dtype: st
 
 
 def test_sdpa_and_multihead_attention_modules() -> None:
-    """Steps the code never makes (SDPA's scores and weights, everything inside
-    nn.MultiheadAttention) read fused; a causal mask the options leave out is named."""
+    """SDPA's scores, mask and weights, replayed from the call (capturing/kernel.py), match
+    the reference's at the call's line; a causal mask the options leave out is named."""
     config = AttentionConfig(batch=2, seq=5, hidden=32, heads=4)
     sdpa = _target(CORPUS / "sdpa_torch.py", "SDPA", {})
     causal = diff(sdpa, AttentionConfig(batch=2, seq=5, hidden=32, heads=4, causal=True))
     assert causal.ok
     statuses = {r.step.name: r.status for r in causal.rows}
-    assert statuses["weights"] == "fused"
+    assert statuses["scores"] == statuses["mask"] == statuses["weights"] == "match"
     assert statuses["context"] == "match"
+    located = {r.step.name: r.user.location for r in causal.rows if r.user is not None}
+    assert located["weights"] == located["context"] == "sdpa_torch.py:23"
     missing = diff(sdpa, config)
     assert missing.diagnosis is not None
     assert missing.diagnosis.bug == "causal-unexpected"

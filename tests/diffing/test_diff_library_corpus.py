@@ -538,6 +538,7 @@ class Fused(torch.nn.Module):
 
 
 @pytest.mark.slow
+@pytest.mark.e2e  # the sandbox child builds transformers classes
 @pytest.mark.parametrize(("name", "args"), [("Block", ()), ("Fused", ("--heads", "4"))])
 def test_the_cli_diffs_a_users_file_that_holds_the_attention(
     tmp_path: Any, name: str, args: tuple[str, ...]

@@ -294,6 +294,7 @@ def test_a_bug_planted_in_a_verbatim_copy_is_named_at_its_line(
 
 
 @pytest.mark.slow
+@pytest.mark.e2e  # the sandbox child builds transformers classes
 def test_trace_and_diff_cli_without_a_wrapper_file() -> None:
     from typer.testing import CliRunner
 

@@ -11,7 +11,8 @@ from typer.testing import CliRunner
 
 from attntrace.cli import app
 
-pytestmark = pytest.mark.slow  # real processes or seconds per test
+# the sandbox child several times per test: seconds each
+pytestmark = [pytest.mark.slow, pytest.mark.e2e]
 
 pytest.importorskip("torch")
 runner = CliRunner()

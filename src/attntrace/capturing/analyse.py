@@ -6,21 +6,25 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from attntrace.capturing import axes as ax
+from attntrace.capturing.axes import UNKNOWN
 from attntrace.capturing.events import Event, Shape
 
 Axes = tuple[str, ...]
 
 
-def propagate(events: Sequence[Event], given: Mapping[str, int]) -> tuple[list[Axes], ax.Sizes]:
+def propagate(
+    events: Sequence[Event], given: Mapping[str, int], parts: int = 1
+) -> tuple[list[Axes], ax.Sizes]:
     """The axes of every event. Two passes: the second knows the sizes the first found
-    (the head_dim found by q's split names k's projection ``g·d``)."""
-    sizes = ax.Sizes(dict(given))
+    (the head_dim found by q's split names k's projection ``g·d``); ``parts``: the ranks of
+    ``trace --nproc`` (a projection H/parts wide holds ``h/parts`` heads)."""
+    sizes = ax.Sizes(dict(given), parts=parts)
     weights = _transposed_weights(events)
     fused = cut_in_parts(events, weights)
     masks = mask_roots(events)
     found = _pass(events, sizes, fused, weights, masks)
     learned = {k: v for k, v in sizes.known.items() if k in ("h", "d", "g")}
-    sizes = ax.Sizes({**learned, **given})
+    sizes = ax.Sizes({**learned, **given}, parts=parts)
     found = _pass(events, sizes, fused, weights, masks)
     return found, sizes
 
@@ -56,12 +60,15 @@ def _mask_letters(shape: Shape, sizes: ax.Sizes) -> Axes:
 
 #: The ops that make a mask out of a tensor (``torch.tril(torch.ones(T, T))``, ``np.tri``).
 MASK_MAKERS = frozenset({"tril", "triu", "tri", "tril_", "triu_"})
+#: The ops whose operand is a mask: those above, and an opened kernel's ``attn_mask`` step.
+MASK_READERS = MASK_MAKERS | {"attn_mask"}
 
 
 def mask_roots(events: Sequence[Event]) -> frozenset[int]:
     """The tensors the code creates to be a mask: made by ``tril``/``triu``/``tri``, or handed
-    to one first (nanoGPT's registered ``bias`` buffer, ``torch.tril(torch.ones(T, T))``);
-    never the input x, whatever their sizes.
+    to one first (nanoGPT's registered ``bias`` buffer, ``torch.tril(torch.ones(T, T))``), or
+    the mask an opened kernel reads (and the tensor given as its ``attn_mask``); never the
+    input x, whatever their sizes.
 
     >>> from attntrace.capturing.source import Site
     >>> def ev(i, func, kind, inputs=()):
@@ -80,7 +87,11 @@ def mask_roots(events: Sequence[Event]) -> frozenset[int]:
         e.index
         for e in events
         if e.kind == "create"
-        and (e.func in MASK_MAKERS or any(f in MASK_MAKERS for f in used_by.get(e.index, ())))
+        and (
+            e.func in MASK_MAKERS
+            or any(f in MASK_READERS for f in used_by.get(e.index, ()))
+            or e.params.get("step") == "mask"  # the mask an opened kernel reads
+        )
     )
 
 
@@ -254,6 +265,8 @@ def axes_of(  # noqa: PLR0911, PLR0912  (a table)
     if kind == "create" or not ops:
         return ax.root(e, sizes) if kind == "create" else tuple(sizes.letter(n) for n in shape)
     first = ops[p.get("x", 0)] if len(ops) > p.get("x", 0) else ops[0]  # addmm: x is second
+    if kind == "collective":  # torch.distributed: the letters of what it reads, resized
+        return _collected(shape, first, sizes)
     if _is_projection(e, weights):  # x @ W with W from outside: a projection
         if fused and e.index in fused:
             return ax.fused_projection(shape, first, sizes, fused[e.index])
@@ -281,6 +294,43 @@ def axes_of(  # noqa: PLR0911, PLR0912  (a table)
     if (joined := _concatenated(shape, ops, sizes)) is not None:
         return joined  # cat((k_cache, k), dim=-2): (B, g, N+S, d)
     return ax.broadcast(shape, ops, sizes)
+
+
+def _collected(shape: Shape, first: tuple[Axes, Shape], sizes: ax.Sizes) -> Axes:
+    """A collective's axes: those of the tensor it reads where the size is the same (an
+    all_reduce, a send), the letter of the new size where it changed (an all_gather's S),
+    a leading axis of the ranks for a list filled (``all_gather(parts, t)``: (n, ...)).
+
+    >>> _collected((2, 4, 8), (("S", "H"), (4, 8)), ax.Sizes({"S": 8, "H": 8}))
+    ('?', 'S', 'H')
+    """
+    axes, have = first
+    lead = len(shape) - len(have)
+    if lead not in (0, 1):
+        return tuple(sizes.letter(n) for n in shape)
+    kept = tuple(
+        _resized(a, m, n, sizes) for a, m, n in zip(axes, have, shape[lead:], strict=False)
+    )
+    return (sizes.letter(shape[0]), *kept) if lead else kept
+
+
+def _resized(letter: str, before: int, after: int, sizes: ax.Sizes) -> str:
+    """An axis a collective resized: ``S·2`` gathered from 2 ranks, ``S/2`` scattered to them
+    (``trace --nproc 2``), else the letter of the size.
+
+    >>> _resized("S", 4, 8, ax.Sizes({"S": 4}, parts=2)), _resized("S", 8, 4, ax.Sizes(parts=2))
+    ('S·2', 'S/2')
+    >>> _resized("S·2", 8, 4, ax.Sizes(parts=2))  # scattered back
+    'S'
+    """
+    n = sizes.parts
+    if after == before:
+        return letter
+    if n > 1 and letter not in (UNKNOWN, "1") and after == before * n:
+        return letter.removesuffix(f"/{n}") if letter.endswith(f"/{n}") else f"{letter}·{n}"
+    if n > 1 and letter not in (UNKNOWN, "1") and before == after * n:
+        return letter.removesuffix(f"·{n}") if letter.endswith(f"·{n}") else f"{letter}/{n}"
+    return sizes.letter(after)
 
 
 def _concatenated(shape: Shape, ops: list[tuple[Axes, Shape]], sizes: ax.Sizes) -> Axes | None:

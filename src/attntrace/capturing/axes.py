@@ -53,6 +53,9 @@ class Sizes:
     last_root: tuple[Shape, Axes] | None = None
     #: the sums a concatenation made (a KV cache and the new keys: ``N+S``), by their size
     sums: dict[str, int] = field(default_factory=dict)
+    #: the ranks a layer is split over (``trace --nproc N``): a projection H/N wide holds h/N
+    #: heads of d, ``h/N·d``
+    parts: int = 1
 
     def letter(self, size: int) -> str:
         """The one letter of this size, ``1`` for size 1, else the one sum a concatenation
@@ -178,6 +181,8 @@ def linear(shape: Shape, x: tuple[Axes, Shape], sizes: Sizes) -> Axes:
         last = "H"
     elif sizes.known.get("H") is not None and out == 3 * sizes.known["H"]:
         last = FUSED_QKV  # q, k and v in one projection (nanoGPT's c_attn), split afterwards
+    elif sizes.parts > 1 and out * sizes.parts == sizes.known.get("H"):
+        last = f"h/{sizes.parts}·d"  # a column-parallel projection: the rank's heads
     elif "d" in sizes.known and out % sizes.known["d"] == 0 and sizes.letter(out) in (UNKNOWN, "d"):
         groups = out // sizes.known["d"]  # 1: one key/value head (multi-query attention)
         sizes.known.setdefault("g", groups)
@@ -366,6 +371,8 @@ def _regroup(
             sizes.known.setdefault("h", after[0])
         if axes[0] == "g" and sizes.known.get("h") == after[0]:
             return ["h"]  # (g, h / g) -> h: the kv-heads repeated (HF's repeat_kv)
+        if axes[0] == RANKS and axes[1:] in ((f"h/{before[0]}",), (f"g/{before[0]}",)):
+            joined = axes[1][0]  # (N, h/N) -> h: every rank's heads (Ulysses, back)
         if UNKNOWN in axes:
             return [sizes.letter(after[0])]
         return ["H" if joined == "h·d" and sizes.known.get("H") == after[0] else joined]
@@ -472,6 +479,8 @@ def _needed(atoms: Sequence[tuple[str, int]], after: Shape, sizes: Sizes) -> Axe
 def _split_one(letter: str, parts: Shape, sizes: Sizes) -> list[str]:
     if letter in FUSED and (fused := _split_fused(letter, parts, sizes)) is not None:
         return fused
+    if (by_rank := _split_by_rank(letter, parts, sizes)) is not None:
+        return by_rank
     pieces = letter.split("·")
     if len(pieces) == len(parts) and all(
         sizes.known.get(p, n) == n for p, n in zip(pieces, parts, strict=True)
@@ -489,6 +498,27 @@ def _split_one(letter: str, parts: Shape, sizes: Sizes) -> list[str]:
         if parts[0] == d and parts[1] == h:
             return ["d", first]
     return [sizes.letter(n) for n in parts]
+
+
+#: The axis of the ranks (``trace --nproc N``): a tensor cut in N parts, one for each rank,
+#: as Ulysses cuts its heads before an all_to_all.
+RANKS = "R"
+
+
+def _split_by_rank(letter: str, parts: Shape, sizes: Sizes) -> list[str] | None:
+    """``h`` viewed to (N, h/N) on a rank of ``trace --nproc N``: one part of the heads for
+    each rank (Ulysses' all_to_all), ``R h/N``; None for any other split.
+
+    >>> _split_by_rank("h", (2, 4), Sizes({"h": 8}, parts=2))
+    ['R', 'h/2']
+    """
+    n = sizes.parts
+    if n < 2 or len(parts) != 2 or parts[0] != n or letter not in ("h", "g"):
+        return None
+    if sizes.known.get(letter) != n * parts[1]:
+        return None
+    sizes.known.setdefault(RANKS, n)
+    return [RANKS, f"{letter}/{n}"]
 
 
 def _split_fused(letter: str, parts: Shape, sizes: Sizes) -> list[str] | None:

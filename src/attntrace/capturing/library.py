@@ -1,8 +1,9 @@
 """Hugging Face attention classes as targets, without a wrapper file: ``transformers:NAME``
 found in its family's modeling module, its config object built from the sizes (random init,
-eager attention), and a module that calls it as its model does: the rotary embedding's
-(cos, sin) of positions 0..S-1, position ids, the causal (and sliding-window) mask as an
-additive (B, 1, S, S) tensor, the keyword names of the family, the first item of the tuple.
+eager attention unless ``--init attn_implementation=sdpa``), and a module that calls it as its
+model does: the rotary embedding's (cos, sin) of positions 0..S-1, position ids, the causal (and
+sliding-window) mask as an additive (B, 1, S, S) tensor, the keyword names of the family, the
+first item of the tuple.
 
 ========================  ==================================================================
 family                    how it is called
@@ -87,8 +88,9 @@ def build(cls: Any, init: Mapping[str, Any], sizes: Mapping[str, Any]) -> Any:
     config_cls = _config_class(cls, modeling)
     params = inspect.signature(cls.__init__).parameters
     own = set(params) - {"self", "config"}
+    init, implementation = _implementation(init)
     config = config_cls(**_config_kwargs(config_cls, init, sizes, own))
-    config._attn_implementation = "eager"  # the ops, not one fused kernel
+    config._attn_implementation = implementation  # eager unless asked: the ops, one by one
     kwargs = {k: v for k, v in init.items() if k in own}
     kwargs.update(_size_arguments(params, config, kwargs))
     if "has_relative_attention_bias" in own and "has_relative_attention_bias" not in kwargs:
@@ -101,6 +103,28 @@ def build(cls: Any, init: Mapping[str, Any], sizes: Mapping[str, Any]) -> Any:
     rotary_cls = _rotary_class(cls, modeling)
     rotary = rotary_cls(config=config) if rotary_cls is not None and _takes_rope(cls) else None
     return called(torch, attn, rotary, config)
+
+
+#: The ``attn_implementation`` values ``--init`` may ask for; "eager" when it does not.
+IMPLEMENTATIONS = ("eager", "sdpa")
+
+
+def _implementation(init: Mapping[str, Any]) -> tuple[dict[str, Any], str]:
+    """``init`` without ``attn_implementation``, and the implementation it asks for: "eager"
+    (the default: the family's own ops, line by line) or "sdpa" (its
+    ``F.scaled_dot_product_attention`` call, which trace and diff open step by step).
+
+    >>> _implementation({"attn_implementation": "sdpa", "rope_theta": 1e6})
+    ({'rope_theta': 1000000.0}, 'sdpa')
+    """
+    rest = {k: v for k, v in init.items() if k != "attn_implementation"}
+    asked = str(init.get("attn_implementation", "eager"))
+    if asked not in IMPLEMENTATIONS:
+        raise LibraryError(
+            f"--init attn_implementation={asked}: attntrace runs "
+            f"{' or '.join(IMPLEMENTATIONS)} (flash_attention_2 needs a GPU kernel it cannot open)"
+        )
+    return rest, asked
 
 
 #: The sizes a class's ``__init__`` may take instead of reading them from its config: the
@@ -360,8 +384,20 @@ def _mask(torch: Any, attn: Any, config: Any, B: int, S: int, dtype: Any) -> Any
     i = torch.arange(S)[:, None]  # (S, 1)
     j = torch.arange(S)[None]  # (1, S)
     hidden = j > i  # (S, S)
-    window = getattr(attn, "sliding_window", None)
+    window = getattr(attn, "sliding_window", None) or _passed_window(attn, config)
     if isinstance(window, int) and window > 0:
         hidden = hidden | (j <= i - window)
     additive = torch.zeros(S, S, dtype=dtype).masked_fill(hidden, torch.finfo(dtype).min)
     return additive[None, None].expand(B, 1, S, S)  # (B, 1, S, S)
+
+
+def _passed_window(attn: Any, config: Any) -> Any:
+    """The config's sliding window when the layer hands it to its attention function
+    (Mistral, Phi-3: ``sliding_window=getattr(self.config, "sliding_window", None)``): the
+    model's mask then holds the window, whatever the implementation."""
+    try:
+        source = inspect.getsource(type(attn).forward)
+    except (TypeError, OSError):
+        return None
+    passed = 'sliding_window=getattr(self.config, "sliding_window"' in source
+    return getattr(config, "sliding_window", None) if passed else None

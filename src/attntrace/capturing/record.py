@@ -18,9 +18,10 @@ if TYPE_CHECKING:
     import numpy as np
 
     from attntrace.capturing.explain import Explanation
+    from attntrace.capturing.kernel import KernelCall
 
 #: The ``schema`` value of :meth:`Capture.to_dict`.
-CAPTURE_SCHEMA_ID = "attntrace.capture/1"
+CAPTURE_SCHEMA_ID = "attntrace.capture/2"
 
 
 @dataclass(frozen=True)
@@ -139,6 +140,14 @@ class Recorder:
             self._ids[id(key)] = (None, index)
         return event
 
+    def alias(self, obj: object, index: int) -> None:
+        """Later ops reading ``obj`` read event ``index`` (one of the tensors of a list a
+        collective filled, all recorded as one step)."""
+        try:
+            self._ids[id(obj)] = (weakref.ref(obj), index)
+        except TypeError:
+            self._ids[id(obj)] = (None, index)
+
     def _name(self, site: Site, func: str, k: int) -> str:
         name = site.targets[k] if k < len(site.targets) else site.target if k == 0 else ""
         if not name or name == "_":
@@ -197,6 +206,8 @@ class Capture:
     notes: tuple[str, ...] = ()
     #: what attntrace did to see the steps (torch's fast path off …): told as ``note:`` lines
     remarks: tuple[str, ...] = ()
+    #: the ranks of ``trace --nproc N`` this capture is one of (1: a single process)
+    parts: int = 1
 
     def __init__(
         self,
@@ -254,7 +265,7 @@ class Capture:
         from attntrace.capturing.explain import contradicted_notes, mixing_note
         from attntrace.capturing.roles import roles
 
-        found, sizes = propagate(events, self._given)
+        found, sizes = propagate(events, self._given, self.parts)
         named = roles(events, found)
         self.notes = (
             *(
@@ -291,15 +302,25 @@ class Capture:
         """A numpy copy of the kept value; views of one buffer share one copy of it."""
         if e.value is None:
             return None
-        adapter = self._adapters.get(id(type(e.value)))
+        value = e.value
+        if hasattr(value, "to_local") and id(type(value)) not in self._adapters:
+            value = value.to_local()  # a DTensor: the rank's own shard (diff --nproc)
+        adapter = self._adapters.get(id(type(value)))
+        if adapter is None and hasattr(value, "detach"):  # a torch.Tensor subclass
+            if callable(getattr(value, "wait", None)):  # AsyncCollectiveTensor: its result
+                value = value.wait()
+            adapter = next(
+                (self._adapters[id(k)] for k in type(value).__mro__ if id(k) in self._adapters),
+                None,
+            )
         if adapter is None:  # a plain ndarray: no hooks made it
             from attntrace.capturing.copies import copy_shared
 
-            return copy_shared(e.value, memo)
-        now = adapter.version(e.value)  # -1: the library keeps no version counter (numpy)
+            return copy_shared(value, memo)
+        now = adapter.version(value)  # -1: the library keeps no version counter (numpy)
         if now >= 0 and e.version >= 0 and now != e.version:
             return None  # changed in place where attntrace could not see it
-        return adapter.to_numpy(e.value, memo)
+        return adapter.to_numpy(value, memo)
 
     def finish(self) -> None:
         """Copy every kept value now, so later changes to the user's tensors do not reach them."""
@@ -355,13 +376,20 @@ class Capture:
         """The shape of the step ``name`` names (see :meth:`__getitem__`)."""
         return self[name].shape
 
+    def kernels(self) -> tuple[KernelCall, ...]:
+        """Every fused kernel call the code made that was opened (replayed step by step:
+        :mod:`attntrace.capturing.kernel`), in call order."""
+        from attntrace.capturing.kernel import kernel_calls
+
+        return kernel_calls(self._recorder.events)
+
     def axis_sizes(self) -> dict[str, int]:
         """The size of every axis letter the propagation found, e.g. ``{"S": 3, "H": 768, …}``."""
         self._refresh()
         return dict(self._sizes)
 
     def to_dict(self) -> dict[str, Any]:
-        """The capture as plain JSON-ready data (schema ``attntrace.capture/1``); no values.
+        """The capture as plain JSON-ready data (schema ``attntrace.capture/2``); no values.
         ``failure`` is the first op that raised while capturing, else None."""
         fail = self._recorder.failure
         return self.document(None if fail is None else fail.error)
@@ -387,6 +415,7 @@ class Capture:
             "params": [],
             "notes": [*self.notes, *self.remarks],
             "failure": None if error is None else self._failure_dict(error, frames),
+            "kernels": [k.document() for k in self.kernels()],
         }
 
     def _failure_dict(self, error: BaseException, frames: Sequence[Frame]) -> dict[str, Any]:

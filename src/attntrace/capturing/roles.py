@@ -7,11 +7,12 @@ from collections.abc import Sequence
 
 from attntrace.capturing.axes import FUSED, FUSED_KVS, GROUP_HEADS, HEADS_FUSED
 from attntrace.capturing.events import Event
+from attntrace.capturing.kernel import LINEAGE, NO_ROLE
 
 Axes = tuple[str, ...]
 
 #: Axes of heads; torch's MultiheadAttention folds them into the batch: (B·h, S, d).
-_HEADS = ("h", "g", "B·h", "B·g")
+_HEADS = ("h", "g", "B·h", "B·g", *(f"{a}/{n}" for a in "hg" for n in range(2, 17)))
 _FUSED_LAST = tuple((f,) for f in FUSED)  # the last axes of a fused projection
 
 
@@ -30,6 +31,59 @@ def roles(events: Sequence[Event], axes: Sequence[Axes]) -> list[str]:
     return refine(events, axes, out, found.line)
 
 
+#: The reference rank view's name of a collective (sharding/rank.py, context.py), by the
+#: lineage of what it moves and its kind.
+_COLLECTIVE_ROLES = {
+    ("output", "all_reduce"): "o_all_reduce",
+    ("output", "reduce_scatter"): "o_reduce_scatter",
+    ("x", "all_gather"): "x_all_gather",
+    ("k", "all_gather"): "k_all_gather",
+    ("v", "all_gather"): "v_all_gather",
+    ("k", "send_recv"): "k_ring_recv",
+    ("v", "send_recv"): "v_ring_recv",
+    ("q", "all_to_all"): "q_all_to_all",
+    ("k", "all_to_all"): "k_all_to_all",
+    ("v", "all_to_all"): "v_all_to_all",
+    ("context", "all_to_all"): "context_all_to_all",
+    ("context", "all_gather"): "context_all_gather",
+}
+
+
+def collective_role(e: Event, lineage: str) -> str:
+    """The reference rank view's name of collective ``e`` moving a tensor of ``lineage``
+    ("" when none corresponds); a send is no step of the reference (its receive is).
+
+    >>> from attntrace.capturing.source import Site
+    >>> e = Event(index=3, name="out_all_reduce", kind="collective", func="all_reduce",
+    ...           shape=(2, 4), dtype="float32", inputs=(2,), input_shapes=((2, 4),),
+    ...           site=Site("a.py:9", "dist.all_reduce(out)"),
+    ...           params={"collective": {"kind": "all_reduce"}})
+    >>> collective_role(e, "output")
+    'o_all_reduce'
+    """
+    if e.func in ("send", "isend"):
+        return ""
+    kind = str((e.params.get("collective") or {}).get("kind", ""))
+    base = lineage.removesuffix("_proj").removesuffix("_heads").removesuffix("_t")
+    base = "context" if base.startswith("context") or base == "merged" else base
+    return _COLLECTIVE_ROLES.get((base, kind), "")
+
+
+def _kernel_masks(events: Sequence[Event]) -> set[int]:
+    """The tensors an opened kernel's mask step was made from, back through each op of one
+    operand (a slice, a view, ``triu``) to where it began: its own mask step plays ``mask``."""
+    found: set[int] = set()
+    for e in events:
+        if e.params.get("step") != "mask":
+            continue
+        at = e.inputs[0] if len(e.inputs) == 1 else None
+        while at is not None and at not in found:
+            found.add(at)
+            made = events[at]
+            at = made.inputs[0] if len(made.inputs) == 1 else None
+    return found
+
+
 def _cached(axes: Axes) -> bool:
     """(…, d, N+S): the keys of a --past step transposed."""
     return len(axes) >= 2 and axes[-2] == "d" and "+" in axes[-1]
@@ -43,10 +97,15 @@ class _Finder:
         from attntrace.capturing.analyse import mask_roots
 
         self.masks = mask_roots(events)  # a tril buffer is a mask, never x or x_kv
+        #: the masks given to an opened kernel: its own mask step plays the role
+        self.read = _kernel_masks(events)
 
     def role(self, e: Event) -> str:
         ins = [self.line.get(i, "") if i is not None else "" for i in e.inputs]
         lineage, role = self._classify(e, ins)
+        step = e.params.get("step")
+        if step:  # a step of an opened kernel (capturing/kernel.py): what it plays is known
+            lineage, role = lineage or LINEAGE.get(step, step), "" if step in NO_ROLE else step
         if lineage:
             self.line[e.index] = lineage
         if role and role not in self.given:
@@ -56,8 +115,12 @@ class _Finder:
 
     def _classify(self, e: Event, ins: list[str]) -> tuple[str, str]:  # noqa: PLR0911
         axes = self.axes[e.index]
+        if e.kind == "create" and e.index in self.masks:
+            return "mask", "" if e.index in self.read else "mask"
         if e.kind == "create":
-            return ("mask", "mask") if e.index in self.masks else self._root(axes)
+            return self._root(axes)
+        if e.kind == "collective":  # what it moves keeps its lineage (q, k, the output …)
+            return (ins[0] if ins else ""), collective_role(e, ins[0] if ins else "")
         flat = len(e.input_shapes) == 1 and len(e.input_shapes[0]) == 1
         if e.kind == "reshape" and flat and not ins[0] and axes[-2:] in (("S", "H"), ("N", "M")):
             return self._root(axes)  # np.frombuffer(b).reshape(S, H): the input
@@ -137,7 +200,8 @@ class _Finder:
         if (e.kind == "reshape" and first == "context_heads") or (
             e.kind == "reshape" and first == "context"
         ):
-            return ("merged", "merged") if "H" in axes else ("context", "")
+            merged = "H" in axes or any(a.startswith("h/") and a.endswith("·d") for a in axes)
+            return ("merged", "merged") if merged else ("context", "")  # h/N·d: a rank's heads
         if e.kind == "permute":
             return self._moved(axes, first, base)
         if first == "scores" and e.kind == "elementwise":
@@ -227,7 +291,9 @@ class _Finder:
             return base.removesuffix("_rep"), base
         if first == "xh" and heads_first:
             return "xq", ""
-        split = first == "k" and (axes[-2:] in (("d", "S"), ("d", "N")) or _cached(axes))
+        split = first == "k" and (
+            axes[-2:] in (("d", "S"), ("d", "N"), ("d", "R·S")) or _cached(axes)
+        )
         one_head = first == "k_proj" and axes[-2:] in (("H", "S"), ("H", "N"))  # never split
         if split or one_head:
             return "k_t", "k_t"

@@ -14,11 +14,14 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from attntrace.capturing.events import Event
 from attntrace.capturing.session import Session, capture
 from attntrace.errors import AttntraceError, BackendUnavailableError, install_hint
+
+if TYPE_CHECKING:
+    from attntrace.capturing.rank_setup import Rank
 
 
 class TargetError(AttntraceError):
@@ -300,15 +303,19 @@ def run_target(
     keep_values: bool = True,
     into: Sequence[str] = (),
     stream: Callable[[Event], None] | None = None,
+    rank: Rank | None = None,
 ) -> Outcome:
     """Build NAME (a module class with ``init``, a module, or a function) and call it on a
     seeded x (B, S, H) / (S, H), capturing the ops (and those of the packages ``into``;
     ``stream`` as for :func:`run_script`). An exception of the user's code while it is
     imported or built (``__init__``, a property) is a :class:`TargetError` with its message
-    and ``file:line``; one while it is called is the outcome's error."""
+    and ``file:line``; one while it is called is the outcome's error. ``rank``: one rank of
+    ``trace --nproc N`` (:mod:`attntrace.capturing.rank_setup`: what NAME is given, its x)."""
     obj, module = import_target(target)
     asked, into = tuple(into), library_into(obj, into)
     try:
+        if rank is not None:
+            obj, init = _on_rank(obj, init, rank)
         call = build_callable(obj, init, target.name or "", {"hidden": inputs.hidden})
         if not asked and not into:  # a library module held inside the user's: its steps too
             into = held_packages(call)
@@ -325,6 +332,10 @@ def run_target(
         if torch_side:
             call = in_dtype(call, inputs.dtype, built=isinstance(obj, type))
         x = _input(inputs, _width(call) if inputs.hidden is None else inputs.hidden, torch_side)
+        if rank is not None:
+            from attntrace.capturing.rank_setup import shard_x
+
+            x = shard_x(x, rank)  # (B, S/N, H) with --shard-x seq
         apply = attention_call(call, lambda: _params(inputs, int(x.shape[-1]), torch_side))
         if inputs.past:  # a decode step: the module's own cache of a prefill (decode_step.py)
             from attntrace.capturing.decode_step import decode_call
@@ -352,6 +363,19 @@ def run_target(
         except Exception as exc:
             _failed(outcome, exc)
     return outcome
+
+
+def _on_rank(obj: Any, init: Mapping[str, Any], rank: Rank) -> tuple[Any, Mapping[str, Any]]:
+    """A class's ``init`` with the rank's group, rank and world size where ``__init__`` names
+    them; a function with them bound (:func:`attntrace.capturing.rank_setup.filled`)."""
+    import functools
+
+    from attntrace.capturing.rank_setup import filled
+
+    if isinstance(obj, type):
+        return obj, {**init, **filled(obj, init, rank)}  # the class: its __init__'s names
+    given = filled(obj, {}, rank) if callable(obj) else {}
+    return (functools.partial(obj, **given) if given else obj), init
 
 
 def held_packages(call: Any) -> tuple[str, ...]:

@@ -184,13 +184,18 @@ def _start(
         os.close(write_fd)
 
 
-def _readers(proc: Any, read_fd: int, got: _Collected, prints: Any) -> list[threading.Thread]:
+def _readers(
+    proc: Any, read_fd: int, got: _Collected, prints: Any, prefix: str = ""
+) -> list[threading.Thread]:
+    """Threads reading the child's channel, and relaying its stdout (to ``prints``) and stderr,
+    each line after ``prefix`` (``[rank 1] ``)."""
     readers = [
         threading.Thread(target=_read_channel, args=(read_fd, got), daemon=True),
-        threading.Thread(target=_relay, args=(proc.stdout, prints), daemon=True),
+        threading.Thread(target=_relay, args=(proc.stdout, prints, prefix), daemon=True),
     ]
     if proc.stderr is not None:
-        readers.append(threading.Thread(target=_relay, args=(proc.stderr, sys.stderr), daemon=True))
+        relay = (proc.stderr, sys.stderr, prefix)
+        readers.append(threading.Thread(target=_relay, args=relay, daemon=True))
     for r in readers:
         r.start()
     return readers
@@ -345,7 +350,7 @@ def _refuse(got: _Collected, why: str) -> None:
     got.stop.set()
 
 
-def _relay(stream: IO[bytes] | None, err: Any) -> None:
+def _relay(stream: IO[bytes] | None, err: Any, prefix: str = "") -> None:
     """The child's output onto ``err`` line by line (a line longer than :data:`MAX_PRINTED`
     in pieces), every escape made inert."""
     import codecs
@@ -358,8 +363,9 @@ def _relay(stream: IO[bytes] | None, err: Any) -> None:
     ended = True  # the last piece ended its line
     while raw := stream.readline(MAX_PRINTED):
         text = decode(raw)
+        head = prefix if ended else ""
         ended = text.endswith("\n")
-        _write(err, plain(text.removesuffix("\n")) + ("\n" if ended else ""))
+        _write(err, head + plain(text.removesuffix("\n")) + ("\n" if ended else ""))
     if not ended:
         _write(err, "\n")
 
@@ -668,6 +674,7 @@ def _flush() -> None:
 
 def _prepare(request: Mapping[str, Any]) -> Runner:
     """What the child runs, with torch loaded first when the target will need it."""
+    from attntrace.capturing.kernel import keep_opaque
     from attntrace.capturing.runner import (
         Inputs,
         imports_torch,
@@ -678,6 +685,7 @@ def _prepare(request: Mapping[str, Any]) -> Runner:
 
     axes = request.get("axes") or None
     into = tuple(request.get("into", ()))
+    keep_opaque(bool(request.get("opaque", False)))  # trace --opaque: one row per kernel call
     if request["kind"] == "script":
         path = Path(request["script"])
         argv = tuple(request.get("argv", ()))
@@ -698,8 +706,13 @@ def _prepare(request: Mapping[str, Any]) -> Runner:
     if (spec.path is not None and imports_torch(spec.path)) or top in TORCH_PACKAGES:
         with contextlib.suppress(ImportError):  # loaded before the clock starts
             import torch  # noqa: F401
+    rank = None
+    if "rank" in request:  # trace --nproc N: the process group joined before the clock starts
+        from attntrace.capturing.rank_setup import join
+
+        rank = join(request)
     return lambda stream: run_target(
-        spec, init, inputs, axes=axes, keep_values=False, into=into, stream=stream
+        spec, init, inputs, axes=axes, keep_values=False, into=into, stream=stream, rank=rank
     )
 
 

@@ -52,6 +52,7 @@ def capture(
     torch: bool | None = None,
     into: Sequence[str] = (),
     stream: Callable[[Event], None] | None = None,
+    opaque: bool | None = None,
 ) -> Iterator[Session]:
     """Record every tensor operation the user's code runs inside the block.
 
@@ -61,15 +62,20 @@ def capture(
     (``{"h": 12, "d": 64}``) to name the axes that sizes alone cannot. ``into`` names
     installed packages whose code counts as the user's (``["transformers"]``: the ops inside
     its attention modules, not one row per module call). ``stream`` is called with each
-    raw event as it is recorded.
+    raw event as it is recorded. Each ``scaled_dot_product_attention`` call is opened: its
+    steps replayed (:mod:`attntrace.capturing.kernel`); ``opaque=True`` keeps it one row per
+    call (``None``: as ``trace --opaque`` set it, else opened).
 
     The block runs in this process: the user's code is not time- or memory-limited here (the
     CLI's ``trace`` runs it in a child process, :mod:`attntrace.capturing.sandbox`).
     """
+    from attntrace.capturing.kernel import opaque_default
+    from attntrace.capturing.kernel import remarks as kernel_remarks
     from attntrace.capturing.source import forget, package_folders, trace_into
     from attntrace.capturing.torch_inside import following, remarks, split
 
     into, follow = split(into)
+    opaque = opaque_default() if opaque is None else opaque
     places = package_folders(into)
     forget()
     recorder = Recorder(keep_values)
@@ -85,7 +91,7 @@ def capture(
         if torch or (torch is None and "torch" in sys.modules):
             from attntrace.capturing.torch_hooks import TorchHooks
 
-            session._torch = TorchHooks(recorder)
+            session._torch = TorchHooks(recorder, opaque=opaque)
             hooks.append(session._torch)
         for h in hooks:
             h.install()
@@ -94,8 +100,8 @@ def capture(
         with following(follow):
             yield session
     finally:
-        if follow:
-            session.remarks = remarks(recorder.events)
+        opened = kernel_remarks(recorder.events)
+        session.remarks = (*(remarks(recorder.events) if follow else ()), *opened)
         trace_into(())
         for h in reversed(hooks):
             h.uninstall()

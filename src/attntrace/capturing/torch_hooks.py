@@ -3,6 +3,7 @@ global module hooks make a library module (``nn.Linear``) one row at the user's 
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -10,7 +11,8 @@ from functools import lru_cache
 from types import CodeType
 from typing import Any
 
-from attntrace.capturing import ops
+from attntrace.capturing import kernel, ops
+from attntrace.capturing.collectives import caller_site, collective_name, placements_seen
 from attntrace.capturing.record import Adapter, Recorder
 from attntrace.capturing.source import (
     Site,
@@ -72,6 +74,9 @@ class _Call:
     site: Site | None
     module: Any
     inputs: tuple[Any, ...]
+    #: the rank's tensors DTensor's input hooks made of them (``ColwiseParallel(input_layouts=
+    #: Shard(1))`` gathers x first): what the module computes with
+    redistributed: list[Any] = field(default_factory=list)
 
 
 @dataclass
@@ -79,6 +84,8 @@ class TorchHooks:
     """Installs and removes the torch side of a capture."""
 
     recorder: Recorder
+    opaque: bool = False  # True: a fused kernel (SDPA, flex_attention) stays one row per call
+    kernels: int = 0  # the kernel calls opened so far
     adapter: Adapter = field(init=False)
     stack: list[_Call] = field(default_factory=list)
     _undo: list[Callable[[], None]] = field(default_factory=list)
@@ -97,8 +104,18 @@ class TorchHooks:
         mode.__enter__()
         pre = nn_module.register_module_forward_pre_hook(self._pre)
         post = nn_module.register_module_forward_hook(self._post, always_call=True)
-        self._undo = [post.remove, pre.remove, lambda: mode.__exit__(None, None, None)]
+        placed = contextlib.ExitStack()  # DTensor's redistributions name their placements
+        placed.enter_context(placements_seen(self._redistributed))
+        self._undo = [
+            post.remove,
+            pre.remove,
+            lambda: mode.__exit__(None, None, None),
+            placed.close,
+        ]
         self.through = through
+        from attntrace.capturing import flex
+
+        self._undo.insert(0, flex.install(self))  # flex_attention: a Python function, shimmed
 
     def uninstall(self) -> None:
         for undo in self._undo:
@@ -111,6 +128,8 @@ class TorchHooks:
         name = ops.torch_name(func)
         if rec.busy or name in _QUIET:
             return func(*args, **kwargs)
+        if collective_name(func, name) is not None:  # torch.distributed: a step of its own
+            return self._collective(func, name, args, kwargs)
         operands = ops.tensors(args, kwargs, self._is_tensor)
         if ops.in_place(name, kwargs) and operands:
             rec.snapshot(kwargs.get("out", operands[0]), self.adapter)
@@ -118,15 +137,36 @@ class TorchHooks:
         site = None if frame is None else site_of(frame)
         if site is not None:
             self._adopt(operands, site, _local_names(frame, operands))
+        opens = site is not None and not self.opaque and name in kernel.OPENED
+        rng = kernel.rng_before(name, args, kwargs) if opens else None
         try:
             result = func(*args, **kwargs)
         except Exception as exc:
             self._failed(frame, name, args, kwargs, operands, exc)
             raise
+        if opens and site is not None and self._opened(name, args, kwargs, result, site, rng):
+            return result
         if site is not None:
             kind, params = ops.torch_kind(name, args, kwargs, len(operands))
             self._record(result, ops.display(name), kind, site, operands, params)
         return result
+
+    def _opened(
+        self,
+        name: str,
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        result: Any,
+        site: Site,
+        rng: Any,
+    ) -> bool:
+        """Replay a fused kernel's call step by step (:mod:`attntrace.capturing.kernel`);
+        False when the replay cannot follow it (it is then one row, as with ``--opaque``)."""
+        try:
+            kernel.OPENED[name](self, args, kwargs, result, site, rng)
+        except Exception:  # an argument the replay does not read (a nested tensor …)
+            return False
+        return True
 
     def _record(
         self,
@@ -155,6 +195,88 @@ class TorchHooks:
                     ops.part_params(params, k, len(outputs)),
                     key=out,
                 )
+                local = getattr(out, "_local_tensor", None)  # a DTensor: its rank's part too
+                if local is not None:
+                    rec.alias(local, len(rec.events) - 1)
+
+    def _collective(
+        self, func: Any, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> Any:
+        """Run a collective and record it at the user's line (:mod:`.collectives`)."""
+        from attntrace.capturing import collectives as co
+
+        if (running := co.redistributing()) is not None:  # a part of DTensor's step
+            result = func(*args, **kwargs)
+            m = co.moved(func, name, args, kwargs, result)
+            read = [tuple(t.shape) for t in m.read if self._is_tensor(t)]
+            running.moved.append(co.params(m, read, self.adapter.dtype(result)))
+            return result
+        site = co.caller_site()
+        if site is None:
+            return func(*args, **kwargs)
+        rec = self.recorder
+        if rec.keep_values:  # what it writes in place: the values kept so far copied first
+            for t in co.moved(func, name, args, kwargs, None).written:
+                if self._is_tensor(t):
+                    rec.snapshot(t, self.adapter)
+        try:
+            result = func(*args, **kwargs)
+        except Exception as exc:
+            m = co.moved(func, name, args, kwargs, None)
+            shown = [t for t in (*m.read, *m.written) if self._is_tensor(t)]
+            named = [(rec.operand_name(t), tuple(t.shape)) for t in shown]
+            rec.fail(name, "collective", site, named, exc)
+            raise
+        self._record_collective(co.moved(func, name, args, kwargs, result), site)
+        return result
+
+    def _redistributed(self, local: Any, out: Any, it: Any) -> None:
+        """A DTensor redistribution: one step at the user's line (from the rank's tensor
+        before to its tensor after), or, when it moved nothing, the same step as before."""
+        rec = self.recorder
+        if self.stack:  # inside a module's own hooks: its input as it computes with it
+            self.stack[-1].redistributed.append(out)
+        source = rec.lookup(local)
+        params = it.record()
+        site = None if rec.busy else caller_site()
+        if params is None or site is None:
+            if source is not None:
+                rec.alias(out, source)
+            return
+        import torch
+
+        base = rec.operand_name(local) or site.target
+        at = Site(site.location, site.source, f"{base}_redistribute" if base else "redistribute")
+        with torch._C.DisableTorchFunction():
+            kept = out.detach() if rec.keep_values else out
+            rec.record(kept, 0, "redistribute", "collective", at, [local], self.adapter, params)
+
+    def _record_collective(self, m: Any, site: Site) -> None:
+        import torch
+
+        from attntrace.capturing import collectives as co
+
+        rec, read = self.recorder, [t for t in m.read if self._is_tensor(t)]
+        written = [t for t in m.written if self._is_tensor(t)]
+        shown = written or read  # a send: the tensor it sent
+        if not shown:
+            return
+        names = [n for t in (*read, *written) if (n := rec.operand_name(t))]
+        base = names[0] if names else site.target
+        with torch._C.DisableTorchFunction():
+            out = shown[0] if len(shown) == 1 else torch.stack(shown)  # a list: (n, ...)
+            p = co.params(
+                m, [tuple(t.shape) for t in read or written], self.adapter.dtype(shown[0])
+            )
+            kept = out.detach() if rec.keep_values else out
+            mark = co.Mark()  # a send changes nothing: later uses keep their source
+            key = out if written and len(written) == 1 else mark
+            at = co.step_site(site, base, m.name)
+            ins = read or written  # a receive: the buffer it fills (its axes come from there)
+            event = rec.record(kept, 0, m.name, "collective", at, ins, self.adapter, p, key=key)
+        if len(written) > 1:
+            for t in written:
+                rec.alias(t, event.index)
 
     def _failed(
         self,
@@ -174,14 +296,14 @@ class TorchHooks:
             shown = [*call.inputs, *([weight] if self._is_tensor(weight) else [])]
             kind = "linear" if type(call.module).__name__ == "Linear" else "module"
             named = [
-                (rec.operand_name(o) or ("weight" if o is weight else ""), tuple(o.shape))
+                (rec.operand_name(o) or ("weight" if o is weight else ""), self.adapter.shape(o))
                 for o in shown
             ]
             rec.fail(type(call.module).__name__.lower(), kind, call.site, named, exc)
             return
         if frame is not None:
             kind, params = ops.torch_kind(name, args, kwargs, len(operands))
-            named = [(rec.operand_name(o), tuple(o.shape)) for o in operands]
+            named = [(rec.operand_name(o), self.adapter.shape(o)) for o in operands]
             rec.fail(ops.display(name), kind, site_of(frame), named, exc, params)
 
     @staticmethod
@@ -215,6 +337,21 @@ class TorchHooks:
         if _user_forward(module):
             return
         self.stack.append(_Call(None if frame is None else site_of(frame), module, tensors))
+        if frame is not None and getattr(module, "_forward_hooks", None):
+            self._after_hooks(module)  # DTensor's parallel styles change the output after us
+
+    def _after_hooks(self, module: Any) -> None:
+        """Once the module's own forward hooks ran (a ``RowwiseParallel``'s all-reduce, a
+        ``ColwiseParallel``'s ``to_local``), the tensor the user gets is the last step's."""
+        rec = self.recorder
+
+        def final(_module: Any, _inputs: Any, output: Any) -> None:
+            handle.remove()
+            outputs = ops.tensors((output,), {}, self._is_tensor)
+            if rec.events and len(outputs) == 1 and rec.lookup(outputs[0]) is None:
+                rec.alias(outputs[0], len(rec.events) - 1)
+
+        handle = module.register_forward_hook(final, always_call=True)
 
     def _post(self, module: Any, inputs: tuple[Any, ...], output: Any) -> None:
         if not self.stack or self.stack[-1].module is not module:
@@ -223,7 +360,9 @@ class TorchHooks:
         if self.stack or call.site is None or output is None:
             return
         kind = "linear" if type(module).__name__ == "Linear" else "module"
-        self._record(output, type(module).__name__.lower(), kind, call.site, list(call.inputs), {})
+        moved = call.redistributed  # one per input: DTensor's input hooks ran before forward
+        operands = moved if len(moved) == len(call.inputs) else list(call.inputs)
+        self._record(output, type(module).__name__.lower(), kind, call.site, operands, {})
 
 
 def _is_mask(t: Any) -> bool:
@@ -358,7 +497,7 @@ def torch_adapter() -> Adapter:
         return int(t._version)
 
     return Adapter(
-        shape=lambda t: tuple(t.shape),
+        shape=lambda t: tuple(getattr(t, "_local_tensor", t).shape),  # DTensor: the rank's
         dtype=lambda t: str(t.dtype).removeprefix("torch."),
         to_numpy=to_numpy,
         shares=shares,

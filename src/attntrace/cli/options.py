@@ -857,3 +857,48 @@ CpList = Annotated[
         show_default=False,
     ),
 ]
+
+
+# --- your code across devices (issue 44): trace --nproc, diff --nproc ---
+
+
+class ShardXName(StrEnum):
+    """How x is handed to the ranks of --nproc."""
+
+    none = "none"
+    seq = "seq"
+
+
+CodeNproc = Annotated[
+    int | None,
+    typer.Option(
+        "--nproc",
+        metavar="N",
+        help="Run your code as N local processes joined by torch.distributed (gloo, CPU): a "
+        "class is built on every rank (its __init__ gets rank, world_size, group or "
+        "device_mesh when it names them), a function gets them the same way; every rank's "
+        "ops and collectives are recorded.",
+        rich_help_panel=PARALLEL,
+        show_default=False,
+    ),
+]
+ShardX = Annotated[
+    ShardXName,
+    typer.Option(
+        "--shard-x",
+        help="With --nproc: none (every rank gets the full x: tensor-parallel code shards the "
+        "weights) or seq (rank r gets the r-th contiguous S/N tokens: ring, Ulysses).",
+        rich_help_panel=PARALLEL,
+    ),
+]
+ShowRank = Annotated[
+    int | None,
+    typer.Option(
+        "--rank",
+        metavar="R",
+        help="With --nproc: show rank R's steps alone (default: every rank, one row where "
+        "they agree).",
+        rich_help_panel=PARALLEL,
+        show_default=False,
+    ),
+]

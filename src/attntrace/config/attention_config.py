@@ -508,6 +508,8 @@ class AttentionConfig:
                 del fields[name]
         if self.key_lengths is not None:
             fields["key_lengths"] = list(self.key_lengths)
+        if fields.get("parallel") and fields["parallel"].get("balance"):
+            del fields["parallel"]["balance"]  # the default order: trace/3's keys unchanged
         return {**fields, "head_dim": self.head_dim}
 
 

@@ -74,6 +74,8 @@ class ParallelLayout:
     cp: int = 1  # C: the sequence split across C ranks
     cp_kind: str = "ring"  # one of CP_KINDS
     rank: int = 0  # the rank whose steps a trace shows, 0 .. T·C - 1
+    balance: bool = True  # causal ring/allgather: Megatron's load-balanced chunks; False:
+    # contiguous S/C runs, as hand-written CP code hands them out (diff --nproc)
 
     def __post_init__(self) -> None:
         for option, value in (("tp", self.tp), ("cp", self.cp)):
@@ -108,7 +110,7 @@ class ParallelLayout:
 
     def at(self, rank: int) -> ParallelLayout:
         """The same layout showing ``rank``."""
-        return ParallelLayout(self.tp, self.sp, self.cp, self.cp_kind, rank)
+        return ParallelLayout(self.tp, self.sp, self.cp, self.cp_kind, rank, self.balance)
 
     @property
     def decode_kind(self) -> bool:
@@ -124,7 +126,13 @@ class ParallelLayout:
         """Whether the tokens sit in the load-balanced causal order: 2C chunks, rank c holding
         chunks c and 2C-1-c (Megatron's), so that every rank has as much unmasked work. Used by
         ring and allgather under a causal mask; Ulysses holds whole heads of every token."""
-        return self.cp > 1 and config.causal and self.cp_kind != "ulysses" and not config.past
+        return (
+            self.balance
+            and self.cp > 1
+            and config.causal
+            and self.cp_kind != "ulysses"
+            and not config.past
+        )
 
     def chunks(self, config: AttentionConfig) -> int:
         """How many equal chunks the sequence is cut into: 2C balanced, else C (1 when the

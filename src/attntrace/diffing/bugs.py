@@ -47,6 +47,7 @@ class Setting:
     config: AttentionConfig
     ref: Trace
     tensors: Mapping[str, Any]  # x and the parameters the reference ran with
+    kernel: bool = False  # the code calls a fused kernel (SDPA): its argument bugs are tried
 
     @property
     def lead(self) -> tuple[int, ...]:
@@ -73,8 +74,16 @@ def catalogue(s: Setting) -> list[Bug]:
         _merge,
         _output,
         _decode,
+        _kernel,
     ]
     return [bug for make in makers for bug in make(s)]
+
+
+def _kernel(s: Setting) -> Iterator[Bug]:
+    """The bugs only a kernel call makes (:mod:`attntrace.diffing.kernel_bugs`)."""
+    from attntrace.diffing.kernel_bugs import kernel_bugs
+
+    return (Bug(**fields) for fields in kernel_bugs(s))
 
 
 def _decode(s: Setting) -> Iterator[Bug]:

@@ -282,7 +282,8 @@ def _unexplained(
             step=row.step.name,
             bug=None,
             name="the output differs, and only the output is visible: the steps inside are not "
-            "visible (a fused kernel, scaled_dot_product_attention or a C++ op made it from x), "
+            "visible (an opaque op made it from x: a C++ extension or a GPU kernel such as "
+            "flash_attn's; scaled_dot_product_attention and flex_attention calls are opened), "
             f"so where it goes wrong cannot be told; no known bug reproduces it{near}",
             fix="run attntrace trace on it to see its ops, or compute the attention step by "
             "step (math path) to compare each step",

@@ -499,7 +499,10 @@ def run_diff(
         notes += ("the reference starts after the module's own norm (x = self.norm(x))",)
     ref = trace_attention(config, "numpy", tensors=tensors)
     params = {k: v for k, v in tensors.items() if k not in ("x", "x_kv") and v is not None}
-    check_deterministic(layer, lambda: _call(layer, config, _untracked, given, params))
+    from attntrace.diffing.kernel_args import calls_kernel, random_kernel
+
+    untracked = lambda: _call(layer, config, _untracked, given, params)  # noqa: E731
+    dropout = random_kernel(lambda: check_deterministic(layer, untracked), untracked)
     steps, out = run_user(lambda track: _call(layer, config, track, given, params), layer.into)
     tol = tolerance(config)
     user = UserSteps(
@@ -511,7 +514,12 @@ def run_diff(
         tol,
     )
     rows = align(ref, user)
-    diagnosis, mistaken = diagnose(Setting(config, ref, tensors), rows, user, tensors)
+    kernel = calls_kernel(s.source for s in steps)
+    diagnosis, mistaken = diagnose(Setting(config, ref, tensors, kernel), rows, user, tensors)
+    if dropout is not None:  # torch's draws cannot be replayed: named from the call
+        from attntrace.diffing.kernel_args import dropout_diagnosis
+
+        diagnosis, mistaken = dropout_diagnosis(dropout, rows[-1].agreement), None
     own = layer.own_layouts.get(diagnosis.bug or "") if diagnosis is not None else None
     if own is not None and mistaken is not None:  # the module's layout on purpose, not a bug
         rows, diagnosis = align(mistaken, user), None
@@ -519,9 +527,11 @@ def run_diff(
     elif mistaken is not None:
         rows = counterparts(rows, mistaken, user)
     if diagnosis is not None:  # the fix in the user's framework, layout and batch
+        from attntrace.diffing.kernel_args import in_kernel_terms
         from attntrace.diffing.wording import in_users_terms
 
         diagnosis = in_users_terms(diagnosis, layer.flavour, batched=config.batch is not None)
+        diagnosis = in_kernel_terms(diagnosis, kernel)
     source = "its state dict" if layer.weights is None else layer.weights.scheme
     report = DiffReport(
         config=config,

@@ -57,21 +57,30 @@ def run_user(
             f"the code under test raised {user_message(exc)}; "
             "run attntrace trace on it to see the shapes up to the failure"
         )
-        error.steps = _user_steps(t.steps)
+        error.steps = _user_steps(t.steps, _calls(t))
         raise error from exc
-    return _user_steps(t.steps), _numpy(_first_tensor(out))
+    return _user_steps(t.steps, _calls(t)), _numpy(_first_tensor(out))
 
 
-def _user_steps(captured: Any) -> tuple[UserStep, ...]:
-    """The captured steps with a value, as numpy (floating and boolean ones)."""
+def _calls(capture: Any) -> dict[str, str]:
+    """The text of each kernel call the capture opened (``F.scaled_dot_product_attention(…)``),
+    by its ``file:line``: the source of the steps replayed there, as the user wrote it."""
+    kernels = getattr(capture, "kernels", None)
+    return {k.location: k.source for k in kernels()} if callable(kernels) else {}
+
+
+def _user_steps(captured: Any, calls: dict[str, str] | None = None) -> tuple[UserStep, ...]:
+    """The captured steps with a value, as numpy (floating and boolean ones); a step replayed
+    from a kernel call has the call's text as its source."""
     kept = [(s, _numpy(s.value)) for s in captured if s.value is not None]
+    calls = calls or {}
     return tuple(
         UserStep(
             index=i,
             name=s.name,
             value=value,
             location=getattr(s, "location", ""),
-            source=getattr(s, "source", ""),
+            source=calls.get(getattr(s, "location", ""), getattr(s, "source", "")),
             role=getattr(s, "role", ""),
         )
         for i, (s, value) in enumerate((s, v) for s, v in kept if v.dtype.kind in "fb")

@@ -1189,6 +1189,117 @@ MESSAGES: dict[str, tuple[str, str]] = {
         "因果掩码要右下对齐：第 i 个查询看到缓存中的 N 个键和 ≤ i 的新键（mask[:, :, N_all - S "
         ": N_all, :N_all]，或 tril(ones, diagonal=N)）",
     ),
+    # --- diff: the bugs of a fused kernel's arguments (diffing/kernel_bugs.py) -------------
+    "bug.mask_float_keep": (
+        "a 0/1 keep mask passed as a float attn_mask: SDPA adds a float mask to the scores (+1 "
+        "where kept), so no key is masked",
+        "0/1 的保留掩码以浮点数传给了 attn_mask：SDPA 会把浮点掩码加到分数上（保留处加 1），"
+        "所以没有任何键被遮住",
+    ),
+    "fix.mask_float_keep": (
+        "pass the keep mask as booleans, attn_mask=mask.bool() (True = attend), or is_causal=True "
+        "for a causal mask",
+        "把保留掩码以布尔值传入，attn_mask=mask.bool()（True 表示关注），因果掩码则用 "
+        "is_causal=True",
+    ),
+    "fix.mask_float_keep_call": (
+        "SDPA adds a float mask to the scores: pass the keep mask as booleans, attn_mask={mask} "
+        "(True = attend), or is_causal=True for a causal mask",
+        "SDPA 会把浮点掩码加到分数上：把保留掩码以布尔值传入，attn_mask={mask}（True 表示关注），"
+        "因果掩码则用 is_causal=True",
+    ),
+    "bug.window_dropped": (
+        "the sliding window (W = {w}) dropped for a plain causal mask (is_causal=True): query i "
+        "sees every key ≤ i, not the last W",
+        "滑动窗口（W = {w}）被普通的因果掩码（is_causal=True）取代了：第 i 个查询看到所有 ≤ i 的"
+        "键，而不是最近的 W 个",
+    ),
+    "fix.window_dropped": (
+        "keep the window: is_causal=False, attn_mask=torch.ones(S, S, dtype=torch.bool)"
+        ".tril().triu({band}) (query i sees keys i - W < j ≤ i)",
+        "保留窗口：is_causal=False，attn_mask=torch.ones(S, S, dtype=torch.bool)"
+        ".tril().triu({band})（第 i 个查询看到 i - W < j ≤ i 的键）",
+    ),
+    "bug.dropout_eval": (
+        "dropout left on at evaluation (dropout_p={p} while the module is in eval mode): the "
+        "kernel drops weights at random",
+        "评估时 dropout 没有关掉（模块处于 eval 模式，dropout_p={p}）：核函数会随机丢弃权重",
+    ),
+    "fix.dropout_eval": (
+        "dropout only while training: dropout_p={p} if {owner}.training else 0.0",
+        "只在训练时做 dropout：dropout_p={p} if {owner}.training else 0.0",
+    ),
+    "fix.mask_inverted_call": (
+        "SDPA keeps the keys where a boolean mask is True (masked_fill masks where True): "
+        "attn_mask={mask}",
+        "SDPA 保留布尔掩码为 True 的键（masked_fill 则遮住为 True 的位置）：attn_mask={mask}",
+    ),
+    "fix.mask_missing_call": (
+        "the call masks nothing: pass is_causal=True for a causal model (or attn_mask=<boolean "
+        "keep mask>)",
+        "这次调用什么也没遮住：因果模型要传 is_causal=True（或者 attn_mask=<布尔保留掩码>）",
+    ),
+    "fix.causal_unexpected_call": (
+        "the model is not causal: is_causal=False, attn_mask=None (or pass --causal when it is a "
+        "decoder)",
+        "模型不是因果的：is_causal=False，attn_mask=None（如果它是解码器，请加上 --causal）",
+    ),
+    "fix.top_left_call": (
+        "is_causal=True aligns the causal mask top-left when keys outnumber queries: pass "
+        "is_causal=False, attn_mask=torch.nn.attention.bias.causal_lower_right(S, N) (or "
+        "torch.ones(S, N, dtype=torch.bool).tril(diagonal=N - S))",
+        "键比查询多时，is_causal=True 会把因果掩码左上对齐：应传 is_causal=False，"
+        "attn_mask=torch.nn.attention.bias.causal_lower_right(S, N)（或 "
+        "torch.ones(S, N, dtype=torch.bool).tril(diagonal=N - S)）",
+    ),
+    "bug.mask_axes_swapped": (
+        "the mask read with the query and key indices swapped (mask[kv, q], kv_idx >= q_idx): "
+        "query i sees the keys j ≥ i",
+        "掩码读取时查询和键的下标对调了（mask[kv, q]，kv_idx >= q_idx）：第 i 个查询看到的是 j ≥ i "
+        "的键",
+    ),
+    "fix.mask_axes_swapped": (
+        "index the mask as [q_idx][kv_idx] (rows: queries, columns: keys); a causal mask keeps "
+        "kv_idx <= q_idx",
+        "掩码要按 [q_idx][kv_idx] 取值（行是查询，列是键）；因果掩码保留 kv_idx <= q_idx",
+    ),
+    "fix.mask_axes_swapped_call": (
+        "the mask reads q_idx and kv_idx swapped: a causal mask_mod returns q_idx >= kv_idx, and "
+        "a mask or bias is indexed [q_idx][kv_idx]",
+        "掩码把 q_idx 和 kv_idx 读反了：因果的 mask_mod 应返回 q_idx >= kv_idx，掩码或偏置要按 "
+        "[q_idx][kv_idx] 取值",
+    ),
+    "bug.bias_axes_swapped": (
+        "the position bias read with the query and key indices swapped (bias[h, kv, q]: the "
+        "distance i - j for j - i)",
+        "位置偏置读取时查询和键的下标对调了（bias[h, kv, q]：用了距离 i - j 而不是 j - i）",
+    ),
+    "fix.bias_axes_swapped": (
+        "index the bias as [h, q_idx, kv_idx]: the relative distance is kv_idx - q_idx",
+        "偏置要按 [h, q_idx, kv_idx] 取值：相对距离是 kv_idx - q_idx",
+    ),
+    "fix.causal_call": (
+        "a query attends keys up to and including itself: is_causal=True, or a mask_mod returning "
+        "q_idx >= kv_idx (attn_mask=torch.ones(S, S, dtype=torch.bool).tril())",
+        "第 i 个查询只看第 0 到第 i 个键（包括它自己）：is_causal=True，或者 mask_mod 返回 "
+        "q_idx >= kv_idx（attn_mask=torch.ones(S, S, dtype=torch.bool).tril()）",
+    ),
+    "fix.mask_inverted_mha": (
+        "nn.MultiheadAttention's boolean attn_mask is True where a key is *hidden* (the opposite "
+        "of scaled_dot_product_attention's): pass attn_mask=~keep, or a causal "
+        "attn_mask=nn.Transformer.generate_square_subsequent_mask(S)",
+        "nn.MultiheadAttention 的布尔 attn_mask 为 True 表示*遮住*这个键（与 "
+        "scaled_dot_product_attention 相反）：应传 attn_mask=~keep，因果掩码可用 "
+        "attn_mask=nn.Transformer.generate_square_subsequent_mask(S)",
+    ),
+    "fix.enable_gqa": (
+        "or hand scaled_dot_product_attention the kv heads as they are, with enable_gqa=True",
+        "或者把 K/V 头原样交给 scaled_dot_product_attention，并传 enable_gqa=True",
+    ),
+    "fix.scale_call": (
+        "SDPA's scale multiplies the scores: {scale}, or leave scale out (its default is 1/√d)",
+        "SDPA 的 scale 会乘到分数上：{scale}，或者不传 scale（默认就是 1/√d）",
+    ),
     "bug.before_cache": (
         "the new keys and values put before the cache (cat(new, cache))",
         "新的键和值放在了缓存前面（cat(new, cache)）",
@@ -1561,6 +1672,28 @@ MESSAGES: dict[str, tuple[str, str]] = {
         "is off while traced: the same math runs as Python ops, which are shown",
         "追踪时关闭了 torch 的 MultiheadAttention 快速路径（torch._native_multi_head_attention，"
         "一个 C++ 运算）：同样的计算以 Python 运算执行，并显示出来",
+    ),
+    "note.kernel_opened": (
+        "{op} opened at {locations}: its steps are replayed from its arguments at the line of "
+        "the call, the replay equal to the kernel's output within {max_abs} (--opaque keeps one "
+        "row per call)",
+        "{op} 已在 {locations} 打开：用它的参数在调用所在的那一行逐步重放它的各个步骤，重放结果与 "
+        "kernel 的输出相差不超过 {max_abs}（--opaque 让每次调用只占一行）",
+    ),
+    "note.kernel_differs": (
+        "the replay of {op} at {location} differs from the kernel's output by {max_abs} "
+        "(tolerance {tol}): the steps after it use the kernel's output",
+        "{location} 处 {op} 的重放结果与 kernel 的输出相差 {max_abs}（容差 {tol}）：之后的步骤使用 "
+        "kernel 的输出",
+    ),
+    "cell.kernel_equal": (
+        "replayed; equals the kernel's output within {max_abs}",
+        "已重放；与 kernel 的输出相差不超过 {max_abs}",
+    ),
+    "cell.kernel_differs": (
+        "replayed; differs from the kernel's output by {max_abs} (tolerance {tol}): the "
+        "kernel's output is used",
+        "已重放；与 kernel 的输出相差 {max_abs}（容差 {tol}）：使用 kernel 的输出",
     ),
     "note.sdpa": (
         "nn.MultiheadAttention called with need_weights=False runs "

@@ -482,13 +482,21 @@ MESSAGES: dict[str, tuple[str, str]] = {
         "把库里的类（transformers:LlamaAttention）当作一行：不记录它所在包内部的运算（这种目标"
         "默认会记录）。",
     ),
+    "help.trace.opaque": (
+        "Keep each fused attention kernel (F.scaled_dot_product_attention, flex_attention) "
+        "one row per call, as it runs; without it its steps are replayed from its arguments and "
+        "shown at the line of the call (k_t, scores, scaled, mask, masked, weights, context).",
+        "把每次融合注意力 kernel（F.scaled_dot_product_attention、flex_attention）的调用保持为"
+        "一行，按它原样运行；不加这个选项时，会用它的参数逐步重放它的各个步骤，并显示在调用所在的"
+        "那一行（k_t、scores、scaled、mask、masked、weights、context）。",
+    ),
     "help.trace.fmt": (
         "table (Rich, for people), or one document on stdout for scripts (the code's own "
-        "prints go to stderr): json (schema attntrace.capture/1: steps, axis sizes and the "
+        "prints go to stderr): json (schema attntrace.capture/2: steps, axis sizes and the "
         "failure, null when none), csv (run's columns, the costs left empty, then role), "
         "markdown.",
         "table（Rich 表格，给人看），或在标准输出上给脚本的一个文档（代码自己的 print 输出到 "
-        "stderr）：json（schema attntrace.capture/1：步骤、维度大小和出错信息，没有出错时为 "
+        "stderr）：json（schema attntrace.capture/2：步骤、维度大小和出错信息，没有出错时为 "
         "null）、csv（run 的各列，计算量留空，再加 role）、markdown。",
     ),
     "help.trace.timeout": (

@@ -228,7 +228,7 @@ def render_document(
     error: BaseException | None = None,
     frames: Sequence[Frame] = (),
 ) -> str:
-    """``--format json`` (schema attntrace.capture/1; ``failure``: what ``error`` broke),
+    """``--format json`` (schema attntrace.capture/2; ``failure``: what ``error`` broke),
     ``csv`` (:func:`render_capture_csv`) or ``markdown`` (the table of the terminal as a pipe
     table)."""
     if fmt == "json":

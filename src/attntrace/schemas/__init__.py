@@ -61,16 +61,30 @@ def diff_schema() -> dict[str, Any]:
 
 
 #: The file name of the schema of ``attntrace trace --format json`` / ``Capture.to_dict()``.
-CAPTURE_SCHEMA_FILE = "capture-1.schema.json"
+CAPTURE_SCHEMA_FILE = "capture-2.schema.json"
 
 
 def capture_schema() -> dict[str, Any]:
-    """The JSON Schema (draft 2020-12) of the capture document ``attntrace.capture/1``.
+    """The JSON Schema (draft 2020-12) of the capture document ``attntrace.capture/2`` (``/1``,
+    without ``kernels``, is ``capture-1.schema.json`` beside it).
 
     >>> capture_schema()["properties"]["schema"]["const"]
-    'attntrace.capture/1'
+    'attntrace.capture/2'
     """
     return _schema(CAPTURE_SCHEMA_FILE)
+
+
+#: The file name of the schema of ``attntrace trace --nproc N --format json``: every rank.
+RANKS_SCHEMA_FILE = "ranks-1.schema.json"
+
+
+def ranks_schema() -> dict[str, Any]:
+    """The JSON Schema of the document of every rank, ``attntrace.ranks/1``.
+
+    >>> ranks_schema()["properties"]["schema"]["const"]
+    'attntrace.ranks/1'
+    """
+    return _schema(RANKS_SCHEMA_FILE)
 
 
 @cache
@@ -78,3 +92,16 @@ def _schema(name: str) -> dict[str, Any]:
     """The shipped schema file ``name``, read once."""
     schema: dict[str, Any] = json.loads(files(__name__).joinpath(name).read_text(encoding="utf-8"))
     return schema
+
+
+#: The file name of the schema of ``attntrace diff --nproc N --format json``.
+RANK_DIFF_SCHEMA_FILE = "rank-diff-1.schema.json"
+
+
+def rank_diff_schema() -> dict[str, Any]:
+    """The JSON Schema of every rank's diff, ``attntrace.rank-diff/1``.
+
+    >>> rank_diff_schema()["properties"]["schema"]["const"]
+    'attntrace.rank-diff/1'
+    """
+    return _schema(RANK_DIFF_SCHEMA_FILE)

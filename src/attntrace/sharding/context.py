@@ -182,7 +182,8 @@ def _ring(r: RankAttention[T], q: T, k: T, v: T) -> T:
         source = (r.c - i) % C
         if not balanced:
             at = key_ranges(r.config, r.layout, source)  # the block's global positions
-            part = _partial(r, q, k, v, r.q_pos, at, lab.tokens, lab.keys, "_ring")
+            causal = r.config.causal  # contiguous runs: a block is seen whole, half or not
+            part = _partial(r, q, k, v, r.q_pos, at, lab.tokens, lab.keys, "_ring", guard=causal)
             context, lse = _merge(r, context, lse, part, 0, "_ring")
         elif source < r.c:  # an earlier rank's block: its first chunk, seen by every query
             half = r.be.shape(k)[r.n + 1] // 2

@@ -30,7 +30,12 @@ from attntrace.sharding.rank import RankAttention, RankRun, token_ranges
 from attntrace.trace import Param, Trace
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     import numpy as np
+
+    #: Makes a rank's recorder from (backend, config, keep_values).
+    MakeRecorder = Callable[[Backend[Any], AttentionConfig, bool], Recorder[Any]]
 
 
 def trace_parallel(
@@ -97,8 +102,9 @@ def _run_rank(
     rank: int,
     comm: Any,
     keep: bool,
+    recorder: MakeRecorder | None = None,
 ) -> RankRun[Any]:
-    rec: Recorder[Any] = Recorder(be, config, keep)
+    rec: Recorder[Any] = (recorder or Recorder)(be, config, keep)
     return forward(
         RankAttention(config, config.parallel or ParallelLayout(), rank, rec, comm), sources
     )
@@ -111,9 +117,11 @@ def simulate(
     *,
     keep: bool = False,
     keep_all: bool = False,
+    recorder: MakeRecorder | None = None,
 ) -> list[RankRun[Any]]:
     """Every rank of the layout on a thread of its own, meeting at the collectives; the shown
-    rank keeps its values with ``keep``, every rank with ``keep_all``."""
+    rank keeps its values with ``keep``, every rank with ``keep_all``; ``recorder`` makes each
+    rank's recorder (diff --nproc: one that replays a suspected sharding bug)."""
     layout = config.parallel
     assert layout is not None
     exchange = Exchange(layout)
@@ -126,9 +134,8 @@ def simulate(
         try:
             comm = ThreadComm(be, layout, rank, exchange)
             with np.errstate(divide="ignore"):  # log(0) of a row a ring round masks whole
-                runs[rank] = _run_rank(
-                    config, be, sources, rank, comm, keep_all or (keep and rank == layout.rank)
-                )
+                keeps = keep_all or (keep and rank == layout.rank)
+                runs[rank] = _run_rank(config, be, sources, rank, comm, keeps, recorder)
         except BaseException as error:  # raised again below, in the caller
             errors.append(error)
             exchange.abort()

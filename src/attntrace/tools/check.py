@@ -47,7 +47,9 @@ from attntrace.units import Dim, bounded, format_bytes, format_shape, parse_shap
 T = TypeVar("T")
 
 #: The schema of ``attntrace trace --format json``: a golden for ``check --trace``.
-CAPTURE_SCHEMA_ID = "attntrace.capture/1"
+CAPTURE_SCHEMA_ID = "attntrace.capture/2"
+#: Every version of it a golden may have been saved with (/2 added ``kernels``).
+CAPTURE_SCHEMA_IDS = ("attntrace.capture/1", CAPTURE_SCHEMA_ID)
 
 
 @dataclass(frozen=True)
@@ -366,10 +368,9 @@ def golden_fits(golden: Mapping[str, Any], trace: Records | None = None) -> None
     ...
     attntrace.errors.ConfigError: this golden is a trace of your code (attntrace.capture/1); ...
     """
-    if golden.get("schema") == CAPTURE_SCHEMA_ID and (trace is None or not is_capture(trace)):
-        raise ConfigError(
-            f"this golden is a trace of your code ({CAPTURE_SCHEMA_ID}); add --trace TARGET"
-        )
+    schema = golden.get("schema")
+    if schema in CAPTURE_SCHEMA_IDS and (trace is None or not is_capture(trace)):
+        raise ConfigError(f"this golden is a trace of your code ({schema}); add --trace TARGET")
 
 
 def compare_roles(
@@ -461,7 +462,7 @@ def validate_golden(doc: object) -> None:
     """
     if not isinstance(doc, dict):
         raise ConfigError(f"the document must be a JSON object, got {type(doc).__name__}")
-    if doc.get("schema") not in (SCHEMA_ID, SCHEMA_ID_2, SCHEMA_ID_3, CAPTURE_SCHEMA_ID):
+    if doc.get("schema") not in (SCHEMA_ID, SCHEMA_ID_2, SCHEMA_ID_3, *CAPTURE_SCHEMA_IDS):
         raise ConfigError(f'"schema" must be {SCHEMA_ID!r}, got {_short(doc.get("schema"))}')
     if not isinstance(doc.get("config"), dict):
         raise ConfigError('"config" must be an object')
@@ -933,7 +934,7 @@ def _run_case(
     from attntrace.engine.attention import trace_attention
 
     golden = read_golden(case.golden) if case.golden else None
-    if golden is not None and golden["schema"] == CAPTURE_SCHEMA_ID:
+    if golden is not None and golden["schema"] in CAPTURE_SCHEMA_IDS:
         raise InputFileError(
             f"{case.origin or case.name}: golden {plain(case.golden)} is a "
             "trace of your code; a spec's golden is saved by: "

@@ -72,6 +72,40 @@ DiffBackward = Annotated[
         "compared, the first that differs and the backward bug named.",
     ),
 ]
+DiffNproc = Annotated[
+    int | None,
+    typer.Option(
+        "--nproc",
+        metavar="N",
+        help="Run your parallel attention as N local processes (torch.distributed, gloo) and "
+        "diff every rank against the reference's rank view, from the weights each rank holds; "
+        "the sharding bug named with its rank and line. --tp T (default: N) or --cp C.",
+        rich_help_panel=opt.PARALLEL,
+        show_default=False,
+    ),
+]
+DiffTp = Annotated[
+    int | None,
+    typer.Option(
+        "--tp",
+        metavar="T",
+        help="With --nproc: tensor parallelism over T ranks (q, k, v column-parallel, the "
+        "output row-parallel and all-reduced; each rank gets the whole x).",
+        rich_help_panel=opt.PARALLEL,
+        show_default=False,
+    ),
+]
+DiffCp = Annotated[
+    int | None,
+    typer.Option(
+        "--cp",
+        metavar="C",
+        help="With --nproc: context parallelism over C ranks, rank c handed tokens "
+        "c·S/C … (c+1)·S/C - 1 of x.",
+        rich_help_panel=opt.PARALLEL,
+        show_default=False,
+    ),
+]
 
 
 @app.command(epilog=EPILOG)
@@ -90,6 +124,10 @@ def diff(
     output_file: opt.DocumentFile = None,  # written by cli_errors: to_document
     timeout: Timeout = 60.0,
     backward: DiffBackward = False,
+    nproc: DiffNproc = None,
+    tp: DiffTp = None,
+    cp: DiffCp = None,
+    cp_kind: opt.CpKind = None,
     no_color: opt.NoColor = False,
     lang: opt.Lang = None,
     model: dict[str, Any],
@@ -109,6 +147,7 @@ def diff(
     \b
     Example:
       [bold]attntrace diff my_attn.py:Attention --init num_heads=4 --batch 2 --seq 8[/]
+      [bold]attntrace diff tp_attn.py:TPAttention --nproc 2 --batch 1 --seq 16[/]
     """
     import sys
 
@@ -127,6 +166,10 @@ def diff(
     config = resolve_options(**model, **sizes, **numbers)
     budget = parse_size(max_memory) if max_memory is not None else None
     out = console(no_color)
+    if nproc is not None or tp is not None or cp is not None or cp_kind is not None:
+        layout = (nproc, tp, cp, cp_kind and cp_kind.value)
+        _diff_ranks(target, init or [], config, (layout, typed), (timeout, budget), fmt, out)
+        return
     from attntrace.learn import check_lang
 
     view: dict[str, Any] = {"format": fmt.value, "lang": check_lang(lang and lang.value)}
@@ -167,3 +210,55 @@ def diff(
         raise typer.Exit(EXIT_CANNOT_TELL)
     if not result.get("ok"):
         raise typer.Exit(EXIT_CHECK_FAILED)
+
+
+def _diff_ranks(
+    target: str,
+    init: list[str],
+    config: Any,
+    asked: tuple[tuple[int | None, int | None, int | None, str | None], set[str]],
+    limits: tuple[float, int | None],
+    fmt: DiffFormat,
+    out: Any,
+) -> None:
+    """diff --nproc N: every rank of the code against the rank view (diffing/rank_child.py)."""
+    import dataclasses
+    import sys
+
+    from attntrace.capturing.sandbox import ChildError
+    from attntrace.config.parallel_layout import ParallelLayout
+    from attntrace.diffing.rank_child import diff_nproc
+    from attntrace.errors import AttntraceError, ConfigError
+
+    (nproc, tp, cp, kind), typed = asked
+    if nproc is None:
+        raise ConfigError("--tp, --cp and --cp-kind diff a parallel attention: add --nproc N")
+    given = ParallelLayout(tp=tp or 1, cp=cp or 1, cp_kind=kind or "ring")
+    config = dataclasses.replace(config, parallel=given)
+    try:
+        report = diff_nproc(
+            target,
+            init,
+            config,
+            nproc,
+            sorted(typed),
+            timeout=limits[0],
+            budget=limits[1],
+            prints=sys.stderr,
+        )
+    except ChildError as exc:
+        raise fail(str(exc), exc.code) from None
+    except AttntraceError as exc:
+        if getattr(exc, "exit_code", 2) == 1:  # a rank failed: its one line
+            raise fail(str(exc), 1) from None
+        raise
+    if fmt is DiffFormat.json:
+        from attntrace.render.rank_diff_view import rank_diff_json
+
+        typer.echo(rank_diff_json(report), nl=False)
+    else:
+        from attntrace.render.rank_diff_view import render_rank_diff
+
+        render_rank_diff(report, out)
+    if report.exit_code:
+        raise typer.Exit(report.exit_code)

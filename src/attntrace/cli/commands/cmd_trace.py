@@ -18,6 +18,7 @@ from attntrace.errors import EXIT_CHECK_FAILED, EXIT_USAGE
 if TYPE_CHECKING:
     from rich.console import Console
 
+    from attntrace.capturing.ranks import RankRuns
     from attntrace.capturing.runner import Outcome
     from attntrace.capturing.sandbox import Ended
     from attntrace.learn import Lang
@@ -48,7 +49,7 @@ TraceFormat = Annotated[
         "--format",
         "-f",
         help="table (Rich, for people), or one document on stdout for scripts (the code's own "
-        "prints go to stderr): json (schema attntrace.capture/1: steps, axis sizes and the "
+        "prints go to stderr): json (schema attntrace.capture/2: steps, axis sizes and the "
         "failure, null when none), csv (run's columns, the costs left empty, then role), "
         "markdown.",
         rich_help_panel=opt.OUTPUT,
@@ -163,6 +164,18 @@ TracePast = Annotated[
     ),
 ]
 
+Opaque = Annotated[
+    bool,
+    typer.Option(
+        "--opaque",
+        help="Keep each fused attention kernel (F.scaled_dot_product_attention, flex_attention) "
+        "one row per call, as it runs; without it its steps are replayed from its arguments and "
+        "shown at the line of the call (k_t, scores, scaled, mask, masked, weights, context).",
+        rich_help_panel=CODE,
+        show_default=False,
+    ),
+]
+
 
 Timeout = Annotated[
     float,
@@ -236,6 +249,7 @@ def trace(
     axes: Axes = None,
     into: Into = None,
     no_into: NoInto = False,
+    opaque: Opaque = False,
     fmt: TraceFormat = TraceFormatName.table,
     output_file: opt.DocumentFile = None,  # written by cli_errors: to_document
     timeout: Timeout = 60.0,
@@ -243,6 +257,9 @@ def trace(
     no_color: opt.NoColor = False,
     explain: opt.Explain = False,
     lang: opt.Lang = None,
+    nproc: opt.CodeNproc = None,
+    shard_x: opt.ShardX = opt.ShardXName.none,
+    rank: opt.ShowRank = None,
 ) -> None:
     """Run your attention code and print the shape of every tensor op in your files.
 
@@ -253,11 +270,13 @@ def trace(
     [bold]attntrace trace examples/seed_001_numpy.py[/]   a script, run as python would
     [bold]attntrace trace attn.py:Attention --init embed_dim=768 --batch 2[/]
     [bold]attntrace trace attn.py:Attention --format json[/]   for scripts
+    [bold]attntrace trace tp_attn.py:ParallelAttention --nproc 2[/]   every rank's ops
     """
     from attntrace.capturing.runner import parse_init, parse_target
 
     letters = _axes(axes)
     spec = parse_target(target, args or [])
+    _check_ranks(nproc, rank, spec.name, past, explain, fmt.value)
     if spec.name is None:
         if init:
             raise _usage("--init needs FILE.py:NAME or package.module:NAME, not a script")
@@ -278,10 +297,88 @@ def trace(
         }
         packages = ("",) if no_into else tuple(into or ())  # ("",): none, even by default
         request = _target_request(target, parse_init(init or []), inputs, packages)
+    request["opaque"] = opaque
     budget = None if max_memory is None else _size(max_memory)
+    if nproc is not None:  # every rank its own sandbox child (capturing/ranks.py)
+        from attntrace.capturing.ranks import run_ranks
+
+        prints = sys.stdout if fmt.value == "table" else sys.stderr
+        ranked = {**request, "shard": shard_x.value}
+        runs = run_ranks(ranked, nproc, axes=letters, timeout=timeout, budget=budget, prints=prints)
+        cut = (
+            f"x: each rank's S/{nproc} of the {seq} tokens (--shard-x seq)"
+            if shard_x.value == "seq"
+            else ""
+        )
+        show_ranks(runs, fmt.value, no_color, target, rank, cut)
+        return
     words = _explained(explain, lang, fmt.value)
     result = sandboxed(request, letters, timeout, table=fmt.value == "table", budget=budget)
     show(result, fmt.value, no_color, target, explain=words, lang=_lang(lang))
+
+
+def _check_ranks(
+    nproc: int | None, rank: int | None, name: str | None, past: str | None, explain: bool, fmt: str
+) -> None:
+    """--nproc's company, refused in one line before anything runs."""
+    if nproc is None:
+        if rank is not None:
+            raise _usage("--rank shows one rank of --nproc N; add --nproc N")
+        return
+    from attntrace.capturing.ranks import check_nproc
+
+    check_nproc(nproc)
+    if name is None:
+        raise _usage("--nproc needs FILE.py:NAME or package.module:NAME, not a script")
+    if past or explain:
+        raise _usage(f"--nproc does not take {'--past' if past else '--explain'}; drop it")
+    if fmt not in ("table", "json"):
+        raise _usage(f"trace --nproc prints a table or json, not {fmt}; give --format json")
+    if rank is not None and not 0 <= rank < nproc:
+        raise _usage(f"--rank {rank} is not a rank of --nproc {nproc}; give 0 to {nproc - 1}")
+
+
+def show_ranks(
+    runs: RankRuns, fmt: str, no_color: bool, title: str, rank: int | None, note: str = ""
+) -> None:
+    """Every rank's steps (or rank ``rank``'s), then the one line of the first failure, its
+    shape error explained (exit 1)."""
+    from attntrace.render.ranks_view import ranks_document, render_ranks
+
+    shown = list(range(runs.world)) if rank is None else [rank]
+    captures = [runs.outcomes()[r].capture for r in shown]
+    moved = [runs.collectives()[r] for r in shown]
+    if fmt == "json":
+        failures = [runs.failure_dict(r) for r in shown]
+        failed = None if runs.line is None else {"rank": runs.rank, "line": runs.line}
+        import json
+
+        doc = ranks_document(captures, moved, failures, failed, world=runs.world, numbers=shown)
+        typer.echo(json.dumps(doc, indent=2))
+    else:
+        out = console(no_color)
+        render_ranks(captures, moved, out, title=title, numbers=shown, world=runs.world, note=note)
+    if runs.line is not None:
+        _explain_rank(runs, no_color if fmt == "table" else True)
+        sys.stderr.write(f"attntrace: {runs.line}\n")
+        raise typer.Exit(EXIT_CHECK_FAILED)
+    if not any(c.steps for c in captures):
+        sys.stderr.write(f"attntrace: error: {NOTHING_RECORDED}\n")
+        raise typer.Exit(EXIT_USAGE)
+
+
+def _explain_rank(runs: RankRuns, no_color: bool) -> None:
+    """The failing rank's shape error explained, as trace explains one (on stderr)."""
+    from attntrace.capturing.explain import told, with_first_wrong
+    from attntrace.render.capture_view import render_failure
+
+    if runs.rank is None:
+        return
+    outcome = runs.outcomes()[runs.rank]
+    failure = outcome.capture.failure
+    if failure is not None and failure.error is outcome.error and failure.kind != "collective":
+        steps = outcome.capture.steps
+        render_failure(failure, with_first_wrong(told(failure), steps), _stderr(no_color))
 
 
 def _lang(lang: opt.LangName | None) -> Lang:
