@@ -400,7 +400,7 @@ CASES: dict[str, tuple[Callable[[Path], Any], AttentionConfig, str, str]] = {
     "gemma2-softcap": (lambda _: _gemma2(), CAUSAL, "match", "Gemma2Attention at .token_mixer"),
     "t5-relative-bias": (lambda _: _t5(), PLAIN, "match", "T5Attention at .self_attention"),
     "modulelist-stack": (lambda _: Stack(), CAUSAL, "match", "at .layers.0.token_mixer"),
-    "mixtral-window": (lambda _: _mixtral_window(), PLAIN, "cannot tell", "--window"),
+    "mixtral-window": (lambda _: _mixtral_window(), PLAIN, "differs", "window-dropped"),
     "x_transformers-rotary": (
         lambda _: RotaryXT(),
         CAUSAL,
@@ -425,7 +425,10 @@ def test_correct_code_held_by_the_user_is_match_or_cannot_tell_with_its_reason(
     torch.manual_seed(0)
     report = diff(make(tmp_path), config)
     assert report.verdict == verdict, (report.diagnosis, report.undecided)
-    said = str(report.undecided) if verdict == "cannot tell" else " ".join(report.notes)
+    said = {
+        "cannot tell": str(report.undecided),
+        "differs": str(report.diagnosis and report.diagnosis.bug),
+    }.get(verdict, " ".join(report.notes))
     assert words in said, said
 
 
@@ -521,9 +524,9 @@ def test_a_bug_planted_in_the_blogs_einops_attention_is_differs_at_its_line(
 
 @pytest.mark.parametrize(("window", "verdict"), [(5, "match"), (3, "differs")])
 def test_the_window_remedy_applied_decides(window: int, verdict: str) -> None:
-    """Mixtral's sliding window read from its config, the user's mask causal only: CANNOT
-    TELL names --window; typed, it decides (a window as long as S: MATCH; the config's 3:
-    the user's mask lacks the band, DIFFERS at the masked scores)."""
+    """Mixtral's sliding window read from its config, the user's mask causal only: DIFFERS,
+    the window dropped; typed, --window decides (a window as long as S: MATCH; the config's
+    3: the user's mask lacks the band, DIFFERS at the masked scores)."""
     import dataclasses
 
     from attntrace.diffing.diff_report import diff_layer
