@@ -67,3 +67,14 @@ def test_einops_layers_stay_the_users_ops() -> None:
     einops_torch = pytest.importorskip("einops.layers.torch")
     block = torch.nn.Sequential(einops_torch.Rearrange("b s (h d) -> b h s d", h=4))
     assert held_into(block) == ()  # einops' ops are recorded at the user's line already
+
+
+def test_a_module_given_as_a_default_argument_is_held() -> None:
+    proj, last = torch.nn.Linear(2, 2), torch.nn.Linear(2, 2)
+
+    def run(x: Any, attn: Any = proj, *, scale: float = 1.0, out: Any = last) -> Any:
+        return out(attn(x)) * scale
+
+    wrapped = function_module(run)
+    assert wrapped is not None
+    assert sorted(n for n, _ in wrapped.named_children()) == ["attn", "out"]

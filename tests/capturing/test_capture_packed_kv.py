@@ -128,3 +128,34 @@ def test_a_packed_kv_viewed_to_two_heads_axes_and_unbound_plays_the_heads() -> N
     for name in ("k_heads", "v_heads", "k", "v", "context", "context_heads", "merged"):
         assert t[name].axes == reference[name].axes, (name, t[name])
     assert t.axis_sizes()["g"] == 4
+
+
+class MultiQueryUnsqueezed(torch.nn.Module):  # type: ignore[misc]
+    """GPTBigCode's multi-query layout written out: ``c_attn(x).unsqueeze(1).split((H, d, d),
+    dim=3)``: q of every head, one head of k and one of v, the heads axis added before."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.c_attn = torch.nn.Linear(H, H + 2 * D)
+        self.c_proj = torch.nn.Linear(H, H)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        q, k, v = self.c_attn(x).unsqueeze(1).split((H, D, D), dim=3)  # (B, 1, S, ·)
+        q = q.view(B, S, HEADS, D).transpose(1, 2)  # (B, h, S, d)
+        k = k[:, :, None].expand(B, 1, HEADS, S, D).reshape(B, HEADS, S, D)  # (B, h, S, d)
+        v = v[:, :, None].expand(B, 1, HEADS, S, D).reshape(B, HEADS, S, D)  # (B, h, S, d)
+        w = (q @ k.transpose(-2, -1) / D**0.5).softmax(dim=-1)  # (B, h, S, S)
+        return self.c_proj((w @ v).transpose(1, 2).reshape(B, S, H))  # type: ignore[no-any-return]
+
+
+def test_a_multi_query_split_after_unsqueeze_plays_one_kv_head() -> None:
+    with attntrace.capture(keep_values=False) as t:
+        MultiQueryUnsqueezed()(torch.randn(B, S, H))
+    fused = next(s for s in t.steps if s.shape == (B, S, H + 2 * D))
+    assert fused.axes == ("B", "S", "(h+2g)·d")
+    by_role = {s.role: s for s in t.steps if s.role}
+    assert by_role["q_proj"].shape == (B, 1, S, H)
+    assert by_role["k"].axes == ("B", "g", "S", "d")  # its one kv head, not a (g·d) of 6
+    assert by_role["v"].axes == ("B", "g", "S", "d")
+    assert {"scores", "weights", "context", "merged", "output"} <= set(by_role)
+    assert by_role["scores"].axes == ("B", "h", "S", "S")

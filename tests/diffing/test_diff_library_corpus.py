@@ -96,8 +96,6 @@ UNEXPRESSIBLE: list[tuple[str, dict[str, Any], str]] = [
 
 #: Classes whose trace does not name its roles yet (the diff matches them by value).
 ROLES_UNNAMED = {
-    "GPTBigCodeAttention": "multi-query: k and v of one head, made by a split of c_attn that "
-    "capture's role pass does not follow",
     "FalconAttention-alibi+new_decoder_architecture": "q, k and v of each kv group cut from "
     "one fused view (B, S, g, h/g + 2, d), which capture's role pass does not follow (with "
     "RoPE as with ALiBi)",

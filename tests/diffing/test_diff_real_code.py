@@ -117,6 +117,11 @@ def test_torch_attention_held_by_the_user_is_followed() -> None:
     assert first.step.name == "k_proj"
     assert first.user is not None
     assert first.user.location.startswith("functional.py:")
+    assert first.user.role == "k_proj"  # the user's k, not the v that holds the same numbers
+    d = report.diagnosis
+    assert d is not None
+    assert d.bug is None, d.name  # no swap of k and v: the keys come from other tokens
+    assert d.name.startswith("no known bug reproduces it"), d.name
 
 
 CORPUS = Path(__file__).parents[1] / "data" / "real_code"

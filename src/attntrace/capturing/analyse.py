@@ -143,7 +143,7 @@ def cut_in_parts(events: Sequence[Event], weights: frozenset[int] = frozenset())
         if source is None or not _narrower(e):
             continue
         if e.params.get("parts") in (2, 3):
-            found[source] = e.params["parts"]
+            found[_through_unsqueeze(events, source)] = e.params["parts"]
         elif (cut := e.params.get("last")) is not None:
             cuts.setdefault(source, set()).add(cut)
     for source, pieces in cuts.items():
@@ -152,6 +152,19 @@ def cut_in_parts(events: Sequence[Event], weights: frozenset[int] = frozenset())
         if len(pieces) in (2, 3) and starts == (0, *stops[:-1]) and stops[-1] == width:
             found[source] = len(pieces)
     return {**_viewed_in_parts(events, weights), **found}
+
+
+def _through_unsqueeze(events: Sequence[Event], source: int) -> int:
+    """The projection that ``source`` only adds axes of 1 to (GPTBigCode's
+    ``c_attn(x).unsqueeze(1).split(…)``), else ``source`` itself."""
+    e = events[source]
+    inner = e.inputs[0] if e.inputs else None
+    if e.kind != "reshape" or inner is None:
+        return source
+    before = events[inner]
+    plain = [n for n in e.shape if n != 1] == [n for n in before.shape if n != 1]
+    kept = plain and e.shape[-1:] == before.shape[-1:]  # the last axis, the one split
+    return inner if kept and before.kind == "linear" else source
 
 
 def _viewed_in_parts(events: Sequence[Event], weights: frozenset[int]) -> dict[int, int]:

@@ -245,7 +245,21 @@ def fused_part(shape: Shape, fused: tuple[Axes, Shape], first: bool, sizes: Size
     q_first = axes[-1] not in FUSED_KVS  # a packed kv starts with k: named as k_proj is
     if q_first and first and width != sizes.known.get("H") and "d" in sizes.known:
         return (*axes[:-1], "h·d" if width % sizes.known["d"] == 0 else sizes.letter(width))
-    return linear(shape, ((*axes[:-1], UNKNOWN), fused[1]), sizes)
+    part = linear(shape, ((*axes[:-1], UNKNOWN), fused[1]), sizes)
+    if part[-1] == "g·d" and sizes.known.get("g") == 1 and "1" in part[:-1]:
+        return one_kv_head(part)
+    return part
+
+
+def one_kv_head(axes: Axes) -> Axes:
+    """The k or v of one head cut from a fused projection that was given an axis of 1 first
+    (GPTBigCode's ``c_attn(x).unsqueeze(1).split(…)``): that axis is its one kv head g.
+
+    >>> one_kv_head(("B", "1", "S", "g·d"))
+    ('B', 'g', 'S', 'd')
+    """
+    k = axes.index("1")
+    return (*axes[:k], "g", *axes[k + 1 : -1], "d")
 
 
 def repeat(axes: Axes, before: Shape, after: Shape, sizes: Sizes) -> Axes:

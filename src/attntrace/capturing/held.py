@@ -91,12 +91,17 @@ def function_module(fn: Callable[..., Any]) -> Any | None:
 
 
 def _reached(fn: Callable[..., Any], kind: type) -> dict[str, Any]:
-    """The instances of ``kind`` in ``fn``'s closure and in the globals its code names."""
+    """The instances of ``kind`` in ``fn``'s closure, its default arguments
+    (``def run(x, attn=attn)``) and the globals its code names."""
     code = getattr(fn, "__code__", None)
     if code is None:
         return {}
     cells = zip(code.co_freevars, getattr(fn, "__closure__", None) or (), strict=False)
     found = {name: cell.cell_contents for name, cell in cells if _full(cell)}
+    defaults = getattr(fn, "__defaults__", None) or ()
+    named = code.co_varnames[code.co_argcount - len(defaults) : code.co_argcount]
+    found.update(zip(named, defaults, strict=True))
+    found.update(getattr(fn, "__kwdefaults__", None) or {})
     scope = getattr(fn, "__globals__", {})
     found.update({name: scope[name] for name in code.co_names if name in scope})
     return {name: value for name, value in found.items() if isinstance(value, kind)}

@@ -87,6 +87,9 @@ def decode_layer(layer: Layer, tensors: Mapping[str, Any], past: int) -> Layer:
     name = cache_argument(inner.forward)
     if name is None:
         raise no_cache(f"{type(module).__name__}.forward", past, "takes no cache")
+    core = held_library_class(module)
+    if core is not None:
+        return _held_library(layer, core, name, cached, past)
 
     def step(x: Any, given: list[Any] | None = None) -> tuple[Any, Any]:
         cache = cached(x)
@@ -103,6 +106,56 @@ def decode_layer(layer: Layer, tensors: Mapping[str, Any], past: int) -> Layer:
         call=call,
         notes=(*layer.notes, f"called with {name}=(k_cache, v_cache) of {past} earlier tokens"),
         decode_step=(step, getattr(type(inner).forward, "__code__", None)),
+    )
+
+
+def held_library_class(module: Any) -> Any | None:
+    """The transformers attention class a region's module (:func:`~attntrace.diffing.region.
+    region_module`) hands x, or None: the user's block passes its cache on to it, so the cache
+    is that class's ``DynamicCache``, not a (k, v) tuple."""
+    region = getattr(module, "attntrace_region", None)
+    if region is None:
+        return None
+    core = module.inner.get_submodule(region.core)
+    return core if type(core).__module__.startswith("transformers.") else None
+
+
+def _held_library(
+    layer: Layer, core: Any, name: str, cached: Callable[[Any], tuple[Any, Any]], past: int
+) -> Layer:
+    """``layer``'s user block called with a ``DynamicCache`` of the cache under ``name`` (and
+    ``cache_position``, ``position_ids`` where its forward takes them), the class it holds
+    updating that cache; the step returns the cache's keys and values after the call."""
+    import inspect
+    import types
+
+    module = layer.module
+    params = inspect.signature(module.inner.forward).parameters
+    index = getattr(core, "layer_idx", None) or 0
+
+    def step(x: Any, given: list[Any] | None = None) -> tuple[Any, Any]:
+        import torch
+
+        cache = dynamic_cache(*cached(x), types.SimpleNamespace(attn=core))
+        kwargs: dict[str, Any] = {name: cache}
+        positions = torch.arange(past, past + x.shape[-2])  # (S,): N..N+S-1
+        if "cache_position" in params:
+            kwargs["cache_position"] = positions
+        if "position_ids" in params:
+            kwargs["position_ids"] = positions[None].expand(*x.shape[:-2], -1)  # (B, S)
+        out = _in_dtype(module, x.dtype)(x, **kwargs)
+        held = cache.layers[index]
+        return out, (getattr(held, "keys"), getattr(held, "values"))  # noqa: B009
+
+    return dataclasses.replace(
+        layer,
+        call=lambda x, p: _first(step(x)[0]),
+        decode_step=(step, None),  # library code updates the cache: no wrong-axis check
+        notes=(
+            *layer.notes,
+            f"called with {name}=DynamicCache of {past} earlier tokens "
+            f"(for the {type(core).__name__} it holds)",
+        ),
     )
 
 

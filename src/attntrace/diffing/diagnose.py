@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping, Sequence, Set
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
@@ -59,6 +59,7 @@ def diagnose(
         first = returned
     order = {r.step.name: i for i, r in enumerate(rows)}
     used = {r.user.index for r in rows if r.status == MATCH and r.user is not None}
+    copies = _copies(user, used)  # k_embed.to(dtype) is the k_rot matched: no new evidence
     status = {r.step.name: r.status for r in rows}
     closest: tuple[float, Bug] | None = None
     partial: tuple[Diagnosis, Trace] | None = None  # the first to reproduce the divergence only
@@ -74,7 +75,9 @@ def diagnose(
         blamed = bug
         if bug.at == "scaled" and status.get("scaled") != MATCH:
             blamed = replace(bug, blame_first=True)
-        found = _test(blamed, setting, mistaken, user, used, (order, order[first.step.name]))
+        found = _test(
+            blamed, setting, mistaken, user, used, (order, order[first.step.name]), copies
+        )
         if found is None:
             gap = _gap(first, mistaken, user)
             if gap < (closest[0] if closest else math.inf):
@@ -97,7 +100,7 @@ def counterparts(rows: Sequence[Row], mistaken: Trace, user: UserSteps) -> tuple
     out = []
     for row in rows:
         m = mistaken[row.step.name] if row.status == DIFFERS and row.step.name in mistaken else None
-        hit = user.find(m.value, m.axes) if m is not None and m.value is not None else None
+        hit = _find(user, m, set()) if m is not None and m.value is not None else None
         if hit is None or row.step.value is None:
             out.append(row)
             continue
@@ -133,10 +136,12 @@ def _test(
     user: UserSteps,
     used: set[int],
     where: tuple[Mapping[str, int], int],
+    copies: Set[int] = frozenset(),
 ) -> Diagnosis | None:
     """A Diagnosis when a user tensor that matches no reference step holds the numbers of the
-    ``mistaken`` reference at or after the divergence. The line blamed is that of the first
-    user tensor holding any of its changed numbers."""
+    ``mistaken`` reference at or after the divergence (a copy of a matched tensor, one of
+    ``copies``, is no such proof). The line blamed is that of the first user tensor holding
+    any of its changed numbers."""
     order, divergence = where
     changed = [
         m
@@ -145,7 +150,7 @@ def _test(
         and not (m.name in s.ref and _same(m.value, s.ref[m.name].value, user))
     ]
     late = (m for m in changed if order.get(m.name, -1) >= divergence)
-    proof = next((hit for m in late if (hit := _find(user, m, used)) is not None), None)
+    proof = next((hit for m in late if (hit := _find(user, m, used | copies)) is not None), None)
     if proof is None:  # the usual case, tried first: no blame is looked for
         return None
     shift = s.config.alibi  # ALiBi's bias steps, up to a constant per query row
@@ -183,13 +188,44 @@ def _layout(who: UserStep, step: Step, user: UserSteps) -> str:
 def _find(
     user: UserSteps, m: Step, skip: set[int], shift: bool = False
 ) -> tuple[UserStep, Agreement] | None:
-    """The user's tensor holding step ``m``'s values (leaving out ``skip``); ``shift``: an
-    ALiBi bias step may hold them up to a constant per query row (:data:`ROW_SHIFTED`)."""
+    """The user's tensor holding step ``m``'s values (leaving out ``skip``, and the tensors
+    that play another step: a replayed k is the user's k, never the user's v that happens to
+    hold the same numbers, as torch's ``mha(x, x.roll(1, 1), x)`` has); ``shift``: an ALiBi
+    bias step may hold them up to a constant per query row (:data:`ROW_SHIFTED`)."""
     assert m.value is not None
+    skip = set(skip) | _other_roles(user, m.name)
     hit = user.find(m.value, m.axes, skip=skip)
     if hit is None and shift and m.name in ROW_SHIFTED:
         return user.find_shifted(m.value, m.axes, skip=skip)
     return hit
+
+
+def _copies(user: UserSteps, used: set[int]) -> set[int]:
+    """The user's tensors that hold the very values of a tensor already matched to a step
+    (``k_embed.to(original_dtype)`` beside ``k_embed``): a bug's replay found in one proves
+    nothing the match did not (ESM's q_rot replayed from k is the k_rot it copies)."""
+    from attntrace.diffing.match import same
+
+    matched = [(u, p) for u, p in zip(user.steps, user.prints, strict=True) if u.index in used]
+    return {
+        u.index
+        for u, p in zip(user.steps, user.prints, strict=True)
+        if u.index not in used
+        and u.name != "returned"  # what the code returns is the evidence (no o_proj: merged)
+        and any(
+            p == q and m.shape == u.shape and same(u.value, m.value, user.tol) for m, q in matched
+        )
+    }
+
+
+def _other_roles(user: UserSteps, name: str) -> set[int]:
+    """The indices of the user's tensors in a role other than ``name``, when one of them plays
+    ``name`` itself (else none: the code's roles do not say where the step is). A projection's
+    role is where it is cut from (``q, v, k = c_attn(x).split(H, 2)``: the second part is
+    ``k_proj``), which is what a swap changes: those roles do not rule a tensor out."""
+    if name.endswith("_proj") or not any(u.role == name for u in user.steps):
+        return set()
+    return {u.index for u in user.steps if u.role and u.role != name}
 
 
 def _run(bug: Bug, s: Setting, tensors: Mapping[str, Any]) -> Trace:

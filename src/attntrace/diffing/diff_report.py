@@ -293,6 +293,9 @@ def diff_layer(
     else:
         report = run_diff(layer, cfg, tensors, max_memory=max_memory)
     report = judge(report, explicit, reads)
+    from attntrace.diffing.unstated import explain
+
+    report = explain(report, tensors, explicit)  # an unstated RoPE, a padding mask made inside
     return with_gradients(report, layer, tensors) if backward else report
 
 

@@ -91,6 +91,22 @@ def as_layer(
     )
 
 
+def _weights_called(module: Any, info: Any, seq: int, batch: int | None) -> Any:
+    """:func:`~attntrace.diffing.names.module_weights`, and of a module holding several
+    attention layers (a ``TransformerDecoderLayer``'s two), the one its forward calls."""
+    from attntrace.diffing.names import module_weights
+    from attntrace.diffing.region import called_layer
+    from attntrace.errors import InputFileError
+
+    try:
+        return module_weights(module, info)
+    except InputFileError as exc:
+        called = called_layer(module, seq, batch) if "attention layers;" in str(exc) else None
+        if called is None:
+            raise
+        return module_weights(module, info, prefix=called)
+
+
 def _is_module(target: Any) -> bool:
     import sys
 
@@ -126,7 +142,6 @@ def _function_layer(fn: Callable[..., Any]) -> Layer:
 
 
 def _module_layer(module: Any, seq: int, batch: int | None, heads: int | None = None) -> Layer:
-    from attntrace.diffing.names import module_weights
     from attntrace.files.schemes import LayoutInfo
 
     name = f"{type(module).__name__} (nn.Module)"
@@ -152,7 +167,7 @@ def _module_layer(module: Any, seq: int, batch: int | None, heads: int | None = 
 
             hints = {**hints, **alibi_hints(attn)}
     info = LayoutInfo(hints.get("heads") or heads, hints.get("kv_heads"), section)
-    weights = module_weights(module.attn if library else module, info)
+    weights = _weights_called(module.attn if library else module, info, seq, batch)
     region = None
     if weights is not None and weights.prefix and not library:  # the layer is a submodule's
         sub = module.get_submodule(weights.prefix.rstrip("."))
@@ -337,11 +352,18 @@ def library_hints(module: Any, section: dict[str, Any]) -> dict[str, Any]:
 
     attn = getattr(module, "attn", module)
     layer = getattr(attn, "layer_idx", None)
-    fields = attention_fields(
-        own_sizes(attn, section),
-        f"{type(module).__name__}'s config",
-        layer if isinstance(layer, int) else 0,
-    )
+    try:
+        fields = attention_fields(
+            own_sizes(attn, section),
+            f"{type(module).__name__}'s config",
+            layer if isinstance(layer, int) else 0,
+        )
+    except ConfigError as exc:  # Pixtral's 2-D "axial" RoPE: the class's, not the user's
+        if "is not modelled" not in str(exc):
+            raise
+        from attntrace.diffing.region import cannot_tell
+
+        cannot_tell(f"{str(exc).split('; attntrace models')[0]}, which the reference lacks")
     fields = read_facts(attn, fields)  # is_causal, scaling, rotate_half: the module's own
     if fields.get("relative_bias") and "relative_attention_bias" not in dict(attn.named_modules()):
         fields["relative_bias"] = None  # a T5 layer without the table adds no bias

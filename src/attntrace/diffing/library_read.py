@@ -86,7 +86,7 @@ def unexpressible(attn: Any) -> str | None:
     attention (DeepSeek's low-rank q and kv), attention experts, a LayerNorm of q and k, an
     attention without a softmax (MiniMax's lightning attention, RWKV)."""
     name = type(attn).__name__
-    for check in (_disentangled, _children, _no_softmax):
+    for check in (_disentangled, _children, _no_softmax, _sinks, _clipped, _prescaled):
         what = check(attn)
         if what is not None:
             return f"{name} {what}, which the reference does not model"
@@ -124,6 +124,33 @@ def _children(attn: Any) -> str | None:
         return "is multi-head latent attention (low-rank q and kv, a separate rotary part)"
     if any("expert" in n for n in children):
         return "routes tokens to attention experts"
+    return None
+
+
+def _sinks(attn: Any) -> str | None:
+    """GPT-OSS's ``sinks``: a learned logit per head that joins the softmax over the keys."""
+    import torch
+
+    if isinstance(getattr(attn, "sinks", None), torch.nn.Parameter):
+        return "adds a learned sink logit per head to the softmax (attention sinks)"
+    return None
+
+
+def _clipped(attn: Any) -> str | None:
+    """OLMo's ``clip_qkv``: q, k and v clamped to ±c after the projection."""
+    clip = getattr(getattr(attn, "config", None), "clip_qkv", None)
+    if isinstance(clip, int | float) and not isinstance(clip, bool):
+        return f"clamps q, k and v to ±{clip:g} (clip_qkv)"
+    return None
+
+
+def _prescaled(attn: Any) -> str | None:
+    """ESM's rotary attention: q scaled by 1/√d before the rotation, the scores by 1.0."""
+    if (
+        getattr(attn, "position_embedding_type", None) == "rotary"
+        and getattr(attn, "scaling", 0) == 1
+    ):
+        return "scales q by 1/√d before its rotation (and the scores by 1.0)"
     return None
 
 

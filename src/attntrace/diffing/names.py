@@ -68,9 +68,14 @@ def _packed(layer: Arrays, path: Path, packed: str, out: tuple[str, ...]) -> Par
     }
 
 
+#: Other names of the output projection beside a packed ``qkv`` or ``to_qkv`` (a user's own
+#: module: ``self.qkv``, ``self.out``), tried after the library's own.
+PACKED_OUTPUTS = ("out", "out_proj", "o_proj", "output_proj", "dense", "c_proj", "wo", "o")
+
+
 def timm(layer: Arrays, path: Path) -> Params:
-    """timm's ``qkv`` and ``proj``."""
-    return _packed(layer, path, "qkv", ("proj",))
+    """timm's ``qkv`` and ``proj`` (or another familiar output name)."""
+    return _packed(layer, path, "qkv", ("proj", "to_out.0", "to_out", *PACKED_OUTPUTS))
 
 
 def wqkv(layer: Arrays, path: Path) -> Params:
@@ -80,7 +85,7 @@ def wqkv(layer: Arrays, path: Path) -> Params:
 
 def to_qkv(layer: Arrays, path: Path) -> Params:
     """vit-pytorch's ``to_qkv`` and ``to_out`` (a Linear, or Sequential(Linear, Dropout))."""
-    return _packed(layer, path, "to_qkv", ("to_out.0", "to_out"))
+    return _packed(layer, path, "to_qkv", ("to_out.0", "to_out", "proj", *PACKED_OUTPUTS))
 
 
 def to_q(layer: Arrays, path: Path) -> Params:
@@ -210,9 +215,12 @@ def _unused(layer: Arrays, path: Path) -> Params:
     raise AssertionError("read with the scheme's split function")  # pragma: no cover
 
 
-def module_weights(module: Any, info: LayoutInfo) -> LoadedWeights | None:
+def module_weights(
+    module: Any, info: LayoutInfo, prefix: str | None = None
+) -> LoadedWeights | None:
     """The attention weights of ``module`` by its own names (``info``: its head counts and
-    config, which the fused layouts need), or None when no name is known.
+    config, which the fused layouts need; ``prefix``: the layer's, when it holds several), or
+    None when no name is known.
 
     >>> import torch
     >>> class Attention(torch.nn.Module):  # timm's names
@@ -229,7 +237,8 @@ def module_weights(module: Any, info: LayoutInfo) -> LoadedWeights | None:
     arrays = LazyArrays(state, lambda key: torch_to_numpy(state[key]))
     path = Path(f"{type(module).__name__}.state_dict()")
     try:
-        return load_layer(path, arrays, {}, _top(arrays), schemes=_schemes(), info=info)
+        top = _top(arrays) if prefix is None else prefix  # prefix: the layer forward calls
+        return load_layer(path, arrays, {}, top, schemes=_schemes(), info=info)
     except InputFileError as exc:
         if "no attention weights in a known naming scheme" in str(exc):
             return None

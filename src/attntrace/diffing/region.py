@@ -163,6 +163,7 @@ def region_module(module: Any, region: Region) -> Any:
         def __init__(self) -> None:
             super().__init__()
             self.inner = module
+            self.attntrace_region = region  # --past: the held class decides the cache's kind
 
         def forward(self, x: Any, **kwargs: Any) -> Any:  # kwargs: a decode step's cache
             return run_region(self.inner, region, x, **kwargs)
@@ -179,7 +180,8 @@ def run_region(module: Any, region: Region, x: Any, **kwargs: Any) -> Any:
 
     core, end = module.get_submodule(region.core), module.get_submodule(region.end)
 
-    def handed(_: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    def handed(called: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        _self_attention(called, args, kwargs, region)
         return _with_x(args, kwargs, x)
 
     def reached(_: Any, __: Any, output: Any) -> None:
@@ -198,6 +200,43 @@ def run_region(module: Any, region: Region, x: Any, **kwargs: Any) -> Any:
     finally:
         for hook in hooks:
             hook.remove()
+
+
+#: Keyword names of the keys and values (or what they are made from) of a cross-attention.
+_OTHER_INPUT = ("key", "value", "encoder_hidden_states", "key_value_states", "memory", "context")
+
+
+def _self_attention(
+    core: Any, args: tuple[Any, ...], kwargs: dict[str, Any], region: Region
+) -> None:
+    """CANNOT TELL when the region's attention ``core`` is called with keys or values (an
+    argument its forward names ``key``, ``value``, ``encoder_hidden_states`` …) of another
+    length than its queries (``decoder.multihead_attn(x, memory, memory)``): cross-attention,
+    which the self-attention reference cannot be set beside. Other tensors (Bloom's alibi, a
+    mask) are not looked at."""
+    import inspect
+
+    import torch
+
+    first = next((a for a in args if isinstance(a, torch.Tensor)), None)
+    if first is None:
+        return
+    try:
+        names = list(inspect.signature(core.forward).parameters)
+    except (TypeError, ValueError):
+        return
+    given = {**dict(zip(names, args, strict=False)), **kwargs}
+    for other in (given.get(k) for k in _OTHER_INPUT):
+        if (
+            isinstance(other, torch.Tensor)
+            and other.ndim == first.ndim >= 2
+            and tuple(other.shape[:-1]) != tuple(first.shape[:-1])
+        ):
+            cannot_tell(
+                f"{region.words} is cross-attention: its keys and values come from another "
+                f"input {tuple(other.shape)} than its queries {tuple(first.shape)}, and diff "
+                "runs self-attention on x alone",
+            )
 
 
 #: Keyword names of the hidden states an attention module is called with.
@@ -246,3 +285,33 @@ def wrapped_forward(fn: Callable[..., Any]) -> Any | None:
     from attntrace.capturing.held import function_module
 
     return function_module(fn)
+
+
+def called_layer(module: Any, seq: int, batch: int | None) -> str | None:
+    """The prefix of the one attention layer ``module`` holds that its forward calls (of
+    several: a ``TransformerDecoderLayer``'s ``self_attn`` and ``multihead_attn``), or None
+    when it calls none or more than one."""
+    import torch
+
+    from attntrace.diffing.names import _schemes
+    from attntrace.files.schemes import layer_candidates
+
+    state = {k: v for k, v in module.state_dict().items() if v.is_floating_point()}
+    prefixes = [p for p, _ in layer_candidates(state, _schemes()) if p]
+    width = next((m.in_features for m in module.modules() if isinstance(m, torch.nn.Linear)), 0)
+    width = width or next(
+        (m.embed_dim for m in module.modules() if isinstance(m, torch.nn.MultiheadAttention)), 0
+    )
+    if not prefixes or not width:
+        return None
+    called: list[str] = []
+    hooks = [
+        module.get_submodule(p.rstrip(".")).register_forward_hook(lambda *_, p=p: called.append(p))
+        for p in prefixes
+    ]
+    try:
+        _probe_call(module, (*((batch,) if batch else ()), min(seq, 4), width))
+    finally:
+        for hook in hooks:
+            hook.remove()
+    return called[0] if len(set(called)) == 1 else None

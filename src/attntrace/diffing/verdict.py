@@ -146,9 +146,14 @@ def hint_sources(layer: Layer) -> dict[str, str]:
     module = layer.module
     if module is None:
         return {}
-    library = getattr(type(module), "attntrace_transparent", False)
+    region = getattr(module, "attntrace_region", None)  # the user's module holding the class
+    if region is not None:
+        module = module.inner
+    library = region is None and getattr(type(module), "attntrace_transparent", False)
     held = [getattr(module, "attn", module)] if library else [module, *_children(module)]
     config = getattr(module, "config", None) if library else None
+    if region is not None:
+        config = getattr(module.get_submodule(region.core), "config", None)
     found: dict[str, str] = {}
     for name in layer.hints:
         key = "rope_base" if name == "rope" else name
@@ -255,10 +260,12 @@ def _unconfirmed(
     order = {r.step.name: i for i, r in enumerate(report.rows)}
     status = {r.step.name: r.status for r in report.rows}
     at = order.get(d.step, len(order))
-    for read in reads:
+    for read in sorted(reads, key=lambda r: r.field != "window"):  # the narrower choice first
         step = ACTS_AT.get(read.field)
         if not read.choice or read.field in explicit or step not in order:
             continue
+        if read.field == "causal" and "window" in explicit:
+            continue  # --window W stated the mask's band: the code is judged by it
         if order[step] <= at and status[step] != ROW_MATCH:
             label, option = LABELS.get(read.field, (read.field, ""))
             say = (

@@ -41,13 +41,14 @@ def render_diff(report: DiffReport, console: Console) -> None:
             (cfg.dtype, "cyan"),
         )
     )
-    console.print(
-        Text(
-            f"same input and weights (from {plain(report.weights)}) on both sides; "
-            f"rtol {tol.rtol:.1e} atol {tol.atol:.1e}",
-            style="dim",
+    if report.weights:  # none when nothing ran (CANNOT TELL before the run)
+        console.print(
+            Text(
+                f"same input and weights (from {plain(report.weights)}) on both sides; "
+                f"rtol {tol.rtol:.1e} atol {tol.atol:.1e}",
+                style="dim",
+            )
         )
-    )
     for note in report.notes:
         console.print(Text(plain(note), style="dim"))
     for read in report.read:  # what the module said, no flag having said it
@@ -186,7 +187,12 @@ def _how_far(report: DiffReport, step: str, max_abs: float, max_rel: float) -> s
     """The distance of the first differing step, or its two shapes where they differ (a
     cache returned without the new tokens: (B, g, N, d) against (B, g, N+S, d))."""
     row = next((r for r in report.rows if r.step.name == step and r.user is not None), None)
-    if row is not None and row.user is not None and row.user.shape != row.step.shape:
+    if (
+        row is not None
+        and row.user is not None
+        and row.user.shape != row.step.shape
+        and (row.agreement is None or math.isinf(row.agreement.max_abs))
+    ):  # no layout of one is the other (a (5, 2, 32) for a (2, 5, 32) is a layout)
         return (
             f"  user vs reference: shapes differ, {format_shape(row.user.shape)} against "
             f"{format_shape(row.step.shape)}\n"

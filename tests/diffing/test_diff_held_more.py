@@ -1,0 +1,194 @@
+"""A transformers attention class held by the user's own block, beyond the first corpus: a
+decode step (``--past``) whose cache the block passes on to the class it holds (a
+``DynamicCache``, the class's own kind), the choices read from that class named as its own
+(``LlamaAttention.is_causal``), and a CANNOT TELL that ran nothing printing no weights line."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from attntrace import AttentionConfig
+from attntrace.diffing.diff_report import diff
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("transformers")
+
+H, HEADS = 64, 4
+
+
+class NeoXBlock(torch.nn.Module):  # type: ignore[misc]
+    """GPT-NeoX's attention under the user's name, its cache argument ``layer_past`` passed on,
+    the rotary positions counted from the cache's length, as a decode loop does."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        from transformers import GPTNeoXConfig
+        from transformers.models.gpt_neox.modeling_gpt_neox import (
+            GPTNeoXAttention,
+            GPTNeoXRotaryEmbedding,
+        )
+
+        cfg = GPTNeoXConfig(
+            hidden_size=H, num_attention_heads=HEADS, num_hidden_layers=1, intermediate_size=128
+        )
+        cfg._attn_implementation = "eager"
+        self.ln = torch.nn.LayerNorm(H)
+        self.attn = GPTNeoXAttention(cfg, layer_idx=0)
+        self.rope = GPTNeoXRotaryEmbedding(cfg)
+
+    def forward(self, x: torch.Tensor, layer_past: Any = None) -> torch.Tensor:
+        S = x.shape[1]
+        N = 0 if layer_past is None else layer_past.get_seq_length()
+        tables = self.rope(x, torch.arange(N, N + S)[None])  # (1, S, d) each
+        out, _ = self.attn(self.ln(x), None, position_embeddings=tables, layer_past=layer_past)
+        return x + out  # type: ignore[no-any-return]
+
+
+class LlamaBlock(torch.nn.Module):  # type: ignore[misc]
+    """LlamaAttention held as ``self.mixer``, its cache ``past_key_values`` and
+    ``cache_position`` passed on; no mask (a decode step of one token needs none)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        from transformers import LlamaConfig
+        from transformers.models.llama.modeling_llama import LlamaAttention, LlamaRotaryEmbedding
+
+        cfg = LlamaConfig(
+            hidden_size=H, num_attention_heads=HEADS, num_key_value_heads=2, num_hidden_layers=1
+        )
+        cfg._attn_implementation = "eager"
+        self.norm = torch.nn.RMSNorm(H)
+        self.mixer = LlamaAttention(cfg, layer_idx=0)
+        self.rope = LlamaRotaryEmbedding(cfg)
+
+    def forward(
+        self, x: torch.Tensor, past_key_values: Any = None, cache_position: Any = None
+    ) -> torch.Tensor:
+        S = x.shape[1]
+        positions = torch.arange(S) if cache_position is None else cache_position  # (S,)
+        out, _ = self.mixer(
+            self.norm(x),
+            position_embeddings=self.rope(x, positions[None]),
+            attention_mask=None,
+            past_key_values=past_key_values,
+            cache_position=positions,
+        )
+        return x + out  # type: ignore[no-any-return]
+
+
+@pytest.mark.slow
+@pytest.mark.e2e  # GPT-NeoX's modeling module imported: several seconds on its own
+@pytest.mark.parametrize("block", [NeoXBlock, LlamaBlock])
+def test_a_decode_step_hands_the_held_class_its_own_cache(block: type) -> None:
+    torch.manual_seed(0)
+    report = diff(block(), AttentionConfig(batch=1, seq=1, hidden=H, heads=HEADS, past=3))
+    assert report.ok, (report.diagnosis, report.undecided)
+    assert any("DynamicCache of 3 earlier tokens" in n for n in report.notes), report.notes
+    seen = {r.step.name for r in report.rows if r.status == "match" and r.user is not None}
+    assert {"k_all", "v_all", "weights", "context"} <= seen, sorted(seen)
+
+
+@pytest.mark.slow  # Llama's modeling module (already loaded by the corpus in a full run)
+def test_a_choice_read_from_the_held_class_is_named_as_its_own() -> None:
+    from attntrace.diffing.layer import as_layer
+    from attntrace.diffing.verdict import split_hints
+
+    torch.manual_seed(0)
+    layer = as_layer(LlamaBlock(), seq=5, batch=2)
+    _, reads = split_hints(layer, set())
+    sources = {r.field: r.source for r in reads}
+    assert sources["causal"] == "LlamaAttention.is_causal"
+    assert sources["rope_base"] == "LlamaConfig.rope_theta"
+
+
+@pytest.mark.slow
+def test_no_mask_passed_to_a_causal_class_held_is_cannot_tell_and_its_remedy_matches() -> None:
+    import dataclasses
+
+    from attntrace.diffing.diff_report import diff_layer
+    from attntrace.diffing.layer import as_layer
+
+    torch.manual_seed(0)
+    config = AttentionConfig(batch=2, seq=5, hidden=H, heads=HEADS, kv_heads=2)
+    report = diff(LlamaBlock(), config)
+    assert report.verdict == "cannot tell"
+    assert report.undecided is not None
+    assert "LlamaAttention.is_causal gives True" in report.undecided.missing
+    assert report.undecided.remedy.startswith("pass --no-causal")
+    options = dataclasses.asdict(config)  # --no-causal typed: the remedy, applied
+    layer = as_layer(LlamaBlock(), seq=5, batch=2)
+    applied = diff_layer(layer, options, {"causal", "batch", "seq", "hidden", "heads"}, None)
+    assert applied.verdict == "match", (applied.diagnosis, applied.undecided)
+
+
+def test_a_cannot_tell_that_ran_nothing_prints_no_weights_line() -> None:
+    from rich.console import Console
+
+    from attntrace.diffing.diff_report import cannot_tell_report
+    from attntrace.errors import CannotTellError
+    from attntrace.render.diff_view import render_diff
+
+    report = cannot_tell_report(
+        AttentionConfig(batch=2, seq=5, hidden=H, heads=HEADS),
+        "BloomAttention (nn.Module)",
+        CannotTellError("ALiBi has no reference step", ""),
+    )
+    console = Console(width=100, record=True, color_system=None)
+    render_diff(report, console)
+    text = console.export_text()
+    assert "(from )" not in text
+    assert "weights" not in text.splitlines()[1]
+    assert "CANNOT TELL: ALiBi has no reference step" in text
+
+
+class HeldMHA(torch.nn.Module):  # type: ignore[misc]
+    """torch's attention after the user's norm: sequence-first with a boolean causal mask, or
+    batch-first with a key padding mask (the last two keys of the second sequence)."""
+
+    def __init__(self, kind: str) -> None:
+        super().__init__()
+        self.kind, self.norm = kind, torch.nn.LayerNorm(H)
+        self.attention = torch.nn.MultiheadAttention(H, HEADS, batch_first=kind == "padding")
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        B, S, _ = x.shape
+        h = self.norm(x)
+        if self.kind == "padding":
+            padding = torch.zeros(B, S, dtype=torch.bool)
+            padding[-1, -2:] = True  # (B, S): True = a padded key
+            return x + self.attention(h, h, h, key_padding_mask=padding)[0]  # type: ignore[no-any-return]
+        causal = torch.ones(S, S, dtype=torch.bool).triu(1)  # (S, S): True = hidden
+        t = h.transpose(0, 1)  # (S, B, H)
+        return x + self.attention(t, t, t, attn_mask=causal)[0].transpose(0, 1)  # type: ignore[no-any-return]
+
+
+@pytest.mark.slow
+def test_an_unstated_causal_mask_fused_with_the_scores_is_cannot_tell_then_match() -> None:
+    """torch adds a boolean mask with the scores in one ``baddbmm``: the scores step already
+    differs, before the step where the catalogue's causal mask starts."""
+    import dataclasses
+
+    from attntrace.diffing.diff_report import diff_layer
+    from attntrace.diffing.layer import as_layer
+
+    torch.manual_seed(0)
+    config = AttentionConfig(batch=2, seq=5, hidden=H, heads=HEADS)
+    report = diff(HeldMHA("causal"), config)
+    assert report.verdict == "cannot tell", report.diagnosis
+    assert report.undecided is not None
+    assert report.undecided.remedy.startswith("pass --causal")
+    layer = as_layer(HeldMHA("causal"), seq=5, batch=2)
+    options = {**dataclasses.asdict(config), "causal": True}
+    applied = diff_layer(layer, options, {"causal", "batch", "seq", "hidden", "heads"}, None)
+    assert applied.verdict == "match", (applied.diagnosis, applied.undecided)
+
+
+@pytest.mark.slow
+def test_a_key_padding_mask_the_code_makes_is_cannot_tell_with_the_lengths() -> None:
+    torch.manual_seed(0)
+    report = diff(HeldMHA("padding"), AttentionConfig(batch=2, seq=5, hidden=H, heads=HEADS))
+    assert report.verdict == "cannot tell", report.diagnosis
+    assert report.undecided is not None
+    assert "keys kept per batch item 5,3" in report.undecided.missing
