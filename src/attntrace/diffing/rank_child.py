@@ -241,7 +241,8 @@ def _run_rank(request: Mapping[str, Any], config: AttentionConfig, rank: Any) ->
     if "hidden" not in request.get("typed", ()):  # the width the module takes, not 768
         from attntrace.capturing.runner import _width
 
-        sizes.setdefault("hidden", _width(module))
+        if "hidden" not in sizes:
+            sizes["hidden"] = _width(module)
         config = dataclasses.replace(config, hidden=sizes["hidden"], heads=1, kv_heads=None)
     x = torch.from_numpy(_seeded_x(config))
     x = shard_x(x, rank)  # (B, S, H), or (B, S/N, H) with --cp

@@ -403,5 +403,6 @@ def torch_to_numpy(t: Any) -> np.ndarray:
     """A numpy copy of the torch tensor ``t`` (bfloat16, which numpy lacks, as float32)."""
     import numpy as np
 
+    t = t.to_local() if hasattr(t, "to_local") else t  # a DTensor: this rank's shard
     t = t.detach().cpu()
     return np.array((t.float() if str(t.dtype) == "torch.bfloat16" else t).numpy())
