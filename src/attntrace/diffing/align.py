@@ -213,3 +213,35 @@ def _descendants(ref: Trace) -> dict[str, set[str]]:
             if name in below:
                 below[name] |= {step.name} | below[step.name]
     return below
+
+
+#: Under the header when the code returns its input plus the attention's output.
+RESIDUAL_NOTE = (
+    "the code returns x + output (its own residual connection): compared up to the output "
+    "projection, the residual checked"
+)
+
+
+def residual(rows: Sequence[Row], user: UserSteps, x: np.ndarray) -> tuple[Row, ...] | None:
+    """The rows with the output matched inside the code when what it returns is its input
+    ``x`` (as given, before any norm of its own) plus the reference's output — a block's
+    residual connection, not a bug; None when that is not the case.
+
+    >>> import numpy as np
+    >>> from attntrace.tools.verify import Tolerance
+    >>> residual((), UserSteps((), Tolerance(1e-5, 1e-4)), np.zeros(3)) is None
+    True
+    """
+    at = next((i for i, r in enumerate(rows) if r.step.name == "output"), None)
+    if at is None or rows[at].status != DIFFERS or rows[at].user is None:
+        return None
+    row, returned = rows[at], rows[at].user
+    if returned is None or returned.name != "returned" or row.step.value is None:
+        return None
+    if returned.value.shape != x.shape or row.step.value.size != x.size:
+        return None
+    inside = user.find(row.step.value, row.step.axes, "output")
+    made = agree(returned.value, x + row.step.value.reshape(x.shape), row.step.axes, user.tol)
+    if inside is None or made is None or not made.ok:
+        return None
+    return (*rows[:at], Row(row.step, MATCH, *inside), *rows[at + 1 :])

@@ -31,7 +31,7 @@ if TYPE_CHECKING:  # the machinery is imported when a diff runs: import attntrac
 
     import numpy as np
 
-    from attntrace.diffing.align import Row
+    from attntrace.diffing.align import Row, UserSteps
     from attntrace.diffing.backward_diff import GradientReport
     from attntrace.diffing.diagnose import Diagnosis
     from attntrace.diffing.layer import Layer
@@ -514,6 +514,7 @@ def run_diff(
         tol,
     )
     rows = align(ref, user)
+    rows, notes = _residual(rows, user, given, notes)
     kernel = calls_kernel(s.source for s in steps)
     diagnosis, mistaken = diagnose(Setting(config, ref, tensors, kernel), rows, user, tensors)
     if dropout is not None:  # torch's draws cannot be replayed: named from the call
@@ -562,6 +563,17 @@ def _shift_notes(rows: tuple[Any, ...]) -> tuple[str, ...]:
 
     steps = [r.step.name for r in rows if getattr(r, "shifted", False)]
     return (SHIFT_NOTE.format(steps=" and ".join(steps)),) if steps else ()
+
+
+def _residual(
+    rows: tuple[Row, ...], user: UserSteps, x: np.ndarray, notes: tuple[str, ...]
+) -> tuple[tuple[Row, ...], tuple[str, ...]]:
+    """The rows and notes when the code returns ``x + output`` (its own residual connection,
+    :func:`attntrace.diffing.align.residual`), else as they are."""
+    from attntrace.diffing.align import RESIDUAL_NOTE, residual
+
+    kept = residual(rows, user, x)
+    return (rows, notes) if kept is None else (kept, (*notes, RESIDUAL_NOTE))
 
 
 def _normed(layer: Layer, config: AttentionConfig, x: np.ndarray) -> np.ndarray:

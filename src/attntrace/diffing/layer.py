@@ -203,21 +203,24 @@ def _module_layer(module: Any, seq: int, batch: int | None, heads: int | None = 
     )
 
 
-#: ``x = self.norm(x)`` as the first statement of forward: a pre-norm inside the module.
-_PRENORM = re.compile(r"def forward\(self, (\w+)[^)]*\):\s*\n\s*\1 = self\.(\w+)\(\1\)")
+#: forward's first argument after ``self`` (x).
+_FORWARD_X = re.compile(r"def forward\(\s*self\s*,\s*(\w+)")
 
 
 def _prenorm(module: Any) -> Callable[[Any], Any] | None:
-    """The norm (LayerNorm, RMSNorm) that forward applies to x first, or None.
+    """The norm (LayerNorm, RMSNorm) that forward applies to x itself before any of the
+    module's projections (``x = self.norm(x)``, ``h = self.ln_1(x)``, ``self.qkv(self.norm(x))``),
+    or None; a norm called after a projection is a post-norm, not the attention's input.
 
     >>> import torch
     >>> class Attention(torch.nn.Module):
     ...     def __init__(self):
     ...         super().__init__()
-    ...         self.norm = torch.nn.LayerNorm(4)
+    ...         self.norm, self.qkv = torch.nn.LayerNorm(4), torch.nn.Linear(4, 12)
     ...     def forward(self, x):
-    ...         x = self.norm(x)
-    ...         return x
+    ...         B, S, H = x.shape
+    ...         h = self.norm(x)
+    ...         return self.qkv(h)
     >>> _prenorm(Attention()) is not None, _prenorm(torch.nn.Linear(4, 4))
     (True, None)
     """
@@ -228,11 +231,18 @@ def _prenorm(module: Any) -> Callable[[Any], Any] | None:
         source = textwrap.dedent(inspect.getsource(type(module).forward))
     except (TypeError, OSError):
         return None
-    found = _PRENORM.search(source)
-    norm = getattr(module, found.group(2), None) if found else None
-    if norm is None or "norm" not in type(norm).__name__.lower():
+    head = _FORWARD_X.search(source)
+    if head is None:
         return None
-    return norm  # type: ignore[no-any-return]
+    calls = list(re.finditer(r"self\.(\w+)\(", source))
+    for call in calls:
+        child: Any = getattr(module, call.group(1), None)
+        if "norm" in type(child).__name__.lower():
+            called_on_x = source[call.end() :].lstrip().startswith(f"{head.group(1)})")
+            return child if called_on_x else None
+        if getattr(getattr(child, "weight", None), "ndim", 0) == 2:
+            return None  # a projection came first: no pre-norm
+    return None
 
 
 #: The layouts a family chooses on purpose that the reference writes otherwise.
