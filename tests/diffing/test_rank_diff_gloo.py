@@ -75,6 +75,9 @@ def test_planted_bug_is_named_with_rank_and_line(p: Planted) -> None:
     file, line = f.location.rsplit(":", 1)
     assert file.endswith(f"{p.key}.py")
     assert p.shows in text.splitlines()[int(line) - 1], (f, planted_line(p, text))
+    named = f"{p.key}.py:{planted_line(p, text) + p.named}"  # the planted line where it can be
+    callers = f.called.split(", called at ")[-1].split(", ") if f.called else []
+    assert named in (f.location, *callers), f
 
 
 def test_cli_exit_codes_table_and_json(tmp_path: Any) -> None:
@@ -88,7 +91,8 @@ def test_cli_exit_codes_table_and_json(tmp_path: Any) -> None:
     assert got.exit_code == 1, got.output
     assert "note: tp: from the world size, --nproc 2" in got.output
     assert "DIFFERS at rank 0, step o_all_reduce" in got.output
-    assert "tp-no-all-reduce.py:80 (rank 0)" in got.output
+    assert "tp-no-all-reduce.py:80 (in RowParallelLinear.forward, called at" in got.output
+    assert "tp-no-all-reduce.py:121; rank" in got.output
     good = f"{DATA / 'distributed' / 'megatron_tp.py'}:ParallelSelfAttention"
     got = runner.invoke(app, ["diff", good, *init, *sizes, "--nproc", "2", "--format", "json"])
     assert got.exit_code == 0, got.output

@@ -186,7 +186,7 @@ def step_site(site: Site, base: str, name: str) -> Site:
     >>> step_site(Site("a.py:3", "dist.all_reduce(out)"), "out", "all_reduce").target
     'out_all_reduce'
     """
-    return Site(site.location, site.source, f"{base}_{name}" if base else name)
+    return Site(site.location, site.source, f"{base}_{name}" if base else name, called=site.called)
 
 
 def params(m: Moved, read: Sequence[tuple[int, ...]], dtype: str) -> dict[str, Any]:

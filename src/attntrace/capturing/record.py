@@ -39,6 +39,7 @@ class CapturedStep(Step):
     source: str = ""
     role: str = ""
     input_shapes: tuple[Shape, ...] = ()  # the shape of each tensor operand, in call order
+    called: str = ""  # made in a helper: "in apply_rope, called at ring.py:81"
 
     @property
     def nbytes(self) -> int:
@@ -296,6 +297,7 @@ class Capture:
             source=e.site.source,
             role=role,
             input_shapes=e.input_shapes,
+            called=e.site.called,
         )
 
     def _value(self, e: Event, memo: dict[int, Any]) -> np.ndarray | None:

@@ -4,6 +4,7 @@ called a library, the source text of the expression and the name the line assign
 from __future__ import annotations
 
 import ast
+import dataclasses
 import linecache
 import os
 import sys
@@ -144,6 +145,7 @@ class Site:
     source: str
     target: str = ""  # the variable the statement assigns, when this op is its whole value
     targets: tuple[str, ...] = ()  # the names of a tuple assignment ``q, k, v = …``
+    called: str = ""  # inside a helper: "in apply_rope, called at ring.py:81", else ""
 
 
 def site_of(frame: FrameType) -> Site:
@@ -155,10 +157,37 @@ def site_of(frame: FrameType) -> Site:
     caller = frame.f_back
     line = int(site.location.rsplit(":", 1)[1])
     returned = bool(site.target) and _returned(code).get(site.target) == line
+    called = called_from(frame)
     if returned and caller is not None and is_user_file(caller.f_code.co_filename):
-        named = site_of(caller).target
-        return Site(site.location, site.source, named, site.targets) if named else site
-    return site
+        named = site_of(caller).target or site.target
+        return Site(site.location, site.source, named, site.targets, called)
+    return dataclasses.replace(site, called=called) if called else site
+
+
+#: How many of the user's call sites above a helper are named (the helper's caller first).
+CALLERS = 2
+
+
+def called_from(frame: FrameType) -> str:
+    """Where the code of ``frame``'s own file called the helper ``frame`` runs in, walking past
+    the frames between (``nn.Module.__call__``): "in apply_rope, called at ring.py:81", or ""
+    when no function of that file called it (the forward attntrace called)."""
+    sites: list[str] = []
+    file = frame.f_code.co_filename
+    while frame.f_code.co_name.startswith("<") and _same_file(frame.f_back, file):
+        frame = frame.f_back  # type: ignore[assignment]  # a genexpr: its function's frame
+    up = frame.f_back
+    while up is not None and len(sites) < CALLERS:
+        if up.f_code.co_filename == file and up.f_code.co_name != "<module>":
+            sites.append(f"{os.path.basename(file)}:{up.f_lineno}")
+        up = up.f_back
+    if not sites:
+        return ""
+    return f"in {frame.f_code.co_qualname}, called at {', '.join(sites)}"
+
+
+def _same_file(frame: FrameType | None, file: str) -> bool:
+    return frame is not None and frame.f_code.co_filename == file
 
 
 @lru_cache(maxsize=1024)

@@ -209,8 +209,8 @@ def _load(folder: Path, rank: int, result: Any) -> RankCapture:
         data = {k: z[k] for k in z.files}
     x = data["__x"]
     steps = [UserStep(index=0, name="x", value=x)]
-    for i, (name, location, source, role) in enumerate(result["steps"], 1):
-        steps.append(UserStep(i, name, data[f"s{i - 1}"], location, source, role))
+    for i, (name, location, source, role, called) in enumerate(result["steps"], 1):
+        steps.append(UserStep(i, name, data[f"s{i - 1}"], location, source, role, called))
     params = {k[2:]: v for k, v in data.items() if k.startswith("p:")}
     return RankCapture(rank, x, data["__out"], params, tuple(steps))
 
@@ -255,7 +255,7 @@ def _run_rank(request: Mapping[str, Any], config: AttentionConfig, rank: Any) ->
     arrays |= {f"p:{n}": _local(p) for n, p in module.named_parameters()}
     arrays |= {f"s{i}": s.value for i, s in enumerate(steps)}
     np.savez(Path(request["out"]) / f"rank-{rank.rank}.npz", **arrays)
-    steps_seen = [[s.name, s.location, s.source, s.role] for s in steps]
+    steps_seen = [[s.name, s.location, s.source, s.role, s.called] for s in steps]
     return {"steps": steps_seen, "sizes": sizes, "built": built}
 
 

@@ -68,6 +68,7 @@ class Finding:
     location: str = ""
     source: str = ""
     max_abs: float = math.nan
+    called: str = ""  # the location is in a helper: "in apply_rope, called at ring.py:81"
 
 
 @dataclass(frozen=True)
@@ -290,7 +291,9 @@ def _test(
         return None
     who, step, _ = min(hits, key=lambda h: h[0].index)
     gap = _gap(who, good[step] if step in good else None, user.tol)  # noqa: SIM401 (a Trace)
-    return Finding(rank, step, bug.key, bug.name, bug.fix, who.location, who.source, gap)
+    return Finding(
+        rank, step, bug.key, bug.name, bug.fix, who.location, who.source, gap, who.called
+    )
 
 
 def _same(a: np.ndarray, b: np.ndarray | None, tol: Tolerance) -> bool:
@@ -339,6 +342,7 @@ def _unexplained(first: _First, traces: Sequence[Trace]) -> Finding:
         row.user.location,
         row.user.source,
         gap,
+        row.user.called,
     )
 
 
@@ -361,6 +365,7 @@ def _copy_finding(
         fix=fix,
         location=who.location if who else "",
         source=who.source if who else "",
+        called=who.called if who else "",
     )
 
 

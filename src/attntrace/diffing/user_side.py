@@ -30,6 +30,7 @@ class UserStep:
     location: str = ""  # "file:line"
     source: str = ""  # the expression on that line
     role: str = ""  # the reference step capture recognised it as, or ""
+    called: str = ""  # made in a helper: "in apply_rope, called at ring.py:81"
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -82,6 +83,7 @@ def _user_steps(captured: Any, calls: dict[str, str] | None = None) -> tuple[Use
             location=getattr(s, "location", ""),
             source=calls.get(getattr(s, "location", ""), getattr(s, "source", "")),
             role=getattr(s, "role", ""),
+            called=getattr(s, "called", ""),
         )
         for i, (s, value) in enumerate((s, v) for s, v in kept if v.dtype.kind in "fb")
     )

@@ -105,6 +105,11 @@ def finding_lines(f: Finding) -> list[str]:
     """
     lines = []
     if f.location:
-        lines.append(f"  at {plain(f.location)} (rank {f.rank}): {plain(f.source.strip())}")
+        where = (
+            f"{f.location} ({f.called}; rank {f.rank})"
+            if f.called
+            else f"{f.location} (rank {f.rank})"
+        )
+        lines.append(f"  at {plain(where)}: {plain(f.source.strip())}")
     lines.append(f"  fix: {plain(f.fix)}")
     return lines

@@ -18,6 +18,11 @@ class Planted:
     init: dict = field(default_factory=dict)  # --init
     config: dict = field(default_factory=dict)  # the diff flags beyond the sizes
     nproc: int = 2
+    #: the line the report names (its location or a caller's) minus the planted line: 0 where
+    #: it names the planted line; otherwise the planted line makes no float tensor (a deleted
+    #: collective, a Python scale or slice in __init__, int positions, an `if`) or the first
+    #: tensor found is later than it (see /work/notes/h44c.md)
+    named: int = 0
 
 
 TP = {"causal": True}
@@ -27,31 +32,31 @@ PLANTED = (
     Planted(
         "tp-no-all-reduce", "megatron_tp.py", "ParallelSelfAttention",
         "dist.all_reduce(partial)", "# dist.all_reduce(partial)",
-        "tp", 0, "partial = F.linear(x, self.weight)", {"causal": True}, TP,
+        "tp", 0, "partial = F.linear(x, self.weight)", {"causal": True}, TP, named=-1,
     ),
     Planted(
         "tp-bias-before-and-after", "megatron_tp.py", "ParallelSelfAttention",
         "partial = F.linear(x, self.weight)", "partial = F.linear(x, self.weight, self.bias)",
-        "tp", 0, "out = out + self.bias", {"causal": True}, TP,
+        "tp", 0, "out = out + self.bias", {"causal": True}, TP, named=4,
     ),
     Planted(
         "tp-scale-local-heads", "megatron_tp.py", "ParallelSelfAttention",
         "self.scale = 1.0 / math.sqrt(self.head_dim)",
         "self.scale = 1.0 / math.sqrt(hidden // self.local_heads)",
-        "tp", 0, "scores = q @ k.transpose(-2, -1) * self.scale", {"causal": True}, TP,
+        "tp", 0, "scores = q @ k.transpose(-2, -1) * self.scale", {"causal": True}, TP, named=14,
     ),
     Planted(
         "kv-not-replicated", "megatron_tp.py", "ParallelSelfAttention",
         "first, count = rank * kv_heads // world, 1", "first, count = rank % kv_heads, 1",
         "tp", 1, "return F.linear(x, self.weight, self.bias)",
-        {"causal": True, "kv_heads": 2}, {"causal": True, "kv_heads": 2}, 4,
+        {"causal": True, "kv_heads": 2}, {"causal": True, "kv_heads": 2}, 4, named=6,
     ),
     Planted(
         "tp-global-heads-view", "dtensor_tp.py", "TPAttention",
         "return t.view(B, S, -1, self.head_dim).transpose(1, 2)  # the rank's heads: -1",
         "return t.view(B, S, self.heads, -1).transpose(1, 2)  # the rank's heads: -1",
         "tp", 0, "context = (weights @ v).transpose(1, 2).reshape(B, S, -1)",
-        {"causal": True}, TP,
+        {"causal": True}, TP, named=10,
     ),
     Planted(
         "tp-scale-local-width", "dtensor_tp.py", "TPAttention",
@@ -64,6 +69,7 @@ PLANTED = (
         "cp-rope-restart", "ring.py", "RingAttention",
         "positions = torch.arange(rank * s, (rank + 1) * s)", "positions = torch.arange(s)",
         "ring", 1, "return x * emb.cos().float() + rotate_half(x) * emb.sin().float()", {}, CP,
+        named=1,
     ),
     Planted(
         "ring-merge-mean", "ring.py", "RingAttention",
@@ -75,29 +81,31 @@ PLANTED = (
         "cp-causal-local", "ring.py", "RingAttention",
         "q, k, v, scale, causal=self.causal and source == rank",
         "q, k, v, scale, causal=self.causal",
-        "ring", 1, "scores = scores.masked_fill(", {}, CP,
+        "ring", 1, "scores = scores.masked_fill(", {}, CP, named=-1,
     ),
     Planted(
         "ring-local-keys-only", "ring.py", "RingAttention",
         "if not self.causal or source <= rank:", "if source == rank:",
         "ring", 1, "out = torch.softmax(scores, dim=-1) @ v", {}, CP,
+        named=1,
     ),
     Planted(
         "ulysses-heads-order", "ulysses.py", "UlyssesAttention",
         "send = t.reshape(B, s, world, h // world, d).permute(2, 0, 1, 3, 4).contiguous()",
         "send = t.reshape(B, s, h // world, world, d).permute(3, 0, 1, 2, 4).contiguous()",
-        "ulysses", 0, "q, k, v = (seq_to_heads(t)", {}, CP,
+        "ulysses", 0, "q, k, v = (seq_to_heads(t)", {}, CP, named=35,
     ),
     Planted(
         "ulysses-seq-order", "ulysses.py", "UlyssesAttention",
         "return got.permute(1, 0, 2, 3, 4).reshape(B, world * s, h // world, d)",
         "return got.permute(1, 2, 0, 3, 4).reshape(B, world * s, h // world, d)",
-        "ulysses", 0, "q, k, v = (seq_to_heads(t)", {}, CP,
+        "ulysses", 0, "q, k, v = (seq_to_heads(t)", {}, CP, named=32,
     ),
     Planted(
         "cp-rope-restart-ulysses", "ulysses.py", "UlyssesAttention",
         "positions = torch.arange(rank * s, (rank + 1) * s)", "positions = torch.arange(s)",
         "ulysses", 1, "return x * emb.cos().float() + rotate_half(x) * emb.sin().float()", {}, CP,
+        named=1,
     ),
 )
 
