@@ -178,8 +178,9 @@ def called_from(frame: FrameType) -> str:
         frame = frame.f_back  # type: ignore[assignment]  # a genexpr: its function's frame
     up = frame.f_back
     while up is not None and len(sites) < CALLERS:
-        if up.f_code.co_filename == file and up.f_code.co_name != "<module>":
-            sites.append(f"{os.path.basename(file)}:{up.f_lineno}")
+        site = f"{os.path.basename(file)}:{up.f_lineno}"
+        if up.f_code.co_filename == file and up.f_code.co_name != "<module>" and site not in sites:
+            sites.append(site)  # a genexpr's line and its function's are one call site
         up = up.f_back
     if not sites:
         return ""

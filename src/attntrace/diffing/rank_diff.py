@@ -284,9 +284,7 @@ def _test(
     for m in bad.steps:
         if m.value is None or (m.name in good and _same(m.value, good[m.name].value, user.tol)):
             continue
-        hit = user.find(m.value, m.axes)
-        if hit is not None:
-            hits.append((hit[0], m.name, hit[1]))
+        hits.extend((who, m.name, found) for who, found in _holders(user, m.value, m.axes))
     if not hits:
         return None
     who, step, _ = min(hits, key=lambda h: h[0].index)
@@ -294,6 +292,20 @@ def _test(
     return Finding(
         rank, step, bug.key, bug.name, bug.fix, who.location, who.source, gap, who.called
     )
+
+
+def _holders(
+    user: UserSteps, value: np.ndarray, axes: tuple[str, ...], most: int = 8
+) -> list[tuple[UserStep, Agreement]]:
+    """Every tensor of the user's holding ``value`` (up to ``most``), in any layout: the first
+    in program order may be the helper's own (a reshape in ``seq_to_heads``) while the one
+    ``find`` prefers is its caller's view in the reference's layout."""
+    found: list[tuple[UserStep, Agreement]] = []
+    skip: set[int] = set()
+    while len(found) < most and (hit := user.find(value, axes, skip=skip)) is not None:
+        found.append(hit)
+        skip.add(hit[0].index)
+    return found
 
 
 def _same(a: np.ndarray, b: np.ndarray | None, tol: Tolerance) -> bool:

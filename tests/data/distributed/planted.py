@@ -93,13 +93,13 @@ PLANTED = (
         "ulysses-heads-order", "ulysses.py", "UlyssesAttention",
         "send = t.reshape(B, s, world, h // world, d).permute(2, 0, 1, 3, 4).contiguous()",
         "send = t.reshape(B, s, h // world, world, d).permute(3, 0, 1, 2, 4).contiguous()",
-        "ulysses", 0, "q, k, v = (seq_to_heads(t)", {}, CP, named=35,
+        "ulysses", 0, "return got.permute(", {}, CP, named=3,
     ),
     Planted(
         "ulysses-seq-order", "ulysses.py", "UlyssesAttention",
         "return got.permute(1, 0, 2, 3, 4).reshape(B, world * s, h // world, d)",
         "return got.permute(1, 2, 0, 3, 4).reshape(B, world * s, h // world, d)",
-        "ulysses", 0, "q, k, v = (seq_to_heads(t)", {}, CP, named=32,
+        "ulysses", 0, "return got.permute(", {}, CP,
     ),
     Planted(
         "cp-rope-restart-ulysses", "ulysses.py", "UlyssesAttention",
