@@ -56,8 +56,12 @@ def test_correct_code_matches(target: str, n: int) -> None:
         assert {"q_proj", "weights", "output"} <= matched
         if layout == "tp" and "dtensor" not in target:
             assert "o_all_reduce" in matched  # dist.all_reduce's result, as a step
-        if layout == "ring" and n == 2:
+        if layout == "ring":  # every round's, not the first alone
             assert {"k_ring_recv", "context_merged"} <= matched
+            assert {f"k_ring_recv@{i}" for i in range(2, n)} <= matched
+    if layout == "ring":  # the last rank sees every block: each round's merge compared
+        last = {r.step.name for r in report.rows[-1] if r.status == "match"}
+        assert {f"context_merged@{i}" for i in range(2, n)} <= last
 
 
 @pytest.mark.parametrize("p", PLANTED, ids=lambda p: p.key)

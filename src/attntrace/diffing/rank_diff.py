@@ -26,7 +26,14 @@ from typing import TYPE_CHECKING, Any
 
 from attntrace.diffing.align import DIFFERS, Row, UserSteps, align
 from attntrace.diffing.rank_weights import Joined, Mismatch, join, join_x
-from attntrace.diffing.sharding_bugs import CHOICES, COPIES, ShardingBug, catalogue, replay
+from attntrace.diffing.sharding_bugs import (
+    CHOICES,
+    COPIES,
+    ROUND,
+    ShardingBug,
+    catalogue,
+    replay,
+)
 from attntrace.diffing.user_side import UserStep
 from attntrace.diffing.verdict import CANNOT_TELL
 from attntrace.diffing.verdict import DIFFERS as VERDICT_DIFFERS
@@ -242,7 +249,9 @@ def _received(rows: Sequence[Row]) -> set[str]:
     out: set[str] = set()
     for row in rows:
         inputs = row.step.inputs
-        if row.step.name.endswith(RECEIVED) or (inputs and all(n in out for n in inputs)):
+        if row.step.name.split(ROUND)[0].endswith(RECEIVED) or (
+            inputs and all(n in out for n in inputs)
+        ):
             out.add(row.step.name)
     return out
 

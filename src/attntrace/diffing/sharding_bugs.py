@@ -351,9 +351,15 @@ def _ulysses(cfg: AttentionConfig) -> Iterator[ShardingBug]:
     )
 
 
+#: Between a step's name and its round, for the rounds after the first (``context_merged@3``).
+ROUND = "@"
+
+
 class ReplayRecorder(Recorder[Any]):
     """A rank's recorder that gives each tweaked step its mistaken value, every time the step
-    is recorded; ``latest`` holds each step's last value (and the global RoPE tables)."""
+    is recorded; ``latest`` holds each step's last value (and the global RoPE tables). A step
+    recorded again (ring round 2 on: ``k_ring_recv``, ``context_merged``) is its own step
+    ``NAME@ROUND`` with its values, so that every round is compared, not the first alone."""
 
     def __init__(
         self,
@@ -366,11 +372,15 @@ class ReplayRecorder(Recorder[Any]):
         super().__init__(be, config, keep_values)
         self.tweaks = tweaks
         self.latest: dict[str, Any] = {f"__{k}": v for k, v in extra.items()}
+        self.rounds: dict[str, int] = {}  # how many times each step was recorded
 
     def step(self, name: str, value: Any, op: str, axes: tuple[str, ...], **kw: Any) -> Any:
         if name in self.tweaks:
             value = self.tweaks[name](self.latest, value)
         self.latest[name] = value
+        if name in self._repeats:  # a later round: its own step
+            self.rounds[name] = self.rounds.get(name, 1) + 1
+            name = f"{name}{ROUND}{self.rounds[name]}"
         return super().step(name, value, op, axes, **kw)
 
 
