@@ -224,3 +224,19 @@ def test_the_json_document_validates() -> None:
         assert doc["ranks"] == 2
     assert doc["finding"]["bug"] == "tp-no-all-reduce"
     assert doc["steps"][0][0] == {"step": "x", "status": "match", "line": "user.py:0"}
+
+
+def test_every_ring_round_is_its_own_step_and_compared() -> None:
+    """C=3: the second ring round's received keys and merge are steps of their own (NAME@2),
+    with their values, and each is matched on the last rank (it sees every block)."""
+    config = dataclasses.replace(
+        config_of("ring2"), seq=6, parallel=ParallelLayout(cp=3, balance=False)
+    )
+    caps = captures(config)
+    last = {s.name: s.value for s in caps[2].steps}
+    assert {"k_ring_recv", "k_ring_recv@2", "context_merged", "context_merged@2"} <= set(last)
+    assert not np.allclose(last["k_ring_recv"], last["k_ring_recv@2"])  # rank 1's keys, rank 0's
+    report = diff_ranks(config, caps)
+    assert report.verdict == "match"
+    matched = {r.step.name for r in report.rows[2] if r.status == "match"}
+    assert {"k_ring_recv@2", "context_merged@2", "lse_merged@2"} <= matched
