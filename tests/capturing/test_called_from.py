@@ -59,3 +59,36 @@ def test_a_helper_names_the_line_that_called_it(tmp_path: Path) -> None:
     assert called["attn_called.py:11"] == "in Inner.forward, called at attn_called.py:21"
     assert called["attn_called.py:22"] == ""  # a generator expression is forward's own line
     assert called["attn_called.py:23"] == ""  # forward itself: attntrace called it
+
+
+SPANNING = """import torch
+
+
+def helper(x, scale):
+    return x * scale
+
+
+def forward(x):
+    return helper(
+        x,
+        2.0,
+    )
+"""
+
+
+def test_a_call_over_several_lines_is_named_by_its_first_and_last(tmp_path: Path) -> None:
+    import importlib.util
+
+    from attntrace.capturing.session import capture
+
+    path = tmp_path / "spanning.py"
+    path.write_text(SPANNING)
+    spec = importlib.util.spec_from_file_location("spanning", path)
+    assert spec is not None
+    assert spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    with capture() as t:
+        mod.forward(t.track(torch.ones(2, 3)))
+    called = {s.location: s.called for s in t.steps if s.location}
+    assert called["spanning.py:5"] == "in helper, called at spanning.py:9-12"

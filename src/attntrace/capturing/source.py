@@ -178,13 +178,22 @@ def called_from(frame: FrameType) -> str:
         frame = frame.f_back  # type: ignore[assignment]  # a genexpr: its function's frame
     up = frame.f_back
     while up is not None and len(sites) < CALLERS:
-        site = f"{os.path.basename(file)}:{up.f_lineno}"
+        site = f"{os.path.basename(file)}:{_lines(up)}"
         if up.f_code.co_filename == file and up.f_code.co_name != "<module>" and site not in sites:
             sites.append(site)  # a genexpr's line and its function's are one call site
         up = up.f_back
     if not sites:
         return ""
     return f"in {frame.f_code.co_qualname}, called at {', '.join(sites)}"
+
+
+def _lines(frame: FrameType) -> str:
+    """The line of the call ``frame`` is making, or its first-last lines when it spans several
+    (``block_attention(⏎ q, k, v, …⏎ )``: "87-89")."""
+    span = _positions(frame.f_code)[frame.f_lasti // 2] if frame.f_lasti >= 0 else None
+    if span is None or span[0] is None or span[1] is None or span[0] == span[1]:
+        return str(frame.f_lineno)
+    return f"{span[0]}-{span[1]}"
 
 
 def _same_file(frame: FrameType | None, file: str) -> bool:

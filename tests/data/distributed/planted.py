@@ -81,7 +81,7 @@ PLANTED = (
         "cp-causal-local", "ring.py", "RingAttention",
         "q, k, v, scale, causal=self.causal and source == rank",
         "q, k, v, scale, causal=self.causal",
-        "ring", 1, "scores = scores.masked_fill(", {}, CP, named=-1,
+        "ring", 1, "scores = scores.masked_fill(", {}, CP,
     ),
     Planted(
         "ring-local-keys-only", "ring.py", "RingAttention",
