@@ -142,7 +142,7 @@ def _tensor_parallel(cfg: AttentionConfig) -> Iterator[ShardingBug]:
             f"the output bias added on every rank before the all-reduce, {words}",
             once,
             "output",
-            tweaks={"output": _bias_times(extra)},
+            tweaks=_bias_before(again=extra == T),
         )
     d = cfg.head_dim
     local_heads = f"head size from the local head count: H / (h/T) = {T * d}"
@@ -161,11 +161,17 @@ def _tensor_parallel(cfg: AttentionConfig) -> Iterator[ShardingBug]:
         )
 
 
-def _bias_times(extra: int) -> Tweak:
-    def wrong(done: Mapping[str, Any], value: Any) -> Any:
-        return value + extra * (value - done["o_all_reduce"])  # (B, S, H): b_o more times
+def _bias_before(*, again: bool) -> dict[str, Tweak]:
+    """b_o added to each rank's partial sum (so T times in the all-reduce), and ``again`` once
+    after it: the partial itself is then the first tensor holding the mistake."""
 
-    return wrong
+    def partial(done: Mapping[str, Any], value: Any) -> Any:
+        return value + done["__b_o"]  # (B, S, H): the rank's share with the bias
+
+    tweaks: dict[str, Tweak] = {"o_partial": partial}
+    if not again:
+        tweaks["output"] = lambda done, value: done["o_all_reduce"]  # no bias after it
+    return tweaks
 
 
 def _local_view(cfg: AttentionConfig) -> Iterator[ShardingBug]:
@@ -405,7 +411,7 @@ def replay(
     }
     tweaks = bug.tweaks if bug is not None else {}
     extra: dict[str, Any] = {
-        n: be.to_numpy(sources[n]) for n in ("rope_cos", "rope_sin") if n in sources
+        n: be.to_numpy(sources[n]) for n in ("rope_cos", "rope_sin", "b_o") if n in sources
     }
 
     def recorder(b: Backend[Any], cfg: AttentionConfig, keep: bool) -> Recorder[Any]:

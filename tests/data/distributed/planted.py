@@ -37,7 +37,7 @@ PLANTED = (
     Planted(
         "tp-bias-before-and-after", "megatron_tp.py", "ParallelSelfAttention",
         "partial = F.linear(x, self.weight)", "partial = F.linear(x, self.weight, self.bias)",
-        "tp", 0, "out = out + self.bias", {"causal": True}, TP, named=4,
+        "tp", 0, "partial = F.linear(x, self.weight, self.bias)", {"causal": True}, TP,
     ),
     Planted(
         "tp-scale-local-heads", "megatron_tp.py", "ParallelSelfAttention",
