@@ -168,11 +168,12 @@ def renamed(q: str, k: str, v: str, o: str | None) -> Any:
 
 
 def t5_attention(layer: Arrays, path: Path) -> Params:
-    """A bare ``T5Attention``: q, k, v, o without biases; its relative bias table, if it has
-    one, as rel_bias."""
+    """A bare ``T5Attention``: q, k, v, o (T5's without biases; a user's module of those names
+    with its biases read); its relative bias table, if it has one, as rel_bias."""
     params: Params = {}
     for c in "qkvo":
-        params[f"w_{c}"], params[f"b_{c}"] = _need(layer, path, f"{c}.weight"), None
+        params[f"w_{c}"] = _need(layer, path, f"{c}.weight")
+        params[f"b_{c}"] = _get(layer, path, f"{c}.bias")
     table = _get(layer, path, "relative_attention_bias.weight")
     return {**params, **({"rel_bias": table} if table is not None else {})}
 
