@@ -248,6 +248,24 @@ def test_the_padding_remedy_names_the_lengths_and_applied_matches() -> None:
     assert report.undecided.remedy.startswith("pass --key-lengths 5,3 ")
     applied = _applied(PaddedAttention(), (5, 3))
     assert applied.verdict == "match", (applied.diagnosis, applied.undecided)
+    assert applied.weights == "q/k/v/o"  # a user's names with biases: not T5's scheme
+
+
+@pytest.mark.parametrize("kind", ["keys", "left"])
+def test_the_padding_cannot_tell_reads_in_chinese(kind: str) -> None:
+    from rich.console import Console
+
+    from attntrace.render.diff_view import render_diff
+    from attntrace.render.speaking import in_words
+    from chinese import english_runs
+
+    torch.manual_seed(0)
+    report = diff(PaddedAttention(kind), AttentionConfig(batch=2, seq=5, hidden=H, heads=HEADS))
+    console = Console(width=400, record=True, color_system=None)
+    render_diff(report, in_words(console, "zh"))
+    verdict = console.export_text().split("无法判断（CANNOT TELL）：")[1]
+    assert english_runs(verdict) == [], verdict
+    assert ("--key-lengths 5,3" in verdict) == (kind == "keys"), verdict
 
 
 @pytest.mark.parametrize("planted", ["queries", "off_by_one"])
@@ -267,3 +285,37 @@ def test_left_padding_is_cannot_tell_offering_no_flag_that_would_be_wrong() -> N
     assert report.undecided is not None
     assert "not the last keys of each item" in report.undecided.missing
     assert report.undecided.remedy == ""
+
+
+class PackedBlock(torch.nn.Module):  # type: ignore[misc]
+    """A user's block with one packed projection ``self.qkv`` and the output under ``out`` (the
+    user's name) or ``proj`` (timm's)."""
+
+    def __init__(self, out: str) -> None:
+        super().__init__()
+        self.qkv = torch.nn.Linear(H, 3 * H)
+        setattr(self, out, torch.nn.Linear(H, H))
+        self.out_name = out
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        B, S, _ = x.shape
+        qkv = self.qkv(x).view(B, S, 3, HEADS, H // HEADS)  # (B, S, 3, h, d)
+        q, k, v = qkv.permute(2, 0, 3, 1, 4)  # (B, h, S, d) each
+        weights = (q @ k.transpose(-2, -1) / (H // HEADS) ** 0.5).softmax(dim=-1)  # (B, h, S, S)
+        merged = (weights @ v).transpose(1, 2).reshape(B, S, H)  # (B, S, H)
+        return getattr(self, self.out_name)(merged)  # type: ignore[no-any-return]
+
+
+@pytest.mark.parametrize(("out", "shown"), [("out", "qkv/out"), ("proj", "qkv/proj (timm)")])
+def test_the_weights_line_names_the_names_read(out: str, shown: str) -> None:
+    from rich.console import Console
+
+    from attntrace.render.diff_view import render_diff
+
+    torch.manual_seed(0)
+    report = diff(PackedBlock(out), AttentionConfig(batch=2, seq=5, hidden=H, heads=HEADS))
+    assert report.verdict == "match", (report.diagnosis, report.undecided)
+    assert report.weights == shown
+    console = Console(width=120, record=True, color_system=None)
+    render_diff(report, console)
+    assert f"same input and weights (from {shown}) on both sides" in console.export_text()

@@ -124,8 +124,7 @@ def _padding(report: DiffReport) -> Undecided | None:
             "",
         )
     return Undecided(
-        f"the code masks whole keys ({said}), which the reference, called on x alone, is not "
-        "given",
+        f"the code masks whole keys ({said}), which the reference, called on x alone, is not given",
         f"pass --key-lengths {lengths} if those are the keys the model pads",
     )
 
