@@ -319,3 +319,20 @@ def test_the_weights_line_names_the_names_read(out: str, shown: str) -> None:
     console = Console(width=120, record=True, color_system=None)
     render_diff(report, console)
     assert f"same input and weights (from {shown}) on both sides" in console.export_text()
+
+
+@pytest.mark.slow  # the modeling modules of transformers imported
+@pytest.mark.parametrize("name", ["LlamaAttention", "BertSelfAttention", "GPT2Attention"])
+def test_a_class_named_directly_is_handed_the_padding_of_key_lengths(name: str) -> None:
+    """``diff transformers:<Class> --key-lengths``: attntrace calls the class, so it hands it
+    the padding mask its model would (the keys past each length hidden), and the class that
+    masks them as told matches the reference that does."""
+    from attntrace.capturing.library import build, find_class
+
+    cls = find_class("transformers", name)
+    torch.manual_seed(0)
+    module = build(cls, {}, {"hidden": H, "heads": HEADS})
+    config = AttentionConfig(batch=2, seq=5, hidden=H, heads=HEADS, key_lengths=(5, 3))
+    report = diff(module, config)
+    assert report.verdict == "match", (report.diagnosis, report.undecided)
+    assert any(r.step.name == "masked" and r.status == "match" for r in report.rows)

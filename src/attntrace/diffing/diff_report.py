@@ -627,6 +627,8 @@ def _call(
     import torch
 
     call = layer.call
+    if config.key_lengths is not None and getattr(type(layer.module), "attntrace_caller", False):
+        layer.module.key_lengths = config.key_lengths  # attntrace's caller pads as a model does
     if (
         not config.past  # a decode step casts its module itself (diffing/decode.py)
         and layer.module is not None
