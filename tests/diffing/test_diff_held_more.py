@@ -321,7 +321,7 @@ def test_the_weights_line_names_the_names_read(out: str, shown: str) -> None:
     assert f"same input and weights (from {shown}) on both sides" in console.export_text()
 
 
-@pytest.mark.slow  # the modeling modules of transformers imported
+@pytest.mark.slow  # Llama, BERT, GPT-2 modeling (already loaded by test_diff_transformers)
 @pytest.mark.parametrize("name", ["LlamaAttention", "BertSelfAttention", "GPT2Attention"])
 def test_a_class_named_directly_is_handed_the_padding_of_key_lengths(name: str) -> None:
     """``diff transformers:<Class> --key-lengths``: attntrace calls the class, so it hands it
