@@ -494,6 +494,30 @@ MESSAGES: dict[str, tuple[str, str]] = {
         "compare {step} with the reference: {op}",
         "把 {step} 与参考实现比较：{op}",
     ),
+    "verdict.cannot_tell": ("CANNOT TELL: {why}", "无法判断（CANNOT TELL）：{why}"),
+    "verdict.part_at": (
+        "the code and the reference part at step {step} ({where})",
+        "代码与参考实现从第 {step} 步开始分开（{where}）",
+    ),
+    "verdict.to_decide": ("to decide: {fix}", "要作出判断：{fix}"),
+    "verdict.nothing_taken": ("nothing attntrace takes", "attntrace 没有能接受的选项"),
+    "verdict.padding": (
+        "the code masks whole keys (a padding mask it makes itself: keys kept per batch item "
+        "{lengths}), which the reference, called on x alone, is not given",
+        "代码遮住了整列的键（它自己构造的 padding 掩码：每个 batch 项保留的键数为 {lengths}），"
+        "而参考实现只以 x 调用，得不到这个掩码",
+    ),
+    "verdict.padding_not_last": (
+        "the code masks whole keys (a padding mask it makes itself: keys kept per batch item "
+        "{lengths}, not the last keys of each item), which the reference, called on x alone, is "
+        "not given",
+        "代码遮住了整列的键（它自己构造的 padding 掩码：每个 batch 项保留的键数为 {lengths}，"
+        "遮住的不是每项最后的那些键），而参考实现只以 x 调用，得不到这个掩码",
+    ),
+    "fix.padding_key_lengths": (
+        "pass --key-lengths {lengths} if those are the keys the model pads",
+        "如果模型填充的正是这些键，请传入 --key-lengths {lengths}",
+    ),
     "bug.untransposed": (
         "x @ W instead of x @ W.T in the {c} projection",
         "{c} 投影写成了 x @ W，而不是 x @ W.T",
