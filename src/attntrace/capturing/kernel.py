@@ -112,6 +112,10 @@ class KernelCall:
     agrees: bool = True
     score_mod: str = ""  # flex_attention: the score_mod's source line
     sparsity: float | None = None  # flex_attention: the fraction of blocks the block mask skips
+    #: a call made by followed torch code (``nn.MultiheadAttention``): the user's line that
+    #: called it (``self.attn(x, x, x, attn_mask=…)``) and that statement; "" otherwise
+    caller: str = ""
+    caller_source: str = ""
 
     @property
     def total_flops(self) -> int:
@@ -336,6 +340,7 @@ def finish(
         **fields,
         "location": site.location,
         "source": site.source,
+        **_followed_caller(),
         "max_abs": max_abs,
         "tol": tol,
         "agrees": max_abs <= tol,
@@ -349,6 +354,29 @@ def finish(
     counts["bytes"] = tuple(replay.bytes)
     replay.flush(KernelCall(**fields, **counts).to_dict())
     return kernel_calls(replay.hooks.recorder.events[-len(replay.names) :])[-1]
+
+
+def _followed_caller() -> dict[str, str]:
+    """The user's line that called the followed torch code making this kernel call
+    (``self.attn(x, x, x, attn_mask=…)`` for ``nn.MultiheadAttention``), as ``caller`` and
+    ``caller_source``; empty when the user's own code made the call."""
+    import sys
+
+    from attntrace.capturing.source import is_user_file, site_of
+    from attntrace.capturing.torch_inside import is_followed_code
+
+    frame = sys._getframe(1)
+    followed = False
+    while frame is not None:
+        if is_followed_code(frame.f_code):
+            followed = True
+        elif is_user_file(frame.f_code.co_filename):
+            if not followed:
+                return {}
+            site = site_of(frame)
+            return {"caller": site.location, "caller_source": site.source}
+        frame = frame.f_back  # type: ignore[assignment]
+    return {}
 
 
 def verdict(max_abs: float, tol: float) -> str:

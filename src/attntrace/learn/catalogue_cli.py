@@ -1338,10 +1338,10 @@ MESSAGES: dict[str, tuple[str, str]] = {
     ),
     "fix.mask_inverted_mha": (
         "nn.MultiheadAttention's boolean attn_mask is True where a key is *hidden* (the opposite "
-        "of scaled_dot_product_attention's): pass attn_mask=~keep, or a causal "
+        "of scaled_dot_product_attention's): pass attn_mask={mask}, or a causal "
         "attn_mask=nn.Transformer.generate_square_subsequent_mask(S)",
         "nn.MultiheadAttention 的布尔 attn_mask 为 True 表示*遮住*这个键（与 "
-        "scaled_dot_product_attention 相反）：应传 attn_mask=~keep，因果掩码可用 "
+        "scaled_dot_product_attention 相反）：应传 attn_mask={mask}，因果掩码可用 "
         "attn_mask=nn.Transformer.generate_square_subsequent_mask(S)",
     ),
     "fix.enable_gqa": (
