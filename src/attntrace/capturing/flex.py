@@ -143,18 +143,46 @@ def _called(
         qkv = [bound["query"], bound["key"], bound["value"]]
         hooks._adopt(qkv, site)
     with torch._C.DisableTorchFunction():  # its eager path runs dynamo, which a mode derails
+        detached = _needs_detaching(args, kwargs)
+        if detached:
+            args, kwargs = _detached(args, kwargs)
         result = original(*args, **kwargs)
     if frame is None:
         return result
     out = result[0] if isinstance(result, tuple) else result
     if not hooks.opaque:
         try:
-            replay_flex(hooks, bound, out, site)
+            replay_flex(hooks, {**bound, "detached": detached}, out, site)
         except Exception:  # an argument the replay does not read: one row, as --opaque
             hooks._record(out, FLEX, "sdpa", site, qkv, {})
         return result
     hooks._record(out, FLEX, "sdpa", site, qkv, {})
     return result
+
+
+def _needs_detaching(args: Sequence[Any], kwargs: Mapping[str, Any]) -> bool:
+    """Whether q, k and v must go to flex_attention detached: on the CPU, with one requiring
+    grad (a module's weights make them), its eager path raises "FlexAttention does not support
+    backward on CPU"; trace asks for no gradient."""
+    import torch
+
+    tensors = [t for t in _qkv(args, kwargs) if isinstance(t, torch.Tensor)]
+    cpu = all(t.device.type == "cpu" for t in tensors)
+    return cpu and any(t.requires_grad for t in tensors)
+
+
+def _qkv(args: Sequence[Any], kwargs: Mapping[str, Any]) -> list[Any]:
+    bound = {**dict(zip(_ARGS, args, strict=False)), **kwargs}
+    return [bound.get(name) for name in _ARGS[:3]]
+
+
+def _detached(
+    args: Sequence[Any], kwargs: Mapping[str, Any]
+) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    """``args`` and ``kwargs`` with q, k and v detached from autograd, wherever they are."""
+    positional = tuple(a.detach() if i < 3 else a for i, a in enumerate(args))
+    named = {k: v.detach() if k in _ARGS[:3] else v for k, v in kwargs.items()}
+    return positional, named
 
 
 def replay_flex(hooks: Any, bound: Mapping[str, Any], result: Any, site: Site) -> KernelCall:
@@ -189,6 +217,7 @@ def _fields(bound: Mapping[str, Any], q: Any, k: Any, v: Any) -> dict[str, Any]:
         "score_mod": "" if bound.get("score_mod") is None else source_line(bound["score_mod"]),
         "sparsity": sparsity,
         "mask": None,
+        "detached": bool(bound.get("detached", False)),
     }
 
 

@@ -116,6 +116,9 @@ class KernelCall:
     #: called it (``self.attn(x, x, x, attn_mask=…)``) and that statement; "" otherwise
     caller: str = ""
     caller_source: str = ""
+    #: flex_attention on the CPU with q, k or v requiring grad: run on them detached (torch
+    #: has no backward for it there), so its output carries no gradient
+    detached: bool = False
 
     @property
     def total_flops(self) -> int:
@@ -198,6 +201,9 @@ def remarks(events: Sequence[Event]) -> tuple[str, ...]:
             for c in mine
             if not c.agrees
         ]
+        detached = list(dict.fromkeys(c.location for c in mine if c.detached))
+        if detached:
+            out.append(DETACHED_NOTE.format(op=op, locations=", ".join(detached[:3])))
     return tuple(out)
 
 
@@ -206,6 +212,10 @@ OPENED_NOTE = (
     "{op} opened at {locations}: its steps are replayed from its arguments at the line of the "
     "call, the replay equal to the kernel's output within {max_abs} (--opaque keeps one row per "
     "call)"
+)
+DETACHED_NOTE = (
+    "{op} at {locations} ran on q, k and v detached from autograd: torch has no backward for it "
+    "on the CPU, so its output carries no gradient here"
 )
 DIFFERS_NOTE = (
     "the replay of {op} at {location} differs from the kernel's output by {max_abs} (tolerance "

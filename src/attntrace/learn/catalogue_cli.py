@@ -1732,6 +1732,12 @@ MESSAGES: dict[str, tuple[str, str]] = {
         "{op} 已在 {locations} 打开：用它的参数在调用所在的那一行逐步重放它的各个步骤，重放结果与 "
         "kernel 的输出相差不超过 {max_abs}（--opaque 让每次调用只占一行）",
     ),
+    "note.kernel_detached": (
+        "{op} at {locations} ran on q, k and v detached from autograd: torch has no backward for "
+        "it on the CPU, so its output carries no gradient here",
+        "{locations} 处的 {op} 在与 autograd 分离（detach）的 q、k、v 上运行："
+        "torch 在 CPU 上没有它的反向传播，所以这里它的输出不带梯度",
+    ),
     "note.kernel_differs": (
         "the replay of {op} at {location} differs from the kernel's output by {max_abs} "
         "(tolerance {tol}): the steps after it use the kernel's output",
