@@ -528,7 +528,7 @@ def run_diff(
         from attntrace.diffing.wording import in_users_terms
 
         diagnosis = in_users_terms(diagnosis, layer.flavour, batched=config.batch is not None)
-        diagnosis = in_kernel_terms(diagnosis, kernel)
+        diagnosis = in_kernel_terms(diagnosis, kernel, steps)
     notes += _shift_notes(rows)
     source = "its state dict" if layer.weights is None else layer.weights.scheme
     report = DiffReport(

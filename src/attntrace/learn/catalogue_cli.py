@@ -1362,10 +1362,10 @@ MESSAGES: dict[str, tuple[str, str]] = {
     ),
     "fix.mask_inverted_mha": (
         "nn.MultiheadAttention's boolean attn_mask is True where a key is *hidden* (the opposite "
-        "of scaled_dot_product_attention's): pass attn_mask=~keep, or a causal "
+        "of scaled_dot_product_attention's): pass attn_mask={mask}, or a causal "
         "attn_mask=nn.Transformer.generate_square_subsequent_mask(S)",
         "nn.MultiheadAttention 的布尔 attn_mask 为 True 表示*遮住*这个键（与 "
-        "scaled_dot_product_attention 相反）：应传 attn_mask=~keep，因果掩码可用 "
+        "scaled_dot_product_attention 相反）：应传 attn_mask={mask}，因果掩码可用 "
         "attn_mask=nn.Transformer.generate_square_subsequent_mask(S)",
     ),
     "fix.enable_gqa": (
@@ -1755,6 +1755,12 @@ MESSAGES: dict[str, tuple[str, str]] = {
         "row per call)",
         "{op} 已在 {locations} 打开：用它的参数在调用所在的那一行逐步重放它的各个步骤，重放结果与 "
         "kernel 的输出相差不超过 {max_abs}（--opaque 让每次调用只占一行）",
+    ),
+    "note.kernel_detached": (
+        "{op} at {locations} ran on q, k and v detached from autograd: torch has no backward for "
+        "it on the CPU, so its output carries no gradient here",
+        "{locations} 处的 {op} 在与 autograd 分离（detach）的 q、k、v 上运行："
+        "torch 在 CPU 上没有它的反向传播，所以这里它的输出不带梯度",
     ),
     "note.kernel_differs": (
         "the replay of {op} at {location} differs from the kernel's output by {max_abs} "
