@@ -125,6 +125,26 @@ def test_the_fused_path_is_opened_at_its_line() -> None:
     assert t.kernels()[0].agrees
 
 
+def test_the_fused_path_knows_the_users_line_that_called_the_module() -> None:
+    """The SDPA call torch makes inside nn.MultiheadAttention carries the user's call of the
+    module (where diff blames a bug of its arguments); a call the user makes carries none."""
+    import inspect
+
+    mha = torch.nn.MultiheadAttention(32, 4, batch_first=True)
+    x = torch.randn(2, 5, 32)
+    keep = torch.ones(5, 5, dtype=torch.bool).tril()
+    with attntrace.capture(into=[MHA]) as t:
+        here = inspect.currentframe().f_lineno  # type: ignore[union-attr]
+        mha(x, x, x, attn_mask=~keep, need_weights=False)
+        torch.nn.functional.scaled_dot_product_attention(x, x, x)
+    followed, own = t.kernels()
+    assert followed.location.startswith("functional.py:")
+    assert followed.caller == f"test_capture_torch_mha.py:{here + 1}"
+    assert followed.caller_source == "mha(x, x, x, attn_mask=~keep, need_weights=False)"
+    assert own.location == f"test_capture_torch_mha.py:{here + 2}"
+    assert (own.caller, own.caller_source) == ("", "")
+
+
 def test_the_fused_path_opaque_shows_what_is_visible_and_says_so() -> None:
     torch.manual_seed(0)
     mha = torch.nn.MultiheadAttention(32, 4, batch_first=True)

@@ -294,3 +294,17 @@ def test_a_replay_that_disagrees_says_so_and_the_kernel_s_output_is_used(
     np.testing.assert_array_equal(t["context"].value, y.numpy())
     assert t["z"].inputs == (t["context"].name,)
     np.testing.assert_array_equal(t["z"].value, z.numpy())
+
+
+@pytest.mark.parametrize("note", ["OPENED_NOTE", "DIFFERS_NOTE", "DETACHED_NOTE"])
+def test_every_note_of_an_opened_kernel_has_its_chinese(note: str) -> None:
+    from attntrace.capturing import kernel as kernel_module
+    from attntrace.learn.lang import translate
+    from chinese import english_runs
+
+    text = getattr(kernel_module, note).format(
+        op="flex_attention", locations="a.py:3", location="a.py:3", max_abs="0.1", tol="1e-05"
+    )
+    zh = translate(text, "zh")
+    assert zh != text
+    assert english_runs(zh) == [], zh

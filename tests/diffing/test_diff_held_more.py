@@ -192,3 +192,147 @@ def test_a_key_padding_mask_the_code_makes_is_cannot_tell_with_the_lengths() -> 
     assert report.verdict == "cannot tell", report.diagnosis
     assert report.undecided is not None
     assert "keys kept per batch item 5,3" in report.undecided.missing
+    assert report.undecided.remedy.startswith("pass --key-lengths 5,3 ")
+    assert _applied(HeldMHA("padding"), (5, 3)).verdict == "match"
+
+
+def _applied(module: Any, lengths: tuple[int, ...]) -> Any:
+    """The diff of ``module`` (2, 5, H) with ``--key-lengths`` typed: a remedy applied."""
+    import dataclasses
+
+    from attntrace.diffing.diff_report import diff_layer
+    from attntrace.diffing.layer import as_layer
+
+    torch.manual_seed(0)
+    config = AttentionConfig(batch=2, seq=5, hidden=H, heads=HEADS, key_lengths=lengths)
+    typed = {"key_lengths", "batch", "seq", "hidden", "heads"}
+    return diff_layer(as_layer(module, seq=5, batch=2), dataclasses.asdict(config), typed, None)
+
+
+class PaddedAttention(torch.nn.Module):  # type: ignore[misc]
+    """The user's own attention hiding the keys past each sequence's length (5 and 3), as
+    padded batches are written; planted: the mask put on the queries, or one key too many
+    hidden (``>= length - 1``), or the first keys hidden (left padding, which --key-lengths
+    cannot say)."""
+
+    def __init__(self, kind: str = "keys") -> None:
+        super().__init__()
+        self.kind = kind
+        self.q, self.k, self.v = (torch.nn.Linear(H, H) for _ in range(3))
+        self.o = torch.nn.Linear(H, H)
+
+    def heads(self, t: torch.Tensor) -> torch.Tensor:
+        B, S, _ = t.shape
+        return t.view(B, S, HEADS, H // HEADS).transpose(1, 2)  # (B, h, S, d)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        B, S, _ = x.shape
+        q, k, v = self.heads(self.q(x)), self.heads(self.k(x)), self.heads(self.v(x))
+        scores = q @ k.transpose(-2, -1) / (H // HEADS) ** 0.5  # (B, h, S, S)
+        lengths = torch.tensor([S, S - 2])  # (B,)
+        cut = lengths[:, None] - int(self.kind == "off_by_one")  # (B, 1)
+        pad = torch.arange(S)[None] >= cut  # (B, S): True = a padded key
+        if self.kind == "left":
+            pad = pad.flip(-1)  # (B, S): the first keys padded
+        where = pad[:, None, :, None] if self.kind == "queries" else pad[:, None, None, :]
+        scores = scores.masked_fill(where, torch.finfo(scores.dtype).min)  # (B, h, S, S)
+        context = scores.softmax(dim=-1) @ v  # (B, h, S, d)
+        return self.o(context.transpose(1, 2).reshape(B, S, H))  # type: ignore[no-any-return]
+
+
+def test_the_padding_remedy_names_the_lengths_and_applied_matches() -> None:
+    torch.manual_seed(0)
+    report = diff(PaddedAttention(), AttentionConfig(batch=2, seq=5, hidden=H, heads=HEADS))
+    assert report.verdict == "cannot tell", report.diagnosis
+    assert report.undecided is not None
+    assert report.undecided.remedy.startswith("pass --key-lengths 5,3 ")
+    applied = _applied(PaddedAttention(), (5, 3))
+    assert applied.verdict == "match", (applied.diagnosis, applied.undecided)
+    assert applied.weights == "q/k/v/o"  # a user's names with biases: not T5's scheme
+
+
+@pytest.mark.parametrize("kind", ["keys", "left"])
+def test_the_padding_cannot_tell_reads_in_chinese(kind: str) -> None:
+    from rich.console import Console
+
+    from attntrace.render.diff_view import render_diff
+    from attntrace.render.speaking import in_words
+    from chinese import english_runs
+
+    torch.manual_seed(0)
+    report = diff(PaddedAttention(kind), AttentionConfig(batch=2, seq=5, hidden=H, heads=HEADS))
+    console = Console(width=400, record=True, color_system=None)
+    render_diff(report, in_words(console, "zh"))
+    verdict = console.export_text().split("无法判断（CANNOT TELL）：")[1]
+    assert english_runs(verdict) == [], verdict
+    assert ("--key-lengths 5,3" in verdict) == (kind == "keys"), verdict
+
+
+@pytest.mark.parametrize("planted", ["queries", "off_by_one"])
+def test_a_padding_mask_planted_wrong_differs_from_the_lengths_given(planted: str) -> None:
+    report = _applied(PaddedAttention(planted), (5, 3))
+    assert report.verdict == "differs", (report.diagnosis, report.undecided)
+    assert report.diagnosis is not None
+    assert report.diagnosis.step in {"mask", "masked", "weights"}, report.diagnosis
+    if planted == "queries":  # the mask's rows are the queries: its two axes swapped
+        assert report.diagnosis.bug == "mask-axes-swapped", report.diagnosis
+
+
+def test_left_padding_is_cannot_tell_offering_no_flag_that_would_be_wrong() -> None:
+    torch.manual_seed(0)
+    report = diff(PaddedAttention("left"), AttentionConfig(batch=2, seq=5, hidden=H, heads=HEADS))
+    assert report.verdict == "cannot tell", report.diagnosis
+    assert report.undecided is not None
+    assert "not the last keys of each item" in report.undecided.missing
+    assert report.undecided.remedy == ""
+
+
+class PackedBlock(torch.nn.Module):  # type: ignore[misc]
+    """A user's block with one packed projection ``self.qkv`` and the output under ``out`` (the
+    user's name) or ``proj`` (timm's)."""
+
+    def __init__(self, out: str) -> None:
+        super().__init__()
+        self.qkv = torch.nn.Linear(H, 3 * H)
+        setattr(self, out, torch.nn.Linear(H, H))
+        self.out_name = out
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        B, S, _ = x.shape
+        qkv = self.qkv(x).view(B, S, 3, HEADS, H // HEADS)  # (B, S, 3, h, d)
+        q, k, v = qkv.permute(2, 0, 3, 1, 4)  # (B, h, S, d) each
+        weights = (q @ k.transpose(-2, -1) / (H // HEADS) ** 0.5).softmax(dim=-1)  # (B, h, S, S)
+        merged = (weights @ v).transpose(1, 2).reshape(B, S, H)  # (B, S, H)
+        return getattr(self, self.out_name)(merged)  # type: ignore[no-any-return]
+
+
+@pytest.mark.parametrize(("out", "shown"), [("out", "qkv/out"), ("proj", "qkv/proj (timm)")])
+def test_the_weights_line_names_the_names_read(out: str, shown: str) -> None:
+    from rich.console import Console
+
+    from attntrace.render.diff_view import render_diff
+
+    torch.manual_seed(0)
+    report = diff(PackedBlock(out), AttentionConfig(batch=2, seq=5, hidden=H, heads=HEADS))
+    assert report.verdict == "match", (report.diagnosis, report.undecided)
+    assert report.weights == shown
+    console = Console(width=120, record=True, color_system=None)
+    render_diff(report, console)
+    assert f"same input and weights (from {shown}) on both sides" in console.export_text()
+
+
+@pytest.mark.slow  # Llama, BERT, GPT-2 modeling (already loaded by test_diff_transformers)
+@pytest.mark.parametrize("name", ["LlamaAttention", "BertSelfAttention", "GPT2Attention"])
+def test_a_class_named_directly_is_handed_the_padding_of_key_lengths(name: str) -> None:
+    """``diff transformers:<Class> --key-lengths``: attntrace calls the class, so it hands it
+    the padding mask its model would (the keys past each length hidden), and the class that
+    masks them as told matches the reference that does."""
+    from attntrace.capturing.library import build, find_class
+
+    cls = find_class("transformers", name)
+    torch.manual_seed(0)
+    module = build(cls, {}, {"hidden": H, "heads": HEADS})
+    config = AttentionConfig(batch=2, seq=5, hidden=H, heads=HEADS, key_lengths=(5, 3))
+    report = diff(module, config)
+    assert report.verdict == "match", (report.diagnosis, report.undecided)
+    assert any(r.step.name == "masked" and r.status == "match" for r in report.rows)

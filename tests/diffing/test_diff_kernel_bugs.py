@@ -119,6 +119,34 @@ def test_a_fix_is_written_in_the_users_own_call(key: str, call: str, words: str)
     assert english_runs(translate(fixed.fix, "zh")) == []
 
 
+@pytest.mark.parametrize(
+    ("called", "words"),
+    [
+        ("y, _ = self.attn(x, x, x, attn_mask=allowed)", "attn_mask=~allowed"),
+        ("y, _ = self.attn(x, x, x, None, False, tril == 0)", "attn_mask=tril != 0"),
+        ("y, _ = self.attn(x, x, x)", "attn_mask=~keep"),
+    ],
+)
+def test_a_bug_in_torch_mhas_sdpa_call_is_named_at_the_users_call_of_the_module(
+    called: str, words: str
+) -> None:
+    from attntrace.diffing.user_side import UserStep
+
+    torch_call = "scaled_dot_product_attention( q, k, v, attn_mask, dropout_p, is_causal )"
+    d = Diagnosis("masked", "mask-inverted", "…", "flip it", "functional.py:7077", torch_call,
+                  1.0, 1.0)  # fmt: skip
+    other = UserStep(0, "scores", np.zeros(1), "functional.py:7000", "q @ k")
+    step = UserStep(1, "masked", np.zeros(1), "functional.py:7077", torch_call, "masked",
+                    "block.py:12", called)  # fmt: skip
+    fixed = in_kernel_terms(d, True, [other, step])
+    assert (fixed.location, fixed.source) == ("block.py:12", called)
+    assert f"pass {words}, or" in fixed.fix, fixed.fix
+    assert english_runs(translate(fixed.fix, "zh")) == []
+    alone = in_kernel_terms(d, True, [other])  # no caller known: torch's line, the usual name
+    assert alone.location == "functional.py:7077"
+    assert "attn_mask=~keep" in alone.fix
+
+
 def test_a_fix_for_a_line_that_is_no_kernel_call_is_left_as_it_is() -> None:
     d = Diagnosis("masked", "mask-inverted", "…", "flip it", "m.py:7", "s = q @ k", 1.0, 1.0)
     assert in_kernel_terms(d) is d

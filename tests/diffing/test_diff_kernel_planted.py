@@ -522,7 +522,7 @@ def test_an_sdpa_polarity_mask_given_to_torch_mha_is_named_in_mhas_words(
     SDPA, which it calls: the fix speaks of the module's argument, not of torch's call."""
     old = "y, _ = self.attn(x, x, x, attn_mask=~keep, need_weights=False)"
     p = Planted("mha-polarity", old, old.replace("~keep", "keep"), "mask-inverted", "")
-    path, _, _ = _edited(MHA_BLOCK.splitlines(), p if planted else None, tmp_path / "mha.py")
+    path, _, line = _edited(MHA_BLOCK.splitlines(), p if planted else None, tmp_path / "mha.py")
     module = _load(path, f"_kernel_mha_{planted}")
     torch.manual_seed(0)
     report = diff(module.Block(), AttentionConfig(batch=2, seq=5, hidden=32, heads=4, causal=True))
@@ -535,3 +535,5 @@ def test_an_sdpa_polarity_mask_given_to_torch_mha_is_named_in_mhas_words(
     assert d.bug == "mask-inverted", d
     assert d.fix.startswith("nn.MultiheadAttention's boolean attn_mask is True where a key is")
     assert "attn_mask=~keep" in d.fix
+    assert d.location == f"mha.py:{line}"  # the user's call of the module, not torch's line
+    assert d.source == p.new.removeprefix("y, _ = ")

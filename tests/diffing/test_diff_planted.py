@@ -409,7 +409,7 @@ def test_a_nan_row_is_shown_as_nan_in_rows_json_and_verdict(tmp_path: Path) -> N
 
 
 #: A flag named by a hint or a CANNOT TELL remedy: "pass --causal", "--rope-style interleaved".
-HINT = re.compile(r"(?:pass|diff it with) (--[a-z-]+(?: (?!if\b)[\w.]+)?)")
+HINT = re.compile(r"(?:pass|diff it with) (--[a-z-]+(?: (?!if\b)[\w.,]+)?)")
 
 
 def hints(doc: dict[str, Any]) -> list[str]:
@@ -418,6 +418,8 @@ def hints(doc: dict[str, Any]) -> list[str]:
     >>> hints({"cannot_tell": {"remedy": "pass --rope-style interleaved if that is"},
     ...        "diagnosis": {"fix": "..., diff it with --causal"}})
     ['--rope-style interleaved', '--causal']
+    >>> hints({"cannot_tell": {"remedy": "pass --key-lengths 6,4 if those are the keys"}})
+    ['--key-lengths 6,4']
     """
     why, d = doc.get("cannot_tell") or {}, doc.get("diagnosis") or {}
     return HINT.findall(why.get("remedy", "")) + HINT.findall(d.get("fix", ""))
@@ -449,10 +451,14 @@ LLAMA_CORPUS = f"{DATA / 'diff_corpus' / 'llama_torch.py'}:LlamaAttention"
         ("transformers:LlamaAttention", []),
         (f"{DATA / 'diff_corpus' / 'notes_numpy.py'}:attention", []),
         ("causal.py:attention", []),
+        ("padded.py:Padded", []),
         # a choice the user typed wrongly: DIFFERS, and its fix names the flag that fits
         (LLAMA_CORPUS, ["--batch", "2", "--seq", "6", "--rope-style", "interleaved", "--causal"]),
     ],
-    ids=["opt", "stablelm", "qwen3-moe", "cohere", "llama", "notes-numpy", "causal-numpy", "typed"],
+    ids=[
+        *("opt", "stablelm", "qwen3-moe", "cohere", "llama", "notes-numpy", "causal-numpy"),
+        *("padded-torch", "typed"),
+    ],
 )
 def test_every_hint_is_accepted_and_correct_code_reaches_match(
     target: str, given: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
@@ -463,6 +469,7 @@ def test_every_hint_is_accepted_and_correct_code_reaches_match(
     pytest.importorskip("transformers")
     monkeypatch.chdir(tmp_path)
     (tmp_path / "causal.py").write_text(CAUSAL_NUMPY)
+    (tmp_path / "padded.py").write_text(PADDED_TORCH)
     flags: list[str] = list(given)
     unbatched = "numpy" in target or "causal.py" in target
     for _ in range(4):
@@ -494,6 +501,25 @@ def attention(x, params):
     weights = e / e.sum(axis=-1, keepdims=True)
     merged = (weights @ v).transpose(1, 0, 2).reshape(S, H)
     return merged @ params["w_o"].T + params["b_o"]
+"""
+
+#: Correct torch attention masking the keys past each sequence's length (S and S - 2): without
+#: --key-lengths, diff cannot tell.
+PADDED_TORCH = """import torch
+
+
+class Padded(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.qkv, self.out = torch.nn.Linear(64, 192), torch.nn.Linear(64, 64)
+
+    def forward(self, x):
+        B, S, H = x.shape
+        q, k, v = self.qkv(x).view(B, S, 3, 4, H // 4).permute(2, 0, 3, 1, 4)
+        scores = q @ k.transpose(-2, -1) / (H // 4) ** 0.5
+        pad = torch.arange(S)[None] >= torch.tensor([S, S - 2])[:, None]
+        scores = scores.masked_fill(pad[:, None, None, :], float("-inf"))
+        return self.out((scores.softmax(-1) @ v).transpose(1, 2).reshape(B, S, H))
 """
 
 

@@ -12,7 +12,9 @@ user's function applied to every score, its source line shown) → ``mask`` (the
 flex_attention is a Python function that torch's function mode never sees as one call, so
 while a capture runs the function's code is swapped for a shim that calls :func:`_called`
 (every name bound to it, ``from … import flex_attention`` included, goes through it); the
-original code comes back when the capture ends.
+original code comes back when the capture ends. ``create_block_mask`` is swapped the same way
+so that it runs outside the recording (it vmaps the ``mask_mod``: called inside the user's
+forward, its batched tensors would reach the recorder).
 """
 
 from __future__ import annotations
@@ -39,19 +41,71 @@ def _shim(*args: Any, **kwargs: Any) -> Any:
     return _attntrace_flex_attention(*args, **kwargs)  # type: ignore[name-defined]  # noqa: F821
 
 
+def _block_shim(*args: Any, **kwargs: Any) -> Any:
+    """The code create_block_mask runs while captured: it looks :data:`_BLOCK_HOOK` up."""
+    return _attntrace_create_block_mask(*args, **kwargs)  # type: ignore[name-defined]  # noqa: F821
+
+
+#: The global the block mask's shim calls.
+_BLOCK_HOOK = "_attntrace_create_block_mask"
+
+
 def install(hooks: Any) -> Callable[[], None]:
-    """Route every flex_attention call through :func:`_called` until the returned undo runs."""
+    """Route every flex_attention call through :func:`_called`, and every create_block_mask
+    call outside the recording (:func:`_unrecorded`), until the returned undo runs."""
     import importlib
-    import types
 
     try:
         module = importlib.import_module(MODULE)
     except ImportError:  # a torch without flex_attention
         return lambda: None
-    fn = getattr(module, "flex_attention", None)
+    undo_flex = _swap(module, "flex_attention", _HOOK, _shim, lambda f: _calling(hooks, f))
+    undo_block = _swap(module, "create_block_mask", _BLOCK_HOOK, _block_shim, _unrecorded)
+
+    def undo() -> None:
+        undo_block()
+        undo_flex()
+
+    return undo
+
+
+def _calling(hooks: Any, original: Callable[..., Any]) -> Callable[..., Any]:
+    def called(*args: Any, **kwargs: Any) -> Any:
+        return _called(hooks, original, args, kwargs)
+
+    return called
+
+
+def _unrecorded(original: Callable[..., Any]) -> Callable[..., Any]:
+    """``original`` (create_block_mask) run with torch functions disabled: it vmaps the
+    mask_mod, whose batched tensors the recorder cannot read; the block mask it makes is
+    expanded to its keep mask when flex_attention is called with it."""
+
+    def called(*args: Any, **kwargs: Any) -> Any:
+        import torch
+
+        with torch._C.DisableTorchFunction():
+            return original(*args, **kwargs)
+
+    return called
+
+
+def _swap(
+    module: Any,
+    name: str,
+    hook: str,
+    shim: Callable[..., Any],
+    wrap: Callable[[Callable[..., Any]], Callable[..., Any]],
+) -> Callable[[], None]:
+    """Swap the code of ``module.name`` for ``shim``'s, which calls ``wrap(original)`` (kept as
+    ``module.hook``), until the returned undo runs (every name bound to the function, ``from …
+    import`` included, goes through it)."""
+    import types
+
+    fn = getattr(module, name, None)
     if not isinstance(fn, types.FunctionType) or fn.__code__.co_freevars:
         return lambda: None
-    outer = module.__dict__.get(_HOOK)  # a capture inside a capture: the outer one's shim
+    outer = module.__dict__.get(hook)  # a capture inside a capture: the outer one's shim
     if outer is None:
         original = types.FunctionType(
             fn.__code__, fn.__globals__, fn.__name__, fn.__defaults__, fn.__closure__
@@ -60,20 +114,17 @@ def install(hooks: Any) -> Callable[[], None]:
     else:
         original = outer.original
     saved = (fn.__code__, fn.__defaults__, fn.__kwdefaults__)
-
-    def called(*args: Any, **kwargs: Any) -> Any:
-        return _called(hooks, original, args, kwargs)
-
+    called = wrap(original)
     called.original = original  # type: ignore[attr-defined]
-    module.__dict__[_HOOK] = called
-    fn.__code__, fn.__defaults__, fn.__kwdefaults__ = _shim.__code__, None, None
+    module.__dict__[hook] = called
+    fn.__code__, fn.__defaults__, fn.__kwdefaults__ = shim.__code__, None, None
 
     def undo() -> None:
         fn.__code__, fn.__defaults__, fn.__kwdefaults__ = saved
         if outer is None:
-            module.__dict__.pop(_HOOK, None)
+            module.__dict__.pop(hook, None)
         else:
-            module.__dict__[_HOOK] = outer
+            module.__dict__[hook] = outer
 
     return undo
 
@@ -92,18 +143,46 @@ def _called(
         qkv = [bound["query"], bound["key"], bound["value"]]
         hooks._adopt(qkv, site)
     with torch._C.DisableTorchFunction():  # its eager path runs dynamo, which a mode derails
+        detached = _needs_detaching(args, kwargs)
+        if detached:
+            args, kwargs = _detached(args, kwargs)
         result = original(*args, **kwargs)
     if frame is None:
         return result
     out = result[0] if isinstance(result, tuple) else result
     if not hooks.opaque:
         try:
-            replay_flex(hooks, bound, out, site)
+            replay_flex(hooks, {**bound, "detached": detached}, out, site)
         except Exception:  # an argument the replay does not read: one row, as --opaque
             hooks._record(out, FLEX, "sdpa", site, qkv, {})
         return result
     hooks._record(out, FLEX, "sdpa", site, qkv, {})
     return result
+
+
+def _needs_detaching(args: Sequence[Any], kwargs: Mapping[str, Any]) -> bool:
+    """Whether q, k and v must go to flex_attention detached: on the CPU, with one requiring
+    grad (a module's weights make them), its eager path raises "FlexAttention does not support
+    backward on CPU"; trace asks for no gradient."""
+    import torch
+
+    tensors = [t for t in _qkv(args, kwargs) if isinstance(t, torch.Tensor)]
+    cpu = all(t.device.type == "cpu" for t in tensors)
+    return cpu and any(t.requires_grad for t in tensors)
+
+
+def _qkv(args: Sequence[Any], kwargs: Mapping[str, Any]) -> list[Any]:
+    bound = {**dict(zip(_ARGS, args, strict=False)), **kwargs}
+    return [bound.get(name) for name in _ARGS[:3]]
+
+
+def _detached(
+    args: Sequence[Any], kwargs: Mapping[str, Any]
+) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    """``args`` and ``kwargs`` with q, k and v detached from autograd, wherever they are."""
+    positional = tuple(a.detach() if i < 3 else a for i, a in enumerate(args))
+    named = {k: v.detach() if k in _ARGS[:3] else v for k, v in kwargs.items()}
+    return positional, named
 
 
 def replay_flex(hooks: Any, bound: Mapping[str, Any], result: Any, site: Site) -> KernelCall:
@@ -138,6 +217,7 @@ def _fields(bound: Mapping[str, Any], q: Any, k: Any, v: Any) -> dict[str, Any]:
         "score_mod": "" if bound.get("score_mod") is None else source_line(bound["score_mod"]),
         "sparsity": sparsity,
         "mask": None,
+        "detached": bool(bound.get("detached", False)),
     }
 
 

@@ -112,6 +112,13 @@ class KernelCall:
     agrees: bool = True
     score_mod: str = ""  # flex_attention: the score_mod's source line
     sparsity: float | None = None  # flex_attention: the fraction of blocks the block mask skips
+    #: a call made by followed torch code (``nn.MultiheadAttention``): the user's line that
+    #: called it (``self.attn(x, x, x, attn_mask=…)``) and that statement; "" otherwise
+    caller: str = ""
+    caller_source: str = ""
+    #: flex_attention on the CPU with q, k or v requiring grad: run on them detached (torch
+    #: has no backward for it there), so its output carries no gradient
+    detached: bool = False
 
     @property
     def total_flops(self) -> int:
@@ -194,6 +201,9 @@ def remarks(events: Sequence[Event]) -> tuple[str, ...]:
             for c in mine
             if not c.agrees
         ]
+        detached = list(dict.fromkeys(c.location for c in mine if c.detached))
+        if detached:
+            out.append(DETACHED_NOTE.format(op=op, locations=", ".join(detached[:3])))
     return tuple(out)
 
 
@@ -202,6 +212,10 @@ OPENED_NOTE = (
     "{op} opened at {locations}: its steps are replayed from its arguments at the line of the "
     "call, the replay equal to the kernel's output within {max_abs} (--opaque keeps one row per "
     "call)"
+)
+DETACHED_NOTE = (
+    "{op} at {locations} ran on q, k and v detached from autograd: torch has no backward for it "
+    "on the CPU, so its output carries no gradient here"
 )
 DIFFERS_NOTE = (
     "the replay of {op} at {location} differs from the kernel's output by {max_abs} (tolerance "
@@ -336,6 +350,7 @@ def finish(
         **fields,
         "location": site.location,
         "source": site.source,
+        **_followed_caller(),
         "max_abs": max_abs,
         "tol": tol,
         "agrees": max_abs <= tol,
@@ -349,6 +364,29 @@ def finish(
     counts["bytes"] = tuple(replay.bytes)
     replay.flush(KernelCall(**fields, **counts).to_dict())
     return kernel_calls(replay.hooks.recorder.events[-len(replay.names) :])[-1]
+
+
+def _followed_caller() -> dict[str, str]:
+    """The user's line that called the followed torch code making this kernel call
+    (``self.attn(x, x, x, attn_mask=…)`` for ``nn.MultiheadAttention``), as ``caller`` and
+    ``caller_source``; empty when the user's own code made the call."""
+    import sys
+
+    from attntrace.capturing.source import is_user_file, site_of
+    from attntrace.capturing.torch_inside import is_followed_code
+
+    frame = sys._getframe(1)
+    followed = False
+    while frame is not None:
+        if is_followed_code(frame.f_code):
+            followed = True
+        elif is_user_file(frame.f_code.co_filename):
+            if not followed:
+                return {}
+            site = site_of(frame)
+            return {"caller": site.location, "caller_source": site.source}
+        frame = frame.f_back  # type: ignore[assignment]
+    return {}
 
 
 def verdict(max_abs: float, tol: float) -> str:

@@ -274,16 +274,19 @@ def called(torch: Any, attn: Any, rotary: Any, config: Any) -> Any:
             super().__init__()
             self.attn, self.rotary, self.config = attn, rotary, config
             self.hidden_size = int(getattr(config, "hidden_size", 0)) or None
+            self.key_lengths: tuple[int, ...] | None = None  # diff --key-lengths: padded keys
 
         def forward(self, x: Any) -> Any:
-            return call(torch, self.attn, self.rotary, self.config, x)
+            return call(torch, self.attn, self.rotary, self.config, x, self.key_lengths)
 
     Called.__name__ = Called.__qualname__ = type(attn).__name__
     return Called()
 
 
-def call(torch: Any, attn: Any, rotary: Any, config: Any, x: Any) -> Any:
-    """``attn`` on x (B, S, H) or (S, H) with what its forward takes; its first output."""
+def call(torch: Any, attn: Any, rotary: Any, config: Any, x: Any, key_lengths: Any = None) -> Any:
+    """``attn`` on x (B, S, H) or (S, H) with what its forward takes (``key_lengths``: the
+    keys each batch item keeps, the rest hidden by its mask, as its model pads); its first
+    output."""
     batched = x if x.ndim == 3 else x[None]  # (B, S, H)
     B, S, _ = batched.shape
     positions = torch.arange(S)[None].expand(B, S)  # (B, S)
@@ -296,7 +299,8 @@ def call(torch: Any, attn: Any, rotary: Any, config: Any, x: Any) -> Any:
     if "residual" in params:  # Bloom adds the residual itself: none, to see the attention
         kwargs["residual"] = torch.zeros_like(batched)  # (B, S, H)
     kwargs.update(_position_biases(torch, attn, config, params, batched))
-    mask = _mask(torch, attn, config, B, S, batched.dtype)
+    mask = _mask(torch, attn, config, B, S, batched.dtype)  # (B, 1, S, S) or None
+    mask = _padded(torch, mask, key_lengths, S, batched.dtype)
     for name in ("attention_mask", "mask"):
         if name in params:
             kwargs[name] = _keep_mask(torch, attn, mask, B, S)
@@ -408,6 +412,16 @@ def _mask(torch: Any, attn: Any, config: Any, B: int, S: int, dtype: Any) -> Any
         hidden = hidden | (j <= i - window)
     additive = torch.zeros(S, S, dtype=dtype).masked_fill(hidden, torch.finfo(dtype).min)
     return additive[None, None].expand(B, 1, S, S)  # (B, 1, S, S)
+
+
+def _padded(torch: Any, mask: Any, key_lengths: Any, S: int, dtype: Any) -> Any:  # noqa: N803
+    """``mask`` ((B, 1, S, S) additive, or None) with the keys past each item's length hidden."""
+    if key_lengths is None:
+        return mask
+    pad = torch.arange(S)[None] >= torch.tensor(key_lengths)[:, None]  # (B, N)
+    pad = pad[:, None, None, :].expand(-1, 1, S, S)  # (B, 1, S, N)
+    base = torch.zeros(pad.shape, dtype=dtype) if mask is None else mask  # (B, 1, S, N)
+    return base.masked_fill(pad, torch.finfo(base.dtype).min)  # (B, 1, S, N)
 
 
 def _passed_window(attn: Any, config: Any) -> Any:

@@ -454,16 +454,12 @@ def resolve_read(
 
 
 def _check_supported(config: AttentionConfig) -> None:
-    """diff calls the code on x alone: no second input, no per-item key lengths."""
+    """diff calls the code on x alone: no second input. (--key-lengths masks the reference's
+    keys as a padding mask the code makes itself does.)"""
     if config.cross:
         raise ConfigError(
             "diff runs self-attention code on x alone; drop --kv-seq/--kv-hidden "
             "(cross-attention code needs a second input diff does not pass)"
-        )
-    if config.key_lengths is not None:
-        raise ConfigError(
-            "diff calls the code on x alone, so it cannot pass --key-lengths; "
-            "drop it (a padding mask inside the code is compared as it is)"
         )
 
 
@@ -532,7 +528,7 @@ def run_diff(
         from attntrace.diffing.wording import in_users_terms
 
         diagnosis = in_users_terms(diagnosis, layer.flavour, batched=config.batch is not None)
-        diagnosis = in_kernel_terms(diagnosis, kernel)
+        diagnosis = in_kernel_terms(diagnosis, kernel, steps)
     notes += _shift_notes(rows)
     source = "its state dict" if layer.weights is None else layer.weights.scheme
     report = DiffReport(
@@ -631,6 +627,8 @@ def _call(
     import torch
 
     call = layer.call
+    if config.key_lengths is not None and getattr(type(layer.module), "attntrace_caller", False):
+        layer.module.key_lengths = config.key_lengths  # attntrace's caller pads as a model does
     if (
         not config.past  # a decode step casts its module itself (diffing/decode.py)
         and layer.module is not None

@@ -144,10 +144,12 @@ _SCALES = ("unscaled", "scaled-1/d", "scaled-sqrt(d)", "scaled-1/sqrt(H)")
 ENABLE_GQA = "or hand scaled_dot_product_attention the kv heads as they are, with enable_gqa=True"
 
 
-def in_kernel_terms(d: Diagnosis, kernel: bool = False) -> Diagnosis:
+def in_kernel_terms(d: Diagnosis, kernel: bool = False, callers: Iterable[Any] = ()) -> Diagnosis:
     """``d`` with its fix written in the user's kernel call, when the line blamed is one
     (``F.scaled_dot_product_attention(…)``, ``flex_attention(…)``); else ``d`` itself (with
     ``kernel``, the code calls one later: kv heads tiled for it may go in whole, enable_gqa).
+    The SDPA call torch's ``nn.MultiheadAttention`` makes is blamed at the user's line that
+    called the module, found among ``callers`` (the user's steps: ``caller``, ``caller_source``).
 
     >>> from attntrace.diffing.diagnose import Diagnosis
     >>> d = Diagnosis("scaled", "scaled-sqrt(d)", "…", "…", "m.py:9",
@@ -160,7 +162,7 @@ def in_kernel_terms(d: Diagnosis, kernel: bool = False) -> Diagnosis:
     if kernel and key.startswith("gqa-tile") and kernel_call(d.source) is None:
         return replace(d, fix=f"{d.fix}; {ENABLE_GQA}")  # the repeat line, before the call
     if _in_torch_mha(d):  # torch's own call, made by nn.MultiheadAttention: its convention
-        return replace(d, fix=MHA_FIXES[key]) if key in MHA_FIXES else d
+        return at_the_callers_line(d, callers)
     words = KERNEL_FIXES.get("scale" if key in _SCALES else key)
     if not words or "||" in words or kernel_call(d.source) is None:
         return d
@@ -168,12 +170,61 @@ def in_kernel_terms(d: Diagnosis, kernel: bool = False) -> Diagnosis:
 
 
 #: Fixes for a bug seen in the SDPA call of ``F.multi_head_attention_forward`` (torch's
-#: ``nn.MultiheadAttention``, followed): written for the module's arguments, not the call's.
+#: ``nn.MultiheadAttention``, followed): written for the module's arguments, not the call's
+#: (``{mask}``: the opposite of the user's ``attn_mask=`` expression).
 MHA_FIXES = {
     "mask-inverted": "nn.MultiheadAttention's boolean attn_mask is True where a key is *hidden* "
-    "(the opposite of scaled_dot_product_attention's): pass attn_mask=~keep, or a causal "
+    "(the opposite of scaled_dot_product_attention's): pass attn_mask={mask}, or a causal "
     "attn_mask=nn.Transformer.generate_square_subsequent_mask(S)",
 }
+
+#: ``nn.MultiheadAttention.forward``'s place for ``attn_mask`` among its positional arguments
+#: (query, key, value, key_padding_mask, need_weights, attn_mask).
+_MHA_MASK_AT = 5
+
+
+def at_the_callers_line(d: Diagnosis, callers: Iterable[Any] = ()) -> Diagnosis:
+    """``d``, blamed at the SDPA call inside torch's ``F.multi_head_attention_forward``, moved
+    to the user's line that called the module (the first of ``callers`` replayed at that call
+    with a ``caller``), its fix in the module's convention with the user's mask expression.
+
+    >>> from attntrace.diffing.diagnose import Diagnosis
+    >>> from attntrace.diffing.user_side import UserStep
+    >>> d = Diagnosis("masked", "mask-inverted", "…", "…", "functional.py:7077",
+    ...               "scaled_dot_product_attention( q, k, v, attn_mask, dropout_p, is_causal )",
+    ...               1.0, 1.0)
+    >>> step = UserStep(3, "masked", None, "functional.py:7077", d.source, "masked",
+    ...                 "m.py:12", "y, _ = self.attn(x, x, x, attn_mask=allowed)")
+    >>> moved = at_the_callers_line(d, [step])
+    >>> moved.location, moved.fix.split(": ")[1].split(",")[0]
+    ('m.py:12', 'pass attn_mask=~allowed')
+    """
+    step = next((s for s in callers if s.location == d.location and s.caller), None)
+    mask = _mha_mask(step.caller_source) if step is not None else None
+    fix = MHA_FIXES.get(d.bug or "")
+    if fix is not None:
+        d = replace(d, fix=fix.replace("{mask}", _negated(mask) if mask is not None else "~keep"))
+    if step is None:
+        return d
+    return replace(d, location=step.caller, source=step.caller_source)
+
+
+def _mha_mask(source: str) -> ast.expr | None:
+    """The ``attn_mask`` the user handed ``nn.MultiheadAttention`` in ``source`` (their call
+    of the module: by keyword, or sixth positional argument).
+
+    >>> ast.unparse(_mha_mask("y, _ = self.attn(x, x, x, attn_mask=m == 0, need_weights=False)"))
+    'm == 0'
+    """
+    tree = _parsed(source)
+    calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call)] if tree is not None else []
+    for call in calls:
+        given = {k.arg: k.value for k in call.keywords if k.arg}
+        if "attn_mask" in given:
+            return given["attn_mask"]
+        if len(call.args) > _MHA_MASK_AT:
+            return call.args[_MHA_MASK_AT]
+    return None
 
 
 def _in_torch_mha(d: Diagnosis) -> bool:

@@ -71,11 +71,13 @@ def _packed(layer: Arrays, path: Path, packed: str, out: tuple[str, ...]) -> Par
 #: Other names of the output projection beside a packed ``qkv`` or ``to_qkv`` (a user's own
 #: module: ``self.qkv``, ``self.out``), tried after the library's own.
 PACKED_OUTPUTS = ("out", "out_proj", "o_proj", "output_proj", "dense", "c_proj", "wo", "o")
+TIMM_OUTPUTS = ("proj", "to_out.0", "to_out", *PACKED_OUTPUTS)
+TO_QKV_OUTPUTS = ("to_out.0", "to_out", "proj", *PACKED_OUTPUTS)
 
 
 def timm(layer: Arrays, path: Path) -> Params:
     """timm's ``qkv`` and ``proj`` (or another familiar output name)."""
-    return _packed(layer, path, "qkv", ("proj", "to_out.0", "to_out", *PACKED_OUTPUTS))
+    return _packed(layer, path, "qkv", TIMM_OUTPUTS)
 
 
 def wqkv(layer: Arrays, path: Path) -> Params:
@@ -85,7 +87,7 @@ def wqkv(layer: Arrays, path: Path) -> Params:
 
 def to_qkv(layer: Arrays, path: Path) -> Params:
     """vit-pytorch's ``to_qkv`` and ``to_out`` (a Linear, or Sequential(Linear, Dropout))."""
-    return _packed(layer, path, "to_qkv", ("to_out.0", "to_out", "proj", *PACKED_OUTPUTS))
+    return _packed(layer, path, "to_qkv", TO_QKV_OUTPUTS)
 
 
 def to_q(layer: Arrays, path: Path) -> Params:
@@ -168,13 +170,36 @@ def renamed(q: str, k: str, v: str, o: str | None) -> Any:
 
 
 def t5_attention(layer: Arrays, path: Path) -> Params:
-    """A bare ``T5Attention``: q, k, v, o without biases; its relative bias table, if it has
-    one, as rel_bias."""
+    """A bare ``T5Attention``: q, k, v, o (T5's without biases; a user's module of those names
+    with its biases read); its relative bias table, if it has one, as rel_bias."""
     params: Params = {}
     for c in "qkvo":
-        params[f"w_{c}"], params[f"b_{c}"] = _need(layer, path, f"{c}.weight"), None
+        params[f"w_{c}"] = _need(layer, path, f"{c}.weight")
+        params[f"b_{c}"] = _get(layer, path, f"{c}.bias")
     table = _get(layer, path, "relative_attention_bias.weight")
     return {**params, **({"rel_bias": table} if table is not None else {})}
+
+
+#: The packed schemes whose output projection goes by other names than the library's.
+TIMM, VIT, T5 = "qkv/proj (timm)", "to_qkv/to_out (vit-pytorch)", "T5Attention q/k/v/o"
+_OUTPUTS = {TIMM: ("qkv", TIMM_OUTPUTS[:1]), VIT: ("to_qkv", TO_QKV_OUTPUTS[:2])}
+
+
+def _as_read(weights: LoadedWeights, arrays: LazyArrays) -> LoadedWeights:
+    """``weights`` under the names it was read by: a packed ``qkv`` beside an output named
+    otherwise than the library's (a user's ``self.out``) is ``qkv/out``, not timm's scheme;
+    ``q``, ``k``, ``v``, ``o`` with biases (T5 has none) are a user's ``q/k/v/o``."""
+    from dataclasses import replace
+
+    if weights.scheme == T5 and any(weights.params.get(f"b_{c}") is not None for c in "qkvo"):
+        return replace(weights, scheme="q/k/v/o")
+    packed, own = _OUTPUTS.get(weights.scheme, ("", ()))
+    if not packed:
+        return weights
+    layer = arrays.under(weights.prefix)
+    names = TIMM_OUTPUTS if packed == "qkv" else TO_QKV_OUTPUTS
+    o = next((name for name in names if f"{name}.weight" in layer), names[0])
+    return weights if o in own else replace(weights, scheme=f"{packed}/{o}")
 
 
 #: DeBERTa's query_proj/key_proj/value_proj: no output projection of its own.
@@ -190,11 +215,11 @@ def _schemes() -> tuple[Scheme, ...]:
 
     ours = (
         Scheme("c_attn/c_proj (GPT-2 Conv1D, nanoGPT)", "c_attn.weight", _unused, c_attn),
-        Scheme("qkv/proj (timm)", "qkv.weight", _unused, _plain(timm)),
-        Scheme("to_qkv/to_out (vit-pytorch)", "to_qkv.weight", _unused, _plain(to_qkv)),
+        Scheme(TIMM, "qkv.weight", _unused, _plain(timm)),
+        Scheme(VIT, "to_qkv.weight", _unused, _plain(to_qkv)),
         Scheme("Wqkv/out_proj (MPT)", "Wqkv.weight", _unused, _plain(wqkv)),
         Scheme("to_q/to_kv/to_out (x-transformers)", "to_q.weight", _unused, _plain(to_q)),
-        Scheme("T5Attention q/k/v/o", "q.weight", _unused, _plain(t5_attention)),
+        Scheme(T5, "q.weight", _unused, _plain(t5_attention)),
         Scheme(
             "q_lin/k_lin/v_lin/out_lin (DistilBERT)",
             "q_lin.weight",
@@ -230,6 +255,12 @@ def module_weights(
     >>> w = module_weights(Attention(), LayoutInfo(heads=2))
     >>> w.scheme, w.params["w_k"].shape
     ('qkv/proj (timm)', (8, 8))
+    >>> class Block(torch.nn.Module):  # a user's own names, the scheme named by them
+    ...     def __init__(self):
+    ...         super().__init__()
+    ...         self.qkv, self.out = torch.nn.Linear(8, 24), torch.nn.Linear(8, 8)
+    >>> module_weights(Block(), LayoutInfo(heads=2)).scheme
+    'qkv/out'
     """
     from attntrace.files.schemes import torch_to_numpy
 
@@ -238,11 +269,12 @@ def module_weights(
     path = Path(f"{type(module).__name__}.state_dict()")
     try:
         top = _top(arrays) if prefix is None else prefix  # prefix: the layer forward calls
-        return load_layer(path, arrays, {}, top, schemes=_schemes(), info=info)
+        loaded = load_layer(path, arrays, {}, top, schemes=_schemes(), info=info)
     except InputFileError as exc:
         if "no attention weights in a known naming scheme" in str(exc):
             return None
         raise
+    return _as_read(loaded, arrays)
 
 
 def _top(arrays: Mapping[str, Any]) -> str | None:

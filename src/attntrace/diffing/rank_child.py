@@ -210,7 +210,7 @@ def _load(folder: Path, rank: int, result: Any) -> RankCapture:
     x = data["__x"]
     steps = [UserStep(index=0, name="x", value=x)]
     for i, (name, location, source, role, called) in enumerate(result["steps"], 1):
-        steps.append(UserStep(i, name, data[f"s{i - 1}"], location, source, role, called))
+        steps.append(UserStep(i, name, data[f"s{i - 1}"], location, source, role, called=called))
     params = {k[2:]: v for k, v in data.items() if k.startswith("p:")}
     return RankCapture(rank, x, data["__out"], params, tuple(steps))
 

@@ -98,7 +98,8 @@ def _reproduces(report: DiffReport, config: Any, tensors: Mapping[str, Any]) -> 
 
 def _padding(report: DiffReport) -> Undecided | None:
     """The code hides whole keys of a batch item from every query (a padding mask it makes
-    itself: masked scores, weights of 0) where the reference, given no mask, has none."""
+    itself: masked scores, weights of 0) where the reference, given no mask, has none; the
+    remedy is ``--key-lengths`` with the keys each item keeps, which masks the reference's."""
     from attntrace.diffing.verdict import Undecided
 
     cfg = report.config
@@ -111,11 +112,20 @@ def _padding(report: DiffReport) -> Undecided | None:
     )
     if gone is None:
         return None
-    lengths = ",".join(str(int(n)) for n in (~gone).sum(axis=1))
+    import numpy as np
+
+    kept = (~gone).sum(axis=1)  # (B,)
+    lengths = ",".join(str(int(n)) for n in kept)
+    said = f"a padding mask it makes itself: keys kept per batch item {lengths}"
+    if not np.array_equal(gone, np.arange(gone.shape[1]) >= kept[:, None]):  # (B, N)
+        return Undecided(  # --key-lengths hides the last keys of an item, never others
+            f"the code masks whole keys ({said}, not the last keys of each item), which the "
+            "reference, called on x alone, is not given",
+            "",
+        )
     return Undecided(
-        f"the code masks whole keys (a padding mask it makes itself: keys kept per batch item "
-        f"{lengths}), which the reference, called on x alone, is not given",
-        "",
+        f"the code masks whole keys ({said}), which the reference, called on x alone, is not given",
+        f"pass --key-lengths {lengths} if those are the keys the model pads",
     )
 
 

@@ -30,6 +30,10 @@ class UserStep:
     location: str = ""  # "file:line"
     source: str = ""  # the expression on that line
     role: str = ""  # the reference step capture recognised it as, or ""
+    #: a step replayed from a kernel call made by followed torch code (nn.MultiheadAttention):
+    #: the user's line that called it and that statement
+    caller: str = ""
+    caller_source: str = ""
     called: str = ""  # made in a helper: "in apply_rope, called at ring.py:81"
 
     @property
@@ -63,30 +67,37 @@ def run_user(
     return _user_steps(t.steps, _calls(t)), _numpy(_first_tensor(out))
 
 
-def _calls(capture: Any) -> dict[str, str]:
-    """The text of each kernel call the capture opened (``F.scaled_dot_product_attention(…)``),
-    by its ``file:line``: the source of the steps replayed there, as the user wrote it."""
+def _calls(capture: Any) -> dict[str, Any]:
+    """Each kernel call the capture opened (``F.scaled_dot_product_attention(…)``), by its
+    ``file:line``: its text is the source of the steps replayed there, as the user wrote it."""
     kernels = getattr(capture, "kernels", None)
-    return {k.location: k.source for k in kernels()} if callable(kernels) else {}
+    return {k.location: k for k in kernels()} if callable(kernels) else {}
 
 
-def _user_steps(captured: Any, calls: dict[str, str] | None = None) -> tuple[UserStep, ...]:
+def _user_steps(captured: Any, calls: dict[str, Any] | None = None) -> tuple[UserStep, ...]:
     """The captured steps with a value, as numpy (floating and boolean ones); a step replayed
-    from a kernel call has the call's text as its source."""
+    from a kernel call has the call's text as its source (and the user's line that called the
+    torch code making it, when followed code made it)."""
     kept = [(s, _numpy(s.value)) for s in captured if s.value is not None]
     calls = calls or {}
-    return tuple(
-        UserStep(
-            index=i,
-            name=s.name,
-            value=value,
-            location=getattr(s, "location", ""),
-            source=calls.get(getattr(s, "location", ""), getattr(s, "source", "")),
-            role=getattr(s, "role", ""),
-            called=getattr(s, "called", ""),
+    out = []
+    for i, (s, value) in enumerate((s, v) for s, v in kept if v.dtype.kind in "fb"):
+        at = getattr(s, "location", "")
+        call = calls.get(at)
+        out.append(
+            UserStep(
+                index=i,
+                name=s.name,
+                value=value,
+                location=at,
+                source=call.source if call is not None else getattr(s, "source", ""),
+                role=getattr(s, "role", ""),
+                caller=getattr(call, "caller", ""),
+                caller_source=getattr(call, "caller_source", ""),
+                called=getattr(s, "called", ""),
+            )
         )
-        for i, (s, value) in enumerate((s, v) for s, v in kept if v.dtype.kind in "fb")
-    )
+    return tuple(out)
 
 
 def _first_tensor(out: object) -> object:

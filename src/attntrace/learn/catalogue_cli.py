@@ -494,6 +494,30 @@ MESSAGES: dict[str, tuple[str, str]] = {
         "compare {step} with the reference: {op}",
         "把 {step} 与参考实现比较：{op}",
     ),
+    "verdict.cannot_tell": ("CANNOT TELL: {why}", "无法判断（CANNOT TELL）：{why}"),
+    "verdict.part_at": (
+        "the code and the reference part at step {step} ({where})",
+        "代码与参考实现从第 {step} 步开始分开（{where}）",
+    ),
+    "verdict.to_decide": ("to decide: {fix}", "要作出判断：{fix}"),
+    "verdict.nothing_taken": ("nothing attntrace takes", "attntrace 没有能接受的选项"),
+    "verdict.padding": (
+        "the code masks whole keys (a padding mask it makes itself: keys kept per batch item "
+        "{lengths}), which the reference, called on x alone, is not given",
+        "代码遮住了整列的键（它自己构造的 padding 掩码：每个 batch 项保留的键数为 {lengths}），"
+        "而参考实现只以 x 调用，得不到这个掩码",
+    ),
+    "verdict.padding_not_last": (
+        "the code masks whole keys (a padding mask it makes itself: keys kept per batch item "
+        "{lengths}, not the last keys of each item), which the reference, called on x alone, is "
+        "not given",
+        "代码遮住了整列的键（它自己构造的 padding 掩码：每个 batch 项保留的键数为 {lengths}，"
+        "遮住的不是每项最后的那些键），而参考实现只以 x 调用，得不到这个掩码",
+    ),
+    "fix.padding_key_lengths": (
+        "pass --key-lengths {lengths} if those are the keys the model pads",
+        "如果模型填充的正是这些键，请传入 --key-lengths {lengths}",
+    ),
     "bug.untransposed": (
         "x @ W instead of x @ W.T in the {c} projection",
         "{c} 投影写成了 x @ W，而不是 x @ W.T",
@@ -1338,10 +1362,10 @@ MESSAGES: dict[str, tuple[str, str]] = {
     ),
     "fix.mask_inverted_mha": (
         "nn.MultiheadAttention's boolean attn_mask is True where a key is *hidden* (the opposite "
-        "of scaled_dot_product_attention's): pass attn_mask=~keep, or a causal "
+        "of scaled_dot_product_attention's): pass attn_mask={mask}, or a causal "
         "attn_mask=nn.Transformer.generate_square_subsequent_mask(S)",
         "nn.MultiheadAttention 的布尔 attn_mask 为 True 表示*遮住*这个键（与 "
-        "scaled_dot_product_attention 相反）：应传 attn_mask=~keep，因果掩码可用 "
+        "scaled_dot_product_attention 相反）：应传 attn_mask={mask}，因果掩码可用 "
         "attn_mask=nn.Transformer.generate_square_subsequent_mask(S)",
     ),
     "fix.enable_gqa": (
@@ -1731,6 +1755,12 @@ MESSAGES: dict[str, tuple[str, str]] = {
         "row per call)",
         "{op} 已在 {locations} 打开：用它的参数在调用所在的那一行逐步重放它的各个步骤，重放结果与 "
         "kernel 的输出相差不超过 {max_abs}（--opaque 让每次调用只占一行）",
+    ),
+    "note.kernel_detached": (
+        "{op} at {locations} ran on q, k and v detached from autograd: torch has no backward for "
+        "it on the CPU, so its output carries no gradient here",
+        "{locations} 处的 {op} 在与 autograd 分离（detach）的 q、k、v 上运行："
+        "torch 在 CPU 上没有它的反向传播，所以这里它的输出不带梯度",
     ),
     "note.kernel_differs": (
         "the replay of {op} at {location} differs from the kernel's output by {max_abs} "
