@@ -55,6 +55,9 @@ def _env(tmp: Path) -> dict[str, str]:
         "PYTHONPATH": str(SRC),
         "COLUMNS": "100",
         "MPLCONFIGDIR": str(tmp / "mpl"),  # a fresh font cache: matplotlib wants to write one
+        # a process under a file-size limit must not write bytecode: a .pyc cut at the limit
+        # is left in the checkout's __pycache__, and every later import of it fails
+        "PYTHONDONTWRITEBYTECODE": "1",
     }
 
 
