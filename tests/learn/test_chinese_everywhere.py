@@ -289,3 +289,19 @@ def test_every_usage_error_is_chinese(name: str, monkeypatch: pytest.MonkeyPatch
 def test_english_stays_english() -> None:
     result = runner.invoke(app, ["run", "--heads", "5"], env={"LANG": "C.UTF-8"})
     assert result.stderr.startswith("attntrace: error: --hidden 768 is not divisible")
+
+
+def test_a_cannot_tell_of_a_choice_nobody_stated_is_chinese() -> None:
+    """The CANNOT TELL of an unstated causal mask or RoPE pairing: every clause in Chinese."""
+    from attntrace.diffing.verdict import Read, _unstated
+
+    read = (Read("causal", True, "GPT2Attention.is_causal"),)
+    for args in [
+        ("causal", "--no-causal", "applies no causal mask", read),
+        ("causal", "--causal", "applies a causal mask", ()),
+        ("rope_style", "--rope-style interleaved", "pairs RoPE's dims as interleaved", ()),
+    ]:
+        why = _unstated(*args)
+        for english in (why.missing, why.remedy):
+            chinese = translate(english, "zh")
+            assert english_runs(chinese) == [], chinese

@@ -514,6 +514,30 @@ MESSAGES: dict[str, tuple[str, str]] = {
         "代码遮住了整列的键（它自己构造的 padding 掩码：每个 batch 项保留的键数为 {lengths}，"
         "遮住的不是每项最后的那些键），而参考实现只以 x 调用，得不到这个掩码",
     ),
+    "verdict.unstated": (
+        "the code {does}, and no flag said {question} ({stated}): the model's choice or a bug",
+        "代码{does}，但没有参数说明{question}（{stated}）：可能是模型的选择，也可能是错误",
+    ),
+    "verdict.unstated.causal": ("applies a causal mask", "施加了因果掩码"),
+    "verdict.unstated.no_causal": ("applies no causal mask", "没有施加因果掩码"),
+    "verdict.unstated.rope_pairs": (
+        "pairs RoPE's dims as {style}",
+        "把 RoPE 的维度按 {style} 配对",
+    ),
+    "verdict.unstated.theta": ("rotates with θ = {theta}", "以 θ = {theta} 旋转"),
+    "verdict.question.causal": ("whether the model is causal", "模型是否为因果"),
+    "verdict.question.rope_style": (
+        "how the model pairs RoPE's dimensions",
+        "模型如何配对 RoPE 的维度",
+    ),
+    "verdict.question.rope_base": ("the model's RoPE θ", "模型的 RoPE θ"),
+    "verdict.stated.default": ("attntrace's default: {value}", "attntrace 的默认值：{value}"),
+    "verdict.stated.read": ("{source} gives {value}", "{source} 给出 {value}"),
+    "fix.unstated.pass": (
+        "pass {flag} if that is the model's choice",
+        "如果这是模型的选择，请传入 {flag}",
+    ),
+    "fix.unstated.contrary": ("{flag} makes it a finding", "传入 {flag} 则把它作为错误报告"),
     "fix.padding_key_lengths": (
         "pass --key-lengths {lengths} if those are the keys the model pads",
         "如果模型填充的正是这些键，请传入 --key-lengths {lengths}",
