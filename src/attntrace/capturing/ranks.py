@@ -109,7 +109,8 @@ class RankRuns:
         outcome = self.outcomes()[rank]
         if outcome.error is None:
             return None
-        return outcome.capture.document(outcome.error, outcome.frames)["failure"]  # type: ignore[no-any-return]
+        document = outcome.capture.document(outcome.error, outcome.frames)
+        return document["failure"]  # type: ignore[no-any-return]
 
 
 @dataclass

@@ -73,7 +73,9 @@ def _table(report: RankDiffReport) -> Table:
         compared = [r for r in rows if r.user is not None or r.status == "differs"]
         matched = sum(r.status == "match" for r in compared)
         first = next((r for r in rows if r.status == "differs" and r.user is not None), None)
-        where = "" if first is None else f"{first.step.name} ({plain(first.user.location)})"  # type: ignore[union-attr]
+        where = ""
+        if first is not None and first.user is not None:
+            where = f"{first.step.name} ({plain(first.user.location)})"
         table.add_row(str(rank), f"{matched} of {len(compared)}", where, _num(report.outputs[rank]))
     return table
 
